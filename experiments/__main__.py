@@ -1,0 +1,7 @@
+"""``python -m experiments`` is ``crosscurv``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""``crosscurv`` command line: one sub-command per module in ``experiments.commands``.
+
+Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``.  Modules are imported lazily, so ``crosscurv derive``
+never imports torch.
+
+Error contract: bad input (flags, patterns, tasks, files) prints one line
+``crosscurv: error: ...`` on stderr and exits with code 2, never a traceback.
+Set ``CROSSCURV_DEBUG=1`` to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from theory.errors import InputError
+
+__all__ = ["CLIError", "main", "COMMANDS"]
+
+#: sub-command name -> module under ``experiments.commands``
+COMMANDS = {
+    "derive": "derive",
+    "run": "run",
+    "scaling": "scaling",
+    "table": "table",
+    "report": "report",
+    "validate-step": "validate_step",
+    "validate-records": "validate_records",
+    "golden": "golden",
+}
+
+#: one-line summaries shown by ``crosscurv --help`` without importing modules
+SUMMARIES = {
+    "derive": "derive and verify the paper's expansions symbolically (SymPy)",
+    "run": "run the controlled JC vs pattern-S protocol on a task",
+    "scaling": "error-scaling study: observed orders of the remainders",
+    "table": "render Table 1 from run directories",
+    "report": "everything: derivations, scaling, the three studies, Table 1, figures",
+    "validate-step": "tell which block scheme a user's step function performs",
+    "validate-records": "compare a user's per-iteration records with the reference",
+    "golden": "write framework-independent conformance cases",
+}
+
+
+
+class CLIError(InputError):
+    """Bad user input: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise CLIError(f"{self.prog.split()[-1]}: {message}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="crosscurv", description="Cross-curvature verification suite.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, modname in COMMANDS.items():
+        if name != only:  # summaries only: no import
+            sub.add_parser(name, help=SUMMARIES[name], add_help=False)
+            continue
+        mod = importlib.import_module(f"experiments.commands.{modname}")
+        p = sub.add_parser(name, help=SUMMARIES[name], description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = bool(os.environ.get("CROSSCURV_DEBUG"))
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    try:
+        parser = build_parser(only=chosen)
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return 2
+        return int(args._run(args) or 0)
+    except InputError as exc:
+        if debug:
+            raise
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"crosscurv: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("crosscurv: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in crosscurv itself: say so, briefly
+        if debug:
+            raise
+        print(f"crosscurv: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("crosscurv: rerun with CROSSCURV_DEBUG=1 for the traceback", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
