@@ -1,0 +1,112 @@
+"""Parameter-space vectors as dicts of tensors (``dict[str, Tensor]``).
+
+Every vector in parameter space (a gradient, a direction ``v``, the
+trajectory difference ``Delta theta``, the cumulative state ``z``) has the
+same keys and shapes as the task's ``params``.  These helpers keep that
+representation, so no flat ``d``-vector, let alone a ``d x d`` matrix, is
+ever needed.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import torch
+
+__all__ = [
+    "add",
+    "sub",
+    "scale",
+    "axpy",
+    "dot",
+    "norm",
+    "zeros_like",
+    "restrict",
+    "detach",
+    "clone",
+    "flatten",
+    "unflatten",
+    "stack",
+    "unstack",
+]
+
+Tree = dict  # dict[str, torch.Tensor]
+
+
+def add(a: Mapping, b: Mapping) -> Tree:
+    """``a + b``."""
+    return {k: a[k] + b[k] for k in a}
+
+
+def sub(a: Mapping, b: Mapping) -> Tree:
+    """``a - b``."""
+    return {k: a[k] - b[k] for k in a}
+
+
+def scale(a: Mapping, s) -> Tree:
+    """``s * a`` for a scalar ``s``."""
+    return {k: v * s for k, v in a.items()}
+
+
+def axpy(alpha, x: Mapping, y: Mapping) -> Tree:
+    """``alpha * x + y``."""
+    return {k: alpha * x[k] + y[k] for k in y}
+
+
+def dot(a: Mapping, b: Mapping) -> torch.Tensor:
+    """Euclidean inner product ``a^T b`` (0-dim tensor)."""
+    it = iter(a)
+    first = next(it)
+    total = (a[first] * b[first]).sum()
+    for k in it:
+        total = total + (a[k] * b[k]).sum()
+    return total
+
+
+def norm(a: Mapping) -> torch.Tensor:
+    """Euclidean norm ``||a||`` (0-dim tensor)."""
+    return torch.sqrt(dot(a, a))
+
+
+def zeros_like(a: Mapping) -> Tree:
+    return {k: torch.zeros_like(v) for k, v in a.items()}
+
+
+def restrict(a: Mapping, keys: Iterable[str]) -> Tree:
+    """``P a``: keep the entries in ``keys``, zero elsewhere (a block projection)."""
+    keep = set(keys)
+    return {k: (v if k in keep else torch.zeros_like(v)) for k, v in a.items()}
+
+
+def detach(a: Mapping) -> Tree:
+    return {k: v.detach() for k, v in a.items()}
+
+
+def clone(a: Mapping) -> Tree:
+    return {k: v.detach().clone() for k, v in a.items()}
+
+
+def flatten(a: Mapping) -> torch.Tensor:
+    """Concatenate into one ``(d,)`` vector in key order (tests and small problems only)."""
+    return torch.cat([v.reshape(-1) for v in a.values()])
+
+
+def unflatten(vec: torch.Tensor, like: Mapping) -> Tree:
+    """Inverse of :func:`flatten` with the keys and shapes of ``like``."""
+    out, i = {}, 0
+    for k, v in like.items():
+        n = v.numel()
+        out[k] = vec[i : i + n].reshape(v.shape)
+        i += n
+    return out
+
+
+def stack(trees: list) -> Tree:
+    """List of ``m`` trees -> one tree with a leading batch axis of size ``m`` (for ``vmap``)."""
+    return {k: torch.stack([t[k] for t in trees]) for k in trees[0]}
+
+
+def unstack(tree: Mapping) -> list:
+    """Inverse of :func:`stack`."""
+    m = next(iter(tree.values())).shape[0]
+    return [{k: v[i] for k, v in tree.items()} for i in range(m)]
