@@ -1,0 +1,136 @@
+"""Exact block-gradient steps for a delay pattern (paper, Definitions 1 and 2).
+
+Exact scheme step (DESIGN.md): with ``theta = theta^k`` and learning rate
+``eta``, block ``i`` is updated as
+
+    theta_i^{k+1} = theta_i^k - eta * grad_i L(theta^{(i)}),
+
+where ``theta^{(i)}`` holds the *new* value ``theta_j^{k+1}`` exactly for the
+blocks ``j`` with ``(i, j) in S`` and the *old* value ``theta_j^k`` for every
+other block.  For full GS this is the usual in-place sweep; for a partial
+pattern it is not: a block updated earlier in the sweep but not in ``S(i)``
+is seen stale.  JC (``S`` empty) is one full gradient at ``theta^k``.
+
+Only the gradients a sub-step needs are computed: blocks with the same fresh
+set ``S(i)`` see the same state, so they share one gradient evaluation with
+respect to their parameters only (:func:`numeric.hvp.block_grad`).  JC costs
+one gradient; full GS over ``N`` blocks costs ``N`` block gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import torch
+
+from theory.errors import InputError
+from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi
+
+from .hvp import block_grad, grad
+
+__all__ = [
+    "StepError",
+    "block_keys",
+    "fresh_groups",
+    "scheme_step",
+    "scheme_step_with_grads",
+    "jacobi_step",
+    "gauss_seidel_step",
+]
+
+
+class StepError(InputError):
+    """A bad step request (non-finite learning rate)."""
+
+
+def block_keys(task) -> list[list[str]]:
+    """Parameter names of each block, in block order (block ``i`` -> ``task.blocks[name_i]``)."""
+    return [list(task.blocks[b]) for b in task.block_names]
+
+
+def check_pattern(task, pattern: DelayPattern) -> None:
+    """Raise :class:`PatternError` unless ``pattern`` is over ``task.n_blocks`` blocks."""
+    if not isinstance(pattern, DelayPattern):
+        raise PatternError(f"expected a DelayPattern, got {type(pattern).__name__}")
+    if pattern.n_blocks != task.n_blocks:
+        raise PatternError(
+            f"pattern {pattern.describe()} is over {pattern.n_blocks} blocks, "
+            f"the task {task.name!r} has {task.n_blocks}"
+        )
+
+
+def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
+    """Blocks grouped by fresh set, in an order valid for a sweep.
+
+    Returns:
+        ``[(F, members), ...]``: ``F = S(i)`` (sorted 0-based block indices)
+        shared by every block ``i`` in ``members``; each group comes after
+        every group holding a block of its ``F`` (the groups follow
+        ``pattern.order()``, placed at their first member).
+    """
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in pattern.order():
+        groups.setdefault(pattern.fresh(i), []).append(i)
+    return list(groups.items())
+
+
+def _check_lr(lr) -> None:
+    try:
+        val = float(lr)
+    except (TypeError, ValueError):
+        raise StepError(f"learning rate must be a number, got {lr!r}") from None
+    if not math.isfinite(val):
+        raise StepError(f"learning rate must be finite, got {val}")
+
+
+def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> tuple[dict, dict]:
+    """One exact step of scheme ``S`` and the gradients it used.
+
+    Args:
+        task: a :class:`numeric.Task` (its ``loss`` and ``blocks``).
+        params: the current point ``theta^k`` (``dict[str, Tensor]``).
+        pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
+        lr: learning rate ``eta`` (float or 0-dim tensor).
+
+    Returns:
+        ``(theta^{k+1}, g_tilde)``: both dicts keyed like ``params``,
+        detached; ``g_tilde`` stacks the fresh block gradients
+        ``grad_i L(theta^{(i)})`` (``g_tilde = g`` for JC), so
+        ``theta^{k+1} = theta^k - eta * g_tilde``.
+    """
+    check_pattern(task, pattern)
+    _check_lr(lr)
+    old = {k: v.detach() for k, v in params.items()}
+    if pattern.is_jacobi:
+        _, g = grad(task.loss, old)
+        return {k: old[k] - lr * g[k] for k in old}, g
+    keys = block_keys(task)
+    new: dict[str, torch.Tensor] = {}
+    used: dict[str, torch.Tensor] = {}
+    for fresh, members in fresh_groups(pattern):
+        state = dict(old)
+        for j in fresh:
+            for k in keys[j]:
+                state[k] = new[k]
+        wrt = [k for b in members for k in keys[b]]
+        gb = block_grad(task.loss, state, wrt)
+        for k in wrt:
+            used[k] = gb[k]
+            new[k] = old[k] - lr * gb[k]
+    return {k: new[k] for k in old}, {k: used[k] for k in old}
+
+
+def scheme_step(task, params: Mapping, pattern: DelayPattern, lr) -> dict:
+    """``theta^{k+1}`` of scheme ``S`` from ``theta^k`` (see :func:`scheme_step_with_grads`)."""
+    return scheme_step_with_grads(task, params, pattern, lr)[0]
+
+
+def jacobi_step(task, params: Mapping, lr) -> dict:
+    """JC step (Definition 1): ``theta - eta * grad L(theta)``, one gradient."""
+    return scheme_step(task, params, jacobi(task.n_blocks), lr)
+
+
+def gauss_seidel_step(task, params: Mapping, lr, order: Sequence[int] | None = None) -> dict:
+    """Full GS sweep (Definition 1) in ``order`` (0-based; index order by default)."""
+    return scheme_step(task, params, gauss_seidel(task.n_blocks, order), lr)
