@@ -1,0 +1,121 @@
+"""Figures of the controlled studies (paper, Figures 2 and 3), matplotlib PNG.
+
+* :func:`gap_figure`: measured ``Delta L^k = L_S^k - L_JC^k`` against the
+  recursive, cumulative and ``jc_only`` estimates over ``k`` (symlog axis, so
+  sign changes stay visible), with Theorem 3's magnitude bound shaded.
+* :func:`winner_timeline`: one row per source (observed, cumulative,
+  recursive, jc_only), coloured by the predicted winner at each ``k``
+  (``JC`` when the gap is positive, ``S`` when negative, grey for a tie).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+
+__all__ = ["gap_figure", "winner_timeline", "ESTIMATES"]
+
+#: estimate columns drawn, with their labels and colours (paper's palette)
+ESTIMATES = {
+    "recursive": ("Recursive (Thm 2)", "#008E9B"),
+    "cumulative": ("Cumulative (Thm 3)", "#7954C5"),
+    "jc_only": ("JC-only cumulative", "#E07A1F"),
+}
+
+
+def _linthresh(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values) & (values != 0)])
+    if finite.size == 0:
+        return 1e-12
+    return float(max(np.percentile(finite, 5), finite.max() * 1e-6))
+
+
+def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_label: str = "GS") -> Path:
+    """Measured and estimated signed gaps over ``k``.
+
+    Args:
+        records: columns ``k, gap, recursive, cumulative, jc_only, bound_bk``
+            as 1-D float arrays of equal length ``K``.
+        path: PNG file to write (parent folders are created).
+        title: panel title.
+        s_label: name of the sequential scheme in the legend.
+    """
+    k = np.asarray(records["k"])
+    gap = np.asarray(records["gap"], dtype=float)
+    fig, ax = plt.subplots(figsize=(7.5, 4.0), dpi=120)
+    bound = np.asarray(records.get("bound_bk", np.full_like(gap, np.nan)), dtype=float)
+    if np.isfinite(bound).any():
+        ax.fill_between(k, -bound, bound, color="#cccccc", alpha=0.35, lw=0, label="Thm 3 bound $G b_K + L b_K^2/2$")
+    ax.plot(k, gap, color="#192D46", lw=2.0, label=f"measured $L_{{{s_label}}}-L_{{JC}}$")
+    for col, (label, colour) in ESTIMATES.items():
+        if col in records:
+            ax.plot(k, np.asarray(records[col], dtype=float), color=colour, lw=1.2, ls="--", label=label)
+    ax.axhline(0.0, color="black", lw=0.6)
+    stacked = np.concatenate([gap] + [np.asarray(records[c], dtype=float) for c in ESTIMATES if c in records])
+    ax.set_yscale("symlog", linthresh=_linthresh(stacked))
+    ax.set_xlabel("iteration $K$")
+    ax.set_ylabel(r"$\Delta L_K$ (symlog)")
+    ax.set_title(title + "  (positive: JC lower, negative: %s lower)" % s_label, fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _winner_codes(values: np.ndarray) -> np.ndarray:
+    """1 for JC (positive), -1 for S (negative), 0 for a tie or non-finite."""
+    v = np.asarray(values, dtype=float)
+    out = np.sign(v)
+    out[~np.isfinite(v)] = 0
+    return out
+
+
+def winner_timeline(
+    records: Mapping[str, np.ndarray],
+    path: Path,
+    title: str,
+    sources: Sequence[str] = ("gap", "cumulative", "recursive", "jc_only"),
+    s_label: str = "GS",
+) -> Path:
+    """Winner at every ``k`` for the observed gap and each estimate (paper, Figure 2)."""
+    names = {"gap": "Obs.", "cumulative": "Cum.", "recursive": "Rec.", "jc_only": "JC-only"}
+    rows = [s for s in sources if s in records]
+    codes = np.vstack([_winner_codes(records[s]) for s in rows])
+    k = np.asarray(records["k"])
+    cmap = ListedColormap(["#1f77b4", "#bbbbbb", "#ff7f0e"])  # S, tie, JC
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.1), dpi=120)
+    ax.imshow(
+        codes,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        vmin=-1,
+        vmax=1,
+        extent=(k[0] - 0.5, k[-1] + 0.5, len(rows) - 0.5, -0.5),
+    )
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([names.get(r, r) for r in rows])
+    ax.set_xlabel("iteration $K$")
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color="#ff7f0e", label="JC lower"),
+        plt.Rectangle((0, 0), 1, 1, color="#1f77b4", label=f"{s_label} lower"),
+    ]
+    ax.legend(handles=handles, fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 1.35), ncol=2)
+    ax.set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
