@@ -1,0 +1,188 @@
+"""Small test problems as data (curvlinops-style ``cases``) and dense float64 references.
+
+Each case builds a :class:`numeric.Task` in float64 small enough for a dense
+``torch.func.hessian`` (``d <= 60``):
+
+* ``tanh_mlp``: 3-4-3-3-2 tanh MLP, MSE on 6 points, one block per layer (4 blocks);
+* ``bilinear_lora``: ``W0 + B A`` (``W0`` frozen, rank 2) on fixed data, MSE with a
+  tanh read-out, blocks ``B`` and ``A`` (2 blocks);
+* ``tiny_conv``: ``Conv2d(1, 2, 3)`` + tanh + ``Linear(18, 3)``, cross-entropy on
+  four 5x5 images, built through :func:`numeric.task_from_module`
+  (blocks ``conv``, ``fc.weight``, ``fc.bias``).
+
+The dense helpers flatten parameters in key order (:func:`numeric.tree.flatten`)
+and are for tests only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from numeric import Task, task_from_module, tree
+from theory.patterns import chain, from_pairs, gauss_seidel, jacobi
+
+DTYPE = torch.float64
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def tanh_mlp(seed: int = 0, dtype=DTYPE) -> Task:
+    gen = _gen(seed)
+    sizes = [3, 4, 3, 3, 2]
+    x = torch.randn(6, sizes[0], generator=gen, dtype=dtype)
+    y = torch.randn(6, sizes[-1], generator=gen, dtype=dtype)
+    params, blocks = {}, {}
+    for layer, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        params[f"l{layer}.w"] = torch.randn(b, a, generator=gen, dtype=dtype) / a**0.5
+        params[f"l{layer}.b"] = 0.3 * torch.randn(b, generator=gen, dtype=dtype)
+        blocks[f"layer{layer + 1}"] = [f"l{layer}.w", f"l{layer}.b"]
+    n_layers = len(sizes) - 1
+
+    def loss(p):
+        h = x
+        for layer in range(n_layers):
+            h = h @ p[f"l{layer}.w"].T + p[f"l{layer}.b"]
+            if layer < n_layers - 1:
+                h = torch.tanh(h)
+        return 0.5 * ((h - y) ** 2).sum(dim=1).mean()
+
+    return Task(params, loss, blocks, name="tanh_mlp")
+
+
+def bilinear_lora(seed: int = 0, dtype=DTYPE) -> Task:
+    gen = _gen(seed)
+    m, n, r = 4, 5, 2
+    w0 = torch.randn(m, n, generator=gen, dtype=dtype) / n**0.5
+    x = torch.randn(7, n, generator=gen, dtype=dtype)
+    y = torch.randn(7, m, generator=gen, dtype=dtype)
+    params = {
+        "B": 0.5 * torch.randn(m, r, generator=gen, dtype=dtype),
+        "A": 0.5 * torch.randn(r, n, generator=gen, dtype=dtype),
+    }
+
+    def loss(p):
+        w = w0 + p["B"] @ p["A"]
+        return 0.5 * ((torch.tanh(x @ w.T) - y) ** 2).sum(dim=1).mean()
+
+    return Task(params, loss, {"B": ["B"], "A": ["A"]}, name="bilinear_lora")
+
+
+class _TinyConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.fc = torch.nn.Linear(18, 3)
+
+    def forward(self, x):
+        return self.fc(torch.tanh(self.conv(x)).flatten(1))
+
+
+def tiny_conv(seed: int = 0, dtype=DTYPE) -> Task:
+    torch.manual_seed(seed)
+    model = _TinyConv().to(dtype)
+    gen = _gen(seed + 1)
+    x = torch.randn(4, 1, 5, 5, generator=gen, dtype=dtype)
+    y = torch.tensor([0, 2, 1, 2])
+
+    def objective(forward, p):
+        return torch.nn.functional.cross_entropy(forward(x), y)
+
+    rule = [("conv", r"^conv\."), ("fc.weight", r"^fc\.weight$"), ("fc.bias", r"^fc\.bias$")]
+    return task_from_module(model, objective, rule, name="tiny_conv")
+
+
+#: name -> builder(seed, dtype)
+CASES = {"tanh_mlp": tanh_mlp, "bilinear_lora": bilinear_lora, "tiny_conv": tiny_conv}
+
+
+def patterns_for(n: int) -> dict:
+    """Delay patterns exercised on an ``n``-block case (JC, GS both ways, chain, partial, shared fresh sets)."""
+    pats = {
+        "jc": jacobi(n),
+        "gs": gauss_seidel(n),
+        "gs_reversed": gauss_seidel(n, list(reversed(range(n)))),
+    }
+    if n >= 3:
+        pats["chain"] = chain(n)
+        pats["partial_2<-1"] = from_pairs(n, [(1, 0)])
+        # blocks 1 and 2 share the fresh set {0}: one HVP serves both rows
+        pats["shared_fresh"] = from_pairs(n, [(1, 0), (2, 0)])
+    if n >= 4:
+        # block 3 sees new 0 and 1 but stale 2 (not the in-place state)
+        pats["skip"] = from_pairs(n, [(1, 0), (2, 1), (3, 0), (3, 1)])
+    return pats
+
+
+def random_direction(params, seed: int) -> dict:
+    gen = _gen(seed)
+    return {k: torch.randn(v.shape, generator=gen, dtype=v.dtype) for k, v in params.items()}
+
+
+# -- dense float64 references (tests only) ------------------------------------
+def flat_loss(task: Task, like=None):
+    like = task.params if like is None else like
+    return lambda f: task.loss(tree.unflatten(f, like))
+
+
+def dense_hessian(task: Task, params=None) -> torch.Tensor:
+    """``(d, d)`` Hessian by ``torch.func.hessian`` in the parameters' dtype (float64 cases; tests only)."""
+    p = task.params if params is None else params
+    f = tree.flatten(p)
+    return torch.func.hessian(flat_loss(task, p))(f)
+
+
+def dense_gradient(task: Task, params=None) -> torch.Tensor:
+    p = task.params if params is None else params
+    f = tree.flatten(p)
+    return torch.func.grad(flat_loss(task, p))(f)
+
+
+def dense_third(task: Task, params=None) -> torch.Tensor:
+    """``(d, d, d)`` third-derivative tensor by ``jacrev`` of ``hessian`` (tests only)."""
+    p = task.params if params is None else params
+    f = tree.flatten(p)
+    return torch.func.jacrev(torch.func.hessian(flat_loss(task, p)))(f)
+
+
+def block_index(task: Task) -> torch.Tensor:
+    """``(d,)`` block number of each flat coordinate (key order of ``task.params``)."""
+    owner = {k: i for i, b in enumerate(task.block_names) for k in task.blocks[b]}
+    return torch.cat([torch.full((v.numel(),), owner[k]) for k, v in task.params.items()])
+
+
+def dense_mask(task: Task, pattern) -> torch.Tensor:
+    """``(d, d)`` 0/1 float64 mask of ``M_S`` (entry ``(a, b)`` set iff ``(blk a, blk b) in S``)."""
+    idx = block_index(task)
+    n = task.n_blocks
+    m = torch.tensor(pattern.mask(), dtype=torch.float64).reshape(n, n)
+    return m[idx][:, idx]
+
+
+def relerr(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``||a - b|| / max(||b||, tiny)``."""
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+def all_case_patterns():
+    """``(case_name, pattern_name)`` pairs for parametrisation."""
+    out = []
+    for name, build in CASES.items():
+        n = build().n_blocks
+        out += [(name, p) for p in patterns_for(n)]
+    return out
+
+
+__all__ = [
+    "CASES",
+    "patterns_for",
+    "random_direction",
+    "dense_hessian",
+    "dense_gradient",
+    "dense_third",
+    "dense_mask",
+    "block_index",
+    "relerr",
+    "all_case_patterns",
+]
