@@ -1,0 +1,168 @@
+"""The paper's evaluation metrics (Section 5.1, "Metrics and baselines").
+
+For a run of ``K`` iterations with measured gaps
+``Delta L^k = L(theta_GS^k) - L(theta_JC^k)`` and estimates ``hat Delta L^k``
+(``k = 1..K``), with the winner function ``w(x) = JC`` for ``x > 0`` and
+``w(x) = GS`` for ``x < 0`` (positive gaps favour JC, negative gaps favour
+the sequential scheme ``S``, called GS in the paper's table):
+
+* ``Correct_K = 100% / K * sum_k 1{w(hat Delta L^k) = w(Delta L^k)}``;
+* for ``m in {JC, GS}``: ``n_m = sum_k 1{w(Delta L^k) = m}`` and
+  ``h_m = sum_k 1{w(Delta L^k) = m} 1{w(hat Delta L^k) = m}``, shown as
+  ``h_m/n_m`` ("JC hits", "GS hits");
+* ``e_k = |hat Delta L^k - Delta L^k|``, ``MAE_K = (1/K) sum_k e_k``,
+  ``Max. AE_K = max_k e_k``.
+
+Ties (the paper leaves ``w(0)`` undefined; this is how crosscurv counts them):
+
+* ``w(0) = "tie"``.  A measured gap of exactly ``0`` is counted in neither
+  ``n_JC`` nor ``n_GS`` (so ``n_JC + n_GS`` can be less than ``K``).
+* ``Correct_K`` requires *equal* winners: an estimate of exactly ``0`` agrees
+  only with a measured gap of exactly ``0`` (so a zero estimate against a
+  nonzero gap is wrong, and a nonzero estimate against a zero gap is wrong).
+  The denominator stays ``K``.
+* A NaN estimate has no winner (``w = "undefined"``): it never agrees, and
+  it makes ``MAE`` and ``Max. AE`` NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+__all__ = [
+    "JC",
+    "GS",
+    "TIE",
+    "UNDEFINED",
+    "winner",
+    "Metrics",
+    "evaluate",
+    "winner_metrics",
+    "evaluate_columns",
+    "bound_coverage",
+]
+
+JC, GS, TIE, UNDEFINED = "JC", "GS", "tie", "undefined"
+
+
+def winner(x: float) -> str:
+    """``w(x)``: ``"JC"`` if ``x > 0``, ``"GS"`` if ``x < 0``, ``"tie"`` if ``x == 0``, ``"undefined"`` for NaN."""
+    x = float(x)
+    if x > 0:
+        return JC
+    if x < 0:
+        return GS
+    if x == 0:
+        return TIE
+    return UNDEFINED
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The paper's metrics of one estimate against the measured gaps.
+
+    Attributes:
+        K: number of iterations compared.
+        correct: ``Correct_K`` in percent.
+        jc_hits: ``(h_JC, n_JC)``.
+        s_hits: ``(h_GS, n_GS)``: the sequential scheme ``S``'s wins (the
+            paper's "GS hits").
+        mae: ``MAE_K``.
+        max_ae: ``Max. AE_K``.
+        ties: number of measured gaps exactly ``0``.
+    """
+
+    K: int
+    correct: float
+    jc_hits: tuple
+    s_hits: tuple
+    mae: float
+    max_ae: float
+    ties: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "K": self.K,
+            "correct": self.correct,
+            "jc_hits": self.jc_hits,
+            "s_hits": self.s_hits,
+            "mae": self.mae,
+            "max_ae": self.max_ae,
+            "ties": self.ties,
+        }
+
+    def row(self) -> list[str]:
+        """Table-1 style cells: Correct, JC hits, GS hits, MAE, Max. AE."""
+        return [
+            f"{self.correct:.1f}%",
+            f"{self.jc_hits[0]}/{self.jc_hits[1]}",
+            f"{self.s_hits[0]}/{self.s_hits[1]}",
+            f"{self.mae:.3g}",
+            f"{self.max_ae:.3g}",
+        ]
+
+
+def evaluate(gaps: Sequence[float], estimates: Sequence[float]) -> Metrics:
+    """Metrics of ``estimates`` against the measured ``gaps`` (same length ``K >= 1``).
+
+    Raises:
+        ValueError: different lengths or ``K = 0``.
+    """
+    est = [float(x) for x in estimates]
+    gap = [float(x) for x in gaps]
+    if len(est) != len(gap):
+        raise ValueError(f"{len(est)} estimates against {len(gap)} gaps")
+    K = len(gap)
+    if K == 0:
+        raise ValueError("no iterations to evaluate")
+    w_est = [winner(x) for x in est]
+    w_gap = [winner(x) for x in gap]
+    agree = sum(1 for a, b in zip(w_est, w_gap) if a == b and a != UNDEFINED)
+    n = {m: sum(1 for b in w_gap if b == m) for m in (JC, GS)}
+    h = {m: sum(1 for a, b in zip(w_est, w_gap) if a == b == m) for m in (JC, GS)}
+    errors = [abs(a - b) for a, b in zip(est, gap)]
+    if any(math.isnan(e) for e in errors):
+        mae = max_ae = math.nan
+    else:
+        mae = math.fsum(errors) / K
+        max_ae = max(errors)
+    return Metrics(
+        K=K,
+        correct=100.0 * agree / K,
+        jc_hits=(h[JC], n[JC]),
+        s_hits=(h[GS], n[GS]),
+        mae=mae,
+        max_ae=max_ae,
+        ties=sum(1 for b in w_gap if b == TIE),
+    )
+
+
+def winner_metrics(gaps: Sequence[float], estimates: Sequence[float]) -> dict:
+    """:func:`evaluate` as a dict: ``K, correct, jc_hits, s_hits, mae, max_ae, ties``.
+
+    ``jc_hits`` and ``s_hits`` are ``(h, n)`` tuples; ``correct`` is in percent.
+    """
+    return evaluate(gaps, estimates).as_dict()
+
+
+def evaluate_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str], gap: str = "gap") -> dict:
+    """``{name: evaluate(columns[gap], columns[name])}`` for each estimate column."""
+    return {name: evaluate(columns[gap], columns[name]) for name in names}
+
+
+def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
+    """How often ``|gap_k| <= bound_k`` (Theorem 3's bound holds up to ``O(K eta^3)``).
+
+    Returns:
+        ``{"covered": c, "K": K, "max_ratio": max_k |gap_k| / bound_k}`` (the
+        ratio skips ``bound_k = 0``; NaN bounds count as not covered).
+    """
+    b = [float(x) for x in bounds]
+    g = [abs(float(x)) for x in gaps]
+    if len(b) != len(g):
+        raise ValueError(f"{len(b)} bounds against {len(g)} gaps")
+    covered = sum(1 for bk, gk in zip(b, g) if gk <= bk)
+    ratios = [gk / bk for bk, gk in zip(b, g) if bk > 0 and math.isfinite(bk)]
+    return {"covered": covered, "K": len(g), "max_ratio": max(ratios) if ratios else math.nan}

@@ -1,0 +1,244 @@
+"""The run directory of the controlled protocol: ``records.csv``, ``summary.json``, ``checkpoint.pt``.
+
+Per-iteration record (DESIGN.md, "Per-iteration record"), one CSV row per
+iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
+
+* ``k``: iteration (number of complete block sweeps);
+* ``loss_jc``, ``loss_s``: measured losses ``L(theta_JC^k)``, ``L(theta_S^k)``;
+* ``gap``: ``loss_s - loss_jc`` (measured, computed in float64 from the two
+  losses);
+* ``recursive``: Theorem 2 (loss evolution recursion) with the measured
+  ``Delta theta^{k-1}``;
+* ``cumulative``: Theorem 3 (signed cumulative terminal comparison);
+* ``jc_only``: the cumulative estimate built from the JC trajectory alone;
+* ``bound_bk``: Theorem 3's magnitude bound ``G b_k + L b_k^2 / 2``.
+
+Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan``
+and ``inf`` included), so :func:`read_records` returns exactly the values that
+were computed.  Rows are flushed as they are written, so a killed run leaves
+every complete row on disk.  Files that are replaced (the checkpoint, the
+summary, a truncated CSV) are written to a temporary file in the same folder
+and moved into place with :func:`os.replace`, so a kill never leaves a torn
+file behind.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from typing import Mapping, Sequence
+
+from theory.errors import InputError
+
+__all__ = [
+    "FIELDS",
+    "ESTIMATES",
+    "RECORDS_FILE",
+    "SUMMARY_FILE",
+    "CHECKPOINT_FILE",
+    "make_record",
+    "RecordsError",
+    "RecordWriter",
+    "format_row",
+    "parse_row",
+    "read_records",
+    "count_rows",
+    "truncate_records",
+    "atomic_write_text",
+    "atomic_torch_save",
+    "write_summary",
+    "read_summary",
+    "json_safe",
+    "records_columns",
+]
+
+#: CSV columns, in order.
+FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
+#: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
+ESTIMATES = ("recursive", "cumulative", "jc_only")
+
+RECORDS_FILE = "records.csv"
+SUMMARY_FILE = "summary.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+
+_HEADER = ",".join(FIELDS)
+
+
+class RecordsError(InputError):
+    """A records file is missing, malformed, or inconsistent with a checkpoint."""
+
+
+def make_record(k: int, **values) -> dict:
+    """A record dict with the keys of :data:`FIELDS` in order (``k`` int, the rest Python floats).
+
+    Raises:
+        KeyError: a field missing; ``ValueError``: an unknown field.
+    """
+    extra = set(values) - set(FIELDS[1:])
+    if extra:
+        raise ValueError(f"unknown record fields: {sorted(extra)}")
+    return {"k": int(k), **{f: float(values[f]) for f in FIELDS[1:]}}
+
+
+def format_row(record: Mapping) -> str:
+    """The CSV line (no newline) of a record dict; floats in round-trip ``repr`` form."""
+    return ",".join([str(int(record["k"]))] + [repr(float(record[f])) for f in FIELDS[1:]])
+
+
+def parse_row(line: str, where: str = "records.csv") -> dict:
+    """Inverse of :func:`format_row`; :class:`RecordsError` for a malformed line."""
+    parts = line.strip().split(",")
+    if len(parts) != len(FIELDS):
+        raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: {line.strip()!r}")
+    try:
+        return make_record(int(parts[0]), **{f: float(p) for f, p in zip(FIELDS[1:], parts[1:])})
+    except ValueError:
+        raise RecordsError(f"{where}: not a number in row {line.strip()!r}") from None
+
+
+class RecordWriter:
+    """Append records to ``records.csv``, flushing after every row.
+
+    Args:
+        path: the CSV file.
+        append: keep the existing rows (the file must start with the header);
+            otherwise the file is created with the header (it must not exist
+            or be empty: partial output is never overwritten here).
+    """
+
+    def __init__(self, path: str, append: bool = False):
+        self.path = path
+        if append:
+            with open(path, "r", encoding="utf-8") as fh:
+                first = fh.readline().strip()
+            if first != _HEADER:
+                raise RecordsError(f"{path}: not a crosscurv records file (header {first!r})")
+            self._fh = open(path, "a", encoding="utf-8", newline="")
+        else:
+            if os.path.exists(path) and os.path.getsize(path) > 0:
+                raise RecordsError(f"{path} already exists; refusing to overwrite it")
+            self._fh = open(path, "w", encoding="utf-8", newline="")
+            self._fh.write(_HEADER + "\n")
+            self._fh.flush()
+
+    def write(self, record: Mapping) -> None:
+        self._fh.write(format_row(record) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _complete_lines(path: str) -> list[str]:
+    """Header + complete (newline-terminated) data lines of ``path``."""
+    if not os.path.exists(path):
+        raise RecordsError(f"{path} does not exist")
+    with open(path, "r", encoding="utf-8") as fh:
+        text = fh.read()
+    lines = text.split("\n")
+    complete = lines[:-1]  # the last piece has no newline: torn or empty
+    if not complete or complete[0].strip() != _HEADER:
+        raise RecordsError(f"{path}: not a crosscurv records file")
+    return complete
+
+
+def read_records(path: str) -> list[dict]:
+    """Every complete row of ``path`` as record dicts (a torn last line from a kill is ignored).
+
+    Raises:
+        RecordsError: missing file, wrong header, malformed row, or rows whose
+            ``k`` is not ``1, 2, 3, ...``.
+    """
+    out = []
+    for n, line in enumerate(_complete_lines(path)[1:], start=1):
+        if not line.strip():
+            continue
+        rec = parse_row(line, path)
+        if rec["k"] != n:
+            raise RecordsError(f"{path}: row {n} has k={rec['k']}; rows must be k = 1, 2, 3, ...")
+        out.append(rec)
+    return out
+
+
+def count_rows(path: str) -> int:
+    """Number of complete data rows in ``path`` (0 when the file does not exist)."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return 0
+    return len(read_records(path))
+
+
+def truncate_records(path: str, k: int) -> None:
+    """Keep the header and rows ``1..k`` of ``path`` (atomic rewrite).
+
+    Raises:
+        RecordsError: the file holds fewer than ``k`` complete rows.
+    """
+    rows = read_records(path)
+    if len(rows) < k:
+        raise RecordsError(f"{path} holds {len(rows)} complete records, the checkpoint needs {k}")
+    buf = io.StringIO()
+    buf.write(_HEADER + "\n")
+    for rec in rows[:k]:
+        buf.write(format_row(rec) + "\n")
+    atomic_write_text(path, buf.getvalue())
+
+
+def _tmp_path(path: str) -> str:
+    return f"{path}.tmp{os.getpid()}"
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and :func:`os.replace`."""
+    tmp = _tmp_path(path)
+    with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+    os.replace(tmp, path)
+
+
+def atomic_torch_save(obj, path: str) -> None:
+    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`."""
+    import torch
+
+    tmp = _tmp_path(path)
+    with open(tmp, "wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+    os.replace(tmp, path)
+
+
+def json_safe(obj):
+    """``obj`` with non-finite floats replaced by ``None`` (strict JSON has no NaN/inf)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def write_summary(path: str, summary: dict) -> str:
+    """Write ``summary`` as indented strict JSON (atomic); returns the JSON text."""
+    text = json.dumps(json_safe(summary), indent=2, allow_nan=False)
+    atomic_write_text(path, text + "\n")
+    return text
+
+
+def read_summary(path: str) -> dict:
+    with open(path, "r", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def records_columns(records: Sequence[Mapping]) -> dict:
+    """``{field: [values]}`` for a list of record dicts (column view)."""
+    return {f: [r[f] for r in records] for f in FIELDS}
