@@ -1,0 +1,1189 @@
+"""Validation harness core: which scheme does a user's step perform, and do their records agree?
+
+Two questions from users who implement block schemes in their own code
+(issue 6):
+
+1. **Step identification.**  Given a :class:`numeric.Task` and a user function
+   ``step(params, lr) -> new params``, run it from a few seeded states and
+   step sizes ``eta_k = eta0 * 2^-k`` and compare it with the exact steps of
+   :mod:`numeric.steps` (Definition 1 and 2 of the paper): JC, full GS in every
+   block order (``N <= 4``; else the declared order only), the declared
+   pattern, and the pattern inferred from the step's own second-order term.
+   A step *matches* a candidate only when it agrees to round-off at every
+   state and every ``eta`` -- agreeing to ``O(eta^2)`` is not agreeing: by
+   Lemma 1 every scheme agrees with JC to first order and differs from it
+   at order 2 (``theta^{k+1} = theta - eta g + eta^2 M_S g + O(eta^3)``).
+   Otherwise the report names the nearest candidate and the observed order
+   of the difference in ``eta`` (:func:`numeric.orders.observe_order`).
+
+2. **Records comparison.**  A user's per-iteration records (the columns of
+   :data:`numeric.records.FIELDS`) against a reference run, per column and
+   iteration, with tolerances suited to the reference's dtype
+   (:data:`TOLERANCES`); names the first disagreement and, where the pattern
+   of the disagreement is recognisable, a likely diagnosis (rows shifted by
+   one iteration, a sign flip, a constant factor, a column equal to another
+   reference column).
+
+Everything here runs in float64 on the task's device.  Bad input (a step
+returning other names, shapes or dtypes, non-finite values; a malformed CSV)
+raises an :class:`theory.errors.InputError` subclass with one line naming the
+problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+from theory.errors import InputError
+from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi, parse_pattern
+
+from . import tree
+from .hvp import grad, hvp, hvp_batch
+from .orders import OrderStudy, observe_order
+from .records import FIELDS
+from .steps import block_keys, scheme_step
+from .task import Task
+
+__all__ = [
+    "ValidationInputError",
+    "StepOutputError",
+    "RecordsFormatError",
+    "UserStep",
+    "as_user_step",
+    "seeded_states",
+    "default_eta0",
+    "Candidate",
+    "candidate_patterns",
+    "CandidateResult",
+    "FreshnessFit",
+    "freshness_fit",
+    "StepReport",
+    "identify_step",
+    "check_step_output",
+    "TOLERANCES",
+    "default_tolerances",
+    "read_records_csv",
+    "ColumnResult",
+    "RecordsComparison",
+    "compare_records",
+]
+
+EPS64 = float(torch.finfo(torch.float64).eps)
+
+
+class ValidationInputError(InputError):
+    """A user step or factory that cannot be validated (wrong types, wrong dtype, raises...)."""
+
+
+class StepOutputError(ValidationInputError):
+    """A user step returned other names, shapes, dtypes, or non-finite values."""
+
+
+class RecordsFormatError(InputError):
+    """A records CSV is missing, has missing columns, or holds non-numeric values."""
+
+
+# ---------------------------------------------------------------------------
+# The user's step
+# ---------------------------------------------------------------------------
+@dataclass
+class UserStep:
+    """What a ``validate-step`` factory provides.
+
+    Attributes:
+        task: the :class:`numeric.Task` the step acts on (float64).
+        step: ``step(params, lr) -> new params``; ``params`` is a dict of
+            float64 tensors keyed like ``task.params`` (a fresh copy: the step
+            may modify it in place), ``lr`` a Python float; the result must be
+            a dict with the same names, shapes, dtype and device.
+        pattern: the declared delay pattern (``DelayPattern``), or ``None``.
+        name: a label for reports.
+    """
+
+    task: Task
+    step: Callable
+    pattern: DelayPattern | None = None
+    name: str = "step"
+
+
+def _declared(task: Task, spec) -> DelayPattern | None:
+    if spec is None:
+        return None
+    if isinstance(spec, DelayPattern):
+        if spec.n_blocks != task.n_blocks:
+            raise PatternError(
+                f"declared pattern {spec.describe()} is over {spec.n_blocks} blocks, the task has {task.n_blocks}"
+            )
+        return spec
+    if isinstance(spec, str):
+        return parse_pattern(spec, task.n_blocks, task.block_names)
+    raise ValidationInputError(
+        f"declared pattern must be a pattern spec string or a DelayPattern, got {type(spec).__name__}"
+    )
+
+
+def as_user_step(obj, name: str = "step", pattern=None) -> UserStep:
+    """Normalise what a factory returned into a :class:`UserStep`.
+
+    Accepted forms (the factory contract):
+
+    * a tuple/list ``(task, step)`` or ``(task, step, pattern)``;
+    * a mapping with keys ``"task"``, ``"step"`` and optionally ``"pattern"``;
+    * any object with attributes ``.task`` and ``.step`` (and optionally
+      ``.pattern``), e.g. a dataclass or a :class:`UserStep`.
+
+    ``pattern`` may be a CLI spec (``"gs:B,A"``, ``"2<-1"``) or a
+    :class:`DelayPattern`; the argument ``pattern`` (e.g. ``--pattern``)
+    overrides the factory's declaration.
+
+    Raises:
+        ValidationInputError: anything else, a task that is not a
+            :class:`numeric.Task`, a step that is not callable, or a task whose
+            parameters are not float64.
+    """
+    declared = None
+    if isinstance(obj, (tuple, list)):
+        if len(obj) not in (2, 3):
+            raise ValidationInputError(
+                f"factory returned a {type(obj).__name__} of length {len(obj)}; expected (task, step) or (task, step, pattern)"
+            )
+        task, step = obj[0], obj[1]
+        declared = obj[2] if len(obj) == 3 else None
+    elif isinstance(obj, Mapping):
+        if "task" not in obj or "step" not in obj:
+            raise ValidationInputError(f"factory returned a mapping without 'task' and 'step' keys (keys: {sorted(map(str, obj))})")
+        task, step, declared = obj["task"], obj["step"], obj.get("pattern")
+    elif hasattr(obj, "task") and hasattr(obj, "step"):
+        task, step, declared = obj.task, obj.step, getattr(obj, "pattern", None)
+    else:
+        raise ValidationInputError(
+            f"factory returned {type(obj).__name__}; expected (task, step), (task, step, pattern) or an object with .task and .step"
+        )
+    if not isinstance(task, Task):
+        raise ValidationInputError(f"factory's task is a {type(task).__name__}, not a numeric.Task")
+    if not callable(step):
+        raise ValidationInputError(f"factory's step is a {type(step).__name__}, not callable as step(params, lr)")
+    if task.dtype != torch.float64:
+        raise ValidationInputError(
+            f"task {task.name!r} has {str(task.dtype).replace('torch.', '')} parameters; step validation runs in float64 "
+            "(build the task's parameters and data in float64)"
+        )
+    task.check_loss()
+    if pattern is not None:
+        declared = pattern
+    return UserStep(task, step, _declared(task, declared), name)
+
+
+def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> dict:
+    """Check a step's result against the input ``params``; return it detached.
+
+    Raises:
+        StepOutputError: not a mapping, other names, a non-tensor value, other
+            shapes, dtypes or device, or non-finite values (one line each).
+    """
+    if not isinstance(out, Mapping):
+        raise StepOutputError(f"{where}(params, lr) must return a dict of tensors, got {type(out).__name__}")
+    missing = [k for k in params if k not in out]
+    extra = [str(k) for k in out if k not in params]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append("missing " + ", ".join(missing))
+        if extra:
+            parts.append("unexpected " + ", ".join(extra))
+        raise StepOutputError(f"{where}(params, lr) returned different names: " + "; ".join(parts))
+    res = {}
+    for k, p in params.items():
+        v = out[k]
+        if not isinstance(v, torch.Tensor):
+            raise StepOutputError(f"{where}(params, lr) returned {k!r} as {type(v).__name__}, not a tensor")
+        if tuple(v.shape) != tuple(p.shape):
+            raise StepOutputError(
+                f"{where}(params, lr) returned {k!r} with shape {tuple(v.shape)}, the parameter has {tuple(p.shape)}"
+            )
+        if v.dtype != p.dtype:
+            raise StepOutputError(
+                f"{where}(params, lr) returned {k!r} as {str(v.dtype).replace('torch.', '')}, "
+                f"the parameter is {str(p.dtype).replace('torch.', '')}"
+            )
+        if v.device != p.device:
+            raise StepOutputError(f"{where}(params, lr) returned {k!r} on {v.device}, the parameter is on {p.device}")
+        if not bool(torch.isfinite(v).all()):
+            raise StepOutputError(f"{where}(params, lr) returned non-finite values in {k!r} (lr={lr:.4g})")
+        res[k] = v.detach()
+    return res
+
+
+def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step") -> dict:
+    inp = tree.clone(params)
+    try:
+        out = step(inp, float(lr))
+    except InputError:
+        raise
+    except Exception as exc:  # user code: report in one line
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        raise ValidationInputError(f"{where}(params, lr) raised {type(exc).__name__}: {msg}") from exc
+    return check_step_output(out, params, lr, where)
+
+
+# ---------------------------------------------------------------------------
+# States and step sizes
+# ---------------------------------------------------------------------------
+def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float = 0.5) -> list[dict]:
+    """Points ``theta_s = theta^0 + perturb * sigma_t * xi_s`` around the task's parameters.
+
+    ``xi_s`` is standard normal noise from ``torch.Generator().manual_seed(s)``
+    (drawn in float64 on the CPU, so the states are the same on every
+    device); ``sigma_t`` is the RMS of tensor ``t``, or the RMS of all
+    parameters when ``t`` is zero (e.g. LoRA's ``B = 0``, where the block
+    couplings would otherwise vanish), or 1 when everything is zero.
+
+    Returns:
+        one ``dict[str, Tensor]`` per seed (dtype/device of the task).
+    """
+    flat = torch.cat([v.detach().reshape(-1).to(torch.float64).cpu() for v in task.params.values()])
+    rms_all = float(flat.pow(2).mean().sqrt()) if flat.numel() else 0.0
+    rms_all = rms_all if rms_all > 0 else 1.0
+    out = []
+    for s in seeds:
+        gen = torch.Generator().manual_seed(int(s))
+        st = {}
+        for k, v in task.params.items():
+            v64 = v.detach().to(torch.float64).cpu()
+            rms = float(v64.pow(2).mean().sqrt()) if v64.numel() else 0.0
+            sigma = rms if rms > 0 else rms_all
+            noise = torch.randn(v64.shape, generator=gen, dtype=torch.float64)
+            st[k] = (v64 + perturb * sigma * noise).to(dtype=v.dtype, device=v.device)
+        out.append(st)
+    return out
+
+
+def _spectral_radius(task: Task, params: Mapping, iters: int = 12) -> float:
+    """``|lambda|_max`` of ``H(params)`` by power iteration on HVPs (seeded start)."""
+    gen = torch.Generator().manual_seed(1234)
+    v = {k: torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device, t.dtype) for k, t in params.items()}
+    lam = 0.0
+    for _ in range(iters):
+        nv = float(tree.norm(v))
+        if nv == 0.0 or not math.isfinite(nv):
+            return lam
+        v = tree.scale(v, 1.0 / nv)
+        hv = hvp(task.loss, params, v)
+        lam = float(tree.norm(hv))
+        v = hv
+    return lam
+
+
+def default_eta0(task: Task, states: Sequence[Mapping], scale: float = 0.1) -> float:
+    """``eta0 = scale / max_s |lambda_max(H(theta_s))|`` (``scale`` when ``H = 0``).
+
+    With this choice ``eta * ||H|| <= 0.1`` on the whole grid, so the steps are
+    in the asymptotic regime of Lemma 1, while the ``O(eta^2)`` differences
+    between schemes (relative size ``eta ||H_ij||``) stay far above round-off.
+    """
+    lam = max(_spectral_radius(task, s) for s in states)
+    return scale / lam if lam > 0 and math.isfinite(lam) else scale
+
+
+# ---------------------------------------------------------------------------
+# Candidates
+# ---------------------------------------------------------------------------
+@dataclass
+class Candidate:
+    """A reference scheme the step is compared with.
+
+    Attributes:
+        label: e.g. ``"jc"``, ``"gs:B,A"``, ``"pattern {2<-1}"``.
+        pattern: its :class:`DelayPattern`.
+        roles: why it is a candidate (``"jc"``, ``"gs order"``,
+            ``"declared"``, ``"inferred"``).
+    """
+
+    label: str
+    pattern: DelayPattern
+    roles: list = field(default_factory=list)
+
+
+def _order_label(task: Task, order: Sequence[int]) -> str:
+    return ",".join(task.block_names[b] for b in order)
+
+
+def _pattern_label(task: Task, pattern: DelayPattern) -> str:
+    if pattern.is_jacobi:
+        return "jc"
+    if pattern.is_full_gs():
+        return "gs:" + _order_label(task, pattern.order())
+    names = task.block_names
+    return "{" + ", ".join(f"{names[i]}<-{names[j]}" for i, j in sorted(pattern.pairs)) + "}"
+
+
+def candidate_patterns(task: Task, declared: DelayPattern | None = None, max_all_orders: int = 4) -> list[Candidate]:
+    """JC, full GS in every block order (``N <= max_all_orders``), and the declared pattern.
+
+    For ``N > max_all_orders`` only the declared pattern's order (index
+    order when nothing is declared) is tried for GS.  Patterns with the same
+    pairs are one candidate (for ``N = 1`` GS is JC).
+    """
+    n = task.n_blocks
+    out: list[Candidate] = []
+
+    def add(p: DelayPattern, role: str) -> None:
+        for c in out:
+            if c.pattern.pairs == p.pairs:
+                if role not in c.roles:
+                    c.roles.append(role)
+                return
+        out.append(Candidate(_pattern_label(task, p), p, [role]))
+
+    add(jacobi(n), "jc")
+    if n <= max_all_orders:
+        orders = list(itertools.permutations(range(n)))
+    else:
+        orders = [declared.order() if declared is not None else tuple(range(n))]
+    for o in orders:
+        add(gauss_seidel(n, o), "gs order")
+    if declared is not None:
+        add(declared, "declared")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The second-order ("freshness") term of the step
+# ---------------------------------------------------------------------------
+@dataclass
+class FreshnessFit:
+    """The step's second-order term fitted by cross-Hessian products (Lemma 1).
+
+    A scheme ``S`` satisfies ``theta^{k+1} = theta - eta g + eta^2 F + O(eta^3)``
+    with ``F_i = sum_{j in S(i)} H_ij g_j``.  For the user's step, ``F`` is
+    estimated by Richardson extrapolation of ``(U(theta, eta) - theta + eta g)
+    / eta^2`` at the two smallest step sizes, and block by block fitted by
+    least squares over all states as ``F_i ~ sum_{j != i} a_ij H_ij g_j``.
+
+    Attributes:
+        coef: ``N x N`` list; ``coef[i][j] = a_ij`` (``None`` on the diagonal
+            and where ``H_ij g_j`` vanishes at every state, so ``a_ij`` is not
+            determined).
+        residual: per block ``i``, ``||F_i - sum_j a_ij H_ij g_j|| / scale_i``.
+        block_names: the task's block names.
+        tol: how close to an integer a coefficient must be to be read as one.
+    """
+
+    coef: list
+    residual: list
+    block_names: list
+    tol: float = 0.05
+
+    def rounded(self) -> dict:
+        """``{(i, j): r}`` with ``r`` in ``{-1, 0, 1}`` where ``a_ij`` is that close to it, else ``None``."""
+        out = {}
+        for i, row in enumerate(self.coef):
+            for j, a in enumerate(row):
+                if a is None:
+                    continue
+                r = round(a)
+                out[(i, j)] = int(r) if r in (-1, 0, 1) and abs(a - r) <= self.tol else None
+        return out
+
+    @property
+    def is_pattern_form(self) -> bool:
+        """Residuals small and every determined coefficient is 0 or 1."""
+        return all(r <= self.tol for r in self.residual) and all(v in (0, 1) for v in self.rounded().values())
+
+    @property
+    def is_sign_flipped(self) -> bool:
+        """Residuals small, coefficients in ``{-1, 0}``, at least one ``-1``."""
+        vals = list(self.rounded().values())
+        return all(r <= self.tol for r in self.residual) and all(v in (-1, 0) for v in vals) and -1 in vals
+
+    def inferred_pairs(self, value: int = 1) -> list:
+        """Pairs ``(i, j)`` whose coefficient rounds to ``value``."""
+        return sorted(p for p, v in self.rounded().items() if v == value)
+
+    def table(self, fmt: str = "github") -> str:
+        from tabulate import tabulate
+
+        names = self.block_names
+        rows = []
+        for i, row in enumerate(self.coef):
+            rows.append([f"{names[i]} (i={i + 1})"] + ["" if a is None else f"{a:+.4f}" for a in row] + [f"{self.residual[i]:.2e}"])
+        head = ["block i \\ fresh j"] + [f"{n} (j={j + 1})" for j, n in enumerate(names)] + ["residual"]
+        return tabulate(rows, headers=head, tablefmt=fmt, disable_numparse=True)
+
+    def to_dict(self) -> dict:
+        return {"coef": self.coef, "residual": self.residual, "block_names": self.block_names, "tol": self.tol}
+
+
+def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: float = 0.05) -> FreshnessFit:
+    """Fit the step's ``eta^2`` term by ``a_ij H_ij g_j`` (see :class:`FreshnessFit`).
+
+    Args:
+        user: the step and its task.
+        states: the points (float64).
+        eta: the smaller of the two step sizes used (the other is ``2 eta``).
+        tol: integer-closeness threshold.
+
+    Cost: per state, two user steps, one gradient and one batch of ``N`` HVPs.
+    """
+    task = user.task
+    keys = block_keys(task)
+    n = task.n_blocks
+    # per block i: rows of design (list over states of [ (u_j)_i ]) and targets
+    design = [[[] for _ in range(n)] for _ in range(n)]
+    target = [[] for _ in range(n)]
+    for st in states:
+        _, g = grad(task.loss, st)
+        f = {}
+        for h in (2.0 * eta, eta):
+            u = _call_step(user.step, st, h)
+            jc = tree.axpy(-h, g, st)
+            f[h] = tree.scale(tree.sub(u, jc), 1.0 / h**2)
+        fr = tree.sub(tree.scale(f[eta], 2.0), f[2.0 * eta])  # Richardson: O(eta) error removed
+        cols = hvp_batch(task.loss, st, [tree.restrict(g, ks) for ks in keys])
+        for i in range(n):
+            target[i].append(torch.cat([fr[k].reshape(-1) for k in keys[i]]))
+            for j in range(n):
+                design[i][j].append(torch.cat([cols[j][k].reshape(-1) for k in keys[i]]))
+    coef = [[None] * n for _ in range(n)]
+    resid = []
+    for i in range(n):
+        y = torch.cat(target[i]).to(torch.float64).cpu()
+        others = [j for j in range(n) if j != i]
+        xs = {j: torch.cat(design[i][j]).to(torch.float64).cpu() for j in others}
+        scale = max([float(y.norm())] + [float(x.norm()) for x in xs.values()] + [1e-300])
+        live = [j for j in others if float(xs[j].norm()) > 1e-9 * scale]
+        if live:
+            X = torch.stack([xs[j] for j in live], dim=1)
+            sol = torch.linalg.lstsq(X, y.unsqueeze(1), driver="gelsd").solution.squeeze(1)
+            fitted = X @ sol
+            for j, a in zip(live, sol.tolist()):
+                coef[i][j] = float(a)
+        else:
+            fitted = torch.zeros_like(y)
+        resid.append(float((y - fitted).norm()) / scale)
+    return FreshnessFit(coef, resid, task.block_names, tol)
+
+
+# ---------------------------------------------------------------------------
+# Identification
+# ---------------------------------------------------------------------------
+@dataclass
+class CandidateResult:
+    """The step against one candidate on the whole grid.
+
+    Attributes:
+        candidate: the :class:`Candidate`.
+        etas: the step sizes (largest first).
+        errors: ``max_s ||U(theta_s, eta) - R(theta_s, eta)||`` per ``eta``.
+        rel_errors: ``max_s`` of that error over ``||R(theta_s, eta) - theta_s||``.
+        within: per ``eta``, whether every state is within the match tolerance.
+        study: observed order of ``errors`` in ``eta`` over the points above
+            the match tolerance (:class:`numeric.orders.OrderStudy`).
+    """
+
+    candidate: Candidate
+    etas: list
+    errors: list
+    rel_errors: list
+    within: list
+    study: OrderStudy
+
+    @property
+    def matches(self) -> bool:
+        return all(self.within)
+
+    @property
+    def label(self) -> str:
+        return self.candidate.label
+
+    @property
+    def order(self) -> float:
+        """Fitted order of the difference (``nan`` when it is at round-off everywhere)."""
+        return self.study.slope
+
+    def describe(self) -> str:
+        if self.matches:
+            return "matches (round-off at every eta)"
+        o = self.order
+        if not math.isfinite(o):
+            return "differs (order undetermined: fewer than 2 points above round-off)"
+        return f"differs at O(eta^{round(o)}) (observed order {o:.2f})"
+
+    def to_dict(self) -> dict:
+        return {
+            "label": self.label,
+            "roles": list(self.candidate.roles),
+            "pattern": self.candidate.pattern.to_dict(),
+            "etas": self.etas,
+            "errors": self.errors,
+            "rel_errors": self.rel_errors,
+            "within_tolerance": self.within,
+            "matches": self.matches,
+            "observed_order": self.order if math.isfinite(self.order) else None,
+            "rates": [r if math.isfinite(r) else None for r in self.study.rates],
+        }
+
+
+@dataclass
+class StepReport:
+    """Outcome of :func:`identify_step`.
+
+    Attributes:
+        name: the step's label; task: the task; declared: declared pattern or ``None``.
+        etas, seeds, perturb, rtol, atol_eps: the grid and the match tolerance
+            (``||U - R|| <= rtol ||R - theta|| + atol_eps * eps64 * ||theta||``).
+        results: one :class:`CandidateResult` per candidate.
+        fit: the :class:`FreshnessFit` (``None`` when not computed).
+        deterministic: whether two calls with the same input agreed.
+        nondeterminism: the difference of those two calls (relative to the step).
+        notes: further findings, one sentence each.
+    """
+
+    name: str
+    task: Task
+    declared: DelayPattern | None
+    etas: list
+    seeds: list
+    perturb: float
+    rtol: float
+    atol_eps: float
+    results: list
+    fit: FreshnessFit | None = None
+    deterministic: bool = True
+    nondeterminism: float = 0.0
+    notes: list = field(default_factory=list)
+
+    @property
+    def matches(self) -> list:
+        """Labels of the candidates matched to round-off."""
+        return [r.label for r in self.results if r.matches]
+
+    def result(self, label: str) -> CandidateResult:
+        for r in self.results:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
+    @property
+    def declared_label(self) -> str | None:
+        return None if self.declared is None else _pattern_label(self.task, self.declared)
+
+    @property
+    def nearest(self) -> CandidateResult:
+        """The candidate with the smallest error at the smallest ``eta`` (ties: higher order)."""
+        return min(self.results, key=lambda r: (r.errors[-1], -(r.order if math.isfinite(r.order) else 99)))
+
+    @property
+    def ok(self) -> bool:
+        """Matches the declared pattern (or, with none declared, some candidate) and is deterministic."""
+        if not self.deterministic:
+            return False
+        if self.declared is not None:
+            return self.declared_label in self.matches
+        return bool(self.matches)
+
+    def verdict(self) -> str:
+        """One sentence: what the step is."""
+        m = self.matches
+        dl = self.declared_label
+        if not self.deterministic:
+            return (f"NOT A FUNCTION OF (params, lr): two identical calls differ by {self.nondeterminism:.2e} of the "
+                    "step size, so it performs no fixed scheme (does it keep a gradient from an earlier call, "
+                    "i.e. a stale gradient, or draw random numbers?)")
+        if m:
+            s = "matches " + " and ".join(m)
+            if len(m) > 1:
+                s += " (indistinguishable on this task: the couplings between these schemes vanish here)"
+            if dl is not None and dl not in m:
+                s += f"; it does NOT perform the declared pattern {dl}"
+            elif dl is not None:
+                s += " (the declared pattern)"
+        else:
+            near = self.nearest
+            s = f"matches none of the candidates; nearest is {near.label}, which it {near.describe().replace('differs', 'differs from')}"
+            extra = [r for r in self.results if r is not near and ("jc" in r.candidate.roles or "declared" in r.candidate.roles)]
+            gs = [r for r in self.results if r is not near and r not in extra and "gs order" in r.candidate.roles]
+            if gs:
+                extra.append(min(gs, key=lambda r: r.errors[-1]))
+            for r in extra:
+                s += f"; from {r.label} it {r.describe()}"
+            if self.fit is not None and self.fit.is_sign_flipped:
+                s += "; its freshness term eta^2 M_S g has the WRONG SIGN"
+            elif self.fit is not None and not self.fit.is_pattern_form:
+                s += "; its second-order term is that of no delay pattern (not a scheme of Definition 2)"
+            if dl is not None:
+                s += f"; declared {dl}"
+        return s
+
+    @property
+    def diagnosis(self) -> str:
+        """A short code for what was found.
+
+        ``"declared"`` (matches the declared pattern), ``"match"`` (matches a
+        candidate, nothing declared), ``"wrong-order"`` (declared full GS,
+        matches GS in another order), ``"jc-instead"`` (declared a sequential
+        scheme, matches JC), ``"other-pattern"`` (matches another pattern, e.g.
+        the inferred partial one), ``"sign-flip"`` (freshness term of the wrong
+        sign), ``"not-a-scheme"`` (second-order term not of delay-pattern
+        form), ``"first-order"`` (differs from every candidate at first
+        order), ``"nondeterministic"``, or ``"no-match"``.
+        """
+        if not self.deterministic:
+            return "nondeterministic"
+        m = self.matches
+        dl = self.declared_label
+        if m:
+            if dl is None:
+                return "match"
+            if dl in m:
+                return "declared"
+            if self.declared.is_full_gs() and any(self.result(x).candidate.pattern.is_full_gs() for x in m):
+                return "wrong-order"
+            if not self.declared.is_jacobi and "jc" in m:
+                return "jc-instead"
+            return "other-pattern"
+        if self.fit is not None and self.fit.is_sign_flipped:
+            return "sign-flip"
+        finite = [r.order for r in self.results if math.isfinite(r.order)]
+        if finite and max(finite) < 1.5:
+            return "first-order"
+        if self.fit is not None and not self.fit.is_pattern_form:
+            return "not-a-scheme"
+        return "no-match"
+
+    def table(self, fmt: str = "github") -> str:
+        """Candidates with their largest relative error, error at the smallest eta, and observed order."""
+        from tabulate import tabulate
+
+        rows = []
+        for r in self.results:
+            tag = r.label + (" (declared)" if "declared" in r.candidate.roles else "") + (" (inferred)" if "inferred" in r.candidate.roles else "")
+            rows.append(
+                [
+                    tag,
+                    f"{max(r.rel_errors):.2e}",
+                    f"{r.rel_errors[-1]:.2e}",
+                    "" if not math.isfinite(r.order) else f"{r.order:.2f}",
+                    "MATCH" if r.matches else "differs",
+                ]
+            )
+        head = ["candidate", "max rel. error", f"rel. error at eta={self.etas[-1]:.3g}", "order of difference", "verdict"]
+        return tabulate(rows, headers=head, tablefmt=fmt, disable_numparse=True)
+
+    def text(self, verbose: bool = False) -> str:
+        """The full human-readable report."""
+        t = self.task
+        lines = [
+            f"step: {self.name}",
+            f"task: {t.name} ({t.n_blocks} blocks: {', '.join(t.block_names)}; {t.num_params()} parameters; float64)",
+            f"states: {len(self.seeds)} seeded (seeds {', '.join(map(str, self.seeds))}, perturbation {self.perturb:g}); "
+            f"eta = {self.etas[0]:.4g} * 2^-k, k = 0..{len(self.etas) - 1}",
+            f"match tolerance: ||step - reference|| <= {self.rtol:g} ||reference - theta|| + {self.atol_eps:g} eps ||theta|| at every state and eta",
+            f"declared pattern: {self.declared_label or 'none'}",
+            "",
+            self.table(),
+            "",
+        ]
+        if self.fit is not None:
+            lines += [
+                "second-order term fitted as sum_j a_ij H_ij g_j (a pattern S has a_ij = 1 for (i,j) in S, 0 otherwise):",
+                self.fit.table(),
+                "",
+            ]
+        if verbose:
+            for r in self.results:
+                lines += [f"{r.label}: error ||step - reference|| (max over states) against eta", r.study.table(), ""]
+        for n in self.notes:
+            lines.append("note: " + n)
+        lines.append("verdict: " + self.verdict())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "task": self.task.name,
+            "blocks": self.task.block_names,
+            "declared": self.declared_label,
+            "etas": self.etas,
+            "seeds": self.seeds,
+            "perturb": self.perturb,
+            "rtol": self.rtol,
+            "atol_eps": self.atol_eps,
+            "matches": self.matches,
+            "nearest": self.nearest.label,
+            "ok": self.ok,
+            "diagnosis": self.diagnosis,
+            "deterministic": self.deterministic,
+            "verdict": self.verdict(),
+            "candidates": [r.to_dict() for r in self.results],
+            "fit": None if self.fit is None else self.fit.to_dict(),
+            "notes": list(self.notes),
+        }
+
+
+def _compare(user_outs, refs, states, etas, rtol, atol_eps) -> tuple[list, list, list]:
+    errors, rels, within = [], [], []
+    for ei in range(len(etas)):
+        e_max, r_max, ok = 0.0, 0.0, True
+        for si, st in enumerate(states):
+            u, r = user_outs[si][ei], refs[si][ei]
+            err = float(tree.norm(tree.sub(u, r)))
+            stepn = float(tree.norm(tree.sub(r, st)))
+            thr = rtol * stepn + atol_eps * EPS64 * float(tree.norm(st))
+            e_max = max(e_max, err)
+            r_max = max(r_max, err / stepn if stepn > 0 else (0.0 if err == 0 else math.inf))
+            ok = ok and err <= thr
+        errors.append(e_max)
+        rels.append(r_max)
+        within.append(ok)
+    return errors, rels, within
+
+
+def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps) -> CandidateResult:
+    refs = [[scheme_step(user.task, st, cand.pattern, h) for h in etas] for st in states]
+    errors, rels, within = _compare(user_outs, refs, states, etas, rtol, atol_eps)
+    kept = [(h, e) for h, e, w in zip(etas, errors, within) if not w]
+    dropped = [(h, e) for h, e, w in zip(etas, errors, within) if w]
+    study = observe_order([h for h, _ in kept], [e for _, e in kept])
+    study.dropped = dropped
+    study.floor = float("nan") if not dropped else 0.0
+    return CandidateResult(cand, list(etas), errors, rels, within, study)
+
+
+def identify_step(
+    user: UserStep,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    perturb: float = 0.5,
+    eta0: float | None = None,
+    n_etas: int = 5,
+    rtol: float = 1e-9,
+    atol_eps: float = 64.0,
+    max_all_orders: int = 4,
+    fit: bool = True,
+) -> StepReport:
+    """Which scheme does ``user.step`` perform?  (See the module docstring.)
+
+    Args:
+        user: the :class:`UserStep` (task in float64).
+        seeds: seeds of the states (:func:`seeded_states`).
+        perturb: perturbation size of the states, relative to each tensor's RMS.
+        eta0: largest step size (default :func:`default_eta0`).
+        n_etas: number of step sizes ``eta0 * 2^-k``, ``k = 0..n_etas-1`` (>= 3).
+        rtol, atol_eps: the match tolerance, per state and ``eta``:
+            ``||U - R|| <= rtol * ||R - theta|| + atol_eps * eps64 * ||theta||``
+            (round-off relative to the step size, plus the round-off of
+            storing ``theta - eta g`` itself).
+        max_all_orders: try every GS order up to this many blocks.
+        fit: also fit the second-order term (:func:`freshness_fit`) and try
+            the pattern it suggests as a candidate.
+
+    Returns:
+        a :class:`StepReport`.
+    """
+    if n_etas < 3:
+        raise ValidationInputError(f"need at least 3 step sizes to observe an order, got {n_etas}")
+    task = user.task
+    states = seeded_states(task, seeds, perturb)
+    if eta0 is None:
+        eta0 = default_eta0(task, states)
+    if not (eta0 > 0 and math.isfinite(eta0)):
+        raise ValidationInputError(f"eta0 must be a positive finite number, got {eta0!r}")
+    etas = [eta0 * 2.0**-k for k in range(n_etas)]
+    user_outs = [[_call_step(user.step, st, h, user.name) for h in etas] for st in states]
+
+    # determinism: the same input again
+    again = _call_step(user.step, states[0], etas[0], user.name)
+    jc0 = scheme_step(task, states[0], jacobi(task.n_blocks), etas[0])
+    stepn = float(tree.norm(tree.sub(jc0, states[0]))) or 1.0
+    nondet = float(tree.norm(tree.sub(again, user_outs[0][0]))) / stepn
+    deterministic = nondet <= rtol
+
+    cands = candidate_patterns(task, user.pattern, max_all_orders)
+    results = [_evaluate(c, user, states, etas, user_outs, rtol, atol_eps) for c in cands]
+    report = StepReport(user.name, task, user.pattern, etas, list(seeds), perturb, rtol, atol_eps, results,
+                        deterministic=deterministic, nondeterminism=nondet)
+    if not deterministic:
+        report.notes.append(
+            "two calls with the same (params, lr) returned different results: the step keeps state between "
+            "calls (for example a gradient cached from an earlier call: a stale gradient)"
+        )
+    if fit and task.n_blocks > 1 and deterministic:
+        report.fit = freshness_fit(user, states, etas[-1])
+        _use_fit(report, user, states, etas, user_outs, cands)
+    _explain(report)
+    return report
+
+
+def _use_fit(report: StepReport, user: UserStep, states, etas, user_outs, cands) -> None:
+    task, ft = user.task, report.fit
+    names = task.block_names
+
+    def pairs_text(pairs):
+        return ", ".join(f"{names[i]}<-{names[j]}" for i, j in pairs)
+
+    if ft.is_pattern_form:
+        pairs = ft.inferred_pairs(1)
+        try:
+            pat = DelayPattern(task.n_blocks, frozenset(pairs), "inferred")
+        except PatternError as exc:
+            report.notes.append(f"the second-order term has delay-pattern form but its pairs form no acyclic pattern ({exc})")
+            return
+        known = [c for c in cands if c.pattern.pairs == pat.pairs]
+        if known:
+            if "inferred" not in known[0].roles:
+                known[0].roles.append("inferred")
+        else:
+            cand = Candidate(_pattern_label(task, pat), pat, ["inferred"])
+            report.results.append(_evaluate(cand, user, states, etas, user_outs, report.rtol, report.atol_eps))
+    elif ft.is_sign_flipped:
+        report.notes.append(
+            "the freshness term has the WRONG SIGN for pairs "
+            + pairs_text(ft.inferred_pairs(-1))
+            + ": the step's second-order term is -sum H_ij g_j where a sequential scheme has +sum H_ij g_j "
+            "(e.g. the fresh state built as theta_j + eta g_j instead of theta_j - eta g_j)"
+        )
+    else:
+        worst = max(ft.residual)
+        report.notes.append(
+            "the step's second-order term is not of delay-pattern form "
+            f"(largest fit residual {worst:.2f}; coefficients not all 0 or 1): it is no scheme of Definition 2 "
+            "(e.g. fresh weights combined with stale activations or adjoints)"
+        )
+
+
+def _explain(report: StepReport) -> None:
+    if report.matches:
+        return
+    finite = [r.order for r in report.results if math.isfinite(r.order)]
+    if finite and max(finite) < 1.5:
+        report.notes.append(
+            "the step differs from every candidate at first order in eta: its gradient is not the gradient at "
+            "the current point (a stale gradient from another point, a wrong learning-rate scaling, or a wrong sign)"
+        )
+
+
+# ---------------------------------------------------------------------------
+# Records comparison
+# ---------------------------------------------------------------------------
+#: Default tolerances per reference dtype: ``(rtol, atol_rel)``; a value
+#: agrees when ``|theirs - ref| <= atol_rel * scale + rtol * |ref|`` with
+#: ``scale = max_k max(|loss_jc|, |loss_s|)`` of the reference.  The absolute
+#: part is relative to the *loss* because ``gap`` and the estimates are
+#: differences of loss-sized quantities: their round-off is a fraction of
+#: the loss, not of themselves.  float64: trajectories of two correct
+#: implementations agree to ~1e-13 relative over tens of iterations; float32
+#: (eps 1.2e-7): to ~1e-5.
+TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-4, 1e-5)}
+
+#: Columns compared by default (every record field except ``k``).
+VALUE_COLUMNS = tuple(f for f in FIELDS if f != "k")
+
+
+def default_tolerances(dtype: str | None) -> tuple[float, float]:
+    """``(rtol, atol_rel)`` for a dtype name (``"float64"`` when unknown or ``None``)."""
+    key = str(dtype or "float64").replace("torch.", "")
+    return TOLERANCES.get(key, TOLERANCES["float64"])
+
+
+def read_records_csv(path: str, columns: Sequence[str] = FIELDS) -> dict:
+    """A user's records CSV as ``{column: [float]}`` (``k`` as ints).
+
+    Columns may come in any order; extra columns are ignored.  ``nan`` and
+    ``inf`` are accepted as numbers.
+
+    Raises:
+        RecordsFormatError: file missing or empty, a required column missing
+            (all named), a non-numeric value (row and column named), a
+            non-integer or repeated ``k``.
+    """
+    if not os.path.exists(path):
+        raise RecordsFormatError(f"records file {path} does not exist")
+    if os.path.isdir(path):
+        raise RecordsFormatError(f"{path} is a directory, not a records CSV")
+    with open(path, "r", encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise RecordsFormatError(f"{path} is empty (expected a header with columns {', '.join(columns)})")
+    header = [c.strip() for c in rows[0]]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise RecordsFormatError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
+    idx = {c: header.index(c) for c in columns}
+    out = {c: [] for c in columns}
+    if len(rows) < 2:
+        raise RecordsFormatError(f"{path} has a header but no rows")
+    for n, row in enumerate(rows[1:], start=2):
+        for c in columns:
+            i = idx[c]
+            cell = row[i].strip() if i < len(row) else ""
+            try:
+                v = float(cell)
+            except ValueError:
+                raise RecordsFormatError(f"{path}: line {n}, column {c}: not a number ({cell!r})") from None
+            if c == "k":
+                if not math.isfinite(v) or v != int(v):
+                    raise RecordsFormatError(f"{path}: line {n}: k must be an integer, got {cell!r}")
+                v = int(v)
+            out[c].append(v)
+    if "k" in out:
+        seen = set()
+        for n, k in enumerate(out["k"], start=2):
+            if k in seen:
+                raise RecordsFormatError(f"{path}: line {n}: k={k} appears twice")
+            seen.add(k)
+    return out
+
+
+@dataclass
+class ColumnResult:
+    """One column compared over the common iterations.
+
+    Attributes:
+        column: the name; compared: number of iterations compared; bad: how many disagree;
+        first_bad_k: the first disagreeing ``k`` (``None`` if none);
+        max_abs: largest ``|theirs - ref|``; max_rel: largest ``|theirs - ref| / |ref|``.
+    """
+
+    column: str
+    compared: int
+    bad: int
+    first_bad_k: int | None
+    max_abs: float
+    max_rel: float
+
+
+@dataclass
+class RecordsComparison:
+    """Outcome of :func:`compare_records`.
+
+    Attributes:
+        columns: :class:`ColumnResult` per compared column.
+        ks: the common iterations.
+        first: ``(k, column, theirs, ref, allowed)`` of the first disagreement, or ``None``.
+        rtol, atol: the tolerances used (``atol`` absolute).
+        diagnoses: likely explanations, one sentence each.
+        notes: facts about coverage (iterations only in one file...).
+    """
+
+    columns: list
+    ks: list
+    first: tuple | None
+    rtol: float
+    atol: float
+    diagnoses: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.first is None
+
+    def table(self, fmt: str = "github") -> str:
+        from tabulate import tabulate
+
+        rows = [
+            [c.column, c.compared, c.bad, "" if c.first_bad_k is None else c.first_bad_k, c.max_abs, c.max_rel]
+            for c in self.columns
+        ]
+        return tabulate(rows, headers=["column", "compared", "disagree", "first k", "max abs. diff", "max rel. diff"],
+                        tablefmt=fmt, floatfmt=".3e")
+
+    def summary(self) -> str:
+        """One line: agreement, or the first disagreement."""
+        if self.ok:
+            return f"all {len(self.columns)} columns agree at all {len(self.ks)} common iterations (rtol {self.rtol:g}, atol {self.atol:.3g})"
+        k, col, t, r, allowed = self.first
+        return (f"first disagreement at k={k}, column {col}: theirs {t!r}, reference {r!r} "
+                f"(|diff| {abs(t - r):.3e} > allowed {allowed:.3e})")
+
+    def text(self) -> str:
+        lines = [self.table(), ""]
+        lines += ["note: " + n for n in self.notes]
+        lines += ["diagnosis: " + d for d in self.diagnoses]
+        lines.append(("OK: " if self.ok else "DISAGREE: ") + self.summary())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "iterations": self.ks,
+            "first_disagreement": None if self.first is None else dict(zip(("k", "column", "theirs", "reference", "allowed"), self.first)),
+            "columns": [c.__dict__ for c in self.columns],
+            "diagnoses": list(self.diagnoses),
+            "notes": list(self.notes),
+            "summary": self.summary(),
+        }
+
+
+def _close(t: float, r: float, rtol: float, atol: float) -> bool:
+    if math.isnan(t) or math.isnan(r):
+        return math.isnan(t) and math.isnan(r)
+    if math.isinf(t) or math.isinf(r):
+        return t == r
+    return abs(t - r) <= atol + rtol * abs(r)
+
+
+def _series_close(ts, rs, rtol, atol) -> bool:
+    return len(ts) >= 2 and all(_close(t, r, rtol, atol) for t, r in zip(ts, rs))
+
+
+def compare_records(
+    theirs: Mapping[str, Sequence],
+    reference: Mapping[str, Sequence],
+    *,
+    rtol: float,
+    atol: float,
+    columns: Sequence[str] | None = None,
+) -> RecordsComparison:
+    """Compare records column by column at the iterations ``k`` both hold.
+
+    Args:
+        theirs, reference: ``{column: values}`` with a ``"k"`` column
+            (e.g. from :func:`read_records_csv` and
+            :func:`numeric.records.records_columns`).
+        rtol, atol: ``|theirs - ref| <= atol + rtol * |ref|`` (``nan``
+            agrees only with ``nan``, ``inf`` only with the same ``inf``).
+        columns: columns to compare (default :data:`VALUE_COLUMNS`).
+
+    Returns:
+        a :class:`RecordsComparison` with the first disagreement (smallest
+        ``k``; at that ``k`` the first column in record order) and
+        diagnoses: a column shifted by one iteration, of the opposite sign,
+        off by a constant factor, or equal to another reference column.
+
+    Raises:
+        RecordsFormatError: the two share no iteration.
+    """
+    cols = list(columns or VALUE_COLUMNS)
+    tk = list(theirs["k"])
+    rk = list(reference["k"])
+    tpos = {k: i for i, k in enumerate(tk)}
+    rpos = {k: i for i, k in enumerate(rk)}
+    common = sorted(set(tk) & set(rk))
+    if not common:
+        raise RecordsFormatError(
+            f"the records share no iteration: theirs k={min(tk)}..{max(tk)}, reference k={min(rk)}..{max(rk)}"
+        )
+    notes = []
+    only_t = sorted(set(tk) - set(rk))
+    only_r = sorted(set(rk) - set(tk))
+    if only_t:
+        notes.append(f"iterations only in theirs (not compared): k={_ranges(only_t)}")
+    if only_r:
+        notes.append(f"iterations only in the reference (not compared): k={_ranges(only_r)}")
+
+    results, first = [], None
+    for c in cols:
+        bad, first_bad, mabs, mrel = 0, None, 0.0, 0.0
+        for k in common:
+            t, r = float(theirs[c][tpos[k]]), float(reference[c][rpos[k]])
+            if not _close(t, r, rtol, atol):
+                bad += 1
+                if first_bad is None:
+                    first_bad = k
+                if first is None or k < first[0] or (k == first[0] and cols.index(c) < cols.index(first[1])):
+                    first = (k, c, t, r, atol + rtol * abs(r) if math.isfinite(r) else 0.0)
+            if math.isfinite(t) and math.isfinite(r):
+                d = abs(t - r)
+                mabs = max(mabs, d)
+                mrel = max(mrel, d / abs(r) if r != 0 else (0.0 if d == 0 else math.inf))
+        results.append(ColumnResult(c, len(common), bad, first_bad, mabs, mrel))
+    comp = RecordsComparison(results, common, first, rtol, atol, notes=notes)
+    if first is not None:
+        comp.diagnoses = _diagnose(theirs, reference, cols, [r for r in results if r.bad], rtol, atol)
+    return comp
+
+
+def _ranges(ks: Sequence[int]) -> str:
+    ks = sorted(ks)
+    parts, start, prev = [], ks[0], ks[0]
+    for k in ks[1:] + [None]:
+        if k is not None and k == prev + 1:
+            prev = k
+            continue
+        parts.append(str(start) if start == prev else f"{start}..{prev}")
+        if k is not None:
+            start = prev = k
+    return ",".join(parts)
+
+
+def _aligned(theirs, reference, c_t: str, c_r: str, shift: int) -> tuple[list, list]:
+    """Values of their ``c_t`` at ``k`` and the reference's ``c_r`` at ``k + shift``."""
+    rpos = {k: i for i, k in enumerate(reference["k"])}
+    ts, rs = [], []
+    for i, k in enumerate(theirs["k"]):
+        j = rpos.get(k + shift)
+        if j is not None:
+            ts.append(float(theirs[c_t][i]))
+            rs.append(float(reference[c_r][j]))
+    return ts, rs
+
+
+def _diagnose(theirs, reference, cols, bad: list, rtol, atol) -> list:
+    out = []
+    shifted = {}
+    for cr in bad:
+        c = cr.column
+        found = None
+        for s in (+1, -1):
+            ts, rs = _aligned(theirs, reference, c, c, s)
+            if _series_close(ts, rs, rtol, atol):
+                found = s
+                break
+        if found is not None:
+            shifted[c] = found
+            continue
+        ts, rs = _aligned(theirs, reference, c, c, 0)
+        if _series_close(ts, [-r for r in rs], rtol, atol):
+            out.append(f"column {c} has the opposite sign of the reference at every iteration "
+                       "(sign convention: gap = loss_s - loss_jc, estimates predict the gap)")
+            continue
+        other = None
+        for c2 in VALUE_COLUMNS:
+            if c2 == c or c2 not in reference:
+                continue
+            for s in (0, +1, -1):
+                ts2, rs2 = _aligned(theirs, reference, c, c2, s)
+                if _series_close(ts2, rs2, rtol, atol):
+                    other = (c2, s)
+                    break
+            if other:
+                break
+        if other:
+            c2, s = other
+            where = "" if s == 0 else f" shifted by one iteration (their k holds the reference's k{s:+d})"
+            out.append(f"column {c} equals the reference column {c2}{where}: columns swapped or mislabelled?")
+            continue
+        ratios = [t / r for t, r in zip(ts, rs) if r != 0 and math.isfinite(t) and math.isfinite(r) and abs(r) > atol]
+        if len(ratios) >= 2:
+            f0 = ratios[0]
+            if f0 != 0 and all(abs(x - f0) <= max(1e3 * rtol, 1e-6) * abs(f0) for x in ratios) and abs(f0 - 1) > 10 * rtol:
+                out.append(f"column {c} is the reference times a constant factor {f0:.6g} at every iteration (a missing or extra scale, e.g. 1/2 or eta?)")
+                continue
+        ks_bad = cr.first_bad_k
+        if ks_bad is not None and ks_bad > min(theirs["k"]):
+            out.append(f"column {c} agrees up to k={ks_bad - 1} and disagrees from k={ks_bad} on")
+    if shifted:
+        if len(shifted) == len(bad) and len(set(shifted.values())) == 1 and len(bad) > 1:
+            s = next(iter(shifted.values()))
+            if s == +1:
+                out.insert(0, "every disagreeing column is shifted by one iteration: their row k holds the reference's k+1 "
+                              "(iterations numbered from 0 instead of 1?)")
+            else:
+                out.insert(0, "every disagreeing column is shifted by one iteration: their row k holds the reference's k-1 "
+                              "(records written one iteration late, or numbered from 2?)")
+        else:
+            for c, s in shifted.items():
+                out.append(f"column {c} is shifted by one iteration: their row k holds the reference's k{s:+d} "
+                           "(an off-by-one in k)")
+    return out
