@@ -1,0 +1,274 @@
+"""Loss-gap estimates along the JC and pattern-``S`` trajectories (paper, Section 4.2).
+
+Notation (paper, Section 4.2.1): ``theta_JC^k`` and ``theta_S^k`` are the two
+trajectories from the common ``theta^0`` with constant step ``eta``;
+``Delta theta^k = theta_S^k - theta_JC^k``; ``g_JC^k``, ``H_JC^k`` the gradient
+and Hessian at ``theta_JC^k``; ``u^k = M_S(theta_S^k) g_S^k`` the freshness
+forcing (``M_S`` keeps the Hessian blocks ``H_ij`` with ``(i, j) in S``).
+
+Implemented quantities (all parameter-space vectors are dicts of tensors with
+the parameters' keys, shapes, dtype and device; scalars are 0-dim tensors of
+the same dtype unless said otherwise):
+
+* Lemma 3 / Theorem 3 propagation (:func:`propagate`)::
+
+      s_{k+1} = (I - eta H_JC^k) s_k + eta^2 f^k
+
+  with ``s = z`` and ``f^k = u^k`` this is the cumulative state of Theorem 3,
+  ``z_K = eta^2 sum_j Phi_{K,j+1} M_S^j g_S^j`` (``z_0 = 0``), computed forward
+  with one HVP per iteration (``O(K)`` HVPs in total, not ``O(K^2)``); with
+  ``s = y`` and ``f^k = M_S(theta_JC^k) g_JC^k`` it is the JC-only state.
+* Theorem 3's signed estimate (:func:`quadratic_estimate`)::
+
+      cumulative^K = g_JC^K . z_K + 1/2 z_K . H_JC^K z_K
+
+  (the HVP ``H_JC^K z_K`` also propagates ``z`` to ``K + 1``).
+* Theorem 2 with the measured difference (:func:`recursive_terms`,
+  :func:`recursive_estimate`)::
+
+      recursive^{k+1} = g_JC^{k+1} . [(I - eta H_JC^k) Delta^k + eta^2 u^k]
+                        + 1/2 Delta^k . H_JC^k Delta^k
+
+  which is the paper's three terms (propagation, quadratic, freshness) with
+  the two ``g_JC^{k+1}`` products merged into one inner product.
+* Theorem 3's magnitude bound (:func:`bk_radius`, :func:`bound_bk`)::
+
+      b_k = eta^2 sum_{j<k} (1 + eta L)^{k-1-j} ||u^j||,   bound_bk^k = G b_k + L/2 b_k^2.
+
+``G`` and ``L`` (Assumption 1, A1-A2) are not known for a real model.  The
+protocol uses *a-posteriori estimates*, not certified constants:
+
+* ``G`` = running maximum of ``||g||`` over every gradient evaluated so far on
+  both trajectories (a lower estimate of the sup over the region Omega);
+* ``L`` = running maximum of ``|p^T H_JC^k p|`` (Rayleigh quotient, ``||p|| = 1``)
+  of a power iteration on ``H_JC^k`` warm-started from the previous
+  iteration's vector, one HVP per iteration (a lower estimate of
+  ``sup ||H||``; the Hessian along the ``S`` trajectory is not probed).
+
+``b_k`` is recomputed from the stored ``||u^j||`` with the current ``L`` at every
+``k`` (Horner's rule, float64), so the bound always uses the latest ``L``.
+Because ``G`` and ``L`` can only underestimate the true constants, ``bound_bk``
+is an estimate of Theorem 3's bound, not a guaranteed one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import torch
+
+from . import tree
+
+__all__ = [
+    "propagate",
+    "quadratic_estimate",
+    "recursive_terms",
+    "recursive_estimate",
+    "bk_radius",
+    "bound_bk",
+    "init_power_vector",
+    "power_step",
+    "EstimateState",
+]
+
+
+def propagate(s: Mapping, Hs: Mapping, forcing: Mapping | None, lr: float) -> dict:
+    """``(I - eta H) s + eta^2 f`` (Lemma 3's linearised trajectory recursion).
+
+    Args:
+        s: state vector ``s_k`` (dict of tensors).
+        Hs: ``H_JC^k s_k`` (same keys and shapes).
+        forcing: ``f^k`` (``M_S g``), or ``None`` for no forcing.
+        lr: the step ``eta``.
+
+    Returns:
+        ``s_{k+1}`` as a new dict.
+    """
+    lr2 = lr * lr
+    if forcing is None:
+        return {k: s[k] - lr * Hs[k] for k in s}
+    return {k: (s[k] - lr * Hs[k]) + lr2 * forcing[k] for k in s}
+
+
+def quadratic_estimate(g: Mapping, z: Mapping, Hz: Mapping) -> torch.Tensor:
+    """``g^T z + 1/2 z^T H z`` (Theorem 3, eq. signed_cumulative_loss), a 0-dim tensor."""
+    return tree.dot(g, z) + 0.5 * tree.dot(z, Hz)
+
+
+def recursive_terms(delta: Mapping, Hdelta: Mapping, u: Mapping, lr: float) -> tuple[dict, torch.Tensor]:
+    """The parts of Theorem 2's estimate known at iteration ``k``.
+
+    Args:
+        delta: ``Delta theta^k``.
+        Hdelta: ``H_JC^k Delta theta^k``.
+        u: ``M_S(theta_S^k) g_S^k``.
+        lr: ``eta``.
+
+    Returns:
+        ``(w, q)`` with ``w = (I - eta H_JC^k) Delta^k + eta^2 u^k`` and
+        ``q = 1/2 Delta^k . H_JC^k Delta^k``, so that
+        ``recursive^{k+1} = g_JC^{k+1} . w + q`` (:func:`recursive_estimate`).
+    """
+    return propagate(delta, Hdelta, u, lr), 0.5 * tree.dot(delta, Hdelta)
+
+
+def recursive_estimate(g_next: Mapping, w: Mapping, q: torch.Tensor) -> torch.Tensor:
+    """``g_JC^{k+1} . w + q`` (Theorem 2 with the measured ``Delta theta^k``)."""
+    return tree.dot(g_next, w) + q
+
+
+def bk_radius(unorms: Sequence[float], lr: float, L: float) -> float:
+    """``b_k = eta^2 sum_{j<k} (1 + eta L)^{k-1-j} ||u^j||`` for ``k = len(unorms)`` (float64)."""
+    c = 1.0 + lr * L
+    acc = 0.0
+    for un in unorms:  # Horner: ((u0 c + u1) c + u2) ...
+        acc = acc * c + un
+    return lr * lr * acc
+
+
+def bound_bk(unorms: Sequence[float], lr: float, G: float, L: float) -> float:
+    """Theorem 3's bound ``G b_k + L/2 b_k^2`` with estimated ``G``, ``L`` (float64)."""
+    b = bk_radius(unorms, lr, L)
+    return G * b + 0.5 * L * b * b
+
+
+def init_power_vector(like: Mapping, seed: int) -> dict:
+    """A seeded random unit vector keyed like ``like`` (same on every device).
+
+    Drawn in float64 on the CPU from ``torch.Generator().manual_seed(seed)`` in
+    key order, normalised, then cast to ``like``'s dtype and device.
+    """
+    gen = torch.Generator().manual_seed(int(seed))
+    raw = {k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in like.items()}
+    n = tree.norm(raw)
+    return {k: (raw[k] / n).to(dtype=like[k].dtype, device=like[k].device) for k in like}
+
+
+def power_step(p: Mapping, Hp: Mapping) -> tuple[float, dict]:
+    """One warm-started power-iteration step on ``H``.
+
+    Args:
+        p: current unit vector.
+        Hp: ``H p``.
+
+    Returns:
+        ``(rayleigh, p_next)``: ``rayleigh = p^T H p`` as a Python float and
+        ``p_next = H p / ||H p||`` (``p`` itself when ``H p`` is zero or not
+        finite).
+    """
+    rq = float(tree.dot(p, Hp))
+    n = float(tree.norm(Hp))
+    if n > 0 and math.isfinite(n):
+        return rq, {k: Hp[k] / n for k in Hp}
+    return rq, dict(p)
+
+
+class EstimateState:
+    """What the estimates carry from iteration ``k`` to ``k + 1`` (resumable).
+
+    Attributes:
+        z: cumulative state ``z_k`` (Theorem 3).
+        y: JC-only state ``y_k`` (same recursion, forcing ``M_S(theta_JC^k) g_JC^k``).
+        w, q: pending recursive-estimate terms from iteration ``k - 1``
+            (``None`` at ``k = 0``).
+        p: power-iteration unit vector.
+        unorms: ``[||u^0||, ..., ||u^{k-1}||]`` (Python floats).
+        G, L: running estimates (module docstring).
+    """
+
+    def __init__(self, like: Mapping, seed: int = 0):
+        self.z = tree.zeros_like(like)
+        self.y = tree.zeros_like(like)
+        self.w: dict | None = None
+        self.q: torch.Tensor | None = None
+        self.p = init_power_vector(like, seed)
+        self.unorms: list[float] = []
+        self.G = 0.0
+        self.L = 0.0
+
+    # -- per iteration ------------------------------------------------------
+    def observe_gradients(self, *grads: Mapping) -> None:
+        """Fold ``||g||`` of each gradient into ``G`` (non-finite norms skipped)."""
+        for g in grads:
+            n = float(tree.norm(g))
+            if math.isfinite(n):
+                self.G = max(self.G, n)
+
+    def observe_power(self, Hp: Mapping) -> float:
+        """Advance the power iteration with ``H_JC^k p`` and fold ``|p^T H p|`` into ``L``."""
+        rq, self.p = power_step(self.p, Hp)
+        if math.isfinite(rq):
+            self.L = max(self.L, abs(rq))
+        return rq
+
+    def estimates(self, g_jc: Mapping, Hz: Mapping, Hy: Mapping, lr: float) -> dict:
+        """The record's estimates at iteration ``k >= 1`` (after the observe_* calls).
+
+        Args:
+            g_jc: ``g_JC^k``.
+            Hz, Hy: ``H_JC^k z_k``, ``H_JC^k y_k``.
+            lr: ``eta``.
+
+        Returns:
+            ``{"recursive", "cumulative", "jc_only", "bound_bk"}`` as Python floats.
+        """
+        if self.w is None:
+            raise RuntimeError("no pending recursive term: estimates start at k = 1")
+        return {
+            "recursive": float(recursive_estimate(g_jc, self.w, self.q)),
+            "cumulative": float(quadratic_estimate(g_jc, self.z, Hz)),
+            "jc_only": float(quadratic_estimate(g_jc, self.y, Hy)),
+            "bound_bk": bound_bk(self.unorms, lr, self.G, self.L),
+        }
+
+    def advance(
+        self,
+        delta: Mapping,
+        Hdelta: Mapping,
+        Hz: Mapping,
+        Hy: Mapping,
+        u: Mapping,
+        m_jc: Mapping,
+        lr: float,
+    ) -> None:
+        """Move from ``k`` to ``k + 1``.
+
+        Args:
+            delta, Hdelta: ``Delta^k`` and ``H_JC^k Delta^k``.
+            Hz, Hy: ``H_JC^k z_k``, ``H_JC^k y_k``.
+            u: ``M_S(theta_S^k) g_S^k``.
+            m_jc: ``M_S(theta_JC^k) g_JC^k``.
+            lr: ``eta``.
+        """
+        self.unorms.append(float(tree.norm(u)))
+        self.w, self.q = recursive_terms(delta, Hdelta, u, lr)
+        self.z = propagate(self.z, Hz, u, lr)
+        self.y = propagate(self.y, Hy, m_jc, lr)
+
+    # -- checkpointing -------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Tensors and floats needed to continue bit for bit (for ``torch.save``)."""
+        return {
+            "z": tree.clone(self.z),
+            "y": tree.clone(self.y),
+            "w": None if self.w is None else tree.clone(self.w),
+            "q": None if self.q is None else self.q.detach().clone(),
+            "p": tree.clone(self.p),
+            "unorms": list(self.unorms),
+            "G": self.G,
+            "L": self.L,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping) -> "EstimateState":
+        obj = cls.__new__(cls)
+        obj.z = dict(state["z"])
+        obj.y = dict(state["y"])
+        obj.w = None if state["w"] is None else dict(state["w"])
+        obj.q = state["q"]
+        obj.p = dict(state["p"])
+        obj.unorms = [float(x) for x in state["unorms"]]
+        obj.G = float(state["G"])
+        obj.L = float(state["L"])
+        return obj
