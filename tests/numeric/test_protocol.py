@@ -1,0 +1,198 @@
+"""The controlled protocol: exact zeros for JC, streaming, bit-for-bit resume, divergence, refusals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from numeric import Task
+from numeric.protocol import ProtocolError, ResumeError, default_checkpoint_every, run_protocol
+from numeric.records import read_records, read_summary
+from numeric.task import TaskError
+from theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi
+from tests.numeric.cases import tanh_mlp
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LR, K = 0.3, 8
+
+
+class Kill(Exception):
+    """Stands in for a kill: raised from the on_record hook."""
+
+
+def _kill_after(n):
+    def hook(rec):
+        if rec["k"] == n:
+            raise Kill(f"killed after {n} records")
+
+    return hook
+
+
+def _bytes(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run (records.csv bytes and summary) to compare against."""
+    out = str(tmp_path_factory.mktemp("ref") / "run")
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out)
+    assert res.status == "complete"
+    return out, res
+
+
+def test_jacobi_pattern_gives_exact_zeros():
+    task = tanh_mlp()
+    res = run_protocol(task, jacobi(4), 0.3, 5)
+    assert len(res.records) == 5
+    for r in res.records:
+        assert r["loss_s"] == r["loss_jc"]
+        for f in ("gap", "recursive", "cumulative", "jc_only", "bound_bk"):
+            assert r[f] == 0.0, (f, r)
+    m = res.summary["metrics"]["cumulative"]
+    assert m["correct"] == 100.0 and m["ties"] == 5 and m["jc_hits"] == [0, 0]
+
+
+def test_records_stream_and_an_interrupted_run_keeps_complete_rows(tmp_path):
+    out = str(tmp_path / "run")
+    with pytest.raises(Kill):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, on_record=_kill_after(3))
+    rows = read_records(os.path.join(out, "records.csv"))
+    assert [r["k"] for r in rows] == [1, 2, 3]
+    s = read_summary(os.path.join(out, "summary.json"))
+    assert s["status"] == "interrupted" and "Kill" in s["message"] and s["records"] == 3
+
+
+@pytest.mark.parametrize("every,kill_at", [(1, 5), (3, 5)])
+def test_resume_equals_uninterrupted_bit_for_bit(tmp_path, reference, every, kill_at):
+    ref_out, ref = reference
+    out = str(tmp_path / "run")
+    with pytest.raises(Kill):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, checkpoint_every=every,
+                     on_record=_kill_after(kill_at))
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, checkpoint_every=every)
+    assert res.status == "complete"
+    # the kill came after row `kill_at` was written but before its checkpoint; rows after the
+    # last checkpoint were truncated and recomputed
+    assert res.summary["timing"]["resumed_from"] == ((kill_at - 1) // every) * every
+    assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
+    assert res.records == ref.records
+    assert res.summary["metrics"] == ref.summary["metrics"]
+    assert res.summary["constants"] == ref.summary["constants"]
+
+
+def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference):
+    ref_out, _ = reference
+    out = str(tmp_path / "run")
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {REPO!r})
+        from tests.numeric.cases import tanh_mlp
+        from numeric.protocol import run_protocol
+        from theory.patterns import gauss_seidel
+
+        def hook(rec):
+            if rec["k"] == 4:  # after the row is flushed, before its checkpoint
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook)
+    """))
+    proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    assert [r["k"] for r in read_records(os.path.join(out, "records.csv"))] == [1, 2, 3, 4]
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True)
+    assert res.summary["timing"]["resumed_from"] == 3
+    assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
+
+
+def test_resuming_a_complete_run_computes_nothing(reference, tmp_path):
+    ref_out, ref = reference
+    out = str(tmp_path / "run")
+    run_protocol(tanh_mlp(), gauss_seidel(4), LR, 3, out_dir=out)
+    before = _bytes(os.path.join(out, "records.csv"))
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, 3, out_dir=out, resume=True)
+    assert res.status == "complete" and res.summary["timing"]["iterations_this_session"] == 0
+    assert _bytes(os.path.join(out, "records.csv")) == before
+    assert res.records == ref.records[:3]
+
+
+def test_resume_refuses_different_settings(tmp_path):
+    out = str(tmp_path / "run")
+    with pytest.raises(Kill):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, on_record=_kill_after(2))
+    before = _bytes(os.path.join(out, "records.csv"))
+    with pytest.raises(ResumeError, match="setting lr "):
+        run_protocol(tanh_mlp(), gauss_seidel(4), 0.2, K, out_dir=out, resume=True)
+    with pytest.raises(ResumeError, match="setting pattern "):
+        run_protocol(tanh_mlp(), from_pairs(4, [(1, 0)]), LR, K, out_dir=out, resume=True)
+    with pytest.raises(ResumeError, match="setting theta0_sha256 "):
+        run_protocol(tanh_mlp(seed=1), gauss_seidel(4), LR, K, out_dir=out, resume=True)
+    with pytest.raises(ResumeError, match="setting iters "):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K + 1, out_dir=out, resume=True)
+    assert _bytes(os.path.join(out, "records.csv")) == before  # nothing touched
+
+
+def test_existing_run_is_never_overwritten_and_missing_checkpoint_is_refused(tmp_path, reference):
+    ref_out, _ = reference
+    before = _bytes(os.path.join(ref_out, "records.csv"))
+    with pytest.raises(ProtocolError, match="already holds a run"):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=ref_out)
+    assert _bytes(os.path.join(ref_out, "records.csv")) == before
+    with pytest.raises(ResumeError, match="nothing to resume"):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=str(tmp_path / "empty"), resume=True)
+
+
+def _quartic_task():
+    """``sum a^4 + sum b^4 + a.b``: explodes doubly exponentially for a large step."""
+    params = {"a": torch.tensor([1.0, 0.5], dtype=torch.float64), "b": torch.tensor([0.8], dtype=torch.float64)}
+
+    def loss(p):
+        return (p["a"] ** 4).sum() + (p["b"] ** 4).sum() + p["a"].sum() * p["b"].sum()
+
+    return Task(params, loss, {"a": ["a"], "b": ["b"]}, name="quartic")
+
+
+def test_divergence_stops_with_a_message_and_keeps_records(tmp_path):
+    out = str(tmp_path / "run")
+    res = run_protocol(_quartic_task(), gauss_seidel(2), 1.0, 50, out_dir=out)
+    assert res.status == "diverged" and res.exit_code == 3
+    k = res.diverged_at
+    assert 2 <= k < 50
+    assert res.message.startswith(f"diverged at k={k}: ")
+    assert "records kept" in res.message
+    rows = read_records(os.path.join(out, "records.csv"))
+    assert [r["k"] for r in rows] == list(range(1, k))
+    s = read_summary(os.path.join(out, "summary.json"))
+    assert s["status"] == "diverged" and s["diverged_at"] == k and s["records"] == k - 1
+
+
+def test_bad_inputs():
+    task = tanh_mlp()
+    for lr in (0.0, -1.0, float("nan"), float("inf"), "x"):
+        with pytest.raises(ProtocolError, match="learning rate"):
+            run_protocol(task, gauss_seidel(4), lr, 3)
+    for iters in (0, -2, 2.5, True):
+        with pytest.raises(ProtocolError, match="iterations"):
+            run_protocol(task, gauss_seidel(4), 0.1, iters)
+    with pytest.raises(PatternError, match="4"):
+        run_protocol(task, gauss_seidel(3), 0.1, 3)
+    with pytest.raises(ProtocolError, match="HVP method"):
+        run_protocol(task, gauss_seidel(4), 0.1, 3, hvp_method="sideways")
+    with pytest.raises(ResumeError):
+        run_protocol(task, gauss_seidel(4), 0.1, 3, resume=True)
+    bad = Task({"a": torch.ones(2)}, lambda p: p["a"].sum() / 0.0 * 0.0, {"a": ["a"]})
+    with pytest.raises(TaskError, match="not finite"):
+        run_protocol(bad, jacobi(1), 0.1, 3)
+
+
+def test_default_checkpoint_interval():
+    assert default_checkpoint_every(tanh_mlp()) == 1
+    big = Task({"w": torch.zeros(5_000_000)}, lambda p: p["w"].sum(), {"w": ["w"]})
+    assert default_checkpoint_every(big) == 10
