@@ -28,7 +28,7 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def tanh_mlp(seed: int = 0, dtype=DTYPE) -> Task:
+def tanh_mlp(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     gen = _gen(seed)
     sizes = [3, 4, 3, 3, 2]
     x = torch.randn(6, sizes[0], generator=gen, dtype=dtype)
@@ -39,6 +39,8 @@ def tanh_mlp(seed: int = 0, dtype=DTYPE) -> Task:
         params[f"l{layer}.b"] = 0.3 * torch.randn(b, generator=gen, dtype=dtype)
         blocks[f"layer{layer + 1}"] = [f"l{layer}.w", f"l{layer}.b"]
     n_layers = len(sizes) - 1
+    x, y = x.to(device), y.to(device)
+    params = {k: v.to(device) for k, v in params.items()}
 
     def loss(p):
         h = x
@@ -51,7 +53,7 @@ def tanh_mlp(seed: int = 0, dtype=DTYPE) -> Task:
     return Task(params, loss, blocks, name="tanh_mlp")
 
 
-def bilinear_lora(seed: int = 0, dtype=DTYPE) -> Task:
+def bilinear_lora(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     gen = _gen(seed)
     m, n, r = 4, 5, 2
     w0 = torch.randn(m, n, generator=gen, dtype=dtype) / n**0.5
@@ -61,6 +63,8 @@ def bilinear_lora(seed: int = 0, dtype=DTYPE) -> Task:
         "B": 0.5 * torch.randn(m, r, generator=gen, dtype=dtype),
         "A": 0.5 * torch.randn(r, n, generator=gen, dtype=dtype),
     }
+    w0, x, y = w0.to(device), x.to(device), y.to(device)
+    params = {k: v.to(device) for k, v in params.items()}
 
     def loss(p):
         w = w0 + p["B"] @ p["A"]
@@ -79,12 +83,12 @@ class _TinyConv(torch.nn.Module):
         return self.fc(torch.tanh(self.conv(x)).flatten(1))
 
 
-def tiny_conv(seed: int = 0, dtype=DTYPE) -> Task:
+def tiny_conv(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     torch.manual_seed(seed)
-    model = _TinyConv().to(dtype)
+    model = _TinyConv().to(dtype=dtype, device=device)
     gen = _gen(seed + 1)
-    x = torch.randn(4, 1, 5, 5, generator=gen, dtype=dtype)
-    y = torch.tensor([0, 2, 1, 2])
+    x = torch.randn(4, 1, 5, 5, generator=gen, dtype=dtype).to(device)
+    y = torch.tensor([0, 2, 1, 2], device=device)
 
     def objective(forward, p):
         return torch.nn.functional.cross_entropy(forward(x), y)
@@ -93,7 +97,7 @@ def tiny_conv(seed: int = 0, dtype=DTYPE) -> Task:
     return task_from_module(model, objective, rule, name="tiny_conv")
 
 
-#: name -> builder(seed, dtype)
+#: name -> builder(seed=0, dtype=float64, device="cpu")
 CASES = {"tanh_mlp": tanh_mlp, "bilinear_lora": bilinear_lora, "tiny_conv": tiny_conv}
 
 
@@ -140,10 +144,27 @@ def dense_gradient(task: Task, params=None) -> torch.Tensor:
 
 
 def dense_third(task: Task, params=None) -> torch.Tensor:
-    """``(d, d, d)`` third-derivative tensor by ``jacrev`` of ``hessian`` (tests only)."""
+    """``(d, d, d)`` third-derivative tensor, the Jacobian of ``torch.func.hessian`` (tests only).
+
+    ``jacfwd`` rather than ``jacrev`` of the Hessian: the same tensor, 3-25x faster here.
+    """
     p = task.params if params is None else params
     f = tree.flatten(p)
-    return torch.func.jacrev(torch.func.hessian(flat_loss(task, p)))(f)
+    return torch.func.jacfwd(torch.func.hessian(flat_loss(task, p)))(f)
+
+
+_REFERENCE: dict = {}
+
+
+def dense_reference(name: str, with_third: bool = False) -> dict:
+    """Cached ``{"task", "g", "H"[, "T"]}`` for case ``name`` at its initial point (float64)."""
+    ref = _REFERENCE.setdefault(name, {})
+    if "task" not in ref:
+        task = CASES[name]()
+        ref.update(task=task, g=dense_gradient(task), H=dense_hessian(task))
+    if with_third and "T" not in ref:
+        ref["T"] = dense_third(ref["task"])
+    return ref
 
 
 def block_index(task: Task) -> torch.Tensor:
@@ -181,6 +202,7 @@ __all__ = [
     "dense_hessian",
     "dense_gradient",
     "dense_third",
+    "dense_reference",
     "dense_mask",
     "block_index",
     "relerr",

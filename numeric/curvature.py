@@ -1,0 +1,172 @@
+"""Block-masked curvature: ``M_S v`` (Lemma 1) and the cross-curvature table (Theorem 1).
+
+``M_S`` keeps the Hessian blocks ``H_ij`` with ``(i, j) in S`` and zeroes the
+rest (paper, Lemma 1).  With ``P_i`` the projection onto the blocks of
+``S(i) = {j : (i, j) in S}``,
+
+    (M_S v)_i = sum_{j in S(i)} H_ij v_j = [H (P_i v)]_i,
+
+so ``M_S v`` needs one HVP per *distinct* non-empty fresh set (blocks with
+the same ``S(i)`` share the product), batched by :func:`numeric.hvp.hvp_batch`.
+
+The table ``c_ij = g_i^T H_ij g_j`` (Theorem 1) needs ``N`` HVPs, one per block
+direction ``E_j g``; from it ``C_S = sum_{(i,j) in S} c_ij`` (Theorem 1) and
+``C_cross = g^T (H - D) g = 2 sum_{i<j} c_ij`` (Corollary 1).  No ``d x d``
+tensor is ever formed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import torch
+
+from theory.patterns import DelayPattern
+
+from . import tree
+from .hvp import grad, hvp_batch
+from .steps import block_keys, check_pattern
+
+__all__ = [
+    "masked_directions",
+    "masked_product",
+    "masked_products",
+    "CrossCurvature",
+    "cross_curvature_table",
+]
+
+
+def masked_directions(task, pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
+    """Distinct non-empty fresh sets of ``pattern`` and the blocks that share each.
+
+    Returns:
+        ``[(F, rows), ...]``: ``rows`` are the blocks ``i`` with ``S(i) = F``;
+        one HVP along ``P_F v`` serves all of them.  JC gives ``[]``.
+    """
+    check_pattern(task, pattern)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in range(pattern.n_blocks):
+        f = pattern.fresh(i)
+        if f:
+            groups.setdefault(f, []).append(i)
+    return list(groups.items())
+
+
+def _assemble(keys: list[list[str]], groups, products: list, like: Mapping) -> dict:
+    """``M_S v`` from the products ``H (P_F v)``: block ``i`` of the product of its group."""
+    out = tree.zeros_like(like)
+    for (_, rows), hv in zip(groups, products):
+        for i in rows:
+            for k in keys[i]:
+                out[k] = hv[k]
+    return out
+
+
+def masked_products(
+    task, params: Mapping, pattern: DelayPattern, vs: Sequence[Mapping], method: str = "auto", chunk_size=None
+) -> list:
+    """``[M_S v_1, ..., M_S v_m]`` at one point, all HVPs in one batch.
+
+    Args:
+        task: the :class:`numeric.Task` (loss and blocks).
+        params: the point ``theta`` at which ``H = grad^2 L(theta)``.
+        pattern: delay pattern over ``task.n_blocks`` blocks.
+        vs: directions keyed like ``params``.
+        method, chunk_size: passed to :func:`numeric.hvp.hvp_batch`.
+
+    Returns:
+        list of dicts keyed like ``params``; ``m * n_F`` HVPs in total where
+        ``n_F`` is the number of distinct non-empty fresh sets.
+    """
+    groups = masked_directions(task, pattern)
+    if not groups:
+        return [tree.zeros_like(params) for _ in vs]
+    keys = block_keys(task)
+    dirs = []
+    for v in vs:
+        for fresh, _ in groups:
+            dirs.append(tree.restrict(v, [k for j in fresh for k in keys[j]]))
+    prods = hvp_batch(task.loss, params, dirs, method, chunk_size)
+    n = len(groups)
+    return [_assemble(keys, groups, prods[a * n : (a + 1) * n], params) for a in range(len(vs))]
+
+
+def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, method: str = "auto", chunk_size=None) -> dict:
+    """``M_S v`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j`` (see :func:`masked_products`)."""
+    return masked_products(task, params, pattern, [v], method, chunk_size)[0]
+
+
+@dataclass
+class CrossCurvature:
+    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1).
+
+    Attributes:
+        c: ``(N, N)`` float64 CPU tensor, ``c[i, j] = g_i^T H_ij g_j`` as
+            computed (symmetric up to round-off).
+        block_names: names of the ``N`` blocks.
+        loss: ``L(theta)`` at the point (float).
+        grad_norm2: ``||g||^2`` (float64).
+    """
+
+    c: torch.Tensor
+    block_names: list = field(default_factory=list)
+    loss: float = float("nan")
+    grad_norm2: float = float("nan")
+
+    def C_S(self, pattern: DelayPattern) -> float:
+        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1)."""
+        if pattern.n_blocks != self.c.shape[0]:
+            raise ValueError(f"pattern over {pattern.n_blocks} blocks, table over {self.c.shape[0]}")
+        return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((), dtype=torch.float64)))
+
+    @property
+    def C_cross(self) -> float:
+        """``C_cross = g^T (H - D) g = sum_{i != j} c_ij`` (``= 2 sum_{i<j} c_ij``, Corollary 1)."""
+        return float(self.c.sum() - self.c.diagonal().sum())
+
+    @property
+    def gHg(self) -> float:
+        """``g^T H g = sum_{i,j} c_ij`` (the shared ``eta^2/2`` term of Theorem 1)."""
+        return float(self.c.sum())
+
+    def to_dict(self) -> dict:
+        return {
+            "block_names": list(self.block_names),
+            "c": self.c.tolist(),
+            "C_cross": self.C_cross,
+            "gHg": self.gHg,
+            "loss": self.loss,
+            "grad_norm2": self.grad_norm2,
+        }
+
+
+def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None = None, method: str = "auto", chunk_size=None) -> CrossCurvature:
+    """Compute ``c_ij = g_i^T H_ij g_j`` for all block pairs with ``N`` HVPs.
+
+    Column ``j`` comes from ``u_j = H (E_j g)`` (``E_j g``: block ``j`` of
+    ``g``, zeros elsewhere): ``c_ij = g_i^T (u_j)_i``.  Dots are accumulated
+    in float64.
+
+    Args:
+        task: the :class:`numeric.Task`.
+        params: the point (default ``task.params``).
+        g: the gradient at ``params`` if already known (else computed).
+        method, chunk_size: passed to :func:`numeric.hvp.hvp_batch`.
+    """
+    p = task.params if params is None else params
+    value = float("nan")
+    if g is None:
+        val, g = grad(task.loss, p)
+        value = float(val)
+    keys = block_keys(task)
+    dirs = [tree.restrict(g, ks) for ks in keys]
+    cols = hvp_batch(task.loss, p, dirs, method, chunk_size)
+    n = len(keys)
+    g64 = {k: t.to(torch.float64) for k, t in g.items()}
+    rows = []  # rows[j][i] = c_ij, kept on the device until the end (one transfer)
+    for u in cols:
+        rows.append(torch.stack([sum((g64[k] * u[k].to(torch.float64)).sum() for k in ks) for ks in keys]))
+    c = torch.stack(rows, dim=1).cpu()
+    gn2 = float(sum(t.pow(2).sum() for t in g64.values()))
+    return CrossCurvature(c, task.block_names, value, gn2)
