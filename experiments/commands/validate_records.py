@@ -1,0 +1,161 @@
+"""``crosscurv validate-records THEIRS.csv``: compare a user's per-iteration records with the reference.
+
+The reference is a run directory (``--reference RUN_DIR`` holding
+``records.csv`` and ``summary.json``, e.g. from ``crosscurv run`` or
+``crosscurv golden``) or is computed on the fly (``--task T --pattern P --lr
+ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
+
+``THEIRS.csv`` needs a header with the columns ``k, loss_jc, loss_s, gap,
+recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
+ignored).  Values are compared at the iterations ``k`` both files hold:
+``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
+given, the defaults of the reference's dtype
+(:data:`numeric.validation.TOLERANCES`): float64 ``rtol = 1e-9``,
+``atol = 1e-12 * scale``; float32 ``rtol = 1e-4``, ``atol = 1e-5 * scale``;
+``scale`` = the largest ``|loss_jc|`` or ``|loss_s|`` of the reference.
+
+Exit codes: 0 every compared value agrees; 1 a disagreement (the first
+iteration and column are named, with a likely diagnosis where
+recognisable); 2 bad input (missing file or reference, missing columns,
+non-numeric values, bad flags).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from theory.errors import InputError
+
+HELP = (
+    "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative, "
+    "jc_only, bound_bk) with a reference run directory (--reference) or a reference computed on the "
+    "fly (--task/--pattern/--lr/--iters), per column and iteration with dtype-suited tolerances; "
+    "names the first disagreement and a likely diagnosis (off-by-one in k, sign flip, swapped columns)."
+)
+
+
+class ReferenceRunError(InputError):
+    """The reference run directory is missing or incomplete, or the on-the-fly flags are inconsistent."""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("theirs", metavar="THEIRS.csv", help="your records CSV")
+    p.add_argument("--reference", metavar="RUN_DIR", default=None,
+                   help="reference run directory with records.csv and summary.json")
+    p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task or module:factory")
+    p.add_argument("--pattern", default=None, help="pattern of the on-the-fly reference (default: the task's)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate of the on-the-fly reference")
+    p.add_argument("--iters", type=int, default=None,
+                   help="iterations of the on-the-fly reference (default: the largest k in THEIRS.csv)")
+    p.add_argument("--preset", choices=("smoke", "default", "paper"), default=None,
+                   help="built-in task preset of the on-the-fly reference")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                   help="dtype of the on-the-fly reference (default: float32 for built-ins, the factory's otherwise)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the on-the-fly reference (default 0)")
+    p.add_argument("--save-reference", metavar="DIR", default=None,
+                   help="keep the on-the-fly reference run in DIR")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: by the reference's dtype)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: by dtype, times the loss scale)")
+    p.add_argument("--columns", default=None,
+                   help="comma-separated columns to compare (default: all but k)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def _reference_from_dir(path: str) -> tuple[dict, str | None, str]:
+    from numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, records_columns
+
+    if not os.path.isdir(path):
+        raise ReferenceRunError(f"reference run directory {path} does not exist")
+    rec = os.path.join(path, RECORDS_FILE)
+    if not os.path.exists(rec):
+        raise ReferenceRunError(f"reference run directory {path} has no {RECORDS_FILE}")
+    records = read_records(rec)
+    if not records:
+        raise ReferenceRunError(f"reference {rec} holds no records")
+    dtype = None
+    summ = os.path.join(path, SUMMARY_FILE)
+    if os.path.exists(summ):
+        try:
+            with open(summ, "r", encoding="utf-8") as fh:
+                summary = json.load(fh)
+            dtype = (summary.get("settings") or {}).get("dtype") or summary.get("dtype")
+        except (OSError, ValueError):
+            raise ReferenceRunError(f"reference summary {summ} is not valid JSON") from None
+    return records_columns(records), dtype, f"run directory {path}"
+
+
+def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, str]:
+    import torch
+
+    from experiments.loading import load_task
+    from numeric.protocol import run_protocol
+    from numeric.records import records_columns
+    from theory.patterns import parse_pattern
+
+    dtype = {"float32": torch.float32, "float64": torch.float64}.get(args.dtype)
+    task, settings = load_task(args.task, args.preset, dtype=dtype, seed=args.seed)
+    spec = args.pattern or settings.get("pattern") or task.default_pattern
+    pattern = parse_pattern(spec, task.n_blocks, task.block_names)
+    lr = args.lr if args.lr is not None else settings.get("lr")
+    if lr is None:
+        raise ReferenceRunError(f"--lr is needed: task {args.task!r} sets no default learning rate")
+    iters = args.iters if args.iters is not None else max(their_k)
+    if iters < 1:
+        raise ReferenceRunError(f"--iters must be >= 1, got {iters}")
+    res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference, seed=args.seed,
+                       settings={"task": args.task, "preset": args.preset})
+    if not res.records:
+        raise ReferenceRunError(f"the reference run produced no records ({res.message})")
+    dt = str(task.dtype).replace("torch.", "")
+    where = f"{args.task} pattern {spec} lr {lr:g} K {iters} ({dt}, computed now)"
+    return records_columns(res.records), dt, where
+
+
+def run(args) -> int:
+    from numeric.validation import FIELDS, VALUE_COLUMNS, compare_records, default_tolerances, read_records_csv
+
+    if (args.reference is None) == (args.task is None):
+        raise ReferenceRunError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
+    if args.reference is not None:
+        stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference") if getattr(args, f) is not None]
+        if stray:
+            raise ReferenceRunError("--" + stray[0].replace("_", "-") + " only applies to an on-the-fly reference (--task)")
+    for name in ("rtol", "atol"):
+        v = getattr(args, name)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise ReferenceRunError(f"--{name} must be a finite number >= 0, got {v}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise ReferenceRunError(f"--lr must be a finite number > 0, got {args.lr}")
+    columns = list(VALUE_COLUMNS)
+    if args.columns:
+        columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+        bad = [c for c in columns if c not in VALUE_COLUMNS]
+        if bad:
+            raise ReferenceRunError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(VALUE_COLUMNS)})")
+
+    theirs = read_records_csv(args.theirs, ["k"] + columns)
+    if args.reference is not None:
+        ref, dtype, where = _reference_from_dir(args.reference)
+    else:
+        ref, dtype, where = _reference_on_the_fly(args, theirs["k"])
+    rtol_d, atol_rel = default_tolerances(dtype)
+    scale = max([abs(float(v)) for c in ("loss_jc", "loss_s") for v in ref[c] if math.isfinite(float(v))] + [0.0])
+    scale = scale if scale > 0 else 1.0
+    rtol = args.rtol if args.rtol is not None else rtol_d
+    atol = args.atol if args.atol is not None else atol_rel * scale
+    comp = compare_records(theirs, ref, rtol=rtol, atol=atol, columns=columns)
+    if args.json:
+        from numeric.records import json_safe
+
+        out = comp.to_dict()
+        out.update(theirs=args.theirs, reference=where, dtype=dtype or "float64 (assumed)")
+        print(json.dumps(json_safe(out), indent=2))
+    else:
+        print(f"theirs: {args.theirs}")
+        print(f"reference: {where}; dtype {dtype or 'unknown (float64 tolerances)'}")
+        print(f"tolerance: |theirs - ref| <= {atol:.3g} + {rtol:g} |ref|"
+              + ("" if args.atol is not None else f"  (atol = {atol_rel:g} x loss scale {scale:.4g})"))
+        print(comp.text())
+    return 0 if comp.ok else 1
