@@ -728,32 +728,36 @@ class StepReport:
         }
 
 
-def _compare(user_outs, refs, states, etas, rtol, atol_eps) -> tuple[list, list, list]:
-    errors, rels, within = [], [], []
+def _compare(user_outs, refs, states, etas, rtol, atol_eps) -> tuple[list, list, list, list]:
+    """Per ``eta``: max error, max relative error, all-within flag, and the largest tolerance over states."""
+    errors, rels, within, tols = [], [], [], []
     for ei in range(len(etas)):
-        e_max, r_max, ok = 0.0, 0.0, True
+        e_max, r_max, t_max, ok = 0.0, 0.0, 0.0, True
         for si, st in enumerate(states):
             u, r = user_outs[si][ei], refs[si][ei]
             err = float(tree.norm(tree.sub(u, r)))
             stepn = float(tree.norm(tree.sub(r, st)))
             thr = rtol * stepn + atol_eps * EPS64 * float(tree.norm(st))
             e_max = max(e_max, err)
+            t_max = max(t_max, thr)
             r_max = max(r_max, err / stepn if stepn > 0 else (0.0 if err == 0 else math.inf))
             ok = ok and err <= thr
         errors.append(e_max)
         rels.append(r_max)
         within.append(ok)
-    return errors, rels, within
+        tols.append(t_max)
+    return errors, rels, within, tols
 
 
 def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps) -> CandidateResult:
     refs = [[scheme_step(user.task, st, cand.pattern, h) for h in etas] for st in states]
-    errors, rels, within = _compare(user_outs, refs, states, etas, rtol, atol_eps)
+    errors, rels, within, tols = _compare(user_outs, refs, states, etas, rtol, atol_eps)
     kept = [(h, e) for h, e, w in zip(etas, errors, within) if not w]
     dropped = [(h, e) for h, e, w in zip(etas, errors, within) if w]
     study = observe_order([h for h, _ in kept], [e for _, e in kept])
+    # points at round-off carry no order information: dropped (and listed), never fitted
     study.dropped = dropped
-    study.floor = float("nan") if not dropped else 0.0
+    study.floor = max((t for t, w in zip(tols, within) if w), default=0.0)
     return CandidateResult(cand, list(etas), errors, rels, within, study)
 
 
