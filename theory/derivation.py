@@ -1,0 +1,332 @@
+"""Derive and verify the paper's expansions for one block model and one pattern.
+
+:func:`derive` runs every symbolic check of ``theory`` and collects one boolean
+per identity of the paper (keys ``lemma1``, ``theorem1``, ``corollary1``,
+``order_invariance``, ``lemma3``, ``theorem2``, ``theorem3_quadratic``), the
+checks that go beyond the paper (``extensions``), the explicit ``eta^3``
+coefficient of ``L_S - L_JC``, the leading remainder terms of the recursions
+and timings.  Every identity is an exact polynomial identity: coefficients are
+canonical polynomials over QQ (:mod:`theory.block_model`), and the Theorem 1
+gap is additionally re-checked as ``sympy.expand(difference) == 0``.
+
+What each key checks (``g, H, T`` generic symbols at the common iterate):
+
+* ``lemma1``: ``[eta^0] g~ = g`` and ``[eta^1] g~ = -M_S g`` for the pattern.
+* ``theorem1``: ``[eta^1], [eta^2]`` of ``L_S^{k+1} - L^k`` and of ``L_JC^{k+1} - L^k``
+  are ``-|g|^2`` and ``1/2 g^T H g (+ C_S)``, and ``L_S - L_JC = eta^2 C_S + O(eta^3)``
+  (coefficients 0 and 1 vanish, coefficient 2 equals ``C_S = g^T M_S g``).
+* ``corollary1``: for full GS in every block order (all ``N!`` orders for
+  ``N <= 4``; identity, reverse and every rotation above), ``[eta^2](L_GS - L_JC)``
+  equals ``C_cross / 2`` with ``C_cross = g^T (H - D) g``.
+* ``order_invariance``: the same GS orders give identical ``L^{k+1}`` through
+  ``eta^2`` (they differ at ``O(eta^3)`` only).
+* ``lemma3`` / ``theorem2``: :mod:`theory.recursion`.
+* ``theorem3_quadratic``: :mod:`theory.cumulative`, ``K = 1..4``.
+
+Extensions: ``lemma1_next_term`` (``[eta^2] g~ = M_S^2 g + t``),
+``eta3_closed_form`` (``[eta^3](L_S - L_JC) = c_3``), ``loss_eta3_closed_form``,
+``gs_orders_eta3_closed_form`` (``[eta^3](L_GS(o) - L_GS(o')) = c_3(o) - c_3(o')``),
+``lemma3_leading_closed_forms`` and ``theorem3_eta3_growth``.
+
+Importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import sympy
+
+from .block_model import BlockModel, ModelError
+from .cumulative import check_cumulative, quadratic_model
+from .one_step import (
+    check_pattern,
+    cross_curvature,
+    delay_curvature,
+    eta3_gap_closed_form,
+    lemma1_coefficients,
+    loss_coefficients_closed_form,
+    loss_series,
+    one_step_update,
+)
+from .patterns import DelayPattern, gauss_seidel, jacobi, parse_pattern
+from .recursion import check_recursions, recursion_model
+
+__all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "DerivationResult", "derive", "gs_orders"]
+
+#: one boolean per result of the paper, in this order
+IDENTITY_KEYS = ("lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic")
+#: checks beyond the paper
+EXTENSION_KEYS = ("lemma1_next_term", "eta3_closed_form", "loss_eta3_closed_form",
+                  "gs_orders_eta3_closed_form", "lemma3_leading_closed_forms", "theorem3_eta3_growth")
+
+ALLOWED_DIMS = (1, 2)
+#: all block orders are checked up to this many blocks
+ALL_ORDERS_MAX_BLOCKS = 4
+
+
+def gs_orders(n_blocks: int) -> list[tuple[int, ...]]:
+    """GS block orders checked: all ``N!`` for ``N <= 4``, else identity, reverse and rotations."""
+    if n_blocks <= ALL_ORDERS_MAX_BLOCKS:
+        return list(itertools.permutations(range(n_blocks)))
+    ident = tuple(range(n_blocks))
+    out = [ident[r:] + ident[:r] for r in range(n_blocks)]
+    out.append(tuple(reversed(ident)))
+    return out
+
+
+def _monomial_label(exps: tuple, names=("eta", "eps")) -> str:
+    parts = [n if k == 1 else f"{n}^{k}" for n, k in zip(names, exps) if k]
+    return " ".join(parts) or "1"
+
+
+@dataclass
+class DerivationResult:
+    """Everything :func:`derive` found.
+
+    Attributes:
+        pattern: the delay pattern.
+        pattern_spec: the pattern as given (text, or its name).
+        n_blocks, dims: the block model.
+        identities: ``{key: bool}`` for :data:`IDENTITY_KEYS`.
+        extensions: ``{key: bool}`` for :data:`EXTENSION_KEYS`.
+        expressions: named SymPy expressions (``C_S``, ``C_cross``,
+            ``eta3``, ``gs_orders_eta3``, ``loss_1..3``, ``lemma1_1/2`` ...).
+        lemma3_leading: ``{label: [expr per coordinate]}`` (least total degree).
+        theorem2_leading: ``{label: expr}``.
+        theorem3: one dict per ``K`` (orders, ``eta^3`` coefficients, growth).
+        gs_orders_checked: number of GS orders in corollary1 / order_invariance.
+        gs_order_pair: the two GS orders whose ``eta^3`` difference is reported (1-based).
+        failures: one line per failed check.
+        timings: seconds per stage and ``total``.
+        symbols: the model's symbol naming convention, for the report.
+    """
+
+    pattern: DelayPattern
+    pattern_spec: str
+    n_blocks: int
+    dims: int
+    identities: dict
+    extensions: dict
+    expressions: dict
+    lemma3_leading: dict
+    theorem2_leading: dict
+    theorem3: list
+    gs_orders_checked: int
+    gs_order_pair: tuple
+    failures: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+    symbols: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Every identity and every extension holds."""
+        return all(self.identities.values()) and all(self.extensions.values())
+
+    @property
+    def eta3_coefficient(self) -> str:
+        """``[eta^3](L_S^{k+1} - L_JC^{k+1})`` as a string (expanded polynomial)."""
+        return str(self.expressions["eta3"])
+
+    def to_dict(self) -> dict:
+        """JSON-friendly record (expressions as strings)."""
+        return {
+            "pattern": self.pattern.to_dict(),
+            "pattern_spec": self.pattern_spec,
+            "n_blocks": self.n_blocks,
+            "dims": self.dims,
+            "ok": self.ok,
+            "identities": dict(self.identities),
+            "extensions": dict(self.extensions),
+            "eta3_coefficient": self.eta3_coefficient,
+            "eta3_closed_form": "-g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]",
+            "C_S": str(self.expressions["C_S"]),
+            "C_cross": str(self.expressions["C_cross"]),
+            "gs_orders_eta3": {
+                "orders": [",".join(str(b + 1) for b in o) for o in self.gs_order_pair],
+                "coefficient": str(self.expressions["gs_orders_eta3"]),
+            },
+            "gs_orders_checked": self.gs_orders_checked,
+            "lemma3_leading": {k: [str(e) for e in v] for k, v in self.lemma3_leading.items()},
+            "theorem2_leading": {k: str(v) for k, v in self.theorem2_leading.items()},
+            "theorem3": [
+                {**{k: v for k, v in s.items() if k not in ("trajectory_eta3", "loss_eta3")},
+                 "trajectory_eta3": [str(e) for e in s["trajectory_eta3"]],
+                 "loss_eta3": str(s["loss_eta3"])}
+                for s in self.theorem3
+            ],
+            "failures": list(self.failures),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+def _validate(n_blocks, dims) -> None:
+    if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 2:
+        raise ModelError(f"number of blocks (--blocks) must be an integer >= 2, got {n_blocks!r}")
+    if dims not in ALLOWED_DIMS or isinstance(dims, bool):
+        raise ModelError(f"block dimension (--dims) must be 1 or 2, got {dims!r}")
+
+
+def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs", *, K_max: int = 4) -> DerivationResult:
+    """Derive and check the paper's expansions for ``N`` blocks of dimension ``dims``.
+
+    Args:
+        n_blocks: ``N >= 2``.
+        dims: block dimension, 1 or 2.
+        pattern: a :class:`DelayPattern` over ``N`` blocks or CLI text
+            (``jc``, ``gs``, ``gs:ORDER``, ``chain``, ``i<-j,...``; 1-based).
+        K_max: horizons ``K = 1..K_max`` for Theorem 3.
+
+    Returns:
+        :class:`DerivationResult`.
+
+    Raises:
+        ModelError: ``N < 2`` or ``dims`` not in {1, 2}.
+        PatternError: a malformed pattern.
+    """
+    _validate(n_blocks, dims)
+    spec = pattern if isinstance(pattern, str) else pattern.name
+    if isinstance(pattern, str):
+        pattern = parse_pattern(pattern, n_blocks)
+    t_all = time.perf_counter()
+    timings: dict = {}
+    failures: list = []
+    ident: dict = {}
+    ext: dict = {}
+    expr: dict = {}
+
+    # -- one step: Lemma 1, Theorem 1, eta^3 --------------------------------
+    t0 = time.perf_counter()
+    model = BlockModel(n_blocks, dims, taylor_order=3)
+    pattern = check_pattern(model, pattern)
+    d = model.d
+    step = one_step_update(model, pattern)
+    l1 = lemma1_coefficients(model, pattern)
+    ident["lemma1"] = all(step.fresh_gradient[a].coeff(k) == l1[k][a] for a in range(d) for k in (0, 1))
+    ext["lemma1_next_term"] = all(step.fresh_gradient[a].coeff(2) == l1[2][a] for a in range(d))
+    expr["lemma1_1"] = [model.to_expr(x) for x in l1[1]]
+    expr["lemma1_2"] = [model.to_expr(x) for x in l1[2]]
+
+    L_s = model.loss(step.displacement)
+    L_jc = loss_series(model, jacobi(n_blocks))
+    c_s = delay_curvature(model, pattern)
+    g2 = sum((x * x for x in model.g), model.zero)
+    gHg = sum((model.g[a] * model.H[a][b] * model.g[b] for a in range(d) for b in range(d)), model.zero)
+    half = model.const(sympy.Rational(1, 2))
+    gap = L_s - L_jc
+    diff_expr = sympy.expand(model.to_expr(gap.coeff(2)) - model.to_expr(c_s))
+    ident["theorem1"] = (
+        L_s.coeff(0) == 0 and L_jc.coeff(0) == 0
+        and L_s.coeff(1) == -g2 and L_jc.coeff(1) == -g2
+        and L_jc.coeff(2) == gHg * half and L_s.coeff(2) == gHg * half + c_s
+        and gap.coeff(0) == 0 and gap.coeff(1) == 0 and gap.coeff(2) == c_s
+        and diff_expr == 0
+    )
+    lcf = loss_coefficients_closed_form(model, pattern)
+    ext["loss_eta3_closed_form"] = all(L_s.coeff(k) == lcf[k] for k in (1, 2, 3))
+    c3 = eta3_gap_closed_form(model, pattern)
+    ext["eta3_closed_form"] = gap.coeff(3) == c3
+    expr["C_S"] = model.to_expr(c_s)
+    expr["eta3"] = model.to_expr(gap.coeff(3))
+    for k in (1, 2, 3):
+        expr[f"loss_{k}"] = model.to_expr(L_s.coeff(k))
+    timings["one_step"] = time.perf_counter() - t0
+
+    # -- Corollary 1 and GS order invariance ---------------------------------
+    t0 = time.perf_counter()
+    c_cross = cross_curvature(model)
+    expr["C_cross"] = model.to_expr(c_cross)
+    orders = gs_orders(n_blocks)
+    ref = None
+    cor_ok, inv_ok = True, True
+    series_by_order = {}
+    for o in orders:
+        gs = gauss_seidel(n_blocks, o)
+        Lo = loss_series(model, gs)
+        series_by_order[o] = Lo
+        if (Lo - L_jc).coeff(2) != c_cross * half or delay_curvature(model, gs) != c_cross * half:
+            cor_ok = False
+            failures.append(f"corollary1: C_S != C_cross/2 for GS order {','.join(str(b + 1) for b in o)}")
+        if ref is None:
+            ref = Lo
+        elif any(Lo.coeff(k) != ref.coeff(k) for k in (0, 1, 2)):
+            inv_ok = False
+            failures.append(f"order_invariance: GS order {','.join(str(b + 1) for b in o)} differs below eta^3")
+    ident["corollary1"] = cor_ok
+    ident["order_invariance"] = inv_ok
+    o1 = tuple(range(n_blocks))
+    o2 = tuple(reversed(o1))
+    diff3 = (series_by_order[o1] - series_by_order[o2]).coeff(3)
+    closed3 = eta3_gap_closed_form(model, gauss_seidel(n_blocks, o1)) - eta3_gap_closed_form(model, gauss_seidel(n_blocks, o2))
+    ext["gs_orders_eta3_closed_form"] = diff3 == closed3
+    expr["gs_orders_eta3"] = model.to_expr(diff3)
+    timings["corollary1_orders"] = time.perf_counter() - t0
+
+    # -- Lemma 3 / Theorem 2 ----------------------------------------------
+    t0 = time.perf_counter()
+    rmodel = recursion_model(n_blocks, dims)
+    rec = check_recursions(rmodel, pattern)
+    ident["lemma3"] = rec.lemma3
+    ident["theorem2"] = rec.theorem2
+    ext["lemma3_leading_closed_forms"] = all(rec.closed_forms.values())
+    if rec.lemma3_offending:
+        failures.append("lemma3: forbidden remainder monomials " + ", ".join(_monomial_label(e) for e in rec.lemma3_offending))
+    if rec.theorem2_offending:
+        failures.append("theorem2: forbidden remainder monomials " + ", ".join(_monomial_label(e) for e in rec.theorem2_offending))
+    lemma3_leading = {_monomial_label(e): [rmodel.to_expr(x) for x in v] for e, v in rec.trajectory_leading.items()}
+    theorem2_leading = {_monomial_label(e): rmodel.to_expr(v) for e, v in rec.loss_leading.items()}
+    timings["lemma3_theorem2"] = time.perf_counter() - t0
+
+    # -- Theorem 3 on a quadratic -------------------------------------------
+    t0 = time.perf_counter()
+    qmodel = quadratic_model(n_blocks, dims)
+    cum = check_cumulative(qmodel, pattern, K_max=K_max)
+    ident["theorem3_quadratic"] = cum.holds
+    ext["theorem3_eta3_growth"] = cum.growth_holds
+    theorem3 = []
+    for s in cum.steps:
+        theorem3.append({
+            "K": s.K,
+            "trajectory_order": s.trajectory_order,
+            "loss_order": s.loss_order,
+            "trajectory_eta3": [qmodel.to_expr(x) for x in s.trajectory_eta3],
+            "loss_eta3": qmodel.to_expr(s.loss_eta3),
+            "holds": s.holds,
+            "growth": s.growth_holds,
+        })
+        if not s.holds:
+            failures.append(f"theorem3_quadratic: remainder below eta^3 at K={s.K}")
+    expr["theorem3_degree"] = cum.degree
+    timings["theorem3"] = time.perf_counter() - t0
+
+    for key in IDENTITY_KEYS:
+        if not ident[key] and not any(f.startswith(key + ":") for f in failures):
+            failures.append(f"{key}: identity does not hold")
+    for key in EXTENSION_KEYS:
+        if not ext[key]:
+            failures.append(f"{key}: closed form does not match the brute-force series")
+    timings["total"] = time.perf_counter() - t_all
+    return DerivationResult(
+        pattern=pattern,
+        pattern_spec=spec,
+        n_blocks=n_blocks,
+        dims=dims,
+        identities={k: bool(ident[k]) for k in IDENTITY_KEYS},
+        extensions={k: bool(ext[k]) for k in EXTENSION_KEYS},
+        expressions=expr,
+        lemma3_leading=lemma3_leading,
+        theorem2_leading=theorem2_leading,
+        theorem3=theorem3,
+        gs_orders_checked=len(orders),
+        gs_order_pair=(o1, o2),
+        failures=failures,
+        timings=timings,
+        symbols=_symbol_note(model),
+    )
+
+
+def _symbol_note(model: BlockModel) -> str:
+    ex = [model.g_symbols[0], model.H_symbols[(0, model.d - 1)], model.T_symbols.get((0, 0, model.d - 1))]
+    return ", ".join(str(s) for s in ex if s is not None)
