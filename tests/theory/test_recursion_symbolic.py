@@ -64,7 +64,8 @@ def test_lemma3_and_theorem2(n, p):
     assert (1, 2) in rec.trajectory_leading
     assert min(sum(e) for e in rec.loss_remainder.terms) == 3
     assert all(rec.closed_forms.values())
-    _independent_leading(m, p, rec)
+    if not p.name.startswith("gs:"):  # independent SymPy check on one GS order per N (all orders: ring check above)
+        _independent_leading(m, p, rec)
 
 
 @pytest.mark.parametrize("n, p", [(2, gauss_seidel(2)), (2, jacobi(2)), (3, chain(3)), (3, partial(3, [(2, 0)]))],
