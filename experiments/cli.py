@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("crosscurv: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into head & co: stop quietly
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
     except Exception as exc:  # a bug in crosscurv itself: say so, briefly
         if debug:
             raise
