@@ -10,6 +10,11 @@ HVP methods (DESIGN.md, "Computation notes"):
   (the default; the tangent of the gradient map along ``v`` is ``H v``);
 * ``"reverse"``: double backward, ``torch.autograd.grad`` of
   ``grad L(theta)^T v`` built with ``create_graph=True``;
+* ``"rof"``: reverse-over-forward, ``torch.func.grad`` of the directional
+  derivative ``DL(theta)[v]`` (``torch.func.jvp`` of ``loss``): the fewest
+  matrix products (8 per dense layer against the gradient's 3, where the
+  other two need 9), fastest on convolutional nets on the CPU
+  (``benchmarks/bench_hvp.py``);
 * ``"auto"``: ``"forward"``, falling back to ``"reverse"`` once if the forward
   method raises (some kernels have no forward-mode or double derivative); the
   choice is remembered per ``loss`` object (see :func:`hvp_choice`).
@@ -21,6 +26,7 @@ does not (it then loops).
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Callable, Mapping, Sequence
 
@@ -37,11 +43,13 @@ __all__ = [
     "block_grad",
     "hvp",
     "hvp_batch",
+    "grad_and_hvp",
+    "tune_hvp",
     "hvp_choice",
 ]
 
 #: Accepted ``method`` values.
-HVP_METHODS = ("auto", "forward", "reverse")
+HVP_METHODS = ("auto", "forward", "reverse", "rof")
 
 Loss = Callable[[dict], torch.Tensor]
 
@@ -177,35 +185,66 @@ def _hvp_forward(loss: Loss, params: Mapping, v: Mapping) -> dict:
     return {k: hv[k].detach() for k in p}
 
 
-def _reverse_core(loss: Loss, params: Mapping, grad_outputs: list, batched: bool) -> list:
-    """Double backward: ``d/dtheta <grad L(theta), v>`` (``v`` stacked when ``batched``)."""
+def _reverse_core(loss: Loss, params: Mapping, grad_outputs: list, batched: bool) -> tuple:
+    """Double backward: ``d/dtheta <grad L(theta), v>`` (``v`` stacked when ``batched``).
+
+    Returns ``(value, [grad L entries], [H v entries])`` (the gradient is a by-product).
+    """
     keys = list(params)
     p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
     zeros = [torch.zeros_like(o) for o in grad_outputs]
     with torch.enable_grad():
         value = loss(p)
         if not value.requires_grad:
-            return zeros
+            return value.detach(), [torch.zeros_like(p[k]) for k in keys], zeros
         gs = torch.autograd.grad(value, [p[k] for k in keys], create_graph=True, allow_unused=True)
+        g = [gk.detach() if gk is not None else torch.zeros_like(p[k]) for gk, k in zip(gs, keys)]
         outs, gos = [], []
-        for g, go in zip(gs, grad_outputs):
-            if g is not None and g.requires_grad:
-                outs.append(g)
+        for gk, go in zip(gs, grad_outputs):
+            if gk is not None and gk.requires_grad:
+                outs.append(gk)
                 gos.append(go)
         if not outs:  # gradient independent of theta: H = 0
-            return zeros
+            return value.detach(), g, zeros
         hs = torch.autograd.grad(
             outs, [p[k] for k in keys], grad_outputs=gos, allow_unused=True, is_grads_batched=batched
         )
-    return [h.detach() if h is not None else z for h, z in zip(hs, zeros)]
+    return value.detach(), g, [h.detach() if h is not None else z for h, z in zip(hs, zeros)]
 
 
 def _hvp_reverse(loss: Loss, params: Mapping, v: Mapping) -> dict:
-    hs = _reverse_core(loss, params, [v[k] for k in params], batched=False)
+    _, _, hs = _reverse_core(loss, params, [v[k] for k in params], batched=False)
     return dict(zip(params, hs))
 
 
-_SINGLE = {"forward": _hvp_forward, "reverse": _hvp_reverse}
+def _rof_one(loss: Loss, p: dict, t: dict) -> dict:
+    """Reverse-over-forward: ``grad_theta`` of the directional derivative ``DL(theta)[t]``."""
+    return torch.func.grad(lambda q: torch.func.jvp(loss, (q,), (t,))[1])(p)
+
+
+def _hvp_rof(loss: Loss, params: Mapping, v: Mapping) -> dict:
+    p = _primal(params)
+    hv = _rof_one(loss, p, v)
+    return {k: hv[k].detach() for k in p}
+
+
+_SINGLE = {"forward": _hvp_forward, "reverse": _hvp_reverse, "rof": _hvp_rof}
+
+
+def _with_auto_fallback(loss: Loss, method: str, run: Callable[[str], object]):
+    """Run ``run(concrete_method)``; under ``"auto"`` retry once with ``"reverse"`` and remember."""
+    m = _current(loss, method)
+    if method != "auto" or m == "reverse":
+        return run(m)
+    try:
+        return run(m)
+    except Exception as exc:  # no forward-mode / functorch support somewhere
+        try:
+            out = run("reverse")
+        except Exception as exc2:
+            raise exc2 from exc
+        _remember(_auto_choice, loss, "reverse")
+        return out
 
 
 def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
@@ -215,39 +254,61 @@ def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
         loss: ``loss(params) -> 0-dim tensor``, twice differentiable.
         params: the point ``theta``, ``dict[str, Tensor]``.
         v: direction, keyed and shaped like ``params`` (cast to their dtype).
-        method: ``"forward"``, ``"reverse"`` or ``"auto"`` (module docstring).
+        method: ``"forward"``, ``"reverse"``, ``"rof"`` or ``"auto"`` (module docstring).
 
     Returns:
         ``H v`` as a detached dict keyed like ``params``.
     """
     _check_method(method)
     t = _tangent(v, params)
-    m = _current(loss, method)
-    if method != "auto" or m == "reverse":
-        return _SINGLE[m](loss, params, t)
-    try:
-        return _hvp_forward(loss, params, t)
-    except Exception as exc:  # no forward-mode / functorch support somewhere
-        try:
-            out = _hvp_reverse(loss, params, t)
-        except Exception as exc2:
-            raise exc2 from exc
-        _remember(_auto_choice, loss, "reverse")
-        return out
+    return _with_auto_fallback(loss, method, lambda m: _SINGLE[m](loss, params, t))
+
+
+def grad_and_hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> tuple:
+    """``(L(theta), grad L(theta), H(theta) v)`` in one pass where the method allows.
+
+    Forward-over-reverse returns the gradient as the primal output of the
+    jvp, and double backward builds it on the way, so a caller that needs
+    both (a JC step and ``H z`` at the same point) saves a whole gradient
+    evaluation.  ``"rof"`` has no such by-product: it runs :func:`grad`
+    and the product separately.
+
+    Returns:
+        ``(value, g, hv)``: a detached 0-dim tensor and two dicts keyed like ``params``.
+    """
+    _check_method(method)
+    t = _tangent(v, params)
+
+    def run(m):
+        if m == "forward":
+            p = _primal(params)
+            (g, value), (hv, _) = torch.func.jvp(torch.func.grad_and_value(loss), (p,), (t,))
+            return value.detach(), {k: g[k].detach() for k in p}, {k: hv[k].detach() for k in p}
+        if m == "reverse":
+            value, g, hs = _reverse_core(loss, params, [t[k] for k in params], batched=False)
+            return value, dict(zip(params, g)), dict(zip(params, hs))
+        value, g = grad(loss, params)
+        return value, g, _hvp_rof(loss, params, t)
+
+    return _with_auto_fallback(loss, method, run)
 
 
 # -- several HVPs at one point --------------------------------------------------
 def _batched(loss: Loss, params: Mapping, ts: list, method: str, chunk_size) -> list:
     stacked = tree.stack(ts)
     p = _primal(params)
+    if method == "reverse":
+        _, _, hs = _reverse_core(loss, p, [stacked[k] for k in p], batched=True)
+        return tree.unstack(dict(zip(p, hs)))
     if method == "forward":
         def one(t):
             return torch.func.jvp(torch.func.grad(loss), (p,), (t,))[1]
+    else:  # rof
+        def one(t):
+            return _rof_one(loss, p, t)
 
-        out = torch.func.vmap(one, chunk_size=chunk_size)(stacked)
-        return tree.unstack({k: out[k].detach() for k in p})
-    hs = _reverse_core(loss, p, [stacked[k] for k in p], batched=True)
-    return tree.unstack(dict(zip(p, hs)))
+    out = torch.func.vmap(one, chunk_size=chunk_size)(stacked)
+    return tree.unstack({k: out[k].detach() for k in p})
 
 
 def _vmap_ok(loss: Loss, method: str) -> bool:
@@ -306,3 +367,54 @@ def hvp_batch(
         except Exception:
             _mark_no_vmap(loss, m2)
     return [first] + [hvp(loss, params, t, method) for t in ts[1:]]
+
+
+# -- choosing the fastest method for a model ------------------------------------
+def _sync(params: Mapping) -> None:
+    dev = next(iter(params.values())).device
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None, methods: Sequence[str] = ("forward", "reverse", "rof"), repeats: int = 1) -> dict:
+    """Time each HVP method once (after a warm-up) and make the fastest this loss's ``"auto"`` choice.
+
+    Which method is fastest depends on the model and the device (on the CPU:
+    double backward for the MLP and the T5-LoRA shapes, reverse-over-forward
+    for ResNet-18; ``benchmarks/bench_hvp.py``).  Opt-in: without it
+    ``"auto"`` means ``"forward"`` with the ``"reverse"`` fallback.
+
+    Args:
+        loss, params: as in :func:`hvp`.
+        v: the direction to time with (default: the parameters themselves).
+        methods: candidates; one that raises is skipped.
+        repeats: timed runs per method (the minimum counts).
+
+    Returns:
+        ``{"best": method, "seconds": {method: seconds or None if it failed}}``.
+    """
+    for m in methods:
+        _check_method(m)
+    t = _tangent(v if v is not None else params, params)
+    seconds: dict[str, float | None] = {}
+    for m in methods:
+        if m == "auto":
+            continue
+        try:
+            _SINGLE[m](loss, params, t)  # warm-up
+            best = float("inf")
+            for _ in range(max(1, repeats)):
+                _sync(params)
+                t0 = time.perf_counter()
+                _SINGLE[m](loss, params, t)
+                _sync(params)
+                best = min(best, time.perf_counter() - t0)
+            seconds[m] = best
+        except Exception:
+            seconds[m] = None
+    ok = {m: s for m, s in seconds.items() if s is not None}
+    if not ok:
+        raise HVPError("no HVP method works for this loss: " + ", ".join(methods))
+    winner = min(ok, key=ok.get)
+    _remember(_auto_choice, loss, winner)
+    return {"best": winner, "seconds": seconds}

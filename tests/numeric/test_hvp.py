@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from numeric import tree
-from numeric.hvp import HVPError, block_grad, grad, hvp, hvp_batch, hvp_choice
+from numeric.hvp import HVPError, block_grad, grad, grad_and_hvp, hvp, hvp_batch, hvp_choice, tune_hvp
 from tests.numeric.cases import CASES, dense_gradient, dense_hessian, random_direction, relerr
 
 TOL = 1e-10
@@ -36,7 +36,7 @@ def test_block_grad_is_the_block_of_the_full_gradient(case):
             assert relerr(gb[k], g[k]) < TOL
 
 
-@pytest.mark.parametrize("method", ["forward", "reverse", "auto"])
+@pytest.mark.parametrize("method", ["forward", "reverse", "rof", "auto"])
 def test_hvp_matches_dense_hessian(case, method):
     task, H = case
     for seed in (1, 2):
@@ -46,7 +46,7 @@ def test_hvp_matches_dense_hessian(case, method):
         assert relerr(tree.flatten(hv), H @ tree.flatten(v)) < TOL
 
 
-@pytest.mark.parametrize("method", ["forward", "reverse", "auto"])
+@pytest.mark.parametrize("method", ["forward", "reverse", "rof", "auto"])
 def test_hvp_batch_matches_dense_hessian(case, method):
     task, H = case
     vs = [random_direction(task.params, s) for s in (3, 4, 5)]
@@ -55,6 +55,16 @@ def test_hvp_batch_matches_dense_hessian(case, method):
     for v, hv in zip(vs, out):
         assert relerr(tree.flatten(hv), H @ tree.flatten(v)) < TOL
     assert hvp_batch(task.loss, task.params, [], method) == []
+
+
+@pytest.mark.parametrize("method", ["forward", "reverse", "rof", "auto"])
+def test_grad_and_hvp_in_one_pass(case, method):
+    task, H = case
+    v = random_direction(task.params, 9)
+    value, g, hv = grad_and_hvp(task.loss, task.params, v, method)
+    assert float(value) == pytest.approx(float(task.loss(task.params)), rel=1e-14)
+    assert relerr(tree.flatten(g), dense_gradient(task)) < TOL
+    assert relerr(tree.flatten(hv), H @ tree.flatten(v)) < TOL
 
 
 def test_hvp_batch_chunked(case):
@@ -124,6 +134,19 @@ def test_auto_falls_back_to_double_backward_and_remembers():
     # batch under auto goes straight to the remembered reverse method
     outs = hvp_batch(loss, p, [v, tree.scale(v, -2.0)], "auto")
     assert relerr(outs[1]["x"], -2 * expected) < TOL
+    _, g, hv = grad_and_hvp(loss, p, v)
+    assert relerr(g["x"], 3 * p["x"] ** 2) < TOL and relerr(hv["x"], expected) < TOL
+
+
+def test_grad_and_hvp_auto_falls_back_too():
+    p, v, expected = _cube_setup()
+
+    def loss(q):
+        return _CubeNoForwardMode.apply(q["x"]).sum()
+
+    _, g, hv = grad_and_hvp(loss, p, v, "auto")
+    assert relerr(hv["x"], expected) < TOL
+    assert hvp_choice(loss)["auto"] == "reverse"
 
 
 def test_batch_falls_back_to_loop_when_vmap_fails_and_remembers():
@@ -167,7 +190,7 @@ def test_parameters_the_loss_ignores_get_zero_products():
     def loss(q):
         return (q["a"] ** 4).sum()
 
-    for method in ("forward", "reverse"):
+    for method in ("forward", "reverse", "rof"):
         hv = hvp(loss, p, v, method)
         assert torch.equal(hv["unused"], torch.zeros(3, dtype=torch.float64))
         assert relerr(hv["a"], 12 * p["a"] ** 2 * v["a"]) < TOL
@@ -183,3 +206,27 @@ def test_float32_products_are_float32_and_close():
     assert all(t.dtype == torch.float32 for t in hv.values())
     assert H.dtype == torch.float32
     assert relerr(tree.flatten(hv), H @ tree.flatten(v)) < 1e-5
+
+
+def test_tune_hvp_records_a_working_winner_for_auto():
+    p, v, expected = _cube_setup()
+
+    def loss(q):  # only double backward works for this loss
+        return _CubeNoForwardMode.apply(q["x"]).sum()
+
+    out = tune_hvp(loss, p, v)
+    assert out["best"] == "reverse"
+    assert out["seconds"]["forward"] is None and out["seconds"]["rof"] is None
+    assert out["seconds"]["reverse"] > 0
+    assert hvp_choice(loss)["auto"] == "reverse"
+    assert relerr(hvp(loss, p, v)["x"], expected) < TOL
+
+    task = CASES["tiny_conv"]()
+    out = tune_hvp(task.loss, task.params)
+    assert out["best"] in ("forward", "reverse", "rof")
+    assert hvp_choice(task.loss)["auto"] == out["best"]
+    H = dense_hessian(task)
+    w = random_direction(task.params, 4)
+    assert relerr(tree.flatten(hvp(task.loss, task.params, w)), H @ tree.flatten(w)) < TOL
+    with pytest.raises(HVPError, match="no HVP method"):
+        tune_hvp(loss, p, v, methods=("forward",))
