@@ -1,13 +1,13 @@
 """Small test problems as data (curvlinops-style ``cases``) and dense float64 references.
 
 Each case builds a :class:`numeric.Task` in float64 small enough for a dense
-``torch.func.hessian`` (``d <= 60``):
+``torch.func.hessian`` (``d <= 51``):
 
 * ``tanh_mlp``: 3-4-3-3-2 tanh MLP, MSE on 6 points, one block per layer (4 blocks);
 * ``bilinear_lora``: ``W0 + B A`` (``W0`` frozen, rank 2) on fixed data, MSE with a
   tanh read-out, blocks ``B`` and ``A`` (2 blocks);
-* ``tiny_conv``: ``Conv2d(1, 2, 3)`` + tanh + ``Linear(18, 3)``, cross-entropy on
-  four 5x5 images, built through :func:`numeric.task_from_module`
+* ``tiny_conv``: ``Conv2d(1, 2, 3)`` + tanh + ``Linear(8, 3)``, cross-entropy on
+  four 4x4 images, built through :func:`numeric.task_from_module`
   (blocks ``conv``, ``fc.weight``, ``fc.bias``).
 
 The dense helpers flatten parameters in key order (:func:`numeric.tree.flatten`)
@@ -77,7 +77,7 @@ class _TinyConv(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(1, 2, 3)
-        self.fc = torch.nn.Linear(18, 3)
+        self.fc = torch.nn.Linear(8, 3)
 
     def forward(self, x):
         return self.fc(torch.tanh(self.conv(x)).flatten(1))
@@ -87,7 +87,7 @@ def tiny_conv(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     torch.manual_seed(seed)
     model = _TinyConv().to(dtype=dtype, device=device)
     gen = _gen(seed + 1)
-    x = torch.randn(4, 1, 5, 5, generator=gen, dtype=dtype).to(device)
+    x = torch.randn(4, 1, 4, 4, generator=gen, dtype=dtype).to(device)
     y = torch.tensor([0, 2, 1, 2], device=device)
 
     def objective(forward, p):
