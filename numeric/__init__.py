@@ -19,3 +19,16 @@ __all__ += [
     "third_derivative", "one_step_coefficients", "one_step_estimate", "one_step_gap",
     "DeviceError", "resolve_device", "resolve_dtype",
 ]
+
+# trajectories: estimates (Theorems 2-3, JC-only, bound), the controlled protocol, records, metrics
+from .estimates import EstimateState, bound_bk, propagate, quadratic_estimate, recursive_estimate
+from .protocol import ProtocolError, ProtocolResult, ResumeError, run_protocol
+from .records import FIELDS, ESTIMATES, RecordsError, read_records
+from .metrics import Metrics, evaluate, winner, winner_metrics
+
+__all__ += [
+    "EstimateState", "bound_bk", "propagate", "quadratic_estimate", "recursive_estimate",
+    "ProtocolError", "ProtocolResult", "ResumeError", "run_protocol",
+    "FIELDS", "ESTIMATES", "RecordsError", "read_records",
+    "Metrics", "evaluate", "winner", "winner_metrics",
+]

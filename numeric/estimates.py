@@ -202,59 +202,104 @@ class EstimateState:
             self.L = max(self.L, abs(rq))
         return rq
 
-    def estimates(self, g_jc: Mapping, Hz: Mapping, Hy: Mapping, lr: float) -> dict:
-        """The record's estimates at iteration ``k >= 1`` (after the observe_* calls).
+    # -- the record of iteration k >= 1 (after the observe_* calls) ----------------
+    def recursive(self, g_jc: Mapping, release: bool = False) -> float:
+        """Theorem 2 at ``k``: ``g_JC^k . w^{k-1} + q^{k-1}`` (pending terms of ``k - 1``).
 
-        Args:
-            g_jc: ``g_JC^k``.
-            Hz, Hy: ``H_JC^k z_k``, ``H_JC^k y_k``.
-            lr: ``eta``.
-
-        Returns:
-            ``{"recursive", "cumulative", "jc_only", "bound_bk"}`` as Python floats.
+        ``release=True`` drops the pending vector afterwards (it is not needed
+        again; :meth:`contract_delta` sets the next one), to save memory.
         """
         if self.w is None:
             raise RuntimeError("no pending recursive term: estimates start at k = 1")
+        value = float(recursive_estimate(g_jc, self.w, self.q))
+        if release:
+            self.w = None
+        return value
+
+    def cumulative(self, g_jc: Mapping, Hz: Mapping) -> float:
+        """Theorem 3 at ``k``: ``g_JC^k . z_k + 1/2 z_k . H_JC^k z_k``."""
+        return float(quadratic_estimate(g_jc, self.z, Hz))
+
+    def jc_only(self, g_jc: Mapping, Hy: Mapping) -> float:
+        """The JC-only estimate at ``k``: ``g_JC^k . y_k + 1/2 y_k . H_JC^k y_k``."""
+        return float(quadratic_estimate(g_jc, self.y, Hy))
+
+    def bound(self, lr: float) -> float:
+        """Theorem 3's bound at ``k = len(unorms)`` with the current ``G`` and ``L`` (float64)."""
+        return bound_bk(self.unorms, lr, self.G, self.L)
+
+    def estimates(self, g_jc: Mapping, Hz: Mapping, Hy: Mapping, lr: float) -> dict:
+        """All four estimates of the record at ``k >= 1``, as Python floats."""
         return {
-            "recursive": float(recursive_estimate(g_jc, self.w, self.q)),
-            "cumulative": float(quadratic_estimate(g_jc, self.z, Hz)),
-            "jc_only": float(quadratic_estimate(g_jc, self.y, Hy)),
-            "bound_bk": bound_bk(self.unorms, lr, self.G, self.L),
+            "recursive": self.recursive(g_jc),
+            "cumulative": self.cumulative(g_jc, Hz),
+            "jc_only": self.jc_only(g_jc, Hy),
+            "bound_bk": self.bound(lr),
         }
 
-    def advance(
-        self,
-        delta: Mapping,
-        Hdelta: Mapping,
-        Hz: Mapping,
-        Hy: Mapping,
-        u: Mapping,
-        m_jc: Mapping,
-        lr: float,
-    ) -> None:
-        """Move from ``k`` to ``k + 1``.
+    # -- moving from k to k + 1 ------------------------------------------------------
+    # The (I - eta H_JC^k) factors are applied one product at a time (contract_*),
+    # then the eta^2 forcing (force).  A caller can thus drop each product as soon
+    # as it is used (peak memory); the result is bit for bit that of propagate().
+    def contract_z(self, Hz: Mapping, lr: float) -> None:
+        """``z <- z_k - eta H_JC^k z_k`` (call after :meth:`cumulative`)."""
+        self.z = propagate(self.z, Hz, None, lr)
+
+    def contract_y(self, Hy: Mapping, lr: float) -> None:
+        """``y <- y_k - eta H_JC^k y_k`` (call after :meth:`jc_only`)."""
+        self.y = propagate(self.y, Hy, None, lr)
+
+    def contract_delta(self, delta: Mapping, Hdelta: Mapping, lr: float) -> None:
+        """``w <- Delta^k - eta H_JC^k Delta^k`` and ``q <- 1/2 Delta^k . H_JC^k Delta^k`` (after :meth:`recursive`)."""
+        self.q = 0.5 * tree.dot(delta, Hdelta)
+        self.w = propagate(delta, Hdelta, None, lr)
+
+    def contract(self, delta: Mapping, Hdelta: Mapping, Hz: Mapping, Hy: Mapping, lr: float) -> None:
+        """All three contractions (:meth:`contract_delta`, :meth:`contract_z`, :meth:`contract_y`)."""
+        self.contract_delta(delta, Hdelta, lr)
+        self.contract_z(Hz, lr)
+        self.contract_y(Hy, lr)
+
+    def force_s(self, u: Mapping, lr: float) -> None:
+        """Add ``eta^2 u^k`` to ``w`` and ``z`` (after the contractions) and store ``||u^k||``.
 
         Args:
-            delta, Hdelta: ``Delta^k`` and ``H_JC^k Delta^k``.
-            Hz, Hy: ``H_JC^k z_k``, ``H_JC^k y_k``.
             u: ``M_S(theta_S^k) g_S^k``.
-            m_jc: ``M_S(theta_JC^k) g_JC^k``.
             lr: ``eta``.
         """
+        lr2 = lr * lr
         self.unorms.append(float(tree.norm(u)))
-        self.w, self.q = recursive_terms(delta, Hdelta, u, lr)
-        self.z = propagate(self.z, Hz, u, lr)
-        self.y = propagate(self.y, Hy, m_jc, lr)
+        self.w = {k: self.w[k] + lr2 * u[k] for k in self.w}
+        self.z = {k: self.z[k] + lr2 * u[k] for k in self.z}
+
+    def force_jc(self, m_jc: Mapping, lr: float) -> None:
+        """Add ``eta^2 M_S(theta_JC^k) g_JC^k`` to ``y`` (after :meth:`contract_y`)."""
+        lr2 = lr * lr
+        self.y = {k: self.y[k] + lr2 * m_jc[k] for k in self.y}
+
+    def force(self, u: Mapping, m_jc: Mapping, lr: float) -> None:
+        """:meth:`force_s` and :meth:`force_jc`: the ``eta^2`` forcing of ``w``, ``z`` and ``y``."""
+        self.force_s(u, lr)
+        self.force_jc(m_jc, lr)
+
+    def advance(self, delta, Hdelta, Hz, Hy, u, m_jc, lr: float) -> None:
+        """Move from ``k`` to ``k + 1``: :meth:`contract` then :meth:`force` (Lemma 3, Theorem 3)."""
+        self.contract(delta, Hdelta, Hz, Hy, lr)
+        self.force(u, m_jc, lr)
 
     # -- checkpointing -------------------------------------------------------
     def state_dict(self) -> dict:
-        """Tensors and floats needed to continue bit for bit (for ``torch.save``)."""
+        """Tensors and floats needed to continue bit for bit (for ``torch.save``).
+
+        The tensors are shared, not copied: the state's vectors are never
+        modified in place (every update builds new tensors).
+        """
         return {
-            "z": tree.clone(self.z),
-            "y": tree.clone(self.y),
-            "w": None if self.w is None else tree.clone(self.w),
-            "q": None if self.q is None else self.q.detach().clone(),
-            "p": tree.clone(self.p),
+            "z": dict(self.z),
+            "y": dict(self.y),
+            "w": None if self.w is None else dict(self.w),
+            "q": self.q,
+            "p": dict(self.p),
             "unorms": list(self.unorms),
             "G": self.G,
             "L": self.L,

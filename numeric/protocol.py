@@ -52,7 +52,7 @@ from theory.patterns import DelayPattern
 from . import tree
 from .curvature import masked_products
 from .estimates import EstimateState
-from .hvp import HVP_METHODS, grad, hvp_batch, hvp_choice
+from .hvp import HVP_METHODS, grad, hvp, hvp_batch, hvp_choice
 from .metrics import bound_coverage, evaluate_columns
 from .records import (
     CHECKPOINT_FILE,
@@ -271,8 +271,8 @@ def _save_checkpoint(run: _RunDir, k: int, start: int, settings, theta_j, theta_
             "start": start,
             "done": done,
             "settings": settings,
-            "theta_jc": tree.clone(theta_j),
-            "theta_s": tree.clone(theta_s),
+            "theta_jc": dict(theta_j),  # never modified in place: no copy needed
+            "theta_s": dict(theta_s),
             "estimates": est.state_dict(),
             "elapsed_s": clock(),
         },
@@ -451,7 +451,14 @@ def run_protocol(
 
 def _iterate(task, pattern, lr, iters, start, theta_j, theta_s, est, method, chunk, records, writer, run,
              settings, every, clock, computed, progress, on_record):
-    """Iterations ``start..iters``; returns ``(status, message, diverged_at)``."""
+    """Iterations ``start..iters``; returns ``(status, message, diverged_at)``.
+
+    The four products ``H_JC^k [p, z, y, Delta]`` are consumed in that order,
+    each used (estimate term, contraction) and released before the next; with
+    ``chunk == 1`` they are also *computed* one at a time (:func:`numeric.hvp.hvp`,
+    nothing stacked), the lean-memory setting of benchmarks/bench_memory.py.
+    Every other large temporary is released as soon as it is used.
+    """
     loss = task.loss
     for k in range(start, iters + 1):
         lj, gj = grad(loss, theta_j)
@@ -463,15 +470,51 @@ def _iterate(task, pattern, lr, iters, start, theta_j, theta_s, est, method, chu
             bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", lj_f), ("loss_s", ls_f)) if not math.isfinite(v))
             return "diverged", f"diverged at k={k}: {bad}", k
         est.observe_gradients(gj, gs)
-        delta = tree.sub(theta_s, theta_j)
-        if k == 0:  # Delta^0 = z_0 = y_0 = 0: only the power vector needs a product
-            (Hp,) = hvp_batch(loss, theta_j, [est.p], method, chunk)
-            Hd = Hz = Hy = tree.zeros_like(theta_j)
-        else:
-            Hd, Hz, Hy, Hp = hvp_batch(loss, theta_j, [delta, est.z, est.y, est.p], method, chunk)
-        est.observe_power(Hp)
+        last = k == iters
+        est_k: dict = {}
         if k >= 1:
-            rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est.estimates(gj, Hz, Hy, lr))
+            # uses w, q of k - 1 (before contract_delta); w is released unless the run stops here
+            est_k["recursive"] = est.recursive(gj, release=not last)
+        # Delta^0 = z_0 = y_0 = 0: at k = 0 only the power vector needs a product
+        names = ["p"] if k == 0 else (["p", "z", "y"] if last else ["p", "z", "y", "delta"])
+        delta = None  # formed only when its product is due
+
+        def current(name):
+            nonlocal delta
+            if name == "delta":
+                delta = tree.sub(theta_s, theta_j)
+                return delta
+            return getattr(est, name)
+
+        if chunk == 1:
+            products = ((n, hvp(loss, theta_j, current(n), method)) for n in names)
+        else:
+            products = zip(names, hvp_batch(loss, theta_j, [current(n) for n in names], method, chunk))
+        for name, Hv in products:
+            if name == "p":
+                est.observe_power(Hv)
+            elif name == "z":
+                est_k["cumulative"] = est.cumulative(gj, Hv)
+                if not last:
+                    est.contract_z(Hv, lr)
+            elif name == "y":
+                est_k["jc_only"] = est.jc_only(gj, Hv)
+                if not last:
+                    est.contract_y(Hv, lr)
+            else:
+                est.contract_delta(delta, Hv, lr)
+            del Hv
+        del products
+        if k == 0:
+            zero = tree.zeros_like(theta_j)
+            est.contract_delta(zero, zero, lr)
+            est.contract_z(zero, lr)
+            est.contract_y(zero, lr)
+            del zero
+        del delta
+        if k >= 1:
+            est_k["bound_bk"] = est.bound(lr)
+            rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est_k)
             records.append(rec)
             computed[0] += 1
             if writer is not None:
@@ -480,16 +523,21 @@ def _iterate(task, pattern, lr, iters, start, theta_j, theta_s, est, method, chu
                 on_record(rec)
             if progress is not None:
                 progress(k, iters)
-        if k == iters:
+        if last:
             if run is not None:
                 _save_checkpoint(run, k, k + 1, settings, theta_j, theta_s, est, True, clock)
             break
-        (m_jc,) = masked_products(task, theta_j, pattern, [gj], method, chunk)
         (u,) = masked_products(task, theta_s, pattern, [gs], method, chunk)
-        est.advance(delta, Hd, Hz, Hy, u, m_jc, lr)
+        del gs
+        est.force_s(u, lr)
+        del u
+        (m_jc,) = masked_products(task, theta_j, pattern, [gj], method, chunk)
+        est.force_jc(m_jc, lr)
+        del m_jc
         # JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty
         # pattern, on the same gradient, so it equals scheme_step(task, theta, jacobi) bit for bit.
         theta_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
+        del gj
         theta_s = scheme_step(task, theta_s, pattern, lr)
         if run is not None and k % every == 0:
             _save_checkpoint(run, k, k + 1, settings, theta_j, theta_s, est, False, clock)

@@ -192,6 +192,18 @@ def test_bad_inputs():
         run_protocol(bad, jacobi(1), 0.1, 3)
 
 
+@pytest.mark.parametrize("method,chunk", [("auto", 1), ("reverse", None), ("reverse", 1)])
+def test_one_product_at_a_time_and_double_backward_match_the_batched_default(reference, method, chunk):
+    _, ref = reference
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, hvp_method=method, chunk_size=chunk)
+    assert res.summary["hvp"]["used"] == ("forward" if method == "auto" else method)
+    for field in ("gap", "recursive", "cumulative", "jc_only", "bound_bk"):
+        a = [r[field] for r in res.records]
+        b = [r[field] for r in ref.records]
+        scale = max(abs(x) for x in b)
+        assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-12 * scale, field
+
+
 def test_default_checkpoint_interval():
     assert default_checkpoint_every(tanh_mlp()) == 1
     big = Task({"w": torch.zeros(5_000_000)}, lambda p: p["w"].sum(), {"w": ["w"]})

@@ -1,0 +1,168 @@
+"""Peak memory of the protocol vs one gradient step on a CIFAR ResNet-18 (target <= 4x).
+
+Each measurement runs in its own subprocess:
+
+1. build the task (``experiments.tasks`` ``fl``: federated CIFAR ResNet-18,
+   3 clients, the bundled CIFAR-10 images) and evaluate the loss once;
+2. record the resident set ``VmRSS`` as the baseline and reset the peak
+   (``echo 5 > /proc/self/clear_refs`` resets ``VmHWM`` on Linux);
+3. run the workload: ``grad`` = one gradient step ``theta - eta grad L``
+   (one forward and one backward), or ``protocol`` = ``run_protocol`` for
+   ``--iters`` iterations with its run directory in a temporary folder;
+4. report ``VmHWM - baseline``: the extra memory the workload needed at its
+   peak (parameters, data and the interpreter are in the baseline).
+
+On CUDA (``--device cuda``) ``torch.cuda.max_memory_allocated`` after
+``reset_peak_memory_stats`` is reported instead.  The ratio
+protocol/grad is the figure of merit (target <= 4).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_memory.py [--preset default] [--width 16] [--iters 3]
+        [--chunk N] [--hvp auto|forward|reverse] [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+TARGET = 4.0
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _child(args) -> dict:
+    import torch
+
+    from experiments.tasks import build_task
+    from numeric.hvp import grad
+    from numeric.protocol import run_protocol
+    from theory.patterns import parse_pattern
+
+    torch.set_num_threads(args.threads)
+    overrides = {}
+    task, settings = build_task("fl", args.preset, device=args.device, dtype=torch.float32)
+    if args.width is not None and args.width != settings.get("width"):
+        from experiments.tasks import TASKS
+
+        s = dict(TASKS["fl"].presets[args.preset])
+        s["width"] = args.width
+        task = TASKS["fl"].build(s, device=torch.device(args.device), dtype=torch.float32, seed=0,
+                                 data_path=None, model_path=None)
+        overrides["width"] = args.width
+    task.check_loss()
+    cuda = args.device.startswith("cuda")
+    lr = settings["lr"]
+    pattern = parse_pattern("gs", task.n_blocks, task.block_names)
+
+    def workload():
+        if args.mode == "grad":
+            _, g = grad(task.loss, task.params)
+            new = {k: task.params[k] - lr * g[k] for k in task.params}
+            del new, g
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                res = run_protocol(task, pattern, lr, args.iters, out_dir=os.path.join(tmp, "run"),
+                                   hvp_method=args.hvp, chunk_size=args.chunk)
+            assert res.status == "complete", res.message
+
+    workload()  # warm-up: lazily loaded kernels and one-time functorch set-up are not the workload's
+    gc.collect()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = _status_kb("VmRSS") * 1024
+        reset = _reset_peak()
+    workload()
+    if cuda:
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        how = "torch.cuda.max_memory_allocated"
+    else:
+        peak = _status_kb("VmHWM") * 1024
+        how = "VmHWM after clear_refs" if reset else "VmHWM (peak not reset: includes set-up)"
+    return {
+        "mode": args.mode,
+        "extra_bytes": peak - base,
+        "baseline_bytes": base,
+        "peak_bytes": peak,
+        "how": how,
+        "n_params": task.num_params(),
+        "blocks": dict(zip(task.block_names, task.block_sizes())),
+        "width": overrides.get("width", settings.get("width")),
+        "examples": settings.get("client_examples"),
+    }
+
+
+def _measure(mode: str, args) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--preset", args.preset,
+           "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(args.threads)]
+    if args.width is not None:
+        cmd += ["--width", str(args.width)]
+    if args.chunk is not None:
+        cmd += ["--chunk", str(args.chunk)]
+    # large blocks straight from mmap and back to the OS on free, so RSS follows live tensors
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} measurement failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--width", type=int, default=None, help="ResNet-18 base width (default: the preset's)")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--chunk", type=int, default=None, help="HVPs per vmap chunk (default: all at once)")
+    ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--child", choices=("grad", "protocol"), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        args.mode = args.child
+        print(json.dumps(_child(args)))
+        return 0
+    g = _measure("grad", args)
+    p = _measure("protocol", args)
+    ratio = p["extra_bytes"] / g["extra_bytes"]
+    mib = 1024 * 1024
+    print(f"fl ResNet-18 (width {g['width']}, {g['n_params']} parameters, blocks {g['blocks']}, "
+          f"client examples {g['examples']}), float32, {args.device}, hvp {args.hvp}, chunk {args.chunk}")
+    print(f"measured as {g['how']}")
+    print(f"one gradient step : {g['extra_bytes'] / mib:9.1f} MiB above a {g['baseline_bytes'] / mib:.0f} MiB baseline")
+    print(f"protocol, K={args.iters}    : {p['extra_bytes'] / mib:9.1f} MiB above a {p['baseline_bytes'] / mib:.0f} MiB baseline")
+    print(f"ratio protocol / gradient step = {ratio:.2f} (target <= {TARGET})")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
