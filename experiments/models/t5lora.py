@@ -2,7 +2,8 @@
 
 * Model: ``transformers.T5ForConditionalGeneration`` with eager attention
   (PyTorch's fused attention kernels have no double derivative on the CPU).
-  Without weights on disk it is built from a :class:`T5Size` with seeded
+  T5's layer norms accumulate in float64 when the model is float64
+  (transformers' own accumulate in float32 always).  Without weights on disk it is built from a :class:`T5Size` with seeded
   random weights (transformers' own T5 initialisation) and the byte-level
   ByT5 tokenizer (no vocabulary file needed, 384 ids); ``model_path`` loads
   real weights and the model's own tokenizer from a local folder or the
@@ -80,6 +81,32 @@ def _quiet_transformers():
     return transformers
 
 
+def _full_precision_layer_norms(model) -> None:
+    """Make T5's RMS layer norms keep float64 when the model runs in float64.
+
+    ``transformers``' ``T5LayerNorm`` always accumulates the variance in
+    float32 (meant for half precision); in a float64 model that rounds every
+    layer norm to float32 precision (forward-over-reverse and double-backward
+    HVPs then agree only to ~1e-8).  Here the variance is accumulated in
+    ``promote_types(dtype, float32)``: unchanged for float32/half models,
+    float64 for float64 models.  Done by switching each instance's class.
+    """
+    from transformers.models.t5.modeling_t5 import T5LayerNorm
+
+    class _T5LayerNormPromoted(T5LayerNorm):
+        def forward(self, hidden_states):
+            acc = torch.promote_types(hidden_states.dtype, torch.float32)
+            variance = hidden_states.to(acc).pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            if self.weight.dtype in (torch.float16, torch.bfloat16):
+                hidden_states = hidden_states.to(self.weight.dtype)
+            return self.weight * hidden_states
+
+    for module in model.modules():
+        if type(module) is T5LayerNorm:
+            module.__class__ = _T5LayerNormPromoted
+
+
 def random_t5(size: T5Size):
     """A T5 of ``size`` with random weights (global RNG: seed it) and the ByT5 tokenizer.
 
@@ -105,6 +132,7 @@ def random_t5(size: T5Size):
     )
     cfg._attn_implementation = "eager"
     model = transformers.T5ForConditionalGeneration(cfg)
+    _full_precision_layer_norms(model)
     tokenizer = transformers.ByT5Tokenizer()
     source = (f"random T5 weights (seeded; d_model={size.d_model}, layers={size.num_layers}, "
               f"heads={size.num_heads}, d_ff={size.d_ff}) with the ByT5 byte tokenizer")
@@ -133,6 +161,7 @@ def pretrained_t5(model_path):
         where = "local folder" if p.exists() else "name (not a folder here; looked in the offline Hugging Face cache)"
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataError(f"cannot load a T5 model from {target} ({where}): {msg}") from None
+    _full_precision_layer_norms(model)
     return model.eval(), tokenizer, f"pretrained T5 weights from {target} ({model.config.num_layers} layers, d_model={model.config.d_model})"
 
 
