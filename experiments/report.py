@@ -180,10 +180,13 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
         s = run.summary.get("settings", {})
         info = s.get("task_info", s.get("info", {}))
         lines += [f"### {run.task}", ""]
+        pat = s.get("pattern", {})
+        pairs = pat.get("pairs") or []
+        shown = "{" + ", ".join(f"{i}<-{j}" for i, j in pairs) + "}" if len(pairs) <= 6 else f"{len(pairs)} pairs"
         lines += [
             f"- status: {run.summary.get('status', '?')}, K = {run.iters}, lr = {s.get('lr')},"
-            f" dtype = {s.get('dtype')}, device = {s.get('device')}, pattern = {json.dumps(s.get('pattern', {}).get('pairs'))}"
-            f" (update order {s.get('pattern', {}).get('order')})",
+            f" dtype = {s.get('dtype')}, device = {s.get('device')}, pattern `{pat.get('name')}` = {shown}"
+            f" (update order {', '.join(map(str, pat.get('order', [])))}), blocks {s.get('blocks')}",
         ]
         for key in ("data", "data_source", "model", "weights", "sizes", "split", "hvp_method"):
             if key in info:
