@@ -328,8 +328,9 @@ def hvp_batch(
 ) -> list:
     """Several HVPs ``[H v_1, ..., H v_m]`` at one point.
 
-    Batched with ``torch.func.vmap`` (``"forward"``) or a batched double
-    backward (``"reverse"``, ``is_grads_batched``).  If batching fails for
+    Batched with ``torch.func.vmap`` over the directions (``"forward"``,
+    ``"rof"``; the primal pass is shared) or a batched double backward
+    (``"reverse"``, ``is_grads_batched``).  If batching fails for
     this loss and method, the products are computed one by one, and later
     calls go straight to the loop (see :func:`hvp_choice`).
 
