@@ -403,6 +403,34 @@ class QuarticPolynomial:
                 g[i] += sigma * t**2 / 2 * u[i]
         return g
 
+    def hessian_mp(self, x: Sequence) -> list:
+        """``H(x)`` in ``mpmath`` (nested lists)."""
+        import mpmath
+
+        a, A, s, V, W = self._mp_consts()[:5]
+        d = self.d
+        H = [[A[i][j] for j in range(d)] for i in range(d)]
+        for sr, vr in zip(s, V):
+            c = sr * mpmath.fsum(vr[i] * x[i] for i in range(d))
+            for i in range(d):
+                ci = c * vr[i]
+                for j in range(d):
+                    H[i][j] += ci * vr[j]
+        for wr in W:
+            t = mpmath.fsum(wr[i] * x[i] for i in range(d))
+            c = t**2 / 2
+            for i in range(d):
+                ci = c * wr[i]
+                for j in range(d):
+                    H[i][j] += ci * wr[j]
+        sigma, u, t = self._tilt_mp(x)
+        if sigma:
+            c = sigma * t
+            for i in range(d):
+                for j in range(d):
+                    H[i][j] += c * u[i] * u[j]
+        return H
+
     def derivatives_mp(self, x: Sequence | None = None) -> tuple[list, list, list]:
         """``(g, H, T)`` at ``x`` (default ``x0``) as nested lists of ``mpmath.mpf``."""
         import mpmath
@@ -694,25 +722,37 @@ def tilt_weights(task: Task, pattern: DelayPattern, u: dict, params=None) -> lis
 
 
 def _tilt_directions(task: Task) -> list[dict]:
-    """Candidate tilt directions ``u = sum_i alpha_i E_i g / ||g||`` for a few block weightings."""
+    """Candidate tilt directions, unit vectors ``u`` with ``u.E_i g`` proportional to chosen weights.
+
+    ``u = sum_i alpha_i E_i g / ||E_i g||^2`` (normalised), so ``u.E_i g`` is
+    proportional to ``alpha_i``; the weightings (equal, increasing, decreasing,
+    alternating, geometric both ways) make the tilt's block contributions
+    differ between two patterns whatever the block gradients' sizes.
+    """
     from numeric.hvp import grad
 
     _, g = grad(task.loss, task.params)
-    gn = float(tree.norm(g))
     keys = _block_keys(task)
     n = task.n_blocks
     weightings = [
         [1.0] * n,
-        [1.0 + i / n for i in range(n)],
-        [2.0 - i / n for i in range(n)],
-        [1.0 + (i % 2) for i in range(n)],
+        [1.0 + i for i in range(n)],
+        [float(n - i) for i in range(n)],
+        [1.0 + 2.0 * (i % 2) for i in range(n)],
+        [3.0**i for i in range(n)],
+        [3.0 ** (n - 1 - i) for i in range(n)],
     ]
     out = []
     for alpha in weightings:
         u = tree.zeros_like(g)
         for a, ks in zip(alpha, keys):
-            u = tree.add(u, tree.scale(tree.restrict(g, ks), a / gn if gn else 0.0))
-        out.append(u)
+            gi = tree.restrict(g, ks)
+            n2 = float(tree.dot(gi, gi))
+            if n2 > 0:
+                u = tree.add(u, tree.scale(gi, a / n2))
+        un = float(tree.norm(u))
+        if un > 0:
+            out.append(tree.scale(u, 1.0 / un))
     return out
 
 
@@ -735,14 +775,17 @@ class CubicGuard:
     kappa: float
 
 
-def _signed_terms(task: Task, signed) -> list[float]:
+def _signed_terms(task: Task, signed, local: bool = False) -> list[float]:
     terms = []
     for pattern, sign in signed:
-        terms += [sign * t for t in c3_terms(task, pattern)]
+        t = c3_terms(task, pattern)
+        if local:  # l0 = c3 + g^T H M_S g: drop the -g^T H M_S g term
+            t = t[:1] + t[2:]
+        terms += [sign * x for x in t]
     return terms
 
 
-def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25) -> CubicGuard:
+def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: bool = False) -> CubicGuard:
     """Make the leading ``eta^3`` coefficient non-degenerate by construction.
 
     The coefficient guarded is ``sum_p sign_p * c3(pattern_p)``: ``[(S, +1)]``
@@ -758,12 +801,18 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25) -> Cubic
     ``theta^0``.  ``u`` is the block-weighted gradient direction whose
     contribution cancels least (:func:`_tilt_directions`).
 
+    ``local=True`` guards ``l0 = c3 + g^T H M_S g = -g^T M_S^2 g - 1/2 sum_i T[E_i g, P_i g, P_i g]``
+    instead: the ``eta^3`` coefficient of the recursion remainder of Theorem 2
+    at ``k = 1`` (where ``Delta theta^0 = 0`` and the recursive estimate is
+    ``eta^2 g_JC^1 . M_S g``), hence the leading local error that the
+    recursion, cumulative and JC-only estimates accumulate over a short horizon.
+
     Raises:
         ValueError: no candidate direction can move the coefficient (every
             block term of the tilt vanishes, e.g. a zero gradient).
     """
     task = problem.task
-    terms = _signed_terms(task, signed_patterns)
+    terms = _signed_terms(task, signed_patterns, local)
     coef, mag = sum(terms), sum(abs(t) for t in terms)
     if abs(coef) >= kappa * mag:
         return CubicGuard(problem, 0.0, coef, mag, kappa)
@@ -786,7 +835,7 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25) -> Cubic
     size = 1.05 * (kappa * mag - abs(coef)) / (abs(W) - kappa * Wabs)
     sigma = direction * size * (1.0 if W > 0 else -1.0)
     tilted = problem.tilted(sigma, u)
-    terms = _signed_terms(tilted.task, signed_patterns)
+    terms = _signed_terms(tilted.task, signed_patterns, local)
     coef2, mag2 = sum(terms), sum(abs(t) for t in terms)
     if abs(coef2) < kappa * mag2 * (1 - 1e-9):  # pragma: no cover - the algebra above guarantees it
         raise ValueError(f"tilt failed to guard the eta^3 coefficient ({coef2:.3g} vs {mag2:.3g})")

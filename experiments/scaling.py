@@ -57,6 +57,7 @@ __all__ = [
     "trajectory_studies",
     "order_invariance_study",
     "one_step_study_mp",
+    "protocol_mp",
 ]
 
 #: Round-off floor in units of the dtype's machine epsilon times the error's scale.
@@ -309,9 +310,12 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
 
     For each ``eta_k = eta0 2^-k`` the controlled protocol runs ``K = k0 2^k``
     iterations (:func:`numeric.protocol.run_protocol`, in memory) and the
-    errors are read at ``k = K``.  Floor: :func:`roundoff_floor` of
-    ``|L_S^K| + |L_JC^K| + K ||theta^0|| ||g^0||`` (rounding of both
-    trajectories accumulates over ``K`` steps).
+    errors are read at ``k = K``.  Floors (:func:`roundoff_floor`): for the
+    recursion remainder ``|L_S^K| + |L_JC^K| + ||theta^0|| ||g^0||`` (the
+    recursive estimate uses the *measured* ``Delta theta^{K-1}``, so only the
+    rounding of the last step is unexplained); for the cumulative and JC-only
+    errors ``|L_S^K| + |L_JC^K| + K ||theta^0|| ||g^0||`` (their states ignore
+    the measured trajectories, whose rounding accumulates over ``K`` steps).
 
     Returns:
         ``{"recursion", "cumulative", "jc_only", "cumulative_vs_K"}`` ->
@@ -326,7 +330,7 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
     horizon = eta0 * k0
     tn, gn = _theta_g(task, task.params)
     errs = {"recursion": [], "cumulative": [], "jc_only": []}
-    floors = []
+    floors = {"recursion": [], "cumulative": []}
     last = None
     for j, eta in enumerate(etas):
         K = k0 * 2**j
@@ -339,12 +343,15 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
         errs["recursion"].append(rec["gap"] - rec["recursive"])
         errs["cumulative"].append(rec["gap"] - rec["cumulative"])
         errs["jc_only"].append(rec["gap"] - rec["jc_only"])
-        floors.append(roundoff_floor(abs(rec["loss_s"]) + abs(rec["loss_jc"]) + K * tn * gn, task.dtype))
+        losses = abs(rec["loss_s"]) + abs(rec["loss_jc"])
+        floors["recursion"].append(roundoff_floor(losses + tn * gn, task.dtype))
+        floors["cumulative"].append(roundoff_floor(losses + K * tn * gn, task.dtype))
         last = res.records
     name = label or task.name
     info = {"pattern": pattern.describe(), "eta0": eta0, "k0": k0, "T": horizon, "factor": factor}
     out = {
-        q: _make_study(name, q, etas, errs[q], floors, fixed={"T": horizon}, info=info)
+        q: _make_study(name, q, etas, errs[q], floors["recursion" if q == "recursion" else "cumulative"],
+                       fixed={"T": horizon}, info=info)
         for q in ("recursion", "cumulative", "jc_only")
     }
     ks = [2**i for i in range(int(math.log2(len(last))) + 1)]
@@ -444,3 +451,79 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
         c3 = float(coef[3])
     return _make_study(label or f"{problem.task.name} (mpmath {dps} digits)", "one_step", etas, errors, floors,
                        predicted=c3, info=info)
+
+
+def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int, *, dps: int = 40) -> list:
+    """The controlled protocol for a quartic polynomial, exactly, in ``mpmath`` (a reference).
+
+    An independent implementation of the records of :func:`numeric.protocol.run_protocol`
+    (paper, Section 4.2; DESIGN.md) with dense ``mpmath`` Hessians: for
+    ``k = 1..iters``, ``gap = L(theta_S^k) - L(theta_JC^k)``,
+
+    * ``recursive^k = g_JC^k . [(I - eta H_JC^{k-1}) Delta^{k-1} + eta^2 M_S^{k-1} g_S^{k-1}]
+      + 1/2 Delta^{k-1} . H_JC^{k-1} Delta^{k-1}`` (Theorem 2, measured ``Delta``);
+    * ``cumulative^k = g_JC^k . z_k + 1/2 z_k . H_JC^k z_k`` with
+      ``z_{j+1} = (I - eta H_JC^j) z_j + eta^2 M_S(theta_S^j) g_S^j``, ``z_0 = 0`` (Theorem 3);
+    * ``jc_only^k``: the same with ``y`` forced by ``M_S(theta_JC^j) g_JC^j``.
+
+    Returns:
+        ``[{"k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only"}, ...]``
+        with ``mpmath.mpf`` values (exact to about ``dps`` digits).
+    """
+    import mpmath
+
+    poly = problem.poly
+    if poly is None:
+        raise ValueError(f"{problem.family} has no exact mpmath path (quartic polynomials only)")
+    out = []
+    with mpmath.workdps(dps):
+        d = poly.d
+        sl = poly.slices()
+        owner = [0] * d
+        for b, s_ in enumerate(sl):
+            for a in range(s_.start, s_.stop):
+                owner[a] = b
+        mask = [[(owner[a], owner[c]) in pattern.pairs for c in range(d)] for a in range(d)]
+        e = mpmath.mpf(eta)
+
+        def matvec(H, v, masked=False):
+            if masked:
+                return [mpmath.fsum(H[a][c] * v[c] for c in range(d) if mask[a][c]) for a in range(d)]
+            return [mpmath.fsum(H[a][c] * v[c] for c in range(d)) for a in range(d)]
+
+        def dot(u, v):
+            return mpmath.fsum(x * y for x, y in zip(u, v))
+
+        xj = poly.x0_mp()
+        xs = list(xj)
+        z = [mpmath.mpf(0)] * d
+        y = [mpmath.mpf(0)] * d
+        pending = None  # (w, q): recursive^{k} = g_JC^k . w + q
+        jc = jacobi(poly.n_blocks)
+        for k in range(iters + 1):
+            gj = poly.grad_mp(xj)
+            Hj = poly.hessian_mp(xj)
+            delta = [a - b for a, b in zip(xs, xj)]
+            Hd, Hz, Hy = matvec(Hj, delta), matvec(Hj, z), matvec(Hj, y)
+            if k >= 1:
+                lj, ls = poly.loss_mp(xj), poly.loss_mp(xs)
+                out.append({
+                    "k": k,
+                    "loss_jc": lj,
+                    "loss_s": ls,
+                    "gap": ls - lj,
+                    "recursive": dot(gj, pending[0]) + pending[1],
+                    "cumulative": dot(gj, z) + dot(z, Hz) / 2,
+                    "jc_only": dot(gj, y) + dot(y, Hy) / 2,
+                })
+            if k == iters:
+                break
+            gs = poly.grad_mp(xs)
+            u = matvec(poly.hessian_mp(xs), gs, masked=True)
+            mj = matvec(Hj, gj, masked=True)
+            pending = ([a - e * b + e * e * c for a, b, c in zip(delta, Hd, u)], dot(delta, Hd) / 2)
+            z = [a - e * b + e * e * c for a, b, c in zip(z, Hz, u)]
+            y = [a - e * b + e * e * c for a, b, c in zip(y, Hy, mj)]
+            xs = poly.scheme_step_mp(pattern, e, xs)
+            xj = poly.scheme_step_mp(jc, e, xj)
+    return out
