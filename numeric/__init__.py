@@ -32,3 +32,7 @@ __all__ += [
     "FIELDS", "ESTIMATES", "RecordsError", "read_records",
     "Metrics", "evaluate", "winner", "winner_metrics",
 ]
+
+from .hvp import grad_and_hvp, tune_hvp
+
+__all__ += ["grad_and_hvp", "tune_hvp"]
