@@ -17,7 +17,7 @@ afresh at every ``K``.  This script measures, in one process:
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_cumulative.py [--iters 40] [--repeats 3] [--threads 1]
+    .venv/bin/python benchmarks/bench_cumulative.py [--iters 50] [--repeats 5] [--threads 1]
         [--task mlp --preset smoke] [--pattern gs]
 
 ``--threads`` sets ``torch.set_num_threads`` (1 by default: on a small,
@@ -79,8 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--task", default="mlp")
     ap.add_argument("--preset", default="smoke")
     ap.add_argument("--pattern", default="gs")
-    ap.add_argument("--iters", type=int, default=40, help="K (the second run has 2K)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=50, help="K (the second run has 2K)")
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
 

@@ -29,6 +29,13 @@ first setting that differs), truncates ``records.csv`` to the checkpoint's
 an uninterrupted run.  Without ``resume`` an ``out_dir`` that already holds a
 run is refused (partial output is never overwritten).
 
+Memory: besides the HVP in flight the protocol holds about nine
+parameter-sized vectors (``theta_JC``, ``theta_S``, ``g_JC``, ``g_S``, ``z``,
+``y``, ``w``, ``p`` and one product); each product is used and released
+before the next.  ``chunk_size=1`` computes the products one at a time
+(nothing stacked for ``vmap``); with ``hvp_method="reverse"`` (double
+backward) that is the smallest footprint (benchmarks/bench_memory.py).
+
 Divergence: a non-finite loss at iteration ``k`` stops the run with status
 ``"diverged"`` (every record ``1..k-1`` stays on disk); the CLI exits with
 code 3.
