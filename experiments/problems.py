@@ -59,6 +59,7 @@ __all__ = [
     "tilt_weights",
     "CubicGuard",
     "guard_cubic",
+    "relu_kink_radius",
 ]
 
 DTYPE = torch.float64
@@ -74,6 +75,7 @@ class Problem:
         scale: curvature scale ``lam`` at ``theta^0`` (:func:`curvature_scale`).
         poly: the polynomial for the exact ``mpmath`` path (quartic family only).
         info: sizes and seed, for reports.
+        extras: non-JSON data some diagnostics need (the MNIST MLP's inputs).
     """
 
     task: Task
@@ -81,6 +83,7 @@ class Problem:
     scale: float
     poly: "QuarticPolynomial | None" = None
     info: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict, repr=False)
 
     @property
     def params(self) -> dict:
@@ -612,14 +615,16 @@ def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_
 # ---------------------------------------------------------------------------
 # the paper's MLP on MNIST
 # ---------------------------------------------------------------------------
-def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] | None = None, device="cpu") -> Problem:
+def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] | None = None, device="cpu",
+                      scale_iters: int = 12) -> Problem:
     """The 8-layer ReLU MLP of the layer-wise study on ``examples`` real MNIST digits, float64.
 
     Same network (:class:`experiments.models.mlp.MLP`, Xavier-normal weights,
     zero biases), data (:func:`experiments.data.load_mnist`, pixels in
     ``[0, 1]``) and loss (mean softmax cross-entropy) as the ``mlp`` task, one
     block per affine layer, in float64; ``examples`` may be smaller than the
-    study's 256 to keep the scaling study fast.
+    study's 256 to keep the scaling study fast.  ``scale_iters``: power
+    iterations of :func:`curvature_scale`.
     """
     from torch.nn import functional as F
 
@@ -644,7 +649,36 @@ def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] |
     info = {"family": "mnist_mlp", "seed": int(seed), "examples": len(data), "widths": list(widths),
             "data_source": data.source}
     task = Task(params, loss, mlp_blocks(model.n_layers), "mnist_mlp", info, "gs")
-    return Problem(task, "mnist_mlp", curvature_scale(task), None, info)
+    return Problem(task, "mnist_mlp", curvature_scale(task, iters=scale_iters), None, info,
+                   {"x": x, "n_layers": model.n_layers})
+
+
+def relu_kink_radius(problem: Problem, direction: dict, params=None) -> float:
+    """Step length along ``direction`` at which the first ReLU of the MNIST MLP changes state.
+
+    The loss of a ReLU network is smooth (and the theory's Assumption 1 holds)
+    only while no pre-activation ``z`` of any hidden unit on any example
+    changes sign.  Moving the parameters to ``theta + eta * direction`` changes
+    each ``z`` at the rate ``z_dot`` (a ``jvp``); to first order the first sign
+    change happens at ``eta = min |z| / |z_dot|`` over all units and examples.
+    """
+    x = problem.extras["x"]
+    n_layers = problem.extras["n_layers"]
+    p = {k: v.detach() for k, v in (problem.task.params if params is None else params).items()}
+
+    def pre_activations(q):
+        h, zs = x, []
+        for l in range(1, n_layers):
+            z = h @ q[f"layer{l}.weight"].T + q[f"layer{l}.bias"]
+            zs.append(z)
+            h = torch.relu(z)
+        return tuple(zs)
+
+    zs, dzs = torch.func.jvp(pre_activations, (p,), ({k: direction[k].to(p[k]) for k in p},))
+    z = torch.cat([t.reshape(-1) for t in zs])
+    dz = torch.cat([t.reshape(-1) for t in dzs])
+    moving = dz.abs() > 0
+    return float((z[moving].abs() / dz[moving].abs()).min())
 
 
 # ---------------------------------------------------------------------------
@@ -785,7 +819,8 @@ def _signed_terms(task: Task, signed, local: bool = False) -> list[float]:
     return terms
 
 
-def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: bool = False) -> CubicGuard:
+def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: bool = False,
+                absolute: float = 1e-3) -> CubicGuard:
     """Make the leading ``eta^3`` coefficient non-degenerate by construction.
 
     The coefficient guarded is ``sum_p sign_p * c3(pattern_p)``: ``[(S, +1)]``
@@ -794,7 +829,10 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
     coefficient near zero through cancellation of its terms; then the
     remainder's next order dominates on any fixed grid and the observed rates
     are meaningless.  The guard requires ``|coefficient| >= kappa * sum |terms|``
-    (terms of :func:`c3_terms`); when that fails it adds the cubic tilt
+    (terms of :func:`c3_terms`: no more than ``1 - kappa`` of it cancelled) and
+    ``|coefficient| >= absolute * lam^2 ||g||^2`` (``lam`` the untilted
+    curvature scale: not structurally zero, e.g. when a block enters the loss
+    quadratically); when that fails it adds the cubic tilt
     ``sigma/6 (u.(theta - theta^0))^3`` (:func:`tilt_task`) with the smallest
     ``|sigma|`` that restores it, pushing the coefficient away from zero in its
     own direction.  The tilt leaves ``g``, ``H`` (so ``C_S``) unchanged at
@@ -811,17 +849,20 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
         ValueError: no candidate direction can move the coefficient (every
             block term of the tilt vanishes, e.g. a zero gradient).
     """
+    from numeric.hvp import grad
+
     task = problem.task
     terms = _signed_terms(task, signed_patterns, local)
     coef, mag = sum(terms), sum(abs(t) for t in terms)
-    if abs(coef) >= kappa * mag:
+    _, g = grad(task.loss, task.params)
+    least = absolute * problem.scale**2 * float(tree.dot(g, g))
+    if abs(coef) >= kappa * mag and abs(coef) >= least:
         return CubicGuard(problem, 0.0, coef, mag, kappa)
     best = None
     for u in _tilt_directions(task):
-        dw = [0.0] * task.n_blocks
-        for pattern, sign in signed_patterns:
-            dw = [a + sign * b for a, b in zip(dw, tilt_weights(task, pattern, u))]
-        W, Wabs = sum(dw), sum(abs(x) for x in dw)
+        # the tilt adds sign * sigma * w_i(pattern) to each block term of each pattern
+        ws = [sign * w for pattern, sign in signed_patterns for w in tilt_weights(task, pattern, u)]
+        W, Wabs = sum(ws), sum(abs(x) for x in ws)
         if Wabs == 0.0:
             continue
         ratio = abs(W) / Wabs
@@ -831,12 +872,12 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
         raise ValueError("no tilt direction moves the eta^3 coefficient (zero block gradients?)")
     _, u, W, Wabs = best
     direction = 1.0 if coef >= 0 else -1.0
-    # |coef| + |s| |W| >= kappa (mag + |s| Wabs)  <=>  |s| >= (kappa mag - |coef|) / (|W| - kappa Wabs)
-    size = 1.05 * (kappa * mag - abs(coef)) / (abs(W) - kappa * Wabs)
+    # with |s| the tilt size: |coef| + |s| |W| >= kappa (mag + |s| Wabs) and |coef| + |s| |W| >= least
+    size = 1.05 * max(0.0, (kappa * mag - abs(coef)) / (abs(W) - kappa * Wabs), (least - abs(coef)) / abs(W))
     sigma = direction * size * (1.0 if W > 0 else -1.0)
     tilted = problem.tilted(sigma, u)
     terms = _signed_terms(tilted.task, signed_patterns, local)
     coef2, mag2 = sum(terms), sum(abs(t) for t in terms)
-    if abs(coef2) < kappa * mag2 * (1 - 1e-9):  # pragma: no cover - the algebra above guarantees it
+    if abs(coef2) < kappa * mag2 * (1 - 1e-9) or abs(coef2) < least * (1 - 1e-9):  # pragma: no cover
         raise ValueError(f"tilt failed to guard the eta^3 coefficient ({coef2:.3g} vs {mag2:.3g})")
     return CubicGuard(tilted, sigma, coef2, mag2, kappa)

@@ -1,0 +1,138 @@
+"""``crosscurv scaling`` and the machinery behind it (experiments.scaling, problems, figures).
+
+The full study (with the MNIST MLP) takes minutes and runs in ``make report``;
+here the command runs on the quartic problem only (``--problems quartic``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mpmath
+import pytest
+import torch
+from PIL import Image
+
+from experiments import scaling as S
+from experiments.cli import main
+from experiments.problems import mnist_mlp_problem, quartic_problem, relu_kink_radius, tanh_mlp_problem
+from experiments.scaling_figures import FIGURES
+from numeric import tree
+from numeric.hvp import grad
+from theory.patterns import chain
+
+
+@pytest.fixture(scope="module")
+def quartic_run(tmp_path_factory):
+    """One quick run of the command on the quartic problem: (exit code, JSON, out dir)."""
+    out = tmp_path_factory.mktemp("scaling")
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["scaling", "--quick", "--problems", "quartic", "--json", "--out", str(out)])
+    return rc, json.loads(buf.getvalue()), out
+
+
+def test_command_writes_report_figures_and_json_orders(quartic_run):
+    rc, orders, out = quartic_run
+    assert rc == 0
+    assert list(orders) == ["quartic"]
+    assert set(orders["quartic"]) == set(S.OFFICIAL)
+    for q, p in orders["quartic"].items():
+        assert abs(p - S.EXPECTED[q]) <= S.TOLERANCE, (q, p)
+    text = (out / "scaling.md").read_text()
+    assert "## quartic" in text and "least-squares order" in text and "All orders are within tolerance." in text
+    for stem in FIGURES:
+        png = out / "figures" / f"{stem}.png"
+        assert f"figures/{stem}.png" in text
+        with Image.open(png) as im:
+            assert im.format == "PNG" and im.size[0] > 300 and im.size[1] > 200
+
+
+def test_exit_code_1_and_report_when_an_order_is_outside_tolerance(quartic_run, tmp_path, monkeypatch, capsys):
+    # the same real results, judged with a tolerance no fitted order can meet
+    results = S.scaling_suite(quick=True, problems=["quartic"])
+    monkeypatch.setattr(S, "scaling_suite", lambda **kw: results)
+    monkeypatch.setattr(S, "TOLERANCE", 1e-12)
+    rc = main(["scaling", "--quick", "--problems", "quartic", "--out", str(tmp_path)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "outside tolerance: quartic one_step" in err
+    assert "Outside tolerance: quartic one_step" in (tmp_path / "scaling.md").read_text()
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["scaling", "--problems", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("crosscurv: error: unknown problem(s) nope")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["scaling", "--problems", "quartic", "--out", str(blocker)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot create output folder" in err[0]
+
+
+def test_study_drops_points_below_the_floor_and_fits_the_rest():
+    etas = S.eta_grid(0.5)
+    errors = [3.0 * e**3 for e in etas]
+    floors = [errors[-1] * 1.5] * len(etas)  # the last point lies below its floor
+    st = S._make_study("synthetic", "one_step", etas, errors, floors, predicted=3.0)
+    assert st.n_kept == 5 and not st.points[-1]["kept"]
+    assert st.fitted == pytest.approx(3.0, abs=1e-12) and st.min_rate == pytest.approx(3.0, abs=1e-12)
+    assert st.measured == pytest.approx(3.0) and st.extrapolated == pytest.approx(3.0)
+    assert "dropped (below floor)" in st.table() and st.within()
+    bad = S._make_study("synthetic", "one_step", etas, [e**2 for e in etas], [0.0] * 6)
+    assert bad.fitted == pytest.approx(2.0) and not bad.within()
+
+
+def test_loss_gap_is_exact_for_a_quartic_and_matches_a_plain_difference():
+    problem = quartic_problem(11, (2, 3))
+    task, poly = problem.task, problem.poly
+    gen = torch.Generator().manual_seed(0)
+    a = {k: v + 0.1 * torch.randn(v.shape, generator=gen, dtype=v.dtype) for k, v in task.params.items()}
+    b = task.params
+    with mpmath.workdps(40):
+        flat = lambda p: [mpmath.mpf(float(x)) for x in tree.flatten(p)]  # noqa: E731
+        exact = poly.loss_mp(flat(a)) - poly.loss_mp(flat(b))
+        assert abs(S.loss_gap(task, a, b) - float(exact)) <= 1e-15 * abs(float(exact))
+    mlp = tanh_mlp_problem(2, (3, 4, 2), n_blocks=2).task
+    a = {k: v + 0.05 for k, v in mlp.params.items()}
+    plain = float(mlp.loss(a)) - float(mlp.loss(mlp.params))
+    assert S.loss_gap(mlp, a, mlp.params) == pytest.approx(plain, rel=1e-9)
+
+
+def test_relu_kink_radius_is_where_the_first_unit_flips():
+    problem = mnist_mlp_problem(0, examples=4, widths=(784, 16, 12, 10), scale_iters=2)
+    task = problem.task
+    _, g = grad(task.loss, task.params)
+    d = {k: -v for k, v in g.items()}
+    radius = relu_kink_radius(problem, d)
+    assert math.isfinite(radius) and radius > 0
+    x = problem.extras["x"]
+
+    def signs(eta):
+        p = {k: task.params[k] + eta * d[k] for k in d}
+        h, out = x, []
+        for l in (1, 2):
+            z = h @ p[f"layer{l}.weight"].T + p[f"layer{l}.bias"]
+            out.append(z > 0)
+            h = torch.relu(z)
+        return torch.cat([t.reshape(-1) for t in out])
+
+    base = signs(0.0)
+    assert torch.equal(signs(0.5 * radius), base)  # no unit flips inside the radius
+    assert not torch.equal(signs(2.0 * radius), base)  # the first one has flipped past it
+
+
+def test_gs_order_invariance_study_reports_equal_C_S():
+    problem = quartic_problem(5, (1, 2, 2))
+    st = S.order_invariance_study(problem, (0, 1, 2), (2, 1, 0))
+    half = st.info["C_cross_half"]
+    for key in ("C_S_order1", "C_S_order2", "C_S_order1_numeric", "C_S_order2_numeric"):
+        assert st.info[key] == pytest.approx(half, rel=1e-10, abs=1e-14)
+    assert st.predicted is not None and st.fitted == pytest.approx(3.0, abs=0.15)
+    # chain patterns differ from GS: their one-step C_S is a different sum of c_ij
+    assert S.predicted_coefficients(problem, chain(3))[2] != pytest.approx(half)
