@@ -60,6 +60,15 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
     ax.axhline(0.0, color="black", lw=0.6)
     stacked = np.concatenate([gap] + [np.asarray(records[c], dtype=float) for c in ESTIMATES if c in records])
     ax.set_yscale("symlog", linthresh=_linthresh(stacked))
+    finite = np.abs(stacked[np.isfinite(stacked)])
+    if finite.size:
+        # the axis follows the gaps and estimates; the bound (which grows like
+        # (1 + eta L)^K) is drawn only as far as they reach, and flagged if it exceeds them
+        top = 3.0 * float(finite.max()) or 1.0
+        ax.set_ylim(-top, top)
+        if np.isfinite(bound).any() and np.nanmax(bound) > top:
+            ax.text(0.99, 0.02, "bound exceeds the axis (max %.2g)" % np.nanmax(bound), transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="#555555")
     ax.set_xlabel("iteration $K$")
     ax.set_ylabel(r"$\Delta L_K$ (symlog)")
     ax.set_title(title + "  (positive: JC lower, negative: %s lower)" % s_label, fontsize=9)
