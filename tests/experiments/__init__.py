@@ -1,0 +1,1 @@
+"""crosscurv tests: experiments (a package, so same-named test modules in different folders do not clash)."""

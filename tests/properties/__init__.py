@@ -1,0 +1,1 @@
+"""crosscurv tests: properties (a package, so same-named test modules in different folders do not clash)."""
