@@ -800,6 +800,10 @@ class CubicGuard:
         coefficient: the guarded ``eta^3`` coefficient after the tilt.
         magnitude: the sum of the magnitudes of its terms.
         kappa: the required ratio ``|coefficient| / magnitude``.
+        least: the required ``|coefficient|`` (absolute part of the guard).
+        achieved: whether both requirements hold (a tilt is capped so that it at
+            most doubles the curvature scale; beyond that the guard gives up
+            and says so here).
     """
 
     problem: Problem
@@ -807,16 +811,19 @@ class CubicGuard:
     coefficient: float
     magnitude: float
     kappa: float
+    least: float = 0.0
+    achieved: bool = True
 
 
-def _signed_terms(task: Task, signed, local: bool = False) -> list[float]:
-    terms = []
-    for pattern, sign in signed:
+def _term_layout(task: Task, signed, local: bool) -> tuple[list[float], list[tuple[int, int]]]:
+    """Signed terms of all patterns, and for each term ``(pattern index, block)`` (block -1: not a T-term)."""
+    terms, where = [], []
+    for p, (pattern, sign) in enumerate(signed):
         t = c3_terms(task, pattern)
-        if local:  # l0 = c3 + g^T H M_S g: drop the -g^T H M_S g term
-            t = t[:1] + t[2:]
-        terms += [sign * x for x in t]
-    return terms
+        head = t[:1] if local else t[:2]  # l0 = c3 + g^T H M_S g drops the -g^T H M_S g term
+        terms += [sign * x for x in head] + [sign * x for x in t[2:]]
+        where += [(p, -1)] * len(head) + [(p, i) for i in range(len(t) - 2)]
+    return terms, where
 
 
 def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: bool = False,
@@ -826,58 +833,74 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
     The coefficient guarded is ``sum_p sign_p * c3(pattern_p)``: ``[(S, +1)]``
     for the one-step gap ``L_S - L_JC``, ``[(GS_o1, +1), (GS_o2, -1)]`` for the
     difference of two full GS orders.  A random instance can have this
-    coefficient near zero through cancellation of its terms; then the
-    remainder's next order dominates on any fixed grid and the observed rates
-    are meaningless.  The guard requires ``|coefficient| >= kappa * sum |terms|``
-    (terms of :func:`c3_terms`: no more than ``1 - kappa`` of it cancelled) and
-    ``|coefficient| >= absolute * lam^2 ||g||^2`` (``lam`` the untilted
-    curvature scale: not structurally zero, e.g. when a block enters the loss
-    quadratically); when that fails it adds the cubic tilt
-    ``sigma/6 (u.(theta - theta^0))^3`` (:func:`tilt_task`) with the smallest
-    ``|sigma|`` that restores it, pushing the coefficient away from zero in its
-    own direction.  The tilt leaves ``g``, ``H`` (so ``C_S``) unchanged at
-    ``theta^0``.  ``u`` is the block-weighted gradient direction whose
-    contribution cancels least (:func:`_tilt_directions`).
+    coefficient near zero (its terms cancel, or vanish structurally, e.g. when
+    a block enters the loss quadratically); then the remainder's next order
+    dominates on any fixed grid and the observed rates are meaningless.  The
+    guard requires
+
+    * ``|coefficient| >= kappa * sum |terms|`` (terms of :func:`c3_terms`: at most
+      ``1 - kappa`` of it cancelled), and
+    * ``|coefficient| >= absolute * lam^2 * sum_p sum_i ||E_i g|| ||P_i^p g||``
+      (``lam`` the untilted curvature scale; the sum is the natural size of the
+      terms, which all couple a block's gradient to its fresh blocks').
+
+    When either fails it adds the cubic tilt ``sigma/6 (u.(theta - theta^0))^3``
+    (:func:`tilt_task`), which leaves ``g`` and ``H`` (so ``C_S``) unchanged at
+    ``theta^0`` and shifts the third-derivative terms linearly in ``sigma``.
+    Among a few block-weighted gradient directions ``u``
+    (:func:`_tilt_directions`) and tilt sizes on a geometric grid, it takes the
+    smallest ``|sigma|`` that meets both requirements, capped at
+    ``lam / |u.g|`` (which at most doubles ``lam``); if none does, it applies
+    the capped tilt that comes closest and reports ``achieved=False``.
 
     ``local=True`` guards ``l0 = c3 + g^T H M_S g = -g^T M_S^2 g - 1/2 sum_i T[E_i g, P_i g, P_i g]``
     instead: the ``eta^3`` coefficient of the recursion remainder of Theorem 2
     at ``k = 1`` (where ``Delta theta^0 = 0`` and the recursive estimate is
     ``eta^2 g_JC^1 . M_S g``), hence the leading local error that the
     recursion, cumulative and JC-only estimates accumulate over a short horizon.
-
-    Raises:
-        ValueError: no candidate direction can move the coefficient (every
-            block term of the tilt vanishes, e.g. a zero gradient).
     """
     from numeric.hvp import grad
 
     task = problem.task
-    terms = _signed_terms(task, signed_patterns, local)
-    coef, mag = sum(terms), sum(abs(t) for t in terms)
+    terms, where = _term_layout(task, signed_patterns, local)
     _, g = grad(task.loss, task.params)
-    least = absolute * problem.scale**2 * float(tree.dot(g, g))
-    if abs(coef) >= kappa * mag and abs(coef) >= least:
-        return CubicGuard(problem, 0.0, coef, mag, kappa)
-    best = None
+    keys = _block_keys(task)
+    natural = 0.0
+    for pattern, _ in signed_patterns:
+        for i in range(task.n_blocks):
+            fresh = [k for j in pattern.fresh(i) for k in keys[j]]
+            if fresh:
+                natural += float(tree.norm(tree.restrict(g, keys[i]))) * float(tree.norm(tree.restrict(g, fresh)))
+    least = absolute * problem.scale**2 * natural
+
+    def judge(vals):
+        coef, mag = sum(vals), sum(abs(v) for v in vals)
+        ratio = abs(coef) / (kappa * mag) if mag else (math.inf if coef else 0.0)
+        size = abs(coef) / least if least else math.inf
+        return coef, mag, min(ratio, size)
+
+    coef, mag, score = judge(terms)
+    if score >= 1.0:
+        return CubicGuard(problem, 0.0, coef, mag, kappa, least, True)
+    best = None  # (achieved, -|sigma| if achieved else score, sigma, u)
     for u in _tilt_directions(task):
-        # the tilt adds sign * sigma * w_i(pattern) to each block term of each pattern
-        ws = [sign * w for pattern, sign in signed_patterns for w in tilt_weights(task, pattern, u)]
-        W, Wabs = sum(ws), sum(abs(x) for x in ws)
-        if Wabs == 0.0:
+        weights = [tilt_weights(task, pattern, u) for pattern, _ in signed_patterns]
+        w = [0.0 if i < 0 else signed_patterns[p][1] * weights[p][i] for p, i in where]
+        if not any(w):
             continue
-        ratio = abs(W) / Wabs
-        if best is None or ratio > best[0]:
-            best = (ratio, u, W, Wabs)
-    if best is None or best[0] <= kappa:
+        ug = abs(float(tree.dot(u, g)))
+        cap = problem.scale / ug if ug > 0 else problem.scale / float(tree.norm(g))
+        for j in range(60, -1, -1):  # smallest sizes first
+            for sign in (1.0, -1.0):
+                sig = sign * cap * 2.0**-j
+                _, _, sc = judge([t + sig * x for t, x in zip(terms, w)])
+                cand = (sc >= 1.0, -abs(sig) if sc >= 1.0 else sc, sig, u)
+                if best is None or cand[:2] > best[:2]:
+                    best = cand
+    if best is None:
         raise ValueError("no tilt direction moves the eta^3 coefficient (zero block gradients?)")
-    _, u, W, Wabs = best
-    direction = 1.0 if coef >= 0 else -1.0
-    # with |s| the tilt size: |coef| + |s| |W| >= kappa (mag + |s| Wabs) and |coef| + |s| |W| >= least
-    size = 1.05 * max(0.0, (kappa * mag - abs(coef)) / (abs(W) - kappa * Wabs), (least - abs(coef)) / abs(W))
-    sigma = direction * size * (1.0 if W > 0 else -1.0)
+    achieved, _, sigma, u = best
     tilted = problem.tilted(sigma, u)
-    terms = _signed_terms(tilted.task, signed_patterns, local)
-    coef2, mag2 = sum(terms), sum(abs(t) for t in terms)
-    if abs(coef2) < kappa * mag2 * (1 - 1e-9) or abs(coef2) < least * (1 - 1e-9):  # pragma: no cover
-        raise ValueError(f"tilt failed to guard the eta^3 coefficient ({coef2:.3g} vs {mag2:.3g})")
-    return CubicGuard(tilted, sigma, coef2, mag2, kappa)
+    terms2, _ = _term_layout(tilted.task, signed_patterns, local)
+    coef2, mag2, score2 = judge(terms2)
+    return CubicGuard(tilted, sigma, coef2, mag2, kappa, least, bool(achieved and score2 >= 1.0 - 1e-6))

@@ -25,7 +25,18 @@ argument):
   common point; both orders have ``C_S = C_cross / 2``, so the difference is
   ``O(eta^3)`` with coefficient ``c3(order 1) - c3(order 2)``; expected 3.
 * :func:`one_step_study_mp`: the one-step study for a quartic polynomial in
-  ``mpmath`` at ``dps`` digits (exact steps), far below the float64 floor.
+  ``mpmath`` at ``dps`` digits (exact steps), far below the float64 floor;
+  :func:`protocol_mp` is the whole controlled protocol in ``mpmath`` (an
+  independent reference for :mod:`numeric.protocol`).
+
+Every loss difference is computed without cancellation (:func:`loss_gap`:
+Gauss-Legendre quadrature of ``grad L . (a - b)`` along the segment), so its
+round-off is relative to the gap instead of to ``|L|``; the floors are
+``FLOOR_ULPS * eps * (|gap| + ||theta (*) g||)`` (with ``sqrt(K)`` on the second
+term for errors that accumulate the trajectories' rounding).
+
+:func:`scaling_suite` runs everything behind ``crosscurv scaling`` and
+:func:`render_markdown` writes ``scaling.md``.
 """
 
 from __future__ import annotations
@@ -59,6 +70,12 @@ __all__ = [
     "protocol_mp",
     "loss_gap",
     "rounding_scale",
+    "GAP_NODES",
+    "OFFICIAL",
+    "PROBLEMS",
+    "ProblemResult",
+    "scaling_suite",
+    "render_markdown",
 ]
 
 #: Round-off floor in units of the dtype's machine epsilon times the error's scale.
@@ -624,15 +641,17 @@ class ProblemResult:
         return [q for q in OFFICIAL if not self.studies[q].within(tolerance)]
 
 
-def _note_guard(notes: list, what: str, guard) -> None:
+def _note_guard(notes: list, what: str, guard, absolute: float = 1e-3) -> None:
     if guard.sigma:
         notes.append(
-            f"{what}: the eta^3 coefficient cancelled below the guard (|coef| < {guard.kappa} x the sum of its "
-            f"terms' magnitudes, or below 1e-3 lam^2 ||g||^2), so the cubic tilt sigma/6 (u.(theta - theta0))^3 "
-            f"with sigma = {guard.sigma:.4g} was added (g and H at theta0, hence C_S, unchanged)."
+            f"{what}: the eta^3 coefficient failed the non-degeneracy guard (|coef| >= {guard.kappa} x the sum of "
+            f"its terms' magnitudes and >= {absolute:g} lam^2 sum_i ||E_i g|| ||P_i g||), so the cubic tilt "
+            f"sigma/6 (u.(theta - theta0))^3 with sigma = {guard.sigma:.4g} was added (g and H at theta0, hence "
+            f"C_S, unchanged); coefficient now {guard.coefficient:.4g}"
+            + ("." if guard.achieved else " (the capped tilt could not fully meet the guard).")
         )
     else:
-        notes.append(f"{what}: eta^3 coefficient {guard.coefficient:.4g} passes the non-cancellation guard; no tilt.")
+        notes.append(f"{what}: eta^3 coefficient {guard.coefficient:.4g} passes the non-degeneracy guard; no tilt.")
 
 
 def _quartic_result(quick: bool, say) -> ProblemResult:
@@ -653,8 +672,8 @@ def _quartic_result(quick: bool, say) -> ProblemResult:
     _note_guard(notes, "One-step", g1)
     studies["one_step"] = one_step_study(g1.problem, pattern, label="quartic")
     say("quartic: trajectories")
-    g2 = guard_cubic(problem, [(pattern, 1)], local=True)
-    _note_guard(notes, "Trajectories (local coefficient l0 = c3 + g^T H M_S g)", g2)
+    g2 = guard_cubic(problem, [(pattern, 1)], local=True, absolute=1e-2)
+    _note_guard(notes, "Trajectories (local coefficient l0 = c3 + g^T H M_S g)", g2, 1e-2)
     k0 = 4 if quick else 8
     studies.update(trajectory_studies(g2.problem, pattern, factor=1.0 / 16, k0=k0, hvp_method="reverse",
                                       label="quartic", progress=lambda m: say("quartic: " + m)))
@@ -740,6 +759,13 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
     order = tuple(range(task.n_blocks))
     studies["order_invariance"] = order_invariance_study(problem, order, tuple(reversed(order)), eta0=eta_free,
                                                          label="mnist_mlp")
+    rec, cum = studies["recursion"], studies["cumulative"]
+    notes.append(
+        f"Inside the kink radius the trajectories are necessarily short (T = eta0 = {eta_free:g}) and their "
+        f"errors tiny: only {rec.n_kept}/6 (recursion) and {cum.n_kept}/6 (cumulative) grid points lie above the "
+        "round-off floor, so those fitted orders rest on that many points (the dropped points, listed in the "
+        "tables, keep following the expected slope until they reach the round-off level; see the figures)."
+    )
     info = dict(problem.info, kink_radius=radius, eta0_kink_free=eta_free, eta0_a_priori=eta_prior,
                 pattern_name="full GS 1,2,...,8 (input to output)")
     return ProblemResult("mnist_mlp", f"8-layer ReLU MLP on {examples} MNIST digits, float64, GS over 8 layers",

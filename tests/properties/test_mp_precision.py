@@ -49,7 +49,7 @@ def test_one_step_exact_below_the_float64_floor(spec, data):
     guard = guard_cubic(problem, [(pattern, 1)])
     problem = guard.problem
     study = one_step_study_mp(problem, pattern, eta0=problem.eta0(2.0**-24), n=GRID_POINTS, dps=DPS)
-    context = dict(spec=spec, pattern=pattern.describe(), tilt=guard.sigma)
+    context = dict(spec=spec, pattern=pattern.describe(), tilt=guard.sigma, guarded=guard.achieved)
     # every point is invisible in float64 (below the floor of the float64 study) ...
     f64_floor = roundoff_floor(rounding_scale(problem.task, problem.task.params))
     assert all(abs(pt["error"]) < f64_floor for pt in study.points), describe(study, **context)
