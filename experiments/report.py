@@ -153,6 +153,48 @@ def build_report(
     return 1 if failures else 0
 
 
+def _intervals(values) -> str:
+    """Winner runs of a signed series: ``JC k=1-14, GS k=15-300``."""
+    import numpy as np
+
+    sign = np.sign(np.asarray(values, dtype=float))
+    names = {1.0: "JC", -1.0: "GS", 0.0: "tie"}
+    out, start = [], 0
+    for i in range(1, len(sign) + 1):
+        if i == len(sign) or sign[i] != sign[start]:
+            a, b = start + 1, i
+            out.append(f"{names.get(float(sign[start]), '?')} k={a}" + (f"-{b}" if b > a else ""))
+            start = i
+    if len(out) > 8:
+        return ", ".join(out[:8]) + f", ... ({len(out)} intervals)"
+    return ", ".join(out)
+
+
+def _findings(run, settings: dict) -> list[str]:
+    """Facts read off the records: winner intervals, the step-size regime, bound coverage."""
+    cols = run.columns
+    lines = [f"- observed winner: {_intervals(cols['gap'])}"]
+    for est in ("cumulative", "recursive", "jc_only"):
+        if est in cols:
+            lines.append(f"- {est} predicts: {_intervals(cols[est])}")
+    const = run.summary.get("constants", {})
+    lr, L = settings.get("lr"), const.get("L")
+    if lr is not None and L is not None:
+        regime = (
+            "small: the expansions' regime"
+            if lr * L < 1
+            else "not small: (I - eta H) amplifies, so propagated (cumulative, jc_only) estimates can drift"
+        )
+        lines.append(f"- eta x L (largest curvature seen along the run, a-posteriori) = {lr * L:.3g}, {regime}")
+    cov = run.summary.get("bound_bk_coverage")
+    if cov:
+        lines.append(
+            f"- Theorem 3 bound covers |gap| at {cov.get('covered')}/{cov.get('K')} iterations"
+            f" (largest |gap|/bound {cov.get('max_ratio', float('nan')):.3g})"
+        )
+    return lines
+
+
 def _write_index(out, preset, runs, figures, table_md, comparison, timings, failures) -> None:
     machine = _machine()
     lines = [
@@ -194,6 +236,7 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
         other = {k: v for k, v in info.items() if k not in ("data", "data_source", "model", "weights", "sizes", "split", "hvp_method")}
         if other:
             lines.append(f"- details: `{json.dumps(other, default=str)}`")
+        lines += _findings(run, s)
         if run.task in figures:
             g, w = figures[run.task]
             lines += ["", f"![gap {run.task}]({g})", "", f"![winners {run.task}]({w})", ""]

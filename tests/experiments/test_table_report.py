@@ -1,0 +1,96 @@
+"""Table 1, the study figures and the report index, on hand-made run directories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.cli import main
+from experiments.report import _findings, _intervals
+from experiments.table import PAPER_TABLE1, load_run, paper_comparison, render_table, table_rows
+from numeric.records import RecordWriter, make_record
+
+
+def _write_run(path, task, gaps, estimates, lr=0.1, L=2.0):
+    path.mkdir(parents=True)
+    with RecordWriter(str(path / "records.csv")) as w:
+        for k, (g, e) in enumerate(zip(gaps, estimates), start=1):
+            w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=-e, jc_only=e, bound_bk=10.0))
+    summary = {
+        "status": "complete",
+        "settings": {"task": task, "lr": lr, "pattern": {"name": "gs", "pairs": [[2, 1]], "order": [1, 2]}},
+        "constants": {"G": 1.0, "L": L},
+        "bound_bk_coverage": {"covered": len(gaps), "K": len(gaps), "max_ratio": 0.1},
+    }
+    (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+GAPS = [0.5, 0.25, -0.1, -0.2, 0.0]
+EST = [0.4, -0.1, -0.1, -0.3, 0.0]
+
+
+def test_table_rows_follow_the_paper_metrics(tmp_path):
+    run = load_run(_write_run(tmp_path / "r", "mlp", GAPS, EST))
+    rows = {r["estimate"]: r for r in table_rows(run)}
+    rec = rows["recursive"]
+    # winners: gap JC,JC,GS,GS,tie ; recursive JC,GS,GS,GS,tie -> 4 of 5 agree
+    assert rec["correct"] == pytest.approx(80.0)
+    assert tuple(rec["jc_hits"]) == (1, 2) and tuple(rec["s_hits"]) == (2, 2)
+    assert rec["mae"] == pytest.approx((0.1 + 0.35 + 0.0 + 0.1 + 0.0) / 5)
+    assert rec["max_ae"] == pytest.approx(0.35)
+    cum = rows["cumulative"]  # negated: GS,JC,JC,JC,tie vs JC,JC,GS,GS,tie -> agrees at k=2 and the tie
+    assert cum["correct"] == pytest.approx(40.0)
+    assert tuple(cum["jc_hits"]) == (1, 2) and tuple(cum["s_hits"]) == (0, 2)
+
+
+def test_render_marks_the_best_value_per_metric(tmp_path):
+    run = load_run(_write_run(tmp_path / "r", "mlp", GAPS, EST))
+    md = render_table([run], "github")
+    assert "**80.0%**" in md and "40.0%" in md and "**40.0%**" not in md
+    plain = render_table([run], "simple")
+    assert "80.0%*" in plain
+    cmp = paper_comparison([run], "github")
+    assert "98.0% (K=500)" in cmp and f"{PAPER_TABLE1['mlp']['recursive']['correct']:.1f}%" in cmp
+
+
+def test_table_cli_and_its_errors(tmp_path, capsys):
+    d = _write_run(tmp_path / "r", "fl", GAPS, EST)
+    assert main(["table", str(d), "--paper"]) == 0
+    out = capsys.readouterr().out
+    assert "FL" in out and "83.4% (K=500)" in out
+    assert main(["table", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["table", str(empty)]) == 2
+    assert "no records.csv" in capsys.readouterr().err
+
+
+def test_report_rejects_unknown_studies_and_presets(capsys):
+    assert main(["report", "--tasks", "mlp,nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["report", "--preset", "huge"]) == 2
+    assert "huge" in capsys.readouterr().err
+
+
+def test_winner_intervals_and_findings(tmp_path):
+    assert _intervals([1, 2, -1, -3, 0]) == "JC k=1-2, GS k=3-4, tie k=5"
+    assert _intervals([-1]) == "GS k=1"
+    run = load_run(_write_run(tmp_path / "r", "lora", GAPS, EST, lr=0.5, L=4.0))
+    text = "\n".join(_findings(run, run.summary["settings"]))
+    assert "observed winner: JC k=1-2, GS k=3-4, tie k=5" in text
+    assert "eta x L" in text and "= 2" in text and "not small" in text
+    assert "covers |gap| at 5/5" in text
+
+
+def test_figures_are_written(tmp_path):
+    from experiments.plotting import gap_figure, winner_timeline
+
+    run = load_run(_write_run(tmp_path / "r", "mlp", GAPS, EST))
+    g = gap_figure(run.columns, tmp_path / "f" / "gap.png", "t")
+    w = winner_timeline(run.columns, tmp_path / "f" / "win.png", "t")
+    for p in (g, w):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
