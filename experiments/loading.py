@@ -98,6 +98,29 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else "(no message)"
 
 
+def resolve_factory(spec: str):
+    """The callable named by ``module:factory`` or ``path/to/file.py:factory``.
+
+    Raises:
+        TaskLoadError: one line, when the spec is malformed, the module cannot be
+            imported, or the attribute is missing or not callable.
+    """
+    where, attr = _split(spec)
+    is_file = where.endswith(".py") or os.sep in where or "/" in where
+    module = _import_file(where) if is_file else _import_module(where)
+    if not hasattr(module, attr):
+        raise TaskLoadError(f"{where!r} has no attribute {attr!r}")
+    factory = getattr(module, attr)
+    if not callable(factory):
+        raise TaskLoadError(f"{spec}: {attr!r} is not callable (a {type(factory).__name__})")
+    return factory
+
+
+def call_factory(factory, spec: str, offered: dict):
+    """Call ``factory`` with the keyword arguments of ``offered`` it declares (one-line errors)."""
+    return _call_factory(factory, spec, offered)
+
+
 def _call_factory(factory, spec: str, offered: dict):
     try:
         sig = inspect.signature(factory)
@@ -171,14 +194,7 @@ def load_task(
         settings = dict(settings)
         settings["task"] = spec
     else:
-        where, attr = _split(spec)
-        is_file = where.endswith(".py") or os.sep in where or "/" in where
-        module = _import_file(where) if is_file else _import_module(where)
-        if not hasattr(module, attr):
-            raise TaskLoadError(f"{where!r} has no attribute {attr!r}")
-        factory = getattr(module, attr)
-        if not callable(factory):
-            raise TaskLoadError(f"{spec}: {attr!r} is not callable (a {type(factory).__name__})")
+        factory = resolve_factory(spec)
         offered = {
             "device": device,
             "dtype": dtype,

@@ -68,26 +68,17 @@ def _seeds(text: str) -> list[int]:
 
 def load_step_factory(spec: str, device=None):
     """Resolve ``spec`` and call the factory (one-line errors from :mod:`experiments.loading`)."""
-    import os
-
     import torch
 
     from experiments import loading
 
-    where, attr = loading._split(spec)
-    is_file = where.endswith(".py") or os.sep in where or "/" in where
-    module = loading._import_file(where) if is_file else loading._import_module(where)
-    if not hasattr(module, attr):
-        raise loading.TaskLoadError(f"{where!r} has no attribute {attr!r}")
-    factory = getattr(module, attr)
-    if not callable(factory):
-        raise loading.TaskLoadError(f"{spec}: {attr!r} is not callable (a {type(factory).__name__})")
+    factory = loading.resolve_factory(spec)
     offered = {"dtype": torch.float64}
     if device is not None:
         from numeric.device import resolve_device
 
         offered["device"] = resolve_device(device)
-    return loading._call_factory(factory, spec, offered)
+    return loading.call_factory(factory, spec, offered)
 
 
 def run(args) -> int:
