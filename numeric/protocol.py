@@ -48,6 +48,7 @@ import json
 import math
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -60,6 +61,8 @@ from . import tree
 from .curvature import masked_products
 from .estimates import EstimateState
 from .hvp import HVP_METHODS, grad, hvp, hvp_batch, hvp_choice
+from .offload import make_store
+from .point import PointCurvature, masked_product_at
 from .metrics import bound_coverage, evaluate_columns
 from .records import (
     CHECKPOINT_FILE,
@@ -76,7 +79,7 @@ from .records import (
     truncate_records,
     write_summary,
 )
-from .steps import check_pattern, scheme_step
+from .steps import block_keys, check_pattern, scheme_step
 from .task import TaskError
 
 __all__ = [
@@ -96,7 +99,7 @@ DIVERGED_EXIT_CODE = 3
 LARGE_MODEL_PARAMS = 5_000_000
 
 #: Settings that may change between a run and its resumption.
-_VOLATILE = ("checkpoint_every",)
+_VOLATILE = ("checkpoint_every", "offload")
 
 CONSTANTS_NOTE = (
     "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
@@ -298,6 +301,10 @@ def _summary(settings, status, message, diverged_at, records, est, timing, loss)
         coverage = bound_coverage(cols["gap"], cols["bound_bk"])
     choice = hvp_choice(loss)
     requested = settings.get("hvp", "auto")
+    try:
+        engine = _engine_used.get(loss)
+    except TypeError:
+        engine = None
     return {
         "crosscurv_version": crosscurv_version(),
         "status": status,
@@ -315,7 +322,9 @@ def _summary(settings, status, message, diverged_at, records, est, timing, loss)
         "constants": {"G": est.G, "L": est.L, "note": CONSTANTS_NOTE},
         "hvp": {
             "requested": requested,
-            "used": (choice["auto"] or "forward") if requested == "auto" else requested,
+            "used": engine or ((choice["auto"] or "forward") if requested == "auto" else requested),
+            "engine": ("one retained double-backward graph per point" if engine == "reverse"
+                       else "batched products (numeric.hvp.hvp_batch)"),
             "no_vmap": choice["no_vmap"],
         },
         "timing": timing,
@@ -338,6 +347,7 @@ def run_protocol(
     chunk_size: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
+    offload: bool | None = None,
 ) -> ProtocolResult:
     """Run JC and pattern ``S`` side by side for ``iters`` iterations (module docstring).
 
@@ -358,6 +368,10 @@ def run_protocol(
         progress: ``progress(k, K)`` after each record.
         on_record: ``on_record(record)`` after each record is written (before
             its checkpoint); an exception there interrupts the run.
+        offload: park the carried vectors off the compute device between
+            their uses (:mod:`numeric.offload`; graph engine only; records are
+            unchanged).  ``None``: on for tasks with at least
+            :data:`LARGE_MODEL_PARAMS` parameters.
 
     Returns:
         A :class:`ProtocolResult` (``status`` ``"complete"`` or ``"diverged"``).
@@ -374,12 +388,20 @@ def run_protocol(
         raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ProtocolError(f"HVP chunk size must be an integer >= 1, got {chunk_size!r}")
+    if offload is not None and not isinstance(offload, bool):
+        raise ProtocolError(f"offload must be True, False or None, got {offload!r}")
+    use_offload = task.num_params() >= LARGE_MODEL_PARAMS if offload is None else offload
     every = default_checkpoint_every(task) if checkpoint_every is None else int(checkpoint_every)
     if every < 1:
         raise ProtocolError(f"checkpoint interval must be >= 1, got {checkpoint_every!r}")
     run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, settings)
+    run_settings["offload"] = use_offload
 
     run = _RunDir(out_dir) if out_dir is not None else None
+    if run is not None and not resume:
+        run.check_fresh()
+    # decided before the run's vectors exist, so that the probe's graph is not on top of them
+    engine = _choose_engine(task, hvp_method)
     records: list[dict] = []
     prior_elapsed = 0.0
     if run is not None and resume:
@@ -394,11 +416,10 @@ def run_protocol(
         prior_elapsed = float(ck.get("elapsed_s", 0.0))
         done = bool(ck["done"])
         start = int(ck["start"])
+        del ck  # its vectors now live in theta_j, theta_s and est only
     else:
         if resume:
             raise ResumeError("resume needs an output directory")
-        if run is not None:
-            run.check_fresh()
         task.check_loss()  # TaskError unless a finite scalar
         k0 = 0
         theta_j = tree.clone(task.params)
@@ -432,12 +453,25 @@ def run_protocol(
         write_summary(run.summary, _summary(run_settings, "running", "running", None, records, est, timing(), task.loss))
 
     status, message, diverged_at = "complete", "", None
+    # the iterates travel in a dict the engine empties: arguments held by this frame could not be freed
+    carry = {"theta_j": theta_j, "theta_s": theta_s}
+    del theta_j, theta_s
     try:
         if not done:
-            status, message, diverged_at = _iterate(
-                task, pattern, lr, iters, start, theta_j, theta_s, est, hvp_method, chunk_size,
-                records, writer, run, run_settings, every, clock, computed, progress, on_record,
-            )
+            if engine == "reverse":
+                store = make_store(use_offload, task.device, run.path if run is not None else None)
+                try:
+                    status, message, diverged_at = _iterate_point(
+                        task, pattern, lr, iters, start, carry, est,
+                        records, writer, run, run_settings, every, clock, computed, progress, on_record, store,
+                    )
+                finally:
+                    store.close()
+            else:
+                status, message, diverged_at = _iterate(
+                    task, pattern, lr, iters, start, carry, est, hvp_method, chunk_size,
+                    records, writer, run, run_settings, every, clock, computed, progress, on_record,
+                )
         if status == "complete":
             message = f"complete: {len(records)} iterations"
     except BaseException as exc:
@@ -456,9 +490,12 @@ def run_protocol(
     return ProtocolResult(status, records, summary, message, diverged_at, out_dir)
 
 
-def _iterate(task, pattern, lr, iters, start, theta_j, theta_s, est, method, chunk, records, writer, run,
+def _iterate(task, pattern, lr, iters, start, carry, est, method, chunk, records, writer, run,
              settings, every, clock, computed, progress, on_record):
     """Iterations ``start..iters``; returns ``(status, message, diverged_at)``.
+
+    ``carry`` holds ``theta_JC`` and ``theta_S`` under ``"theta_j"`` / ``"theta_s"``
+    and is emptied (so that the caller holds no stale iterate).
 
     The four products ``H_JC^k [p, z, y, Delta]`` are consumed in that order,
     each used (estimate term, contraction) and released before the next; with
@@ -467,6 +504,7 @@ def _iterate(task, pattern, lr, iters, start, theta_j, theta_s, est, method, chu
     Every other large temporary is released as soon as it is used.
     """
     loss = task.loss
+    theta_j, theta_s = carry.pop("theta_j"), carry.pop("theta_s")
     for k in range(start, iters + 1):
         lj, gj = grad(loss, theta_j)
         ls, gs = grad(loss, theta_s)
@@ -548,4 +586,184 @@ def _iterate(task, pattern, lr, iters, start, theta_j, theta_s, est, method, chu
         theta_s = scheme_step(task, theta_s, pattern, lr)
         if run is not None and k % every == 0:
             _save_checkpoint(run, k, k + 1, settings, theta_j, theta_s, est, False, clock)
+    return "complete", "", None
+
+
+# -- the one-graph-per-point engine ----------------------------------------------------------
+_engine_used: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _choose_engine(task, method: str) -> str:
+    """``"reverse"`` (one retained double-backward graph per point) or ``"batched"``.
+
+    ``"reverse"`` asks for the graph engine, ``"forward"`` / ``"rof"`` for the
+    batched products of :func:`numeric.hvp.hvp_batch`.  ``"auto"`` takes the
+    graph engine when one product by double backward works at ``theta^0``
+    (it shares the gradient at each point and is the cheapest in time and
+    memory on the CPU, benchmarks/bench_hvp.py and bench_memory.py), and
+    otherwise the batched forward-over-reverse products.
+    """
+    if method == "auto":
+        try:
+            point = PointCurvature(task.loss, task.params)
+            point.hvp(point.grad)
+            engine = "reverse"
+        except Exception:  # no double backward for some kernel: forward-over-reverse it is
+            engine = "batched"
+    else:
+        engine = "reverse" if method == "reverse" else "batched"
+    try:
+        _engine_used[task.loss] = "reverse" if engine == "reverse" else None
+    except TypeError:
+        pass
+    return engine
+
+
+_STATE = ("z", "y", "w", "p")
+
+
+def _park_all(est: EstimateState, store) -> None:
+    for name in _STATE:
+        store.park(name, getattr(est, name))
+        setattr(est, name, None)
+
+
+def _fetch_all(est: EstimateState, store) -> None:
+    for name in _STATE:
+        setattr(est, name, store.fetch(name))
+
+
+def _iterate_point(task, pattern, lr, iters, start, carry, est, records, writer, run,
+                   settings, every, clock, computed, progress, on_record, store):
+    """Iterations ``start..iters`` with every product at a point on one retained graph.
+
+    Per iteration, a :class:`numeric.point.PointCurvature` at ``theta_JC^k``
+    gives ``L`` and ``g_JC^k``; the inner products with ``g_JC^k`` (``w``,
+    ``z``, ``y``), the masked product ``M_S(theta_JC^k) g_JC^k`` (rows of each
+    fresh set only) and the JC step are taken first, so the gradient leaves
+    before the other products (``p``, ``z``, ``y``, ``Delta``), each consumed
+    and dropped before the next; the graph is released; then one at
+    ``theta_S^k`` gives ``L``, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``.
+    Only one graph is alive at a time, and every carried vector (``theta_JC``,
+    ``theta_S``, ``z``, ``y``, ``w``, ``p``, ``M_S g_JC``) waits in ``store``
+    between its uses (:mod:`numeric.offload`): with offloading, only the vector
+    in use sits beside the graph.  The estimates are the expressions of
+    :func:`_iterate` (only the round-off of the products differs).
+    """
+    loss = task.loss
+    keys = block_keys(task)
+    _park_all(est, store)
+    store.park("theta_j", carry.pop("theta_j"))
+    store.park("theta_s", carry.pop("theta_s"))
+
+    def checkpoint(k, start_next, done):
+        _fetch_all(est, store)
+        _save_checkpoint(run, k, start_next, settings, store.fetch("theta_j"), store.fetch("theta_s"), est, done,
+                         clock)
+        _park_all(est, store)
+
+    for k in range(start, iters + 1):
+        last = k == iters
+        # -- theta_JC^k ------------------------------------------------------------------
+        theta_j = store.fetch("theta_j")
+        at_j = PointCurvature(loss, theta_j)
+        lj_f = float(at_j.value)
+        if not math.isfinite(lj_f):
+            if k == 0:
+                raise TaskError(f"loss at the initial parameters is not finite ({lj_f})")
+            with torch.no_grad():
+                ls_f = float(loss(store.fetch("theta_s")))
+            bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", lj_f), ("loss_s", ls_f)) if not math.isfinite(v))
+            return "diverged", f"diverged at k={k}: {bad}", k
+        gj = at_j.grad
+        est.observe_gradients(gj)
+        est_k: dict = {}
+        if k >= 1:  # the terms linear in g_JC^k (quadratic_estimate = g.z + 1/2 z.Hz, split in two)
+            est.w = store.fetch("w")
+            est_k["recursive"] = est.recursive(gj)
+            est.w = None
+            gz = tree.dot(gj, store.fetch("z"))
+            gy = tree.dot(gj, store.fetch("y"))
+        if not last:
+            store.park("m_jc", masked_product_at(at_j, keys, pattern, gj))
+            # the JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty pattern
+            store.park("theta_j", {n: theta_j[n] - lr * gj[n] for n in theta_j})
+        del gj
+
+        def H(v):  # H_JC^k v; at k = 0 every vector it meets (z, y, Delta) is exactly zero
+            return at_j.hvp(v) if k >= 1 else tree.zeros_like(v)
+
+        est.p = store.fetch("p")
+        est.observe_power(at_j.hvp(est.p))
+        store.park("p", est.p)
+        est.p = None
+        est.z = store.fetch("z")
+        Hz = H(est.z)
+        if k >= 1:
+            est_k["cumulative"] = float(gz + 0.5 * tree.dot(est.z, Hz))
+        if not last:
+            est.contract_z(Hz, lr)
+            store.park("z", est.z)
+        del Hz
+        est.z = None
+        est.y = store.fetch("y")
+        Hy = H(est.y)
+        if k >= 1:
+            est_k["jc_only"] = float(gy + 0.5 * tree.dot(est.y, Hy))
+        if not last:
+            est.contract_y(Hy, lr)
+            del Hy
+            est.force_jc(store.fetch("m_jc"), lr)
+            store.park("m_jc", None)
+            store.park("y", est.y)
+        else:
+            del Hy
+        est.y = None
+        if not last:
+            delta = tree.sub(store.fetch("theta_s"), theta_j)
+            Hd = H(delta)
+            est.contract_delta(delta, Hd, lr)
+            del delta, Hd
+            store.park("w", est.w)
+            est.w = None
+        at_j.release()
+        del at_j, theta_j
+
+        # -- theta_S^k -------------------------------------------------------------------
+        theta_s = store.fetch("theta_s")
+        at_s = PointCurvature(loss, theta_s)
+        ls_f = float(at_s.value)
+        if not math.isfinite(ls_f):
+            return "diverged", f"diverged at k={k}: loss_s = {ls_f}", k
+        gs = at_s.grad
+        est.observe_gradients(gs)
+        if k >= 1:
+            est_k["bound_bk"] = est.bound(lr)
+            rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est_k)
+            records.append(rec)
+            computed[0] += 1
+            if writer is not None:
+                writer.write(rec)
+            if on_record is not None:
+                on_record(rec)
+            if progress is not None:
+                progress(k, iters)
+        if last:
+            del at_s, gs, theta_s
+            if run is not None:
+                checkpoint(k, k + 1, True)
+            break
+        u = masked_product_at(at_s, keys, pattern, gs)
+        at_s.release()
+        del at_s, gs
+        est.w, est.z = store.fetch("w"), store.fetch("z")
+        est.force_s(u, lr)
+        del u
+        store.park("w", est.w)
+        store.park("z", est.z)
+        est.w = est.z = None
+        store.park("theta_s", scheme_step(task, theta_s, pattern, lr))
+        del theta_s
+        if run is not None and k % every == 0:
+            checkpoint(k, k + 1, False)
     return "complete", "", None

@@ -192,16 +192,56 @@ def test_bad_inputs():
         run_protocol(bad, jacobi(1), 0.1, 3)
 
 
-@pytest.mark.parametrize("method,chunk", [("auto", 1), ("reverse", None), ("reverse", 1)])
-def test_one_product_at_a_time_and_double_backward_match_the_batched_default(reference, method, chunk):
+@pytest.mark.parametrize("method,chunk", [("forward", None), ("forward", 1), ("rof", 2), ("reverse", None)])
+def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
     _, ref = reference
+    assert ref.summary["hvp"]["used"] == "reverse" and "graph" in ref.summary["hvp"]["engine"]
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, hvp_method=method, chunk_size=chunk)
-    assert res.summary["hvp"]["used"] == ("forward" if method == "auto" else method)
+    assert res.summary["hvp"]["used"] == method
     for field in ("gap", "recursive", "cumulative", "jc_only", "bound_bk"):
         a = [r[field] for r in res.records]
         b = [r[field] for r in ref.records]
         scale = max(abs(x) for x in b)
         assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-12 * scale, field
+
+
+def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference, monkeypatch):
+    import numeric.protocol as protocol
+
+    class NoDoubleBackward:
+        def __init__(self, *a, **k):
+            raise RuntimeError("derivative for this kernel is not implemented")
+
+    _, ref = reference
+    monkeypatch.setattr(protocol, "PointCurvature", NoDoubleBackward)
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K)
+    assert res.summary["hvp"]["used"] == "forward" and "batched" in res.summary["hvp"]["engine"]
+    for field in ("gap", "recursive", "cumulative", "jc_only"):
+        a, b = [r[field] for r in res.records], [r[field] for r in ref.records]
+        assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-12 * max(abs(x) for x in b), field
+
+
+def test_offloading_the_carried_vectors_changes_no_record_and_leaves_no_files(reference, tmp_path):
+    ref_out, ref = reference
+    out = str(tmp_path / "run")
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, offload=True)
+    assert res.summary["settings"]["offload"] is True and ref.summary["settings"]["offload"] is False
+    assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "records.csv", "summary.json"]
+    mem = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, offload=True)  # no run directory: a temporary folder
+    assert [r["cumulative"] for r in mem.records] == [r["cumulative"] for r in ref.records]
+    with pytest.raises(ProtocolError, match="offload"):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, offload="yes")
+
+
+def test_resume_may_switch_offloading(reference, tmp_path):
+    ref_out, _ = reference
+    out = str(tmp_path / "run")
+    with pytest.raises(Kill):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, offload=True, on_record=_kill_after(3))
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, offload=False)
+    assert res.status == "complete"
+    assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
 
 
 def test_default_checkpoint_interval():

@@ -1,0 +1,100 @@
+"""Where the protocol parks parameter-sized vectors between their uses.
+
+The protocol carries about six parameter-sized vectors from one iteration to
+the next (``theta_S``, the cumulative state ``z``, the JC-only state ``y``,
+the pending recursive term ``w``, the power vector ``p``) but uses them one at a
+time.  While the graph at ``theta_JC`` is alive (the memory peak), only the
+vector in use needs to be on the compute device.
+
+* :class:`Resident`: keeps everything where it is (no copies, no cost).
+* :class:`Offloaded`: moves a parked vector off the compute device: to host
+  memory when the device is a GPU, to a file in a private temporary folder
+  when it is the CPU (``torch.save`` / ``torch.load``, lossless, so offloading
+  never changes a record).  Each vector is fetched back when it is used.
+
+Both have the same interface: ``park(name, vector)`` stores the dict of
+tensors under ``name`` and the caller drops its reference; ``fetch(name)``
+returns it (keyed and shaped as parked, on the compute device); ``close()``
+removes the files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Mapping
+
+import torch
+
+__all__ = ["Resident", "Offloaded", "make_store"]
+
+
+class Resident:
+    """Parked vectors stay in memory where they are."""
+
+    offloaded = False
+
+    def __init__(self):
+        self._items: dict[str, dict | None] = {}
+
+    def park(self, name: str, vector: Mapping | None) -> None:
+        self._items[name] = None if vector is None else dict(vector)
+
+    def fetch(self, name: str) -> dict | None:
+        return self._items[name]
+
+    def close(self) -> None:
+        self._items.clear()
+
+
+class Offloaded:
+    """Parked vectors live in host memory (GPU runs) or in files (CPU runs).
+
+    Args:
+        device: the compute device of the vectors.
+        directory: parent folder for the files of a CPU run (default: the
+            system's temporary folder); a private sub-folder is created in it
+            and removed by :meth:`close`.
+    """
+
+    offloaded = True
+
+    def __init__(self, device, directory: str | None = None):
+        self.device = torch.device(device)
+        self._host: dict[str, dict | None] = {}
+        self._dir = None
+        if self.device.type == "cpu":
+            self._dir = tempfile.mkdtemp(prefix=".offload-", dir=directory)
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self._dir, f"{name}.pt")
+
+    def park(self, name: str, vector: Mapping | None) -> None:
+        if vector is None:
+            self._host[name] = None
+            return
+        if self._dir is None:  # GPU: to host memory
+            self._host[name] = {k: v.to("cpu") for k, v in vector.items()}
+            return
+        torch.save(dict(vector), self._path(name))
+        self._host[name] = {}  # marker: on disk
+
+    def fetch(self, name: str) -> dict | None:
+        item = self._host[name]
+        if item is None:
+            return None
+        if self._dir is None:
+            return {k: v.to(self.device) for k, v in item.items()}
+        return torch.load(self._path(name), map_location=self.device, weights_only=True)
+
+    def close(self) -> None:
+        self._host.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def make_store(offload: bool, device, directory: str | None = None):
+    """:class:`Offloaded` when ``offload`` else :class:`Resident`."""
+    return Offloaded(device, directory) if offload else Resident()
