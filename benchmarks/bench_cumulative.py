@@ -10,15 +10,15 @@ afresh at every ``K``.  This script measures, in one process:
   interleaved ``--repeats`` times after a warm-up run, the minimum of each
   kept (the least disturbed by other load);
 * the number of Hessian-vector products of each run, counted exactly by
-  wrapping ``numeric.hvp.hvp_batch``: ``1 + (4 + 2 n_F) K`` with ``n_F`` the
-  number of distinct fresh sets of the pattern (4 at ``theta_JC^k``: Delta, z,
-  y, power vector; ``n_F`` each for ``M_S g`` at ``theta_JC^k`` and
-  ``theta_S^k``), i.e. linear in ``K``.
+  wrapping ``numeric.hvp.hvp_batch`` and ``numeric.point.PointCurvature.hvp``:
+  at most ``1 + (4 + 2 n_F) K`` with ``n_F`` the number of distinct fresh sets
+  of the pattern (4 at ``theta_JC^k``: Delta, z, y, power vector; ``n_F`` each
+  for ``M_S g`` at ``theta_JC^k`` and ``theta_S^k``), i.e. linear in ``K``.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_cumulative.py [--iters 50] [--repeats 5] [--threads 1]
-        [--task mlp --preset smoke] [--pattern gs]
+        [--task mlp --preset smoke] [--pattern gs] [--hvp auto|forward|reverse]
 
 ``--threads`` sets ``torch.set_num_threads`` (1 by default: on a small,
 shared CPU, OpenMP threads spinning against other processes make timings of
@@ -40,35 +40,46 @@ TARGET = 2.1
 
 
 class _Counter:
-    """Wraps ``hvp_batch`` where the protocol and ``masked_products`` look it up; counts products."""
+    """Counts products: wraps ``hvp_batch`` where the batched engine and ``masked_products``
+    look it up, and ``PointCurvature.hvp`` (the one-graph engine)."""
 
     def __init__(self):
         import numeric.curvature as curvature
         import numeric.protocol as protocol
+        from numeric.point import PointCurvature
 
         self.count = 0
         self._mods = (protocol, curvature)
         self._orig = protocol.hvp_batch
+        self._orig_point = PointCurvature.hvp
 
         def counted(loss, params, vs, *args, **kwargs):
             self.count += len(vs)
             return self._orig(loss, params, vs, *args, **kwargs)
 
+        def counted_point(obj, *args, **kwargs):
+            self.count += 1
+            return self._orig_point(obj, *args, **kwargs)
+
         for m in self._mods:
             m.hvp_batch = counted
+        PointCurvature.hvp = counted_point
 
     def restore(self):
+        from numeric.point import PointCurvature
+
         for m in self._mods:
             m.hvp_batch = self._orig
+        PointCurvature.hvp = self._orig_point
 
 
-def _run(task, pattern, lr, iters, counter):
+def _run(task, pattern, lr, iters, counter, hvp="auto"):
     from numeric.protocol import run_protocol
 
     before = counter.count
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        res = run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"))
+        res = run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), hvp_method=hvp)
         el = time.perf_counter() - t0
     assert res.status == "complete", res.message
     return el, counter.count - before
@@ -82,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50, help="K (the second run has 2K)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"),
+                    help="protocol HVP engine (auto: one retained graph per point)")
     args = ap.parse_args(argv)
 
     import torch
@@ -96,12 +109,12 @@ def main(argv=None) -> int:
     lr = settings["lr"]
     counter = _Counter()
     try:
-        _run(task, pattern, lr, 2, counter)  # warm-up: functorch tracing caches, allocator
+        _run(task, pattern, lr, 2, counter, args.hvp)  # warm-up: functorch tracing caches, allocator
         times = {args.iters: [], 2 * args.iters: []}
         hvps = {}
         for _ in range(args.repeats):
             for k in (args.iters, 2 * args.iters):
-                el, n = _run(task, pattern, lr, k, counter)
+                el, n = _run(task, pattern, lr, k, counter, args.hvp)
                 times[k].append(el)
                 hvps[k] = n
     finally:
@@ -110,7 +123,7 @@ def main(argv=None) -> int:
     t1, t2 = min(times[K]), min(times[2 * K])
     ratio = t2 / t1
     print(f"task {args.task} (preset {args.preset}, {task.num_params()} parameters, {task.n_blocks} blocks), "
-          f"pattern {pattern.name}, lr {lr}, torch threads {torch.get_num_threads()}, float32, CPU")
+          f"pattern {pattern.name}, lr {lr}, hvp {args.hvp}, torch threads {torch.get_num_threads()}, float32, CPU")
     print(f"{'K':>6} {'time_s (min)':>13} {'all runs':>30} {'it/s':>8} {'HVPs':>7} {'HVPs/it':>8}")
     for k in (K, 2 * K):
         runs = ", ".join(f"{t:.2f}" for t in times[k])

@@ -25,6 +25,10 @@ gradient:
   gradient and product together; the last column is the marginal cost of the
   product, ``(t - t_grad) / t_grad``, for callers that need both (a JC step
   and ``H z`` at the same point);
+* ``point: gradient with graph`` / ``point: hvp on the retained graph``:
+  :class:`numeric.point.PointCurvature`, what the protocol uses: the gradient
+  built once per point with ``create_graph=True``, then each product one
+  backward pass through that graph (the per-product cost the protocol pays);
 * ``linearize+jvp`` (with ``--linearize``): ``torch.func.linearize(grad(L))``
   once per point, then one jvp of the linearised map: reported as the
   linearisation cost and the per-product cost after it;
@@ -56,6 +60,7 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numeric.hvp import grad, grad_and_hvp, hvp, hvp_batch  # noqa: E402
+from numeric.point import PointCurvature  # noqa: E402
 
 
 # -- models --------------------------------------------------------------------
@@ -169,6 +174,13 @@ def variants(loss, params, vs, batch, linearize=False):
         "grad+hvp forward (one pass)": lambda: grad_and_hvp(loss, params, v, "forward"),
         "grad+hvp reverse (one pass)": lambda: grad_and_hvp(loss, params, v, "reverse"),
     }
+    point = {}
+
+    def point_build():
+        point["at"] = PointCurvature(loss, params)
+
+    out["point: gradient with graph (once per point)"] = point_build
+    out["point: hvp on the retained graph"] = lambda: point["at"].hvp(v)
     if linearize:
         state = {}
 
@@ -188,7 +200,7 @@ def check(loss, params, v) -> float:
     """Largest relative difference between the HVP variants (they must agree)."""
     ref = hvp(loss, params, v, "reverse")
     others = [hvp(loss, params, v, "forward"), hvp(loss, params, v, "rof"),
-              grad_and_hvp(loss, params, v, "forward")[2]]
+              grad_and_hvp(loss, params, v, "forward")[2], PointCurvature(loss, params).hvp(v)]
     num = max(max(float((o[k] - ref[k]).abs().max()) for k in ref) for o in others)
     den = max(float(ref[k].abs().max()) for k in ref)
     return num / den

@@ -19,7 +19,7 @@ protocol/grad is the figure of merit (target <= 4).
 Usage::
 
     .venv/bin/python benchmarks/bench_memory.py [--preset default] [--width 16] [--iters 3]
-        [--chunk N] [--hvp auto|forward|reverse] [--device cpu|cuda]
+        [--chunk N] [--hvp auto|forward|reverse] [--offload auto|on|off] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def _child(args) -> dict:
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 res = run_protocol(task, pattern, lr, args.iters, out_dir=os.path.join(tmp, "run"),
-                                   hvp_method=args.hvp, chunk_size=args.chunk)
+                                   hvp_method=args.hvp, chunk_size=args.chunk,
+                                   offload={"auto": None, "on": True, "off": False}[args.offload])
             assert res.status == "complete", res.message
 
     workload()  # warm-up: lazily loaded kernels and one-time functorch set-up are not the workload's
@@ -122,7 +123,8 @@ def _child(args) -> dict:
 
 def _measure(mode: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--preset", args.preset,
-           "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(args.threads)]
+           "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(args.threads),
+           "--offload", args.offload]
     if args.width is not None:
         cmd += ["--width", str(args.width)]
     if args.chunk is not None:
@@ -142,6 +144,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--chunk", type=int, default=None, help="HVPs per vmap chunk (default: all at once)")
     ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
+    ap.add_argument("--offload", default="auto", choices=("auto", "on", "off"),
+                    help="park carried vectors between uses (default auto: on for >= 2M parameters)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--child", choices=("grad", "protocol"), default=None, help=argparse.SUPPRESS)
@@ -156,7 +160,8 @@ def main(argv=None) -> int:
     ratio = p["extra_bytes"] / g["extra_bytes"]
     mib = 1024 * 1024
     print(f"fl ResNet-18 (width {g['width']}, {g['n_params']} parameters, blocks {g['blocks']}, "
-          f"client examples {g['examples']}), float32, {args.device}, hvp {args.hvp}, chunk {args.chunk}")
+          f"client examples {g['examples']}), float32, {args.device}, hvp {args.hvp}, chunk {args.chunk}, "
+          f"offload {args.offload}")
     print(f"measured as {g['how']}")
     print(f"one gradient step : {g['extra_bytes'] / mib:9.1f} MiB above a {g['baseline_bytes'] / mib:.0f} MiB baseline")
     print(f"protocol, K={args.iters}    : {p['extra_bytes'] / mib:9.1f} MiB above a {p['baseline_bytes'] / mib:.0f} MiB baseline")

@@ -5,16 +5,30 @@ parameters) and take exact full-batch steps (:func:`numeric.steps.scheme_step`)
 with a constant learning rate ``eta``, no momentum.  At every iteration
 ``k = 0..K`` the protocol evaluates
 
-* at ``theta_JC^k``: the loss, ``g_JC^k``, one batched HVP call
-  ``H_JC^k [Delta^k, z_k, y_k, p_k]`` (trajectory difference, cumulative state,
-  JC-only state, power-iteration vector) and ``M_S(theta_JC^k) g_JC^k``;
+* at ``theta_JC^k``: the loss, ``g_JC^k``, the products
+  ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector, cumulative
+  state, JC-only state, trajectory difference) and ``M_S(theta_JC^k) g_JC^k``;
 * at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``
-  (the last two are skipped at ``k = K``),
+  (the products are skipped at ``k = K``),
 
 writes the record of iteration ``k >= 1`` (:mod:`numeric.records`; estimates
 of :mod:`numeric.estimates`), then steps both trajectories.  The HVP
 ``H_JC^k z_k`` serves both the quadratic term of the cumulative estimate at
 ``k`` and the propagation of ``z`` to ``k + 1``, so a run costs ``O(K)`` HVPs.
+
+Engines (``hvp_method``):
+
+* ``"reverse"``: one :class:`numeric.point.PointCurvature` per point: the
+  gradient is built once with ``create_graph=True`` and every product at that
+  point is one backward pass through the retained graph (``M_S v``
+  differentiates only the rows of each fresh set); one graph is alive at a
+  time (:func:`_iterate_point`);
+* ``"forward"`` / ``"rof"``: the products at a point in one batched call of
+  :func:`numeric.hvp.hvp_batch` (``chunk_size`` caps the batch), the
+  gradients by separate backward passes (:func:`_iterate`);
+* ``"auto"`` (default): ``"reverse"`` when one double-backward product works
+  at ``theta^0``, else ``"forward"``.  On the CPU the graph engine is both the
+  faster (``benchmarks/bench_cumulative.py --hvp``) and the leaner one.
 
 Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed
 as it is written), ``summary.json`` (settings, status, metrics, timings) and
@@ -29,12 +43,15 @@ first setting that differs), truncates ``records.csv`` to the checkpoint's
 an uninterrupted run.  Without ``resume`` an ``out_dir`` that already holds a
 run is refused (partial output is never overwritten).
 
-Memory: besides the HVP in flight the protocol holds about nine
-parameter-sized vectors (``theta_JC``, ``theta_S``, ``g_JC``, ``g_S``, ``z``,
-``y``, ``w``, ``p`` and one product); each product is used and released
-before the next.  ``chunk_size=1`` computes the products one at a time
-(nothing stacked for ``vmap``); with ``hvp_method="reverse"`` (double
-backward) that is the smallest footprint (benchmarks/bench_memory.py).
+Memory (``benchmarks/bench_memory.py``): the protocol carries six
+parameter-sized vectors between iterations (``theta_JC``, ``theta_S``, ``z``,
+``y``, the pending recursive term ``w`` and the power vector ``p``).  The graph
+engine uses them one at a time and, with ``offload`` (default: on for tasks with
+at least :data:`OFFLOAD_PARAMS` parameters), parks them off the compute
+device between uses (host memory on a GPU, files in the run folder on the
+CPU; :mod:`numeric.offload`), so its peak is one retained graph, one product
+in flight and two or three vectors: 3.5x the memory of one gradient step on
+the paper's ResNet-18 (width 64), where the batched products needed 6-10x.
 
 Divergence: a non-finite loss at iteration ``k`` stops the run with status
 ``"diverged"`` (every record ``1..k-1`` stays on disk); the CLI exits with
@@ -88,6 +105,7 @@ __all__ = [
     "ProtocolResult",
     "DIVERGED_EXIT_CODE",
     "LARGE_MODEL_PARAMS",
+    "OFFLOAD_PARAMS",
     "default_checkpoint_every",
     "run_protocol",
     "crosscurv_version",
@@ -97,6 +115,9 @@ __all__ = [
 DIVERGED_EXIT_CODE = 3
 #: Tasks with at least this many parameters checkpoint every 10 records by default.
 LARGE_MODEL_PARAMS = 5_000_000
+#: Tasks with at least this many parameters park their carried vectors between uses by default
+#: (numeric.offload; below it the parking costs more time, ~25% at 0.8M parameters, than the memory is worth).
+OFFLOAD_PARAMS = 2_000_000
 
 #: Settings that may change between a run and its resumption.
 _VOLATILE = ("checkpoint_every", "offload")
@@ -371,7 +392,7 @@ def run_protocol(
         offload: park the carried vectors off the compute device between
             their uses (:mod:`numeric.offload`; graph engine only; records are
             unchanged).  ``None``: on for tasks with at least
-            :data:`LARGE_MODEL_PARAMS` parameters.
+            :data:`OFFLOAD_PARAMS` parameters.
 
     Returns:
         A :class:`ProtocolResult` (``status`` ``"complete"`` or ``"diverged"``).
@@ -390,7 +411,7 @@ def run_protocol(
         raise ProtocolError(f"HVP chunk size must be an integer >= 1, got {chunk_size!r}")
     if offload is not None and not isinstance(offload, bool):
         raise ProtocolError(f"offload must be True, False or None, got {offload!r}")
-    use_offload = task.num_params() >= LARGE_MODEL_PARAMS if offload is None else offload
+    use_offload = task.num_params() >= OFFLOAD_PARAMS if offload is None else offload
     every = default_checkpoint_every(task) if checkpoint_every is None else int(checkpoint_every)
     if every < 1:
         raise ProtocolError(f"checkpoint interval must be >= 1, got {checkpoint_every!r}")

@@ -44,9 +44,14 @@ def add_arguments(p) -> None:
     p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
     p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
-                   help="Hessian-vector products: forward-over-reverse, double backward, or auto (default)")
+                   help="Hessian-vector products: reverse = double backward on one retained graph per point, "
+                        "forward = batched forward-over-reverse; auto (default) = reverse when the model has a "
+                        "double backward, else forward")
     p.add_argument("--hvp-chunk", type=int, default=None, metavar="N",
-                   help="at most N Hessian-vector products per vmap batch (memory cap; default all)")
+                   help="at most N forward-over-reverse products per vmap batch (memory cap; default all)")
+    p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
+                   help="park the carried vectors off the compute device between uses (host memory on a GPU, "
+                        "files in the run folder on the CPU); auto (default): on for models with >= 2M parameters")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="records between checkpoints (default 1, or 10 for tasks with >= 5M parameters)")
 
@@ -167,7 +172,7 @@ def run(args) -> int:
         result = run_protocol(
             task, pattern, lr, iters, out_dir=out, resume=args.resume, hvp_method=args.hvp, seed=args.seed,
             settings=settings, checkpoint_every=args.checkpoint_every, chunk_size=args.hvp_chunk,
-            progress=progress,
+            progress=progress, offload={"auto": None, "on": True, "off": False}[args.offload],
         )
     finally:
         progress.close()

@@ -101,11 +101,12 @@ def test_user_factory_runs_and_json_summary_holds_effective_settings(capsys, tmp
 def test_module_factory_flags_and_plain_output(capsys, tmp_path, fac, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc, stdout, err = _run(capsys, "user_tasks:bare", "--lr", "0.05", "--iters", "2", "--pattern", "jc",
-                           "--hvp", "reverse", "--dtype", "float64", "--device", "cpu")
+                           "--hvp", "reverse", "--dtype", "float64", "--device", "cpu", "--offload", "on")
     assert rc == 0, err
     assert stdout.startswith("complete: 2 iterations of user_tasks:bare (pattern jc")
     s = read_summary(os.path.join("runs", "quad-jc", "summary.json"))
-    assert s["settings"]["lr"] == 0.05 and s["hvp"]["used"] == "reverse"
+    assert s["settings"]["lr"] == 0.05 and s["hvp"]["used"] == "reverse" and s["settings"]["offload"] is True
+    assert sorted(os.listdir(os.path.join("runs", "quad-jc"))) == ["checkpoint.pt", "records.csv", "summary.json"]
     assert all(r["gap"] == 0.0 for r in read_records(os.path.join("runs", "quad-jc", "records.csv")))
 
 
@@ -150,6 +151,7 @@ BAD = [
     (["--dtype", "float16"], "invalid choice"),
     (["--hvp", "sideways"], "invalid choice"),
     (["--hvp-chunk", "0"], "--hvp-chunk must be >= 1"),
+    (["--offload", "maybe"], "invalid choice"),
     (["--device", "tpu"], "unknown device"),
     (["--pattern", "3<-1"], "outside 1..2"),
     (["--pattern", "zigzag"], "unknown pattern"),
