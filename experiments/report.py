@@ -195,6 +195,17 @@ def _findings(run, settings: dict) -> list[str]:
     return lines
 
 
+def _hvp_line(summary: dict) -> str | None:
+    """How the run computed its Hessian-vector products (summary ``hvp``, settings ``offload``)."""
+    hv = summary.get("hvp") or {}
+    if not hv.get("used"):
+        return None
+    engine = f" ({hv['engine']})" if hv.get("engine") else ""
+    offload = (summary.get("settings") or {}).get("offload")
+    tail = "" if offload is None else f"; carried vectors offloaded between uses: {'yes' if offload else 'no'}"
+    return f"- Hessian-vector products: {hv['used']}{engine}{tail}"
+
+
 def _write_index(out, preset, runs, figures, table_md, comparison, timings, failures) -> None:
     machine = _machine()
     lines = [
@@ -230,9 +241,12 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
             f" dtype = {s.get('dtype')}, device = {s.get('device')}, pattern `{pat.get('name')}` = {shown}"
             f" (update order {', '.join(map(str, pat.get('order', [])))}), blocks {s.get('blocks')}",
         ]
-        for key in ("data", "data_source", "model", "weights", "sizes", "split", "hvp_method"):
+        for key in ("data", "data_source", "model", "weights", "sizes", "split"):
             if key in info:
                 lines.append(f"- {key}: {info[key]}")
+        line = _hvp_line(run.summary)
+        if line:
+            lines.append(line)
         other = {k: v for k, v in info.items() if k not in ("data", "data_source", "model", "weights", "sizes", "split", "hvp_method")}
         if other:
             lines.append(f"- details: `{json.dumps(other, default=str)}`")

@@ -36,3 +36,7 @@ __all__ += [
 from .hvp import grad_and_hvp, tune_hvp
 
 __all__ += ["grad_and_hvp", "tune_hvp"]
+
+from .point import PointCurvature, masked_product_at
+
+__all__ += ["PointCurvature", "masked_product_at"]

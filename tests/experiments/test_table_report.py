@@ -7,7 +7,7 @@ import json
 import pytest
 
 from experiments.cli import main
-from experiments.report import _findings, _intervals
+from experiments.report import _findings, _hvp_line, _intervals
 from experiments.table import PAPER_TABLE1, load_run, paper_comparison, render_table, table_rows
 from numeric.records import RecordWriter, make_record
 
@@ -94,3 +94,12 @@ def test_figures_are_written(tmp_path):
     w = winner_timeline(run.columns, tmp_path / "f" / "win.png", "t")
     for p in (g, w):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_index_says_how_the_products_were_computed():
+    summary = {"hvp": {"used": "reverse", "engine": "one retained double-backward graph per point"},
+               "settings": {"offload": True}}
+    assert _hvp_line(summary) == ("- Hessian-vector products: reverse (one retained double-backward graph per point)"
+                                  "; carried vectors offloaded between uses: yes")
+    assert _hvp_line({"hvp": {"used": "forward"}, "settings": {}}) == "- Hessian-vector products: forward"
+    assert _hvp_line({}) is None
