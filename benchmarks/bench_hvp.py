@@ -6,7 +6,10 @@ Models (random data, float32, eval mode, no dropout):
   256 random examples, cross-entropy;
 * ``resnet18``: a CIFAR ResNet-18 (3x3 stem, no max-pool, BasicBlocks
   [2, 2, 2, 2], widths 64-512, BatchNorm with fixed running statistics),
-  24 random 32x32 images, cross-entropy;
+  24 random 32x32 images, cross-entropy, with the suite's convolutions
+  (:mod:`experiments.models.conv`: fast double backward, no forward mode, so
+  the forward-mode variants are reported as not available);
+  ``resnet18-plain``: the same with ``torch.nn.Conv2d``;
 * ``t5lora``: a T5-small-shaped encoder-decoder (transformers ``T5Config``:
   d_model 512, 8 heads, d_kv 64, d_ff 2048, 6+6 layers, byte vocabulary 384,
   eager attention) with peft LoRA ``r = 8`` on ``q`` and ``v``; only the LoRA
@@ -36,7 +39,7 @@ gradient:
   directions, reported per product (the curvature table and ``M_S v`` use
   these batches).
 
-Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,t5lora]
+Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,resnet18-plain,t5lora]
 [--repeats 5] [--threads N] [--batch 4] [--clock wall|cpu] [--linearize] [--json FILE]``.
 On a machine shared with other jobs, wall-clock ratios are noisy; ``--threads 1
 --clock cpu`` measures this process's own CPU time instead.
@@ -81,15 +84,15 @@ def mlp_problem(gen: torch.Generator):
 
 
 class _Basic(nn.Module):
-    def __init__(self, cin, cout, stride):
+    def __init__(self, cin, cout, stride, conv=nn.Conv2d):
         super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.conv1 = conv(cin, cout, 3, stride, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.conv2 = conv(cout, cout, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
         self.short = nn.Sequential()
         if stride != 1 or cin != cout:
-            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.short = nn.Sequential(conv(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
@@ -99,13 +102,13 @@ class _Basic(nn.Module):
 class ResNet18(nn.Module):
     """CIFAR ResNet-18: 3x3 stem (no max-pool), 4 stages of 2 BasicBlocks, widths 64-512."""
 
-    def __init__(self, num_classes=10):
+    def __init__(self, num_classes=10, conv=nn.Conv2d):
         super().__init__()
-        self.conv = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.conv = conv(3, 64, 3, 1, 1, bias=False)
         self.bn = nn.BatchNorm2d(64)
         stages, cin = [], 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            stages.append(nn.Sequential(_Basic(cin, cout, stride), _Basic(cout, cout, 1)))
+            stages.append(nn.Sequential(_Basic(cin, cout, stride, conv), _Basic(cout, cout, 1, conv)))
             cin = cout
         self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(512, num_classes)
@@ -115,8 +118,11 @@ class ResNet18(nn.Module):
         return self.fc(h.mean(dim=(2, 3)))  # global average pool; vmap has a batching rule for mean (not for adaptive_avg_pool2d)
 
 
-def resnet_problem(gen: torch.Generator):
-    model = ResNet18().eval()  # fixed BatchNorm statistics
+def resnet_problem(gen: torch.Generator, plain: bool = False):
+    from experiments.models.conv import Conv2d
+
+    # the suite's convolutions (experiments.models.conv, as in the fl task) unless plain
+    model = ResNet18(conv=nn.Conv2d if plain else Conv2d).eval()  # fixed BatchNorm statistics
     x = torch.randn(24, 3, 32, 32, generator=gen)
     y = torch.randint(0, 10, (24,), generator=gen)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -124,7 +130,8 @@ def resnet_problem(gen: torch.Generator):
     def loss(p):
         return F.cross_entropy(torch.func.functional_call(model, p, (x,)), y)
 
-    return params, loss, "CIFAR ResNet-18, 24 images"
+    return params, loss, "CIFAR ResNet-18, 24 images, " + (
+        "torch.nn.Conv2d" if plain else "experiments.models.conv.Conv2d (fast double backward; no forward mode)")
 
 
 def t5lora_problem(gen: torch.Generator):
@@ -160,7 +167,8 @@ def t5lora_problem(gen: torch.Generator):
     return params, loss, f"T5-small-shaped + LoRA r=8 on q,v ({len(params)} tensors), 8x128 tokens"
 
 
-PROBLEMS = {"mlp": mlp_problem, "resnet18": resnet_problem, "t5lora": t5lora_problem}
+PROBLEMS = {"mlp": mlp_problem, "resnet18": resnet_problem,
+            "resnet18-plain": lambda gen: resnet_problem(gen, plain=True), "t5lora": t5lora_problem}
 
 
 # -- timing --------------------------------------------------------------------
@@ -199,8 +207,13 @@ def variants(loss, params, vs, batch, linearize=False):
 def check(loss, params, v) -> float:
     """Largest relative difference between the HVP variants (they must agree)."""
     ref = hvp(loss, params, v, "reverse")
-    others = [hvp(loss, params, v, "forward"), hvp(loss, params, v, "rof"),
-              grad_and_hvp(loss, params, v, "forward")[2], PointCurvature(loss, params).hvp(v)]
+    others = [PointCurvature(loss, params).hvp(v)]
+    for fn in (lambda: hvp(loss, params, v, "forward"), lambda: hvp(loss, params, v, "rof"),
+               lambda: grad_and_hvp(loss, params, v, "forward")[2]):
+        try:
+            others.append(fn())
+        except Exception:  # no forward mode for this model
+            pass
     num = max(max(float((o[k] - ref[k]).abs().max()) for k in ref) for o in others)
     den = max(float(ref[k].abs().max()) for k in ref)
     return num / den
@@ -248,7 +261,7 @@ def bench(name: str, repeats: int, batch: int, seed: int = 0, clock=time.perf_co
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="mlp,resnet18,t5lora")
+    ap.add_argument("--models", default="mlp,resnet18,resnet18-plain,t5lora")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all the machine gives)")
     ap.add_argument("--batch", type=int, default=4, help="directions per hvp_batch call (0/1: skip)")

@@ -12,6 +12,7 @@ from experiments.errors import DataError
 from experiments.tasks import PRESETS, TASKS, UnknownTaskError, build_task, preset_settings
 from numeric import tree
 from numeric.hvp import grad, hvp
+from numeric.point import PointCurvature
 from theory.errors import InputError
 from theory.patterns import parse_pattern
 
@@ -68,7 +69,7 @@ def _check_settings(task, s, name, preset):
     parse_pattern(s["pattern"], task.n_blocks, task.block_names)  # a valid spec
 
 
-def _hvp_matches_finite_difference(loss, params):
+def _hvp_matches_finite_difference(loss, params, method="forward"):
     """H v by forward-over-reverse vs double backward and a central difference of gradients (float64).
 
     ReLU networks are only piecewise smooth; the point must keep every
@@ -78,10 +79,12 @@ def _hvp_matches_finite_difference(loss, params):
     gen = torch.Generator().manual_seed(1)
     v = {k: torch.randn(p.shape, generator=gen, dtype=p.dtype) for k, p in params.items()}
     v = tree.scale(v, 1.0 / float(tree.norm(v)))
-    hv = hvp(loss, params, v, method="forward")
+    hv = hvp(loss, params, v, method=method)
     scale = max(1.0, float(tree.norm(hv)))
     hv_rev = hvp(loss, params, v, method="reverse")
     assert float(tree.norm(tree.sub(hv, hv_rev))) <= 1e-10 * scale
+    hv_point = PointCurvature(loss, params).hvp(v)
+    assert float(tree.norm(tree.sub(hv_point, hv_rev))) <= 1e-10 * scale
     eps = 1e-5
     _, gp = grad(loss, tree.axpy(eps, v, params))
     _, gm = grad(loss, tree.axpy(-eps, v, params))
@@ -127,7 +130,7 @@ def test_fl_smoke(smoke_tasks):
         {n.split(".", 1)[1] for n in personal if n.startswith("client2.")}
     assert task.info["examples_per_client"] == [2, 2, 2] and s["client_examples"] == [2, 2, 2]
     assert math.isfinite(task.check_loss())
-    hv = _hvp_matches_finite_difference(task.loss, _jitter(task.params))
+    hv = _hvp_matches_finite_difference(task.loss, _jitter(task.params), method="auto")
     # the objective is the mean of client objectives: client i's personal
     # parameters only see client i's data, so its gradient differs per client
     _, g = grad(task.loss, task.params)
