@@ -15,7 +15,8 @@ vector in use needs to be on the compute device.
 Both have the same interface: ``park(name, vector)`` stores the dict of
 tensors under ``name`` and the caller drops its reference; ``fetch(name)``
 returns it (keyed and shaped as parked, on the compute device); ``close()``
-removes the files.
+removes the files.  A run killed while parking leaves its folder behind; the
+next store created in the same run folder (a resumed run) removes it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,22 @@ from typing import Mapping
 
 import torch
 
-__all__ = ["Resident", "Offloaded", "make_store"]
+__all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX"]
+
+#: Name prefix of the folders of parked vectors (inside a run folder).
+PREFIX = ".offload-"
+
+
+def remove_stale(directory: str) -> None:
+    """Remove folders of parked vectors left in ``directory`` by a killed run (nothing else)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.startswith(PREFIX) and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class Resident:
@@ -65,7 +81,9 @@ class Offloaded:
         self._host: dict[str, dict | None] = {}
         self._dir = None
         if self.device.type == "cpu":
-            self._dir = tempfile.mkdtemp(prefix=".offload-", dir=directory)
+            if directory is not None:
+                remove_stale(directory)
+            self._dir = tempfile.mkdtemp(prefix=PREFIX, dir=directory)
 
     def _path(self, name: str) -> str:
         return os.path.join(self._dir, f"{name}.pt")

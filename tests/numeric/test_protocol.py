@@ -87,7 +87,8 @@ def test_resume_equals_uninterrupted_bit_for_bit(tmp_path, reference, every, kil
     assert res.summary["constants"] == ref.summary["constants"]
 
 
-def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference):
+@pytest.mark.parametrize("offload", [False, True])
+def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
     ref_out, _ = reference
     out = str(tmp_path / "run")
     script = tmp_path / "killed.py"
@@ -102,14 +103,17 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference):
             if rec["k"] == 4:  # after the row is flushed, before its checkpoint
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook)
+        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, offload={offload})
     """))
     proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     assert [r["k"] for r in read_records(os.path.join(out, "records.csv"))] == [1, 2, 3, 4]
-    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True)
+    stale = [d for d in os.listdir(out) if d.startswith(".offload-")]
+    assert len(stale) == (1 if offload else 0)  # the killed run could not clean up
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, offload=offload)
     assert res.summary["timing"]["resumed_from"] == 3
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "records.csv", "summary.json"]  # stale folder removed
 
 
 def test_resuming_a_complete_run_computes_nothing(reference, tmp_path):
