@@ -1,0 +1,65 @@
+"""Time cost of parking the carried vectors between uses (``run_protocol(..., offload=True)``).
+
+Runs the protocol on a built-in task with offloading off and on, interleaved
+``--repeats`` times in one process (one thread), and reports the minimum wall
+time of each and their ratio.  The records are the same bit for bit (tested in
+tests/numeric/test_protocol.py); only time and peak memory differ
+(``benchmarks/bench_memory.py`` measures the memory).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_offload.py [--task fl] [--preset default] [--width W]
+        [--iters 5] [--repeats 3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default="fl")
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--width", type=int, default=None, help="fl only: ResNet-18 base width (default: the preset's)")
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from experiments.tasks import TASKS
+    from numeric.protocol import run_protocol
+    from theory.patterns import parse_pattern
+
+    torch.set_num_threads(args.threads)
+    s = dict(TASKS[args.task].presets[args.preset])
+    if args.width is not None:
+        s["width"] = args.width
+    task = TASKS[args.task].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0,
+                                  data_path=None, model_path=None)
+    pattern = parse_pattern("gs", task.n_blocks, task.block_names)
+    times = {False: [], True: []}
+    for _ in range(args.repeats):
+        for off in (False, True):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"), offload=off)
+                times[off].append(time.perf_counter() - t0)
+            assert res.status == "complete", res.message
+    off, on = min(times[False]), min(times[True])
+    print(f"task {args.task} (preset {args.preset}, {task.num_params():,} parameters), K={args.iters}, "
+          f"{torch.get_num_threads()} thread(s), min of {args.repeats}")
+    print(f"offload off: {off:.2f} s   on: {on:.2f} s   on/off = {on / off:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
