@@ -511,6 +511,21 @@ def run_protocol(
     return ProtocolResult(status, records, summary, message, diverged_at, out_dir)
 
 
+def _emit(k, iters, lj_f, ls_f, est_k, est, lr, records, computed, writer, on_record, progress) -> None:
+    """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
+    memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
+    est_k["bound_bk"] = est.bound(lr)
+    rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est_k)
+    records.append(rec)
+    computed[0] += 1
+    if writer is not None:
+        writer.write(rec)
+    if on_record is not None:
+        on_record(rec)
+    if progress is not None:
+        progress(k, iters)
+
+
 def _iterate(task, pattern, lr, iters, start, carry, est, method, chunk, records, writer, run,
              settings, every, clock, computed, progress, on_record):
     """Iterations ``start..iters``; returns ``(status, message, diverged_at)``.
@@ -579,16 +594,7 @@ def _iterate(task, pattern, lr, iters, start, carry, est, method, chunk, records
             del zero
         del delta
         if k >= 1:
-            est_k["bound_bk"] = est.bound(lr)
-            rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est_k)
-            records.append(rec)
-            computed[0] += 1
-            if writer is not None:
-                writer.write(rec)
-            if on_record is not None:
-                on_record(rec)
-            if progress is not None:
-                progress(k, iters)
+            _emit(k, iters, lj_f, ls_f, est_k, est, lr, records, computed, writer, on_record, progress)
         if last:
             if run is not None:
                 _save_checkpoint(run, k, k + 1, settings, theta_j, theta_s, est, True, clock)
@@ -759,16 +765,7 @@ def _iterate_point(task, pattern, lr, iters, start, carry, est, records, writer,
         gs = at_s.grad
         est.observe_gradients(gs)
         if k >= 1:
-            est_k["bound_bk"] = est.bound(lr)
-            rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est_k)
-            records.append(rec)
-            computed[0] += 1
-            if writer is not None:
-                writer.write(rec)
-            if on_record is not None:
-                on_record(rec)
-            if progress is not None:
-                progress(k, iters)
+            _emit(k, iters, lj_f, ls_f, est_k, est, lr, records, computed, writer, on_record, progress)
         if last:
             del at_s, gs, theta_s
             if run is not None:

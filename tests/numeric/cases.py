@@ -208,3 +208,14 @@ __all__ = [
     "relerr",
     "all_case_patterns",
 ]
+
+
+_DENSE_CACHE: dict = {}
+
+
+def cached_dense(name: str):
+    """``(task, H, g)`` of case ``name`` at its parameters: dense float64 Hessian and gradient, computed once."""
+    if name not in _DENSE_CACHE:
+        task = CASES[name]()
+        _DENSE_CACHE[name] = (task, dense_hessian(task), dense_gradient(task))
+    return _DENSE_CACHE[name]

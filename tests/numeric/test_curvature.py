@@ -11,8 +11,8 @@ from theory.patterns import PatternError, gauss_seidel
 from tests.numeric.cases import (
     CASES,
     all_case_patterns,
+    cached_dense,
     block_index,
-    dense_gradient,
     dense_hessian,
     dense_mask,
     patterns_for,
@@ -21,14 +21,7 @@ from tests.numeric.cases import (
 )
 
 TOL = 1e-10
-_DENSE = {}
-
-
-def dense(name):
-    if name not in _DENSE:
-        task = CASES[name]()
-        _DENSE[name] = (task, dense_hessian(task), dense_gradient(task))
-    return _DENSE[name]
+dense = cached_dense
 
 
 @pytest.mark.parametrize("case,pat", all_case_patterns())

@@ -10,8 +10,7 @@ from numeric.steps import block_keys
 from tests.numeric.cases import (
     CASES,
     all_case_patterns,
-    dense_gradient,
-    dense_hessian,
+    cached_dense,
     dense_mask,
     patterns_for,
     random_direction,
@@ -19,14 +18,7 @@ from tests.numeric.cases import (
 )
 
 TOL = 1e-10
-_DENSE = {}
-
-
-def dense(name):
-    if name not in _DENSE:
-        task = CASES[name]()
-        _DENSE[name] = (task, dense_hessian(task), dense_gradient(task))
-    return _DENSE[name]
+dense = cached_dense
 
 
 def _offsets(task):
