@@ -30,6 +30,15 @@ ESTIMATES = {
 }
 
 
+def _save(fig, path) -> Path:
+    """Write ``fig`` to ``path`` (parent folders created), close it, return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def _linthresh(values: np.ndarray) -> float:
     finite = np.abs(values[np.isfinite(values) & (values != 0)])
     if finite.size == 0:
@@ -75,11 +84,7 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _winner_codes(values: np.ndarray) -> np.ndarray:
@@ -123,8 +128,4 @@ def winner_timeline(
     ax.legend(handles=handles, fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 1.35), ncol=2)
     ax.set_title(title, fontsize=9, loc="left")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -63,6 +63,7 @@ from . import tree
 __all__ = [
     "propagate",
     "quadratic_estimate",
+    "quadratic_from_linear",
     "recursive_terms",
     "recursive_estimate",
     "bk_radius",
@@ -93,7 +94,16 @@ def propagate(s: Mapping, Hs: Mapping, forcing: Mapping | None, lr: float) -> di
 
 def quadratic_estimate(g: Mapping, z: Mapping, Hz: Mapping) -> torch.Tensor:
     """``g^T z + 1/2 z^T H z`` (Theorem 3, eq. signed_cumulative_loss), a 0-dim tensor."""
-    return tree.dot(g, z) + 0.5 * tree.dot(z, Hz)
+    return quadratic_from_linear(tree.dot(g, z), z, Hz)
+
+
+def quadratic_from_linear(gz: torch.Tensor, z: Mapping, Hz: Mapping) -> torch.Tensor:
+    """:func:`quadratic_estimate` with ``g^T z`` already computed (``gz``): ``gz + 1/2 z^T H z``.
+
+    For a caller that has to drop ``g`` before ``H z`` is formed (the protocol's
+    lean-memory engine); the result is bit for bit the same.
+    """
+    return gz + 0.5 * tree.dot(z, Hz)
 
 
 def recursive_terms(delta: Mapping, Hdelta: Mapping, u: Mapping, lr: float) -> tuple[dict, torch.Tensor]:

@@ -76,7 +76,7 @@ from theory.patterns import DelayPattern
 
 from . import tree
 from .curvature import masked_products
-from .estimates import EstimateState
+from .estimates import EstimateState, quadratic_from_linear
 from .hvp import HVP_METHODS, grad, hvp, hvp_batch, hvp_choice
 from .offload import make_store
 from .point import PointCurvature, masked_product_at
@@ -628,7 +628,9 @@ def _choose_engine(task, method: str) -> str:
     graph engine when one product by double backward works at ``theta^0``
     (it shares the gradient at each point and is the cheapest in time and
     memory on the CPU, benchmarks/bench_hvp.py and bench_memory.py), and
-    otherwise the batched forward-over-reverse products.
+    otherwise the batched forward-over-reverse products.  The probe costs one
+    gradient and one product per run (``k = 0`` builds its own graph again:
+    keeping the probe's would put it on top of the run's first vectors).
     """
     if method == "auto":
         try:
@@ -705,7 +707,10 @@ def _iterate_point(task, pattern, lr, iters, start, carry, est, records, writer,
         gj = at_j.grad
         est.observe_gradients(gj)
         est_k: dict = {}
-        if k >= 1:  # the terms linear in g_JC^k (quadratic_estimate = g.z + 1/2 z.Hz, split in two)
+        # The terms linear in g_JC^k first (quadratic_estimate split by quadratic_from_linear), so that
+        # g_JC^k is gone before any product: z and y are fetched twice per iteration (free when they
+        # stay resident, two file reads when offloaded), the price of one vector less at the peak.
+        if k >= 1:
             est.w = store.fetch("w")
             est_k["recursive"] = est.recursive(gj)
             est.w = None
@@ -727,7 +732,7 @@ def _iterate_point(task, pattern, lr, iters, start, carry, est, records, writer,
         est.z = store.fetch("z")
         Hz = H(est.z)
         if k >= 1:
-            est_k["cumulative"] = float(gz + 0.5 * tree.dot(est.z, Hz))
+            est_k["cumulative"] = float(quadratic_from_linear(gz, est.z, Hz))
         if not last:
             est.contract_z(Hz, lr)
             store.park("z", est.z)
@@ -736,7 +741,7 @@ def _iterate_point(task, pattern, lr, iters, start, carry, est, records, writer,
         est.y = store.fetch("y")
         Hy = H(est.y)
         if k >= 1:
-            est_k["jc_only"] = float(gy + 0.5 * tree.dot(est.y, Hy))
+            est_k["jc_only"] = float(quadratic_from_linear(gy, est.y, Hy))
         if not last:
             est.contract_y(Hy, lr)
             del Hy

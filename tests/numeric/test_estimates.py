@@ -235,3 +235,12 @@ def test_power_step_keeps_vector_when_product_vanishes():
     assert rq == 0.0 and torch.equal(nxt["a"], p["a"])
     rq, nxt = power_step(p, {"a": torch.tensor([1.2, -1.6], dtype=F64)})
     assert rq == pytest.approx(0.72 - 1.28) and math.isclose(float(nxt["a"].norm()), 1.0)
+
+
+def test_quadratic_estimate_split_at_its_linear_term_is_bit_for_bit_the_same():
+    from numeric.estimates import quadratic_estimate, quadratic_from_linear
+
+    g = torch.Generator().manual_seed(5)
+    vec = lambda: {"a": torch.randn(7, generator=g), "b": torch.randn(2, 3, generator=g)}  # noqa: E731
+    gv, z, Hz = vec(), vec(), vec()
+    assert torch.equal(quadratic_from_linear(tree.dot(gv, z), z, Hz), quadratic_estimate(gv, z, Hz))
