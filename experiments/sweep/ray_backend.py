@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 from experiments.sweep.spec import SweepError
 
-__all__ = ["connect", "cluster_gpus", "run_tasks", "RayStart"]
+__all__ = ["check_address", "connect", "cluster_gpus", "run_tasks", "RayStart"]
 
 #: object store of a local instance: runs return small dicts only
 _OBJECT_STORE_BYTES = 200 * 1024 * 1024
@@ -36,8 +36,29 @@ class RayStart:
         self.started, self.seconds, self.resources = started, seconds, resources
 
 
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """:class:`SweepError` unless ``address`` is ``auto`` or a ``HOST:PORT`` that accepts a TCP connection.
+
+    ``ray.init`` retries an unreachable address for minutes; this fails in seconds.
+    """
+    import socket
+
+    if address == "auto":
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or address.startswith("ray://"):
+        raise SweepError(f"--address must be auto or HOST:PORT of a Ray head node, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise SweepError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
 def connect(num_cpus: int, address: str | None = None) -> RayStart:
     """Use the Ray instance of this process, join ``address``, or start a local one with ``num_cpus`` CPUs."""
+    if address:
+        check_address(address)
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     import ray
 
     t0 = time.perf_counter()
@@ -51,8 +72,9 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
             ray.init(address=address, **kw)
         else:
             ray.init(num_cpus=int(num_cpus), object_store_memory=_OBJECT_STORE_BYTES, **kw)
-    except ConnectionError as exc:
-        raise SweepError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
+        raise SweepError(f"cannot {where}: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
     return RayStart(True, time.perf_counter() - t0, dict(ray.cluster_resources()))
 
 

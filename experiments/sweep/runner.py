@@ -142,6 +142,10 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
     if not resume and os.path.isdir(runs_dir) and os.listdir(runs_dir):
         raise SweepError(f"{out} already holds a sweep; use --resume to continue it or choose another --out")
     points = expand(spec)
+    if address is not None:
+        from experiments.sweep.ray_backend import check_address
+
+        check_address(address)  # an unreachable cluster fails here, before anything is written
     os.makedirs(runs_dir, exist_ok=True)
 
     rows: dict[str, dict] = {}

@@ -134,6 +134,8 @@ def test_bad_toml_grids(tmp_path, toml, message):
         (["--task", "mlp", "--threads", "-2"], "threads must be an integer >= 1"),
         (["--grid", "missing.toml"], "grid file missing.toml does not exist"),
         (["--task", "mlp", "--bogus"], "unrecognized arguments: --bogus"),
+        (["--task", "mlp", "--address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
+        (["--task", "mlp", "--address", "nohost"], "--address must be auto or HOST:PORT"),
     ],
 )
 def test_bad_grids_one_line_exit_2_nothing_written(tmp_path, capsys, argv, message):
