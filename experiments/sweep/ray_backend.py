@@ -58,7 +58,6 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
     """Use the Ray instance of this process, join ``address``, or start a local one with ``num_cpus`` CPUs."""
     if address:
         check_address(address)
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     import ray
 
     t0 = time.perf_counter()
@@ -69,7 +68,11 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     try:
         if address:
-            ray.init(address=address, **kw)
+            # workers import crosscurv as this driver does: where the cluster shares this file system,
+            # from the same folder; elsewhere crosscurv must be installed on every node
+            code_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            path = os.pathsep.join(p for p in (code_root, os.environ.get("PYTHONPATH", "")) if p)
+            ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
         else:
             ray.init(num_cpus=int(num_cpus), object_store_memory=_OBJECT_STORE_BYTES, **kw)
     except (ConnectionError, ValueError, RuntimeError) as exc:
