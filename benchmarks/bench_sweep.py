@@ -48,7 +48,7 @@ def ray_startup() -> dict:
     import ray
 
     t0 = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     t1 = time.perf_counter()
     f = ray.remote(_noop)
     ray.get(f.remote(0))

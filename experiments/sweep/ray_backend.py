@@ -74,7 +74,8 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
             path = os.pathsep.join(p for p in (code_root, os.environ.get("PYTHONPATH", "")) if p)
             ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
         else:
-            ray.init(num_cpus=int(num_cpus), object_store_memory=_OBJECT_STORE_BYTES, **kw)
+            # "local": always a new instance, never a cluster that `ray start` left on this machine
+            ray.init(address="local", num_cpus=int(num_cpus), object_store_memory=_OBJECT_STORE_BYTES, **kw)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
         raise SweepError(f"cannot {where}: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None

@@ -239,3 +239,11 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
     fig = agreement_figure(rows, tmp_path / "fig.png")
     assert fig is not None and os.path.getsize(fig) > 1000
     assert agreement_figure(rows[-1:], tmp_path / "none.png") is None
+
+
+def test_readme_grid_example_parses(tmp_path):
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "grid.toml").write_text(block)
+    spec = spec_from_toml(str(tmp_path / "grid.toml"))
+    assert spec.size == 2 * 1 * 3 * 5 * 2 and spec.iters == 200 and spec.seed == (0, 1, 2, 3, 4)
