@@ -69,12 +69,12 @@ def run(args) -> int:
     spec = build_spec(args)
     result = run_sweep(spec, args.out, workers=args.workers, threads=args.threads, address=args.address,
                        resume=args.resume, progress=not args.quiet)
-    n_ok = len(result.rows) - len(result.failed)
+    n_ok = len(result.rows) - len(result.incomplete)
     t = result.timing
     print(f"{n_ok}/{len(result.rows)} runs complete ({t['executed']} run now, "
           f"{len(result.rows) - t['executed']} reused); {t['total_s']:.1f} s"
           + (f" (Ray start-up {t['ray_start_s']:.1f} s)" if t["ray_start_s"] else ""))
-    for r in result.failed:
+    for r in result.incomplete:
         print(f"  {r['name']}: {r['status']}: {r['error']}")
     print(f"results: {result.csv}, {result.markdown}" + (f", {result.figure}" if result.figure else ""))
     return result.exit_code

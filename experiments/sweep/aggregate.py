@@ -25,6 +25,9 @@ from typing import Sequence
 
 from numeric.records import ESTIMATES
 
+#: exit code of ``crosscurv run`` for a diverged run (``numeric.protocol.DIVERGED_EXIT_CODE``)
+DIVERGED_EXIT_CODE = 3
+
 __all__ = ["COLUMNS", "METRIC_KEYS", "run_row", "write_csv", "render_markdown", "group_over_seeds"]
 
 SETTING_COLUMNS = ("name", "task", "preset", "pattern", "lr", "seed", "iters", "dtype")
@@ -51,9 +54,12 @@ def run_row(point, run_dir: str, action: str, outcome: dict | None, summary: dic
         dtype=s.get("dtype", point.dtype), action=action, run_dir=run_dir,
     )
     outcome = outcome or {}
-    code = outcome.get("exit_code", 0 if action == "reuse" else None)
-    error = outcome.get("error") or ""
     status = (summary or {}).get("status")
+    if action == "reuse":  # not run now: the exit code its run had
+        code = DIVERGED_EXIT_CODE if status == "diverged" else 0
+    else:
+        code = outcome.get("exit_code")
+    error = outcome.get("error") or ""
     if code is None or (code != 0 and status not in ("diverged",)):
         status = "failed" if code != 130 else "interrupted"
     if status == "diverged" and not error:

@@ -2,7 +2,7 @@
 
 Layout of ``OUT``::
 
-    OUT/sweep.json          the grid, the command, the Ray set-up and timings
+    OUT/sweep.json          the grid, the Ray set-up and timings
     OUT/sweep.csv           one row per run (experiments.sweep.aggregate)
     OUT/sweep.md            per-run table, mean [min, max] over seeds
     OUT/sweep_agreement.png Correct_K against the learning rate per estimate
@@ -56,7 +56,8 @@ class SweepResult:
     timing: dict = field(default_factory=dict)
 
     @property
-    def failed(self) -> list:
+    def incomplete(self) -> list:
+        """Rows of the runs that did not complete (diverged, failed, interrupted)."""
         return [r for r in self.rows if r["status"] != "complete"]
 
 
@@ -103,8 +104,7 @@ def _check_count(name: str, value) -> int | None:
 
 
 def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads: int | None = None,
-              address: str | None = None, resume: bool = False, progress: bool = True,
-              command: list[str] | None = None) -> SweepResult:
+              address: str | None = None, resume: bool = False, progress: bool = True) -> SweepResult:
     """Run every point of ``spec`` as a Ray task and aggregate the results into ``out``.
 
     Args:
@@ -120,7 +120,6 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         resume: continue a sweep already in ``out`` (reuse complete runs,
             resume interrupted ones); without it ``out`` must hold no runs.
         progress: print one line per finished run on stderr.
-        command: the command line recorded in ``sweep.json``.
 
     Returns:
         A :class:`SweepResult`.  Runs that diverge, fail or crash their worker
@@ -171,7 +170,7 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
     bar = _Progress(len(points), progress)
     for r in ordered():
         bar.done(r)
-    info = {"grid": spec.to_dict(), "runs": len(points), "command": command, "resume": resume,
+    info = {"grid": spec.to_dict(), "runs": len(points), "resume": resume,
             "reused": len(points) - len(todo)}
     ray_start_s, runs_s, started = 0.0, 0.0, False
     try:

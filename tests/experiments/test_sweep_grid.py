@@ -216,6 +216,11 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
     bad = rows[-1]
     assert bad["status"] == "diverged" and bad["diverged_at"] == 4 and bad["records"] == 3
     assert "diverged at k=4" in bad["error"]
+    reused = aggregate.run_row(runs[-1][0], "x", state.REUSE, None, state.read_run_summary(str(runs[-1][1])))
+    assert (reused["status"], reused["exit_code"], reused["action"]) == ("diverged", 3, "reuse")
+    assert "diverged at k=4" in reused["error"]  # the summary's message
+    assert aggregate.run_row(runs[0][0], "x", state.REUSE, None, state.read_run_summary(str(runs[0][1])))[
+        "exit_code"] == 0
 
     path = tmp_path / "sweep.csv"
     aggregate.write_csv(str(path), rows)

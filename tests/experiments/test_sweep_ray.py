@@ -27,6 +27,8 @@ import pytest
 from experiments.sweep import SWEEP_FAILED_EXIT_CODE, SweepError, expand, run_sweep, spec_from_mapping
 from numeric.records import count_rows, read_records, read_summary
 
+pytestmark = pytest.mark.slow  # Ray start-ups: tens of seconds on the shared 2-core machine
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
