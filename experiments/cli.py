@@ -36,6 +36,7 @@ COMMANDS = {
     "validate-step": "validate_step",
     "validate-records": "validate_records",
     "golden": "golden",
+    "sweep": "sweep",
 }
 
 #: one-line summaries shown by ``crosscurv --help`` without importing modules
@@ -48,6 +49,7 @@ SUMMARIES = {
     "validate-step": "tell which block scheme a user's step function performs",
     "validate-records": "compare a user's per-iteration records with the reference",
     "golden": "write framework-independent conformance cases",
+    "sweep": "a grid of runs (tasks x presets x lrs x seeds x patterns) on Ray, aggregated",
 }
 
 
