@@ -350,14 +350,14 @@ def load_case(case_dir: str) -> tuple[GoldenCase, Task]:
     Raises:
         GoldenError: missing or malformed file.
     """
+    from numeric.records import RecordsError, read_text
+
     path = os.path.join(case_dir, "case.json")
     try:
-        with open(path, "r", encoding="utf-8") as fh:
-            d = json.load(fh)
-        case = _case_from_dict(d)
-    except FileNotFoundError:
-        raise GoldenError(f"{path} does not exist") from None
-    except (KeyError, ValueError, TypeError) as exc:
+        case = _case_from_dict(json.loads(read_text(path, "golden case")))
+    except RecordsError as exc:
+        raise GoldenError(str(exc)) from None
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise GoldenError(f"{path} is not a golden case file ({type(exc).__name__}: {exc})") from None
     return case, case_task(case)
 

@@ -164,21 +164,20 @@ def assert_records_match(
     Returns:
         the :class:`numeric.validation.RecordsComparison`.
     """
-    import json
     import os
 
-    from .validation import FIELDS, VALUE_COLUMNS, compare_records, default_tolerances, read_records_csv
+    from .records import FIELDS, read_columns, read_summary
+    from .validation import VALUE_COLUMNS, compare_records, default_tolerances
 
     cols = list(columns or VALUE_COLUMNS)
-    t = read_records_csv(theirs, ["k"] + cols) if isinstance(theirs, str) else theirs
+    t = read_columns(theirs, ["k"] + cols) if isinstance(theirs, str) else theirs
     if isinstance(reference, str):
         if os.path.isdir(reference):
             summ = os.path.join(reference, "summary.json")
             if dtype is None and os.path.exists(summ):
-                with open(summ, "r", encoding="utf-8") as fh:
-                    dtype = (json.load(fh).get("settings") or {}).get("dtype")
+                dtype = (read_summary(summ).get("settings") or {}).get("dtype")
             reference = os.path.join(reference, "records.csv")
-        r = read_records_csv(reference, list(FIELDS))
+        r = read_columns(reference, list(FIELDS))
     else:
         r = reference
     rt, ar = default_tolerances(dtype)

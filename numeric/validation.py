@@ -32,7 +32,6 @@ problem.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import os
@@ -47,14 +46,13 @@ from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi, pa
 from . import tree
 from .hvp import grad, hvp, hvp_batch
 from .orders import OrderStudy, observe_order
-from .records import FIELDS
+from .records import FIELDS, RecordsError
 from .steps import block_keys, scheme_step
 from .task import Task
 
 __all__ = [
     "ValidationInputError",
     "StepOutputError",
-    "RecordsFormatError",
     "UserStep",
     "as_user_step",
     "seeded_states",
@@ -69,7 +67,6 @@ __all__ = [
     "check_step_output",
     "TOLERANCES",
     "default_tolerances",
-    "read_records_csv",
     "ColumnResult",
     "RecordsComparison",
     "compare_records",
@@ -84,10 +81,6 @@ class ValidationInputError(InputError):
 
 class StepOutputError(ValidationInputError):
     """A user step returned other names, shapes, dtypes, or non-finite values."""
-
-
-class RecordsFormatError(InputError):
-    """A records CSV is missing, has missing columns, or holds non-numeric values."""
 
 
 # ---------------------------------------------------------------------------
@@ -897,56 +890,6 @@ def default_tolerances(dtype: str | None) -> tuple[float, float]:
     return TOLERANCES.get(key, TOLERANCES["float64"])
 
 
-def read_records_csv(path: str, columns: Sequence[str] = FIELDS) -> dict:
-    """A user's records CSV as ``{column: [float]}`` (``k`` as ints).
-
-    Columns may come in any order; extra columns are ignored.  ``nan`` and
-    ``inf`` are accepted as numbers.
-
-    Raises:
-        RecordsFormatError: file missing or empty, a required column missing
-            (all named), a non-numeric value (row and column named), a
-            non-integer or repeated ``k``.
-    """
-    if not os.path.exists(path):
-        raise RecordsFormatError(f"records file {path} does not exist")
-    if os.path.isdir(path):
-        raise RecordsFormatError(f"{path} is a directory, not a records CSV")
-    with open(path, "r", encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise RecordsFormatError(f"{path} is empty (expected a header with columns {', '.join(columns)})")
-    header = [c.strip() for c in rows[0]]
-    missing = [c for c in columns if c not in header]
-    if missing:
-        raise RecordsFormatError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
-    idx = {c: header.index(c) for c in columns}
-    out = {c: [] for c in columns}
-    if len(rows) < 2:
-        raise RecordsFormatError(f"{path} has a header but no rows")
-    for n, row in enumerate(rows[1:], start=2):
-        for c in columns:
-            i = idx[c]
-            cell = row[i].strip() if i < len(row) else ""
-            try:
-                v = float(cell)
-            except ValueError:
-                raise RecordsFormatError(f"{path}: line {n}, column {c}: not a number ({cell!r})") from None
-            if c == "k":
-                if not math.isfinite(v) or v != int(v):
-                    raise RecordsFormatError(f"{path}: line {n}: k must be an integer, got {cell!r}")
-                v = int(v)
-            out[c].append(v)
-    if "k" in out:
-        seen = set()
-        for n, k in enumerate(out["k"], start=2):
-            if k in seen:
-                raise RecordsFormatError(f"{path}: line {n}: k={k} appears twice")
-            seen.add(k)
-    return out
-
-
 @dataclass
 class ColumnResult:
     """One column compared over the common iterations.
@@ -1053,7 +996,7 @@ def compare_records(
 
     Args:
         theirs, reference: ``{column: values}`` with a ``"k"`` column
-            (e.g. from :func:`read_records_csv` and
+            (e.g. from :func:`numeric.records.read_columns` and
             :func:`numeric.records.records_columns`).
         rtol, atol: ``|theirs - ref| <= atol + rtol * |ref|`` (``nan``
             agrees only with ``nan``, ``inf`` only with the same ``inf``).
@@ -1066,7 +1009,7 @@ def compare_records(
         off by a constant factor, or equal to another reference column.
 
     Raises:
-        RecordsFormatError: the two share no iteration.
+        RecordsError: the two share no iteration.
     """
     cols = list(columns or VALUE_COLUMNS)
     tk = list(theirs["k"])
@@ -1075,7 +1018,7 @@ def compare_records(
     rpos = {k: i for i, k in enumerate(rk)}
     common = sorted(set(tk) & set(rk))
     if not common:
-        raise RecordsFormatError(
+        raise RecordsError(
             f"the records share no iteration: theirs k={min(tk)}..{max(tk)}, reference k={min(rk)}..{max(rk)}"
         )
     notes = []

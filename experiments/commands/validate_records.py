@@ -64,7 +64,7 @@ def add_arguments(p) -> None:
 
 
 def _reference_from_dir(path: str) -> tuple[dict, str | None, str]:
-    from numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, records_columns
+    from numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, read_summary, records_columns
 
     if not os.path.isdir(path):
         raise ReferenceRunError(f"reference run directory {path} does not exist")
@@ -77,12 +77,11 @@ def _reference_from_dir(path: str) -> tuple[dict, str | None, str]:
     dtype = None
     summ = os.path.join(path, SUMMARY_FILE)
     if os.path.exists(summ):
-        try:
-            with open(summ, "r", encoding="utf-8") as fh:
-                summary = json.load(fh)
-            dtype = (summary.get("settings") or {}).get("dtype") or summary.get("dtype")
-        except (OSError, ValueError):
-            raise ReferenceRunError(f"reference summary {summ} is not valid JSON") from None
+        summary = read_summary(summ)
+        settings = summary.get("settings")
+        dtype = (settings if isinstance(settings, dict) else {}).get("dtype") or summary.get("dtype")
+        if dtype is not None and not isinstance(dtype, str):
+            raise ReferenceRunError(f"reference summary {summ}: dtype {dtype!r} is not a dtype name")
     return records_columns(records), dtype, f"run directory {path}"
 
 
@@ -114,7 +113,8 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
 
 
 def run(args) -> int:
-    from numeric.validation import FIELDS, VALUE_COLUMNS, compare_records, default_tolerances, read_records_csv
+    from numeric.records import read_columns
+    from numeric.validation import VALUE_COLUMNS, compare_records, default_tolerances
 
     if (args.reference is None) == (args.task is None):
         raise ReferenceRunError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
@@ -135,7 +135,7 @@ def run(args) -> int:
         if bad:
             raise ReferenceRunError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(VALUE_COLUMNS)})")
 
-    theirs = read_records_csv(args.theirs, ["k"] + columns)
+    theirs = read_columns(args.theirs, ["k"] + columns)
     if args.reference is not None:
         ref, dtype, where = _reference_from_dir(args.reference)
     else:

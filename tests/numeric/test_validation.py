@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from numeric import Task
+from numeric.records import RecordsError, read_columns
 from numeric.steps import scheme_step
 from numeric.validation import (
-    RecordsFormatError,
     StepOutputError,
     ValidationInputError,
     as_user_step,
@@ -20,7 +20,6 @@ from numeric.validation import (
     check_step_output,
     compare_records,
     identify_step,
-    read_records_csv,
     seeded_states,
 )
 from theory.patterns import gauss_seidel, parse_pattern
@@ -315,15 +314,15 @@ def test_nan_handling_and_no_common_iteration():
     other["recursive"][0] = 0.0
     assert compare_records(other, ref, rtol=1e-9, atol=0).first[:2] == (1, "recursive")
     later = {c: (v if c != "k" else [k + 10 for k in v]) for c, v in ref.items()}
-    with pytest.raises(RecordsFormatError, match="share no iteration"):
+    with pytest.raises(RecordsError, match="share no iteration"):
         compare_records(later, ref, rtol=1e-9, atol=0)
 
 
-def test_read_records_csv(tmp_path):
+def test_read_columns(tmp_path):
     good = tmp_path / "good.csv"
     good.write_text("extra,k,gap,loss_s,loss_jc,recursive,cumulative,jc_only,bound_bk\n"
                     "x,1,0.5,1,2,nan,inf,3,4\nx,2,0.25,1,2,0,0,3,4\n")
-    got = read_records_csv(str(good))
+    got = read_columns(str(good))
     assert got["k"] == [1, 2] and got["gap"] == [0.5, 0.25] and math.isnan(got["recursive"][0])
     bad = [
         ("", "is empty"),
@@ -337,9 +336,9 @@ def test_read_records_csv(tmp_path):
     for text, msg in bad:
         f = tmp_path / "bad.csv"
         f.write_text(text)
-        with pytest.raises(RecordsFormatError, match=msg):
-            read_records_csv(str(f))
-    with pytest.raises(RecordsFormatError, match="does not exist"):
-        read_records_csv(str(tmp_path / "none.csv"))
-    with pytest.raises(RecordsFormatError, match="is a directory"):
-        read_records_csv(str(tmp_path))
+        with pytest.raises(RecordsError, match=msg):
+            read_columns(str(f))
+    with pytest.raises(RecordsError, match="does not exist"):
+        read_columns(str(tmp_path / "none.csv"))
+    with pytest.raises(RecordsError, match="is a directory"):
+        read_columns(str(tmp_path))
