@@ -1,4 +1,4 @@
-"""HVP time / gradient time on the CPU for the three studies' model shapes (issue 3, Performance).
+"""HVP time / gradient time on the CPU for the three studies' model shapes.
 
 Models (random data, float32, eval mode, no dropout):
 

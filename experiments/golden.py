@@ -1,4 +1,4 @@
-"""Framework-independent conformance cases (issue 6, item 3): ``crosscurv golden --out DIR``.
+"""Framework-independent conformance cases: ``crosscurv golden --out DIR``.
 
 Four small float64 problems, each with three delay patterns (JC, full GS and
 a partial pattern), written as plain JSON and CSV so that an implementation

@@ -468,7 +468,7 @@ class QuarticPolynomial:
         return g, H, T
 
     def scheme_step_mp(self, pattern: DelayPattern, eta, x: Sequence | None = None) -> list:
-        """The exact step of ``pattern`` (DESIGN.md) from ``x`` (default ``x0``), in ``mpmath``.
+        """The exact step of ``pattern`` (docs/design.md) from ``x`` (default ``x0``), in ``mpmath``.
 
         Block ``i``'s gradient is evaluated where exactly the blocks ``j`` with
         ``(i, j) in S`` hold their new values; blocks are visited in

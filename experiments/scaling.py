@@ -529,7 +529,7 @@ def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int,
     """The controlled protocol for a quartic polynomial, exactly, in ``mpmath`` (a reference).
 
     An independent implementation of the records of :func:`numeric.protocol.run_protocol`
-    (paper, Section 4.2; DESIGN.md) with dense ``mpmath`` Hessians: for
+    (paper, Section 4.2; docs/design.md) with dense ``mpmath`` Hessians: for
     ``k = 1..iters``, ``gap = L(theta_S^k) - L(theta_JC^k)``,
 
     * ``recursive^k = g_JC^k . [(I - eta H_JC^{k-1}) Delta^{k-1} + eta^2 M_S^{k-1} g_S^{k-1}]

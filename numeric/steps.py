@@ -1,6 +1,6 @@
 """Exact block-gradient steps for a delay pattern (paper, Definitions 1 and 2).
 
-Exact scheme step (DESIGN.md): with ``theta = theta^k`` and learning rate
+Exact scheme step (docs/design.md): with ``theta = theta^k`` and learning rate
 ``eta``, block ``i`` is updated as
 
     theta_i^{k+1} = theta_i^k - eta * grad_i L(theta^{(i)}),

@@ -1,7 +1,7 @@
 """Validation harness core: which scheme does a user's step perform, and do their records agree?
 
 Two questions from users who implement block schemes in their own code
-(issue 6):
+(step identification and records comparison):
 
 1. **Step identification.**  Given a :class:`numeric.Task` and a user function
    ``step(params, lr) -> new params``, run it from a few seeded states and

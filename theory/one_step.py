@@ -2,7 +2,7 @@
 
 Paper, Lemma 1, Theorem 1, Corollary 1, and one order further.
 
-The exact scheme step (DESIGN.md, "Exact scheme step"): from the common iterate
+The exact scheme step (docs/design.md, "Exact scheme step"): from the common iterate
 ``theta^k`` (the model's origin), blocks are processed in an update order of
 ``S``; block ``i`` evaluates its gradient at the state in which exactly the
 blocks ``j in S(i) = {j : (i, j) in S}`` hold their new values and every other
