@@ -727,7 +727,7 @@ def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:
     hmg = hvp(task.loss, p, mg)
     terms = [-float(tree.dot(g, mmg)), -float(tree.dot(g, hmg))]
     for i in range(task.n_blocks):
-        fresh = [k for j in pattern.fresh(i) for k in keys[j]]
+        fresh = pattern.fresh_items(i, keys)
         if not fresh:
             terms.append(0.0)
             continue
@@ -748,7 +748,7 @@ def tilt_weights(task: Task, pattern: DelayPattern, u: dict, params=None) -> lis
     keys = _block_keys(task)
     out = []
     for i in range(task.n_blocks):
-        fresh = [k for j in pattern.fresh(i) for k in keys[j]]
+        fresh = pattern.fresh_items(i, keys)
         a = float(tree.dot(u, tree.restrict(g, keys[i])))
         b = float(tree.dot(u, tree.restrict(g, fresh))) if fresh else 0.0
         out.append(-0.5 * a * b * b)
@@ -868,7 +868,7 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
     natural = 0.0
     for pattern, _ in signed_patterns:
         for i in range(task.n_blocks):
-            fresh = [k for j in pattern.fresh(i) for k in keys[j]]
+            fresh = pattern.fresh_items(i, keys)
             if fresh:
                 natural += float(tree.norm(tree.restrict(g, keys[i]))) * float(tree.norm(tree.restrict(g, fresh)))
     least = absolute * problem.scale**2 * natural

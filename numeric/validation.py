@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import torch
 
 from theory.errors import InputError
-from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi, parse_pattern
+from theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, jacobi
 
 from . import tree
 from .hvp import grad, hvp, hvp_batch
@@ -109,17 +108,7 @@ class UserStep:
 def _declared(task: Task, spec) -> DelayPattern | None:
     if spec is None:
         return None
-    if isinstance(spec, DelayPattern):
-        if spec.n_blocks != task.n_blocks:
-            raise PatternError(
-                f"declared pattern {spec.describe()} is over {spec.n_blocks} blocks, the task has {task.n_blocks}"
-            )
-        return spec
-    if isinstance(spec, str):
-        return parse_pattern(spec, task.n_blocks, task.block_names)
-    raise ValidationInputError(
-        f"declared pattern must be a pattern spec string or a DelayPattern, got {type(spec).__name__}"
-    )
+    return as_pattern(spec, task.n_blocks, task.block_names)
 
 
 def as_user_step(obj, name: str = "step", pattern=None) -> UserStep:

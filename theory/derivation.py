@@ -52,7 +52,7 @@ from .one_step import (
     loss_series,
     one_step_update,
 )
-from .patterns import DelayPattern, gauss_seidel, jacobi, parse_pattern
+from .patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 from .recursion import check_recursions, recursion_model
 
 __all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "MAX_TOTAL_DIM", "DerivationResult", "derive", "gs_orders"]
@@ -210,8 +210,7 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     _validate(n_blocks, dims, max_dim)
     stage_done = progress or (lambda stage, seconds: None)
     spec = pattern if isinstance(pattern, str) else pattern.name
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, n_blocks)
+    pattern = as_pattern(pattern, n_blocks)
     t_all = time.perf_counter()
     timings: dict = {}
     failures: list = []

@@ -48,7 +48,7 @@ import sympy
 from ._linalg import dot as _dot, mul as _mul
 from .block_model import BlockModel, ModelError
 from .errors import InputError
-from .patterns import DelayPattern, PatternError, parse_pattern
+from .patterns import DelayPattern, PatternError, as_pattern
 from .series import ETA, SeriesSpace, TruncatedSeries
 
 __all__ = [
@@ -81,15 +81,9 @@ def eta_space(model: BlockModel, degree: int = 3) -> SeriesSpace:
     return SeriesSpace((ETA,), degree, model.zero)
 
 
-def check_pattern(model: BlockModel, pattern: DelayPattern) -> DelayPattern:
-    """``pattern`` must be a :class:`DelayPattern` over ``model.n_blocks`` blocks."""
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, model.n_blocks)
-    if not isinstance(pattern, DelayPattern):
-        raise PatternError(f"expected a DelayPattern, got {type(pattern).__name__}")
-    if pattern.n_blocks != model.n_blocks:
-        raise PatternError(f"pattern has {pattern.n_blocks} blocks, the model {model.n_blocks}")
-    return pattern
+def check_pattern(model: BlockModel, pattern: DelayPattern | str) -> DelayPattern:
+    """``pattern`` (or its spec) as a :class:`DelayPattern` over ``model.n_blocks`` blocks."""
+    return as_pattern(pattern, model.n_blocks)
 
 
 def _check_order(pattern: DelayPattern, order: Sequence[int] | None) -> tuple[int, ...]:
@@ -237,7 +231,7 @@ def fresh_cubic_term(model: BlockModel, pattern: DelayPattern) -> list:
         return out
     half = sympy.Rational(1, 2)
     for i in range(model.n_blocks):
-        cols = [b for j in pattern.fresh(i) for b in model.blocks[j]]
+        cols = pattern.fresh_items(i, model.blocks)
         for a in model.blocks[i]:
             acc = model.zero
             for b in cols:
@@ -356,12 +350,7 @@ def _prepare(pattern, block_dims, g, H, T, mode, need_T=True):
     dims = tuple(int(x) for x in block_dims)
     if not dims or any(x < 1 for x in dims):
         raise CoefficientInputError(f"block_dims must be positive integers, got {tuple(block_dims)}")
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, len(dims))
-    if not isinstance(pattern, DelayPattern):
-        raise CoefficientInputError(f"expected a DelayPattern, got {type(pattern).__name__}")
-    if pattern.n_blocks != len(dims):
-        raise CoefficientInputError(f"pattern has {pattern.n_blocks} blocks, block_dims {len(dims)}")
+    pattern = as_pattern(pattern, len(dims))
     d = sum(dims)
     g = _as_array(g, mode, 1, "g")
     H = _as_array(H, mode, 2, "H")
@@ -393,7 +382,7 @@ def _numeric_parts(pattern, blocks, g, H, T):
         fresh = pattern.fresh(i)
         if not fresh or T is None:
             continue
-        cols = np.concatenate([blocks[j] for j in fresh])
+        cols = np.asarray(pattern.fresh_items(i, blocks), dtype=np.intp)
         pg = g[cols]
         Ti = T[np.ix_(blocks[i], cols, cols)]
         ti = np.tensordot(Ti, pg, axes=([2], [0])).dot(pg)

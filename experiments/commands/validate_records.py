@@ -91,12 +91,12 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     from experiments.loading import load_task
     from numeric.protocol import run_protocol
     from numeric.records import records_columns
-    from theory.patterns import parse_pattern
+    from theory.patterns import as_pattern
 
     dtype = {"float32": torch.float32, "float64": torch.float64}.get(args.dtype)
     task, settings = load_task(args.task, args.preset, dtype=dtype, seed=args.seed)
     spec = args.pattern or settings.get("pattern") or task.default_pattern
-    pattern = parse_pattern(spec, task.n_blocks, task.block_names)
+    pattern = as_pattern(spec, task.n_blocks, task.block_names)
     lr = args.lr if args.lr is not None else settings.get("lr")
     if lr is None:
         raise ReferenceRunError(f"--lr is needed: task {args.task!r} sets no default learning rate")
