@@ -67,9 +67,9 @@ ALLOWED_DIMS = (1, 2)
 #: The largest total dimension ``d = N * D`` :func:`derive` accepts.  The
 #: Lemma 3 / Theorem 2 check expands a fourth-order Taylor model whose
 #: tensor ``Q`` alone has ``C(d + 3, 4)`` symbols, and its time grows about
-#: threefold per added coordinate (README, "Command line": about
-#: a minute at ``d = 8`` on a loaded 2-core machine); beyond it a run takes
-#: many minutes to hours.  ``crosscurv scaling`` and ``crosscurv run`` check
+#: threefold per added coordinate (README, "Size limit of crosscurv derive":
+#: one to two minutes at ``d = 8`` on a loaded 2-core machine, ``d = 10`` not
+#: done after four minutes).  ``crosscurv scaling`` and ``crosscurv run`` check
 #: the same results numerically on models of any size.
 MAX_TOTAL_DIM = 8
 #: all block orders are checked up to this many blocks
@@ -179,7 +179,7 @@ def _validate(n_blocks, dims, max_dim: int | None = MAX_TOTAL_DIM) -> None:
     if max_dim is not None and n_blocks * dims > max_dim:
         raise ModelError(
             f"--blocks {n_blocks} x --dims {dims} = {n_blocks * dims} coordinates is above the symbolic limit of "
-            f"{max_dim}: the exact derivation's time grows about 3x per coordinate (about a minute at {max_dim}); "
+            f"{max_dim}: the exact derivation's time grows about 3x per coordinate (1-2 minutes at 8); "
             "crosscurv scaling and crosscurv run check the same results numerically at any size"
         )
 
