@@ -10,7 +10,7 @@ recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
 ignored).  Values are compared at the iterations ``k`` both files hold:
 ``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
 given, the defaults of the reference's dtype
-(:data:`numeric.validation.TOLERANCES`): float64 ``rtol = 1e-9``,
+(:data:`numeric.record_comparison.TOLERANCES`): float64 ``rtol = 1e-9``,
 ``atol = 1e-12 * scale``; float32 ``rtol = 1e-4``, ``atol = 1e-5 * scale``;
 ``scale`` = the largest ``|loss_jc|`` or ``|loss_s|`` of the reference.
 
@@ -114,7 +114,7 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
 
 def run(args) -> int:
     from numeric.records import read_columns
-    from numeric.validation import VALUE_COLUMNS, compare_records, default_tolerances
+    from numeric.record_comparison import VALUE_COLUMNS, compare_records, default_tolerances
 
     if (args.reference is None) == (args.task is None):
         raise ReferenceRunError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
