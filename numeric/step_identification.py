@@ -16,7 +16,7 @@ validate-step`` runs.
 
 Everything here runs in float64 on the task's device.  Bad input (a step
 returning other names, shapes or dtypes, non-finite values) raises
-:class:`ValidationInputError` (:class:`StepOutputError` for a bad output) with one line naming the problem.
+:class:`ValidationInputError` with one line naming the problem.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from .task import Task
 
 __all__ = [
     "ValidationInputError",
-    "StepOutputError",
     "UserStep",
     "as_user_step",
     "check_step_output",
@@ -59,10 +58,6 @@ EPS64 = float(torch.finfo(torch.float64).eps)
 
 class ValidationInputError(InputError):
     """A user step or factory that cannot be validated (wrong types, wrong dtype, raises...)."""
-
-
-class StepOutputError(ValidationInputError):
-    """A user step returned other names, shapes, dtypes, or non-finite values."""
 
 
 # ---------------------------------------------------------------------------
@@ -150,11 +145,11 @@ def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> d
     """Check a step's result against the input ``params``; return it detached.
 
     Raises:
-        StepOutputError: not a mapping, other names, a non-tensor value, other
+        ValidationInputError: not a mapping, other names, a non-tensor value, other
             shapes, dtypes or device, or non-finite values (one line each).
     """
     if not isinstance(out, Mapping):
-        raise StepOutputError(f"{where}(params, lr) must return a dict of tensors, got {type(out).__name__}")
+        raise ValidationInputError(f"{where}(params, lr) must return a dict of tensors, got {type(out).__name__}")
     missing = [k for k in params if k not in out]
     extra = [str(k) for k in out if k not in params]
     if missing or extra:
@@ -163,25 +158,25 @@ def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> d
             parts.append("missing " + ", ".join(missing))
         if extra:
             parts.append("unexpected " + ", ".join(extra))
-        raise StepOutputError(f"{where}(params, lr) returned different names: " + "; ".join(parts))
+        raise ValidationInputError(f"{where}(params, lr) returned different names: " + "; ".join(parts))
     res = {}
     for k, p in params.items():
         v = out[k]
         if not isinstance(v, torch.Tensor):
-            raise StepOutputError(f"{where}(params, lr) returned {k!r} as {type(v).__name__}, not a tensor")
+            raise ValidationInputError(f"{where}(params, lr) returned {k!r} as {type(v).__name__}, not a tensor")
         if tuple(v.shape) != tuple(p.shape):
-            raise StepOutputError(
+            raise ValidationInputError(
                 f"{where}(params, lr) returned {k!r} with shape {tuple(v.shape)}, the parameter has {tuple(p.shape)}"
             )
         if v.dtype != p.dtype:
-            raise StepOutputError(
+            raise ValidationInputError(
                 f"{where}(params, lr) returned {k!r} as {str(v.dtype).replace('torch.', '')}, "
                 f"the parameter is {str(p.dtype).replace('torch.', '')}"
             )
         if v.device != p.device:
-            raise StepOutputError(f"{where}(params, lr) returned {k!r} on {v.device}, the parameter is on {p.device}")
+            raise ValidationInputError(f"{where}(params, lr) returned {k!r} on {v.device}, the parameter is on {p.device}")
         if not bool(torch.isfinite(v).all()):
-            raise StepOutputError(f"{where}(params, lr) returned non-finite values in {k!r} (lr={lr:.4g})")
+            raise ValidationInputError(f"{where}(params, lr) returned non-finite values in {k!r} (lr={lr:.4g})")
         res[k] = v.detach()
     return res
 

@@ -57,9 +57,7 @@ __all__ = [
     "eta_space",
     "one_step_update",
     "loss_series",
-    "gap_series",
     "masked_hessian_apply",
-    "masked_gradient",
     "delay_curvature",
     "cross_curvature",
     "fresh_cubic_term",
@@ -172,14 +170,6 @@ def loss_series(model: BlockModel, pattern: DelayPattern, degree: int = 3, order
     return model.loss(step.displacement, space)
 
 
-def gap_series(model: BlockModel, pattern: DelayPattern, other: DelayPattern | None = None, degree: int = 3) -> TruncatedSeries:
-    """``L_S^{k+1} - L_other^{k+1}`` (default ``other`` = JC), series in ``eta``."""
-    from .patterns import jacobi
-
-    other = jacobi(model.n_blocks) if other is None else other
-    return loss_series(model, pattern, degree) - loss_series(model, other, degree)
-
-
 # -- closed forms (ring elements) -----------------------------------------
 def masked_hessian_apply(model: BlockModel, pattern: DelayPattern, v: Sequence, H=None) -> list:
     """``M_S v``: ``(M_S v)_a = sum_{j in S(i)} sum_{b in block j} H_ab v_b`` for ``a`` in block ``i``.
@@ -199,13 +189,6 @@ def masked_hessian_apply(model: BlockModel, pattern: DelayPattern, v: Sequence, 
                 acc = _mul(get(a, b), v[b]) + acc
         out.append(acc if not isinstance(acc, int) else model.zero)
     return out
-
-
-def masked_gradient(model: BlockModel, pattern: DelayPattern, i: int, v: Sequence | None = None) -> list:
-    """``P_i v``: keeps the blocks ``j in S(i)`` of ``v`` (default ``g``), zeroes the rest."""
-    v = model.g if v is None else v
-    S_i = set(pattern.fresh(i))
-    return [v[a] if model.block_of[a] in S_i else model.zero for a in range(model.d)]
 
 
 def delay_curvature(model: BlockModel, pattern: DelayPattern):

@@ -12,7 +12,6 @@ import torch
 from numeric import Task
 from numeric.steps import scheme_step
 from numeric.step_identification import (
-    StepOutputError,
     ValidationInputError,
     as_user_step,
     candidate_patterns,
@@ -242,7 +241,7 @@ def test_step_output_errors():
         ({**ok, "a": torch.tensor([1.0, math.nan], dtype=torch.float64)}, "non-finite values in 'a'"),
     ]
     for out, msg in cases:
-        with pytest.raises(StepOutputError, match=msg):
+        with pytest.raises(ValidationInputError, match=msg):
             check_step_output(out, p, 0.1)
 
 
