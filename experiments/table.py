@@ -14,7 +14,6 @@ reports can show ours and theirs side by side.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -57,7 +56,8 @@ class RunRecords:
 
     @property
     def task(self) -> str:
-        s = self.summary.get("settings", self.summary)
+        s = self.summary.get("settings")
+        s = s if isinstance(s, dict) else self.summary
         return str(s.get("task", self.path.name))
 
     @property
@@ -67,7 +67,7 @@ class RunRecords:
 
 def load_run(run_dir: str | Path) -> RunRecords:
     """Read ``records.csv`` and ``summary.json`` of a run; :class:`DataError` if malformed."""
-    from numeric.records import read_records
+    from numeric.records import read_records, read_summary
 
     run_dir = Path(run_dir)
     rec = run_dir / "records.csv"
@@ -78,10 +78,7 @@ def load_run(run_dir: str | Path) -> RunRecords:
         raise DataError(f"{run_dir} has no records.csv (not a crosscurv run directory)")
     summary = {}
     if summ.is_file():
-        try:
-            summary = json.loads(summ.read_text())
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{summ} is not valid JSON: {exc}") from None
+        summary = read_summary(str(summ))
     rows = read_records(rec)
     if not rows:
         raise DataError(f"{rec} holds no records")

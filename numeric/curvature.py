@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from theory.patterns import DelayPattern
+from theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .hvp import grad, hvp_batch
@@ -114,10 +114,9 @@ class CrossCurvature:
     loss: float = float("nan")
     grad_norm2: float = float("nan")
 
-    def C_S(self, pattern: DelayPattern) -> float:
-        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1)."""
-        if pattern.n_blocks != self.c.shape[0]:
-            raise ValueError(f"pattern over {pattern.n_blocks} blocks, table over {self.c.shape[0]}")
+    def C_S(self, pattern: DelayPattern | str) -> float:
+        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1); ``pattern`` may be a spec such as ``"gs"``."""
+        pattern = as_pattern(pattern, self.c.shape[0], self.block_names)
         return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((), dtype=torch.float64)))
 
     @property

@@ -1,6 +1,6 @@
 """The run directory of the controlled protocol: ``records.csv``, ``summary.json``, ``checkpoint.pt``.
 
-Per-iteration record (DESIGN.md, "Per-iteration record"), one CSV row per
+Per-iteration record (docs/design.md, "Per-iteration record"), one CSV row per
 iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 
 * ``k``: iteration (number of complete block sweeps);
@@ -24,6 +24,7 @@ file behind.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -44,6 +45,8 @@ __all__ = [
     "format_row",
     "parse_row",
     "read_records",
+    "read_columns",
+    "read_text",
     "count_rows",
     "truncate_records",
     "atomic_write_text",
@@ -138,13 +141,37 @@ class RecordWriter:
         self.close()
 
 
+def read_text(path: str, what: str = "records file") -> str:
+    """The text of ``path`` (UTF-8), or one-line :class:`RecordsError` when it cannot be read.
+
+    Every file the command line reads as text (records, summaries, golden
+    cases) goes through here, so a missing, unreadable, binary or
+    wrongly-encoded file is named in one line instead of a traceback.
+    """
+    if not os.path.exists(path):
+        raise RecordsError(f"{what} {path} does not exist")
+    if os.path.isdir(path):
+        raise RecordsError(f"{path} is a directory, not a {what}")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise RecordsError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordsError(
+            f"{what} {path} is not UTF-8 text (undecodable byte at offset {exc.start}): "
+            "a binary file, or text in another encoding"
+        ) from None
+    if "\x00" in text:
+        raise RecordsError(f"{what} {path} holds NUL bytes: a binary file, not text")
+    return text.removeprefix("\ufeff")  # a byte-order mark written by some spreadsheet programs
+
+
 def _complete_lines(path: str) -> list[str]:
     """Header + complete (newline-terminated) data lines of ``path``."""
-    if not os.path.exists(path):
-        raise RecordsError(f"{path} does not exist")
-    with open(path, "r", encoding="utf-8") as fh:
-        text = fh.read()
-    lines = text.split("\n")
+    lines = read_text(path).split("\n")
     complete = lines[:-1]  # the last piece has no newline: torn or empty
     if not complete or complete[0].strip() != _HEADER:
         raise RecordsError(f"{path}: not a crosscurv records file")
@@ -152,11 +179,14 @@ def _complete_lines(path: str) -> list[str]:
 
 
 def read_records(path: str) -> list[dict]:
-    """Every complete row of ``path`` as record dicts (a torn last line from a kill is ignored).
+    """Every complete row of a run's ``records.csv`` as record dicts (a torn last line from a kill is ignored).
+
+    This is the strict reader of the files crosscurv writes (header exactly
+    :data:`FIELDS`); :func:`read_columns` reads records written by others.
 
     Raises:
-        RecordsError: missing file, wrong header, malformed row, or rows whose
-            ``k`` is not ``1, 2, 3, ...``.
+        RecordsError: missing or undecodable file, wrong header, malformed
+            row, or rows whose ``k`` is not ``1, 2, 3, ...``.
     """
     out = []
     for n, line in enumerate(_complete_lines(path)[1:], start=1):
@@ -166,6 +196,55 @@ def read_records(path: str) -> list[dict]:
         if rec["k"] != n:
             raise RecordsError(f"{path}: row {n} has k={rec['k']}; rows must be k = 1, 2, 3, ...")
         out.append(rec)
+    return out
+
+
+def read_columns(path: str, columns: Sequence[str] = FIELDS) -> dict:
+    """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
+
+    Columns may come in any order; extra columns are ignored; the last line
+    needs no newline.  ``nan`` and ``inf`` are accepted as numbers.
+
+    Raises:
+        RecordsError: file missing, undecodable or empty, a required column
+            missing (all named), a non-numeric value (line and column named),
+            a non-integer or repeated ``k``.
+    """
+    text = read_text(path)
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise RecordsError(f"{path}: not a CSV file ({exc})") from None
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise RecordsError(f"{path} is empty (expected a header with columns {', '.join(columns)})")
+    header = [c.strip() for c in rows[0]]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise RecordsError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
+    idx = {c: header.index(c) for c in columns}
+    out = {c: [] for c in columns}
+    if len(rows) < 2:
+        raise RecordsError(f"{path} has a header but no rows")
+    for n, row in enumerate(rows[1:], start=2):
+        for c in columns:
+            i = idx[c]
+            cell = row[i].strip() if i < len(row) else ""
+            try:
+                v = float(cell)
+            except ValueError:
+                raise RecordsError(f"{path}: line {n}, column {c}: not a number ({cell!r})") from None
+            if c == "k":
+                if not math.isfinite(v) or v != int(v):
+                    raise RecordsError(f"{path}: line {n}: k must be an integer, got {cell!r}")
+                v = int(v)
+            out[c].append(v)
+    if "k" in out:
+        seen = set()
+        for n, k in enumerate(out["k"], start=2):
+            if k in seen:
+                raise RecordsError(f"{path}: line {n}: k={k} appears twice")
+            seen.add(k)
     return out
 
 
@@ -235,8 +314,20 @@ def write_summary(path: str, summary: dict) -> str:
 
 
 def read_summary(path: str) -> dict:
-    with open(path, "r", encoding="utf-8") as fh:
-        return json.load(fh)
+    """A run's ``summary.json`` as a dict.
+
+    Raises:
+        RecordsError: missing, undecodable or empty file, invalid JSON, or
+            JSON that is not an object.
+    """
+    text = read_text(path, "summary")
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise RecordsError(f"summary {path} is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordsError(f"summary {path} is not a JSON object (found {type(obj).__name__})")
+    return obj
 
 
 def records_columns(records: Sequence[Mapping]) -> dict:

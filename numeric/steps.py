@@ -1,6 +1,6 @@
 """Exact block-gradient steps for a delay pattern (paper, Definitions 1 and 2).
 
-Exact scheme step (DESIGN.md): with ``theta = theta^k`` and learning rate
+Exact scheme step (docs/design.md): with ``theta = theta^k`` and learning rate
 ``eta``, block ``i`` is updated as
 
     theta_i^{k+1} = theta_i^k - eta * grad_i L(theta^{(i)}),
@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import torch
 
 from theory.errors import InputError
-from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi
+from theory.patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 
 from .hvp import block_grad, grad
 
@@ -49,15 +49,13 @@ def block_keys(task) -> list[list[str]]:
     return [list(task.blocks[b]) for b in task.block_names]
 
 
-def check_pattern(task, pattern: DelayPattern) -> None:
-    """Raise :class:`PatternError` unless ``pattern`` is over ``task.n_blocks`` blocks."""
-    if not isinstance(pattern, DelayPattern):
-        raise PatternError(f"expected a DelayPattern, got {type(pattern).__name__}")
-    if pattern.n_blocks != task.n_blocks:
-        raise PatternError(
-            f"pattern {pattern.describe()} is over {pattern.n_blocks} blocks, "
-            f"the task {task.name!r} has {task.n_blocks}"
-        )
+def check_pattern(task, pattern: DelayPattern | str) -> DelayPattern:
+    """``pattern`` (or its spec, block names allowed) as a :class:`DelayPattern` over ``task.n_blocks`` blocks.
+
+    Raises:
+        PatternError: a malformed spec or a pattern over another number of blocks.
+    """
+    return as_pattern(pattern, task.n_blocks, task.block_names)
 
 
 def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
@@ -69,10 +67,7 @@ def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]
         every group holding a block of its ``F`` (the groups follow
         ``pattern.order()``, placed at their first member).
     """
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i in pattern.order():
-        groups.setdefault(pattern.fresh(i), []).append(i)
-    return list(groups.items())
+    return pattern.groups_by_fresh_set()
 
 
 def _check_lr(lr) -> None:
@@ -99,7 +94,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
         ``grad_i L(theta^{(i)})`` (``g_tilde = g`` for JC), so
         ``theta^{k+1} = theta^k - eta * g_tilde``.
     """
-    check_pattern(task, pattern)
+    pattern = check_pattern(task, pattern)
     _check_lr(lr)
     old = {k: v.detach() for k, v in params.items()}
     if pattern.is_jacobi:
