@@ -5,7 +5,7 @@ from .task import Task, TaskError, partition_by_rule, task_from_module
 __all__ = ["Task", "TaskError", "partition_by_rule", "task_from_module"]
 
 # engine: HVPs, exact steps, block-masked curvature, one-step estimates, device
-from .hvp import HVP_METHODS, HVPError, block_grad, grad, hvp, hvp_batch, hvp_choice
+from .hvp import HVP_METHODS, HVPError, block_grad, grad, hvp, hvp_batch, resolve_method
 from .steps import StepError, gauss_seidel_step, jacobi_step, scheme_step, scheme_step_with_grads
 from .curvature import CrossCurvature, cross_curvature_table, masked_product, masked_products
 from .third import third_derivative
@@ -13,7 +13,7 @@ from .one_step import one_step_coefficients, one_step_estimate, one_step_gap
 from .device import DeviceError, resolve_device, resolve_dtype
 
 __all__ += [
-    "HVP_METHODS", "HVPError", "block_grad", "grad", "hvp", "hvp_batch", "hvp_choice",
+    "HVP_METHODS", "HVPError", "block_grad", "grad", "hvp", "hvp_batch", "resolve_method",
     "StepError", "gauss_seidel_step", "jacobi_step", "scheme_step", "scheme_step_with_grads",
     "CrossCurvature", "cross_curvature_table", "masked_product", "masked_products",
     "third_derivative", "one_step_coefficients", "one_step_estimate", "one_step_gap",
