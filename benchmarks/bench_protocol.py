@@ -10,9 +10,11 @@ For each task (built-in presets), in one process, single-threaded CPU time
 * its breakdown, timed inside the same run: building the two points
   (gradient with graph), the restricted ``M_S`` products (two per iteration),
   the full products ``H_JC [p, z, y, Delta]``, the scheme step's block
-  gradients, checkpoints, and the rest (vector algebra, records, store);
+  gradients, the measured gap's three inner gradients (``numeric.gap``),
+  checkpoints, and the rest (vector algebra, records, store);
 * the lower bound from the same primitives timed in isolation: 2 points + 4
-  full products + 2 masked products + 1 scheme step (with ``g_S`` reused).
+  full products + 2 masked products + 1 scheme step (with ``g_S`` reused)
+  + 3 gradients (the segment gap's inner nodes, where the checkout has them).
   ``iteration / bound`` is the overhead of the iteration body itself (target
   <= 1.1);
 * both ``M_S v`` forms (per fresh set, per fresh block) in isolation.
@@ -53,7 +55,7 @@ def _cpu(fn, repeats: int) -> float:
 class _Timers:
     """process_time accumulated per part, by wrapping the protocol's primitives in place."""
 
-    PARTS = ("points", "masked M_S products", "full products", "scheme step", "checkpoints")
+    PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap", "checkpoints")
 
     def __init__(self):
         import numeric.protocol as protocol
@@ -86,6 +88,12 @@ class _Timers:
         patch(PointCurvature, "hvp", "full products")  # calls from inside masked() count as masked
         patch(protocol, "scheme_step", "scheme step")
         patch(protocol.RunContext, "checkpoint", "checkpoints")
+        try:
+            from numeric.gap import SegmentGap
+
+            patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
+        except ImportError:  # a checkout without the segment gap
+            pass
 
     def reset(self):
         self.acc = dict.fromkeys(self.PARTS, 0.0)
@@ -175,9 +183,15 @@ def main(argv=None) -> int:
         vecs = {n: tree.clone(p0) for n in ("theta_j", "theta_s", "z", "y", "w", "p")}
         with tempfile.TemporaryDirectory() as tmp:
             save = _cpu(lambda: atomic_torch_save({"vectors": vecs}, os.path.join(tmp, "c.pt")), args.repeats)
-        bound = 2 * build + 4 * full + 2 * forms[chosen] + step
+        try:
+            import numeric.gap  # noqa: F401
+
+            gap_grads = 3
+        except ImportError:
+            gap_grads = 0
+        bound = 2 * build + 4 * full + 2 * forms[chosen] + step + gap_grads * unit
         print(f"  engine {engine.name}; M_S form {chosen}")
-        print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step) {bound / unit:.2f} gradients; "
+        print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {gap_grads} gap gradients) {bound / unit:.2f} gradients; "
               f"iteration / bound = {iteration / bound:.3f}")
         print(f"  primitives: point {build / unit:.2f}, product {full / unit:.2f}, "
               f"M_S per fresh set {forms['fresh_set'] / unit:.2f}, per fresh block {forms['fresh_block'] / unit:.2f}, "

@@ -79,6 +79,7 @@ from theory.patterns import DelayPattern, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
+from .gap import SegmentGap
 from .estimates import EstimateState, init_power_vector, propagate, quadratic_from_linear, recursive_estimate
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import bound_coverage, evaluate_columns
@@ -87,6 +88,7 @@ from .point import BatchedPoint, PointCurvature
 from .records import (
     CHECKPOINT_FILE,
     ESTIMATES,
+    LEGACY_FIELDS,
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordsError,
@@ -373,6 +375,12 @@ class _RunDir:
     def records_upto(self, k: int) -> list:
         """Keep rows ``1..k`` of ``records.csv`` (a missing file is created) and return them."""
         try:
+            if os.path.exists(self.records) and os.path.getsize(self.records) > 0:
+                with open(self.records, "r", encoding="utf-8") as fh:
+                    header = fh.readline().strip()
+                if header == ",".join(LEGACY_FIELDS):
+                    raise ResumeError(f"{self.records} was written by an older crosscurv (no sharpness and gap_err "
+                                      "columns); it cannot be continued: rerun it")
             if k == 0 and not os.path.exists(self.records):
                 RecordWriter(self.records).close()
             truncate_records(self.records, k)
@@ -484,8 +492,7 @@ class RunContext:
     def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
         """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
         memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
-        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, gap=loss_s - loss_jc, bound_bk=self.est.bound(self.lr),
-                          **estimates)
+        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=self.est.bound(self.lr), **estimates)
         self.records.append(rec)
         self.computed += 1
         if self.writer is not None:
@@ -516,6 +523,10 @@ class _Diverged(Exception):
 def _iteration(ctx: RunContext, k: int) -> None:
     """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k + 1``.
 
+    The record's ``gap`` is the segment integral of :class:`numeric.gap.SegmentGap` (three gradients
+    inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error
+    bound ``gap_err``; ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
+
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``,
     the terms linear in ``g_JC^k`` (recursive; ``g.z``, ``g.y``), ``M_S g_JC^k`` and the JC step, so
@@ -530,6 +541,12 @@ def _iteration(ctx: RunContext, k: int) -> None:
     record: dict = {}
     # -- theta_JC^k ------------------------------------------------------------------------
     theta_j = S.fetch("theta_j")
+    # the measured gap L(theta_S) - L(theta_JC) without cancellation (numeric.gap): the segment's inner
+    # nodes now, its end points with g_JC^k and g_S^k below; Delta^k also serves H_JC^k Delta^k
+    S.park("delta", tree.sub(S.fetch("theta_s"), theta_j))
+    if k >= 1:
+        segment = SegmentGap(S.fetch("delta"))
+        segment.interior(loss, theta_j, S.fetch("delta"))
     at_j = ctx.engine.point(loss, theta_j)
     loss_jc = float(at_j.value)
     if not math.isfinite(loss_jc):
@@ -542,6 +559,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     gj = at_j.grad
     est.observe_gradients(gj)
     if k >= 1:
+        segment.add(0.0, gj, S.fetch("delta"))
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
         gz, gy = tree.dot(gj, S.fetch("z")), tree.dot(gj, S.fetch("y"))
     if not last:
@@ -551,10 +569,11 @@ def _iteration(ctx: RunContext, k: int) -> None:
     del gj
     named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
     if not last:
-        named.append(("delta", lambda: tree.sub(S.fetch("theta_s"), theta_j)))
+        named.append(("delta", lambda: S.fetch("delta")))
     for name, v, Hv in _products(at_j, k, named):
         if name == "p":
             S.park("p", est.observe_power(v, Hv))
+            record["sharpness"] = est.rayleigh
         elif name == "z":
             if k >= 1:
                 record["cumulative"] = float(quadratic_from_linear(gz, v, Hv))
@@ -583,7 +602,10 @@ def _iteration(ctx: RunContext, k: int) -> None:
     gs = at_s.grad
     est.observe_gradients(gs)
     if k >= 1:
+        segment.add(1.0, gs, S.fetch("delta"))
+        record["gap"], record["gap_err"] = segment.result()
         ctx.emit(k, loss_jc, loss_s, record)
+    S.park("delta", None)
     if last:
         at_s.release()
         return
@@ -643,7 +665,8 @@ def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, reques
         "metrics_note": (
             "paper Section 5.1; w(x) = JC if x > 0, GS (the scheme S) if x < 0, tie if x == 0; a measured "
             "gap of exactly 0 is in neither n_JC nor n_GS; Correct_K needs equal winners (a zero "
-            "estimate only agrees with a zero gap)"
+            "estimate only agrees with a zero gap); an iteration with |gap| <= gap_err (the measured gap's "
+            "error bound) is undecided: in neither n_JC nor n_GS and left out of Correct_K's denominator"
         ),
         "bound_bk_coverage": coverage,
         "constants": {"G": ctx.est.G, "L": ctx.est.L, "note": CONSTANTS_NOTE},

@@ -47,7 +47,7 @@ from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi, pa
 from . import tree
 from .hvp import grad, hvp, hvp_batch
 from .orders import OrderStudy, observe_order
-from .records import FIELDS
+from .records import LEGACY_FIELDS as FIELDS  # the columns every records file has (sharpness, gap_err: not compared)
 from .steps import block_keys, scheme_step
 from .task import Task
 

@@ -15,7 +15,7 @@ from numeric.protocol import ProtocolError, ResumeError, run_protocol
 from numeric.records import read_records, read_summary
 from numeric.task import TaskError
 from theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi
-from tests.numeric.cases import tanh_mlp
+from tests.numeric.cases import dense_hessian, tanh_mlp
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR, K = 0.3, 8
@@ -53,7 +53,7 @@ def test_jacobi_pattern_gives_exact_zeros():
     assert len(res.records) == 5
     for r in res.records:
         assert r["loss_s"] == r["loss_jc"]
-        for f in ("gap", "recursive", "cumulative", "jc_only", "bound_bk"):
+        for f in ("gap", "gap_err", "recursive", "cumulative", "jc_only", "bound_bk"):
             assert r[f] == 0.0, (f, r)
     m = res.summary["metrics"]["cumulative"]
     assert m["correct"] == 100.0 and m["ties"] == 5 and m["jc_hits"] == [0, 0]
@@ -95,7 +95,7 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {REPO!r})
-        from tests.numeric.cases import tanh_mlp
+        from tests.numeric.cases import dense_hessian, tanh_mlp
         from numeric.protocol import run_protocol
         from theory.patterns import gauss_seidel
 
@@ -247,3 +247,35 @@ def test_resume_may_switch_offloading(reference, tmp_path):
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, offload=False)
     assert res.status == "complete"
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
+
+
+def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_rayleigh_quotient(reference):
+    """float64: gap agrees with loss_s - loss_jc (whose own round-off is ~eps |L|) within gap_err; gap_err is
+    small against the gap; sharpness_k lies in the dense spectrum of H(theta_JC^k) and the run's L is the
+    largest |sharpness| seen (or the k = 0 quotient)."""
+    from numeric.steps import jacobi_step
+
+    _, ref = reference
+    task = tanh_mlp()
+    theta = dict(task.params)
+    eps = torch.finfo(torch.float64).eps
+    for r in ref.records:
+        plain = r["loss_s"] - r["loss_jc"]
+        assert abs(r["gap"] - plain) <= r["gap_err"] + 4 * eps * abs(r["loss_jc"]), r
+        assert 0 < r["gap_err"] < 1e-3 * abs(r["gap"]), r  # conservative (Simpson's error), still small
+    L = ref.summary["constants"]["L"]
+    assert max(abs(r["sharpness"]) for r in ref.records) <= L
+    for k in range(1, K + 1):
+        theta = jacobi_step(task, theta, LR)
+        if k in (1, K):
+            ev = torch.linalg.eigvalsh(dense_hessian(task, theta))
+            s = ref.records[k - 1]["sharpness"]
+            assert float(ev[0]) - 1e-12 <= s <= float(ev[-1]) + 1e-12
+    assert ref.records[-1]["sharpness"] == pytest.approx(float(ev[-1]), rel=0.05)  # the power iteration converged
+
+
+def test_undecided_iterations_are_counted_in_the_summary(reference):
+    _, ref = reference
+    for m in ref.summary["metrics"].values():
+        assert m["undecided"] == 0  # float64: every gap is far above its error bound
+        assert m["jc_hits"][1] + m["s_hits"][1] + m["ties"] == m["K"]
