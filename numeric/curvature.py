@@ -186,8 +186,12 @@ class CrossCurvature:
     loss: float = float("nan")
     grad_norm2: float = float("nan")
 
-    def C_S(self, pattern: DelayPattern) -> float:
-        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1)."""
+    def C_S(self, pattern: DelayPattern | str) -> float:
+        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1); ``pattern`` may be its command-line spelling."""
+        if isinstance(pattern, str):
+            from theory.patterns import parse_pattern
+
+            pattern = parse_pattern(pattern, self.c.shape[0], list(self.block_names) or None)
         if pattern.n_blocks != self.c.shape[0]:
             raise ValueError(f"pattern over {pattern.n_blocks} blocks, table over {self.c.shape[0]}")
         return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((), dtype=torch.float64)))
