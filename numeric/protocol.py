@@ -107,6 +107,7 @@ from .task import TaskError
 __all__ = [
     "ProtocolError",
     "ResumeError",
+    "SettingsChangedError",
     "ProtocolResult",
     "Engine",
     "choose_engine",
@@ -144,6 +145,10 @@ class ProtocolError(InputError):
 
 class ResumeError(ProtocolError):
     """Nothing to resume, an unreadable run folder, or a checkpoint written with different settings."""
+
+
+class SettingsChangedError(ResumeError):
+    """The run folder holds a run with other settings (or more iterations than asked for)."""
 
 
 @dataclass
@@ -761,10 +766,10 @@ def run_protocol(
         ck = run.load_checkpoint(task)
         diff = _first_difference(ck["settings"], run_settings)
         if diff is not None:
-            raise ResumeError(f"cannot resume {run.path}: setting {diff} differs")
+            raise SettingsChangedError(f"cannot resume {run.path}: setting {diff} differs")
         planned = ck["settings"].get("iters")
         if isinstance(planned, int) and iters < planned:
-            raise ResumeError(f"cannot resume {run.path} with {iters} iterations: the run was set to {planned} "
+            raise SettingsChangedError(f"cannot resume {run.path} with {iters} iterations: the run was set to {planned} "
                               "(a run can be extended, not shortened)")
         if ck["done"] and iters > planned and ck["format"] == 1:
             raise ResumeError(f"cannot extend {run.path}: its checkpoint was written by an older crosscurv "

@@ -141,6 +141,32 @@ def _g(x) -> str:
 
 
 def run(args) -> int:
+    result, out = execute(args)
+    if args.json:
+        from numeric.records import json_safe
+
+        print(json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
+    else:
+        _print_summary(result.summary, out)
+    if result.status == "diverged":
+        print(f"crosscurv: {result.message}", file=sys.stderr)
+    return result.exit_code
+
+
+def parse(argv: list) -> object:
+    """``crosscurv run`` arguments as the command parses them (for callers such as ``crosscurv report``)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="crosscurv run")
+    add_arguments(p)
+    return p.parse_args(argv)
+
+
+def execute(args):
+    """Load the task and run the protocol for parsed arguments; returns ``(ProtocolResult, run folder)``.
+
+    Bad input raises :class:`theory.errors.InputError` (a changed setting on ``--resume``:
+    :class:`numeric.protocol.SettingsChangedError`)."""
     import torch  # noqa: F401  (import cost paid here, not at CLI start)
 
     from experiments.loading import is_builtin, load_task
@@ -181,12 +207,4 @@ def run(args) -> int:
         )
     finally:
         progress.close()
-    if args.json:
-        from numeric.records import json_safe
-
-        print(json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
-    else:
-        _print_summary(result.summary, out)
-    if result.status == "diverged":
-        print(f"crosscurv: {result.message}", file=sys.stderr)
-    return result.exit_code
+    return result, out
