@@ -4,7 +4,9 @@ For every run directory (``records.csv`` + ``summary.json`` written by
 ``crosscurv run``) and every estimate column (cumulative, recursive and, as
 a third row beyond the paper, ``jc_only``) the paper's Section 5.1 metrics
 are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
-``h_m/n_m``, ``MAE`` and ``Max. AE``.  The best value per metric within a
+``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
+(measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
+left out of the hits and of ``Correct_K``; :mod:`numeric.metrics`).  The best value per metric within a
 task is marked (bold in markdown, ``*`` in plain text), ties included, as in
 the paper.
 
@@ -94,7 +96,7 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
     for est in estimates:
         if est not in run.columns:
             continue
-        m = winner_metrics(run.columns["gap"], run.columns[est])
+        m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
         out.append({"task": run.task, "estimate": est, **m})
     return out
 
@@ -144,8 +146,9 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                     run.iters,
                 ]
                 + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits", "mae", "max_ae")]
+                + [str(r.get("undecided", 0))]
             )
-    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓"]
+    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .records import FIELDS, RecordsError
+from .records import LEGACY_FIELDS as FIELDS, RecordsError  # the columns every records file has (sharpness, gap_err: not compared)
 
 __all__ = [
     "TOLERANCES",

@@ -1,17 +1,27 @@
 """The run directory of the controlled protocol: ``records.csv``, ``summary.json``, ``checkpoint.pt``.
 
-Per-iteration record (docs/design.md, "Per-iteration record"), one CSV row per
+Per-iteration record (README, "Per-iteration records and the protocol"), one CSV row per
 iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 
 * ``k``: iteration (number of complete block sweeps);
 * ``loss_jc``, ``loss_s``: measured losses ``L(theta_JC^k)``, ``L(theta_S^k)``;
-* ``gap``: ``loss_s - loss_jc`` (measured, computed in float64 from the two
-  losses);
+* ``gap``: the measured ``L(theta_S^k) - L(theta_JC^k)``, without the
+  cancellation of subtracting the two losses: the integral of the gradient
+  along the segment ``theta_JC^k -> theta_S^k`` (:func:`numeric.gap.segment_gap`,
+  5-point Gauss-Lobatto, float64 accumulation);
 * ``recursive``: Theorem 2 (loss evolution recursion) with the measured
   ``Delta theta^{k-1}``;
 * ``cumulative``: Theorem 3 (signed cumulative terminal comparison);
 * ``jc_only``: the cumulative estimate built from the JC trajectory alone;
-* ``bound_bk``: Theorem 3's magnitude bound ``G b_k + L b_k^2 / 2``.
+* ``bound_bk``: Theorem 3's magnitude bound ``G b_k + L b_k^2 / 2``;
+* ``sharpness``: the power-iteration estimate ``p_k^T H_JC^k p_k`` of the
+  largest eigenvalue of ``H_JC^k`` (``eta * sharpness`` is the regime
+  indicator; ``2`` is the edge of stability);
+* ``gap_err``: an error bound of ``gap`` (quadrature and round-off); an
+  iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`numeric.metrics`).
+
+Files written before ``sharpness`` and ``gap_err`` existed (the first eight
+columns only) are still read: those two columns come back as NaN.
 
 Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan``
 and ``inf`` included), so :func:`read_records` returns exactly the values that
@@ -35,6 +45,7 @@ from theory.errors import InputError
 
 __all__ = [
     "FIELDS",
+    "LEGACY_FIELDS",
     "ESTIMATES",
     "RECORDS_FILE",
     "SUMMARY_FILE",
@@ -58,7 +69,9 @@ __all__ = [
 ]
 
 #: CSV columns, in order.
-FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
+FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
+#: The columns of files written before ``sharpness`` and ``gap_err`` (read with those two as NaN).
+LEGACY_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
 
@@ -67,6 +80,7 @@ SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 
 _HEADER = ",".join(FIELDS)
+_LEGACY_HEADER = ",".join(LEGACY_FIELDS)
 
 
 class RecordsError(InputError):
@@ -76,13 +90,15 @@ class RecordsError(InputError):
 def make_record(k: int, **values) -> dict:
     """A record dict with the keys of :data:`FIELDS` in order (``k`` int, the rest Python floats).
 
+    ``sharpness`` and ``gap_err`` default to NaN (not measured).
+
     Raises:
-        KeyError: a field missing; ``ValueError``: an unknown field.
+        KeyError: a field of :data:`LEGACY_FIELDS` missing; ``ValueError``: an unknown field.
     """
     extra = set(values) - set(FIELDS[1:])
     if extra:
         raise ValueError(f"unknown record fields: {sorted(extra)}")
-    return {"k": int(k), **{f: float(values[f]) for f in FIELDS[1:]}}
+    return {"k": int(k), **{f: float(values[f] if f in LEGACY_FIELDS else values.get(f, math.nan)) for f in FIELDS[1:]}}
 
 
 def format_row(record: Mapping) -> str:
@@ -93,6 +109,8 @@ def format_row(record: Mapping) -> str:
 def parse_row(line: str, where: str = "records.csv") -> dict:
     """Inverse of :func:`format_row`; :class:`RecordsError` for a malformed line."""
     parts = line.strip().split(",")
+    if len(parts) == len(LEGACY_FIELDS):
+        parts = parts + ["nan"] * (len(FIELDS) - len(LEGACY_FIELDS))
     if len(parts) != len(FIELDS):
         raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: {line.strip()!r}")
     try:
@@ -173,7 +191,7 @@ def _complete_lines(path: str) -> list[str]:
     """Header + complete (newline-terminated) data lines of ``path``."""
     lines = read_text(path).split("\n")
     complete = lines[:-1]  # the last piece has no newline: torn or empty
-    if not complete or complete[0].strip() != _HEADER:
+    if not complete or complete[0].strip() not in (_HEADER, _LEGACY_HEADER):
         raise RecordsError(f"{path}: not a crosscurv records file")
     return complete
 
@@ -199,7 +217,7 @@ def read_records(path: str) -> list[dict]:
     return out
 
 
-def read_columns(path: str, columns: Sequence[str] = FIELDS) -> dict:
+def read_columns(path: str, columns: Sequence[str] = LEGACY_FIELDS) -> dict:
     """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
 
     Columns may come in any order; extra columns are ignored; the last line

@@ -79,7 +79,8 @@ def _check_lr(lr) -> None:
         raise StepError(f"learning rate must be finite, got {val}")
 
 
-def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> tuple[dict, dict]:
+def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
+                           grad_at_params: Mapping | None = None) -> tuple[dict, dict]:
     """One exact step of scheme ``S`` and the gradients it used.
 
     Args:
@@ -87,6 +88,9 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
         params: the current point ``theta^k`` (``dict[str, Tensor]``).
         pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
         lr: learning rate ``eta`` (float or 0-dim tensor).
+        grad_at_params: ``grad L(theta^k)`` if the caller has it: the blocks
+            with an empty fresh set see ``theta^k`` itself, so they take their
+            gradient from it instead of a new evaluation.
 
     Returns:
         ``(theta^{k+1}, g_tilde)``: both dicts keyed like ``params``,
@@ -98,7 +102,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
     _check_lr(lr)
     old = {k: v.detach() for k, v in params.items()}
     if pattern.is_jacobi:
-        _, g = grad(task.loss, old)
+        g = grad(task.loss, old)[1] if grad_at_params is None else dict(grad_at_params)
         return {k: old[k] - lr * g[k] for k in old}, g
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
@@ -109,16 +113,19 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
             for k in keys[j]:
                 state[k] = new[k]
         wrt = [k for b in members for k in keys[b]]
-        gb = block_grad(task.loss, state, wrt)
+        if not fresh and grad_at_params is not None:
+            gb = {k: grad_at_params[k] for k in wrt}
+        else:
+            gb = block_grad(task.loss, state, wrt)
         for k in wrt:
             used[k] = gb[k]
             new[k] = old[k] - lr * gb[k]
     return {k: new[k] for k in old}, {k: used[k] for k in old}
 
 
-def scheme_step(task, params: Mapping, pattern: DelayPattern, lr) -> dict:
+def scheme_step(task, params: Mapping, pattern: DelayPattern, lr, grad_at_params: Mapping | None = None) -> dict:
     """``theta^{k+1}`` of scheme ``S`` from ``theta^k`` (see :func:`scheme_step_with_grads`)."""
-    return scheme_step_with_grads(task, params, pattern, lr)[0]
+    return scheme_step_with_grads(task, params, pattern, lr, grad_at_params)[0]
 
 
 def jacobi_step(task, params: Mapping, lr) -> dict:

@@ -105,7 +105,7 @@ def test_rows_out_of_order_and_malformed_rows_are_errors(tmp_path):
     path.write_text(header + "\n1,2,3\n")
     with pytest.raises(RecordsError, match="columns"):
         read_records(str(path))
-    path.write_text(header + "\n1,x,3,4,5,6,7,8\n")
+    path.write_text(header + "\n1,x,3,4,5,6,7,8,9,10\n")
     with pytest.raises(RecordsError, match="not a number"):
         read_records(str(path))
     with pytest.raises(RecordsError, match="does not exist"):
@@ -152,3 +152,14 @@ def test_read_columns(tmp_path):
         read_columns(str(tmp_path / "none.csv"))
     with pytest.raises(RecordsError, match="is a directory"):
         read_columns(str(tmp_path))
+
+
+def test_files_without_the_sharpness_and_gap_err_columns_are_still_read(tmp_path):
+    from numeric.records import LEGACY_FIELDS
+
+    path = tmp_path / "records.csv"
+    path.write_text(",".join(LEGACY_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5\n")
+    (rec,) = read_records(str(path))
+    assert rec["gap"] == -0.25 and rec["bound_bk"] == 0.5
+    assert math.isnan(rec["sharpness"]) and math.isnan(rec["gap_err"])
+    assert list(FIELDS[-2:]) == ["sharpness", "gap_err"] and FIELDS[:8] == LEGACY_FIELDS  # appended at the end
