@@ -44,7 +44,6 @@ def test_cross_curvature_and_one_step_part():
     assert "C_S(gs) =" in out and "measured =" in out
 
 
-@pytest.mark.xfail(strict=True, reason="run_protocol string patterns land with the protocol redesign")
 def test_whole_snippet_runs():
     ns, out = _run(_snippet())
     result = ns["result"]
