@@ -1,6 +1,6 @@
 """Cost of the protocol is linear in K: time(2K) / time(K) of ``run_protocol`` (target <= 2.1).
 
-DESIGN.md: the cumulative state obeys ``z_{k+1} = (I - eta H_JC^k) z_k + eta^2 u^k``,
+Theorem 3 (README, "Per-iteration records"): the cumulative state obeys ``z_{k+1} = (I - eta H_JC^k) z_k + eta^2 u^k``,
 so a run of ``K`` iterations needs ``O(K)`` HVPs, not the ``O(K^2)`` of
 evaluating Theorem 3's unrolled sum ``z_K = eta^2 sum_j Phi_{K,j+1} M_S^j g_S^j``
 afresh at every ``K``.  This script measures, in one process:
@@ -10,10 +10,12 @@ afresh at every ``K``.  This script measures, in one process:
   interleaved ``--repeats`` times after a warm-up run, the minimum of each
   kept (the least disturbed by other load);
 * the number of Hessian-vector products of each run, counted exactly by
-  wrapping ``numeric.hvp.hvp_batch`` and ``numeric.point.PointCurvature.hvp``:
-  at most ``1 + (4 + 2 n_F) K`` with ``n_F`` the number of distinct fresh sets
-  of the pattern (4 at ``theta_JC^k``: Delta, z, y, power vector; ``n_F`` each
-  for ``M_S g`` at ``theta_JC^k`` and ``theta_S^k``), i.e. linear in ``K``.
+  wrapping ``numeric.hvp.hvp_batch`` where the batched engine looks it up and
+  ``numeric.point.PointCurvature.hvp`` (the graph engine):
+  at most ``1 + (4 + 2 n_M) K`` with ``n_M`` the number of products of the
+  pattern's ``M_S v`` plan (:func:`numeric.curvature.masked_product_plan`; 4 at
+  ``theta_JC^k``: Delta, z, y, power vector; ``n_M`` each for ``M_S g`` at
+  ``theta_JC^k`` and ``theta_S^k``), i.e. linear in ``K``.
 
 Usage::
 
@@ -44,13 +46,12 @@ class _Counter:
     look it up, and ``PointCurvature.hvp`` (the one-graph engine)."""
 
     def __init__(self):
-        import numeric.curvature as curvature
-        import numeric.protocol as protocol
+        import numeric.point as point
         from numeric.point import PointCurvature
 
         self.count = 0
-        self._mods = (protocol, curvature)
-        self._orig = protocol.hvp_batch
+        self._mods = (point,)
+        self._orig = point.hvp_batch
         self._orig_point = PointCurvature.hvp
 
         def counted(loss, params, vs, *args, **kwargs):

@@ -1,4 +1,4 @@
-"""HVP time / gradient time on the CPU for the three studies' model shapes (issue 3, Performance).
+"""HVP time / gradient time on the CPU for the three studies' model shapes (README, Performance).
 
 Models (random data, float32, eval mode, no dropout):
 
@@ -6,10 +6,8 @@ Models (random data, float32, eval mode, no dropout):
   256 random examples, cross-entropy;
 * ``resnet18``: a CIFAR ResNet-18 (3x3 stem, no max-pool, BasicBlocks
   [2, 2, 2, 2], widths 64-512, BatchNorm with fixed running statistics),
-  24 random 32x32 images, cross-entropy, with the suite's convolutions
-  (:mod:`experiments.models.conv`: fast double backward, no forward mode, so
-  the forward-mode variants are reported as not available);
-  ``resnet18-plain``: the same with ``torch.nn.Conv2d``;
+  24 random 32x32 images, cross-entropy, ``torch.nn.Conv2d`` as in the
+  ``fl`` task;
 * ``t5lora``: a T5-small-shaped encoder-decoder (transformers ``T5Config``:
   d_model 512, 8 heads, d_kv 64, d_ff 2048, 6+6 layers, byte vocabulary 384,
   eager attention) with peft LoRA ``r = 8`` on ``q`` and ``v``; only the LoRA
@@ -39,7 +37,7 @@ gradient:
   directions, reported per product (the curvature table and ``M_S v`` use
   these batches).
 
-Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,resnet18-plain,t5lora]
+Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,t5lora]
 [--repeats 5] [--threads N] [--batch 4] [--clock wall|cpu] [--linearize] [--json FILE]``.
 On a machine shared with other jobs, wall-clock ratios are noisy; ``--threads 1
 --clock cpu`` measures this process's own CPU time instead.
@@ -118,11 +116,8 @@ class ResNet18(nn.Module):
         return self.fc(h.mean(dim=(2, 3)))  # global average pool; vmap has a batching rule for mean (not for adaptive_avg_pool2d)
 
 
-def resnet_problem(gen: torch.Generator, plain: bool = False):
-    from experiments.models.conv import Conv2d
-
-    # the suite's convolutions (experiments.models.conv, as in the fl task) unless plain
-    model = ResNet18(conv=nn.Conv2d if plain else Conv2d).eval()  # fixed BatchNorm statistics
+def resnet_problem(gen: torch.Generator):
+    model = ResNet18().eval()  # fixed BatchNorm statistics
     x = torch.randn(24, 3, 32, 32, generator=gen)
     y = torch.randint(0, 10, (24,), generator=gen)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -130,8 +125,7 @@ def resnet_problem(gen: torch.Generator, plain: bool = False):
     def loss(p):
         return F.cross_entropy(torch.func.functional_call(model, p, (x,)), y)
 
-    return params, loss, "CIFAR ResNet-18, 24 images, " + (
-        "torch.nn.Conv2d" if plain else "experiments.models.conv.Conv2d (fast double backward; no forward mode)")
+    return params, loss, "CIFAR ResNet-18, 24 images, torch.nn.Conv2d"
 
 
 def t5lora_problem(gen: torch.Generator):
@@ -167,8 +161,7 @@ def t5lora_problem(gen: torch.Generator):
     return params, loss, f"T5-small-shaped + LoRA r=8 on q,v ({len(params)} tensors), 8x128 tokens"
 
 
-PROBLEMS = {"mlp": mlp_problem, "resnet18": resnet_problem,
-            "resnet18-plain": lambda gen: resnet_problem(gen, plain=True), "t5lora": t5lora_problem}
+PROBLEMS = {"mlp": mlp_problem, "resnet18": resnet_problem, "t5lora": t5lora_problem}
 
 
 # -- timing --------------------------------------------------------------------
@@ -261,7 +254,7 @@ def bench(name: str, repeats: int, batch: int, seed: int = 0, clock=time.perf_co
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="mlp,resnet18,resnet18-plain,t5lora")
+    ap.add_argument("--models", default="mlp,resnet18,t5lora")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all the machine gives)")
     ap.add_argument("--batch", type=int, default=4, help="directions per hvp_batch call (0/1: skip)")

@@ -1,4 +1,4 @@
-"""Framework-independent conformance cases (issue 6, item 3): ``crosscurv golden --out DIR``.
+"""Framework-independent conformance cases: ``crosscurv golden --out DIR``.
 
 Four small float64 problems, each with three delay patterns (JC, full GS and
 a partial pattern), written as plain JSON and CSV so that an implementation
@@ -39,7 +39,6 @@ DIR/<case>/<label>``.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -48,7 +47,7 @@ import torch
 
 from numeric.task import Task
 from theory.errors import InputError
-from theory.patterns import parse_pattern
+from theory.patterns import as_pattern
 
 __all__ = [
     "FORMAT",
@@ -350,14 +349,14 @@ def load_case(case_dir: str) -> tuple[GoldenCase, Task]:
     Raises:
         GoldenError: missing or malformed file.
     """
+    from numeric.records import RecordsError, read_text
+
     path = os.path.join(case_dir, "case.json")
     try:
-        with open(path, "r", encoding="utf-8") as fh:
-            d = json.load(fh)
-        case = _case_from_dict(d)
-    except FileNotFoundError:
-        raise GoldenError(f"{path} does not exist") from None
-    except (KeyError, ValueError, TypeError) as exc:
+        case = _case_from_dict(json.loads(read_text(path, "golden case")))
+    except RecordsError as exc:
+        raise GoldenError(str(exc)) from None
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise GoldenError(f"{path} is not a golden case file ({type(exc).__name__}: {exc})") from None
     return case, case_task(case)
 
@@ -372,7 +371,7 @@ def _case_json(case: GoldenCase, task: Task) -> dict:
     d = {"format": FORMAT, "version": FORMAT_VERSION, **d}
     pats = {}
     for label, spec in case.patterns.items():
-        p = parse_pattern(spec, task.n_blocks, task.block_names)
+        p = as_pattern(spec, task.n_blocks, task.block_names)
         pats[label] = {
             "spec": spec,
             "pairs": [[i + 1, j + 1] for i, j in sorted(p.pairs)],
@@ -409,12 +408,12 @@ def _one_step(case: GoldenCase, task: Task) -> dict:
         "patterns": {},
     }
     with torch.no_grad():
-        theta_jc = scheme_step(task, task.params, parse_pattern("jc", task.n_blocks), lr)
+        theta_jc = scheme_step(task, task.params, as_pattern("jc", task.n_blocks), lr)
         loss_jc = float(task.loss(theta_jc))
     out["loss_jc_1"] = loss_jc
     out["theta_jc_1"] = {k: _tensor_json(v) for k, v in theta_jc.items()}
     for label, spec in case.patterns.items():
-        p = parse_pattern(spec, task.n_blocks, task.block_names)
+        p = as_pattern(spec, task.n_blocks, task.block_names)
         th = scheme_step(task, task.params, p, lr)
         with torch.no_grad():
             ls = float(task.loss(th))
@@ -444,7 +443,7 @@ def _records(case: GoldenCase, task: Task, label: str, run_dir: str) -> dict:
     from numeric.protocol import run_protocol
     from numeric.records import RECORDS_FILE, SUMMARY_FILE, RecordWriter
 
-    p = parse_pattern(case.patterns[label], task.n_blocks, task.block_names)
+    p = as_pattern(case.patterns[label], task.n_blocks, task.block_names)
     res = run_protocol(task, p, case.lr, case.iters, out_dir=None, seed=0,
                        settings={"task": f"golden:{case.name}", "golden_label": label})
     if res.status != "complete":

@@ -16,8 +16,7 @@ or ``(task, settings)`` where ``settings`` is a dict that may set ``lr``,
 
 Every failure (unknown task, module that cannot be imported, missing or
 non-callable factory, a factory that raises or returns the wrong type, a
-loss that is not a finite scalar) is a one-line :class:`TaskLoadError` or
-:class:`numeric.TaskError`.
+loss that is not a finite scalar) is a one-line :class:`numeric.TaskError`.
 """
 
 from __future__ import annotations
@@ -31,23 +30,12 @@ from typing import Any
 
 import torch
 
-from numeric.task import Task
-from theory.errors import InputError
+from numeric.task import Task, TaskError
 
-__all__ = ["TaskLoadError", "is_builtin", "load_task", "FACTORY_KWARGS"]
+__all__ = ["is_builtin", "load_task", "resolve_factory", "FACTORY_KWARGS"]
 
 #: Keyword arguments a user factory may declare.
 FACTORY_KWARGS = ("device", "dtype", "seed", "preset", "data_path", "model_path")
-
-
-class TaskLoadError(InputError):
-    """``TASK`` cannot be resolved to a valid task."""
-
-
-def _builtin_names() -> list[str]:
-    from experiments.tasks import TASKS
-
-    return list(TASKS)
 
 
 def is_builtin(spec: str) -> bool:
@@ -57,13 +45,13 @@ def is_builtin(spec: str) -> bool:
 def _split(spec: str) -> tuple[str, str]:
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
-        raise TaskLoadError(f"bad task {spec!r}: use a built-in name, module:factory or path/to/file.py:factory")
+        raise TaskError(f"bad task {spec!r}: use a built-in name, module:factory or path/to/file.py:factory")
     return where, attr
 
 
 def _import_file(path: str):
     if not os.path.isfile(path):
-        raise TaskLoadError(f"task file {path!r} does not exist")
+        raise TaskError(f"task file {path!r} does not exist")
     name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     try:
         spec = importlib.util.spec_from_file_location(name, path)
@@ -72,7 +60,7 @@ def _import_file(path: str):
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise TaskLoadError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TaskError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
     return module
 
 
@@ -84,7 +72,7 @@ def _import_module(name: str):
     try:
         return importlib.import_module(name)
     except Exception as exc:
-        raise TaskLoadError(f"cannot import module {name!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TaskError(f"cannot import module {name!r}: {type(exc).__name__}: {_first_line(exc)}") from None
     finally:
         if added:
             try:
@@ -102,17 +90,17 @@ def resolve_factory(spec: str):
     """The callable named by ``module:factory`` or ``path/to/file.py:factory``.
 
     Raises:
-        TaskLoadError: one line, when the spec is malformed, the module cannot be
+        TaskError: one line, when the spec is malformed, the module cannot be
             imported, or the attribute is missing or not callable.
     """
     where, attr = _split(spec)
     is_file = where.endswith(".py") or os.sep in where or "/" in where
     module = _import_file(where) if is_file else _import_module(where)
     if not hasattr(module, attr):
-        raise TaskLoadError(f"{where!r} has no attribute {attr!r}")
+        raise TaskError(f"{where!r} has no attribute {attr!r}")
     factory = getattr(module, attr)
     if not callable(factory):
-        raise TaskLoadError(f"{spec}: {attr!r} is not callable (a {type(factory).__name__})")
+        raise TaskError(f"{spec}: {attr!r} is not callable (a {type(factory).__name__})")
     return factory
 
 
@@ -135,7 +123,7 @@ def _call_factory(factory, spec: str, offered: dict):
     try:
         return factory(**kwargs)
     except Exception as exc:
-        raise TaskLoadError(f"task factory {spec} raised {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TaskError(f"task factory {spec} raised {type(exc).__name__}: {_first_line(exc)}") from None
 
 
 def load_task(
@@ -166,17 +154,17 @@ def load_task(
         they set them) and ``factory`` for user tasks.
 
     Raises:
-        TaskLoadError, numeric.TaskError, experiments.tasks.UnknownTaskError,
+        TaskError, numeric.TaskError, experiments.tasks.UnknownTaskError,
         experiments.errors.DataError: one line each.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise TaskLoadError("empty task name")
+        raise TaskError("empty task name")
     spec = spec.strip()
     if is_builtin(spec):
         from experiments.tasks import TASKS, build_task
 
         if spec not in TASKS:
-            raise TaskLoadError(
+            raise TaskError(
                 f"unknown task {spec!r} (built-in tasks: {', '.join(TASKS)}; "
                 "or module:factory, path/to/file.py:factory)"
             )
@@ -208,7 +196,7 @@ def load_task(
         if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
             result, extra = result
         if not isinstance(result, Task):
-            raise TaskLoadError(
+            raise TaskError(
                 f"task factory {spec} returned {type(result).__name__}, expected a numeric.Task "
                 "(or a (Task, settings dict) pair)"
             )

@@ -88,7 +88,7 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
 
 
 def _winner_codes(values: np.ndarray) -> np.ndarray:
-    """1 for JC (positive), -1 for S (negative), 0 for a tie or non-finite."""
+    """1 for JC (positive), -1 for S (negative), 0 for a tie, an undecided gap or non-finite."""
     v = np.asarray(values, dtype=float)
     out = np.sign(v)
     out[~np.isfinite(v)] = 0
@@ -106,6 +106,15 @@ def winner_timeline(
     names = {"gap": "Obs.", "cumulative": "Cum.", "recursive": "Rec.", "jc_only": "JC-only"}
     rows = [s for s in sources if s in records]
     codes = np.vstack([_winner_codes(records[s]) for s in rows])
+    n_undecided = 0
+    if "gap" in rows and "gap_err" in records:  # a measured gap within its error bound names no winner
+        from numeric.metrics import undecided
+
+        mask = np.array([undecided(g, e) for g, e in zip(records["gap"], records["gap_err"])], dtype=bool)
+        codes[rows.index("gap"), mask] = 0
+        n_undecided = int(mask.sum())
+        if n_undecided:
+            title = f"{title} ({n_undecided} undecided iterations, grey in Obs.)"
     k = np.asarray(records["k"])
     cmap = ListedColormap(["#1f77b4", "#bbbbbb", "#ff7f0e"])  # S, tie, JC
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.1), dpi=120)

@@ -71,18 +71,24 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
         if s.get("status") == "complete" and settings.get("preset") == preset:
             _say(f"{task}: complete run found in {run_dir}, reused (use --fresh to recompute)")
             return 0, 0.0
-    base = ["run", task, "--preset", preset, "--out", str(run_dir), "--device", device]
-    if (run_dir / "records.csv").is_file():
+    from experiments.commands.run import execute, parse
+    from numeric.protocol import SettingsChangedError
+
+    base = [task, "--preset", preset, "--out", str(run_dir), "--device", device]
+    if (run_dir / "checkpoint.pt").is_file():
         _say(f"{task}: resuming the interrupted run in {run_dir}")
-        rc = _cli(base + ["--resume"])
-        if rc == 2:  # settings changed since: start over
-            _say(f"{task}: could not resume (settings differ); starting over")
+        try:
+            result, _ = execute(parse(base + ["--resume"]))
+        except SettingsChangedError as exc:  # only a change of settings starts over; any other error is reported
+            _say(f"{task}: could not resume ({exc}); starting over")
             shutil.rmtree(run_dir)
-            rc = _cli(base)
+            result, _ = execute(parse(base))
     else:
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # no checkpoint: nothing that could be continued
         _say(f"{task}: running preset {preset!r} into {run_dir}")
-        rc = _cli(base)
-    return rc, time.perf_counter() - t0
+        result, _ = execute(parse(base))
+    return result.exit_code, time.perf_counter() - t0
 
 
 def build_report(

@@ -4,7 +4,9 @@ For every run directory (``records.csv`` + ``summary.json`` written by
 ``crosscurv run``) and every estimate column (cumulative, recursive and, as
 a third row beyond the paper, ``jc_only``) the paper's Section 5.1 metrics
 are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
-``h_m/n_m``, ``MAE`` and ``Max. AE``.  The best value per metric within a
+``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
+(measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
+left out of the hits and of ``Correct_K``; :mod:`numeric.metrics`).  The best value per metric within a
 task is marked (bold in markdown, ``*`` in plain text), ties included, as in
 the paper.
 
@@ -14,7 +16,6 @@ reports can show ours and theirs side by side.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -57,7 +58,8 @@ class RunRecords:
 
     @property
     def task(self) -> str:
-        s = self.summary.get("settings", self.summary)
+        s = self.summary.get("settings")
+        s = s if isinstance(s, dict) else self.summary
         return str(s.get("task", self.path.name))
 
     @property
@@ -67,7 +69,7 @@ class RunRecords:
 
 def load_run(run_dir: str | Path) -> RunRecords:
     """Read ``records.csv`` and ``summary.json`` of a run; :class:`DataError` if malformed."""
-    from numeric.records import read_records
+    from numeric.records import read_records, read_summary
 
     run_dir = Path(run_dir)
     rec = run_dir / "records.csv"
@@ -78,10 +80,7 @@ def load_run(run_dir: str | Path) -> RunRecords:
         raise DataError(f"{run_dir} has no records.csv (not a crosscurv run directory)")
     summary = {}
     if summ.is_file():
-        try:
-            summary = json.loads(summ.read_text())
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{summ} is not valid JSON: {exc}") from None
+        summary = read_summary(str(summ))
     rows = read_records(rec)
     if not rows:
         raise DataError(f"{rec} holds no records")
@@ -97,7 +96,7 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
     for est in estimates:
         if est not in run.columns:
             continue
-        m = winner_metrics(run.columns["gap"], run.columns[est])
+        m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
         out.append({"task": run.task, "estimate": est, **m})
     return out
 
@@ -147,8 +146,9 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                     run.iters,
                 ]
                 + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits", "mae", "max_ae")]
+                + [str(r.get("undecided", 0))]
             )
-    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓"]
+    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 

@@ -98,7 +98,6 @@ def _build_mlp(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "Xavier-normal weights, zero biases",
         "examples": len(data),
         "widths": list(s["widths"]),
-        "hvp_method": "forward",  # numeric.hvp name: forward-over-reverse works (tested)
     }
     return Task(params, loss, mlp_blocks(model.n_layers), "mlp", info, "gs")
 
@@ -158,8 +157,6 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "objective": "uniform mean over clients of each client's mean cross-entropy",
         "personal_init": "all clients start from the same personal weights",
         "width": s["width"],
-        # convolutions of experiments.models.conv: reverse mode only (fast double backward)
-        "hvp_method": "reverse",
     }
     return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs")
 
@@ -203,7 +200,6 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "target_len": int(target_len),
         "lora_modules": n_modules,
         "trainable_params": sum(v.numel() for v in params.values()),
-        "hvp_method": "forward",  # numeric.hvp name: forward-over-reverse works (tested)
     }
     if model_path is None:
         info["t5"] = dict(s["t5"])

@@ -1,42 +1,46 @@
-"""Numeric half of crosscurv: the paper's quantities by torch autograd (HVPs, never a dense Hessian)."""
+"""Numeric half of crosscurv: the paper's quantities by torch autograd (HVPs, never a dense Hessian).
+
+The public surface, by what a user asks (every other function lives in the
+module named after its concept, e.g. :func:`numeric.hvp.hvp_batch`,
+:mod:`numeric.estimates`, :mod:`numeric.point`):
+
+* your model as a task: :class:`Task`, :func:`task_from_module`,
+  :func:`partition_by_rule`;
+* quantities at a point: :func:`grad`, :func:`block_grad`, :func:`hvp`,
+  :func:`cross_curvature_table` (``c_ij``, ``C_S``, ``C_cross``),
+  :func:`masked_product` (``M_S v``), :func:`one_step_estimate`,
+  :func:`one_step_gap`;
+* exact steps: :func:`scheme_step`, :func:`jacobi_step`, :func:`gauss_seidel_step`;
+* trajectories: :func:`run_protocol` (records, :data:`FIELDS`),
+  :func:`read_records`, :func:`winner_metrics`;
+* checking your own code: :func:`identify_step` (with :func:`as_user_step`),
+  :func:`compare_records`;
+* errors: every one is a :class:`theory.errors.InputError` (one line, exit
+  code 2 on the command line); those a caller of this surface may catch are
+  :class:`TaskError`, :class:`RecordsError` and :class:`ProtocolError`
+  (patterns raise :class:`theory.PatternError`).
+
+Every function that takes a pattern takes a :class:`theory.DelayPattern` or
+its command-line spelling (``"gs"``, ``"gs:3,1,2"``, ``"2<-1"``...).
+"""
 
 from .task import Task, TaskError, partition_by_rule, task_from_module
+from .hvp import block_grad, grad, hvp
+from .curvature import CrossCurvature, cross_curvature_table, masked_product
+from .one_step import one_step_estimate, one_step_gap
+from .steps import gauss_seidel_step, jacobi_step, scheme_step
+from .protocol import ProtocolError, ProtocolResult, run_protocol
+from .records import FIELDS, RecordsError, read_records
+from .metrics import winner_metrics
+from .step_identification import as_user_step, identify_step
+from .record_comparison import compare_records
 
-__all__ = ["Task", "TaskError", "partition_by_rule", "task_from_module"]
-
-# engine: HVPs, exact steps, block-masked curvature, one-step estimates, device
-from .hvp import HVP_METHODS, HVPError, block_grad, grad, hvp, hvp_batch, hvp_choice
-from .steps import StepError, gauss_seidel_step, jacobi_step, scheme_step, scheme_step_with_grads
-from .curvature import CrossCurvature, cross_curvature_table, masked_product, masked_products
-from .third import third_derivative
-from .one_step import one_step_coefficients, one_step_estimate, one_step_gap
-from .device import DeviceError, resolve_device, resolve_dtype
-
-__all__ += [
-    "HVP_METHODS", "HVPError", "block_grad", "grad", "hvp", "hvp_batch", "hvp_choice",
-    "StepError", "gauss_seidel_step", "jacobi_step", "scheme_step", "scheme_step_with_grads",
-    "CrossCurvature", "cross_curvature_table", "masked_product", "masked_products",
-    "third_derivative", "one_step_coefficients", "one_step_estimate", "one_step_gap",
-    "DeviceError", "resolve_device", "resolve_dtype",
+__all__ = [
+    "Task", "task_from_module", "partition_by_rule",
+    "grad", "block_grad", "hvp", "cross_curvature_table", "CrossCurvature", "masked_product",
+    "one_step_estimate", "one_step_gap",
+    "scheme_step", "jacobi_step", "gauss_seidel_step",
+    "run_protocol", "ProtocolResult", "FIELDS", "read_records", "winner_metrics",
+    "identify_step", "as_user_step", "compare_records",
+    "TaskError", "RecordsError", "ProtocolError",
 ]
-
-# trajectories: estimates (Theorems 2-3, JC-only, bound), the controlled protocol, records, metrics
-from .estimates import EstimateState, bound_bk, propagate, quadratic_estimate, recursive_estimate
-from .protocol import ProtocolError, ProtocolResult, ResumeError, run_protocol
-from .records import FIELDS, ESTIMATES, RecordsError, read_records
-from .metrics import Metrics, evaluate, winner, winner_metrics
-
-__all__ += [
-    "EstimateState", "bound_bk", "propagate", "quadratic_estimate", "recursive_estimate",
-    "ProtocolError", "ProtocolResult", "ResumeError", "run_protocol",
-    "FIELDS", "ESTIMATES", "RecordsError", "read_records",
-    "Metrics", "evaluate", "winner", "winner_metrics",
-]
-
-from .hvp import grad_and_hvp, tune_hvp
-
-__all__ += ["grad_and_hvp", "tune_hvp"]
-
-from .point import PointCurvature, masked_product_at
-
-__all__ += ["PointCurvature", "masked_product_at"]

@@ -18,11 +18,11 @@ tensor is ever formed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import torch
 
-from theory.patterns import DelayPattern
+from theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .hvp import grad, hvp_batch
@@ -32,6 +32,9 @@ __all__ = [
     "masked_directions",
     "masked_product",
     "masked_products",
+    "MaskedProductPlan",
+    "masked_product_plan",
+    "plan_for_blocks",
     "CrossCurvature",
     "cross_curvature_table",
 ]
@@ -61,6 +64,75 @@ def _assemble(keys: list[list[str]], groups, products: list, like: Mapping) -> d
             for k in keys[i]:
                 out[k] = hv[k]
     return out
+
+
+@dataclass(frozen=True)
+class MaskedProductPlan:
+    """How ``M_S v`` is assembled from restricted products ``[H (P_C v)]_R`` (Lemma 1).
+
+    Two forms give the same ``M_S v`` (up to the order of the sums):
+
+    * ``"fresh_set"``: one product per distinct non-empty fresh set ``F``,
+      seeded by ``v_F`` (columns ``C = F``), rows ``R = {i : S(i) = F}``;
+    * ``"fresh_block"``: one product per block ``j`` that is fresh for some
+      block, seeded by ``v_j`` alone (``C = {j}``), rows ``R = {i : j in S(i)}``;
+      row ``i`` sums its products in increasing ``j``.
+
+    Attributes:
+        form: ``"fresh_set"`` or ``"fresh_block"``.
+        products: ``((column keys, row keys), ...)``, parameter names.
+    """
+
+    form: str
+    products: tuple
+
+    def assemble(self, like: Mapping, restricted: Iterable[Mapping]) -> dict:
+        """``M_S v`` keyed like ``like`` from the products' rows (``restricted[m]`` holds ``products[m]``'s rows;
+        an iterator is consumed one product at a time); rows no product reaches are zero."""
+        out: dict = {}
+        for (_, rows), hv in zip(self.products, restricted):
+            for k in rows:
+                out[k] = hv[k] if k not in out else out[k] + hv[k]
+        return {k: out[k] if k in out else torch.zeros_like(like[k]) for k in like}
+
+
+def masked_product_plan(task, pattern: DelayPattern, form: str = "auto") -> MaskedProductPlan:
+    """The products of ``M_S v`` for ``pattern`` (see :class:`MaskedProductPlan`).
+
+    ``form="auto"`` takes ``"fresh_block"`` unless it needs more products than
+    ``"fresh_set"``: a product seeded by one block reaches only the part of the
+    retained graph below that block's gradient, so at equal counts it is the
+    cheaper one (``benchmarks/bench_protocol.py`` measures both).
+    """
+    check_pattern(task, pattern)
+    return plan_for_blocks(block_keys(task), pattern, form)
+
+
+def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: str = "auto") -> MaskedProductPlan:
+    """:func:`masked_product_plan` from the parameter names of each block (``keys[i]``: block ``i``)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in range(pattern.n_blocks):
+        f = pattern.fresh(i)
+        if f:
+            groups.setdefault(f, []).append(i)
+    groups = list(groups.items())
+    by_set = tuple(
+        (tuple(k for j in fresh for k in keys[j]), tuple(k for i in rows for k in keys[i])) for fresh, rows in groups
+    )
+    readers: dict[int, list[int]] = {}
+    for i in range(pattern.n_blocks):
+        for j in pattern.fresh(i):
+            readers.setdefault(j, []).append(i)
+    by_block = tuple(
+        (tuple(keys[j]), tuple(k for i in rows for k in keys[i])) for j, rows in sorted(readers.items())
+    )
+    if form == "auto":
+        form = "fresh_block" if len(by_block) <= len(by_set) else "fresh_set"
+    if form == "fresh_set":
+        return MaskedProductPlan("fresh_set", by_set)
+    if form == "fresh_block":
+        return MaskedProductPlan("fresh_block", by_block)
+    raise ValueError(f"unknown masked-product form {form!r} (use auto, fresh_set, fresh_block)")
 
 
 def masked_products(
@@ -114,10 +186,9 @@ class CrossCurvature:
     loss: float = float("nan")
     grad_norm2: float = float("nan")
 
-    def C_S(self, pattern: DelayPattern) -> float:
-        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1)."""
-        if pattern.n_blocks != self.c.shape[0]:
-            raise ValueError(f"pattern over {pattern.n_blocks} blocks, table over {self.c.shape[0]}")
+    def C_S(self, pattern: DelayPattern | str) -> float:
+        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1); ``pattern`` may be a spec such as ``"gs"``."""
+        pattern = as_pattern(pattern, self.c.shape[0], self.block_names)
         return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((), dtype=torch.float64)))
 
     @property

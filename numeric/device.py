@@ -1,4 +1,4 @@
-"""Device and dtype selection (issue 3, item 7): one code path for CUDA and CPU.
+"""Device and dtype selection: one code path for CUDA and CPU.
 
 ``resolve_device("auto")`` picks CUDA when ``torch.cuda.is_available()`` and
 the CPU otherwise; every other function in :mod:`numeric` only follows the

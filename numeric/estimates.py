@@ -23,8 +23,8 @@ the same dtype unless said otherwise):
       cumulative^K = g_JC^K . z_K + 1/2 z_K . H_JC^K z_K
 
   (the HVP ``H_JC^K z_K`` also propagates ``z`` to ``K + 1``).
-* Theorem 2 with the measured difference (:func:`recursive_terms`,
-  :func:`recursive_estimate`)::
+* Theorem 2 with the measured difference (:func:`recursive_estimate`, with
+  ``w`` and ``q`` formed by the protocol)::
 
       recursive^{k+1} = g_JC^{k+1} . [(I - eta H_JC^k) Delta^k + eta^2 u^k]
                         + 1/2 Delta^k . H_JC^k Delta^k
@@ -64,7 +64,6 @@ __all__ = [
     "propagate",
     "quadratic_estimate",
     "quadratic_from_linear",
-    "recursive_terms",
     "recursive_estimate",
     "bk_radius",
     "bound_bk",
@@ -104,23 +103,6 @@ def quadratic_from_linear(gz: torch.Tensor, z: Mapping, Hz: Mapping) -> torch.Te
     lean-memory engine); the result is bit for bit the same.
     """
     return gz + 0.5 * tree.dot(z, Hz)
-
-
-def recursive_terms(delta: Mapping, Hdelta: Mapping, u: Mapping, lr: float) -> tuple[dict, torch.Tensor]:
-    """The parts of Theorem 2's estimate known at iteration ``k``.
-
-    Args:
-        delta: ``Delta theta^k``.
-        Hdelta: ``H_JC^k Delta theta^k``.
-        u: ``M_S(theta_S^k) g_S^k``.
-        lr: ``eta``.
-
-    Returns:
-        ``(w, q)`` with ``w = (I - eta H_JC^k) Delta^k + eta^2 u^k`` and
-        ``q = 1/2 Delta^k . H_JC^k Delta^k``, so that
-        ``recursive^{k+1} = g_JC^{k+1} . w + q`` (:func:`recursive_estimate`).
-    """
-    return propagate(delta, Hdelta, u, lr), 0.5 * tree.dot(delta, Hdelta)
 
 
 def recursive_estimate(g_next: Mapping, w: Mapping, q: torch.Tensor) -> torch.Tensor:
@@ -175,29 +157,27 @@ def power_step(p: Mapping, Hp: Mapping) -> tuple[float, dict]:
 
 
 class EstimateState:
-    """What the estimates carry from iteration ``k`` to ``k + 1`` (resumable).
+    """The scalars the estimates carry from iteration ``k`` to ``k + 1`` (resumable).
+
+    The parameter-sized vectors (``z``, ``y``, the pending recursive term ``w``,
+    the power vector ``p``) live in the protocol's store
+    (:mod:`numeric.offload`), updated by :func:`propagate`; this holds the rest.
 
     Attributes:
-        z: cumulative state ``z_k`` (Theorem 3).
-        y: JC-only state ``y_k`` (same recursion, forcing ``M_S(theta_JC^k) g_JC^k``).
-        w, q: pending recursive-estimate terms from iteration ``k - 1``
+        q: pending quadratic term ``1/2 Delta^{k-1} . H_JC^{k-1} Delta^{k-1}``
             (``None`` at ``k = 0``).
-        p: power-iteration unit vector.
         unorms: ``[||u^0||, ..., ||u^{k-1}||]`` (Python floats).
         G, L: running estimates (module docstring).
+        rayleigh: the last power-iteration estimate ``p^T H_JC^k p``.
     """
 
-    def __init__(self, like: Mapping, seed: int = 0):
-        self.z = tree.zeros_like(like)
-        self.y = tree.zeros_like(like)
-        self.w: dict | None = None
+    def __init__(self):
         self.q: torch.Tensor | None = None
-        self.p = init_power_vector(like, seed)
         self.unorms: list[float] = []
         self.G = 0.0
         self.L = 0.0
+        self.rayleigh = math.nan
 
-    # -- per iteration ------------------------------------------------------
     def observe_gradients(self, *grads: Mapping) -> None:
         """Fold ``||g||`` of each gradient into ``G`` (non-finite norms skipped)."""
         for g in grads:
@@ -205,125 +185,30 @@ class EstimateState:
             if math.isfinite(n):
                 self.G = max(self.G, n)
 
-    def observe_power(self, Hp: Mapping) -> float:
-        """Advance the power iteration with ``H_JC^k p`` and fold ``|p^T H p|`` into ``L``."""
-        rq, self.p = power_step(self.p, Hp)
-        if math.isfinite(rq):
-            self.L = max(self.L, abs(rq))
-        return rq
-
-    # -- the record of iteration k >= 1 (after the observe_* calls) ----------------
-    def recursive(self, g_jc: Mapping, release: bool = False) -> float:
-        """Theorem 2 at ``k``: ``g_JC^k . w^{k-1} + q^{k-1}`` (pending terms of ``k - 1``).
-
-        ``release=True`` drops the pending vector afterwards (it is not needed
-        again; :meth:`contract_delta` sets the next one), to save memory.
-        """
-        if self.w is None:
-            raise RuntimeError("no pending recursive term: estimates start at k = 1")
-        value = float(recursive_estimate(g_jc, self.w, self.q))
-        if release:
-            self.w = None
-        return value
-
-    def cumulative(self, g_jc: Mapping, Hz: Mapping) -> float:
-        """Theorem 3 at ``k``: ``g_JC^k . z_k + 1/2 z_k . H_JC^k z_k``."""
-        return float(quadratic_estimate(g_jc, self.z, Hz))
-
-    def jc_only(self, g_jc: Mapping, Hy: Mapping) -> float:
-        """The JC-only estimate at ``k``: ``g_JC^k . y_k + 1/2 y_k . H_JC^k y_k``."""
-        return float(quadratic_estimate(g_jc, self.y, Hy))
+    def observe_power(self, p: Mapping, Hp: Mapping) -> dict:
+        """One power step with ``H_JC^k p``: fold ``|p^T H p|`` into ``L``; returns the next vector."""
+        self.rayleigh, p_next = power_step(p, Hp)
+        if math.isfinite(self.rayleigh):
+            self.L = max(self.L, abs(self.rayleigh))
+        return p_next
 
     def bound(self, lr: float) -> float:
         """Theorem 3's bound at ``k = len(unorms)`` with the current ``G`` and ``L`` (float64)."""
         return bound_bk(self.unorms, lr, self.G, self.L)
 
-    def estimates(self, g_jc: Mapping, Hz: Mapping, Hy: Mapping, lr: float) -> dict:
-        """All four estimates of the record at ``k >= 1``, as Python floats."""
-        return {
-            "recursive": self.recursive(g_jc),
-            "cumulative": self.cumulative(g_jc, Hz),
-            "jc_only": self.jc_only(g_jc, Hy),
-            "bound_bk": self.bound(lr),
-        }
-
-    # -- moving from k to k + 1 ------------------------------------------------------
-    # The (I - eta H_JC^k) factors are applied one product at a time (contract_*),
-    # then the eta^2 forcing (force).  A caller can thus drop each product as soon
-    # as it is used (peak memory); the result is bit for bit that of propagate().
-    def contract_z(self, Hz: Mapping, lr: float) -> None:
-        """``z <- z_k - eta H_JC^k z_k`` (call after :meth:`cumulative`)."""
-        self.z = propagate(self.z, Hz, None, lr)
-
-    def contract_y(self, Hy: Mapping, lr: float) -> None:
-        """``y <- y_k - eta H_JC^k y_k`` (call after :meth:`jc_only`)."""
-        self.y = propagate(self.y, Hy, None, lr)
-
-    def contract_delta(self, delta: Mapping, Hdelta: Mapping, lr: float) -> None:
-        """``w <- Delta^k - eta H_JC^k Delta^k`` and ``q <- 1/2 Delta^k . H_JC^k Delta^k`` (after :meth:`recursive`)."""
-        self.q = 0.5 * tree.dot(delta, Hdelta)
-        self.w = propagate(delta, Hdelta, None, lr)
-
-    def contract(self, delta: Mapping, Hdelta: Mapping, Hz: Mapping, Hy: Mapping, lr: float) -> None:
-        """All three contractions (:meth:`contract_delta`, :meth:`contract_z`, :meth:`contract_y`)."""
-        self.contract_delta(delta, Hdelta, lr)
-        self.contract_z(Hz, lr)
-        self.contract_y(Hy, lr)
-
-    def force_s(self, u: Mapping, lr: float) -> None:
-        """Add ``eta^2 u^k`` to ``w`` and ``z`` (after the contractions) and store ``||u^k||``.
-
-        Args:
-            u: ``M_S(theta_S^k) g_S^k``.
-            lr: ``eta``.
-        """
-        lr2 = lr * lr
-        self.unorms.append(float(tree.norm(u)))
-        self.w = {k: self.w[k] + lr2 * u[k] for k in self.w}
-        self.z = {k: self.z[k] + lr2 * u[k] for k in self.z}
-
-    def force_jc(self, m_jc: Mapping, lr: float) -> None:
-        """Add ``eta^2 M_S(theta_JC^k) g_JC^k`` to ``y`` (after :meth:`contract_y`)."""
-        lr2 = lr * lr
-        self.y = {k: self.y[k] + lr2 * m_jc[k] for k in self.y}
-
-    def force(self, u: Mapping, m_jc: Mapping, lr: float) -> None:
-        """:meth:`force_s` and :meth:`force_jc`: the ``eta^2`` forcing of ``w``, ``z`` and ``y``."""
-        self.force_s(u, lr)
-        self.force_jc(m_jc, lr)
-
-    def advance(self, delta, Hdelta, Hz, Hy, u, m_jc, lr: float) -> None:
-        """Move from ``k`` to ``k + 1``: :meth:`contract` then :meth:`force` (Lemma 3, Theorem 3)."""
-        self.contract(delta, Hdelta, Hz, Hy, lr)
-        self.force(u, m_jc, lr)
-
-    # -- checkpointing -------------------------------------------------------
     def state_dict(self) -> dict:
-        """Tensors and floats needed to continue bit for bit (for ``torch.save``).
-
-        The tensors are shared, not copied: the state's vectors are never
-        modified in place (every update builds new tensors).
-        """
-        return {
-            "z": dict(self.z),
-            "y": dict(self.y),
-            "w": None if self.w is None else dict(self.w),
-            "q": self.q,
-            "p": dict(self.p),
-            "unorms": list(self.unorms),
-            "G": self.G,
-            "L": self.L,
-        }
+        """What :meth:`from_state_dict` needs to continue bit for bit (for ``torch.save``)."""
+        return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L, "rayleigh": self.rayleigh}
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> "EstimateState":
-        obj = cls.__new__(cls)
-        obj.z = dict(state["z"])
-        obj.y = dict(state["y"])
-        obj.w = None if state["w"] is None else dict(state["w"])
-        obj.q = state["q"]
-        obj.p = dict(state["p"])
+        obj = cls()
+        q = state["q"]
+        if q is not None and not isinstance(q, torch.Tensor):
+            raise TypeError("q")
+        obj.q = q
         obj.unorms = [float(x) for x in state["unorms"]]
         obj.G = float(state["G"])
         obj.L = float(state["L"])
+        obj.rayleigh = float(state.get("rayleigh", math.nan))
         return obj

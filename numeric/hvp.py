@@ -4,10 +4,10 @@ Parameter-space vectors are dicts of tensors keyed like the parameters
 (:mod:`numeric.tree`).  ``loss`` is a pure function ``loss(params) -> 0-dim
 tensor`` (the :class:`numeric.Task` contract).
 
-HVP methods (DESIGN.md, "Computation notes"):
+HVP methods:
 
 * ``"forward"``: forward-over-reverse, ``torch.func.jvp`` of ``torch.func.grad``
-  (the default; the tangent of the gradient map along ``v`` is ``H v``);
+  (the tangent of the gradient map along ``v`` is ``H v``);
 * ``"reverse"``: double backward, ``torch.autograd.grad`` of
   ``grad L(theta)^T v`` built with ``create_graph=True``;
 * ``"rof"``: reverse-over-forward, ``torch.func.grad`` of the directional
@@ -15,19 +15,21 @@ HVP methods (DESIGN.md, "Computation notes"):
   matrix products (8 per dense layer against the gradient's 3, where the
   other two need 9), fastest on convolutional nets on the CPU
   (``benchmarks/bench_hvp.py``);
-* ``"auto"``: ``"forward"``, falling back to ``"reverse"`` once if the forward
-  method raises (some kernels have no forward-mode or double derivative); the
-  choice is remembered per ``loss`` object (see :func:`hvp_choice`).
+* ``"auto"``: the same meaning everywhere in crosscurv (here, in
+  :func:`numeric.protocol.run_protocol` and on the command line): double
+  backward (``"reverse"``) where the model has a double derivative (on the
+  CPU the fastest and leanest, ``benchmarks/bench_hvp.py``), else
+  forward-over-reverse.  Nothing is remembered between calls: each ``"auto"``
+  call decides afresh (:func:`resolve_method` decides once, for a caller that
+  takes many products).
 
-:func:`hvp_batch` evaluates several products at one point in one ``vmap``
-call where the model allows, and remembers per ``loss`` and method when it
-does not (it then loops).
+:func:`hvp_batch` evaluates several products at one point in one batched call
+where the model allows, else one by one.
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 from typing import Callable, Mapping, Sequence
 
 import torch
@@ -45,7 +47,7 @@ __all__ = [
     "hvp_batch",
     "grad_and_hvp",
     "tune_hvp",
-    "hvp_choice",
+    "resolve_method",
 ]
 
 #: Accepted ``method`` values.
@@ -58,51 +60,9 @@ class HVPError(InputError):
     """A bad HVP request: unknown method, or a vector not shaped like the parameters."""
 
 
-# -- per-loss memory of what works -------------------------------------------
-# Keyed weakly by the loss function object so that dropping a task drops its
-# entries.  Losses that cannot be weakly referenced are simply not remembered.
-_auto_choice: "weakref.WeakKeyDictionary[Loss, str]" = weakref.WeakKeyDictionary()
-_no_vmap: "weakref.WeakKeyDictionary[Loss, set]" = weakref.WeakKeyDictionary()
-
-
-def _remember(store, loss, value) -> None:
-    try:
-        store[loss] = value
-    except TypeError:  # not weak-referenceable: do not remember
-        pass
-
-
-def _lookup(store, loss, default=None):
-    try:
-        return store.get(loss, default)
-    except TypeError:
-        return default
-
-
-def hvp_choice(loss: Loss) -> dict:
-    """What :func:`hvp` / :func:`hvp_batch` learned about ``loss``.
-
-    Returns:
-        ``{"auto": "forward" | "reverse" | None, "no_vmap": [methods]}``;
-        ``None`` means ``"auto"`` has not needed a fallback (it uses
-        ``"forward"``).
-    """
-    return {
-        "auto": _lookup(_auto_choice, loss),
-        "no_vmap": sorted(_lookup(_no_vmap, loss, set())),
-    }
-
-
 def _check_method(method: str) -> None:
     if method not in HVP_METHODS:
         raise HVPError(f"unknown HVP method {method!r} (use {', '.join(HVP_METHODS)})")
-
-
-def _current(loss: Loss, method: str) -> str:
-    """The concrete method ``method`` stands for now (resolves ``"auto"``)."""
-    if method == "auto":
-        return _lookup(_auto_choice, loss) or "forward"
-    return method
 
 
 def _primal(params: Mapping) -> dict:
@@ -231,20 +191,30 @@ def _hvp_rof(loss: Loss, params: Mapping, v: Mapping) -> dict:
 _SINGLE = {"forward": _hvp_forward, "reverse": _hvp_reverse, "rof": _hvp_rof}
 
 
-def _with_auto_fallback(loss: Loss, method: str, run: Callable[[str], object]):
-    """Run ``run(concrete_method)``; under ``"auto"`` retry once with ``"reverse"`` and remember."""
-    m = _current(loss, method)
-    if method != "auto" or m == "reverse":
-        return run(m)
+def _with_auto_fallback(method: str, run: Callable[[str], object]):
+    """``run(method)``; under ``"auto"``: ``run("reverse")``, else ``run("forward")`` if that raises."""
+    if method != "auto":
+        return run(method)
     try:
-        return run(m)
-    except Exception as exc:  # no forward-mode / functorch support somewhere
+        return run("reverse")
+    except Exception as exc:  # no double derivative for some kernel
         try:
-            out = run("reverse")
+            return run("forward")
         except Exception as exc2:
             raise exc2 from exc
-        _remember(_auto_choice, loss, "reverse")
-        return out
+
+
+def resolve_method(loss: Loss, params: Mapping, method: str = "auto") -> str:
+    """The concrete method ``method`` stands for at ``params``: ``"auto"`` tries one double-backward
+    product (``"reverse"``) and answers ``"forward"`` if it raises; any other method is returned as is."""
+    _check_method(method)
+    if method != "auto":
+        return method
+    try:
+        _hvp_reverse(loss, params, _primal(params))
+        return "reverse"
+    except Exception:
+        return "forward"
 
 
 def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
@@ -261,7 +231,7 @@ def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
     """
     _check_method(method)
     t = _tangent(v, params)
-    return _with_auto_fallback(loss, method, lambda m: _SINGLE[m](loss, params, t))
+    return _with_auto_fallback(method, lambda m: _SINGLE[m](loss, params, t))
 
 
 def grad_and_hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> tuple:
@@ -290,7 +260,7 @@ def grad_and_hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") 
         value, g = grad(loss, params)
         return value, g, _hvp_rof(loss, params, t)
 
-    return _with_auto_fallback(loss, method, run)
+    return _with_auto_fallback(method, run)
 
 
 # -- several HVPs at one point --------------------------------------------------
@@ -311,14 +281,6 @@ def _batched(loss: Loss, params: Mapping, ts: list, method: str, chunk_size) -> 
     return tree.unstack({k: out[k].detach() for k in p})
 
 
-def _vmap_ok(loss: Loss, method: str) -> bool:
-    return method not in _lookup(_no_vmap, loss, set())
-
-
-def _mark_no_vmap(loss: Loss, method: str) -> None:
-    _remember(_no_vmap, loss, _lookup(_no_vmap, loss, set()) | {method})
-
-
 def hvp_batch(
     loss: Loss,
     params: Mapping,
@@ -330,9 +292,9 @@ def hvp_batch(
 
     Batched with ``torch.func.vmap`` over the directions (``"forward"``,
     ``"rof"``; the primal pass is shared) or a batched double backward
-    (``"reverse"``, ``is_grads_batched``).  If batching fails for
-    this loss and method, the products are computed one by one, and later
-    calls go straight to the loop (see :func:`hvp_choice`).
+    (``"reverse"``, ``is_grads_batched``).  If batching fails for this loss
+    and method, the products are computed one by one (each call tries the
+    batch again: nothing is remembered).
 
     Args:
         loss, params, method: as in :func:`hvp`.
@@ -349,25 +311,14 @@ def hvp_batch(
         return []
     if len(ts) == 1:
         return [hvp(loss, params, ts[0], method)]
-    m = _current(loss, method)
-    if not _vmap_ok(loss, m):
-        return [hvp(loss, params, t, method) for t in ts]
-    try:
-        return _batched(loss, params, ts, m, chunk_size)
-    except Exception:
-        pass
-    # Was it the batching or the method itself?  One plain product decides
-    # (and, for "auto", switches to "reverse" when "forward" is at fault).
-    first = hvp(loss, params, ts[0], method)
-    m2 = _current(loss, method)
-    if m2 == m:
-        _mark_no_vmap(loss, m)
-    elif _vmap_ok(loss, m2):
+
+    def run(m):
         try:
-            return [first] + _batched(loss, params, ts[1:], m2, chunk_size)
-        except Exception:
-            _mark_no_vmap(loss, m2)
-    return [first] + [hvp(loss, params, t, method) for t in ts[1:]]
+            return _batched(loss, params, ts, m, chunk_size)
+        except Exception:  # no batching for this model: one product at a time
+            return [_SINGLE[m](loss, params, t) for t in ts]
+
+    return _with_auto_fallback(method, run)
 
 
 # -- choosing the fastest method for a model ------------------------------------
@@ -378,12 +329,12 @@ def _sync(params: Mapping) -> None:
 
 
 def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None, methods: Sequence[str] = ("forward", "reverse", "rof"), repeats: int = 1) -> dict:
-    """Time each HVP method once (after a warm-up) and make the fastest this loss's ``"auto"`` choice.
+    """Time each HVP method (after a warm-up) and name the fastest (no side effect: pass it as ``method``).
 
     Which method is fastest depends on the model and the device (on the CPU:
     double backward for the MLP and the T5-LoRA shapes, reverse-over-forward
-    for ResNet-18; ``benchmarks/bench_hvp.py``).  Opt-in: without it
-    ``"auto"`` means ``"forward"`` with the ``"reverse"`` fallback.
+    for ResNet-18; ``benchmarks/bench_hvp.py``).  ``"auto"`` does not consult
+    it: a caller passes ``tune_hvp(...)["best"]`` explicitly.
 
     Args:
         loss, params: as in :func:`hvp`.
@@ -417,5 +368,4 @@ def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None, methods: Seq
     if not ok:
         raise HVPError("no HVP method works for this loss: " + ", ".join(methods))
     winner = min(ok, key=ok.get)
-    _remember(_auto_choice, loss, winner)
     return {"best": winner, "seconds": seconds}

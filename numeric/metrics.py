@@ -23,6 +23,14 @@ Ties (the paper leaves ``w(0)`` undefined; this is how crosscurv counts them):
   The denominator stays ``K``.
 * A NaN estimate has no winner (``w = "undefined"``): it never agrees, and
   it makes ``MAE`` and ``Max. AE`` NaN.
+
+Undecided iterations (beyond the paper): when the records carry an error
+bound ``gap_err_k`` of the measured gap (:mod:`numeric.gap`), an iteration with
+``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k`` has no measured winner: it is
+counted as ``undecided``, in neither ``n_JC`` nor ``n_GS``, and left out of
+``Correct_K``, whose denominator becomes ``K - undecided``.  (An exact tie with
+an exact gap, ``gap_err_k = 0``, stays a tie.)  ``MAE`` and ``Max. AE`` still
+run over all ``K`` iterations.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ __all__ = [
     "GS",
     "TIE",
     "UNDEFINED",
+    "UNDECIDED",
+    "undecided",
     "winner",
     "Metrics",
     "evaluate",
@@ -44,7 +54,7 @@ __all__ = [
     "bound_coverage",
 ]
 
-JC, GS, TIE, UNDEFINED = "JC", "GS", "tie", "undefined"
+JC, GS, TIE, UNDEFINED, UNDECIDED = "JC", "GS", "tie", "undefined", "undecided"
 
 
 def winner(x: float) -> str:
@@ -71,7 +81,8 @@ class Metrics:
             paper's "GS hits").
         mae: ``MAE_K``.
         max_ae: ``Max. AE_K``.
-        ties: number of measured gaps exactly ``0``.
+        ties: number of measured gaps exactly ``0`` (among the decided ones).
+        undecided: iterations whose ``|gap|`` is within its error bound.
     """
 
     K: int
@@ -81,6 +92,7 @@ class Metrics:
     mae: float
     max_ae: float
     ties: int = 0
+    undecided: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -91,6 +103,7 @@ class Metrics:
             "mae": self.mae,
             "max_ae": self.max_ae,
             "ties": self.ties,
+            "undecided": self.undecided,
         }
 
     def row(self) -> list[str]:
@@ -104,8 +117,16 @@ class Metrics:
         ]
 
 
-def evaluate(gaps: Sequence[float], estimates: Sequence[float]) -> Metrics:
+def undecided(gap: float, err: float) -> bool:
+    """``gap_err > 0`` and ``|gap| <= gap_err``: the measured winner is within the gap's error bound."""
+    return err > 0 and abs(gap) <= err
+
+
+def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float] | None = None) -> Metrics:
     """Metrics of ``estimates`` against the measured ``gaps`` (same length ``K >= 1``).
+
+    ``gap_errs``: per-iteration error bounds of the gaps (module docstring);
+    ``None`` (or NaN entries) means no iteration is undecided.
 
     Raises:
         ValueError: different lengths or ``K = 0``.
@@ -114,11 +135,15 @@ def evaluate(gaps: Sequence[float], estimates: Sequence[float]) -> Metrics:
     gap = [float(x) for x in gaps]
     if len(est) != len(gap):
         raise ValueError(f"{len(est)} estimates against {len(gap)} gaps")
+    errs = [0.0] * len(gap) if gap_errs is None else [float(x) for x in gap_errs]
+    if len(errs) != len(gap):
+        raise ValueError(f"{len(errs)} gap error bounds against {len(gap)} gaps")
     K = len(gap)
     if K == 0:
         raise ValueError("no iterations to evaluate")
     w_est = [winner(x) for x in est]
-    w_gap = [winner(x) for x in gap]
+    w_gap = [UNDECIDED if undecided(g, e) else winner(g) for g, e in zip(gap, errs)]
+    n_undecided = sum(1 for b in w_gap if b == UNDECIDED)
     agree = sum(1 for a, b in zip(w_est, w_gap) if a == b and a != UNDEFINED)
     n = {m: sum(1 for b in w_gap if b == m) for m in (JC, GS)}
     h = {m: sum(1 for a, b in zip(w_est, w_gap) if a == b == m) for m in (JC, GS)}
@@ -128,28 +153,33 @@ def evaluate(gaps: Sequence[float], estimates: Sequence[float]) -> Metrics:
     else:
         mae = math.fsum(errors) / K
         max_ae = max(errors)
+    decided = K - n_undecided
     return Metrics(
         K=K,
-        correct=100.0 * agree / K,
+        correct=100.0 * agree / decided if decided else math.nan,
         jc_hits=(h[JC], n[JC]),
         s_hits=(h[GS], n[GS]),
         mae=mae,
         max_ae=max_ae,
         ties=sum(1 for b in w_gap if b == TIE),
+        undecided=n_undecided,
     )
 
 
-def winner_metrics(gaps: Sequence[float], estimates: Sequence[float]) -> dict:
-    """:func:`evaluate` as a dict: ``K, correct, jc_hits, s_hits, mae, max_ae, ties``.
+def winner_metrics(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float] | None = None) -> dict:
+    """:func:`evaluate` as a dict: ``K, correct, jc_hits, s_hits, mae, max_ae, ties, undecided``.
 
     ``jc_hits`` and ``s_hits`` are ``(h, n)`` tuples; ``correct`` is in percent.
     """
-    return evaluate(gaps, estimates).as_dict()
+    return evaluate(gaps, estimates, gap_errs).as_dict()
 
 
-def evaluate_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str], gap: str = "gap") -> dict:
-    """``{name: evaluate(columns[gap], columns[name])}`` for each estimate column."""
-    return {name: evaluate(columns[gap], columns[name]) for name in names}
+def evaluate_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str], gap: str = "gap",
+                     gap_err: str = "gap_err") -> dict:
+    """``{name: evaluate(columns[gap], columns[name], columns[gap_err])}`` for each estimate column
+    (no error bounds when the columns have no ``gap_err``)."""
+    errs = columns.get(gap_err)
+    return {name: evaluate(columns[gap], columns[name], errs) for name in names}
 
 
 def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:

@@ -28,7 +28,8 @@ from typing import Mapping
 
 import torch
 
-__all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX"]
+__all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX", "available_memory", "should_offload",
+           "CARRIED_VECTORS", "PEAK_VECTORS"]
 
 #: Name prefix of the folders of parked vectors (inside a run folder).
 PREFIX = ".offload-"
@@ -111,6 +112,41 @@ class Offloaded:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+#: Parameter-sized vectors the protocol carries between iterations (theta_JC, theta_S, z, y, w, p, M_S g_JC).
+CARRIED_VECTORS = 7
+#: Parameter-sized temporaries beside them at the peak (gradient, a product, a step, a difference), and
+#: the retained graph counted as about as many again (benchmarks/bench_memory.py measures the real peak).
+PEAK_VECTORS = 8
+
+
+def available_memory(device) -> int | None:
+    """Bytes the compute device can still give: free GPU memory (``torch.cuda.mem_get_info``) or the
+    host's ``MemAvailable`` (``/proc/meminfo``); ``None`` where it cannot be read."""
+    device = torch.device(device)
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[0])
+        with open("/proc/meminfo", "r", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except Exception:  # no such file, no driver: unknown
+        return None
+    return None
+
+
+def should_offload(n_params: int, element_size: int, device, available: int | None = None) -> bool:
+    """Offload when the protocol's estimated footprint does not fit comfortably in what is available.
+
+    Footprint ``(CARRIED_VECTORS + PEAK_VECTORS) * n_params * element_size`` bytes; offload when it
+    exceeds half of :func:`available_memory` (``available`` overrides it; unknown memory: resident).
+    """
+    free = available_memory(device) if available is None else available
+    if free is None:
+        return False
+    return (CARRIED_VECTORS + PEAK_VECTORS) * n_params * element_size > free // 2
 
 
 def make_store(offload: bool, device, directory: str | None = None):

@@ -31,9 +31,9 @@ import torch
 from theory.patterns import DelayPattern, jacobi
 
 from . import tree
-from .curvature import _assemble, masked_directions
+from .curvature import masked_directions
 from .hvp import grad, hvp_batch
-from .steps import block_keys, scheme_step
+from .steps import block_keys, check_pattern, scheme_step
 from .third import third_derivative
 
 __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
@@ -43,13 +43,14 @@ def _dot64(a: Mapping, b: Mapping) -> float:
     return float(sum((a[k].to(torch.float64) * b[k].to(torch.float64)).sum() for k in a))
 
 
-def one_step_coefficients(task, params: Mapping, pattern: DelayPattern, g: Mapping | None = None, method: str = "auto") -> dict:
+def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping | None = None, method: str = "auto") -> dict:
     """The coefficients ``{2: C_S, 3: c3}`` of the one-step gap at ``params``.
 
     Args:
         task: the :class:`numeric.Task`.
         params: the common point ``theta^k``.
-        pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
+        pattern: acyclic delay pattern over ``task.n_blocks`` blocks, or its
+            spec (``"gs"``, ``"2<-1"``...; :func:`theory.patterns.as_pattern`).
         g: the gradient at ``params`` if known (else computed).
         method: HVP method (:func:`numeric.hvp.hvp`).
 
@@ -57,19 +58,26 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern, g: Mappi
         ``{2: C_S, 3: c3}`` as Python floats (dots accumulated in float64),
         the same keys as ``theory.one_step.gap_coefficients``.
     """
+    pattern = check_pattern(task, pattern)
     groups = masked_directions(task, pattern)
     if not groups:  # JC against itself
         return {2: 0.0, 3: 0.0}
     if g is None:
         _, g = grad(task.loss, params)
     keys = block_keys(task)
-    fresh_keys = [[k for j in fresh for k in keys[j]] for fresh, _ in groups]
+    fresh_keys = [pattern.fresh_items(rows[0], keys) for _, rows in groups]
     row_keys = [[k for i in rows for k in keys[i]] for _, rows in groups]
 
+    def rows_of(products: list) -> dict:  # M_S v from the products H (P_F v): each group's rows
+        out = tree.zeros_like(params)
+        for rk, hv in zip(row_keys, products):
+            out.update((k, hv[k]) for k in rk)
+        return out
+
     hg = hvp_batch(task.loss, params, [tree.restrict(g, fk) for fk in fresh_keys], method)
-    mg = _assemble(keys, groups, hg, params)  # M_S g
+    mg = rows_of(hg)  # M_S g
     prods = hvp_batch(task.loss, params, [tree.restrict(mg, fk) for fk in fresh_keys] + [mg], method)
-    mmg = _assemble(keys, groups, prods[:-1], params)  # M_S^2 g
+    mmg = rows_of(prods[:-1])  # M_S^2 g
     hmg = prods[-1]  # H M_S g
 
     cubic = 0.0
@@ -81,7 +89,7 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern, g: Mappi
     return {2: c_s, 3: c3}
 
 
-def one_step_estimate(task, params: Mapping, pattern: DelayPattern, lr, g: Mapping | None = None, method: str = "auto") -> dict:
+def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g: Mapping | None = None, method: str = "auto") -> dict:
     """One-step estimates of ``L_S^{k+1} - L_JC^{k+1}`` from ``params``.
 
     Returns:
@@ -95,8 +103,9 @@ def one_step_estimate(task, params: Mapping, pattern: DelayPattern, lr, g: Mappi
     return {"eta2": eta2, "eta3": eta2 + lr**3 * coef[3], "C_S": coef[2], "c3": coef[3]}
 
 
-def one_step_gap(task, params: Mapping, pattern: DelayPattern, lr) -> float:
+def one_step_gap(task, params: Mapping, pattern: DelayPattern | str, lr) -> float:
     """The measured gap ``L(S step) - L(JC step)`` from ``params`` (exact steps, :mod:`numeric.steps`)."""
+    pattern = check_pattern(task, pattern)
     with torch.no_grad():
         ls = task.loss(scheme_step(task, params, pattern, lr))
         lj = task.loss(scheme_step(task, params, jacobi(task.n_blocks), lr))

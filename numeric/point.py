@@ -1,4 +1,17 @@
-"""Loss, gradient and any number of Hessian-vector products at one point, from one graph.
+"""What the protocol asks of one point ``theta``: loss, gradient, ``H v`` and ``M_S v``.
+
+The per-point interface (:class:`Point`) has two implementations, the two
+engines of :func:`numeric.protocol.run_protocol`:
+
+* :class:`PointCurvature` (engine ``"graph"``): one retained double-backward
+  graph, every product one backward pass through it (below);
+* :class:`BatchedPoint` (engine ``"batched"``): the gradient by one backward
+  pass, the products batched by :func:`numeric.hvp.hvp_batch` (forward-over-reverse
+  or any method of :mod:`numeric.hvp`), for models without a double derivative.
+
+Both serve ``value``, ``grad``, ``hvp(v)``, ``products(named)`` (several
+products, consumed in order) and ``masked(plan, v)`` (``M_S v``, Lemma 1, by a
+:class:`numeric.curvature.MaskedProductPlan`), and ``release()``.
 
 The protocol needs, at each iterate ``theta``, the gradient ``g = grad L(theta)``
 and several products with ``H = grad^2 L(theta)`` (the power vector, the
@@ -28,20 +41,45 @@ a vector may hold only some of the keys (the others are zero).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
 from theory.patterns import DelayPattern
 
-from .hvp import HVPError
+from . import tree
+from .curvature import MaskedProductPlan, plan_for_blocks
+from .hvp import HVPError, grad, hvp, hvp_batch
 
-__all__ = ["PointCurvature", "masked_product_at"]
+__all__ = ["Point", "PointCurvature", "BatchedPoint", "masked_product_at"]
+
+Named = Sequence  # [(name, callable returning the vector), ...]
+
+
+class Point:
+    """The per-point interface: ``value``, ``grad``, ``hvp``, ``products``, ``masked``, ``release``."""
+
+    value: torch.Tensor
+    grad: dict
+
+    def hvp(self, v: Mapping) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def products(self, named: Named) -> Iterator[tuple[str, dict]]:
+        """``(name, H v)`` for each ``(name, get)`` in order; ``get()`` returns ``v`` (called when needed)."""
+        for name, get in named:
+            yield name, self.hvp(get())
+
+    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self) -> None:
+        pass
 
 Loss = Callable[[dict], torch.Tensor]
 
 
-class PointCurvature:
+class PointCurvature(Point):
     """``L(theta)``, ``grad L(theta)`` and ``H(theta) v`` products on one retained graph.
 
     Args:
@@ -112,10 +150,50 @@ class PointCurvature:
                                      allow_unused=True)
         return {k: (h.detach() if h is not None else torch.zeros_like(self._p[k])) for k, h in zip(rows, hs)}
 
+    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
+        """``M_S v`` by ``plan``: one restricted product per entry, each read from ``v``'s columns only."""
+        return plan.assemble(v, (self.hvp({k: v[k] for k in cols}, rows) for cols, rows in plan.products))
+
     def release(self) -> None:
         """Free the retained graph (the gradient and value stay)."""
         self._g = {}
         self._p = None
+
+
+class BatchedPoint(Point):
+    """The batched engine at one point: gradient by one backward pass, products by :mod:`numeric.hvp`.
+
+    Args:
+        loss, params: as :class:`PointCurvature`.
+        method: a concrete HVP method (``"forward"``, ``"reverse"``, ``"rof"``).
+        chunk_size: at most this many products per batch; ``1`` takes them one
+            at a time (nothing stacked: the lean-memory setting).
+    """
+
+    def __init__(self, loss, params: Mapping, method: str = "forward", chunk_size: int | None = None):
+        self._loss, self._params, self.method, self.chunk = loss, params, method, chunk_size
+        self.value, self.grad = grad(loss, params)
+
+    def hvp(self, v: Mapping) -> dict:
+        return hvp(self._loss, self._params, v, self.method)
+
+    def products(self, named: Named) -> Iterator[tuple[str, dict]]:
+        if self.chunk == 1:
+            yield from super().products(named)
+            return
+        names = [n for n, _ in named]
+        vs = [get() for _, get in named]
+        out = hvp_batch(self._loss, self._params, vs, self.method, self.chunk)
+        del vs
+        while out:
+            yield names.pop(0), out.pop(0)
+
+    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
+        dirs = [{k: (v[k] if k in set(cols) else torch.zeros_like(v[k])) for k in v} for cols, _ in plan.products]
+        if not dirs:
+            return tree.zeros_like(v)
+        prods = hvp_batch(self._loss, self._params, dirs, self.method, self.chunk)
+        return plan.assemble(v, prods)
 
 
 def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]], pattern: DelayPattern,
@@ -124,7 +202,8 @@ def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]]
 
     One product per distinct non-empty fresh set ``F``, reading only ``v_F``
     and differentiating only the blocks ``i`` with ``S(i) = F``; blocks with an
-    empty fresh set are zero.
+    empty fresh set are zero (``point.masked`` takes any
+    :class:`numeric.curvature.MaskedProductPlan`).
 
     Args:
         point: the :class:`PointCurvature` at ``theta``.
@@ -135,15 +214,4 @@ def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]]
     Returns:
         ``M_S v`` as a dict with every parameter key.
     """
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i in range(pattern.n_blocks):
-        groups.setdefault(pattern.fresh(i), []).append(i)
-    out: dict[str, torch.Tensor] = {}
-    for fresh, members in groups.items():
-        rows = [k for i in members for k in block_keys[i]]
-        if not fresh:
-            for k in rows:
-                out[k] = torch.zeros_like(v[k])
-            continue
-        out.update(point.hvp({k: v[k] for j in fresh for k in block_keys[j]}, rows))
-    return {k: out[k] for k in v}
+    return point.masked(plan_for_blocks(block_keys, pattern, "fresh_set"), v)

@@ -2,56 +2,60 @@
 
 JC and pattern-``S`` trajectories start from the same ``theta^0`` (the task's
 parameters) and take exact full-batch steps (:func:`numeric.steps.scheme_step`)
-with a constant learning rate ``eta``, no momentum.  At every iteration
-``k = 0..K`` the protocol evaluates
+with a constant learning rate ``eta``, no momentum.  Iteration ``k = 0..K`` is
+one body (:func:`_iteration`) over the per-point interface of
+:mod:`numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
-* at ``theta_JC^k``: the loss, ``g_JC^k``, the products
-  ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector, cumulative
-  state, JC-only state, trajectory difference) and ``M_S(theta_JC^k) g_JC^k``;
-* at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``
-  (the products are skipped at ``k = K``),
+* at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the
+  products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector,
+  cumulative state, JC-only state, trajectory difference);
+* at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``;
 
-writes the record of iteration ``k >= 1`` (:mod:`numeric.records`; estimates
-of :mod:`numeric.estimates`), then steps both trajectories.  The HVP
+it writes the record of iteration ``k >= 1`` (:mod:`numeric.records`; the
+estimates of :mod:`numeric.estimates`), then steps both trajectories (the
+scheme step reuses ``g_S^k`` for the blocks with an empty fresh set).  At
+``k = K`` the products that only serve ``k + 1`` are skipped.  The HVP
 ``H_JC^k z_k`` serves both the quadratic term of the cumulative estimate at
 ``k`` and the propagation of ``z`` to ``k + 1``, so a run costs ``O(K)`` HVPs.
 
-Engines (``hvp_method``):
+Engines (chosen once per run, recorded in the summary under ``"hvp"``):
 
-* ``"reverse"``: one :class:`numeric.point.PointCurvature` per point: the
-  gradient is built once with ``create_graph=True`` and every product at that
-  point is one backward pass through the retained graph (``M_S v``
-  differentiates only the rows of each fresh set); one graph is alive at a
-  time (:func:`_iterate_point`);
-* ``"forward"`` / ``"rof"``: the products at a point in one batched call of
-  :func:`numeric.hvp.hvp_batch` (``chunk_size`` caps the batch), the
-  gradients by separate backward passes (:func:`_iterate`);
-* ``"auto"`` (default): ``"reverse"`` when one double-backward product works
-  at ``theta^0``, else ``"forward"``.  On the CPU the graph engine is both the
-  faster (``benchmarks/bench_cumulative.py --hvp``) and the leaner one.
+* ``"graph"`` (:class:`numeric.point.PointCurvature`): the gradient is built
+  once with ``create_graph=True`` and every product at that point is one
+  backward pass through the retained graph; one graph is alive at a time;
+* ``"batched"`` (:class:`numeric.point.BatchedPoint`): the gradient by one
+  backward pass, the products at a point in one batched call of
+  :func:`numeric.hvp.hvp_batch` (``chunk_size`` caps the batch).
+
+``hvp_method`` ``"reverse"`` asks for the graph engine, ``"forward"`` /
+``"rof"`` for the batched one with that method, and ``"auto"`` (default) has
+the meaning it has everywhere (:func:`numeric.hvp.resolve_method`): double
+backward when one product works at ``theta^0`` (the graph engine), else
+forward-over-reverse (batched).  ``M_S v`` follows a
+:class:`numeric.curvature.MaskedProductPlan` (one product per fresh block or
+per fresh set, whichever needs fewer; recorded).
+
+The carried vectors (``theta_JC``, ``theta_S``, ``z``, ``y``, the pending
+recursive term ``w``, the power vector ``p``, ``M_S g_JC``) always live in one
+store (:mod:`numeric.offload`): resident, or parked off the compute device
+between uses when the estimated footprint does not fit comfortably in the
+available memory (:func:`numeric.offload.should_offload`) or when asked.
 
 Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed
 as it is written), ``summary.json`` (settings, status, metrics, timings) and
-``checkpoint.pt``.  The checkpoint is saved atomically at ``k = 0`` and then
-every ``checkpoint_every`` records (default 1 for tasks with fewer than 5M
-parameters, else 10); it holds exactly what the next iteration needs
-(``theta_JC``, ``theta_S``, ``z``, ``y``, the pending recursive term, the power
-vector, the ``||u^j||`` history, ``G``, ``L``) and the run's settings.
-``resume=True`` checks that the settings match (:class:`ResumeError` names the
-first setting that differs), truncates ``records.csv`` to the checkpoint's
-``k`` and continues; on the CPU the resumed records are bit-for-bit those of
-an uninterrupted run.  Without ``resume`` an ``out_dir`` that already holds a
-run is refused (partial output is never overwritten).
-
-Memory (``benchmarks/bench_memory.py``): the protocol carries six
-parameter-sized vectors between iterations (``theta_JC``, ``theta_S``, ``z``,
-``y``, the pending recursive term ``w`` and the power vector ``p``).  The graph
-engine uses them one at a time and, with ``offload`` (default: on for tasks with
-at least :data:`OFFLOAD_PARAMS` parameters), parks them off the compute
-device between uses (host memory on a GPU, files in the run folder on the
-CPU; :mod:`numeric.offload`), so its peak is one retained graph, one product
-in flight and two or three vectors: 3.5x the memory of one gradient step on
-the paper's ResNet-18 (width 64), where the batched products needed 6-10x.
+``checkpoint.pt``.  A checkpoint holds exactly what the next iteration needs
+(the carried vectors, ``q``, the ``||u^j||`` history, ``G``, ``L``) and the
+run's settings; it is written atomically at ``k = 0``, then on a cadence
+(``checkpoint_every`` records, or by default when :data:`CHECKPOINT_SECONDS`
+have passed and the last save cost less than 5% of the time since), and always
+before the last iteration (so that the run can be *extended*), after which it
+is marked done.  ``resume=True`` checks that the settings match
+(:class:`ResumeError` names the first one that differs), truncates
+``records.csv`` to the checkpoint's ``k`` and recomputes from there; ``iters``
+may grow (the run is extended: its records are those of an uninterrupted run
+to the new ``K``) but not shrink.  On the CPU the resumed records are bit for
+bit those of an uninterrupted run.  Without ``resume`` an ``out_dir`` that
+already holds a run is refused (partial output is never overwritten).
 
 Divergence: a non-finite loss at iteration ``k`` stops the run with status
 ``"diverged"`` (every record ``1..k-1`` stays on disk); the CLI exits with
@@ -65,25 +69,26 @@ import json
 import math
 import os
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
 
 from theory.errors import InputError
-from theory.patterns import DelayPattern
+from theory.patterns import DelayPattern, parse_pattern
 
 from . import tree
-from .curvature import masked_products
-from .estimates import EstimateState, quadratic_from_linear
-from .hvp import HVP_METHODS, grad, hvp, hvp_batch, hvp_choice
-from .offload import make_store
-from .point import PointCurvature, masked_product_at
+from .curvature import MaskedProductPlan, masked_product_plan
+from .gap import SegmentGap
+from .estimates import EstimateState, init_power_vector, propagate, quadratic_from_linear, recursive_estimate
+from .hvp import HVP_METHODS, resolve_method
 from .metrics import bound_coverage, evaluate_columns
+from .offload import make_store, should_offload
+from .point import BatchedPoint, PointCurvature
 from .records import (
     CHECKPOINT_FILE,
     ESTIMATES,
+    LEGACY_FIELDS,
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordsError,
@@ -96,31 +101,35 @@ from .records import (
     truncate_records,
     write_summary,
 )
-from .steps import block_keys, check_pattern, scheme_step
+from .steps import check_pattern, scheme_step
 from .task import TaskError
 
 __all__ = [
     "ProtocolError",
     "ResumeError",
+    "SettingsChangedError",
     "ProtocolResult",
+    "Engine",
+    "choose_engine",
     "DIVERGED_EXIT_CODE",
-    "LARGE_MODEL_PARAMS",
-    "OFFLOAD_PARAMS",
-    "default_checkpoint_every",
+    "CHECKPOINT_SECONDS",
     "run_protocol",
     "crosscurv_version",
 ]
 
 #: Exit code of ``crosscurv run`` for a diverged run.
 DIVERGED_EXIT_CODE = 3
-#: Tasks with at least this many parameters checkpoint every 10 records by default.
-LARGE_MODEL_PARAMS = 5_000_000
-#: Tasks with at least this many parameters park their carried vectors between uses by default
-#: (numeric.offload; below it the parking costs more time, ~25% at 0.8M parameters, than the memory is worth).
-OFFLOAD_PARAMS = 2_000_000
+#: Default checkpoint cadence: at most one checkpoint per this many seconds (and one before the last iteration).
+CHECKPOINT_SECONDS = 60.0
+#: A checkpoint is also deferred while the time since the last one is under this many times what it cost.
+_CHECKPOINT_COST_FACTOR = 20.0
+#: Checkpoint format (1: the vectors inside "estimates"; read for resuming, not for extending).
+_FORMAT = 2
 
-#: Settings that may change between a run and its resumption.
-_VOLATILE = ("checkpoint_every", "offload")
+#: Settings that may change between a run and its resumption (``iters`` may grow: checked apart).
+_VOLATILE = ("checkpoint_every", "offload", "iters")
+#: The carried vectors, in the order a checkpoint lists them.
+_CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p")
 
 CONSTANTS_NOTE = (
     "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
@@ -135,7 +144,11 @@ class ProtocolError(InputError):
 
 
 class ResumeError(ProtocolError):
-    """Nothing to resume, or the checkpoint was written with different settings."""
+    """Nothing to resume, an unreadable run folder, or a checkpoint written with different settings."""
+
+
+class SettingsChangedError(ResumeError):
+    """The run folder holds a run with other settings (or more iterations than asked for)."""
 
 
 @dataclass
@@ -172,11 +185,6 @@ def crosscurv_version() -> str:
         return "unknown"
 
 
-def default_checkpoint_every(task) -> int:
-    """1 for tasks with fewer than :data:`LARGE_MODEL_PARAMS` parameters, else 10."""
-    return 1 if task.num_params() < LARGE_MODEL_PARAMS else 10
-
-
 # -- input checks ----------------------------------------------------------------
 def _check_lr(lr) -> float:
     try:
@@ -194,6 +202,14 @@ def _check_iters(iters) -> int:
     return iters
 
 
+def _as_pattern(task, pattern) -> DelayPattern:
+    """``pattern`` as a :class:`DelayPattern` over the task's blocks (a string is its command-line spelling)."""
+    if isinstance(pattern, str):
+        pattern = parse_pattern(pattern, task.n_blocks, task.block_names)
+    check_pattern(task, pattern)
+    return pattern
+
+
 def _jsonable(obj):
     """``obj`` normalised through a JSON round trip (non-JSON values become strings)."""
     return json.loads(json.dumps(obj, default=str))
@@ -208,6 +224,50 @@ def _theta_digest(params: Mapping) -> str:
     return h.hexdigest()
 
 
+# -- the engine ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Engine:
+    """How the products at a point are taken (module docstring), chosen once per run.
+
+    Attributes:
+        name: ``"graph"`` or ``"batched"``.
+        method: the concrete HVP method (``"reverse"`` for the graph engine).
+        chunk_size: at most this many products per batch (batched engine).
+    """
+
+    name: str
+    method: str
+    chunk_size: int | None = None
+
+    def point(self, loss, params: Mapping):
+        """The :class:`numeric.point.Point` at ``params``."""
+        if self.name == "graph":
+            return PointCurvature(loss, params)
+        return BatchedPoint(loss, params, self.method, self.chunk_size)
+
+    def describe(self) -> str:
+        if self.name == "graph":
+            return "one retained double-backward graph per point"
+        return "batched products (numeric.hvp.hvp_batch)"
+
+
+def choose_engine(task, hvp_method: str = "auto", chunk_size: int | None = None) -> Engine:
+    """The engine for ``hvp_method`` (``"auto"``: :func:`numeric.hvp.resolve_method` at ``theta^0``)."""
+    if hvp_method not in HVP_METHODS:
+        raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")
+    method = resolve_method(task.loss, task.params, hvp_method) if hvp_method == "auto" else hvp_method
+    if method == "reverse" and (hvp_method == "auto" or chunk_size is None):
+        try:  # the graph engine needs one double-backward product on a retained graph
+            if hvp_method == "auto":
+                point = PointCurvature(task.loss, task.params)
+                point.hvp(point.grad)
+            return Engine("graph", "reverse")
+        except Exception:  # no double derivative through a retained graph
+            method = "forward"
+    return Engine("batched", method, chunk_size)
+
+
+# -- settings ----------------------------------------------------------------------------
 def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra) -> dict:
     s = dict(_jsonable(extra or {}))
     s.update(
@@ -244,6 +304,11 @@ def _first_difference(saved: Mapping, now: Mapping) -> str | None:
 
 
 # -- the run directory -------------------------------------------------------------
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
 class _RunDir:
     def __init__(self, path: str):
         self.path = str(path)
@@ -266,7 +331,7 @@ class _RunDir:
         """``records.csv`` holds at least one record, or is not a crosscurv records file."""
         try:
             return count_rows(self.records) > 0
-        except RecordsError:
+        except (RecordsError, UnicodeDecodeError, ValueError):
             return True
 
     def create(self) -> None:
@@ -275,87 +340,357 @@ class _RunDir:
         except OSError as exc:
             raise ProtocolError(f"cannot create output directory {self.path}: {exc.strerror}") from None
 
-    def load_checkpoint(self, settings: Mapping, device) -> dict:
+    def load_checkpoint(self, task) -> dict:
+        """The checkpoint, checked to be a crosscurv checkpoint of this task's shapes (else one-line ResumeError)."""
         if not os.path.isdir(self.path):
             raise ResumeError(f"nothing to resume: {self.path} does not exist")
         if not os.path.exists(self.checkpoint):
             raise ResumeError(f"nothing to resume: {self.path} has no {CHECKPOINT_FILE}")
+        self._check_summary()
+        bad = f"{self.checkpoint} is not a readable crosscurv checkpoint"
         try:
-            ck = torch.load(self.checkpoint, map_location=device, weights_only=True)
-        except Exception as exc:
-            raise ResumeError(f"cannot read {self.checkpoint}: {type(exc).__name__}: {exc}") from None
-        if not isinstance(ck, dict) or ck.get("format") != 1:
-            raise ResumeError(f"{self.checkpoint} is not a crosscurv checkpoint")
-        diff = _first_difference(ck["settings"], settings)
-        if diff is not None:
-            raise ResumeError(f"cannot resume {self.path}: setting {diff} differs")
+            ck = torch.load(self.checkpoint, map_location=task.device, weights_only=True)
+        except Exception as exc:  # truncated, undecodable, or pickled foreign objects
+            raise ResumeError(f"{bad} ({type(exc).__name__}: {_one_line(exc)})") from None
+        if not isinstance(ck, dict) or ck.get("format") not in (1, _FORMAT):
+            raise ResumeError(f"{bad} (unknown format)")
+        try:
+            ck = _normalise_checkpoint(ck)
+            _check_vectors(ck["vectors"], task)
+            ck["estimates"] = EstimateState.from_state_dict(ck["estimates"])
+            for key in ("k", "start", "done", "settings"):
+                ck[key]  # noqa: B018 (presence)
+            if not isinstance(ck["settings"], dict):
+                raise TypeError("settings")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ResumeError(f"{bad} (missing or malformed entry {_one_line(exc)})") from None
         return ck
 
+    def _check_summary(self) -> None:
+        if not os.path.exists(self.summary):
+            return
+        try:
+            with open(self.summary, "r", encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ResumeError(f"{self.summary} is not a readable crosscurv summary ({type(exc).__name__})") from None
+        if not isinstance(data, dict) or "settings" not in data:
+            raise ResumeError(f"{self.summary} is not a crosscurv summary")
 
-def _save_checkpoint(run: _RunDir, k: int, start: int, settings, theta_j, theta_s, est: EstimateState, done: bool,
-                     clock) -> None:
-    """Atomic checkpoint: ``k`` records written, the next iteration is ``start``."""
-    atomic_torch_save(
-        {
-            "format": 1,
-            "k": k,
-            "start": start,
-            "done": done,
-            "settings": settings,
-            "theta_jc": dict(theta_j),  # never modified in place: no copy needed
-            "theta_s": dict(theta_s),
-            "estimates": est.state_dict(),
-            "elapsed_s": clock(),
-        },
-        run.checkpoint,
-    )
+    def records_upto(self, k: int) -> list:
+        """Keep rows ``1..k`` of ``records.csv`` (a missing file is created) and return them."""
+        try:
+            if os.path.exists(self.records) and os.path.getsize(self.records) > 0:
+                with open(self.records, "r", encoding="utf-8") as fh:
+                    header = fh.readline().strip()
+                if header == ",".join(LEGACY_FIELDS):
+                    raise ResumeError(f"{self.records} was written by an older crosscurv (no sharpness and gap_err "
+                                      "columns); it cannot be continued: rerun it")
+            if k == 0 and not os.path.exists(self.records):
+                RecordWriter(self.records).close()
+            truncate_records(self.records, k)
+            return read_records(self.records)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ResumeError(f"{self.records} is not a readable crosscurv records file ({type(exc).__name__})") from None
+
+
+def _normalise_checkpoint(ck: dict) -> dict:
+    """A format-1 checkpoint (vectors inside ``estimates``) in the current layout."""
+    if ck["format"] == _FORMAT:
+        return ck
+    est = dict(ck["estimates"])
+    ck = dict(ck)
+    ck["vectors"] = {"theta_j": ck["theta_jc"], "theta_s": ck["theta_s"], "z": est.pop("z"), "y": est.pop("y"),
+                     "w": est.pop("w"), "p": est.pop("p")}
+    ck["estimates"] = est
+    return ck
+
+
+def _check_vectors(vectors: Mapping, task) -> None:
+    for name in _CARRIED:
+        v = vectors[name]
+        if v is None and name == "w":
+            continue
+        if not isinstance(v, dict) or set(v) != set(task.params):
+            raise ValueError(f"vector {name} is not keyed like the task's parameters")
+        for k, t in v.items():
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(task.params[k].shape):
+                raise ValueError(f"vector {name}[{k}] is not shaped like the parameter")
+
+
+# -- the run context --------------------------------------------------------------------
+@dataclass
+class RunContext:
+    """Everything one run's iterations share (instead of long parameter lists).
+
+    ``store`` holds the carried vectors between iterations (:mod:`numeric.offload`);
+    ``est`` the scalar state of the estimates (:class:`numeric.estimates.EstimateState`).
+    """
+
+    task: object
+    pattern: DelayPattern
+    lr: float
+    iters: int
+    engine: Engine
+    plan: MaskedProductPlan
+    store: object
+    est: EstimateState
+    settings: dict
+    run: _RunDir | None = None
+    writer: RecordWriter | None = None
+    every: int | None = None
+    records: list = field(default_factory=list)
+    progress: Callable[[int, int], None] | None = None
+    on_record: Callable[[dict], None] | None = None
+    prior_elapsed: float = 0.0
+    computed: int = 0
+    t0: float = field(default_factory=time.perf_counter)
+    last_save: float = field(default_factory=time.perf_counter)
+    save_cost: float = 0.0
+
+    def clock(self) -> float:
+        return self.prior_elapsed + time.perf_counter() - self.t0
+
+    # -- checkpoints ----------------------------------------------------------------
+    def checkpoint(self, k: int, start: int, done: bool = False) -> None:
+        """Atomic checkpoint: ``k`` records are final, the next iteration to run is ``start``."""
+        t = time.perf_counter()
+        atomic_torch_save(
+            {
+                "format": _FORMAT,
+                "k": k,
+                "start": start,
+                "done": done,
+                "settings": self.settings,
+                "vectors": {name: self.store.fetch(name) for name in _CARRIED},
+                "estimates": self.est.state_dict(),
+                "elapsed_s": self.clock(),
+            },
+            self.run.checkpoint,
+        )
+        self.last_save = time.perf_counter()
+        self.save_cost = self.last_save - t
+
+    def after_step(self, k: int) -> None:
+        """After iteration ``k`` stepped both trajectories: checkpoint when due (always before the last one)."""
+        if self.run is None:
+            return
+        if self.every is not None:
+            due = k % self.every == 0
+        else:
+            since = time.perf_counter() - self.last_save
+            due = since >= CHECKPOINT_SECONDS and since >= _CHECKPOINT_COST_FACTOR * self.save_cost
+        if due or k + 1 == self.iters:
+            self.checkpoint(k, k + 1)
+
+    def mark_done(self) -> None:
+        """The run reached ``iters``: its last checkpoint (state before iteration ``iters``) is marked done."""
+        if self.run is None:
+            return
+        ck = torch.load(self.run.checkpoint, map_location=self.task.device, weights_only=True)
+        ck["done"] = True
+        ck["settings"] = self.settings
+        ck["elapsed_s"] = self.clock()
+        atomic_torch_save(ck, self.run.checkpoint)
+
+    # -- records ----------------------------------------------------------------------
+    def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
+        """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
+        memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
+        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=self.est.bound(self.lr), **estimates)
+        self.records.append(rec)
+        self.computed += 1
+        if self.writer is not None:
+            self.writer.write(rec)
+        if self.on_record is not None:
+            self.on_record(rec)
+        if self.progress is not None:
+            self.progress(k, self.iters)
+
+    def timing(self, resumed_from) -> dict:
+        el = time.perf_counter() - self.t0
+        return {
+            "resumed_from": resumed_from,
+            "iterations_this_session": self.computed,
+            "elapsed_s_this_session": el,
+            "iterations_per_s": self.computed / el if el > 0 and self.computed else None,
+            "elapsed_s_total": self.clock(),
+        }
+
+
+class _Diverged(Exception):
+    def __init__(self, k: int, message: str):
+        super().__init__(message)
+        self.k = k
+
+
+# -- one iteration -----------------------------------------------------------------------
+def _iteration(ctx: RunContext, k: int) -> None:
+    """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k + 1``.
+
+    The record's ``gap`` is the segment integral of :class:`numeric.gap.SegmentGap` (three gradients
+    inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error
+    bound ``gap_err``; ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
+
+    Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
+    offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``,
+    the terms linear in ``g_JC^k`` (recursive; ``g.z``, ``g.y``), ``M_S g_JC^k`` and the JC step, so
+    that ``g_JC^k`` is gone before the products ``H_JC^k [p, z, y, Delta]``, each consumed before the
+    next; then at ``theta_S^k`` the loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.
+    Updates (Lemma 3, Theorems 2-3): ``z <- (z - eta H z) + eta^2 u``, ``y <- (y - eta H y) + eta^2 M_S g_JC``,
+    ``w <- (Delta - eta H Delta) + eta^2 u``, ``q <- Delta . H Delta / 2``.
+    """
+    S, est, lr, loss = ctx.store, ctx.est, ctx.lr, ctx.task.loss
+    lr2 = lr * lr
+    last = k == ctx.iters
+    record: dict = {}
+    # -- theta_JC^k ------------------------------------------------------------------------
+    theta_j = S.fetch("theta_j")
+    # the measured gap L(theta_S) - L(theta_JC) without cancellation (numeric.gap): the segment's inner
+    # nodes now, its end points with g_JC^k and g_S^k below; Delta^k also serves H_JC^k Delta^k
+    S.park("delta", tree.sub(S.fetch("theta_s"), theta_j))
+    if k >= 1:
+        segment = SegmentGap(S.fetch("delta"))
+        segment.interior(loss, theta_j, S.fetch("delta"))
+    at_j = ctx.engine.point(loss, theta_j)
+    loss_jc = float(at_j.value)
+    if not math.isfinite(loss_jc):
+        if k == 0:
+            raise TaskError(f"loss at the initial parameters is not finite ({loss_jc})")
+        with torch.no_grad():
+            loss_s = float(loss(S.fetch("theta_s")))
+        bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s)) if not math.isfinite(v))
+        raise _Diverged(k, f"diverged at k={k}: {bad}")
+    gj = at_j.grad
+    est.observe_gradients(gj)
+    if k >= 1:
+        segment.add(0.0, gj, S.fetch("delta"))
+        record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
+        gz, gy = tree.dot(gj, S.fetch("z")), tree.dot(gj, S.fetch("y"))
+    if not last:
+        S.park("m_jc", at_j.masked(ctx.plan, gj))
+        # the JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty pattern
+        S.park("theta_j", {n: theta_j[n] - lr * gj[n] for n in theta_j})
+    del gj
+    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
+    if not last:
+        named.append(("delta", lambda: S.fetch("delta")))
+    for name, v, Hv in _products(at_j, k, named):
+        if name == "p":
+            S.park("p", est.observe_power(v, Hv))
+            record["sharpness"] = est.rayleigh
+        elif name == "z":
+            if k >= 1:
+                record["cumulative"] = float(quadratic_from_linear(gz, v, Hv))
+            if not last:
+                S.park("z", propagate(v, Hv, None, lr))
+        elif name == "y":
+            if k >= 1:
+                record["jc_only"] = float(quadratic_from_linear(gy, v, Hv))
+            if not last:
+                y, m_jc = propagate(v, Hv, None, lr), S.fetch("m_jc")
+                S.park("y", {n: y[n] + lr2 * m_jc[n] for n in y})
+                S.park("m_jc", None)
+                del y, m_jc
+        else:  # delta
+            est.q = 0.5 * tree.dot(v, Hv)
+            S.park("w", propagate(v, Hv, None, lr))
+        del v, Hv
+    at_j.release()
+    del at_j, theta_j
+    # -- theta_S^k -------------------------------------------------------------------------
+    theta_s = S.fetch("theta_s")
+    at_s = ctx.engine.point(loss, theta_s)
+    loss_s = float(at_s.value)
+    if not math.isfinite(loss_s):
+        raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
+    gs = at_s.grad
+    est.observe_gradients(gs)
+    if k >= 1:
+        segment.add(1.0, gs, S.fetch("delta"))
+        record["gap"], record["gap_err"] = segment.result()
+        ctx.emit(k, loss_jc, loss_s, record)
+    S.park("delta", None)
+    if last:
+        at_s.release()
+        return
+    u = at_s.masked(ctx.plan, gs)
+    at_s.release()
+    del at_s
+    est.unorms.append(float(tree.norm(u)))
+    w = S.fetch("w")
+    S.park("w", {n: w[n] + lr2 * u[n] for n in w})
+    del w
+    z = S.fetch("z")
+    S.park("z", {n: z[n] + lr2 * u[n] for n in z})
+    del z, u
+    S.park("theta_s", scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs))
+
+
+def _products(point, k: int, named):
+    """``(name, v, H v)`` for ``named = [(name, get), ...]`` in order, each ``v = get()`` fetched once.
+
+    At ``k = 0`` only the power vector's product is taken: ``z``, ``y`` and ``Delta`` are exactly zero
+    there, and so are their products.
+    """
+    fetched: dict = {}
+
+    def once(name, get):
+        def fetch():
+            fetched[name] = get()
+            return fetched[name]
+        return fetch
+
+    taken = named if k >= 1 else named[:1]
+    for name, Hv in point.products([(n, once(n, g)) for n, g in taken]):
+        yield name, fetched.pop(name), Hv
+    for name, get in named[len(taken):]:
+        v = get()
+        yield name, v, tree.zeros_like(v)
 
 
 # -- summary -------------------------------------------------------------------------
-def _summary(settings, status, message, diverged_at, records, est, timing, loss) -> dict:
+def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, requested) -> dict:
     metrics, coverage = {}, None
+    records = ctx.records
     if records:
         cols = records_columns(records)
         metrics = {name: m.as_dict() for name, m in evaluate_columns(cols, ESTIMATES).items()}
         for m in metrics.values():
             m["jc_hits"], m["s_hits"] = list(m["jc_hits"]), list(m["s_hits"])
         coverage = bound_coverage(cols["gap"], cols["bound_bk"])
-    choice = hvp_choice(loss)
-    requested = settings.get("hvp", "auto")
-    try:
-        engine = _engine_used.get(loss)
-    except TypeError:
-        engine = None
     return {
         "crosscurv_version": crosscurv_version(),
         "status": status,
         "message": message,
         "diverged_at": diverged_at,
         "records": len(records),
-        "settings": settings,
+        "settings": ctx.settings,
         "metrics": metrics,
         "metrics_note": (
             "paper Section 5.1; w(x) = JC if x > 0, GS (the scheme S) if x < 0, tie if x == 0; a measured "
             "gap of exactly 0 is in neither n_JC nor n_GS; Correct_K needs equal winners (a zero "
-            "estimate only agrees with a zero gap)"
+            "estimate only agrees with a zero gap); an iteration with |gap| <= gap_err (the measured gap's "
+            "error bound) is undecided: in neither n_JC nor n_GS and left out of Correct_K's denominator"
         ),
         "bound_bk_coverage": coverage,
-        "constants": {"G": est.G, "L": est.L, "note": CONSTANTS_NOTE},
+        "constants": {"G": ctx.est.G, "L": ctx.est.L, "note": CONSTANTS_NOTE},
         "hvp": {
             "requested": requested,
-            "used": engine or ((choice["auto"] or "forward") if requested == "auto" else requested),
-            "engine": ("one retained double-backward graph per point" if engine == "reverse"
-                       else "batched products (numeric.hvp.hvp_batch)"),
-            "no_vmap": choice["no_vmap"],
+            "used": ctx.engine.method,
+            "engine": ctx.engine.describe(),
+            "engine_name": ctx.engine.name,
+            "masked_product_form": ctx.plan.form,
+            "offloaded": bool(getattr(ctx.store, "offloaded", False)),
         },
-        "timing": timing,
+        "timing": ctx.timing(resumed_from),
     }
 
 
 # -- the protocol ------------------------------------------------------------------------
 def run_protocol(
     task,
-    pattern: DelayPattern,
+    pattern: DelayPattern | str,
     lr: float,
     iters: int,
     *,
@@ -374,25 +709,27 @@ def run_protocol(
 
     Args:
         task: a :class:`numeric.Task`; ``task.params`` is ``theta^0``.
-        pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
+        pattern: acyclic delay pattern over ``task.n_blocks`` blocks, or its
+            command-line spelling (``"gs"``, ``"gs:3,2,1"``, ``"2<-1,3<-2"``...).
         lr: constant learning rate ``eta > 0``.
-        iters: number of iterations ``K >= 1``.
+        iters: number of iterations ``K >= 1`` (on resume it may exceed the
+            run's: the run is extended).
         out_dir: run directory (``None``: records kept in memory only).
-        resume: continue the run in ``out_dir`` from its checkpoint.
-        hvp_method: ``"auto"``, ``"forward"`` or ``"reverse"`` (:mod:`numeric.hvp`).
+        resume: continue (or extend) the run in ``out_dir`` from its checkpoint.
+        hvp_method: ``"auto"``, ``"reverse"``, ``"forward"`` or ``"rof"`` (module docstring).
         seed: seed of the power-iteration start vector (recorded).
         settings: extra JSON-able settings recorded in the summary and checked
             on resume (task spec, preset, sizes...).
-        checkpoint_every: records between checkpoints (default
-            :func:`default_checkpoint_every`).
-        chunk_size: at most this many HVPs per ``vmap`` chunk (memory cap).
+        checkpoint_every: records between checkpoints (default: by elapsed
+            time, :data:`CHECKPOINT_SECONDS`).
+        chunk_size: at most this many HVPs per batch (batched engine).
         progress: ``progress(k, K)`` after each record.
         on_record: ``on_record(record)`` after each record is written (before
-            its checkpoint); an exception there interrupts the run.
+            any checkpoint); an exception there interrupts the run.
         offload: park the carried vectors off the compute device between
-            their uses (:mod:`numeric.offload`; graph engine only; records are
-            unchanged).  ``None``: on for tasks with at least
-            :data:`OFFLOAD_PARAMS` parameters.
+            their uses (:mod:`numeric.offload`; records are unchanged).
+            ``None``: when the estimated footprint exceeds half the available
+            memory (:func:`numeric.offload.should_offload`).
 
     Returns:
         A :class:`ProtocolResult` (``status`` ``"complete"`` or ``"diverged"``).
@@ -404,389 +741,106 @@ def run_protocol(
     """
     lr = _check_lr(lr)
     iters = _check_iters(iters)
-    check_pattern(task, pattern)
+    pattern = _as_pattern(task, pattern)
     if hvp_method not in HVP_METHODS:
         raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ProtocolError(f"HVP chunk size must be an integer >= 1, got {chunk_size!r}")
     if offload is not None and not isinstance(offload, bool):
         raise ProtocolError(f"offload must be True, False or None, got {offload!r}")
-    use_offload = task.num_params() >= OFFLOAD_PARAMS if offload is None else offload
-    every = default_checkpoint_every(task) if checkpoint_every is None else int(checkpoint_every)
-    if every < 1:
-        raise ProtocolError(f"checkpoint interval must be >= 1, got {checkpoint_every!r}")
-    run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, settings)
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                                         or checkpoint_every < 1):
+        raise ProtocolError(f"checkpoint interval must be an integer >= 1, got {checkpoint_every!r}")
+    if resume and out_dir is None:
+        raise ResumeError("resume needs an output directory")
+    elem = torch.empty((), dtype=task.dtype).element_size()
+    use_offload = should_offload(task.num_params(), elem, task.device) if offload is None else offload
+    run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, checkpoint_every, settings)
     run_settings["offload"] = use_offload
 
     run = _RunDir(out_dir) if out_dir is not None else None
+    ck = None
     if run is not None and not resume:
         run.check_fresh()
-    # decided before the run's vectors exist, so that the probe's graph is not on top of them
-    engine = _choose_engine(task, hvp_method)
-    records: list[dict] = []
-    prior_elapsed = 0.0
-    if run is not None and resume:
-        ck = run.load_checkpoint(run_settings, task.device)
-        k0 = int(ck["k"])
-        if k0 == 0 and not os.path.exists(run.records):
-            RecordWriter(run.records).close()
-        truncate_records(run.records, k0)
-        records = read_records(run.records)
-        theta_j, theta_s = dict(ck["theta_jc"]), dict(ck["theta_s"])
-        est = EstimateState.from_state_dict(ck["estimates"])
-        prior_elapsed = float(ck.get("elapsed_s", 0.0))
-        done = bool(ck["done"])
-        start = int(ck["start"])
-        del ck  # its vectors now live in theta_j, theta_s and est only
+    if resume:
+        ck = run.load_checkpoint(task)
+        diff = _first_difference(ck["settings"], run_settings)
+        if diff is not None:
+            raise SettingsChangedError(f"cannot resume {run.path}: setting {diff} differs")
+        planned = ck["settings"].get("iters")
+        if isinstance(planned, int) and iters < planned:
+            raise SettingsChangedError(f"cannot resume {run.path} with {iters} iterations: the run was set to {planned} "
+                              "(a run can be extended, not shortened)")
+        if ck["done"] and iters > planned and ck["format"] == 1:
+            raise ResumeError(f"cannot extend {run.path}: its checkpoint was written by an older crosscurv "
+                              "that kept no state for extending; rerun it")
     else:
-        if resume:
-            raise ResumeError("resume needs an output directory")
         task.check_loss()  # TaskError unless a finite scalar
-        k0 = 0
-        theta_j = tree.clone(task.params)
-        theta_s = tree.clone(task.params)
-        est = EstimateState(task.params, seed)
-        done = False
-        start = 0
-        if run is not None:
-            run.create()
-            _save_checkpoint(run, 0, 0, run_settings, theta_j, theta_s, est, False, lambda: 0.0)
+    # decided before the run's vectors exist, so that the probe's graph is not on top of them
+    engine = choose_engine(task, hvp_method, chunk_size)
+    plan = masked_product_plan(task, pattern, "auto")
+    if run is not None and not resume:
+        run.create()
+    store = make_store(use_offload, task.device, run.path if run is not None else None)
+    try:
+        if ck is not None:
+            done = bool(ck["done"]) and iters == ck["settings"].get("iters")
+            k0 = ck["settings"]["iters"] if done else int(ck["k"])
+            start = int(ck["start"])
+            records = run.records_upto(k0)
+            est = ck["estimates"]
+            for name in _CARRIED:
+                store.park(name, ck["vectors"][name])
+            prior_elapsed = float(ck.get("elapsed_s", 0.0))
+            ck = None  # its vectors now live in the store only
+        else:
+            done, k0, start, records, prior_elapsed = False, 0, 0, [], 0.0
+            est = EstimateState()
+            store.park("theta_j", tree.clone(task.params))
+            store.park("theta_s", tree.clone(task.params))
+            store.park("z", tree.zeros_like(task.params))
+            store.park("y", tree.zeros_like(task.params))
+            store.park("w", None)
+            store.park("p", init_power_vector(task.params, seed))
+        ctx = RunContext(task, pattern, lr, iters, engine, plan, store, est, run_settings, run=run,
+                         every=checkpoint_every, records=records, progress=progress, on_record=on_record,
+                         prior_elapsed=prior_elapsed)
+        if run is not None and not resume:
+            ctx.checkpoint(0, 0)
+        return _run(ctx, done, start, k0 if resume else None, hvp_method)
+    finally:
+        store.close()
 
-    t0 = time.perf_counter()
-    computed = [0]
 
-    def clock() -> float:
-        return prior_elapsed + time.perf_counter() - t0
-
-    def timing() -> dict:
-        el = time.perf_counter() - t0
-        return {
-            "resumed_from": k0 if resume else None,
-            "iterations_this_session": computed[0],
-            "elapsed_s_this_session": el,
-            "iterations_per_s": computed[0] / el if el > 0 and computed[0] else None,
-            "elapsed_s_total": clock(),
-        }
-
-    writer = None
+def _run(ctx: RunContext, done: bool, start: int, resumed_from, requested) -> ProtocolResult:
+    run = ctx.run
     if run is not None:
-        writer = RecordWriter(run.records, append=resume)
-        write_summary(run.summary, _summary(run_settings, "running", "running", None, records, est, timing(), task.loss))
-
+        ctx.writer = RecordWriter(run.records, append=resumed_from is not None)
+        write_summary(run.summary, _summary(ctx, "running", "running", None, resumed_from, requested))
     status, message, diverged_at = "complete", "", None
-    # the iterates travel in a dict the engine empties: arguments held by this frame could not be freed
-    carry = {"theta_j": theta_j, "theta_s": theta_s}
-    del theta_j, theta_s
     try:
         if not done:
-            if engine == "reverse":
-                store = make_store(use_offload, task.device, run.path if run is not None else None)
-                try:
-                    status, message, diverged_at = _iterate_point(
-                        task, pattern, lr, iters, start, carry, est,
-                        records, writer, run, run_settings, every, clock, computed, progress, on_record, store,
-                    )
-                finally:
-                    store.close()
-            else:
-                status, message, diverged_at = _iterate(
-                    task, pattern, lr, iters, start, carry, est, hvp_method, chunk_size,
-                    records, writer, run, run_settings, every, clock, computed, progress, on_record,
-                )
+            try:
+                for k in range(start, ctx.iters + 1):
+                    _iteration(ctx, k)
+                    if k < ctx.iters:
+                        ctx.after_step(k)
+                ctx.mark_done()
+            except _Diverged as exc:
+                status, message, diverged_at = "diverged", str(exc), exc.k
         if status == "complete":
-            message = f"complete: {len(records)} iterations"
+            message = f"complete: {len(ctx.records)} iterations"
     except BaseException as exc:
         if run is not None:
             note = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"interrupted: {type(exc).__name__}: {exc}"
-            write_summary(run.summary, _summary(run_settings, "interrupted", note, None, records, est, timing(), task.loss))
+            write_summary(run.summary, _summary(ctx, "interrupted", note, None, resumed_from, requested))
         raise
     finally:
-        if writer is not None:
-            writer.close()
+        if ctx.writer is not None:
+            ctx.writer.close()
     if status == "diverged" and run is not None:
-        message += f"; {len(records)} records kept in {run.records}"
-    summary = _summary(run_settings, status, message, diverged_at, records, est, timing(), task.loss)
+        message += f"; {len(ctx.records)} records kept in {run.records}"
+    summary = _summary(ctx, status, message, diverged_at, resumed_from, requested)
     if run is not None:
         write_summary(run.summary, summary)
-    return ProtocolResult(status, records, summary, message, diverged_at, out_dir)
-
-
-def _emit(k, iters, lj_f, ls_f, est_k, est, lr, records, computed, writer, on_record, progress) -> None:
-    """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
-    memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
-    est_k["bound_bk"] = est.bound(lr)
-    rec = make_record(k, loss_jc=lj_f, loss_s=ls_f, gap=ls_f - lj_f, **est_k)
-    records.append(rec)
-    computed[0] += 1
-    if writer is not None:
-        writer.write(rec)
-    if on_record is not None:
-        on_record(rec)
-    if progress is not None:
-        progress(k, iters)
-
-
-def _iterate(task, pattern, lr, iters, start, carry, est, method, chunk, records, writer, run,
-             settings, every, clock, computed, progress, on_record):
-    """Iterations ``start..iters``; returns ``(status, message, diverged_at)``.
-
-    ``carry`` holds ``theta_JC`` and ``theta_S`` under ``"theta_j"`` / ``"theta_s"``
-    and is emptied (so that the caller holds no stale iterate).
-
-    The four products ``H_JC^k [p, z, y, Delta]`` are consumed in that order,
-    each used (estimate term, contraction) and released before the next; with
-    ``chunk == 1`` they are also *computed* one at a time (:func:`numeric.hvp.hvp`,
-    nothing stacked), the lean-memory setting of benchmarks/bench_memory.py.
-    Every other large temporary is released as soon as it is used.
-    """
-    loss = task.loss
-    theta_j, theta_s = carry.pop("theta_j"), carry.pop("theta_s")
-    for k in range(start, iters + 1):
-        lj, gj = grad(loss, theta_j)
-        ls, gs = grad(loss, theta_s)
-        lj_f, ls_f = float(lj), float(ls)
-        if not (math.isfinite(lj_f) and math.isfinite(ls_f)):
-            if k == 0:
-                raise TaskError(f"loss at the initial parameters is not finite ({lj_f})")
-            bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", lj_f), ("loss_s", ls_f)) if not math.isfinite(v))
-            return "diverged", f"diverged at k={k}: {bad}", k
-        est.observe_gradients(gj, gs)
-        last = k == iters
-        est_k: dict = {}
-        if k >= 1:
-            # uses w, q of k - 1 (before contract_delta); w is released unless the run stops here
-            est_k["recursive"] = est.recursive(gj, release=not last)
-        # Delta^0 = z_0 = y_0 = 0: at k = 0 only the power vector needs a product
-        names = ["p"] if k == 0 else (["p", "z", "y"] if last else ["p", "z", "y", "delta"])
-        delta = None  # formed only when its product is due
-
-        def current(name):
-            nonlocal delta
-            if name == "delta":
-                delta = tree.sub(theta_s, theta_j)
-                return delta
-            return getattr(est, name)
-
-        if chunk == 1:
-            products = ((n, hvp(loss, theta_j, current(n), method)) for n in names)
-        else:
-            products = zip(names, hvp_batch(loss, theta_j, [current(n) for n in names], method, chunk))
-        for name, Hv in products:
-            if name == "p":
-                est.observe_power(Hv)
-            elif name == "z":
-                est_k["cumulative"] = est.cumulative(gj, Hv)
-                if not last:
-                    est.contract_z(Hv, lr)
-            elif name == "y":
-                est_k["jc_only"] = est.jc_only(gj, Hv)
-                if not last:
-                    est.contract_y(Hv, lr)
-            else:
-                est.contract_delta(delta, Hv, lr)
-            del Hv
-        del products
-        if k == 0:
-            zero = tree.zeros_like(theta_j)
-            est.contract_delta(zero, zero, lr)
-            est.contract_z(zero, lr)
-            est.contract_y(zero, lr)
-            del zero
-        del delta
-        if k >= 1:
-            _emit(k, iters, lj_f, ls_f, est_k, est, lr, records, computed, writer, on_record, progress)
-        if last:
-            if run is not None:
-                _save_checkpoint(run, k, k + 1, settings, theta_j, theta_s, est, True, clock)
-            break
-        (u,) = masked_products(task, theta_s, pattern, [gs], method, chunk)
-        del gs
-        est.force_s(u, lr)
-        del u
-        (m_jc,) = masked_products(task, theta_j, pattern, [gj], method, chunk)
-        est.force_jc(m_jc, lr)
-        del m_jc
-        # JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty
-        # pattern, on the same gradient, so it equals scheme_step(task, theta, jacobi) bit for bit.
-        theta_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
-        del gj
-        theta_s = scheme_step(task, theta_s, pattern, lr)
-        if run is not None and k % every == 0:
-            _save_checkpoint(run, k, k + 1, settings, theta_j, theta_s, est, False, clock)
-    return "complete", "", None
-
-
-# -- the one-graph-per-point engine ----------------------------------------------------------
-_engine_used: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _choose_engine(task, method: str) -> str:
-    """``"reverse"`` (one retained double-backward graph per point) or ``"batched"``.
-
-    ``"reverse"`` asks for the graph engine, ``"forward"`` / ``"rof"`` for the
-    batched products of :func:`numeric.hvp.hvp_batch`.  ``"auto"`` takes the
-    graph engine when one product by double backward works at ``theta^0``
-    (it shares the gradient at each point and is the cheapest in time and
-    memory on the CPU, benchmarks/bench_hvp.py and bench_memory.py), and
-    otherwise the batched forward-over-reverse products.  The probe costs one
-    gradient and one product per run (``k = 0`` builds its own graph again:
-    keeping the probe's would put it on top of the run's first vectors).
-    """
-    if method == "auto":
-        try:
-            point = PointCurvature(task.loss, task.params)
-            point.hvp(point.grad)
-            engine = "reverse"
-        except Exception:  # no double backward for some kernel: forward-over-reverse it is
-            engine = "batched"
-    else:
-        engine = "reverse" if method == "reverse" else "batched"
-    try:
-        _engine_used[task.loss] = "reverse" if engine == "reverse" else None
-    except TypeError:
-        pass
-    return engine
-
-
-_STATE = ("z", "y", "w", "p")
-
-
-def _park_all(est: EstimateState, store) -> None:
-    for name in _STATE:
-        store.park(name, getattr(est, name))
-        setattr(est, name, None)
-
-
-def _fetch_all(est: EstimateState, store) -> None:
-    for name in _STATE:
-        setattr(est, name, store.fetch(name))
-
-
-def _iterate_point(task, pattern, lr, iters, start, carry, est, records, writer, run,
-                   settings, every, clock, computed, progress, on_record, store):
-    """Iterations ``start..iters`` with every product at a point on one retained graph.
-
-    Per iteration, a :class:`numeric.point.PointCurvature` at ``theta_JC^k``
-    gives ``L`` and ``g_JC^k``; the inner products with ``g_JC^k`` (``w``,
-    ``z``, ``y``), the masked product ``M_S(theta_JC^k) g_JC^k`` (rows of each
-    fresh set only) and the JC step are taken first, so the gradient leaves
-    before the other products (``p``, ``z``, ``y``, ``Delta``), each consumed
-    and dropped before the next; the graph is released; then one at
-    ``theta_S^k`` gives ``L``, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``.
-    Only one graph is alive at a time, and every carried vector (``theta_JC``,
-    ``theta_S``, ``z``, ``y``, ``w``, ``p``, ``M_S g_JC``) waits in ``store``
-    between its uses (:mod:`numeric.offload`): with offloading, only the vector
-    in use sits beside the graph.  The estimates are the expressions of
-    :func:`_iterate` (only the round-off of the products differs).
-    """
-    loss = task.loss
-    keys = block_keys(task)
-    _park_all(est, store)
-    store.park("theta_j", carry.pop("theta_j"))
-    store.park("theta_s", carry.pop("theta_s"))
-
-    def checkpoint(k, start_next, done):
-        _fetch_all(est, store)
-        _save_checkpoint(run, k, start_next, settings, store.fetch("theta_j"), store.fetch("theta_s"), est, done,
-                         clock)
-        _park_all(est, store)
-
-    for k in range(start, iters + 1):
-        last = k == iters
-        # -- theta_JC^k ------------------------------------------------------------------
-        theta_j = store.fetch("theta_j")
-        at_j = PointCurvature(loss, theta_j)
-        lj_f = float(at_j.value)
-        if not math.isfinite(lj_f):
-            if k == 0:
-                raise TaskError(f"loss at the initial parameters is not finite ({lj_f})")
-            with torch.no_grad():
-                ls_f = float(loss(store.fetch("theta_s")))
-            bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", lj_f), ("loss_s", ls_f)) if not math.isfinite(v))
-            return "diverged", f"diverged at k={k}: {bad}", k
-        gj = at_j.grad
-        est.observe_gradients(gj)
-        est_k: dict = {}
-        # The terms linear in g_JC^k first (quadratic_estimate split by quadratic_from_linear), so that
-        # g_JC^k is gone before any product: z and y are fetched twice per iteration (free when they
-        # stay resident, two file reads when offloaded), the price of one vector less at the peak.
-        if k >= 1:
-            est.w = store.fetch("w")
-            est_k["recursive"] = est.recursive(gj)
-            est.w = None
-            gz = tree.dot(gj, store.fetch("z"))
-            gy = tree.dot(gj, store.fetch("y"))
-        if not last:
-            store.park("m_jc", masked_product_at(at_j, keys, pattern, gj))
-            # the JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty pattern
-            store.park("theta_j", {n: theta_j[n] - lr * gj[n] for n in theta_j})
-        del gj
-
-        def H(v):  # H_JC^k v; at k = 0 every vector it meets (z, y, Delta) is exactly zero
-            return at_j.hvp(v) if k >= 1 else tree.zeros_like(v)
-
-        est.p = store.fetch("p")
-        est.observe_power(at_j.hvp(est.p))
-        store.park("p", est.p)
-        est.p = None
-        est.z = store.fetch("z")
-        Hz = H(est.z)
-        if k >= 1:
-            est_k["cumulative"] = float(quadratic_from_linear(gz, est.z, Hz))
-        if not last:
-            est.contract_z(Hz, lr)
-            store.park("z", est.z)
-        del Hz
-        est.z = None
-        est.y = store.fetch("y")
-        Hy = H(est.y)
-        if k >= 1:
-            est_k["jc_only"] = float(quadratic_from_linear(gy, est.y, Hy))
-        if not last:
-            est.contract_y(Hy, lr)
-            del Hy
-            est.force_jc(store.fetch("m_jc"), lr)
-            store.park("m_jc", None)
-            store.park("y", est.y)
-        else:
-            del Hy
-        est.y = None
-        if not last:
-            delta = tree.sub(store.fetch("theta_s"), theta_j)
-            Hd = H(delta)
-            est.contract_delta(delta, Hd, lr)
-            del delta, Hd
-            store.park("w", est.w)
-            est.w = None
-        at_j.release()
-        del at_j, theta_j
-
-        # -- theta_S^k -------------------------------------------------------------------
-        theta_s = store.fetch("theta_s")
-        at_s = PointCurvature(loss, theta_s)
-        ls_f = float(at_s.value)
-        if not math.isfinite(ls_f):
-            return "diverged", f"diverged at k={k}: loss_s = {ls_f}", k
-        gs = at_s.grad
-        est.observe_gradients(gs)
-        if k >= 1:
-            _emit(k, iters, lj_f, ls_f, est_k, est, lr, records, computed, writer, on_record, progress)
-        if last:
-            del at_s, gs, theta_s
-            if run is not None:
-                checkpoint(k, k + 1, True)
-            break
-        u = masked_product_at(at_s, keys, pattern, gs)
-        at_s.release()
-        del at_s, gs
-        est.w, est.z = store.fetch("w"), store.fetch("z")
-        est.force_s(u, lr)
-        del u
-        store.park("w", est.w)
-        store.park("z", est.z)
-        est.w = est.z = None
-        store.park("theta_s", scheme_step(task, theta_s, pattern, lr))
-        del theta_s
-        if run is not None and k % every == 0:
-            checkpoint(k, k + 1, False)
-    return "complete", "", None
+    return ProtocolResult(status, ctx.records, summary, message, diverged_at, run.path if run is not None else None)

@@ -1,17 +1,27 @@
 """The run directory of the controlled protocol: ``records.csv``, ``summary.json``, ``checkpoint.pt``.
 
-Per-iteration record (DESIGN.md, "Per-iteration record"), one CSV row per
+Per-iteration record (README, "Per-iteration records and the protocol"), one CSV row per
 iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 
 * ``k``: iteration (number of complete block sweeps);
 * ``loss_jc``, ``loss_s``: measured losses ``L(theta_JC^k)``, ``L(theta_S^k)``;
-* ``gap``: ``loss_s - loss_jc`` (measured, computed in float64 from the two
-  losses);
+* ``gap``: the measured ``L(theta_S^k) - L(theta_JC^k)``, without the
+  cancellation of subtracting the two losses: the integral of the gradient
+  along the segment ``theta_JC^k -> theta_S^k`` (:func:`numeric.gap.segment_gap`,
+  5-point Gauss-Lobatto, float64 accumulation);
 * ``recursive``: Theorem 2 (loss evolution recursion) with the measured
   ``Delta theta^{k-1}``;
 * ``cumulative``: Theorem 3 (signed cumulative terminal comparison);
 * ``jc_only``: the cumulative estimate built from the JC trajectory alone;
-* ``bound_bk``: Theorem 3's magnitude bound ``G b_k + L b_k^2 / 2``.
+* ``bound_bk``: Theorem 3's magnitude bound ``G b_k + L b_k^2 / 2``;
+* ``sharpness``: the power-iteration estimate ``p_k^T H_JC^k p_k`` of the
+  largest eigenvalue of ``H_JC^k`` (``eta * sharpness`` is the regime
+  indicator; ``2`` is the edge of stability);
+* ``gap_err``: an error bound of ``gap`` (quadrature and round-off); an
+  iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`numeric.metrics`).
+
+Files written before ``sharpness`` and ``gap_err`` existed (the first eight
+columns only) are still read: those two columns come back as NaN.
 
 Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan``
 and ``inf`` included), so :func:`read_records` returns exactly the values that
@@ -24,6 +34,7 @@ file behind.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -34,6 +45,7 @@ from theory.errors import InputError
 
 __all__ = [
     "FIELDS",
+    "LEGACY_FIELDS",
     "ESTIMATES",
     "RECORDS_FILE",
     "SUMMARY_FILE",
@@ -44,6 +56,8 @@ __all__ = [
     "format_row",
     "parse_row",
     "read_records",
+    "read_columns",
+    "read_text",
     "count_rows",
     "truncate_records",
     "atomic_write_text",
@@ -55,7 +69,9 @@ __all__ = [
 ]
 
 #: CSV columns, in order.
-FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
+FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
+#: The columns of files written before ``sharpness`` and ``gap_err`` (read with those two as NaN).
+LEGACY_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
 
@@ -64,6 +80,7 @@ SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 
 _HEADER = ",".join(FIELDS)
+_LEGACY_HEADER = ",".join(LEGACY_FIELDS)
 
 
 class RecordsError(InputError):
@@ -73,13 +90,15 @@ class RecordsError(InputError):
 def make_record(k: int, **values) -> dict:
     """A record dict with the keys of :data:`FIELDS` in order (``k`` int, the rest Python floats).
 
+    ``sharpness`` and ``gap_err`` default to NaN (not measured).
+
     Raises:
-        KeyError: a field missing; ``ValueError``: an unknown field.
+        KeyError: a field of :data:`LEGACY_FIELDS` missing; ``ValueError``: an unknown field.
     """
     extra = set(values) - set(FIELDS[1:])
     if extra:
         raise ValueError(f"unknown record fields: {sorted(extra)}")
-    return {"k": int(k), **{f: float(values[f]) for f in FIELDS[1:]}}
+    return {"k": int(k), **{f: float(values[f] if f in LEGACY_FIELDS else values.get(f, math.nan)) for f in FIELDS[1:]}}
 
 
 def format_row(record: Mapping) -> str:
@@ -90,6 +109,8 @@ def format_row(record: Mapping) -> str:
 def parse_row(line: str, where: str = "records.csv") -> dict:
     """Inverse of :func:`format_row`; :class:`RecordsError` for a malformed line."""
     parts = line.strip().split(",")
+    if len(parts) == len(LEGACY_FIELDS):
+        parts = parts + ["nan"] * (len(FIELDS) - len(LEGACY_FIELDS))
     if len(parts) != len(FIELDS):
         raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: {line.strip()!r}")
     try:
@@ -138,25 +159,52 @@ class RecordWriter:
         self.close()
 
 
+def read_text(path: str, what: str = "records file") -> str:
+    """The text of ``path`` (UTF-8), or one-line :class:`RecordsError` when it cannot be read.
+
+    Every file the command line reads as text (records, summaries, golden
+    cases) goes through here, so a missing, unreadable, binary or
+    wrongly-encoded file is named in one line instead of a traceback.
+    """
+    if not os.path.exists(path):
+        raise RecordsError(f"{what} {path} does not exist")
+    if os.path.isdir(path):
+        raise RecordsError(f"{path} is a directory, not a {what}")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise RecordsError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordsError(
+            f"{what} {path} is not UTF-8 text (undecodable byte at offset {exc.start}): "
+            "a binary file, or text in another encoding"
+        ) from None
+    if "\x00" in text:
+        raise RecordsError(f"{what} {path} holds NUL bytes: a binary file, not text")
+    return text.removeprefix("\ufeff")  # a byte-order mark written by some spreadsheet programs
+
+
 def _complete_lines(path: str) -> list[str]:
     """Header + complete (newline-terminated) data lines of ``path``."""
-    if not os.path.exists(path):
-        raise RecordsError(f"{path} does not exist")
-    with open(path, "r", encoding="utf-8") as fh:
-        text = fh.read()
-    lines = text.split("\n")
+    lines = read_text(path).split("\n")
     complete = lines[:-1]  # the last piece has no newline: torn or empty
-    if not complete or complete[0].strip() != _HEADER:
+    if not complete or complete[0].strip() not in (_HEADER, _LEGACY_HEADER):
         raise RecordsError(f"{path}: not a crosscurv records file")
     return complete
 
 
 def read_records(path: str) -> list[dict]:
-    """Every complete row of ``path`` as record dicts (a torn last line from a kill is ignored).
+    """Every complete row of a run's ``records.csv`` as record dicts (a torn last line from a kill is ignored).
+
+    This is the strict reader of the files crosscurv writes (header exactly
+    :data:`FIELDS`); :func:`read_columns` reads records written by others.
 
     Raises:
-        RecordsError: missing file, wrong header, malformed row, or rows whose
-            ``k`` is not ``1, 2, 3, ...``.
+        RecordsError: missing or undecodable file, wrong header, malformed
+            row, or rows whose ``k`` is not ``1, 2, 3, ...``.
     """
     out = []
     for n, line in enumerate(_complete_lines(path)[1:], start=1):
@@ -166,6 +214,55 @@ def read_records(path: str) -> list[dict]:
         if rec["k"] != n:
             raise RecordsError(f"{path}: row {n} has k={rec['k']}; rows must be k = 1, 2, 3, ...")
         out.append(rec)
+    return out
+
+
+def read_columns(path: str, columns: Sequence[str] = LEGACY_FIELDS) -> dict:
+    """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
+
+    Columns may come in any order; extra columns are ignored; the last line
+    needs no newline.  ``nan`` and ``inf`` are accepted as numbers.
+
+    Raises:
+        RecordsError: file missing, undecodable or empty, a required column
+            missing (all named), a non-numeric value (line and column named),
+            a non-integer or repeated ``k``.
+    """
+    text = read_text(path)
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise RecordsError(f"{path}: not a CSV file ({exc})") from None
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise RecordsError(f"{path} is empty (expected a header with columns {', '.join(columns)})")
+    header = [c.strip() for c in rows[0]]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise RecordsError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
+    idx = {c: header.index(c) for c in columns}
+    out = {c: [] for c in columns}
+    if len(rows) < 2:
+        raise RecordsError(f"{path} has a header but no rows")
+    for n, row in enumerate(rows[1:], start=2):
+        for c in columns:
+            i = idx[c]
+            cell = row[i].strip() if i < len(row) else ""
+            try:
+                v = float(cell)
+            except ValueError:
+                raise RecordsError(f"{path}: line {n}, column {c}: not a number ({cell!r})") from None
+            if c == "k":
+                if not math.isfinite(v) or v != int(v):
+                    raise RecordsError(f"{path}: line {n}: k must be an integer, got {cell!r}")
+                v = int(v)
+            out[c].append(v)
+    if "k" in out:
+        seen = set()
+        for n, k in enumerate(out["k"], start=2):
+            if k in seen:
+                raise RecordsError(f"{path}: line {n}: k={k} appears twice")
+            seen.add(k)
     return out
 
 
@@ -235,8 +332,20 @@ def write_summary(path: str, summary: dict) -> str:
 
 
 def read_summary(path: str) -> dict:
-    with open(path, "r", encoding="utf-8") as fh:
-        return json.load(fh)
+    """A run's ``summary.json`` as a dict.
+
+    Raises:
+        RecordsError: missing, undecodable or empty file, invalid JSON, or
+            JSON that is not an object.
+    """
+    text = read_text(path, "summary")
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise RecordsError(f"summary {path} is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordsError(f"summary {path} is not a JSON object (found {type(obj).__name__})")
+    return obj
 
 
 def records_columns(records: Sequence[Mapping]) -> dict:

@@ -1,6 +1,6 @@
 """Exact block-gradient steps for a delay pattern (paper, Definitions 1 and 2).
 
-Exact scheme step (DESIGN.md): with ``theta = theta^k`` and learning rate
+Exact scheme step (docs/design.md): with ``theta = theta^k`` and learning rate
 ``eta``, block ``i`` is updated as
 
     theta_i^{k+1} = theta_i^k - eta * grad_i L(theta^{(i)}),
@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import torch
 
 from theory.errors import InputError
-from theory.patterns import DelayPattern, PatternError, gauss_seidel, jacobi
+from theory.patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 
 from .hvp import block_grad, grad
 
@@ -49,15 +49,13 @@ def block_keys(task) -> list[list[str]]:
     return [list(task.blocks[b]) for b in task.block_names]
 
 
-def check_pattern(task, pattern: DelayPattern) -> None:
-    """Raise :class:`PatternError` unless ``pattern`` is over ``task.n_blocks`` blocks."""
-    if not isinstance(pattern, DelayPattern):
-        raise PatternError(f"expected a DelayPattern, got {type(pattern).__name__}")
-    if pattern.n_blocks != task.n_blocks:
-        raise PatternError(
-            f"pattern {pattern.describe()} is over {pattern.n_blocks} blocks, "
-            f"the task {task.name!r} has {task.n_blocks}"
-        )
+def check_pattern(task, pattern: DelayPattern | str) -> DelayPattern:
+    """``pattern`` (or its spec, block names allowed) as a :class:`DelayPattern` over ``task.n_blocks`` blocks.
+
+    Raises:
+        PatternError: a malformed spec or a pattern over another number of blocks.
+    """
+    return as_pattern(pattern, task.n_blocks, task.block_names)
 
 
 def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
@@ -69,10 +67,7 @@ def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]
         every group holding a block of its ``F`` (the groups follow
         ``pattern.order()``, placed at their first member).
     """
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i in pattern.order():
-        groups.setdefault(pattern.fresh(i), []).append(i)
-    return list(groups.items())
+    return pattern.groups_by_fresh_set()
 
 
 def _check_lr(lr) -> None:
@@ -84,7 +79,8 @@ def _check_lr(lr) -> None:
         raise StepError(f"learning rate must be finite, got {val}")
 
 
-def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> tuple[dict, dict]:
+def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
+                           grad_at_params: Mapping | None = None) -> tuple[dict, dict]:
     """One exact step of scheme ``S`` and the gradients it used.
 
     Args:
@@ -92,6 +88,9 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
         params: the current point ``theta^k`` (``dict[str, Tensor]``).
         pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
         lr: learning rate ``eta`` (float or 0-dim tensor).
+        grad_at_params: ``grad L(theta^k)`` if the caller has it: the blocks
+            with an empty fresh set see ``theta^k`` itself, so they take their
+            gradient from it instead of a new evaluation.
 
     Returns:
         ``(theta^{k+1}, g_tilde)``: both dicts keyed like ``params``,
@@ -99,11 +98,11 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
         ``grad_i L(theta^{(i)})`` (``g_tilde = g`` for JC), so
         ``theta^{k+1} = theta^k - eta * g_tilde``.
     """
-    check_pattern(task, pattern)
+    pattern = check_pattern(task, pattern)
     _check_lr(lr)
     old = {k: v.detach() for k, v in params.items()}
     if pattern.is_jacobi:
-        _, g = grad(task.loss, old)
+        g = grad(task.loss, old)[1] if grad_at_params is None else dict(grad_at_params)
         return {k: old[k] - lr * g[k] for k in old}, g
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
@@ -114,16 +113,19 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
             for k in keys[j]:
                 state[k] = new[k]
         wrt = [k for b in members for k in keys[b]]
-        gb = block_grad(task.loss, state, wrt)
+        if not fresh and grad_at_params is not None:
+            gb = {k: grad_at_params[k] for k in wrt}
+        else:
+            gb = block_grad(task.loss, state, wrt)
         for k in wrt:
             used[k] = gb[k]
             new[k] = old[k] - lr * gb[k]
     return {k: new[k] for k in old}, {k: used[k] for k in old}
 
 
-def scheme_step(task, params: Mapping, pattern: DelayPattern, lr) -> dict:
+def scheme_step(task, params: Mapping, pattern: DelayPattern, lr, grad_at_params: Mapping | None = None) -> dict:
     """``theta^{k+1}`` of scheme ``S`` from ``theta^k`` (see :func:`scheme_step_with_grads`)."""
-    return scheme_step_with_grads(task, params, pattern, lr)[0]
+    return scheme_step_with_grads(task, params, pattern, lr, grad_at_params)[0]
 
 
 def jacobi_step(task, params: Mapping, lr) -> dict:

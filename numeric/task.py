@@ -1,4 +1,4 @@
-"""The ``Task`` contract (DESIGN.md): named parameters, a pure loss, a block partition.
+"""The ``Task`` contract (docs/design.md): named parameters, a pure loss, a block partition.
 
 A task is
 

@@ -109,7 +109,7 @@ def assert_step_is(
 ):
     """Assert that ``step(params, lr)`` performs exactly the scheme of ``pattern`` on ``task``.
 
-    Runs :func:`numeric.validation.identify_step` with ``pattern`` declared:
+    Runs :func:`numeric.step_identification.identify_step` with ``pattern`` declared:
     the step must agree with the exact step of ``pattern`` to round-off
     (``||U - R|| <= rtol ||R - theta|| + 64 eps ||theta||``) at every seeded
     state and every ``eta = eta0 * 2^-k``, and must be a function of its
@@ -124,12 +124,12 @@ def assert_step_is(
         pattern: CLI spec (``"gs"``, ``"gs:B,A"``, ``"2<-1"``...) or a
             :class:`DelayPattern`.
         seeds, eta0, n_etas, rtol, perturb, max_all_orders: see
-            :func:`numeric.validation.identify_step`.
+            :func:`numeric.step_identification.identify_step`.
 
     Returns:
-        the :class:`numeric.validation.StepReport`.
+        the :class:`numeric.step_identification.StepReport`.
     """
-    from .validation import as_user_step, identify_step
+    from .step_identification import as_user_step, identify_step
 
     user = as_user_step((task, step, pattern), name=getattr(step, "__name__", "step"))
     report = identify_step(user, seeds=seeds, eta0=eta0, n_etas=max(3, n_etas), rtol=rtol, perturb=perturb,
@@ -155,30 +155,29 @@ def assert_records_match(
         reference: a run directory (``records.csv`` + ``summary.json``), a
             records CSV path, or ``{column: values}``.
         rtol, atol: tolerances (default: by ``dtype``, see
-            :data:`numeric.validation.TOLERANCES`; ``atol`` is scaled by the
+            :data:`numeric.record_comparison.TOLERANCES`; ``atol`` is scaled by the
             reference's largest loss).
         dtype: ``"float64"``/``"float32"``; default: the reference summary's,
             else float64.
         columns: columns to compare (default all but ``k``).
 
     Returns:
-        the :class:`numeric.validation.RecordsComparison`.
+        the :class:`numeric.record_comparison.RecordsComparison`.
     """
-    import json
     import os
 
-    from .validation import FIELDS, VALUE_COLUMNS, compare_records, default_tolerances, read_records_csv
+    from .records import FIELDS, read_columns, read_summary
+    from .record_comparison import VALUE_COLUMNS, compare_records, default_tolerances
 
     cols = list(columns or VALUE_COLUMNS)
-    t = read_records_csv(theirs, ["k"] + cols) if isinstance(theirs, str) else theirs
+    t = read_columns(theirs, ["k"] + cols) if isinstance(theirs, str) else theirs
     if isinstance(reference, str):
         if os.path.isdir(reference):
             summ = os.path.join(reference, "summary.json")
             if dtype is None and os.path.exists(summ):
-                with open(summ, "r", encoding="utf-8") as fh:
-                    dtype = (json.load(fh).get("settings") or {}).get("dtype")
+                dtype = (read_summary(summ).get("settings") or {}).get("dtype")
             reference = os.path.join(reference, "records.csv")
-        r = read_records_csv(reference, list(FIELDS))
+        r = read_columns(reference, list(FIELDS))
     else:
         r = reference
     rt, ar = default_tolerances(dtype)

@@ -13,7 +13,8 @@ from typing import Mapping
 
 import torch
 
-from .hvp import HVPError, _check_method, _primal, _tangent
+from . import tree
+from .hvp import HVP_METHODS, HVPError
 
 __all__ = ["third_derivative"]
 
@@ -64,9 +65,10 @@ def third_derivative(loss, params: Mapping, u: Mapping, v: Mapping, w: Mapping, 
         method: ``"forward"`` (nested ``torch.func.jvp``), ``"reverse"``
             (triple backward) or ``"auto"`` (forward, else reverse).
     """
-    _check_method(method)
-    p = _primal(params)
-    u, v, w = (_tangent(x, params) for x in (u, v, w))
+    if method not in HVP_METHODS:
+        raise HVPError(f"unknown HVP method {method!r} (use {', '.join(HVP_METHODS)})")
+    p = tree.detach(params)
+    u, v, w = (tree.conform(x, params, HVPError) for x in (u, v, w))
     if method == "reverse":
         return _third_reverse(loss, p, u, v, w)
     if method == "forward":

@@ -23,6 +23,7 @@ __all__ = [
     "zeros_like",
     "restrict",
     "detach",
+    "conform",
     "clone",
     "flatten",
     "unflatten",
@@ -80,6 +81,30 @@ def restrict(a: Mapping, keys: Iterable[str]) -> Tree:
 
 def detach(a: Mapping) -> Tree:
     return {k: v.detach() for k, v in a.items()}
+
+
+def conform(v: Mapping, like: Mapping, error: type = ValueError) -> Tree:
+    """``v`` checked against ``like``'s keys and shapes, detached and cast to its dtype and device.
+
+    Raises:
+        error: keys differ (missing and unknown ones named) or an entry's
+            shape differs (one line).
+    """
+    missing = [k for k in like if k not in v]
+    extra = [k for k in v if k not in like]
+    if missing or extra:
+        raise error(
+            "vector keys differ from the parameters'"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unknown {extra}" if extra else "")
+        )
+    out = {}
+    for k, p in like.items():
+        t = v[k]
+        if tuple(t.shape) != tuple(p.shape):
+            raise error(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has {tuple(p.shape)}")
+        out[k] = t.detach().to(dtype=p.dtype, device=p.device)
+    return out
 
 
 def clone(a: Mapping) -> Tree:

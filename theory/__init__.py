@@ -1,11 +1,29 @@
 """Symbolic half of crosscurv: delay patterns and the paper's expansions (SymPy).
 
+The public surface (everything else lives in the module named after its
+concept: :mod:`theory.series`, :mod:`theory.recursion`, :mod:`theory.cumulative`,
+:mod:`theory.lambdified`...):
+
+* delay patterns: :class:`DelayPattern`, its constructors, :func:`parse_pattern`
+  (the command-line spelling) and :func:`as_pattern` (either form);
+* the derivation behind ``crosscurv derive``: :func:`derive`;
+* the expansions of a generic block model: :class:`BlockModel`,
+  :func:`delay_curvature` (``C_S``), :func:`cross_curvature` (``C_cross``),
+  :func:`loss_series`, :func:`check_recursions` (Lemma 3, Theorem 2),
+  :func:`check_cumulative` (Theorem 3);
+* the same coefficients for concrete ``g, H, T``, exact or in floating point:
+  :func:`gap_coefficients`, :func:`loss_coefficients`;
+* errors: every one is an :class:`InputError` (one line, exit code 2 on the
+  command line).
+
 Importing ``theory`` never imports torch.
 """
 
+from .errors import InputError
 from .patterns import (
     DelayPattern,
     PatternError,
+    as_pattern,
     chain,
     from_pairs,
     gauss_seidel,
@@ -13,59 +31,23 @@ from .patterns import (
     parse_pattern,
     partial,
 )
-from .block_model import BlockModel, ModelError, block_model
-from .series import EPS, ETA, SeriesSpace, TruncatedSeries
+from .block_model import BlockModel, ModelError
 from .one_step import (
     CoefficientInputError,
-    OneStepUpdate,
     cross_curvature,
     delay_curvature,
-    eta3_gap_closed_form,
     gap_coefficients,
-    lemma1_coefficients,
     loss_coefficients,
     loss_series,
-    one_step_update,
 )
-from .recursion import RecursionCheck, check_recursions, recursion_model
-from .cumulative import CumulativeCheck, check_cumulative, quadratic_model
-from .lambdified import exact_value, numeric_function
+from .recursion import check_recursions
+from .cumulative import check_cumulative
 from .derivation import DerivationResult, derive
 
 __all__ = [
-    "DelayPattern",
-    "PatternError",
-    "chain",
-    "from_pairs",
-    "gauss_seidel",
-    "jacobi",
-    "parse_pattern",
-    "partial",
-    "BlockModel",
-    "ModelError",
-    "block_model",
-    "ETA",
-    "EPS",
-    "SeriesSpace",
-    "TruncatedSeries",
-    "CoefficientInputError",
-    "OneStepUpdate",
-    "cross_curvature",
-    "delay_curvature",
-    "eta3_gap_closed_form",
-    "gap_coefficients",
-    "lemma1_coefficients",
-    "loss_coefficients",
-    "loss_series",
-    "one_step_update",
-    "RecursionCheck",
-    "check_recursions",
-    "recursion_model",
-    "CumulativeCheck",
-    "check_cumulative",
-    "quadratic_model",
-    "exact_value",
-    "numeric_function",
-    "DerivationResult",
-    "derive",
+    "DelayPattern", "as_pattern", "parse_pattern", "jacobi", "gauss_seidel", "chain", "partial", "from_pairs",
+    "derive", "DerivationResult",
+    "BlockModel", "delay_curvature", "cross_curvature", "loss_series", "check_recursions", "check_cumulative",
+    "gap_coefficients", "loss_coefficients",
+    "InputError", "PatternError", "ModelError", "CoefficientInputError",
 ]

@@ -192,10 +192,6 @@ class BlockModel:
         """A polynomial SymPy expression in the model symbols as a ring element."""
         return self.ring.from_expr(sympy.sympify(expr))
 
-    def block_slices(self) -> list[slice]:
-        """Flat slice of each block."""
-        return [slice(b[0], b[-1] + 1) for b in self.blocks]
-
     def __repr__(self) -> str:
         return (f"BlockModel(n_blocks={self.n_blocks}, dims={self.block_dims}, "
                 f"taylor_order={self.taylor_order}, vectors={self.vector_names})")

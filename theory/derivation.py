@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import sympy
 
@@ -51,10 +52,10 @@ from .one_step import (
     loss_series,
     one_step_update,
 )
-from .patterns import DelayPattern, gauss_seidel, jacobi, parse_pattern
+from .patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 from .recursion import check_recursions, recursion_model
 
-__all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "DerivationResult", "derive", "gs_orders"]
+__all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "MAX_TOTAL_DIM", "DerivationResult", "derive", "gs_orders"]
 
 #: one boolean per result of the paper, in this order
 IDENTITY_KEYS = ("lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic")
@@ -63,6 +64,14 @@ EXTENSION_KEYS = ("lemma1_next_term", "eta3_closed_form", "loss_eta3_closed_form
                   "gs_orders_eta3_closed_form", "lemma3_leading_closed_forms", "theorem3_eta3_growth")
 
 ALLOWED_DIMS = (1, 2)
+#: The largest total dimension ``d = N * D`` :func:`derive` accepts.  The
+#: Lemma 3 / Theorem 2 check expands a fourth-order Taylor model whose
+#: tensor ``Q`` alone has ``C(d + 3, 4)`` symbols, and its time grows about
+#: threefold per added coordinate (README, "Size limit of crosscurv derive":
+#: one to two minutes at ``d = 8`` on a loaded 2-core machine, ``d = 10`` not
+#: done after four minutes).  ``crosscurv scaling`` and ``crosscurv run`` check
+#: the same results numerically on models of any size.
+MAX_TOTAL_DIM = 8
 #: all block orders are checked up to this many blocks
 ALL_ORDERS_MAX_BLOCKS = 4
 
@@ -162,14 +171,21 @@ class DerivationResult:
         }
 
 
-def _validate(n_blocks, dims) -> None:
+def _validate(n_blocks, dims, max_dim: int | None = MAX_TOTAL_DIM) -> None:
     if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 2:
         raise ModelError(f"number of blocks (--blocks) must be an integer >= 2, got {n_blocks!r}")
     if dims not in ALLOWED_DIMS or isinstance(dims, bool):
         raise ModelError(f"block dimension (--dims) must be 1 or 2, got {dims!r}")
+    if max_dim is not None and n_blocks * dims > max_dim:
+        raise ModelError(
+            f"--blocks {n_blocks} x --dims {dims} = {n_blocks * dims} coordinates is above the symbolic limit of "
+            f"{max_dim}: the exact derivation's time grows about 3x per coordinate (1-2 minutes at 8); "
+            "crosscurv scaling and crosscurv run check the same results numerically at any size"
+        )
 
 
-def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs", *, K_max: int = 4) -> DerivationResult:
+def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs", *, K_max: int = 4,
+           max_dim: int | None = MAX_TOTAL_DIM, progress: Callable[[str, float], None] | None = None) -> DerivationResult:
     """Derive and check the paper's expansions for ``N`` blocks of dimension ``dims``.
 
     Args:
@@ -178,18 +194,23 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
         pattern: a :class:`DelayPattern` over ``N`` blocks or CLI text
             (``jc``, ``gs``, ``gs:ORDER``, ``chain``, ``i<-j,...``; 1-based).
         K_max: horizons ``K = 1..K_max`` for Theorem 3.
+        max_dim: the largest ``N * dims`` accepted (:data:`MAX_TOTAL_DIM`;
+            ``None``: no limit, for those who will wait).
+        progress: called as ``progress(stage, seconds)`` after each stage
+            (``one_step``, ``corollary1_orders``, ``lemma3_theorem2``,
+            ``theorem3``).
 
     Returns:
         :class:`DerivationResult`.
 
     Raises:
-        ModelError: ``N < 2`` or ``dims`` not in {1, 2}.
+        ModelError: ``N < 2``, ``dims`` not in {1, 2}, or ``N * dims > max_dim``.
         PatternError: a malformed pattern.
     """
-    _validate(n_blocks, dims)
+    _validate(n_blocks, dims, max_dim)
+    stage_done = progress or (lambda stage, seconds: None)
     spec = pattern if isinstance(pattern, str) else pattern.name
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, n_blocks)
+    pattern = as_pattern(pattern, n_blocks)
     t_all = time.perf_counter()
     timings: dict = {}
     failures: list = []
@@ -233,6 +254,7 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     for k in (1, 2, 3):
         expr[f"loss_{k}"] = model.to_expr(L_s.coeff(k))
     timings["one_step"] = time.perf_counter() - t0
+    stage_done("one_step", timings["one_step"])
 
     # -- Corollary 1 and GS order invariance ---------------------------------
     t0 = time.perf_counter()
@@ -263,6 +285,7 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     ext["gs_orders_eta3_closed_form"] = diff3 == closed3
     expr["gs_orders_eta3"] = model.to_expr(diff3)
     timings["corollary1_orders"] = time.perf_counter() - t0
+    stage_done("corollary1_orders", timings["corollary1_orders"])
 
     # -- Lemma 3 / Theorem 2 ----------------------------------------------
     t0 = time.perf_counter()
@@ -278,6 +301,7 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     lemma3_leading = {_monomial_label(e): [rmodel.to_expr(x) for x in v] for e, v in rec.trajectory_leading.items()}
     theorem2_leading = {_monomial_label(e): rmodel.to_expr(v) for e, v in rec.loss_leading.items()}
     timings["lemma3_theorem2"] = time.perf_counter() - t0
+    stage_done("lemma3_theorem2", timings["lemma3_theorem2"])
 
     # -- Theorem 3 on a quadratic -------------------------------------------
     t0 = time.perf_counter()
@@ -300,6 +324,7 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
             failures.append(f"theorem3_quadratic: remainder below eta^3 at K={s.K}")
     expr["theorem3_degree"] = cum.degree
     timings["theorem3"] = time.perf_counter() - t0
+    stage_done("theorem3", timings["theorem3"])
 
     for key in IDENTITY_KEYS:
         if not ident[key] and not any(f.startswith(key + ":") for f in failures):

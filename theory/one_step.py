@@ -2,7 +2,7 @@
 
 Paper, Lemma 1, Theorem 1, Corollary 1, and one order further.
 
-The exact scheme step (DESIGN.md, "Exact scheme step"): from the common iterate
+The exact scheme step (docs/design.md, "Exact scheme step"): from the common iterate
 ``theta^k`` (the model's origin), blocks are processed in an update order of
 ``S``; block ``i`` evaluates its gradient at the state in which exactly the
 blocks ``j in S(i) = {j : (i, j) in S}`` hold their new values and every other
@@ -48,7 +48,7 @@ import sympy
 from ._linalg import dot as _dot, mul as _mul
 from .block_model import BlockModel, ModelError
 from .errors import InputError
-from .patterns import DelayPattern, PatternError, parse_pattern
+from .patterns import DelayPattern, PatternError, as_pattern
 from .series import ETA, SeriesSpace, TruncatedSeries
 
 __all__ = [
@@ -57,9 +57,7 @@ __all__ = [
     "eta_space",
     "one_step_update",
     "loss_series",
-    "gap_series",
     "masked_hessian_apply",
-    "masked_gradient",
     "delay_curvature",
     "cross_curvature",
     "fresh_cubic_term",
@@ -81,15 +79,9 @@ def eta_space(model: BlockModel, degree: int = 3) -> SeriesSpace:
     return SeriesSpace((ETA,), degree, model.zero)
 
 
-def check_pattern(model: BlockModel, pattern: DelayPattern) -> DelayPattern:
-    """``pattern`` must be a :class:`DelayPattern` over ``model.n_blocks`` blocks."""
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, model.n_blocks)
-    if not isinstance(pattern, DelayPattern):
-        raise PatternError(f"expected a DelayPattern, got {type(pattern).__name__}")
-    if pattern.n_blocks != model.n_blocks:
-        raise PatternError(f"pattern has {pattern.n_blocks} blocks, the model {model.n_blocks}")
-    return pattern
+def check_pattern(model: BlockModel, pattern: DelayPattern | str) -> DelayPattern:
+    """``pattern`` (or its spec) as a :class:`DelayPattern` over ``model.n_blocks`` blocks."""
+    return as_pattern(pattern, model.n_blocks)
 
 
 def _check_order(pattern: DelayPattern, order: Sequence[int] | None) -> tuple[int, ...]:
@@ -178,14 +170,6 @@ def loss_series(model: BlockModel, pattern: DelayPattern, degree: int = 3, order
     return model.loss(step.displacement, space)
 
 
-def gap_series(model: BlockModel, pattern: DelayPattern, other: DelayPattern | None = None, degree: int = 3) -> TruncatedSeries:
-    """``L_S^{k+1} - L_other^{k+1}`` (default ``other`` = JC), series in ``eta``."""
-    from .patterns import jacobi
-
-    other = jacobi(model.n_blocks) if other is None else other
-    return loss_series(model, pattern, degree) - loss_series(model, other, degree)
-
-
 # -- closed forms (ring elements) -----------------------------------------
 def masked_hessian_apply(model: BlockModel, pattern: DelayPattern, v: Sequence, H=None) -> list:
     """``M_S v``: ``(M_S v)_a = sum_{j in S(i)} sum_{b in block j} H_ab v_b`` for ``a`` in block ``i``.
@@ -205,13 +189,6 @@ def masked_hessian_apply(model: BlockModel, pattern: DelayPattern, v: Sequence, 
                 acc = _mul(get(a, b), v[b]) + acc
         out.append(acc if not isinstance(acc, int) else model.zero)
     return out
-
-
-def masked_gradient(model: BlockModel, pattern: DelayPattern, i: int, v: Sequence | None = None) -> list:
-    """``P_i v``: keeps the blocks ``j in S(i)`` of ``v`` (default ``g``), zeroes the rest."""
-    v = model.g if v is None else v
-    S_i = set(pattern.fresh(i))
-    return [v[a] if model.block_of[a] in S_i else model.zero for a in range(model.d)]
 
 
 def delay_curvature(model: BlockModel, pattern: DelayPattern):
@@ -237,7 +214,7 @@ def fresh_cubic_term(model: BlockModel, pattern: DelayPattern) -> list:
         return out
     half = sympy.Rational(1, 2)
     for i in range(model.n_blocks):
-        cols = [b for j in pattern.fresh(i) for b in model.blocks[j]]
+        cols = pattern.fresh_items(i, model.blocks)
         for a in model.blocks[i]:
             acc = model.zero
             for b in cols:
@@ -356,12 +333,7 @@ def _prepare(pattern, block_dims, g, H, T, mode, need_T=True):
     dims = tuple(int(x) for x in block_dims)
     if not dims or any(x < 1 for x in dims):
         raise CoefficientInputError(f"block_dims must be positive integers, got {tuple(block_dims)}")
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, len(dims))
-    if not isinstance(pattern, DelayPattern):
-        raise CoefficientInputError(f"expected a DelayPattern, got {type(pattern).__name__}")
-    if pattern.n_blocks != len(dims):
-        raise CoefficientInputError(f"pattern has {pattern.n_blocks} blocks, block_dims {len(dims)}")
+    pattern = as_pattern(pattern, len(dims))
     d = sum(dims)
     g = _as_array(g, mode, 1, "g")
     H = _as_array(H, mode, 2, "H")
@@ -393,7 +365,7 @@ def _numeric_parts(pattern, blocks, g, H, T):
         fresh = pattern.fresh(i)
         if not fresh or T is None:
             continue
-        cols = np.concatenate([blocks[j] for j in fresh])
+        cols = np.asarray(pattern.fresh_items(i, blocks), dtype=np.intp)
         pg = g[cols]
         Ti = T[np.ix_(blocks[i], cols, cols)]
         ti = np.tensordot(Ti, pg, axes=([2], [0])).dot(pg)

@@ -32,6 +32,7 @@ __all__ = [
     "chain",
     "from_pairs",
     "parse_pattern",
+    "as_pattern",
 ]
 
 
@@ -106,6 +107,37 @@ class DelayPattern:
     def fresh(self, i: int) -> tuple[int, ...]:
         """Blocks ``j`` whose fresh value block ``i`` uses: ``{j : (i, j) in S}``, sorted."""
         return tuple(sorted(j for a, j in self.pairs if a == i))
+
+    def fresh_items(self, i: int, per_block: Sequence[Sequence]) -> list:
+        """The items of block ``i``'s fresh blocks: ``per_block[j]`` concatenated over ``j in S(i)``.
+
+        ``per_block[j]`` lists what block ``j`` holds (its parameter names in
+        ``numeric``, its coordinates in ``theory``); the result is what the
+        restriction ``P_{S(i)}`` keeps, in block order.
+        """
+        return [x for j in self.fresh(i) for x in per_block[j]]
+
+    def groups_by_fresh_set(self, *, include_empty: bool = True) -> list[tuple[tuple[int, ...], list[int]]]:
+        """Blocks grouped by fresh set, in an order valid for a sweep.
+
+        Blocks with the same fresh set ``F = S(i)`` see the same state in the
+        exact scheme step, so they share one gradient evaluation, and their
+        rows of ``M_S v`` come from one product ``H (P_F v)``.
+
+        Args:
+            include_empty: keep the group of blocks with ``S(i) = {}`` (they
+                see the old state; they contribute no row to ``M_S``).
+
+        Returns:
+            ``[(F, members), ...]``: ``F`` sorted 0-based block indices shared
+            by every block in ``members``; each group comes after every group
+            holding a block of its ``F`` (groups follow :meth:`order`, placed
+            at their first member).
+        """
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i in self.order():
+            groups.setdefault(self.fresh(i), []).append(i)
+        return [(f, m) for f, m in groups.items() if f or include_empty]
 
     def mask(self) -> list[list[bool]]:
         """``N x N`` boolean mask of ``M_S``: ``mask[i][j] = (i, j) in S``."""
@@ -317,4 +349,32 @@ def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str] | None = 
         return DelayPattern(n_blocks, frozenset(pairs), "pairs")
     raise PatternError(
         f"unknown pattern {spec!r} (use jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,...)"
+    )
+
+
+def as_pattern(spec, n_blocks: int, names: Sequence[str] | None = None) -> DelayPattern:
+    """The one coercion of a pattern argument: a :class:`DelayPattern` or its command-line spelling.
+
+    Every public function that takes a pattern (``theory``, ``numeric``, the
+    command line) goes through here, so each accepts both
+    ``gauss_seidel(3)`` and ``"gs"``, ``"gs:3,1,2"``, ``"2<-1"`` or block
+    names (:func:`parse_pattern`).
+
+    Args:
+        spec: a :class:`DelayPattern` or a pattern spec string.
+        n_blocks: the number of blocks ``N`` it must be over.
+        names: block names a spec may use in place of 1-based indices.
+
+    Raises:
+        PatternError: a malformed spec, a pattern over another number of
+            blocks, or neither a pattern nor a string.
+    """
+    if isinstance(spec, DelayPattern):
+        if spec.n_blocks != n_blocks:
+            raise PatternError(f"pattern {spec.describe()} is over {spec.n_blocks} blocks, the model has {n_blocks}")
+        return spec
+    if isinstance(spec, str):
+        return parse_pattern(spec, n_blocks, names)
+    raise PatternError(
+        f"expected a DelayPattern or a pattern spec such as 'gs' or '2<-1', got {type(spec).__name__}"
     )

@@ -174,7 +174,7 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
         raise ModelError(f"freshness_at must be 'S' or 'JC', got {freshness_at!r}")
     at = dtheta0 if freshness_at == "S" else [space.zero_series() for _ in range(d)]
     g_s = model.gradient(at, space=space)                              # g_S^k
-    wanted = [(a, b) for a in range(d) for j in pattern.fresh(model.block_of[a]) for b in model.blocks[j]]
+    wanted = [(a, b) for a in range(d) for b in pattern.fresh_items(model.block_of[a], model.blocks)]
     h_s = model.hessian(at, entries=wanted, space=space)               # blocks of M_S at theta_S
     mg_s = masked_hessian_apply(model, pattern, [g_s[a] for a in range(d)], H=h_s)
     mg_s = [x if isinstance(x, TruncatedSeries) else space.constant(x) for x in mg_s]

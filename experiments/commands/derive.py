@@ -6,8 +6,10 @@ with ``--json``, one JSON object), writes ``DIR/theory.md`` (``--out``,
 default ``reports``) and says what it wrote.
 
 Exit codes: 0 every check holds, 1 some identity (or beyond-the-paper closed
-form) fails, 2 bad input (``N < 2``, ``D`` not 1 or 2, a malformed pattern),
-printed as one line by the CLI.  Never imports torch.
+form) fails, 2 bad input (``N < 2``, ``D`` not 1 or 2, ``N * D`` above
+:data:`theory.derivation.MAX_TOTAL_DIM`, a malformed pattern), printed as
+one line by the CLI.  On a terminal each finished stage is reported on
+stderr.  Never imports torch.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--blocks", type=int, default=3, metavar="N", help="number of blocks N >= 2 (default 3)")
+    p.add_argument("--blocks", type=int, default=3, metavar="N", help="number of blocks N >= 2 (default 3; N x D at most 8)")
     p.add_argument("--dims", type=int, default=1, metavar="D", help="dimension of each block: 1 or 2 (default 1)")
     p.add_argument("--pattern", default="gs", metavar="P",
                    help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or pairs i<-j,... (1-based; default gs)")
@@ -37,7 +39,12 @@ def run(args) -> int:
     from theory.derivation import derive
     from theory.report import render_summary, write_markdown
 
-    result = derive(args.blocks, args.dims, args.pattern)
+    progress = None
+    if sys.stderr.isatty():  # one line per finished stage, so a long derivation shows where it is
+        def progress(stage: str, seconds: float) -> None:
+            print(f"derive: {stage} done in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    result = derive(args.blocks, args.dims, args.pattern, progress=progress)
     command = ("crosscurv derive --blocks {} --dims {} --pattern {}"
                .format(args.blocks, args.dims, shlex.quote(args.pattern)))
     path = write_markdown(result, Path(args.out) / "theory.md", command)

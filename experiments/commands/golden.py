@@ -1,4 +1,4 @@
-"""``crosscurv golden``: write framework-independent conformance cases (issue 6, item 3).
+"""``crosscurv golden``: write framework-independent conformance cases.
 
 Writes four small float64 cases (quadratic, quartic polynomial, tiny MLP,
 bilinear LoRA-like model), each with JC, full GS and a partial pattern, as

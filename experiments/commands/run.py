@@ -6,7 +6,9 @@ loss_s, gap, recursive, cumulative, jc_only, bound_bk``), ``summary.json``
 iterations per second, G and L estimates) and ``checkpoint.pt`` into
 ``--out``.  Exit codes: 0 complete, 2 bad input (one line, nothing
 overwritten), 3 diverged (records so far kept), 130 interrupted (resume with
-``--resume``).
+``--resume``).  ``--resume --iters K2`` with ``K2`` above the run's ``K``
+extends a finished or interrupted run to ``K2`` (the records equal those of an
+uninterrupted run to ``K2``); every other setting must match.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def add_arguments(p) -> None:
                    help="auto, cpu, cuda or cuda:N (default: auto for built-ins, the factory's for user tasks)")
     p.add_argument("--seed", type=int, default=0, help="initialisation and power-iteration seed (default 0)")
     p.add_argument("--out", default=None, help="run directory (default: runs/<task>-<pattern>)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
     p.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
     p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
     p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
@@ -51,9 +54,11 @@ def add_arguments(p) -> None:
                    help="at most N forward-over-reverse products per vmap batch (memory cap; default all)")
     p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
                    help="park the carried vectors off the compute device between uses (host memory on a GPU, "
-                        "files in the run folder on the CPU); auto (default): on for models with >= 2M parameters")
+                        "files in the run folder on the CPU); auto (default): when the run's estimated footprint "
+                        "exceeds half the available memory")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="records between checkpoints (default 1, or 10 for tasks with >= 5M parameters)")
+                   help="records between checkpoints (default: one a minute at most, and one before the last "
+                        "iteration)")
 
 
 def _check_flags(args):
@@ -136,6 +141,32 @@ def _g(x) -> str:
 
 
 def run(args) -> int:
+    result, out = execute(args)
+    if args.json:
+        from numeric.records import json_safe
+
+        print(json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
+    else:
+        _print_summary(result.summary, out)
+    if result.status == "diverged":
+        print(f"crosscurv: {result.message}", file=sys.stderr)
+    return result.exit_code
+
+
+def parse(argv: list) -> object:
+    """``crosscurv run`` arguments as the command parses them (for callers such as ``crosscurv report``)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="crosscurv run")
+    add_arguments(p)
+    return p.parse_args(argv)
+
+
+def execute(args):
+    """Load the task and run the protocol for parsed arguments; returns ``(ProtocolResult, run folder)``.
+
+    Bad input raises :class:`theory.errors.InputError` (a changed setting on ``--resume``:
+    :class:`numeric.protocol.SettingsChangedError`)."""
     import torch  # noqa: F401  (import cost paid here, not at CLI start)
 
     from experiments.loading import is_builtin, load_task
@@ -176,12 +207,4 @@ def run(args) -> int:
         )
     finally:
         progress.close()
-    if args.json:
-        from numeric.records import json_safe
-
-        print(json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
-    else:
-        _print_summary(result.summary, out)
-    if result.status == "diverged":
-        print(f"crosscurv: {result.message}", file=sys.stderr)
-    return result.exit_code
+    return result, out

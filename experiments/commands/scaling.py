@@ -19,10 +19,6 @@ HELP = (
 )
 
 
-class OutputError(InputError):
-    """The output folder cannot be created or written."""
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="fewer MNIST examples and shorter horizons (under 2 minutes)")
@@ -57,10 +53,10 @@ def run(args) -> int:
     try:
         (out / "figures").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"cannot create output folder {out}: {exc.strerror}") from None
+        raise InputError(f"cannot create output folder {out}: {exc.strerror}") from None
 
     from experiments.scaling import OFFICIAL, TOLERANCE, render_markdown, scaling_suite
-    from experiments.scaling_figures import write_figures
+    from experiments.scaling.figures import write_figures
 
     t0 = time.perf_counter()
     results = scaling_suite(quick=args.quick, progress=_say, problems=problems)
@@ -69,11 +65,11 @@ def run(args) -> int:
     studies = {r.key: r.studies for r in results}
     figs = write_figures(studies, out / "figures")
     rel = [f"figures/{f.name}" for f in figs]
-    text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel)
+    text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel, tolerance=TOLERANCE)
     try:
         (out / "scaling.md").write_text(text)
     except OSError as exc:
-        raise OutputError(f"cannot write {out / 'scaling.md'}: {exc.strerror}") from None
+        raise InputError(f"cannot write {out / 'scaling.md'}: {exc.strerror}") from None
     _say(f"wrote {out / 'scaling.md'} and {len(figs)} figures in {out / 'figures'} ({seconds:.0f} s)")
 
     bad = [(r.key, q, r.studies[q].fitted) for r in results for q in r.failures(TOLERANCE)]

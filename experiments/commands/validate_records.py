@@ -10,7 +10,7 @@ recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
 ignored).  Values are compared at the iterations ``k`` both files hold:
 ``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
 given, the defaults of the reference's dtype
-(:data:`numeric.validation.TOLERANCES`): float64 ``rtol = 1e-9``,
+(:data:`numeric.record_comparison.TOLERANCES`): float64 ``rtol = 1e-9``,
 ``atol = 1e-12 * scale``; float32 ``rtol = 1e-4``, ``atol = 1e-5 * scale``;
 ``scale`` = the largest ``|loss_jc|`` or ``|loss_s|`` of the reference.
 
@@ -26,7 +26,7 @@ import json
 import math
 import os
 
-from theory.errors import InputError
+from numeric.records import RecordsError
 
 HELP = (
     "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative, "
@@ -34,10 +34,6 @@ HELP = (
     "fly (--task/--pattern/--lr/--iters), per column and iteration with dtype-suited tolerances; "
     "names the first disagreement and a likely diagnosis (off-by-one in k, sign flip, swapped columns)."
 )
-
-
-class ReferenceRunError(InputError):
-    """The reference run directory is missing or incomplete, or the on-the-fly flags are inconsistent."""
 
 
 def add_arguments(p) -> None:
@@ -64,25 +60,24 @@ def add_arguments(p) -> None:
 
 
 def _reference_from_dir(path: str) -> tuple[dict, str | None, str]:
-    from numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, records_columns
+    from numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, read_summary, records_columns
 
     if not os.path.isdir(path):
-        raise ReferenceRunError(f"reference run directory {path} does not exist")
+        raise RecordsError(f"reference run directory {path} does not exist")
     rec = os.path.join(path, RECORDS_FILE)
     if not os.path.exists(rec):
-        raise ReferenceRunError(f"reference run directory {path} has no {RECORDS_FILE}")
+        raise RecordsError(f"reference run directory {path} has no {RECORDS_FILE}")
     records = read_records(rec)
     if not records:
-        raise ReferenceRunError(f"reference {rec} holds no records")
+        raise RecordsError(f"reference {rec} holds no records")
     dtype = None
     summ = os.path.join(path, SUMMARY_FILE)
     if os.path.exists(summ):
-        try:
-            with open(summ, "r", encoding="utf-8") as fh:
-                summary = json.load(fh)
-            dtype = (summary.get("settings") or {}).get("dtype") or summary.get("dtype")
-        except (OSError, ValueError):
-            raise ReferenceRunError(f"reference summary {summ} is not valid JSON") from None
+        summary = read_summary(summ)
+        settings = summary.get("settings")
+        dtype = (settings if isinstance(settings, dict) else {}).get("dtype") or summary.get("dtype")
+        if dtype is not None and not isinstance(dtype, str):
+            raise RecordsError(f"reference summary {summ}: dtype {dtype!r} is not a dtype name")
     return records_columns(records), dtype, f"run directory {path}"
 
 
@@ -92,50 +87,51 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     from experiments.loading import load_task
     from numeric.protocol import run_protocol
     from numeric.records import records_columns
-    from theory.patterns import parse_pattern
+    from theory.patterns import as_pattern
 
     dtype = {"float32": torch.float32, "float64": torch.float64}.get(args.dtype)
     task, settings = load_task(args.task, args.preset, dtype=dtype, seed=args.seed)
     spec = args.pattern or settings.get("pattern") or task.default_pattern
-    pattern = parse_pattern(spec, task.n_blocks, task.block_names)
+    pattern = as_pattern(spec, task.n_blocks, task.block_names)
     lr = args.lr if args.lr is not None else settings.get("lr")
     if lr is None:
-        raise ReferenceRunError(f"--lr is needed: task {args.task!r} sets no default learning rate")
+        raise RecordsError(f"--lr is needed: task {args.task!r} sets no default learning rate")
     iters = args.iters if args.iters is not None else max(their_k)
     if iters < 1:
-        raise ReferenceRunError(f"--iters must be >= 1, got {iters}")
+        raise RecordsError(f"--iters must be >= 1, got {iters}")
     res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference, seed=args.seed,
                        settings={"task": args.task, "preset": args.preset})
     if not res.records:
-        raise ReferenceRunError(f"the reference run produced no records ({res.message})")
+        raise RecordsError(f"the reference run produced no records ({res.message})")
     dt = str(task.dtype).replace("torch.", "")
     where = f"{args.task} pattern {spec} lr {lr:g} K {iters} ({dt}, computed now)"
     return records_columns(res.records), dt, where
 
 
 def run(args) -> int:
-    from numeric.validation import FIELDS, VALUE_COLUMNS, compare_records, default_tolerances, read_records_csv
+    from numeric.records import read_columns
+    from numeric.record_comparison import VALUE_COLUMNS, compare_records, default_tolerances
 
     if (args.reference is None) == (args.task is None):
-        raise ReferenceRunError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
+        raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
     if args.reference is not None:
         stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference") if getattr(args, f) is not None]
         if stray:
-            raise ReferenceRunError("--" + stray[0].replace("_", "-") + " only applies to an on-the-fly reference (--task)")
+            raise RecordsError("--" + stray[0].replace("_", "-") + " only applies to an on-the-fly reference (--task)")
     for name in ("rtol", "atol"):
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
-            raise ReferenceRunError(f"--{name} must be a finite number >= 0, got {v}")
+            raise RecordsError(f"--{name} must be a finite number >= 0, got {v}")
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
-        raise ReferenceRunError(f"--lr must be a finite number > 0, got {args.lr}")
+        raise RecordsError(f"--lr must be a finite number > 0, got {args.lr}")
     columns = list(VALUE_COLUMNS)
     if args.columns:
         columns = [c.strip() for c in args.columns.split(",") if c.strip()]
         bad = [c for c in columns if c not in VALUE_COLUMNS]
         if bad:
-            raise ReferenceRunError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(VALUE_COLUMNS)})")
+            raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(VALUE_COLUMNS)})")
 
-    theirs = read_records_csv(args.theirs, ["k"] + columns)
+    theirs = read_columns(args.theirs, ["k"] + columns)
     if args.reference is not None:
         ref, dtype, where = _reference_from_dir(args.reference)
     else:

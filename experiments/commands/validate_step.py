@@ -13,7 +13,7 @@ where ``task`` is a float64 :class:`numeric.Task`, ``step(params, lr) ->
 new params`` maps a dict of tensors keyed like ``task.params`` and a float
 to a dict with the same names, shapes and dtype, and ``pattern`` is the
 declared scheme (``jc``, ``gs``, ``gs:B,A``, ``2<-1``...; ``--pattern``
-overrides it).  See :func:`numeric.validation.identify_step` for the method.
+overrides it).  See :func:`numeric.step_identification.identify_step` for the method.
 
 Exit codes: 0 the step performs the declared pattern (or, with none
 declared, some candidate) to round-off; 1 it does not, or it is not a
@@ -55,7 +55,7 @@ def add_arguments(p) -> None:
 
 
 def _seeds(text: str) -> list[int]:
-    from numeric.validation import ValidationInputError
+    from numeric.step_identification import ValidationInputError
 
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
@@ -82,7 +82,7 @@ def load_step_factory(spec: str, device=None):
 
 
 def run(args) -> int:
-    from numeric.validation import ValidationInputError, as_user_step, identify_step
+    from numeric.step_identification import ValidationInputError, as_user_step, identify_step
 
     seeds = _seeds(args.seeds)
     if args.eta0 is not None and not (math.isfinite(args.eta0) and args.eta0 > 0):

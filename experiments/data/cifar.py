@@ -120,8 +120,8 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
         dtype, device: of the returned ``x``.
 
     Returns:
-        :class:`ImageData` with ``x`` of shape ``(n, 3, 32, 32)`` normalised
-        per channel, ``y`` of shape ``(n,)`` (``int64``), and ``source``.
+        :class:`ImageData` with ``x`` of shape ``(n, 3, 32, 32)``, contiguous
+        (NCHW), normalised per channel, ``y`` of shape ``(n,)`` (``int64``), and ``source``.
         The bundled images keep their sample-number order (first ``n``); a
         local folder gives :func:`balanced_indices` over the 10 classes.
     """
@@ -141,5 +141,7 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
     std = torch.tensor(CIFAR10_STD, dtype=torch.float64).view(1, 3, 1, 1)
     x = (x - mean) / std
     y = torch.as_tensor(labels[idx], dtype=torch.int64)
-    return ImageData(x.to(device=device, dtype=dtype), y.to(device=device),
-                     f"{source}; {n} examples, per-channel normalised")
+    # contiguous NCHW: the bundled PNGs are HWC arrays, and a channels-last float32 batch
+    # reaching a strided 1x1 convolution's backward crashes PyTorch 2.13's CPU kernel
+    x = x.to(device=device, dtype=dtype).contiguous()
+    return ImageData(x, y.to(device=device).contiguous(), f"{source}; {n} examples, per-channel normalised")

@@ -26,15 +26,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .conv import Conv2d
-
 __all__ = ["BasicBlock", "PersonalNet", "SharedNet", "FederatedResNet18"]
 
 
 def _conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
-    # Conv2d of experiments.models.conv: F.conv2d with a double backward built from the
-    # backward kernels (2.6x -> ~2x a gradient per Hessian-vector product on the CPU)
-    return Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
 
 
 class BasicBlock(nn.Module):
@@ -49,7 +45,7 @@ class BasicBlock(nn.Module):
         self.shortcut = nn.Sequential()
         if stride != 1 or cin != cout:
             self.shortcut = nn.Sequential(
-                Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout)
+                nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout)
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -128,4 +124,12 @@ class FederatedResNet18(nn.Module):
         return getattr(self, f"client{i}")
 
     def forward(self, x: torch.Tensor, client: int = 0) -> torch.Tensor:
-        return self.shared(self.personal(client)(x))
+        """``f(x; u, v_client)`` for a ``(n, 3, 32, 32)`` batch, of any memory layout.
+
+        The batch is made contiguous (NCHW) first: a channels-last float32
+        batch propagates its layout through every activation, and the backward
+        of a strided 1x1 convolution on channels-last float32 tensors corrupts
+        the heap or spins in PyTorch 2.13's CPU (oneDNN) kernel
+        (tests/experiments/test_models.py keeps the reproduction).
+        """
+        return self.shared(self.personal(client)(x.contiguous()))

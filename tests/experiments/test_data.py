@@ -125,6 +125,9 @@ def test_cifar_bundled_images_labels_from_file_names():
     assert torch.allclose(raw * 255, torch.round(raw * 255), atol=1e-3)
     assert "foolbox" in d.source and "20" in d.source
     assert torch.equal(load_cifar10(6).x, d.x[:6])
+    # the PNGs are HWC arrays: the batch must still be plain NCHW (a channels-last
+    # float32 batch crashes PyTorch's CPU convolution backward, test_models.py)
+    assert d.x.is_contiguous() and load_cifar10(6, dtype=torch.float32).x.is_contiguous()
     with pytest.raises(DataError, match="bundled"):
         load_cifar10(21)
 
@@ -145,6 +148,7 @@ def test_cifar_local_batches_folder(tmp_path):
     assert torch.allclose(raw[0, 0].reshape(-1) * 255, torch.tensor(data[0, :1024], dtype=torch.float64), atol=1e-3)
     assert torch.allclose(raw[0, 2].reshape(-1) * 255, torch.tensor(data[0, 2048:], dtype=torch.float64), atol=1e-3)
     assert "cifar-10-batches-py" in d.source
+    assert d.x.is_contiguous()
     assert load_cifar10(path=folder).x.shape[0] == 24  # default: 3 clients x 8
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
-from experiments.golden import CASES, GoldenError, build_case, case_task, load_case, write_golden
-from numeric.validation import compare_records, default_tolerances
+from experiments.golden import CASES, GoldenError, build_case, load_case, write_golden
+from numeric.record_comparison import compare_records, default_tolerances
 
 LABELS = ("jc", "gs", "partial")
 

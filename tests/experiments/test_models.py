@@ -215,3 +215,44 @@ def test_missing_model_path_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match="cannot load a T5 model") as e:
         pretrained_t5(tmp_path / "empty")
     assert "\n" not in str(e.value)
+
+
+_CHANNELS_LAST_SCRIPT = r"""
+import torch
+from torch.nn import functional as F
+from experiments.models.resnet import FederatedResNet18
+from numeric.point import PointCurvature
+torch.manual_seed(0)
+model = FederatedResNet18(2, 4)
+x = torch.randn(2, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+y = torch.tensor([1, 7])
+params = {n: p.detach().clone() for n, p in model.named_parameters()}
+for p in model.parameters():
+    p.requires_grad_(False)
+def loss(p):
+    return F.cross_entropy(torch.func.functional_call(model, p, (x, 1)), y)
+point = PointCurvature(loss, params)
+hv = point.hvp({k: torch.ones_like(v) for k, v in params.items()})
+assert all(bool(torch.isfinite(t).all()) for t in hv.values())
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_federated_resnet_survives_a_channels_last_float32_batch(threads):
+    # A channels-last float32 batch (what an HWC image array becomes after a transpose)
+    # made the backward of the strided 1x1 shortcut convolution corrupt the heap
+    # (OMP_NUM_THREADS=1) or spin for minutes (2 threads) in PyTorch 2.13's CPU kernel.
+    # The model normalises its input layout; run in a subprocess so a crash fails the test.
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHANNELS_LAST_SCRIPT], env=env, capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("gradient and product on a channels-last batch did not finish in 120 s (kernel spin)")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-1500:])

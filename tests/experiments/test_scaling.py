@@ -17,7 +17,7 @@ from PIL import Image
 from experiments import scaling as S
 from experiments.cli import main
 from experiments.problems import mnist_mlp_problem, quartic_problem, relu_kink_radius, tanh_mlp_problem
-from experiments.scaling_figures import FIGURES
+from experiments.scaling.figures import FIGURES
 from numeric import tree
 from numeric.hvp import grad
 from theory.patterns import chain
@@ -79,12 +79,12 @@ def test_study_drops_points_below_the_floor_and_fits_the_rest():
     etas = S.eta_grid(0.5)
     errors = [3.0 * e**3 for e in etas]
     floors = [errors[-1] * 1.5] * len(etas)  # the last point lies below its floor
-    st = S._make_study("synthetic", "one_step", etas, errors, floors, predicted=3.0)
+    st = S.make_study("synthetic", "one_step", etas, errors, floors, predicted=3.0)
     assert st.n_kept == 5 and not st.points[-1]["kept"]
     assert st.fitted == pytest.approx(3.0, abs=1e-12) and st.min_rate == pytest.approx(3.0, abs=1e-12)
     assert st.measured == pytest.approx(3.0) and st.extrapolated == pytest.approx(3.0)
     assert "dropped (below floor)" in st.table() and st.within()
-    bad = S._make_study("synthetic", "one_step", etas, [e**2 for e in etas], [0.0] * 6)
+    bad = S.make_study("synthetic", "one_step", etas, [e**2 for e in etas], [0.0] * 6)
     assert bad.fitted == pytest.approx(2.0) and not bad.within()
 
 

@@ -125,3 +125,13 @@ def test_pattern_size_mismatch_is_an_input_error():
     table = CrossCurvature(torch.zeros(4, 4, dtype=torch.float64), task.block_names)
     with pytest.raises(ValueError):
         table.C_S(gauss_seidel(3))
+
+
+def test_C_S_takes_a_pattern_spelling():
+    from tests.numeric.cases import tanh_mlp
+    from theory.patterns import gauss_seidel
+
+    task = tanh_mlp()
+    table = cross_curvature_table(task)
+    assert table.C_S("gs") == table.C_S(gauss_seidel(4))
+    assert table.C_S("jc") == 0.0

@@ -1,4 +1,4 @@
-"""Device and dtype resolution (issue 3, item 7): CUDA when present, else CPU; one-line errors."""
+"""Device and dtype resolution: CUDA when present, else CPU; one-line errors."""
 
 import pytest
 import torch

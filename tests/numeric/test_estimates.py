@@ -1,7 +1,7 @@
 """Trajectory estimates (Theorems 2 and 3, JC-only, bound) against dense float64 closed forms.
 
 The references are written independently of :mod:`numeric.estimates`: dense
-trajectories (the exact scheme step of DESIGN.md with dense gradients), dense
+trajectories (the exact scheme step of docs/design.md with dense gradients), dense
 Hessians (``torch.func.hessian``), ``M_S`` as the masked dense Hessian, and the
 *unrolled* sums of Theorem 3 with explicit ``Phi_{K,j+1}`` products (the code
 under test uses the forward recursion instead).

@@ -54,9 +54,27 @@ def test_nan_estimate_never_agrees_and_poisons_errors():
 
 def test_dict_form_and_table_row():
     d = winner_metrics([1.0, -1.0, -1.0, -1.0], [2.0, -1.0, 1.0, -3.0])
-    assert d == {"K": 4, "correct": 75.0, "jc_hits": (1, 1), "s_hits": (2, 3), "mae": 1.25, "max_ae": 2.0, "ties": 0}
+    assert d == {"K": 4, "correct": 75.0, "jc_hits": (1, 1), "s_hits": (2, 3), "mae": 1.25, "max_ae": 2.0, "ties": 0,
+                 "undecided": 0}
     row = evaluate([1.0, -1.0], [1.0, -1.0]).row()
     assert row[:3] == ["100.0%", "1/1", "1/1"]
+
+
+def test_gaps_within_their_error_bound_are_undecided():
+    gaps = [1e-7, -2e-7, 0.5, -0.5, 0.0, 0.0]
+    errs = [5e-7, 1e-7, 1e-3, 1e-3, 0.0, 1e-9]
+    est = [-1.0, -1.0, 1.0, 1.0, 0.0, 0.0]
+    m = evaluate(gaps, est, errs)
+    assert m.undecided == 2  # |1e-7| <= 5e-7; the last zero gap with a positive bound
+    assert m.ties == 1  # an exact zero with an exact (zero) bound stays a tie
+    assert m.jc_hits == (1, 1) and m.s_hits == (1, 2)  # -2e-7 > its bound 1e-7: a decided GS win
+    assert m.correct == 75.0  # 3 of the 4 decided iterations (the tie agrees with a zero estimate)
+    assert m.mae == pytest.approx(sum(abs(a - b) for a, b in zip(est, gaps)) / 6)  # MAE over all K
+    assert math.isnan(evaluate([1e-9], [1.0], [1e-8]).correct)  # nothing decided
+    nan_errs = evaluate(gaps, est, [float("nan")] * 6)
+    assert nan_errs.undecided == 0 and nan_errs.ties == 2  # no bound (an older records file): all decided
+    with pytest.raises(ValueError):
+        evaluate([1.0], [1.0], [0.1, 0.2])
 
 
 def test_length_mismatch_and_empty_are_errors():

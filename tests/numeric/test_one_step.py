@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from numeric import Task, tree
+from numeric import Task
 from numeric.one_step import one_step_coefficients, one_step_estimate, one_step_gap
 from numeric.orders import observe_order
 from theory.one_step import gap_coefficients

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from numeric import Task
-from numeric.protocol import ProtocolError, ResumeError, default_checkpoint_every, run_protocol
+from numeric.protocol import ProtocolError, ResumeError, run_protocol
 from numeric.records import read_records, read_summary
 from numeric.task import TaskError
 from theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi
-from tests.numeric.cases import tanh_mlp
+from tests.numeric.cases import dense_hessian, tanh_mlp
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR, K = 0.3, 8
@@ -53,7 +53,7 @@ def test_jacobi_pattern_gives_exact_zeros():
     assert len(res.records) == 5
     for r in res.records:
         assert r["loss_s"] == r["loss_jc"]
-        for f in ("gap", "recursive", "cumulative", "jc_only", "bound_bk"):
+        for f in ("gap", "gap_err", "recursive", "cumulative", "jc_only", "bound_bk"):
             assert r[f] == 0.0, (f, r)
     m = res.summary["metrics"]["cumulative"]
     assert m["correct"] == 100.0 and m["ties"] == 5 and m["jc_hits"] == [0, 0]
@@ -95,7 +95,7 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {REPO!r})
-        from tests.numeric.cases import tanh_mlp
+        from tests.numeric.cases import dense_hessian, tanh_mlp
         from numeric.protocol import run_protocol
         from theory.patterns import gauss_seidel
 
@@ -103,7 +103,8 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
             if rec["k"] == 4:  # after the row is flushed, before its checkpoint
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, offload={offload})
+        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, offload={offload},
+                     checkpoint_every=1)
     """))
     proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
@@ -138,8 +139,8 @@ def test_resume_refuses_different_settings(tmp_path):
         run_protocol(tanh_mlp(), from_pairs(4, [(1, 0)]), LR, K, out_dir=out, resume=True)
     with pytest.raises(ResumeError, match="setting theta0_sha256 "):
         run_protocol(tanh_mlp(seed=1), gauss_seidel(4), LR, K, out_dir=out, resume=True)
-    with pytest.raises(ResumeError, match="setting iters "):
-        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K + 1, out_dir=out, resume=True)
+    with pytest.raises(ResumeError, match="extended, not shortened"):
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K - 1, out_dir=out, resume=True)
     assert _bytes(os.path.join(out, "records.csv")) == before  # nothing touched
 
 
@@ -219,7 +220,7 @@ def test_auto_falls_back_to_batched_forward_products_without_double_backward(ref
     _, ref = reference
     monkeypatch.setattr(protocol, "PointCurvature", NoDoubleBackward)
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K)
-    assert res.summary["hvp"]["used"] == "forward" and "batched" in res.summary["hvp"]["engine"]
+    assert res.summary["hvp"]["used"] == "forward" and res.summary["hvp"]["engine_name"] == "batched"
     for field in ("gap", "recursive", "cumulative", "jc_only"):
         a, b = [r[field] for r in res.records], [r[field] for r in ref.records]
         assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-12 * max(abs(x) for x in b), field
@@ -248,7 +249,50 @@ def test_resume_may_switch_offloading(reference, tmp_path):
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
 
 
-def test_default_checkpoint_interval():
-    assert default_checkpoint_every(tanh_mlp()) == 1
-    big = Task({"w": torch.zeros(5_000_000)}, lambda p: p["w"].sum(), {"w": ["w"]})
-    assert default_checkpoint_every(big) == 10
+def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_rayleigh_quotient(reference):
+    """float64: gap agrees with loss_s - loss_jc (whose own round-off is ~eps |L|) within gap_err; gap_err is
+    small against the gap; sharpness_k lies in the dense spectrum of H(theta_JC^k) and the run's L is the
+    largest |sharpness| seen (or the k = 0 quotient)."""
+    from numeric.steps import jacobi_step
+
+    _, ref = reference
+    task = tanh_mlp()
+    theta = dict(task.params)
+    eps = torch.finfo(torch.float64).eps
+    for r in ref.records:
+        plain = r["loss_s"] - r["loss_jc"]
+        assert abs(r["gap"] - plain) <= r["gap_err"] + 4 * eps * abs(r["loss_jc"]), r
+        assert 0 < r["gap_err"] < 1e-3 * abs(r["gap"]), r  # conservative (Simpson's error), still small
+    L = ref.summary["constants"]["L"]
+    assert max(abs(r["sharpness"]) for r in ref.records) <= L
+    for k in range(1, K + 1):
+        theta = jacobi_step(task, theta, LR)
+        if k in (1, K):
+            ev = torch.linalg.eigvalsh(dense_hessian(task, theta))
+            s = ref.records[k - 1]["sharpness"]
+            assert float(ev[0]) - 1e-12 <= s <= float(ev[-1]) + 1e-12
+    assert ref.records[-1]["sharpness"] == pytest.approx(float(ev[-1]), rel=0.05)  # the power iteration converged
+
+
+def test_undecided_iterations_are_counted_in_the_summary(reference):
+    _, ref = reference
+    for m in ref.summary["metrics"].values():
+        assert m["undecided"] == 0  # float64: every gap is far above its error bound
+        assert m["jc_hits"][1] + m["s_hits"][1] + m["ties"] == m["K"]
+
+
+def test_a_pattern_may_be_given_by_its_command_line_spelling(reference):
+    _, ref = reference
+    res = run_protocol(tanh_mlp(), "gs", LR, K)
+    assert res.records == ref.records
+    with pytest.raises(PatternError):
+        run_protocol(tanh_mlp(), "gs:1,2", LR, 2)
+
+
+def test_offloading_is_decided_by_memory_pressure():
+    from numeric.offload import CARRIED_VECTORS, PEAK_VECTORS, should_offload
+
+    need = (CARRIED_VECTORS + PEAK_VECTORS) * 1_000_000 * 4
+    assert should_offload(1_000_000, 4, "cpu", available=4 * need) is False
+    assert should_offload(1_000_000, 4, "cpu", available=need) is True
+    assert should_offload(10, 8, "cpu") is False  # a tiny model on this machine

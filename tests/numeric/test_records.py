@@ -17,6 +17,7 @@ from numeric.records import (
     json_safe,
     make_record,
     parse_row,
+    read_columns,
     read_records,
     read_summary,
     records_columns,
@@ -104,7 +105,7 @@ def test_rows_out_of_order_and_malformed_rows_are_errors(tmp_path):
     path.write_text(header + "\n1,2,3\n")
     with pytest.raises(RecordsError, match="columns"):
         read_records(str(path))
-    path.write_text(header + "\n1,x,3,4,5,6,7,8\n")
+    path.write_text(header + "\n1,x,3,4,5,6,7,8,9,10\n")
     with pytest.raises(RecordsError, match="not a number"):
         read_records(str(path))
     with pytest.raises(RecordsError, match="does not exist"):
@@ -122,3 +123,43 @@ def test_summary_is_strict_json_with_non_finite_as_null(tmp_path):
     assert "NaN" not in text and "Infinity" not in text
     assert read_summary(path) == {"a": None, "b": [1.5, None], "c": {"d": -0.0}}
     assert json.loads(text) == json_safe({"a": float("nan"), "b": [1.5, float("inf")], "c": {"d": -0.0}})
+
+
+READ_COLS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
+
+
+def test_read_columns(tmp_path):
+    good = tmp_path / "good.csv"
+    good.write_text("extra,k,gap,loss_s,loss_jc,recursive,cumulative,jc_only,bound_bk\n"
+                    "x,1,0.5,1,2,nan,inf,3,4\nx,2,0.25,1,2,0,0,3,4\n")
+    got = read_columns(str(good))
+    assert got["k"] == [1, 2] and got["gap"] == [0.5, 0.25] and math.isnan(got["recursive"][0])
+    bad = [
+        ("", "is empty"),
+        ("k,loss_jc\n1,2\n", "missing column\\(s\\) loss_s, gap, recursive, cumulative, jc_only, bound_bk"),
+        (",".join(READ_COLS) + "\n", "no rows"),
+        (",".join(READ_COLS) + "\n1,2,3,oops,5,6,7,8\n", "line 2, column gap: not a number \\('oops'\\)"),
+        (",".join(READ_COLS) + "\n1.5,2,3,4,5,6,7,8\n", "k must be an integer"),
+        (",".join(READ_COLS) + "\n1,2,3,4,5,6,7,8\n1,2,3,4,5,6,7,8\n", "k=1 appears twice"),
+        (",".join(READ_COLS) + "\n1,2,3,4,5,6,7\n", "column bound_bk: not a number \\(''\\)"),
+    ]
+    for text, msg in bad:
+        f = tmp_path / "bad.csv"
+        f.write_text(text)
+        with pytest.raises(RecordsError, match=msg):
+            read_columns(str(f))
+    with pytest.raises(RecordsError, match="does not exist"):
+        read_columns(str(tmp_path / "none.csv"))
+    with pytest.raises(RecordsError, match="is a directory"):
+        read_columns(str(tmp_path))
+
+
+def test_files_without_the_sharpness_and_gap_err_columns_are_still_read(tmp_path):
+    from numeric.records import LEGACY_FIELDS
+
+    path = tmp_path / "records.csv"
+    path.write_text(",".join(LEGACY_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5\n")
+    (rec,) = read_records(str(path))
+    assert rec["gap"] == -0.25 and rec["bound_bk"] == 0.5
+    assert math.isnan(rec["sharpness"]) and math.isnan(rec["gap_err"])
+    assert list(FIELDS[-2:]) == ["sharpness", "gap_err"] and FIELDS[:8] == LEGACY_FIELDS  # appended at the end

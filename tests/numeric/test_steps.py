@@ -1,4 +1,4 @@
-"""Exact scheme steps (Definitions 1-2, DESIGN "Exact scheme step") against closed forms."""
+"""Exact scheme steps (Definitions 1-2, docs/design.md, "Exact scheme step") against closed forms."""
 
 import pytest
 import torch

@@ -42,3 +42,23 @@ def test_third_derivative_of_a_cubic_is_exact_and_symmetric():
     for method in ("forward", "reverse"):
         for args in ((u, v, w), (w, u, v), (v, w, u)):
             assert float(third_derivative(loss, x, *args, method=method)) == pytest.approx(exact(u, v, w), rel=1e-14)
+
+
+def test_bad_directions_and_methods_are_one_line_hvp_errors():
+    from numeric.hvp import HVPError
+
+    task = CASES["bilinear_lora"]()
+    p = task.params
+    ones = {k: torch.ones_like(v) for k, v in p.items()}
+    with pytest.raises(HVPError, match="unknown HVP method 'sideways'"):
+        third_derivative(task.loss, p, ones, ones, ones, "sideways")
+    missing = dict(list(ones.items())[1:])
+    with pytest.raises(HVPError, match="missing"):
+        third_derivative(task.loss, p, missing, ones, ones)
+    k0 = next(iter(p))
+    wrong = dict(ones, **{k0: torch.ones(7, dtype=torch.float64)})
+    with pytest.raises(HVPError, match=f"vector entry '{k0}' has shape"):
+        third_derivative(task.loss, p, ones, wrong, ones)
+    # float32 directions are cast to the parameters' dtype
+    f32 = {k: v.float() for k, v in ones.items()}
+    assert third_derivative(task.loss, p, f32, ones, ones) == third_derivative(task.loss, p, ones, ones, ones)

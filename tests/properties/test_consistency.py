@@ -8,7 +8,7 @@
   before block ``i`` for each ``(i, j)``), and the exact step does not depend
   on which valid order executes it: an independent sweep in a *different*
   random topological order, each block's gradient evaluated at the state
-  where exactly its fresh blocks are new (DESIGN.md), gives the same step.
+  where exactly its fresh blocks are new (docs/design.md), gives the same step.
 * Every pair set containing a cycle is rejected with a :class:`PatternError`
   naming a cycle, through :class:`DelayPattern`, :func:`from_pairs` and the
   command-line syntax ``i<-j,...`` of :func:`parse_pattern`.

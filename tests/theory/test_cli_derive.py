@@ -79,3 +79,33 @@ def test_failing_identity_exits_1(tmp_path, monkeypatch, capsys):
     obj = json.loads(capsys.readouterr().out)
     assert rc == 1 and obj["ok"] is False
     assert obj["extensions"]["eta3_closed_form"] is False
+
+
+@pytest.mark.parametrize("args, size", [
+    (["--blocks", "40"], "40 x --dims 1 = 40"),
+    (["--blocks", "5", "--dims", "2"], "5 x --dims 2 = 10"),
+    (["--blocks", "9"], "9 x --dims 1 = 9"),
+    (["--blocks", "1000000000", "--pattern", "chain"], "= 1000000000"),
+])
+def test_sizes_beyond_the_symbolic_limit_answer_at_once(args, size, tmp_path):
+    """Sizes SymPy cannot finish in reasonable time are refused within seconds, naming the limit."""
+    env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
+    proc = subprocess.run([sys.executable, "-m", "experiments", "derive", *args, "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crosscurv: error: --blocks ") and size in lines[0], lines
+    assert "limit of 8" in lines[0] and proc.stdout == ""
+    assert not (tmp_path / "theory.md").exists()
+
+
+def test_limit_is_the_library_default_and_can_be_lifted():
+    from theory.block_model import ModelError
+    from theory.derivation import MAX_TOTAL_DIM, derive
+
+    assert MAX_TOTAL_DIM == 8
+    with pytest.raises(ModelError, match="above the symbolic limit of 3"):
+        derive(2, 2, "gs", max_dim=3)
+    stages = []
+    r = derive(2, 1, "gs", max_dim=None, progress=lambda stage, s: stages.append(stage))
+    assert r.ok and stages == ["one_step", "corollary1_orders", "lemma3_theorem2", "theorem3"]

@@ -8,6 +8,7 @@ import pytest
 
 from theory.errors import InputError
 from theory.patterns import (
+    as_pattern,
     DelayPattern,
     PatternError,
     chain,
@@ -157,3 +158,32 @@ def test_cycle_error_names_only_cycle_pairs():
         from_pairs(4, [(3, 0), (1, 2), (2, 1)])
     msg = str(exc.value)
     assert "2<-3" in msg and "3<-2" in msg and "4<-1" not in msg
+
+
+# -- one coercion: as_pattern ----------------------------------------------------------
+def test_as_pattern_takes_a_pattern_or_its_spelling():
+    p = gauss_seidel(3, [2, 0, 1])
+    assert as_pattern(p, 3) is p
+    assert as_pattern("gs:3,1,2", 3) == p
+    assert as_pattern("gs:c,a,b", 3, ["a", "b", "c"]) == p
+    assert as_pattern("2<-1", 2) == from_pairs(2, [(1, 0)])
+    for bad, needle in [(gauss_seidel(3), "is over 3 blocks, the model has 2"), (3, "got int"),
+                        (None, "got NoneType"), ("gs:1", "names 1 blocks")]:
+        with pytest.raises(PatternError, match=needle):
+            as_pattern(bad, 2)
+
+
+def test_fresh_items_and_groups_by_fresh_set():
+    p = from_pairs(4, [(1, 0), (2, 0), (3, 1), (3, 2)])  # 2<-1, 3<-1, 4<-2, 4<-3
+    per_block = [["a0"], ["b0", "b1"], ["c0"], ["d0"]]
+    assert p.fresh_items(3, per_block) == ["b0", "b1", "c0"]
+    assert p.fresh_items(0, per_block) == []
+    groups = p.groups_by_fresh_set()
+    assert groups == [((), [0]), ((0,), [1, 2]), ((1, 2), [3])]
+    assert p.groups_by_fresh_set(include_empty=False) == groups[1:]
+    # every group comes after the groups holding its fresh blocks (a valid sweep)
+    done = set()
+    for fresh, members in groups:
+        assert set(fresh) <= done
+        done |= set(members)
+    assert jacobi(3).groups_by_fresh_set() == [((), [0, 1, 2])]

@@ -1,4 +1,4 @@
-"""numeric.validation: step identification on correct and deliberately wrong steps, records comparison."""
+"""numeric.step_identification: correct and deliberately wrong steps are identified, errors are one line."""
 
 from __future__ import annotations
 
@@ -11,16 +11,12 @@ import torch
 
 from numeric import Task
 from numeric.steps import scheme_step
-from numeric.validation import (
-    RecordsFormatError,
-    StepOutputError,
+from numeric.step_identification import (
     ValidationInputError,
     as_user_step,
     candidate_patterns,
     check_step_output,
-    compare_records,
     identify_step,
-    read_records_csv,
     seeded_states,
 )
 from theory.patterns import gauss_seidel, parse_pattern
@@ -245,7 +241,7 @@ def test_step_output_errors():
         ({**ok, "a": torch.tensor([1.0, math.nan], dtype=torch.float64)}, "non-finite values in 'a'"),
     ]
     for out, msg in cases:
-        with pytest.raises(StepOutputError, match=msg):
+        with pytest.raises(ValidationInputError, match=msg):
             check_step_output(out, p, 0.1)
 
 
@@ -260,86 +256,3 @@ def test_step_that_raises_is_one_line():
 
 
 # -- records ---------------------------------------------------------------------------------
-COLS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
-
-
-def _ref(K=6):
-    out = {"k": list(range(1, K + 1))}
-    for n, c in enumerate(COLS[1:]):
-        out[c] = [math.sin(1.0 + n + 0.7 * k) * (1 + n) for k in range(1, K + 1)]
-    return out
-
-
-def test_compare_identical_and_within_tolerance():
-    ref = _ref()
-    assert compare_records(ref, ref, rtol=1e-9, atol=1e-12).ok
-    near = {c: ([v * (1 + 1e-11) for v in vals] if c != "k" else vals) for c, vals in ref.items()}
-    assert compare_records(near, ref, rtol=1e-9, atol=1e-12).ok
-    far = {c: list(v) for c, v in ref.items()}
-    far["jc_only"][3] *= 1 + 1e-6
-    far["gap"][4] += 1e-3
-    comp = compare_records(far, ref, rtol=1e-9, atol=1e-12)
-    assert not comp.ok and comp.first[:2] == (4, "jc_only")
-    assert {c.column: c.bad for c in comp.columns}["gap"] == 1
-    assert "first disagreement at k=4, column jc_only" in comp.summary()
-
-
-def test_diagnoses():
-    ref = _ref(8)
-    shifted = {c: (v[1:] if c != "k" else v[:-1]) for c, v in ref.items()}  # their k holds ref k+1
-    d = compare_records(shifted, ref, rtol=1e-9, atol=1e-12).diagnoses
-    assert "every disagreeing column is shifted by one iteration" in d[0] and "k+1" in d[0]
-    lag = {c: list(v) for c, v in ref.items()}
-    lag["cumulative"] = [0.0] + ref["cumulative"][:-1]
-    comp = compare_records(lag, ref, rtol=1e-9, atol=1e-12)
-    assert comp.first[:2] == (1, "cumulative")
-    assert any("column cumulative is shifted by one iteration" in x and "k-1" in x for x in comp.diagnoses)
-    flip = {c: list(v) for c, v in ref.items()}
-    flip["gap"] = [-x for x in ref["gap"]]
-    assert any("opposite sign" in x for x in compare_records(flip, ref, rtol=1e-9, atol=1e-12).diagnoses)
-    swap = {c: list(v) for c, v in ref.items()}
-    swap["recursive"], swap["cumulative"] = ref["cumulative"], ref["recursive"]
-    d = compare_records(swap, ref, rtol=1e-9, atol=1e-12).diagnoses
-    assert any("column recursive equals the reference column cumulative" in x for x in d)
-    half = {c: list(v) for c, v in ref.items()}
-    half["bound_bk"] = [0.5 * x for x in ref["bound_bk"]]
-    d = compare_records(half, ref, rtol=1e-9, atol=1e-12).diagnoses
-    assert any("constant factor 0.5" in x for x in d)
-
-
-def test_nan_handling_and_no_common_iteration():
-    ref = _ref(3)
-    ref["recursive"][0] = math.nan
-    assert compare_records(ref, ref, rtol=1e-9, atol=0).ok
-    other = {c: list(v) for c, v in ref.items()}
-    other["recursive"][0] = 0.0
-    assert compare_records(other, ref, rtol=1e-9, atol=0).first[:2] == (1, "recursive")
-    later = {c: (v if c != "k" else [k + 10 for k in v]) for c, v in ref.items()}
-    with pytest.raises(RecordsFormatError, match="share no iteration"):
-        compare_records(later, ref, rtol=1e-9, atol=0)
-
-
-def test_read_records_csv(tmp_path):
-    good = tmp_path / "good.csv"
-    good.write_text("extra,k,gap,loss_s,loss_jc,recursive,cumulative,jc_only,bound_bk\n"
-                    "x,1,0.5,1,2,nan,inf,3,4\nx,2,0.25,1,2,0,0,3,4\n")
-    got = read_records_csv(str(good))
-    assert got["k"] == [1, 2] and got["gap"] == [0.5, 0.25] and math.isnan(got["recursive"][0])
-    bad = [
-        ("", "is empty"),
-        ("k,loss_jc\n1,2\n", "missing column\\(s\\) loss_s, gap, recursive, cumulative, jc_only, bound_bk"),
-        (",".join(COLS) + "\n", "no rows"),
-        (",".join(COLS) + "\n1,2,3,oops,5,6,7,8\n", "line 2, column gap: not a number \\('oops'\\)"),
-        (",".join(COLS) + "\n1.5,2,3,4,5,6,7,8\n", "k must be an integer"),
-        (",".join(COLS) + "\n1,2,3,4,5,6,7,8\n1,2,3,4,5,6,7,8\n", "k=1 appears twice"),
-        (",".join(COLS) + "\n1,2,3,4,5,6,7\n", "column bound_bk: not a number \\(''\\)"),
-    ]
-    for text, msg in bad:
-        f = tmp_path / "bad.csv"
-        f.write_text(text)
-        with pytest.raises(RecordsFormatError, match=msg):
-            read_records_csv(str(f))
-    with pytest.raises(RecordsFormatError, match="does not exist"):
-        read_records_csv(str(tmp_path / "none.csv"))
-    with pytest.raises(RecordsFormatError, match="is a directory"):
-        read_records_csv(str(tmp_path))

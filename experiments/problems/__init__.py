@@ -1,0 +1,35 @@
+"""Problem instances for the error-scaling study and the property tests, one family per module.
+
+* :mod:`.problem`: the :class:`Problem` type (a float64 task, its start and
+  curvature scale);
+* :mod:`.curvature_scale`: the curvature scale and the step-size grid it sets;
+* :mod:`.quartic`: random quartic polynomials with an exact ``mpmath`` calculus;
+* :mod:`.networks`: a small tanh MLP, a bilinear LoRA-like model, the paper's
+  MNIST MLP;
+* :mod:`.cubic_guard`: the non-degeneracy guard of the ``eta^3`` coefficient
+  (a cubic tilt).
+"""
+
+from .cubic_guard import CubicGuard, c3_terms, guard_cubic, tilt_task, tilt_weights
+from .curvature_scale import curvature_scale, dense_derivatives, grid_start
+from .networks import bilinear_problem, mnist_mlp_problem, relu_kink_radius, tanh_mlp_problem
+from .problem import Problem
+from .quartic import QuarticPolynomial, quartic_problem
+
+__all__ = [
+    "Problem",
+    "QuarticPolynomial",
+    "quartic_problem",
+    "tanh_mlp_problem",
+    "bilinear_problem",
+    "mnist_mlp_problem",
+    "curvature_scale",
+    "grid_start",
+    "dense_derivatives",
+    "tilt_task",
+    "c3_terms",
+    "tilt_weights",
+    "CubicGuard",
+    "guard_cubic",
+    "relu_kink_radius",
+]

@@ -1,0 +1,47 @@
+"""Error-scaling studies: observed orders of the paper's remainders (Taylor tests), one concept per module.
+
+* :mod:`.study`: the :class:`Study` type (errors on the grid ``eta0 * 2^-k``,
+  the round-off floor, the fitted order);
+* :mod:`.loss_gap`: loss differences without cancellation;
+* :mod:`.studies`: the float64 studies (one step, trajectories, GS order);
+* :mod:`.exact_mp`: the exact ``mpmath`` studies of quartic polynomials;
+* :mod:`.suite`: the recipe of each problem and :func:`scaling_suite`, what
+  ``crosscurv scaling`` runs;
+* :mod:`.markdown`: ``scaling.md``; :mod:`.figures`: its figures.
+
+``eta0`` is derived from the instance's curvature scale ``lam``
+(:func:`experiments.problems.curvature_scale`): the largest power of two
+with ``eta0 * lam <= factor``.
+"""
+
+from .exact_mp import one_step_study_mp, protocol_mp
+from .loss_gap import GAP_NODES, loss_gap, rounding_scale
+from .markdown import render_markdown
+from .studies import one_step_study, order_invariance_study, predicted_coefficients, trajectory_studies
+from .study import EXPECTED, FLOOR_ULPS, N_POINTS, TOLERANCE, Study, eta_grid, make_study, roundoff_floor
+from .suite import OFFICIAL, PROBLEMS, ProblemResult, scaling_suite
+
+__all__ = [
+    "FLOOR_ULPS",
+    "N_POINTS",
+    "TOLERANCE",
+    "EXPECTED",
+    "Study",
+    "make_study",
+    "eta_grid",
+    "roundoff_floor",
+    "predicted_coefficients",
+    "one_step_study",
+    "trajectory_studies",
+    "order_invariance_study",
+    "one_step_study_mp",
+    "protocol_mp",
+    "loss_gap",
+    "rounding_scale",
+    "GAP_NODES",
+    "OFFICIAL",
+    "PROBLEMS",
+    "ProblemResult",
+    "scaling_suite",
+    "render_markdown",
+]
