@@ -4,7 +4,9 @@ In one process, in this order:
 
 1. Ray start-up: ``ray.init`` of a local instance (2 CPUs, no dashboard),
    the first no-op task (starts a worker process) and the mean round trip of
-   20 further no-op tasks, then ``ray.shutdown``;
+   20 further no-op tasks, then ``ray.shutdown``; before it, a control: the
+   throughput of two single-threaded torch loops side by side against one
+   (2.0 where two cores are free; on a shared machine, what is left of them);
 2. the grid's runs one by one with the command line directly
    (``python -m experiments run ...`` in a subprocess each, ``OMP_NUM_THREADS``
    = ``--threads``): wall time per run;
@@ -42,6 +44,18 @@ def _noop(x):
     return x
 
 
+def _matmuls(n: int) -> float:
+    """A fixed CPU-bound torch loop on 1 thread; its wall time."""
+    import torch
+
+    torch.set_num_threads(1)
+    a = torch.randn(300, 300, generator=torch.Generator().manual_seed(0))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a = (a @ a).tanh()
+    return time.perf_counter() - t0
+
+
 def ray_startup() -> dict:
     import logging
 
@@ -57,9 +71,20 @@ def ray_startup() -> dict:
     for i in range(n):
         ray.get(f.remote(i))
     t3 = time.perf_counter()
-    ray.shutdown()
+    # control: does this machine run two single-threaded torch loops side by side right now?
+    m = ray.remote(_matmuls)
+    ray.get([m.remote(1), m.remote(1)])
+    t = time.perf_counter()
+    ray.get(m.remote(400))
+    one = time.perf_counter() - t
+    t = time.perf_counter()
+    ray.get([m.remote(400), m.remote(400)])
+    two = time.perf_counter() - t
     t4 = time.perf_counter()
-    return {"init_s": t1 - t0, "first_task_s": t2 - t1, "task_roundtrip_s": (t3 - t2) / n, "shutdown_s": t4 - t3}
+    ray.shutdown()
+    t5 = time.perf_counter()
+    return {"init_s": t1 - t0, "first_task_s": t2 - t1, "task_roundtrip_s": (t3 - t2) / n, "shutdown_s": t5 - t4,
+            "control_speedup": 2 * one / two}
 
 
 def main(argv=None) -> int:
@@ -79,6 +104,8 @@ def main(argv=None) -> int:
     start = ray_startup()
     print(f"Ray start-up: init {start['init_s']:.2f} s, first task (worker start) {start['first_task_s']:.2f} s, "
           f"no-op round trip {1e3 * start['task_roundtrip_s']:.2f} ms, shutdown {start['shutdown_s']:.2f} s")
+    print(f"control: 2 single-threaded torch loops side by side in 2 Ray tasks against one: "
+          f"{start['control_speedup']:.2f}x throughput (2.0 on 2 free cores)")
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -136,9 +136,9 @@ def validate(spec: SweepSpec) -> None:
         if not isinstance(t, str) or not t.strip():
             raise SweepError(f"task must be a non-empty string, got {t!r}")
         if ":" not in t:
-            from experiments.loading import _builtin_names
+            from experiments.tasks import TASKS
 
-            names = _builtin_names()
+            names = list(TASKS)
             if t not in names:
                 raise SweepError(f"unknown task {t!r} (built-in: {', '.join(names)}; or module:factory)")
     for p in spec.preset:
