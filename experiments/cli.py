@@ -30,6 +30,7 @@ COMMANDS = {
     "validate-step": "validate_step",
     "validate-records": "validate_records",
     "golden": "golden",
+    "motivation": "motivation",
 }
 
 #: one-line summaries shown by ``crosscurv --help`` without importing modules
@@ -42,6 +43,7 @@ SUMMARIES = {
     "validate-step": "tell which block scheme a user's step function performs",
     "validate-records": "compare a user's per-iteration records with the reference",
     "golden": "write framework-independent conformance cases",
+    "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they compute",
 }
 
 
