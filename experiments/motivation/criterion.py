@@ -74,7 +74,7 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
 
     Returns:
         the ``probes.csv`` row without ``k``: ``lr, C_S, C_opt, est_plain, est,
-        meas_seq, meas_gs, meas_plain``.
+        meas_seq, meas_gs, meas_plain, meas_plain_8`` (the last: exact plain steps at ``lr / 8``).
     """
     pattern = parse_pattern(task.default_pattern, task.n_blocks, task.block_names)
     _, g = grad(task.loss, params)
@@ -95,5 +95,6 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
         meas_seq = float(task.loss(seq_step(params)).to(torch.float64)) - base_sim
         meas_gs = float("nan") if gs_step is None else float(task.loss(gs_step(params)).to(torch.float64)) - base_sim
     meas_plain = one_step_gap(task, params, pattern, lr)
+    meas_plain_8 = one_step_gap(task, params, pattern, lr / 8)
     return {"lr": float(lr), "C_S": c_s, "C_opt": c_opt, "est_plain": lr * lr * c_s, "est": lr * lr * c_opt,
-            "meas_seq": meas_seq, "meas_gs": meas_gs, "meas_plain": meas_plain}
+            "meas_seq": meas_seq, "meas_gs": meas_gs, "meas_plain": meas_plain, "meas_plain_8": meas_plain_8}

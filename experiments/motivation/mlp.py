@@ -155,9 +155,11 @@ class MLPPanel(Panel):
         self.opt = make_optimizer(settings["optimizer"])
         self.batch = settings["batch"]
         self.steps_per_epoch = len(data) // self.batch  # last incomplete batch dropped
-        self.n_steps = settings["steps"]
-        self.eval_every = settings["eval_every"]
-        self.probe_every = settings["probe_every"]
+        # the paper preset counts epochs (the number of steps then depends on the data used)
+        spe = self.steps_per_epoch
+        self.n_steps = settings["steps"] if settings.get("epochs") is None else settings["epochs"] * spe
+        self.eval_every = settings["eval_every"] or spe
+        self.probe_every = settings["probe_every"] if settings["probe_every"] is not None else spe
         p0 = mlp_params(settings["widths"], seed, dtype, device)
         self.runs = {"seq": dict(p0), "sim": dict(p0), "gs": dict(p0)}
         self.states = {r: self.opt.init_state(p0) for r in self.runs}

@@ -32,8 +32,9 @@ RECORD_FIELDS = ("k", "epoch", "loss_seq", "loss_sim", "loss_gs", "diff",
 #:   estimates ``lr^2 C``, and the measured next-step differences
 #:   ``L(seq step) - L(sim step)`` of the practical steps (``meas_seq``), of exact GS
 #:   with the practical optimiser (``meas_gs``, ``mlp`` only) and of the exact
-#:   plain-gradient GS and JC steps (``meas_plain``), all on the same minibatch.
-PROBE_FIELDS = ("k", "lr", "C_S", "C_opt", "est_plain", "est", "meas_seq", "meas_gs", "meas_plain")
+#:   plain-gradient GS and JC steps (``meas_plain``), all on the same minibatch; ``meas_plain_8``:
+#:   the latter at ``lr / 8`` (is the criterion's sign right once the step is small?).
+PROBE_FIELDS = ("k", "lr", "C_S", "C_opt", "est_plain", "est", "meas_seq", "meas_gs", "meas_plain", "meas_plain_8")
 
 
 def derive_seed(*parts: int) -> int:
@@ -58,9 +59,9 @@ class Panel:
     """Interface (see the module docstring).
 
     Attributes set by subclasses: ``name``, ``seq_label``, ``sim_label``,
-    ``pattern_spec`` (the delay pattern the sequential step claims, for the
-    criterion), ``n_steps``, ``eval_every``, ``step_unit`` ("step" or
-    "round"), ``info`` (JSON-able: data, model, optimiser, sizes).
+    ``n_steps``, ``eval_every``, ``probe_every`` (0: no probes), ``step_unit``
+    ("step" or "round"), ``info`` (JSON-able: data, model, optimiser, sizes).
+    The sequential scheme of the criterion is the probe task's ``default_pattern``.
     """
 
     name = "panel"

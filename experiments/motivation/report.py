@@ -60,7 +60,7 @@ def _g(x, fmt=".3g") -> str:
 
 def _settings_lines(panel: str, runs: list) -> list:
     s = runs[0]["summary"]
-    info, st = s["info"], s["settings"]["settings"]
+    info = s["info"]
     n_steps = s["steps"]
     lines = [f"- data: {info['data_source']}"]
     if "model_source" in info:
@@ -74,8 +74,10 @@ def _settings_lines(panel: str, runs: list) -> list:
     else:
         lines.append(f"- {info['examples']} training examples, batch {info['batch']}, "
                      f"{info['steps_per_epoch']} steps per epoch")
-    lines.append(f"- {n_steps} {s['step_unit']}s, evaluation every {st['eval_every']}, criterion probe every "
-                 f"{st['probe_every']} {s['step_unit']}s; seeds {', '.join(str(r['summary']['seed']) for r in runs)}")
+    st = s["settings"]["settings"]
+    ev, pr = s.get("eval_every", st.get("eval_every")), s.get("probe_every", st.get("probe_every"))
+    lines.append(f"- {n_steps} {s['step_unit']}s, evaluation every {ev}, criterion probe every "
+                 f"{pr} {s['step_unit']}s; seeds {', '.join(str(r['summary']['seed']) for r in runs)}")
     lines.append(f"- the paper: {_PAPER[panel]}")
     p = panel_settings(panel, "paper")
     lines.append(f"- `--preset paper` keeps the paper's sizes: {json.dumps(p, sort_keys=True)}")

@@ -101,7 +101,8 @@ def run_panel(name: str, settings: dict, seed: int, out_dir: str, *, resume: boo
     prb = TableWriter(paths[PROBES], PROBE_FIELDS, append=append)
     summary = {"panel": name, "seed": seed, "status": "running", "settings": full, "info": panel.info,
                "labels": {"seq": panel.seq_label, "sim": panel.sim_label, "gs": getattr(panel, "gs_label", None)},
-               "step_unit": panel.step_unit, "pattern": getattr(panel, "pattern_spec", None)}
+               "step_unit": panel.step_unit, "n_steps": panel.n_steps, "eval_every": panel.eval_every,
+               "probe_every": panel.probe_every}
     write_summary(paths[SUMMARY], summary)
     t0, c0 = time.perf_counter(), time.process_time()
     t_probe = c_probe = 0.0

@@ -14,10 +14,10 @@ function of its arguments), and the panel's own step code.
   FedAlt with two personal and two shared steps on the same minibatch; SGD with
   momentum 0.9 (a fresh buffer: the first step has no momentum term) and
   weight decay 1e-4, whose penalty ``wd/2 ||theta||^2`` is part of the task's
-  objective; a width-2 ResNet-18 on 4 CIFAR-10 images;
+  objective; a width-2 ResNet-18 on 2 CIFAR-10 images;
 * ``lora_*``: the simultaneous and alternating steps of :mod:`.lora` with
   plain SGD, and the alternating step with Adam (a fresh state: its first step);
-  a small random T5 on 4 sentences.
+  a small random T5 (2 layers, d_model 32) on 2 sentences of 24 bytes.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _fl(kind: str):
     from . import fl
     from .panel import seeded
 
-    data = load_cifar10(4, dtype=torch.float64)
+    data = load_cifar10(2, dtype=torch.float64)
     x, y = data.x.contiguous(), data.y
     with seeded(0):
         model = FederatedResNet18(1, 2)
@@ -128,9 +128,9 @@ def _lora(kind: str):
     from . import lora
 
     s = {"t5": {"d_model": 32, "d_kv": 8, "num_heads": 4, "d_ff": 64, "num_layers": 2}, "rank": 8, "alpha": 16,
-         "dropout": 0.1, "examples": 4, "examples_full": 4, "seq_len": 32}
+         "dropout": 0.1, "examples": 2, "examples_full": 2, "seq_len": 24}
     lm, params, blocks, _ = lora.lora_model(s, 0, dtype=torch.float64)
-    idx = torch.arange(4)
+    idx = torch.arange(2)
     task = Task(params, lambda q: lm.loss(q, idx), blocks, "lora-deterministic", {}, "gs")
 
     def step(p, lr):

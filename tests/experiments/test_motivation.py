@@ -241,11 +241,12 @@ def test_reversal_and_agreement_counts():
     assert yes["reversal"] and yes["last_change"] == 4
     no = reversal(_rows([-1, -1, -1, -1, -1, -1]))
     assert not no["reversal"] and no["last_change"] is None
-    probes = [{"est_plain": 1.0, "meas_plain": 2.0, "est": -1.0, "meas_seq": 1.0, "meas_gs": float("nan")},
-              {"est_plain": 0.0, "meas_plain": 2.0, "est": 1.0, "meas_seq": 1.0, "meas_gs": float("nan")}]
+    probes = [{"est_plain": 1.0, "meas_plain": 2.0, "est": -1.0, "meas_seq": 1.0, "meas_gs": float("nan"), "meas_plain_8": -1.0},
+              {"est_plain": 0.0, "meas_plain": 2.0, "est": 1.0, "meas_seq": 1.0, "meas_gs": float("nan"), "meas_plain_8": 0.0}]
     a = agreement(probes)
     assert a["Thm 1 on the exact plain steps"]["agree"] == 1
     assert a["optimizer-aware on the practical steps"]["agree"] == 1
+    assert a["Thm 1 on the exact plain steps at eta/8"]["agree"] == 1  # a 0 estimate agrees with a measured 0 only
     assert "optimizer-aware on exact GS (mlp)" not in a
 
 
