@@ -29,6 +29,18 @@ SEQ, SIM, DIFF, GS = "#1f77b4", "#ff7f0e", "#2ca02c", "#7b3fb0"
 TITLES = {"mlp": "(a) 8-layer MLP, MNIST", "fl": "(b) federated ResNet-18, CIFAR-10", "lora": "(c) T5 LoRA, sentiment"}
 
 
+def _symlog_ticks(values) -> tuple[float, list]:
+    """``(linthresh, ticks)`` for a symmetric-log axis over ``values``: at most ~4 decades labelled per side."""
+    nz = np.abs(values[np.isfinite(values) & (values != 0)])
+    if not nz.size:
+        return 1e-12, [0.0]
+    lt = 10.0 ** np.floor(np.log10(np.percentile(nz, 25)))
+    lo, hi = int(round(np.log10(lt))), int(np.ceil(np.log10(nz.max())))
+    step = max(1, (hi - lo) // 3)
+    pos = [10.0**e for e in range(lo, hi + 1, step)]
+    return lt, [-p for p in pos[::-1]] + [0.0] + pos
+
+
 def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     first = runs[0]
     labels = first["summary"]["labels"]
@@ -41,10 +53,10 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     if has_gs:
         ax.plot(ks, gs, color=GS, lw=1.2, ls="--", label=labels.get("gs") or "exact GS")
     top = max(float(np.nanmax(sim[np.isfinite(sim)])), float(np.nanmax(gs[np.isfinite(gs)])) if has_gs else 0.0)
+    notes = []
     if not np.isfinite(seq).all() or np.nanmax(np.abs(seq)) > 3 * top:
         ax.set_ylim(0, 1.15 * top)
-        ax.text(0.02, 0.02, f"{labels['seq']} leaves the axis (max {np.nanmax(seq):.3g})", transform=ax.transAxes,
-                fontsize=7, color=SEQ, va="bottom")
+        notes.append(f"{labels['seq'].split(' (')[0]} leaves the axis: max loss {np.nanmax(seq):.2g}")
     ax.set_xlabel(first["summary"]["step_unit"])
     ax.set_ylabel("training loss")
     ax.set_title(TITLES.get(panel, panel), fontsize=10)
@@ -64,19 +76,24 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     d = np.concatenate(all_d) if all_d else np.zeros(1)
     nz = np.abs(d[d != 0])
     if nz.size and nz.max() / max(np.percentile(nz, 50), 1e-300) > 1e3:
-        right.set_yscale("symlog", linthresh=float(np.percentile(nz, 25)))
-        right.text(0.98, 0.02, "right axis symlog", transform=ax.transAxes, fontsize=7, ha="right", color=DIFF)
+        lt, ticks = _symlog_ticks(d)
+        right.set_yscale("symlog", linthresh=lt)
+        right.set_yticks(ticks)
+        notes.append("right axis symmetric-log")
+    if notes:
+        ax.set_title(TITLES.get(panel, panel) + "\n(" + "; ".join(notes) + ")", fontsize=9)
     right.set_ylabel(r"$\Delta L = L_{seq} - L_{sim}$", color=DIFF)
-    right.tick_params(axis="y", colors=DIFF)
+    right.tick_params(axis="y", colors=DIFF, labelsize=8)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = right.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper right")
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3,
+              frameon=False)
 
 
 def figure1(runs: Mapping[str, Sequence[Mapping]], path) -> Path:
     """The panels of ``runs`` (``{panel: [loaded runs, first seed first]}``) side by side; saved as PNG."""
     names = list(runs)
-    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 3.9), dpi=110, squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(5.4 * len(names), 4.6), dpi=110, squeeze=False)
     for ax, panel in zip(axes[0], names):
         _panel(ax, panel, runs[panel])
     fig.tight_layout()
@@ -98,11 +115,15 @@ def criterion_figure(runs: Mapping[str, Sequence[Mapping]], path) -> Path:
         measp = np.asarray([p["meas_plain"] for r in runs[panel] for p in r["probes"]], dtype=float)
         ax.scatter(measp, estp, s=14, color="#888888", label=r"$\eta^2 C_S$ vs exact plain steps")
         ax.scatter(meas, est, s=14, color=DIFF, label=r"$\eta^2 C_{opt}$ vs practical steps")
-        v = np.abs(np.concatenate([est, meas, estp, measp]))
-        v = v[np.isfinite(v) & (v > 0)]
+        allv = np.concatenate([est, meas, estp, measp])
+        v = np.abs(allv[np.isfinite(allv) & (allv != 0)])
         lim = float(v.max()) * 1.5 if v.size else 1.0
-        ax.set_xscale("symlog", linthresh=float(np.percentile(v, 10)) if v.size else 1e-12)
-        ax.set_yscale("symlog", linthresh=float(np.percentile(v, 10)) if v.size else 1e-12)
+        lt, ticks = _symlog_ticks(allv)
+        ax.set_xscale("symlog", linthresh=lt)
+        ax.set_yscale("symlog", linthresh=lt)
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
+        ax.tick_params(labelsize=7)
         ax.set_xlim(-lim, lim)
         ax.set_ylim(-lim, lim)
         ax.axhline(0, color="black", lw=0.5)
