@@ -25,7 +25,7 @@ _PAPER_WIDTHS = (784, 512, 384, 256, 192, 128, 64, 32, 10)
 PRESETS = {
     "mlp": {
         "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 256, "examples_full": 256,
-                  "eval_examples": 128, "batch": 32, "steps": 8, "eval_every": 2, "probe_every": 4,
+                  "eval_examples": 128, "batch": 32, "steps": 6, "eval_every": 2, "probe_every": 4,
                   "optimizer": {"name": "sgd", "lr": 0.05, "clip": 5.0}},
         "default": {"widths": _PAPER_WIDTHS, "examples": 5000, "examples_full": 54210, "eval_examples": 1000,
                     "batch": 128, "steps": 150, "eval_every": 10, "probe_every": 15,
@@ -36,7 +36,7 @@ PRESETS = {
     },
     "fl": {
         "smoke": {"width": 2, "examples": 20, "examples_full": 40, "clients": 3, "sampled": 2, "alpha": 0.5,
-                  "batch": 4, "rounds": 3, "eval_every": 1, "eval_per_client": 64, "probe_every": 2,
+                  "batch": 4, "rounds": 2, "eval_every": 1, "eval_per_client": 64, "probe_every": 2,
                   "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9, "weight_decay": 1e-4}},
         "default": {"width": 8, "examples": 20, "examples_full": 5000, "clients": 4, "sampled": 2, "alpha": 0.5,
                     "batch": 4, "rounds": 60, "eval_every": 1, "eval_per_client": 64, "probe_every": 6,

@@ -288,18 +288,20 @@ def _cli(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path):
+def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
     out, rep = str(tmp_path / "runs"), str(tmp_path / "rep")
     r = _cli("--panel", "fl", "--preset", "smoke", "--out", out, "--report", rep, "--no-verdicts")
     assert r.returncode == 0, r.stderr
-    assert "k=3/3 (100%)" in r.stderr
+    assert "k=2/2 (100%)" in r.stderr
     rows = read_table(os.path.join(out, "fl", "seed0", "records.csv"))[1]
-    assert len(rows) == 3 and all(math.isfinite(x["eval_diff"]) for x in rows)
+    assert len(rows) == 2 and all(math.isfinite(x["eval_diff"]) for x in rows)
     md = open(os.path.join(rep, "motivation.md")).read()
     assert "## Does the reversal appear?" in md and "| fl " in md
     assert os.path.getsize(os.path.join(rep, "figures", "motivation_figure1.png")) > 10_000
-    again = _cli("--panel", "fl", "--preset", "smoke", "--out", out, "--no-verdicts")
-    assert again.returncode == 0 and "reused" in again.stdout
+    from experiments.cli import main
+
+    assert main(["motivation", "--panel", "fl", "--preset", "smoke", "--out", out, "--no-verdicts"]) == 0
+    assert "complete run found" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -319,10 +321,14 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
     assert len(lines) == 1 and lines[0].startswith("crosscurv: error:") and message in lines[0], lines
 
 
-def test_cli_refuses_existing_records_without_resume(tmp_path):
+def test_cli_refuses_existing_records_without_resume(tmp_path, capsys):
+    from experiments.cli import main
+
     out = tmp_path / "o"
     d = out / "mlp" / "seed0"
     d.mkdir(parents=True)
     (d / "records.csv").write_text("k,epoch\n1,0.1\n")
-    r = _cli("--panel", "mlp", "--preset", "smoke", "--out", str(out), "--no-verdicts")
-    assert r.returncode == 2 and "--resume" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert main(["motivation", "--panel", "mlp", "--preset", "smoke", "--out", str(out), "--no-verdicts"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--resume" in err[0]
+    assert (d / "records.csv").read_text() == "k,epoch\n1,0.1\n"  # nothing overwritten
