@@ -37,6 +37,7 @@ COMMANDS = {
     "validate-records": "validate_records",
     "golden": "golden",
     "sweep": "sweep",
+    "motivation": "motivation",
 }
 
 #: one-line summaries shown by ``crosscurv --help`` without importing modules
@@ -50,6 +51,7 @@ SUMMARIES = {
     "validate-records": "compare a user's per-iteration records with the reference",
     "golden": "write framework-independent conformance cases",
     "sweep": "a grid of runs (tasks x presets x lrs x seeds x patterns) on Ray, aggregated",
+    "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they compute",
 }
 
 

@@ -165,16 +165,17 @@ def pretrained_t5(model_path):
     return model.eval(), tokenizer, f"pretrained T5 weights from {target} ({model.config.num_layers} layers, d_model={model.config.d_model})"
 
 
-def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator | None = None):
+def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator | None = None, dropout: float = 0.0):
     """Wrap ``model`` with LoRA on :data:`TARGET_MODULES` and initialise the factors.
 
     ``A`` (``r x d_in``) ~ ``N(0, 2 / d_in)`` from ``generator``, ``B``
-    (``d_out x r``) = 0.  Returns the peft model (eval mode); its trainable
-    parameters are exactly the factors.
+    (``d_out x r``) = 0.  ``dropout`` is peft's adapter dropout on the adapter
+    branch's input (active only in train mode).  Returns the peft model (eval
+    mode); its trainable parameters are exactly the factors.
     """
     from peft import LoraConfig, get_peft_model
 
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, bias="none", target_modules=TARGET_MODULES)
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=TARGET_MODULES)
     with warnings.catch_warnings():  # transformers deprecation chatter from inside peft
         warnings.simplefilter("ignore", FutureWarning)
         peft_model = get_peft_model(model, cfg)
