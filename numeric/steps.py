@@ -84,7 +84,7 @@ def _check_lr(lr) -> None:
         raise StepError(f"learning rate must be finite, got {val}")
 
 
-def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> tuple[dict, dict]:
+def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr, update=None) -> tuple[dict, dict]:
     """One exact step of scheme ``S`` and the gradients it used.
 
     Args:
@@ -92,6 +92,11 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
         params: the current point ``theta^k`` (``dict[str, Tensor]``).
         pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
         lr: learning rate ``eta`` (float or 0-dim tensor).
+        update: ``update(keys, old, grads) -> {key: new value}`` for the
+            parameters ``keys`` given the point ``old`` and their fresh
+            gradients ``grads`` (a block-separable optimizer,
+            :func:`numeric.optimizers.optimizer_scheme_step`); default the
+            plain step ``old - lr * grad``.
 
     Returns:
         ``(theta^{k+1}, g_tilde)``: both dicts keyed like ``params``,
@@ -104,6 +109,8 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
     old = {k: v.detach() for k, v in params.items()}
     if pattern.is_jacobi:
         _, g = grad(task.loss, old)
+        if update is not None:
+            return dict(update(list(old), old, g)), g
         return {k: old[k] - lr * g[k] for k in old}, g
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
@@ -115,9 +122,10 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr) -> 
                 state[k] = new[k]
         wrt = [k for b in members for k in keys[b]]
         gb = block_grad(task.loss, state, wrt)
+        moved = update(wrt, old, gb) if update is not None else None
         for k in wrt:
             used[k] = gb[k]
-            new[k] = old[k] - lr * gb[k]
+            new[k] = old[k] - lr * gb[k] if moved is None else moved[k]
     return {k: new[k] for k in old}, {k: used[k] for k in old}
 
 
