@@ -80,7 +80,7 @@ def _check_lr(lr) -> None:
 
 
 def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
-                           grad_at_params: Mapping | None = None) -> tuple[dict, dict]:
+                           grad_at_params: Mapping | None = None, update=None) -> tuple[dict, dict]:
     """One exact step of scheme ``S`` and the gradients it used.
 
     Args:
@@ -91,6 +91,11 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
         grad_at_params: ``grad L(theta^k)`` if the caller has it: the blocks
             with an empty fresh set see ``theta^k`` itself, so they take their
             gradient from it instead of a new evaluation.
+        update: ``update(keys, old, grads) -> {key: new value}`` for the
+            parameters ``keys`` given the point ``old`` and their fresh
+            gradients ``grads`` (a block-separable optimizer,
+            :func:`numeric.optimizers.optimizer_scheme_step`); default the
+            plain step ``old - lr * grad``.
 
     Returns:
         ``(theta^{k+1}, g_tilde)``: both dicts keyed like ``params``,
@@ -103,6 +108,8 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     old = {k: v.detach() for k, v in params.items()}
     if pattern.is_jacobi:
         g = grad(task.loss, old)[1] if grad_at_params is None else dict(grad_at_params)
+        if update is not None:
+            return dict(update(list(old), old, g)), g
         return {k: old[k] - lr * g[k] for k in old}, g
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
@@ -117,9 +124,10 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
             gb = {k: grad_at_params[k] for k in wrt}
         else:
             gb = block_grad(task.loss, state, wrt)
+        moved = update(wrt, old, gb) if update is not None else None
         for k in wrt:
             used[k] = gb[k]
-            new[k] = old[k] - lr * gb[k]
+            new[k] = old[k] - lr * gb[k] if moved is None else moved[k]
     return {k: new[k] for k in old}, {k: used[k] for k in old}
 
 

@@ -72,6 +72,9 @@ class BlockModel:
         taylor_order: 2 (quadratic: ``g``, ``H``), 3 (adds ``T``) or 4 (adds ``Q``).
         vectors: names of extra symbolic ``d``-vectors (e.g. ``("delta",)`` for
             the direction of the trajectory difference in Lemma 3).
+        extra: names of extra scalar symbols (e.g. an optimizer's ``beta``,
+            per-block step-size factors, preconditioner entries), generators
+            of the same ring; :attr:`extra` maps each name to its generator.
 
     Attributes:
         d: total dimension.
@@ -87,7 +90,8 @@ class BlockModel:
         ModelError: ``N < 2``, a non-positive dimension, or a bad order.
     """
 
-    def __init__(self, n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = ()):
+    def __init__(self, n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = (),
+                 extra: Sequence[str] = ()):
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 2:
             raise ModelError(f"the block model needs at least 2 blocks, got {n_blocks!r}")
         if isinstance(dims, int) and not isinstance(dims, bool):
@@ -102,6 +106,9 @@ class BlockModel:
         self.block_dims = block_dims
         self.taylor_order = taylor_order
         self.vector_names = tuple(vectors)
+        self.extra_names = tuple(extra)
+        if len(set(self.extra_names)) != len(self.extra_names):
+            raise ModelError(f"extra symbol names must be distinct, got {self.extra_names}")
         self.d = sum(block_dims)
         blocks, block_of, start = [], [], 0
         for b, db in enumerate(block_dims):
@@ -155,6 +162,15 @@ class BlockModel:
             for idx in combinations_with_replacement(range(d), 4):
                 self.Q_symbols[idx] = add("Q", idx)
         self.vector_symbols = {name: [add(name, (a,)) for a in range(d)] for name in self.vector_names}
+        self.extra_symbols = {}
+        taken = {str(x) for x in syms}
+        for name in self.extra_names:
+            if name in taken:
+                raise ModelError(f"extra symbol {name!r} clashes with a model symbol")
+            s = sympy.Symbol(name, real=True)
+            syms.append(s)
+            self.symbol_index[s] = ("extra", (name,))
+            self.extra_symbols[name] = s
         self.symbols = tuple(syms)
         self.ring = PolyRing(self.symbols, QQ)
         gen = dict(zip(self.symbols, self.ring.gens))
@@ -165,6 +181,7 @@ class BlockModel:
         self._T = {k: gen[s] for k, s in self.T_symbols.items()}
         self._Q = {k: gen[s] for k, s in self.Q_symbols.items()}
         self.vectors = {n: [gen[s] for s in v] for n, v in self.vector_symbols.items()}
+        self.extra = {n: gen[s] for n, s in self.extra_symbols.items()}
         self.zero = self.ring.zero
         self.one = self.ring.one
 
@@ -370,6 +387,7 @@ def _is_zero_series(s) -> bool:
     return isinstance(s, TruncatedSeries) and s.is_zero
 
 
-def block_model(n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = ()) -> BlockModel:
+def block_model(n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = (),
+                extra: Sequence[str] = ()) -> BlockModel:
     """Build a :class:`BlockModel` (see its docstring)."""
-    return BlockModel(n_blocks, dims, taylor_order, vectors)
+    return BlockModel(n_blocks, dims, taylor_order, vectors, extra)

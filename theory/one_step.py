@@ -118,13 +118,16 @@ class OneStepUpdate:
 
 
 def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace | None = None,
-                    base: Sequence[TruncatedSeries] | None = None, order: Sequence[int] | None = None) -> OneStepUpdate:
+                    base: Sequence[TruncatedSeries] | None = None, order: Sequence[int] | None = None,
+                    direction=None, factors: Sequence | None = None) -> OneStepUpdate:
     """Exact step of the acyclic pattern ``S`` through the Taylor model.
 
     Block ``i`` (in ``order``, default ``pattern.order()``; any order that
     respects ``S`` gives the same step) evaluates its gradient at
     ``base + x^(i)``, where ``x^(i)_j`` is block ``j``'s new displacement if
-    ``j in S(i)`` and 0 otherwise, and moves by ``-eta`` times it.
+    ``j in S(i)`` and 0 otherwise, and moves by ``-eta`` times it; with a
+    block-separable optimizer (:mod:`theory.optimizers`) it moves by
+    ``-eta f_i phi_i(g~_i)`` instead.
 
     Args:
         model: the :class:`BlockModel`.
@@ -133,6 +136,11 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
         base: starting displacement from the expansion point (length ``d``;
             default 0).  Lemma 3 starts the ``S`` step at ``eps * delta``.
         order: a block order respecting ``S`` (0-based).
+        direction: ``direction(i, fresh) -> {a: phi_a}`` for the coordinates
+            ``a`` of block ``i``, given ``fresh = {a: g~_a}`` (series); default
+            the identity (plain gradient steps).
+        factors: per-block step-size factors ``f_i`` (ring elements; default
+            1): block ``i`` moves by ``-eta f_i phi_i``.
 
     Returns:
         :class:`OneStepUpdate`; ``displacement`` is exact up to the space's
@@ -157,9 +165,11 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
                 s = s + disp[a]
             state.append(s)
         grad = model.gradient(state, components=model.blocks[i], space=space)
+        move = grad if direction is None else direction(i, {a: grad[a] for a in model.blocks[i]})
+        step = eta if factors is None else eta * factors[i]
         for a in model.blocks[i]:
             fresh[a] = grad[a]
-            disp[a] = -(eta * grad[a])
+            disp[a] = -(step * move[a])
     return OneStepUpdate(pattern, order, fresh, disp, None if base is None else base_l)
 
 

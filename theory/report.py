@@ -58,8 +58,12 @@ def _order_text(order, degree) -> str:
     return f"none through $\\eta^{{{degree}}}$ (zero)" if order is None else f"$\\eta^{{{order}}}$"
 
 
-def render_markdown(r: DerivationResult, command: str | None = None) -> str:
-    """The full report as Markdown with LaTeX math."""
+def render_markdown(r: DerivationResult, command: str | None = None, optimizers=None) -> str:
+    """The full report as Markdown with LaTeX math.
+
+    ``optimizers``: an optional :class:`theory.optimizer_derivation.OptimizerDerivation`
+    whose section is placed before the timings.
+    """
     p = r.pattern
     cmd = command or f"crosscurv derive --blocks {r.n_blocks} --dims {r.dims} --pattern '{r.pattern_spec}'"
     deg = r.expressions.get("theorem3_degree", 4)
@@ -170,12 +174,18 @@ def render_markdown(r: DerivationResult, command: str | None = None) -> str:
     w("The $\\eta^3$ coefficient of the trajectory remainder is $-K\\,M_S^2 g$ (linear growth in $K$, the "
       "$O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where $z_K$ is exact.")
     w("")
+    if optimizers is not None:
+        from .optimizer_derivation import render_optimizer_markdown
+
+        w(render_optimizer_markdown(optimizers))
     w("## Timings")
     w("")
     w("| stage | seconds |")
     w("|---|---|")
     for k, v in r.timings.items():
         w(f"| {k} | {v:.3f} |")
+    if optimizers is not None:
+        w(f"| optimizers | {optimizers.timings.get('total', 0.0):.3f} |")
     w("")
     return "\n".join(out)
 
@@ -190,7 +200,7 @@ def _mono_latex(label: str) -> str:
     return label.replace("eta", "\\eta").replace("eps", "\\epsilon").replace(" ", "\\,")
 
 
-def write_markdown(r: DerivationResult, path: str | Path, command: str | None = None) -> Path:
+def write_markdown(r: DerivationResult, path: str | Path, command: str | None = None, optimizers=None) -> Path:
     """Write :func:`render_markdown` to ``path`` (parent folders created).
 
     Raises:
@@ -199,7 +209,7 @@ def write_markdown(r: DerivationResult, path: str | Path, command: str | None = 
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_markdown(r, command), encoding="utf-8")
+        path.write_text(render_markdown(r, command, optimizers), encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

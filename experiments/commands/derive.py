@@ -33,6 +33,9 @@ def add_arguments(p) -> None:
                    help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or pairs i<-j,... (1-based; default gs)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     p.add_argument("--out", default="reports", metavar="DIR", help="folder for theory.md (default reports)")
+    p.add_argument("--no-optimizers", action="store_true",
+                   help="skip the block-separable optimizer checks (per-block step sizes, preconditioner, "
+                        "heavy ball, Adam)")
 
 
 def run(args) -> int:
@@ -45,15 +48,27 @@ def run(args) -> int:
             print(f"derive: {stage} done in {seconds:.1f} s", file=sys.stderr, flush=True)
 
     result = derive(args.blocks, args.dims, args.pattern, progress=progress)
+    optimizers = None
+    if not getattr(args, "no_optimizers", False):
+        from theory.optimizer_derivation import derive_optimizers, render_optimizer_summary
+
+        optimizers = derive_optimizers(args.blocks, args.dims, args.pattern)
     command = ("crosscurv derive --blocks {} --dims {} --pattern {}"
                .format(args.blocks, args.dims, shlex.quote(args.pattern)))
-    path = write_markdown(result, Path(args.out) / "theory.md", command)
+    if optimizers is None:
+        command += " --no-optimizers"
+    path = write_markdown(result, Path(args.out) / "theory.md", command, optimizers)
     if args.json:
         obj = result.to_dict()
+        if optimizers is not None:
+            obj["optimizers"] = optimizers.to_dict()
         obj["report"] = str(path)
         print(json.dumps(obj, indent=2))
         print(f"wrote {path}", file=sys.stderr)
     else:
         print(render_summary(result))
+        if optimizers is not None:
+            print(render_optimizer_summary(optimizers))
         print(f"wrote {path}")
-    return 0 if result.ok else 1
+    ok = result.ok and (optimizers is None or optimizers.ok)
+    return 0 if ok else 1

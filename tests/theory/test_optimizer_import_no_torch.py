@@ -1,0 +1,22 @@
+"""The optimizer modules of theory (and their derivation) never import torch."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_optimizer_theory_never_imports_torch():
+    code = (
+        "import sys\n"
+        "import theory.optimizers, theory.optimizer_one_step, theory.optimizer_recursion\n"
+        "import theory.optimizer_cumulative, theory.optimizer_derivation\n"
+        "r = theory.optimizer_derivation.derive_optimizers(2, 1, 'gs')\n"
+        "assert r.ok\n"
+        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "print('TORCH' if bad else 'CLEAN')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "CLEAN"
