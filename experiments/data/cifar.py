@@ -24,6 +24,7 @@ import torch
 
 from experiments.errors import DataError
 
+from ._pkgdata import subset_note as _subset
 from ._pkgdata import balanced_indices, package_file, user_path
 from ._types import ImageData
 
@@ -109,7 +110,8 @@ def _load_batches(folder: Path) -> tuple[np.ndarray, np.ndarray, str]:
     return images, labels, f"local cifar-10-batches-py ({folder}, {len(batches)} training batches)"
 
 
-def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device="cpu") -> ImageData:
+def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device="cpu",
+                 seed: int = 0) -> ImageData:
     """Fixed, normalised CIFAR-10 training examples.
 
     Args:
@@ -118,12 +120,15 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
             only 20, so a larger ``n`` without ``path`` is an error.
         path: optional ``cifar-10-batches-py`` folder (or its parent).
         dtype, device: of the returned ``x``.
+        seed: ``0`` for the fixed selection, another integer for a seeded one.
 
     Returns:
         :class:`ImageData` with ``x`` of shape ``(n, 3, 32, 32)``, contiguous
         (NCHW), normalised per channel, ``y`` of shape ``(n,)`` (``int64``), and ``source``.
-        The bundled images keep their sample-number order (first ``n``); a
-        local folder gives :func:`balanced_indices` over the 10 classes.
+        With ``seed = 0`` the bundled images keep their sample-number order
+        (first ``n``); another ``seed`` draws ``n`` of them in a seeded random
+        order (so contiguous client shards change with the seed).  A local
+        folder gives :func:`balanced_indices` over the 10 classes.
     """
     if path is None:
         images, labels, source = _load_package()
@@ -131,11 +136,12 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
         if not 1 <= n <= len(labels):
             raise DataError(f"the bundled CIFAR-10 source has {len(labels)} images, asked for {n} "
                             "(give a cifar-10-batches-py folder for more)")
-        idx = list(range(n))
+        order = np.random.default_rng(seed).permutation(len(labels)) if seed else np.arange(len(labels))
+        idx = [int(i) for i in order[:n]]
     else:
         images, labels, source = _load_batches(user_path(path, "CIFAR-10 data path"))
         n = 24 if n is None else n
-        idx = balanced_indices(labels.tolist(), n, list(range(10)))
+        idx = balanced_indices(labels.tolist(), n, list(range(10)), seed)
     x = torch.as_tensor(images[idx].astype(np.float64) / 255.0)
     mean = torch.tensor(CIFAR10_MEAN, dtype=torch.float64).view(1, 3, 1, 1)
     std = torch.tensor(CIFAR10_STD, dtype=torch.float64).view(1, 3, 1, 1)
@@ -144,4 +150,4 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
     # contiguous NCHW: the bundled PNGs are HWC arrays, and a channels-last float32 batch
     # reaching a strided 1x1 convolution's backward crashes PyTorch 2.13's CPU kernel
     x = x.to(device=device, dtype=dtype).contiguous()
-    return ImageData(x, y.to(device=device).contiguous(), f"{source}; {n} examples, per-channel normalised")
+    return ImageData(x, y.to(device=device).contiguous(), f"{source}; {n} examples{_subset(seed)}, per-channel normalised")

