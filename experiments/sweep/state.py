@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 
-from numeric.records import CHECKPOINT_FILE, SUMMARY_FILE, read_summary
+from numeric.records import CHECKPOINT_FILE, SUMMARY_FILE, RecordsError, read_summary
 
 __all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "read_run_summary", "run_action",
            "settings_difference"]
@@ -34,7 +34,7 @@ def read_run_summary(run_dir: str) -> dict | None:
         return None
     try:
         summary = read_summary(path)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecordsError):
         return None
     return summary if isinstance(summary, dict) else None
 
