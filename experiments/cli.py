@@ -61,8 +61,9 @@ class CLIError(InputError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
-        raise CLIError(f"{self.prog.split()[-1]}: {message}")
+    def error(self, message: str):  # one line, exit 2; the CLI adds "crosscurv: error: "
+        words = self.prog.split()
+        raise CLIError(message if len(words) == 1 else f"{words[-1]}: {message}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

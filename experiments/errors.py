@@ -4,4 +4,5 @@ from theory.errors import InputError
 
 
 class DataError(InputError):
-    """Data or model weights are missing or malformed (a local path that does not exist...)."""
+    """Data or model weights are missing or malformed (a local path that does not exist...),
+    or the library that builds the model cannot be imported."""

@@ -74,10 +74,28 @@ class T5Size:
 
 
 def _quiet_transformers():
+    """``transformers``, quiet, with its T5 classes importable (or one :class:`DataError` line).
+
+    ``transformers`` imports its model classes lazily; a broken optional
+    dependency (for example a ``torchvision`` built for another torch, which
+    ``backpack-for-pytorch`` pulls in) surfaces only then, as an error that
+    hides its cause.  The cause is named here instead.
+    """
     import transformers
+
+    from experiments.errors import DataError
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+    try:
+        transformers.T5ForConditionalGeneration  # noqa: B018 (triggers the lazy import)
+    except Exception as exc:  # the lazy import hides the cause in __cause__/__context__
+        root = exc
+        while root.__cause__ is not None or root.__context__ is not None:
+            root = root.__cause__ or root.__context__
+        hint = (" (a torchvision that does not match the installed torch: uninstall it or install the "
+                "matching build)" if "torchvision" in str(root) else "")
+        raise DataError(f"transformers cannot import its T5 model: {type(root).__name__}: {root}{hint}") from exc
     return transformers
 
 
