@@ -22,7 +22,10 @@ segment integral of :mod:`numeric.gap` (no cancellation): a file written
 before holds ``loss_s - loss_jc`` of two float32 losses, whose own round-off
 is of the order of the float32 spacing at ``|L|``.  The script therefore also
 prints ``max |gap_new - gap_old| / (eps32 |loss_jc|)``: values of order one
-say the two gaps agree to the resolution of the old one.
+say the two gaps agree to the resolution of the old one.  And it checks the new
+run against itself: the iterations whose ``gap`` differs from its own
+``loss_s - loss_jc`` by more than ``gap_err`` plus the subtraction's round-off
+(``4 eps32 |loss|``), i.e. where the claimed error bound of the gap does not hold.
 
 Reports, never asserts (exit code 0; 2 on unreadable input).
 """
@@ -94,7 +97,26 @@ def compare(new: list[dict], old: list[dict], columns=LEGACY_FIELDS, rtol: float
                 if units > worst:
                     worst, at = units, k
         out["gap_in_float32_spacings"] = {"max": worst, "at": at}
+    out["gap_consistency"] = gap_consistency(new)
     return out
+
+
+def gap_consistency(records: list[dict]) -> dict | None:
+    """Iterations of one run whose ``gap`` differs from ``loss_s - loss_jc`` by more than
+    ``gap_err + 4 eps32 max(|loss_jc|, |loss_s|)`` (the claimed error plus the subtraction's own
+    round-off); ``None`` for a file without ``gap_err``."""
+    rows = [r for r in records if not math.isnan(float(r.get("gap_err", math.nan)))]
+    if not rows:
+        return None
+    beyond = []
+    for r in rows:
+        diff = abs(float(r["gap"]) - (float(r["loss_s"]) - float(r["loss_jc"])))
+        tol = float(r["gap_err"]) + 4 * EPS32 * max(abs(float(r["loss_jc"])), abs(float(r["loss_s"])))
+        if diff > tol:
+            beyond.append((int(r["k"]), diff / tol))
+    worst = max(beyond, key=lambda x: x[1]) if beyond else (None, 0.0)
+    return {"iterations": len(rows), "beyond": len(beyond), "first": beyond[0][0] if beyond else None,
+            "worst_k": worst[0], "worst_ratio": worst[1]}
 
 
 def main(argv=None) -> int:
@@ -121,6 +143,11 @@ def main(argv=None) -> int:
     if "gap_in_float32_spacings" in res:
         g = res["gap_in_float32_spacings"]
         print(f"gap: max |gap_new - gap_old| = {g['max']:.2f} float32 spacings at |loss_jc| (k = {g['at']})")
+    c = res.get("gap_consistency")
+    if c:
+        print(f"gap of the new run against its own loss_s - loss_jc: {c['beyond']} of {c['iterations']} iterations "
+              f"differ by more than gap_err + 4 eps32 |loss| (first k = {c['first']}; worst k = {c['worst_k']}, "
+              f"{c['worst_ratio']:.1f} times that)")
     return 0
 
 

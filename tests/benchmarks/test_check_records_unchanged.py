@@ -54,3 +54,13 @@ def test_cli_reads_a_git_revision(tmp_path, capsys):
     assert cru.main([str(tmp_path / "new.csv"), "--reference", str(tmp_path / "new.csv")]) == 0
     assert "3/3" in capsys.readouterr().out
     assert cru.main([str(tmp_path / "new.csv"), "--reference", "no-such-rev:nothing.csv"]) == 2
+
+
+def test_gap_consistency_counts_gaps_beyond_their_error_bound():
+    rows = _rows(4)  # gap 1e-4 = loss_s - loss_jc up to the float round-off of the sums
+    assert cru.gap_consistency(rows)["beyond"] == 0
+    rows[2]["gap"] = 1e-4 + 1e-5  # off by 1e-5 with gap_err 1e-9
+    c = cru.gap_consistency(rows)
+    assert c["beyond"] == 1 and c["first"] == 3 and c["worst_ratio"] > 10
+    legacy = [{k: v for k, v in r.items() if k not in ("sharpness", "gap_err")} for r in rows]
+    assert cru.gap_consistency(legacy) is None
