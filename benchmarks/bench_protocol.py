@@ -3,7 +3,8 @@
 For each task (built-in presets), in one process, single-threaded CPU time
 (``time.process_time``; the machine may be shared), medians of ``--repeats``:
 
-* the unit: one gradient ``grad L(theta^0)`` (:func:`numeric.hvp.grad`);
+* the unit: one gradient ``grad L(theta^0)`` (:func:`numeric.hvp.grad`), timed before and
+  after the run (median of both);
 * one iteration of :func:`numeric.protocol.run_protocol` (with a run folder,
   so checkpoints are paid as a user pays them): CPU time between consecutive
   records, iterations ``2..K-1`` (the last one skips the products of ``k + 1``);
@@ -42,13 +43,16 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _cpu(fn, repeats: int) -> float:
+def _cpu(fn, repeats: int, samples: list | None = None) -> float:
+    """Median CPU seconds of ``fn`` after a warm-up (each sample also appended to ``samples``)."""
     fn()  # warm-up
     out = []
     for _ in range(repeats):
         t = time.process_time()
         fn()
         out.append(time.process_time() - t)
+    if samples is not None:
+        samples.extend(out)
     return statistics.median(out)
 
 
@@ -151,15 +155,21 @@ def main(argv=None) -> int:
         task, settings = load_task(name, args.preset)
         pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks, task.block_names)
         lr = settings["lr"]
-        unit = _cpu(lambda: grad(task.loss, task.params), args.repeats)
+        # the unit is timed before and after the run, so that a change of machine load between them shows
+        # in both (its median over all samples)
+        units: list = []
+        _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
         timers = None if args.iteration_only else _Timers()
         its, per = _iteration_times(task, pattern, lr, args.iters, timers)
+        if timers is not None:
+            timers.restore()
+        _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+        unit = statistics.median(units)
         iteration = statistics.median(its)
         print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name}): "
               f"gradient {unit * 1e3:.1f} ms; one iteration {iteration / unit:.2f} gradients ({iteration:.3f} s)")
         if timers is None:
             continue
-        timers.restore()
         from numeric import tree
         from numeric.curvature import masked_product_plan
         from numeric.point import PointCurvature

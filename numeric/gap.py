@@ -53,6 +53,26 @@ def _absdot64(a: Mapping, b: Mapping) -> float:
     return float(sum((a[k].to(torch.float64).abs() * b[k].to(torch.float64).abs()).sum() for k in b))
 
 
+def _dot_absdot64(a: Mapping, b: Mapping) -> tuple[float, float]:
+    """``(_dot64(a, b), _absdot64(a, b))`` bit for bit, from one float64 product per entry.
+
+    A product of two float32 (or bfloat16/float16) numbers is exact in float64, so
+    ``a_k b_k`` formed in place in the float64 copy of ``a_k`` equals the product of
+    the two float64 copies, and ``|a_k b_k| = |a_k| |b_k|``: the same tensors are
+    summed, in the same order, with one conversion instead of four.  (For float64
+    entries ``_dot64``/``_absdot64`` are used as they are.)
+    """
+    if any(t.dtype == torch.float64 for t in b.values()) or any(a[k].dtype == torch.float64 for k in b):
+        return _dot64(a, b), _absdot64(a, b)
+    dots, absdots = [], []
+    for k in b:
+        x = a[k].to(torch.float64)
+        x.mul_(b[k])
+        dots.append(x.sum())
+        absdots.append(x.abs_().sum())
+    return float(sum(dots)), float(sum(absdots))
+
+
 def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
     """``L(theta_a) - L(theta_b)`` without the cancellation of subtracting two losses.
 
@@ -96,8 +116,8 @@ class SegmentGap:
         if self.zero:
             return
         w = LOBATTO_WEIGHTS[LOBATTO_NODES.index(t)]
-        self._f[t] = _dot64(g, delta)
-        self._mag += w * _absdot64(g, delta)
+        self._f[t], absdot = _dot_absdot64(g, delta)
+        self._mag += w * absdot
 
     def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping) -> None:
         """The three inner nodes (three gradients; none when ``Delta = 0``)."""
