@@ -7,12 +7,14 @@ ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
 
 ``THEIRS.csv`` needs a header with the columns ``k, loss_jc, loss_s, gap,
 recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
-ignored).  Values are compared at the iterations ``k`` both files hold:
+ignored); ``sharpness`` and ``gap_err`` are compared when both files have
+them.  Values are compared at the iterations ``k`` both files hold:
 ``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
-given, the defaults of the reference's dtype
-(:data:`numeric.record_comparison.TOLERANCES`): float64 ``rtol = 1e-9``,
-``atol = 1e-12 * scale``; float32 ``rtol = 1e-4``, ``atol = 1e-5 * scale``;
-``scale`` = the largest ``|loss_jc|`` or ``|loss_s|`` of the reference.
+given, the per-column defaults of the reference's dtype
+(:data:`numeric.record_comparison.TOLERANCES`: ten times the measured rounding
+of each column), ``atol = atol_rel * scale``, ``scale`` = the largest
+``|loss_jc|`` or ``|loss_s|`` of the reference (for ``sharpness`` its largest
+``|sharpness|``); for ``gap`` the ``gap_err`` of both files is added.
 
 Exit codes: 0 every compared value agrees; 1 a disagreement (the first
 iteration and column are named, with a likely diagnosis where
@@ -31,7 +33,8 @@ from numeric.records import RecordsError
 HELP = (
     "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative, "
     "jc_only, bound_bk) with a reference run directory (--reference) or a reference computed on the "
-    "fly (--task/--pattern/--lr/--iters), per column and iteration with dtype-suited tolerances; "
+    "fly (--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
+    "rounding of each column; "
     "names the first disagreement and a likely diagnosis (off-by-one in k, sign flip, swapped columns)."
 )
 
