@@ -125,3 +125,14 @@ def test_a_prefix_of_the_committed_mlp_study_reproduces():
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert proc.stdout.startswith(f"{run}: agree at k=1..2 of ")
     assert "(7 columns; not in the committed records: sharpness, gap_err;" in proc.stdout
+
+
+def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
+    moved = _copy(smoke_run, tmp_path / "moved")
+    path = os.path.join(moved, "summary.json")
+    summary = json.load(open(path))
+    summary["settings"]["theta0_sha256"] = "0" * 64
+    json.dump(summary, open(path, "w"))
+    rc = check_run(moved, 2)
+    assert not rc.agree and rc.first[:2] == (0, "theta0")
+    assert rc.line().startswith(f"{moved}: DISAGREE at k=0: the rebuilt initial parameters differ")
