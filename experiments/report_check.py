@@ -60,6 +60,7 @@ class RunCheck:
         first: ``(k, column, recomputed, committed, allowed)`` of the first
             disagreement (``k = 0``, column ``theta0``: a different start), else ``None``.
         comparison: the :class:`numeric.record_comparison.RecordsComparison`.
+        recomputed: the recomputed records ``{column: [values]}`` (``None`` when nothing was recomputed).
         seconds: time of the recomputation.
         notes: facts worth a reader's attention (settings not reproduced...).
     """
@@ -75,6 +76,7 @@ class RunCheck:
     threads_source: str
     first: tuple | None = None
     comparison: object = None
+    recomputed: dict | None = None
     seconds: float = 0.0
     notes: list = field(default_factory=list)
 
@@ -373,7 +375,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         k = len(res.records) + 1
         first = (k, "loss_jc", math.nan, reference["loss_jc"][k - 1], 0.0)
         notes.append(f"the recomputation diverged at k={res.diverged_at}")
-    return RunCheck(agree=first is None, first=first, comparison=comp, **base)
+    return RunCheck(agree=first is None, first=first, comparison=comp, recomputed=recomputed, **base)
 
 
 def check_runs(run_dirs: Sequence[str] | None = None, iters: int | None = None, *, root: str = "reports",
