@@ -16,36 +16,168 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .records import LEGACY_FIELDS as FIELDS, RecordsError  # the columns every records file has (sharpness, gap_err: not compared)
+from .records import FIELDS as _ALL_FIELDS, LEGACY_FIELDS as FIELDS, RecordsError
 
 __all__ = [
     "TOLERANCES",
+    "MEASURED_ROUNDING",
+    "SAFETY",
+    "EPS",
+    "tolerance_from_rounding",
     "VALUE_COLUMNS",
+    "OPTIONAL_COLUMNS",
+    "ALL_COLUMNS",
     "default_tolerances",
+    "column_scale",
+    "is_legacy",
+    "compared_columns",
+    "reference_tolerances",
     "ColumnResult",
     "RecordsComparison",
     "compare_records",
 ]
 
 
-#: Default tolerances per reference dtype: ``(rtol, atol_rel)``; a value
-#: agrees when ``|theirs - ref| <= atol_rel * scale + rtol * |ref|`` with
-#: ``scale = max_k max(|loss_jc|, |loss_s|)`` of the reference.  The absolute
-#: part is relative to the *loss* because ``gap`` and the estimates are
-#: differences of loss-sized quantities: their round-off is a fraction of
-#: the loss, not of themselves.  float64: trajectories of two correct
-#: implementations agree to ~1e-13 relative over tens of iterations; float32
-#: (eps 1.2e-7): to ~1e-5.
-TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-4, 1e-5)}
+#: Safety factor between the measured rounding of a column and its tolerance.
+SAFETY = 10.0
 
-#: Columns compared by default (every record field except ``k``).
+#: Unit roundoff of each dtype: the floor of a measured rounding (a value that
+#: came out bit for bit equal in every measured variant is still the result of
+#: at least one rounding, and every column is computed from loss-sized numbers).
+EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+#: Measured rounding of each record column, ``(rel, beyond)``, per dtype:
+#: ``python -m experiments.rounding`` (the README's "Tolerances" table; its
+#: docstring defines the measurement).  Runs of the same protocol that differ
+#: only in the order or precision of their floating-point operations (1 against
+#: 2 threads, the other HVP engine, float32 against float64, and the
+#: independent NumPy implementation ``examples/numpy_estimator.py``) part by at
+#: most ``rel |value| + beyond scale`` (``scale``: :func:`column_scale`).
+#: Runs: the built-in tasks (mlp, fl, lora) at the smoke presets over K = 10 and
+#: the default presets over K = 3 (float32 and float64), and the golden cases
+#: (float64, K = 15).
+#: Each value is rounded up to two digits; the comment names the variant and
+#: run where it was largest.  Not used: ``gap`` computed as ``loss_s - loss_jc``
+#: (variant ``subtraction``), which parts from the recorded segment integral by
+#: up to 11% of the gap beyond both ``gap_err`` on the ReLU tasks (mlp, fl, lora smoke,
+#: float32 and float64): quadrature error that ``gap_err`` does not bound where
+#: the gradient has kinks along the segment, not rounding.
+MEASURED_ROUNDING = {
+    "float32": {
+        "loss_jc": (1.8e-07, 0.0),        # rel: float64, mlp smoke
+        "loss_s": (1.6e-07, 1.8e-23),     # rel: float64, lora smoke
+        "gap": (0.0, 2.4e-12),            # beyond both gap_err: float64, lora smoke
+        "recursive": (5.2e-04, 8.1e-11),  # rel: float64, fl smoke (Delta theta: difference of two float32 vectors)
+        "cumulative": (3.0e-06, 2.0e-12),  # rel: float64, mlp smoke
+        "jc_only": (1.9e-06, 3.6e-12),    # rel: float64, mlp smoke
+        "bound_bk": (9.7e-06, 1.8e-28),   # rel: float64, lora smoke
+        "sharpness": (3.2e-06, 5.6e-07),  # float64, fl smoke (beyond in units of the largest |sharpness|)
+        "gap_err": (5.0e-02, 1.7e-10),    # rel: float64, mlp default (threads: 4.1e-2): an error estimate
+    },
+    "float64": {
+        "loss_jc": (4.8e-16, 0.0),        # rel: numpy, golden quadratic gs
+        "loss_s": (4.9e-16, 0.0),         # rel: numpy, golden quadratic gs
+        "gap": (1.9e-13, 0.0),            # rel: numpy, golden quadratic partial (its gap: a subtraction)
+        "recursive": (3.3e-14, 5.9e-19),  # rel: threads, fl smoke
+        "cumulative": (2.7e-15, 9.5e-19),  # rel: threads, mlp smoke
+        "jc_only": (1.6e-15, 1.4e-18),    # rel: threads, mlp smoke
+        "bound_bk": (2.9e-15, 4.0e-16),   # rel: engine, lora smoke; beyond: engine, golden tiny_mlp partial
+        "sharpness": (8.4e-16, 8.7e-17),  # threads, mlp and fl smoke
+        "gap_err": (8.6e-14, 7.9e-21),    # rel: threads, fl default
+    },
+}
+
+
+def tolerance_from_rounding(dtype: str, rounding: tuple) -> tuple:
+    """``(rtol, atol_rel) = SAFETY * max(rel, eps), SAFETY * max(beyond, eps)`` for a measured ``(rel, beyond)``."""
+    eps = EPS[dtype]
+    return (SAFETY * max(rounding[0], eps), SAFETY * max(rounding[1], eps))
+
+
+#: Default tolerances per reference dtype and column: ``(rtol, atol_rel)``; a
+#: value agrees when ``|theirs - ref| <= atol_rel * scale + rtol * |ref|`` with
+#: ``scale`` the reference's largest ``|loss_jc|``/``|loss_s|`` (for
+#: ``sharpness``: its largest ``|sharpness|``; :func:`column_scale`), and for
+#: ``gap`` the ``gap_err`` of both records added (:func:`compare_records`).
+#: Each is :data:`SAFETY` times the column's :data:`MEASURED_ROUNDING`, at least
+#: :data:`EPS` (:func:`tolerance_from_rounding`).  These hold over the measured
+#: horizons (K = 10 on the smoke presets, 3 on the default ones); float32
+#: trajectories part further with every iteration (fastest past the edge of
+#: stability, ``eta * sharpness > 2``), so long float32 runs agree up to some
+#: iteration and then not: ``crosscurv report --check`` names it.
+#: Earlier versions used ``(1e-4, 1e-5)`` for float32 and ``(1e-9, 1e-12)`` for
+#: float64 in every column (neither measured): ``atol`` 8x (float32) and 250-450x
+#: (float64) above these, float64's ``rtol`` 550x to 2e5x; but float32's
+#: ``rtol = 1e-4`` was *below* the measured relative rounding of ``recursive``
+#: (5.2e-4) and ``gap_err`` (5.0e-2), covered only because their values are small
+#: against the loss-scaled ``atol``.
+TOLERANCES = {dt: {c: tolerance_from_rounding(dt, m) for c, m in cols.items()}
+              for dt, cols in MEASURED_ROUNDING.items()}
+
+#: Columns every records file has and that are compared by default (every legacy field except ``k``).
 VALUE_COLUMNS = tuple(f for f in FIELDS if f != "k")
+#: Columns compared when both records have them (files written before they existed do not).
+OPTIONAL_COLUMNS = tuple(f for f in _ALL_FIELDS if f not in FIELDS)
+#: Every comparable column, in record order.
+ALL_COLUMNS = VALUE_COLUMNS + OPTIONAL_COLUMNS
 
 
-def default_tolerances(dtype: str | None) -> tuple[float, float]:
-    """``(rtol, atol_rel)`` for a dtype name (``"float64"`` when unknown or ``None``)."""
+def _dtype_key(dtype) -> str:
     key = str(dtype or "float64").replace("torch.", "")
-    return TOLERANCES.get(key, TOLERANCES["float64"])
+    return key if key in TOLERANCES else "float64"
+
+
+def default_tolerances(dtype: str | None) -> dict:
+    """``{column: (rtol, atol_rel)}`` for a dtype name (float64's when unknown or ``None``)."""
+    return dict(TOLERANCES[_dtype_key(dtype)])
+
+
+def _finite(values) -> list:
+    return [abs(float(v)) for v in values if math.isfinite(float(v))]
+
+
+def column_scale(reference: Mapping[str, Sequence], column: str) -> float:
+    """The scale ``atol_rel`` multiplies for ``column``: the reference's largest ``|loss|``
+    (``|sharpness|`` for ``sharpness``); 1 when there is none."""
+    src = ("sharpness",) if column == "sharpness" else ("loss_jc", "loss_s")
+    s = max([v for c in src if c in reference for v in _finite(reference[c])] + [0.0])
+    return s if s > 0 else 1.0
+
+
+def is_legacy(reference: Mapping[str, Sequence]) -> bool:
+    """Records of the eight-column format: no ``gap_err`` (absent or all NaN).
+
+    Their ``gap`` is ``loss_s - loss_jc`` computed in the run's dtype, not the
+    cancellation-free segment integral: it carries the two losses' rounding
+    (the ``subtraction`` row of :data:`TOLERANCES`' measurements).
+    """
+    return "gap_err" not in reference or not _finite(reference["gap_err"])
+
+
+def compared_columns(theirs: Mapping, reference: Mapping, columns: Sequence[str] | None = None) -> list:
+    """The columns to compare: ``columns`` if given, else :data:`VALUE_COLUMNS` plus each
+    :data:`OPTIONAL_COLUMNS` entry that both records hold (not all NaN)."""
+    if columns:
+        return list(columns)
+    return list(VALUE_COLUMNS) + [c for c in OPTIONAL_COLUMNS
+                                  if c in theirs and c in reference and _finite(theirs[c]) and _finite(reference[c])]
+
+
+def reference_tolerances(reference: Mapping[str, Sequence], dtype: str | None, columns: Sequence[str] | None = None,
+                         rtol: float | None = None, atol: float | None = None) -> dict:
+    """``{column: (rtol, atol)}`` (``atol`` absolute) for comparisons against ``reference``.
+
+    The defaults of :data:`TOLERANCES` for ``dtype``, with ``atol_rel`` times
+    :func:`column_scale`; ``rtol`` / ``atol`` (absolute) replace them for every
+    column when given.  (:func:`compare_records` adds each iteration's
+    ``gap_err`` to the ``gap`` column's tolerance.)
+    """
+    tol = default_tolerances(dtype)
+    out = {}
+    for c in columns or ALL_COLUMNS:
+        r, a_rel = tol[c]
+        out[c] = (r if rtol is None else rtol, a_rel * column_scale(reference, c) if atol is None else atol)
+    return out
 
 
 @dataclass
@@ -74,7 +206,7 @@ class RecordsComparison:
         columns: :class:`ColumnResult` per compared column.
         ks: the common iterations.
         first: ``(k, column, theirs, ref, allowed)`` of the first disagreement, or ``None``.
-        rtol, atol: the tolerances used (``atol`` absolute).
+        tolerances: ``{column: (rtol, atol)}`` used (``atol`` absolute).
         diagnoses: likely explanations, one sentence each.
         notes: facts about coverage (iterations only in one file...).
     """
@@ -82,8 +214,7 @@ class RecordsComparison:
     columns: list
     ks: list
     first: tuple | None
-    rtol: float
-    atol: float
+    tolerances: dict
     diagnoses: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
@@ -91,20 +222,36 @@ class RecordsComparison:
     def ok(self) -> bool:
         return self.first is None
 
+    @property
+    def rtol(self) -> float | None:
+        """The ``rtol`` of every column when they share one, else ``None``."""
+        vals = {t[0] for t in self.tolerances.values()}
+        return vals.pop() if len(vals) == 1 else None
+
+    @property
+    def atol(self) -> float | None:
+        """The absolute ``atol`` of every column when they share one, else ``None``."""
+        vals = {t[1] for t in self.tolerances.values()}
+        return vals.pop() if len(vals) == 1 else None
+
     def table(self, fmt: str = "github") -> str:
         from tabulate import tabulate
 
         rows = [
-            [c.column, c.compared, c.bad, "" if c.first_bad_k is None else c.first_bad_k, c.max_abs, c.max_rel]
+            [c.column, c.compared, c.bad, "" if c.first_bad_k is None else c.first_bad_k, c.max_abs, c.max_rel,
+             self.tolerances[c.column][0], self.tolerances[c.column][1]]
             for c in self.columns
         ]
-        return tabulate(rows, headers=["column", "compared", "disagree", "first k", "max abs. diff", "max rel. diff"],
+        return tabulate(rows, headers=["column", "compared", "disagree", "first k", "max abs. diff", "max rel. diff",
+                                       "rtol", "atol"],
                         tablefmt=fmt, floatfmt=".3e")
 
     def summary(self) -> str:
         """One line: agreement, or the first disagreement."""
         if self.ok:
-            return f"all {len(self.columns)} columns agree at all {len(self.ks)} common iterations (rtol {self.rtol:g}, atol {self.atol:.3g})"
+            tol = (f"rtol {self.rtol:g}, atol {self.atol:.3g}" if self.rtol is not None and self.atol is not None
+                   else "per-column tolerances")
+            return f"all {len(self.columns)} columns agree at all {len(self.ks)} common iterations ({tol})"
         k, col, t, r, allowed = self.first
         return (f"first disagreement at k={k}, column {col}: theirs {t!r}, reference {r!r} "
                 f"(|diff| {abs(t - r):.3e} > allowed {allowed:.3e})")
@@ -121,6 +268,7 @@ class RecordsComparison:
             "ok": self.ok,
             "rtol": self.rtol,
             "atol": self.atol,
+            "tolerances": {c: {"rtol": r, "atol": a} for c, (r, a) in self.tolerances.items()},
             "iterations": self.ks,
             "first_disagreement": None if self.first is None else dict(zip(("k", "column", "theirs", "reference", "allowed"), self.first)),
             "columns": [c.__dict__ for c in self.columns],
@@ -138,16 +286,17 @@ def _close(t: float, r: float, rtol: float, atol: float) -> bool:
     return abs(t - r) <= atol + rtol * abs(r)
 
 
-def _series_close(ts, rs, rtol, atol) -> bool:
-    return len(ts) >= 2 and all(_close(t, r, rtol, atol) for t, r in zip(ts, rs))
+def _series_close(ts, rs, tol: tuple) -> bool:
+    return len(ts) >= 2 and all(_close(t, r, *tol) for t, r in zip(ts, rs))
 
 
 def compare_records(
     theirs: Mapping[str, Sequence],
     reference: Mapping[str, Sequence],
     *,
-    rtol: float,
-    atol: float,
+    rtol: float | None = None,
+    atol: float | None = None,
+    tolerances: Mapping[str, tuple] | None = None,
     columns: Sequence[str] | None = None,
 ) -> RecordsComparison:
     """Compare records column by column at the iterations ``k`` both hold.
@@ -156,9 +305,16 @@ def compare_records(
         theirs, reference: ``{column: values}`` with a ``"k"`` column
             (e.g. from :func:`numeric.records.read_columns` and
             :func:`numeric.records.records_columns`).
-        rtol, atol: ``|theirs - ref| <= atol + rtol * |ref|`` (``nan``
-            agrees only with ``nan``, ``inf`` only with the same ``inf``).
-        columns: columns to compare (default :data:`VALUE_COLUMNS`).
+        rtol, atol: ``|theirs - ref| <= atol + rtol * |ref|`` for every
+            column (``nan`` agrees only with ``nan``, ``inf`` only with the
+            same ``inf``); for ``gap`` the finite ``gap_err`` of both records
+            at that ``k`` is added to ``atol`` (each measured gap is only
+            known to within its error bound); or
+        tolerances: ``{column: (rtol, atol)}`` per column (e.g. from
+            :func:`reference_tolerances`); ``rtol``/``atol`` given as well
+            replace its values.
+        columns: columns to compare (default :func:`compared_columns`:
+            :data:`VALUE_COLUMNS` and the optional ones both hold).
 
     Returns:
         a :class:`RecordsComparison` with the first disagreement (smallest
@@ -169,7 +325,11 @@ def compare_records(
     Raises:
         RecordsError: the two share no iteration.
     """
-    cols = list(columns or VALUE_COLUMNS)
+    cols = compared_columns(theirs, reference, columns)
+    if tolerances is None and (rtol is None or atol is None):
+        raise TypeError("compare_records needs rtol and atol, or tolerances")
+    tol = {c: ((tolerances[c][0] if tolerances is not None and rtol is None else rtol),
+               (tolerances[c][1] if tolerances is not None and atol is None else atol)) for c in cols}
     tk = list(theirs["k"])
     rk = list(reference["k"])
     tpos = {k: i for i, k in enumerate(tk)}
@@ -190,23 +350,33 @@ def compare_records(
     results, first = [], None
     for c in cols:
         bad, first_bad, mabs, mrel = 0, None, 0.0, 0.0
+        rtol_c, atol_c = tol[c]
         for k in common:
             t, r = float(theirs[c][tpos[k]]), float(reference[c][rpos[k]])
-            if not _close(t, r, rtol, atol):
+            a = atol_c + (_gap_slack(theirs, tpos[k]) + _gap_slack(reference, rpos[k]) if c == "gap" else 0.0)
+            if not _close(t, r, rtol_c, a):
                 bad += 1
                 if first_bad is None:
                     first_bad = k
                 if first is None or k < first[0] or (k == first[0] and cols.index(c) < cols.index(first[1])):
-                    first = (k, c, t, r, atol + rtol * abs(r) if math.isfinite(r) else 0.0)
+                    first = (k, c, t, r, a + rtol_c * abs(r) if math.isfinite(r) else 0.0)
             if math.isfinite(t) and math.isfinite(r):
                 d = abs(t - r)
                 mabs = max(mabs, d)
                 mrel = max(mrel, d / abs(r) if r != 0 else (0.0 if d == 0 else math.inf))
         results.append(ColumnResult(c, len(common), bad, first_bad, mabs, mrel))
-    comp = RecordsComparison(results, common, first, rtol, atol, notes=notes)
+    comp = RecordsComparison(results, common, first, tol, notes=notes)
     if first is not None:
-        comp.diagnoses = _diagnose(theirs, reference, cols, [r for r in results if r.bad], rtol, atol)
+        comp.diagnoses = _diagnose(theirs, reference, cols, [r for r in results if r.bad], tol)
     return comp
+
+
+def _gap_slack(records: Mapping, i: int) -> float:
+    """The recorded error bound ``gap_err`` of row ``i`` (0 when the records have none)."""
+    if "gap_err" not in records:
+        return 0.0
+    e = float(records["gap_err"][i])
+    return e if math.isfinite(e) and e > 0 else 0.0
 
 
 def _ranges(ks: Sequence[int]) -> str:
@@ -234,32 +404,33 @@ def _aligned(theirs, reference, c_t: str, c_r: str, shift: int) -> tuple[list, l
     return ts, rs
 
 
-def _diagnose(theirs, reference, cols, bad: list, rtol, atol) -> list:
+def _diagnose(theirs, reference, cols, bad: list, tol: dict) -> list:
     out = []
     shifted = {}
     for cr in bad:
         c = cr.column
+        rtol, atol = tol[c]
         found = None
         for s in (+1, -1):
             ts, rs = _aligned(theirs, reference, c, c, s)
-            if _series_close(ts, rs, rtol, atol):
+            if _series_close(ts, rs, (rtol, atol)):
                 found = s
                 break
         if found is not None:
             shifted[c] = found
             continue
         ts, rs = _aligned(theirs, reference, c, c, 0)
-        if _series_close(ts, [-r for r in rs], rtol, atol):
+        if _series_close(ts, [-r for r in rs], (rtol, atol)):
             out.append(f"column {c} has the opposite sign of the reference at every iteration "
                        "(sign convention: gap = loss_s - loss_jc, estimates predict the gap)")
             continue
         other = None
-        for c2 in VALUE_COLUMNS:
+        for c2 in ALL_COLUMNS:
             if c2 == c or c2 not in reference:
                 continue
             for s in (0, +1, -1):
                 ts2, rs2 = _aligned(theirs, reference, c, c2, s)
-                if _series_close(ts2, rs2, rtol, atol):
+                if _series_close(ts2, rs2, tol.get(c2, (rtol, atol))):
                     other = (c2, s)
                     break
             if other:

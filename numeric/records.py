@@ -217,11 +217,13 @@ def read_records(path: str) -> list[dict]:
     return out
 
 
-def read_columns(path: str, columns: Sequence[str] = LEGACY_FIELDS) -> dict:
+def read_columns(path: str, columns: Sequence[str] = LEGACY_FIELDS, optional: Sequence[str] = ()) -> dict:
     """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
 
     Columns may come in any order; extra columns are ignored; the last line
-    needs no newline.  ``nan`` and ``inf`` are accepted as numbers.
+    needs no newline.  ``nan`` and ``inf`` are accepted as numbers.  The
+    ``optional`` columns are read when the header has them and left out of
+    the result otherwise.
 
     Raises:
         RecordsError: file missing, undecodable or empty, a required column
@@ -238,6 +240,7 @@ def read_columns(path: str, columns: Sequence[str] = LEGACY_FIELDS) -> dict:
         raise RecordsError(f"{path} is empty (expected a header with columns {', '.join(columns)})")
     header = [c.strip() for c in rows[0]]
     missing = [c for c in columns if c not in header]
+    columns = list(columns) + [c for c in optional if c in header and c not in columns]
     if missing:
         raise RecordsError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
     idx = {c: header.index(c) for c in columns}

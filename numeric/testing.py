@@ -166,23 +166,26 @@ def assert_records_match(
     """
     import os
 
-    from .records import FIELDS, read_columns, read_summary
-    from .record_comparison import VALUE_COLUMNS, compare_records, default_tolerances
+    from .records import FIELDS, LEGACY_FIELDS, read_columns, read_summary
+    from .record_comparison import OPTIONAL_COLUMNS, compare_records, compared_columns, reference_tolerances
 
-    cols = list(columns or VALUE_COLUMNS)
-    t = read_columns(theirs, ["k"] + cols) if isinstance(theirs, str) else theirs
+    if isinstance(theirs, str):
+        t = (read_columns(theirs, ["k"] + list(columns)) if columns
+             else read_columns(theirs, list(LEGACY_FIELDS), optional=OPTIONAL_COLUMNS))
+    else:
+        t = theirs
     if isinstance(reference, str):
         if os.path.isdir(reference):
             summ = os.path.join(reference, "summary.json")
             if dtype is None and os.path.exists(summ):
                 dtype = (read_summary(summ).get("settings") or {}).get("dtype")
             reference = os.path.join(reference, "records.csv")
-        r = read_columns(reference, list(FIELDS))
+        r = read_columns(reference, list(LEGACY_FIELDS), optional=[f for f in FIELDS if f not in LEGACY_FIELDS])
     else:
         r = reference
-    rt, ar = default_tolerances(dtype)
-    scale = max([abs(float(v)) for c in ("loss_jc", "loss_s") if c in r for v in r[c] if math.isfinite(float(v))] + [0.0]) or 1.0
-    comp = compare_records(t, r, rtol=rt if rtol is None else rtol, atol=ar * scale if atol is None else atol, columns=cols)
+    cols = compared_columns(t, r, columns)
+    tol = reference_tolerances(r, dtype, cols, rtol=rtol, atol=atol)
+    comp = compare_records(t, r, tolerances=tol, columns=cols)
     if not comp.ok:
         raise AssertionError(comp.summary() + "\n" + comp.text())
     return comp

@@ -20,9 +20,20 @@ def add_arguments(p) -> None:
     p.add_argument("--skip-scaling", action="store_true", help="do not rerun the scaling study")
     p.add_argument("--quick-scaling", action="store_true", help="run the scaling study with --quick")
     p.add_argument("--fresh", action="store_true", help="recompute runs even when complete ones exist")
+    p.add_argument("--check", action="store_true",
+                   help="instead: recompute committed runs (RUN_DIR..., default every run under --out) from their "
+                        "summary.json and compare with their records (validate-records tolerances); exit 1 at the "
+                        "first disagreement")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="with --check: the run folders to check")
+    p.add_argument("--iters", type=int, default=None, metavar="N",
+                   help="with --check: compare the first N records of each run (default: all)")
 
 
 def run(args) -> int:
+    if args.check or args.run_dirs or args.iters is not None:
+        from experiments.report_check import check_command
+
+        return check_command(args)
     from experiments.report import STUDIES, build_report
 
     if args.preset not in ("smoke", "default", "paper"):

@@ -7,12 +7,14 @@ ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
 
 ``THEIRS.csv`` needs a header with the columns ``k, loss_jc, loss_s, gap,
 recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
-ignored).  Values are compared at the iterations ``k`` both files hold:
+ignored); ``sharpness`` and ``gap_err`` are compared when both files have
+them.  Values are compared at the iterations ``k`` both files hold:
 ``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
-given, the defaults of the reference's dtype
-(:data:`numeric.record_comparison.TOLERANCES`): float64 ``rtol = 1e-9``,
-``atol = 1e-12 * scale``; float32 ``rtol = 1e-4``, ``atol = 1e-5 * scale``;
-``scale`` = the largest ``|loss_jc|`` or ``|loss_s|`` of the reference.
+given, the per-column defaults of the reference's dtype
+(:data:`numeric.record_comparison.TOLERANCES`: ten times the measured rounding
+of each column), ``atol = atol_rel * scale``, ``scale`` = the largest
+``|loss_jc|`` or ``|loss_s|`` of the reference (for ``sharpness`` its largest
+``|sharpness|``); for ``gap`` the ``gap_err`` of both files is added.
 
 Exit codes: 0 every compared value agrees; 1 a disagreement (the first
 iteration and column are named, with a likely diagnosis where
@@ -31,7 +33,8 @@ from numeric.records import RecordsError
 HELP = (
     "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative, "
     "jc_only, bound_bk) with a reference run directory (--reference) or a reference computed on the "
-    "fly (--task/--pattern/--lr/--iters), per column and iteration with dtype-suited tolerances; "
+    "fly (--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
+    "rounding of each column; "
     "names the first disagreement and a likely diagnosis (off-by-one in k, sign flip, swapped columns)."
 )
 
@@ -110,7 +113,8 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
 
 def run(args) -> int:
     from numeric.records import read_columns
-    from numeric.record_comparison import VALUE_COLUMNS, compare_records, default_tolerances
+    from numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, VALUE_COLUMNS, column_scale, compare_records,
+                                           compared_columns, is_legacy, reference_tolerances)
 
     if (args.reference is None) == (args.task is None):
         raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
@@ -124,24 +128,30 @@ def run(args) -> int:
             raise RecordsError(f"--{name} must be a finite number >= 0, got {v}")
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
         raise RecordsError(f"--lr must be a finite number > 0, got {args.lr}")
-    columns = list(VALUE_COLUMNS)
+    columns = None
     if args.columns:
         columns = [c.strip() for c in args.columns.split(",") if c.strip()]
-        bad = [c for c in columns if c not in VALUE_COLUMNS]
+        bad = [c for c in columns if c not in ALL_COLUMNS]
         if bad:
-            raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(VALUE_COLUMNS)})")
+            raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(ALL_COLUMNS)})")
 
-    theirs = read_columns(args.theirs, ["k"] + columns)
+    if columns is None:
+        theirs = read_columns(args.theirs, ["k"] + list(VALUE_COLUMNS), optional=OPTIONAL_COLUMNS)
+    else:
+        theirs = read_columns(args.theirs, ["k"] + columns)
     if args.reference is not None:
         ref, dtype, where = _reference_from_dir(args.reference)
     else:
         ref, dtype, where = _reference_on_the_fly(args, theirs["k"])
-    rtol_d, atol_rel = default_tolerances(dtype)
-    scale = max([abs(float(v)) for c in ("loss_jc", "loss_s") for v in ref[c] if math.isfinite(float(v))] + [0.0])
-    scale = scale if scale > 0 else 1.0
-    rtol = args.rtol if args.rtol is not None else rtol_d
-    atol = args.atol if args.atol is not None else atol_rel * scale
-    comp = compare_records(theirs, ref, rtol=rtol, atol=atol, columns=columns)
+    columns = compared_columns(theirs, ref, columns)
+    tol = reference_tolerances(ref, dtype, columns, rtol=args.rtol, atol=args.atol)
+    comp = compare_records(theirs, ref, tolerances=tol, columns=columns)
+    left_out = [c for c in OPTIONAL_COLUMNS if c not in columns]
+    if left_out and not args.columns:
+        comp.notes.append(f"column(s) {', '.join(left_out)} not compared: not in both records")
+    if is_legacy(ref) and "gap" in columns:
+        comp.notes.append("the reference has the eight-column format (before sharpness and gap_err): "
+                          "its gap is loss_s - loss_jc in its dtype, with no error bound")
     if args.json:
         from numeric.records import json_safe
 
@@ -151,7 +161,13 @@ def run(args) -> int:
     else:
         print(f"theirs: {args.theirs}")
         print(f"reference: {where}; dtype {dtype or 'unknown (float64 tolerances)'}")
-        print(f"tolerance: |theirs - ref| <= {atol:.3g} + {rtol:g} |ref|"
-              + ("" if args.atol is not None else f"  (atol = {atol_rel:g} x loss scale {scale:.4g})"))
+        if args.rtol is not None and args.atol is not None:
+            print(f"tolerance: |theirs - ref| <= {args.atol:.3g} + {args.rtol:g} |ref|")
+        else:
+            print("tolerance: |theirs - ref| <= atol + rtol |ref| per column (numeric.record_comparison.TOLERANCES: "
+                  f"measured rounding x safety factor); atol = atol_rel x loss scale {column_scale(ref, 'loss_jc'):.4g}"
+                  + (f" (sharpness: x its scale {column_scale(ref, 'sharpness'):.4g})" if "sharpness" in columns else "")
+                  + ("" if args.rtol is None else f"; --rtol {args.rtol:g} for every column")
+                  + ("" if args.atol is None else f"; --atol {args.atol:g} for every column"))
         print(comp.text())
     return 0 if comp.ok else 1

@@ -67,3 +67,45 @@ def test_nan_handling_and_no_common_iteration():
     later = {c: (v if c != "k" else [k + 10 for k in v]) for c, v in ref.items()}
     with pytest.raises(RecordsError, match="share no iteration"):
         compare_records(later, ref, rtol=1e-9, atol=0)
+
+
+# -- per-column tolerances from the measured rounding ----------------------------------------
+def test_tolerances_are_the_measured_rounding_times_the_safety_factor():
+    from numeric.record_comparison import EPS, MEASURED_ROUNDING, SAFETY, TOLERANCES
+
+    assert set(TOLERANCES) == {"float32", "float64"}
+    for dt, cols in TOLERANCES.items():
+        assert set(cols) == {"loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk",
+                             "sharpness", "gap_err"}
+        for c, (rtol, atol) in cols.items():
+            rel, beyond = MEASURED_ROUNDING[dt][c]
+            assert rtol == SAFETY * max(rel, EPS[dt]) and atol == SAFETY * max(beyond, EPS[dt]), (dt, c)
+    # float32 is the coarser dtype in every column
+    assert all(TOLERANCES["float32"][c][0] > TOLERANCES["float64"][c][0] for c in TOLERANCES["float64"])
+
+
+def test_gap_agrees_within_both_error_bounds():
+    ref = _ref()
+    ref["gap_err"] = [1e-3] * 6
+    theirs = {c: list(v) for c, v in ref.items()}
+    theirs["gap"][2] += 1.5e-3  # within ref gap_err + their gap_err (2e-3)
+    assert compare_records(theirs, ref, rtol=0.0, atol=0.0, columns=["gap"]).ok
+    theirs["gap"][2] += 1e-3  # 2.5e-3: beyond both bounds
+    comp = compare_records(theirs, ref, rtol=0.0, atol=0.0, columns=["gap"])
+    assert comp.first[:2] == (3, "gap") and comp.first[4] == pytest.approx(2e-3)
+    del theirs["gap_err"]  # a file without error bounds: only the reference's counts
+    theirs["gap"][2] = ref["gap"][2] + 1.5e-3
+    assert not compare_records(theirs, ref, rtol=0.0, atol=0.0, columns=["gap"]).ok
+
+
+def test_optional_columns_are_compared_only_when_both_records_have_them():
+    from numeric.record_comparison import compared_columns, is_legacy
+
+    ref = _ref()
+    assert compared_columns(ref, ref) == list(COLS[1:]) and is_legacy(ref)
+    ref["sharpness"] = [1.0] * 6
+    ref["gap_err"] = [math.nan] * 6  # the eight-column format read back: NaN
+    theirs = dict(ref, sharpness=[1.0] * 6, gap_err=[0.1] * 6)
+    assert compared_columns(theirs, ref) == list(COLS[1:]) + ["sharpness"] and is_legacy(ref)
+    theirs["sharpness"] = [1.5] * 6
+    assert compare_records(theirs, ref, rtol=1e-9, atol=0.0).first[:2] == (1, "sharpness")

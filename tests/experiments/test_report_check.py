@@ -1,0 +1,138 @@
+"""``crosscurv report --check``: committed runs recomputed from their summary and compared with their records.
+
+Through the command line in a subprocess, as a user runs it: a fresh smoke run agrees with itself
+recomputed (exit 0); one committed value moved beyond its tolerance is named by iteration and column
+(exit 1, checking stops there); a corrupt summary is one line (exit 2); and a prefix of the committed
+MLP study still comes out of the code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from experiments.report_check import ReportCheckError, check_run, find_runs, run_threads
+from numeric.record_comparison import reference_tolerances
+from numeric.records import read_records, records_columns
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _cli(*args, timeout=300):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "experiments", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """A float32 ``mlp`` smoke run with K = 3, made by ``crosscurv run`` (default thread count)."""
+    out = str(tmp_path_factory.mktemp("check") / "mlp")
+    proc = _cli("run", "mlp", "--preset", "smoke", "--iters", "3", "--device", "cpu", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def _copy(run, dst):
+    shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoint.pt", "offload"))
+    return str(dst)
+
+
+def test_a_run_agrees_with_itself_recomputed(smoke_run):
+    proc = _cli("report", "--check", smoke_run, "--iters", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{smoke_run}: agree at k=1..2 of 3 (9 columns;"), lines
+    assert "1 thread (not recorded)" in lines[0]
+    assert lines[-1] == "all 1 runs agree with their committed records"
+    assert "k=2/2" in proc.stderr  # progress goes to stderr
+
+
+def test_a_value_moved_beyond_its_tolerance_is_named(smoke_run, tmp_path):
+    bad = _copy(smoke_run, tmp_path / "bad")
+    rec = os.path.join(bad, "records.csv")
+    ref = records_columns(read_records(rec))
+    rtol, atol = reference_tolerances(ref, "float32", ["recursive"])["recursive"]
+    lines = open(rec).read().splitlines()
+    cells = lines[2].split(",")  # k = 2
+    old = float(cells[4])  # recursive
+    cells[4] = repr(old + 3 * (atol + rtol * abs(old)))
+    lines[2] = ",".join(cells)
+    open(rec, "w").write("\n".join(lines) + "\n")
+    proc = _cli("report", "--check", bad, smoke_run, "--iters", "3")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith(f"{bad}: DISAGREE at k=2, column recursive: recomputed "), first
+    assert f"committed {float(cells[4])!r}" in first and "> tolerance" in first
+    assert "stopped at the first disagreement; 1 run(s) not checked" in proc.stdout
+    assert smoke_run + ":" not in proc.stdout  # the second run was not checked
+
+
+def test_the_library_returns_the_same_verdict(smoke_run, tmp_path):
+    rc = check_run(smoke_run, 1)
+    assert rc.agree and rc.iterations == 1 and rc.recorded == 3 and not rc.legacy
+    assert rc.columns[-2:] == ["sharpness", "gap_err"] and rc.skipped == []
+    assert rc.comparison.ok and rc.comparison.ks == [1]
+
+
+def test_a_corrupt_summary_is_one_line(smoke_run, tmp_path):
+    bad = _copy(smoke_run, tmp_path / "corrupt")
+    with open(os.path.join(bad, "summary.json"), "w") as fh:
+        fh.write('{"settings": {"task": "mlp", "lr": ')
+    proc = _cli("report", "--check", bad, "--iters", "2")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("crosscurv: error: summary ") and "not valid JSON" in err[0], err
+
+
+def test_bad_flags_are_one_line(tmp_path):
+    proc = _cli("report", "--iters", "2")
+    assert proc.returncode == 2 and proc.stderr.strip() == "crosscurv: error: RUN_DIR and --iters only apply with --check"
+    proc = _cli("report", "--check", str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
+    root = tmp_path / "reports"
+    a = _copy(smoke_run, root / "runs" / "mlp")
+    b = _copy(smoke_run, root / "sweeps" / "lr" / "runs" / "mlp-smoke-lr0.05-seed0-gs")
+    (root / "sweeps" / "lr" / "sweep.json").write_text(json.dumps({"threads": 2, "workers": 1}))
+    other = root / "runs" / "motivation" / "mlp" / "seed0"  # another command's records: not a protocol run
+    other.mkdir(parents=True)
+    (other / "summary.json").write_text("{}")
+    (other / "records.csv").write_text("k,epoch,loss_seq\n1,0.1,2.3\n")
+    assert find_runs(str(root)) == sorted([a, b])
+    summary = json.load(open(os.path.join(b, "summary.json")))
+    assert run_threads(b, summary) == (2, "sweep.json")
+    assert run_threads(a, summary) == (1, "not recorded")
+    summary["settings"]["threads"] = 3
+    assert run_threads(a, summary) == (3, "summary")
+    with pytest.raises(ReportCheckError, match="is not a folder"):
+        find_runs(str(tmp_path / "missing"))
+
+
+def test_a_prefix_of_the_committed_mlp_study_reproduces():
+    """The committed records predate sharpness and gap_err: the columns both have are compared."""
+    run = os.path.join("reports", "runs", "mlp")
+    proc = _cli("report", "--check", run, "--iters", "2", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"{run}: agree at k=1..2 of ")
+    assert "(7 columns; not in the committed records: sharpness, gap_err;" in proc.stdout
+
+
+def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
+    moved = _copy(smoke_run, tmp_path / "moved")
+    path = os.path.join(moved, "summary.json")
+    summary = json.load(open(path))
+    summary["settings"]["theta0_sha256"] = "0" * 64
+    json.dump(summary, open(path, "w"))
+    rc = check_run(moved, 2)
+    assert not rc.agree and rc.first[:2] == (0, "theta0")
+    assert rc.line().startswith(f"{moved}: DISAGREE at k=0: the rebuilt initial parameters differ")

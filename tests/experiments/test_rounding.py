@@ -1,0 +1,44 @@
+"""``python -m experiments.rounding``: the measurement the comparison tolerances rest on."""
+
+from __future__ import annotations
+
+import math
+
+from experiments.rounding import COLUMNS, column_spread, main, measure, measured_rounding
+from numeric.record_comparison import MEASURED_ROUNDING
+
+
+def test_spread_of_a_known_perturbation():
+    ref = {c: [2.0, -1.0, 1e-6] for c in COLUMNS}
+    ref["gap_err"] = [0.0, 0.0, 0.0]
+    var = {c: [2.0 * (1 + 1e-6), -1.0, 1e-6 + 3e-9] for c in COLUMNS}
+    var["gap_err"] = [0.0, 0.0, 0.0]
+    s = column_spread(ref, var)["recursive"]
+    assert math.isclose(s["rel"], 1e-6)  # the values within a tenth of the largest: 2 and -1
+    assert math.isclose(s["beyond"], (3e-9 - 1e-6 * 1e-6) / 2.0)  # the value near zero, in units of the loss scale
+    var["gap_err"] = [0.0, 0.0, 3e-9]  # the gap is only known to within gap_err
+    assert column_spread(ref, var)["gap"]["beyond"] == 0.0
+    var["loss_jc"][1] = math.nan
+    assert column_spread(ref, var)["loss_jc"]["rel"] == math.inf
+
+
+def test_a_fresh_measurement_is_within_the_stated_rounding(capsys):
+    """The golden quadratic, remeasured (threads, engine, the NumPy example): within MEASURED_ROUNDING."""
+    res = measure(tasks=(), golden=["quadratic"])
+    variants = {r["variant"] for r in res}
+    assert variants == {"threads", "engine", "numpy", "subtraction"}
+    got = measured_rounding(res)["float64"]
+    for c in COLUMNS:
+        assert got[c][0] <= MEASURED_ROUNDING["float64"][c][0] and got[c][1] <= MEASURED_ROUNDING["float64"][c][1], c
+    assert got["loss_jc"][0] > 0  # the NumPy implementation does round differently
+
+
+def test_the_table_is_printed_from_saved_measurements(tmp_path, capsys):
+    import json
+
+    res = measure(tasks=(), golden=["quadratic"])
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(res))
+    assert main(["--load", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "| `recursive` |" in out and "numpy" in out and "in force" in out
