@@ -14,6 +14,11 @@ tiny_mlp       tanh MLP 3-4-3-2, softmax cross-entropy, 5 examples          3
 lora_bilinear  ``||(W2 + s B2 A2)(W1 + s B1 A1) Z - T||_F^2 / (2m)``        4
 =============  ==========================================================  =======
 
+Two more cases run the quartic and quadratic problems with an optimizer (beyond
+the paper): ``quartic_momentum`` (heavy ball 0.9) and ``quadratic_block_lr``
+(per-block step sizes); their records hold the generalized estimates
+(:data:`README_OPTIMIZERS`).
+
 Every case is *defined by its JSON*: :func:`case_task` builds the
 :class:`numeric.Task` from the stored numbers (float64 values written with
 ``repr``, which round-trips exactly), and the expected quantities are
@@ -99,6 +104,13 @@ class GoldenCase:
     iters: int
     model: str
     notes: list = field(default_factory=list)
+    optimizer: str = "sgd"
+    block_lr: dict = field(default_factory=dict)
+
+    @property
+    def plain(self) -> bool:
+        """Plain block-gradient steps (the paper's protocol)."""
+        return self.optimizer == "sgd" and not self.block_lr
 
 
 # ---------------------------------------------------------------------------
@@ -274,12 +286,30 @@ def _case_lora() -> GoldenCase:
     )
 
 
+def _case_quartic_momentum() -> GoldenCase:
+    case = _case_quartic()
+    case.name, case.optimizer = "quartic_momentum", "momentum:0.9"
+    case.title = "the quartic case with heavy-ball momentum 0.9 on both runs"
+    case.notes = ["Beyond the paper: both runs take torch.optim.SGD(momentum=0.9) steps (README, 'Optimizers')."]
+    return case
+
+
+def _case_quadratic_block_lr() -> GoldenCase:
+    case = _case_quadratic()
+    case.name, case.block_lr = "quadratic_block_lr", {"x1": 4.0, "x3": 0.5}
+    case.title = "the quadratic case with per-block step sizes lr * (4, 1, 0.5)"
+    case.notes = ["Beyond the paper: block x1 steps with 4 lr, x3 with lr/2, x2 with lr (README, 'Optimizers')."]
+    return case
+
+
 #: case name -> builder
 CASES: dict[str, Callable[[], GoldenCase]] = {
     "quadratic": _case_quadratic,
     "quartic": _case_quartic,
     "tiny_mlp": _case_mlp,
     "lora_bilinear": _case_lora,
+    "quartic_momentum": _case_quartic_momentum,
+    "quadratic_block_lr": _case_quadratic_block_lr,
 }
 
 
@@ -330,6 +360,7 @@ def _case_to_dict(case: GoldenCase) -> dict:
         "lr": case.lr,
         "iters": case.iters,
         "notes": list(case.notes),
+        **({} if case.plain else {"optimizer": case.optimizer, "block_lr": dict(case.block_lr)}),
     }
 
 
@@ -340,6 +371,7 @@ def _case_from_dict(d: dict) -> GoldenCase:
         {k: _tensor_from(v) for k, v in d["data"].items()},
         {b["name"]: list(b["params"]) for b in d["blocks"]},
         dict(d["patterns_spec"]), float(d["lr"]), int(d["iters"]), d["model"], list(d.get("notes", [])),
+        str(d.get("optimizer", "sgd")), {str(k): float(v) for k, v in d.get("block_lr", {}).items()},
     )
 
 
@@ -431,6 +463,51 @@ def _one_step(case: GoldenCase, task: Task) -> dict:
     return out
 
 
+def _one_step_optimizer(case: GoldenCase, task: Task) -> dict:
+    """``one_step.json`` of an optimizer case: the first step from zero state (``README_OPTIMIZERS``)."""
+    from numeric.curvature import cross_curvature_table
+    from numeric.hvp import grad
+    from numeric.optimizer_estimates import optimizer_one_step_estimate
+    from numeric.optimizers import optimizer_scheme_step, optimizer_setup
+
+    setup = optimizer_setup(task, case.optimizer, case.block_lr)
+    lr, factors = case.lr, list(setup.factors)
+    value, g = grad(task.loss, task.params)
+    table = cross_curvature_table(task, task.params, g)
+    out = {
+        "lr": lr,
+        "optimizer": setup.spec.to_dict(),
+        "block_factors": dict(zip(task.block_names, factors)),
+        "loss_0": float(value),
+        "grad_0": {k: _tensor_json(v) for k, v in g.items()},
+        "block_names": task.block_names,
+        "c": table.c.tolist(),
+        "C_cross": table.C_cross,
+        "patterns": {},
+    }
+    theta_jc, _, _ = optimizer_scheme_step(task, task.params, as_pattern("jc", task.n_blocks), lr, setup.spec,
+                                           None, factors)
+    with torch.no_grad():
+        loss_jc = float(task.loss(theta_jc))
+    out["loss_jc_1"] = loss_jc
+    out["theta_jc_1"] = {k: _tensor_json(v) for k, v in theta_jc.items()}
+    for label, spec in case.patterns.items():
+        p = as_pattern(spec, task.n_blocks, task.block_names)
+        th, _, _ = optimizer_scheme_step(task, task.params, p, lr, setup.spec, None, factors)
+        with torch.no_grad():
+            ls = float(task.loss(th))
+        est = optimizer_one_step_estimate(task, task.params, p, lr, setup.spec, None, factors, g)
+        out["patterns"][label] = {
+            "spec": spec,
+            "C_S": est["C_S"],
+            "loss_s_1": ls,
+            "gap_1": ls - loss_jc,
+            "eta2_estimate": est["eta2"],
+            "theta_s_1": {k: _tensor_json(v) for k, v in th.items()},
+        }
+    return out
+
+
 def _write_json(path: str, obj) -> None:
     from numeric.records import json_safe
 
@@ -445,7 +522,8 @@ def _records(case: GoldenCase, task: Task, label: str, run_dir: str) -> dict:
 
     p = as_pattern(case.patterns[label], task.n_blocks, task.block_names)
     res = run_protocol(task, p, case.lr, case.iters, out_dir=None, seed=0,
-                       settings={"task": f"golden:{case.name}", "golden_label": label})
+                       settings={"task": f"golden:{case.name}", "golden_label": label},
+                       optimizer=case.optimizer, block_lr=case.block_lr)
     if res.status != "complete":
         raise GoldenError(f"golden case {case.name}/{label}: protocol {res.status}: {res.message}")
     os.makedirs(run_dir, exist_ok=True)
@@ -493,7 +571,8 @@ def write_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
         cdir = os.path.join(out_dir, name)
         os.makedirs(cdir, exist_ok=True)
         _write_json(os.path.join(cdir, "case.json"), _case_json(case, task))
-        _write_json(os.path.join(cdir, "one_step.json"), _one_step(case, task))
+        one_step = _one_step(case, task) if case.plain else _one_step_optimizer(case, task)
+        _write_json(os.path.join(cdir, "one_step.json"), one_step)
         files = [f"{name}/case.json", f"{name}/one_step.json"]
         for label in LABELS:
             rdir = os.path.join(cdir, label)
@@ -510,6 +589,7 @@ def write_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
     _write_json(os.path.join(out_dir, "index.json"), {"format": FORMAT, "version": FORMAT_VERSION, "cases": index})
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as fh:
         fh.write(README_TEXT)
+        fh.write(README_OPTIMIZERS)
     return written + ["index.json", "README.md"]
 
 
@@ -633,3 +713,30 @@ losses, 5e-4 in `recursive`); check it with `--rtol/--atol`, or against a float3
 
 
 README_TEXT = README_TEXT + _tolerance_text()
+
+README_OPTIMIZERS = """
+## Cases with an optimizer (beyond the paper)
+
+`quartic_momentum` and `quadratic_block_lr` are the `quartic` and `quadratic` cases run with a
+block-separable optimizer; their `case.json` adds `optimizer` (`momentum:BETA`: heavy ball as
+`torch.optim.SGD(momentum=BETA)`, dampening 0, no Nesterov) and `block_lr` (`{block: f_i}`; block
+`i` steps with `lr * f_i`, unnamed blocks `f_i = 1`). Both runs start from zero state. With
+`F = diag(f_i)` and the direction `phi` (`g` for plain steps; for heavy ball `m' = beta m + g`,
+`m = 0` before the first step, and the step is `theta - lr F m'`), where block `i` of `S` evaluates
+its gradient exactly as above and updates its buffer with that gradient:
+
+* `one_step.json` (first step from zero state, where `phi = g` for both): `C_S = sum_{(i,j) in S}
+  f_i f_j c_ij`, `eta2_estimate = lr^2 C_S`, `loss_jc_1`, `theta_jc_1`, and per pattern
+  `loss_s_1`, `gap_1`, `theta_s_1` of the optimizer's steps (no `c3`).
+* `records.csv`: the same columns. With `Delta^k`, `dm^k = m_S^k - m_JC^k` (buffers before step
+  `k + 1`; zero at `k = 0`), `f^k = M_S(theta_S^k) F phi_S^k` (`phi_S^k = beta m_S^k + g_S^k`),
+  `e^k = M_S(theta_JC^k) F phi_JC^k` and the *tangent step* `T(z, zm; r) = (z - lr F zm', zm')`
+  with `zm' = beta zm + r` (`beta = 0`, no buffers, for plain steps with factors):
+  * `recursive^{k+1} = g_JC^{k+1} . T(Delta^k, dm^k; H_JC^k Delta^k - lr f^k)_theta + 1/2 Delta^k . H_JC^k Delta^k`;
+  * `cumulative^k = g_JC^k . z_k + 1/2 z_k . H_JC^k z_k`, `(z, zm)_{k+1} = T(z_k, zm_k; H_JC^k z_k - lr f^k)`
+    from zeros; `jc_only` the same with `e^k`;
+  * `bound_bk = G a_k + L/2 a_k^2` with, for `n_j = ||F f^j||` (plain steps with factors),
+    `a_{k+1} = (1 + lr f_max L) a_k + lr^2 n_k`; for heavy ball, `n_j = ||f^j||`,
+    `c_{k+1} = beta c_k + L a_k + lr n_k`, `a_{k+1} = a_k + lr f_max c_{k+1}` (`a_0 = c_0 = 0`;
+    `G`, `L` as above).
+"""

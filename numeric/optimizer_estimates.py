@@ -35,6 +35,7 @@ Cost per iteration: one HVP for ``H_JC z`` (and one for ``H_JC Delta theta``),
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import torch
@@ -45,6 +46,7 @@ from . import tree
 from .curvature import masked_product
 from .hvp import grad, hvp
 from .optimizers import (
+    STATE_BUFFERS,
     OptimizerSpec,
     OptimizerState,
     direction,
@@ -56,12 +58,16 @@ from .steps import block_keys
 
 __all__ = [
     "factor_tree",
+    "scaled_direction",
     "optimizer_delay_curvature",
     "optimizer_one_step_estimate",
     "optimizer_one_step_gap",
     "state_difference",
     "tangent_step",
+    "TangentStep",
     "forcing",
+    "forcing_norm",
+    "optimizer_bound",
     "OptimizerRun",
     "run_optimizer_estimates",
 ]
@@ -85,6 +91,11 @@ def _dot64(a: Mapping, b: Mapping) -> float:
     return float(sum((a[k].to(torch.float64) * b[k].to(torch.float64)).sum() for k in a))
 
 
+def scaled_direction(spec: OptimizerSpec, state: OptimizerState, g: Mapping, f: Mapping) -> dict:
+    """``F phi(g, s)``: the move of every block in units of ``-eta`` (:func:`numeric.optimizers.direction`)."""
+    return _scale(direction(spec, state, g), f)
+
+
 # -- one step ---------------------------------------------------------------------
 def optimizer_delay_curvature(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec | str,
                               state: OptimizerState | None = None, factors: Sequence[float] | None = None,
@@ -102,7 +113,7 @@ def optimizer_delay_curvature(task, params: Mapping, pattern: DelayPattern, spec
     if g is None:
         _, g = grad(task.loss, params)
     f = factor_tree(task, factors)
-    w = _scale(direction(spec, state, g), f)                   # F phi
+    w = scaled_direction(spec, state, g, f)                   # F phi
     y = masked_product(task, params, pattern, w, method)      # M_S F phi
     u = _scale(direction_jacobian_apply(spec, state, g, y), f)  # F J_phi M_S F phi
     return _dot64(g, u)
@@ -124,7 +135,7 @@ def optimizer_one_step_gap(task, params, pattern, lr, spec, state=None, factors=
 
 
 # -- the tangent step ---------------------------------------------------------------
-_STATE_NAMES = {"sgd": (), "momentum": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
+_STATE_NAMES = STATE_BUFFERS
 
 
 def state_difference(spec: OptimizerSpec, s_state: OptimizerState, j_state: OptimizerState, like: Mapping) -> dict:
@@ -141,7 +152,65 @@ def forcing(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec, s
             g: Mapping, factors: Sequence[float] | None, method: str = "auto") -> dict:
     """``M_S F phi(g, s)`` at ``params`` (``n_F`` HVPs): the freshness forcing of the tangent step."""
     f = factor_tree(task, factors)
-    return masked_product(task, params, pattern, _scale(direction(spec, state, g), f), method)
+    return masked_product(task, params, pattern, scaled_direction(spec, state, g, f), method)
+
+
+class TangentStep:
+    """The coefficients of one tangent step at iteration ``k`` (module docstring), applied by :meth:`apply`.
+
+    The step is linear in ``(z, zs, dg)`` with coefficients fixed by the
+    optimizer, ``lr``, the factors and (Adam) the JC run's state and gradient
+    at ``k``; splitting it from the products lets the protocol form the
+    coefficients while ``g_JC^k`` is at hand and apply them once the forcing
+    ``M_S F phi_S`` is known.
+
+    Args:
+        spec: the optimizer; lr: base step; f: :func:`factor_tree`.
+        jc_state, g_jc: the JC run's state and gradient at this iteration
+            (Adam's coefficients; unused otherwise).
+
+    Attributes:
+        coefficients: Adam's ``{"a_m": ..., "a_v": ..., "g": ...}`` (trees keyed
+            like the parameters; ``g`` is ``g_JC``), empty otherwise.
+    """
+
+    def __init__(self, spec: OptimizerSpec, lr, f: Mapping, jc_state: OptimizerState | None = None,
+                 g_jc: Mapping | None = None, coefficients: Mapping | None = None):
+        self.spec, self.lr, self.f = spec, lr, f
+        if coefficients is not None or spec.name != "adam":
+            self.coefficients = dict(coefficients or {})
+            return
+        b1, b2 = spec.betas
+        t = float(jc_state.step + 1)
+        c1, c2 = 1 - b1**t, 1 - b2**t
+        ea, eas = jc_state.buffers.get("exp_avg", {}), jc_state.buffers.get("exp_avg_sq", {})
+        a_m, a_v = {}, {}
+        for k, g in g_jc.items():
+            m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
+            v = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
+            r = (v / c2).sqrt()
+            D = r + spec.eps
+            a_m[k] = 1.0 / (c1 * D)
+            a_v[k] = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
+                                 torch.zeros_like(r))
+        self.coefficients = {"a_m": a_m, "a_v": a_v, "g": dict(g_jc)}
+
+    def apply(self, z: Mapping, zs: Mapping, dg: Mapping) -> tuple[dict, dict]:
+        """``(z', zs')`` from the differences ``z``, ``zs`` and the gradient difference ``dg = H_JC z - eta M_S F phi_S``."""
+        spec, lr, f = self.spec, self.lr, self.f
+        if spec.name == "sgd":
+            return {k: z[k] - lr * f[k] * dg[k] for k in z}, {}
+        if spec.name == "momentum":
+            zm = {k: spec.beta * zs["momentum_buffer"][k] + dg[k] for k in z}
+            return {k: z[k] - lr * f[k] * zm[k] for k in z}, {"momentum_buffer": zm}
+        b1, b2 = spec.betas
+        a_m, a_v, g = self.coefficients["a_m"], self.coefficients["a_v"], self.coefficients["g"]
+        zm, zv, out = {}, {}, {}
+        for k in z:
+            zm[k] = b1 * zs["exp_avg"][k] + (1 - b1) * dg[k]
+            zv[k] = b2 * zs["exp_avg_sq"][k] + 2 * (1 - b2) * g[k] * dg[k]
+            out[k] = z[k] - lr * f[k] * (a_m[k] * zm[k] + a_v[k] * zv[k])
+        return out, {"exp_avg": zm, "exp_avg_sq": zv}
 
 
 def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping, force: Mapping,
@@ -157,32 +226,45 @@ def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, H
             (Adam's coefficients; unused otherwise).
 
     Returns:
-        ``(z', zs')``.
+        ``(z', zs')`` (:class:`TangentStep` with ``dg = Hz - lr force``).
     """
     dg = {k: Hz[k] - lr * force[k] for k in z}
+    return TangentStep(spec, lr, f, jc_state, g_jc).apply(z, zs, dg)
+
+
+# -- the magnitude bound -------------------------------------------------------------
+def forcing_norm(spec: OptimizerSpec, f: Mapping, force: Mapping) -> float:
+    """The norm :func:`optimizer_bound` accumulates: ``||F M_S F phi_S||`` (sgd), ``||M_S F phi_S||`` (momentum, Adam)."""
+    v = _scale(force, f) if spec.name == "sgd" else force
+    return float(tree.norm(v))
+
+
+def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, G: float, L: float) -> float:
+    """Theorem 3's magnitude bound ``G a_k + L/2 a_k^2`` carried to the optimizer's tangent recursion (float64).
+
+    ``a_k`` majorizes ``||z_k||`` of the tangent recursion from ``z_0 = 0``
+    when ``||H_JC|| <= L`` (``n_j`` = :func:`forcing_norm` at ``j``):
+
+    * ``sgd`` (block factors ``F``, ``f_max = max f_i``): ``z' = (I - eta F H) z + eta^2 F M_S F g_S``, so
+      ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` (the paper's ``b_k`` when ``F = I``);
+    * ``momentum``: ``zm' = beta zm + H z - eta M_S F phi_S``, ``z' = z - eta F zm'``, so with
+      ``c_k >= ||zm_k||``: ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}``;
+    * ``adam``: not bounded this way (its coefficients ``1/(c1 D)`` have no a-priori bound): NaN.
+    """
+    if spec.name == "adam":
+        return math.nan
+    a = 0.0
     if spec.name == "sgd":
-        return {k: z[k] - lr * f[k] * dg[k] for k in z}, {}
-    if spec.name == "momentum":
-        zm = {k: spec.beta * zs["momentum_buffer"][k] + dg[k] for k in z}
-        return {k: z[k] - lr * f[k] * zm[k] for k in z}, {"momentum_buffer": zm}
-    b1, b2 = spec.betas
-    t = float(jc_state.step + 1)
-    c1, c2 = 1 - b1**t, 1 - b2**t
-    ea, eas = jc_state.buffers.get("exp_avg", {}), jc_state.buffers.get("exp_avg_sq", {})
-    zm, zv, out = {}, {}, {}
-    for k in z:
-        g = g_jc[k]
-        m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
-        v = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
-        r = (v / c2).sqrt()
-        D = r + spec.eps
-        a_m = 1.0 / (c1 * D)
-        a_v = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
-                          torch.zeros_like(r))
-        zm[k] = b1 * zs["exp_avg"][k] + (1 - b1) * dg[k]
-        zv[k] = b2 * zs["exp_avg_sq"][k] + 2 * (1 - b2) * g * dg[k]
-        out[k] = z[k] - lr * f[k] * (a_m * zm[k] + a_v * zv[k])
-    return out, {"exp_avg": zm, "exp_avg_sq": zv}
+        c = 1.0 + lr * f_max * L
+        for n in norms:
+            a = a * c + n
+        a *= lr * lr
+    else:
+        m = 0.0
+        for n in norms:
+            m = spec.beta * m + L * a + lr * n
+            a = a + lr * f_max * m
+    return G * a + 0.5 * L * a * a
 
 
 # -- a reference loop (tests and studies) ---------------------------------------------

@@ -38,6 +38,9 @@ __all__ = [
     "OptimizerError",
     "OptimizerSpec",
     "OptimizerState",
+    "OptimizerSetup",
+    "STATE_BUFFERS",
+    "optimizer_setup",
     "parse_optimizer",
     "parse_block_lr",
     "block_factors",
@@ -55,6 +58,8 @@ class OptimizerError(InputError):
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 ADAM_DEFAULTS = (0.9, 0.999, 1e-8)
+#: The state buffers of each optimizer (``torch.optim``'s names), in a fixed order.
+STATE_BUFFERS = {"sgd": (), "momentum": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,60 @@ def param_lrs(task, lr, factors: Sequence[float] | None = None) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class OptimizerSetup:
+    """A run's optimizer: the spec and the block step-size factors, as :func:`optimizer_setup` checked them.
+
+    Attributes:
+        spec: the :class:`OptimizerSpec`.
+        factors: ``f_i`` of every block, in block order.
+        named: ``{block name: f_i}`` of the blocks whose factor is not 1 (the
+            canonical form of ``--block-lr``, recorded in run summaries).
+    """
+
+    spec: OptimizerSpec
+    factors: tuple
+    named: dict
+
+    @property
+    def plain(self) -> bool:
+        """``sgd`` with every factor 1: the paper's setting (the protocol's original path)."""
+        return self.spec.name == "sgd" and not self.named
+
+    @property
+    def buffers(self) -> tuple:
+        """Names of the optimizer's state buffers (:data:`STATE_BUFFERS`)."""
+        return STATE_BUFFERS[self.spec.name]
+
+    @property
+    def f_max(self) -> float:
+        return max(self.factors, default=1.0)
+
+    def settings(self) -> dict:
+        """``{"optimizer": spec dict, "block_lr": named factors}`` for a run's settings."""
+        return {"optimizer": self.spec.to_dict(), "block_lr": dict(self.named)}
+
+    def describe(self) -> str:
+        """``"momentum:0.9, block-lr B=4.0"``-style text."""
+        text = self.spec.describe()
+        if self.named:
+            text += ", block-lr " + ",".join(f"{b}={f!r}" for b, f in self.named.items())
+        return text
+
+
+def optimizer_setup(task, optimizer: str | OptimizerSpec | None = None,
+                    block_lr: str | Mapping | None = None) -> OptimizerSetup:
+    """Check ``--optimizer`` and ``--block-lr`` against ``task``'s blocks (factors of 1 are dropped).
+
+    Raises:
+        OptimizerError: one line naming the bad spec.
+    """
+    spec = parse_optimizer(optimizer)
+    named = parse_block_lr(block_lr, task.block_names)
+    factors = tuple(named.get(b, 1.0) for b in task.block_names)
+    return OptimizerSetup(spec, factors, {b: f for b, f in zip(task.block_names, factors) if f != 1.0})
+
+
 @dataclass
 class OptimizerState:
     """One run's optimizer state.
@@ -289,7 +348,8 @@ def optimizer_update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, 
 
 
 def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec: OptimizerSpec | str,
-                          state: OptimizerState | None = None, factors: Sequence[float] | None = None):
+                          state: OptimizerState | None = None, factors: Sequence[float] | None = None,
+                          grad_at_params: Mapping | None = None):
     """One exact step of scheme ``S`` with a block-separable optimizer.
 
     Args:
@@ -300,6 +360,9 @@ def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec
         spec: :class:`OptimizerSpec` or its text.
         state: the run's state at ``theta^k`` (default: the initial state).
         factors: per-block step-size factors (default all 1).
+        grad_at_params: ``grad L(theta^k)`` if known (JC and the blocks with an
+            empty fresh set use it instead of a new evaluation, as in
+            :func:`numeric.steps.scheme_step_with_grads`).
 
     Returns:
         ``(theta^{k+1}, new_state, g_tilde)``; ``g_tilde`` holds the fresh
@@ -311,13 +374,13 @@ def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec
     lrs = param_lrs(task, lr, factors)
     new_state = OptimizerState(state.step + 1, {n: dict(d) for n, d in state.buffers.items()})
     if spec.name == "sgd" and all(f == 1.0 for f in (factors or [])):
-        new, used = scheme_step_with_grads(task, params, pattern, lr)
+        new, used = scheme_step_with_grads(task, params, pattern, lr, grad_at_params)
         return new, new_state, used
 
     def update(keys, old, grads):
         return optimizer_update(spec, keys, old, grads, state, new_state, lrs)
 
-    new, used = scheme_step_with_grads(task, params, pattern, lr, update=update)
+    new, used = scheme_step_with_grads(task, params, pattern, lr, grad_at_params, update=update)
     return new, new_state, used
 
 

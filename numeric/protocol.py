@@ -2,7 +2,9 @@
 
 JC and pattern-``S`` trajectories start from the same ``theta^0`` (the task's
 parameters) and take exact full-batch steps (:func:`numeric.steps.scheme_step`)
-with a constant learning rate ``eta``, no momentum.  Iteration ``k = 0..K`` is
+with a constant learning rate ``eta``, no momentum (the paper's setting; with
+``optimizer`` / ``block_lr`` both runs use a block-separable optimizer from zero
+state and the estimates are its generalizations, see :func:`run_protocol`).  Iteration ``k = 0..K`` is
 one body (:func:`_iteration`) over the per-point interface of
 :mod:`numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
@@ -44,7 +46,8 @@ available memory (:func:`numeric.offload.should_offload`) or when asked.
 Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed
 as it is written), ``summary.json`` (settings, status, metrics, timings) and
 ``checkpoint.pt``.  A checkpoint holds exactly what the next iteration needs
-(the carried vectors, ``q``, the ``||u^j||`` history, ``G``, ``L``) and the
+(the carried vectors, with an optimizer both runs' states and the estimates'
+state differences, ``q``, the ``||u^j||`` history, ``G``, ``L``) and the
 run's settings; it is written atomically at ``k = 0``, then on a cadence
 (``checkpoint_every`` records, or by default when :data:`CHECKPOINT_SECONDS`
 have passed and the last save cost less than 5% of the time since), and always
@@ -75,7 +78,7 @@ from typing import Callable, Mapping
 import torch
 
 from theory.errors import InputError
-from theory.patterns import DelayPattern, parse_pattern
+from theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
@@ -84,6 +87,8 @@ from .estimates import EstimateState, init_power_vector, propagate, quadratic_fr
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import bound_coverage, evaluate_columns
 from .offload import make_store, should_offload
+from .optimizer_estimates import TangentStep, factor_tree, forcing_norm, optimizer_bound, scaled_direction, state_difference
+from .optimizers import OptimizerSetup, OptimizerState, optimizer_scheme_step, optimizer_setup
 from .point import BatchedPoint, PointCurvature
 from .records import (
     CHECKPOINT_FILE,
@@ -130,6 +135,11 @@ _FORMAT = 2
 _VOLATILE = ("checkpoint_every", "offload", "iters")
 #: The carried vectors, in the order a checkpoint lists them.
 _CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p")
+#: The optimizer settings of a run made before runs recorded them (plain steps).
+_PLAIN_OPTIMIZER = {"optimizer": {"name": "sgd", "spec": "sgd"}, "block_lr": {}}
+#: Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and JC-only
+#: estimates' state differences; the JC and S states may lack a buffer (``None``: torch's initial state).
+_STATE_GROUPS = ("sj", "ss", "zs", "ys")
 
 CONSTANTS_NOTE = (
     "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
@@ -268,8 +278,9 @@ def choose_engine(task, hvp_method: str = "auto", chunk_size: int | None = None)
 
 
 # -- settings ----------------------------------------------------------------------------
-def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra) -> dict:
+def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra, setup) -> dict:
     s = dict(_jsonable(extra or {}))
+    s.update(setup.settings())
     s.update(
         task=task.name if "task" not in s else s["task"],
         task_info=_jsonable(task.info),
@@ -290,6 +301,7 @@ def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every,
 
 
 def _first_difference(saved: Mapping, now: Mapping) -> str | None:
+    saved = {**_PLAIN_OPTIMIZER, **saved}  # runs from before the optimizer settings took plain steps
     for key in sorted(set(saved) | set(now)):
         if key in _VOLATILE:
             continue
@@ -406,10 +418,10 @@ def _normalise_checkpoint(ck: dict) -> dict:
     return ck
 
 
-def _check_vectors(vectors: Mapping, task) -> None:
-    for name in _CARRIED:
+def _check_vectors(vectors: Mapping, task, names=_CARRIED) -> None:
+    for name in names:
         v = vectors[name]
-        if v is None and name == "w":
+        if v is None and (name == "w" or name.startswith(("sj.", "ss."))):
             continue
         if not isinstance(v, dict) or set(v) != set(task.params):
             raise ValueError(f"vector {name} is not keyed like the task's parameters")
@@ -418,13 +430,68 @@ def _check_vectors(vectors: Mapping, task) -> None:
                 raise ValueError(f"vector {name}[{k}] is not shaped like the parameter")
 
 
+# -- the optimizer of a run -------------------------------------------------------------
+class _Optimizer:
+    """A run's block-separable optimizer (not plain ``sgd``): its setup and what every iteration reuses.
+
+    Its carried vectors live in the run's store under ``GROUP.BUFFER``
+    (:data:`_STATE_GROUPS`); the JC and ``S`` runs' states take ``k`` steps
+    before iteration ``k``, so their step count is ``k`` and is not stored.
+    """
+
+    def __init__(self, task, setup: OptimizerSetup, lr: float):
+        self.setup, self.spec = setup, setup.spec
+        self.factors = list(setup.factors)
+        self.f = factor_tree(task, self.factors)
+        self.carried = tuple(f"{g}.{b}" for g in _STATE_GROUPS for b in setup.buffers)
+
+    def start(self, store, like: Mapping) -> None:
+        """Torch's initial states (no buffers) and zero state differences."""
+        for b in self.setup.buffers:
+            store.park(f"sj.{b}", None)
+            store.park(f"ss.{b}", None)
+            store.park(f"zs.{b}", tree.zeros_like(like))
+            store.park(f"ys.{b}", tree.zeros_like(like))
+
+    def state(self, store, group: str, k: int) -> OptimizerState:
+        """The JC (``"sj"``) or ``S`` (``"ss"``) run's state at iteration ``k``."""
+        bufs = {b: store.fetch(f"{group}.{b}") for b in self.setup.buffers}
+        return OptimizerState(k, {b: v for b, v in bufs.items() if v is not None})
+
+    def park_state(self, store, group: str, state: OptimizerState) -> None:
+        for b in self.setup.buffers:
+            store.park(f"{group}.{b}", state.buffers.get(b))
+
+    def group(self, store, group: str) -> dict:
+        """``{buffer: tree}`` of a difference group (``"zs"``, ``"ys"``, ``"ds"``)."""
+        return {b: store.fetch(f"{group}.{b}") for b in self.setup.buffers}
+
+    def park_group(self, store, group: str, values: Mapping | None) -> None:
+        for b in self.setup.buffers:
+            store.park(f"{group}.{b}", None if values is None else values[b])
+
+    def tangent(self, store, lr: float) -> TangentStep:
+        """The tangent step of this iteration (Adam's coefficients parked under ``tan.*`` at ``theta_JC``)."""
+        coef = {n: store.fetch(f"tan.{n}") for n in ("a_m", "a_v", "g")} if self.spec.name == "adam" else None
+        return TangentStep(self.spec, lr, self.f, coefficients=coef)
+
+    def park_tangent(self, store, step: TangentStep | None) -> None:
+        if self.spec.name == "adam":
+            for n in ("a_m", "a_v", "g"):
+                store.park(f"tan.{n}", None if step is None else step.coefficients[n])
+
+    def bound(self, est: EstimateState, lr: float) -> float:
+        return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)
+
+
 # -- the run context --------------------------------------------------------------------
 @dataclass
 class RunContext:
     """Everything one run's iterations share (instead of long parameter lists).
 
     ``store`` holds the carried vectors between iterations (:mod:`numeric.offload`);
-    ``est`` the scalar state of the estimates (:class:`numeric.estimates.EstimateState`).
+    ``est`` the scalar state of the estimates (:class:`numeric.estimates.EstimateState`);
+    ``opt`` the optimizer of a run that is not plain ``sgd`` (``None``: the paper's steps).
     """
 
     task: object
@@ -447,6 +514,16 @@ class RunContext:
     t0: float = field(default_factory=time.perf_counter)
     last_save: float = field(default_factory=time.perf_counter)
     save_cost: float = 0.0
+    opt: _Optimizer | None = None
+
+    @property
+    def jacobi(self) -> DelayPattern:
+        return jacobi(self.task.n_blocks)
+
+    @property
+    def carried(self) -> tuple:
+        """Names of the vectors a checkpoint holds."""
+        return _CARRIED + (self.opt.carried if self.opt is not None else ())
 
     def clock(self) -> float:
         return self.prior_elapsed + time.perf_counter() - self.t0
@@ -462,7 +539,7 @@ class RunContext:
                 "start": start,
                 "done": done,
                 "settings": self.settings,
-                "vectors": {name: self.store.fetch(name) for name in _CARRIED},
+                "vectors": {name: self.store.fetch(name) for name in self.carried},
                 "estimates": self.est.state_dict(),
                 "elapsed_s": self.clock(),
             },
@@ -497,7 +574,8 @@ class RunContext:
     def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
         """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
         memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
-        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=self.est.bound(self.lr), **estimates)
+        bound = self.est.bound(self.lr) if self.opt is None else self.opt.bound(self.est, self.lr)
+        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=bound, **estimates)
         self.records.append(rec)
         self.computed += 1
         if self.writer is not None:
@@ -539,8 +617,16 @@ def _iteration(ctx: RunContext, k: int) -> None:
     next; then at ``theta_S^k`` the loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.
     Updates (Lemma 3, Theorems 2-3): ``z <- (z - eta H z) + eta^2 u``, ``y <- (y - eta H y) + eta^2 M_S g_JC``,
     ``w <- (Delta - eta H Delta) + eta^2 u``, ``q <- Delta . H Delta / 2``.
+
+    With an optimizer (``ctx.opt``; :mod:`numeric.optimizer_estimates`) the same body runs with its
+    generalizations: the steps move by ``-eta F phi`` and update each run's state, ``M_S g`` becomes the
+    forcing ``M_S F phi`` (``phi`` at the run's own state), and ``z``, ``y``, ``w`` take the *tangent
+    step* with their state differences: ``y`` at ``theta_JC^k``; ``z`` and ``w`` (whose forcing is only
+    known at ``theta_S^k``) keep ``H z`` and ``H Delta`` (and Adam's coefficients, formed while
+    ``g_JC^k`` is at hand) until then.
     """
     S, est, lr, loss = ctx.store, ctx.est, ctx.lr, ctx.task.loss
+    opt = ctx.opt
     lr2 = lr * lr
     last = k == ctx.iters
     record: dict = {}
@@ -567,10 +653,20 @@ def _iteration(ctx: RunContext, k: int) -> None:
         segment.add(0.0, gj, S.fetch("delta"))
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
         gz, gy = tree.dot(gj, S.fetch("z")), tree.dot(gj, S.fetch("y"))
-    if not last:
+    if not last and opt is None:
         S.park("m_jc", at_j.masked(ctx.plan, gj))
         # the JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty pattern
         S.park("theta_j", {n: theta_j[n] - lr * gj[n] for n in theta_j})
+    elif not last:
+        sj = opt.state(S, "sj", k)
+        opt.park_group(S, "ds", state_difference(opt.spec, opt.state(S, "ss", k), sj, theta_j))
+        S.park("m_jc", at_j.masked(ctx.plan, scaled_direction(opt.spec, sj, gj, opt.f)))
+        opt.park_tangent(S, TangentStep(opt.spec, lr, opt.f, sj, gj))
+        new, sj, _ = optimizer_scheme_step(ctx.task, theta_j, ctx.jacobi, lr, opt.spec, sj, opt.factors,
+                                           grad_at_params=gj)
+        S.park("theta_j", new)
+        opt.park_state(S, "sj", sj)
+        del new, sj
     del gj
     named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
     if not last:
@@ -582,19 +678,31 @@ def _iteration(ctx: RunContext, k: int) -> None:
         elif name == "z":
             if k >= 1:
                 record["cumulative"] = float(quadratic_from_linear(gz, v, Hv))
-            if not last:
+            if not last and opt is None:
                 S.park("z", propagate(v, Hv, None, lr))
+            elif not last:
+                S.park("hz", Hv)
         elif name == "y":
             if k >= 1:
                 record["jc_only"] = float(quadratic_from_linear(gy, v, Hv))
-            if not last:
+            if not last and opt is None:
                 y, m_jc = propagate(v, Hv, None, lr), S.fetch("m_jc")
                 S.park("y", {n: y[n] + lr2 * m_jc[n] for n in y})
                 S.park("m_jc", None)
                 del y, m_jc
+            elif not last:
+                m_jc = S.fetch("m_jc")
+                y, ys = opt.tangent(S, lr).apply(v, opt.group(S, "ys"), {n: Hv[n] - lr * m_jc[n] for n in Hv})
+                S.park("y", y)
+                opt.park_group(S, "ys", ys)
+                S.park("m_jc", None)
+                del y, ys, m_jc
         else:  # delta
             est.q = 0.5 * tree.dot(v, Hv)
-            S.park("w", propagate(v, Hv, None, lr))
+            if opt is None:
+                S.park("w", propagate(v, Hv, None, lr))
+            else:
+                S.park("hdelta", Hv)
         del v, Hv
     at_j.release()
     del at_j, theta_j
@@ -610,10 +718,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
         segment.add(1.0, gs, S.fetch("delta"))
         record["gap"], record["gap_err"] = segment.result()
         ctx.emit(k, loss_jc, loss_s, record)
-    S.park("delta", None)
     if last:
+        S.park("delta", None)
         at_s.release()
         return
+    if opt is not None:
+        _optimizer_s_phase(ctx, k, at_s, theta_s, gs)
+        return
+    S.park("delta", None)
     u = at_s.masked(ctx.plan, gs)
     at_s.release()
     del at_s
@@ -625,6 +737,36 @@ def _iteration(ctx: RunContext, k: int) -> None:
     S.park("z", {n: z[n] + lr2 * u[n] for n in z})
     del z, u
     S.park("theta_s", scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs))
+
+
+def _optimizer_s_phase(ctx: RunContext, k: int, at_s, theta_s: Mapping, gs: Mapping) -> None:
+    """The end of iteration ``k`` with an optimizer, at ``theta_S^k``: the forcing ``M_S F phi_S``, the tangent
+    steps of ``w`` (from the measured ``Delta^k``, state difference and ``H_JC^k Delta^k``) and ``z``, and the
+    scheme step with the ``S`` run's state."""
+    S, opt, lr = ctx.store, ctx.opt, ctx.lr
+    ss = opt.state(S, "ss", k)
+    force = at_s.masked(ctx.plan, scaled_direction(opt.spec, ss, gs, opt.f))
+    at_s.release()
+    ctx.est.unorms.append(forcing_norm(opt.spec, opt.f, force))
+    step = opt.tangent(S, lr)
+    hd = S.fetch("hdelta")
+    w, _ = step.apply(S.fetch("delta"), opt.group(S, "ds"), {n: hd[n] - lr * force[n] for n in hd})
+    S.park("w", w)
+    S.park("delta", None)
+    S.park("hdelta", None)
+    opt.park_group(S, "ds", None)
+    del w, hd
+    hz = S.fetch("hz")
+    z, zs = step.apply(S.fetch("z"), opt.group(S, "zs"), {n: hz[n] - lr * force[n] for n in hz})
+    S.park("z", z)
+    opt.park_group(S, "zs", zs)
+    S.park("hz", None)
+    opt.park_tangent(S, None)
+    del z, zs, hz, force, step
+    new, ss, _ = optimizer_scheme_step(ctx.task, theta_s, ctx.pattern, lr, opt.spec, ss, opt.factors,
+                                       grad_at_params=gs)
+    S.park("theta_s", new)
+    opt.park_state(S, "ss", ss)
 
 
 def _products(point, k: int, named):
@@ -704,6 +846,8 @@ def run_protocol(
     progress: Callable[[int, int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
     offload: bool | None = None,
+    optimizer: str | None = None,
+    block_lr: str | Mapping | None = None,
 ) -> ProtocolResult:
     """Run JC and pattern ``S`` side by side for ``iters`` iterations (module docstring).
 
@@ -730,6 +874,16 @@ def run_protocol(
             their uses (:mod:`numeric.offload`; records are unchanged).
             ``None``: when the estimated footprint exceeds half the available
             memory (:func:`numeric.offload.should_offload`).
+        optimizer: ``"sgd"`` (default: the paper's plain steps), ``"momentum:BETA"``
+            or ``"adam[:B1,B2,EPS]"`` (:func:`numeric.optimizers.parse_optimizer`;
+            ``torch.optim`` conventions, both runs from zero state).
+        block_lr: ``"NAME=FACTOR,..."`` or ``{name: factor}``: block ``NAME`` steps
+            with ``lr * FACTOR`` (unnamed blocks 1).  Plain ``sgd`` with no factor
+            other than 1 runs exactly the paper's protocol (bit for bit the same
+            records); anything else the generalized estimates
+            (:mod:`numeric.optimizer_estimates`) in the same columns, with
+            ``bound_bk`` the majorant of :func:`numeric.optimizer_estimates.optimizer_bound`
+            (NaN for Adam).  Recorded in the settings (``optimizer``, ``block_lr``).
 
     Returns:
         A :class:`ProtocolResult` (``status`` ``"complete"`` or ``"diverged"``).
@@ -753,11 +907,14 @@ def run_protocol(
         raise ProtocolError(f"checkpoint interval must be an integer >= 1, got {checkpoint_every!r}")
     if resume and out_dir is None:
         raise ResumeError("resume needs an output directory")
+    setup = optimizer_setup(task, optimizer, block_lr)
     elem = torch.empty((), dtype=task.dtype).element_size()
     use_offload = should_offload(task.num_params(), elem, task.device) if offload is None else offload
-    run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, checkpoint_every, settings)
+    run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, checkpoint_every, settings,
+                                 setup)
     run_settings["offload"] = use_offload
 
+    opt = None if setup.plain else _Optimizer(task, setup, lr)
     run = _RunDir(out_dir) if out_dir is not None else None
     ck = None
     if run is not None and not resume:
@@ -774,6 +931,12 @@ def run_protocol(
         if ck["done"] and iters > planned and ck["format"] == 1:
             raise ResumeError(f"cannot extend {run.path}: its checkpoint was written by an older crosscurv "
                               "that kept no state for extending; rerun it")
+        if opt is not None:
+            try:
+                _check_vectors(ck["vectors"], task, opt.carried)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ResumeError(f"{run.checkpoint} is not a readable crosscurv checkpoint (missing or malformed "
+                                  f"optimizer state {_one_line(exc)})") from None
     else:
         task.check_loss()  # TaskError unless a finite scalar
     # decided before the run's vectors exist, so that the probe's graph is not on top of them
@@ -789,7 +952,7 @@ def run_protocol(
             start = int(ck["start"])
             records = run.records_upto(k0)
             est = ck["estimates"]
-            for name in _CARRIED:
+            for name in _CARRIED + (opt.carried if opt is not None else ()):
                 store.park(name, ck["vectors"][name])
             prior_elapsed = float(ck.get("elapsed_s", 0.0))
             ck = None  # its vectors now live in the store only
@@ -802,9 +965,11 @@ def run_protocol(
             store.park("y", tree.zeros_like(task.params))
             store.park("w", None)
             store.park("p", init_power_vector(task.params, seed))
+            if opt is not None:
+                opt.start(store, task.params)
         ctx = RunContext(task, pattern, lr, iters, engine, plan, store, est, run_settings, run=run,
                          every=checkpoint_every, records=records, progress=progress, on_record=on_record,
-                         prior_elapsed=prior_elapsed)
+                         prior_elapsed=prior_elapsed, opt=opt)
         if run is not None and not resume:
             ctx.checkpoint(0, 0)
         return _run(ctx, done, start, k0 if resume else None, hvp_method)

@@ -8,7 +8,10 @@ iterations per second, G and L estimates) and ``checkpoint.pt`` into
 overwritten), 3 diverged (records so far kept), 130 interrupted (resume with
 ``--resume``).  ``--resume --iters K2`` with ``K2`` above the run's ``K``
 extends a finished or interrupted run to ``K2`` (the records equal those of an
-uninterrupted run to ``K2``); every other setting must match.
+uninterrupted run to ``K2``); every other setting must match.  ``--optimizer
+momentum:BETA|adam[:B1,B2,EPS]`` and ``--block-lr NAME=FACTOR,...`` run both
+trajectories with that optimizer and record the generalized estimates in the
+same columns (plain ``sgd`` without factors: the paper's protocol unchanged).
 """
 
 from __future__ import annotations
@@ -56,6 +59,13 @@ def add_arguments(p) -> None:
                    help="park the carried vectors off the compute device between uses (host memory on a GPU, "
                         "files in the run folder on the CPU); auto (default): when the run's estimated footprint "
                         "exceeds half the available memory")
+    p.add_argument("--optimizer", default="sgd", metavar="SPEC",
+                   help="block-separable optimizer of both runs: sgd (default: the paper's plain steps), "
+                        "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] (torch.optim.Adam); the "
+                        "estimates are their generalizations (README, 'Optimizers beyond the paper')")
+    p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
+                   help="per-block step sizes: block NAME (or its 1-based index) steps with lr * FACTOR; "
+                        "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="records between checkpoints (default: one a minute at most, and one before the last "
                         "iteration)")
@@ -116,8 +126,12 @@ def _print_summary(summary: dict, out_dir: str) -> None:
     from tabulate import tabulate
 
     s = summary["settings"]
+    opt = s.get("optimizer", {}).get("spec", "sgd")
+    if s.get("block_lr"):
+        opt += ", block-lr " + ",".join(f"{b}={f!r}" for b, f in s["block_lr"].items())
     print(f"{summary['status']}: {summary['records']} iterations of {s['task']} "
-          f"(pattern {s['pattern']['name']} {_describe(s['pattern'])}, lr {s['lr']}, {s['dtype']}, {s['device']})")
+          f"(pattern {s['pattern']['name']} {_describe(s['pattern'])}, lr {s['lr']}, {s['dtype']}, {s['device']}"
+          f"{'' if opt == 'sgd' else ', optimizer ' + opt})")
     rows = []
     for name, m in summary["metrics"].items():
         rows.append([name, f"{m['correct']:.1f}%", f"{m['jc_hits'][0]}/{m['jc_hits'][1]}",
@@ -175,6 +189,9 @@ def execute(args):
     from theory.patterns import parse_pattern
 
     _check_flags(args)
+    from numeric.optimizers import parse_optimizer
+
+    parse_optimizer(args.optimizer)  # a bad spec fails before the task is built
     device = resolve_device(args.device) if args.device is not None else None
     dtype = resolve_dtype(args.dtype) if args.dtype is not None else None
     task, settings = load_task(args.task, args.preset, device=device, dtype=dtype, seed=args.seed,
@@ -196,7 +213,10 @@ def execute(args):
         dtype=str(task.dtype).replace("torch.", ""), device=str(task.device),
         data_path=args.data, model_path=args.model,
     )
-    out = args.out or f"runs/{_slug(task.name)}-{_slug(pattern.name)}"
+    from numeric.optimizers import optimizer_setup
+
+    setup = optimizer_setup(task, args.optimizer, args.block_lr)
+    out = args.out or f"runs/{_slug(task.name)}-{_slug(pattern.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
     label = f"{task.name} {pattern.name}"
     progress = _Progress(int(iters), label)
     try:
@@ -204,6 +224,7 @@ def execute(args):
             task, pattern, lr, iters, out_dir=out, resume=args.resume, hvp_method=args.hvp, seed=args.seed,
             settings=settings, checkpoint_every=args.checkpoint_every, chunk_size=args.hvp_chunk,
             progress=progress, offload={"auto": None, "on": True, "off": False}[args.offload],
+            optimizer=setup.spec, block_lr=setup.named,
         )
     finally:
         progress.close()

@@ -15,7 +15,8 @@ HELP = (
     "cumulative error at fixed T = eta K (Theorem 3) and the GS order difference, on a random quartic "
     "polynomial, the 8-layer MLP on MNIST (float64) and a LoRA-like bilinear model. Writes DIR/scaling.md and "
     "DIR/figures/scaling_*.png, prints the fitted orders, exits 1 when one is outside its tolerance "
-    "(|p-3| <= 0.15; |p-2| <= 0.15 for cumulative)."
+    "(|p-3| <= 0.15; |p-2| <= 0.15 for cumulative). Also the observed orders of the optimizer generalizations "
+    "(per-block step sizes, heavy ball, Adam; reported, not judged)."
 )
 
 
@@ -29,6 +30,10 @@ def add_arguments(parser) -> None:
                         help="output folder for scaling.md and figures/ (default: reports)")
     parser.add_argument("--problems", default=None, metavar="LIST",
                         help="comma-separated subset of quartic,mnist_mlp,bilinear (default: all)")
+    parser.add_argument("--optimizers", default=None, metavar="LIST",
+                        help="optimizer studies (beyond the paper): none, or SPEC[@K0];... e.g. "
+                             "'sgd;momentum:0.9@32;adam' (block factors 1, 4, 0.5 on a tanh MLP; default: "
+                             "sgd, momentum:0.5@8 and adam with the full suite, none with --problems)")
 
 
 def _say(msg: str) -> None:
@@ -49,6 +54,9 @@ def _problems(spec):
 
 def run(args) -> int:
     problems = _problems(args.problems)
+    from experiments.scaling.optimizers import parse_rows
+
+    rows = parse_rows(args.optimizers) if args.optimizers is not None or problems is None else ()
     out = Path(args.out)
     try:
         (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -60,12 +68,18 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     results = scaling_suite(quick=args.quick, progress=_say, problems=problems)
+    opt_results = []
+    if rows:
+        from experiments.scaling.optimizers import optimizer_suite
+
+        opt_results = optimizer_suite(rows, quick=args.quick, progress=_say)
     seconds = time.perf_counter() - t0
     _say("writing figures")
     studies = {r.key: r.studies for r in results}
     figs = write_figures(studies, out / "figures")
     rel = [f"figures/{f.name}" for f in figs]
-    text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel, tolerance=TOLERANCE)
+    text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel, tolerance=TOLERANCE,
+                           optimizers=opt_results)
     try:
         (out / "scaling.md").write_text(text)
     except OSError as exc:
@@ -74,7 +88,10 @@ def run(args) -> int:
 
     bad = [(r.key, q, r.studies[q].fitted) for r in results for q in r.failures(TOLERANCE)]
     if args.json:
-        print(json.dumps({r.key: r.orders() for r in results}, indent=2))
+        obj = {r.key: r.orders() for r in results}
+        if opt_results:
+            obj["optimizers"] = {f"{r.spec}@{r.k0}": r.orders() for r in opt_results}
+        print(json.dumps(obj, indent=2))
     else:
         for r in results:
             parts = []
@@ -85,6 +102,9 @@ def run(args) -> int:
                 parts.append(f"{q} {p:.3f} (expect {st.expected:g}, {ok})" if math.isfinite(p)
                              else f"{q} n/a (OUTSIDE)")
             print(f"{r.key:10s} " + "; ".join(parts))
+        for r in opt_results:
+            print(f"optimizer {r.spec}@{r.k0}: " + "; ".join(
+                f"{q} {p:.3f}" if p is not None else f"{q} n/a" for q, p in r.orders().items()))
     if bad:
         _say("outside tolerance: " + ", ".join(f"{k} {q} ({p:.3f})" for k, q, p in bad))
         return 1

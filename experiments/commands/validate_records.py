@@ -5,6 +5,9 @@ The reference is a run directory (``--reference RUN_DIR`` holding
 ``crosscurv golden``) or is computed on the fly (``--task T --pattern P --lr
 ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
 
+The on-the-fly reference takes ``--optimizer`` and ``--block-lr`` as ``crosscurv run``
+does (a run directory's reference carries its optimizer in ``summary.json``).
+
 ``THEIRS.csv`` needs a header with the columns ``k, loss_jc, loss_s, gap,
 recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
 ignored); ``sharpness`` and ``gap_err`` are compared when both files have
@@ -53,6 +56,10 @@ def add_arguments(p) -> None:
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="dtype of the on-the-fly reference (default: float32 for built-ins, the factory's otherwise)")
     p.add_argument("--seed", type=int, default=0, help="seed of the on-the-fly reference (default 0)")
+    p.add_argument("--optimizer", default=None, metavar="SPEC",
+                   help="optimizer of the on-the-fly reference: sgd (default), momentum:BETA or adam[:B1,B2,EPS]")
+    p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
+                   help="per-block step-size factors of the on-the-fly reference")
     p.add_argument("--save-reference", metavar="DIR", default=None,
                    help="keep the on-the-fly reference run in DIR")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: by the reference's dtype)")
@@ -103,11 +110,15 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     if iters < 1:
         raise RecordsError(f"--iters must be >= 1, got {iters}")
     res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference, seed=args.seed,
-                       settings={"task": args.task, "preset": args.preset})
+                       settings={"task": args.task, "preset": args.preset}, optimizer=args.optimizer,
+                       block_lr=args.block_lr)
     if not res.records:
         raise RecordsError(f"the reference run produced no records ({res.message})")
     dt = str(task.dtype).replace("torch.", "")
-    where = f"{args.task} pattern {spec} lr {lr:g} K {iters} ({dt}, computed now)"
+    opt = res.summary["settings"]["optimizer"]["spec"]
+    if res.summary["settings"]["block_lr"]:
+        opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"]["block_lr"].items())
+    where = f"{args.task} pattern {spec} lr {lr:g} K {iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)"
     return records_columns(res.records), dt, where
 
 
@@ -119,7 +130,8 @@ def run(args) -> int:
     if (args.reference is None) == (args.task is None):
         raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
     if args.reference is not None:
-        stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference") if getattr(args, f) is not None]
+        stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference", "optimizer", "block_lr")
+                 if getattr(args, f) is not None]
         if stray:
             raise RecordsError("--" + stray[0].replace("_", "-") + " only applies to an on-the-fly reference (--task)")
     for name in ("rtol", "atol"):

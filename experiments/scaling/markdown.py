@@ -37,7 +37,7 @@ def _fmt_order(study: Study, official: bool, tolerance: float) -> str:
 
 
 def render_markdown(results: Sequence, *, quick: bool, seconds: float, figures: Sequence[str] = (),
-                    tolerance: float = TOLERANCE) -> str:
+                    tolerance: float = TOLERANCE, optimizers: Sequence = ()) -> str:
     """``scaling.md``: method, summary of fitted orders, then every table with its notes."""
     import platform
     import time as _time
@@ -132,7 +132,56 @@ def render_markdown(results: Sequence, *, quick: bool, seconds: float, figures: 
             if extra:
                 lines += ["_" + "; ".join(str(e) for e in extra) + "_", ""]
             lines += [st.table(), ""]
+    lines += render_optimizers(optimizers, tolerance)
     return "\n".join(lines) + "\n"
+
+
+_OPT_TITLES = {
+    "one_step": "one step (3)",
+    "recursion": "recursion, T fixed (3)",
+    "recursion_fixed_K": "recursion, K fixed (3)",
+    "cumulative": "cumulative, T fixed (2)",
+    "jc_only": "JC-only, T fixed (2)",
+}
+
+
+def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[str]:
+    """The section of the optimizer studies (:mod:`.optimizers`): summary of fitted orders, then every table."""
+    if not results:
+        return []
+    from .optimizers import FIXED_K
+
+    first = results[0]
+    lines = [
+        "## Optimizers beyond the paper",
+        "",
+        "The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` (README, 'Optimizers beyond the "
+        f"paper') on the tanh MLP of the property tests (3-4-4-2, float64, 3 blocks, pattern gs), block step-size "
+        f"factors F = {', '.join(f'{f:g}' for f in first.info['factors'])}: the one-step remainder "
+        "`(L_S - L_JC) - eta^2 g^T F J_phi M_S F phi` from a warm common point and state (two JC steps), and "
+        "`gap - estimate` of the controlled protocol run with the optimizer, at `k = K` with `eta K = T` fixed "
+        f"(`K = K0 2^k`) and at a fixed `K = {FIXED_K}`. Expected orders in parentheses; these are findings and "
+        "do not set the exit code.",
+        "",
+        "| optimizer | eta0 | K0 | " + " | ".join(_OPT_TITLES.values()) + " | time |",
+        "|---|---|---|" + "---|" * len(_OPT_TITLES) + "---|",
+    ]
+    for r in results:
+        cells = [_fmt_order(r.studies[q], True, tolerance) for q in _OPT_TITLES]
+        lines.append(f"| `{r.spec}` | {r.eta0:.3g} | {r.k0} | " + " | ".join(cells) + f" | {r.seconds:.0f} s |")
+    lines.append("")
+    for r in results:
+        for q, title in _OPT_TITLES.items():
+            st = r.studies[q]
+            fixed = ", ".join(f"{k} = {v:.4g}" for k, v in st.fixed.items())
+            lines += [f"### `{r.spec}`: {title}", ""]
+            if fixed or "C_S" in st.info:
+                extra = [f"fixed {fixed}"] if fixed else []
+                if "C_S" in st.info:
+                    extra.append(f"C_S^phi = {st.info['C_S']:.10g}")
+                lines += ["_" + "; ".join(extra) + "_", ""]
+            lines += [st.table(), ""]
+    return lines
 
 
 def _basename(path: str) -> str:

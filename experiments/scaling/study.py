@@ -35,6 +35,7 @@ TOLERANCE = 0.15
 EXPECTED = {
     "one_step": 3.0,
     "recursion": 3.0,
+    "recursion_fixed_K": 3.0,
     "cumulative": 2.0,
     "jc_only": 2.0,
     "order_invariance": 3.0,
@@ -46,6 +47,7 @@ EXPECTED = {
 DESCRIPTIONS = {
     "one_step": "one-step remainder (L_S - L_JC) - eta^2 C_S (Theorem 1)",
     "recursion": "recursion remainder gap - recursive at k = K, eta K = T (Theorem 2)",
+    "recursion_fixed_K": "recursion remainder gap - recursive at a fixed k = K for every eta (Theorem 2, local)",
     "cumulative": "cumulative error gap - cumulative at k = K, eta K = T (Theorem 3)",
     "jc_only": "JC-only cumulative error gap - jc_only at k = K, eta K = T",
     "order_invariance": "GS order difference L_GS(order 1) - L_GS(order 2) (Corollary 1)",

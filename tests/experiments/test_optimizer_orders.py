@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_quick_sgd_row_has_the_expected_orders():
     proc = subprocess.run([sys.executable, "-m", "experiments.optimizer_orders", "--quick", "--only", "sgd"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| `sgd`")]
     assert len(rows) == 1, proc.stdout
@@ -20,3 +20,4 @@ def test_quick_sgd_row_has_the_expected_orders():
     assert abs(one_step - 3) < 0.15 and abs(rec_T - 3) < 0.15 and abs(rec_K - 3) < 0.15
     assert abs(cum - 2) < 0.15 and abs(jc_only - 2) < 0.15
     assert "Adam's first step from zero moments" in proc.stdout
+    assert "Adam one step on bilinear" in proc.stdout

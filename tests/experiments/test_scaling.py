@@ -136,3 +136,23 @@ def test_gs_order_invariance_study_reports_equal_C_S():
     assert st.predicted is not None and st.fitted == pytest.approx(3.0, abs=0.15)
     # chain patterns differ from GS: their one-step C_S is a different sum of c_ij
     assert S.predicted_coefficients(problem, chain(3))[2] != pytest.approx(half)
+
+
+def test_optimizer_studies_are_reported_with_their_orders(tmp_path, monkeypatch, capsys):
+    """``--optimizers``: the generalized estimates' observed orders, in the JSON and in scaling.md (a section of
+    findings that does not set the exit code); the paper's problems are stubbed out to keep this fast."""
+    from experiments.scaling import optimizers as O
+
+    monkeypatch.setattr(S, "scaling_suite", lambda **kw: [])
+    rc = main(["scaling", "--quick", "--problems", "quartic", "--optimizers", "sgd", "--json", "--out", str(tmp_path)])
+    assert rc == 0
+    orders = json.loads(capsys.readouterr().out)["optimizers"]["sgd@4"]
+    assert set(orders) == set(O.QUANTITIES)
+    for q, p in orders.items():  # per-block step sizes (F = 1, 4, 0.5): the paper's orders carry over
+        assert abs(p - S.EXPECTED[q]) <= S.TOLERANCE, (q, p)
+    text = (tmp_path / "scaling.md").read_text()
+    assert "## Optimizers beyond the paper" in text and "### `sgd`: cumulative, T fixed (2)" in text
+    assert main(["scaling", "--problems", "quartic", "--optimizers", "momentum", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "momentum:BETA" in err[0]
+    assert O.parse_rows("none") == () and O.parse_rows("sgd;adam:0.9,0.99,1e-6@8") == (("sgd", 4), ("adam:0.9,0.99,1e-6", 8))
