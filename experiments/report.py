@@ -143,7 +143,8 @@ def build_report(
     figures = {}
     for run in runs:
         title = f"{run.task}: {run.summary.get('settings', {}).get('pattern', {}).get('name', '')}"
-        g = gap_figure(run.columns, out / "figures" / f"gap_{run.task}.png", title)
+        g = gap_figure(run.columns, out / "figures" / f"gap_{run.task}.png", title,
+                       lr=run.summary.get("settings", {}).get("lr"))
         w = winner_timeline(run.columns, out / "figures" / f"winners_{run.task}.png", title)
         figures[run.task] = (g.relative_to(out), w.relative_to(out))
     table_md = render_table(runs, "github") if runs else "(no runs)"

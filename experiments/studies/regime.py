@@ -33,7 +33,7 @@ import numpy as np
 
 from experiments.table import ESTIMATE_ROWS, table_rows
 
-__all__ = ["EDGE", "TARGET", "RegimePoint", "regime_indicators", "observed_switches", "regime_point",
+__all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
            "regime_points", "regime_sentence", "small_step_note", "render_regime_table"]
 
 #: the edge of stability of ``eta * lambda``
@@ -60,17 +60,32 @@ class RegimePoint:
     metrics: dict = field(default_factory=dict)  # estimate -> table_rows dict (+ correct_before, correct_after)
 
 
+def regime_series(columns, lr: float | None) -> tuple[np.ndarray, int | None] | None:
+    """``(eta * sharpness_k per iteration, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
+
+    ``None`` when ``lr`` is not given or the records carry no finite ``sharpness``
+    (files written before the column existed).
+    """
+    if lr is None or "sharpness" not in columns:
+        return None
+    s = lr * np.asarray(columns["sharpness"], dtype=float)
+    finite = np.isfinite(s)
+    if not finite.any():
+        return None
+    over = np.flatnonzero(finite & (s >= EDGE))
+    return s, (int(np.asarray(columns["k"])[over[0]]) if over.size else None)
+
+
 def regime_indicators(columns, lr: float) -> tuple[float, int | None]:
     """``(max_k eta * sharpness_k, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
 
-    NaN sharpness (records written before the column existed) is skipped; all NaN gives ``(nan, None)``.
+    NaN sharpness is skipped; no finite sharpness gives ``(nan, None)``.
     """
-    s = lr * np.asarray(columns["sharpness"], dtype=float) if "sharpness" in columns else np.array([np.nan])
-    finite = np.isfinite(s)
-    top = float(np.max(s[finite])) if finite.any() else math.nan
-    over = np.flatnonzero(finite & (s >= EDGE))
-    k = np.asarray(columns["k"])
-    return top, (int(k[over[0]]) if over.size else None)
+    series = regime_series(columns, lr)
+    if series is None:
+        return math.nan, None
+    s, cross = series
+    return float(np.max(s[np.isfinite(s)])), cross
 
 
 def _observed(columns) -> list[str]:
