@@ -89,8 +89,7 @@ def seeds_timeline(runs: Sequence, path, title: str, s_label: str = "GS") -> Pat
 
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(8.0, 0.32 * (len(runs) + 1 + len(ests)) + 2.0), dpi=120,
                                  sharex=True, gridspec_kw={"height_ratios": [len(runs) + 1, max(len(ests), 1)]})
-    cmap = ListedColormap([GS_C, UND_C, JC_C, SPLIT_C])  # -1, 0, 1, 2
-    cmap.set_bad("white")
+    cmap = ListedColormap([GS_C, UND_C, JC_C, SPLIT_C]).with_extremes(bad="white")  # -1, 0, 1, 2
     ext = (0.5, K + 0.5, top.shape[0] - 0.5, -0.5)
     ax.imshow(np.ma.masked_invalid(top), aspect="auto", interpolation="nearest", cmap=cmap, vmin=-1.5, vmax=2.5,
               extent=ext)

@@ -33,6 +33,9 @@ class StudiesResult:
     figures: list = field(default_factory=list)
     seeds_table: str = ""
     coverage: str = ""
+    threads_table: str = ""
+    timing_table: str = ""
+    sweeps: list = field(default_factory=list)  # (name, path relative to out, finished runs, unfinished runs)
 
 
 def _rel(path, start) -> str:
@@ -184,11 +187,15 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                   "the first where the observed winner differs, the winner counts, and per estimate Correct of "
                   "each and the relative change of MAE.", ""]
         if pairs:
-            lines += [render_comparison(pairs), ""]
+            result.threads_table = render_comparison(pairs)
+            lines += [result.threads_table, ""]
         else:
             lines += ["(no run of these folders matches a seeds-study run with another thread count)", ""]
 
-    timing = _timing_lines([s for s in [seeds_sw, *regime_sw, *threads_sw] if s is not None], out)
+    every = [s for s in [seeds_sw, *regime_sw, *threads_sw] if s is not None]
+    result.sweeps = [(s.path.name, _rel(s.path, out), len(s.runs), len(s.unfinished)) for s in every]
+    timing = _timing_lines(every, out)
+    result.timing_table = timing[0] if timing else ""
     if timing:
         lines += ["## What the runs cost", "",
                   "Wall seconds of each run (`summary.json` timing, all sessions of a resumed run), on the machine "

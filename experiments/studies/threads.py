@@ -18,6 +18,7 @@ relative ``MAE`` difference ``|MAE_b - MAE_a| / MAE_a``.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -87,15 +88,16 @@ def _key(r) -> tuple:
 
 
 def match_runs(reference: Sequence, others: Sequence) -> list[tuple]:
-    """Pairs ``(reference run, other run)`` of equal settings (task, preset, eta, seed, pattern, dtype)
-    whose thread counts differ (or are not both known), in the order of ``others``."""
+    """Pairs ``(reference run, other run)`` of equal settings (task, preset, eta, seed, pattern, dtype), in the
+    order of ``others``; ``K`` may differ (they are compared over their common records).  A pair with the
+    same thread count is a control: the same computation repeated, which must agree bit for bit."""
     by_key = {}
     for r in reference:
         by_key.setdefault(_key(r), r)
     pairs = []
     for o in others:
         ref = by_key.get(_key(o))
-        if ref is not None and not (ref.threads is not None and ref.threads == o.threads):
+        if ref is not None and Path(ref.run.path).resolve() != Path(o.run.path).resolve():
             pairs.append((ref, o))
     return pairs
 

@@ -165,7 +165,7 @@ def test_thread_comparison_finds_the_first_difference(tmp_path):
     assert rec["mae_rel_diff"] == pytest.approx(0.05 / 0.0625)
     same = compare_runs(pairs[0][0], pairs[0][0])
     assert same["first_record_diff"] is None and same["first_winner_diff"] is None
-    assert match_runs(seeds.runs, seeds.runs) == []  # same thread count: nothing to compare
+    assert match_runs(seeds.runs, seeds.runs) == []  # a run is not compared with itself
 
 
 def test_studies_command_writes_the_report(tmp_path):
