@@ -151,17 +151,19 @@ SWEEPS_DIR = "sweeps"
 
 
 def _studies_stage(out: Path):
-    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds, regime-*, threads*); ``None`` when there are none."""
+    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds*, regime-*, threads*); ``None`` when there are none."""
     from experiments.studies import write_studies_report
 
     sweeps = out / SWEEPS_DIR
-    seeds = sweeps / "seeds"
-    if not (seeds / "runs").is_dir():
+
+    def folders(pattern):
+        return sorted(p for p in sweeps.glob(pattern) if (p / "runs").is_dir())
+
+    seeds, regime, threads = folders("seeds*"), folders("regime-*"), folders("threads*")
+    if not seeds:
         return None
-    regime = sorted(p for p in sweeps.glob("regime-*") if (p / "runs").is_dir())
-    threads = sorted(p for p in sweeps.glob("threads*") if (p / "runs").is_dir())
-    rel = lambda p: str(Path(os.path.relpath(p, out.parent)) if out.parent != Path("") else p)  # noqa: E731
-    command = "crosscurv studies --seeds " + rel(seeds)
+    rel = lambda p: os.path.relpath(p, out.parent)  # noqa: E731
+    command = "crosscurv studies --seeds " + " ".join(rel(p) for p in seeds)
     if regime:
         command += " --regime " + " ".join(rel(p) for p in regime)
     if threads:

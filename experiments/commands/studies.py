@@ -12,7 +12,9 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--seeds", metavar="DIR", default=None, help="sweep folder with one run per seed of each task")
+    p.add_argument("--seeds", metavar="DIR", nargs="+", default=[],
+                   help="sweep folder(s) with one run per seed of each task (several are pooled; a task's seeds "
+                        "are cut to their smallest K)")
     p.add_argument("--regime", metavar="DIR", nargs="+", default=[],
                    help="sweep folders of learning-rate grids (the regime map)")
     p.add_argument("--threads-compare", metavar="DIR", nargs="+", default=[],
@@ -27,7 +29,7 @@ def run(args) -> int:
 
     argv = ["crosscurv", "studies"]
     if args.seeds:
-        argv += ["--seeds", args.seeds]
+        argv += ["--seeds", *args.seeds]
     if args.regime:
         argv += ["--regime", *args.regime]
     if args.threads_compare:

@@ -26,7 +26,7 @@ import numpy as np
 from experiments.errors import DataError
 from experiments.table import RunRecords, load_run
 
-__all__ = ["StudyRun", "SweepRuns", "read_sweep", "FINAL_STATUSES"]
+__all__ = ["StudyRun", "SweepRuns", "read_sweep", "read_sweeps", "FINAL_STATUSES"]
 
 #: summary statuses whose records are final (``experiments.sweep.state.FINAL_STATUSES``)
 FINAL_STATUSES = ("complete", "diverged")
@@ -121,6 +121,7 @@ class SweepRuns:
     runs: list
     unfinished: list = field(default_factory=list)  # names of runs still running, interrupted or failed
     info: dict = field(default_factory=dict)  # sweep.json
+    parts: list = field(default_factory=list)  # the folders pooled by :func:`read_sweeps` (their SweepRuns)
 
     def tasks(self) -> list[str]:
         """Tasks in order of first appearance."""
@@ -178,6 +179,35 @@ def read_sweep(path: str | os.PathLike) -> SweepRuns:
         raise DataError(f"{path} holds no finished run{what}")
     finished.sort(key=lambda r: (r.task, r.lr, r.seed, r.name))
     return SweepRuns(path, finished, unfinished, info)
+
+
+def _identity(r: StudyRun) -> tuple:
+    return (r.task, r.preset, r.lr, r.pattern, r.dtype, r.seed)
+
+
+def read_sweeps(paths) -> SweepRuns:
+    """Several sweep folders pooled as one (a study split over folders, e.g. seed 0 at K = 500 in one and
+    seeds 1-4 at K = 100 in another).  A run that appears in several folders (same task, preset, learning
+    rate, pattern, dtype and seed) is taken once, the one with the most records.  ``parts`` holds each
+    folder's own :class:`SweepRuns`; ``path`` is the first folder's.
+
+    Raises:
+        DataError: as :func:`read_sweep`, for any of the folders; or no folder given.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    parts = [read_sweep(p) for p in paths]
+    if not parts:
+        raise DataError("no sweep folder given")
+    best: dict = {}
+    for sw in parts:
+        for r in sw.runs:
+            key = _identity(r)
+            if key not in best or r.K > best[key].K:
+                best[key] = r
+    runs = sorted(best.values(), key=lambda r: (r.task, r.lr, r.seed, r.name))
+    unfinished = [f"{sw.path.name}/{n}" if len(parts) > 1 else n for sw in parts for n in sw.unfinished]
+    return SweepRuns(parts[0].path, runs, unfinished, parts[0].info, parts)
 
 
 def first_index(mask) -> int | None:

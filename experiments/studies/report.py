@@ -76,7 +76,8 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
 
     Args:
         out: report folder (created); figures go to ``out/figures``.
-        seeds: a sweep folder with one run per seed of each task (Table 1 over seeds).
+        seeds: a sweep folder, or several pooled (:func:`collect.read_sweeps`), with one run per seed of
+            each task (Table 1 over seeds).
         regime: sweep folders of learning-rate grids (the regime map); the
             seeds sweep's runs enter it cut to the grid's K (:func:`regime.regime_points`).
         threads: sweep folders of runs repeated with another thread count than
@@ -88,18 +89,20 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     """
     from experiments.errors import DataError
     from experiments.studies import figures as figs
-    from experiments.studies.collect import read_sweep
+    from experiments.studies.collect import read_sweep, read_sweeps
     from experiments.studies.regime import (regime_points, regime_sentence, render_regime_table,
                                             small_step_note)
-    from experiments.studies.seeds import describe_coverage, render_seeds_table, seed_rows
+    from experiments.studies.seeds import describe_coverage, render_seeds_table, seed_groups, seed_rows
     from experiments.studies.threads import match_runs, render_comparison
 
-    if seeds is None and not regime:
+    if not seeds and not regime:
         raise DataError("nothing to aggregate: give a seeds sweep folder and/or regime sweep folders")
     t0 = time.perf_counter()
     out = Path(out)
     fig_dir = out / "figures"
-    seeds_sw = read_sweep(seeds) if seeds is not None else None
+    if isinstance(seeds, (str, os.PathLike)):
+        seeds = [seeds]
+    seeds_sw = read_sweeps(seeds) if seeds else None
     regime_sw = [read_sweep(d) for d in regime]
     threads_sw = [read_sweep(d) for d in threads]
     if threads_sw and seeds_sw is None:
@@ -118,14 +121,16 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
         table = render_seeds_table(rows)
         result.seeds_table = table
         result.coverage = describe_coverage(seeds_sw)
+        folders = ", ".join(f"[{p.path.name}]({_rel(p.path, out)})" for p in seeds_sw.parts)
         lines += ["## Table 1 over seeds", "",
-                  f"Sweep folder [{seeds_sw.path.name}]({_rel(seeds_sw.path, out)}) (`sweep.csv`, `sweep.md`, "
-                  f"`runs/<name>/records.csv` and `summary.json`). Runs covered: {result.coverage}", "",
+                  f"Sweep folder(s) {folders} (`sweep.csv`, `sweep.md`, `runs/<name>/records.csv` and "
+                  f"`summary.json`). Runs covered: {result.coverage} Where the seeds of a task ran to different K, "
+                  "every seed is cut to the smallest (a run's first K records are the records of a K-iteration "
+                  "run with the same settings).", "",
                   "Each cell is the mean over the seeds and [min, max] (one value when every seed gives the same); "
                   "hits are mean h / mean n with the ranges of h and n. `paper`: the paper's Table 1 (one run, "
                   "K = 500, the paper's models, data and GPU), for comparison in kind.", "", table, ""]
-        for task in seeds_sw.tasks():
-            rs = [r for r in seeds_sw.runs if r.task == task]
+        for (task, *_), rs in seed_groups(seeds_sw.runs).items():
             p = figs.seeds_timeline(rs, fig_dir / f"studies_seeds_{task}.png",
                                     f"{task} (eta = {rs[0].lr:g}, {len(rs)} seeds)")
             result.figures.append(p)
@@ -192,7 +197,7 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
         else:
             lines += ["(no run of these folders matches a seeds-study run with another thread count)", ""]
 
-    every = [s for s in [seeds_sw, *regime_sw, *threads_sw] if s is not None]
+    every = [*(seeds_sw.parts if seeds_sw is not None else []), *regime_sw, *threads_sw]
     result.sweeps = [(s.path.name, _rel(s.path, out), len(s.runs), len(s.unfinished)) for s in every]
     timing = _timing_lines(every, out)
     result.timing_table = timing[0] if timing else ""

@@ -46,11 +46,19 @@ class Spread(tuple):
 
 
 def seed_groups(runs) -> dict:
-    """``{(task, preset, lr, pattern, K, dtype): [runs]}`` of :class:`~experiments.studies.collect.StudyRun`
-    (one group per setting repeated over seeds), in the order of the runs."""
+    """``{(task, preset, lr, pattern, dtype): [runs]}`` of :class:`~experiments.studies.collect.StudyRun`
+    (one group per setting repeated over seeds), in the order of the runs.
+
+    The runs of a group are cut to the group's smallest planned ``K`` (a run's first ``K`` records are a
+    ``K``-iteration run's records), so that every seed covers the same iterations; a diverged run keeps the
+    records it has.
+    """
     groups: dict = {}
     for r in runs:
-        groups.setdefault((r.task, r.preset, r.lr, r.pattern, r.planned_K, r.dtype), []).append(r)
+        groups.setdefault((r.task, r.preset, r.lr, r.pattern, r.dtype), []).append(r)
+    for key, members in groups.items():
+        K = min(r.planned_K for r in members)
+        groups[key] = [r.prefix(K) if r.K > K else r for r in members]
     return groups
 
 
@@ -75,7 +83,7 @@ def seed_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
     per-seed values are under ``per_seed`` (``{seed: {key: value}}``).
     """
     rows = []
-    for (task, preset, lr, pattern, _planned, _dtype), members in seed_groups(runs).items():
+    for (task, preset, lr, pattern, _dtype), members in seed_groups(runs).items():
         per = {r.seed: _per_run(r, estimates) for r in members}
         statuses: dict = {}
         for r in members:
@@ -179,15 +187,21 @@ def _seed_list(seeds) -> str:
 
 
 def describe_coverage(sweep) -> str:
-    """One sentence: how many finished runs per task (and seeds) the table covers, and what was left out."""
+    """One sentence: per task, the runs and seeds the table covers, at which K, which runs were cut to it,
+    and what was left out (unfinished)."""
     parts = []
     for task in sweep.tasks():
         rs = [r for r in sweep.runs if r.task == task]
-        ks = sorted({r.K for r in rs})
-        kk = f"K = {ks[0]}" if len(ks) == 1 else f"K = {ks[0]}-{ks[-1]}"
+        K = min(r.planned_K for r in rs)
+        cut = sorted(r.seed for r in rs if r.K > K)
         diverged = sum(r.status == "diverged" for r in rs)
-        parts.append(f"{task}: {len(rs)} run(s), seeds {_seed_list([r.seed for r in rs])}, {kk}"
-                     + (f", {diverged} diverged" if diverged else ""))
+        text = f"{task}: {len(rs)} run(s), seeds {_seed_list([r.seed for r in rs])}, K = {K}"
+        if cut:
+            text += (f" (seed{'s' if len(cut) > 1 else ''} {_seed_list(cut)} cut from "
+                     f"{', '.join(sorted({f'K = {r.K}' for r in rs if r.K > K}))})")
+        if diverged:
+            text += f", {diverged} diverged"
+        parts.append(text)
     text = "; ".join(parts)
     if sweep.unfinished:
         text += f"; not finished (left out): {', '.join(sweep.unfinished)}"

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
-from experiments.studies.collect import read_sweep
+from experiments.studies.collect import read_sweep, read_sweeps
 from experiments.studies.regime import (RegimePoint, observed_switches, regime_indicators, regime_points,
                                         regime_sentence, small_step_note)
-from experiments.studies.seeds import render_seeds_table, seed_rows
+from experiments.studies.seeds import describe_coverage, render_seeds_table, seed_rows
 from experiments.studies.threads import compare_runs, match_runs
 from experiments.errors import DataError
 from numeric.records import RecordWriter, make_record
@@ -86,6 +86,24 @@ def test_seeds_table_mean_and_range_of_every_metric(tmp_path):
     assert cells[10] == "0.112 [0.0625, 0.162]" and cells[12] == "0.275 [0.1, 0.45]" and cells[14] == "0.5 [0, 1]"
     jc_only = next(ln for ln in md.splitlines() if "JC-only" in ln)
     assert "| -" in jc_only  # no paper number for the estimate beyond the paper
+
+
+def test_seeds_pooled_from_several_folders_are_cut_to_their_common_K(tmp_path):
+    """Seed 0 at K = 6 in one folder, seed 1 at K = 4 in another (and seed 0 again, shorter): the table covers
+    k = 1..4 of both, the numbers of the K = 4 runs above."""
+    a = tmp_path / "a"
+    write_run(a, "mlp-default-seed0", seed=0, gaps=[0.5, 0.25, -0.1, -0.2, 0.3, 0.3],
+              est=[0.4, 0.2, -0.1, -0.3, -1.0, -1.0], errs=[0.01, 0.3, 0.01, 0.01, 0.0, 0.0])
+    b = tmp_path / "b"
+    write_run(b, "mlp-default-seed1", seed=1, gaps=[0.5, -0.25, -0.1, -0.2], est=[0.4, 0.2, -0.1, -0.3],
+              errs=[0.01] * 4)
+    write_run(b, "mlp-default-seed0", seed=0, gaps=[0.5], est=[0.5], iters=1)
+    pooled = read_sweeps([a, b])
+    assert [(r.seed, r.K) for r in pooled.runs] == [(0, 6), (1, 4)]  # the longer seed 0 is kept
+    rec = {r["estimate"]: r for r in seed_rows(pooled.runs)}["recursive"]
+    assert rec["K"] == 4 and rec["correct"][:3] == pytest.approx((87.5, 75.0, 100.0))
+    assert rec["mae"][:3] == pytest.approx((0.1125, 0.0625, 0.1625))
+    assert describe_coverage(pooled) == "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6)."
 
 
 def test_regime_indicators_switches_and_prefix(tmp_path):
