@@ -38,6 +38,7 @@ COMMANDS = {
     "golden": "golden",
     "sweep": "sweep",
     "motivation": "motivation",
+    "studies": "studies",
 }
 
 #: one-line summaries shown by ``crosscurv --help`` without importing modules
@@ -52,6 +53,7 @@ SUMMARIES = {
     "golden": "write framework-independent conformance cases",
     "sweep": "a grid of runs (tasks x presets x lrs x seeds x patterns) on Ray, aggregated",
     "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they compute",
+    "studies": "Table 1 over seeds, the regime map and the thread comparison, from sweep folders",
 }
 
 

@@ -6,8 +6,9 @@ from experiments.cli import CLIError
 
 HELP = (
     "Regenerate reports/: symbolic derivations, the error-scaling study, the three controlled "
-    "studies (mlp, fl, lora), Table 1, figures and an index. Complete runs are reused and "
-    "interrupted ones resumed; --fresh recomputes everything."
+    "studies (mlp, fl, lora; one thread each), Table 1, figures, the motivation study, the studies over "
+    "seeds and the regime map (aggregated from reports/sweeps, which `make studies` computes) and an index. "
+    "Complete runs are reused and interrupted ones resumed; --fresh recomputes the studies and motivation runs."
 )
 
 

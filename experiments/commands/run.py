@@ -181,7 +181,7 @@ def execute(args):
 
     Bad input raises :class:`theory.errors.InputError` (a changed setting on ``--resume``:
     :class:`numeric.protocol.SettingsChangedError`)."""
-    import torch  # noqa: F401  (import cost paid here, not at CLI start)
+    import torch  # import cost paid here, not at CLI start
 
     from experiments.loading import is_builtin, load_task
     from numeric.device import resolve_device, resolve_dtype
@@ -212,6 +212,8 @@ def execute(args):
         lr=lr, iters=iters, pattern_spec=str(spec), seed=args.seed,
         dtype=str(task.dtype).replace("torch.", ""), device=str(task.device),
         data_path=args.data, model_path=args.model,
+        # float32 reductions depend on it: a run resumed with another thread count is refused
+        threads=torch.get_num_threads(),
     )
     from numeric.optimizers import optimizer_setup
 

@@ -34,3 +34,29 @@ def test_passive_wait_is_the_default_and_set_before_torch_loads():
 
 def test_a_users_wait_policy_is_kept():
     assert _probe("ACTIVE")[0] == "ACTIVE"
+
+
+def test_a_run_records_its_thread_count_and_refuses_to_resume_with_another(tmp_path, capsys):
+    """Float32 reductions depend on the number of intra-op threads, so summary.json records it and a run
+    resumed with another count (whose records would not equal an uninterrupted run's) is refused."""
+    import json
+
+    import torch
+
+    from experiments.cli import main
+
+    before = torch.get_num_threads()
+    out = str(tmp_path / "r")
+    try:
+        torch.set_num_threads(1)
+        assert main(["run", "mlp", "--preset", "smoke", "--iters", "2", "--device", "cpu", "--out", out]) == 0
+        with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
+            assert json.load(fh)["settings"]["threads"] == 1
+        torch.set_num_threads(2)
+        capsys.readouterr()
+        assert main(["run", "mlp", "--preset", "smoke", "--iters", "3", "--device", "cpu", "--out", out,
+                     "--resume"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "threads" in err[0] and "differs" in err[0]
+    finally:
+        torch.set_num_threads(before)

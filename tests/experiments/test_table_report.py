@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from experiments.cli import main
@@ -94,6 +95,22 @@ def test_figures_are_written(tmp_path):
     w = winner_timeline(run.columns, tmp_path / "f" / "win.png", "t")
     for p in (g, w):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_gap_figure_shows_eta_sharpness_when_the_records_have_it(tmp_path):
+    import matplotlib.image
+
+    from experiments.plotting import gap_figure
+    from experiments.studies.regime import regime_series
+
+    run = load_run(_write_run(tmp_path / "r", "mlp", GAPS, EST))
+    cols = dict(run.columns, sharpness=np.array([1.0, 5.0, 25.0, 30.0, 10.0]))
+    es, cross = regime_series(cols, 0.1)
+    assert es == pytest.approx([0.1, 0.5, 2.5, 3.0, 1.0]) and cross == 3
+    assert regime_series(cols, None) is None and regime_series(run.columns, 0.1) is None  # NaN sharpness
+    one = matplotlib.image.imread(gap_figure(run.columns, tmp_path / "one.png", "t", lr=0.1))
+    two = matplotlib.image.imread(gap_figure(cols, tmp_path / "two.png", "t", lr=0.1))
+    assert two.shape[0] > 1.3 * one.shape[0]  # a second panel below the gaps
 
 
 def test_index_says_how_the_products_were_computed():

@@ -1,0 +1,194 @@
+"""Figures of the studies over seeds and of the regime map (matplotlib PNG).
+
+* :func:`seeds_timeline`: for one task, the observed winner at every ``k``
+  of each seed (one row per seed: JC lower, GS lower, undecided), a row of
+  agreement across the seeds (all decided seeds name the same winner, or they
+  disagree), and below it, per estimate, the fraction of the decided seeds at
+  which the estimate names the observed winner.
+* :func:`regime_curvature_figure`: per task, ``Correct_K`` and ``MAE`` of each
+  estimate against the largest ``eta * sharpness`` a run reached (one dot per
+  run, ``eta * lambda = 2`` marked).
+* :func:`regime_crossing_figure`: the same against the first iteration where
+  ``eta * sharpness`` reaches 2 (runs that never do at the right, "never").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from experiments.plotting import ESTIMATES, _save, plt
+
+__all__ = ["seeds_timeline", "regime_curvature_figure", "regime_crossing_figure", "observed_codes",
+           "agreement_codes"]
+
+JC_C, GS_C, UND_C, SPLIT_C = "#ff7f0e", "#1f77b4", "#bbbbbb", "#d62728"
+
+
+def observed_codes(columns) -> np.ndarray:
+    """Observed winner per iteration: ``1`` JC, ``-1`` GS, ``0`` tie or undecided (``|gap| <= gap_err``)."""
+    from numeric.metrics import undecided
+
+    gap = np.asarray(columns["gap"], dtype=float)
+    errs = np.asarray(columns.get("gap_err", np.zeros_like(gap)), dtype=float)
+    codes = np.sign(gap)
+    codes[~np.isfinite(gap)] = 0
+    codes[np.array([undecided(g, e) for g, e in zip(gap, errs)], dtype=bool)] = 0
+    return codes
+
+
+def agreement_codes(codes: np.ndarray) -> np.ndarray:
+    """Per column of a seeds x K matrix of observed codes (NaN: no record): ``1`` / ``-1`` every decided seed
+    names JC / GS, ``0`` no seed decided, ``2`` the decided seeds disagree."""
+    out = np.zeros(codes.shape[1])
+    for j in range(codes.shape[1]):
+        col = codes[:, j]
+        dec = col[np.isfinite(col) & (col != 0)]
+        if dec.size == 0:
+            out[j] = 0
+        elif np.all(dec == dec[0]):
+            out[j] = dec[0]
+        else:
+            out[j] = 2
+    return out
+
+
+def _estimate_hits(runs, est: str, K: int) -> np.ndarray:
+    """Fraction of the decided seeds at each ``k`` whose estimate names the observed winner (NaN: none decided)."""
+    num = np.zeros(K)
+    den = np.zeros(K)
+    for r in runs:
+        cols = r.columns()
+        obs = observed_codes(cols)
+        est_c = np.sign(np.asarray(cols[est], dtype=float))
+        n = len(obs)
+        dec = obs != 0
+        num[:n] += (dec & (est_c == obs)).astype(float)
+        den[:n] += dec.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def seeds_timeline(runs: Sequence, path, title: str, s_label: str = "GS") -> Path:
+    """Winner timelines of one task over seeds (module docstring); ``runs``: StudyRuns of that task."""
+    from matplotlib.colors import ListedColormap
+
+    runs = sorted(runs, key=lambda r: r.seed)
+    K = max(r.K for r in runs)
+    codes = np.full((len(runs), K), np.nan)
+    for i, r in enumerate(runs):
+        c = observed_codes(r.columns())
+        codes[i, : len(c)] = c
+    agree = agreement_codes(codes)
+    top = np.vstack([codes, agree[None, :]])
+    ests = [e for e in ESTIMATES if all(e in r.columns() for r in runs)]
+    hits = np.vstack([_estimate_hits(runs, e, K) for e in ests]) if ests else np.zeros((0, K))
+    n_split = int(np.sum(agree == 2))
+
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(8.0, 0.32 * (len(runs) + 1 + len(ests)) + 2.0), dpi=120,
+                                 sharex=True, gridspec_kw={"height_ratios": [len(runs) + 1, max(len(ests), 1)]})
+    cmap = ListedColormap([GS_C, UND_C, JC_C, SPLIT_C]).with_extremes(bad="white")  # -1, 0, 1, 2
+    ext = (0.5, K + 0.5, top.shape[0] - 0.5, -0.5)
+    ax.imshow(np.ma.masked_invalid(top), aspect="auto", interpolation="nearest", cmap=cmap, vmin=-1.5, vmax=2.5,
+              extent=ext)
+    ax.set_yticks(range(top.shape[0]))
+    ax.set_yticklabels([f"seed {r.seed}" for r in runs] + ["agreement"], fontsize=7)
+    ax.axhline(len(runs) - 0.5, color="black", lw=0.8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=JC_C, label="JC lower"),
+               plt.Rectangle((0, 0), 1, 1, color=GS_C, label=f"{s_label} lower"),
+               plt.Rectangle((0, 0), 1, 1, color=UND_C, label="undecided / tie"),
+               plt.Rectangle((0, 0), 1, 1, color=SPLIT_C, label="seeds disagree")]
+    ax.legend(handles=handles, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=4, frameon=False)
+    ax.set_title(f"{title}: observed winner per seed; seeds disagree at {n_split}/{K} iterations",
+                 fontsize=9, loc="left", pad=18)
+    if ests:
+        im = bx.imshow(np.ma.masked_invalid(hits), aspect="auto", interpolation="nearest", cmap="viridis",
+                       vmin=0, vmax=1, extent=(0.5, K + 0.5, len(ests) - 0.5, -0.5))
+        bx.set_yticks(range(len(ests)))
+        bx.set_yticklabels([ESTIMATES[e][0] for e in ests], fontsize=7)
+        cb = fig.colorbar(im, ax=bx, fraction=0.03, pad=0.01)
+        cb.set_label("seeds right", fontsize=7)
+        cb.ax.tick_params(labelsize=6)
+    bx.set_xlabel("iteration $k$")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _by_task(points) -> dict:
+    out: dict = {}
+    for p in points:
+        out.setdefault(p.task, []).append(p)
+    return out
+
+
+def _offsets(n: int) -> list:
+    return [0.97 + 0.03 * i for i in range(n)]
+
+
+def regime_curvature_figure(points: Sequence, path) -> Path | None:
+    """``Correct_K`` (top) and ``MAE`` (bottom) against the largest ``eta * sharpness`` per run; one column per task."""
+    tasks = _by_task([p for p in points if p.max_eta_sharpness == p.max_eta_sharpness])
+    if not tasks:
+        return None
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.3 * len(tasks), 6.2), dpi=120, squeeze=False)
+    for j, (task, ps) in enumerate(tasks.items()):
+        a, b = axes[0][j], axes[1][j]
+        for est, off in zip(ESTIMATES, _offsets(len(ESTIMATES))):
+            label, colour = ESTIMATES[est]
+            have = [p for p in ps if est in p.metrics]
+            x = np.array([p.max_eta_sharpness for p in have]) * off  # a small shift per estimate: dots stay visible
+            a.scatter(x, [p.metrics[est]["correct"] for p in have], s=14, color=colour, label=label, alpha=0.8)
+            b.scatter(x, [p.metrics[est]["mae"] for p in have], s=14, color=colour, alpha=0.8)
+        for ax in (a, b):
+            ax.axvline(2.0, color="black", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.grid(alpha=0.3, which="both")
+        a.axhline(95, color="black", lw=0.6, ls=":")
+        a.set_ylim(-3, 103)
+        a.set_title(f"{task}: {len(ps)} runs ($\\eta$ = {', '.join(f'{l:g}' for l in sorted({p.lr for p in ps}))})",
+                    fontsize=9)
+        a.set_ylabel("Correct$_K$ (%)")
+        b.set_yscale("log")
+        b.set_ylabel("MAE")
+        b.set_xlabel(r"largest $\eta\,\lambda_{\max}(H_{JC}^k)$ of the run (dashed: 2)")
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def regime_crossing_figure(points: Sequence, path) -> Path | None:
+    """``Correct_K`` and ``MAE`` against the first ``k`` with ``eta * sharpness >= 2`` ("never" at the right)."""
+    from matplotlib.ticker import MaxNLocator
+
+    tasks = _by_task(points)
+    if not tasks:
+        return None
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.3 * len(tasks), 6.2), dpi=120, squeeze=False)
+    for j, (task, ps) in enumerate(tasks.items()):
+        a, b = axes[0][j], axes[1][j]
+        K = max(p.K for p in ps)
+        never = 1.12 * K
+        for est, off in zip(ESTIMATES, (-0.01, 0.0, 0.01)):
+            label, colour = ESTIMATES[est]
+            have = [p for p in ps if est in p.metrics]
+            x = np.array([never if p.first_cross is None else p.first_cross for p in have], dtype=float) + off * K
+            a.scatter(x, [p.metrics[est]["correct"] for p in have], s=14, color=colour, label=label, alpha=0.8)
+            b.scatter(x, [p.metrics[est]["mae"] for p in have], s=14, color=colour, alpha=0.8)
+        for ax in (a, b):
+            ax.axvline(1.04 * K, color="grey", lw=0.6)
+            ticks = [t for t in MaxNLocator(5, integer=True).tick_values(0, K) if 0 <= t <= K]
+            ax.set_xticks(ticks + [never], [f"{t:g}" for t in ticks] + ["never"])
+            ax.set_xlim(-0.03 * K, 1.2 * K)
+            ax.grid(alpha=0.3)
+        a.axhline(95, color="black", lw=0.6, ls=":")
+        a.set_ylim(-3, 103)
+        a.set_title(f"{task}: {len(ps)} runs, K = {K}", fontsize=9)
+        a.set_ylabel("Correct$_K$ (%)")
+        b.set_yscale("log")
+        b.set_ylabel("MAE")
+        b.set_xlabel(r"first $k$ with $\eta\,\lambda_{\max}(H_{JC}^k) \geq 2$")
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return _save(fig, path)

@@ -1,0 +1,296 @@
+"""The regime map: when does each estimate name the winner, against the measured ``eta * sharpness``?
+
+Every run of a learning-rate grid (several seeds per rate) becomes one
+:class:`RegimePoint` with two regime indicators read off its records
+(``sharpness_k``: the power-iteration estimate of the largest eigenvalue of
+``H_JC^k``; ``eta``: the run's learning rate):
+
+* ``max_eta_sharpness = max_k eta * sharpness_k``: the largest curvature the
+  run reached, in units of the step (``2`` is the edge of stability: ``|1 -
+  eta lambda| > 1`` beyond it, so ``(I - eta H)`` amplifies);
+* ``first_cross = min {k : eta * sharpness_k >= 2}`` (``None``: never);
+
+and, per estimate (recursive, cumulative, ``jc_only``), the Section 5.1
+metrics of :func:`experiments.table.table_rows` (``Correct_K``, hits, ``MAE``,
+...), plus ``Correct`` over the iterations before and from the first crossing.
+
+:func:`regime_sentence` states, from these numbers only, under which measured
+conditions an estimate names the winner in at least 95% of iterations
+(``Correct_K >= 95``) and where it stops: runs sorted by
+``max_eta_sharpness``, the longest run of the sorted list that all reach 95%
+from the smallest curvature up, the first run after it, and how many runs
+reach 95% among those that never cross 2 and those that do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from experiments.table import ESTIMATE_ROWS, table_rows
+
+__all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
+           "regime_points", "regime_sentence", "small_step_note", "render_regime_table"]
+
+#: the edge of stability of ``eta * lambda``
+EDGE = 2.0
+#: the agreement an estimate must reach to "name the winner"
+TARGET = 95.0
+#: ``eta * sharpness`` below which a run is "well inside" the expansions' regime
+INSIDE = 0.5
+
+
+@dataclass
+class RegimePoint:
+    """One run of a regime grid: its settings, regime indicators and metrics per estimate."""
+
+    task: str
+    lr: float
+    seed: int
+    K: int
+    status: str
+    source: str  # the sweep folder it came from, "(prefix of NAME)" when cut from a longer run
+    max_eta_sharpness: float
+    first_cross: int | None
+    switches: int
+    metrics: dict = field(default_factory=dict)  # estimate -> table_rows dict (+ correct_before, correct_after)
+
+
+def regime_series(columns, lr: float | None) -> tuple[np.ndarray, int | None] | None:
+    """``(eta * sharpness_k per iteration, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
+
+    ``None`` when ``lr`` is not given or the records carry no finite ``sharpness``
+    (files written before the column existed).
+    """
+    if lr is None or "sharpness" not in columns:
+        return None
+    s = lr * np.asarray(columns["sharpness"], dtype=float)
+    finite = np.isfinite(s)
+    if not finite.any():
+        return None
+    over = np.flatnonzero(finite & (s >= EDGE))
+    return s, (int(np.asarray(columns["k"])[over[0]]) if over.size else None)
+
+
+def regime_indicators(columns, lr: float) -> tuple[float, int | None]:
+    """``(max_k eta * sharpness_k, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
+
+    NaN sharpness is skipped; no finite sharpness gives ``(nan, None)``.
+    """
+    series = regime_series(columns, lr)
+    if series is None:
+        return math.nan, None
+    s, cross = series
+    return float(np.max(s[np.isfinite(s)])), cross
+
+
+def _observed(columns) -> list[str]:
+    """The observed winner per iteration: ``JC``, ``GS``, ``tie`` or ``undecided`` (``numeric.metrics``)."""
+    from numeric.metrics import UNDECIDED, undecided, winner
+
+    gaps = columns["gap"]
+    errs = columns.get("gap_err", np.zeros_like(gaps))
+    return [UNDECIDED if undecided(g, e) else winner(g) for g, e in zip(gaps, errs)]
+
+
+def observed_switches(columns) -> int:
+    """How often the observed winner changes between JC and GS (ties and undecided iterations skipped)."""
+    seq = [w for w in _observed(columns) if w in ("JC", "GS")]
+    return sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+
+
+def _correct_on(columns, est: str, idx) -> float:
+    """``Correct`` of ``est`` over the iterations ``idx`` (NaN when there are none)."""
+    from numeric.metrics import evaluate
+
+    idx = np.asarray(idx, dtype=int)
+    if idx.size == 0:
+        return math.nan
+    errs = columns.get("gap_err")
+    return evaluate(columns["gap"][idx], columns[est][idx], None if errs is None else errs[idx]).correct
+
+
+def regime_point(srun, source: str, estimates: Sequence[str] = ESTIMATE_ROWS) -> RegimePoint:
+    """The :class:`RegimePoint` of a :class:`~experiments.studies.collect.StudyRun`."""
+    cols = srun.columns()
+    top, cross = regime_indicators(cols, srun.lr)
+    metrics = {}
+    K = srun.K
+    split = K if cross is None else cross - 1  # iterations before the first crossing
+    for row in table_rows(srun.run, estimates):
+        est = row["estimate"]
+        row = dict(row)
+        row["correct_before"] = _correct_on(cols, est, range(0, split))
+        row["correct_after"] = _correct_on(cols, est, range(split, K))
+        metrics[est] = row
+    return RegimePoint(srun.task, srun.lr, srun.seed, K, srun.status, source, top, cross,
+                       observed_switches(cols), metrics)
+
+
+def regime_points(regime_sweeps: Sequence, seeds_sweep=None) -> list[RegimePoint]:
+    """Every run of the regime sweeps, plus each task's seeds-sweep runs cut to the regime's K.
+
+    The learning rate a regime grid leaves out because the seeds study runs it
+    (the preset's own) enters as the first ``K`` records of the seeds runs of
+    the same task and preset whose seeds the regime grid uses (``K``: the
+    regime runs' planned iterations).  Points are sorted by task, learning
+    rate and seed.
+    """
+    points = []
+    plan: dict = {}  # task -> (K, seeds, lrs, preset)
+    for sw in regime_sweeps:
+        for r in sw.runs:
+            points.append(regime_point(r, sw.path.name))
+            K, seeds, lrs, presets = plan.setdefault(r.task, (r.planned_K, set(), set(), set()))
+            seeds.add(r.seed)
+            lrs.add(r.lr)
+            presets.add(r.preset)
+            plan[r.task] = (max(K, r.planned_K), seeds, lrs, presets)
+    if seeds_sweep is not None:
+        for r in seeds_sweep.runs:
+            if r.task not in plan:
+                continue
+            K, seeds, lrs, presets = plan[r.task]
+            if r.seed not in seeds or r.lr in lrs or r.preset not in presets:
+                continue
+            if r.K >= K:
+                points.append(regime_point(r.prefix(K), f"{seeds_sweep.path.name} (first {K} records)"))
+            elif r.status == "diverged":
+                points.append(regime_point(r, f"{seeds_sweep.path.name} (diverged at {r.K + 1})"))
+    points.sort(key=lambda p: (p.task, p.lr, p.seed))
+    return points
+
+
+def _fmt_lrs(lrs) -> str:
+    lrs = sorted(set(lrs))
+    return f"eta = {lrs[0]:g}" if len(lrs) == 1 else f"eta = {lrs[0]:g}-{lrs[-1]:g}"
+
+
+def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
+    """One sentence, computed from the points of one task: where ``estimate`` reaches ``Correct_K >= 95%``.
+
+    Runs are sorted by ``max_eta_sharpness``.  The sentence names the longest
+    prefix of that order in which every run reaches 95% (its largest
+    ``eta * sharpness``, learning rates, how many cross 2), the run where it
+    stops (its ``eta * sharpness`` and ``Correct``), how many runs past that
+    point still reach 95%, and the counts among runs that never cross 2 and
+    runs that do.  When no run reaches 95% it says so with the best run.
+    """
+    pts = [p for p in points if estimate in p.metrics and not math.isnan(p.max_eta_sharpness)]
+    if not pts:
+        return f"{estimate}: no run with a measured sharpness."
+    pts.sort(key=lambda p: (p.max_eta_sharpness, p.lr, p.seed))
+    corr = [p.metrics[estimate]["correct"] for p in pts]
+    good = [c == c and c >= TARGET for c in corr]
+    n = len(pts)
+    never = [p for p in pts if p.first_cross is None]
+    cross = [p for p in pts if p.first_cross is not None]
+
+    def tally(group) -> str:
+        if not group:
+            return "none"
+        hit = sum(1 for p in group if p.metrics[estimate]["correct"] >= TARGET)
+        return f"{hit}/{len(group)}"
+
+    tail = (f" (runs that never reach eta*sharpness = 2: {tally(never)} at >= 95%;"
+            f" runs that cross 2: {tally(cross)})")
+    if not any(good):
+        best = max(range(n), key=lambda i: corr[i] if corr[i] == corr[i] else -1)
+        b = pts[best]
+        return (f"{estimate} never names the winner in >= 95% of iterations in these {n} runs: best "
+                f"{corr[best]:.1f}% (eta = {b.lr:g}, seed {b.seed}, largest eta*sharpness "
+                f"{b.max_eta_sharpness:.2f}), lowest-curvature run {pts[0].max_eta_sharpness:.2f} "
+                f"with {corr[0]:.1f}%" + tail + ".")
+    m = 0
+    while m < n and good[m]:
+        m += 1
+    if m == n:
+        return (f"{estimate} names the winner in >= 95% of iterations in all {n} runs, up to a largest "
+                f"eta*sharpness of {pts[-1].max_eta_sharpness:.2f} ({_fmt_lrs(p.lr for p in pts)}, "
+                f"{len(cross)} of them crossing 2 at k = {_crossings(cross)}); it does not stop within this grid.")
+    later = sum(good[m:])
+    stop = pts[m]
+    where = (f"it stops at largest eta*sharpness {stop.max_eta_sharpness:.2f} (eta = {stop.lr:g}, seed {stop.seed}, "
+             f"{corr[m]:.1f}%"
+             + (f", crossing 2 at k = {stop.first_cross}" if stop.first_cross is not None else ", never crossing 2")
+             + ")")
+    if m == 0:
+        head = (f"{estimate} reaches >= 95% in {sum(good)} of {n} runs but not from the lowest curvature up: "
+                f"{where.replace('it stops at', 'the lowest-curvature run has')}")
+    else:
+        ok = pts[:m]
+        n_cross = sum(1 for p in ok if p.first_cross is not None)
+        head = (f"{estimate} names the winner in >= 95% of iterations in every run whose largest eta*sharpness "
+                f"is at most {ok[-1].max_eta_sharpness:.2f} ({m} runs, {_fmt_lrs(p.lr for p in ok)}, "
+                f"{n_cross} crossing 2); {where}")
+    if later:
+        head += f"; {later} of the {n - m - 1} runs beyond it still reach 95%"
+    return head + tail + "."
+
+
+def _crossings(group) -> str:
+    ks = sorted(p.first_cross for p in group)
+    if not ks:
+        return "-"
+    return ", ".join(map(str, ks)) if len(ks) <= 6 else f"{ks[0]}-{ks[-1]}"
+
+
+def small_step_note(points: Sequence[RegimePoint]) -> str:
+    """Whether the winner still changes in the runs well inside the regime (``eta * sharpness < 0.5`` throughout)."""
+    inside = [p for p in points if p.max_eta_sharpness == p.max_eta_sharpness and p.max_eta_sharpness < INSIDE]
+    if not inside:
+        low = min((p for p in points if p.max_eta_sharpness == p.max_eta_sharpness),
+                  key=lambda p: p.max_eta_sharpness, default=None)
+        if low is None:
+            return "no run has a measured sharpness."
+        return (f"no run stays below eta*sharpness = {INSIDE:g} for its whole length (the lowest largest value is "
+                f"{low.max_eta_sharpness:.2f}, eta = {low.lr:g}): the grid does not reach well inside the regime.")
+    changed = [p for p in inside if p.switches > 0]
+    lrs = _fmt_lrs(p.lr for p in inside)
+    if not changed:
+        return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); in none of them "
+                f"does the observed winner change within K = {max(p.K for p in inside)}.")
+    sw = Counter(p.switches for p in changed)
+    return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); the observed winner "
+            f"changes in {len(changed)} of them ("
+            + ", ".join(f"{c} run(s) with {s} switch(es)" for s, c in sorted(sw.items())) + ").")
+
+
+def _spread(vals, fmt) -> str:
+    vals = [v for v in vals if v == v]
+    if not vals:
+        return "nan"
+    mean, lo, hi = sum(vals) / len(vals), min(vals), max(vals)
+    return fmt(mean) if lo == hi else f"{fmt(mean)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] = ESTIMATE_ROWS,
+                        fmt: str = "github") -> str:
+    """One row per task and learning rate: seeds, regime indicators, and per estimate ``Correct`` and ``MAE``
+    as mean [min, max] over the seeds."""
+    from tabulate import tabulate
+
+    groups: dict = {}
+    for p in points:
+        groups.setdefault((p.task, p.lr), []).append(p)
+    body = []
+    for (task, lr), ps in groups.items():
+        crosses = ", ".join("never" if p.first_cross is None else str(p.first_cross) for p in ps)
+        statuses = Counter(p.status for p in ps)
+        note = "" if set(statuses) == {"complete"} else " (" + ", ".join(f"{c} {s}" for s, c in statuses.items()) + ")"
+        row = [task, f"{lr:g}", f"{len(ps)} ({', '.join(str(p.seed) for p in ps)}){note}",
+               _spread([p.K for p in ps], lambda x: f"{x:g}"),
+               _spread([p.max_eta_sharpness for p in ps], lambda x: f"{x:.2f}"), crosses,
+               _spread([p.switches for p in ps], lambda x: f"{x:g}")]
+        for est in estimates:
+            row.append(_spread([p.metrics[est]["correct"] for p in ps if est in p.metrics], lambda x: f"{x:.1f}%"))
+            row.append(_spread([p.metrics[est]["mae"] for p in ps if est in p.metrics], lambda x: f"{x:.3g}"))
+        body.append(row)
+    head = ["task", "eta", "seeds", "K", "max eta*sharpness", "first k with eta*sharpness >= 2", "winner switches"]
+    for est in estimates:
+        head += [f"{est} Correct", f"{est} MAE"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

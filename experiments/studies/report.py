@@ -1,0 +1,221 @@
+"""``studies.md``: Table 1 over seeds, the regime map and the thread comparison, with their figures.
+
+:func:`write_studies_report` reads sweep folders (:mod:`~experiments.studies.collect`),
+computes every number with :mod:`~experiments.studies.seeds`,
+:mod:`~experiments.studies.regime` and :mod:`~experiments.studies.threads`,
+draws :mod:`~experiments.studies.figures`, and writes ``OUT/studies.md`` and
+``OUT/figures/studies_*.png``.  Every sentence that states a finding is
+computed from the records; the report says how many runs and seeds each
+number covers and which runs had not finished.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from experiments.table import ESTIMATE_ROWS
+
+__all__ = ["StudiesResult", "write_studies_report", "STUDIES_FILE"]
+
+STUDIES_FILE = "studies.md"
+
+
+@dataclass
+class StudiesResult:
+    """What :func:`write_studies_report` wrote and the seeds table (markdown) for the report index."""
+
+    path: Path
+    figures: list = field(default_factory=list)
+    seeds_table: str = ""
+    coverage: str = ""
+    threads_table: str = ""
+    timing_table: str = ""
+    sweeps: list = field(default_factory=list)  # (name, path relative to out, finished runs, unfinished runs)
+
+
+def _rel(path, start) -> str:
+    try:
+        return os.path.relpath(str(path), str(start))
+    except ValueError:
+        return str(path)
+
+
+def _timing_lines(sweeps: Sequence, out: Path) -> list[str]:
+    """Per sweep folder and task: runs, threads, wall seconds per run (``summary.timing``), their sum."""
+    from tabulate import tabulate
+
+    body = []
+    for sw in sweeps:
+        for task in sw.tasks():
+            rs = [r for r in sw.runs if r.task == task]
+            secs = [r.seconds for r in rs if r.seconds is not None]
+            th = sorted({r.threads for r in rs if r.threads is not None})
+            if not secs:
+                continue
+            per_it = [r.seconds / r.K for r in rs if r.seconds is not None and r.K]
+            body.append([f"[{sw.path.name}]({_rel(sw.path, out)})", task, str(len(rs)),
+                         ",".join(map(str, th)) or "?", f"{min(r.K for r in rs)}-{max(r.K for r in rs)}"
+                         if len({r.K for r in rs}) > 1 else str(rs[0].K),
+                         f"{sum(secs) / len(secs):.0f} [{min(secs):.0f}, {max(secs):.0f}]",
+                         f"{sum(per_it) / len(per_it):.3g}", f"{sum(secs) / 60:.1f}"])
+    if not body:
+        return []
+    head = ["sweep", "task", "runs", "threads per run", "K", "seconds per run, mean [min, max]",
+            "seconds per iteration", "run minutes in all"]
+    return [tabulate(body, headers=head, tablefmt="github", disable_numparse=True)]
+
+
+def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequence = (),
+                         command: str | None = None) -> StudiesResult:
+    """Write ``out/studies.md`` and its figures from sweep folders.
+
+    Args:
+        out: report folder (created); figures go to ``out/figures``.
+        seeds: a sweep folder, or several pooled (:func:`collect.read_sweeps`), with one run per seed of
+            each task (Table 1 over seeds).
+        regime: sweep folders of learning-rate grids (the regime map); the
+            seeds sweep's runs enter it cut to the grid's K (:func:`regime.regime_points`).
+        threads: sweep folders of runs repeated with another thread count than
+            the seeds sweep's (the reproducibility comparison).
+        command: the command line to print as the way to regenerate the file.
+
+    Raises:
+        DataError: a folder is not a sweep folder or holds no finished run (one line).
+    """
+    from experiments.errors import DataError
+    from experiments.studies import figures as figs
+    from experiments.studies.collect import read_sweep, read_sweeps
+    from experiments.studies.regime import (regime_points, regime_sentence, render_regime_table,
+                                            small_step_note)
+    from experiments.studies.seeds import describe_coverage, render_seeds_table, seed_groups, seed_rows
+    from experiments.studies.threads import match_runs, render_comparison
+
+    if not seeds and not regime:
+        raise DataError("nothing to aggregate: give a seeds sweep folder and/or regime sweep folders")
+    t0 = time.perf_counter()
+    out = Path(out)
+    fig_dir = out / "figures"
+    if isinstance(seeds, (str, os.PathLike)):
+        seeds = [seeds]
+    seeds_sw = read_sweeps(seeds) if seeds else None
+    regime_sw = [read_sweep(d) for d in regime]
+    threads_sw = [read_sweep(d) for d in threads]
+    if threads_sw and seeds_sw is None:
+        raise DataError("a thread comparison needs the seeds sweep folder (--seeds) to compare against")
+    result = StudiesResult(out / "studies_placeholder")
+    lines = ["# Studies over seeds and the regime map", ""]
+    lines += [(("Generated by `" + command + "`. ") if command else "")
+              + "Every number and every sentence below is computed from the run records in the sweep folders "
+              "named here; nothing is edited by hand. Estimates: recursive (Theorem 2 with the measured "
+              "difference), cumulative (Theorem 3), jc_only (the cumulative estimate from the JC run alone). "
+              "An iteration whose measured |gap| is within its error bound `gap_err` is undecided: no measured "
+              "winner, left out of the hits and of Correct.", ""]
+
+    if seeds_sw is not None:
+        rows = seed_rows(seeds_sw.runs)
+        table = render_seeds_table(rows)
+        result.seeds_table = table
+        result.coverage = describe_coverage(seeds_sw)
+        folders = ", ".join(f"[{p.path.name}]({_rel(p.path, out)})" for p in seeds_sw.parts)
+        lines += ["## Table 1 over seeds", "",
+                  f"Sweep folder(s) {folders} (`sweep.csv`, `sweep.md`, `runs/<name>/records.csv` and "
+                  f"`summary.json`). Runs covered: {result.coverage} Where the seeds of a task ran to different K, "
+                  "every seed is cut to the smallest (a run's first K records are the records of a K-iteration "
+                  "run with the same settings).", "",
+                  "Each cell is the mean over the seeds and [min, max] (one value when every seed gives the same); "
+                  "hits are mean h / mean n with the ranges of h and n. `paper`: the paper's Table 1 (one run, "
+                  "K = 500, the paper's models, data and GPU), for comparison in kind.", "", table, ""]
+        for (task, *_), rs in seed_groups(seeds_sw.runs).items():
+            p = figs.seeds_timeline(rs, fig_dir / f"studies_seeds_{task}.png",
+                                    f"{task} (eta = {rs[0].lr:g}, {len(rs)} seeds)")
+            result.figures.append(p)
+            lines += [f"![winners over seeds, {task}]({_rel(p, out)})", ""]
+
+    if regime_sw:
+        points = regime_points(regime_sw, seeds_sw)
+        lines += ["## Regime map", "",
+                  "Learning-rate grids, several seeds each: "
+                  + ", ".join(f"[{sw.path.name}]({_rel(sw.path, out)}) ({len(sw.runs)} finished runs"
+                              + (f", {len(sw.unfinished)} not finished and left out" if sw.unfinished else "")
+                              + ")" for sw in regime_sw)
+                  + (". The preset's own learning rate enters as the first K records of the seeds study's runs "
+                     "(a run's first K records are the records of a K-iteration run with the same settings)."
+                     if seeds_sw is not None else "."),
+                  "",
+                  "Regime indicators per run, from the `sharpness` column (the power-iteration estimate of the "
+                  "largest eigenvalue of `H_JC^k`, warm-started, so an underestimate in the first iterations): "
+                  "the largest `eta * sharpness_k` reached, and the first `k` where it reaches 2 (the edge of "
+                  "stability). Cells: mean [min, max] over the seeds.", "",
+                  render_regime_table(points), ""]
+        tasks = []
+        for p in points:
+            if p.task not in tasks:
+                tasks.append(p.task)
+        for task in tasks:
+            ps = [p for p in points if p.task == task]
+            lines += [f"### {task}", "", f"- well inside the regime: {small_step_note(ps)}"]
+            for est in ESTIMATE_ROWS:
+                lines.append(f"- {regime_sentence(ps, est)}")
+            crossed = [p for p in ps if p.first_cross is not None]
+            if crossed:
+                lines.append(f"- before and from the first crossing of 2 (the {len(crossed)} runs that cross), "
+                             "Correct mean: " + "; ".join(
+                                 f"{est} {_mean([p.metrics[est]['correct_before'] for p in crossed])} before, "
+                                 f"{_mean([p.metrics[est]['correct_after'] for p in crossed])} from it"
+                                 for est in ESTIMATE_ROWS if all(est in p.metrics for p in crossed)) + ".")
+            lines.append("")
+        for fn, name, what in ((figs.regime_curvature_figure, "studies_regime_sharpness.png",
+                                "against the largest eta*sharpness"),
+                               (figs.regime_crossing_figure, "studies_regime_crossing.png",
+                                "against the first crossing of 2")):
+            p = fn(points, fig_dir / name)
+            if p is not None:
+                result.figures.append(p)
+                lines += [f"![regime map {what}]({_rel(p, out)})", ""]
+
+    if threads_sw:
+        pairs = []
+        for sw in threads_sw:
+            pairs += match_runs(seeds_sw.runs, sw.runs)
+        lines += ["## Reproducibility: the same study with another thread count", "",
+                  "Runs of the seeds study repeated with another number of intra-op threads (same code, seed, "
+                  "dtype and machine): "
+                  + ", ".join(f"[{sw.path.name}]({_rel(sw.path, out)})" for sw in threads_sw)
+                  + ". Float32 reductions are summed in an order that depends on the thread count, so this is "
+                  "the measured proxy for another machine of the same kind with another thread setting. Compared "
+                  "over the records both runs hold: the first iteration where any column differs (bit for bit), "
+                  "the first where the observed winner differs, the winner counts, and per estimate Correct of "
+                  "each and the relative change of MAE.", ""]
+        if pairs:
+            result.threads_table = render_comparison(pairs)
+            lines += [result.threads_table, ""]
+        else:
+            lines += ["(no run of these folders matches a seeds-study run with another thread count)", ""]
+
+    every = [*(seeds_sw.parts if seeds_sw is not None else []), *regime_sw, *threads_sw]
+    result.sweeps = [(s.path.name, _rel(s.path, out), len(s.runs), len(s.unfinished)) for s in every]
+    timing = _timing_lines(every, out)
+    result.timing_table = timing[0] if timing else ""
+    if timing:
+        lines += ["## What the runs cost", "",
+                  "Wall seconds of each run (`summary.json` timing, all sessions of a resumed run), on the machine "
+                  "that ran them; with two runs at a time on two cores each run gets about one core.", ""]
+        lines += timing + [""]
+    lines += [f"Aggregation took {time.perf_counter() - t0:.1f} s."]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / STUDIES_FILE
+    from numeric.records import atomic_write_text
+
+    atomic_write_text(str(path), "\n".join(lines) + "\n")
+    result.path = path
+    return result
+
+
+def _mean(vals) -> str:
+    vals = [v for v in vals if not (isinstance(v, float) and math.isnan(v))]
+    return f"{sum(vals) / len(vals):.1f}%" if vals else "n/a"
