@@ -83,12 +83,13 @@ def _study_threads(n: int = STUDY_THREADS):
 
 
 def _reusable(summary: dict, task: str, preset: str) -> str | None:
-    """Why a run's summary cannot stand for the study (``None``: it can): complete, the preset, its K, seed 0,
-    and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken as they are)."""
+    """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
+    K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken
+    as they are)."""
     from experiments.tasks import preset_settings
 
     settings = summary.get("settings", {})
-    if summary.get("status") != "complete":
+    if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
         return f"status {summary.get('status')!r}"
     want = {"preset": preset, "iters": preset_settings(task, preset).get("iters"), "seed": 0}
     for key, value in want.items():

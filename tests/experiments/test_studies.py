@@ -145,21 +145,22 @@ def _pt(x, correct, cross=None, lr=0.1, seed=0, switches=1):
 
 
 def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
-    pts = [_pt(0.3, 99.0, lr=0.01), _pt(0.8, 96.0, lr=0.02), _pt(2.5, 90.0, cross=40, lr=0.05),
-           _pt(3.0, 97.0, cross=20, lr=0.1)]
+    pts = [_pt(0.3, 99.0, lr=0.01), _pt(0.35, 97.0, lr=0.01, seed=1),
+           _pt(0.8, 96.0, lr=0.02), _pt(0.9, 90.0, lr=0.02, seed=1),
+           _pt(2.5, 90.0, cross=40, lr=0.05), _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
     s = regime_sentence(pts, "recursive")
-    assert s.startswith("recursive names the winner in >= 95% of iterations in every run whose largest "
-                        "eta*sharpness is at most 0.80 (2 runs, eta = 0.01-0.02, 0 crossing 2)")
-    assert "it stops at largest eta*sharpness 2.50 (eta = 0.05, seed 0, 90.0%, crossing 2 at k = 40)" in s
-    assert "1 of the 1 runs beyond it still reach 95%" in s
-    assert "never reach eta*sharpness = 2: 2/2 at >= 95%; runs that cross 2: 1/2" in s
+    assert s == ("recursive names the winner in >= 95% of iterations in every seed at eta = 0.01 (largest "
+                 "eta*sharpness 0.3-0.35, Correct 97.0-99.0%), in 1 of 2 seeds at eta = 0.02 (largest eta*sharpness "
+                 "0.8-0.9, Correct 90.0-96.0%), in none at eta = 0.05 (largest eta*sharpness 2.5-3, Correct "
+                 "80.0-90.0%, crossing 2 at k = 20, 40); it stops above a largest eta*sharpness of 0.8: none of the "
+                 "3 runs that go further (up to 3) reaches 95% (runs that never reach eta*sharpness = 2: 3/4 at "
+                 ">= 95%; runs that cross 2: 0/2).")
     none = regime_sentence([_pt(0.3, 50.0), _pt(1.0, 80.0, lr=0.2)], "recursive")
-    assert none.startswith("recursive never names the winner in >= 95% of iterations in these 2 runs: best 80.0% "
-                           "(eta = 0.2")
-    allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7)], "recursive")
-    assert "in all 2 runs, up to a largest eta*sharpness of 2.20" in allgood and "does not stop" in allgood
-    lowbad = regime_sentence([_pt(0.3, 90.0), _pt(2.2, 98.0, cross=7)], "recursive")
-    assert lowbad.startswith("recursive reaches >= 95% in 1 of 2 runs but not from the lowest curvature up")
+    assert none.startswith("recursive names the winner in >= 95% of iterations in none of the 2 runs: best 80.0% "
+                           "(eta = 0.2, seed 0, largest eta*sharpness 1)")
+    allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7, lr=0.2)], "recursive")
+    assert "it does not stop within this grid (the largest eta*sharpness reached, 2.2" in allgood
+    assert "runs that cross 2: 1/1" in allgood
 
 
 def test_small_step_note_says_whether_the_winner_changes_inside_the_regime():
