@@ -98,12 +98,14 @@ def test_seeds_pooled_from_several_folders_are_cut_to_their_common_K(tmp_path):
     write_run(b, "mlp-default-seed1", seed=1, gaps=[0.5, -0.25, -0.1, -0.2], est=[0.4, 0.2, -0.1, -0.3],
               errs=[0.01] * 4)
     write_run(b, "mlp-default-seed0", seed=0, gaps=[0.5], est=[0.5], iters=1)
+    write_run(b, "fl-default-seed0", task="fl", seed=0, gaps=[0.5, 0.4], est=[0.5, 0.4], iters=6, status="diverged")
     pooled = read_sweeps([a, b])
-    assert [(r.seed, r.K) for r in pooled.runs] == [(0, 6), (1, 4)]  # the longer seed 0 is kept
-    rec = {r["estimate"]: r for r in seed_rows(pooled.runs)}["recursive"]
+    assert [(r.task, r.seed, r.K) for r in pooled.runs] == [("fl", 0, 2), ("mlp", 0, 6), ("mlp", 1, 4)]
+    rec = {(r["task"], r["estimate"]): r for r in seed_rows(pooled.runs)}[("mlp", "recursive")]
     assert rec["K"] == 4 and rec["correct"][:3] == pytest.approx((87.5, 75.0, 100.0))
     assert rec["mae"][:3] == pytest.approx((0.1125, 0.0625, 0.1625))
-    assert describe_coverage(pooled) == "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6)."
+    assert describe_coverage(pooled) == ("fl: 1 run(s), seeds 0, K = 6, seed 0 diverged after k = 2; "
+                                         "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6).")
 
 
 def test_regime_indicators_switches_and_prefix(tmp_path):
