@@ -83,12 +83,13 @@ def _study_threads(n: int = STUDY_THREADS):
 
 
 def _reusable(summary: dict, task: str, preset: str) -> str | None:
-    """Why a run's summary cannot stand for the study (``None``: it can): complete, the preset, its K, seed 0,
-    and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken as they are)."""
+    """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
+    K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken
+    as they are)."""
     from experiments.tasks import preset_settings
 
     settings = summary.get("settings", {})
-    if summary.get("status") != "complete":
+    if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
         return f"status {summary.get('status')!r}"
     want = {"preset": preset, "iters": preset_settings(task, preset).get("iters"), "seed": 0}
     for key, value in want.items():
@@ -112,7 +113,7 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
             s = {}
         why = _reusable(s, task, preset) if isinstance(s, dict) else "unreadable summary"
         if why is None:
-            _say(f"{task}: complete run found in {run_dir}, reused (use --fresh to recompute)")
+            _say(f"{task}: {s.get('status')} run found in {run_dir}, reused (use --fresh to recompute)")
             return 0, 0.0
         _say(f"{task}: the run in {run_dir} is not this study ({why})")
     from experiments.commands.run import execute, parse
@@ -265,7 +266,7 @@ def build_report(
     _say(f"stage 7/{n}: index")
     seeds_part = ""
     if studies_result is not None and studies_result.seeds_table:
-        seeds_part = ("\n\n## Over seeds (K = 500, `make studies`)\n\nRuns covered: " + studies_result.coverage
+        seeds_part = ("\n\n## Over seeds (`make studies`)\n\nRuns covered: " + studies_result.coverage
                       + " Mean [min, max] over the seeds, the paper's value beside each (details, winner timelines "
                       "and the regime map: [studies.md](studies.md)).\n\n" + studies_result.seeds_table)
     (out / "table1.md").write_text(

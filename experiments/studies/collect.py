@@ -109,6 +109,8 @@ class StudyRun:
             raise DataError(f"run {self.name} holds {self.K} records, fewer than the {K} asked for")
         summary = json.loads(json.dumps(self.run.summary))
         summary.setdefault("settings", {})["iters"] = K
+        if K < self.K:  # the first K records of a run that went further are a complete K-iteration run
+            summary["status"] = "complete"
         cut = RunRecords(self.run.path, self.columns(K), summary)
         return StudyRun(self.name, cut, self.threads)
 

@@ -16,10 +16,11 @@ metrics of :func:`experiments.table.table_rows` (``Correct_K``, hits, ``MAE``,
 
 :func:`regime_sentence` states, from these numbers only, under which measured
 conditions an estimate names the winner in at least 95% of iterations
-(``Correct_K >= 95``) and where it stops: runs sorted by
-``max_eta_sharpness``, the longest run of the sorted list that all reach 95%
-from the smallest curvature up, the first run after it, and how many runs
-reach 95% among those that never cross 2 and those that do.
+(``Correct_K >= 95``) and where it stops: per learning rate, whether every
+seed, some or none reach 95% (with their ``eta * sharpness`` and ``Correct``
+ranges and crossings of 2), the largest ``eta * sharpness`` of a run that
+reaches 95% and the runs beyond it, and how many runs reach 95% among those
+that never cross 2 and those that do.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 from experiments.table import ESTIMATE_ROWS, table_rows
 
 __all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
-           "regime_points", "regime_sentence", "small_step_note", "render_regime_table"]
+           "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table"]
 
 #: the edge of stability of ``eta * lambda``
 EDGE = 2.0
@@ -170,73 +171,87 @@ def _fmt_lrs(lrs) -> str:
     return f"eta = {lrs[0]:g}" if len(lrs) == 1 else f"eta = {lrs[0]:g}-{lrs[-1]:g}"
 
 
+def _span(vals, fmt="{:.3g}") -> str:
+    lo, hi = min(vals), max(vals)
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+
+def _crossings(group) -> str:
+    ks = sorted(p.first_cross for p in group if p.first_cross is not None)
+    if not ks:
+        return "-"
+    return ", ".join(map(str, ks)) if len(ks) <= 6 else f"{ks[0]}-{ks[-1]}"
+
+
+def _describe_lr(ps, estimate) -> str:
+    """``eta = 0.03 (largest eta*sharpness 0.23-1, Correct 92.5-98.8%, crossing 2 at k = 51, 64)``."""
+    corr = [p.metrics[estimate]["correct"] for p in ps]
+    text = (f"eta = {ps[0].lr:g} (largest eta*sharpness {_span([p.max_eta_sharpness for p in ps])}, "
+            f"Correct {_span(corr, '{:.1f}')}%")
+    crossing = [p for p in ps if p.first_cross is not None]
+    if crossing:
+        text += f", crossing 2 at k = {_crossings(crossing)}"
+    return text + ")"
+
+
 def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
     """One sentence, computed from the points of one task: where ``estimate`` reaches ``Correct_K >= 95%``.
 
-    Runs are sorted by ``max_eta_sharpness``.  The sentence names the longest
-    prefix of that order in which every run reaches 95% (its largest
-    ``eta * sharpness``, learning rates, how many cross 2), the run where it
-    stops (its ``eta * sharpness`` and ``Correct``), how many runs past that
-    point still reach 95%, and the counts among runs that never cross 2 and
-    runs that do.  When no run reaches 95% it says so with the best run.
+    Per learning rate of the grid: whether every seed, some seeds or none reach 95% (with the range of
+    the largest ``eta * sharpness`` and of ``Correct``, and where runs cross 2); then where it stops: the
+    largest ``eta * sharpness`` of a run that reaches 95%, and how many runs beyond it (none of which reach
+    95%, by construction); finally the counts among runs that never cross 2 and runs that do.
     """
     pts = [p for p in points if estimate in p.metrics and not math.isnan(p.max_eta_sharpness)]
     if not pts:
         return f"{estimate}: no run with a measured sharpness."
-    pts.sort(key=lambda p: (p.max_eta_sharpness, p.lr, p.seed))
-    corr = [p.metrics[estimate]["correct"] for p in pts]
-    good = [c == c and c >= TARGET for c in corr]
-    n = len(pts)
+
+    def ok(p):
+        c = p.metrics[estimate]["correct"]
+        return c == c and c >= TARGET
+
+    by_lr: dict = {}
+    for p in sorted(pts, key=lambda p: (p.lr, p.seed)):
+        by_lr.setdefault(p.lr, []).append(p)
     never = [p for p in pts if p.first_cross is None]
     cross = [p for p in pts if p.first_cross is not None]
 
     def tally(group) -> str:
-        if not group:
-            return "none"
-        hit = sum(1 for p in group if p.metrics[estimate]["correct"] >= TARGET)
-        return f"{hit}/{len(group)}"
+        return f"{sum(ok(p) for p in group)}/{len(group)}" if group else "none"
 
     tail = (f" (runs that never reach eta*sharpness = 2: {tally(never)} at >= 95%;"
             f" runs that cross 2: {tally(cross)})")
-    if not any(good):
-        best = max(range(n), key=lambda i: corr[i] if corr[i] == corr[i] else -1)
-        b = pts[best]
-        return (f"{estimate} never names the winner in >= 95% of iterations in these {n} runs: best "
-                f"{corr[best]:.1f}% (eta = {b.lr:g}, seed {b.seed}, largest eta*sharpness "
-                f"{b.max_eta_sharpness:.2f}), lowest-curvature run {pts[0].max_eta_sharpness:.2f} "
-                f"with {corr[0]:.1f}%" + tail + ".")
-    m = 0
-    while m < n and good[m]:
-        m += 1
-    if m == n:
-        return (f"{estimate} names the winner in >= 95% of iterations in all {n} runs, up to a largest "
-                f"eta*sharpness of {pts[-1].max_eta_sharpness:.2f} ({_fmt_lrs(p.lr for p in pts)}, "
-                f"{len(cross)} of them crossing 2 at k = {_crossings(cross)}); it does not stop within this grid.")
-    later = sum(good[m:])
-    stop = pts[m]
-    where = (f"it stops at largest eta*sharpness {stop.max_eta_sharpness:.2f} (eta = {stop.lr:g}, seed {stop.seed}, "
-             f"{corr[m]:.1f}%"
-             + (f", crossing 2 at k = {stop.first_cross}" if stop.first_cross is not None else ", never crossing 2")
-             + ")")
-    if m == 0:
-        head = (f"{estimate} reaches >= 95% in {sum(good)} of {n} runs but not from the lowest curvature up: "
-                f"{where.replace('it stops at', 'the lowest-curvature run has')}")
+    hits = [p for p in pts if ok(p)]
+    if not hits:
+        best = max(pts, key=lambda p: p.metrics[estimate]["correct"] if p.metrics[estimate]["correct"] == p.metrics[
+            estimate]["correct"] else -1)
+        return (f"{estimate} names the winner in >= 95% of iterations in none of the {len(pts)} runs: best "
+                f"{best.metrics[estimate]['correct']:.1f}% (eta = {best.lr:g}, seed {best.seed}, largest "
+                f"eta*sharpness {best.max_eta_sharpness:.3g}); per learning rate: "
+                + "; ".join(_describe_lr(ps, estimate) for ps in by_lr.values()) + tail + ".")
+    every, some, none = [], [], []
+    for ps in by_lr.values():
+        n_ok = sum(ok(p) for p in ps)
+        (every if n_ok == len(ps) else none if n_ok == 0 else some).append((n_ok, ps))
+    clauses = []
+    def join(descs):
+        return descs[0] if len(descs) == 1 else ", ".join(descs[:-1]) + " and " + descs[-1]
+
+    if every:
+        clauses.append("in every seed at " + join([_describe_lr(ps, estimate) for _, ps in every]))
+    for n_ok, ps in some:
+        clauses.append(f"in {n_ok} of {len(ps)} seeds at " + _describe_lr(ps, estimate))
+    if none:
+        clauses.append("in none at " + join([_describe_lr(ps, estimate) for _, ps in none]))
+    top = max(p.max_eta_sharpness for p in hits)
+    beyond = [p for p in pts if p.max_eta_sharpness > top]
+    if beyond:
+        stop = (f"it stops above a largest eta*sharpness of {top:.3g}: none of the {len(beyond)} runs that go "
+                f"further (up to {max(p.max_eta_sharpness for p in beyond):.3g}) reaches 95%")
     else:
-        ok = pts[:m]
-        n_cross = sum(1 for p in ok if p.first_cross is not None)
-        head = (f"{estimate} names the winner in >= 95% of iterations in every run whose largest eta*sharpness "
-                f"is at most {ok[-1].max_eta_sharpness:.2f} ({m} runs, {_fmt_lrs(p.lr for p in ok)}, "
-                f"{n_cross} crossing 2); {where}")
-    if later:
-        head += f"; {later} of the {n - m - 1} runs beyond it still reach 95%"
-    return head + tail + "."
-
-
-def _crossings(group) -> str:
-    ks = sorted(p.first_cross for p in group)
-    if not ks:
-        return "-"
-    return ", ".join(map(str, ks)) if len(ks) <= 6 else f"{ks[0]}-{ks[-1]}"
+        stop = (f"it does not stop within this grid (the largest eta*sharpness reached, {top:.3g}, is a run at "
+                ">= 95%)")
+    return f"{estimate} names the winner in >= 95% of iterations " + ", ".join(clauses) + "; " + stop + tail + "."
 
 
 def small_step_note(points: Sequence[RegimePoint]) -> str:
@@ -248,7 +263,7 @@ def small_step_note(points: Sequence[RegimePoint]) -> str:
         if low is None:
             return "no run has a measured sharpness."
         return (f"no run stays below eta*sharpness = {INSIDE:g} for its whole length (the lowest largest value is "
-                f"{low.max_eta_sharpness:.2f}, eta = {low.lr:g}): the grid does not reach well inside the regime.")
+                f"{low.max_eta_sharpness:.3g}, eta = {low.lr:g}): the grid does not reach well inside the regime.")
     changed = [p for p in inside if p.switches > 0]
     lrs = _fmt_lrs(p.lr for p in inside)
     if not changed:
@@ -284,8 +299,8 @@ def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] 
         note = "" if set(statuses) == {"complete"} else " (" + ", ".join(f"{c} {s}" for s, c in statuses.items()) + ")"
         row = [task, f"{lr:g}", f"{len(ps)} ({', '.join(str(p.seed) for p in ps)}){note}",
                _spread([p.K for p in ps], lambda x: f"{x:g}"),
-               _spread([p.max_eta_sharpness for p in ps], lambda x: f"{x:.2f}"), crosses,
-               _spread([p.switches for p in ps], lambda x: f"{x:g}")]
+               _spread([p.max_eta_sharpness for p in ps], lambda x: f"{x:.3g}"), crosses,
+               _spread([p.switches for p in ps], lambda x: f"{x:.3g}")]
         for est in estimates:
             row.append(_spread([p.metrics[est]["correct"] for p in ps if est in p.metrics], lambda x: f"{x:.1f}%"))
             row.append(_spread([p.metrics[est]["mae"] for p in ps if est in p.metrics], lambda x: f"{x:.3g}"))
@@ -293,4 +308,26 @@ def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] 
     head = ["task", "eta", "seeds", "K", "max eta*sharpness", "first k with eta*sharpness >= 2", "winner switches"]
     for est in estimates:
         head += [f"{est} Correct", f"{est} MAE"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str] = ESTIMATE_ROWS,
+                          fmt: str = "github") -> str:
+    """One row per run: K, largest ``eta * sharpness`` and where, the first ``k`` it reaches 2, and per
+    estimate ``Correct`` over the iterations before that ``k`` and from it (``-``: none there)."""
+    from tabulate import tabulate
+
+    def pct(x):
+        return "-" if x != x else f"{x:.1f}%"
+
+    body = []
+    for p in points:
+        row = [p.task, f"{p.lr:g}", str(p.seed), str(p.K), f"{p.max_eta_sharpness:.3g}",
+               "never" if p.first_cross is None else str(p.first_cross)]
+        for est in estimates:
+            m = p.metrics.get(est)
+            row.append("-" if m is None else f"{pct(m['correct_before'])} / {pct(m['correct_after'])}")
+        body.append(row)
+    head = ["task", "eta", "seed", "K", "max eta*sharpness", "first k with eta*sharpness >= 2"] + [
+        f"{e} Correct before / from it" for e in estimates]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

@@ -90,8 +90,8 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     from experiments.errors import DataError
     from experiments.studies import figures as figs
     from experiments.studies.collect import read_sweep, read_sweeps
-    from experiments.studies.regime import (regime_points, regime_sentence, render_regime_table,
-                                            small_step_note)
+    from experiments.studies.regime import (regime_point, regime_points, regime_sentence, render_crossing_table,
+                                            render_regime_table, small_step_note)
     from experiments.studies.seeds import describe_coverage, render_seeds_table, seed_groups, seed_rows
     from experiments.studies.threads import match_runs, render_comparison
 
@@ -130,6 +130,10 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                   "Each cell is the mean over the seeds and [min, max] (one value when every seed gives the same); "
                   "hits are mean h / mean n with the ranges of h and n. `paper`: the paper's Table 1 (one run, "
                   "K = 500, the paper's models, data and GPU), for comparison in kind.", "", table, ""]
+        seed_points = [regime_point(r, "seeds") for rs in seed_groups(seeds_sw.runs).values() for r in rs]
+        lines += ["The regime along each seeds run (the same K as the table): the largest `eta * sharpness_k`, "
+                  "the first `k` where it reaches 2 (the edge of stability), and Correct over the iterations "
+                  "before that `k` and from it.", "", render_crossing_table(seed_points), ""]
         for (task, *_), rs in seed_groups(seeds_sw.runs).items():
             p = figs.seeds_timeline(rs, fig_dir / f"studies_seeds_{task}.png",
                                     f"{task} (eta = {rs[0].lr:g}, {len(rs)} seeds)")

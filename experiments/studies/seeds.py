@@ -194,13 +194,13 @@ def describe_coverage(sweep) -> str:
         rs = [r for r in sweep.runs if r.task == task]
         K = min(r.planned_K for r in rs)
         cut = sorted(r.seed for r in rs if r.K > K)
-        diverged = sum(r.status == "diverged" for r in rs)
+        diverged = [r for r in rs if r.status == "diverged" and r.K < K]
         text = f"{task}: {len(rs)} run(s), seeds {_seed_list([r.seed for r in rs])}, K = {K}"
         if cut:
             text += (f" (seed{'s' if len(cut) > 1 else ''} {_seed_list(cut)} cut from "
                      f"{', '.join(sorted({f'K = {r.K}' for r in rs if r.K > K}))})")
-        if diverged:
-            text += f", {diverged} diverged"
+        for r in diverged:
+            text += f", seed {r.seed} diverged after k = {r.K}"
         parts.append(text)
     text = "; ".join(parts)
     if sweep.unfinished:

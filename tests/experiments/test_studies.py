@@ -98,12 +98,14 @@ def test_seeds_pooled_from_several_folders_are_cut_to_their_common_K(tmp_path):
     write_run(b, "mlp-default-seed1", seed=1, gaps=[0.5, -0.25, -0.1, -0.2], est=[0.4, 0.2, -0.1, -0.3],
               errs=[0.01] * 4)
     write_run(b, "mlp-default-seed0", seed=0, gaps=[0.5], est=[0.5], iters=1)
+    write_run(b, "fl-default-seed0", task="fl", seed=0, gaps=[0.5, 0.4], est=[0.5, 0.4], iters=6, status="diverged")
     pooled = read_sweeps([a, b])
-    assert [(r.seed, r.K) for r in pooled.runs] == [(0, 6), (1, 4)]  # the longer seed 0 is kept
-    rec = {r["estimate"]: r for r in seed_rows(pooled.runs)}["recursive"]
+    assert [(r.task, r.seed, r.K) for r in pooled.runs] == [("fl", 0, 2), ("mlp", 0, 6), ("mlp", 1, 4)]
+    rec = {(r["task"], r["estimate"]): r for r in seed_rows(pooled.runs)}[("mlp", "recursive")]
     assert rec["K"] == 4 and rec["correct"][:3] == pytest.approx((87.5, 75.0, 100.0))
     assert rec["mae"][:3] == pytest.approx((0.1125, 0.0625, 0.1625))
-    assert describe_coverage(pooled) == "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6)."
+    assert describe_coverage(pooled) == ("fl: 1 run(s), seeds 0, K = 6, seed 0 diverged after k = 2; "
+                                         "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6).")
 
 
 def test_regime_indicators_switches_and_prefix(tmp_path):
@@ -145,21 +147,22 @@ def _pt(x, correct, cross=None, lr=0.1, seed=0, switches=1):
 
 
 def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
-    pts = [_pt(0.3, 99.0, lr=0.01), _pt(0.8, 96.0, lr=0.02), _pt(2.5, 90.0, cross=40, lr=0.05),
-           _pt(3.0, 97.0, cross=20, lr=0.1)]
+    pts = [_pt(0.3, 99.0, lr=0.01), _pt(0.35, 97.0, lr=0.01, seed=1),
+           _pt(0.8, 96.0, lr=0.02), _pt(0.9, 90.0, lr=0.02, seed=1),
+           _pt(2.5, 90.0, cross=40, lr=0.05), _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
     s = regime_sentence(pts, "recursive")
-    assert s.startswith("recursive names the winner in >= 95% of iterations in every run whose largest "
-                        "eta*sharpness is at most 0.80 (2 runs, eta = 0.01-0.02, 0 crossing 2)")
-    assert "it stops at largest eta*sharpness 2.50 (eta = 0.05, seed 0, 90.0%, crossing 2 at k = 40)" in s
-    assert "1 of the 1 runs beyond it still reach 95%" in s
-    assert "never reach eta*sharpness = 2: 2/2 at >= 95%; runs that cross 2: 1/2" in s
+    assert s == ("recursive names the winner in >= 95% of iterations in every seed at eta = 0.01 (largest "
+                 "eta*sharpness 0.3-0.35, Correct 97.0-99.0%), in 1 of 2 seeds at eta = 0.02 (largest eta*sharpness "
+                 "0.8-0.9, Correct 90.0-96.0%), in none at eta = 0.05 (largest eta*sharpness 2.5-3, Correct "
+                 "80.0-90.0%, crossing 2 at k = 20, 40); it stops above a largest eta*sharpness of 0.8: none of the "
+                 "3 runs that go further (up to 3) reaches 95% (runs that never reach eta*sharpness = 2: 3/4 at "
+                 ">= 95%; runs that cross 2: 0/2).")
     none = regime_sentence([_pt(0.3, 50.0), _pt(1.0, 80.0, lr=0.2)], "recursive")
-    assert none.startswith("recursive never names the winner in >= 95% of iterations in these 2 runs: best 80.0% "
-                           "(eta = 0.2")
-    allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7)], "recursive")
-    assert "in all 2 runs, up to a largest eta*sharpness of 2.20" in allgood and "does not stop" in allgood
-    lowbad = regime_sentence([_pt(0.3, 90.0), _pt(2.2, 98.0, cross=7)], "recursive")
-    assert lowbad.startswith("recursive reaches >= 95% in 1 of 2 runs but not from the lowest curvature up")
+    assert none.startswith("recursive names the winner in >= 95% of iterations in none of the 2 runs: best 80.0% "
+                           "(eta = 0.2, seed 0, largest eta*sharpness 1)")
+    allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7, lr=0.2)], "recursive")
+    assert "it does not stop within this grid (the largest eta*sharpness reached, 2.2" in allgood
+    assert "runs that cross 2: 1/1" in allgood
 
 
 def test_small_step_note_says_whether_the_winner_changes_inside_the_regime():
