@@ -27,6 +27,11 @@ run against itself: the iterations whose ``gap`` differs from its own
 ``loss_s - loss_jc`` by more than ``gap_err`` plus the subtraction's round-off
 (``4 eps32 |loss|``), i.e. where the claimed error bound of the gap does not hold.
 
+``--last-gap`` (with a run folder) also evaluates, from the run's last
+checkpoint (the state of its last iteration ``K``), ``L(theta_S^K) - L(theta_JC^K)``
+in float64 by subtraction and by 64-point Gauss-Legendre, next to the 5-point
+segment rule in float64 and the record's ``gap`` and ``gap_err``.
+
 Reports, never asserts (exit code 0; 2 on unreadable input).
 """
 
@@ -119,12 +124,37 @@ def gap_consistency(records: list[dict]) -> dict | None:
             "worst_k": worst[0], "worst_ratio": worst[1]}
 
 
+def last_gap(run_dir: str) -> dict:
+    """The gap at the run's last iteration recomputed in float64 from ``checkpoint.pt`` (module docstring)."""
+    import torch
+
+    from experiments.loading import load_task
+    from numeric.gap import loss_gap, segment_gap
+    from numeric.hvp import grad
+    from numeric.records import read_summary
+
+    settings = read_summary(os.path.join(run_dir, "summary.json"))["settings"]
+    ck = torch.load(os.path.join(run_dir, "checkpoint.pt"), map_location="cpu", weights_only=True)
+    task, _ = load_task(settings["task"], settings.get("preset"), dtype=torch.float64, device=torch.device("cpu"),
+                        seed=int(settings.get("seed", 0)))
+    a = {k: v.to(torch.float64) for k, v in ck["vectors"]["theta_s"].items()}
+    b = {k: v.to(torch.float64) for k, v in ck["vectors"]["theta_j"].items()}
+    with torch.no_grad():
+        sub = float(task.loss(a)) - float(task.loss(b))
+    seg, err = segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss, b)[1])
+    rec = [r for r in read_records(os.path.join(run_dir, RECORDS_FILE)) if int(r["k"]) == int(ck["k"]) + 1]
+    return {"k": int(ck["k"]) + 1, "subtraction64": sub, "gauss_legendre64": loss_gap(task, a, b, 64),
+            "segment64": seg, "segment64_err": err,
+            "record_gap": float(rec[0]["gap"]) if rec else None, "record_gap_err": float(rec[0]["gap_err"]) if rec else None}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("new", help="regenerated run folder or records CSV")
     ap.add_argument("--reference", required=True, help="committed records: CSV path or REV:PATH")
     ap.add_argument("--columns", default=",".join(LEGACY_FIELDS))
     ap.add_argument("--rtol", type=float, default=1e-4, help="relative difference at which two runs have parted")
+    ap.add_argument("--last-gap", action="store_true", help="recompute the last iteration's gap in float64 (run folder)")
     args = ap.parse_args(argv)
     try:
         new, old = _read(args.new), _read(args.reference)
@@ -148,6 +178,11 @@ def main(argv=None) -> int:
         print(f"gap of the new run against its own loss_s - loss_jc: {c['beyond']} of {c['iterations']} iterations "
               f"differ by more than gap_err + 4 eps32 |loss| (first k = {c['first']}; worst k = {c['worst_k']}, "
               f"{c['worst_ratio']:.1f} times that)")
+    if args.last_gap:
+        g = last_gap(args.new)
+        print(f"gap at k = {g['k']} in float64: subtraction {g['subtraction64']:.9g}, 64-point Gauss-Legendre "
+              f"{g['gauss_legendre64']:.9g}, 5-point segment rule {g['segment64']:.9g} (claimed error "
+              f"{g['segment64_err']:.2g}); the record: gap {g['record_gap']:.9g}, gap_err {g['record_gap_err']:.2g}")
     return 0
 
 
