@@ -149,3 +149,18 @@ def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
     rc = check_run(moved, 2)
     assert not rc.agree and rc.first[:2] == (0, "theta0")
     assert rc.line().startswith(f"{moved}: DISAGREE at k=0: the rebuilt initial parameters differ")
+
+
+def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):
+    """The summary's optimizer and per-block step sizes are part of the run (a plain-step rebuild would part)."""
+    out = str(tmp_path / "mom")
+    proc = _cli("run", "mlp", "--preset", "smoke", "--iters", "2", "--device", "cpu", "--out", out,
+                "--optimizer", "momentum:0.9", "--block-lr", "layer1=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rc = check_run(out, 2)
+    assert rc.agree, rc.line()
+    path = os.path.join(out, "summary.json")
+    summary = json.load(open(path))
+    del summary["settings"]["optimizer"], summary["settings"]["block_lr"]  # as a summary of plain steps
+    json.dump(summary, open(path, "w"))
+    assert not check_run(out, 2).agree
