@@ -17,7 +17,7 @@ import pytest
 
 from experiments.cli import main
 from experiments.golden import write_golden
-from numeric.record_comparison import compare_records, default_tolerances
+from numeric.record_comparison import compare_records, reference_tolerances
 from tests.experiments.test_golden import LABELS, NumpyProblem, _arr, _pattern, _read_csv
 
 CASES = ("quartic_momentum", "quadratic_block_lr")
@@ -112,14 +112,12 @@ def _case(golden, name):
 def test_numpy_reproduces_optimizer_records(golden, name):
     case = _case(golden, name)
     opt = NumpyOptimizer(NumpyProblem(case), case)
-    rtol, atol_rel = default_tolerances(case["dtype"])
     for label in LABELS:
         pairs, order = _pattern(case, label)
         mine = opt.protocol(pairs, order, float(case["lr"]), int(case["iters"]))
         mine["k"] = list(range(1, int(case["iters"]) + 1))
         ref = _read_csv(os.path.join(golden, name, label, "records.csv"))
-        scale = max(abs(v) for v in ref["loss_jc"] + ref["loss_s"])
-        comp = compare_records(mine, ref, rtol=rtol, atol=atol_rel * scale)
+        comp = compare_records(mine, ref, tolerances=reference_tolerances(ref, case["dtype"]))
         assert comp.ok, f"{name}/{label}: {comp.summary()}\n{comp.text()}"
         with open(os.path.join(golden, name, label, "summary.json")) as fh:
             settings = json.load(fh)["settings"]

@@ -49,7 +49,7 @@ def test_a_run_agrees_with_itself_recomputed(smoke_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{smoke_run}: agree at k=1..2 of 3 (9 columns;"), lines
-    assert "1 thread (not recorded)" in lines[0]
+    assert "(summary)" in lines[0]  # crosscurv run records its thread count, and the check uses it
     assert lines[-1] == "all 1 runs agree with their committed records"
     assert "k=2/2" in proc.stderr  # progress goes to stderr
 
@@ -110,6 +110,8 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
     (other / "records.csv").write_text("k,epoch,loss_seq\n1,0.1,2.3\n")
     assert find_runs(str(root)) == sorted([a, b])
     summary = json.load(open(os.path.join(b, "summary.json")))
+    recorded = summary["settings"].pop("threads")  # what crosscurv run records; older runs lack it
+    assert run_threads(b, {"settings": {"threads": recorded}}) == (recorded, "summary")
     assert run_threads(b, summary) == (2, "sweep.json")
     assert run_threads(a, summary) == (1, "not recorded")
     summary["settings"]["threads"] = 3
@@ -119,12 +121,12 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
 
 
 def test_a_prefix_of_the_committed_mlp_study_reproduces():
-    """The committed records predate sharpness and gap_err: the columns both have are compared."""
+    """The committed K = 500 study: its first two records are recomputed and compared."""
     run = os.path.join("reports", "runs", "mlp")
     proc = _cli("report", "--check", run, "--iters", "2", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert proc.stdout.startswith(f"{run}: agree at k=1..2 of ")
-    assert "(7 columns; not in the committed records: sharpness, gap_err;" in proc.stdout
+    assert "(9 columns;" in proc.stdout
 
 
 def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
