@@ -3,8 +3,8 @@
 A run folder of ``crosscurv run`` (``summary.json`` + ``records.csv``) records
 every setting of its run.  :func:`check_run` rebuilds the run from them (task,
 preset and every size the summary records, learning rate, seed, pattern,
-dtype, HVP engine; on the CPU; with the thread count the summary or its sweep
-records, else 1), recomputes its first ``N`` iterations in memory with
+dtype, HVP engine, optimizer and per-block step sizes; on the CPU; with the
+thread count the summary or its sweep records, else 1), recomputes its first ``N`` iterations in memory with
 :func:`numeric.protocol.run_protocol` and compares them with the committed
 records exactly as ``crosscurv validate-records`` does
 (:func:`numeric.record_comparison.compare_records` with the tolerances of
@@ -358,9 +358,12 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
             return RunCheck(agree=False, first=(0, "theta0", "the rebuilt initial parameters differ from the "
                                                 "recorded theta0_sha256 (task, sizes, data or seed changed)",
                                                 None, None), seconds=time.perf_counter() - t0, **base)
+        optimizer = settings.get("optimizer")
         res = run_protocol(task, pattern, float(settings["lr"]), n, out_dir=None, seed=settings["seed"],
                            hvp_method=settings.get("hvp") or "auto", chunk_size=settings.get("hvp_chunk_size"),
-                           offload=False, progress=progress)
+                           offload=False, progress=progress,
+                           optimizer=(optimizer.get("spec") if isinstance(optimizer, dict) else optimizer) or "sgd",
+                           block_lr=settings.get("block_lr") or None)
     finally:
         torch.set_num_threads(old_threads)
     base["seconds"] = time.perf_counter() - t0

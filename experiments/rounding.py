@@ -121,8 +121,8 @@ def _run(build, dtype, threads: int, hvp: str) -> tuple[dict, str]:
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        task, pattern, lr, iters = build(dtype)
-        res = run_protocol(task, pattern, lr, iters, out_dir=None, seed=0, hvp_method=hvp)
+        task, pattern, lr, iters, *extra = build(dtype)
+        res = run_protocol(task, pattern, lr, iters, out_dir=None, seed=0, hvp_method=hvp, **(extra[0] if extra else {}))
     finally:
         torch.set_num_threads(old)
     if res.status != "complete":
@@ -156,7 +156,7 @@ def _golden(name: str, label: str):
         task = case_task(case)
         if dtype != torch.float64:
             task = task.to(dtype=dtype)
-        return task, case.patterns[label], case.lr, case.iters
+        return task, case.patterns[label], case.lr, case.iters, {"optimizer": case.optimizer, "block_lr": case.block_lr}
 
     return build
 

@@ -49,7 +49,8 @@ def test_a_run_agrees_with_itself_recomputed(smoke_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{smoke_run}: agree at k=1..2 of 3 (9 columns;"), lines
-    assert "(summary)" in lines[0]  # crosscurv run records its thread count, and the check uses it
+    threads = json.load(open(os.path.join(smoke_run, "summary.json")))["settings"]["threads"]
+    assert f"{threads} thread{'s' if threads != 1 else ''} (summary)" in lines[0]  # as the run recorded
     assert lines[-1] == "all 1 runs agree with their committed records"
     assert "k=2/2" in proc.stderr  # progress goes to stderr
 
@@ -110,23 +111,33 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
     (other / "records.csv").write_text("k,epoch,loss_seq\n1,0.1,2.3\n")
     assert find_runs(str(root)) == sorted([a, b])
     summary = json.load(open(os.path.join(b, "summary.json")))
-    recorded = summary["settings"].pop("threads")  # what crosscurv run records; older runs lack it
-    assert run_threads(b, {"settings": {"threads": recorded}}) == (recorded, "summary")
+    summary["settings"]["threads"] = 3
+    assert run_threads(b, summary) == (3, "summary")
+    del summary["settings"]["threads"]  # summaries of earlier versions do not record it
     assert run_threads(b, summary) == (2, "sweep.json")
     assert run_threads(a, summary) == (1, "not recorded")
-    summary["settings"]["threads"] = 3
-    assert run_threads(a, summary) == (3, "summary")
     with pytest.raises(ReportCheckError, match="is not a folder"):
         find_runs(str(tmp_path / "missing"))
 
 
 def test_a_prefix_of_the_committed_mlp_study_reproduces():
-    """The committed K = 500 study: its first two records are recomputed and compared."""
     run = os.path.join("reports", "runs", "mlp")
     proc = _cli("report", "--check", run, "--iters", "2", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert proc.stdout.startswith(f"{run}: agree at k=1..2 of ")
-    assert "(9 columns;" in proc.stdout
+    legacy = open(os.path.join(REPO, run, "records.csv")).readline().count(",") == 7
+    assert ("(7 columns; not in the committed records: sharpness, gap_err;" if legacy else "(9 columns;") in proc.stdout
+
+
+def test_records_of_the_eight_column_format_are_compared_in_their_columns(smoke_run, tmp_path):
+    """Records written before sharpness and gap_err: the seven value columns both have are compared."""
+    old = _copy(smoke_run, tmp_path / "eight")
+    rec = os.path.join(old, "records.csv")
+    rows = [",".join(line.split(",")[:8]) for line in open(rec).read().splitlines()]
+    open(rec, "w").write("\n".join(rows) + "\n")
+    rc = check_run(old, 2)
+    assert rc.agree and rc.legacy and rc.skipped == ["sharpness", "gap_err"] and len(rc.columns) == 7
+    assert "(7 columns; not in the committed records: sharpness, gap_err;" in rc.line()
 
 
 def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
@@ -138,3 +149,18 @@ def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
     rc = check_run(moved, 2)
     assert not rc.agree and rc.first[:2] == (0, "theta0")
     assert rc.line().startswith(f"{moved}: DISAGREE at k=0: the rebuilt initial parameters differ")
+
+
+def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):
+    """The summary's optimizer and per-block step sizes are part of the run (a plain-step rebuild would part)."""
+    out = str(tmp_path / "mom")
+    proc = _cli("run", "mlp", "--preset", "smoke", "--iters", "2", "--device", "cpu", "--out", out,
+                "--optimizer", "momentum:0.9", "--block-lr", "layer1=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rc = check_run(out, 2)
+    assert rc.agree, rc.line()
+    path = os.path.join(out, "summary.json")
+    summary = json.load(open(path))
+    del summary["settings"]["optimizer"], summary["settings"]["block_lr"]  # as a summary of plain steps
+    json.dump(summary, open(path, "w"))
+    assert not check_run(out, 2).agree
