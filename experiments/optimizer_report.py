@@ -91,8 +91,9 @@ def _g(x) -> str:
     return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
-#: ``MAE / mean |gap|`` at or below this: the estimate follows the gap; above :data:`LOST`: it does not.
-FOLLOWS, LOST = 0.5, 10.0
+#: ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to :data:`LOST`: its error is
+#: comparable to the gap; above: it does not follow the gap.
+FOLLOWS, LOST = 0.5, 1.0
 
 
 def _verdict(rel: float) -> str:
@@ -100,7 +101,7 @@ def _verdict(rel: float) -> str:
         return "does not follow the gap"
     if rel <= FOLLOWS:
         return "follows the gap"
-    return "follows the gap loosely"
+    return "errors comparable to the gap"
 
 
 def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], list[str]]:
