@@ -85,10 +85,6 @@ MEASURES = ("gradient", "product", "JC point", "S point")
 FULL_PRODUCTS = 4
 
 
-class NotSupported(Exception):
-    """The peer cannot compute what is asked on this model (the message says why)."""
-
-
 # -- the task's loss as a module ---------------------------------------------------------
 class LossModule(nn.Module):
     """``forward(x) = L(theta)`` at this module's parameters (``x`` is ignored), shape ``(1,)``."""
@@ -330,7 +326,7 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line[:110]}"
 
 
-def bench_task(name: str, preset: str, repeats: int, peers=PEERS, seed: int = 0, log=print) -> dict:
+def bench_task(name: str, preset: str, repeats: int, peers=PEERS, seed: int = 0) -> dict:
     """Time every peer on task ``name`` (module docstring); returns medians in gradients and notes."""
     from experiments.loading import load_task
     from numeric.curvature import masked_product_plan

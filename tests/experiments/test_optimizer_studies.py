@@ -30,12 +30,13 @@ def test_plan_is_seed_major_and_shares_the_sgd_baseline():
     assert flags["adam-lr1e-3"] == ["--optimizer", "adam", "--lr", "0.001"]
 
 
-def _fake_run(path, gaps, est, iters, lr=0.03):
+def _fake_run(path, gaps, est, iters, lr=0.03, gap_err=0.0, recorded=None):
     os.makedirs(path)
     with RecordWriter(os.path.join(path, "records.csv")) as w:
         for k, (g, e) in enumerate(zip(gaps, est), start=1):
-            w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=e, jc_only=e,
-                                bound_bk=1.0, sharpness=1.0, gap_err=0.0))
+            r = g if recorded is None else recorded[k - 1]
+            w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=r, recursive=e, cumulative=e, jc_only=e,
+                                bound_bk=1.0, sharpness=1.0, gap_err=gap_err))
     with open(os.path.join(path, "summary.json"), "w") as fh:
         json.dump({"status": "complete", "settings": {"iters": iters, "lr": lr, "preset": "default",
                                                       "pattern_spec": "gs", "dtype": "float32"}}, fh)
@@ -57,3 +58,18 @@ def test_report_states_what_the_records_show(tmp_path):
            "MAE/mean abs gap 0 and the gap's sign at 100% of the iterations: follows the gap" in text
     assert "lora_lrplus, sgd, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text
     assert "No runs yet." in text  # fl_momentum
+
+
+def test_far_apart_runs_are_measured_by_the_plain_difference(tmp_path):
+    """Where the segment rule's error estimate exceeds the plain difference's round-off, the report measures
+    the gap by ``loss_s - loss_jc`` (here the recorded gap has the wrong sign and a large ``gap_err``)."""
+    runs = tmp_path / "runs"
+    _fake_run(runs / "fl" / "sgd" / "seed0", [-1, -1, -1], [-1, -1, -1], 3)
+    _fake_run(runs / "fl" / "momentum-0.9" / "seed0", [-1, -1, -1], [-1, -1, -1], 3, gap_err=0.5,
+              recorded=[0.2, -1, -1])
+    assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep"), "--seeds", "0", "--iters", "3"]) == 0
+    text = (tmp_path / "rep" / "optimizers.md").read_text()
+    assert "momentum-0.9, seed 0: at 3/3 iterations the recorded gap (segment integral) has an error estimate" in text
+    assert "the two differ by up to 1.2" in text
+    assert "fl_momentum, momentum-0.9, seed 0: the measured winner equals plain sgd's at 3/3 decided iterations" in text
+    assert "fl_momentum, momentum-0.9, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text

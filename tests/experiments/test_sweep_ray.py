@@ -158,7 +158,10 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
     killed = out / "runs" / killed_point.name
     assert killed_point.name == "mlp-smoke-seed0-K40"
     # the same run started by hand and killed hard after 2 records (as a crashed machine would)
-    proc = subprocess.Popen([sys.executable, "-m", "experiments", *killed_point.argv(str(killed))], env=ENV,
+    # one thread, as the sweep gives each run below: a run records its thread count and a resume
+    # with another count is refused (float32 reductions depend on it)
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", *killed_point.argv(str(killed))],
+                            env=dict(ENV, OMP_NUM_THREADS="1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -142,6 +142,12 @@ def test_recursion_and_cumulative_remainders(kind, spec, data):
     task = problem.task
     opt = parse_optimizer(_spec(kind, data))
     eta0 = _eta0(problem, opt, factors, TRAJECTORY_FACTOR)
+    if opt.name == "adam":
+        # a finding, not a tolerance: Hypothesis found Adam's recursion pre-asymptotic at the
+        # coarsest point (quartic seed 1, sizes (1, 3), factors 0.25, pattern 1<-2: pairwise rates
+        # 0.96, 2.68, 2.91, 2.96, 2.99, error/eta^3 settling at -1.54e-3); its grid starts one
+        # halving deeper (README, optimizer findings)
+        eta0 /= 2.0
     scale = rounding_scale(task, task.params)
     etas = [eta0 * 2.0**-k for k in range(GRID_POINTS)]
     errs = {"recursive": [], "cumulative": [], "jc_only": []}
