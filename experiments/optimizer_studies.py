@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 #: The default number of iterations (the default presets run 300-500; these studies need many runs).
 ITERS = 40
-SEEDS = (0, 1)
+SEEDS = (0, 1, 2)
 RUNS_DIR = os.path.join("reports", "optimizers", "runs")
 
 

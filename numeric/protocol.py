@@ -4,8 +4,8 @@ JC and pattern-``S`` trajectories start from the same ``theta^0`` (the task's
 parameters) and take exact full-batch steps (:func:`numeric.steps.scheme_step`)
 with a constant learning rate ``eta``, no momentum (the paper's setting; with
 ``optimizer`` / ``block_lr`` both runs use a block-separable optimizer from zero
-state and the estimates are its generalizations, see :func:`run_protocol`).  Iteration ``k = 0..K`` is
-one body (:func:`_iteration`) over the per-point interface of
+state and the estimates are its generalizations, see :func:`run_protocol`).
+Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point interface of
 :mod:`numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
 * at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the
@@ -87,7 +87,8 @@ from .estimates import EstimateState, init_power_vector, propagate, quadratic_fr
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import bound_coverage, evaluate_columns
 from .offload import make_store, should_offload
-from .optimizer_estimates import TangentStep, factor_tree, forcing_norm, optimizer_bound, scaled_direction, state_difference
+from .optimizer_estimates import (TangentStep, factor_tree, forcing_norm, optimizer_bound, scaled_direction,
+                                  state_difference)
 from .optimizers import OptimizerSetup, OptimizerState, optimizer_scheme_step, optimizer_setup
 from .point import BatchedPoint, PointCurvature
 from .records import (
@@ -439,7 +440,7 @@ class _Optimizer:
     before iteration ``k``, so their step count is ``k`` and is not stored.
     """
 
-    def __init__(self, task, setup: OptimizerSetup, lr: float):
+    def __init__(self, task, setup: OptimizerSetup):
         self.setup, self.spec = setup, setup.spec
         self.factors = list(setup.factors)
         self.f = factor_tree(task, self.factors)
@@ -914,7 +915,7 @@ def run_protocol(
                                  setup)
     run_settings["offload"] = use_offload
 
-    opt = None if setup.plain else _Optimizer(task, setup, lr)
+    opt = None if setup.plain else _Optimizer(task, setup)
     run = _RunDir(out_dir) if out_dir is not None else None
     ck = None
     if run is not None and not resume:
