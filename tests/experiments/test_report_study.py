@@ -50,6 +50,7 @@ def test_the_report_runs_its_studies_with_one_thread_and_aggregates_the_sweeps(t
     stale.mkdir(parents=True)
     (stale / "summary.json").write_text(json.dumps({"status": "complete",
                                                     "settings": {"preset": "smoke", "iters": 3, "seed": 0}}))
+    (out / "optimizers.md").write_text("# optimizer studies\n")  # written by another command: linked, kept
     before = torch.get_num_threads()
     rc = build_report(out, "smoke", ("mlp",), scaling=False, derive=False, motivation=False, device="cpu")
     assert rc == 0 and torch.get_num_threads() == before  # restored
@@ -61,6 +62,7 @@ def test_the_report_runs_its_studies_with_one_thread_and_aggregates_the_sweeps(t
     assert "## Over seeds" in table1 and "87.5% [75.0%, 100.0%]" in table1
     index = (out / "README.md").read_text()
     assert "[studies.md](studies.md)" in index and "[seeds](sweeps/seeds): 2 finished runs, 1 not finished" in index
+    assert "[optimizers.md](optimizers.md)" in index and (out / "optimizers.md").read_text() == "# optimizer studies\n"
     assert "threads = 1" in index and "## Reproducibility" in index and "## Table 1 over seeds" in index
     assert (out / "studies.md").is_file() and (out / "figures" / "gap_mlp.png").is_file()
     assert "crosscurv studies --seeds reports/sweeps/seeds --out reports" in (out / "studies.md").read_text()
