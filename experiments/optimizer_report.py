@@ -3,8 +3,8 @@
 For every study and variant (and seed) it states, from the copied
 ``records.csv`` / ``summary.json`` only:
 
-* the *measured gap* (:func:`measured_gap`: the record's ``gap`` or, where its error
-  estimate exceeds the round-off of the plain difference, ``loss_s - loss_jc``) and the
+* the *measured gap* (:func:`measured_gap`: the record's ``gap``, which is the plain
+  difference ``loss_s - loss_jc`` where that is the better measurement) and the
   *measured winner* per iteration (``J``: ``gap > 0``, JC ahead; ``G``: ``gap < 0``,
   the scheme ahead; ``.``: undecided, ``|gap| <= gap_err``), its switch points
   and how often it agrees with plain ``sgd`` of the same seed;
@@ -107,27 +107,24 @@ def _verdict(rel: float) -> str:
 
 
 def measured_gap(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(gap, err, plain)``: per iteration the better measurement of ``L_S - L_JC``.
+    """``(gap, err, plain)``: the record's ``gap`` and ``gap_err``, and where they are the plain difference.
 
-    The record's ``gap`` (segment integral, error estimate ``gap_err``) where
-    ``gap_err`` is at most 4 ulps of the larger loss, else the plain difference
-    ``loss_s - loss_jc`` with that round-off bound (``plain`` marks those
-    iterations): the segment rule is the accurate one for close runs, the
-    plain difference for runs far apart (where ``gap_err`` grows).
+    A run records the segment integral where it is the more precise measurement and the losses do not
+    refute it, else ``loss_s - loss_jc`` with its rounding bound (:func:`numeric.gap.reconcile`);
+    ``plain`` marks the latter iterations.
     """
+    from numeric.gap import difference_error
+
     c = run.columns
-    dt = np.float32 if run.summary.get("settings", {}).get("dtype", "float32") == "float32" else np.float64
-    a, b = c["loss_jc"].astype(float), c["loss_s"].astype(float)
-    ulp = 4 * np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(dt)).astype(float)
-    err = np.nan_to_num(c.get("gap_err", np.full_like(a, np.inf)), nan=np.inf)
-    plain = err > ulp
-    return np.where(plain, b - a, c["gap"]), np.where(plain, ulp, err), plain
+    dt = run.summary.get("settings", {}).get("dtype", "float32")
+    a, b, gap, err = c["loss_jc"], c["loss_s"], c["gap"], np.nan_to_num(c["gap_err"], nan=np.inf)
+    r = np.array([difference_error(s_, j_, dt) for s_, j_ in zip(b, a)])
+    plain = (gap == b - a) & (err == r)
+    return gap, err, plain
 
 
 def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], list[str]]:
     """Markdown lines of one study and its findings; appends the study's rows to ``summary``."""
-    from numeric.metrics import winner_metrics
-
     lines = [f"## {study.title} (`{study.name}`)", "", f"Question: {study.question}.", ""]
     findings: list[str] = []
     if not runs:
@@ -159,16 +156,14 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
             rows.append([v.label, sd, _status(run), f"{ss.get('lr')}", f"{c['loss_jc'][-1]:.4g} / {c['loss_s'][-1]:.4g}",
                          f"{t.count('J')}/{t.count('G')}/{t.count('.')}", ", ".join(map(str, sw)) or "none", agree])
             if plain.any():
-                dev = float(np.max(np.abs(c["gap"] - (c["loss_s"] - c["loss_jc"]))))
                 findings.append(
-                    f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} iterations the recorded "
-                    f"gap (segment integral) has an error estimate gap_err above the round-off of the plain "
-                    f"difference (up to {float(np.nanmax(c['gap_err'])):.3g}; the two differ by up to {dev:.3g}, "
-                    f"mean abs gap {float(np.mean(np.abs(gap))):.3g}): the runs are too far apart for the 5-point "
-                    "rule to beat the plain difference, so those iterations are measured by L_S - L_JC.")
+                    f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} iterations the gap is "
+                    f"the plain difference L_S - L_JC (the runs too far apart for the segment rule to be the more "
+                    f"precise, or its estimate refuted by the losses; mean abs gap {float(np.mean(np.abs(gap))):.3g}).")
     lines += ["### Measured winners", "",
-              "The measured gap is the record's `gap` where its `gap_err` is within the round-off of the plain "
-              "difference `L_S - L_JC` (4 ulps of the loss), else that difference (see the findings).", "",
+              "The measured gap is the record's `gap`: the segment integral of the gradient where that is the more "
+              "precise measurement and agrees with `L_S - L_JC`, else that difference (`numeric.gap.reconcile`; "
+              "see the findings).", "",
               tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S", "J/G/undecided",
                                       "switch points k", f"same winner as {base}"], tablefmt="github",
                        disable_numparse=True), "",
@@ -184,20 +179,20 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
             run = runs.get((v.label, sd))
             if run is None:
                 continue
-            gap, err, _ = meas[(v.label, sd)]
+            gap = meas[(v.label, sd)][0]
             mean_gap = float(np.mean(np.abs(gap)))
             for r in table_rows(run, EST):
                 e = r["estimate"]
-                m = winner_metrics(gap, run.columns[e], err)
-                rel = m["mae"] / mean_gap if mean_gap > 0 else math.nan
-                stats[(v.label, sd, e)] = (m["correct"], rel)
+                rel = r["mae"] / mean_gap if mean_gap > 0 else math.nan
+                stats[(v.label, sd, e)] = (r["correct"], rel)
                 rows.append([v.label, sd, LABEL[e], run.iters, f"{r['correct']:.1f}%",
                              f"{r['jc_hits'][0]}/{r['jc_hits'][1]}", f"{r['s_hits'][0]}/{r['s_hits'][1]}",
-                             _g(r["mae"]), _g(r["max_ae"]), f"{m['correct']:.1f}%", _g(m["mae"]), _g(rel)])
+                             _g(r["mae"]), _g(r["max_ae"]), r["undecided"], _g(rel)])
     lines += ["### Table 1 rows of the generalized estimates", "",
-              "Against the record's `gap` (what `crosscurv table` prints), then against the measured gap above.", "",
+              "Against the record's `gap` (what `crosscurv table` prints); undecided iterations (|gap| <= gap_err) "
+              "are left out of Correct.", "",
               tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits", "GS hits", "MAE",
-                                      "Max. AE", "Correct (measured)", "MAE (measured)", "MAE / mean abs gap"],
+                                      "Max. AE", "undecided", "MAE / mean abs gap"],
                        tablefmt="github", disable_numparse=True), ""]
     lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: not finite):", "",
               "```"]

@@ -21,6 +21,19 @@ exactly when the points are close, Sterbenz).
   ``4 eps sum_t |w_t| |g(t)| . |Delta|`` (``eps`` of the parameters' dtype).
 
 Inner products are accumulated in float64.
+
+* :func:`reconcile`: the record's ``(gap, gap_err)``.  The Simpson-difference
+  estimate is a heuristic: where the gradient has kinks along the segment (ReLU
+  activations switching between the two points) and the segment is long (runs
+  far apart, late in a run), the 5-point rule's true error can exceed it many
+  times over.  The plain difference of the two measured losses,
+  ``d = L_S - L_JC``, is an independent measurement whose error is bounded by
+  their rounding, ``r`` (:func:`difference_error`).  The segment value is kept
+  where it is the more precise of the two (``err < r``) *and* agrees with
+  ``d`` within ``err + r``; otherwise ``(d, r)`` is recorded.  So a recorded
+  bound is either the losses' rounding or a segment estimate that the losses
+  do not contradict.  (A segment error smaller than ``r`` cannot be detected
+  this way; on smooth problems the estimate holds, tests/numeric/test_gap.py.)
 """
 
 from __future__ import annotations
@@ -32,7 +45,8 @@ import torch
 
 from .hvp import grad
 
-__all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES", "LOBATTO_WEIGHTS"]
+__all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES", "LOBATTO_WEIGHTS",
+           "DIFFERENCE_ULPS", "ulp", "difference_error", "reconcile"]
 
 #: Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7 along the segment).
 GAP_NODES = 4
@@ -43,6 +57,48 @@ LOBATTO_NODES = (0.0, 0.5 - 0.5 * _R, 0.5, 0.5 + 0.5 * _R, 1.0)
 LOBATTO_WEIGHTS = (0.05, 49.0 / 180.0, 16.0 / 45.0, 49.0 / 180.0, 0.05)
 #: Simpson's rule on the same end points and midpoint.
 _SIMPSON = {0.0: 1.0 / 6.0, 0.5: 4.0 / 6.0, 1.0: 1.0 / 6.0}
+
+
+#: Units in the last place (of the larger loss, in the run's dtype) that bound the rounding of
+#: ``loss_s - loss_jc``.  Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its float64
+#: value on the built-in tasks (``python -m experiments.rounding``, column ``loss_jc``/``loss_s``), so
+#: the difference within about 3 ulps; 8 leaves a factor 2.7.
+DIFFERENCE_ULPS = 8
+
+
+def ulp(x: float, dtype) -> float:
+    """Spacing of floating-point numbers of ``dtype`` (a torch dtype or its name) at ``|x|``.
+
+    ``eps * 2^floor(log2 |x|)`` for a normal ``x`` (``numpy.spacing`` for float32/float64, also for
+    bfloat16/float16); the smallest normal's spacing at ``0`` or below it.
+    """
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    info = torch.finfo(dtype)
+    x = abs(float(x))
+    if not math.isfinite(x):
+        return math.inf
+    _, e = math.frexp(max(x, info.smallest_normal))  # x = m 2^e, 0.5 <= m < 1
+    return info.eps * 2.0 ** (e - 1)
+
+
+def difference_error(loss_s: float, loss_jc: float, dtype) -> float:
+    """Bound on the rounding of ``loss_s - loss_jc``: :data:`DIFFERENCE_ULPS` ulps of the larger ``|loss|``."""
+    return DIFFERENCE_ULPS * ulp(max(abs(loss_s), abs(loss_jc)), dtype)
+
+
+def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> tuple[float, float]:
+    """The recorded ``(gap, gap_err)`` from the segment rule's ``(gap, err)`` and the two measured losses.
+
+    With ``d = loss_s - loss_jc`` (formed in float64, exact for two float32 losses) and
+    ``r = difference_error(loss_s, loss_jc, dtype)``: ``(gap, err)`` if ``err < r`` and
+    ``|gap - d| <= err + r``, else ``(d, r)`` (module docstring).  Idempotent.
+    """
+    d = float(loss_s) - float(loss_jc)
+    r = difference_error(loss_s, loss_jc, dtype)
+    if err < r and abs(gap - d) <= err + r:
+        return float(gap), float(err)
+    return d, r
 
 
 def _dot64(a: Mapping, b: Mapping) -> float:
@@ -107,7 +163,8 @@ class SegmentGap:
 
     def __init__(self, delta: Mapping):
         self.zero = not any(bool(t.any()) for t in delta.values())
-        self.eps = torch.finfo(next(iter(delta.values())).dtype).eps
+        self.dtype = next(iter(delta.values())).dtype
+        self.eps = torch.finfo(self.dtype).eps
         self._f: dict[float, float] = {}
         self._mag = 0.0
 

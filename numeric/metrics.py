@@ -52,6 +52,7 @@ __all__ = [
     "winner_metrics",
     "evaluate_columns",
     "bound_coverage",
+    "run_metrics",
 ]
 
 JC, GS, TIE, UNDEFINED, UNDECIDED = "JC", "GS", "tie", "undefined", "undecided"
@@ -196,3 +197,15 @@ def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
     covered = sum(1 for bk, gk in zip(b, g) if gk <= bk)
     ratios = [gk / bk for bk, gk in zip(b, g) if bk > 0 and math.isfinite(bk)]
     return {"covered": covered, "K": len(g), "max_ratio": max(ratios) if ratios else math.nan}
+
+
+def run_metrics(columns: Mapping[str, Sequence[float]], names: Sequence[str]) -> tuple[dict, dict]:
+    """A run summary's ``(metrics, bound_bk_coverage)`` from its record columns.
+
+    ``metrics``: ``{estimate: evaluate(...).as_dict()}`` for each of ``names`` (hit tuples as lists,
+    as JSON holds them); ``bound_bk_coverage``: :func:`bound_coverage` of ``gap`` by ``bound_bk``.
+    """
+    metrics = {name: m.as_dict() for name, m in evaluate_columns(columns, names).items()}
+    for m in metrics.values():
+        m["jc_hits"], m["s_hits"] = list(m["jc_hits"]), list(m["s_hits"])
+    return metrics, bound_coverage(columns["gap"], columns["bound_bk"])

@@ -82,10 +82,10 @@ from theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
-from .gap import SegmentGap
+from .gap import SegmentGap, reconcile
 from .estimates import EstimateState, init_power_vector, propagate, quadratic_from_linear, recursive_estimate
 from .hvp import HVP_METHODS, resolve_method
-from .metrics import bound_coverage, evaluate_columns
+from .metrics import run_metrics
 from .offload import make_store, should_offload
 from .optimizer_estimates import (TangentStep, factor_tree, forcing_norm, optimizer_bound, scaled_direction,
                                   state_difference)
@@ -609,7 +609,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
 
     The record's ``gap`` is the segment integral of :class:`numeric.gap.SegmentGap` (three gradients
     inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error
-    bound ``gap_err``; ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
+    bound ``gap_err``, checked against ``loss_s - loss_jc`` by :func:`numeric.gap.reconcile`;
+    ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``,
@@ -717,7 +718,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     est.observe_gradients(gs)
     if k >= 1:
         segment.add(1.0, gs, S.fetch("delta"))
-        record["gap"], record["gap_err"] = segment.result()
+        record["gap"], record["gap_err"] = reconcile(*segment.result(), loss_s, loss_jc, segment.dtype)
         ctx.emit(k, loss_jc, loss_s, record)
     if last:
         S.park("delta", None)
@@ -797,11 +798,7 @@ def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, reques
     metrics, coverage = {}, None
     records = ctx.records
     if records:
-        cols = records_columns(records)
-        metrics = {name: m.as_dict() for name, m in evaluate_columns(cols, ESTIMATES).items()}
-        for m in metrics.values():
-            m["jc_hits"], m["s_hits"] = list(m["jc_hits"]), list(m["s_hits"])
-        coverage = bound_coverage(cols["gap"], cols["bound_bk"])
+        metrics, coverage = run_metrics(records_columns(records), ESTIMATES)
     return {
         "crosscurv_version": crosscurv_version(),
         "status": status,

@@ -8,7 +8,9 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 * ``gap``: the measured ``L(theta_S^k) - L(theta_JC^k)``, without the
   cancellation of subtracting the two losses: the integral of the gradient
   along the segment ``theta_JC^k -> theta_S^k`` (:func:`numeric.gap.segment_gap`,
-  5-point Gauss-Lobatto, float64 accumulation);
+  5-point Gauss-Lobatto, float64 accumulation) where that is the more precise
+  measurement and agrees with ``loss_s - loss_jc``, else that difference
+  (:func:`numeric.gap.reconcile`);
 * ``recursive``: Theorem 2 (loss evolution recursion) with the measured
   ``Delta theta^{k-1}``;
 * ``cumulative``: Theorem 3 (signed cumulative terminal comparison);
@@ -17,7 +19,8 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 * ``sharpness``: the power-iteration estimate ``p_k^T H_JC^k p_k`` of the
   largest eigenvalue of ``H_JC^k`` (``eta * sharpness`` is the regime
   indicator; ``2`` is the edge of stability);
-* ``gap_err``: an error bound of ``gap`` (quadrature and round-off); an
+* ``gap_err``: an error bound of ``gap`` (the segment rule's quadrature and
+  round-off estimate, or the losses' rounding for a plain difference); an
   iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`numeric.metrics`).
 
 Files written before ``sharpness`` and ``gap_err`` existed (the first eight
@@ -58,6 +61,7 @@ __all__ = [
     "read_records",
     "read_columns",
     "read_text",
+    "write_records",
     "count_rows",
     "truncate_records",
     "atomic_write_text",
@@ -285,9 +289,14 @@ def truncate_records(path: str, k: int) -> None:
     rows = read_records(path)
     if len(rows) < k:
         raise RecordsError(f"{path} holds {len(rows)} complete records, the checkpoint needs {k}")
+    write_records(path, rows[:k])
+
+
+def write_records(path: str, rows: Sequence[Mapping]) -> None:
+    """Replace ``path`` by the header and ``rows`` (atomic: a kill leaves the old file or the new one)."""
     buf = io.StringIO()
     buf.write(_HEADER + "\n")
-    for rec in rows[:k]:
+    for rec in rows:
         buf.write(format_row(rec) + "\n")
     atomic_write_text(path, buf.getvalue())
 

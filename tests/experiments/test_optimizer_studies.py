@@ -60,16 +60,18 @@ def test_report_states_what_the_records_show(tmp_path):
     assert "No runs yet." in text  # fl_momentum
 
 
-def test_far_apart_runs_are_measured_by_the_plain_difference(tmp_path):
-    """Where the segment rule's error estimate exceeds the plain difference's round-off, the report measures
-    the gap by ``loss_s - loss_jc`` (here the recorded gap has the wrong sign and a large ``gap_err``)."""
+def test_iterations_measured_by_the_plain_difference_are_reported(tmp_path):
+    """Where a run recorded the plain difference ``loss_s - loss_jc`` with its rounding bound
+    (:func:`numeric.gap.reconcile`), the report says at how many iterations."""
+    from numeric.gap import difference_error
+
     runs = tmp_path / "runs"
     _fake_run(runs / "fl" / "sgd" / "seed0", [-1, -1, -1], [-1, -1, -1], 3)
-    _fake_run(runs / "fl" / "momentum-0.9" / "seed0", [-1, -1, -1], [-1, -1, -1], 3, gap_err=0.5,
-              recorded=[0.2, -1, -1])
+    _fake_run(runs / "fl" / "momentum-0.9" / "seed0", [-1, -1, -1], [-1, -1, -1], 3,
+              gap_err=difference_error(0.0, 1.0, "float32"))
     assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep"), "--seeds", "0", "--iters", "3"]) == 0
     text = (tmp_path / "rep" / "optimizers.md").read_text()
-    assert "momentum-0.9, seed 0: at 3/3 iterations the recorded gap (segment integral) has an error estimate" in text
-    assert "the two differ by up to 1.2" in text
+    assert "momentum-0.9, seed 0: at 3/3 iterations the gap is the plain difference L_S - L_JC" in text
+    assert "sgd, seed 0: at" not in text
     assert "fl_momentum, momentum-0.9, seed 0: the measured winner equals plain sgd's at 3/3 decided iterations" in text
     assert "fl_momentum, momentum-0.9, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from numeric.gap import loss_gap, segment_gap
+from numeric.gap import difference_error, loss_gap, reconcile, segment_gap, ulp
 from numeric.hvp import grad
 from numeric import Task
 
@@ -91,3 +91,94 @@ def test_fused_inner_products_are_bit_for_bit_the_separate_ones(dtype):
     assert absdot >= abs(dot) > 0
     for k in a:  # the inputs are left alone (a float64 entry's .to(float64) is the tensor itself)
         assert torch.equal(a[k], before[k])
+
+
+# -- reconcile: the recorded (gap, gap_err) ------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, np_dtype", [(torch.float32, np.float32), (torch.float64, np.float64)])
+def test_ulp_is_numpy_spacing(dtype, np_dtype):
+    rng = np.random.default_rng(0)
+    for x in np.concatenate([rng.lognormal(0, 5, 200), [1.0, 2.0, 0.5, 2.3, 1e-30]]):
+        assert ulp(float(np_dtype(x)), dtype) == float(np.spacing(np_dtype(x)))
+        assert ulp(-float(np_dtype(x)), str(dtype).split(".")[1]) == float(np.spacing(np_dtype(x)))
+
+
+def test_reconcile_keeps_a_precise_segment_value_that_agrees_with_the_losses():
+    ls, lj = 2.3109219074249268, 2.3109188079833984  # float32 losses 13 ulps apart (mlp, k = 1)
+    r = difference_error(ls, lj, torch.float32)
+    assert r == 8 * float(np.spacing(np.float32(ls)))
+    gap, err = 3.0e-6, 1e-8
+    assert abs(gap - (ls - lj)) <= err + r
+    assert reconcile(gap, err, ls, lj, torch.float32) == (gap, err)
+
+
+def test_reconcile_falls_back_to_the_difference_where_the_segment_is_refuted_or_less_precise():
+    ls, lj = 1.25, 1.0
+    r = difference_error(ls, lj, "float32")
+    # the segment claims 1e-9 but is 1e-3 off: refuted
+    assert reconcile(0.251, 1e-9, ls, lj, "float32") == (0.25, r)
+    # the segment agrees but its estimate is above the losses' rounding: the difference is the better one
+    assert reconcile(0.25, 2 * r, ls, lj, "float32") == (0.25, r)
+    # a legacy record without an estimate
+    assert reconcile(0.25, float("nan"), ls, lj, "float32") == (0.25, r)
+
+
+def test_reconcile_is_idempotent():
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        lj = float(np.float32(rng.uniform(0.1, 3)))
+        ls = float(np.float32(lj + rng.normal(0, 1e-5)))
+        gap = (ls - lj) + rng.normal(0, 1e-6)
+        err = abs(rng.normal(0, 1e-6))
+        once = reconcile(gap, err, ls, lj, torch.float32)
+        assert reconcile(*once, ls, lj, torch.float32) == once
+
+
+def _relu_mlp(seed: int) -> Task:
+    """A float32 ReLU MLP on random data: the gradient has kinks along a segment (the 5-point rule's weak case)."""
+    gen = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(256, 10, generator=gen), torch.randint(0, 3, (256,), generator=gen)
+    params = {"w1": torch.randn(10, 64, generator=gen) / 3, "w2": torch.randn(64, 64, generator=gen) / 8,
+              "w3": torch.randn(64, 3, generator=gen) / 8}
+
+    def loss(p):
+        dt = p["w1"].dtype
+        h = torch.relu(torch.relu(x.to(dt) @ p["w1"]) @ p["w2"])
+        return torch.nn.functional.cross_entropy(h @ p["w3"], y)
+
+    return Task(params, loss, {"1": ["w1"], "2": ["w2"], "3": ["w3"]}, name="relu_mlp")
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e-2, 0.3])
+def test_reconciled_bound_holds_on_a_relu_network_near_and_far(scale):
+    """Float32 ReLU points a short and a long way apart: the recorded (gap, gap_err) is within its bound of
+    the float64 difference of the exact losses at the same float32 points."""
+    for seed in range(4):
+        task = _relu_mlp(seed)
+        b = task.params
+        gen = torch.Generator().manual_seed(100 + seed)
+        a = {k: (v + scale * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k, v in b.items()}
+        exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k, v in b.items()})
+        with torch.no_grad():
+            ls, lj = float(task.loss(a)), float(task.loss(b))
+        gap, err = reconcile(*segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss, b)[1]),
+                             ls, lj, torch.float32)
+        assert abs(gap - exact) <= err, (seed, gap, err, exact)
+
+
+def test_the_segment_estimate_alone_does_not_bound_a_relu_gap():
+    """The finding reconcile answers: on the same ReLU points the Simpson-difference estimate is exceeded by
+    the 5-point rule's true error at some seeds (kinks along the segment), while the reconciled bound holds."""
+    missed = 0
+    for seed in range(20):
+        task = _relu_mlp(seed)
+        b = task.params
+        gen = torch.Generator().manual_seed(100 + seed)
+        a = {k: (v + 1e-2 * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k, v in b.items()}
+        exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k, v in b.items()})
+        gap, err = segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss, b)[1])
+        missed += abs(gap - exact) > err
+        with torch.no_grad():
+            ls, lj = float(task.loss(a)), float(task.loss(b))
+        gap, err = reconcile(gap, err, ls, lj, torch.float32)
+        assert abs(gap - exact) <= err
+    assert missed > 0

@@ -203,7 +203,8 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
 @pytest.mark.parametrize("kw", [{}, {"optimizer": "sgd"}])
 def test_plain_records_are_byte_for_byte_those_of_the_protocol_before_optimizers(tmp_path, name, label, kw):
     """``tests/numeric/data/plain_*.csv`` were written by the protocol before it took optimizers (float64 golden
-    cases, seed 0); the plain path must reproduce them to the byte."""
+    cases, seed 0; their ``gap``/``gap_err`` since brought up to date by :func:`numeric.gap.reconcile`, the
+    rule of ``python -m experiments.upgrade_records``); the plain path must reproduce them to the byte."""
     from experiments.golden import build_case, case_task
     from numeric.records import RecordWriter
 

@@ -1,0 +1,75 @@
+"""experiments.upgrade_records: an older run folder upgraded in place equals the run the current code writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import torch
+
+import numeric.protocol
+from experiments.upgrade_records import upgrade_run
+from numeric import Task
+from numeric.protocol import run_protocol
+from numeric.records import read_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _relu_task() -> Task:
+    """A float32 ReLU network taken far from its start by a large step: runs apart, segments long."""
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(128, 8, generator=gen), torch.randint(0, 3, (128,), generator=gen)
+    params = {"w1": torch.randn(8, 32, generator=gen) / 2, "w2": torch.randn(32, 32, generator=gen) / 4,
+              "w3": torch.randn(32, 3, generator=gen) / 4}
+
+    def loss(p):
+        h = torch.relu(torch.relu(x @ p["w1"]) @ p["w2"])
+        return torch.nn.functional.cross_entropy(h @ p["w3"], y)
+
+    return Task(params, loss, {"1": ["w1"], "2": ["w2"], "3": ["w3"]}, name="relu")
+
+
+def _summary(path):
+    with open(os.path.join(path, "summary.json")) as fh:
+        return json.load(fh)
+
+
+def test_an_upgraded_old_run_equals_the_current_run(tmp_path, monkeypatch):
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    run_protocol(_relu_task(), "gs", 0.5, 25, out_dir=new)
+    with monkeypatch.context() as m:  # the code before reconcile: the segment rule's values as they come
+        m.setattr(numeric.protocol, "reconcile", lambda gap, err, *losses: (gap, err))
+        run_protocol(_relu_task(), "gs", 0.5, 25, out_dir=old)
+    before = read_records(os.path.join(old, "records.csv"))
+    changed, plain, _ = upgrade_run(old)
+    assert changed > 0 and plain > 0  # the case exercises the rule
+    assert read_records(os.path.join(old, "records.csv")) == read_records(os.path.join(new, "records.csv"))
+    assert [r["gap"] for r in before] != [r["gap"] for r in read_records(os.path.join(old, "records.csv"))]
+    s_old, s_new = _summary(old), _summary(new)
+    assert s_old["metrics"] == s_new["metrics"]
+    assert s_old["bound_bk_coverage"] == s_new["bound_bk_coverage"]
+    assert upgrade_run(old)[0] == 0  # idempotent
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "experiments.upgrade_records", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_upgrades_a_committed_run_once_and_refuses_a_folder_without_runs(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(os.path.join(ROOT, "reports", "sweeps", "threads1-control", "runs", "mlp-default-seed0-K5"), run)
+    (tmp_path / "motivation").mkdir()
+    (tmp_path / "motivation" / "records.csv").write_text("k,epoch,loss_seq\n1,0,2.3\n")
+    (tmp_path / "motivation" / "summary.json").write_text("{}")
+    out = _cli(str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\n") == 1 and "0 of 5 rows changed" in out.stdout  # committed runs are up to date
+    bad = _cli(str(tmp_path / "motivation"))
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("error:") and "Traceback" not in bad.stderr
+    assert _cli(str(tmp_path / "missing")).returncode == 2
