@@ -7,7 +7,9 @@ searched recursively for them.  Earlier versions recorded the 5-point segment
 rule's ``(gap, gap_err)`` as they came; a run now records
 ``reconcile(gap, gap_err, loss_s, loss_jc, dtype)``, a function of four columns
 every record holds.  So an older folder is brought up to date without
-recomputing anything: each row's ``gap`` and ``gap_err`` are replaced by
+recomputing anything (where the current code skips the segment integral, the
+older one computed it; the rule records the plain difference there either way):
+each row's ``gap`` and ``gap_err`` are replaced by
 their reconciled values, and the summary's ``metrics`` and
 ``bound_bk_coverage`` (which count undecided iterations) recomputed from the
 new columns.  The result is what the current code writes for the same run

@@ -30,7 +30,10 @@ Inner products are accumulated in float64.
   ``d = L_S - L_JC``, is an independent measurement whose error is bounded by
   their rounding, ``r`` (:func:`difference_error`).  The segment value is kept
   where it is the more precise of the two (``err < r``) *and* agrees with
-  ``d`` within ``err + r``; otherwise ``(d, r)`` is recorded.  So a recorded
+  ``d`` within ``err + r``; otherwise ``(d, r)`` is recorded.  Where ``d`` is
+  already within ``2^-10`` of itself (``r <= 2^-10 |d|``, :func:`plain_suffices`)
+  the segment is not computed at all: the runs are far apart, the winner is
+  not in doubt, and three gradients per iteration are saved.  So a recorded
   bound is either the losses' rounding or a segment estimate that the losses
   do not contradict.  (A segment error smaller than ``r`` cannot be detected
   this way; on smooth problems the estimate holds, tests/numeric/test_gap.py.)
@@ -46,7 +49,7 @@ import torch
 from .hvp import grad
 
 __all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES", "LOBATTO_WEIGHTS",
-           "DIFFERENCE_ULPS", "ulp", "difference_error", "reconcile"]
+           "DIFFERENCE_ULPS", "ulp", "difference_error", "PLAIN_PRECISION", "plain_suffices", "reconcile"]
 
 #: Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7 along the segment).
 GAP_NODES = 4
@@ -87,15 +90,30 @@ def difference_error(loss_s: float, loss_jc: float, dtype) -> float:
     return DIFFERENCE_ULPS * ulp(max(abs(loss_s), abs(loss_jc)), dtype)
 
 
+#: The plain difference is recorded without computing the segment integral where it is already
+#: within this fraction of the gap (``r <= PLAIN_PRECISION |d|``): far apart, where the 5-point rule
+#: cannot be the more precise and the winner is not in doubt, its three gradients are saved.
+PLAIN_PRECISION = 2.0 ** -10
+
+
+def plain_suffices(loss_s: float, loss_jc: float, dtype) -> bool:
+    """``difference_error(loss_s, loss_jc, dtype) <= PLAIN_PRECISION * |loss_s - loss_jc|``."""
+    return difference_error(loss_s, loss_jc, dtype) <= PLAIN_PRECISION * abs(float(loss_s) - float(loss_jc))
+
+
 def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> tuple[float, float]:
     """The recorded ``(gap, gap_err)`` from the segment rule's ``(gap, err)`` and the two measured losses.
 
     With ``d = loss_s - loss_jc`` (formed in float64, exact for two float32 losses) and
-    ``r = difference_error(loss_s, loss_jc, dtype)``: ``(gap, err)`` if ``err < r`` and
-    ``|gap - d| <= err + r``, else ``(d, r)`` (module docstring).  Idempotent.
+    ``r = difference_error(loss_s, loss_jc, dtype)``: ``(d, r)`` if :func:`plain_suffices` (then
+    ``gap`` and ``err`` are not looked at: pass NaN when the segment was not computed); else
+    ``(gap, err)`` if ``err < r`` and ``|gap - d| <= err + r``, else ``(d, r)`` (module docstring).
+    Idempotent.
     """
     d = float(loss_s) - float(loss_jc)
     r = difference_error(loss_s, loss_jc, dtype)
+    if r <= PLAIN_PRECISION * abs(d):
+        return d, r
     if err < r and abs(gap - d) <= err + r:
         return float(gap), float(err)
     return d, r
@@ -166,15 +184,13 @@ class SegmentGap:
         self.dtype = next(iter(delta.values())).dtype
         self.eps = torch.finfo(self.dtype).eps
         self._f: dict[float, float] = {}
-        self._mag = 0.0
+        self._absdot: dict[float, float] = {}
 
     def add(self, t: float, g: Mapping, delta: Mapping) -> None:
         """Node ``t`` of :data:`LOBATTO_NODES` with ``g = grad L(b + t Delta)``."""
         if self.zero:
             return
-        w = LOBATTO_WEIGHTS[LOBATTO_NODES.index(t)]
-        self._f[t], absdot = _dot_absdot64(g, delta)
-        self._mag += w * absdot
+        self._f[t], self._absdot[t] = _dot_absdot64(g, delta)
 
     def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping) -> None:
         """The three inner nodes (three gradients; none when ``Delta = 0``)."""
@@ -191,7 +207,10 @@ class SegmentGap:
             return 0.0, 0.0
         gap = math.fsum(w * self._f[t] for t, w in zip(LOBATTO_NODES, LOBATTO_WEIGHTS))
         simpson = math.fsum(w * self._f[t] for t, w in _SIMPSON.items())
-        return gap, abs(gap - simpson) + 4.0 * self.eps * self._mag
+        mag = 0.0
+        for i in (1, 2, 3, 0, 4):  # a fixed order (inner nodes, then the ends), whatever the order of add()
+            mag += LOBATTO_WEIGHTS[i] * self._absdot[LOBATTO_NODES[i]]
+        return gap, abs(gap - simpson) + 4.0 * self.eps * mag
 
 
 def segment_gap(loss: Callable, theta_a: Mapping, theta_b: Mapping, g_a: Mapping, g_b: Mapping,

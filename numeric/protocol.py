@@ -82,7 +82,7 @@ from theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
-from .gap import SegmentGap, reconcile
+from .gap import SegmentGap, plain_suffices, reconcile
 from .estimates import EstimateState, init_power_vector, propagate, quadratic_from_linear, recursive_estimate
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import run_metrics
@@ -608,8 +608,10 @@ def _iteration(ctx: RunContext, k: int) -> None:
     """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k + 1``.
 
     The record's ``gap`` is the segment integral of :class:`numeric.gap.SegmentGap` (three gradients
-    inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error
-    bound ``gap_err``, checked against ``loss_s - loss_jc`` by :func:`numeric.gap.reconcile`;
+    inside the segment ``theta_JC^k -> theta_S^k``, taken at ``theta_S^k`` while ``at_s`` is held, its
+    ends ``g_JC^k`` and ``g_S^k``), with its error bound ``gap_err``, checked against ``loss_s -
+    loss_jc`` by :func:`numeric.gap.reconcile`; where that difference alone is within ``2^-10`` of
+    itself the segment is skipped (:func:`numeric.gap.plain_suffices`);
     ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
@@ -634,12 +636,13 @@ def _iteration(ctx: RunContext, k: int) -> None:
     record: dict = {}
     # -- theta_JC^k ------------------------------------------------------------------------
     theta_j = S.fetch("theta_j")
-    # the measured gap L(theta_S) - L(theta_JC) without cancellation (numeric.gap): the segment's inner
-    # nodes now, its end points with g_JC^k and g_S^k below; Delta^k also serves H_JC^k Delta^k
+    # the measured gap L(theta_S) - L(theta_JC) without cancellation (numeric.gap): its end node with
+    # g_JC^k here, the rest at theta_S^k once both losses say whether the segment is needed (theta_JC^k
+    # is kept for it); Delta^k also serves H_JC^k Delta^k
     S.park("delta", tree.sub(S.fetch("theta_s"), theta_j))
     if k >= 1:
         segment = SegmentGap(S.fetch("delta"))
-        segment.interior(loss, theta_j, S.fetch("delta"))
+        S.park("theta_jk", theta_j)
     at_j = ctx.engine.point(loss, theta_j)
     loss_jc = float(at_j.value)
     if not math.isfinite(loss_jc):
@@ -717,8 +720,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
     gs = at_s.grad
     est.observe_gradients(gs)
     if k >= 1:
-        segment.add(1.0, gs, S.fetch("delta"))
-        record["gap"], record["gap_err"] = reconcile(*segment.result(), loss_s, loss_jc, segment.dtype)
+        if plain_suffices(loss_s, loss_jc, segment.dtype):
+            measured = (math.nan, math.nan)  # far apart: the plain difference alone (numeric.gap.reconcile)
+        else:
+            segment.interior(loss, S.fetch("theta_jk"), S.fetch("delta"))
+            segment.add(1.0, gs, S.fetch("delta"))
+            measured = segment.result()
+        S.park("theta_jk", None)
+        record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
         ctx.emit(k, loss_jc, loss_s, record)
     if last:
         S.park("delta", None)

@@ -8,29 +8,13 @@ import shutil
 import subprocess
 import sys
 
-import torch
-
 import numeric.protocol
 from experiments.upgrade_records import upgrade_run
-from numeric import Task
+from tests.numeric.cases import relu_mlp
 from numeric.protocol import run_protocol
 from numeric.records import read_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _relu_task() -> Task:
-    """A float32 ReLU network taken far from its start by a large step: runs apart, segments long."""
-    gen = torch.Generator().manual_seed(0)
-    x, y = torch.randn(128, 8, generator=gen), torch.randint(0, 3, (128,), generator=gen)
-    params = {"w1": torch.randn(8, 32, generator=gen) / 2, "w2": torch.randn(32, 32, generator=gen) / 4,
-              "w3": torch.randn(32, 3, generator=gen) / 4}
-
-    def loss(p):
-        h = torch.relu(torch.relu(x @ p["w1"]) @ p["w2"])
-        return torch.nn.functional.cross_entropy(h @ p["w3"], y)
-
-    return Task(params, loss, {"1": ["w1"], "2": ["w2"], "3": ["w3"]}, name="relu")
 
 
 def _summary(path):
@@ -40,10 +24,11 @@ def _summary(path):
 
 def test_an_upgraded_old_run_equals_the_current_run(tmp_path, monkeypatch):
     new, old = str(tmp_path / "new"), str(tmp_path / "old")
-    run_protocol(_relu_task(), "gs", 0.5, 25, out_dir=new)
+    run_protocol(relu_mlp(), "gs", 0.5, 25, out_dir=new)
     with monkeypatch.context() as m:  # the code before reconcile: the segment rule's values as they come
         m.setattr(numeric.protocol, "reconcile", lambda gap, err, *losses: (gap, err))
-        run_protocol(_relu_task(), "gs", 0.5, 25, out_dir=old)
+        m.setattr(numeric.protocol, "plain_suffices", lambda *losses: False)
+        run_protocol(relu_mlp(), "gs", 0.5, 25, out_dir=old)
     before = read_records(os.path.join(old, "records.csv"))
     changed, plain, _ = upgrade_run(old)
     assert changed > 0 and plain > 0  # the case exercises the rule

@@ -10,6 +10,10 @@ Each case builds a :class:`numeric.Task` in float64 small enough for a dense
   four 4x4 images, built through :func:`numeric.task_from_module`
   (blocks ``conv``, ``fc.weight``, ``fc.bias``).
 
+Outside ``CASES`` (too large for a dense Hessian, float32 like the built-in tasks):
+``relu_mlp``, a ReLU network whose gradient has kinks along a segment (the measured
+gap's hard case, :mod:`numeric.gap`).
+
 The dense helpers flatten parameters in key order (:func:`numeric.tree.flatten`)
 and are for tests only.
 """
@@ -98,6 +102,21 @@ def tiny_conv(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
 
 
 #: name -> builder(seed=0, dtype=float64, device="cpu")
+def relu_mlp(seed: int = 0, dtype=torch.float32) -> Task:
+    """8-32-32-3 ReLU MLP, cross-entropy on 128 random points, one block per layer (3 blocks)."""
+    gen = _gen(seed)
+    x, y = torch.randn(128, 8, generator=gen, dtype=dtype), torch.randint(0, 3, (128,), generator=gen)
+    params = {"w1": torch.randn(8, 32, generator=gen, dtype=dtype) / 2,
+              "w2": torch.randn(32, 32, generator=gen, dtype=dtype) / 4,
+              "w3": torch.randn(32, 3, generator=gen, dtype=dtype) / 4}
+
+    def loss(p):
+        h = torch.relu(torch.relu(x @ p["w1"]) @ p["w2"])
+        return torch.nn.functional.cross_entropy(h @ p["w3"], y)
+
+    return Task(params, loss, {"1": ["w1"], "2": ["w2"], "3": ["w3"]}, name="relu_mlp")
+
+
 CASES = {"tanh_mlp": tanh_mlp, "bilinear_lora": bilinear_lora, "tiny_conv": tiny_conv}
 
 
@@ -197,6 +216,7 @@ def all_case_patterns():
 
 __all__ = [
     "CASES",
+    "relu_mlp",
     "patterns_for",
     "random_direction",
     "dense_hessian",
