@@ -152,7 +152,8 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                      if seeds_sw is not None else "."),
                   "",
                   "Regime indicators per run, from the `sharpness` column (the power-iteration estimate of the "
-                  "largest eigenvalue of `H_JC^k`, warm-started, so an underestimate in the first iterations): "
+                  "eigenvalue of `H_JC^k` largest in magnitude, warm-started, so an underestimate in the first "
+                  "iterations, and negative where a negative eigenvalue dominates): "
                   "the largest `eta * sharpness_k` reached, and the first `k` where it reaches 2 (the edge of "
                   "stability). Cells: mean [min, max] over the seeds.", "",
                   render_regime_table(points), ""]
