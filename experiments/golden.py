@@ -667,10 +667,13 @@ Hessian at `theta_JC^k`, `u^k = M_S(theta_S^k) g_S^k` and `m^k = M_S(theta_JC^k)
   `i = 0..k` and `L` the running maximum of `|p_i^T H_JC^i p_i|` over `i = 0..k` of the power
   iteration `p_{i+1} = H_JC^i p_i / ||H_JC^i p_i||` from `power_iteration.start` (`p_0`);
 * `sharpness`: this iteration's `p_k^T H_JC^k p_k` (whose running maximum is `L`);
-* `gap_err`: an error bound of `gap`, which crosscurv measures as the integral of the gradient
-  along the segment `theta_JC^k -> theta_S^k` (no cancellation of two losses): the difference
-  of its 5-point Gauss-Lobatto rule to Simpson's rule on the same nodes plus the round-off of the
-  inner products. `gap = loss_s - loss_jc` computed by subtraction is as good in float64 here.
+* `gap`, `gap_err`: the measured gap and its error bound. crosscurv measures the gap as the
+  integral of the gradient along the segment `theta_JC^k -> theta_S^k` (no cancellation of two
+  losses; bound: the difference of its 5-point Gauss-Lobatto rule to Simpson's rule on the same
+  nodes plus the round-off of the inner products) where that is more precise than `loss_s -
+  loss_jc` and agrees with it, else records that difference with its rounding, 8 ulps of the
+  larger loss. In float64 the difference is the more precise one at nearly every iteration, so
+  `gap = loss_s - loss_jc` computed by subtraction is what these records hold.
 
 """
 
