@@ -35,7 +35,7 @@ report: $(STAMP)
 # float32 reductions), 2 runs at a time; complete runs in reports/sweeps/ are reused and interrupted ones
 # resumed (delete a folder to recompute it). Seed 0 of every task at K = 500 (Table 1), the MLP's seeds 1-4
 # at K = 500, the regime grids (MLP: seeds 0-2, K = 80; FL and LoRA: seeds 0-1, K = 40; the preset's own
-# learning rate is the first K records of the seeds runs), the FL and LoRA seeds 1-4 at K = 60, then the
+# learning rate is the first K records of the seeds runs), the FL and LoRA seeds 1-4 at K = 500, then the
 # same code with 1 thread (control) and 2 threads, and the aggregation into reports/studies.md.
 SWEEPS   := reports/sweeps
 SWEEP    := $(PY) -m experiments sweep --preset default --workers 2 --threads 1 --resume
@@ -46,13 +46,13 @@ studies: $(STAMP)
 	$(SWEEP) --task mlp fl lora --seed 0 --out $(SWEEPS)/seeds $(DONE)
 	$(SWEEP) --task mlp --seed 1-4 --out $(SWEEPS)/seeds-mlp $(DONE)
 	$(SWEEP) --task mlp --lr 0.002 0.005 0.03 0.06 --seed 0-2 --iters 80 --out $(SWEEPS)/regime-mlp $(DONE)
-	$(SWEEP) --task fl --lr 0.002 0.005 0.015 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-fl $(DONE)
+	$(SWEEP) --task fl --lr 0.002 0.005 0.015 0.1 0.2 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-fl $(DONE)
 	$(SWEEP) --task lora --lr 0.002 0.005 0.01 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-lora $(DONE)
-	$(SWEEP) --task fl lora --seed 1-4 --iters 60 --out $(SWEEPS)/seeds-k60 $(DONE)
+	$(SWEEP) --task fl lora --seed 1-4 --out $(SWEEPS)/seeds-fl-lora $(DONE)
 	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
 	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
 	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
-	$(PY) -m experiments studies --seeds $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-k60 --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+	$(PY) -m experiments studies --seeds $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-fl-lora --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
 
 # the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
 bench-install: $(STAMP)
