@@ -117,7 +117,7 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
                         color="#C0392B", fontsize=7)
         finite = es[np.isfinite(es)]
         rx.set_ylim(0, max(2.4, 1.1 * float(finite.max())))
-        rx.set_ylabel(r"$\eta\,\lambda_{\max}$")
+        rx.set_ylabel(r"$\eta\,\mathrm{sharpness}_k$")
         rx.set_xlabel("iteration $K$")
         rx.legend(fontsize=7, loc="best")
         rx.grid(alpha=0.3)

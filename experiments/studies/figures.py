@@ -127,35 +127,49 @@ def _offsets(n: int) -> list:
     return [0.97 + 0.03 * i for i in range(n)]
 
 
+def _scatter_estimates(a, b, ps: Sequence, x_of) -> None:
+    """Per estimate, ``Correct_K`` on ``a`` and ``MAE`` on ``b`` at ``x_of(runs, i)`` (``i``: the estimate's index)."""
+    for i, est in enumerate(ESTIMATES):
+        label, colour = ESTIMATES[est]
+        have = [p for p in ps if est in p.metrics]
+        x = x_of(have, i)
+        a.scatter(x, [p.metrics[est]["correct"] for p in have], s=14, color=colour, label=label, alpha=0.8)
+        b.scatter(x, [p.metrics[est]["mae"] for p in have], s=14, color=colour, alpha=0.8)
+
+
+def _finish(fig, axes, a_b_titles: Sequence, xlabel: str, path) -> Path:
+    """The shared layout of the two regime figures: 95% line, Correct and log-MAE axes, legend, saved."""
+    for (a, b), title in a_b_titles:
+        a.axhline(95, color="black", lw=0.6, ls=":")
+        a.set_ylim(-3, 103)
+        a.set_title(title, fontsize=9)
+        a.set_ylabel("Correct$_K$ (%)")
+        b.set_yscale("log")
+        b.set_ylabel("MAE")
+        b.set_xlabel(xlabel)
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def regime_curvature_figure(points: Sequence, path) -> Path | None:
     """``Correct_K`` (top) and ``MAE`` (bottom) against the largest ``eta * sharpness`` per run; one column per task."""
     tasks = _by_task([p for p in points if p.max_eta_sharpness == p.max_eta_sharpness])
     if not tasks:
         return None
     fig, axes = plt.subplots(2, len(tasks), figsize=(4.3 * len(tasks), 6.2), dpi=120, squeeze=False)
+    offsets = _offsets(len(ESTIMATES))  # a small shift per estimate: dots stay visible
+    titled = []
     for j, (task, ps) in enumerate(tasks.items()):
         a, b = axes[0][j], axes[1][j]
-        for est, off in zip(ESTIMATES, _offsets(len(ESTIMATES))):
-            label, colour = ESTIMATES[est]
-            have = [p for p in ps if est in p.metrics]
-            x = np.array([p.max_eta_sharpness for p in have]) * off  # a small shift per estimate: dots stay visible
-            a.scatter(x, [p.metrics[est]["correct"] for p in have], s=14, color=colour, label=label, alpha=0.8)
-            b.scatter(x, [p.metrics[est]["mae"] for p in have], s=14, color=colour, alpha=0.8)
+        _scatter_estimates(a, b, ps, lambda have, i: np.array([p.max_eta_sharpness for p in have]) * offsets[i])
         for ax in (a, b):
             ax.axvline(2.0, color="black", lw=0.8, ls="--")
             ax.set_xscale("log")
             ax.grid(alpha=0.3, which="both")
-        a.axhline(95, color="black", lw=0.6, ls=":")
-        a.set_ylim(-3, 103)
-        a.set_title(f"{task}: {len(ps)} runs ($\\eta$ = {', '.join(f'{l:g}' for l in sorted({p.lr for p in ps}))})",
-                    fontsize=9)
-        a.set_ylabel("Correct$_K$ (%)")
-        b.set_yscale("log")
-        b.set_ylabel("MAE")
-        b.set_xlabel(r"largest $\eta\,\lambda_{\max}(H_{JC}^k)$ of the run (dashed: 2)")
-    axes[0][0].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    return _save(fig, path)
+        rates = ", ".join(f"{lr:g}" for lr in sorted({p.lr for p in ps}))
+        titled.append(((a, b), f"{task}: {len(ps)} runs ($\\eta$ = {rates})"))
+    return _finish(fig, axes, titled, r"largest $\eta\,\mathrm{sharpness}_k$ of the run (dashed: 2)", path)
 
 
 def regime_crossing_figure(points: Sequence, path) -> Path | None:
@@ -166,29 +180,18 @@ def regime_crossing_figure(points: Sequence, path) -> Path | None:
     if not tasks:
         return None
     fig, axes = plt.subplots(2, len(tasks), figsize=(4.3 * len(tasks), 6.2), dpi=120, squeeze=False)
+    titled = []
     for j, (task, ps) in enumerate(tasks.items()):
         a, b = axes[0][j], axes[1][j]
         K = max(p.K for p in ps)
         never = 1.12 * K
-        for est, off in zip(ESTIMATES, (-0.01, 0.0, 0.01)):
-            label, colour = ESTIMATES[est]
-            have = [p for p in ps if est in p.metrics]
-            x = np.array([never if p.first_cross is None else p.first_cross for p in have], dtype=float) + off * K
-            a.scatter(x, [p.metrics[est]["correct"] for p in have], s=14, color=colour, label=label, alpha=0.8)
-            b.scatter(x, [p.metrics[est]["mae"] for p in have], s=14, color=colour, alpha=0.8)
+        _scatter_estimates(a, b, ps, lambda have, i: np.array(
+            [never if p.first_cross is None else p.first_cross for p in have], dtype=float) + (i - 1) * 0.01 * K)
         for ax in (a, b):
             ax.axvline(1.04 * K, color="grey", lw=0.6)
             ticks = [t for t in MaxNLocator(5, integer=True).tick_values(0, K) if 0 <= t <= K]
             ax.set_xticks(ticks + [never], [f"{t:g}" for t in ticks] + ["never"])
             ax.set_xlim(-0.03 * K, 1.2 * K)
             ax.grid(alpha=0.3)
-        a.axhline(95, color="black", lw=0.6, ls=":")
-        a.set_ylim(-3, 103)
-        a.set_title(f"{task}: {len(ps)} runs, K = {K}", fontsize=9)
-        a.set_ylabel("Correct$_K$ (%)")
-        b.set_yscale("log")
-        b.set_ylabel("MAE")
-        b.set_xlabel(r"first $k$ with $\eta\,\lambda_{\max}(H_{JC}^k) \geq 2$")
-    axes[0][0].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    return _save(fig, path)
+        titled.append(((a, b), f"{task}: {len(ps)} runs, K = {K}"))
+    return _finish(fig, axes, titled, r"first $k$ with $\eta\,\mathrm{sharpness}_k \geq 2$", path)
