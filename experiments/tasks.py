@@ -80,7 +80,8 @@ def _seeded(seed: int):
 # -- mlp ---------------------------------------------------------------------
 def _build_mlp(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
     from experiments.data import load_mnist
-    from experiments.models.mlp import MLP, mlp_blocks
+    from experiments.models.mlp import MLP, mlp_blocks, mlp_stages
+    from numeric.chain import Chain
 
     data = load_mnist(s["examples"], path=data_path, dtype=dtype, device=device, seed=seed)
     with _seeded(seed):
@@ -102,7 +103,9 @@ def _build_mlp(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "examples": len(data),
         "widths": list(s["widths"]),
     }
-    return Task(params, loss, mlp_blocks(model.n_layers), "mlp", info, "gs")
+    # the same loss as one stage per layer: GS steps reuse the layers before the first updated one
+    chain = Chain(mlp_stages(model.n_layers), x, lambda logits: F.cross_entropy(logits, y))
+    return Task(params, loss, mlp_blocks(model.n_layers), "mlp", info, "gs", chain)
 
 
 # -- fl ----------------------------------------------------------------------

@@ -5,7 +5,8 @@ module named after its concept, e.g. :func:`numeric.hvp.hvp_batch`,
 :mod:`numeric.estimates`, :mod:`numeric.point`):
 
 * your model as a task: :class:`Task`, :func:`task_from_module`,
-  :func:`partition_by_rule`;
+  :func:`partition_by_rule`; :class:`Chain` (a loss written stage by stage in
+  block order, which makes scheme steps cheaper);
 * quantities at a point: :func:`grad`, :func:`block_grad`, :func:`hvp`,
   :func:`cross_curvature_table` (``c_ij``, ``C_S``, ``C_cross``),
   :func:`masked_product` (``M_S v``), :func:`one_step_estimate`,
@@ -25,6 +26,7 @@ its command-line spelling (``"gs"``, ``"gs:3,1,2"``, ``"2<-1"``...).
 """
 
 from .task import Task, TaskError, partition_by_rule, task_from_module
+from .chain import Chain
 from .hvp import block_grad, grad, hvp
 from .curvature import CrossCurvature, cross_curvature_table, masked_product
 from .one_step import one_step_estimate, one_step_gap
@@ -36,7 +38,7 @@ from .step_identification import as_user_step, identify_step
 from .record_comparison import compare_records
 
 __all__ = [
-    "Task", "task_from_module", "partition_by_rule",
+    "Task", "Chain", "task_from_module", "partition_by_rule",
     "grad", "block_grad", "hvp", "cross_curvature_table", "CrossCurvature", "masked_product",
     "one_step_estimate", "one_step_gap",
     "scheme_step", "jacobi_step", "gauss_seidel_step",

@@ -27,6 +27,7 @@ import torch
 from theory.errors import InputError
 from theory.patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 
+from .chain import PrefixCache
 from .hvp import block_grad, grad
 
 __all__ = [
@@ -114,6 +115,9 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
     used: dict[str, torch.Tensor] = {}
+    # a chained loss (numeric.chain) runs each block gradient's forward pass from the first updated stage
+    block_gradient = PrefixCache(task.chain, keys).block_grad if getattr(task, "chain", None) is not None \
+        else (lambda state, wrt: block_grad(task.loss, state, wrt))
     for fresh, members in fresh_groups(pattern):
         state = dict(old)
         for j in fresh:
@@ -123,7 +127,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
         if not fresh and grad_at_params is not None:
             gb = {k: grad_at_params[k] for k in wrt}
         else:
-            gb = block_grad(task.loss, state, wrt)
+            gb = block_gradient(state, wrt)
         moved = update(wrt, old, gb) if update is not None else None
         for k in wrt:
             used[k] = gb[k]

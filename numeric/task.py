@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from numeric.chain import Chain
 from theory.errors import InputError
 
 __all__ = ["TaskError", "Task", "task_from_module", "partition_by_rule"]
@@ -48,6 +49,9 @@ class Task:
             recorded in every run summary.
         default_pattern: pattern spec used when the user gives none
             (for example ``"gs"`` or ``"gs:8,7,6,5,4,3,2,1"``).
+        chain: optional :class:`numeric.chain.Chain`, the same loss written as
+            one stage per block in block order; scheme steps then reuse the
+            stages before the first updated block (same numbers, fewer passes).
 
     Construction checks the partition; :meth:`check_loss` evaluates the loss
     once and checks that it is a finite scalar.
@@ -59,6 +63,7 @@ class Task:
     name: str = "task"
     info: dict = field(default_factory=dict)
     default_pattern: str = "gs"
+    chain: Chain | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, Mapping) or not self.params:
@@ -95,6 +100,11 @@ class Task:
         devices = {v.device for v in self.params.values()}
         if len(dtypes) > 1 or len(devices) > 1:
             raise TaskError(f"parameters mix dtypes/devices: {sorted(map(str, dtypes | devices))}")
+        if self.chain is not None:
+            if not isinstance(self.chain, Chain):
+                raise TaskError(f"chain must be a numeric.chain.Chain, got {type(self.chain).__name__}")
+            if len(self.chain.stages) != len(self.blocks):
+                raise TaskError(f"chain has {len(self.chain.stages)} stages for {len(self.blocks)} blocks")
 
     # -- basic facts -------------------------------------------------------
     @property
@@ -135,6 +145,14 @@ class Task:
         v = float(value)
         if not math.isfinite(v):
             raise TaskError(f"loss(params) is not finite ({v})")
+        if self.chain is not None:
+            try:
+                with torch.no_grad():
+                    c = float(self.chain.loss(p))
+            except Exception as exc:  # user code: report, do not crash
+                raise TaskError(f"chain.loss(params) raised {type(exc).__name__}: {exc}") from exc
+            if not abs(c - v) <= 1e-6 * max(1.0, abs(v)):
+                raise TaskError(f"chain.loss(params) = {c!r} is not loss(params) = {v!r}")
         return v
 
     def to(self, device=None, dtype=None) -> "Task":
@@ -145,6 +163,7 @@ class Task:
         their factory's ``device``/``dtype`` arguments).
         """
         params = {k: v.detach().to(device=device, dtype=dtype) for k, v in self.params.items()}
+        # the chain is not carried over: its input tensor stays where it was built (steps fall back to the loss)
         return Task(params, self.loss, self.blocks, self.name, dict(self.info), self.default_pattern)
 
 

@@ -15,12 +15,13 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PROTOCOL_PART = "# the controlled protocol"
 
 
-def _snippet() -> str:
+def _snippet(which: int = 0) -> str:
+    """The ``which``-th python block of the "Use it from Python" section."""
     text = README.read_text(encoding="utf-8")
-    section = text.split("## Use it from Python", 1)[1]
-    m = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    assert m, "no python block in the 'Use it from Python' section"
-    return m.group(1)
+    section = text.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) > which, "missing python block in the 'Use it from Python' section"
+    return blocks[which]
 
 
 def _run(code: str) -> tuple[dict, str]:
@@ -49,3 +50,15 @@ def test_whole_snippet_runs():
     result = ns["result"]
     assert [r["k"] for r in result.records] == [1, 2, 3, 4, 5]
     assert len(out.strip().splitlines()) == 2 + 5
+
+
+def test_chain_block_gives_the_same_step_bit_for_bit():
+    """The second block: a chained copy of the task takes the very GS step of the task itself."""
+    import torch
+
+    import numeric
+
+    ns, _ = _run(_snippet().split(PROTOCOL_PART, 1)[0] + _snippet(1))
+    plain = numeric.gauss_seidel_step(ns["task"], ns["task"].params, 0.1)
+    assert ns["chained"].chain is not None
+    assert all(torch.equal(ns["step"][k], plain[k]) for k in plain)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["MLP", "PAPER_WIDTHS", "mlp_blocks"]
+__all__ = ["MLP", "PAPER_WIDTHS", "mlp_blocks", "mlp_stages"]
 
 PAPER_WIDTHS = (784, 512, 384, 256, 192, 128, 64, 32, 10)
 
@@ -57,3 +57,21 @@ class MLP(nn.Module):
 def mlp_blocks(n_layers: int) -> dict:
     """The paper's partition: ``{"layer{l}": ["layer{l}.weight", "layer{l}.bias"]}``, input to output."""
     return {f"layer{l}": [f"layer{l}.weight", f"layer{l}.bias"] for l in range(1, n_layers + 1)}
+
+
+def mlp_stages(n_layers: int) -> list:
+    """Layer ``l`` with its ReLU as a stage ``(params, h_{l-1}) -> h_l`` of :class:`numeric.chain.Chain`.
+
+    The same operations as :meth:`MLP.forward` (``nn.Linear`` is ``F.linear``), so the chain's
+    loss equals the module's bit for bit.
+    """
+
+    def stage(l: int):
+        w, b, last = f"layer{l}.weight", f"layer{l}.bias", l == n_layers
+
+        def f(p, h):
+            z = F.linear(h, p[w], p[b])
+            return z if last else F.relu(z)
+        return f
+
+    return [stage(l) for l in range(1, n_layers + 1)]

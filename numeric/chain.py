@@ -1,0 +1,111 @@
+"""A loss that is a chain of per-block stages, and the scheme step's block gradients along it.
+
+A task may declare that its loss is a composition in block order,
+
+    L(theta) = head(h_N),    h_l = f_l(theta_l, h_{l-1}),    h_0 = the input,
+
+where stage ``f_l`` reads block ``l`` only (the 8-layer MLP: ``f_l`` is layer ``l``
+with its ReLU, ``head`` the cross-entropy).  A scheme step (Definition 1)
+evaluates block gradients ``grad_{B} L(theta^{(B)})`` at points that differ
+from ``theta^k`` only in the blocks already updated; along a chain the stages
+before the first block that changed since the previous evaluation keep their
+outputs, so the forward pass starts there.  For the GS sweep input to output
+on the MLP, the seven block gradients no longer run seven full forward passes
+but one in all (the first layer, which holds half the MLP's arithmetic, is
+evaluated once).  The numbers are the same bit for bit: the same operations on
+the same tensors, only not repeated (``tests/numeric/test_chain.py``).
+
+:class:`Chain` is the declaration (on :attr:`numeric.task.Task.chain`);
+:class:`PrefixCache` serves the block gradients of one scheme step
+(:func:`numeric.steps.scheme_step_with_grads`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+__all__ = ["Chain", "PrefixCache"]
+
+Stage = Callable[[Mapping, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """``L(theta) = head(f_N(theta, ... f_1(theta, input)))``, stage ``l`` reading block ``l``'s parameters only.
+
+    Args:
+        stages: ``f_1, ..., f_N``, one per block in the task's block order; ``f_l(params, h)``
+            takes the full parameter dict (it reads block ``l``'s entries) and ``h_{l-1}``
+            (a tensor), and returns ``h_l``.
+        input: ``h_0`` (a tensor; it never requires grad).
+        head: ``h_N -> L``, a 0-dim tensor.
+
+    ``loss(params)`` must equal the task's loss function: :meth:`numeric.task.Task.check_loss`
+    compares the two at ``theta^0``.
+    """
+
+    stages: Sequence[Stage]
+    input: torch.Tensor
+    head: Callable[[torch.Tensor], torch.Tensor]
+
+    def loss(self, params: Mapping) -> torch.Tensor:
+        """``L(params)`` through the whole chain."""
+        h = self.input
+        for stage in self.stages:
+            h = stage(params, h)
+        return self.head(h)
+
+
+class PrefixCache:
+    """The stage outputs of the last point evaluated, for the block gradients of one scheme step.
+
+    Args:
+        chain: the task's :class:`Chain`.
+        keys: parameter names of each block (``block_keys(task)``), in stage order.
+
+    :meth:`block_grad` takes the points of the step in any order; it recomputes
+    from the first stage whose parameters are not the very tensors (``is``) of
+    the previous point, or from the first differentiated block if that comes
+    earlier.  Keep one cache per step: it holds ``N`` activations.
+    """
+
+    def __init__(self, chain: Chain, keys: Sequence[Sequence[str]]):
+        if len(chain.stages) != len(keys):
+            raise ValueError(f"the chain has {len(chain.stages)} stages for {len(keys)} blocks")
+        self.chain = chain
+        self.keys = [list(k) for k in keys]
+        self._stage_of = {k: l for l, ks in enumerate(self.keys) for k in ks}
+        self._h: list[torch.Tensor] = [chain.input.detach()]  # _h[l] = h_l (detached) of the cached point
+        self._seen: list[tuple] = []  # the parameter tensors of stage l at the cached point
+
+    def _first_changed(self, params: Mapping) -> int:
+        for l, seen in enumerate(self._seen):
+            if any(params[k] is not t for k, t in zip(self.keys[l], seen)):
+                return l
+        return len(self._seen)
+
+    def block_grad(self, params: Mapping, wrt: Sequence[str]) -> dict:
+        """``grad_wrt L(params)``: the same tensors as :func:`numeric.hvp.block_grad` (detached, keyed by ``wrt``)."""
+        wrt = list(wrt)
+        unknown = [k for k in wrt if k not in self._stage_of]
+        if unknown:
+            raise ValueError(f"block_grad: unknown parameter names {unknown}")
+        start = min(self._first_changed(params), min(self._stage_of[k] for k in wrt))
+        del self._h[start + 1:], self._seen[start:]
+        p = {k: v.detach() for k, v in params.items()}
+        leaves = {k: p[k].detach().requires_grad_(True) for k in wrt}
+        p.update(leaves)
+        h = self._h[start]
+        with torch.enable_grad():
+            for l in range(start, len(self.keys)):
+                h = self.chain.stages[l](p, h)
+                self._h.append(h.detach())
+                self._seen.append(tuple(params[k] for k in self.keys[l]))
+            value = self.chain.head(h)
+            if not value.requires_grad:
+                return {k: torch.zeros_like(leaves[k]) for k in wrt}
+            gs = torch.autograd.grad(value, [leaves[k] for k in wrt], allow_unused=True)
+        return {k: (g.detach() if g is not None else torch.zeros_like(leaves[k])) for k, g in zip(wrt, gs)}
