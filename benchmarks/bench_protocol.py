@@ -11,14 +11,21 @@ For each task (built-in presets), in one process, single-threaded CPU time
 * its breakdown, timed inside the same run: building the two points
   (gradient with graph), the restricted ``M_S`` products (two per iteration),
   the full products ``H_JC [p, z, y, Delta]``, the scheme step's block
-  gradients, the measured gap's three inner gradients (``numeric.gap``),
-  checkpoints, and the rest (vector algebra, records, store);
+  gradients (along the task's chain where it declares one, :mod:`numeric.chain`;
+  the same step through the loss alone is printed beside it), the measured
+  gap's three inner gradients (``numeric.gap``), checkpoints, and the rest (vector algebra, records, store);
 * the lower bound from the same primitives timed in isolation: 2 points + 4
   full products + 2 masked products + 1 scheme step (with ``g_S`` reused)
-  + 3 gradients (the segment gap's inner nodes, where the checkout has them).
-  ``iteration / bound`` is the overhead of the iteration body itself (target
-  <= 1.1);
+  + 3 gradients (the segment gap's inner nodes, where the checkout has them)
+  times the share of the timed iterations that took the segment (the others
+  skip it: :func:`numeric.gap.plain_suffices`).  ``iteration / bound`` is the
+  overhead of the iteration body itself (target <= 1.1);
 * both ``M_S v`` forms (per fresh set, per fresh block) in isolation.
+
+``--rounds R`` repeats the whole measurement (run, unit, primitives) ``R`` times
+and reports each round's ``iteration / bound`` and the medians: on a shared
+machine the speed drifts over minutes, so that a ratio is only trusted from
+figures taken close together.
 
 ``--iteration-only`` measures just the unit and the iteration, through the
 public ``run_protocol`` alone, so that ``--code DIR`` can time another checkout
@@ -26,7 +33,7 @@ of crosscurv (for example an older commit exported with ``git archive``) with
 the same script::
 
     python benchmarks/bench_protocol.py [--tasks mlp,fl,lora] [--preset default] [--iters 8]
-        [--repeats 3] [--threads 1] [--iteration-only] [--code DIR]
+        [--repeats 3] [--rounds 1] [--threads 1] [--iteration-only] [--code DIR]
 
 Reports, never asserts (exit code 0).
 """
@@ -66,6 +73,7 @@ class _Timers:
         from numeric.point import PointCurvature
 
         self.acc = dict.fromkeys(self.PARTS, 0.0)
+        self.calls = dict.fromkeys(self.PARTS, 0)
         self._undo = []
         self._depth = 0
 
@@ -74,6 +82,7 @@ class _Timers:
                 if self._depth:
                     return fn(*a, **k)
                 self._depth += 1
+                self.calls[part] += 1
                 t = time.process_time()
                 try:
                     return fn(*a, **k)
@@ -99,9 +108,6 @@ class _Timers:
         except ImportError:  # a checkout without the segment gap
             pass
 
-    def reset(self):
-        self.acc = dict.fromkeys(self.PARTS, 0.0)
-
     def restore(self):
         for obj, name, orig in reversed(self._undo):
             setattr(obj, name, orig)
@@ -117,17 +123,47 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     def progress(k, total):
         stamps[k] = time.process_time()
         if timers is not None:
-            parts[k] = dict(timers.acc)
+            parts[k] = (dict(timers.acc), timers.calls["segment gap"])
 
     with tempfile.TemporaryDirectory() as tmp:
         run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress)
     ks = [k for k in range(2, iters) if k in stamps and k - 1 in stamps]
     its = [stamps[k] - stamps[k - 1] for k in ks]
-    per = None
+    per, segments = None, None
     if timers is not None and ks:
         n = len(ks)
-        per = {p: (parts[ks[-1]][p] - parts[ks[0] - 1][p]) / n for p in timers.PARTS}
-    return its, per
+        per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS}
+        segments = (parts[ks[-1]][1] - parts[ks[0] - 1][1]) / n  # share of iterations that took the segment
+    return its, per, segments
+
+
+def _primitives(task, pattern, lr, repeats: int) -> dict:
+    """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds, medians of ``repeats``)."""
+    from numeric import tree
+    from numeric.curvature import masked_product_plan
+    from numeric.point import PointCurvature
+    from numeric.records import atomic_torch_save
+    from numeric.steps import scheme_step
+
+    p0 = task.params
+    point = PointCurvature(task.loss, p0)
+    g = point.grad
+    out = {"point": _cpu(lambda: PointCurvature(task.loss, p0), repeats), "product": _cpu(lambda: point.hvp(g), repeats)}
+    for form in ("fresh_set", "fresh_block"):
+        plan = masked_product_plan(task, pattern, form)
+        out[form] = _cpu(lambda plan=plan: point.masked(plan, g), repeats)
+    out["chosen"] = out[masked_product_plan(task, pattern, "auto").form]
+    out["step"] = _cpu(lambda: scheme_step(task, p0, pattern, lr, grad_at_params=g), repeats)
+    out["step without g_S"] = _cpu(lambda: scheme_step(task, p0, pattern, lr), repeats)
+    if getattr(task, "chain", None) is not None:  # the same step through the loss alone (numeric.chain)
+        from numeric import Task
+
+        bare = Task(task.params, task.loss, task.blocks, task.name, task.info, task.default_pattern)
+        out["step without the chain"] = _cpu(lambda: scheme_step(bare, p0, pattern, lr, grad_at_params=g), repeats)
+    vecs = {n: tree.clone(p0) for n in ("theta_j", "theta_s", "z", "y", "w", "p")}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["checkpoint"] = _cpu(lambda: atomic_torch_save({"vectors": vecs}, os.path.join(tmp, "c.pt")), repeats)
+    return out
 
 
 def main(argv=None) -> int:
@@ -136,6 +172,7 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", default="default")
     ap.add_argument("--iters", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iteration-only", action="store_true")
     ap.add_argument("--code", default=None, help="crosscurv checkout to time (default: this one)")
@@ -149,68 +186,72 @@ def main(argv=None) -> int:
     from numeric.hvp import grad
     from theory.patterns import parse_pattern
 
+    try:
+        import numeric.gap  # noqa: F401
+
+        gap_grads = 3
+    except ImportError:  # a checkout without the segment gap
+        gap_grads = 0
     print(f"crosscurv at {os.path.abspath(args.code or HERE)}; {args.threads} thread(s), CPU time, "
-          f"medians of {args.repeats}; iterations 2..{args.iters - 1} of a {args.iters}-iteration run")
+          f"medians of {args.repeats}; iterations 2..{args.iters - 1} of a {args.iters}-iteration run; "
+          f"{args.rounds} round(s), each a run, its unit and (unless --iteration-only) its primitives")
     for name in args.tasks.split(","):
         task, settings = load_task(name, args.preset)
         pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks, task.block_names)
         lr = settings["lr"]
-        # the unit is timed before and after the run, so that a change of machine load between them shows
-        # in both (its median over all samples)
-        units: list = []
-        _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-        timers = None if args.iteration_only else _Timers()
-        its, per = _iteration_times(task, pattern, lr, args.iters, timers)
-        if timers is not None:
-            timers.restore()
-        _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-        unit = statistics.median(units)
-        iteration = statistics.median(its)
-        print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name}): "
-              f"gradient {unit * 1e3:.1f} ms; one iteration {iteration / unit:.2f} gradients ({iteration:.3f} s)")
-        if timers is None:
+        print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name})")
+        rounds = []
+        for r in range(args.rounds):
+            # the unit is timed before and after the run, so that a change of machine load between them shows
+            # in both (its median over all samples); the primitives right after, in the same round
+            units: list = []
+            _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+            timers = None if args.iteration_only else _Timers()
+            its, per, segments = _iteration_times(task, pattern, lr, args.iters, timers)
+            if timers is not None:
+                timers.restore()
+            _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+            rd = {"unit": statistics.median(units), "iteration": statistics.median(its)}
+            line = f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; one iteration {rd['iteration'] / rd['unit']:.2f} gradients"
+            if timers is not None:
+                prim = _primitives(task, pattern, lr, args.repeats)
+                # the gap's three inner gradients count where the run took them (plain_suffices skips them)
+                bound = 2 * prim["point"] + 4 * prim["product"] + 2 * prim["chosen"] + prim["step"] \
+                    + gap_grads * segments * rd["unit"]
+                rd.update(per=per, segments=segments, prim=prim, bound=bound, ratio=rd["iteration"] / bound)
+                line += f", bound {bound / rd['unit']:.2f}: iteration / bound = {rd['ratio']:.3f}"
+            print(line, flush=True)
+            rounds.append(rd)
+        unit = statistics.median(rd["unit"] for rd in rounds)
+        iteration = statistics.median(rd["iteration"] / rd["unit"] for rd in rounds)
+        print(f"  median: one iteration {iteration:.2f} gradients (gradient {unit * 1e3:.1f} ms)")
+        if args.iteration_only:
             continue
-        from numeric import tree
         from numeric.curvature import masked_product_plan
-        from numeric.point import PointCurvature
         from numeric.protocol import choose_engine
-        from numeric.records import atomic_torch_save
-        from numeric.steps import scheme_step
 
-        engine = choose_engine(task)
-        p0 = task.params
-        point = PointCurvature(task.loss, p0)
-        g = point.grad
-        build = _cpu(lambda: PointCurvature(task.loss, p0), args.repeats)
-        full = _cpu(lambda: point.hvp(g), args.repeats)
-        forms = {}
-        for form in ("fresh_set", "fresh_block"):
-            plan = masked_product_plan(task, pattern, form)
-            forms[form] = _cpu(lambda plan=plan: point.masked(plan, g), args.repeats)
-        chosen = masked_product_plan(task, pattern, "auto").form
-        step = _cpu(lambda: scheme_step(task, p0, pattern, lr, grad_at_params=g), args.repeats)
-        step_plain = _cpu(lambda: scheme_step(task, p0, pattern, lr), args.repeats)
-        vecs = {n: tree.clone(p0) for n in ("theta_j", "theta_s", "z", "y", "w", "p")}
-        with tempfile.TemporaryDirectory() as tmp:
-            save = _cpu(lambda: atomic_torch_save({"vectors": vecs}, os.path.join(tmp, "c.pt")), args.repeats)
-        try:
-            import numeric.gap  # noqa: F401
+        def med(get):
+            return statistics.median(get(rd) / rd["unit"] for rd in rounds)
 
-            gap_grads = 3
-        except ImportError:
-            gap_grads = 0
-        bound = 2 * build + 4 * full + 2 * forms[chosen] + step + gap_grads * unit
-        print(f"  engine {engine.name}; M_S form {chosen}")
-        print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {gap_grads} gap gradients) {bound / unit:.2f} gradients; "
-              f"iteration / bound = {iteration / bound:.3f}")
-        print(f"  primitives: point {build / unit:.2f}, product {full / unit:.2f}, "
-              f"M_S per fresh set {forms['fresh_set'] / unit:.2f}, per fresh block {forms['fresh_block'] / unit:.2f}, "
-              f"step {step / unit:.2f} (without reusing g_S {step_plain / unit:.2f}), "
-              f"checkpoint save {save / unit:.2f} gradients")
+        ratios = [rd["ratio"] for rd in rounds]
+        segments = statistics.median(rd["segments"] for rd in rounds)
+        print(f"  engine {choose_engine(task).name}; M_S form {masked_product_plan(task, pattern, 'auto').form}")
+        print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {gap_grads} gap gradients x the share "
+              f"{segments:.2f} of iterations that took the segment) {med(lambda rd: rd['bound']):.2f} gradients; "
+              f"iteration / bound = {statistics.median(ratios):.3f} (rounds {', '.join(f'{x:.3f}' for x in ratios)})")
+        chain = ("; through the loss instead of the task's chain "
+                 f"{med(lambda rd: rd['prim']['step without the chain']):.2f}"
+                 if "step without the chain" in rounds[0]["prim"] else "")
+        print(f"  primitives: point {med(lambda rd: rd['prim']['point']):.2f}, product {med(lambda rd: rd['prim']['product']):.2f}, "
+              f"M_S per fresh set {med(lambda rd: rd['prim']['fresh_set']):.2f}, "
+              f"per fresh block {med(lambda rd: rd['prim']['fresh_block']):.2f}, "
+              f"step {med(lambda rd: rd['prim']['step']):.2f} (without reusing g_S "
+              f"{med(lambda rd: rd['prim']['step without g_S']):.2f}{chain}), "
+              f"checkpoint save {med(lambda rd: rd['prim']['checkpoint']):.2f} gradients")
+        per = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.PARTS}
         rest = iteration - sum(per.values())
         print("  breakdown of one iteration (gradients, share): " + "; ".join(
-            f"{p} {v / unit:.2f} ({100 * v / iteration:.0f}%)" for p, v in list(per.items()) + [("rest", rest)]))
-        del point
+            f"{p} {v:.2f} ({100 * v / iteration:.0f}%)" for p, v in list(per.items()) + [("rest", rest)]))
     return 0
 
 

@@ -55,6 +55,12 @@ def nan_loss():
     t, _ = make()
     return Task(t.params, lambda p: p["x"].sum() * float("nan"), t.blocks)
 
+def wrong_chain():
+    from numeric import Chain
+    t, settings = make()
+    stages = [lambda q, h: q["x"], lambda q, h: torch.cat([h, q["y"]])]
+    return Task(t.params, t.loss, t.blocks, chain=Chain(stages, torch.zeros(0), lambda t: t.sum())), settings
+
 not_callable = 3
 """
 
@@ -179,6 +185,7 @@ BAD_TASKS = [
     ("{fac}:wrong", "returned int, expected a numeric.Task"),
     ("{fac}:vector_loss", "must return a scalar"),
     ("{fac}:nan_loss", "not finite"),
+    ("{fac}:wrong_chain", "is not loss(params)"),
     ("{fac}:bare", "sets no learning rate: pass --lr"),
     (":make", "bad task"),
 ]
