@@ -24,7 +24,7 @@ import time
 import numpy as np
 from tabulate import tabulate
 
-from experiments.optimizer_studies import STUDIES, _run_dir
+from experiments.optimizer_plan import STUDIES, run_dir
 from experiments.table import load_run, table_rows
 
 __all__ = ["winners", "switch_points", "study_runs", "render", "write_report"]
@@ -77,7 +77,7 @@ def study_runs(root: str, study, seeds) -> dict:
     out = {}
     for v in study.variants:
         for s in seeds:
-            path = _run_dir(root, study.task, v, s)
+            path = run_dir(root, study.task, v, s)
             if os.path.isfile(os.path.join(path, "records.csv")):
                 out[(v.label, s)] = load_run(path)
     return out
@@ -270,7 +270,7 @@ def copy_runs(src_root: str, dst_root: str, seeds) -> list[str]:
     for st in STUDIES:
         for v in st.variants:
             for sd in seeds:
-                src, dst = _run_dir(src_root, st.task, v, sd), _run_dir(dst_root, st.task, v, sd)
+                src, dst = run_dir(src_root, st.task, v, sd), run_dir(dst_root, st.task, v, sd)
                 if not os.path.isfile(os.path.join(src, "records.csv")):
                     continue
                 os.makedirs(dst, exist_ok=True)

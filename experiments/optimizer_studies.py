@@ -33,63 +33,9 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 
-#: The default number of iterations (the default presets run 300-500; these studies need many runs).
-ITERS = 40
-SEEDS = (0, 1, 2)
-RUNS_DIR = os.path.join("reports", "optimizers", "runs")
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One ``crosscurv run`` configuration of a task (``label`` names its folder)."""
-
-    label: str
-    optimizer: str = "sgd"
-    block_lr: str | None = None
-    lr: float | None = None  # None: the preset's
-
-    def flags(self) -> list[str]:
-        out = []
-        if self.optimizer != "sgd":
-            out += ["--optimizer", self.optimizer]
-        if self.block_lr:
-            out += ["--block-lr", self.block_lr]
-        if self.lr is not None:
-            out += ["--lr", repr(self.lr)]
-        return out
-
-
-@dataclass(frozen=True)
-class Study:
-    name: str
-    task: str
-    title: str
-    question: str
-    variants: tuple = field(default_factory=tuple)
-
-    @property
-    def baseline(self) -> Variant:
-        return self.variants[0]
-
-
-SGD = Variant("sgd")
-STUDIES = (
-    Study("lora_lrplus", "lora", "LoRA+ step-size ratios on lora",
-          "eta_B / eta_A in {1, 4, 16} (eta_A = the preset's lr 0.03, --block-lr B=4 / B=16)",
-          (SGD, Variant("block-lr-B4", block_lr="B=4"), Variant("block-lr-B16", block_lr="B=16"))),
-    Study("fl_momentum", "fl", "Heavy ball on fl",
-          "torch.optim.SGD(momentum=0.9) on both runs, the preset's lr 0.05 (--optimizer momentum:0.9)",
-          (SGD, Variant("momentum-0.9", optimizer="momentum:0.9"))),
-    Study("lora_adam", "lora", "Adam on lora",
-          "torch.optim.Adam (0.9, 0.999, 1e-8) on both runs at lr 1e-3 (--optimizer adam --lr 0.001)",
-          (SGD, Variant("adam-lr1e-3", optimizer="adam", lr=1e-3))),
-)
-
-
-def _run_dir(root: str, task: str, variant: Variant, seed: int) -> str:
-    return os.path.join(root, task, variant.label, f"seed{seed}")
+from experiments.optimizer_plan import ITERS, RUNS_DIR, SEEDS, STUDIES, Study, Variant, run_dir  # noqa: F401
+from experiments.optimizer_report import write_report
 
 
 def _status(path: str, iters: int) -> str:
@@ -127,7 +73,7 @@ def run_all(out: str, seeds, iters: int, only=None, timeout: float = 6 * 3600) -
     """Run (or resume) every planned run; returns the number of runs that did not complete."""
     failed = 0
     for task, label, seed, v in planned(seeds, only):
-        path = _run_dir(out, task, v, seed)
+        path = run_dir(out, task, v, seed)
         state = _status(path, iters)
         if state == "complete":
             continue
@@ -166,8 +112,6 @@ def main(argv=None) -> int:
     if args.cmd == "run":
         only = set(args.only.split(",")) if args.only else None
         return 1 if run_all(args.out, seeds, args.iters, only) else 0
-    from experiments.optimizer_report import write_report
-
     path = write_report(args.runs, args.out, seeds, args.iters)
     print(f"wrote {path}")
     return 0

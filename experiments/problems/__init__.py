@@ -10,7 +10,8 @@
   (a cubic tilt).
 """
 
-from .cubic_guard import CubicGuard, c3_terms, guard_cubic, tilt_task, tilt_weights
+from .cubic_guard import CubicGuard, c3_terms, guard_cubic, tilt_weights
+from .tilt import tilt_task
 from .curvature_scale import curvature_scale, dense_derivatives, grid_start
 from .networks import bilinear_problem, mnist_mlp_problem, relu_kink_radius, tanh_mlp_problem
 from .problem import Problem

@@ -14,35 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from numeric import tree
+from numeric.steps import block_keys
 from numeric.task import Task
 from theory.patterns import DelayPattern
 
-from numeric.steps import block_keys
-
 from .problem import Problem
-
-
-def tilt_task(task: Task, sigma: float, u: dict) -> Task:
-    """``L(theta) + sigma/6 (u.(theta - theta^0))^3`` with ``theta^0 = task.params``.
-
-    The tilt vanishes to second order at ``theta^0``: gradient and Hessian
-    there are unchanged, the third-derivative tensor gains ``sigma u^{(x)3}``.
-    """
-    base = task.loss
-    p0 = {k: v.detach().clone() for k, v in task.params.items()}
-    uu = {k: u[k].detach().to(p0[k]) for k in p0}
-    sigma = float(sigma)
-
-    def loss(p: dict) -> torch.Tensor:
-        """The base loss plus a cubic tilt along ``u`` centred at ``theta^0``."""
-        t = sum((uu[k] * (p[k] - p0[k])).sum() for k in p0)
-        return base(p) + sigma * t**3 / 6
-
-    info = dict(task.info, tilt_sigma=sigma)
-    return Task(dict(task.params), loss, task.blocks, task.name, info, task.default_pattern)
+from .tilt import tilt_task
 
 
 def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:

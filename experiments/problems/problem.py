@@ -17,6 +17,7 @@ from numeric import tree
 from numeric.task import Task
 
 from .curvature_scale import curvature_scale, flat_order, grid_start
+from .tilt import tilt_task
 
 
 DTYPE = torch.float64
@@ -62,8 +63,6 @@ class Problem:
             poly = self.poly.tilted(sigma, uf)
             task = poly.task(self.task.name)
         else:
-            from .cubic_guard import tilt_task  # the guard builds on Problem: imported when used
-
             poly = None
             task = tilt_task(self.task, sigma, u)
         return Problem(task, self.family, curvature_scale(task), poly, info)
