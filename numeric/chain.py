@@ -27,6 +27,8 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from .hvp import block_grad
+
 __all__ = ["Chain", "PrefixCache"]
 
 Stage = Callable[[Mapping, torch.Tensor], torch.Tensor]
@@ -88,24 +90,20 @@ class PrefixCache:
         return len(self._seen)
 
     def block_grad(self, params: Mapping, wrt: Sequence[str]) -> dict:
-        """``grad_wrt L(params)``: the same tensors as :func:`numeric.hvp.block_grad` (detached, keyed by ``wrt``)."""
+        """``grad_wrt L(params)``: :func:`numeric.hvp.block_grad` of the loss run forward from the cached prefix."""
         wrt = list(wrt)
         unknown = [k for k in wrt if k not in self._stage_of]
         if unknown:
             raise ValueError(f"block_grad: unknown parameter names {unknown}")
         start = min(self._first_changed(params), min(self._stage_of[k] for k in wrt))
         del self._h[start + 1:], self._seen[start:]
-        p = {k: v.detach() for k, v in params.items()}
-        leaves = {k: p[k].detach().requires_grad_(True) for k in wrt}
-        p.update(leaves)
-        h = self._h[start]
-        with torch.enable_grad():
+
+        def from_prefix(p: Mapping) -> torch.Tensor:
+            h = self._h[start]
             for l in range(start, len(self.keys)):
                 h = self.chain.stages[l](p, h)
                 self._h.append(h.detach())
                 self._seen.append(tuple(params[k] for k in self.keys[l]))
-            value = self.chain.head(h)
-            if not value.requires_grad:
-                return {k: torch.zeros_like(leaves[k]) for k in wrt}
-            gs = torch.autograd.grad(value, [leaves[k] for k in wrt], allow_unused=True)
-        return {k: (g.detach() if g is not None else torch.zeros_like(leaves[k])) for k, g in zip(wrt, gs)}
+            return self.chain.head(h)
+
+        return block_grad(from_prefix, params, wrt)

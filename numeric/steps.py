@@ -20,6 +20,7 @@ one gradient; full GS over ``N`` blocks costs ``N`` block gradients.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Mapping, Sequence
 
 import torch
@@ -116,8 +117,8 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     new: dict[str, torch.Tensor] = {}
     used: dict[str, torch.Tensor] = {}
     # a chained loss (numeric.chain) runs each block gradient's forward pass from the first updated stage
-    block_gradient = PrefixCache(task.chain, keys).block_grad if getattr(task, "chain", None) is not None \
-        else (lambda state, wrt: block_grad(task.loss, state, wrt))
+    chain = getattr(task, "chain", None)
+    block_gradient = PrefixCache(chain, keys).block_grad if chain is not None else partial(block_grad, task.loss)
     for fresh, members in fresh_groups(pattern):
         state = dict(old)
         for j in fresh:
