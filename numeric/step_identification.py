@@ -142,7 +142,11 @@ def as_user_step(obj, name: str = "step", pattern=None) -> UserStep:
 
 
 def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> dict:
-    """Check a step's result against the input ``params``; return it detached.
+    """Check a step's result against the input ``params``; return a detached copy.
+
+    The copy matters: training code often returns ``model.state_dict()``,
+    ``dict(model.named_parameters())`` or ``{n: p.detach()}``, tensors that
+    alias the model's parameters and are overwritten by the next call.
 
     Raises:
         ValidationInputError: not a mapping, other names, a non-tensor value, other
@@ -177,11 +181,12 @@ def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> d
             raise ValidationInputError(f"{where}(params, lr) returned {k!r} on {v.device}, the parameter is on {p.device}")
         if not bool(torch.isfinite(v).all()):
             raise ValidationInputError(f"{where}(params, lr) returned non-finite values in {k!r} (lr={lr:.4g})")
-        res[k] = v.detach()
+        res[k] = v.detach().clone()  # a copy: a step may return live parameters or views of them
     return res
 
 
 def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step") -> dict:
+    """``step(copy of params, lr)``, checked and copied (:func:`check_step_output`)."""
     inp = tree.clone(params)
     try:
         out = step(inp, float(lr))
