@@ -32,8 +32,9 @@ from theory.errors import InputError
 from theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, jacobi
 
 from . import tree
-from .hvp import grad, hvp, hvp_batch
+from .hvp import grad, hvp_batch
 from .orders import OrderStudy, observe_order
+from .optimizers import block_factors, optimizer_scheme_step
 from .steps import block_keys, scheme_step
 from .task import Task
 
@@ -199,6 +200,123 @@ def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step") 
 
 
 # ---------------------------------------------------------------------------
+# Curvature products: autograd where the model has second derivatives, else
+# central differences of gradients
+# ---------------------------------------------------------------------------
+class CurvatureRoute:
+    """How ``H(theta) v`` is computed for the step size and the freshness fit.
+
+    Route ``"autograd"``: :func:`numeric.hvp.hvp_batch` (double backward or
+    forward-over-reverse).  Some kernels have neither derivative (PyTorch's
+    CPU flash attention behind Hugging Face's default ``sdpa`` attention,
+    compiled modules), and a custom ``torch.autograd.Function`` whose
+    backward is not differentiable (``once_differentiable``, ``detach``
+    inside) makes double backward return a *wrong* product without an
+    error.  So the first product is also taken by central differences, and
+    a product that raises, or disagrees with the differences by more than
+    ``CHECK_RTOL`` (relative), switches to route ``"central-differences"``,
+    which needs first derivatives only:
+
+        D(h) v = (grad L(theta + h v) - grad L(theta - h v)) / (2 h),
+        H v ~ (4 D(h) - D(2h)) / 3   (Richardson: error O(h^4)),
+
+    in float64 with ``h = 1e-3 max(||theta||, 1) / ||v||``.  The stated error
+    bound of a product is ``||D(h) - D(2h)|| / 3 + eps64 ||g|| / h``
+    relative to ``||H v||``: the observed truncation error of ``D(h)``
+    itself (the extrapolated value is more accurate still) plus the rounding
+    of the gradients.  The freshness fit reads coefficients to ``0.05`` and
+    the step size needs one significant digit, so a bound far below that
+    changes no verdict.
+
+    Attributes:
+        name: ``"autograd"`` or ``"central-differences"``.
+        reason: why autograd was left (empty for autograd).
+        max_rel_error: largest stated error bound over the products taken
+            (central differences only).
+        products: number of products taken.
+    """
+
+    REL_STEP = 1e-3
+    CHECK_RTOL = 1e-5
+
+    def __init__(self, loss):
+        self.loss = loss
+        self.name = "autograd"
+        self.reason = ""
+        self.max_rel_error = 0.0
+        self.products = 0
+        self._checked = False
+
+    def batch(self, params: Mapping, vs: Sequence[Mapping]) -> list:
+        """``[H(params) v for v in vs]`` (dicts keyed like ``params``)."""
+        vs = list(vs)
+        if self.name == "autograd":
+            try:
+                out = hvp_batch(self.loss, params, vs)
+            except InputError:
+                raise
+            except Exception as exc:  # a kernel without second derivatives
+                text = str(exc).strip().splitlines()
+                self._leave(f"autograd has no second derivative here ({type(exc).__name__}: {text[0] if text else ''})")
+            else:
+                if not self._checked and vs:
+                    self._checked = True
+                    fd, _ = self._fd(params, vs[0])
+                    diff = float(tree.norm(tree.sub(out[0], fd)))
+                    scale = max(float(tree.norm(fd)), float(tree.norm(out[0])))
+                    if diff > self.CHECK_RTOL * scale:
+                        self._leave(f"autograd's second derivative disagrees with differences of gradients "
+                                    f"(relative difference {diff / scale:.1e}: a backward that is not "
+                                    "differentiable, e.g. a custom autograd.Function)")
+                if self.name == "autograd":
+                    self.products += len(vs)
+                    return out
+        out = []
+        for v in vs:
+            hv, err = self._fd(params, v)
+            self.products += 1
+            self.max_rel_error = max(self.max_rel_error, err)
+            out.append(hv)
+        return out
+
+    def _leave(self, reason: str) -> None:
+        self.name = "central-differences"
+        self.reason = reason
+
+    def one(self, params: Mapping, v: Mapping) -> dict:
+        return self.batch(params, [v])[0]
+
+    def _fd(self, params: Mapping, v: Mapping) -> tuple[dict, float]:
+        """Richardson-extrapolated central difference of gradients along ``v``, and its stated relative error."""
+        vn = float(tree.norm(v))
+        if vn == 0.0:
+            return {k: torch.zeros_like(t) for k, t in params.items()}, 0.0
+        h = self.REL_STEP * max(float(tree.norm(params)), 1.0) / vn
+        d, gnorm = {}, 0.0
+        for s in (h, 2.0 * h):
+            gp = grad(self.loss, tree.axpy(s, v, params))[1]
+            gm = grad(self.loss, tree.axpy(-s, v, params))[1]
+            gnorm = max(gnorm, float(tree.norm(gp)), float(tree.norm(gm)))
+            d[s] = tree.scale(tree.sub(gp, gm), 1.0 / (2.0 * s))
+        hv = tree.scale(tree.sub(tree.scale(d[h], 4.0), d[2.0 * h]), 1.0 / 3.0)
+        hn = float(tree.norm(hv))
+        err = float(tree.norm(tree.sub(d[h], d[2.0 * h]))) / 3.0 + EPS64 * gnorm / h
+        return hv, (err / hn if hn > 0 else 0.0)
+
+    def describe(self) -> str:
+        """One line: which route the curvature products took."""
+        if self.name == "autograd":
+            return "curvature route: autograd Hessian-vector products (checked against differences of gradients)"
+        return (f"curvature route: central differences of gradients in float64 (Richardson, h = "
+                f"{self.REL_STEP:g} ||theta|| / ||v||; largest estimated relative error of a product "
+                f"{self.max_rel_error:.1e}, {self.products} products), because {self.reason}")
+
+    def to_dict(self) -> dict:
+        return {"route": self.name, "reason": self.reason, "max_rel_error": self.max_rel_error,
+                "products": self.products}
+
+
+# ---------------------------------------------------------------------------
 # States and step sizes
 # ---------------------------------------------------------------------------
 def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float = 0.5) -> list[dict]:
@@ -230,8 +348,9 @@ def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float =
     return out
 
 
-def _spectral_radius(task: Task, params: Mapping, iters: int = 12) -> float:
-    """``|lambda|_max`` of ``H(params)`` by power iteration on HVPs (seeded start)."""
+def _spectral_radius(task: Task, params: Mapping, iters: int = 12, route: CurvatureRoute | None = None) -> float:
+    """``|lambda|_max`` of ``H(params)`` by power iteration on HVPs (seeded start; products by ``route``)."""
+    route = CurvatureRoute(task.loss) if route is None else route
     gen = torch.Generator().manual_seed(1234)
     v = {k: torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device, t.dtype) for k, t in params.items()}
     lam = 0.0
@@ -240,20 +359,21 @@ def _spectral_radius(task: Task, params: Mapping, iters: int = 12) -> float:
         if nv == 0.0 or not math.isfinite(nv):
             return lam
         v = tree.scale(v, 1.0 / nv)
-        hv = hvp(task.loss, params, v)
+        hv = route.one(params, v)
         lam = float(tree.norm(hv))
         v = hv
     return lam
 
 
-def default_eta0(task: Task, states: Sequence[Mapping], scale: float = 0.1) -> float:
+def default_eta0(task: Task, states: Sequence[Mapping], scale: float = 0.1, route: CurvatureRoute | None = None) -> float:
     """``eta0 = scale / max_s |lambda_max(H(theta_s))|`` (``scale`` when ``H = 0``).
 
     With this choice ``eta * ||H|| <= 0.1`` on the whole grid, so the steps are
     in the asymptotic regime of Lemma 1, while the ``O(eta^2)`` differences
     between schemes (relative size ``eta ||H_ij||``) stay far above round-off.
     """
-    lam = max(_spectral_radius(task, s) for s in states)
+    route = CurvatureRoute(task.loss) if route is None else route
+    lam = max(_spectral_radius(task, s, route=route) for s in states)
     return scale / lam if lam > 0 and math.isfinite(lam) else scale
 
 
@@ -386,18 +506,28 @@ class FreshnessFit:
         return {"coef": self.coef, "residual": self.residual, "block_names": self.block_names, "tol": self.tol}
 
 
-def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: float = 0.05) -> FreshnessFit:
+def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: float = 0.05,
+                  factors: Sequence[float] | None = None, route: CurvatureRoute | None = None) -> FreshnessFit:
     """Fit the step's ``eta^2`` term by ``a_ij H_ij g_j`` (see :class:`FreshnessFit`).
+
+    With per-block step factors ``f_i`` (block ``i`` steps with ``eta_i = f_i
+    eta``) a scheme ``S`` satisfies ``theta_i^{k+1} = theta_i - eta f_i g_i +
+    eta^2 f_i sum_{j in S(i)} f_j H_ij g_j + O(eta^3)``, so the columns are
+    ``f_i H_ij (f_j g_j)`` and a pattern still has ``a_ij`` in ``{0, 1}``.
 
     Args:
         user: the step and its task.
         states: the points (float64).
         eta: the smaller of the two step sizes used (the other is ``2 eta``).
         tol: integer-closeness threshold.
+        factors: ``f_i`` per block (default all 1).
+        route: how the curvature products are taken (:class:`CurvatureRoute`).
 
     Cost: per state, two user steps, one gradient and one batch of ``N`` HVPs.
     """
     task = user.task
+    route = CurvatureRoute(task.loss) if route is None else route
+    fac = [1.0] * task.n_blocks if factors is None else [float(f) for f in factors]
     keys = block_keys(task)
     n = task.n_blocks
     # per block i: rows of design (list over states of [ (u_j)_i ]) and targets
@@ -405,17 +535,18 @@ def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: fl
     target = [[] for _ in range(n)]
     for st in states:
         _, g = grad(task.loss, st)
+        fg = _scale_blocks(task, g, fac)
         f = {}
         for h in (2.0 * eta, eta):
-            u = _call_step(user.step, st, h)
-            jc = tree.axpy(-h, g, st)
+            u = _call_step(user.step, st, h, user.name)
+            jc = tree.axpy(-h, fg, st)
             f[h] = tree.scale(tree.sub(u, jc), 1.0 / h**2)
         fr = tree.sub(tree.scale(f[eta], 2.0), f[2.0 * eta])  # Richardson: O(eta) error removed
-        cols = hvp_batch(task.loss, st, [tree.restrict(g, ks) for ks in keys])
+        cols = route.batch(st, [tree.restrict(fg, ks) for ks in keys])
         for i in range(n):
             target[i].append(torch.cat([fr[k].reshape(-1) for k in keys[i]]))
             for j in range(n):
-                design[i][j].append(torch.cat([cols[j][k].reshape(-1) for k in keys[i]]))
+                design[i][j].append(fac[i] * torch.cat([cols[j][k].reshape(-1) for k in keys[i]]))
     coef = [[None] * n for _ in range(n)]
     resid = []
     for i in range(n):
@@ -434,6 +565,102 @@ def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: fl
             fitted = torch.zeros_like(y)
         resid.append(float((y - fitted).norm()) / scale)
     return FreshnessFit(coef, resid, task.block_names, tol)
+
+
+def _scale_blocks(task: Task, v: Mapping, factors: Sequence[float]) -> dict:
+    """``f_i v_i`` block by block (``v`` keyed like the parameters)."""
+    out = {}
+    for b, f in zip(task.block_names, factors):
+        for k in task.blocks[b]:
+            out[k] = v[k] if f == 1.0 else v[k] * f
+    return out
+
+
+def _reference(task: Task, params: Mapping, pattern: DelayPattern, lr: float, factors: Sequence[float] | None) -> dict:
+    """The exact step of ``pattern`` with block step sizes ``lr f_i`` (plain :func:`scheme_step` when all are 1)."""
+    if factors is None or all(f == 1.0 for f in factors):
+        return scheme_step(task, params, pattern, lr)
+    return optimizer_scheme_step(task, params, pattern, lr, "sgd", factors=list(factors))[0]
+
+
+@dataclass
+class StepFactors:
+    """Per-block step factors ``f_i`` of a step: block ``i`` moves by ``-eta f_i g_i`` to first order.
+
+    Read from the first-order term (Lemma 1 with block step sizes ``eta_i =
+    f_i eta``: ``U(theta, eta) = theta - eta F g + O(eta^2)``, ``F =
+    diag(f_i I)``): per block, ``c_i = (theta_i - U_i(theta, eta)) / eta``
+    Richardson-extrapolated over ``eta`` and ``2 eta`` (``2 c(eta) - c(2
+    eta) = f_i g_i + O(eta^2)``), and ``f_i`` fitted by least squares over
+    the states, ``f_i = sum_s <c_i, g_i> / sum_s ||g_i||^2``.  A fitted value
+    within ``1e-3`` (relative) of a fraction ``p/q`` with ``q <= 12`` is read
+    as that fraction.
+
+    Example (FedAvg over ``C`` clients): client ``c`` takes ``u_c <- u_c - eta
+    grad_u L_c`` and ``v_c <- v - eta grad_v L_c``; the server keeps the mean
+    ``v <- (1/C) sum_c v_c``.  Against the mean objective ``L = (1/C) sum_c
+    L_c``, ``grad_{u_c} L = grad_u L_c / C`` and ``grad_v L = (1/C) sum_c
+    grad_v L_c``, so ``u_c <- u_c - (C eta) grad_{u_c} L`` and ``v <- v - eta
+    grad_v L``: the JC step with factors ``personal = C, shared = 1``.
+
+    Attributes:
+        factors: ``f_i`` per block (block order).
+        raw: the fitted values before rounding.
+        residual: per block, ``||c_i - f_i g_i|| / ||c_i||`` (max over states).
+        source: ``"--block-lr"`` or ``"inferred"``.
+    """
+
+    factors: list
+    raw: list
+    residual: list
+    source: str = "inferred"
+
+    @property
+    def plain(self) -> bool:
+        return all(f == 1.0 for f in self.factors)
+
+    def text(self, names: Sequence[str]) -> str:
+        return ", ".join(f"{n}={f:g}" for n, f in zip(names, self.factors))
+
+    def to_dict(self) -> dict:
+        return {"factors": self.factors, "raw": self.raw, "residual": self.residual, "source": self.source}
+
+
+def _nice(f: float, rel: float = 1e-3, max_den: int = 12) -> float | None:
+    from fractions import Fraction
+
+    r = Fraction(f).limit_denominator(max_den)
+    return float(r) if r > 0 and abs(f - float(r)) <= rel * abs(f) else None
+
+
+def infer_step_factors(task: Task, states: Sequence[Mapping], etas: Sequence[float], user_outs) -> StepFactors:
+    """Fit the per-block step factors of the step's first-order term (see :class:`StepFactors`)."""
+    keys = block_keys(task)
+    h = etas[-1]
+    num = [0.0] * task.n_blocks
+    den = [0.0] * task.n_blocks
+    per_state = []
+    for si, st in enumerate(states):
+        g = grad(task.loss, st)[1]
+        c1 = tree.scale(tree.sub(st, user_outs[si][-1]), 1.0 / h)
+        c2 = tree.scale(tree.sub(st, user_outs[si][-2]), 1.0 / etas[-2])
+        c = tree.sub(tree.scale(c1, 2.0), c2) if abs(etas[-2] - 2.0 * h) <= 1e-12 * h else c1
+        per_state.append((g, c))
+        for i, ks in enumerate(keys):
+            num[i] += sum(float((c[k] * g[k]).sum()) for k in ks)
+            den[i] += sum(float((g[k] * g[k]).sum()) for k in ks)
+    raw = [num[i] / den[i] if den[i] > 0 else 1.0 for i in range(task.n_blocks)]
+    resid = [0.0] * task.n_blocks
+    for g, c in per_state:
+        for i, ks in enumerate(keys):
+            cn = math.sqrt(sum(float((c[k] ** 2).sum()) for k in ks))
+            rn = math.sqrt(sum(float(((c[k] - raw[i] * g[k]) ** 2).sum()) for k in ks))
+            resid[i] = max(resid[i], rn / cn if cn > 0 else 0.0)
+    facs = []
+    for f in raw:
+        nf = _nice(f) if f > 0 else None
+        facs.append(nf if nf is not None else f)
+    return StepFactors(facs, raw, resid, "inferred")
 
 
 # ---------------------------------------------------------------------------
@@ -509,6 +736,9 @@ class StepReport:
         deterministic: whether two calls with the same input agreed.
         nondeterminism: the difference of those two calls (relative to the step).
         notes: further findings, one sentence each.
+        factors: the per-block step factors every candidate uses
+            (:class:`StepFactors`, from ``block_lr`` or inferred), or ``None``.
+        route: the :class:`CurvatureRoute` of the curvature products (``None`` if none were taken).
     """
 
     name: str
@@ -524,6 +754,15 @@ class StepReport:
     deterministic: bool = True
     nondeterminism: float = 0.0
     notes: list = field(default_factory=list)
+    factors: StepFactors | None = None
+    route: CurvatureRoute | None = None
+
+    @property
+    def factors_label(self) -> str:
+        """``" with step factors personal=2, shared=1"`` when the candidates use factors other than 1, else ``""``."""
+        if self.factors is None or self.factors.plain:
+            return ""
+        return " with step factors " + self.factors.text(self.task.block_names)
 
     @property
     def matches(self) -> list:
@@ -563,7 +802,7 @@ class StepReport:
                     "step size, so it performs no fixed scheme (does it keep a gradient from an earlier call, "
                     "i.e. a stale gradient, or draw random numbers?)")
         if m:
-            s = "matches " + " and ".join(m)
+            s = "matches " + " and ".join(m) + self.factors_label
             if len(m) > 1:
                 s += " (indistinguishable on this task: the couplings between these schemes vanish here)"
             if dl is not None and dl not in m:
@@ -572,7 +811,7 @@ class StepReport:
                 s += " (the declared pattern)"
         else:
             near = self.nearest
-            s = f"matches none of the candidates; nearest is {near.label}, which it {near.describe().replace('differs', 'differs from')}"
+            s = f"matches none of the candidates{self.factors_label}; nearest is {near.label}, which it {near.describe().replace('differs', 'differs from')}"
             extra = [r for r in self.results if r is not near and ("jc" in r.candidate.roles or "declared" in r.candidate.roles)]
             gs = [r for r in self.results if r is not near and r not in extra and "gs order" in r.candidate.roles]
             if gs:
@@ -652,6 +891,13 @@ class StepReport:
             f"eta = {self.etas[0]:.4g} * 2^-k, k = 0..{len(self.etas) - 1}",
             f"match tolerance: ||step - reference|| <= {self.rtol:g} ||reference - theta|| + {self.atol_eps:g} eps ||theta|| at every state and eta",
             f"declared pattern: {self.declared_label or 'none'}",
+        ]
+        if self.factors is not None:
+            how = "given by --block-lr" if self.factors.source != "inferred" else "inferred from the first-order term"
+            lines.append(f"step factors ({how}): {self.factors.text(t.block_names)}")
+        if self.route is not None:
+            lines.append(self.route.describe())
+        lines += [
             "",
             self.table(),
             "",
@@ -690,6 +936,8 @@ class StepReport:
             "candidates": [r.to_dict() for r in self.results],
             "fit": None if self.fit is None else self.fit.to_dict(),
             "notes": list(self.notes),
+            "factors": None if self.factors is None else self.factors.to_dict(),
+            "curvature_route": None if self.route is None else self.route.to_dict(),
         }
 
 
@@ -714,8 +962,8 @@ def _compare(user_outs, refs, states, etas, rtol, atol_eps) -> tuple[list, list,
     return errors, rels, within, tols
 
 
-def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps) -> CandidateResult:
-    refs = [[scheme_step(user.task, st, cand.pattern, h) for h in etas] for st in states]
+def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps, factors=None) -> CandidateResult:
+    refs = [[_reference(user.task, st, cand.pattern, h, factors) for h in etas] for st in states]
     errors, rels, within, tols = _compare(user_outs, refs, states, etas, rtol, atol_eps)
     kept = [(h, e) for h, e, w in zip(etas, errors, within) if not w]
     dropped = [(h, e) for h, e, w in zip(etas, errors, within) if w]
@@ -737,6 +985,8 @@ def identify_step(
     atol_eps: float = 64.0,
     max_all_orders: int = 4,
     fit: bool = True,
+    block_lr: str | Mapping | None = None,
+    infer_factors: bool = True,
 ) -> StepReport:
     """Which scheme does ``user.step`` perform?  (See the module docstring.)
 
@@ -753,16 +1003,29 @@ def identify_step(
         max_all_orders: try every GS order up to this many blocks.
         fit: also fit the second-order term (:func:`freshness_fit`) and try
             the pattern it suggests as a candidate.
+        block_lr: per-block step factors ``"NAME=FACTOR,..."`` or ``{name:
+            factor}`` (``crosscurv run --block-lr``): block ``i`` of every
+            candidate steps with ``eta f_i``.
+        infer_factors: with no ``block_lr``, read the factors from the
+            step's first-order term (:func:`infer_step_factors`) and use them
+            when they differ between blocks.
 
     Returns:
-        a :class:`StepReport`.
+        a :class:`StepReport`.  Curvature products (the default ``eta0`` and
+        the fit) fall back to central differences of gradients when the model
+        has no second derivatives (:class:`CurvatureRoute`).
     """
     if n_etas < 3:
         raise ValidationInputError(f"need at least 3 step sizes to observe an order, got {n_etas}")
     task = user.task
+    given = None
+    if block_lr is not None:
+        fs = block_factors(task, block_lr)
+        given = StepFactors(fs, list(fs), [0.0] * task.n_blocks, "--block-lr")
     states = seeded_states(task, seeds, perturb)
+    route = CurvatureRoute(task.loss)
     if eta0 is None:
-        eta0 = default_eta0(task, states)
+        eta0 = default_eta0(task, states, route=route)
     if not (eta0 > 0 and math.isfinite(eta0)):
         raise ValidationInputError(f"eta0 must be a positive finite number, got {eta0!r}")
     etas = [eta0 * 2.0**-k for k in range(n_etas)]
@@ -775,20 +1038,57 @@ def identify_step(
     nondet = float(tree.norm(tree.sub(again, user_outs[0][0]))) / stepn
     deterministic = nondet <= rtol
 
+    factors, notes = given, []
+    if factors is None and infer_factors and deterministic:
+        factors, notes = _inferred(task, states, etas, user_outs)
+    fl = None if factors is None else factors.factors
     cands = candidate_patterns(task, user.pattern, max_all_orders)
-    results = [_evaluate(c, user, states, etas, user_outs, rtol, atol_eps) for c in cands]
+    results = [_evaluate(c, user, states, etas, user_outs, rtol, atol_eps, fl) for c in cands]
     report = StepReport(user.name, task, user.pattern, etas, list(seeds), perturb, rtol, atol_eps, results,
-                        deterministic=deterministic, nondeterminism=nondet)
+                        deterministic=deterministic, nondeterminism=nondet, factors=factors)
+    report.notes.extend(notes)
     if not deterministic:
         report.notes.append(
             "two calls with the same (params, lr) returned different results: the step keeps state between "
             "calls (for example a gradient cached from an earlier call: a stale gradient)"
         )
     if fit and task.n_blocks > 1 and deterministic:
-        report.fit = freshness_fit(user, states, etas[-1])
+        report.fit = freshness_fit(user, states, etas[-1], factors=fl, route=route)
         _use_fit(report, user, states, etas, user_outs, cands)
+    if route.products:
+        report.route = route
     _explain(report)
     return report
+
+
+def _factor_list(report: StepReport):
+    return None if report.factors is None else report.factors.factors
+
+
+def _inferred(task: Task, states, etas, user_outs) -> tuple[StepFactors | None, list]:
+    """Inferred factors when they differ between blocks (else ``None``), and notes."""
+    if task.n_blocks < 2:
+        sf = infer_step_factors(task, states, etas, user_outs)
+        return None, _uniform_note(sf)
+    sf = infer_step_factors(task, states, etas, user_outs)
+    clean = max(sf.residual) <= 1e-3
+    fs = sf.factors
+    differ = any(abs(f - fs[0]) > 1e-3 * abs(fs[0]) for f in fs)
+    if clean and differ:
+        return sf, []
+    if not clean:
+        return None, []
+    return None, _uniform_note(sf)
+
+
+def _uniform_note(sf: StepFactors) -> list:
+    if max(sf.residual) > 1e-3:
+        return []
+    f = sf.factors[0]
+    if abs(f - 1.0) <= 1e-3:
+        return []
+    return [f"the step moves every block {f:.6g} times as far as lr says (its first-order term is -{f:.6g} eta g): "
+            "a learning-rate scaling, not a scheme at this lr"]
 
 
 def _use_fit(report: StepReport, user: UserStep, states, etas, user_outs, cands) -> None:
@@ -811,7 +1111,8 @@ def _use_fit(report: StepReport, user: UserStep, states, etas, user_outs, cands)
                 known[0].roles.append("inferred")
         else:
             cand = Candidate(_pattern_label(task, pat), pat, ["inferred"])
-            report.results.append(_evaluate(cand, user, states, etas, user_outs, report.rtol, report.atol_eps))
+            report.results.append(_evaluate(cand, user, states, etas, user_outs, report.rtol, report.atol_eps,
+                                            _factor_list(report)))
     elif ft.is_sign_flipped:
         report.notes.append(
             "the freshness term has the WRONG SIGN for pairs "
