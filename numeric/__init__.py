@@ -15,7 +15,8 @@ module named after its concept, e.g. :func:`numeric.hvp.hvp_batch`,
 * trajectories: :func:`run_protocol` (records, :data:`FIELDS`),
   :func:`read_records`, :func:`winner_metrics`;
 * checking your own code: :func:`identify_step` (with :func:`as_user_step`),
-  :func:`compare_records`;
+  :func:`step_from_training_code` (an ``nn.Module`` and a ``torch.optim``
+  training step as a step), :func:`compare_records`;
 * errors: every one is a :class:`theory.errors.InputError` (one line, exit
   code 2 on the command line); those a caller of this surface may catch are
   :class:`TaskError`, :class:`RecordsError` and :class:`ProtocolError`
@@ -35,6 +36,7 @@ from .protocol import ProtocolError, ProtocolResult, run_protocol
 from .records import FIELDS, RecordsError, read_records
 from .metrics import winner_metrics
 from .step_identification import as_user_step, identify_step
+from .training_step import step_from_training_code
 from .record_comparison import compare_records
 
 __all__ = [
@@ -43,6 +45,6 @@ __all__ = [
     "one_step_estimate", "one_step_gap",
     "scheme_step", "jacobi_step", "gauss_seidel_step",
     "run_protocol", "ProtocolResult", "FIELDS", "read_records", "winner_metrics",
-    "identify_step", "as_user_step", "compare_records",
+    "identify_step", "as_user_step", "step_from_training_code", "compare_records",
     "TaskError", "RecordsError", "ProtocolError",
 ]

@@ -1,0 +1,233 @@
+"""Validate real training code: an ``nn.Module`` and a ``torch.optim`` training step as a user step.
+
+``crosscurv validate-step`` checks a step ``step(params, lr) -> new params``
+(:mod:`numeric.step_identification`).  Training code is written differently:
+it updates a module in place with ``optimizer.zero_grad()``,
+``loss.backward()`` and ``optimizer.step()``, with one or several
+optimizers, param groups, ``requires_grad`` toggles, peft adapters.
+:func:`step_from_training_code` turns such code, unchanged, into a step::
+
+    def train_step(model, opt):            # ordinary training code
+        opt.zero_grad()
+        model(**batch).loss.backward()
+        opt.step()
+
+    def factory():
+        model = build_model().double()     # float64: the harness compares to round-off
+        return step_from_training_code(
+            model, train_step,
+            objective=lambda m: m(**batch).loss,
+            blocks={"B": "*lora_B*", "A": "*lora_A*"},
+            optimizers=lambda m: torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=1.0),
+            pattern="jc")
+
+For every call ``step(params, lr)`` the helper
+
+1. restores the module: the parameters of the blocks from ``params`` (under
+   ``no_grad``), every other parameter and buffer to its value at
+   construction, every ``requires_grad`` flag, ``.grad = None``;
+2. builds the optimizers afresh with ``optimizers(model)`` (no momentum or
+   Adam state carried between calls) and sets each param group's ``lr`` to
+   ``lr * f_b``, ``f_b`` the ``lr_factors`` entry of the group's block (1
+   by default);
+3. runs ``train_step(model, optimizers)``;
+4. returns copies of the blocks' parameters.
+
+The task's loss ``L(theta)`` is ``objective(model)`` evaluated with
+``theta`` substituted by ``torch.func.functional_call`` (the objective the
+step is a method for; for FedAvg the mean of the clients' losses).  The
+module is converted to float64 in place if it is not.  Dropout must be off
+(``model.eval()`` or a dropout rate of 0): a step that draws random numbers
+is no function of ``(params, lr)``, and the report says so.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+from .step_identification import UserStep, ValidationInputError, _declared
+from .task import Task
+
+__all__ = ["step_from_training_code", "block_names_from_patterns"]
+
+
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    if pattern.startswith("re:"):
+        try:
+            rx = re.compile(pattern[3:])
+        except re.error as exc:
+            raise ValidationInputError(f"bad block regex {pattern[3:]!r}: {exc}") from None
+        return lambda n: rx.search(n) is not None
+    return lambda n: fnmatch.fnmatchcase(n, pattern)
+
+
+def block_names_from_patterns(names: Sequence[str], blocks: Mapping) -> dict:
+    """``{block: [parameter names]}`` from ``{block: pattern or [patterns]}``.
+
+    A pattern is an ``fnmatch`` glob on the parameter name (``"*lora_A*"``,
+    ``"encoder.*"``) or a regular expression after ``"re:"`` (searched).  A
+    parameter goes to the first block (in the mapping's order) with a
+    matching pattern; parameters no block matches are held fixed.
+
+    Raises:
+        ValidationInputError: a block that matches no parameter, or no blocks.
+    """
+    if not isinstance(blocks, Mapping) or not blocks:
+        raise ValidationInputError("blocks must be a non-empty mapping {block name: pattern(s)} or 'param_groups'")
+    rules = []
+    for b, pats in blocks.items():
+        pats = [pats] if isinstance(pats, str) else list(pats)
+        if not pats or not all(isinstance(p, str) for p in pats):
+            raise ValidationInputError(f"block {b!r}: patterns must be strings")
+        rules.append((str(b), [_matcher(p) for p in pats], pats))
+    out = {b: [] for b, _, _ in rules}
+    for n in names:
+        for b, ms, _ in rules:
+            if any(m(n) for m in ms):
+                out[b].append(n)
+                break
+    empty = [f"{b} ({', '.join(p)})" for b, _, p in rules if not out[b]]
+    if empty:
+        raise ValidationInputError("block patterns match no parameter: " + "; ".join(empty))
+    return out
+
+
+def _as_list(opts) -> list:
+    if isinstance(opts, torch.optim.Optimizer):
+        return [opts]
+    if isinstance(opts, Mapping):
+        opts = list(opts.values())
+    if isinstance(opts, (list, tuple)) and opts and all(isinstance(o, torch.optim.Optimizer) for o in opts):
+        return list(opts)
+    raise ValidationInputError(
+        f"optimizers(model) must return a torch.optim.Optimizer, or a list, tuple or dict of them; got {type(opts).__name__}"
+    )
+
+
+def _group_blocks(model: torch.nn.Module, optimizers: Callable) -> dict:
+    """``{block: [names]}`` with one block per param group, in the order the optimizers list them."""
+    ids = {id(p): n for n, p in model.named_parameters()}
+    out: dict = {}
+    for opt in _as_list(optimizers(model)):
+        for g in opt.param_groups:
+            name = str(g.get("name") or f"group{len(out) + 1}")
+            if name in out:
+                raise ValidationInputError(f"two param groups are named {name!r}")
+            names = [ids[id(p)] for p in g["params"] if id(p) in ids]
+            if names:
+                out[name] = names
+    if not out:
+        raise ValidationInputError("the optimizers' param groups hold no parameter of the model")
+    return out
+
+
+def step_from_training_code(
+    model: torch.nn.Module,
+    train_step: Callable,
+    objective: Callable[[torch.nn.Module], torch.Tensor],
+    blocks: Mapping | str,
+    *,
+    optimizers: Callable,
+    lr_factors: Mapping | None = None,
+    pattern=None,
+    name: str = "training step",
+) -> UserStep:
+    """A :class:`~numeric.step_identification.UserStep` running ordinary training code (module docstring).
+
+    Args:
+        model: the ``nn.Module`` (peft-wrapped included); converted to float64 in place.
+        train_step: ``train_step(model, optimizers)``: the user's update,
+            ``optimizers`` being what ``optimizers(model)`` returned.
+        objective: ``objective(model) -> 0-dim tensor``: the loss the step
+            minimises, computed from the module (the task's ``L``).
+        blocks: ``{block: pattern or [patterns]}`` (:func:`block_names_from_patterns`)
+            or ``"param_groups"``: one block per param group of the
+            optimizers (named by the group's ``"name"`` entry, else
+            ``group1``, ``group2``...).
+        optimizers: ``optimizers(model)`` -> a ``torch.optim.Optimizer`` or a
+            list/tuple/dict of them, built with any ``lr`` (it is set on each call).
+        lr_factors: ``{block: f}``: the param groups of block ``b`` get
+            ``lr * f`` (default 1).
+        pattern: the declared delay pattern (``"jc"``, ``"gs:B,A"``, ...).
+        name: label for reports.
+
+    Returns:
+        a :class:`UserStep` (what a ``validate-step`` factory may return).
+
+    Raises:
+        ValidationInputError: one line: bad blocks, optimizers or factors.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValidationInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(train_step) or not callable(objective) or not callable(optimizers):
+        raise ValidationInputError("train_step, objective and optimizers must be callables")
+    if any(t.is_floating_point() and t.dtype != torch.float64 for t in list(model.parameters()) + list(model.buffers())):
+        model.to(torch.float64)
+    named = dict(model.named_parameters())
+    if isinstance(blocks, str):
+        if blocks != "param_groups":
+            raise ValidationInputError(f"blocks must be a mapping of name patterns or 'param_groups', got {blocks!r}")
+        groups = _group_blocks(model, optimizers)
+    else:
+        groups = block_names_from_patterns(list(named), blocks)
+    block_of = {n: b for b, ns in groups.items() for n in ns}
+    factors = {b: 1.0 for b in groups}
+    for b, f in (lr_factors or {}).items():
+        if b not in groups:
+            raise ValidationInputError(f"lr_factors names unknown block {b!r}; blocks are {', '.join(groups)}")
+        f = float(f)
+        if not f > 0:
+            raise ValidationInputError(f"lr_factors[{b!r}] must be > 0, got {f}")
+        factors[b] = f
+
+    ids = {id(p): n for n, p in named.items()}
+    saved = {n: p.detach().clone() for n, p in named.items()}
+    flags = {n: p.requires_grad for n, p in named.items()}
+    buffers = dict(model.named_buffers())
+    saved_buffers = {n: b.detach().clone() for n, b in buffers.items()}
+    wrapper = _Objective(model, objective)
+    params = {n: saved[n].clone() for n in block_of}
+
+    def loss(p):
+        return torch.func.functional_call(wrapper, {"model." + k: v for k, v in p.items()}, (), strict=False)
+
+    task = Task(params, loss, {b: list(ns) for b, ns in groups.items()}, name=f"{type(model).__name__} ({name})")
+
+    def step(theta, lr):
+        with torch.no_grad():
+            for n, p in named.items():
+                p.copy_(theta[n] if n in theta else saved[n])
+            for n, b in buffers.items():
+                b.copy_(saved_buffers[n])
+        for n, p in named.items():
+            p.requires_grad_(flags[n])
+            p.grad = None
+        built = optimizers(model)
+        for opt in _as_list(built):
+            for g in opt.param_groups:
+                bs = {block_of[ids[id(q)]] for q in g["params"] if ids.get(id(q)) in block_of}
+                fs = {factors[b] for b in bs}
+                if len(fs) > 1:
+                    raise ValidationInputError(
+                        f"a param group spans blocks {', '.join(sorted(bs))} with different lr_factors")
+                g["lr"] = lr * (fs.pop() if fs else 1.0)
+        train_step(model, built)
+        return {n: named[n].detach().clone() for n in block_of}
+
+    return UserStep(task, step, _declared(task, pattern), name)
+
+
+class _Objective(torch.nn.Module):
+    """``forward() = objective(model)``, so ``functional_call`` can substitute the model's parameters."""
+
+    def __init__(self, model: torch.nn.Module, objective: Callable):
+        super().__init__()
+        self.model = model
+        self._objective = objective
+
+    def forward(self):
+        return self._objective(self.model)
