@@ -6,7 +6,8 @@
   built at a preset;
 * ``module:factory``: ``factory`` imported from an importable module (the
   current directory is searched first);
-* ``path/to/file.py:factory``: ``factory`` from a Python file.
+* ``path/to/file.py:factory``: ``factory`` from a Python file (which may
+  import the modules beside it: its folder is on ``sys.path`` while it loads).
 
 A user factory is called with the keyword arguments it declares among
 ``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path``
@@ -50,9 +51,12 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def _import_file(path: str):
+    """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import its neighbours."""
     if not os.path.isfile(path):
         raise TaskError(f"task file {path!r} does not exist")
     name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -61,6 +65,11 @@ def _import_file(path: str):
         spec.loader.exec_module(module)
     except Exception as exc:
         raise TaskError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
     return module
 
 

@@ -49,6 +49,9 @@ def add_arguments(p) -> None:
     p.add_argument("--rtol", type=float, default=1e-9,
                    help="match tolerance relative to the step size (default 1e-9)")
     p.add_argument("--device", default=None, help="device offered to a factory that declares `device`")
+    p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
+                   help="per-block step factors as in `crosscurv run`: block NAME of every candidate steps with "
+                        "lr*FACTOR (default: inferred from the step's first-order term when they differ between blocks)")
     p.add_argument("--no-fit", action="store_true", help="skip the fit of the step's second-order term")
     p.add_argument("--verbose", action="store_true", help="print the error-vs-eta table of every candidate")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -84,6 +87,11 @@ def load_step_factory(spec: str, device=None):
 def run(args) -> int:
     from numeric.step_identification import ValidationInputError, as_user_step, identify_step
 
+    if ":" not in args.spec:
+        raise ValidationInputError(
+            f"validate-step takes a step factory, module:factory or path/to/file.py:factory returning "
+            f"(task, step[, pattern]), not a task name ({args.spec!r})"
+        )
     seeds = _seeds(args.seeds)
     if args.eta0 is not None and not (math.isfinite(args.eta0) and args.eta0 > 0):
         raise ValidationInputError(f"--eta0 must be a finite number > 0, got {args.eta0}")
@@ -96,7 +104,7 @@ def run(args) -> int:
     obj = load_step_factory(args.spec, args.device)
     user = as_user_step(obj, name=args.spec, pattern=args.pattern)
     report = identify_step(user, seeds=seeds, perturb=args.perturb, eta0=args.eta0, n_etas=args.n_etas,
-                           rtol=args.rtol, fit=not args.no_fit)
+                           rtol=args.rtol, fit=not args.no_fit, block_lr=args.block_lr)
     if args.json:
         from numeric.records import json_safe
 

@@ -149,7 +149,7 @@ def test_validate_step_bad_spec_and_flags(capsys, stepfile, tmp_path):
     for argv, words in [
         ([f"{tmp_path}/nope.py:f"], ["does not exist"]),
         (["no_such_module_xyz:f"], ["cannot import module 'no_such_module_xyz'"]),
-        (["nocolon"], ["bad task 'nocolon'"]),
+        (["nocolon"], ["validate-step takes a step factory", "not a task name ('nocolon')"]),
         ([f"{stepfile}:good", "--seeds", "a,b"], ["--seeds must be comma-separated integers"]),
         ([f"{stepfile}:good", "--n-etas", "2"], ["--n-etas must be >= 3"]),
         ([f"{stepfile}:good", "--eta0", "-1"], ["--eta0 must be a finite number > 0"]),
