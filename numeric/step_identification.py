@@ -34,7 +34,7 @@ from theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel
 from . import tree
 from .hvp import grad, hvp_batch
 from .orders import OrderStudy, observe_order
-from .optimizers import block_factors, optimizer_scheme_step
+from .optimizers import STATE_BUFFERS, OptimizerState, block_factors, optimizer_scheme_step, parse_optimizer
 from .steps import block_keys, scheme_step
 from .task import Task
 
@@ -186,11 +186,24 @@ def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> d
     return res
 
 
-def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step") -> dict:
-    """``step(copy of params, lr)``, checked and copied (:func:`check_step_output`)."""
+def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step", opt_state=None) -> dict:
+    """``step(copy of params, lr)`` (``step(params, lr, state)`` with an optimizer state), checked and copied.
+
+    With ``opt_state`` (an :class:`~numeric.optimizers.OptimizerState`) the
+    step receives a fresh copy as a dict ``{"step": k, buffer name: {param:
+    tensor}}`` (``torch.optim``'s buffer names, :data:`numeric.optimizers.STATE_BUFFERS`)
+    and may return ``new_params`` or ``(new_params, new_state)``; the
+    parameters are compared.
+    """
     inp = tree.clone(params)
     try:
-        out = step(inp, float(lr))
+        if opt_state is None:
+            out = step(inp, float(lr))
+        else:
+            st = opt_state.clone()
+            out = step(inp, float(lr), {"step": st.step, **st.buffers})
+            if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Mapping):
+                out = out[0]
     except InputError:
         raise
     except Exception as exc:  # user code: report in one line
@@ -221,7 +234,7 @@ class CurvatureRoute:
 
     in float64 at ``h = c max(||theta||, 1) / ||v||`` for ``c`` in
     ``1e-3, 1e-4, 1e-5``; the product is ``D`` at ``c = 1e-4`` and its
-    estimated error the smaller of its distances to the other two (the
+    stated error twice the smaller of its distances to the other two (the
     truncation error ``O(h^2)`` shows against the larger step, the
     rounding ``O(eps / h)`` against the smaller; no Richardson
     extrapolation: ReLU kinks, as in T5's feed-forward layers, make the
@@ -303,7 +316,8 @@ class CurvatureRoute:
             ds.append(tree.scale(tree.sub(gp, gm), 1.0 / (2.0 * h)))
         hv = ds[1]
         hn = float(tree.norm(hv))
-        err = min(float(tree.norm(tree.sub(ds[0], ds[1]))), float(tree.norm(tree.sub(ds[1], ds[2]))))
+        # in the truncation regime ||D(c=1e-4) - D(c=1e-5)|| is 0.99 of D(c=1e-4)'s error: a factor 2 of margin
+        err = 2.0 * min(float(tree.norm(tree.sub(ds[0], ds[1]))), float(tree.norm(tree.sub(ds[1], ds[2]))))
         return hv, (err / hn if hn > 0 else 0.0)
 
     def describe(self) -> str:
@@ -348,6 +362,30 @@ def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float =
             noise = torch.randn(v64.shape, generator=gen, dtype=torch.float64)
             st[k] = (v64 + perturb * sigma * noise).to(dtype=v.dtype, device=v.device)
         out.append(st)
+    return out
+
+
+def seeded_optimizer_states(task: Task, spec, states: Sequence[Mapping], seeds: Sequence[int], steps: int = 3) -> list:
+    """One :class:`~numeric.optimizers.OptimizerState` per state: buffers of the size of the gradient there.
+
+    Heavy ball: ``momentum_buffer = rms(g) xi``; Adam: ``exp_avg = rms(g) xi``,
+    ``exp_avg_sq = (rms(g) xi')^2``, ``step = steps`` (``xi, xi'`` standard
+    normal, per tensor, from ``torch.Generator().manual_seed(1000 + seed)``).
+    """
+    out = []
+    for st, s in zip(states, seeds):
+        g = grad(task.loss, st)[1]
+        gen = torch.Generator().manual_seed(1000 + int(s))
+        bufs = {}
+        for b in STATE_BUFFERS[spec.name]:
+            d = {}
+            for k, v in st.items():
+                rms = float(g[k].pow(2).mean().sqrt()) if g[k].numel() else 0.0
+                noise = torch.randn(v.shape, generator=gen, dtype=torch.float64).to(v.device, v.dtype)
+                x = (rms if rms > 0 else 1.0) * noise
+                d[k] = x * x if b == "exp_avg_sq" else x
+            bufs[b] = d
+        out.append(OptimizerState(steps if spec.name == "adam" else 1, bufs))
     return out
 
 
@@ -579,8 +617,13 @@ def _scale_blocks(task: Task, v: Mapping, factors: Sequence[float]) -> dict:
     return out
 
 
-def _reference(task: Task, params: Mapping, pattern: DelayPattern, lr: float, factors: Sequence[float] | None) -> dict:
-    """The exact step of ``pattern`` with block step sizes ``lr f_i`` (plain :func:`scheme_step` when all are 1)."""
+def _reference(task: Task, params: Mapping, pattern: DelayPattern, lr: float, factors: Sequence[float] | None,
+               spec=None, opt_state=None) -> dict:
+    """The exact step of ``pattern`` with block step sizes ``lr f_i`` (plain :func:`scheme_step` when all are 1),
+    with optimizer ``spec`` from ``opt_state`` when given (:func:`numeric.optimizers.optimizer_scheme_step`)."""
+    if spec is not None and spec.stateful:
+        return optimizer_scheme_step(task, params, pattern, lr, spec, state=opt_state,
+                                     factors=None if factors is None else list(factors))[0]
     if factors is None or all(f == 1.0 for f in factors):
         return scheme_step(task, params, pattern, lr)
     return optimizer_scheme_step(task, params, pattern, lr, "sgd", factors=list(factors))[0]
@@ -759,6 +802,7 @@ class StepReport:
     notes: list = field(default_factory=list)
     factors: StepFactors | None = None
     route: CurvatureRoute | None = None
+    optimizer: str = "sgd"
 
     @property
     def factors_label(self) -> str:
@@ -939,6 +983,7 @@ class StepReport:
             "candidates": [r.to_dict() for r in self.results],
             "fit": None if self.fit is None else self.fit.to_dict(),
             "notes": list(self.notes),
+            "optimizer": self.optimizer,
             "factors": None if self.factors is None else self.factors.to_dict(),
             "curvature_route": None if self.route is None else self.route.to_dict(),
         }
@@ -965,8 +1010,10 @@ def _compare(user_outs, refs, states, etas, rtol, atol_eps) -> tuple[list, list,
     return errors, rels, within, tols
 
 
-def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps, factors=None) -> CandidateResult:
-    refs = [[_reference(user.task, st, cand.pattern, h, factors) for h in etas] for st in states]
+def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps, factors=None,
+              spec=None, opt_states=None) -> CandidateResult:
+    refs = [[_reference(user.task, st, cand.pattern, h, factors, spec, None if opt_states is None else opt_states[si])
+             for h in etas] for si, st in enumerate(states)]
     errors, rels, within, tols = _compare(user_outs, refs, states, etas, rtol, atol_eps)
     kept = [(h, e) for h, e, w in zip(etas, errors, within) if not w]
     dropped = [(h, e) for h, e, w in zip(etas, errors, within) if w]
@@ -990,6 +1037,7 @@ def identify_step(
     fit: bool = True,
     block_lr: str | Mapping | None = None,
     infer_factors: bool = True,
+    optimizer=None,
 ) -> StepReport:
     """Which scheme does ``user.step`` perform?  (See the module docstring.)
 
@@ -1012,6 +1060,15 @@ def identify_step(
         infer_factors: with no ``block_lr``, read the factors from the
             step's first-order term (:func:`infer_step_factors`) and use them
             when they differ between blocks.
+        optimizer: ``"momentum:BETA"`` or ``"adam[:B1,B2,EPS]"``
+            (:func:`numeric.optimizers.parse_optimizer`): the step is called
+            as ``step(params, lr, state)`` with a seeded optimizer state
+            (:func:`seeded_optimizer_states`, heavy ball's buffer or Adam's
+            moments at step 3) and compared with the optimizer-aware scheme
+            steps of :func:`numeric.optimizers.optimizer_scheme_step` (block
+            ``i``'s fresh gradient feeds its move and its state).  The
+            factors are not inferred and the second-order fit is skipped
+            (the fit's form is that of plain gradient steps).
 
     Returns:
         a :class:`StepReport`.  Curvature products (the default ``eta0`` and
@@ -1026,36 +1083,46 @@ def identify_step(
         fs = block_factors(task, block_lr)
         given = StepFactors(fs, list(fs), [0.0] * task.n_blocks, "--block-lr")
     states = seeded_states(task, seeds, perturb)
+    spec = parse_optimizer(optimizer)
+    opt_states = seeded_optimizer_states(task, spec, states, seeds) if spec.stateful else None
+
+    def ost(si):
+        return None if opt_states is None else opt_states[si]
+
     route = CurvatureRoute(task.loss)
     if eta0 is None:
         eta0 = default_eta0(task, states, route=route)
     if not (eta0 > 0 and math.isfinite(eta0)):
         raise ValidationInputError(f"eta0 must be a positive finite number, got {eta0!r}")
     etas = [eta0 * 2.0**-k for k in range(n_etas)]
-    user_outs = [[_call_step(user.step, st, h, user.name) for h in etas] for st in states]
+    user_outs = [[_call_step(user.step, st, h, user.name, ost(si)) for h in etas] for si, st in enumerate(states)]
 
     # determinism: the same input again
-    again = _call_step(user.step, states[0], etas[0], user.name)
+    again = _call_step(user.step, states[0], etas[0], user.name, ost(0))
     jc0 = scheme_step(task, states[0], jacobi(task.n_blocks), etas[0])
     stepn = float(tree.norm(tree.sub(jc0, states[0]))) or 1.0
     nondet = float(tree.norm(tree.sub(again, user_outs[0][0]))) / stepn
     deterministic = nondet <= rtol
 
     factors, notes = given, []
-    if factors is None and infer_factors and deterministic:
+    if factors is None and infer_factors and deterministic and not spec.stateful:
         factors, notes = _inferred(task, states, etas, user_outs)
     fl = None if factors is None else factors.factors
     cands = candidate_patterns(task, user.pattern, max_all_orders)
-    results = [_evaluate(c, user, states, etas, user_outs, rtol, atol_eps, fl) for c in cands]
+    results = [_evaluate(c, user, states, etas, user_outs, rtol, atol_eps, fl, spec, opt_states) for c in cands]
     report = StepReport(user.name, task, user.pattern, etas, list(seeds), perturb, rtol, atol_eps, results,
                         deterministic=deterministic, nondeterminism=nondet, factors=factors)
     report.notes.extend(notes)
+    report.optimizer = spec.describe()
+    if spec.stateful:
+        report.notes.append(f"optimizer {spec.describe()}: the step got a seeded state ({', '.join(STATE_BUFFERS[spec.name])}) "
+                            "and is compared with the optimizer-aware scheme steps; no second-order fit")
     if not deterministic:
         report.notes.append(
             "two calls with the same (params, lr) returned different results: the step keeps state between "
             "calls (for example a gradient cached from an earlier call: a stale gradient)"
         )
-    if fit and task.n_blocks > 1 and deterministic:
+    if fit and task.n_blocks > 1 and deterministic and not spec.stateful:
         report.fit = freshness_fit(user, states, etas[-1], factors=fl, route=route)
         _use_fit(report, user, states, etas, user_outs, cands)
     if route.products:

@@ -52,6 +52,10 @@ def add_arguments(p) -> None:
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step factors as in `crosscurv run`: block NAME of every candidate steps with "
                         "lr*FACTOR (default: inferred from the step's first-order term when they differ between blocks)")
+    p.add_argument("--optimizer", default=None, metavar="momentum:BETA|adam[:B1,B2,EPS]",
+                   help="the step keeps an optimizer state passed in: it is called as step(params, lr, state) "
+                        "with a seeded state ({'step': k, 'momentum_buffer' or 'exp_avg', 'exp_avg_sq': {param: "
+                        "tensor}}) and compared with the optimizer-aware schemes (as `crosscurv run --optimizer`)")
     p.add_argument("--no-fit", action="store_true", help="skip the fit of the step's second-order term")
     p.add_argument("--verbose", action="store_true", help="print the error-vs-eta table of every candidate")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -104,7 +108,8 @@ def run(args) -> int:
     obj = load_step_factory(args.spec, args.device)
     user = as_user_step(obj, name=args.spec, pattern=args.pattern)
     report = identify_step(user, seeds=seeds, perturb=args.perturb, eta0=args.eta0, n_etas=args.n_etas,
-                           rtol=args.rtol, fit=not args.no_fit, block_lr=args.block_lr)
+                           rtol=args.rtol, fit=not args.no_fit, block_lr=args.block_lr,
+                           optimizer=args.optimizer)
     if args.json:
         from numeric.records import json_safe
 
