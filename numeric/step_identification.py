@@ -249,7 +249,9 @@ class CurvatureRoute:
         reason: why autograd was left (empty for autograd).
         max_rel_error: largest stated error bound over the products taken
             (central differences only).
-        products: number of products taken.
+        products: number of products taken (with an error estimate).
+        rough: products for the power iteration of the step size (central
+            differences at the middle step only: a magnitude is all it needs).
     """
 
     LEVELS = (1e-3, 1e-4, 1e-5)
@@ -261,6 +263,7 @@ class CurvatureRoute:
         self.reason = ""
         self.max_rel_error = 0.0
         self.products = 0
+        self.rough = 0
         self._checked = False
 
     def batch(self, params: Mapping, vs: Sequence[Mapping]) -> list:
@@ -299,21 +302,30 @@ class CurvatureRoute:
         self.name = "central-differences"
         self.reason = reason
 
-    def one(self, params: Mapping, v: Mapping) -> dict:
+    def one(self, params: Mapping, v: Mapping, precise: bool = True) -> dict:
+        """``H v``; ``precise=False`` (power iteration: a magnitude is enough) takes the
+        central-differences route at the middle step only, without an error estimate (2 gradients, not 6)."""
+        if not precise and self.name == "central-differences":
+            self.rough += 1
+            return self._fd(params, v, levels=self.LEVELS[1:2])[0]
         return self.batch(params, [v])[0]
 
-    def _fd(self, params: Mapping, v: Mapping) -> tuple[dict, float]:
-        """``D(h) v`` at the middle step of :attr:`LEVELS`, and its estimated relative error."""
+    def _fd(self, params: Mapping, v: Mapping, levels: Sequence[float] | None = None) -> tuple[dict, float]:
+        """``D(h) v`` at the middle step of :attr:`LEVELS`, and its estimated relative error
+        (``levels`` of one step: ``D`` there, error not estimated, 0)."""
+        levels = self.LEVELS if levels is None else levels
         vn = float(tree.norm(v))
         if vn == 0.0:
             return {k: torch.zeros_like(t) for k, t in params.items()}, 0.0
         base = max(float(tree.norm(params)), 1.0) / vn
         ds = []
-        for rel in self.LEVELS:
+        for rel in levels:
             h = rel * base
             gp = grad(self.loss, tree.axpy(h, v, params))[1]
             gm = grad(self.loss, tree.axpy(-h, v, params))[1]
             ds.append(tree.scale(tree.sub(gp, gm), 1.0 / (2.0 * h)))
+        if len(ds) == 1:
+            return ds[0], 0.0
         hv = ds[1]
         hn = float(tree.norm(hv))
         # in the truncation regime ||D(c=1e-4) - D(c=1e-5)|| is 0.99 of D(c=1e-4)'s error: a factor 2 of margin
@@ -326,11 +338,12 @@ class CurvatureRoute:
             return "curvature route: autograd Hessian-vector products (checked against differences of gradients)"
         return (f"curvature route: central differences of gradients in float64 (h = "
                 f"{self.LEVELS[1]:g} ||theta|| / ||v||; largest estimated relative error of a product "
-                f"{self.max_rel_error:.1e}, {self.products} products), because {self.reason}")
+                f"{self.max_rel_error:.1e}, {self.products} products, {self.rough} more for the step size), "
+                f"because {self.reason}")
 
     def to_dict(self) -> dict:
         return {"route": self.name, "reason": self.reason, "max_rel_error": self.max_rel_error,
-                "products": self.products}
+                "products": self.products, "step_size_products": self.rough}
 
 
 # ---------------------------------------------------------------------------
@@ -400,7 +413,7 @@ def _spectral_radius(task: Task, params: Mapping, iters: int = 12, route: Curvat
         if nv == 0.0 or not math.isfinite(nv):
             return lam
         v = tree.scale(v, 1.0 / nv)
-        hv = route.one(params, v)
+        hv = route.one(params, v, precise=False)
         lam = float(tree.norm(hv))
         v = hv
     return lam
@@ -1125,8 +1138,13 @@ def identify_step(
     if fit and task.n_blocks > 1 and deterministic and not spec.stateful:
         report.fit = freshness_fit(user, states, etas[-1], factors=fl, route=route)
         _use_fit(report, user, states, etas, user_outs, cands)
-    if route.products:
+    if route.products or route.rough:
         report.route = route
+    if route.name == "central-differences" and report.fit is not None and route.max_rel_error > 0.05:
+        report.notes.append(
+            f"a curvature product by differences of gradients is uncertain (estimated relative error "
+            f"{route.max_rel_error:.1e}, e.g. a ReLU kink or float32 arithmetic inside the model within the "
+            "difference step): the second-order fit may be off; the matches above need gradients only")
     _explain(report)
     return report
 
