@@ -26,6 +26,11 @@ import torch
 from numeric import step_from_training_code
 
 BLOCKS = {"B": "*lora_B*", "A": "*lora_A*"}
+#: Model sizes: "tiny" for the tests, "t5-small" (T5-small's shape, random weights) for benchmarks/bench_validate_step.py.
+SIZES = {
+    "tiny": {},
+    "t5-small": dict(d_model=512, d_ff=2048, layers=6, heads=8, rank=8, vocab=32128, seq=16),
+}
 
 
 def build(d_model: int = 8, d_ff: int = 16, layers: int = 1, heads: int = 2, rank: int = 2, vocab: int = 16,
@@ -75,8 +80,8 @@ def _two_optimizers(model):
     return {"B": torch.optim.SGD(_lora(model, "B"), lr=0.1), "A": torch.optim.SGD(_lora(model, "A"), lr=0.1)}
 
 
-def alternating():
-    model, batch = build()
+def alternating(size: str = "tiny"):
+    model, batch = build(**SIZES[size])
 
     def train_step(model, opts):
         opts["B"].zero_grad()
