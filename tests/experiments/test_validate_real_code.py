@@ -44,6 +44,7 @@ def test_eta0_without_no_fit_on_sdpa_t5():
     assert "second-order term fitted" in out
 
 
+@pytest.mark.slow  # three CLI runs (about 5 s each at load 1, 50 s in all at load 13)
 def test_fedalt_factors_inferred_and_given():
     code, out, err = _cli(f"{EX}/federated.py:fedalt", *FAST)
     assert code == 0, err
