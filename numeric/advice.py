@@ -670,3 +670,51 @@ def advise(
     if out_dir is not None:
         write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
     return adv
+
+
+# -- validation ---------------------------------------------------------------------------------
+def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> dict:
+    """The measured best candidate at one ``k`` (lowest measured ``L_S - L_JC``, JC ``0``) and whether the
+    measurement decides it (margin to the runner-up above the sum of their ``gap_err``)."""
+    d = decide(gaps, gap_errs)
+    return {"best": d["best"], "decided": d["certified"]}
+
+
+def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
+    """Run every non-JC candidate's trajectory beside JC (:func:`numeric.protocol.run_protocol`, in memory) and
+    count how often the advised best scheme was the measured best.
+
+    Returns:
+        ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
+        "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "status"}``: ``decided``
+        iterations are those where the measured margin exceeds the measurements' error (``gap_err``).
+    """
+    from .protocol import run_protocol
+
+    lr, iters = advice.settings["lr"], len(advice.per_iteration)
+    cands = parse_candidates(task, advice.candidates)
+    gaps = {n: [0.0] * iters for n, _ in cands}
+    errs = {n: [0.0] * iters for n, _ in cands}
+    status = "complete"
+    for n, p in cands:
+        if p.is_jacobi or iters == 0:
+            continue
+        res = run_protocol(task, p, lr, iters, hvp_method=hvp_method, seed=seed)
+        if res.status != "complete":
+            status = f"{n}: {res.status}"
+        for r in res.records:
+            gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
+        for k in range(len(res.records), iters):
+            gaps[n][k] = errs[n][k] = math.nan
+    table = []
+    for i, r in enumerate(advice.per_iteration):
+        m = measured_best({n: gaps[n][i] for n in gaps}, {n: errs[n][i] for n in errs})
+        table.append({"k": r["k"], "advised": r["best"], "certified": r["certified"], "measured": m["best"],
+                      "decided": m["decided"], "gaps": {n: gaps[n][i] for n in gaps}})
+
+    def count(rows):
+        return [sum(1 for t in rows if t["advised"] == t["measured"]), len(rows)]
+
+    return {"per_iteration": table, "agree_all": count(table),
+            "agree_certified": count([t for t in table if t["certified"]]),
+            "agree_decided": count([t for t in table if t["decided"]]), "status": status}
