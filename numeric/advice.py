@@ -686,8 +686,10 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
 
     Returns:
         ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
-        "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "status"}``: ``decided``
-        iterations are those where the measured margin exceeds the measurements' error (``gap_err``).
+        "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
+        "status"}``: ``decided`` iterations are those where the measured margin exceeds the measurements'
+        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest power-iteration estimate of
+        ``||H_JC^k||`` along the run (above 2: past the edge of stability).
     """
     from .protocol import run_protocol
 
@@ -695,13 +697,15 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     cands = parse_candidates(task, advice.candidates)
     gaps = {n: [0.0] * iters for n, _ in cands}
     errs = {n: [0.0] * iters for n, _ in cands}
-    status = "complete"
+    status, sharp = "complete", math.nan
     for n, p in cands:
         if p.is_jacobi or iters == 0:
             continue
         res = run_protocol(task, p, lr, iters, hvp_method=hvp_method, seed=seed)
         if res.status != "complete":
             status = f"{n}: {res.status}"
+        if math.isnan(sharp):  # the power iteration along the JC run (the same in every run)
+            sharp = max((r["sharpness"] for r in res.records if math.isfinite(r["sharpness"])), default=math.nan)
         for r in res.records:
             gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
         for k in range(len(res.records), iters):
@@ -715,6 +719,6 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     def count(rows):
         return [sum(1 for t in rows if t["advised"] == t["measured"]), len(rows)]
 
-    return {"per_iteration": table, "agree_all": count(table),
+    return {"per_iteration": table, "agree_all": count(table), "eta_sharpness_max": lr * sharp,
             "agree_certified": count([t for t in table if t["certified"]]),
             "agree_decided": count([t for t in table if t["decided"]]), "status": status}

@@ -150,11 +150,11 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None) -> str:
             for lr in (lrs or {}).get(name) or [settings["lr"]]:
                 adv = advise(task, lr, iters, seed=seed)
                 val = validate(task, adv, seed=seed)
-                sharp = None
                 rows.append({"task": name, "preset": preset, "seed": seed, "lr": lr, "iters": iters,
                              "candidates": adv.candidates, "recommendation": adv.recommendation,
                              "agree_all": val["agree_all"], "agree_certified": val["agree_certified"],
-                             "agree_decided": val["agree_decided"], "status": val["status"], "sharpness": sharp})
+                             "agree_decided": val["agree_decided"], "status": val["status"],
+                             "eta_sharpness_max": val["eta_sharpness_max"]})
                 print(f"advise study: {name} seed {seed} lr {lr}: {val['agree_all']}", file=sys.stderr, flush=True)
     write_summary(os.path.join(out, "validation.json"), {"rows": rows})
 
@@ -167,13 +167,17 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None) -> str:
              f"{torch.get_num_threads()} thread(s)). Candidates: the defaults of `numeric.advice.default_candidates`; "
              "each candidate's trajectory measured with `numeric.protocol.run_protocol`. 'certified': iterations "
              "where the advice was certified; 'decided': iterations where the measured margin exceeds the "
-             "measurements' gap_err.",
+             "measurements' gap_err. 'max eta*sharpness': eta times the largest power-iteration estimate of "
+             "||H_JC^k|| along the run (above 2: past the edge of stability).",
              "",
-             "| task | seed | lr | agree (all) | agree (certified) | agree (decided) | advice at K |",
-             "|---|---|---|---|---|---|---|"]
+             "| task | seed | lr | max eta*sharpness | agree (all) | agree (certified) | agree (decided) | advice at K |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = r["recommendation"].split(".")[0]
-        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {pct(r['agree_all'])} | {pct(r['agree_certified'])} "
+        es = r["eta_sharpness_max"]
+        regime = "" if es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
+        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {regime} | {pct(r['agree_all'])} "
+                     f"| {pct(r['agree_certified'])} "
                      f"| {pct(r['agree_decided'])} | {head} |")
     text = "\n".join(lines) + "\n"
     atomic_write_text(os.path.join(out, "validation.md"), text)
