@@ -30,6 +30,15 @@ is the error of the JC-only estimate to leading order
 can dominate and ``error`` then *underestimates* the actual error (README,
 "Advise"): an estimate of the first neglected terms, not a bound.
 
+One-step check (Theorem 1): at ``theta^0`` and ``theta_JC^K`` each candidate's
+exact one-step gap from the JC point (:func:`numeric.steps.scheme_step`,
+:func:`numeric.gap.loss_gap`) is compared with ``eta^2 C_S``; when they differ
+by more than :data:`ONE_STEP_TOLERANCE` of the measured gap the recommendation
+(and by more than the steps' rounding) warns that the learning rate is outside the expansions' regime (or the loss is
+not smooth there, e.g. a ReLU network whose step crosses kinks), where neither
+the predictions nor the embedded error mean much.  Cost: two scheme steps and
+two loss gaps per candidate, once.
+
 Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
 of their errors.
@@ -245,6 +254,9 @@ class Advice:
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
         orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0", "kK"}}, "told_apart",
             "note"}`` (else ``None``).
+        one_step_checks: Theorem 1 checked at ``theta^0`` and ``theta_JC^K`` (:func:`_one_step_check`): the
+            measured one-step gap of each candidate against ``eta^2 C_S``; the recommendation warns when
+            they differ by more than :data:`ONE_STEP_TOLERANCE` of the measured gap.
         status: ``"complete"`` or ``"diverged"``.
         settings: what the run used (JSON-able).
         out_dir: the run folder or ``None``.
@@ -258,6 +270,7 @@ class Advice:
     message: str = ""
     settings: dict = field(default_factory=dict)
     out_dir: str | None = None
+    one_step_checks: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The ``--json`` object: ``recommendation``, ``per_iteration`` (``k``, ``estimates``, ``errors``,
@@ -268,6 +281,7 @@ class Advice:
             "message": self.message,
             "candidates": list(self.candidates),
             "orders": self.orders,
+            "one_step_checks": self.one_step_checks,
             "per_iteration": [
                 {"k": r["k"], "estimates": r["estimates"], "errors": r["errors"], "best": r["best"],
                  "certified": r["certified"], "runner_up": r["runner_up"], "margin": r["margin"],
@@ -435,6 +449,53 @@ def _gs_orders(task, cands, theta0, thetaK, lr, method) -> dict | None:
     return {"eta3": out}
 
 
+#: The one-step check flags a candidate whose measured one-step gap differs from ``eta^2 C_S`` by more than
+#: this share of the measured gap (Theorem 1's leading term then misses most of the gap).
+ONE_STEP_TOLERANCE = 0.5
+
+
+def _one_step_check(task, cands, theta: Mapping, lr: float, k: int) -> dict:
+    """Theorem 1 at ``theta``: ``{spelling: {"k", "measured", "eta2"}}`` for every non-JC candidate.
+
+    ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact steps (:func:`numeric.steps.scheme_step`)
+    and :func:`numeric.gap.loss_gap` (no cancellation); ``eta2`` is ``eta^2 g . M_S g``; ``floor`` the rounding
+    of the two steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|`` (``eps`` of the dtype).
+    """
+    from .curvature import cross_curvature_table
+    from .gap import loss_gap
+    from .hvp import grad
+    from .steps import scheme_step
+
+    _, g = grad(task.loss, theta)
+    table = cross_curvature_table(task, theta, g)
+    jc = {n: theta[n] - lr * g[n] for n in theta}
+    eps = torch.finfo(next(iter(theta.values())).dtype).eps
+    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum() for n in theta))
+    out = {}
+    for name, p in cands:
+        if p.is_jacobi:
+            continue
+        with torch.no_grad():
+            s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
+        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": lr * lr * table.C_S(p), "floor": floor}
+    return out
+
+
+def _check_note(checks: Sequence[dict]) -> str:
+    """A warning when Theorem 1's ``eta^2 C_S`` misses the measured one-step gap (:data:`ONE_STEP_TOLERANCE`)."""
+    bad = []
+    for check in checks:
+        for name, c in check.items():
+            m, p = c["measured"], c["eta2"]
+            if math.isfinite(m) and abs(m - p) > max(ONE_STEP_TOLERANCE * abs(m), c.get("floor", 0.0)):
+                bad.append(f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 C_S {p:.3g}")
+    if not bad:
+        return ""
+    return (" Warning: the one-step expansion misses the measured one-step gap (" + "; ".join(bad[:4])
+            + ("; ..." if len(bad) > 4 else "") + "): this learning rate is outside the expansions' regime "
+            "(or the loss is not smooth there), so the predictions and their errors are not reliable.")
+
+
 def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
     """Whether the full GS orders can be told apart at the last ``K`` (prediction differences vs errors)."""
     if orders is None or last is None:
@@ -538,6 +599,7 @@ def advise(
         ys = {c.name: vec[f"y:{c.name}"] for c in active}
         yh = {c.name: vec[f"yhat:{c.name}"] for c in active}
         prior = ck.get("orders_k0")
+        check0 = ck.get("check_k0")
     else:
         if out_dir is not None:
             if os.path.exists(ck_path) or os.path.exists(rec_path):
@@ -553,6 +615,7 @@ def advise(
         ys = {c.name: tree.zeros_like(task.params) for c in active}
         yh = {c.name: tree.zeros_like(task.params) for c in active}
         prior = None
+        check0 = _one_step_check(task, cands, task.params, lr, 0) if active else {}
     engine = choose_engine(task, hvp_method)
     theta0 = tree.clone(task.params)
 
@@ -571,7 +634,7 @@ def advise(
         nonlocal last_save
         vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **{f"yhat:{n}": v for n, v in yh.items()}}
         atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
-                           "vectors": vectors, "orders_k0": prior}, ck_path)
+                           "vectors": vectors, "orders_k0": prior, "check_k0": check0}, ck_path)
         last_save = time.perf_counter()
 
     status, message = "complete", ""
@@ -662,11 +725,14 @@ def advise(
                     from .one_step import one_step_coefficients
 
                     orders["eta3"][n]["kK"] = one_step_coefficients(task, theta, p, method=engine.method)[3]
-    text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr)
+    checks = [check0 or {}]
+    if status == "complete" and active and table:
+        checks.append(_one_step_check(task, cands, theta, lr, table[-1]["k"]))
+    text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(checks)
     if status == "diverged":
         text = f"the JC run diverged ({message}); " + text
     message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
-    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir)
+    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, checks)
     if out_dir is not None:
         write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
     return adv

@@ -147,3 +147,22 @@ def test_gs_orders_note_and_figure(tmp_path):
     assert "GS orders" in adv.recommendation and adv.recommendation.startswith("at K = 20: use ")
     path = adv.figure(str(tmp_path / "advice.png"))
     assert (tmp_path / "advice.png").stat().st_size > 1000 and path.endswith("advice.png")
+
+
+def test_one_step_check_warns_outside_the_regime():
+    """The smoke MLP (ReLU): at its preset lr the one-step gap is far from eta^2 C_S (kinks), at lr 5e-4 not."""
+    from experiments.loading import load_task
+
+    task, settings = load_task("mlp", "smoke", device=torch.device("cpu"))
+    far = advise(task, settings["lr"], 2, "jc;gs", rank_orders=False)
+    near = advise(task, 5e-4, 2, "jc;gs", rank_orders=False)
+    assert "Warning: the one-step expansion misses" in far.recommendation
+    assert "Warning" not in near.recommendation
+    c = near.one_step_checks[0]["gs"]  # float32: the difference is below the steps' rounding
+    assert c["k"] == 0 and abs(c["measured"] - c["eta2"]) <= c["floor"]
+    c = far.one_step_checks[0]["gs"]
+    assert abs(c["measured"] - c["eta2"]) > max(0.5 * abs(c["measured"]), c["floor"])
+    # in float64 the one-step gap at lr 5e-4 agrees with eta^2 C_S to the eta^3 term
+    task64, _ = load_task("mlp", "smoke", device=torch.device("cpu"), dtype=torch.float64)
+    c = advise(task64, 5e-4, 1, "jc;gs", rank_orders=False).one_step_checks[0]["gs"]
+    assert abs(c["measured"] - c["eta2"]) <= 0.05 * abs(c["measured"])
