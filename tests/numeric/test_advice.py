@@ -166,3 +166,15 @@ def test_one_step_check_warns_outside_the_regime():
     task64, _ = load_task("mlp", "smoke", device=torch.device("cpu"), dtype=torch.float64)
     c = advise(task64, 5e-4, 1, "jc;gs", rank_orders=False).one_step_checks[0]["gs"]
     assert abs(c["measured"] - c["eta2"]) <= 0.05 * abs(c["measured"])
+
+
+def test_batched_engine_gives_the_same_advice():
+    """The batched (forward-over-reverse) engine: the same predictions and errors as the graph engine."""
+    task = tanh_mlp()
+    a = advise(task, 0.2, 5, "jc;gs;chain;2<-1", rank_orders=False)
+    b = advise(task, 0.2, 5, "jc;gs;chain;2<-1", hvp_method="forward", rank_orders=False)
+    for ra, rb in zip(a.per_iteration, b.per_iteration):
+        for key in ("estimates", "errors", "corrected", "one_step"):
+            assert list(ra[key]) == list(rb[key])
+            assert list(ra[key].values()) == pytest.approx(list(rb[key].values()), rel=1e-9, abs=1e-15)
+        assert ra["best"] == rb["best"]
