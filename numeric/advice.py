@@ -30,14 +30,18 @@ is the error of the JC-only estimate to leading order
 can dominate and ``error`` then *underestimates* the actual error (README,
 "Advise"): an estimate of the first neglected terms, not a bound.
 
-One-step check (Theorem 1): at ``theta^0`` and ``theta_JC^K`` each candidate's
-exact one-step gap from the JC point (:func:`numeric.steps.scheme_step`,
-:func:`numeric.gap.loss_gap`) is compared with ``eta^2 C_S``; when they differ
-by more than :data:`ONE_STEP_TOLERANCE` of the measured gap the recommendation
-(and by more than the steps' rounding) warns that the learning rate is outside the expansions' regime (or the loss is
-not smooth there, e.g. a ReLU network whose step crosses kinks), where neither
-the predictions nor the embedded error mean much.  Cost: two scheme steps and
-two loss gaps per candidate, once.
+One-step check (Theorem 1 and the next order): at ``theta^0`` and
+``theta_JC^K`` each candidate's exact one-step gap from the JC point
+(:func:`numeric.steps.scheme_step`, :func:`numeric.gap.loss_gap`) is compared
+with ``eta^2 C_S + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`);
+when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
+the series does not converge at this learning rate and the recommendation
+warns that it is outside the expansions' regime (or that the loss is not
+smooth there, e.g. a ReLU network whose steps cross kinks), where neither the
+predictions nor the embedded error mean much.  The same ``c3`` ranks the full
+GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run: per
+candidate and point a scheme step, a 5-node loss gap and the one-step
+coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
 
 Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
@@ -51,9 +55,6 @@ products ``H (E_j g)`` shared by every candidate (each gives the rows
 candidate; at each ``theta_hat^k`` one gradient and ``n_S`` restricted products.
 In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products; the one-step
 estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
-With two or more full GS orders (which tie at ``O(eta^2)``, Corollary 1) the
-one-step ``eta^3`` coefficient (:func:`numeric.one_step.one_step_coefficients`)
-of each order is computed at ``theta^0`` and ``theta_JC^K``.
 
 Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``,
 streamed and flushed), ``checkpoint.pt`` (the JC iterate and every ``y``,
@@ -254,9 +255,9 @@ class Advice:
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
         orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0", "kK"}}, "told_apart",
             "note"}`` (else ``None``).
-        one_step_checks: Theorem 1 checked at ``theta^0`` and ``theta_JC^K`` (:func:`_one_step_check`): the
-            measured one-step gap of each candidate against ``eta^2 C_S``; the recommendation warns when
-            they differ by more than :data:`ONE_STEP_TOLERANCE` of the measured gap.
+        one_step_checks: ``[at theta^0, at theta_JC^K]`` (:func:`_one_step_check`): the measured one-step
+            gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the recommendation warns
+            where the remainder exceeds the ``eta^3`` term.
         status: ``"complete"`` or ``"diverged"``.
         settings: what the run used (JSON-able).
         out_dir: the run folder or ``None``.
@@ -435,39 +436,29 @@ def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
                           f"{saved['iters']} (a run can be extended, not shortened)")
 
 
-def _gs_orders(task, cands, theta0, thetaK, lr, method) -> dict | None:
+def _orders(cands, checks: Sequence[dict]) -> dict | None:
     """The ``eta^3`` one-step coefficients of the full GS candidates at ``theta^0`` and ``theta_JC^K``."""
-    from .one_step import one_step_coefficients
-
-    gs = [(n, p) for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
+    gs = [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
     if len(gs) < 2:
         return None
-    out = {}
-    for n, p in gs:
-        out[n] = {"k0": one_step_coefficients(task, theta0, p, method=method)[3],
-                  "kK": one_step_coefficients(task, thetaK, p, method=method)[3] if thetaK is not None else math.nan}
-    return {"eta3": out}
+    first, last = checks[0], checks[-1] if len(checks) > 1 else {}
+    return {"eta3": {n: {"k0": first[n]["c3"], "kK": last[n]["c3"] if n in last else math.nan} for n in gs}}
 
 
-#: The one-step check flags a candidate whose measured one-step gap differs from ``eta^2 C_S`` by more than
-#: this share of the measured gap (Theorem 1's leading term then misses most of the gap).
-ONE_STEP_TOLERANCE = 0.5
+def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str = "auto") -> dict:
+    """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3", "c3", "floor"}}``.
 
-
-def _one_step_check(task, cands, theta: Mapping, lr: float, k: int) -> dict:
-    """Theorem 1 at ``theta``: ``{spelling: {"k", "measured", "eta2"}}`` for every non-JC candidate.
-
-    ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact steps (:func:`numeric.steps.scheme_step`)
-    and :func:`numeric.gap.loss_gap` (no cancellation); ``eta2`` is ``eta^2 g . M_S g``; ``floor`` the rounding
-    of the two steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|`` (``eps`` of the dtype).
+    For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact steps
+    (:func:`numeric.steps.scheme_step`) and :func:`numeric.gap.loss_gap` (no cancellation); ``eta2 = eta^2 C_S``
+    (Theorem 1) and ``eta3 = eta2 + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`); ``floor`` the
+    rounding of the two steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|``.
     """
-    from .curvature import cross_curvature_table
     from .gap import loss_gap
     from .hvp import grad
+    from .one_step import one_step_coefficients
     from .steps import scheme_step
 
     _, g = grad(task.loss, theta)
-    table = cross_curvature_table(task, theta, g)
     jc = {n: theta[n] - lr * g[n] for n in theta}
     eps = torch.finfo(next(iter(theta.values())).dtype).eps
     floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum() for n in theta))
@@ -477,22 +468,26 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int) -> dict:
             continue
         with torch.no_grad():
             s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
-        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": lr * lr * table.C_S(p), "floor": floor}
+        coef = one_step_coefficients(task, theta, p, g=g, method=method)
+        eta2 = lr * lr * coef[2]
+        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": eta2, "eta3": eta2 + lr ** 3 * coef[3],
+                     "c3": coef[3], "floor": floor}
     return out
 
 
 def _check_note(checks: Sequence[dict]) -> str:
-    """A warning when Theorem 1's ``eta^2 C_S`` misses the measured one-step gap (:data:`ONE_STEP_TOLERANCE`)."""
+    """A warning where the one-step series does not converge: the measured one-step gap differs from
+    ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps' rounding)."""
     bad = []
     for check in checks:
         for name, c in check.items():
-            m, p = c["measured"], c["eta2"]
-            if math.isfinite(m) and abs(m - p) > max(ONE_STEP_TOLERANCE * abs(m), c.get("floor", 0.0)):
-                bad.append(f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 C_S {p:.3g}")
+            m, p2, p3 = c["measured"], c["eta2"], c["eta3"]
+            if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), c["floor"]):
+                bad.append(f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with eta^3 {p3:.3g}")
     if not bad:
         return ""
-    return (" Warning: the one-step expansion misses the measured one-step gap (" + "; ".join(bad[:4])
-            + ("; ..." if len(bad) > 4 else "") + "): this learning rate is outside the expansions' regime "
+    return (" Warning: the one-step expansion does not converge here (" + "; ".join(bad[:3])
+            + ("; ..." if len(bad) > 3 else "") + "): this learning rate is outside the expansions' regime "
             "(or the loss is not smooth there), so the predictions and their errors are not reliable.")
 
 
@@ -533,7 +528,7 @@ def advise(
     checkpoint_every: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
-    rank_orders: bool = True,
+    checks: bool = True,
 ) -> Advice:
     """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
 
@@ -550,7 +545,8 @@ def advise(
             :data:`numeric.protocol.CHECKPOINT_SECONDS`); one is always written before the last iteration.
         progress: ``progress(k, K)`` after each iteration's rows.
         on_record: ``on_record(row)`` after each iteration's rows are written (an exception interrupts).
-        rank_orders: compute the GS orders' ``eta^3`` coefficients (two or more full GS candidates).
+        checks: the one-step checks at ``theta^0`` and ``theta_JC^K`` (module docstring), which also rank the
+            full GS orders by their ``eta^3`` coefficients.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -598,7 +594,6 @@ def advise(
         theta = vec["theta"]
         ys = {c.name: vec[f"y:{c.name}"] for c in active}
         yh = {c.name: vec[f"yhat:{c.name}"] for c in active}
-        prior = ck.get("orders_k0")
         check0 = ck.get("check_k0")
     else:
         if out_dir is not None:
@@ -614,8 +609,6 @@ def advise(
         theta = tree.clone(task.params)
         ys = {c.name: tree.zeros_like(task.params) for c in active}
         yh = {c.name: tree.zeros_like(task.params) for c in active}
-        prior = None
-        check0 = _one_step_check(task, cands, task.params, lr, 0) if active else {}
     engine = choose_engine(task, hvp_method)
     theta0 = tree.clone(task.params)
 
@@ -634,15 +627,14 @@ def advise(
         nonlocal last_save
         vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **{f"yhat:{n}": v for n, v in yh.items()}}
         atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
-                           "vectors": vectors, "orders_k0": prior, "check_k0": check0}, ck_path)
+                           "vectors": vectors, "check_k0": check0}, ck_path)
         last_save = time.perf_counter()
 
     status, message = "complete", ""
     lr2 = lr * lr
-    orders = None
     try:
-        if rank_orders and not resume and sum(1 for _, p in cands if p.n_blocks > 1 and p.is_full_gs()) >= 2:
-            prior = _gs_orders(task, cands, theta0, None, lr, engine.method)
+        if not resume:
+            check0 = _one_step_check(task, cands, theta0, lr, 0, engine.method) if active and checks else {}
         if ck_path is not None and not resume:
             checkpoint(0, 0)
         for k in ([] if done else range(start, iters + 1)):
@@ -717,22 +709,15 @@ def advise(
         if fh is not None:
             fh.close()
     table = [_with_decision(r) for r in rows]
-    if prior is not None:
-        orders = {"eta3": {n: dict(v) for n, v in prior["eta3"].items()}}
-        if status == "complete" and rank_orders:
-            for n, p in cands:
-                if n in orders["eta3"]:
-                    from .one_step import one_step_coefficients
-
-                    orders["eta3"][n]["kK"] = one_step_coefficients(task, theta, p, method=engine.method)[3]
-    checks = [check0 or {}]
-    if status == "complete" and active and table:
-        checks.append(_one_step_check(task, cands, theta, lr, table[-1]["k"]))
-    text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(checks)
+    done_checks = [check0 or {}]
+    if checks and status == "complete" and active and table:
+        done_checks.append(_one_step_check(task, cands, theta, lr, table[-1]["k"], engine.method))
+    orders = _orders(cands, done_checks) if checks and check0 else None
+    text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
     if status == "diverged":
         text = f"the JC run diverged ({message}); " + text
     message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
-    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, checks)
+    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, done_checks)
     if out_dir is not None:
         write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
     return adv

@@ -155,9 +155,10 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None) -> str:
                              "agree_all": val["agree_all"], "agree_certified": val["agree_certified"],
                              "agree_decided": val["agree_decided"], "status": val["status"],
                              "eta_sharpness_max": val["eta_sharpness_max"],
-                             "one_step_miss": max((abs(c["measured"] - c["eta2"]) / abs(c["measured"])
-                                                   for chk in adv.one_step_checks for c in chk.values()
-                                                   if abs(c["measured"] - c["eta2"]) > c["floor"]), default=0.0)})
+                             "one_step_ratio": max((abs(c["measured"] - c["eta3"]) / abs(c["eta3"] - c["eta2"])
+                                                    for chk in adv.one_step_checks for c in chk.values()
+                                                    if abs(c["measured"] - c["eta3"]) > c["floor"]
+                                                    and c["eta3"] != c["eta2"]), default=0.0)})
                 print(f"advise study: {name} seed {seed} lr {lr}: {val['agree_all']}", file=sys.stderr, flush=True)
     write_summary(os.path.join(out, "validation.json"), {"rows": rows})
 
@@ -171,18 +172,19 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None) -> str:
              "each candidate's trajectory measured with `numeric.protocol.run_protocol`. 'certified': iterations "
              "where the advice was certified; 'decided': iterations where the measured margin exceeds the "
              "measurements' gap_err. 'max eta*sharpness': eta times the largest power-iteration estimate of "
-             "||H_JC^k|| along the run (above 2: past the edge of stability). 'one-step miss': the largest |measured - eta^2 C_S| / |measured| "
-             "of the one-step checks at theta^0 and theta_JC^K, counting only differences above the steps' rounding "
-             "(0: none; above 0.5 the advice warns that the expansions do not hold).",
+             "||H_JC^k|| along the run (above 2: past the edge of stability). 'one-step remainder / eta^3 term': the largest |measured - "
+             "(eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0 and theta_JC^K, counting only "
+             "remainders above the steps' rounding (0: none; above 1 the advice warns that the expansion does not "
+             "converge).",
              "",
-             "| task | seed | lr | max eta*sharpness | one-step miss | agree (all) | agree (certified) | agree (decided) "
+             "| task | seed | lr | max eta*sharpness | one-step remainder / eta^3 term | agree (all) | agree (certified) | agree (decided) "
              "| advice at K |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = r["recommendation"].split(".")[0]
         es = r["eta_sharpness_max"]
         regime = "" if es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
-        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {regime} | {r['one_step_miss']:.2g} | {pct(r['agree_all'])} "
+        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {regime} | {r['one_step_ratio']:.2g} | {pct(r['agree_all'])} "
                      f"| {pct(r['agree_certified'])} "
                      f"| {pct(r['agree_decided'])} | {head} |")
     text = "\n".join(lines) + "\n"
