@@ -30,8 +30,7 @@ is the error of the JC-only estimate to leading order
 can dominate and ``error`` then *underestimates* the actual error (README,
 "Advise"): an estimate of the first neglected terms, not a bound.
 
-One-step check (Theorem 1 and the next order): at ``theta^0`` and
-``theta_JC^K`` each candidate's exact one-step gap from the JC point
+One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap from the JC point
 (:func:`numeric.steps.scheme_step`, :func:`numeric.gap.loss_gap`) is compared
 with ``eta^2 C_S + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`);
 when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
@@ -39,9 +38,9 @@ the series does not converge at this learning rate and the recommendation
 warns that it is outside the expansions' regime (or that the loss is not
 smooth there, e.g. a ReLU network whose steps cross kinks), where neither the
 predictions nor the embedded error mean much.  The same ``c3`` ranks the full
-GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run: per
-candidate and point a scheme step, a 5-node loss gap and the one-step
-coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
+GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
+(independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
+one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
 
 Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
@@ -253,9 +252,9 @@ class Advice:
         per_iteration: ``[{"k", "loss_jc", "estimates", "errors", "corrected", "one_step", "best",
             "runner_up", "margin", "certified"}]`` for ``k = 1..K`` (dicts keyed by spelling, floats).
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
-        orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0", "kK"}}, "told_apart",
+        orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
             "note"}`` (else ``None``).
-        one_step_checks: ``[at theta^0, at theta_JC^K]`` (:func:`_one_step_check`): the measured one-step
+        one_step_checks: ``[at theta^0]`` (:func:`_one_step_check`): the measured one-step
             gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the recommendation warns
             where the remainder exceeds the ``eta^3`` term.
         status: ``"complete"`` or ``"diverged"``.
@@ -437,12 +436,11 @@ def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
 
 
 def _orders(cands, checks: Sequence[dict]) -> dict | None:
-    """The ``eta^3`` one-step coefficients of the full GS candidates at ``theta^0`` and ``theta_JC^K``."""
+    """The ``eta^3`` one-step coefficients of the full GS candidates at ``theta^0``."""
     gs = [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
     if len(gs) < 2:
         return None
-    first, last = checks[0], checks[-1] if len(checks) > 1 else {}
-    return {"eta3": {n: {"k0": first[n]["c3"], "kK": last[n]["c3"] if n in last else math.nan} for n in gs}}
+    return {"eta3": {n: {"k0": checks[0][n]["c3"]} for n in gs}}
 
 
 def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str = "auto") -> dict:
@@ -545,7 +543,7 @@ def advise(
             :data:`numeric.protocol.CHECKPOINT_SECONDS`); one is always written before the last iteration.
         progress: ``progress(k, K)`` after each iteration's rows.
         on_record: ``on_record(row)`` after each iteration's rows are written (an exception interrupts).
-        checks: the one-step checks at ``theta^0`` and ``theta_JC^K`` (module docstring), which also rank the
+        checks: the one-step check at ``theta^0`` (module docstring), which also rank the
             full GS orders by their ``eta^3`` coefficients.
 
     Returns:
@@ -710,8 +708,6 @@ def advise(
             fh.close()
     table = [_with_decision(r) for r in rows]
     done_checks = [check0 or {}]
-    if checks and status == "complete" and active and table:
-        done_checks.append(_one_step_check(task, cands, theta, lr, table[-1]["k"], engine.method))
     orders = _orders(cands, done_checks) if checks and check0 else None
     text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
     if status == "diverged":

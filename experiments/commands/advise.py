@@ -173,7 +173,7 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None) -> str:
              "where the advice was certified; 'decided': iterations where the measured margin exceeds the "
              "measurements' gap_err. 'max eta*sharpness': eta times the largest power-iteration estimate of "
              "||H_JC^k|| along the run (above 2: past the edge of stability). 'one-step remainder / eta^3 term': the largest |measured - "
-             "(eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0 and theta_JC^K, counting only "
+             "(eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0, counting only "
              "remainders above the steps' rounding (0: none; above 1 the advice warns that the expansion does not "
              "converge).",
              "",
