@@ -39,6 +39,7 @@ COMMANDS = {
     "sweep": "sweep",
     "motivation": "motivation",
     "studies": "studies",
+    "advise": "advise",
 }
 
 #: one-line summaries shown by ``crosscurv --help`` without importing modules
@@ -54,6 +55,7 @@ SUMMARIES = {
     "sweep": "a grid of runs (tasks x presets x lrs x seeds x patterns) on Ray, aggregated",
     "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they compute",
     "studies": "Table 1 over seeds, the regime map and the thread comparison, from sweep folders",
+    "advise": "which block scheme to use at budget K, predicted from one JC run",
 }
 
 

@@ -78,9 +78,9 @@ def _check_flags(args):
         raise ProtocolError(f"--lr must be a finite number > 0, got {args.lr}")
     if args.iters is not None and args.iters < 1:
         raise ProtocolError(f"--iters must be >= 1, got {args.iters}")
-    if args.hvp_chunk is not None and args.hvp_chunk < 1:
+    if getattr(args, "hvp_chunk", None) is not None and args.hvp_chunk < 1:
         raise ProtocolError(f"--hvp-chunk must be >= 1, got {args.hvp_chunk}")
-    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+    if getattr(args, "checkpoint_every", None) is not None and args.checkpoint_every < 1:
         raise ProtocolError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
 
 
@@ -176,17 +176,15 @@ def parse(argv: list) -> object:
     return p.parse_args(argv)
 
 
-def execute(args):
-    """Load the task and run the protocol for parsed arguments; returns ``(ProtocolResult, run folder)``.
+def load(args):
+    """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv advise``).
 
-    Bad input raises :class:`theory.errors.InputError` (a changed setting on ``--resume``:
-    :class:`numeric.protocol.SettingsChangedError`)."""
-    import torch  # import cost paid here, not at CLI start
-
+    Reads ``task``, ``preset``, ``lr``, ``iters``, ``seed``, ``dtype``, ``device``, ``data``, ``model``,
+    ``optimizer`` (checked before the task is built) and the optional ``hvp_chunk`` / ``checkpoint_every``.
+    Bad input raises :class:`theory.errors.InputError`."""
     from experiments.loading import is_builtin, load_task
     from numeric.device import resolve_device, resolve_dtype
-    from numeric.protocol import ProtocolError, run_protocol
-    from theory.patterns import parse_pattern
+    from numeric.protocol import ProtocolError
 
     _check_flags(args)
     from numeric.optimizers import parse_optimizer
@@ -205,6 +203,20 @@ def execute(args):
         raise ProtocolError(f"task {args.task} sets no learning rate: pass --lr")
     if iters is None:
         raise ProtocolError(f"task {args.task} sets no number of iterations: pass --iters")
+    return task, settings, lr, iters
+
+
+def execute(args):
+    """Load the task and run the protocol for parsed arguments; returns ``(ProtocolResult, run folder)``.
+
+    Bad input raises :class:`theory.errors.InputError` (a changed setting on ``--resume``:
+    :class:`numeric.protocol.SettingsChangedError`)."""
+    import torch  # import cost paid here, not at CLI start
+
+    from numeric.protocol import run_protocol
+    from theory.patterns import parse_pattern
+
+    task, settings, lr, iters = load(args)
     spec = args.pattern or settings.get("pattern") or task.default_pattern
     pattern = parse_pattern(str(spec), task.n_blocks, task.block_names)
 

@@ -1,0 +1,771 @@
+"""Which block scheme to use at budget ``K``, predicted from one JC trajectory (paper, Theorems 1-3).
+
+For every candidate delay pattern ``S`` and every ``k <= K`` the predicted gap
+``L_S^k - L_JC^k`` is Theorem 3's estimate with ``g_S``, ``M_S`` evaluated on the
+JC trajectory (the *JC-only* estimate of :mod:`numeric.estimates`)::
+
+    y_0 = 0,   y_{k+1} = (I - eta H_JC^k) y_k + eta^2 M_S(theta_JC^k) g_JC^k,
+    estimate_S^k = g_JC^k . y_k + 1/2 y_k . H_JC^k y_k            (JC: 0).
+
+A-posteriori error (an embedded pair): the same kind of prediction from a
+state ``yhat`` whose forcing keeps what the JC-only estimate drops to first
+order, evaluated at ``theta_hat^k = theta_JC^k + yhat_k`` (the approximate
+``theta_S^k``)::
+
+    yhat_0 = 0,
+    yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
+                 + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
+    corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k,
+    error_S^k = |corrected_S^k - estimate_S^k|.
+
+Against the JC-only state this keeps the full gradient difference
+``g_S - g_JC`` (``H Delta`` and its third-derivative part), ``M_S`` at the
+``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta M_S^2 g`` term; the
+loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``.
+Not kept: Lemma 1's third-derivative term ``t/2`` (``numeric.one_step``), of
+order ``eta^3`` per step like the kept ones.  On a quadratic loss (no third
+derivative) ``corrected`` is exact up to ``O(eta^3)`` per step and ``error``
+is the error of the JC-only estimate to leading order
+(``tests/numeric/test_advice.py``); on non-quadratic losses the dropped term
+can dominate and ``error`` then *underestimates* the actual error (README,
+"Advise"): an estimate of the first neglected terms, not a bound.
+
+One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap from the JC point
+(:func:`numeric.steps.scheme_step`, :func:`numeric.gap.loss_gap`) is compared
+with ``eta^2 C_S + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`);
+when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
+the series does not converge at this learning rate and the recommendation
+warns that it is outside the expansions' regime (or that the loss is not
+smooth there, e.g. a ReLU network whose steps cross kinks), where neither the
+predictions nor the embedded error mean much.  The same ``c3`` ranks the full
+GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
+(independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
+one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
+
+Per iteration the best scheme is the lowest estimate (ties: the earlier
+candidate); it is *certified* when the margin to the runner-up exceeds the sum
+of their errors.
+
+Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are
+fresh for some block in some candidate, ``n_S`` the fresh blocks of
+candidate ``S``): at ``theta_JC^k`` one gradient (with its graph), ``B``
+products ``H (E_j g)`` shared by every candidate (each gives the rows
+``(M_S g)_i`` of every ``S`` with ``j in S(i)``), one product ``H y`` per
+candidate; at each ``theta_hat^k`` one gradient and ``n_S`` restricted products.
+In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products; the one-step
+estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
+
+Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``,
+streamed and flushed), ``checkpoint.pt`` (the JC iterate and every ``y``,
+``yhat``; written at ``k = 0``, on a cadence and before the last iteration)
+and ``advice.json`` (settings, status, the table and the recommendation).
+``resume=True`` continues a run from its checkpoint; the records are those of
+an uninterrupted run bit for bit (on the CPU).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+from theory.errors import InputError
+from theory.patterns import DelayPattern, as_pattern
+
+from . import tree
+from .estimates import propagate, quadratic_from_linear
+from .point import PointCurvature
+from .protocol import CHECKPOINT_SECONDS, _jsonable, _theta_digest, choose_engine
+from .records import atomic_torch_save, atomic_write_text, json_safe, read_text, write_summary
+from .steps import block_keys
+
+__all__ = [
+    "AdviceError",
+    "Advice",
+    "advise",
+    "default_candidates",
+    "parse_candidates",
+    "decide",
+    "recommendation",
+    "ADVICE_FILE",
+    "RECORDS_FILE",
+    "CHECKPOINT_FILE",
+    "COLUMNS",
+]
+
+RECORDS_FILE = "advice.csv"
+ADVICE_FILE = "advice.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+#: Columns of ``advice.csv`` (one row per iteration and candidate, the JC row all zeros).
+COLUMNS = ("k", "pattern", "loss_jc", "estimate", "error", "corrected", "one_step")
+_FORMAT = 1
+
+
+class AdviceError(InputError):
+    """Bad advice input (candidates, folder, resume) or a run folder that cannot be continued."""
+
+
+# -- candidates -------------------------------------------------------------------------
+def default_candidates(n_blocks: int) -> list[str]:
+    """``jc``, ``gs`` in block order and reversed, every other GS order when ``N <= 4``, and ``chain``.
+
+    Spellings are the command line's (``gs:3,2,1``); candidates with the same pairs are kept once
+    (for ``N = 2`` the chain is GS).
+    """
+    n = n_blocks
+    specs = ["jc"]
+    if n >= 2:
+        specs += ["gs", "gs:" + ",".join(str(b) for b in range(n, 0, -1))]
+        if n <= 4:
+            specs += ["gs:" + ",".join(str(b + 1) for b in o) for o in itertools.permutations(range(n))]
+        specs.append("chain")
+    out, seen = [], set()
+    for s in specs:
+        pairs = as_pattern(s, n).pairs
+        if pairs not in seen:
+            seen.add(pairs)
+            out.append(s)
+    return out
+
+
+def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
+    """``[(spelling, pattern), ...]``: JC first (added when missing), the rest in the user's order.
+
+    Args:
+        patterns: ``None`` (:func:`default_candidates`), a ``;``-separated string
+            (``"jc;gs;gs:3,2,1;2<-1"``) or a sequence of spellings / :class:`DelayPattern`.
+
+    Raises:
+        AdviceError: an empty list or two candidates that are the same scheme;
+        PatternError: a malformed pattern.
+    """
+    if patterns is None:
+        items = default_candidates(task.n_blocks)
+    elif isinstance(patterns, str):
+        items = [p.strip() for p in patterns.split(";")]
+        if any(not p for p in items):
+            raise AdviceError(f"empty pattern in {patterns!r} (separate patterns with ';')")
+    else:
+        items = list(patterns)
+    if not items:
+        raise AdviceError("no candidate patterns")
+    out: list[tuple[str, DelayPattern]] = []
+    seen: dict = {}
+    for item in items:
+        pat = as_pattern(item, task.n_blocks, task.block_names)
+        name = item.strip() if isinstance(item, str) else pat.name
+        if pat.pairs in seen:
+            raise AdviceError(f"patterns {seen[pat.pairs]!r} and {name!r} are the same scheme {pat.describe()}")
+        seen[pat.pairs] = name
+        out.append((name, pat))
+    if not any(p.is_jacobi for _, p in out):
+        out.insert(0, ("jc", as_pattern("jc", task.n_blocks)))
+    else:  # the reference first
+        out.sort(key=lambda np_: not np_[1].is_jacobi)
+    return out
+
+
+# -- the decision ------------------------------------------------------------------------
+def decide(estimates: Mapping[str, float], errors: Mapping[str, float]) -> dict:
+    """The best candidate at one ``k`` (lowest estimate; ties: the first) and whether it is certified.
+
+    Returns:
+        ``{"best", "runner_up", "margin", "certified"}``: certified when
+        ``estimate[runner_up] - estimate[best] > error[best] + error[runner_up]``
+        (``False`` with a single candidate or a non-finite estimate).
+    """
+    names = list(estimates)
+    if any(not math.isfinite(estimates[n]) for n in names):
+        finite = [n for n in names if math.isfinite(estimates[n])]
+        names = finite or names
+    order = sorted(names, key=lambda n: (estimates[n], names.index(n)))
+    best = order[0]
+    if len(order) < 2:
+        return {"best": best, "runner_up": None, "margin": math.nan, "certified": False}
+    second = order[1]
+    margin = estimates[second] - estimates[best]
+    certified = bool(math.isfinite(margin) and margin > errors[best] + errors[second]
+                     and len(names) == len(estimates))
+    return {"best": best, "runner_up": second, "margin": margin, "certified": certified}
+
+
+def _segments(rows: Sequence[Mapping]) -> list[dict]:
+    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last", "certified_from"}]``."""
+    segs: list[dict] = []
+    for r in rows:
+        if not segs or segs[-1]["best"] != r["best"]:
+            segs.append({"best": r["best"], "first": r["k"], "last": r["k"], "certified_from": None,
+                         "certified": 0})
+        s = segs[-1]
+        s["last"] = r["k"]
+        if r["certified"]:
+            s["certified"] += 1
+            if s["certified_from"] is None:
+                s["certified_from"] = r["k"]
+    return segs
+
+
+def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
+    """A sentence a person can act on, e.g. ``"jc for K <= 45; gs from K = 46, certified from K = 52"``.
+
+    Built from the per-iteration ``best`` / ``certified`` of ``rows`` (ordered by ``k``); with more than
+    ``max_segments`` changes of the best scheme the last ones are named and the count of changes given.
+    """
+    if not rows:
+        return "no iterations: nothing to advise"
+    segs = _segments(rows)
+    last = rows[-1]
+    parts = []
+    shown = segs if len(segs) <= max_segments else segs[-max_segments:]
+    for s in shown:
+        if s is segs[0] and s["first"] == rows[0]["k"]:
+            where = f"for K <= {s['last']}" if s is not segs[-1] else f"for every K <= {s['last']}"
+        elif s is segs[-1]:
+            where = f"from K = {s['first']}"
+        else:
+            where = f"for K = {s['first']}..{s['last']}"
+        cert = (f", certified from K = {s['certified_from']}" if s["certified_from"] is not None
+                else ", not certified")
+        parts.append(f"{s['best']} {where}{cert}")
+    parts[-1] += "."
+    head = f"at K = {last['k']}: use {last['best']} ({'certified' if last['certified'] else 'not certified'})"
+    if len(segs) > max_segments:
+        head += f"; the best scheme changes {len(segs) - 1} times, the last {max_segments} runs"
+    return head + ". " + "; ".join(parts)
+
+
+# -- the result ---------------------------------------------------------------------------
+@dataclass
+class Advice:
+    """Outcome of :func:`advise`.
+
+    Attributes:
+        candidates: candidate spellings, JC first.
+        per_iteration: ``[{"k", "loss_jc", "estimates", "errors", "corrected", "one_step", "best",
+            "runner_up", "margin", "certified"}]`` for ``k = 1..K`` (dicts keyed by spelling, floats).
+        recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
+        orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
+            "note"}`` (else ``None``).
+        one_step_checks: ``[at theta^0]`` (:func:`_one_step_check`): the measured one-step
+            gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the recommendation warns
+            where the remainder exceeds the ``eta^3`` term.
+        status: ``"complete"`` or ``"diverged"``.
+        settings: what the run used (JSON-able).
+        out_dir: the run folder or ``None``.
+    """
+
+    candidates: list
+    per_iteration: list
+    recommendation: str
+    orders: dict | None = None
+    status: str = "complete"
+    message: str = ""
+    settings: dict = field(default_factory=dict)
+    out_dir: str | None = None
+    one_step_checks: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The ``--json`` object: ``recommendation``, ``per_iteration`` (``k``, ``estimates``, ``errors``,
+        ``best``, ``certified``) and the extras (``candidates``, ``status``, ``orders``, ``corrected``...)."""
+        return json_safe({
+            "recommendation": self.recommendation,
+            "status": self.status,
+            "message": self.message,
+            "candidates": list(self.candidates),
+            "orders": self.orders,
+            "one_step_checks": self.one_step_checks,
+            "per_iteration": [
+                {"k": r["k"], "estimates": r["estimates"], "errors": r["errors"], "best": r["best"],
+                 "certified": r["certified"], "runner_up": r["runner_up"], "margin": r["margin"],
+                 "corrected": r["corrected"], "one_step": r["one_step"], "loss_jc": r["loss_jc"]}
+                for r in self.per_iteration
+            ],
+            "settings": self.settings,
+        })
+
+    def figure(self, path: str) -> str:
+        """Predicted gaps with error bands per candidate (top) and the recommended scheme over ``K`` (bottom).
+
+        Filled markers on the bottom panel: certified iterations.  Returns ``path``.
+        """
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        ks = [r["k"] for r in self.per_iteration]
+        fig, (ax, bx) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+        for i, name in enumerate(self.candidates):
+            est = [r["estimates"][name] for r in self.per_iteration]
+            err = [r["errors"][name] for r in self.per_iteration]
+            line, = ax.plot(ks, est, label=name, lw=1.2)
+            ax.fill_between(ks, [e - d for e, d in zip(est, err)], [e + d for e, d in zip(est, err)],
+                            color=line.get_color(), alpha=0.2, lw=0)
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.set_ylabel("predicted L_S - L_JC")
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title("crosscurv advise: JC-only prediction +- embedded error", fontsize=9)
+        idx = {n: i for i, n in enumerate(self.candidates)}
+        for certified, marker in ((True, "o"), (False, "x")):
+            sel = [r for r in self.per_iteration if bool(r["certified"]) == certified]
+            bx.scatter([r["k"] for r in sel], [idx[r["best"]] for r in sel], marker=marker, s=10,
+                       label="certified" if certified else "not certified")
+        bx.set_yticks(range(len(self.candidates)))
+        bx.set_yticklabels(self.candidates, fontsize=7)
+        bx.set_xlabel("K")
+        bx.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
+
+
+# -- records -------------------------------------------------------------------------------
+def _format_rows(k: int, loss_jc: float, vals: Mapping[str, tuple]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for name, (est, err, cor, one) in vals.items():
+        w.writerow([str(int(k)), name] + [repr(float(x)) for x in (loss_jc, est, err, cor, one)])
+    return buf.getvalue()
+
+
+def read_advice_records(path: str) -> list[dict]:
+    """The complete rows of ``advice.csv`` as per-iteration dicts (``k`` ascending; a torn last line is ignored).
+
+    Raises:
+        AdviceError: not an advice records file, or a malformed row.
+    """
+    text = read_text(path, "advice records")
+    lines = text.split("\n")[:-1]
+    if not lines or lines[0] != ",".join(COLUMNS):
+        raise AdviceError(f"{path}: not a crosscurv advice records file")
+    out: list[dict] = []
+    try:
+        for row in csv.reader(lines[1:]):
+            k, name = int(row[0]), row[1]
+            loss_jc, est, err, cor, one = (float(x) for x in row[2:7])
+            if not out or out[-1]["k"] != k:
+                if out and k != out[-1]["k"] + 1:
+                    raise ValueError(f"k={k} after k={out[-1]['k']}")
+                out.append({"k": k, "loss_jc": loss_jc, "estimates": {}, "errors": {}, "corrected": {},
+                            "one_step": {}})
+            r = out[-1]
+            r["estimates"][name], r["errors"][name], r["corrected"][name], r["one_step"][name] = est, err, cor, one
+    except (ValueError, IndexError) as exc:
+        raise AdviceError(f"{path}: malformed row ({exc})") from None
+    return out
+
+
+def _complete(rows: list[dict], names: Sequence[str]) -> list[dict]:
+    """Rows whose every candidate is present (a kill between a row's candidates leaves an incomplete one)."""
+    return [r for r in rows if list(r["estimates"]) == list(names)]
+
+
+def _with_decision(r: dict) -> dict:
+    return {**r, **decide(r["estimates"], r["errors"])}
+
+
+# -- the run ---------------------------------------------------------------------------------
+@dataclass
+class _Candidate:
+    name: str
+    pattern: DelayPattern
+    plan_rows: list  # [(i, [fresh j ascending])] blocks with a non-empty fresh set
+
+
+def _column_products(point, keys: list, g: Mapping, sources: Mapping[int, list]) -> dict:
+    """``{j: H (E_j g)}`` restricted to the rows of the blocks that read ``j`` (restricted products on the graph
+    engine, full batched products otherwise)."""
+    if isinstance(point, PointCurvature):
+        return {j: point.hvp({k: g[k] for k in keys[j]}, rows) for j, rows in sources.items()}
+    named = [(j, (lambda j=j: {k: (g[k] if k in set(keys[j]) else torch.zeros_like(g[k])) for k in g}))
+             for j in sources]
+    return dict(point.products(named))
+
+
+def _masked_from_columns(cand: _Candidate, keys: list, cols: Mapping, like: Mapping) -> dict:
+    """``M_S g``: row block ``i`` sums ``[H (E_j g)]_i`` over ``j in S(i)`` in increasing ``j``."""
+    out = {}
+    for i, fresh in cand.plan_rows:
+        for k in keys[i]:
+            acc = None
+            for j in fresh:
+                acc = cols[j][k] if acc is None else acc + cols[j][k]
+            out[k] = acc
+    return {k: out[k] if k in out else torch.zeros_like(like[k]) for k in like}
+
+
+def _masked(point, cand: _Candidate, keys: list, v: Mapping) -> dict:
+    """``M_S v`` at ``point`` (Lemma 1): one product per fresh block ``j`` of ``S``, rows of its readers."""
+    sources: dict = {}
+    for i, fresh in cand.plan_rows:
+        for j in fresh:
+            sources.setdefault(j, []).extend(keys[i])
+    cols = _column_products(point, keys, v, dict(sorted(sources.items())))
+    return _masked_from_columns(cand, keys, cols, v)
+
+
+def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
+    s = dict(_jsonable(extra or {}))
+    s.update(task=s.get("task", task.name), task_info=_jsonable(task.info),
+             blocks=dict(zip(task.block_names, task.block_sizes())), n_params=task.num_params(),
+             candidates=[{"name": n, **p.to_dict()} for n, p in cands], lr=lr, iters=iters,
+             dtype=str(task.dtype).replace("torch.", ""), device=str(task.device), seed=seed, hvp=hvp_method,
+             theta0_sha256=_theta_digest(task.params))
+    return _jsonable(s)
+
+
+def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
+    for key in sorted(set(saved) | set(now)):
+        if key in ("iters", "checkpoint_every"):
+            continue
+        if saved.get(key) != now.get(key):
+            a, b = json.dumps(saved.get(key))[:60], json.dumps(now.get(key))[:60]
+            raise AdviceError(f"cannot resume {path}: setting {key} differs (checkpoint {a}, now {b})")
+    if now["iters"] < saved["iters"]:
+        raise AdviceError(f"cannot resume {path} with {now['iters']} iterations: the run was set to "
+                          f"{saved['iters']} (a run can be extended, not shortened)")
+
+
+def _orders(cands, checks: Sequence[dict]) -> dict | None:
+    """The ``eta^3`` one-step coefficients of the full GS candidates at ``theta^0``."""
+    gs = [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
+    if len(gs) < 2:
+        return None
+    return {"eta3": {n: {"k0": checks[0][n]["c3"]} for n in gs}}
+
+
+def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str = "auto") -> dict:
+    """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3", "c3", "floor"}}``.
+
+    For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact steps
+    (:func:`numeric.steps.scheme_step`) and :func:`numeric.gap.loss_gap` (no cancellation); ``eta2 = eta^2 C_S``
+    (Theorem 1) and ``eta3 = eta2 + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`); ``floor`` the
+    rounding of the two steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|``.
+    """
+    from .gap import loss_gap
+    from .hvp import grad
+    from .one_step import one_step_coefficients
+    from .steps import scheme_step
+
+    _, g = grad(task.loss, theta)
+    jc = {n: theta[n] - lr * g[n] for n in theta}
+    eps = torch.finfo(next(iter(theta.values())).dtype).eps
+    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum() for n in theta))
+    out = {}
+    for name, p in cands:
+        if p.is_jacobi:
+            continue
+        with torch.no_grad():
+            s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
+        coef = one_step_coefficients(task, theta, p, g=g, method=method)
+        eta2 = lr * lr * coef[2]
+        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": eta2, "eta3": eta2 + lr ** 3 * coef[3],
+                     "c3": coef[3], "floor": floor}
+    return out
+
+
+def _check_note(checks: Sequence[dict]) -> str:
+    """A warning where the one-step series does not converge: the measured one-step gap differs from
+    ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps' rounding)."""
+    bad = []
+    for check in checks:
+        for name, c in check.items():
+            m, p2, p3 = c["measured"], c["eta2"], c["eta3"]
+            if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), c["floor"]):
+                bad.append(f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with eta^3 {p3:.3g}")
+    if not bad:
+        return ""
+    return (" Warning: the one-step expansion does not converge here (" + "; ".join(bad[:3])
+            + ("; ..." if len(bad) > 3 else "") + "): this learning rate is outside the expansions' regime "
+            "(or the loss is not smooth there), so the predictions and their errors are not reliable.")
+
+
+def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
+    """Whether the full GS orders can be told apart at the last ``K`` (prediction differences vs errors)."""
+    if orders is None or last is None:
+        return ""
+    names = list(orders["eta3"])
+    est, err = last["estimates"], last["errors"]
+    ranked = sorted(names, key=lambda n: est[n])
+    apart = all(est[b] - est[a] > err[a] + err[b] for a, b in zip(ranked, ranked[1:]))
+    orders["told_apart"] = apart
+    by3 = sorted(names, key=lambda n: orders["eta3"][n]["k0"])
+    step = ", ".join(f"{n} {lr ** 3 * orders['eta3'][n]['k0']:.3g}" for n in by3)
+    if apart:
+        note = (f" GS orders at K = {last['k']}: {' < '.join(ranked)} (predicted, differences above the errors); "
+                f"one-step eta^3 terms at theta^0 (all orders tie at eta^2, Corollary 1): {step}.")
+    else:
+        spread = est[ranked[-1]] - est[ranked[0]]
+        note = (f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their predictions differ by "
+                f"{spread:.3g}, within their errors; at one step they tie at eta^2 (Corollary 1) and the eta^3 "
+                f"terms at theta^0 rank them {' < '.join(by3)} ({step}).")
+    orders["note"] = note.strip()
+    return note
+
+
+def advise(
+    task,
+    lr: float,
+    iters: int,
+    patterns=None,
+    *,
+    out_dir: str | None = None,
+    resume: bool = False,
+    hvp_method: str = "auto",
+    seed: int = 0,
+    settings: Mapping | None = None,
+    checkpoint_every: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_record: Callable[[dict], None] | None = None,
+    checks: bool = True,
+) -> Advice:
+    """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
+
+    Args:
+        task: a :class:`numeric.Task`; ``task.params`` is ``theta^0``.
+        lr: constant learning rate ``eta > 0`` (plain steps).
+        iters: budget ``K >= 1``.
+        patterns: candidates (:func:`parse_candidates`; default :func:`default_candidates`).
+        out_dir: run folder (``None``: in memory only); ``resume``: continue it.
+        hvp_method: as :func:`numeric.protocol.choose_engine`.
+        seed: recorded (the prediction itself is deterministic).
+        settings: extra JSON-able settings, recorded and checked on resume.
+        checkpoint_every: iterations between checkpoints (default: at most one per
+            :data:`numeric.protocol.CHECKPOINT_SECONDS`); one is always written before the last iteration.
+        progress: ``progress(k, K)`` after each iteration's rows.
+        on_record: ``on_record(row)`` after each iteration's rows are written (an exception interrupts).
+        checks: the one-step check at ``theta^0`` (module docstring), which also rank the
+            full GS orders by their ``eta^3`` coefficients.
+
+    Returns:
+        :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
+    """
+    from .protocol import _check_iters, _check_lr
+
+    lr, iters = _check_lr(lr), _check_iters(iters)
+    cands = parse_candidates(task, patterns)
+    names = [n for n, _ in cands]
+    run_settings = _settings(task, cands, lr, iters, seed, hvp_method, settings)
+    keys = block_keys(task)
+    active = [_Candidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
+              for n, p in cands if not p.is_jacobi]
+    sources: dict = {}
+    for c in active:
+        for i, fresh in c.plan_rows:
+            for j in fresh:
+                rows = sources.setdefault(j, [])
+                rows.extend(k for k in keys[i] if k not in rows)
+    sources = dict(sorted(sources.items()))
+
+    rec_path = ck_path = None
+    rows: list[dict] = []
+    if out_dir is not None:
+        rec_path, ck_path = os.path.join(out_dir, RECORDS_FILE), os.path.join(out_dir, CHECKPOINT_FILE)
+    if resume:
+        if out_dir is None:
+            raise AdviceError("resume needs an output directory")
+        if not os.path.exists(ck_path):
+            raise AdviceError(f"nothing to resume: {out_dir} has no {CHECKPOINT_FILE}")
+        try:
+            ck = torch.load(ck_path, map_location=task.device, weights_only=True)
+            ck["settings"], ck["k"], ck["start"], ck["vectors"]  # noqa: B018 (presence)
+        except Exception as exc:  # truncated, foreign
+            raise AdviceError(f"{ck_path} is not a readable crosscurv advice checkpoint ({type(exc).__name__})") from None
+        _check_settings(ck["settings"], run_settings, out_dir)
+        done = bool(ck.get("done")) and iters == ck["settings"]["iters"]
+        k0 = ck["settings"]["iters"] if done else int(ck["k"])
+        start = int(ck["start"])
+        rows = _complete(read_advice_records(rec_path), names) if os.path.exists(rec_path) else []
+        if len(rows) < k0:
+            raise AdviceError(f"{rec_path} holds {len(rows)} complete iterations, the checkpoint needs {k0}")
+        rows = rows[:k0]
+        vec = ck["vectors"]
+        theta = vec["theta"]
+        ys = {c.name: vec[f"y:{c.name}"] for c in active}
+        yh = {c.name: vec[f"yhat:{c.name}"] for c in active}
+        check0 = ck.get("check_k0")
+    else:
+        if out_dir is not None:
+            if os.path.exists(ck_path) or os.path.exists(rec_path):
+                raise AdviceError(f"{out_dir} already holds an advice run; use --resume to continue it or choose "
+                                  "another --out")
+            try:
+                os.makedirs(out_dir, exist_ok=True)
+            except OSError as exc:
+                raise AdviceError(f"cannot create output directory {out_dir}: {exc.strerror}") from None
+        task.check_loss()
+        done, start = False, 0
+        theta = tree.clone(task.params)
+        ys = {c.name: tree.zeros_like(task.params) for c in active}
+        yh = {c.name: tree.zeros_like(task.params) for c in active}
+    engine = choose_engine(task, hvp_method)
+    theta0 = tree.clone(task.params)
+
+    def rows_text(rs):
+        return ",".join(COLUMNS) + "\n" + "".join(
+            _format_rows(r["k"], r["loss_jc"], {n: (r["estimates"][n], r["errors"][n], r["corrected"][n],
+                                                    r["one_step"][n]) for n in names}) for r in rs)
+
+    fh = None
+    if rec_path is not None:
+        atomic_write_text(rec_path, rows_text(rows))  # truncated to the checkpoint's k on resume
+        fh = open(rec_path, "a", encoding="utf-8", newline="")
+    last_save = time.perf_counter()
+
+    def checkpoint(k: int, nxt: int, final: bool = False) -> None:
+        nonlocal last_save
+        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **{f"yhat:{n}": v for n, v in yh.items()}}
+        atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
+                           "vectors": vectors, "check_k0": check0}, ck_path)
+        last_save = time.perf_counter()
+
+    status, message = "complete", ""
+    lr2 = lr * lr
+    try:
+        if not resume:
+            check0 = _one_step_check(task, cands, theta0, lr, 0, engine.method) if active and checks else {}
+        if ck_path is not None and not resume:
+            checkpoint(0, 0)
+        for k in ([] if done else range(start, iters + 1)):
+            last = k == iters
+            point = engine.point(task.loss, theta)
+            loss_jc = float(point.value)
+            if not math.isfinite(loss_jc):
+                status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
+                break
+            g = point.grad
+            cols = _column_products(point, keys, g, sources) if active else {}
+            vals: dict = {names[0]: (0.0, 0.0, 0.0, 0.0)}
+            mgs: dict = {}
+            for c in active:  # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
+                mg = mgs[c.name] = _masked_from_columns(c, keys, cols, g)
+                one = lr2 * float(tree.dot(g, mg))
+                if k >= 1:
+                    hy = point.hvp(ys[c.name])
+                    est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
+                else:
+                    hy, est = tree.zeros_like(g), 0.0
+                vals[c.name] = (est, one)
+                if not last:
+                    y = propagate(ys[c.name], hy, None, lr)
+                    ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
+                    if k == 0:  # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
+                        u = _masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
+                        yh[c.name] = {n: lr2 * u[n] for n in g}
+                del hy
+            point.release()
+            del point
+            for c in active:  # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
+                est, one = vals[c.name]
+                if k == 0:
+                    vals[c.name] = (0.0, 0.0, 0.0, one)
+                    continue
+                at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
+                gh = at.grad
+                cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
+                vals[c.name] = (est, abs(cor - est), cor, one)
+                if not last:
+                    u = _masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
+                    yv = yh[c.name]
+                    yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
+                    del u, yv
+                at.release()
+                del at, gh
+            if not last:
+                theta = {n: theta[n] - lr * g[n] for n in theta}
+            if k >= 1:
+                row = {"k": k, "loss_jc": loss_jc, "estimates": {n: v[0] for n, v in vals.items()},
+                       "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
+                       "one_step": {n: v[3] for n, v in vals.items()}}
+                rows.append(row)
+                if fh is not None:
+                    fh.write(_format_rows(k, loss_jc, vals))
+                    fh.flush()
+                if on_record is not None:
+                    on_record(_with_decision(row))
+                if progress is not None:
+                    progress(k, iters)
+            if not last and ck_path is not None:
+                due = (k % checkpoint_every == 0) if checkpoint_every else \
+                    time.perf_counter() - last_save >= CHECKPOINT_SECONDS
+                if due or k + 1 == iters:
+                    checkpoint(k, k + 1)
+        if status == "complete" and ck_path is not None and not done:
+            ck = torch.load(ck_path, map_location=task.device, weights_only=True)
+            ck["done"], ck["settings"] = True, run_settings
+            atomic_torch_save(ck, ck_path)
+    finally:
+        if fh is not None:
+            fh.close()
+    table = [_with_decision(r) for r in rows]
+    done_checks = [check0 or {}]
+    orders = _orders(cands, done_checks) if checks and check0 else None
+    text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
+    if status == "diverged":
+        text = f"the JC run diverged ({message}); " + text
+    message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
+    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, done_checks)
+    if out_dir is not None:
+        write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
+    return adv
+
+
+# -- validation ---------------------------------------------------------------------------------
+def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> dict:
+    """The measured best candidate at one ``k`` (lowest measured ``L_S - L_JC``, JC ``0``) and whether the
+    measurement decides it (margin to the runner-up above the sum of their ``gap_err``)."""
+    d = decide(gaps, gap_errs)
+    return {"best": d["best"], "decided": d["certified"]}
+
+
+def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
+    """Run every non-JC candidate's trajectory beside JC (:func:`numeric.protocol.run_protocol`, in memory) and
+    count how often the advised best scheme was the measured best.
+
+    Returns:
+        ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
+        "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
+        "status"}``: ``decided`` iterations are those where the measured margin exceeds the measurements'
+        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest power-iteration estimate of
+        ``||H_JC^k||`` along the run (above 2: past the edge of stability).
+    """
+    from .protocol import run_protocol
+
+    lr, iters = advice.settings["lr"], len(advice.per_iteration)
+    cands = parse_candidates(task, advice.candidates)
+    gaps = {n: [0.0] * iters for n, _ in cands}
+    errs = {n: [0.0] * iters for n, _ in cands}
+    status, sharp = "complete", math.nan
+    for n, p in cands:
+        if p.is_jacobi or iters == 0:
+            continue
+        res = run_protocol(task, p, lr, iters, hvp_method=hvp_method, seed=seed)
+        if res.status != "complete":
+            status = f"{n}: {res.status}"
+        if math.isnan(sharp):  # the power iteration along the JC run (the same in every run)
+            sharp = max((r["sharpness"] for r in res.records if math.isfinite(r["sharpness"])), default=math.nan)
+        for r in res.records:
+            gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
+        for k in range(len(res.records), iters):
+            gaps[n][k] = errs[n][k] = math.nan
+    table = []
+    for i, r in enumerate(advice.per_iteration):
+        m = measured_best({n: gaps[n][i] for n in gaps}, {n: errs[n][i] for n in errs})
+        table.append({"k": r["k"], "advised": r["best"], "certified": r["certified"], "measured": m["best"],
+                      "decided": m["decided"], "gaps": {n: gaps[n][i] for n in gaps}})
+
+    def count(rows):
+        return [sum(1 for t in rows if t["advised"] == t["measured"]), len(rows)]
+
+    return {"per_iteration": table, "agree_all": count(table), "eta_sharpness_max": lr * sharp,
+            "agree_certified": count([t for t in table if t["certified"]]),
+            "agree_decided": count([t for t in table if t["decided"]]), "status": status}

@@ -1,0 +1,182 @@
+"""numeric.advice: the JC-only predictions against a dense float64 reference, the embedded error on a quadratic,
+the decision, candidates, and resume bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from numeric import Task, tree
+from numeric.advice import AdviceError, advise, decide, default_candidates, parse_candidates, read_advice_records
+from numeric.protocol import run_protocol
+from tests.numeric.cases import dense_gradient, dense_hessian, dense_mask, tanh_mlp
+from theory.patterns import PatternError, as_pattern
+
+
+def _quadratic() -> Task:
+    g = torch.Generator().manual_seed(3)
+    d = 7
+    q = torch.randn(d, d, generator=g, dtype=torch.float64)
+    a = q @ q.T / d + 0.3 * torch.eye(d, dtype=torch.float64)
+    b = torch.randn(d, generator=g, dtype=torch.float64)
+    x0 = torch.randn(d, generator=g, dtype=torch.float64)
+    params = {"a": x0[:2].clone(), "b": x0[2:5].clone(), "c": x0[5:].clone()}
+
+    def loss(p):
+        x = torch.cat([p["a"], p["b"], p["c"]])
+        return 0.5 * x @ a @ x + b @ x
+
+    return Task(params, loss, {"1": ["a"], "2": ["b"], "3": ["c"]}, name="quadratic")
+
+
+def test_predictions_match_dense_reference():
+    """y_{k+1} = (I - eta H) y_k + eta^2 M_S g, prediction g.y + y.H y / 2, all dense along the JC run."""
+    task = tanh_mlp()
+    lr, K = 0.2, 6
+    pats = ["gs", "gs:4,3,2,1", "chain", "2<-1,4<-2"]
+    adv = advise(task, lr, K, ["jc"] + pats, checks=False)
+    theta = tree.clone(task.params)
+    ys = {p: torch.zeros(sum(v.numel() for v in theta.values()), dtype=torch.float64) for p in pats}
+    for k in range(K + 1):
+        g, h = dense_gradient(task, theta), dense_hessian(task, theta)
+        for p in pats:
+            y = ys[p]
+            if k >= 1:
+                want = float(g @ y + 0.5 * y @ h @ y)
+                got = adv.per_iteration[k - 1]["estimates"][p]
+                assert got == pytest.approx(want, rel=1e-10, abs=1e-15), (k, p)
+                # Theorem 1's one-step estimate eta^2 g.M_S g
+                m = dense_mask(task, as_pattern(p, 4))
+                assert adv.per_iteration[k - 1]["one_step"][p] == pytest.approx(lr**2 * float(g @ (m * h) @ g), rel=1e-10)
+            ys[p] = y - lr * h @ y + lr**2 * (dense_mask(task, as_pattern(p, 4)) * h) @ g
+        theta = tree.unflatten(tree.flatten(theta) - lr * g, theta)
+    assert adv.per_iteration[0]["estimates"]["jc"] == 0.0
+
+
+def test_jc_only_equals_protocol_column():
+    task = tanh_mlp()
+    adv = advise(task, 0.3, 8, "jc;gs;chain", checks=False)
+    for p in ("gs", "chain"):
+        recs = run_protocol(task, p, 0.3, 8).records
+        assert [r["jc_only"] for r in recs] == pytest.approx([r["estimates"][p] for r in adv.per_iteration],
+                                                             rel=1e-12, abs=1e-16)
+
+
+@pytest.mark.parametrize("lr", [0.1, 0.03])
+def test_error_is_the_actual_error_on_a_quadratic(lr):
+    """On a quadratic the corrected state keeps every O(eta^3) term: it is >= 30x closer to the measured gap than
+    the JC-only estimate, and error = |corrected - jc_only| is the JC-only estimate's actual error to within 5%
+    of its size."""
+    task = _quadratic()
+    K = int(3 / lr)
+    adv = advise(task, lr, K, "jc;gs;gs:3,2,1;chain", checks=False)
+    for p in ("gs", "gs:3,2,1", "chain"):
+        gap = [r["gap"] for r in run_protocol(task, p, lr, K).records]
+        est = [r["estimates"][p] for r in adv.per_iteration]
+        err = [r["errors"][p] for r in adv.per_iteration]
+        cor = [r["corrected"][p] for r in adv.per_iteration]
+        actual = [abs(e - m) for e, m in zip(est, gap)]
+        assert max(abs(c - m) for c, m in zip(cor, gap)) <= max(actual) / 30
+        assert max(abs(e - a) for e, a in zip(err, actual)) <= 0.05 * max(actual)
+
+
+def test_decide_and_certified():
+    d = decide({"jc": 0.0, "gs": -1.0, "chain": -0.5}, {"jc": 0.0, "gs": 0.2, "chain": 0.2})
+    assert (d["best"], d["runner_up"], d["certified"]) == ("gs", "chain", True)
+    assert d["margin"] == 0.5
+    d = decide({"jc": 0.0, "gs": -1.0, "chain": -0.5}, {"jc": 0.0, "gs": 0.3, "chain": 0.2})
+    assert (d["best"], d["certified"]) == ("gs", False)  # margin 0.5 = 0.3 + 0.2: not above
+    assert decide({"jc": 0.0, "gs": 0.0}, {"jc": 0.0, "gs": 0.0})["best"] == "jc"  # ties: the first
+
+
+def test_default_candidates():
+    assert default_candidates(1) == ["jc"]
+    assert default_candidates(2) == ["jc", "gs", "gs:2,1"]  # the chain is GS for two blocks
+    c3 = default_candidates(3)
+    assert c3[:3] == ["jc", "gs", "gs:3,2,1"] and c3[-1] == "chain" and len(c3) == 1 + 6 + 1
+    assert len(default_candidates(4)) == 1 + 24 + 1
+    assert default_candidates(5) == ["jc", "gs", "gs:5,4,3,2,1", "chain"]
+
+
+def test_candidates_keep_spelling_and_jc_first():
+    task = tanh_mlp()
+    got = parse_candidates(task, "gs:layer4,layer3,layer2,layer1; 2<-1")
+    assert [n for n, _ in got] == ["jc", "gs:layer4,layer3,layer2,layer1", "2<-1"]
+    with pytest.raises(AdviceError, match="same scheme"):
+        parse_candidates(task, "gs;gs:1,2,3,4")
+    with pytest.raises(PatternError):
+        parse_candidates(task, "gs;3<-3")
+    with pytest.raises(AdviceError, match="empty pattern"):
+        parse_candidates(task, "gs;;chain")
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    task = tanh_mlp()
+    full = advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "a"), checkpoint_every=2)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_6(row):
+        if row["k"] == 6:
+            raise Stop
+
+    with pytest.raises(Stop):
+        advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), checkpoint_every=2, on_record=stop_at_6)
+    again = advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), resume=True, checkpoint_every=2)
+    assert again.per_iteration == full.per_iteration
+    assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b" / "advice.csv").read_bytes()
+    # extending a finished run: the rows of an uninterrupted run to the new K
+    longer = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "c"), checkpoint_every=2)
+    ext = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True, checkpoint_every=2)
+    assert ext.per_iteration == longer.per_iteration
+    assert read_advice_records(str(tmp_path / "a" / "advice.csv"))[-1]["k"] == 12
+    with pytest.raises(AdviceError, match="setting lr differs"):
+        advise(task, 0.3, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True)
+    with pytest.raises(AdviceError, match="already holds"):
+        advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"))
+
+
+def test_gs_orders_note_and_figure(tmp_path):
+    task = _quadratic()
+    adv = advise(task, 0.1, 20, "jc;gs;gs:3,2,1;chain")
+    assert set(adv.orders["eta3"]) == {"gs", "gs:3,2,1"}
+    assert all(math.isfinite(v["k0"]) for v in adv.orders["eta3"].values())
+    assert "GS orders" in adv.recommendation and adv.recommendation.startswith("at K = 20: use ")
+    path = adv.figure(str(tmp_path / "advice.png"))
+    assert (tmp_path / "advice.png").stat().st_size > 1000 and path.endswith("advice.png")
+
+
+def test_one_step_check_warns_outside_the_regime():
+    """The smoke MLP (ReLU): at its preset lr the one-step gap is far from eta^2 C_S (kinks), at lr 5e-4 not."""
+    from experiments.loading import load_task
+
+    task, settings = load_task("mlp", "smoke", device=torch.device("cpu"))
+    far = advise(task, settings["lr"], 2, "jc;gs")
+    near = advise(task, 5e-4, 2, "jc;gs")
+    assert "Warning: the one-step expansion does not converge" in far.recommendation
+    assert "Warning" not in near.recommendation
+    c = near.one_step_checks[0]["gs"]  # float32: the difference is below the steps' rounding
+    assert c["k"] == 0 and abs(c["measured"] - c["eta3"]) <= c["floor"]
+    c = far.one_step_checks[0]["gs"]
+    assert abs(c["measured"] - c["eta3"]) > max(10 * abs(c["eta3"] - c["eta2"]), c["floor"])
+    # in float64 the one-step gap at lr 5e-4 agrees with eta^2 C_S + eta^3 c3 well inside the eta^3 term
+    task64, _ = load_task("mlp", "smoke", device=torch.device("cpu"), dtype=torch.float64)
+    c = advise(task64, 5e-4, 1, "jc;gs").one_step_checks[0]["gs"]
+    assert abs(c["measured"] - c["eta3"]) <= 0.1 * abs(c["eta3"] - c["eta2"])
+    # a quadratic at lr 0.1: the eta^3 term is large but the series converges: no warning
+    assert "Warning" not in advise(_quadratic(), 0.1, 3, "jc;gs;chain;2<-1").recommendation
+
+
+def test_batched_engine_gives_the_same_advice():
+    """The batched (forward-over-reverse) engine: the same predictions and errors as the graph engine."""
+    task = tanh_mlp()
+    a = advise(task, 0.2, 5, "jc;gs;chain;2<-1", checks=False)
+    b = advise(task, 0.2, 5, "jc;gs;chain;2<-1", hvp_method="forward", checks=False)
+    for ra, rb in zip(a.per_iteration, b.per_iteration):
+        for key in ("estimates", "errors", "corrected", "one_step"):
+            assert list(ra[key]) == list(rb[key])
+            assert list(ra[key].values()) == pytest.approx(list(rb[key].values()), rel=1e-9, abs=1e-15)
+        assert ra["best"] == rb["best"]
