@@ -72,7 +72,7 @@ __all__ = [
     "power_step",
     "EstimateState",
     "SHARPNESS_TOL",
-    "SHARPNESS_REFRESH",
+    "SHARPNESS_EVERY",
     "Extremes",
     "hessian_extremes",
     "track_extremes",
@@ -81,10 +81,9 @@ __all__ = [
 #: Relative residual tolerance of the converged extreme eigenpairs: ``||H v - lambda v|| <= tol * ||H||``
 #: (``||H|| = max(|lambda_max|, |lambda_min|)``), for ``lambda_max`` and ``lambda_min`` alike.
 SHARPNESS_TOL = 1e-3
-#: A full (warm-started) Lanczos solve at least every this many iterations, even when the tracked pair's
-#: residual test passes (a tracked eigenvector can be overtaken by another eigenvalue without its residual
-#: growing).
-SHARPNESS_REFRESH = 50
+#: The extremes are converged (warm-started lobpcg refinement) every this many iterations; in between the last
+#: converged values are carried (no product), see :func:`track_extremes`.
+SHARPNESS_EVERY = 10
 
 
 def propagate(s: Mapping, Hs: Mapping, forcing: Mapping | None, lr: float) -> dict:
@@ -317,20 +316,26 @@ def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxi
 
 
 def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int, tol: float = SHARPNESS_TOL,
-                   refresh: int = SHARPNESS_REFRESH, seed: int = 0, maxiter: int = 20) -> Extremes:
-    """The extreme eigenpairs of ``H_JC^k`` converged to ``tol``, warm-started from iteration ``k - 1``'s.
+                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20) -> Extremes:
+    """The extreme eigenpairs of ``H_JC^k`` converged to ``tol`` every ``every`` iterations, warm-started.
 
-    At ``k = 0`` (``previous`` is ``None``) and every ``refresh`` iterations :func:`hessian_extremes`
-    solves (ARPACK Lanczos, ``v0 = v_max + v_min`` of ``k - 1``).  Otherwise each end is
-    refined by ``scipy.sparse.linalg.lobpcg`` (block size 1, at most ``maxiter`` iterations)
-    from the previous eigenvector until ``||H v - lambda v|| <= tol ||H_{k-1}||``; an end
-    that does not reach it starts a Lanczos solve.  Each returned Rayleigh quotient is then within
-    its residual of an eigenvalue of ``H`` (Krylov-Weinstein bound for symmetric ``H``).
+    * ``k = 0`` (``previous`` is ``None``, or not finite): :func:`hessian_extremes` solves (ARPACK Lanczos);
+    * ``k % every == 0``: each end is refined by ``scipy.sparse.linalg.lobpcg`` (block size 1, at most
+      ``maxiter`` iterations) from the previous eigenvector until ``||H v - lambda v|| <= tol ||H_prev||``;
+      an end that does not get there starts a Lanczos solve from ``v0 = v_max + v_min``.  Each
+      returned Rayleigh quotient is then within its residual of an eigenvalue of ``H`` (Krylov-Weinstein);
+    * otherwise nothing is computed: ``previous`` is returned with ``hvps = 0`` (the values of the last
+      converged iteration; the protocol folds in its one-product power iteration, a lower bound of
+      ``lambda_max(H_JC^k)``, where a current value matters: the regime test and ``||H||``).
+
     ``hvps`` counts every product of this iteration.
     """
-    if previous is None or (refresh and k % refresh == 0) or not math.isfinite(previous.norm):
+    if previous is None or not math.isfinite(previous.norm):
         v0 = None if previous is None else {n: previous.v_max[n] + previous.v_min[n] for n in previous.v_max}
         return hessian_extremes(hvp, like, v0, tol, seed)
+    if every > 1 and k % every:
+        return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0, previous.residual,
+                        False)
     n = sum(t.numel() for t in like.values())
     atol = tol * previous.norm
     if n < 10 or atol <= 0:  # lobpcg needs n >= 5 x block size with room to spare

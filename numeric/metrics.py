@@ -59,6 +59,7 @@ __all__ = [
     "run_metrics",
     "certified_metrics",
     "certified_columns",
+    "calibration",
 ]
 
 JC, GS, TIE, UNDEFINED, UNDECIDED = "JC", "GS", "tie", "undefined", "undecided"
@@ -237,6 +238,17 @@ def certified_columns(columns: Mapping[str, Sequence[float]], names: Sequence[st
             continue
         out[name] = certified_metrics(columns["gap"], columns[name], cert, columns.get("gap_err"))
     return out
+
+
+def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Sequence[float]) -> float:
+    """Share (percent) of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN counts as not covered;
+    NaN when every ``err_k`` is NaN: records without the error columns)."""
+    g, e, r = [float(x) for x in gaps], [float(x) for x in estimates], [float(x) for x in errors]
+    if not (len(g) == len(e) == len(r)):
+        raise ValueError(f"{len(e)} estimates and {len(r)} errors against {len(g)} gaps")
+    if not g or all(math.isnan(x) for x in r):
+        return math.nan
+    return 100.0 * sum(1 for a, b, c in zip(g, e, r) if abs(b - a) <= c) / len(g)
 
 
 def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
