@@ -13,8 +13,11 @@ Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point inter
   cumulative state, JC-only state, trajectory difference);
 * at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``;
 
-it writes the record of iteration ``k >= 1`` (:mod:`numeric.records`; the
-estimates of :mod:`numeric.estimates`), then steps both trajectories (the
+the converged extreme eigenpairs of ``H_JC^k`` (:func:`numeric.estimates.track_extremes`, warm-started
+from the carried ``vmax``, ``vmin``); it writes the record of iteration ``k >= 1`` (:mod:`numeric.records`;
+the estimates of :mod:`numeric.estimates`, their error estimates and certified winners of
+:mod:`numeric.error_estimates`, measured from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two steps'
+remainders, no extra product), then steps both trajectories (the
 scheme step reuses ``g_S^k`` for the blocks with an empty fresh set).  At
 ``k = K`` the products that only serve ``k + 1`` are skipped.  The HVP
 ``H_JC^k z_k`` serves both the quadratic term of the cumulative estimate at
@@ -38,7 +41,8 @@ forward-over-reverse (batched).  ``M_S v`` follows a
 per fresh set, whichever needs fewer; recorded).
 
 The carried vectors (``theta_JC``, ``theta_S``, ``z``, ``y``, the pending
-recursive term ``w``, the power vector ``p``, ``M_S g_JC``) always live in one
+recursive term ``w``, the power vector ``p``, the extreme eigenvectors ``vmax``, ``vmin``, ``M_S g_JC``,
+and within an iteration ``g_JC^k`` and ``g_JC^k + H_JC^k Delta^k`` for the error estimates) always live in one
 store (:mod:`numeric.offload`): resident, or parked off the compute device
 between uses when the estimated footprint does not fit comfortably in the
 available memory (:func:`numeric.offload.should_offload`) or when asked.
