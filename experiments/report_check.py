@@ -131,7 +131,7 @@ class CheckResult:
 # -- finding run folders -------------------------------------------------------------------
 def _is_protocol_run(path: str) -> bool:
     """``path`` holds ``summary.json`` and a ``records.csv`` whose header is the protocol's."""
-    from numeric.records import FIELDS, LEGACY_FIELDS, RECORDS_FILE, SUMMARY_FILE
+    from numeric.records import FIELDS, LEGACY_FIELDS, PREVIOUS_FIELDS, RECORDS_FILE, SUMMARY_FILE
 
     rec = os.path.join(path, RECORDS_FILE)
     if not (os.path.isfile(os.path.join(path, SUMMARY_FILE)) and os.path.isfile(rec)):
@@ -141,7 +141,7 @@ def _is_protocol_run(path: str) -> bool:
             header = fh.readline().strip().removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError):
         return True  # a run folder with a broken records file: check_run says what is wrong
-    return header in (",".join(FIELDS), ",".join(LEGACY_FIELDS))
+    return header in (",".join(FIELDS), ",".join(PREVIOUS_FIELDS), ",".join(LEGACY_FIELDS))
 
 
 def find_runs(root: str = "reports") -> list[str]:

@@ -10,7 +10,8 @@ then, from its records (:mod:`numeric.error_estimates`):
 * the regime: the largest ``eta * lambda_max``, the first crossing of 2, and the mean Hessian-vector
   products per iteration of the extremes (``sharpness_hvps``).
 
-Writes ``OUT/trust.md`` (generated; numbers are never copied by hand)::
+Writes ``OUT/trust.md`` (generated; numbers are never copied by hand) and ``OUT/trust_regime.png``
+(:func:`regime_figure`: precision and coverage against ``eta * sharpness_k``)::
 
     python -m experiments.studies.trust --out reports/trust --tasks mlp,fl --iters 100 [--lrs fl=0.05,0.01]
 
@@ -24,7 +25,7 @@ import math
 import os
 import sys
 
-__all__ = ["run_rows", "render", "main"]
+__all__ = ["run_rows", "render", "binned", "regime_figure", "main"]
 
 ESTIMATES = ("recursive", "cumulative", "jc_only")
 
@@ -63,6 +64,64 @@ def run_rows(columns, lr: float) -> list[dict]:
             "all": part(0, None), "before": part(0, cut), "after": part(cut, None) if cross is not None else None,
         })
     return rows
+
+
+def binned(columns, lr: float, estimate: str, edges) -> list[dict]:
+    """Coverage and precision of ``estimate``'s certificates per bin of ``eta * sharpness_k``
+    (``max(lambda_max, sharpness)``, :func:`experiments.studies.regime.regime_series`); ``edges`` ascending.
+
+    Returns one dict per bin: ``lo, hi`` and :func:`numeric.metrics.certified_metrics` of its iterations
+    (``None`` for an empty bin).
+    """
+    import numpy as np
+
+    from experiments.studies.regime import regime_series
+    from numeric.metrics import certified_metrics
+
+    series = regime_series(columns, lr)
+    out = []
+    if series is None:
+        return out
+    s = series[0]
+    for lo, hi in zip(edges, edges[1:]):
+        idx = np.flatnonzero((s >= lo) & (s < hi))
+        pick = lambda name: [columns[name][i] for i in idx]  # noqa: E731
+        m = certified_metrics(pick("gap"), pick(estimate), pick(f"{estimate}_cert"), pick("gap_err")) if idx.size \
+            else None
+        out.append({"lo": lo, "hi": hi, "metrics": m})
+    return out
+
+
+def regime_figure(runs: list, path: str) -> str:
+    """Precision and coverage of the certified winners against ``eta * sharpness_k`` (log bins), one panel per
+    estimate, one line per run ``(task, lr, columns)``; the edge of stability dashed.  Written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    edges = list(np.logspace(-4, 2, 13))
+    fig, axes = plt.subplots(2, len(ESTIMATES), figsize=(4 * len(ESTIMATES), 6), sharex=True, sharey=True)
+    for j, e in enumerate(ESTIMATES):
+        for task, lr, cols in runs:
+            bins = [b for b in binned(cols, lr, e, edges) if b["metrics"] and b["metrics"]["decided"]]
+            x = [np.sqrt(b["lo"] * b["hi"]) for b in bins]
+            axes[0, j].plot(x, [b["metrics"]["precision"] for b in bins], "o-", label=f"{task} lr {lr:g}")
+            axes[1, j].plot(x, [b["metrics"]["coverage"] for b in bins], "o-", label=f"{task} lr {lr:g}")
+        axes[0, j].set_title(e)
+        for i in (0, 1):
+            axes[i, j].set_xscale("log")
+            axes[i, j].axvline(2.0, ls="--", c="k", lw=0.8)
+            axes[i, j].set_ylim(-5, 105)
+        axes[1, j].set_xlabel(r"$\eta\,\mathrm{sharpness}_k$")
+    axes[0, 0].set_ylabel("precision of certified (%)")
+    axes[1, 0].set_ylabel("coverage of decided (%)")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _pct(x) -> str:
@@ -120,7 +179,7 @@ def main(argv=None) -> int:
     from numeric.records import RECORDS_FILE, read_records, records_columns
 
     lrs = _parse_lrs(args.lrs)
-    results = []
+    results, columns = [], []
     for name in args.tasks.split(","):
         task, settings = load_task(name, args.preset)
         for lr in lrs.get(name, [settings["lr"]]):
@@ -132,9 +191,11 @@ def main(argv=None) -> int:
                 print(f"{name} lr {lr:g}: {res.message}", file=sys.stderr, flush=True)
             cols = records_columns(read_records(os.path.join(d, RECORDS_FILE)))
             results.append((name, lr, run_rows(cols, lr)))
+            columns.append((name, lr, cols))
     os.makedirs(args.out, exist_ok=True)
+    regime_figure(columns, os.path.join(args.out, "trust_regime.png"))
     with open(os.path.join(args.out, "trust.md"), "w", encoding="utf-8") as fh:
-        fh.write(render(results))
+        fh.write(render(results) + "\n![precision and coverage against eta * sharpness](trust_regime.png)\n")
     print(os.path.join(args.out, "trust.md"))
     return 0
 
