@@ -23,9 +23,11 @@ Measured quantities at iteration ``k`` (all Python floats, float64 arithmetic):
   remainder ``eta^3 ||eps^k||`` of Lemma 1 at step ``k`` (paper, eq. traj_exact), measured exactly
   from the step the ``S`` run takes.
 
-The step remainder of Lemma 3 (eq. traj_compact), with these::
+The step remainder of Lemma 3 (eq. traj_compact), ``s^k = Delta^{k+1} - (I - eta H_JC^k) Delta^k - eta^2 u^k
+= -eta w^k + eta^3 eps^k``, with the measured ``w^k = g_S^k - g_JC^k - H_JC^k Delta^k``::
 
-    sigma_k = eta rho_hat D_k^2 / 2 + e_k            >= ||s^k||,   s^k = Delta^{k+1} - (I - eta H_JC^k) Delta^k - eta^2 u^k.
+    sigma_k = eta ||w^k|| + e_k >= ||s^k||      (measured_step_remainder; the jc_only state, which has no
+                                                 measured w, uses eta rho_hat X^2 / 2 + e_k: step_remainder)
 
 The bounds are a-posteriori *estimates*: ``rho_hat`` and ``Lambda`` are measured on the
 trajectories, not suprema over a region, so a bound can fail where the loss's third
@@ -43,6 +45,7 @@ from dataclasses import asdict, dataclass
 
 __all__ = [
     "step_remainder",
+    "measured_step_remainder",
     "rho_sample",
     "recursive_error",
     "cumulative_error",
@@ -78,6 +81,15 @@ def step_remainder(lr: float, rho: float, D: float, e: float) -> float:
     """``sigma_k = eta rho D_k^2 / 2 + e_k`` (Lemma 3, eq. traj_compact: ``||s^k|| <= eta rho/2 ||Delta^k||^2 +
     eta^3 C_eps``, with the measured ``e_k = eta^3 ||eps^k||``)."""
     return 0.5 * lr * rho * D * D + e
+
+
+@_safe
+def measured_step_remainder(lr: float, w_norm: float, e: float) -> float:
+    """``sigma_k = eta ||w^k|| + e_k`` with the measured ``w^k = g_S^k - g_JC^k - H_JC^k Delta^k`` (Lemma 3,
+    eq. traj_compact: ``s^k = -eta w^k + eta^3 eps^k``): the step remainder the protocol uses, exact up to
+    round-off; :func:`step_remainder` is its bound through ``rho``, which a loss with kinks (ReLU) makes
+    useless (``||w|| = O(||Delta||)`` there, so ``2 ||w|| / ||Delta||^2`` grows without bound)."""
+    return lr * w_norm + e
 
 
 def rho_sample(w_norm: float, noise: float, D: float) -> float:

@@ -765,7 +765,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
     D = float(tree.norm(delta))
     E = est.errors
-    E.rho = max(E.rho, errs.rho_sample(float(tree.norm(tree.sub(gs, gp))), noise, D))
+    wnorm = float(tree.norm(tree.sub(gs, gp)))  # ||w^k||, eq. grad_diff_expansion
+    E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
     del gp
     u = at_s.masked(ctx.plan, gs)
     at_s.release()
@@ -783,7 +784,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     e = _step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
     S.park("theta_s", new_s)
     del u, new_s
-    _carry_errors(ctx, meas, D, e, A, d, P)
+    _carry_errors(ctx, meas, D, e, A, d, P, wnorm)
 
 
 def _step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
@@ -838,11 +839,13 @@ def _error_columns(ctx: RunContext, record: dict, meas: dict) -> None:
         record[f"{name}_cert"] = errs.certify(record[name], err[name], regime)
 
 
-def _carry_errors(ctx: RunContext, meas: dict, D: float, e: float, A: float, d: float, P: float) -> None:
-    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`numeric.error_estimates.ErrorState`)."""
+def _carry_errors(ctx: RunContext, meas: dict, D: float, e: float, A: float, d: float, P: float,
+                  wnorm: float) -> None:
+    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`numeric.error_estimates.ErrorState`);
+    ``sigma_k`` from the measured ``||w^k||`` (:func:`numeric.error_estimates.measured_step_remainder`)."""
     E, lr = ctx.est.errors, ctx.lr
     lam, c, G = meas["lam"], meas["c"], meas["G"]
-    sigma = errs.step_remainder(lr, E.rho, D, e)
+    sigma = errs.measured_step_remainder(lr, wnorm, e)
     X = meas["Y"] + E.E
     E.E = (c * E.E + lr * lr * errs.forcing_difference(E.rho, lam, G, X, len(ctx.pattern))
            + errs.step_remainder(lr, E.rho, X, e))
