@@ -232,6 +232,8 @@ def main(argv=None) -> int:
             _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
             rd = {"unit": statistics.median(units), "iteration": statistics.median(its)}
             line = f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; one iteration {rd['iteration'] / rd['unit']:.2f} gradients"
+            # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
+            line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
             if timers is not None:
                 prim = _primitives(task, pattern, lr, args.repeats)
                 # the gap's three inner gradients count where the run took them (plain_suffices skips them)

@@ -131,7 +131,7 @@ class CheckResult:
 # -- finding run folders -------------------------------------------------------------------
 def _is_protocol_run(path: str) -> bool:
     """``path`` holds ``summary.json`` and a ``records.csv`` whose header is the protocol's."""
-    from numeric.records import FIELDS, LEGACY_FIELDS, RECORDS_FILE, SUMMARY_FILE
+    from numeric.records import FIELDS, LEGACY_FIELDS, PREVIOUS_FIELDS, RECORDS_FILE, SUMMARY_FILE
 
     rec = os.path.join(path, RECORDS_FILE)
     if not (os.path.isfile(os.path.join(path, SUMMARY_FILE)) and os.path.isfile(rec)):
@@ -141,7 +141,7 @@ def _is_protocol_run(path: str) -> bool:
             header = fh.readline().strip().removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError):
         return True  # a run folder with a broken records file: check_run says what is wrong
-    return header in (",".join(FIELDS), ",".join(LEGACY_FIELDS))
+    return header in (",".join(FIELDS), ",".join(PREVIOUS_FIELDS), ",".join(LEGACY_FIELDS))
 
 
 def find_runs(root: str = "reports") -> list[str]:
@@ -332,7 +332,8 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     import torch
 
     from numeric.protocol import _theta_digest, run_protocol
-    from numeric.record_comparison import compare_records, compared_columns, is_legacy, reference_tolerances
+    from numeric.record_comparison import (ALL_COLUMNS, compare_records, compared_columns, is_legacy,
+                                           reference_tolerances)
     from numeric.records import FIELDS, records_columns
 
     run_dir, settings, n = plan.run_dir, plan.settings, plan.n
@@ -343,7 +344,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     if settings.get("device", "cpu") != "cpu":
         notes.append(f"recorded on {settings['device']}, recomputed on the CPU")
     base = dict(run_dir=run_dir, iterations=n, recorded=len(plan.committed), columns=columns,
-                skipped=[c for c in FIELDS[1:] if c not in columns], legacy=is_legacy(reference),
+                skipped=[c for c in FIELDS[1:] if c not in columns and c in ALL_COLUMNS], legacy=is_legacy(reference),
                 threads=threads, threads_source=source, notes=notes)
     dtype = {"float32": torch.float32, "float64": torch.float64}[settings["dtype"]]
 

@@ -6,7 +6,10 @@ a third row beyond the paper, ``jc_only``) the paper's Section 5.1 metrics
 are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
 ``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
 (measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
-left out of the hits and of ``Correct_K``; :mod:`numeric.metrics`).  The best value per metric within a
+left out of the hits and of ``Correct_K``; :mod:`numeric.metrics`).  Beyond the paper, from the
+certified-winner columns (:mod:`numeric.error_estimates`): ``Coverage`` (certified share of the
+decided iterations) and ``Precision`` (correct among the certified), and ``Calibrated`` (share of
+iterations with ``|estimate - gap| <= err``); ``n/a`` for records written before those columns.  The best value per metric within a
 task is marked (bold in markdown, ``*`` in plain text), ties included, as in
 the paper.
 
@@ -16,6 +19,7 @@ reports can show ours and theirs side by side.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -90,14 +94,20 @@ def load_run(run_dir: str | Path) -> RunRecords:
 
 def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
     """Metrics of each estimate column of one run (paper, Section 5.1)."""
-    from numeric.metrics import winner_metrics
+    from numeric.metrics import calibration, certified_columns, winner_metrics
 
     out = []
+    cert = certified_columns(run.columns, [e for e in estimates if e in run.columns])
     for est in estimates:
         if est not in run.columns:
             continue
         m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
-        out.append({"task": run.task, "estimate": est, **m})
+        c = cert.get(est)
+        extra = {"coverage": math.nan, "precision": math.nan, "certified": None, "calibrated": math.nan}
+        if c is not None:
+            extra = {"coverage": c["coverage"], "precision": c["precision"], "certified": (c["correct"], c["certified"]),
+                     "calibrated": calibration(run.columns["gap"], run.columns[est], run.columns[f"{est}_err"])}
+        out.append({"task": run.task, "estimate": est, **m, **extra})
     return out
 
 
@@ -131,6 +141,11 @@ def _fmt(key: str, value, bold: bool, markdown: bool) -> str:
     return s
 
 
+def _pct_or_na(x) -> str:
+    """``12.3%``; ``n/a`` for a missing or NaN value (records without the certificate columns, nothing certified)."""
+    return "n/a" if x is None or x != x else f"{x:.1f}%"
+
+
 def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
     """Table 1 (markdown ``github`` or plain ``simple``) for several runs."""
     markdown = fmt in ("github", "pipe")
@@ -147,8 +162,10 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                 ]
                 + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits", "mae", "max_ae")]
                 + [str(r.get("undecided", 0))]
+                + [_pct_or_na(r.get("coverage")), _pct_or_na(r.get("precision")), _pct_or_na(r.get("calibrated"))]
             )
-    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided"]
+    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided",
+            "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 

@@ -32,7 +32,7 @@ import sys
 
 from numeric.gap import difference_error, reconcile
 from numeric.metrics import run_metrics
-from numeric.records import (ESTIMATES, FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordsError, read_records, read_summary,
+from numeric.records import (ESTIMATES, FIELDS, PREVIOUS_FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordsError, read_records, read_summary,
                              records_columns, write_records, write_summary)
 
 __all__ = ["upgrade_run", "run_folders", "main"]
@@ -43,7 +43,7 @@ def _is_protocol_run(folder: str) -> bool:
         return False
     try:
         with open(os.path.join(folder, RECORDS_FILE), encoding="utf-8") as fh:
-            return fh.readline().strip() == ",".join(FIELDS)
+            return fh.readline().strip() in (",".join(FIELDS), ",".join(PREVIOUS_FIELDS))
     except OSError:
         return False
 

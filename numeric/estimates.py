@@ -59,6 +59,7 @@ from typing import Mapping, Sequence
 import torch
 
 from . import tree
+from .error_estimates import ErrorState
 
 __all__ = [
     "propagate",
@@ -70,7 +71,19 @@ __all__ = [
     "init_power_vector",
     "power_step",
     "EstimateState",
+    "SHARPNESS_TOL",
+    "SHARPNESS_EVERY",
+    "Extremes",
+    "hessian_extremes",
+    "track_extremes",
 ]
+
+#: Relative residual tolerance of the converged extreme eigenpairs: ``||H v - lambda v|| <= tol * ||H||``
+#: (``||H|| = max(|lambda_max|, |lambda_min|)``), for ``lambda_max`` and ``lambda_min`` alike.
+SHARPNESS_TOL = 1e-3
+#: The extremes are converged (warm-started lobpcg refinement) every this many iterations; in between the last
+#: converged values are carried (no product), see :func:`track_extremes`.
+SHARPNESS_EVERY = 20
 
 
 def propagate(s: Mapping, Hs: Mapping, forcing: Mapping | None, lr: float) -> dict:
@@ -156,6 +169,190 @@ def power_step(p: Mapping, Hp: Mapping) -> tuple[float, dict]:
     return rq, dict(p)
 
 
+class Extremes:
+    """The converged extreme eigenpairs of ``H_JC^k`` and what they cost.
+
+    Attributes:
+        lam_max, lam_min: largest and smallest (most negative) eigenvalue (Python floats).
+        v_max, v_min: unit eigenvectors, dicts keyed like the parameters (their dtype and device).
+        hvps: Hessian-vector products used at this iteration.
+        residual: ``max ||H v - lambda v|| / ||H||`` of the two pairs (the tolerance reached).
+        solved: a Lanczos solve ran at this iteration (``False``: the tracked pairs passed the residual test).
+    """
+
+    def __init__(self, lam_max, lam_min, v_max, v_min, hvps, residual, solved):
+        self.lam_max, self.lam_min = float(lam_max), float(lam_min)
+        self.v_max, self.v_min = v_max, v_min
+        self.hvps, self.residual, self.solved = int(hvps), float(residual), bool(solved)
+
+    @property
+    def norm(self) -> float:
+        """``||H|| = max(|lambda_max|, |lambda_min|)``."""
+        return max(abs(self.lam_max), abs(self.lam_min))
+
+    def contraction(self, lr: float) -> float:
+        """``||I - eta H|| = max(|1 - eta lambda_max|, |1 - eta lambda_min|)`` (symmetric ``H``)."""
+        return max(abs(1.0 - lr * self.lam_max), abs(1.0 - lr * self.lam_min))
+
+
+def _flat64(v: Mapping, keys) -> "np.ndarray":
+    import numpy as np
+
+    return np.concatenate([v[k].detach().to(torch.float64).reshape(-1).cpu().numpy() for k in keys]) if keys else \
+        np.zeros(0)
+
+
+def _unflat(x, like: Mapping) -> dict:
+    out, i = {}, 0
+    for k, t in like.items():
+        n = t.numel()
+        out[k] = torch.as_tensor(x[i:i + n], dtype=torch.float64).reshape(t.shape).to(dtype=t.dtype, device=t.device)
+        i += n
+    return out
+
+
+def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL, seed: int = 0,
+                     maxiter: int | None = None) -> Extremes:
+    """``lambda_max`` and ``lambda_min`` of ``H`` by implicitly restarted Lanczos on HVPs.
+
+    ``scipy.sparse.linalg.eigsh(A, k=2, which="BE")`` (ARPACK) on a
+    :class:`scipy.sparse.linalg.LinearOperator` whose ``matvec`` is one HVP:
+    the flattened parameter vector in float64 (parameters in key order) is
+    cast to ``like``'s dtype and device, ``hvp`` applied, and the product read
+    back in float64.  ARPACK's stopping rule is ``||H v - lambda v|| <= tol |lambda|``
+    per pair; the pairs returned are then checked against
+    ``||H v - lambda v|| <= tol ||H||`` (:data:`SHARPNESS_TOL`) with two more products,
+    the residual recorded in :attr:`Extremes.residual`.
+
+    Args:
+        hvp: ``hvp(v) -> H v`` (dicts keyed like ``like``).
+        like: the parameters (keys, shapes, dtype, device).
+        v0: start vector (warm start: the previous iteration's eigenvectors summed);
+            ``None``: the seeded vector of :func:`init_power_vector`.
+        tol: ARPACK's relative tolerance.
+        seed: seed of the start vector when ``v0`` is ``None``.
+        maxiter: ARPACK restarts (default ``max(100, 10 n)``); on no convergence the
+            best pairs found are returned (their residual says how far they are).
+
+    Returns:
+        :class:`Extremes` (``hvps`` counts every product, the residual check included).
+    """
+    import numpy as np
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    keys = list(like)
+    n = sum(like[k].numel() for k in keys)
+    count = [0]
+
+    def matvec(x):
+        count[0] += 1
+        return _flat64(hvp(_unflat(np.asarray(x).reshape(-1), like)), keys)
+
+    if v0 is None:
+        v0 = init_power_vector(like, seed)
+    start = _flat64(v0, keys)
+    if not np.isfinite(start).all() or np.linalg.norm(start) == 0:
+        start = _flat64(init_power_vector(like, seed), keys)
+    if n <= 2:  # ARPACK needs k < n: the dense matrix from n products
+        dense = np.column_stack([matvec(e) for e in np.eye(n)])
+        w, V = np.linalg.eigh(0.5 * (dense + dense.T))
+        w, V = w[[0, -1]], V[:, [0, -1]]
+    else:
+        op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+        ncv = min(n, 20)
+        try:
+            w, V = eigsh(op, k=2, which="BE", v0=start, tol=tol, ncv=ncv, maxiter=maxiter or max(100, 10 * n))
+        except ArpackNoConvergence as exc:
+            w, V = exc.eigenvalues, exc.eigenvectors
+            if len(w) < 2:
+                w = np.array([np.nan, np.nan])
+                V = np.zeros((n, 2))
+        order = np.argsort(w)
+        w, V = w[order], V[:, order]
+    vmin, vmax = _unflat(V[:, 0], like), _unflat(V[:, -1], like)
+    res = _residual(hvp, (float(w[-1]), vmax), (float(w[0]), vmin))
+    return Extremes(w[-1], w[0], vmax, vmin, count[0] + 2, res, True)
+
+
+def _residual(hvp, *pairs) -> float:
+    """``max ||H v - lambda v|| / max |lambda|`` over ``(lambda, v)`` pairs (unit ``v``), one product each."""
+    scale = max(abs(lam) for lam, _ in pairs)
+    worst = 0.0
+    for lam, v in pairs:
+        Hv = hvp(v)
+        r = float(tree.norm({k: Hv[k].to(torch.float64) - lam * v[k].to(torch.float64) for k in v}))
+        worst = max(worst, r / scale if scale > 0 else (0.0 if r == 0 else math.inf))
+    return worst
+
+
+def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxiter: int):
+    """One end of the spectrum by ``scipy.sparse.linalg.lobpcg`` (block size 1) warm-started from ``v``.
+
+    Returns ``(lambda, unit eigenvector, residual norm, products used)``; the residual is
+    ``||H x - lambda x||`` recomputed from lobpcg's last products (no extra product).
+    """
+    import warnings
+
+    import numpy as np
+    from scipy.sparse.linalg import LinearOperator, lobpcg
+
+    keys = list(like)
+    n = sum(like[k].numel() for k in keys)
+    count = [0]
+
+    def matmat(X):
+        X = np.asarray(X).reshape(n, -1)
+        count[0] += X.shape[1]
+        return np.column_stack([_flat64(hvp(_unflat(X[:, j], like)), keys) for j in range(X.shape[1])])
+
+    op = LinearOperator((n, n), matvec=lambda x: matmat(x)[:, 0], matmat=matmat, dtype=np.float64)
+    x0 = _flat64(v, keys).reshape(n, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "not reaching the requested tolerance" is read from the residual below
+        lam, X, rnorms = lobpcg(op, x0, tol=atol, maxiter=maxiter, largest=largest, retResidualNormsHistory=True)
+    res = float(np.ravel(rnorms[-1])[0]) if len(rnorms) else math.inf
+    x = X[:, 0] / np.linalg.norm(X[:, 0])
+    return float(lam[0]), _unflat(x, like), res, count[0]
+
+
+def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int, tol: float = SHARPNESS_TOL,
+                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20) -> Extremes:
+    """The extreme eigenpairs of ``H_JC^k`` converged to ``tol`` every ``every`` iterations, warm-started.
+
+    * ``k = 0`` (``previous`` is ``None``, or not finite): :func:`hessian_extremes` solves (ARPACK Lanczos);
+    * ``k % every == 0``: each end is refined by ``scipy.sparse.linalg.lobpcg`` (block size 1, at most
+      ``maxiter`` iterations) from the previous eigenvector until ``||H v - lambda v|| <= tol ||H_prev|| / 2``
+      (accepted up to ``tol max(||H_prev||, ||H||)``);
+      an end that does not get there starts a Lanczos solve from ``v0 = v_max + v_min``.  Each
+      returned Rayleigh quotient is then within its residual of an eigenvalue of ``H`` (Krylov-Weinstein);
+    * otherwise nothing is computed: ``previous`` is returned with ``hvps = 0`` (the values of the last
+      converged iteration; the protocol folds in its one-product power iteration, a lower bound of
+      ``lambda_max(H_JC^k)``, where a current value matters: the regime test and ``||H||``).
+
+    ``hvps`` counts every product of this iteration.
+    """
+    if previous is None or not math.isfinite(previous.norm):
+        v0 = None if previous is None else {n: previous.v_max[n] + previous.v_min[n] for n in previous.v_max}
+        return hessian_extremes(hvp, like, v0, tol, seed)
+    if every > 1 and k % every:
+        return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0, previous.residual,
+                        False)
+    n = sum(t.numel() for t in like.values())
+    atol = 0.5 * tol * previous.norm  # half the tolerance: lobpcg's last reported residual may lag its result
+    if n < 10 or atol <= 0:  # lobpcg needs n >= 5 x block size with room to spare
+        return hessian_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m] for m in previous.v_max}, tol,
+                                seed)
+    lmax, vmax, rmax, cmax = _lobpcg_end(hvp, like, previous.v_max, True, atol, maxiter)
+    lmin, vmin, rmin, cmin = _lobpcg_end(hvp, like, previous.v_min, False, atol, maxiter)
+    scale = max(abs(lmax), abs(lmin), previous.norm)
+    res = max(rmax, rmin) / scale if scale > 0 else math.inf
+    if math.isfinite(res) and res <= tol and lmax >= lmin:
+        return Extremes(lmax, lmin, vmax, vmin, cmax + cmin, res, False)
+    solved = hessian_extremes(hvp, like, {m: vmax[m] + vmin[m] for m in vmax}, tol, seed)
+    solved.hvps += cmax + cmin
+    return solved
+
+
 class EstimateState:
     """The scalars the estimates carry from iteration ``k`` to ``k + 1`` (resumable).
 
@@ -169,6 +366,9 @@ class EstimateState:
         unorms: ``[||u^0||, ..., ||u^{k-1}||]`` (Python floats).
         G, L: running estimates (module docstring).
         rayleigh: the last power-iteration estimate ``p^T H_JC^k p``.
+        lam_max, lam_min: the last converged extreme eigenvalues (:func:`track_extremes`; their
+            eigenvectors are carried in the store as ``vmax``, ``vmin``).
+        errors: the error estimates' scalars (:class:`numeric.error_estimates.ErrorState`).
     """
 
     def __init__(self):
@@ -177,6 +377,9 @@ class EstimateState:
         self.G = 0.0
         self.L = 0.0
         self.rayleigh = math.nan
+        self.lam_max = math.nan
+        self.lam_min = math.nan
+        self.errors = ErrorState()
 
     def observe_gradients(self, *grads: Mapping) -> None:
         """Fold ``||g||`` of each gradient into ``G`` (non-finite norms skipped)."""
@@ -198,7 +401,8 @@ class EstimateState:
 
     def state_dict(self) -> dict:
         """What :meth:`from_state_dict` needs to continue bit for bit (for ``torch.save``)."""
-        return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L, "rayleigh": self.rayleigh}
+        return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L, "rayleigh": self.rayleigh,
+                "lam_max": self.lam_max, "lam_min": self.lam_min, "errors": self.errors.state_dict()}
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> "EstimateState":
@@ -211,4 +415,7 @@ class EstimateState:
         obj.G = float(state["G"])
         obj.L = float(state["L"])
         obj.rayleigh = float(state.get("rayleigh", math.nan))
+        obj.lam_max = float(state.get("lam_max", math.nan))
+        obj.lam_min = float(state.get("lam_min", math.nan))
+        obj.errors = ErrorState.from_state_dict(state.get("errors", {}))
         return obj

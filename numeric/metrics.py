@@ -24,6 +24,10 @@ Ties (the paper leaves ``w(0)`` undefined; this is how crosscurv counts them):
 * A NaN estimate has no winner (``w = "undefined"``): it never agrees, and
   it makes ``MAE`` and ``Max. AE`` NaN.
 
+Certified winners (beyond the paper, :func:`certified_metrics`): an iteration whose estimate is
+certified (``|estimate| > err`` inside the regime, :mod:`numeric.error_estimates`) counts in
+``Coverage`` (certified share of the decided iterations) and ``Precision`` (correct among the certified).
+
 Undecided iterations (beyond the paper): when the records carry an error
 bound ``gap_err_k`` of the measured gap (:mod:`numeric.gap`), an iteration with
 ``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k`` has no measured winner: it is
@@ -53,6 +57,9 @@ __all__ = [
     "evaluate_columns",
     "bound_coverage",
     "run_metrics",
+    "certified_metrics",
+    "certified_columns",
+    "calibration",
 ]
 
 JC, GS, TIE, UNDEFINED, UNDECIDED = "JC", "GS", "tie", "undefined", "undecided"
@@ -181,6 +188,67 @@ def evaluate_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str
     (no error bounds when the columns have no ``gap_err``)."""
     errs = columns.get(gap_err)
     return {name: evaluate(columns[gap], columns[name], errs) for name in names}
+
+
+def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: Sequence[float],
+                      gap_errs: Sequence[float] | None = None) -> dict:
+    """Coverage and precision of the certified winners (:mod:`numeric.error_estimates`).
+
+    ``certs[k]`` is ``+1`` (JC certified), ``-1`` (``S`` certified) or ``0`` (not certified; NaN counts
+    as ``0``: records written before the certificates).  Over the *decided* iterations (a measured
+    winner JC or GS: not undecided, not an exact tie):
+
+    * ``Coverage = 100% * #certified / #decided``;
+    * ``Precision = 100% * #(certified and certified winner = measured winner) / #certified``
+      (NaN when nothing is certified).
+
+    Returns:
+        ``{"decided", "certified", "correct", "coverage", "precision"}``.
+    """
+    gap = [float(x) for x in gaps]
+    c = [float(x) for x in certs]
+    if not (len(gap) == len(c) == len(estimates)):
+        raise ValueError(f"{len(c)} certificates and {len(estimates)} estimates against {len(gap)} gaps")
+    errs = [0.0] * len(gap) if gap_errs is None else [float(x) for x in gap_errs]
+    decided = certified = correct = 0
+    for g, e, ck in zip(gap, errs, c):
+        w = UNDECIDED if undecided(g, e) else winner(g)
+        if w not in (JC, GS):
+            continue
+        decided += 1
+        if ck == 1.0 or ck == -1.0:
+            certified += 1
+            correct += (JC if ck > 0 else GS) == w
+    return {
+        "decided": decided,
+        "certified": certified,
+        "correct": correct,
+        "coverage": 100.0 * certified / decided if decided else math.nan,
+        "precision": 100.0 * correct / certified if certified else math.nan,
+    }
+
+
+def certified_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str]) -> dict:
+    """``{name: certified_metrics(...)}`` for each estimate whose ``NAME_cert`` column is present (records
+    written before the certificates have none: ``{}``)."""
+    out = {}
+    for name in names:
+        cert = columns.get(f"{name}_cert")
+        if cert is None or all(isinstance(x, float) and math.isnan(x) for x in cert):
+            continue
+        out[name] = certified_metrics(columns["gap"], columns[name], cert, columns.get("gap_err"))
+    return out
+
+
+def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Sequence[float]) -> float:
+    """Share (percent) of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN counts as not covered;
+    NaN when every ``err_k`` is NaN: records without the error columns)."""
+    g, e, r = [float(x) for x in gaps], [float(x) for x in estimates], [float(x) for x in errors]
+    if not (len(g) == len(e) == len(r)):
+        raise ValueError(f"{len(e)} estimates and {len(r)} errors against {len(g)} gaps")
+    if not g or all(math.isnan(x) for x in r):
+        return math.nan
+    return 100.0 * sum(1 for a, b, c in zip(g, e, r) if abs(b - a) <= c) / len(g)
 
 
 def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:

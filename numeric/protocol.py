@@ -13,8 +13,11 @@ Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point inter
   cumulative state, JC-only state, trajectory difference);
 * at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``;
 
-it writes the record of iteration ``k >= 1`` (:mod:`numeric.records`; the
-estimates of :mod:`numeric.estimates`), then steps both trajectories (the
+the converged extreme eigenpairs of ``H_JC^k`` (:func:`numeric.estimates.track_extremes`, warm-started
+from the carried ``vmax``, ``vmin``); it writes the record of iteration ``k >= 1`` (:mod:`numeric.records`;
+the estimates of :mod:`numeric.estimates`, their error estimates and certified winners of
+:mod:`numeric.error_estimates`, measured from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two steps'
+remainders, no extra product), then steps both trajectories (the
 scheme step reuses ``g_S^k`` for the blocks with an empty fresh set).  At
 ``k = K`` the products that only serve ``k + 1`` are skipped.  The HVP
 ``H_JC^k z_k`` serves both the quadratic term of the cumulative estimate at
@@ -38,7 +41,8 @@ forward-over-reverse (batched).  ``M_S v`` follows a
 per fresh set, whichever needs fewer; recorded).
 
 The carried vectors (``theta_JC``, ``theta_S``, ``z``, ``y``, the pending
-recursive term ``w``, the power vector ``p``, ``M_S g_JC``) always live in one
+recursive term ``w``, the power vector ``p``, the extreme eigenvectors ``vmax``, ``vmin``, ``M_S g_JC``,
+and within an iteration ``g_JC^k`` and ``g_JC^k + H_JC^k Delta^k`` for the error estimates) always live in one
 store (:mod:`numeric.offload`): resident, or parked off the compute device
 between uses when the estimated footprint does not fit comfortably in the
 available memory (:func:`numeric.offload.should_offload`) or when asked.
@@ -83,7 +87,9 @@ from theory.patterns import DelayPattern, jacobi, parse_pattern
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
 from .gap import SegmentGap, plain_suffices, reconcile
-from .estimates import EstimateState, init_power_vector, propagate, quadratic_from_linear, recursive_estimate
+from . import error_estimates as errs
+from .estimates import (EstimateState, Extremes, init_power_vector, propagate, quadratic_from_linear,
+                        recursive_estimate, track_extremes)
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import run_metrics
 from .offload import make_store, should_offload
@@ -95,6 +101,7 @@ from .records import (
     CHECKPOINT_FILE,
     ESTIMATES,
     LEGACY_FIELDS,
+    PREVIOUS_FIELDS,
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordsError,
@@ -135,7 +142,7 @@ _FORMAT = 2
 #: Settings that may change between a run and its resumption (``iters`` may grow: checked apart).
 _VOLATILE = ("checkpoint_every", "offload", "iters")
 #: The carried vectors, in the order a checkpoint lists them.
-_CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p")
+_CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p", "vmax", "vmin")
 #: The optimizer settings of a run made before runs recorded them (plain steps).
 _PLAIN_OPTIMIZER = {"optimizer": {"name": "sgd", "spec": "sgd"}, "block_lr": {}}
 #: Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and JC-only
@@ -396,9 +403,9 @@ class _RunDir:
             if os.path.exists(self.records) and os.path.getsize(self.records) > 0:
                 with open(self.records, "r", encoding="utf-8") as fh:
                     header = fh.readline().strip()
-                if header == ",".join(LEGACY_FIELDS):
-                    raise ResumeError(f"{self.records} was written by an older crosscurv (no sharpness and gap_err "
-                                      "columns); it cannot be continued: rerun it")
+                if header in (",".join(LEGACY_FIELDS), ",".join(PREVIOUS_FIELDS)):
+                    raise ResumeError(f"{self.records} was written by an older crosscurv (no converged extremes and "
+                                      "error estimates); it cannot be continued: rerun it")
             if k == 0 and not os.path.exists(self.records):
                 RecordWriter(self.records).close()
             truncate_records(self.records, k)
@@ -422,7 +429,7 @@ def _normalise_checkpoint(ck: dict) -> dict:
 def _check_vectors(vectors: Mapping, task, names=_CARRIED) -> None:
     for name in names:
         v = vectors[name]
-        if v is None and (name == "w" or name.startswith(("sj.", "ss."))):
+        if v is None and (name in ("w", "vmax", "vmin") or name.startswith(("sj.", "ss."))):
             continue
         if not isinstance(v, dict) or set(v) != set(task.params):
             raise ValueError(f"vector {name} is not keyed like the task's parameters")
@@ -654,6 +661,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
         raise _Diverged(k, f"diverged at k={k}: {bad}")
     gj = at_j.grad
     est.observe_gradients(gj)
+    meas = {"G": float(tree.norm(gj))}  # what the error estimates measure at k (numeric.error_estimates)
     if k >= 1:
         segment.add(0.0, gj, S.fetch("delta"))
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
@@ -661,7 +669,11 @@ def _iteration(ctx: RunContext, k: int) -> None:
     if not last and opt is None:
         S.park("m_jc", at_j.masked(ctx.plan, gj))
         # the JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty pattern
-        S.park("theta_j", {n: theta_j[n] - lr * gj[n] for n in theta_j})
+        new_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
+        meas["round_j"] = _step_residual(new_j, theta_j, gj, lr, None, 0.0)
+        S.park("theta_j", new_j)
+        S.park("gj", gj)  # for the rho sample at theta_S^k
+        del new_j
     elif not last:
         sj = opt.state(S, "sj", k)
         opt.park_group(S, "ds", state_difference(opt.spec, opt.state(S, "ss", k), sj, theta_j))
@@ -681,6 +693,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
             S.park("p", est.observe_power(v, Hv))
             record["sharpness"] = est.rayleigh
         elif name == "z":
+            meas["Z"] = float(tree.norm(v))
             if k >= 1:
                 record["cumulative"] = float(quadratic_from_linear(gz, v, Hv))
             if not last and opt is None:
@@ -688,6 +701,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
             elif not last:
                 S.park("hz", Hv)
         elif name == "y":
+            meas["Y"] = float(tree.norm(v))
             if k >= 1:
                 record["jc_only"] = float(quadratic_from_linear(gy, v, Hv))
             if not last and opt is None:
@@ -706,9 +720,15 @@ def _iteration(ctx: RunContext, k: int) -> None:
             est.q = 0.5 * tree.dot(v, Hv)
             if opt is None:
                 S.park("w", propagate(v, Hv, None, lr))
+                g0 = S.fetch("gj")
+                S.park("gpred", {n: g0[n] + Hv[n] for n in g0})  # g_JC^k + H_JC^k Delta^k
+                meas["norm_hd"] = float(tree.norm(Hv))
+                S.park("gj", None)
+                del g0
             else:
                 S.park("hdelta", Hv)
         del v, Hv
+    _extremes(ctx, k, at_j, theta_j, record, meas)
     at_j.release()
     del at_j, theta_j
     # -- theta_S^k -------------------------------------------------------------------------
@@ -728,6 +748,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
             measured = segment.result()
         S.park("theta_jk", None)
         record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
+        _error_columns(ctx, record, meas)
         ctx.emit(k, loss_jc, loss_s, record)
     if last:
         S.park("delta", None)
@@ -736,18 +757,100 @@ def _iteration(ctx: RunContext, k: int) -> None:
     if opt is not None:
         _optimizer_s_phase(ctx, k, at_s, theta_s, gs)
         return
+    delta = S.fetch("delta")
     S.park("delta", None)
+    gp = S.fetch("gpred")
+    S.park("gpred", None)
+    eps = torch.finfo(gs[next(iter(gs))].dtype).eps
+    noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
+    D = float(tree.norm(delta))
+    E = est.errors
+    wnorm = float(tree.norm(tree.sub(gs, gp)))  # ||w^k||, eq. grad_diff_expansion
+    E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
+    del gp
     u = at_s.masked(ctx.plan, gs)
     at_s.release()
     del at_s
     est.unorms.append(float(tree.norm(u)))
     w = S.fetch("w")
-    S.park("w", {n: w[n] + lr2 * u[n] for n in w})
-    del w
+    w = {n: w[n] + lr2 * u[n] for n in w}
+    S.park("w", w)
+    A, d, P = float(tree.norm(w)), float(tree.norm(tree.sub(w, delta))), float(tree.norm(tree.add(w, delta)))
+    del w, delta
     z = S.fetch("z")
     S.park("z", {n: z[n] + lr2 * u[n] for n in z})
-    del z, u
-    S.park("theta_s", scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs))
+    del z
+    new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
+    e = _step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
+    S.park("theta_s", new_s)
+    del u, new_s
+    _carry_errors(ctx, meas, D, e, A, d, P, wnorm)
+
+
+def _step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
+    """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term): the scheme's remainder
+    ``eta^3 eps^k`` of Lemma 1 for the ``S`` step (with the step's round-off), the JC step's round-off without ``u``."""
+    def r(n):
+        x = new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64)
+        return x if u is None else x - lr2 * u[n].to(torch.float64)
+    return float(tree.norm({n: r(n) for n in new}))
+
+
+def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:
+    """The converged extreme eigenpairs of ``H_JC^k`` (:func:`numeric.estimates.track_extremes`, warm-started from
+    the carried ``vmax``, ``vmin``) into the record and ``meas`` (``lam = ||H||``, ``c = ||I - eta H||``)."""
+    S, est = ctx.store, ctx.est
+    vmax, vmin = S.fetch("vmax"), S.fetch("vmin")
+    prev = None if vmax is None else Extremes(est.lam_max, est.lam_min, vmax, vmin, 0, 0.0, False)
+    try:
+        ext = track_extremes(at_j.hvp, theta_j, prev, k, seed=int(ctx.settings.get("seed") or 0))
+    except (ValueError, RuntimeError, ArithmeticError):  # non-finite products (a diverging run): no extremes
+        ext = Extremes(math.nan, math.nan, vmax, vmin, 0, math.nan, False)
+    est.lam_max, est.lam_min = ext.lam_max, ext.lam_min
+    S.park("vmax", ext.v_max)
+    S.park("vmin", ext.v_min)
+    record["lambda_max"], record["lambda_min"], record["sharpness_hvps"] = ext.lam_max, ext.lam_min, ext.hvps
+    # between converged iterations the power iteration's p^T H_JC^k p (a lower bound of lambda_max(H_JC^k),
+    # taken anyway) keeps the regime test and ||H|| current
+    top = ext.lam_max if not math.isfinite(est.rayleigh) else max(ext.lam_max, est.rayleigh)
+    low = ext.lam_min if not math.isfinite(est.rayleigh) else min(ext.lam_min, est.rayleigh)
+    meas["top"] = top
+    meas["lam"] = max(abs(top), abs(low))
+    meas["c"] = max(abs(1.0 - ctx.lr * top), abs(1.0 - ctx.lr * low))
+
+
+def _error_columns(ctx: RunContext, record: dict, meas: dict) -> None:
+    """The error estimates and certified winners of the record of ``k`` (:mod:`numeric.error_estimates`; NaN errors
+    and no certificate with an optimizer)."""
+    est, lr = ctx.est, ctx.lr
+    if ctx.opt is not None:
+        for name in ESTIMATES:
+            record[f"{name}_err"], record[f"{name}_cert"] = math.nan, 0.0
+        return
+    E = est.errors
+    err = {
+        "recursive": errs.recursive_error(lr, E.rho, E.sigma, meas["G"], E.G, E.lam, meas["lam"], E.A, E.d, E.P),
+        "cumulative": errs.cumulative_error(meas["G"], meas["lam"], meas["Z"], E.R, E.rho),
+        "jc_only": errs.jc_only_error(meas["G"], meas["lam"], meas["Y"], E.E, E.rho),
+    }
+    regime = errs.in_regime(lr, meas["top"])
+    for name in ESTIMATES:
+        record[f"{name}_err"] = err[name]
+        record[f"{name}_cert"] = errs.certify(record[name], err[name], regime)
+
+
+def _carry_errors(ctx: RunContext, meas: dict, D: float, e: float, A: float, d: float, P: float,
+                  wnorm: float) -> None:
+    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`numeric.error_estimates.ErrorState`);
+    ``sigma_k`` from the measured ``||w^k||`` (:func:`numeric.error_estimates.measured_step_remainder`)."""
+    E, lr = ctx.est.errors, ctx.lr
+    lam, c, G = meas["lam"], meas["c"], meas["G"]
+    sigma = errs.measured_step_remainder(lr, wnorm, e)
+    X = meas["Y"] + E.E
+    E.E = (c * E.E + lr * lr * errs.forcing_difference(E.rho, lam, G, X, len(ctx.pattern))
+           + errs.step_remainder(lr, E.rho, X, e))
+    E.R = errs.propagate_remainder(E.R, c, sigma)
+    E.sigma, E.G, E.lam, E.A, E.d, E.P = sigma, G, lam, A, d, P
 
 
 def _optimizer_s_phase(ctx: RunContext, k: int, at_s, theta_s: Mapping, gs: Mapping) -> None:
@@ -972,6 +1075,8 @@ def run_protocol(
             store.park("y", tree.zeros_like(task.params))
             store.park("w", None)
             store.park("p", init_power_vector(task.params, seed))
+            store.park("vmax", None)
+            store.park("vmin", None)
             if opt is not None:
                 opt.start(store, task.params)
         ctx = RunContext(task, pattern, lr, iters, engine, plan, store, est, run_settings, run=run,

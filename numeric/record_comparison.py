@@ -117,7 +117,7 @@ TOLERANCES = {dt: {c: tolerance_from_rounding(dt, m) for c, m in cols.items()}
 #: Columns every records file has and that are compared by default (every legacy field except ``k``).
 VALUE_COLUMNS = tuple(f for f in FIELDS if f != "k")
 #: Columns compared when both records have them (files written before they existed do not).
-OPTIONAL_COLUMNS = tuple(f for f in _ALL_FIELDS if f not in FIELDS)
+OPTIONAL_COLUMNS = tuple(f for f in _ALL_FIELDS if f not in FIELDS and f in MEASURED_ROUNDING["float64"])
 #: Every comparable column, in record order.
 ALL_COLUMNS = VALUE_COLUMNS + OPTIONAL_COLUMNS
 

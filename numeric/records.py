@@ -23,8 +23,18 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
   round-off estimate, or the losses' rounding for a plain difference); an
   iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`numeric.metrics`).
 
+* ``lambda_max``, ``lambda_min``: the largest and the most negative eigenvalue of ``H_JC^k``,
+  converged to a relative residual ``numeric.estimates.SHARPNESS_TOL`` by Lanczos on HVPs
+  (:func:`numeric.estimates.track_extremes`; ``eta * lambda_max`` is the converged regime indicator);
+  ``sharpness_hvps``: the Hessian-vector products they cost at ``k``;
+* ``recursive_err``, ``cumulative_err``, ``jc_only_err``: a-posteriori error estimates of the three
+  estimates (:mod:`numeric.error_estimates`; NaN for optimizer runs);
+* ``recursive_cert``, ``cumulative_cert``, ``jc_only_cert``: the certified winner (``1`` JC, ``-1`` the
+  scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``).
+
 Files written before ``sharpness`` and ``gap_err`` existed (the first eight
-columns only) are still read: those two columns come back as NaN.
+columns only), or before the converged extremes and error estimates (the first
+ten), are still read: the missing columns come back as NaN.
 
 Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan``
 and ``inf`` included), so :func:`read_records` returns exactly the values that
@@ -49,6 +59,9 @@ from theory.errors import InputError
 __all__ = [
     "FIELDS",
     "LEGACY_FIELDS",
+    "PREVIOUS_FIELDS",
+    "ERROR_COLUMNS",
+    "CERT_COLUMNS",
     "ESTIMATES",
     "RECORDS_FILE",
     "SUMMARY_FILE",
@@ -73,11 +86,18 @@ __all__ = [
 ]
 
 #: CSV columns, in order.
-FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
+FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err",
+          "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err", "jc_only_err",
+          "recursive_cert", "cumulative_cert", "jc_only_cert")
+#: The columns of files written before the converged extremes and the error estimates (read with those as NaN).
+PREVIOUS_FIELDS = FIELDS[:10]
 #: The columns of files written before ``sharpness`` and ``gap_err`` (read with those two as NaN).
 LEGACY_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
+#: ``{estimate: its error column}`` and ``{estimate: its certified-winner column}`` (:mod:`numeric.error_estimates`).
+ERROR_COLUMNS = {e: f"{e}_err" for e in ESTIMATES}
+CERT_COLUMNS = {e: f"{e}_cert" for e in ESTIMATES}
 
 RECORDS_FILE = "records.csv"
 SUMMARY_FILE = "summary.json"
@@ -85,6 +105,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 
 _HEADER = ",".join(FIELDS)
 _LEGACY_HEADER = ",".join(LEGACY_FIELDS)
+_PREVIOUS_HEADER = ",".join(PREVIOUS_FIELDS)
 
 
 class RecordsError(InputError):
@@ -94,7 +115,7 @@ class RecordsError(InputError):
 def make_record(k: int, **values) -> dict:
     """A record dict with the keys of :data:`FIELDS` in order (``k`` int, the rest Python floats).
 
-    ``sharpness`` and ``gap_err`` default to NaN (not measured).
+    The fields after :data:`LEGACY_FIELDS` default to NaN (not measured).
 
     Raises:
         KeyError: a field of :data:`LEGACY_FIELDS` missing; ``ValueError``: an unknown field.
@@ -113,8 +134,8 @@ def format_row(record: Mapping) -> str:
 def parse_row(line: str, where: str = "records.csv") -> dict:
     """Inverse of :func:`format_row`; :class:`RecordsError` for a malformed line."""
     parts = line.strip().split(",")
-    if len(parts) == len(LEGACY_FIELDS):
-        parts = parts + ["nan"] * (len(FIELDS) - len(LEGACY_FIELDS))
+    if len(parts) in (len(LEGACY_FIELDS), len(PREVIOUS_FIELDS)):
+        parts = parts + ["nan"] * (len(FIELDS) - len(parts))
     if len(parts) != len(FIELDS):
         raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: {line.strip()!r}")
     try:
@@ -195,7 +216,7 @@ def _complete_lines(path: str) -> list[str]:
     """Header + complete (newline-terminated) data lines of ``path``."""
     lines = read_text(path).split("\n")
     complete = lines[:-1]  # the last piece has no newline: torn or empty
-    if not complete or complete[0].strip() not in (_HEADER, _LEGACY_HEADER):
+    if not complete or complete[0].strip() not in (_HEADER, _LEGACY_HEADER, _PREVIOUS_HEADER):
         raise RecordsError(f"{path}: not a crosscurv records file")
     return complete
 

@@ -61,15 +61,29 @@ class RegimePoint:
     metrics: dict = field(default_factory=dict)  # estimate -> table_rows dict (+ correct_before, correct_after)
 
 
+def _sharpness(columns) -> np.ndarray:
+    """Per iteration ``max(lambda_max_k, sharpness_k)`` over the finite ones (NaN where neither is finite)."""
+    s = np.asarray(columns["sharpness"], dtype=float)
+    lam = columns.get("lambda_max")
+    if lam is None:
+        return s
+    lam = np.asarray(lam, dtype=float)
+    return np.where(np.isfinite(lam), np.where(np.isfinite(s), np.maximum(lam, s), lam), s)
+
+
 def regime_series(columns, lr: float | None) -> tuple[np.ndarray, int | None] | None:
     """``(eta * sharpness_k per iteration, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
 
+    ``sharpness_k`` is ``max(lambda_max_k, sharpness_k)`` where the records hold the converged
+    ``lambda_max`` (:func:`numeric.estimates.track_extremes`; the power iteration's ``sharpness`` is a lower
+    bound of the largest eigenvalue, and keeps the value current between converged iterations), else the
+    power iteration's ``sharpness`` alone (records written before ``lambda_max``).
     ``None`` when ``lr`` is not given or the records carry no finite ``sharpness``
     (files written before the column existed).
     """
     if lr is None or "sharpness" not in columns:
         return None
-    s = lr * np.asarray(columns["sharpness"], dtype=float)
+    s = lr * _sharpness(columns)
     finite = np.isfinite(s)
     if not finite.any():
         return None

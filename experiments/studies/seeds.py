@@ -9,7 +9,8 @@ same code as Table 1): ``Correct_K``, JC hits ``h_JC/n_JC``, GS hits
 
     mean = (1/n) sum_s m_s,   [min_s m_s, max_s m_s]
 
-(hits: the mean and range of ``h`` and of ``n`` separately; a NaN
+(hits: the mean and range of ``h`` and of ``n`` separately; ``Coverage``, ``Precision`` and
+``Calibrated`` of :func:`experiments.table.table_rows`, ``n/a`` for runs without those columns; a NaN
 ``Correct_K``, every iteration undecided, is left out of its mean and says so).
 The paper's Table 1 (:data:`experiments.table.PAPER_TABLE1`, one run at
 K = 500) stands beside ours.
@@ -25,7 +26,8 @@ from experiments.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK
 __all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage"]
 
 #: metrics aggregated over seeds (``jc_hits``/``s_hits`` are split into ``h`` and ``n``)
-SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s")
+SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage", "precision",
+           "calibrated")
 
 
 class Spread(tuple):
@@ -70,6 +72,8 @@ def _per_run(run, estimates) -> dict:
             "undecided": row.get("undecided", 0),
             "h_jc": row["jc_hits"][0], "n_jc": row["jc_hits"][1],
             "h_s": row["s_hits"][0], "n_s": row["s_hits"][1],
+            "coverage": row.get("coverage", math.nan), "precision": row.get("precision", math.nan),
+            "calibrated": row.get("calibrated", math.nan),
         }
     return out
 
@@ -168,13 +172,15 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
         if paper:
             cells.append(_g(p["max_ae"]) if p else "-")
         cells.append(_spread(r["undecided"], lambda x: f"{x:.3g}"))
+        cells += [_spread(r[key], _pct) if key in r and r[key].n else "n/a" for key in ("coverage", "precision",
+                                                                                           "calibrated")]
         body.append(cells)
     if paper:
         head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "paper", "JC hits ↑", "paper", "GS hits ↑", "paper",
-                "MAE ↓", "paper", "Max. AE ↓", "paper", "Undecided"]
+                "MAE ↓", "paper", "Max. AE ↓", "paper", "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     else:
         head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓",
-                "Undecided"]
+                "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 

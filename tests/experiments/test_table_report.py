@@ -120,3 +120,49 @@ def test_index_says_how_the_products_were_computed():
                                   "; carried vectors offloaded between uses: yes")
     assert _hvp_line({"hvp": {"used": "forward"}, "settings": {}}) == "- Hessian-vector products: forward"
     assert _hvp_line({}) is None
+
+
+def test_table_gains_coverage_precision_and_calibration_from_the_certificates(tmp_path):
+    gaps = [0.5, 0.25, -0.1, -0.2, 1e-12]
+    est = [0.4, -0.1, -0.1, -0.3, 0.1]
+    errs = [0.2, 0.05, 0.3, 0.05, 0.01]  # |est - gap|: 0.1, 0.35, 0.0, 0.1, 0.1 -> covered at k = 1, 3
+    cert = [1.0, -1.0, 0.0, -1.0, 1.0]  # k = 2 certified wrong; k = 5 undecided (|gap| <= gap_err)
+    d = tmp_path / "r"
+    d.mkdir()
+    with RecordWriter(str(d / "records.csv")) as w:
+        for k, (g, e, r, c) in enumerate(zip(gaps, est, errs, cert), start=1):
+            w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=e, jc_only=e,
+                                bound_bk=1.0, gap_err=1e-9, recursive_err=r, recursive_cert=c))
+    (d / "summary.json").write_text(json.dumps({"status": "complete", "settings": {"task": "mlp", "lr": 0.1}}))
+    run = load_run(d)
+    rows = {r["estimate"]: r for r in table_rows(run)}
+    rec = rows["recursive"]
+    assert rec["coverage"] == pytest.approx(75.0)  # 3 certified of 4 decided
+    assert rec["precision"] == pytest.approx(200.0 / 3)  # k = 1 and 4 right, k = 2 wrong
+    assert rec["calibrated"] == pytest.approx(40.0)
+    assert np.isnan(rows["cumulative"]["coverage"])  # no certificates recorded for it: n/a
+    md = render_table([run], "github")
+    assert "Coverage" in md and "75.0%" in md and "66.7%" in md and "n/a" in md
+    assert rec["correct"] == pytest.approx(75.0)  # the paper's Correct is unchanged: 3 of the 4 decided agree
+
+
+def test_crosscurv_run_records_errors_and_the_table_shows_them(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "experiments", "run", "mlp", "--preset", "smoke", "--iters", "4",
+                           "--out", str(out)], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    from numeric.records import FIELDS, read_records
+
+    header = (out / "records.csv").read_text().splitlines()[0]
+    assert header == ",".join(FIELDS)
+    recs = read_records(str(out / "records.csv"))
+    assert all(r["recursive_err"] >= 0 and r["lambda_max"] >= r["lambda_min"] for r in recs)
+    proc = subprocess.run([sys.executable, "-m", "experiments", "table", str(out)], cwd=repo, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Coverage" in proc.stdout and "Precision" in proc.stdout and "Calibrated" in proc.stdout

@@ -162,4 +162,16 @@ def test_files_without_the_sharpness_and_gap_err_columns_are_still_read(tmp_path
     (rec,) = read_records(str(path))
     assert rec["gap"] == -0.25 and rec["bound_bk"] == 0.5
     assert math.isnan(rec["sharpness"]) and math.isnan(rec["gap_err"])
-    assert list(FIELDS[-2:]) == ["sharpness", "gap_err"] and FIELDS[:8] == LEGACY_FIELDS  # appended at the end
+    assert list(FIELDS[8:10]) == ["sharpness", "gap_err"] and FIELDS[:8] == LEGACY_FIELDS  # appended at the end
+
+
+def test_files_without_the_extremes_and_error_columns_are_still_read(tmp_path):
+    from numeric.records import PREVIOUS_FIELDS
+
+    path = tmp_path / "records.csv"
+    path.write_text(",".join(PREVIOUS_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5,3.0,1e-9\n")
+    (rec,) = read_records(str(path))
+    assert rec["sharpness"] == 3.0 and rec["gap_err"] == 1e-9
+    new = FIELDS[len(PREVIOUS_FIELDS):]
+    assert "recursive_err" in new and "lambda_max" in new and all(math.isnan(rec[f]) for f in new)
+    assert FIELDS[:len(PREVIOUS_FIELDS)] == PREVIOUS_FIELDS  # appended at the end
