@@ -16,7 +16,11 @@ Only the columns both records have are compared: records written before
 ``gap`` is the difference of the two losses in the run's dtype, compared with
 the tolerance that difference carries (:mod:`numeric.record_comparison`).  The
 recomputed ``theta^0`` is checked against the summary's ``theta0_sha256``
-first: a different start is reported as a disagreement at ``k = 0``.
+first (and the frozen weights' ``task_info["frozen_sha256"]`` where a task has
+them): a different start is reported as a disagreement at ``k = 0``, named as
+"made with another initializer" when the folder records another
+``task_info["init"]`` (or none: folders from before every CPU drew the same
+inputs, :mod:`numeric.portable_random`).
 
 :func:`check_runs` checks several folders (by default every protocol run
 folder under ``reports/``, sweep runs included: :func:`find_runs`) and stops
@@ -328,10 +332,37 @@ def check_run(run_dir: str, iters: int | None = None, *, progress: Callable[[int
     return _check(_plan(run_dir, iters), progress)
 
 
+def _start_differs(task, settings: dict) -> str | None:
+    """Why the rebuilt start is not the recorded one (``None`` when it is).
+
+    The start is the initial parameters (``theta0_sha256``) and, for tasks with frozen weights, their digest
+    (``task_info["frozen_sha256"]``).  A record folder made with another initializer (``task_info["init"]``
+    absent or different: folders from before the inputs were drawn the same on every CPU) is named as such,
+    not as a changed task.
+    """
+    from numeric.protocol import _theta_digest
+
+    then = settings.get("task_info") or {}
+    now = task.info or {}
+    digest = settings.get("theta0_sha256")
+    theta = digest is not None and _theta_digest(task.params) != digest
+    frozen = now.get("frozen_sha256") is not None and then.get("frozen_sha256") != now.get("frozen_sha256")
+    if not (theta or frozen):
+        return None
+    what = "initial parameters" if theta else "frozen weights"
+    if then.get("init") != now.get("init"):
+        recorded = then.get("init") or "none, from before initializers were named"
+        return (f"made with another initializer (recorded: {recorded}; this code: {now.get('init')}): the rebuilt "
+                f"{what} differ; recompute the folder with this code to check it")
+    if theta:
+        return "the rebuilt initial parameters differ from the recorded theta0_sha256 (task, sizes, data or seed changed)"
+    return "the rebuilt frozen weights differ from the recorded frozen_sha256 (model, sizes or seed changed)"
+
+
 def _check(plan: _Plan, progress=None) -> RunCheck:
     import torch
 
-    from numeric.protocol import _theta_digest, run_protocol
+    from numeric.protocol import run_protocol
     from numeric.record_comparison import compare_records, compared_columns, is_legacy, reference_tolerances
     from numeric.records import FIELDS, records_columns
 
@@ -353,11 +384,10 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     try:
         task = _build_task(run_dir, settings, dtype, notes)
         pattern = _pattern(task, settings, run_dir)
-        digest = settings.get("theta0_sha256")
-        if digest is not None and _theta_digest(task.params) != digest:
-            return RunCheck(agree=False, first=(0, "theta0", "the rebuilt initial parameters differ from the "
-                                                "recorded theta0_sha256 (task, sizes, data or seed changed)",
-                                                None, None), seconds=time.perf_counter() - t0, **base)
+        why = _start_differs(task, settings)
+        if why is not None:
+            return RunCheck(agree=False, first=(0, "theta0", why, None, None), seconds=time.perf_counter() - t0,
+                            **base)
         optimizer = settings.get("optimizer")
         res = run_protocol(task, pattern, float(settings["lr"]), n, out_dir=None, seed=settings["seed"],
                            hvp_method=settings.get("hvp") or "auto", chunk_size=settings.get("hvp_chunk_size"),

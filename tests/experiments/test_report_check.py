@@ -156,6 +156,26 @@ def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
     assert rc.line().startswith(f"{moved}: DISAGREE at k=0: the rebuilt initial parameters differ")
 
 
+def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
+    """A folder from before the inputs were drawn the same on every CPU: no ``init`` and another start."""
+    old = _copy(smoke_run, tmp_path / "old-init")
+    path = os.path.join(old, "summary.json")
+    summary = json.load(open(path))
+    assert summary["settings"]["task_info"]["init"] == "float64-normal-v1"
+    del summary["settings"]["task_info"]["init"]
+    summary["settings"]["theta0_sha256"] = "1" * 64
+    json.dump(summary, open(path, "w"))
+    proc = _cli("report", "--check", old, "--iters", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"{old}: DISAGREE at k=0: made with another initializer (recorded: none, "), proc.stdout
+    assert "this code: float64-normal-v1" in proc.stdout and "recompute the folder with this code" in proc.stdout
+    del summary["settings"]["task_info"]  # the same start without the field (fl folders of before): checked as usual
+    summary["settings"]["theta0_sha256"] = json.load(open(os.path.join(smoke_run, "summary.json")))["settings"][
+        "theta0_sha256"]
+    json.dump(summary, open(path, "w"))
+    assert check_run(old, 1).agree
+
+
 def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):
     """The summary's optimizer and per-block step sizes are part of the run (a plain-step rebuild would part)."""
     out = str(tmp_path / "mom")
