@@ -24,6 +24,7 @@ __all__ = [
     "SAFETY",
     "EPS",
     "tolerance_from_rounding",
+    "stated_rounding",
     "VALUE_COLUMNS",
     "OPTIONAL_COLUMNS",
     "ALL_COLUMNS",
@@ -86,6 +87,15 @@ MEASURED_ROUNDING = {
         "gap_err": (8.6e-14, 7.9e-21),    # rel: threads, fl default
     },
 }
+
+
+def stated_rounding(dtype: str, column: str) -> tuple:
+    """``(rel, beyond)`` of :data:`MEASURED_ROUNDING`, each at least the dtype's :data:`EPS`: the rounding the
+    tolerances promise.  A part measured as exactly 0 (a difference that is zero in exact arithmetic and came
+    out bit for bit equal on the measuring machine) is rounding on another CPU (e.g. 1.8e-32 with another
+    OpenBLAS kernel), so no stated rounding is 0."""
+    rel, beyond = MEASURED_ROUNDING[dtype][column]
+    return (max(rel, EPS[dtype]), max(beyond, EPS[dtype]))
 
 
 def tolerance_from_rounding(dtype: str, rounding: tuple) -> tuple:
