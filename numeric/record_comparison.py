@@ -308,6 +308,7 @@ def compare_records(
     atol: float | None = None,
     tolerances: Mapping[str, tuple] | None = None,
     columns: Sequence[str] | None = None,
+    growth: Sequence[float] | None = None,
 ) -> RecordsComparison:
     """Compare records column by column at the iterations ``k`` both hold.
 
@@ -325,6 +326,10 @@ def compare_records(
             replace its values.
         columns: columns to compare (default :func:`compared_columns`:
             :data:`VALUE_COLUMNS` and the optional ones both hold).
+
+        growth: factors ``>= 1`` aligned with ``theirs``: the tolerance at each ``k`` (``rtol`` and ``atol``)
+            is multiplied by it.  The trajectory's own sensitivity: how much further than at its first
+            iteration a run that differs only at rounding has parted by ``k`` (report --check measures it).
 
     Returns:
         a :class:`RecordsComparison` with the first disagreement (smallest
@@ -364,12 +369,13 @@ def compare_records(
         for k in common:
             t, r = float(theirs[c][tpos[k]]), float(reference[c][rpos[k]])
             a = atol_c + (_gap_slack(theirs, tpos[k]) + _gap_slack(reference, rpos[k]) if c == "gap" else 0.0)
-            if not _close(t, r, rtol_c, a):
+            g = max(1.0, float(growth[tpos[k]])) if growth is not None else 1.0
+            if not _close(t, r, rtol_c * g, a * g):
                 bad += 1
                 if first_bad is None:
                     first_bad = k
                 if first is None or k < first[0] or (k == first[0] and cols.index(c) < cols.index(first[1])):
-                    first = (k, c, t, r, a + rtol_c * abs(r) if math.isfinite(r) else 0.0)
+                    first = (k, c, t, r, (a + rtol_c * abs(r)) * g if math.isfinite(r) else 0.0)
             if math.isfinite(t) and math.isfinite(r):
                 d = abs(t - r)
                 mabs = max(mabs, d)
