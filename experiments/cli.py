@@ -6,7 +6,20 @@ never imports torch.
 
 Error contract: bad input (flags, patterns, tasks, files) prints one line
 ``crosscurv: error: ...`` on stderr and exits with code 2, never a traceback.
+An internal error (a bug in crosscurv, not in what it checks) prints one line
+``crosscurv: internal error: ...`` and exits with code 70 (``EX_SOFTWARE`` of
+sysexits.h), so a script never reads a crash as a negative verdict.
 Set ``CROSSCURV_DEBUG=1`` to see tracebacks.
+
+Exit codes, the same in every command (:data:`EXIT_CODES`):
+
+- 0: success (the check passed, the verdict is positive, the run completed);
+- 1: the check failed / the verdict is negative (``derive``, ``scaling``,
+  ``validate-step``, ``validate-records``, ``report --check``);
+- 2: bad input (one line ``crosscurv: error: ...``);
+- 3: a run diverged (``run``), or a sweep has a run that diverged or failed (``sweep``);
+- 70: internal error (one line ``crosscurv: internal error: ...``);
+- 130: interrupted (Ctrl-C; ``--resume`` continues a run or sweep).
 
 Threads: unless the user sets ``OMP_WAIT_POLICY``, the command line sets it to
 ``PASSIVE`` before torch is first imported.  OpenMP threads that spin while
@@ -24,7 +37,21 @@ import sys
 
 from theory.errors import InputError
 
-__all__ = ["CLIError", "main", "COMMANDS"]
+__all__ = ["CLIError", "main", "COMMANDS", "EXIT_CODES", "EXIT_INTERNAL_ERROR"]
+
+#: a bug in crosscurv itself (sysexits.h EX_SOFTWARE); never 1, which is a negative verdict
+EXIT_INTERNAL_ERROR = 70
+
+#: exit status -> meaning, the same for every command (``crosscurv --help`` prints it)
+EXIT_CODES = {
+    0: "success: the check passed, the verdict is positive, the run completed",
+    1: "the check failed / the verdict is negative (derive, scaling, validate-step, validate-records, "
+       "report --check)",
+    2: "bad input: one line 'crosscurv: error: ...'",
+    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep)",
+    EXIT_INTERNAL_ERROR: "internal error, a bug in crosscurv: one line 'crosscurv: internal error: ...'",
+    130: "interrupted",
+}
 
 #: sub-command name -> module under ``experiments.commands``
 COMMANDS = {
@@ -71,7 +98,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(prog="crosscurv", description="Cross-curvature verification suite.")
+    epilog = "exit codes (every command):\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
+    parser = _Parser(prog="crosscurv", description="Cross-curvature verification suite.", epilog=epilog,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, modname in COMMANDS.items():
         if name != only:  # summaries only: no import
@@ -111,12 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
-    except Exception as exc:  # a bug in crosscurv itself: say so, briefly
+    except Exception as exc:  # a bug in crosscurv itself: say so, in one line, with its own exit status
         if debug:
             raise
-        print(f"crosscurv: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print("crosscurv: rerun with CROSSCURV_DEBUG=1 for the traceback", file=sys.stderr)
-        return 1
+        text = str(exc).strip().splitlines()
+        msg = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        print(f"crosscurv: internal error: {msg} (CROSSCURV_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

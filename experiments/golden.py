@@ -50,6 +50,7 @@ from typing import Callable
 
 import torch
 
+from numeric.portable_random import portable_randn
 from numeric.task import Task
 from theory.errors import InputError
 from theory.patterns import as_pattern
@@ -176,7 +177,7 @@ _LOSSES: dict[str, Callable] = {
 # ---------------------------------------------------------------------------
 def _gen(seed):
     g = torch.Generator().manual_seed(seed)
-    return lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)
+    return lambda *shape: portable_randn(*shape, generator=g, dtype=torch.float64)  # the same bits on every CPU
 
 
 def _coupled_spd(randn, d, shift):

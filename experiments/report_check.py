@@ -16,7 +16,11 @@ Only the columns both records have are compared: records written before
 ``gap`` is the difference of the two losses in the run's dtype, compared with
 the tolerance that difference carries (:mod:`numeric.record_comparison`).  The
 recomputed ``theta^0`` is checked against the summary's ``theta0_sha256``
-first: a different start is reported as a disagreement at ``k = 0``.
+first (and the frozen weights' ``task_info["frozen_sha256"]`` where a task has
+them): a different start is reported as a disagreement at ``k = 0``, named as
+"made with another initializer" when the folder records another
+``task_info["init"]`` (or none: folders from before every CPU drew the same
+inputs, :mod:`numeric.portable_random`).
 
 :func:`check_runs` checks several folders (by default every protocol run
 folder under ``reports/``, sweep runs included: :func:`find_runs`) and stops
@@ -63,6 +67,13 @@ class RunCheck:
         recomputed: the recomputed records ``{column: [values]}`` (``None`` when nothing was recomputed).
         seconds: time of the recomputation.
         notes: facts worth a reader's attention (settings not reproduced...).
+        verdict: which promise held: ``"bitwise"`` (every compared value the same bits), ``"within
+            tolerance"`` (every value within the measured-rounding tolerances), ``"parts as predicted"``
+            (beyond them from ``k = parts_at`` on, but within them grown by :func:`sensitivity`: as far as
+            a run that differs from the recomputation only at rounding parts), or ``"disagree"``.
+        parts_at: the first ``k`` beyond the fixed tolerances (verdict ``"parts as predicted"``).
+        growth: the measured growth per iteration of how far a run perturbed at rounding parts
+            (:func:`sensitivity`, geometric mean over ``k = 1..n``), when it was run and grew.
     """
 
     run_dir: str
@@ -76,6 +87,9 @@ class RunCheck:
     threads_source: str
     first: tuple | None = None
     comparison: object = None
+    verdict: str = ""
+    parts_at: int | None = None
+    growth: float | None = None
     recomputed: dict | None = None
     seconds: float = 0.0
     notes: list = field(default_factory=list)
@@ -86,12 +100,25 @@ class RunCheck:
         if self.agree:
             skipped = f"; not in the committed records: {', '.join(self.skipped)}" if self.skipped else ""
             return (f"{self.run_dir}: agree at k=1..{self.iterations} of {self.recorded} "
-                    f"({len(self.columns)} columns{skipped}; {how})")
+                    f"({len(self.columns)} columns{skipped}; {how}): {self.promise()}")
         k, col, new, old, allowed = self.first
         if col == "theta0":
             return f"{self.run_dir}: DISAGREE at k=0: {new} ({how})"
         return (f"{self.run_dir}: DISAGREE at k={k}, column {col}: recomputed {new!r}, committed {old!r}, "
                 f"|diff| {abs(new - old):.3e} > tolerance {allowed:.3e} ({how})")
+
+    def promise(self) -> str:
+        """Which promise held, in words: bitwise / within tolerance to k = n / parts at k = ... as predicted."""
+        if self.verdict == "bitwise":
+            return "bitwise"
+        if self.verdict == "within tolerance":
+            return f"within tolerance to k = {self.iterations}"
+        if self.verdict == "parts as predicted":
+            rate = f", {self.growth:.2f}x per iteration" if self.growth else ""
+            return (f"within tolerance to k = {self.parts_at - 1}, parts at k = {self.parts_at}, as the trajectory's "
+                    f"own sensitivity predicts (tolerances grown as a run perturbed at rounding parts{rate}, "
+                    f"to k = {self.iterations})")
+        return "disagree"
 
     def to_dict(self) -> dict:
         return {
@@ -101,6 +128,7 @@ class RunCheck:
             "first_disagreement": None if self.first is None else dict(
                 zip(("k", "column", "recomputed", "committed", "tolerance"), self.first)),
             "seconds": self.seconds, "notes": list(self.notes), "line": self.line(),
+            "verdict": self.verdict, "parts_at": self.parts_at, "growth": self.growth,
         }
 
 
@@ -328,10 +356,37 @@ def check_run(run_dir: str, iters: int | None = None, *, progress: Callable[[int
     return _check(_plan(run_dir, iters), progress)
 
 
+def _start_differs(task, settings: dict) -> str | None:
+    """Why the rebuilt start is not the recorded one (``None`` when it is).
+
+    The start is the initial parameters (``theta0_sha256``) and, for tasks with frozen weights, their digest
+    (``task_info["frozen_sha256"]``).  A record folder made with another initializer (``task_info["init"]``
+    absent or different: folders from before the inputs were drawn the same on every CPU) is named as such,
+    not as a changed task.
+    """
+    from numeric.protocol import _theta_digest
+
+    then = settings.get("task_info") or {}
+    now = task.info or {}
+    digest = settings.get("theta0_sha256")
+    theta = digest is not None and _theta_digest(task.params) != digest
+    frozen = now.get("frozen_sha256") is not None and then.get("frozen_sha256") != now.get("frozen_sha256")
+    if not (theta or frozen):
+        return None
+    what = "initial parameters" if theta else "frozen weights"
+    if then.get("init") != now.get("init"):
+        recorded = then.get("init") or "none, from before initializers were named"
+        return (f"made with another initializer (recorded: {recorded}; this code: {now.get('init')}): the rebuilt "
+                f"{what} differ; recompute the folder with this code to check it")
+    if theta:
+        return "the rebuilt initial parameters differ from the recorded theta0_sha256 (task, sizes, data or seed changed)"
+    return "the rebuilt frozen weights differ from the recorded frozen_sha256 (model, sizes or seed changed)"
+
+
 def _check(plan: _Plan, progress=None) -> RunCheck:
     import torch
 
-    from numeric.protocol import _theta_digest, run_protocol
+    from numeric.protocol import run_protocol
     from numeric.record_comparison import (ALL_COLUMNS, compare_records, compared_columns, is_legacy,
                                            reference_tolerances)
     from numeric.records import FIELDS, records_columns
@@ -354,11 +409,10 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     try:
         task = _build_task(run_dir, settings, dtype, notes)
         pattern = _pattern(task, settings, run_dir)
-        digest = settings.get("theta0_sha256")
-        if digest is not None and _theta_digest(task.params) != digest:
-            return RunCheck(agree=False, first=(0, "theta0", "the rebuilt initial parameters differ from the "
-                                                "recorded theta0_sha256 (task, sizes, data or seed changed)",
-                                                None, None), seconds=time.perf_counter() - t0, **base)
+        why = _start_differs(task, settings)
+        if why is not None:
+            return RunCheck(agree=False, first=(0, "theta0", why, None, None), seconds=time.perf_counter() - t0,
+                            **base)
         optimizer = settings.get("optimizer")
         res = run_protocol(task, pattern, float(settings["lr"]), n, out_dir=None, seed=settings["seed"],
                            hvp_method=settings.get("hvp") or "auto", chunk_size=settings.get("hvp_chunk_size"),
@@ -372,14 +426,96 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         notes.append(f"the recomputation diverged at k={res.diverged_at}")
         return RunCheck(agree=False, first=(1, "loss_jc", math.nan, reference["loss_jc"][0], 0.0), **base)
     recomputed = records_columns(res.records)
-    comp = compare_records(recomputed, reference, tolerances=reference_tolerances(reference, settings["dtype"], columns),
-                           columns=columns)
+    tolerances = reference_tolerances(reference, settings["dtype"], columns)
+    comp = compare_records(recomputed, reference, tolerances=tolerances, columns=columns)
     first = comp.first
     if first is None and len(res.records) < n:  # the recomputation stopped early (diverged)
         k = len(res.records) + 1
         first = (k, "loss_jc", math.nan, reference["loss_jc"][k - 1], 0.0)
         notes.append(f"the recomputation diverged at k={res.diverged_at}")
-    return RunCheck(agree=first is None, first=first, comparison=comp, recomputed=recomputed, **base)
+    if first is None:
+        verdict = "bitwise" if _bitwise(recomputed, reference, columns) else "within tolerance"
+        return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed, verdict=verdict, **base)
+    if len(res.records) < n or first[0] < 2:  # k = 1 starts from the recorded theta^0: no trajectory to part
+        return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
+    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?
+    twin = _perturbed_twin(task, pattern, settings, n, threads)
+    if twin is None:
+        notes.append("the run perturbed at rounding diverged: no sensitivity to compare with")
+        return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
+    curve = sensitivity(twin, recomputed)
+    wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve)
+    base["seconds"] = time.perf_counter() - t0
+    growth = curve[-1] ** (1.0 / (len(curve) - 1)) if len(curve) > 1 and curve[-1] > 1 else None
+    if wide.ok:
+        return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed, verdict="parts as predicted",
+                        parts_at=first[0], growth=growth, **base)
+    notes.append(f"beyond the fixed tolerances from k = {first[0]}; beyond them grown as a run perturbed at "
+                 f"rounding parts at k = {wide.first[0]}")
+    return RunCheck(agree=False, first=wide.first, comparison=wide, recomputed=recomputed, verdict="disagree",
+                    growth=growth, **base)
+
+
+def _bitwise(recomputed: dict, reference: dict, columns) -> bool:
+    """Every compared value the same float (``nan`` equal to ``nan``)."""
+    n = len(recomputed["k"])
+    for c in columns:
+        for a, b in zip(recomputed[c][:n], reference[c][:n]):
+            if not (a == b or (math.isnan(a) and math.isnan(b))):
+                return False
+    return True
+
+
+def sensitivity(twin: dict, run: dict) -> list:
+    """How much further than at its first iteration a run perturbed at rounding has parted, per ``k``.
+
+    ``r_k = max(|twin - run| / |run|)`` over ``loss_jc`` and ``loss_s`` (the losses: never near zero);
+    returns ``max(1, r_k / r_b)`` with ``r_b`` the first positive ``r_k`` (every factor 1 when the two never
+    part).  The tolerances of :func:`numeric.record_comparison.compare_records` grow with ``k`` by it.
+    """
+    n = len(run["k"])
+    r = []
+    for i in range(n):
+        vals = [abs(twin[c][i] - run[c][i]) / abs(run[c][i]) for c in ("loss_jc", "loss_s")
+                if math.isfinite(twin[c][i]) and math.isfinite(run[c][i]) and run[c][i] != 0]
+        r.append(max(vals) if vals else math.inf)
+    base = next((x for x in r if 0 < x < math.inf), None)
+    if base is None:
+        return [1.0] * n
+    return [max(1.0, x / base) if math.isfinite(x) else 1.0 for x in r]
+
+
+def _perturbed_twin(task, pattern, settings: dict, n: int, threads: int) -> dict | None:
+    """The run recomputed from ``theta^0 (1 + u r)``, ``u`` the dtype's unit roundoff and ``r = +-1`` a fixed
+    seeded sign per entry: a run that differs from the recomputation only at rounding.  Its records
+    ``{column: values}``, or ``None`` when it diverged before ``k = n``."""
+    import dataclasses
+
+    import torch
+
+    from numeric.protocol import run_protocol
+    from numeric.records import records_columns
+
+    gen = torch.Generator().manual_seed(12345)
+    params = {}
+    for name, p in task.params.items():
+        sign = torch.randint(0, 2, tuple(p.shape), generator=gen).to(device=p.device, dtype=p.dtype) * 2 - 1
+        params[name] = p * (1 + torch.finfo(p.dtype).eps / 2 * sign)
+    twin = dataclasses.replace(task, params=params)
+    optimizer = settings.get("optimizer")
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        res = run_protocol(twin, pattern, float(settings["lr"]), n, out_dir=None, seed=settings["seed"],
+                           hvp_method=settings.get("hvp") or "auto", chunk_size=settings.get("hvp_chunk_size"),
+                           offload=False,
+                           optimizer=(optimizer.get("spec") if isinstance(optimizer, dict) else optimizer) or "sgd",
+                           block_lr=settings.get("block_lr") or None)
+    finally:
+        torch.set_num_threads(old_threads)
+    if len(res.records) < n:
+        return None
+    return records_columns(res.records)
 
 
 def check_runs(run_dirs: Sequence[str] | None = None, iters: int | None = None, *, root: str = "reports",

@@ -27,7 +27,11 @@ Presets:
 All data and parameters are created on ``device`` with ``dtype`` and are
 deterministic for ``seed`` (initialisation happens on the CPU under a forked,
 seeded RNG, so the global RNG is untouched and CPU/GPU runs start from the
-same point up to the dtype cast).  The seed also selects the data subset:
+same point up to the dtype cast).  They are the same bits on every CPU:
+normals are drawn in float64 and rounded (:mod:`numeric.portable_random`, named
+in ``info["init"]``), uniforms (the ResNet's default initialisation) and data
+subsets (NumPy permutations) are serial; the ``lora`` task also records the
+digest of its frozen T5 weights (``info["frozen_sha256"]``).  The seed also selects the data subset:
 ``seed = 0`` keeps the evenly spaced class-balanced selection (the bundled
 CIFAR-10 images in file order), another seed draws a seeded class-balanced
 subset (CIFAR-10: a seeded order, so the client shards change), so a study
@@ -43,6 +47,7 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
+from numeric.portable_random import INIT
 from numeric.task import Task
 from theory.errors import InputError
 
@@ -67,6 +72,19 @@ class TaskSpec:
     build: Callable[..., Task]
     presets: dict = field(default_factory=dict)
     takes_model_path: bool = False
+
+
+def frozen_digest(model, params) -> str:
+    """SHA-256 of ``model``'s parameters that are not in ``params`` (the frozen weights), in name order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_parameters()):
+        if name not in params:
+            h.update(name.encode())
+            h.update(str(tuple(p.shape)).encode())
+            h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 @contextlib.contextmanager
@@ -100,6 +118,7 @@ def _build_mlp(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "data_source": data.source,
         "model": f"MLP {'-'.join(map(str, s['widths']))}, ReLU, softmax cross-entropy, "
         "Xavier-normal weights, zero biases",
+        "init": INIT,
         "examples": len(data),
         "widths": list(s["widths"]),
     }
@@ -162,6 +181,7 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         + ("" if len(data) == want else f" (asked for {want}; the bundled source has {len(data)})"),
         "objective": "uniform mean over clients of each client's mean cross-entropy",
         "personal_init": "all clients start from the same personal weights",
+        "init": INIT,
         "width": s["width"],
     }
     return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs")
@@ -206,6 +226,8 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "target_len": int(target_len),
         "lora_modules": n_modules,
         "trainable_params": sum(v.numel() for v in params.values()),
+        "init": INIT,
+        "frozen_sha256": frozen_digest(model, params),
     }
     if model_path is None:
         info["t5"] = dict(s["t5"])

@@ -2,7 +2,7 @@
 
 Exit codes: 0 every run complete; 3 at least one run diverged or failed (the
 others finished; see ``sweep.csv``); 2 bad grid or options (one line,
-nothing run); 130 interrupted (rerun with ``--resume``).
+nothing run); 70 internal error; 130 interrupted (rerun with ``--resume``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 An ``N``-layer ReLU MLP ``z_l = W_l h_{l-1} + b_l``, ``h_l = relu(z_l)`` for
 ``l < N`` and softmax cross-entropy on ``z_N``.  The paper's widths are
-``784-512-384-256-192-128-64-32-10``.  Weights are Xavier-normal, biases
-zero.  Layer ``l`` is the module ``layer{l}`` (1-based, like the paper), so
+``784-512-384-256-192-128-64-32-10``.  Weights are Xavier-normal (drawn in
+float64 and rounded, :func:`numeric.portable_random.portable_normal_`: the same
+bits on every CPU), biases zero.  Layer ``l`` is the module ``layer{l}`` (1-based, like the paper), so
 its parameters are ``layer{l}.weight`` (``d_l x d_{l-1}``) and
 ``layer{l}.bias`` (``d_l``), and block ``l`` is ``theta_l = (W_l, b_l)``.
 """
@@ -16,6 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from numeric.portable_random import portable_normal_
+
 __all__ = ["MLP", "PAPER_WIDTHS", "mlp_blocks", "mlp_stages"]
 
 PAPER_WIDTHS = (784, 512, 384, 256, 192, 128, 64, 32, 10)
@@ -26,7 +29,8 @@ class MLP(nn.Module):
 
     Initialisation draws from the *global* torch RNG (callers seed it, e.g.
     in :func:`torch.random.fork_rng`): Xavier-normal weights
-    (std ``sqrt(2 / (d_in + d_out))``), zero biases.
+    (std ``sqrt(2 / (d_in + d_out))``, drawn in float64 and rounded to float32 so that every CPU draws
+    the same weights), zero biases.
     """
 
     def __init__(self, widths: Sequence[int] = PAPER_WIDTHS):
@@ -37,7 +41,8 @@ class MLP(nn.Module):
         self.widths = widths
         for l in range(1, len(widths)):
             lin = nn.Linear(widths[l - 1], widths[l])
-            nn.init.xavier_normal_(lin.weight)
+            std = (2.0 / (widths[l - 1] + widths[l])) ** 0.5  # Xavier-normal, gain 1
+            portable_normal_(lin.weight, 0.0, std)
             nn.init.zeros_(lin.bias)
             self.add_module(f"layer{l}", lin)
 

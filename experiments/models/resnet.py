@@ -14,8 +14,11 @@ with *fixed* running statistics: the PyTorch defaults (mean 0, variance 1),
 so each BatchNorm is the fixed affine map ``gamma * x / sqrt(1 + eps) + beta``
 of its trainable ``gamma``/``beta`` (the controlled study keeps the
 objective deterministic; nothing is estimated from data).  No dropout.
-Weights use PyTorch's default initialisation, drawn from the global RNG
-(callers seed it).
+Weights use PyTorch's default initialisation (``kaiming_uniform_(a=sqrt(5))``
+weights, ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` biases), drawn from the global
+RNG (callers seed it) through :func:`numeric.portable_random.portable_default_init_`:
+the same bits on every CPU (``uniform_`` itself scales its draws differently
+without AVX2).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import copy
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from numeric.portable_random import portable_default_init_
 
 __all__ = ["BasicBlock", "PersonalNet", "SharedNet", "FederatedResNet18"]
 
@@ -114,10 +119,14 @@ class FederatedResNet18(nn.Module):
             raise ValueError(f"need n_clients >= 1 and width >= 1, got {n_clients}, {width}")
         self.n_clients = n_clients
         self.width = width
-        first = PersonalNet(width)
+        state = torch.random.get_rng_state()
+        first, shared = PersonalNet(width), SharedNet(width, num_classes)
+        torch.random.set_rng_state(state)  # the same draws again, portable
+        portable_default_init_(first)
+        portable_default_init_(shared)
         for i in range(n_clients):
             self.add_module(f"client{i}", first if i == 0 else copy.deepcopy(first))
-        self.shared = SharedNet(width, num_classes)
+        self.shared = shared
         self.eval()
 
     def personal(self, i: int) -> PersonalNet:

@@ -125,8 +125,54 @@ def _full_precision_layer_norms(model) -> None:
             module.__class__ = _T5LayerNormPromoted
 
 
+def _portable_t5_init(model, generator: torch.Generator | None = None) -> None:
+    """Redraw every weight of a ``T5ForConditionalGeneration`` as ``transformers``' T5 initialisation does
+    (``initializer_factor`` 1), but in float64 and rounded (:func:`numeric.portable_random.portable_normal_`),
+    so that every CPU draws the same weights.
+
+    Embedding ``N(0, 1)`` (tied with the LM head), attention ``q ~ N(0, 1/(d_model d_kv))``, ``k, v ~
+    N(0, 1/d_model)``, ``o ~ N(0, 1/(heads d_kv))``, relative attention bias ``N(0, 1/d_model)``, feed-forward
+    ``wi ~ N(0, 1/d_model)``, ``wo ~ N(0, 1/d_ff)``, layer norms 1.  Raises ``RuntimeError`` when a
+    parameter is left undrawn (a ``transformers`` version with other modules).
+    """
+    from transformers.models.t5.modeling_t5 import T5Attention, T5DenseActDense, T5LayerNorm
+
+    from numeric.portable_random import portable_normal_
+
+    cfg = model.config
+    done: set = set()
+
+    def draw(p, std):
+        if id(p) not in done:  # tied weights are drawn once
+            portable_normal_(p, 0.0, std, generator)
+            done.add(id(p))
+
+    with torch.no_grad():
+        draw(model.shared.weight, 1.0)
+        for module in model.modules():
+            if isinstance(module, T5LayerNorm):
+                module.weight.fill_(1.0)
+                done.add(id(module.weight))
+            elif isinstance(module, T5DenseActDense):
+                draw(module.wi.weight, cfg.d_model ** -0.5)
+                draw(module.wo.weight, cfg.d_ff ** -0.5)
+            elif isinstance(module, T5Attention):
+                draw(module.q.weight, (cfg.d_model * cfg.d_kv) ** -0.5)
+                draw(module.k.weight, cfg.d_model ** -0.5)
+                draw(module.v.weight, cfg.d_model ** -0.5)
+                draw(module.o.weight, (cfg.num_heads * cfg.d_kv) ** -0.5)
+                if module.has_relative_attention_bias:
+                    draw(module.relative_attention_bias.weight, cfg.d_model ** -0.5)
+    left = [n for n, p in model.named_parameters() if id(p) not in done]
+    if left:
+        raise RuntimeError(f"the portable T5 initialisation does not know {left[0]} ({len(left)} parameters)")
+
+
 def random_t5(size: T5Size):
     """A T5 of ``size`` with random weights (global RNG: seed it) and the ByT5 tokenizer.
+
+    The weights follow ``transformers``' T5 initialisation, drawn in float64 and rounded
+    (:func:`_portable_t5_init`): the same bits on every CPU.
 
     Returns:
         ``(model, tokenizer, source)``; ``model`` is in eval mode, dropout 0,
@@ -150,6 +196,7 @@ def random_t5(size: T5Size):
     )
     cfg._attn_implementation = "eager"
     model = transformers.T5ForConditionalGeneration(cfg)
+    _portable_t5_init(model)
     _full_precision_layer_norms(model)
     tokenizer = transformers.ByT5Tokenizer()
     source = (f"random T5 weights (seeded; d_model={size.d_model}, layers={size.num_layers}, "
@@ -193,6 +240,8 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator |
     """
     from peft import LoraConfig, get_peft_model
 
+    from numeric.portable_random import portable_normal_
+
     cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=TARGET_MODULES)
     with warnings.catch_warnings():  # transformers deprecation chatter from inside peft
         warnings.simplefilter("ignore", FutureWarning)
@@ -201,7 +250,7 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator |
         for name, p in peft_model.named_parameters():
             if ".lora_A." in name:
                 d_in = p.shape[1]
-                p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64) * (2.0 / d_in) ** 0.5)
+                portable_normal_(p, 0.0, (2.0 / d_in) ** 0.5, generator)
             elif ".lora_B." in name:
                 p.zero_()
     return peft_model.eval()

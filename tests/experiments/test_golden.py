@@ -19,6 +19,9 @@ from experiments.cli import main
 from experiments.golden import CASES, GoldenError, build_case, load_case, write_golden
 from numeric.record_comparison import compare_records, reference_tolerances
 
+#: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
+pytestmark = pytest.mark.portable
+
 LABELS = ("jc", "gs", "partial")
 
 

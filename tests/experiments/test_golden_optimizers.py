@@ -20,6 +20,9 @@ from experiments.golden import write_golden
 from numeric.record_comparison import compare_records, reference_tolerances
 from tests.experiments.test_golden import LABELS, NumpyProblem, _arr, _pattern, _read_csv
 
+#: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
+pytestmark = pytest.mark.portable
+
 CASES = ("quartic_momentum", "quadratic_block_lr")
 
 

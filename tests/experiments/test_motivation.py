@@ -176,12 +176,24 @@ def _smooth_task():
     return Task(p, loss, {"bx": ["x"], "by": ["y"]}, "smooth", {}, "gs")
 
 
-@pytest.mark.parametrize("make_opt", [lambda lr: SGD(lr), lambda lr: SGD(lr, momentum=0.9, weight_decay=0.1),
-                                      lambda lr: Adam(lr), lambda lr: SGD(lr, clip=0.5)])
-def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make_opt):
+@pytest.mark.portable
+@pytest.mark.parametrize("make_opt,zero_leading", [
+    (lambda lr: SGD(lr), False), (lambda lr: SGD(lr, momentum=0.9, weight_decay=0.1), False),
+    (lambda lr: Adam(lr), False),
+    (lambda lr: SGD(lr, clip=0.5), True),  # the criterion is zero in exact arithmetic (2.8e-21 or 0.0 measured)
+])
+def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make_opt, zero_leading):
     """``L(seq) - L(sim) = eta^2 g^T J M_S d + O(eta^3)`` for the optimiser's own steps (momentum buffer and
-    Adam moments non-zero, clipping active): the ratio tends to 1, the error falls like eta^3."""
+    Adam moments non-zero, clipping active): the ratio tends to 1, the error falls like eta^3.
+
+    With clipping active the criterion is zero in exact arithmetic; its computed value is rounding (2.8e-21
+    on one CPU, exactly 0.0 on another), so it is compared with a bound of eps times the size of its terms
+    (``eta^2 ||g||^2``), and the practical gap must then be ``O(eta^3)``."""
+    from numeric import block_grad
+
     task = _smooth_task()
+    g = block_grad(task.loss, task.params, list(task.params))
+    g2 = sum(float((v * v).sum()) for v in g.values())
     gen = torch.Generator().manual_seed(5)
     prev = {k: torch.randn(v.shape, generator=gen, dtype=F64) for k, v in task.params.items()}
     keys = list(task.params)
@@ -202,7 +214,8 @@ def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make
 
         row = probe_point(task, task.params, lr, opt, st, seq, sim)
         errs.append(abs(row["meas_seq"] - row["est"]))
-        assert row["est"] != 0
+        rounding = 64 * torch.finfo(F64).eps * lr**2 * g2  # rounding of a sum of eta^2 g^T(..)-sized terms
+        assert (abs(row["est"]) <= rounding) == zero_leading, (row["est"], rounding)
     rates = [math.log2(errs[i] / errs[i + 1]) for i in range(len(errs) - 1)]
     assert min(rates) > 2.6, (errs, rates)  # O(eta^3) remainder: the eta^2 term is right
 

@@ -51,6 +51,7 @@ def test_a_run_agrees_with_itself_recomputed(smoke_run):
     assert lines[0].startswith(f"{smoke_run}: agree at k=1..2 of 3 (9 columns;"), lines
     threads = json.load(open(os.path.join(smoke_run, "summary.json")))["settings"]["threads"]
     assert f"{threads} thread{'s' if threads != 1 else ''} (summary)" in lines[0]  # as the run recorded
+    assert lines[0].endswith("): bitwise"), lines[0]  # same machine, build and threads: the same bits
     assert lines[-1] == "all 1 runs agree with their committed records"
     assert "k=2/2" in proc.stderr  # progress goes to stderr
 
@@ -120,6 +121,7 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
         find_runs(str(tmp_path / "missing"))
 
 
+@pytest.mark.portable
 def test_a_prefix_of_every_committed_study_reproduces():
     """The committed Table 1 runs (``reports/runs/<task>``) still come out of ``crosscurv run``: their first
     two records, recomputed through the command from each ``summary.json``, agree within the tolerances."""
@@ -154,6 +156,45 @@ def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
     rc = check_run(moved, 2)
     assert not rc.agree and rc.first[:2] == (0, "theta0")
     assert rc.line().startswith(f"{moved}: DISAGREE at k=0: the rebuilt initial parameters differ")
+
+
+def test_tolerances_grow_as_a_run_perturbed_at_rounding_parts():
+    """The third promise: beyond the fixed tolerances, within them grown as the trajectory's own sensitivity."""
+    from experiments.report_check import sensitivity
+    from numeric.record_comparison import compare_records
+
+    run = {"k": [1, 2, 3, 4], "loss_jc": [2.0, 1.5, 1.2, 1.0], "loss_s": [2.0, 1.4, 1.1, 0.9]}
+    twin = {"k": run["k"], "loss_jc": [2.0 * (1 + 1e-7), 1.5 * (1 + 1e-6), 1.2 * (1 + 1e-5), 1.0],
+            "loss_s": [2.0 * (1 + 1e-7), 1.4, 1.1, 0.9 * (1 + 1e-4)]}
+    assert sensitivity(twin, run) == pytest.approx([1.0, 10.0, 100.0, 1000.0])
+    assert sensitivity(run, run) == [1.0] * 4  # never parts: the fixed tolerances
+    ref = {"k": run["k"], "loss_jc": [2.0, 1.5, 1.2 * (1 + 5e-5), 1.0], "loss_s": run["loss_s"]}
+    tol, cols = {"loss_jc": (1e-6, 0.0), "loss_s": (1e-6, 0.0)}, ["loss_jc", "loss_s"]
+    assert compare_records(run, ref, tolerances=tol, columns=cols).first[:2] == (3, "loss_jc")
+    assert compare_records(run, ref, tolerances=tol, columns=cols, growth=sensitivity(twin, run)).ok
+    # growth does not excuse a difference larger than the measured sensitivity
+    ref["loss_jc"][2] = 1.2 * (1 + 5e-4)
+    assert not compare_records(run, ref, tolerances=tol, columns=cols, growth=sensitivity(twin, run)).ok
+
+
+def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
+    """A folder from before the inputs were drawn the same on every CPU: no ``init`` and another start."""
+    old = _copy(smoke_run, tmp_path / "old-init")
+    path = os.path.join(old, "summary.json")
+    summary = json.load(open(path))
+    assert summary["settings"]["task_info"]["init"] == "float64-normal-v1"
+    del summary["settings"]["task_info"]["init"]
+    summary["settings"]["theta0_sha256"] = "1" * 64
+    json.dump(summary, open(path, "w"))
+    proc = _cli("report", "--check", old, "--iters", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"{old}: DISAGREE at k=0: made with another initializer (recorded: none, "), proc.stdout
+    assert "this code: float64-normal-v1" in proc.stdout and "recompute the folder with this code" in proc.stdout
+    del summary["settings"]["task_info"]  # the same start without the field (fl folders of before): checked as usual
+    summary["settings"]["theta0_sha256"] = json.load(open(os.path.join(smoke_run, "summary.json")))["settings"][
+        "theta0_sha256"]
+    json.dump(summary, open(path, "w"))
+    assert check_run(old, 1).agree
 
 
 def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):

@@ -14,6 +14,9 @@ Outside ``CASES`` (too large for a dense Hessian, float32 like the built-in task
 ``relu_mlp``, a ReLU network whose gradient has kinks along a segment (the measured
 gap's hard case, :mod:`numeric.gap`).
 
+Random inputs and parameters come from :mod:`numeric.portable_random` (float64 draws,
+rounded to the case's dtype): the same bits on every CPU.
+
 The dense helpers flatten parameters in key order (:func:`numeric.tree.flatten`)
 and are for tests only.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from numeric import Task, task_from_module, tree
+from numeric.portable_random import portable_default_init_, portable_randn
 from theory.patterns import chain, from_pairs, gauss_seidel, jacobi
 
 DTYPE = torch.float64
@@ -35,12 +39,12 @@ def _gen(seed: int) -> torch.Generator:
 def tanh_mlp(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     gen = _gen(seed)
     sizes = [3, 4, 3, 3, 2]
-    x = torch.randn(6, sizes[0], generator=gen, dtype=dtype)
-    y = torch.randn(6, sizes[-1], generator=gen, dtype=dtype)
+    x = portable_randn(6, sizes[0], generator=gen, dtype=dtype)
+    y = portable_randn(6, sizes[-1], generator=gen, dtype=dtype)
     params, blocks = {}, {}
     for layer, (a, b) in enumerate(zip(sizes, sizes[1:])):
-        params[f"l{layer}.w"] = torch.randn(b, a, generator=gen, dtype=dtype) / a**0.5
-        params[f"l{layer}.b"] = 0.3 * torch.randn(b, generator=gen, dtype=dtype)
+        params[f"l{layer}.w"] = portable_randn(b, a, generator=gen, dtype=dtype) / a**0.5
+        params[f"l{layer}.b"] = 0.3 * portable_randn(b, generator=gen, dtype=dtype)
         blocks[f"layer{layer + 1}"] = [f"l{layer}.w", f"l{layer}.b"]
     n_layers = len(sizes) - 1
     x, y = x.to(device), y.to(device)
@@ -60,12 +64,12 @@ def tanh_mlp(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
 def bilinear_lora(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     gen = _gen(seed)
     m, n, r = 4, 5, 2
-    w0 = torch.randn(m, n, generator=gen, dtype=dtype) / n**0.5
-    x = torch.randn(7, n, generator=gen, dtype=dtype)
-    y = torch.randn(7, m, generator=gen, dtype=dtype)
+    w0 = portable_randn(m, n, generator=gen, dtype=dtype) / n**0.5
+    x = portable_randn(7, n, generator=gen, dtype=dtype)
+    y = portable_randn(7, m, generator=gen, dtype=dtype)
     params = {
-        "B": 0.5 * torch.randn(m, r, generator=gen, dtype=dtype),
-        "A": 0.5 * torch.randn(r, n, generator=gen, dtype=dtype),
+        "B": 0.5 * portable_randn(m, r, generator=gen, dtype=dtype),
+        "A": 0.5 * portable_randn(r, n, generator=gen, dtype=dtype),
     }
     w0, x, y = w0.to(device), x.to(device), y.to(device)
     params = {k: v.to(device) for k, v in params.items()}
@@ -89,9 +93,11 @@ class _TinyConv(torch.nn.Module):
 
 def tiny_conv(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     torch.manual_seed(seed)
-    model = _TinyConv().to(dtype=dtype, device=device)
+    model = _TinyConv()
+    torch.manual_seed(seed)  # the same draws again, the same bits on every CPU
+    model = portable_default_init_(model).to(dtype=dtype, device=device)
     gen = _gen(seed + 1)
-    x = torch.randn(4, 1, 4, 4, generator=gen, dtype=dtype).to(device)
+    x = portable_randn(4, 1, 4, 4, generator=gen, dtype=dtype).to(device)
     y = torch.tensor([0, 2, 1, 2], device=device)
 
     def objective(forward, p):
@@ -105,10 +111,10 @@ def tiny_conv(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
 def relu_mlp(seed: int = 0, dtype=torch.float32) -> Task:
     """8-32-32-3 ReLU MLP, cross-entropy on 128 random points, one block per layer (3 blocks)."""
     gen = _gen(seed)
-    x, y = torch.randn(128, 8, generator=gen, dtype=dtype), torch.randint(0, 3, (128,), generator=gen)
-    params = {"w1": torch.randn(8, 32, generator=gen, dtype=dtype) / 2,
-              "w2": torch.randn(32, 32, generator=gen, dtype=dtype) / 4,
-              "w3": torch.randn(32, 3, generator=gen, dtype=dtype) / 4}
+    x, y = portable_randn(128, 8, generator=gen, dtype=dtype), torch.randint(0, 3, (128,), generator=gen)
+    params = {"w1": portable_randn(8, 32, generator=gen, dtype=dtype) / 2,
+              "w2": portable_randn(32, 32, generator=gen, dtype=dtype) / 4,
+              "w3": portable_randn(32, 3, generator=gen, dtype=dtype) / 4}
 
     def loss(p):
         h = torch.relu(torch.relu(x @ p["w1"]) @ p["w2"])
@@ -140,7 +146,7 @@ def patterns_for(n: int) -> dict:
 
 def random_direction(params, seed: int) -> dict:
     gen = _gen(seed)
-    return {k: torch.randn(v.shape, generator=gen, dtype=v.dtype) for k, v in params.items()}
+    return {k: portable_randn(v.shape, generator=gen, dtype=v.dtype) for k, v in params.items()}
 
 
 # -- dense float64 references (tests only) ------------------------------------

@@ -199,14 +199,18 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
         assert abs(r["cumulative"]) <= r["bound_bk"], r
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("name,label", [("tiny_mlp", "partial"), ("lora_bilinear", "gs")])
 @pytest.mark.parametrize("kw", [{}, {"optimizer": "sgd"}])
-def test_plain_records_are_byte_for_byte_those_of_the_protocol_before_optimizers(tmp_path, name, label, kw):
+def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, name, label, kw):
     """``tests/numeric/data/plain_*.csv`` were written by the protocol before it took optimizers (float64 golden
     cases, seed 0; their ``gap``/``gap_err`` since brought up to date by :func:`numeric.gap.reconcile`, the
-    rule of ``python -m experiments.upgrade_records``); the plain path must reproduce them to the byte."""
+    rule of ``python -m experiments.upgrade_records``); the plain path must reproduce them within the float64
+    record tolerances (the file was written on another CPU: its last digits depend on the kernels; bitwise
+    agreement is promised only within one machine, tested by the resume and extension tests)."""
     from experiments.golden import build_case, case_task
-    from numeric.records import PREVIOUS_FIELDS
+    from numeric.record_comparison import compare_records, reference_tolerances
+    from numeric.records import PREVIOUS_FIELDS, read_records, records_columns
 
     case = build_case(name)
     res = run_protocol(case_task(case), case.patterns[label], case.lr, case.iters, seed=0, **kw)
@@ -216,4 +220,8 @@ def test_plain_records_are_byte_for_byte_those_of_the_protocol_before_optimizers
                                           for r in res.records]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     expected = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", f"plain_{name}_{label}.csv")
-    assert _bytes(str(path)) == _bytes(expected)
+    ref = records_columns(read_records(expected))
+    mine = records_columns(read_records(str(path)))
+    assert mine["k"] == ref["k"]
+    comp = compare_records(mine, ref, tolerances=reference_tolerances(ref, "float64"))
+    assert comp.ok, comp.first

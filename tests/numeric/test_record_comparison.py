@@ -9,6 +9,9 @@ import pytest
 from numeric.record_comparison import compare_records
 from numeric.records import RecordsError
 
+#: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
+pytestmark = pytest.mark.portable
+
 
 COLS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
 
