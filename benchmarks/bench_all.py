@@ -22,6 +22,11 @@ Usage::
     python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,protocol,hvp,threads,offload]
         [--quick]
 
+``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
+of this script (each benchmark's section from the last file holding it; the
+header, date and commit from the first), for benchmarks run as separate
+invocations (``--only``), e.g. side by side on a machine that is shared anyway.
+
 ``--quick`` runs each benchmark at its smallest useful size (a check that
 the pipeline works, not figures to quote).  ``make performance`` runs it in full
 (about an hour on the 2-core reference machine).
@@ -134,12 +139,38 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def merge(paths: list[str]) -> str:
+    """One report from the sections of several: the first file's header, then each known section in order."""
+    titles = {spec[0]: name for name, spec in BENCHMARKS.items()}
+    header, sections = None, {}
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            parts = ("\n" + fh.read()).split("\n## ")
+        if header is None:
+            header = parts[0].lstrip("\n")
+        for part in parts[1:]:
+            title = part.split("\n", 1)[0].strip()
+            if title not in titles:
+                raise SystemExit(f"bench_all: {path}: unknown section {title!r}")
+            sections[titles[title]] = "## " + part.rstrip() + "\n"
+    body = [sections[n] for n in BENCHMARKS if n in sections]
+    return (header.rstrip() + "\n\n" + "\n".join(body)).rstrip() + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join("reports", "performance.md"))
     ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of " + ",".join(BENCHMARKS))
     ap.add_argument("--quick", action="store_true", help="smallest sizes: a pipeline check, not figures")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="MD",
+                    help="write --out from the sections of earlier outputs (no benchmark runs)")
     args = ap.parse_args(argv)
+    if args.merge:
+        text = merge(args.merge)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"bench_all: merged {len(args.merge)} file(s) into {args.out}", file=sys.stderr)
+        return 0
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     bad = [n for n in names if n not in BENCHMARKS]
     if bad:

@@ -53,3 +53,17 @@ def test_bench_memory_help_states_the_policy_and_the_table_marks_the_target():
              "ratio": 58.6 / 24.5, "examples": [7, 7, 6]}]
     table = bench_memory.table(rows, args)
     assert "| 16 | 787,258 | yes | 24.5 | 58.6 | 2.39 |" in table and "target <= 3" in table
+
+
+def test_merge_keeps_the_first_header_and_orders_the_sections(tmp_path):
+    a = tmp_path / "a.md"
+    b = tmp_path / "b.md"
+    a.write_text(bench_all.render(INFO, [_result("memory", "| mem |")], "2026-01-02 03:04", quick=False))
+    later = dict(INFO, commit="def5678")
+    b.write_text(bench_all.render(later, [_result("threads", "| thr |"), _result("protocol", "iteration / bound")],
+                                  "2026-01-02 05:06", quick=False))
+    text = bench_all.merge([str(a), str(b)])
+    assert text.count("# Performance (generated)") == 1 and "commit abc1234" in text and "def5678" not in text
+    heads = [ln for ln in text.splitlines() if ln.startswith("## ")]
+    assert heads == ["## " + bench_all.BENCHMARKS[n][0] for n in ("memory", "protocol", "threads")]
+    assert "| mem |" in text and "| thr |" in text and "iteration / bound" in text
