@@ -60,16 +60,16 @@ BENCHMARKS = {
     "hvp": ("HVP cost in gradients",
             "One Hessian-vector product against one gradient of the same loss, the three task models; the row "
             "`grad+hvp (retained graph)` is what the protocol pays per product.",
-            ["benchmarks/bench_hvp.py", "--repeats", "5", "--threads", "1", "--clock", "cpu"],
+            ["benchmarks/bench_hvp.py", "--repeats", "3", "--threads", "1", "--clock", "cpu"],
             ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu", "--models", "mlp",
              "--batch", "0"]),
     "threads": ("One and two intra-op threads",
                 "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's default is 1).",
-                ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "4", "--repeats", "3"],
+                ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats", "2"],
                 ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats", "1"]),
     "offload": ("What offloading costs",
                 "Protocol wall time with the carried vectors resident and parked, interleaved, min of repeats.",
-                ["benchmarks/bench_offload.py", "--task", "mlp", "--iters", "10", "--repeats", "3"],
+                ["benchmarks/bench_offload.py", "--task", "mlp", "--iters", "6", "--repeats", "3"],
                 ["benchmarks/bench_offload.py", "--task", "mlp", "--preset", "smoke", "--iters", "2", "--repeats", "1"]),
 }
 
