@@ -154,7 +154,9 @@ def merge(paths: list[str]) -> str:
                 raise SystemExit(f"bench_all: {path}: unknown section {title!r}")
             sections[titles[title]] = "## " + part.rstrip() + "\n"
     body = [sections[n] for n in BENCHMARKS if n in sections]
-    return (header.rstrip() + "\n\n" + "\n".join(body)).rstrip() + "\n"
+    note = (f"- assembled by `bench_all.py --merge` from {len(paths)} invocations (`--only`) that ran side by side; "
+            "the date and commit are the first one's (each section names its own command and load average)")
+    return (header.rstrip() + "\n" + note + "\n\n" + "\n".join(body)).rstrip() + "\n"
 
 
 def main(argv=None) -> int:
