@@ -50,7 +50,14 @@ test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 report: $(STAMP)
+	@date +%s > $(VENV)/.report-started
 	$(PY) -m experiments report
+	@echo "make report: $$(( $$(date +%s) - $$(cat $(VENV)/.report-started) )) s wall time (measured by make)"
+
+# reports/performance.md: every performance figure, measured by benchmarks/ on this machine (about an hour on 2 cores)
+.PHONY: performance
+performance: $(STAMP)
+	$(PY) benchmarks/bench_all.py --out reports/performance.md
 
 # The committed studies, sized for a shared 2-core machine: 1 intra-op thread per run (deterministic
 # float32 reductions), 2 runs at a time; complete runs in reports/sweeps/ are reused and interrupted ones

@@ -36,7 +36,7 @@ of crosscurv (for example an older commit exported with ``git archive``) with
 the same script::
 
     python benchmarks/bench_protocol.py [--tasks mlp,fl,lora] [--preset default] [--iters 8]
-        [--repeats 3] [--rounds 1] [--threads 1] [--iteration-only] [--code DIR]
+        [--repeats 3] [--rounds 1] [--threads 1] [--iteration-only] [--code DIR] [--offload auto|on|off]
 
 Reports, never asserts (exit code 0).
 """
@@ -129,7 +129,8 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
             parts[k] = (dict(timers.acc), timers.calls["segment gap"])
 
     with tempfile.TemporaryDirectory() as tmp:
-        run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress)
+        extra = {} if OFFLOAD is None else {"offload": OFFLOAD}  # an older --code may not know the flag
+        run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress, **extra)
     ks = [k for k in range(2, iters) if k in stamps and k - 1 in stamps]
     its = [stamps[k] - stamps[k - 1] for k in ks]
     per, segments = None, None
@@ -185,7 +186,12 @@ def _primitives(task, pattern, lr, repeats: int) -> dict:
     return out
 
 
+#: ``run_protocol``'s ``offload`` (``None``: its default policy), from ``--offload``.
+OFFLOAD = None
+
+
 def main(argv=None) -> int:
+    global OFFLOAD
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="mlp,fl,lora")
     ap.add_argument("--preset", default="default")
@@ -195,7 +201,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iteration-only", action="store_true")
     ap.add_argument("--code", default=None, help="crosscurv checkout to time (default: this one)")
+    ap.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
+                    help="the runs' offloading of the carried vectors (default auto: the protocol's policy)")
     args = ap.parse_args(argv)
+    OFFLOAD = {"auto": None, "on": True, "off": False}[args.offload]
     sys.path.insert(0, os.path.abspath(args.code or HERE))
 
     import torch
@@ -213,7 +222,8 @@ def main(argv=None) -> int:
         gap_grads = 0
     print(f"crosscurv at {os.path.abspath(args.code or HERE)}; {args.threads} thread(s), CPU time, "
           f"medians of {args.repeats}; iterations 2..{args.iters - 1} of a {args.iters}-iteration run; "
-          f"{args.rounds} round(s), each a run, its unit and (unless --iteration-only) its primitives")
+          f"{args.rounds} round(s), each a run, its unit and (unless --iteration-only) its primitives; "
+          f"offload {args.offload}")
     for name in args.tasks.split(","):
         task, settings = load_task(name, args.preset)
         pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks, task.block_names)

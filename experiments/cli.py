@@ -25,7 +25,9 @@ Threads: unless the user sets ``OMP_WAIT_POLICY``, the command line sets it to
 ``PASSIVE`` before torch is first imported.  OpenMP threads that spin while
 they wait make a shared machine look hung: the ``fl`` smoke task with two
 threads on two busy cores ran at 0.02 it/s with the default policy and
-finished in 42 s with passive waiting (README, Performance).
+finished in 42 s with passive waiting (README, Performance).  And it computes
+with one intra-op thread unless the user says otherwise (``--threads``,
+``OMP_NUM_THREADS``): :mod:`experiments.threads`.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read once, when torch is first imported
+    from experiments import threads
+
+    threads.choose_default()  # 1 intra-op thread unless the user chose (experiments.threads)
     debug = bool(os.environ.get("CROSSCURV_DEBUG"))
     chosen = next((a for a in argv if a in COMMANDS), None)
     try:

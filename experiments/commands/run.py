@@ -57,8 +57,8 @@ def add_arguments(p) -> None:
                    help="at most N forward-over-reverse products per vmap batch (memory cap; default all)")
     p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
                    help="park the carried vectors off the compute device between uses (host memory on a GPU, "
-                        "files in the run folder on the CPU); auto (default): when the run's estimated footprint "
-                        "exceeds half the available memory")
+                        "files in the run folder on the CPU); auto (default): once the 7 carried vectors reach 16 MiB "
+                        "(about 600,000 float32 parameters), or under memory pressure")
     p.add_argument("--optimizer", default="sgd", metavar="SPEC",
                    help="block-separable optimizer of both runs: sgd (default: the paper's plain steps), "
                         "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] (torch.optim.Adam); the "
@@ -66,6 +66,9 @@ def add_arguments(p) -> None:
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step sizes: block NAME (or its 1-based index) steps with lr * FACTOR; "
                         "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: two were measured slower than one "
+                        "on a shared 2-core machine; recorded in summary.json as threads and threads_source)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="records between checkpoints (default: one a minute at most, and one before the last "
                         "iteration)")
@@ -80,6 +83,8 @@ def _check_flags(args):
         raise ProtocolError(f"--iters must be >= 1, got {args.iters}")
     if getattr(args, "hvp_chunk", None) is not None and args.hvp_chunk < 1:
         raise ProtocolError(f"--hvp-chunk must be >= 1, got {args.hvp_chunk}")
+    if getattr(args, "threads", None) is not None and args.threads < 1:
+        raise ProtocolError(f"--threads must be >= 1, got {args.threads}")
     if getattr(args, "checkpoint_every", None) is not None and args.checkpoint_every < 1:
         raise ProtocolError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
 
@@ -132,6 +137,10 @@ def _print_summary(summary: dict, out_dir: str) -> None:
     print(f"{summary['status']}: {summary['records']} iterations of {s['task']} "
           f"(pattern {s['pattern']['name']} {_describe(s['pattern'])}, lr {s['lr']}, {s['dtype']}, {s['device']}"
           f"{'' if opt == 'sgd' else ', optimizer ' + opt})")
+    if "threads" in s:
+        from experiments.threads import describe
+
+        print(describe(s["threads"], s.get("threads_source", "not recorded")))
     rows = []
     for name, m in summary["metrics"].items():
         rows.append([name, f"{m['correct']:.1f}%", f"{m['jc_hits'][0]}/{m['jc_hits'][1]}",
@@ -176,6 +185,27 @@ def parse(argv: list) -> object:
     return p.parse_args(argv)
 
 
+def _record_threads(settings: dict, args, out: str) -> None:
+    """``settings["threads_source"]``: why the run uses ``settings["threads"]`` threads (:mod:`experiments.threads`;
+    the summary printed at the end says it in one line).  A resumed run keeps the reason it was started with (same count), so that
+    resuming compares equal settings; a run started before the reason was recorded records none."""
+    import os
+
+    from experiments import threads as thread_choice
+
+    source = thread_choice.SOURCE
+    if args.resume:
+        try:
+            with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
+                saved = json.load(fh).get("settings") or {}
+        except (OSError, ValueError, AttributeError):
+            saved = {}
+        if saved.get("threads") == settings["threads"] and "threads" in saved:
+            source = saved.get("threads_source")
+    if source is not None:
+        settings["threads_source"] = source
+
+
 def load(args):
     """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv advise``).
 
@@ -187,6 +217,9 @@ def load(args):
     from numeric.protocol import ProtocolError
 
     _check_flags(args)
+    from experiments import threads as thread_choice
+
+    thread_choice.apply(getattr(args, "threads", None))
     from numeric.optimizers import parse_optimizer
 
     parse_optimizer(args.optimizer)  # a bad spec fails before the task is built
@@ -219,6 +252,10 @@ def execute(args):
     task, settings, lr, iters = load(args)
     spec = args.pattern or settings.get("pattern") or task.default_pattern
     pattern = parse_pattern(str(spec), task.n_blocks, task.block_names)
+    from numeric.optimizers import optimizer_setup
+
+    setup = optimizer_setup(task, args.optimizer, args.block_lr)
+    out = args.out or f"runs/{_slug(task.name)}-{_slug(pattern.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
 
     settings.update(
         lr=lr, iters=iters, pattern_spec=str(spec), seed=args.seed,
@@ -227,10 +264,7 @@ def execute(args):
         # float32 reductions depend on it: a run resumed with another thread count is refused
         threads=torch.get_num_threads(),
     )
-    from numeric.optimizers import optimizer_setup
-
-    setup = optimizer_setup(task, args.optimizer, args.block_lr)
-    out = args.out or f"runs/{_slug(task.name)}-{_slug(pattern.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
+    _record_threads(settings, args, out)
     label = f"{task.name} {pattern.name}"
     progress = _Progress(int(iters), label)
     try:

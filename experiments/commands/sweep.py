@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="runs at a time (default: the number of CPUs, or of the cluster's CPUs with --address)")
     p.add_argument("--threads", type=int, default=None,
-                   help="threads per run (default: CPUs // workers locally, 1 on a cluster)")
+                   help="intra-op threads per run (default 1: two were measured slower than one on a shared 2-core machine)")
     p.add_argument("--address", default=None,
                    help="join a running Ray cluster (e.g. auto or HOST:6379) instead of starting a local one")
     p.add_argument("--resume", action="store_true",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from experiments.sweep import aggregate, state
 from experiments.sweep.grid import RunPoint, expand
 from experiments.sweep.spec import SweepError, SweepSpec
+from experiments.threads import DEFAULT_THREADS
 
 __all__ = ["run_sweep", "SweepResult", "SWEEP_FAILED_EXIT_CODE"]
 
@@ -112,8 +113,8 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         out: sweep folder (created); its runs go to ``out/runs/<name>/``.
         workers: runs at a time (default: the CPU count of this machine, or of
             the cluster with ``address``).
-        threads: intra-op threads of each run (default: CPUs // workers on a
-            local instance, 1 on a cluster); each Ray task asks for that many CPUs.
+        threads: intra-op threads of each run (default 1, as for ``crosscurv run``:
+            :mod:`experiments.threads`); each Ray task asks for that many CPUs.
         address: a running Ray cluster to join (``ray start --head`` / ``auto``);
             ``None`` starts a local instance for this sweep and stops it after.
             A Ray instance already initialised in this process is used as it is.
@@ -180,11 +181,11 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
             local_cpus = os.cpu_count() or 1
             if address is None:
                 workers = workers or min(local_cpus, len(todo))
-                threads = threads or max(1, local_cpus // workers)
+                threads = threads or DEFAULT_THREADS
             ray = ray_backend.connect(num_cpus=(workers or local_cpus) * (threads or 1), address=address)
             started, ray_start_s = ray.started, ray.seconds
             cluster_cpus = int(ray.resources.get("CPU", 1))
-            threads = threads or 1
+            threads = threads or DEFAULT_THREADS
             workers = workers or max(1, cluster_cpus // threads)
             info.update(workers=workers, threads=threads, address=address, ray_started=started,
                         ray_start_s=ray_start_s, cluster=ray.resources)

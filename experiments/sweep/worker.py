@@ -21,6 +21,7 @@ def set_threads(threads: int) -> None:
     """Intra-op thread count of this process (OpenMP/MKL for libraries loaded later, and torch now)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
+    os.environ.pop("CROSSCURV_DEFAULT_THREADS", None)  # the sweep's choice, not the CLI default (experiments.threads)
     import torch
 
     torch.set_num_threads(int(threads))

@@ -60,3 +60,38 @@ def test_a_run_records_its_thread_count_and_refuses_to_resume_with_another(tmp_p
         assert len(err) == 1 and "threads" in err[0] and "differs" in err[0]
     finally:
         torch.set_num_threads(before)
+
+
+def _run_cli(tmp_path, name, env_threads=None, extra=()):
+    """``crosscurv run mlp --preset smoke`` in a fresh process; returns (settings, stderr lines about threads)."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "CROSSCURV_DEFAULT_THREADS")}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    if env_threads is not None:
+        env["OMP_NUM_THREADS"] = env_threads
+    out = str(tmp_path / name)
+    proc = subprocess.run([sys.executable, "-m", "experiments", "run", "mlp", "--preset", "smoke", "--iters", "2",
+                           "--device", "cpu", "--out", out, *extra], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
+        settings = json.load(fh)["settings"]
+    return settings, [ln for ln in proc.stdout.splitlines() if "intra-op thread" in ln]
+
+
+def test_the_cli_uses_one_thread_by_default_and_records_why(tmp_path):
+    settings, lines = _run_cli(tmp_path, "default")
+    assert settings["threads"] == 1 and settings["threads_source"] == "default"
+    assert len(lines) == 1 and lines[0].startswith("1 intra-op thread (the default: two OpenMP threads")
+
+
+def test_the_users_thread_count_wins_and_is_recorded(tmp_path):
+    settings, lines = _run_cli(tmp_path, "env", env_threads="2")
+    assert settings["threads"] == 2 and settings["threads_source"] == "OMP_NUM_THREADS"
+    assert lines == ["2 intra-op threads (from OMP_NUM_THREADS)"]
+    settings, lines = _run_cli(tmp_path, "flag", env_threads="1", extra=("--threads", "2"))
+    assert settings["threads"] == 2 and settings["threads_source"] == "--threads"
+    # resuming with the same count keeps the reason the run started with, so the settings compare equal
+    settings, lines = _run_cli(tmp_path, "flag", extra=("--threads", "2", "--resume", "--iters", "3"))
+    assert settings["threads"] == 2 and settings["threads_source"] == "--threads" and settings["iters"] == 3

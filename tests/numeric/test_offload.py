@@ -5,7 +5,8 @@ import os
 import pytest
 import torch
 
-from numeric.offload import Offloaded, Resident, make_store
+from numeric.offload import (CARRIED_VECTORS, OFFLOAD_MIN_BYTES, PEAK_VECTORS, Offloaded, Resident, make_store,
+                             should_offload)
 
 
 def _vec(dtype):
@@ -19,7 +20,7 @@ def test_offloaded_round_trip_is_bit_exact_and_keeps_keys_and_shapes(tmp_path, d
     v = _vec(dtype)
     store.park("z", v)
     folder = [d for d in os.listdir(tmp_path) if d.startswith(".offload-")]
-    assert len(folder) == 1 and os.listdir(tmp_path / folder[0]) == ["z.pt"]
+    assert len(folder) == 1 and os.listdir(tmp_path / folder[0]) == ["z.bin"]
     out = store.fetch("z")
     assert list(out) == list(v)
     for k in v:
@@ -52,3 +53,35 @@ def test_offloaded_gpu_vectors_wait_in_host_memory():
     assert store._host["z"]["w"].device.type == "cpu"
     out = store.fetch("z")
     assert out["w"].device.type == "cuda" and torch.equal(out["w"], v["w"])
+
+
+def test_offloaded_keeps_strided_empty_and_shrinking_vectors(tmp_path):
+    store = Offloaded("cpu", str(tmp_path))
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    v = {"t": base.t(), "e": torch.empty(0, 3), "s": torch.tensor(2.5, dtype=torch.float64)}
+    store.park("v", v)
+    out = store.fetch("v")
+    assert all(out[k].shape == v[k].shape and out[k].dtype == v[k].dtype and torch.equal(out[k], v[k]) for k in v)
+    store.park("v", {"t": base[:1]})  # a smaller vector under the same name: the file shrinks with it
+    (folder,) = os.listdir(tmp_path)
+    assert os.path.getsize(tmp_path / folder / "v.bin") == 6 * 4
+    assert list(store.fetch("v")) == ["t"] and torch.equal(store.fetch("v")["t"], base[:1])
+    store.close()
+
+
+def test_the_default_policy_follows_the_model_size_not_the_free_memory():
+    """Offload once the carried vectors reach OFFLOAD_MIN_BYTES, however much memory is free; a smaller
+    model only under memory pressure (its estimated footprint above half of what is available)."""
+    at = -(-OFFLOAD_MIN_BYTES // (CARRIED_VECTORS * 4))  # the smallest float32 model that offloads
+    plenty = 1 << 50
+    assert should_offload(at, 4, "cpu", available=plenty) is True
+    assert should_offload(at - 1, 4, "cpu", available=plenty) is False
+    assert should_offload((at + 1) // 2, 8, "cpu", available=plenty) is True  # bytes count, not parameters
+    assert should_offload(100_000_000, 4, "cpu", available=plenty) is True
+    small = 100_000
+    need = (CARRIED_VECTORS + PEAK_VECTORS) * small * 4
+    assert should_offload(small, 4, "cpu", available=4 * need) is False
+    assert should_offload(small, 4, "cpu", available=need) is True
+    assert should_offload(10, 8, "cpu") is False  # a tiny model on this machine
+    # the models of the built-in presets: the 0.8M-parameter MLP and ResNet-18 at widths 16-64 offload
+    assert should_offload(782_186, 4, "cpu", available=plenty) and should_offload(787_258, 4, "cpu", available=plenty)

@@ -287,12 +287,3 @@ def test_a_pattern_may_be_given_by_its_command_line_spelling(reference):
     assert res.records == ref.records
     with pytest.raises(PatternError):
         run_protocol(tanh_mlp(), "gs:1,2", LR, 2)
-
-
-def test_offloading_is_decided_by_memory_pressure():
-    from numeric.offload import CARRIED_VECTORS, PEAK_VECTORS, should_offload
-
-    need = (CARRIED_VECTORS + PEAK_VECTORS) * 1_000_000 * 4
-    assert should_offload(1_000_000, 4, "cpu", available=4 * need) is False
-    assert should_offload(1_000_000, 4, "cpu", available=need) is True
-    assert should_offload(10, 8, "cpu") is False  # a tiny model on this machine

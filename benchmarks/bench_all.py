@@ -1,0 +1,197 @@
+"""Run the performance benchmarks and write their results, with the machine they ran on, to one Markdown file.
+
+Every performance figure of the project is read from this file
+(``reports/performance.md``), so that no figure is copied by hand and none can
+drift from the code.  Each benchmark runs in its own subprocess with one
+intra-op thread (``OMP_NUM_THREADS=1``; the thread benchmark compares 1 and 2),
+its output is written verbatim under the command that produced it, with its
+wall time and the load average before and after (the machine may be shared:
+ratios measured within one benchmark, interleaved, are what to compare).
+
+The header names the machine (CPU model, logical CPUs), the torch version, the
+thread count, the date and the commit.  Sections:
+
+* peak memory of the protocol over one gradient step at ResNet-18 widths 16, 32, 64 (``bench_memory.py``);
+* one protocol iteration against its lower bound, per task (``bench_protocol.py``);
+* HVP cost in gradients (``bench_hvp.py``);
+* seconds per iteration with 1 and 2 threads (``bench_threads.py``: the CLI's default);
+* what offloading the carried vectors costs (``bench_offload.py``).
+
+Usage::
+
+    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,protocol,hvp,threads,offload]
+        [--quick]
+
+``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
+of this script (each benchmark's section from the last file holding it; the
+header, date and commit from the first), for benchmarks run as separate
+invocations (``--only``), e.g. side by side on a machine that is shared anyway.
+
+``--quick`` runs each benchmark at its smallest useful size (a check that
+the pipeline works, not figures to quote).  ``make performance`` runs it in full
+(about an hour on the 2-core reference machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+#: name -> (title, what it measures, full argv, quick argv)
+BENCHMARKS = {
+    "memory": ("Peak memory of the protocol over one gradient step",
+               "The `fl` ResNet-18 at base widths 16, 32 and 64 with the default offload policy (target <= 3x).",
+               ["benchmarks/bench_memory.py", "--width", "16", "32", "64"],
+               ["benchmarks/bench_memory.py", "--width", "4", "--iters", "1"]),
+    "protocol": ("One protocol iteration against its lower bound",
+                 "Per task: one iteration in gradients, its lower bound from the same primitives timed alone, "
+                 "`iteration / bound` per round and the breakdown (target <= 1.1).",
+                 ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds", "2"],
+                 ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
+                  "--repeats", "1"]),
+    "hvp": ("HVP cost in gradients",
+            "One Hessian-vector product against one gradient of the same loss, the three task models; the row "
+            "`grad+hvp (retained graph)` is what the protocol pays per product.",
+            ["benchmarks/bench_hvp.py", "--repeats", "3", "--threads", "1", "--clock", "cpu"],
+            ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu", "--models", "mlp",
+             "--batch", "0"]),
+    "threads": ("One and two intra-op threads",
+                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's default is 1).",
+                ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats", "2"],
+                ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats", "1"]),
+    "offload": ("What offloading costs",
+                "Protocol wall time with the carried vectors resident and parked, interleaved, min of repeats.",
+                ["benchmarks/bench_offload.py", "--task", "mlp", "--iters", "6", "--repeats", "3"],
+                ["benchmarks/bench_offload.py", "--task", "mlp", "--preset", "smoke", "--iters", "2", "--repeats", "1"]),
+}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    import torch
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=30).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "torch": torch.__version__,
+            "python": platform.python_version(), "commit": commit,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"}
+
+
+def run_one(name: str, quick: bool) -> dict:
+    title, what, full, small = BENCHMARKS[name]
+    argv = small if quick else full
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("CROSSCURV_DEFAULT_THREADS", None)
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.run([PY, *argv], cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    return {"name": name, "title": title, "what": what, "command": "python " + " ".join(argv),
+            "rc": proc.returncode, "out": proc.stdout.rstrip(), "err": proc.stderr.strip()[-2000:],
+            "wall": wall, "load": (load0, os.getloadavg()[0])}
+
+
+def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
+    lines = ["# Performance (generated)", "",
+             f"Written by `python benchmarks/bench_all.py{' --quick' if quick else ''}` (`make performance`); "
+             "do not edit by hand: rerun the command.", "",
+             f"- date: {started} (UTC)",
+             f"- machine: {info['cpu']}, {info['cpus']} logical CPUs, GPU: {info['gpu']}",
+             f"- torch {info['torch']}, Python {info['python']}, crosscurv commit {info['commit']}",
+             "- threads: 1 intra-op thread per benchmark (`OMP_NUM_THREADS=1`), except the thread comparison",
+             "- the machine may be shared: compare ratios measured inside one benchmark (interleaved), not "
+             "absolute times across sections; each section gives the load average before and after it", ""]
+    if quick:
+        lines += ["**Quick run: smallest sizes, a check of the pipeline; no figure here is to be quoted.**", ""]
+    for r in results:
+        status = "" if r["rc"] == 0 else f" (exit code {r['rc']}{': target missed' if r['rc'] == 1 else ''})"
+        lines += [f"## {r['title']}", "", r["what"], "",
+                  f"`{r['command']}`: {r['wall']:.0f} s wall, load average {r['load'][0]:.1f} -> "
+                  f"{r['load'][1]:.1f}{status}", ""]
+        out = r["out"]
+        if r["name"] in ("memory", "threads") and r["rc"] in (0, 1):
+            lines += [out, ""]  # already Markdown
+        else:
+            lines += ["```", out or "(no output)", "```", ""]
+        if r["rc"] not in (0, 1) and r["err"]:
+            lines += ["stderr (end):", "", "```", r["err"], "```", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def merge(paths: list[str]) -> str:
+    """One report from the sections of several: the first file's header, then each known section in order."""
+    titles = {spec[0]: name for name, spec in BENCHMARKS.items()}
+    header, sections = None, {}
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            parts = ("\n" + fh.read()).split("\n## ")
+        if header is None:
+            header = parts[0].lstrip("\n")
+        for part in parts[1:]:
+            title = part.split("\n", 1)[0].strip()
+            if title not in titles:
+                raise SystemExit(f"bench_all: {path}: unknown section {title!r}")
+            sections[titles[title]] = "## " + part.rstrip() + "\n"
+    body = [sections[n] for n in BENCHMARKS if n in sections]
+    note = (f"- assembled by `bench_all.py --merge` from {len(paths)} invocations (`--only`) that ran side by side; "
+            "the date and commit are the first one's (each section names its own command and load average)")
+    return (header.rstrip() + "\n" + note + "\n\n" + "\n".join(body)).rstrip() + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join("reports", "performance.md"))
+    ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of " + ",".join(BENCHMARKS))
+    ap.add_argument("--quick", action="store_true", help="smallest sizes: a pipeline check, not figures")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="MD",
+                    help="write --out from the sections of earlier outputs (no benchmark runs)")
+    args = ap.parse_args(argv)
+    if args.merge:
+        text = merge(args.merge)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"bench_all: merged {len(args.merge)} file(s) into {args.out}", file=sys.stderr)
+        return 0
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    bad = [n for n in names if n not in BENCHMARKS]
+    if bad:
+        ap.error(f"unknown benchmark(s) {', '.join(bad)} (known: {', '.join(BENCHMARKS)})")
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    info = machine()
+    results = []
+    for name in names:
+        print(f"bench_all: {name} ...", file=sys.stderr, flush=True)
+        results.append(run_one(name, args.quick))
+        text = render(info, results, started, args.quick)
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        tmp = args.out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:  # written after each benchmark: a long run shows progress
+            fh.write(text)
+        os.replace(tmp, args.out)
+    print(f"bench_all: wrote {args.out}", file=sys.stderr)
+    return 0 if all(r["rc"] in (0, 1) for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Seconds per protocol iteration with 1 and with 2 intra-op threads (the CLI's default thread count).
+
+For each task (built-in presets), in one process: build the task, then run
+``run_protocol`` for ``--iters`` iterations with 1 thread and with ``--threads``
+threads, interleaved ``--repeats`` times (``torch.set_num_threads`` between
+runs), and report the wall time per iteration (minimum over repeats; wall time,
+since more threads only pay off on the clock) and the ratio.  ``crosscurv``
+computes with one thread unless told otherwise (:mod:`experiments.threads`)
+because on the shared 2-core reference machine two were slower.  The load
+average is printed with the result: on a shared machine it decides the answer.
+
+Usage::
+
+    python benchmarks/bench_threads.py [--tasks mlp,fl] [--iters 4] [--repeats 3] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="mlp,fl")
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2, help="the count compared with 1 (default 2)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from experiments.tasks import TASKS
+    from numeric.protocol import run_protocol
+    from theory.patterns import parse_pattern
+
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s per iteration, "
+          f"min of {args.repeats}, K = {args.iters}")
+    print()
+    print(f"| task | parameters | 1 thread (s/it) | {args.threads} threads (s/it) | {args.threads} / 1 |")
+    print("|---|---|---|---|---|")
+    for name in args.tasks.split(","):
+        s = dict(TASKS[name].presets[args.preset])
+        task = TASKS[name].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0, data_path=None,
+                                 model_path=None)
+        pattern = parse_pattern("gs", task.n_blocks, task.block_names)
+        times = {1: [], args.threads: []}
+        for _ in range(args.repeats):
+            for n in (1, args.threads):
+                torch.set_num_threads(n)
+                with tempfile.TemporaryDirectory() as tmp:
+                    t0 = time.perf_counter()
+                    res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"))
+                    times[n].append((time.perf_counter() - t0) / args.iters)
+                assert res.status == "complete", res.message
+        one, more = min(times[1]), min(times[args.threads])
+        print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} |", flush=True)
+    print()
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
