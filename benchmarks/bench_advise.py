@@ -5,12 +5,12 @@ For each built-in task (a preset, CPU, the thread count of the process; run it w
 ``gs``, GS reversed, ``chain``, ``2<-1`` that are distinct schemes for the task), times in one
 process, alternating, ``rounds`` times:
 
-* ``advise``: :func:`numeric.advice.advise` over the ``P`` candidates (one JC trajectory), with and
+* ``advise``: :func:`crosscurv.numeric.advice.advise` over the ``P`` candidates (one JC trajectory), with and
   without its one-step check (a cost independent of ``K``);
-* ``protocol``: :func:`numeric.protocol.run_protocol` once per non-JC candidate (each run is the JC
+* ``protocol``: :func:`crosscurv.numeric.protocol.run_protocol` once per non-JC candidate (each run is the JC
   and the candidate's trajectory with the protocol's estimates and measured gap), in memory;
 * ``plain``: the bare alternative to advising: every candidate's trajectory by
-  :func:`numeric.steps.scheme_step` with its loss at each ``k`` (JC once), nothing else.
+  :func:`crosscurv.numeric.steps.scheme_step` with its loss at each ``k`` (JC once), nothing else.
 
 Prints per task the median seconds of each, ``advise / protocol`` (the target is <= 0.5) and
 ``advise / plain``.
@@ -28,7 +28,7 @@ import torch
 
 
 def candidates(task, p: int) -> list[str]:
-    from theory.patterns import as_pattern
+    from crosscurv.theory.patterns import as_pattern
 
     n = task.n_blocks
     out, seen = ["jc"], {frozenset()}
@@ -42,9 +42,9 @@ def candidates(task, p: int) -> list[str]:
 
 def plain(task, cands, lr, iters) -> dict:
     """Each candidate's losses ``L(theta_S^k)``, ``k = 0..iters``, by exact scheme steps (no estimates)."""
-    from numeric.hvp import grad
-    from numeric.steps import scheme_step
-    from theory.patterns import as_pattern
+    from crosscurv.numeric.hvp import grad
+    from crosscurv.numeric.steps import scheme_step
+    from crosscurv.theory.patterns import as_pattern
 
     out = {}
     for c in cands:
@@ -60,9 +60,9 @@ def plain(task, cands, lr, iters) -> dict:
 
 
 def main(argv=None) -> None:
-    from experiments.loading import load_task
-    from numeric.advice import advise
-    from numeric.protocol import run_protocol
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.advice import advise
+    from crosscurv.numeric.protocol import run_protocol
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", default="mlp,fl,lora")

@@ -10,10 +10,10 @@ afresh at every ``K``.  This script measures, in one process:
   interleaved ``--repeats`` times after a warm-up run, the minimum of each
   kept (the least disturbed by other load);
 * the number of Hessian-vector products of each run, counted exactly by
-  wrapping ``numeric.hvp.hvp_batch`` where the batched engine looks it up and
-  ``numeric.point.PointCurvature.hvp`` (the graph engine):
+  wrapping ``crosscurv.numeric.hvp.hvp_batch`` where the batched engine looks it up and
+  ``crosscurv.numeric.point.PointCurvature.hvp`` (the graph engine):
   at most ``1 + (4 + 2 n_M) K`` with ``n_M`` the number of products of the
-  pattern's ``M_S v`` plan (:func:`numeric.curvature.masked_product_plan`; 4 at
+  pattern's ``M_S v`` plan (:func:`crosscurv.numeric.curvature.masked_product_plan`; 4 at
   ``theta_JC^k``: Delta, z, y, power vector; ``n_M`` each for ``M_S g`` at
   ``theta_JC^k`` and ``theta_S^k``), i.e. linear in ``K``.
 
@@ -46,8 +46,8 @@ class _Counter:
     look it up, and ``PointCurvature.hvp`` (the one-graph engine)."""
 
     def __init__(self):
-        import numeric.point as point
-        from numeric.point import PointCurvature
+        import crosscurv.numeric.point as point
+        from crosscurv.numeric.point import PointCurvature
 
         self.count = 0
         self._mods = (point,)
@@ -67,7 +67,7 @@ class _Counter:
         PointCurvature.hvp = counted_point
 
     def restore(self):
-        from numeric.point import PointCurvature
+        from crosscurv.numeric.point import PointCurvature
 
         for m in self._mods:
             m.hvp_batch = self._orig
@@ -75,7 +75,7 @@ class _Counter:
 
 
 def _run(task, pattern, lr, iters, counter, hvp="auto"):
-    from numeric.protocol import run_protocol
+    from crosscurv.numeric.protocol import run_protocol
 
     before = counter.count
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,8 +100,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from experiments.tasks import build_task
-    from theory.patterns import parse_pattern
+    from crosscurv.experiments.tasks import build_task
+    from crosscurv.theory.patterns import parse_pattern
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -7,7 +7,7 @@ repeat, so no cached symbols):
    step as series in ``eta`` to ``eta^3``, take ``[eta^3](L_S - L_JC)`` and
    turn it into a SymPy expression;
 2. ``eta3 (all 24 GS orders)``: the same for every block order;
-3. ``derive (full)``: :func:`theory.derive` with every check of the paper.
+3. ``derive (full)``: :func:`crosscurv.theory.derive` with every check of the paper.
 
 Run: ``.venv/bin/python benchmarks/bench_eta3.py [--repeats R] [--blocks N]``.
 Prints one line per measurement (median and min over the repeats) and exits
@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from theory.block_model import BlockModel  # noqa: E402
-from theory.derivation import derive  # noqa: E402
-from theory.one_step import loss_series  # noqa: E402
-from theory.patterns import gauss_seidel, jacobi  # noqa: E402
+from crosscurv.theory.block_model import BlockModel  # noqa: E402
+from crosscurv.theory.derivation import derive  # noqa: E402
+from crosscurv.theory.one_step import loss_series  # noqa: E402
+from crosscurv.theory.patterns import gauss_seidel, jacobi  # noqa: E402
 
 BUDGET_S = 10.0
 

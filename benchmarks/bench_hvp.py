@@ -17,23 +17,23 @@ For each model the same run times, interleaved repeat by repeat (so machine
 load hits every variant alike), and reports medians and ratios to the
 gradient:
 
-* ``grad``: :func:`numeric.hvp.grad` (one backward pass);
-* ``hvp forward``: forward-over-reverse, ``jvp(grad(L))`` (:func:`numeric.hvp.hvp`);
-* ``hvp reverse``: double backward (:func:`numeric.hvp.hvp`);
+* ``grad``: :func:`crosscurv.numeric.hvp.grad` (one backward pass);
+* ``hvp forward``: forward-over-reverse, ``jvp(grad(L))`` (:func:`crosscurv.numeric.hvp.hvp`);
+* ``hvp reverse``: double backward (:func:`crosscurv.numeric.hvp.hvp`);
 * ``hvp rof``: reverse-over-forward, ``grad`` of the directional derivative
-  ``jvp(L)`` (:func:`numeric.hvp.hvp`);
-* ``grad+hvp forward/reverse (one pass)``: :func:`numeric.hvp.grad_and_hvp`,
+  ``jvp(L)`` (:func:`crosscurv.numeric.hvp.hvp`);
+* ``grad+hvp forward/reverse (one pass)``: :func:`crosscurv.numeric.hvp.grad_and_hvp`,
   gradient and product together; the last column is the marginal cost of the
   product, ``(t - t_grad) / t_grad``, for callers that need both (a JC step
   and ``H z`` at the same point);
 * ``point: gradient with graph`` / ``point: hvp on the retained graph``:
-  :class:`numeric.point.PointCurvature`, what the protocol uses: the gradient
+  :class:`crosscurv.numeric.point.PointCurvature`, what the protocol uses: the gradient
   built once per point with ``create_graph=True``, then each product one
   backward pass through that graph (the per-product cost the protocol pays);
 * ``linearize+jvp`` (with ``--linearize``): ``torch.func.linearize(grad(L))``
   once per point, then one jvp of the linearised map: reported as the
   linearisation cost and the per-product cost after it;
-* ``batch xM forward/reverse``: :func:`numeric.hvp.hvp_batch` of ``M``
+* ``batch xM forward/reverse``: :func:`crosscurv.numeric.hvp.hvp_batch` of ``M``
   directions, reported per product (the curvature table and ``M_S v`` use
   these batches).
 
@@ -60,8 +60,8 @@ from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from numeric.hvp import grad, grad_and_hvp, hvp, hvp_batch  # noqa: E402
-from numeric.point import PointCurvature  # noqa: E402
+from crosscurv.numeric.hvp import grad, grad_and_hvp, hvp, hvp_batch  # noqa: E402
+from crosscurv.numeric.point import PointCurvature  # noqa: E402
 
 
 # -- models --------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Each measurement runs in its own subprocess:
 
-1. build the task (``experiments.tasks`` ``fl``: federated CIFAR ResNet-18,
+1. build the task (``crosscurv.experiments.tasks`` ``fl``: federated CIFAR ResNet-18,
    3 clients, the bundled CIFAR-10 images) at the base width asked for, and
    evaluate the loss once;
 2. record the resident set ``VmRSS`` as the baseline and reset the peak
@@ -17,7 +17,7 @@ On CUDA (``--device cuda``) ``torch.cuda.max_memory_allocated`` after
 ``reset_peak_memory_stats`` is reported instead.  The ratio
 protocol/grad is the figure of merit (target <= 3), one table row per width
 (default 16, 32 and 64, the paper's; 0.8M, 3.1M and 12.5M parameters).
-``--offload auto`` is the default policy (:func:`numeric.offload.should_offload`:
+``--offload auto`` is the default policy (:func:`crosscurv.numeric.offload.should_offload`:
 offload once the seven carried vectors reach 16 MiB, i.e. from about 600,000
 float32 parameters, and under memory pressure); the table says what it chose.
 Exit code 1 when a width misses the target.
@@ -64,16 +64,16 @@ def _reset_peak() -> bool:
 def _child(args) -> dict:
     import torch
 
-    from experiments.tasks import build_task
-    from numeric.hvp import grad
-    from numeric.protocol import run_protocol
-    from theory.patterns import parse_pattern
+    from crosscurv.experiments.tasks import build_task
+    from crosscurv.numeric.hvp import grad
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.theory.patterns import parse_pattern
 
     torch.set_num_threads(args.threads)
     overrides = {}
     task, settings = build_task("fl", args.preset, device=args.device, dtype=torch.float32)
     if args.width is not None and args.width != settings.get("width"):
-        from experiments.tasks import TASKS
+        from crosscurv.experiments.tasks import TASKS
 
         s = dict(TASKS["fl"].presets[args.preset])
         s["width"] = args.width
@@ -178,7 +178,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--chunk", type=int, default=None, help="HVPs per vmap chunk (default: all at once)")
     ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
     ap.add_argument("--offload", default="auto", choices=("auto", "on", "off"),
-                    help="park carried vectors between uses (default auto: numeric.offload.should_offload, on once "
+                    help="park carried vectors between uses (default auto: crosscurv.numeric.offload.should_offload, on once "
                          "the 7 carried vectors reach 16 MiB, about 600,000 float32 parameters, or under memory "
                          "pressure)")
     ap.add_argument("--device", default="cpu")

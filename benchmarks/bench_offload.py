@@ -35,9 +35,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from experiments.tasks import TASKS
-    from numeric.protocol import run_protocol
-    from theory.patterns import parse_pattern
+    from crosscurv.experiments.tasks import TASKS
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.theory.patterns import parse_pattern
 
     torch.set_num_threads(args.threads)
     s = dict(TASKS[args.task].presets[args.preset])

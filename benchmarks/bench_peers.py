@@ -5,7 +5,7 @@ at ``--preset``), differentiated by crosscurv and by each peer through the
 peer's public API, in one process, interleaved repeat by repeat (so machine
 load hits every variant alike), single-threaded CPU time
 (``time.process_time``), medians of ``--repeats``; every figure is reported as
-a ratio to one gradient of the same run (:func:`numeric.hvp.grad`, one
+a ratio to one gradient of the same run (:func:`crosscurv.numeric.hvp.grad`, one
 backward pass).
 
 Columns, per peer and task:
@@ -13,13 +13,13 @@ Columns, per peer and task:
 * ``gradient``: ``grad L(theta)`` the peer's way;
 * ``product``: one full product ``H v`` as a user of the API pays it once the
   peer holds whatever it keeps per point (PyHessian's and BackPACK's retained
-  gradient graph, curvlinops' operator, crosscurv's :class:`numeric.point.PointCurvature`);
-* ``JC point``: what the protocol takes at ``theta_JC^k`` (:mod:`numeric.protocol`):
+  gradient graph, curvlinops' operator, crosscurv's :class:`crosscurv.numeric.point.PointCurvature`);
+* ``JC point``: what the protocol takes at ``theta_JC^k`` (:mod:`crosscurv.numeric.protocol`):
   the gradient, four full products ``H [p, z, y, Delta]`` and ``M_S g``;
 * ``S point``: what it takes at ``theta_S^k``: the gradient and ``M_S g``.
 
 ``M_S v`` (Lemma 1) keeps the Hessian blocks ``H_ij`` with ``j in S(i)``.
-crosscurv takes it by :class:`numeric.curvature.MaskedProductPlan` (one
+crosscurv takes it by :class:`crosscurv.numeric.curvature.MaskedProductPlan` (one
 product per fresh block ``j``, seeded by ``v_j`` and differentiating only the
 rows that read it).  A peer offers only full products ``H u``, so it takes the
 same plan's products as full products of zero-padded directions, keeping the
@@ -164,7 +164,7 @@ class Crosscurv(Peer):
     name = "crosscurv"
 
     def state(self):
-        from numeric.point import PointCurvature
+        from crosscurv.numeric.point import PointCurvature
 
         return PointCurvature(self.task.loss, self.task.params)
 
@@ -328,10 +328,10 @@ def _why(exc: BaseException) -> str:
 
 def bench_task(name: str, preset: str, repeats: int, peers=PEERS, seed: int = 0) -> dict:
     """Time every peer on task ``name`` (module docstring); returns medians in gradients and notes."""
-    from experiments.loading import load_task
-    from numeric.curvature import masked_product_plan
-    from numeric.hvp import grad
-    from theory.patterns import parse_pattern
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.curvature import masked_product_plan
+    from crosscurv.numeric.hvp import grad
+    from crosscurv.theory.patterns import parse_pattern
 
     task, settings = load_task(name, preset, device=torch.device("cpu"))
     pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks, task.block_names)

@@ -3,22 +3,22 @@
 For each task (built-in presets), in one process, single-threaded CPU time
 (``time.process_time``; the machine may be shared), medians of ``--repeats``:
 
-* the unit: one gradient ``grad L(theta^0)`` (:func:`numeric.hvp.grad`), timed before and
+* the unit: one gradient ``grad L(theta^0)`` (:func:`crosscurv.numeric.hvp.grad`), timed before and
   after the run (median of both);
-* one iteration of :func:`numeric.protocol.run_protocol` (with a run folder,
+* one iteration of :func:`crosscurv.numeric.protocol.run_protocol` (with a run folder,
   so checkpoints are paid as a user pays them): CPU time between consecutive
   records, iterations ``2..K-1`` (the last one skips the products of ``k + 1``);
 * its breakdown, timed inside the same run: building the two points
   (gradient with graph), the restricted ``M_S`` products (two per iteration),
   the full products ``H_JC [p, z, y, Delta]``, the scheme step's block
-  gradients (along the task's chain where it declares one, :mod:`numeric.chain`;
+  gradients (along the task's chain where it declares one, :mod:`crosscurv.numeric.chain`;
   the same step through the loss alone is printed beside it), the measured
-  gap's three inner gradients (``numeric.gap``), checkpoints, and the rest (vector algebra, records, store);
+  gap's three inner gradients (``crosscurv.numeric.gap``), checkpoints, and the rest (vector algebra, records, store);
 * the lower bound from the same primitives timed in isolation: 2 points + 4
   full products + 2 masked products + 1 scheme step (with ``g_S`` reused)
   + 3 gradients (the segment gap's inner nodes, where the checkout has them)
   times the share of the timed iterations that took the segment (the others
-  skip it: :func:`numeric.gap.plain_suffices`).  ``iteration / bound`` is the
+  skip it: :func:`crosscurv.numeric.gap.plain_suffices`).  ``iteration / bound`` is the
   overhead of the iteration body itself (target <= 1.1).  A second bound takes
   the segment as timed alone instead of as three gradients: its exact float64
   accumulation (five dot products over every parameter, which its error bound
@@ -72,8 +72,8 @@ class _Timers:
     PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap", "checkpoints")
 
     def __init__(self):
-        import numeric.protocol as protocol
-        from numeric.point import PointCurvature
+        import crosscurv.numeric.protocol as protocol
+        from crosscurv.numeric.point import PointCurvature
 
         self.acc = dict.fromkeys(self.PARTS, 0.0)
         self.calls = dict.fromkeys(self.PARTS, 0)
@@ -105,7 +105,7 @@ class _Timers:
         patch(protocol, "scheme_step", "scheme step")
         patch(protocol.RunContext, "checkpoint", "checkpoints")
         try:
-            from numeric.gap import SegmentGap
+            from crosscurv.numeric.gap import SegmentGap
 
             patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
         except ImportError:  # a checkout without the segment gap
@@ -118,7 +118,7 @@ class _Timers:
 
 def _iteration_times(task, pattern, lr, iters, timers=None):
     """CPU seconds of iterations 2..iters-1 of one run (with a run folder), and the breakdown per iteration."""
-    from numeric.protocol import run_protocol
+    from crosscurv.numeric.protocol import run_protocol
 
     stamps = {}
     parts = {}
@@ -143,11 +143,11 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
 
 def _primitives(task, pattern, lr, repeats: int) -> dict:
     """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds, medians of ``repeats``)."""
-    from numeric import tree
-    from numeric.curvature import masked_product_plan
-    from numeric.point import PointCurvature
-    from numeric.records import atomic_torch_save
-    from numeric.steps import scheme_step
+    from crosscurv.numeric import tree
+    from crosscurv.numeric.curvature import masked_product_plan
+    from crosscurv.numeric.point import PointCurvature
+    from crosscurv.numeric.records import atomic_torch_save
+    from crosscurv.numeric.steps import scheme_step
 
     p0 = task.params
     point = PointCurvature(task.loss, p0)
@@ -159,13 +159,13 @@ def _primitives(task, pattern, lr, repeats: int) -> dict:
     out["chosen"] = out[masked_product_plan(task, pattern, "auto").form]
     out["step"] = _cpu(lambda: scheme_step(task, p0, pattern, lr, grad_at_params=g), repeats)
     out["step without g_S"] = _cpu(lambda: scheme_step(task, p0, pattern, lr), repeats)
-    if getattr(task, "chain", None) is not None:  # the same step through the loss alone (numeric.chain)
-        from numeric import Task
+    if getattr(task, "chain", None) is not None:  # the same step through the loss alone (crosscurv.numeric.chain)
+        from crosscurv.numeric import Task
 
         bare = Task(task.params, task.loss, task.blocks, task.name, task.info, task.default_pattern)
         out["step without the chain"] = _cpu(lambda: scheme_step(bare, p0, pattern, lr, grad_at_params=g), repeats)
     try:  # the measured gap's segment as the iteration takes it: three inner gradients, five float64 dots
-        from numeric.gap import SegmentGap
+        from crosscurv.numeric.gap import SegmentGap
 
         theta_s = {k: v + 1e-3 for k, v in p0.items()}
         delta = tree.sub(theta_s, p0)
@@ -210,12 +210,12 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from experiments.loading import load_task
-    from numeric.hvp import grad
-    from theory.patterns import parse_pattern
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.hvp import grad
+    from crosscurv.theory.patterns import parse_pattern
 
     try:
-        import numeric.gap  # noqa: F401
+        import crosscurv.numeric.gap  # noqa: F401
 
         gap_grads = 3
     except ImportError:  # a checkout without the segment gap
@@ -262,8 +262,8 @@ def main(argv=None) -> int:
         print(f"  median: one iteration {iteration:.2f} gradients (gradient {unit * 1e3:.1f} ms)")
         if args.iteration_only:
             continue
-        from numeric.curvature import masked_product_plan
-        from numeric.protocol import choose_engine
+        from crosscurv.numeric.curvature import masked_product_plan
+        from crosscurv.numeric.protocol import choose_engine
 
         def med(get):
             return statistics.median(get(rd) / rd["unit"] for rd in rounds)

@@ -8,7 +8,7 @@ In one process, in this order:
    throughput of two single-threaded torch loops side by side against one
    (2.0 where two cores are free; on a shared machine, what is left of them);
 2. the grid's runs one by one with the command line directly
-   (``python -m experiments run ...`` in a subprocess each, ``OMP_NUM_THREADS``
+   (``python -m crosscurv run ...`` in a subprocess each, ``OMP_NUM_THREADS``
    = ``--threads``): wall time per run;
 3. the same grid as a sweep with 1 worker, then with 2 workers (``run_sweep``,
    each starting and stopping its own local Ray, ``--threads`` threads per run):
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="threads per run (CLI and sweep alike)")
     args = ap.parse_args(argv)
 
-    from experiments.sweep import run_sweep, spec_from_mapping
+    from crosscurv.experiments.sweep import run_sweep, spec_from_mapping
 
     print(f"load average before: {os.getloadavg()}; {os.cpu_count()} CPUs")
     spec = spec_from_mapping({"task": args.task, "preset": args.preset, "iters": args.iters,
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         cli = []
         for s in range(args.seeds):
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "experiments", "run", args.task, "--preset", args.preset,
+            subprocess.run([sys.executable, "-m", "crosscurv", "run", args.task, "--preset", args.preset,
                             "--iters", str(args.iters), "--seed", str(s), "--out", os.path.join(tmp, f"cli{s}")],
                            check=True, env=env, capture_output=True)
             cli.append(time.perf_counter() - t0)

@@ -5,7 +5,7 @@ For each task (built-in presets), in one process: build the task, then run
 threads, interleaved ``--repeats`` times (``torch.set_num_threads`` between
 runs), and report the wall time per iteration (minimum over repeats; wall time,
 since more threads only pay off on the clock) and the ratio.  ``crosscurv``
-computes with one thread unless told otherwise (:mod:`experiments.threads`)
+computes with one thread unless told otherwise (:mod:`crosscurv.experiments.cli.threads`)
 because on the shared 2-core reference machine two were slower.  The load
 average is printed with the result: on a shared machine it decides the answer.
 
@@ -36,9 +36,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from experiments.tasks import TASKS
-    from numeric.protocol import run_protocol
-    from theory.patterns import parse_pattern
+    from crosscurv.experiments.tasks import TASKS
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.theory.patterns import parse_pattern
 
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s per iteration, "
           f"min of {args.repeats}, K = {args.iters}")

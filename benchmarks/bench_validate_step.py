@@ -7,7 +7,7 @@ with random weights (no download), in float64, Hugging Face's default
 ``sdpa`` attention (so the curvature products go by differences of
 gradients).  The step is examples/peft_lora_t5.py's ``alternating`` (B, a
 fresh forward pass, A: GS in order B, A; ``size="t5-small"``) on one batch of ``--batch``
-sequences of ``--seq`` tokens, wrapped by :func:`numeric.step_from_training_code`,
+sequences of ``--seq`` tokens, wrapped by :func:`crosscurv.numeric.step_from_training_code`,
 and identified with the command's defaults (3 seeds, 5 step sizes, the fit).
 
 Prints the wall time of the identification (the model build excluded and
@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     import peft_lora_t5 as ex
 
-    from numeric import step_identification as si
-    from numeric.step_identification import identify_step
+    from crosscurv.numeric import step_identification as si
+    from crosscurv.numeric.step_identification import identify_step
 
     t0 = time.perf_counter()
     ex.SIZES["t5-small"].update(rank=args.rank, batch_size=args.batch, seq=args.seq)

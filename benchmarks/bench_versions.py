@@ -1,6 +1,6 @@
 """Per-iteration CPU time of ``crosscurv run`` from two checkouts: whole processes, interleaved.
 
-Each measurement is one ``python -m experiments run TASK --preset P --iters N
+Each measurement is one ``python -m crosscurv run TASK --preset P --iters N
 --out TMP`` process, as a user runs it (default checkpoint cadence, default
 offloading, the CLI's own start-up), with ``OMP_NUM_THREADS`` threads, timed
 by the operating system's account of that process (user + system CPU seconds,
@@ -16,7 +16,7 @@ per-iteration CPU time of each checkout (median over rounds), the ratio
 ``before / after`` of each round and its median.
 
 ``--same-work`` adds a third arm: the ``--after`` checkout with the measured
-gap's segment switched off (``numeric.gap.SegmentGap.interior`` returns at once
+gap's segment switched off (``crosscurv.numeric.gap.SegmentGap.interior`` returns at once
 and ``result`` gives ``(0, 0)``, patched in the process before the CLI starts),
 that is the work the protocol did before it measured the gap along the segment
 ``theta_JC^k -> theta_S^k`` (three gradients per iteration where ``loss_s -
@@ -43,15 +43,15 @@ import tempfile
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # the CLI with the measured gap's segment switched off (--same-work)
-WITHOUT_GAP = ("import sys, numeric.gap as g; g.SegmentGap.interior = lambda self, *a: None; "
-               "g.SegmentGap.result = lambda self: (0.0, 0.0); from experiments.cli import main; "
+WITHOUT_GAP = ("import sys, crosscurv.numeric.gap as g; g.SegmentGap.interior = lambda self, *a: None; "
+               "g.SegmentGap.result = lambda self: (0.0, 0.0); from crosscurv.experiments.cli import main; "
                "sys.argv[0] = 'crosscurv'; raise SystemExit(main())")
 
 
 def run_cpu(code: str, task: str, preset: str, iters: int, threads: int, extra=(), without_gap: bool = False) -> float:
     """CPU seconds (user + system) of one ``crosscurv run`` process from checkout ``code``."""
     env = dict(os.environ, PYTHONPATH=code, OMP_NUM_THREADS=str(threads))
-    entry = ["-c", WITHOUT_GAP] if without_gap else ["-m", "experiments"]
+    entry = ["-c", WITHOUT_GAP] if without_gap else ["-m", "crosscurv"]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, *entry, "run", task, "--preset", preset, "--iters", str(iters),
                "--out", os.path.join(tmp, "run"), *extra]

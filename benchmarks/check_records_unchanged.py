@@ -8,17 +8,17 @@ committed run's settings, then::
     python benchmarks/check_records_unchanged.py NEW.csv --reference OLD.csv [--columns k,loss_jc,...] [--rtol 1e-4]
 
 ``--reference`` is a CSV path or ``REV:PATH`` read with ``git show`` (from this
-checkout).  Both files are read with :func:`numeric.records.read_records` (a
+checkout).  Both files are read with :func:`crosscurv.numeric.records.read_records` (a
 file with the eight legacy columns is read too).  For each column of
 ``--columns`` (default: the eight legacy columns of
-:data:`numeric.records.LEGACY_FIELDS`) it prints the largest absolute and
+:data:`crosscurv.numeric.records.LEGACY_FIELDS`) it prints the largest absolute and
 relative difference (relative to ``max(|reference|, tiny)``), how many
 iterations are equal bit for bit, the first iteration that is not, and the
 first iteration whose relative difference exceeds ``--rtol`` (where the two
 runs *part*).
 
 The ``gap`` column changed meaning in detail when the measured gap became the
-segment integral of :mod:`numeric.gap` (no cancellation): a file written
+segment integral of :mod:`crosscurv.numeric.gap` (no cancellation): a file written
 before holds ``loss_s - loss_jc`` of two float32 losses, whose own round-off
 is of the order of the float32 spacing at ``|L|``.  The script therefore also
 prints ``max |gap_new - gap_old| / (eps32 |loss_jc|)``: values of order one
@@ -47,7 +47,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from numeric.records import LEGACY_FIELDS, RECORDS_FILE, read_records  # noqa: E402
+from crosscurv.numeric.records import LEGACY_FIELDS, RECORDS_FILE, read_records  # noqa: E402
 
 EPS32 = 2.0 ** -23
 
@@ -128,10 +128,10 @@ def last_gap(run_dir: str) -> dict:
     """The gap at the run's last iteration recomputed in float64 from ``checkpoint.pt`` (module docstring)."""
     import torch
 
-    from experiments.loading import load_task
-    from numeric.gap import loss_gap, segment_gap
-    from numeric.hvp import grad
-    from numeric.records import read_summary
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.gap import loss_gap, segment_gap
+    from crosscurv.numeric.hvp import grad
+    from crosscurv.numeric.records import read_summary
 
     settings = read_summary(os.path.join(run_dir, "summary.json"))["settings"]
     ck = torch.load(os.path.join(run_dir, "checkpoint.pt"), map_location="cpu", weights_only=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric import step_from_training_code
+from crosscurv.numeric import step_from_training_code
 
 D_IN, D_HID, D_OUT, M = 3, 4, 2, 6
 BLOCKS = {"personal": "heads.*", "shared": "features.*"}

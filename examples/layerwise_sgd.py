@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric import step_from_training_code
+from crosscurv.numeric import step_from_training_code
 
 
 def _setup(seed: int = 0):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric import Task
+from crosscurv.numeric import Task
 
 D_OUT, D_IN, RANK, M, ALPHA = 5, 4, 2, 8, 4.0
 SCALE = ALPHA / RANK

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric import Task
+from crosscurv.numeric import Task
 
 WIDTHS = (4, 5, 4, 3)  # d_0 .. d_N, N = 3 layers
 M = 6

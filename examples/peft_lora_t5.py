@@ -1,7 +1,7 @@
 """LoRA on a small random T5 with peft and torch.optim.SGD: simultaneous, alternating, and a stale gradient.
 
 Ordinary training code (no crosscurv code inside the updates); the factory
-wraps it with :func:`numeric.step_from_training_code`, which loads the
+wraps it with :func:`crosscurv.numeric.step_from_training_code`, which loads the
 parameters, sets the optimizers' ``lr`` for each call and copies the result.
 The model keeps Hugging Face's default attention (``sdpa``), which has no
 second derivatives on the CPU: the report says the curvature was taken by
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric import step_from_training_code
+from crosscurv.numeric import step_from_training_code
 
 BLOCKS = {"B": "*lora_B*", "A": "*lora_A*"}
 #: Model sizes: "tiny" for the tests, "t5-small" (T5-small's shape, random weights) for benchmarks/bench_validate_step.py.

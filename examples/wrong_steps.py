@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric import Task
+from crosscurv.numeric import Task
 
 SIZES = (2, 3, 2)
 

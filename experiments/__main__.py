@@ -1,4 +1,4 @@
-"""``python -m experiments`` is ``crosscurv``."""
+"""``python -m crosscurv`` is ``crosscurv``."""
 
 import sys
 

@@ -1,8 +1,8 @@
 """Numeric half of crosscurv: the paper's quantities by torch autograd (HVPs, never a dense Hessian).
 
 The public surface, by what a user asks (every other function lives in the
-module named after its concept, e.g. :func:`numeric.hvp.hvp_batch`,
-:mod:`numeric.estimates`, :mod:`numeric.point`):
+module named after its concept, e.g. :func:`crosscurv.numeric.hvp.hvp_batch`,
+:mod:`crosscurv.numeric.estimates`, :mod:`crosscurv.numeric.point`):
 
 * your model as a task: :class:`Task`, :func:`task_from_module`,
   :func:`partition_by_rule`; :class:`Chain` (a loss written stage by stage in
@@ -17,12 +17,12 @@ module named after its concept, e.g. :func:`numeric.hvp.hvp_batch`,
 * checking your own code: :func:`identify_step` (with :func:`as_user_step`),
   :func:`step_from_training_code` (an ``nn.Module`` and a ``torch.optim``
   training step as a step), :func:`compare_records`;
-* errors: every one is a :class:`theory.errors.InputError` (one line, exit
+* errors: every one is a :class:`crosscurv.theory.errors.InputError` (one line, exit
   code 2 on the command line); those a caller of this surface may catch are
   :class:`TaskError`, :class:`RecordsError` and :class:`ProtocolError`
-  (patterns raise :class:`theory.PatternError`).
+  (patterns raise :class:`crosscurv.theory.PatternError`).
 
-Every function that takes a pattern takes a :class:`theory.DelayPattern` or
+Every function that takes a pattern takes a :class:`crosscurv.theory.DelayPattern` or
 its command-line spelling (``"gs"``, ``"gs:3,1,2"``, ``"2<-1"``...).
 """
 

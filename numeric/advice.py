@@ -2,7 +2,7 @@
 
 For every candidate delay pattern ``S`` and every ``k <= K`` the predicted gap
 ``L_S^k - L_JC^k`` is Theorem 3's estimate with ``g_S``, ``M_S`` evaluated on the
-JC trajectory (the *JC-only* estimate of :mod:`numeric.estimates`)::
+JC trajectory (the *JC-only* estimate of :mod:`crosscurv.numeric.estimates`)::
 
     y_0 = 0,   y_{k+1} = (I - eta H_JC^k) y_k + eta^2 M_S(theta_JC^k) g_JC^k,
     estimate_S^k = g_JC^k . y_k + 1/2 y_k . H_JC^k y_k            (JC: 0).
@@ -22,7 +22,7 @@ Against the JC-only state this keeps the full gradient difference
 ``g_S - g_JC`` (``H Delta`` and its third-derivative part), ``M_S`` at the
 ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta M_S^2 g`` term; the
 loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``.
-Not kept: Lemma 1's third-derivative term ``t/2`` (``numeric.one_step``), of
+Not kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of
 order ``eta^3`` per step like the kept ones.  On a quadratic loss (no third
 derivative) ``corrected`` is exact up to ``O(eta^3)`` per step and ``error``
 is the error of the JC-only estimate to leading order
@@ -31,8 +31,8 @@ can dominate and ``error`` then *underestimates* the actual error (README,
 "Advise"): an estimate of the first neglected terms, not a bound.
 
 One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap from the JC point
-(:func:`numeric.steps.scheme_step`, :func:`numeric.gap.loss_gap`) is compared
-with ``eta^2 C_S + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`);
+(:func:`crosscurv.numeric.steps.scheme_step`, :func:`crosscurv.numeric.gap.loss_gap`) is compared
+with ``eta^2 C_S + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coefficients`);
 when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
 the series does not converge at this learning rate and the recommendation
 warns that it is outside the expansions' regime (or that the loss is not
@@ -77,8 +77,8 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from theory.errors import InputError
-from theory.patterns import DelayPattern, as_pattern
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .estimates import propagate, quadratic_from_linear
@@ -447,8 +447,8 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str 
     """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3", "c3", "floor"}}``.
 
     For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact steps
-    (:func:`numeric.steps.scheme_step`) and :func:`numeric.gap.loss_gap` (no cancellation); ``eta2 = eta^2 C_S``
-    (Theorem 1) and ``eta3 = eta2 + eta^3 c3`` (:func:`numeric.one_step.one_step_coefficients`); ``floor`` the
+    (:func:`crosscurv.numeric.steps.scheme_step`) and :func:`crosscurv.numeric.gap.loss_gap` (no cancellation); ``eta2 = eta^2 C_S``
+    (Theorem 1) and ``eta3 = eta2 + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coefficients`); ``floor`` the
     rounding of the two steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|``.
     """
     from .gap import loss_gap
@@ -531,16 +531,16 @@ def advise(
     """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
 
     Args:
-        task: a :class:`numeric.Task`; ``task.params`` is ``theta^0``.
+        task: a :class:`crosscurv.numeric.Task`; ``task.params`` is ``theta^0``.
         lr: constant learning rate ``eta > 0`` (plain steps).
         iters: budget ``K >= 1``.
         patterns: candidates (:func:`parse_candidates`; default :func:`default_candidates`).
         out_dir: run folder (``None``: in memory only); ``resume``: continue it.
-        hvp_method: as :func:`numeric.protocol.choose_engine`.
+        hvp_method: as :func:`crosscurv.numeric.protocol.choose_engine`.
         seed: recorded (the prediction itself is deterministic).
         settings: extra JSON-able settings, recorded and checked on resume.
         checkpoint_every: iterations between checkpoints (default: at most one per
-            :data:`numeric.protocol.CHECKPOINT_SECONDS`); one is always written before the last iteration.
+            :data:`crosscurv.numeric.protocol.CHECKPOINT_SECONDS`); one is always written before the last iteration.
         progress: ``progress(k, K)`` after each iteration's rows.
         on_record: ``on_record(row)`` after each iteration's rows are written (an exception interrupts).
         checks: the one-step check at ``theta^0`` (module docstring), which also rank the
@@ -728,7 +728,7 @@ def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> d
 
 
 def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
-    """Run every non-JC candidate's trajectory beside JC (:func:`numeric.protocol.run_protocol`, in memory) and
+    """Run every non-JC candidate's trajectory beside JC (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and
     count how often the advised best scheme was the measured best.
 
     Returns:

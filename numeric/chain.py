@@ -15,9 +15,9 @@ but one in all (the first layer, which holds half the MLP's arithmetic, is
 evaluated once).  The numbers are the same bit for bit: the same operations on
 the same tensors, only not repeated (``tests/numeric/test_chain.py``).
 
-:class:`Chain` is the declaration (on :attr:`numeric.task.Task.chain`);
+:class:`Chain` is the declaration (on :attr:`crosscurv.numeric.task.Task.chain`);
 :class:`PrefixCache` serves the block gradients of one scheme step
-(:func:`numeric.steps.scheme_step_with_grads`).
+(:func:`crosscurv.numeric.steps.scheme_step_with_grads`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Chain:
         input: ``h_0`` (a tensor; it never requires grad).
         head: ``h_N -> L``, a 0-dim tensor.
 
-    ``loss(params)`` must equal the task's loss function: :meth:`numeric.task.Task.check_loss`
+    ``loss(params)`` must equal the task's loss function: :meth:`crosscurv.numeric.task.Task.check_loss`
     compares the two at ``theta^0``.
     """
 
@@ -90,7 +90,7 @@ class PrefixCache:
         return len(self._seen)
 
     def block_grad(self, params: Mapping, wrt: Sequence[str]) -> dict:
-        """``grad_wrt L(params)``: :func:`numeric.hvp.block_grad` of the loss run forward from the cached prefix."""
+        """``grad_wrt L(params)``: :func:`crosscurv.numeric.hvp.block_grad` of the loss run forward from the cached prefix."""
         wrt = list(wrt)
         unknown = [k for k in wrt if k not in self._stage_of]
         if unknown:

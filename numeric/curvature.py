@@ -7,7 +7,7 @@ rest (paper, Lemma 1).  With ``P_i`` the projection onto the blocks of
     (M_S v)_i = sum_{j in S(i)} H_ij v_j = [H (P_i v)]_i,
 
 so ``M_S v`` needs one HVP per *distinct* non-empty fresh set (blocks with
-the same ``S(i)`` share the product), batched by :func:`numeric.hvp.hvp_batch`.
+the same ``S(i)`` share the product), batched by :func:`crosscurv.numeric.hvp.hvp_batch`.
 
 The table ``c_ij = g_i^T H_ij g_j`` (Theorem 1) needs ``N`` HVPs, one per block
 direction ``E_j g``; from it ``C_S = sum_{(i,j) in S} c_ij`` (Theorem 1) and
@@ -22,7 +22,7 @@ from typing import Iterable, Mapping, Sequence
 
 import torch
 
-from theory.patterns import DelayPattern, as_pattern
+from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .hvp import grad, hvp_batch
@@ -141,11 +141,11 @@ def masked_products(
     """``[M_S v_1, ..., M_S v_m]`` at one point, all HVPs in one batch.
 
     Args:
-        task: the :class:`numeric.Task` (loss and blocks).
+        task: the :class:`crosscurv.numeric.Task` (loss and blocks).
         params: the point ``theta`` at which ``H = grad^2 L(theta)``.
         pattern: delay pattern over ``task.n_blocks`` blocks.
         vs: directions keyed like ``params``.
-        method, chunk_size: passed to :func:`numeric.hvp.hvp_batch`.
+        method, chunk_size: passed to :func:`crosscurv.numeric.hvp.hvp_batch`.
 
     Returns:
         list of dicts keyed like ``params``; ``m * n_F`` HVPs in total where
@@ -220,10 +220,10 @@ def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None
     in float64.
 
     Args:
-        task: the :class:`numeric.Task`.
+        task: the :class:`crosscurv.numeric.Task`.
         params: the point (default ``task.params``).
         g: the gradient at ``params`` if already known (else computed).
-        method, chunk_size: passed to :func:`numeric.hvp.hvp_batch`.
+        method, chunk_size: passed to :func:`crosscurv.numeric.hvp.hvp_batch`.
     """
     p = task.params if params is None else params
     value = float("nan")

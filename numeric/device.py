@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from theory.errors import InputError
+from crosscurv.theory.errors import InputError
 
 __all__ = ["DeviceError", "resolve_device", "resolve_dtype", "DTYPES"]
 

@@ -1,6 +1,6 @@
 """A-posteriori error estimates of the protocol's loss-gap estimates, and certified winners.
 
-Every estimate the protocol records (:mod:`numeric.estimates`) drops terms that the paper's
+Every estimate the protocol records (:mod:`crosscurv.numeric.estimates`) drops terms that the paper's
 proofs bound with the constants ``G, L, rho`` of Assumption 1 (Lemma 3, Theorem 2, Theorem 3,
 appendix).  Here each dropped term is bounded with quantities *measured along the run*
 instead of the constants, giving one error column per estimate (``recursive_err``,
@@ -9,7 +9,7 @@ instead of the constants, giving one error column per estimate (``recursive_err`
 Measured quantities at iteration ``k`` (all Python floats, float64 arithmetic):
 
 * ``lam_max_k``, ``lam_min_k``: the converged extreme eigenvalues of ``H_JC^k``
-  (:func:`numeric.estimates.track_extremes`); ``Lambda_k = ||H_JC^k|| = max(|lam_max_k|, |lam_min_k|)``
+  (:func:`crosscurv.numeric.estimates.track_extremes`); ``Lambda_k = ||H_JC^k|| = max(|lam_max_k|, |lam_min_k|)``
   and ``c_k = ||I - eta H_JC^k|| = max(|1 - eta lam_max_k|, |1 - eta lam_min_k|)``;
 * ``G_k = ||g_JC^k||``, ``D_k = ||Delta^k||``;
 * ``rho_hat``: the running maximum over ``j < k`` of the third-derivative scale seen by the
@@ -59,7 +59,7 @@ __all__ = [
     "CERT_FIELDS",
 ]
 
-#: The error columns, one per estimate of :data:`numeric.records.ESTIMATES`.
+#: The error columns, one per estimate of :data:`crosscurv.numeric.records.ESTIMATES`.
 ERROR_FIELDS = ("recursive_err", "cumulative_err", "jc_only_err")
 #: The certified-winner columns: ``+1`` JC certified, ``-1`` ``S`` certified, ``0`` not certified.
 CERT_FIELDS = ("recursive_cert", "cumulative_cert", "jc_only_cert")

@@ -358,7 +358,7 @@ class EstimateState:
 
     The parameter-sized vectors (``z``, ``y``, the pending recursive term ``w``,
     the power vector ``p``) live in the protocol's store
-    (:mod:`numeric.offload`), updated by :func:`propagate`; this holds the rest.
+    (:mod:`crosscurv.numeric.offload`), updated by :func:`propagate`; this holds the rest.
 
     Attributes:
         q: pending quadratic term ``1/2 Delta^{k-1} . H_JC^{k-1} Delta^{k-1}``
@@ -368,7 +368,7 @@ class EstimateState:
         rayleigh: the last power-iteration estimate ``p^T H_JC^k p``.
         lam_max, lam_min: the last converged extreme eigenvalues (:func:`track_extremes`; their
             eigenvectors are carried in the store as ``vmax``, ``vmin``).
-        errors: the error estimates' scalars (:class:`numeric.error_estimates.ErrorState`).
+        errors: the error estimates' scalars (:class:`crosscurv.numeric.error_estimates.ErrorState`).
     """
 
     def __init__(self):

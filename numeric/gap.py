@@ -64,7 +64,7 @@ _SIMPSON = {0.0: 1.0 / 6.0, 0.5: 4.0 / 6.0, 1.0: 1.0 / 6.0}
 
 #: Units in the last place (of the larger loss, in the run's dtype) that bound the rounding of
 #: ``loss_s - loss_jc``.  Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its float64
-#: value on the built-in tasks (``python -m experiments.rounding``, column ``loss_jc``/``loss_s``), so
+#: value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``, column ``loss_jc``/``loss_s``), so
 #: the difference within about 3 ulps; 8 leaves a factor 2.7.
 DIFFERENCE_ULPS = 8
 

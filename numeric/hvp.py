@@ -1,8 +1,8 @@
 """Gradients and Hessian-vector products ``H(theta) v`` without forming ``H``.
 
 Parameter-space vectors are dicts of tensors keyed like the parameters
-(:mod:`numeric.tree`).  ``loss`` is a pure function ``loss(params) -> 0-dim
-tensor`` (the :class:`numeric.Task` contract).
+(:mod:`crosscurv.numeric.tree`).  ``loss`` is a pure function ``loss(params) -> 0-dim
+tensor`` (the :class:`crosscurv.numeric.Task` contract).
 
 HVP methods:
 
@@ -16,7 +16,7 @@ HVP methods:
   other two need 9), fastest on convolutional nets on the CPU
   (``benchmarks/bench_hvp.py``);
 * ``"auto"``: the same meaning everywhere in crosscurv (here, in
-  :func:`numeric.protocol.run_protocol` and on the command line): double
+  :func:`crosscurv.numeric.protocol.run_protocol` and on the command line): double
   backward (``"reverse"``) where the model has a double derivative (on the
   CPU the fastest and leanest, ``benchmarks/bench_hvp.py``), else
   forward-over-reverse.  Nothing is remembered between calls: each ``"auto"``
@@ -34,7 +34,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from theory.errors import InputError
+from crosscurv.theory.errors import InputError
 
 from . import tree
 

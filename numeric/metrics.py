@@ -25,11 +25,11 @@ Ties (the paper leaves ``w(0)`` undefined; this is how crosscurv counts them):
   it makes ``MAE`` and ``Max. AE`` NaN.
 
 Certified winners (beyond the paper, :func:`certified_metrics`): an iteration whose estimate is
-certified (``|estimate| > err`` inside the regime, :mod:`numeric.error_estimates`) counts in
+certified (``|estimate| > err`` inside the regime, :mod:`crosscurv.numeric.error_estimates`) counts in
 ``Coverage`` (certified share of the decided iterations) and ``Precision`` (correct among the certified).
 
 Undecided iterations (beyond the paper): when the records carry an error
-bound ``gap_err_k`` of the measured gap (:mod:`numeric.gap`), an iteration with
+bound ``gap_err_k`` of the measured gap (:mod:`crosscurv.numeric.gap`), an iteration with
 ``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k`` has no measured winner: it is
 counted as ``undecided``, in neither ``n_JC`` nor ``n_GS``, and left out of
 ``Correct_K``, whose denominator becomes ``K - undecided``.  (An exact tie with
@@ -192,7 +192,7 @@ def evaluate_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str
 
 def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: Sequence[float],
                       gap_errs: Sequence[float] | None = None) -> dict:
-    """Coverage and precision of the certified winners (:mod:`numeric.error_estimates`).
+    """Coverage and precision of the certified winners (:mod:`crosscurv.numeric.error_estimates`).
 
     ``certs[k]`` is ``+1`` (JC certified), ``-1`` (``S`` certified) or ``0`` (not certified; NaN counts
     as ``0``: records written before the certificates).  Over the *decided* iterations (a measured

@@ -14,7 +14,7 @@ where ``E_i g`` keeps block ``i`` of ``g`` and ``P_i g`` the blocks
 ``g_tilde = g - eta M_S g + eta^2 (M_S^2 g + t/2) + O(eta^3)`` with
 ``t_i = [T(., P_i g, P_i g)]_i``; substitute ``Delta = -eta g_tilde`` into the
 cubic Taylor expansion of ``L`` and subtract the JC expansion; the
-``T[g, g, g]`` terms cancel.)  ``theory.one_step.gap_coefficients`` derives the
+``T[g, g, g]`` terms cancel.)  ``crosscurv.theory.one_step.gap_coefficients`` derives the
 same coefficients symbolically; the tests compare the two.
 
 Cost: ``n_F`` HVPs for ``M_S g``, ``n_F + 1`` for ``M_S^2 g`` and ``H M_S g``
@@ -28,7 +28,7 @@ from typing import Mapping
 
 import torch
 
-from theory.patterns import DelayPattern, jacobi
+from crosscurv.theory.patterns import DelayPattern, jacobi
 
 from . import tree
 from .curvature import masked_directions
@@ -47,16 +47,16 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g:
     """The coefficients ``{2: C_S, 3: c3}`` of the one-step gap at ``params``.
 
     Args:
-        task: the :class:`numeric.Task`.
+        task: the :class:`crosscurv.numeric.Task`.
         params: the common point ``theta^k``.
         pattern: acyclic delay pattern over ``task.n_blocks`` blocks, or its
-            spec (``"gs"``, ``"2<-1"``...; :func:`theory.patterns.as_pattern`).
+            spec (``"gs"``, ``"2<-1"``...; :func:`crosscurv.theory.patterns.as_pattern`).
         g: the gradient at ``params`` if known (else computed).
-        method: HVP method (:func:`numeric.hvp.hvp`).
+        method: HVP method (:func:`crosscurv.numeric.hvp.hvp`).
 
     Returns:
         ``{2: C_S, 3: c3}`` as Python floats (dots accumulated in float64),
-        the same keys as ``theory.one_step.gap_coefficients``.
+        the same keys as ``crosscurv.theory.one_step.gap_coefficients``.
     """
     pattern = check_pattern(task, pattern)
     groups = masked_directions(task, pattern)
@@ -104,7 +104,7 @@ def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g:
 
 
 def one_step_gap(task, params: Mapping, pattern: DelayPattern | str, lr) -> float:
-    """The measured gap ``L(S step) - L(JC step)`` from ``params`` (exact steps, :mod:`numeric.steps`)."""
+    """The measured gap ``L(S step) - L(JC step)`` from ``params`` (exact steps, :mod:`crosscurv.numeric.steps`)."""
     pattern = check_pattern(task, pattern)
     with torch.no_grad():
         ls = task.loss(scheme_step(task, params, pattern, lr))

@@ -2,11 +2,11 @@
 
 Block ``i`` moves by ``-eta_i phi_i(g_i, s_i)`` with ``eta_i = lr * f_i`` (the
 factors of ``--block-lr NAME=FACTOR,...``, unnamed blocks 1) and its state
-``s_i`` updated from the same gradient (:mod:`theory.optimizers` for the
+``s_i`` updated from the same gradient (:mod:`crosscurv.theory.optimizers` for the
 symbolic side).  The update rules reproduce ``torch.optim`` operation by
 operation (single-tensor path, no weight decay):
 
-* ``sgd``: ``theta - eta_i g`` (exactly the plain step of :mod:`numeric.steps`);
+* ``sgd``: ``theta - eta_i g`` (exactly the plain step of :mod:`crosscurv.numeric.steps`);
 * ``momentum:BETA`` (``torch.optim.SGD(momentum=BETA)``, dampening 0, no
   Nesterov): ``buf = g`` at the first step, then ``buf = BETA buf + g``;
   ``theta - eta_i buf``;
@@ -14,7 +14,7 @@ operation (single-tensor path, no weight decay):
   ``m = lerp(m, g, 1 - B1)``, ``v = B2 v + (1 - B2) g^2``, step ``t``,
   ``theta - (eta_i / (1 - B1^t)) m / (sqrt(v) / sqrt(1 - B2^t) + EPS)``.
 
-The scheme step (:func:`optimizer_scheme_step`) is :func:`numeric.steps.scheme_step_with_grads`
+The scheme step (:func:`optimizer_scheme_step`) is :func:`crosscurv.numeric.steps.scheme_step_with_grads`
 with the optimizer as its update: block ``i``'s gradient is evaluated where
 exactly the blocks of ``S(i)`` hold their new values, and both the move and
 the state update use that fresh gradient.  JC and ``S`` keep separate states
@@ -29,8 +29,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from theory.errors import InputError
-from theory.patterns import DelayPattern
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.patterns import DelayPattern
 
 from .steps import scheme_step_with_grads
 
@@ -353,7 +353,7 @@ def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec
     """One exact step of scheme ``S`` with a block-separable optimizer.
 
     Args:
-        task: the :class:`numeric.Task`.
+        task: the :class:`crosscurv.numeric.Task`.
         params: ``theta^k``.
         pattern: acyclic delay pattern (``jc`` for Jacobi).
         lr: base learning rate ``eta``.
@@ -362,12 +362,12 @@ def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec
         factors: per-block step-size factors (default all 1).
         grad_at_params: ``grad L(theta^k)`` if known (JC and the blocks with an
             empty fresh set use it instead of a new evaluation, as in
-            :func:`numeric.steps.scheme_step_with_grads`).
+            :func:`crosscurv.numeric.steps.scheme_step_with_grads`).
 
     Returns:
         ``(theta^{k+1}, new_state, g_tilde)``; ``g_tilde`` holds the fresh
         gradient each block used (the full gradient for JC).  With ``sgd`` and
-        no factors this is exactly :func:`numeric.steps.scheme_step_with_grads`.
+        no factors this is exactly :func:`crosscurv.numeric.steps.scheme_step_with_grads`.
     """
     spec = parse_optimizer(spec)
     state = OptimizerState() if state is None else state
@@ -412,7 +412,7 @@ def direction_jacobian_apply(spec: OptimizerSpec, state: OptimizerState, grads: 
 
     Identity for ``sgd`` and ``momentum``; diagonal for Adam:
     ``J = (1 - b1) / (c1 D) - (m'/c1) (1 - b2) g / (c2 r D^2)`` with
-    ``r = sqrt(v'/c2)``, ``D = r + eps`` (:func:`theory.optimizers.adam_jacobian`);
+    ``r = sqrt(v'/c2)``, ``D = r + eps`` (:func:`crosscurv.theory.optimizers.adam_jacobian`);
     where ``r = 0`` (zero gradient and zero second moment, Adam's kink) the
     second term is taken as 0.
     """

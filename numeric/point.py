@@ -1,17 +1,17 @@
 """What the protocol asks of one point ``theta``: loss, gradient, ``H v`` and ``M_S v``.
 
 The per-point interface (:class:`Point`) has two implementations, the two
-engines of :func:`numeric.protocol.run_protocol`:
+engines of :func:`crosscurv.numeric.protocol.run_protocol`:
 
 * :class:`PointCurvature` (engine ``"graph"``): one retained double-backward
   graph, every product one backward pass through it (below);
 * :class:`BatchedPoint` (engine ``"batched"``): the gradient by one backward
-  pass, the products batched by :func:`numeric.hvp.hvp_batch` (forward-over-reverse
-  or any method of :mod:`numeric.hvp`), for models without a double derivative.
+  pass, the products batched by :func:`crosscurv.numeric.hvp.hvp_batch` (forward-over-reverse
+  or any method of :mod:`crosscurv.numeric.hvp`), for models without a double derivative.
 
 Both serve ``value``, ``grad``, ``hvp(v)``, ``products(named)`` (several
 products, consumed in order) and ``masked(plan, v)`` (``M_S v``, Lemma 1, by a
-:class:`numeric.curvature.MaskedProductPlan`), and ``release()``.
+:class:`crosscurv.numeric.curvature.MaskedProductPlan`), and ``release()``.
 
 The protocol needs, at each iterate ``theta``, the gradient ``g = grad L(theta)``
 and several products with ``H = grad^2 L(theta)`` (the power vector, the
@@ -19,7 +19,7 @@ cumulative and JC-only states, the trajectory difference, and the block-masked
 products ``M_S v`` of Lemma 1).  Evaluating each product from scratch repeats the
 forward and backward pass every time.  :class:`PointCurvature` builds the
 gradient once with ``create_graph=True`` (double backward, method ``"reverse"``
-of :mod:`numeric.hvp`) and serves every product as one backward pass through
+of :mod:`crosscurv.numeric.hvp`) and serves every product as one backward pass through
 that retained graph::
 
     H v = d/dtheta <g(theta), v>                      (autograd.grad of g with grad_outputs v)
@@ -35,7 +35,7 @@ where a product from scratch costs 2.6-3.2.  Memory: the retained graph holds
 the activations and the backward's intermediates until :meth:`release` (or
 until the object is dropped); each product allocates only its output.
 
-Vectors are dicts of tensors keyed like the parameters (:mod:`numeric.tree`);
+Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`);
 a vector may hold only some of the keys (the others are zero).
 """
 
@@ -45,7 +45,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from theory.patterns import DelayPattern
+from crosscurv.theory.patterns import DelayPattern
 
 from . import tree
 from .curvature import MaskedProductPlan, plan_for_blocks
@@ -161,7 +161,7 @@ class PointCurvature(Point):
 
 
 class BatchedPoint(Point):
-    """The batched engine at one point: gradient by one backward pass, products by :mod:`numeric.hvp`.
+    """The batched engine at one point: gradient by one backward pass, products by :mod:`crosscurv.numeric.hvp`.
 
     Args:
         loss, params: as :class:`PointCurvature`.
@@ -203,7 +203,7 @@ def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]]
     One product per distinct non-empty fresh set ``F``, reading only ``v_F``
     and differentiating only the blocks ``i`` with ``S(i) = F``; blocks with an
     empty fresh set are zero (``point.masked`` takes any
-    :class:`numeric.curvature.MaskedProductPlan`).
+    :class:`crosscurv.numeric.curvature.MaskedProductPlan`).
 
     Args:
         point: the :class:`PointCurvature` at ``theta``.

@@ -1,22 +1,22 @@
 """The controlled protocol (paper, Section 5.1, "Controlled trajectories").
 
 JC and pattern-``S`` trajectories start from the same ``theta^0`` (the task's
-parameters) and take exact full-batch steps (:func:`numeric.steps.scheme_step`)
+parameters) and take exact full-batch steps (:func:`crosscurv.numeric.steps.scheme_step`)
 with a constant learning rate ``eta``, no momentum (the paper's setting; with
 ``optimizer`` / ``block_lr`` both runs use a block-separable optimizer from zero
 state and the estimates are its generalizations, see :func:`run_protocol`).
 Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point interface of
-:mod:`numeric.point` (value, gradient, ``H v``, ``M_S v``):
+:mod:`crosscurv.numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
 * at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the
   products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector,
   cumulative state, JC-only state, trajectory difference);
 * at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``;
 
-the converged extreme eigenpairs of ``H_JC^k`` (:func:`numeric.estimates.track_extremes`, warm-started
-from the carried ``vmax``, ``vmin``); it writes the record of iteration ``k >= 1`` (:mod:`numeric.records`;
-the estimates of :mod:`numeric.estimates`, their error estimates and certified winners of
-:mod:`numeric.error_estimates`, measured from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two steps'
+the converged extreme eigenpairs of ``H_JC^k`` (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started
+from the carried ``vmax``, ``vmin``); it writes the record of iteration ``k >= 1`` (:mod:`crosscurv.numeric.records`;
+the estimates of :mod:`crosscurv.numeric.estimates`, their error estimates and certified winners of
+:mod:`crosscurv.numeric.error_estimates`, measured from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two steps'
 remainders, no extra product), then steps both trajectories (the
 scheme step reuses ``g_S^k`` for the blocks with an empty fresh set).  At
 ``k = K`` the products that only serve ``k + 1`` are skipped.  The HVP
@@ -25,27 +25,27 @@ scheme step reuses ``g_S^k`` for the blocks with an empty fresh set).  At
 
 Engines (chosen once per run, recorded in the summary under ``"hvp"``):
 
-* ``"graph"`` (:class:`numeric.point.PointCurvature`): the gradient is built
+* ``"graph"`` (:class:`crosscurv.numeric.point.PointCurvature`): the gradient is built
   once with ``create_graph=True`` and every product at that point is one
   backward pass through the retained graph; one graph is alive at a time;
-* ``"batched"`` (:class:`numeric.point.BatchedPoint`): the gradient by one
+* ``"batched"`` (:class:`crosscurv.numeric.point.BatchedPoint`): the gradient by one
   backward pass, the products at a point in one batched call of
-  :func:`numeric.hvp.hvp_batch` (``chunk_size`` caps the batch).
+  :func:`crosscurv.numeric.hvp.hvp_batch` (``chunk_size`` caps the batch).
 
 ``hvp_method`` ``"reverse"`` asks for the graph engine, ``"forward"`` /
 ``"rof"`` for the batched one with that method, and ``"auto"`` (default) has
-the meaning it has everywhere (:func:`numeric.hvp.resolve_method`): double
+the meaning it has everywhere (:func:`crosscurv.numeric.hvp.resolve_method`): double
 backward when one product works at ``theta^0`` (the graph engine), else
 forward-over-reverse (batched).  ``M_S v`` follows a
-:class:`numeric.curvature.MaskedProductPlan` (one product per fresh block or
+:class:`crosscurv.numeric.curvature.MaskedProductPlan` (one product per fresh block or
 per fresh set, whichever needs fewer; recorded).
 
 The carried vectors (``theta_JC``, ``theta_S``, ``z``, ``y``, the pending
 recursive term ``w``, the power vector ``p``, the extreme eigenvectors ``vmax``, ``vmin``, ``M_S g_JC``,
 and within an iteration ``g_JC^k`` and ``g_JC^k + H_JC^k Delta^k`` for the error estimates) always live in one
-store (:mod:`numeric.offload`): resident, or parked off the compute device
+store (:mod:`crosscurv.numeric.offload`): resident, or parked off the compute device
 between uses when the estimated footprint does not fit comfortably in the
-available memory (:func:`numeric.offload.should_offload`) or when asked.
+available memory (:func:`crosscurv.numeric.offload.should_offload`) or when asked.
 
 Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed
 as it is written), ``summary.json`` (settings, status, metrics, timings) and
@@ -81,8 +81,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from theory.errors import InputError
-from theory.patterns import DelayPattern, jacobi, parse_pattern
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
@@ -175,7 +175,7 @@ class ProtocolResult:
 
     Attributes:
         status: ``"complete"``, ``"diverged"`` or ``"interrupted"``.
-        records: every record ``k = 1..`` (dicts, :data:`numeric.records.FIELDS`).
+        records: every record ``k = 1..`` (dicts, :data:`crosscurv.numeric.records.FIELDS`).
         summary: the summary dict (also written to ``summary.json``).
         message: one line describing the status.
         diverged_at: the iteration whose loss was not finite, else ``None``.
@@ -258,7 +258,7 @@ class Engine:
     chunk_size: int | None = None
 
     def point(self, loss, params: Mapping):
-        """The :class:`numeric.point.Point` at ``params``."""
+        """The :class:`crosscurv.numeric.point.Point` at ``params``."""
         if self.name == "graph":
             return PointCurvature(loss, params)
         return BatchedPoint(loss, params, self.method, self.chunk_size)
@@ -266,11 +266,11 @@ class Engine:
     def describe(self) -> str:
         if self.name == "graph":
             return "one retained double-backward graph per point"
-        return "batched products (numeric.hvp.hvp_batch)"
+        return "batched products (crosscurv.numeric.hvp.hvp_batch)"
 
 
 def choose_engine(task, hvp_method: str = "auto", chunk_size: int | None = None) -> Engine:
-    """The engine for ``hvp_method`` (``"auto"``: :func:`numeric.hvp.resolve_method` at ``theta^0``)."""
+    """The engine for ``hvp_method`` (``"auto"``: :func:`crosscurv.numeric.hvp.resolve_method` at ``theta^0``)."""
     if hvp_method not in HVP_METHODS:
         raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")
     method = resolve_method(task.loss, task.params, hvp_method) if hvp_method == "auto" else hvp_method
@@ -497,8 +497,8 @@ class _Optimizer:
 class RunContext:
     """Everything one run's iterations share (instead of long parameter lists).
 
-    ``store`` holds the carried vectors between iterations (:mod:`numeric.offload`);
-    ``est`` the scalar state of the estimates (:class:`numeric.estimates.EstimateState`);
+    ``store`` holds the carried vectors between iterations (:mod:`crosscurv.numeric.offload`);
+    ``est`` the scalar state of the estimates (:class:`crosscurv.numeric.estimates.EstimateState`);
     ``opt`` the optimizer of a run that is not plain ``sgd`` (``None``: the paper's steps).
     """
 
@@ -614,11 +614,11 @@ class _Diverged(Exception):
 def _iteration(ctx: RunContext, k: int) -> None:
     """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k + 1``.
 
-    The record's ``gap`` is the segment integral of :class:`numeric.gap.SegmentGap` (three gradients
+    The record's ``gap`` is the segment integral of :class:`crosscurv.numeric.gap.SegmentGap` (three gradients
     inside the segment ``theta_JC^k -> theta_S^k``, taken at ``theta_S^k`` while ``at_s`` is held, its
     ends ``g_JC^k`` and ``g_S^k``), with its error bound ``gap_err``, checked against ``loss_s -
-    loss_jc`` by :func:`numeric.gap.reconcile`; where that difference alone is within ``2^-10`` of
-    itself the segment is skipped (:func:`numeric.gap.plain_suffices`);
+    loss_jc`` by :func:`crosscurv.numeric.gap.reconcile`; where that difference alone is within ``2^-10`` of
+    itself the segment is skipped (:func:`crosscurv.numeric.gap.plain_suffices`);
     ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
@@ -629,7 +629,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     Updates (Lemma 3, Theorems 2-3): ``z <- (z - eta H z) + eta^2 u``, ``y <- (y - eta H y) + eta^2 M_S g_JC``,
     ``w <- (Delta - eta H Delta) + eta^2 u``, ``q <- Delta . H Delta / 2``.
 
-    With an optimizer (``ctx.opt``; :mod:`numeric.optimizer_estimates`) the same body runs with its
+    With an optimizer (``ctx.opt``; :mod:`crosscurv.numeric.optimizer_estimates`) the same body runs with its
     generalizations: the steps move by ``-eta F phi`` and update each run's state, ``M_S g`` becomes the
     forcing ``M_S F phi`` (``phi`` at the run's own state), and ``z``, ``y``, ``w`` take the *tangent
     step* with their state differences: ``y`` at ``theta_JC^k``; ``z`` and ``w`` (whose forcing is only
@@ -643,7 +643,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     record: dict = {}
     # -- theta_JC^k ------------------------------------------------------------------------
     theta_j = S.fetch("theta_j")
-    # the measured gap L(theta_S) - L(theta_JC) without cancellation (numeric.gap): its end node with
+    # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its end node with
     # g_JC^k here, the rest at theta_S^k once both losses say whether the segment is needed (theta_JC^k
     # is kept for it); Delta^k also serves H_JC^k Delta^k
     S.park("delta", tree.sub(S.fetch("theta_s"), theta_j))
@@ -661,14 +661,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
         raise _Diverged(k, f"diverged at k={k}: {bad}")
     gj = at_j.grad
     est.observe_gradients(gj)
-    meas = {"G": float(tree.norm(gj))}  # what the error estimates measure at k (numeric.error_estimates)
+    meas = {"G": float(tree.norm(gj))}  # what the error estimates measure at k (crosscurv.numeric.error_estimates)
     if k >= 1:
         segment.add(0.0, gj, S.fetch("delta"))
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
         gz, gy = tree.dot(gj, S.fetch("z")), tree.dot(gj, S.fetch("y"))
     if not last and opt is None:
         S.park("m_jc", at_j.masked(ctx.plan, gj))
-        # the JC step theta - eta g: the expression numeric.steps.scheme_step uses for an empty pattern
+        # the JC step theta - eta g: the expression crosscurv.numeric.steps.scheme_step uses for an empty pattern
         new_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
         meas["round_j"] = _step_residual(new_j, theta_j, gj, lr, None, 0.0)
         S.park("theta_j", new_j)
@@ -741,7 +741,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     est.observe_gradients(gs)
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
-            measured = (math.nan, math.nan)  # far apart: the plain difference alone (numeric.gap.reconcile)
+            measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
         else:
             segment.interior(loss, S.fetch("theta_jk"), S.fetch("delta"))
             segment.add(1.0, gs, S.fetch("delta"))
@@ -797,7 +797,7 @@ def _step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:
-    """The converged extreme eigenpairs of ``H_JC^k`` (:func:`numeric.estimates.track_extremes`, warm-started from
+    """The converged extreme eigenpairs of ``H_JC^k`` (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started from
     the carried ``vmax``, ``vmin``) into the record and ``meas`` (``lam = ||H||``, ``c = ||I - eta H||``)."""
     S, est = ctx.store, ctx.est
     vmax, vmin = S.fetch("vmax"), S.fetch("vmin")
@@ -820,7 +820,7 @@ def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, mea
 
 
 def _error_columns(ctx: RunContext, record: dict, meas: dict) -> None:
-    """The error estimates and certified winners of the record of ``k`` (:mod:`numeric.error_estimates`; NaN errors
+    """The error estimates and certified winners of the record of ``k`` (:mod:`crosscurv.numeric.error_estimates`; NaN errors
     and no certificate with an optimizer)."""
     est, lr = ctx.est, ctx.lr
     if ctx.opt is not None:
@@ -841,8 +841,8 @@ def _error_columns(ctx: RunContext, record: dict, meas: dict) -> None:
 
 def _carry_errors(ctx: RunContext, meas: dict, D: float, e: float, A: float, d: float, P: float,
                   wnorm: float) -> None:
-    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`numeric.error_estimates.ErrorState`);
-    ``sigma_k`` from the measured ``||w^k||`` (:func:`numeric.error_estimates.measured_step_remainder`)."""
+    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`crosscurv.numeric.error_estimates.ErrorState`);
+    ``sigma_k`` from the measured ``||w^k||`` (:func:`crosscurv.numeric.error_estimates.measured_step_remainder`)."""
     E, lr = ctx.est.errors, ctx.lr
     lam, c, G = meas["lam"], meas["c"], meas["G"]
     sigma = errs.measured_step_remainder(lr, wnorm, e)
@@ -962,7 +962,7 @@ def run_protocol(
     """Run JC and pattern ``S`` side by side for ``iters`` iterations (module docstring).
 
     Args:
-        task: a :class:`numeric.Task`; ``task.params`` is ``theta^0``.
+        task: a :class:`crosscurv.numeric.Task`; ``task.params`` is ``theta^0``.
         pattern: acyclic delay pattern over ``task.n_blocks`` blocks, or its
             command-line spelling (``"gs"``, ``"gs:3,2,1"``, ``"2<-1,3<-2"``...).
         lr: constant learning rate ``eta > 0``.
@@ -981,18 +981,18 @@ def run_protocol(
         on_record: ``on_record(record)`` after each record is written (before
             any checkpoint); an exception there interrupts the run.
         offload: park the carried vectors off the compute device between
-            their uses (:mod:`numeric.offload`; records are unchanged).
+            their uses (:mod:`crosscurv.numeric.offload`; records are unchanged).
             ``None``: when the estimated footprint exceeds half the available
-            memory (:func:`numeric.offload.should_offload`).
+            memory (:func:`crosscurv.numeric.offload.should_offload`).
         optimizer: ``"sgd"`` (default: the paper's plain steps), ``"momentum:BETA"``
-            or ``"adam[:B1,B2,EPS]"`` (:func:`numeric.optimizers.parse_optimizer`;
+            or ``"adam[:B1,B2,EPS]"`` (:func:`crosscurv.numeric.optimizers.parse_optimizer`;
             ``torch.optim`` conventions, both runs from zero state).
         block_lr: ``"NAME=FACTOR,..."`` or ``{name: factor}``: block ``NAME`` steps
             with ``lr * FACTOR`` (unnamed blocks 1).  Plain ``sgd`` with no factor
             other than 1 runs exactly the paper's protocol (bit for bit the same
             records); anything else the generalized estimates
-            (:mod:`numeric.optimizer_estimates`) in the same columns, with
-            ``bound_bk`` the majorant of :func:`numeric.optimizer_estimates.optimizer_bound`
+            (:mod:`crosscurv.numeric.optimizer_estimates`) in the same columns, with
+            ``bound_bk`` the majorant of :func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`
             (NaN for Adam).  Recorded in the settings (``optimizer``, ``block_lr``).
 
     Returns:

@@ -1,13 +1,13 @@
 """Record comparison: do a user's per-iteration records agree with a reference run?
 
-A user's records (the columns of :data:`numeric.records.FIELDS`, read with
-:func:`numeric.records.read_columns`) against a reference run, per column and
+A user's records (the columns of :data:`crosscurv.numeric.records.FIELDS`, read with
+:func:`crosscurv.numeric.records.read_columns`) against a reference run, per column and
 iteration, with tolerances suited to the reference's dtype
 (:data:`TOLERANCES`); names the first disagreement and, where the pattern of
 the disagreement is recognisable, a likely diagnosis (rows shifted by one
 iteration, a sign flip, a constant factor, a column equal to another
 reference column).  This is what ``crosscurv validate-records`` runs.
-Malformed input raises :class:`numeric.records.RecordsError`.
+Malformed input raises :class:`crosscurv.numeric.records.RecordsError`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ SAFETY = 10.0
 EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 #: Measured rounding of each record column, ``(rel, beyond)``, per dtype:
-#: ``python -m experiments.rounding`` (the README's "Tolerances" table; its
+#: ``python -m crosscurv.experiments.conformance.rounding`` (the README's "Tolerances" table; its
 #: docstring defines the measurement).  Runs of the same protocol that differ
 #: only in the order or precision of their floating-point operations (1 against
 #: 2 threads, the other HVP engine, float32 against float64, and the
@@ -61,7 +61,7 @@ EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 #: run where it was largest.  Remeasured under the emulated instruction sets of
 #: ``make test-portable`` (``MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default``,
 #: ``MKL_CBWR=AVX2|AVX ATEN_CPU_CAPABILITY=avx2``, ``OPENBLAS_CORETYPE=Haswell``:
-#: ``env ... python -m experiments.rounding --tasks "" --json`` for the golden cases,
+#: ``env ... python -m crosscurv.experiments.conformance.rounding --tasks "" --json`` for the golden cases,
 #: ``--tasks mlp,fl,lora --presets smoke:5 --no-golden`` for the tasks); each
 #: entry is the largest over this CPU and the emulations.  Not used: ``gap`` computed as ``loss_s - loss_jc``
 #: (variant ``subtraction``), which parts from the recorded segment integral by
@@ -320,8 +320,8 @@ def compare_records(
 
     Args:
         theirs, reference: ``{column: values}`` with a ``"k"`` column
-            (e.g. from :func:`numeric.records.read_columns` and
-            :func:`numeric.records.records_columns`).
+            (e.g. from :func:`crosscurv.numeric.records.read_columns` and
+            :func:`crosscurv.numeric.records.records_columns`).
         rtol, atol: ``|theirs - ref| <= atol + rtol * |ref|`` for every
             column (``nan`` agrees only with ``nan``, ``inf`` only with the
             same ``inf``); for ``gap`` the finite ``gap_err`` of both records

@@ -7,10 +7,10 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 * ``loss_jc``, ``loss_s``: measured losses ``L(theta_JC^k)``, ``L(theta_S^k)``;
 * ``gap``: the measured ``L(theta_S^k) - L(theta_JC^k)``, without the
   cancellation of subtracting the two losses: the integral of the gradient
-  along the segment ``theta_JC^k -> theta_S^k`` (:func:`numeric.gap.segment_gap`,
+  along the segment ``theta_JC^k -> theta_S^k`` (:func:`crosscurv.numeric.gap.segment_gap`,
   5-point Gauss-Lobatto, float64 accumulation) where that is the more precise
   measurement and agrees with ``loss_s - loss_jc``, else that difference
-  (:func:`numeric.gap.reconcile`);
+  (:func:`crosscurv.numeric.gap.reconcile`);
 * ``recursive``: Theorem 2 (loss evolution recursion) with the measured
   ``Delta theta^{k-1}``;
 * ``cumulative``: Theorem 3 (signed cumulative terminal comparison);
@@ -21,14 +21,14 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
   indicator; ``2`` is the edge of stability);
 * ``gap_err``: an error bound of ``gap`` (the segment rule's quadrature and
   round-off estimate, or the losses' rounding for a plain difference); an
-  iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`numeric.metrics`).
+  iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`crosscurv.numeric.metrics`).
 
 * ``lambda_max``, ``lambda_min``: the largest and the most negative eigenvalue of ``H_JC^k``,
-  converged to a relative residual ``numeric.estimates.SHARPNESS_TOL`` by Lanczos on HVPs
-  (:func:`numeric.estimates.track_extremes`; ``eta * lambda_max`` is the converged regime indicator);
+  converged to a relative residual ``crosscurv.numeric.estimates.SHARPNESS_TOL`` by Lanczos on HVPs
+  (:func:`crosscurv.numeric.estimates.track_extremes`; ``eta * lambda_max`` is the converged regime indicator);
   ``sharpness_hvps``: the Hessian-vector products they cost at ``k``;
 * ``recursive_err``, ``cumulative_err``, ``jc_only_err``: a-posteriori error estimates of the three
-  estimates (:mod:`numeric.error_estimates`; NaN for optimizer runs);
+  estimates (:mod:`crosscurv.numeric.error_estimates`; NaN for optimizer runs);
 * ``recursive_cert``, ``cumulative_cert``, ``jc_only_cert``: the certified winner (``1`` JC, ``-1`` the
   scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``).
 
@@ -54,7 +54,7 @@ import math
 import os
 from typing import Mapping, Sequence
 
-from theory.errors import InputError
+from crosscurv.theory.errors import InputError
 
 __all__ = [
     "FIELDS",
@@ -95,7 +95,7 @@ PREVIOUS_FIELDS = FIELDS[:10]
 LEGACY_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
-#: ``{estimate: its error column}`` and ``{estimate: its certified-winner column}`` (:mod:`numeric.error_estimates`).
+#: ``{estimate: its error column}`` and ``{estimate: its certified-winner column}`` (:mod:`crosscurv.numeric.error_estimates`).
 ERROR_COLUMNS = {e: f"{e}_err" for e in ESTIMATES}
 CERT_COLUMNS = {e: f"{e}_cert" for e in ESTIMATES}
 

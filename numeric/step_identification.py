@@ -1,8 +1,8 @@
 """Step identification: which block scheme does a user's step function perform?
 
-Given a :class:`numeric.Task` and a user function ``step(params, lr) -> new
+Given a :class:`crosscurv.numeric.Task` and a user function ``step(params, lr) -> new
 params``, run it from a few seeded states and step sizes ``eta_k = eta0 *
-2^-k`` and compare it with the exact steps of :mod:`numeric.steps`
+2^-k`` and compare it with the exact steps of :mod:`crosscurv.numeric.steps`
 (Definitions 1 and 2 of the paper): JC, full GS in every block order
 (``N <= 4``; else the declared order only), the declared pattern, and the
 pattern inferred from the step's own second-order term.  A step *matches* a
@@ -11,7 +11,7 @@ candidate only when it agrees to round-off at every state and every ``eta``
 with JC to first order and differs from it at order 2 (``theta^{k+1} = theta
 - eta g + eta^2 M_S g + O(eta^3)``).  Otherwise the report names the nearest
 candidate and the observed order of the difference in ``eta``
-(:func:`numeric.orders.observe_order`).  This is what ``crosscurv
+(:func:`crosscurv.numeric.orders.observe_order`).  This is what ``crosscurv
 validate-step`` runs.
 
 Everything here runs in float64 on the task's device.  Bad input (a step
@@ -28,8 +28,8 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from theory.errors import InputError
-from theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, jacobi
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, jacobi
 
 from . import tree
 from .hvp import grad, hvp_batch
@@ -69,7 +69,7 @@ class UserStep:
     """What a ``validate-step`` factory provides.
 
     Attributes:
-        task: the :class:`numeric.Task` the step acts on (float64).
+        task: the :class:`crosscurv.numeric.Task` the step acts on (float64).
         step: ``step(params, lr) -> new params``; ``params`` is a dict of
             float64 tensors keyed like ``task.params`` (a fresh copy: the step
             may modify it in place), ``lr`` a Python float; the result must be
@@ -106,7 +106,7 @@ def as_user_step(obj, name: str = "step", pattern=None) -> UserStep:
 
     Raises:
         ValidationInputError: anything else, a task that is not a
-            :class:`numeric.Task`, a step that is not callable, or a task whose
+            :class:`crosscurv.numeric.Task`, a step that is not callable, or a task whose
             parameters are not float64.
     """
     declared = None
@@ -128,7 +128,7 @@ def as_user_step(obj, name: str = "step", pattern=None) -> UserStep:
             f"factory returned {type(obj).__name__}; expected (task, step), (task, step, pattern) or an object with .task and .step"
         )
     if not isinstance(task, Task):
-        raise ValidationInputError(f"factory's task is a {type(task).__name__}, not a numeric.Task")
+        raise ValidationInputError(f"factory's task is a {type(task).__name__}, not a crosscurv.numeric.Task")
     if not callable(step):
         raise ValidationInputError(f"factory's step is a {type(step).__name__}, not callable as step(params, lr)")
     if task.dtype != torch.float64:
@@ -189,9 +189,9 @@ def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> d
 def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step", opt_state=None) -> dict:
     """``step(copy of params, lr)`` (``step(params, lr, state)`` with an optimizer state), checked and copied.
 
-    With ``opt_state`` (an :class:`~numeric.optimizers.OptimizerState`) the
+    With ``opt_state`` (an :class:`~crosscurv.numeric.optimizers.OptimizerState`) the
     step receives a fresh copy as a dict ``{"step": k, buffer name: {param:
-    tensor}}`` (``torch.optim``'s buffer names, :data:`numeric.optimizers.STATE_BUFFERS`)
+    tensor}}`` (``torch.optim``'s buffer names, :data:`crosscurv.numeric.optimizers.STATE_BUFFERS`)
     and may return ``new_params`` or ``(new_params, new_state)``; the
     parameters are compared.
     """
@@ -219,7 +219,7 @@ def _call_step(step: Callable, params: Mapping, lr: float, where: str = "step", 
 class CurvatureRoute:
     """How ``H(theta) v`` is computed for the step size and the freshness fit.
 
-    Route ``"autograd"``: :func:`numeric.hvp.hvp_batch` (double backward or
+    Route ``"autograd"``: :func:`crosscurv.numeric.hvp.hvp_batch` (double backward or
     forward-over-reverse).  Some kernels have neither derivative (PyTorch's
     CPU flash attention behind Hugging Face's default ``sdpa`` attention,
     compiled modules), and a custom ``torch.autograd.Function`` whose
@@ -381,7 +381,7 @@ def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float =
 
 
 def seeded_optimizer_states(task: Task, spec, states: Sequence[Mapping], seeds: Sequence[int], steps: int = 3) -> list:
-    """One :class:`~numeric.optimizers.OptimizerState` per state: buffers of the size of the gradient there.
+    """One :class:`~crosscurv.numeric.optimizers.OptimizerState` per state: buffers of the size of the gradient there.
 
     Heavy ball: ``momentum_buffer = rms(g) xi``; Adam: ``exp_avg = rms(g) xi``,
     ``exp_avg_sq = (rms(g) xi')^2``, ``step = steps`` (``xi, xi'`` standard
@@ -635,7 +635,7 @@ def _scale_blocks(task: Task, v: Mapping, factors: Sequence[float]) -> dict:
 def _reference(task: Task, params: Mapping, pattern: DelayPattern, lr: float, factors: Sequence[float] | None,
                spec=None, opt_state=None) -> dict:
     """The exact step of ``pattern`` with block step sizes ``lr f_i`` (plain :func:`scheme_step` when all are 1),
-    with optimizer ``spec`` from ``opt_state`` when given (:func:`numeric.optimizers.optimizer_scheme_step`)."""
+    with optimizer ``spec`` from ``opt_state`` when given (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`)."""
     if spec is not None and spec.stateful:
         return optimizer_scheme_step(task, params, pattern, lr, spec, state=opt_state,
                                      factors=None if factors is None else list(factors))[0]
@@ -738,7 +738,7 @@ class CandidateResult:
         rel_errors: ``max_s`` of that error over ``||R(theta_s, eta) - theta_s||``.
         within: per ``eta``, whether every state is within the match tolerance.
         study: observed order of ``errors`` in ``eta`` over the points above
-            the match tolerance (:class:`numeric.orders.OrderStudy`).
+            the match tolerance (:class:`crosscurv.numeric.orders.OrderStudy`).
     """
 
     candidate: Candidate
@@ -1076,11 +1076,11 @@ def identify_step(
             step's first-order term (:func:`infer_step_factors`) and use them
             when they differ between blocks.
         optimizer: ``"momentum:BETA"`` or ``"adam[:B1,B2,EPS]"``
-            (:func:`numeric.optimizers.parse_optimizer`): the step is called
+            (:func:`crosscurv.numeric.optimizers.parse_optimizer`): the step is called
             as ``step(params, lr, state)`` with a seeded optimizer state
             (:func:`seeded_optimizer_states`, heavy ball's buffer or Adam's
             moments at step 3) and compared with the optimizer-aware scheme
-            steps of :func:`numeric.optimizers.optimizer_scheme_step` (block
+            steps of :func:`crosscurv.numeric.optimizers.optimizer_scheme_step` (block
             ``i``'s fresh gradient feeds its move and its state).  The
             factors are not inferred and the second-order fit is skipped
             (the fit's form is that of plain gradient steps).

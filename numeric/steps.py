@@ -13,7 +13,7 @@ is seen stale.  JC (``S`` empty) is one full gradient at ``theta^k``.
 
 Only the gradients a sub-step needs are computed: blocks with the same fresh
 set ``S(i)`` see the same state, so they share one gradient evaluation with
-respect to their parameters only (:func:`numeric.hvp.block_grad`).  JC costs
+respect to their parameters only (:func:`crosscurv.numeric.hvp.block_grad`).  JC costs
 one gradient; full GS over ``N`` blocks costs ``N`` block gradients.
 """
 
@@ -25,8 +25,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from theory.errors import InputError
-from theory.patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 
 from .chain import PrefixCache
 from .hvp import block_grad, grad
@@ -86,7 +86,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     """One exact step of scheme ``S`` and the gradients it used.
 
     Args:
-        task: a :class:`numeric.Task` (its ``loss`` and ``blocks``).
+        task: a :class:`crosscurv.numeric.Task` (its ``loss`` and ``blocks``).
         params: the current point ``theta^k`` (``dict[str, Tensor]``).
         pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
         lr: learning rate ``eta`` (float or 0-dim tensor).
@@ -96,7 +96,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
         update: ``update(keys, old, grads) -> {key: new value}`` for the
             parameters ``keys`` given the point ``old`` and their fresh
             gradients ``grads`` (a block-separable optimizer,
-            :func:`numeric.optimizers.optimizer_scheme_step`); default the
+            :func:`crosscurv.numeric.optimizers.optimizer_scheme_step`); default the
             plain step ``old - lr * grad``.
 
     Returns:
@@ -116,7 +116,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
     used: dict[str, torch.Tensor] = {}
-    # a chained loss (numeric.chain) runs each block gradient's forward pass from the first updated stage
+    # a chained loss (crosscurv.numeric.chain) runs each block gradient's forward pass from the first updated stage
     chain = getattr(task, "chain", None)
     block_gradient = PrefixCache(chain, keys).block_grad if chain is not None else partial(block_grad, task.loss)
     for fresh, members in fresh_groups(pattern):

@@ -23,8 +23,8 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from numeric.chain import Chain
-from theory.errors import InputError
+from crosscurv.numeric.chain import Chain
+from crosscurv.theory.errors import InputError
 
 __all__ = ["TaskError", "Task", "task_from_module", "partition_by_rule"]
 
@@ -49,7 +49,7 @@ class Task:
             recorded in every run summary.
         default_pattern: pattern spec used when the user gives none
             (for example ``"gs"`` or ``"gs:8,7,6,5,4,3,2,1"``).
-        chain: optional :class:`numeric.chain.Chain`, the same loss written as
+        chain: optional :class:`crosscurv.numeric.chain.Chain`, the same loss written as
             one stage per block in block order; scheme steps then reuse the
             stages before the first updated block (same numbers, fewer passes).
 
@@ -102,7 +102,7 @@ class Task:
             raise TaskError(f"parameters mix dtypes/devices: {sorted(map(str, dtypes | devices))}")
         if self.chain is not None:
             if not isinstance(self.chain, Chain):
-                raise TaskError(f"chain must be a numeric.chain.Chain, got {type(self.chain).__name__}")
+                raise TaskError(f"chain must be a crosscurv.numeric.chain.Chain, got {type(self.chain).__name__}")
             if len(self.chain.stages) != len(self.blocks):
                 raise TaskError(f"chain has {len(self.chain.stages)} stages for {len(self.blocks)} blocks")
 

@@ -3,7 +3,7 @@
 Plain functions raising :class:`AssertionError` with the evidence in the
 message (pytest shows it), so they work in any test runner::
 
-    from numeric.testing import assert_observed_order, assert_step_is, assert_records_match
+    from crosscurv.numeric.testing import assert_observed_order, assert_step_is, assert_records_match
 
     def test_my_alternating_lora_step():
         assert_step_is(my_step, my_task, "gs:B,A")      # exact GS, B then A
@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from theory.patterns import DelayPattern
+from crosscurv.theory.patterns import DelayPattern
 
 from .orders import OrderStudy, observe_order
 
@@ -68,7 +68,7 @@ def assert_observed_order(
         what: name of the quantity in the message.
 
     Returns:
-        the :class:`numeric.orders.OrderStudy` (for further checks).
+        the :class:`crosscurv.numeric.orders.OrderStudy` (for further checks).
 
     Raises:
         AssertionError: with the error table (eta, error, rate, error/eta^p).
@@ -109,7 +109,7 @@ def assert_step_is(
 ):
     """Assert that ``step(params, lr)`` performs exactly the scheme of ``pattern`` on ``task``.
 
-    Runs :func:`numeric.step_identification.identify_step` with ``pattern`` declared:
+    Runs :func:`crosscurv.numeric.step_identification.identify_step` with ``pattern`` declared:
     the step must agree with the exact step of ``pattern`` to round-off
     (``||U - R|| <= rtol ||R - theta|| + 64 eps ||theta||``) at every seeded
     state and every ``eta = eta0 * 2^-k``, and must be a function of its
@@ -120,14 +120,14 @@ def assert_step_is(
 
     Args:
         step: ``step(params, lr) -> new params`` (dict of tensors).
-        task: a float64 :class:`numeric.Task`.
+        task: a float64 :class:`crosscurv.numeric.Task`.
         pattern: CLI spec (``"gs"``, ``"gs:B,A"``, ``"2<-1"``...) or a
             :class:`DelayPattern`.
         seeds, eta0, n_etas, rtol, perturb, max_all_orders: see
-            :func:`numeric.step_identification.identify_step`.
+            :func:`crosscurv.numeric.step_identification.identify_step`.
 
     Returns:
-        the :class:`numeric.step_identification.StepReport`.
+        the :class:`crosscurv.numeric.step_identification.StepReport`.
     """
     from .step_identification import as_user_step, identify_step
 
@@ -155,14 +155,14 @@ def assert_records_match(
         reference: a run directory (``records.csv`` + ``summary.json``), a
             records CSV path, or ``{column: values}``.
         rtol, atol: tolerances (default: by ``dtype``, see
-            :data:`numeric.record_comparison.TOLERANCES`; ``atol`` is scaled by the
+            :data:`crosscurv.numeric.record_comparison.TOLERANCES`; ``atol`` is scaled by the
             reference's largest loss).
         dtype: ``"float64"``/``"float32"``; default: the reference summary's,
             else float64.
         columns: columns to compare (default all but ``k``).
 
     Returns:
-        the :class:`numeric.record_comparison.RecordsComparison`.
+        the :class:`crosscurv.numeric.record_comparison.RecordsComparison`.
     """
     import os
 

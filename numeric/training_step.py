@@ -1,7 +1,7 @@
 """Validate real training code: an ``nn.Module`` and a ``torch.optim`` training step as a user step.
 
 ``crosscurv validate-step`` checks a step ``step(params, lr) -> new params``
-(:mod:`numeric.step_identification`).  Training code is written differently:
+(:mod:`crosscurv.numeric.step_identification`).  Training code is written differently:
 it updates a module in place with ``optimizer.zero_grad()``,
 ``loss.backward()`` and ``optimizer.step()``, with one or several
 optimizers, param groups, ``requires_grad`` toggles, peft adapters.
@@ -136,7 +136,7 @@ def step_from_training_code(
     pattern=None,
     name: str = "training step",
 ) -> UserStep:
-    """A :class:`~numeric.step_identification.UserStep` running ordinary training code (module docstring).
+    """A :class:`~crosscurv.numeric.step_identification.UserStep` running ordinary training code (module docstring).
 
     Args:
         model: the ``nn.Module`` (peft-wrapped included); converted to float64 in place.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from theory import gauss_seidel
+from crosscurv.theory import gauss_seidel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 PROTOCOL_PART = "# the controlled protocol"
@@ -56,9 +56,9 @@ def test_chain_block_gives_the_same_step_bit_for_bit():
     """The second block: a chained copy of the task takes the very GS step of the task itself."""
     import torch
 
-    import numeric
+    import crosscurv.numeric
 
     ns, _ = _run(_snippet().split(PROTOCOL_PART, 1)[0] + _snippet(1))
-    plain = numeric.gauss_seidel_step(ns["task"], ns["task"].params, 0.1)
+    plain = crosscurv.numeric.gauss_seidel_step(ns["task"], ns["task"].params, 0.1)
     assert ns["chained"].chain is not None
     assert all(torch.equal(ns["step"][k], plain[k]) for k in plain)

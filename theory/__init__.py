@@ -1,8 +1,8 @@
 """Symbolic half of crosscurv: delay patterns and the paper's expansions (SymPy).
 
 The public surface (everything else lives in the module named after its
-concept: :mod:`theory.series`, :mod:`theory.recursion`, :mod:`theory.cumulative`,
-:mod:`theory.lambdified`...):
+concept: :mod:`crosscurv.theory.series`, :mod:`crosscurv.theory.recursion`, :mod:`crosscurv.theory.cumulative`,
+:mod:`crosscurv.theory.lambdified`...):
 
 * delay patterns: :class:`DelayPattern`, its constructors, :func:`parse_pattern`
   (the command-line spelling) and :func:`as_pattern` (either form);

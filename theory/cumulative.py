@@ -5,7 +5,7 @@ model's origin is the common start ``theta^0``) everything is exact:
 
 * the JC trajectory ``theta_JC^{k+1} = theta_JC^k - eta grad L(theta_JC^k)``;
 * the ``S`` trajectory, each step the exact scheme step of
-  :func:`theory.one_step.one_step_update` started at ``theta_S^k``;
+  :func:`crosscurv.theory.one_step.one_step_update` started at ``theta_S^k``;
 * the cumulative state ``z_{k+1} = (I - eta H) z_k + eta^2 M_S g_S^k``,
   ``z_0 = 0`` (eq. signed_cumulative_state written as a recursion; ``M_S`` is
   constant because ``H`` is);

@@ -6,7 +6,7 @@ per identity of the paper (keys ``lemma1``, ``theorem1``, ``corollary1``,
 checks that go beyond the paper (``extensions``), the explicit ``eta^3``
 coefficient of ``L_S - L_JC``, the leading remainder terms of the recursions
 and timings.  Every identity is an exact polynomial identity: coefficients are
-canonical polynomials over QQ (:mod:`theory.block_model`), and the Theorem 1
+canonical polynomials over QQ (:mod:`crosscurv.theory.block_model`), and the Theorem 1
 gap is additionally re-checked as ``sympy.expand(difference) == 0``.
 
 What each key checks (``g, H, T`` generic symbols at the common iterate):
@@ -20,8 +20,8 @@ What each key checks (``g, H, T`` generic symbols at the common iterate):
   equals ``C_cross / 2`` with ``C_cross = g^T (H - D) g``.
 * ``order_invariance``: the same GS orders give identical ``L^{k+1}`` through
   ``eta^2`` (they differ at ``O(eta^3)`` only).
-* ``lemma3`` / ``theorem2``: :mod:`theory.recursion`.
-* ``theorem3_quadratic``: :mod:`theory.cumulative`, ``K = 1..4``.
+* ``lemma3`` / ``theorem2``: :mod:`crosscurv.theory.recursion`.
+* ``theorem3_quadratic``: :mod:`crosscurv.theory.cumulative`, ``K = 1..4``.
 
 Extensions: ``lemma1_next_term`` (``[eta^2] g~ = M_S^2 g + t``),
 ``eta3_closed_form`` (``[eta^3](L_S - L_JC) = c_3``), ``loss_eta3_closed_form``,

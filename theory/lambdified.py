@@ -1,6 +1,6 @@
 """Derived symbolic quantities as numeric functions (numpy float64 or mpmath).
 
-Any expression in the symbols of a :class:`theory.block_model.BlockModel`
+Any expression in the symbols of a :class:`crosscurv.theory.block_model.BlockModel`
 (``g1, H12, T123, Q1234, delta1, ...``) and the small parameters ``eta`` /
 ``epsilon`` becomes a function of *arrays*::
 

@@ -7,8 +7,8 @@ The exact scheme step (docs/design.md, "Exact scheme step"): from the common ite
 ``S``; block ``i`` evaluates its gradient at the state in which exactly the
 blocks ``j in S(i) = {j : (i, j) in S}`` hold their new values and every other
 block its old value, then moves by ``-eta`` times that *fresh gradient*.  With
-the Taylor model of :mod:`theory.block_model`, every quantity is a truncated
-power series in ``eta`` computed exactly (:mod:`theory.series`).
+the Taylor model of :mod:`crosscurv.theory.block_model`, every quantity is a truncated
+power series in ``eta`` computed exactly (:mod:`crosscurv.theory.series`).
 
 Closed forms (all at ``theta^k``; ``M_S`` keeps the Hessian blocks ``H_ij`` with
 ``(i, j) in S``; ``P_i g`` keeps the blocks ``j in S(i)`` of ``g`` and zeroes the
@@ -126,7 +126,7 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
     respects ``S`` gives the same step) evaluates its gradient at
     ``base + x^(i)``, where ``x^(i)_j`` is block ``j``'s new displacement if
     ``j in S(i)`` and 0 otherwise, and moves by ``-eta`` times it; with a
-    block-separable optimizer (:mod:`theory.optimizers`) it moves by
+    block-separable optimizer (:mod:`crosscurv.theory.optimizers`) it moves by
     ``-eta f_i phi_i(g~_i)`` instead.
 
     Args:

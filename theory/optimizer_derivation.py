@@ -1,7 +1,7 @@
 """Derive and verify the optimizer generalizations for one block model and one pattern.
 
-:func:`derive_optimizers` runs :mod:`theory.optimizer_one_step`,
-:mod:`theory.optimizer_recursion` and :mod:`theory.optimizer_cumulative` for
+:func:`derive_optimizers` runs :mod:`crosscurv.theory.optimizer_one_step`,
+:mod:`crosscurv.theory.optimizer_recursion` and :mod:`crosscurv.theory.optimizer_cumulative` for
 per-block step sizes (``sgd``), a fixed block-diagonal preconditioner, heavy
 ball, the generic smooth map (one step) and Adam (one step, one-dimensional
 blocks, :data:`ADAM_BLOCKS` blocks), and collects one boolean per result;

@@ -2,7 +2,7 @@
 
 Statement (derived and checked exactly here).  From a common iterate
 ``theta^k`` and a common optimizer state, let block ``i`` move by
-``-eta f_i phi_i(g_i, s_i)`` (:mod:`theory.optimizers`), ``phi`` smooth in the
+``-eta f_i phi_i(g_i, s_i)`` (:mod:`crosscurv.theory.optimizers`), ``phi`` smooth in the
 gradient with block-diagonal Jacobian ``J_phi`` at ``g``, and ``F`` the
 block-scalar matrix of the factors ``f_i``.  Then
 
@@ -25,7 +25,7 @@ Instances (all checked against the brute-force series):
   assumed symmetric): ``C_S^P = g^T F P M_S F P g``;
 * heavy ball with buffer ``m`` (``phi = beta m + g``, ``J = I``):
   ``C_S^beta = g^T F M_S F (g + beta m)``;
-* Adam (``J`` diagonal, :func:`theory.optimizers.adam_jacobian`):
+* Adam (``J`` diagonal, :func:`crosscurv.theory.optimizers.adam_jacobian`):
   ``C_S^Adam = sum_{(i,j) in S} f_i f_j (J_i g_i)^T H_ij phi_j``, checked on a
   separate SymPy path (:func:`check_adam_one_step`) because Adam's map is
   not polynomial.
@@ -190,9 +190,9 @@ class AdamOneStepCheck:
         eta1: ``[eta^1](L_S - L_JC)`` (must be 0).
         eta2: ``[eta^2](L_S - L_JC)`` computed from the exact Adam steps.
         C_S: ``sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j`` with ``J`` from
-            :func:`theory.optimizers.adam_jacobian`.
+            :func:`crosscurv.theory.optimizers.adam_jacobian`.
         jacobian_matches: ``adam_jacobian`` equals ``d phi / d gamma`` of
-            :func:`theory.optimizers.adam_direction`.
+            :func:`crosscurv.theory.optimizers.adam_direction`.
         holds: ``eta1 == 0``, ``eta2 == C_S`` (exactly, after simplification)
             and the Jacobian check.
     """
@@ -213,7 +213,7 @@ def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -
     ``beta1, beta2, eps`` and bias corrections ``c1, c2 > 0``.  Block ``i``'s
     direction at its fresh gradient ``g_i + e`` is expanded as
     ``phi_i + phi_i' e + 1/2 phi_i'' e^2`` with the derivatives of
-    :func:`theory.optimizers.adam_direction` taken by SymPy (placeholders
+    :func:`crosscurv.theory.optimizers.adam_direction` taken by SymPy (placeholders
     during the polynomial algebra, substituted at the end); ``e = O(eta)``
     enters the step times ``eta``, so the loss gap is exact through ``eta^3``.
     """

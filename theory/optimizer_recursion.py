@@ -36,7 +36,7 @@ In parameter units, ``Delta u^k = eta F Delta m^k`` (``O(eta^2)``) obeys
 and ``Delta theta^{k+1} = Delta theta^k - Delta u^{k+1}``: the paper's pair
 with one more state.
 
-Checked exactly like :mod:`theory.recursion`: quartic Taylor model, series in
+Checked exactly like :mod:`crosscurv.theory.recursion`: quartic Taylor model, series in
 ``(eta, eps)`` truncated at total degree 4 (every kept coefficient exact), and
 the remainders' monomials ``eta^a eps^b`` must be of Lemma 3's class
 (``a >= 1, b >= 2`` or ``a >= 3``) for ``Delta theta``, of class ``b >= 2`` or

@@ -24,7 +24,7 @@ Instances (conventions of ``torch.optim``):
 * ``adam`` (``torch.optim.Adam``, bias-corrected): not polynomial in the
   gradient, so it is handled with plain SymPy expressions
   (:func:`adam_direction`, :func:`adam_jacobian`); the other instances are
-  ring elements of the :class:`~theory.block_model.BlockModel`'s ring.
+  ring elements of the :class:`~crosscurv.theory.block_model.BlockModel`'s ring.
 
 Importing this module never imports torch.
 """

@@ -7,7 +7,7 @@ Setting.  Expand everything around ``theta_JC^k`` (the model's origin: ``g``,
 exactly through the Taylor model:
 
 * ``theta_JC^{k+1} = -eta g`` and ``theta_S^{k+1} = eps delta + (exact S step
-  started at eps delta)`` (:func:`theory.one_step.one_step_update` with ``base``);
+  started at eps delta)`` (:func:`crosscurv.theory.one_step.one_step_update` with ``base``);
 * ``g_S^k = grad L(eps delta)`` and ``M_S`` built from the Hessian blocks at
   ``theta_S^k = eps delta``; ``H_JC^k = H``; ``g_JC^{k+1} = grad L(-eta g)``
   (as in the paper: ``M_S, g_S`` at ``theta_S``, ``H_JC`` at ``theta_JC``).

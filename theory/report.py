@@ -61,7 +61,7 @@ def _order_text(order, degree) -> str:
 def render_markdown(r: DerivationResult, command: str | None = None, optimizers=None) -> str:
     """The full report as Markdown with LaTeX math.
 
-    ``optimizers``: an optional :class:`theory.optimizer_derivation.OptimizerDerivation`
+    ``optimizers``: an optional :class:`crosscurv.theory.optimizer_derivation.OptimizerDerivation`
     whose section is placed before the timings.
     """
     p = r.pattern

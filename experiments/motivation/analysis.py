@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from numeric import winner_metrics
+from crosscurv.numeric import winner_metrics
 
 __all__ = ["eval_series", "reversal", "agreement", "AGREEMENTS"]
 
@@ -75,7 +75,7 @@ AGREEMENTS = (
 def agreement(probes: Sequence[Mapping]) -> dict:
     """Per row of :data:`AGREEMENTS`: the share of probes where estimate and measurement name the same winner.
 
-    Uses :func:`numeric.winner_metrics` (the paper's ``Correct_K``; an estimate of
+    Uses :func:`crosscurv.numeric.winner_metrics` (the paper's ``Correct_K``; an estimate of
     exactly 0 agrees only with a measured 0).  Rows whose measured column is
     all NaN (``meas_gs`` outside ``mlp``) are left out.
     """

@@ -7,7 +7,7 @@ that the exact plain-gradient steps satisfy
     L_B(theta_S^+) - L_B(theta_JC^+) = eta^2 C_S + O(eta^3),   C_S = g^T M_S g,
 
 with ``g = grad L_B(theta)`` and ``M_S`` the Hessian blocks ``H_ij``,
-``(i, j) in S`` (Lemma 1; :func:`numeric.masked_product`).
+``(i, j) in S`` (Lemma 1; :func:`crosscurv.numeric.masked_product`).
 
 Optimizer-aware form (the practical steps use momentum, clipping or Adam):
 a step ``theta^+ = theta - eta d(g)`` whose direction ``d`` depends on the
@@ -31,8 +31,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from numeric import grad, masked_product, one_step_gap
-from theory.patterns import parse_pattern
+from crosscurv.numeric import grad, masked_product, one_step_gap
+from crosscurv.theory.patterns import parse_pattern
 
 __all__ = ["probe_point", "to_float64"]
 
@@ -57,7 +57,7 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
     """The criterion and the measured next-step differences at ``params``.
 
     Args:
-        task: :class:`numeric.Task` whose ``loss`` is the deterministic minibatch
+        task: :class:`crosscurv.numeric.Task` whose ``loss`` is the deterministic minibatch
             objective ``L_B`` (including any weight-decay penalty) and whose
             blocks and ``default_pattern`` give the sequential scheme ``S``.
         params: the point (the simultaneous run's parameters).

@@ -1,7 +1,7 @@
 """Panel (b): federated learning with partial model personalisation, FedAlt vs FedSim (paper, App. "Federated Learning").
 
 The model is ``f(x; u, v_i) = f_shared,u(f_personal,v_i(x))`` with the CIFAR
-ResNet-18 of :mod:`experiments.models.resnet` (personal: stem and stages 1-2;
+ResNet-18 of :mod:`crosscurv.experiments.tasks.models.resnet` (personal: stem and stages 1-2;
 shared: stages 3-4 and the classifier; BatchNorm with fixed statistics, as
 there).  Client ``i`` holds ``n_i`` examples from a Dirichlet(``alpha``)
 split.  Round ``t``: the server samples ``S`` clients uniformly without
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from numeric import Task
+from crosscurv.numeric import Task
 
 from .optim import make_optimizer
 from .panel import Panel, derive_seed, seeded
@@ -46,7 +46,7 @@ def dirichlet_split(labels, n_clients: int, alpha: float, seed: int, min_size: i
     Raises:
         ValueError: no valid split in ``tries`` draws (too few examples for the clients).
     """
-    from experiments.errors import DataError
+    from crosscurv.experiments.tasks.errors import DataError
 
     labels = np.asarray(labels)
     rng = np.random.default_rng(seed)
@@ -135,9 +135,9 @@ class FLPanel(Panel):
 
     def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32, data_path=None,
                  model_path=None):
-        from experiments.data import load_cifar10
-        from experiments.errors import DataError
-        from experiments.models.resnet import FederatedResNet18
+        from crosscurv.experiments.tasks.data import load_cifar10
+        from crosscurv.experiments.tasks.errors import DataError
+        from crosscurv.experiments.tasks.models.resnet import FederatedResNet18
 
         self.s, self.seed = settings, seed
         if data_path is None and settings.get("needs_data"):

@@ -2,7 +2,7 @@
 
 ``Y = (W_0 + s B A) Z`` with ``s = alpha / r`` on ``q`` and ``v`` of the
 encoder self-, decoder self- and decoder cross-attention
-(:mod:`experiments.models.t5lora`, peft), ``r = 8``, ``alpha = 16``, adapter
+(:mod:`crosscurv.experiments.tasks.models.t5lora`, peft), ``r = 8``, ``alpha = 16``, adapter
 dropout 0.1 on the adapter branch's input, ``A ~ N(0, 2/d_in)``, ``B = 0``.
 Text-to-text sentiment classification (``"sentiment classification: "``
 prefix, targets ``negative`` / ``positive``).  Two blocks: all ``B``, all ``A``.
@@ -25,7 +25,7 @@ import copy
 
 import torch
 
-from numeric import Task
+from crosscurv.numeric import Task
 
 from .optim import make_optimizer
 from .panel import Panel, derive_seed, seeded
@@ -45,7 +45,7 @@ class LoRAModel:
         self.drop = _dropouts(model)
 
     def loss(self, p: dict, idx, dropout_seed=None) -> torch.Tensor:
-        from experiments.models import t5lora
+        from crosscurv.experiments.tasks.models import t5lora
 
         b = {k: v[idx] for k, v in self.batch.items()}
         if dropout_seed is None:
@@ -87,8 +87,8 @@ def step_alternating(lm: LoRAModel, p, blocks, idx, opt, state, dropout_seed=Non
 
 def lora_model(settings: dict, seed: int, *, dtype=torch.float32, device="cpu", data_path=None, model_path=None):
     """``(LoRAModel, params, blocks, info)`` of the panel's settings."""
-    from experiments.data import LABEL_WORDS, load_sst2
-    from experiments.models import t5lora
+    from crosscurv.experiments.tasks.data import LABEL_WORDS, load_sst2
+    from crosscurv.experiments.tasks.models import t5lora
 
     data = load_sst2(settings["examples"] if data_path is None else settings["examples_full"], path=data_path)
     with seeded(seed):

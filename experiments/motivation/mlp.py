@@ -18,7 +18,7 @@ layer at a time from the output down:
   forward states above ``l`` and the adjoints are recomputed at the mixed
   state (``h_{l-1}^t`` reused, since no layer below ``l`` has changed).
 
-Parameters are keyed like :class:`experiments.models.mlp.MLP`
+Parameters are keyed like :class:`crosscurv.experiments.tasks.models.mlp.MLP`
 (``layer{l}.weight``, ``layer{l}.bias``) and initialised by it (Xavier-normal
 weights, zero biases).
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from numeric import Task
+from crosscurv.numeric import Task
 
 from .optim import make_optimizer
 from .panel import Panel, derive_seed, seeded
@@ -119,16 +119,16 @@ def gs_order(n: int) -> str:
     return "gs:" + ",".join(f"layer{l}" for l in range(n, 0, -1))
 
 def mlp_params(widths, seed: int, dtype=torch.float32, device="cpu") -> dict:
-    """Initial parameters of :class:`experiments.models.mlp.MLP` (Xavier-normal, zero biases) under ``seed``."""
-    from experiments.models.mlp import MLP
+    """Initial parameters of :class:`crosscurv.experiments.tasks.models.mlp.MLP` (Xavier-normal, zero biases) under ``seed``."""
+    from crosscurv.experiments.tasks.models.mlp import MLP
 
     with seeded(seed):
         model = MLP(widths)
     return {k: v.detach().to(device=device, dtype=dtype).clone() for k, v in model.named_parameters()}
 
 def mlp_task(params, x, y, name="mlp-minibatch") -> Task:
-    """The deterministic minibatch objective as a :class:`numeric.Task` (blocks input to output, GS declared output to input)."""
-    from experiments.models.mlp import mlp_blocks
+    """The deterministic minibatch objective as a :class:`crosscurv.numeric.Task` (blocks input to output, GS declared output to input)."""
+    from crosscurv.experiments.tasks.models.mlp import mlp_blocks
 
     n = _n_layers(params)
     return Task(dict(params), lambda p: minibatch_loss(p, x, y), mlp_blocks(n), name, {}, gs_order(n))
@@ -144,7 +144,7 @@ class MLPPanel(Panel):
 
     def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32, data_path=None,
                  model_path=None):
-        from experiments.data import load_mnist
+        from crosscurv.experiments.tasks.data import load_mnist
 
         self.s, self.seed = settings, seed
         n = settings["examples"] if data_path is None else settings["examples_full"]

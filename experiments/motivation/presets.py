@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 
-from theory.errors import InputError
+from crosscurv.theory.errors import InputError
 
 __all__ = ["PRESETS", "panel_settings", "DEFAULT_SEEDS"]
 

@@ -1,10 +1,10 @@
 """Streamed CSV tables of the motivation runs (``records.csv``, ``probes.csv``).
 
-The same conventions as :mod:`numeric.records` (whose writer is fixed to the
+The same conventions as :mod:`crosscurv.numeric.records` (whose writer is fixed to the
 protocol's columns): a header line, one row per step written and flushed as
 soon as it is computed, floats in round-trip ``repr`` form (``nan`` for a
 value not measured at that step), a torn last line from a kill ignored, and
-rewrites through :func:`numeric.records.atomic_write_text`.
+rewrites through :func:`crosscurv.numeric.records.atomic_write_text`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import io
 import os
 from typing import Mapping, Sequence
 
-from numeric.records import RecordsError, atomic_write_text
+from crosscurv.numeric.records import RecordsError, atomic_write_text
 
 __all__ = ["TableWriter", "read_table", "truncate_table", "table_columns"]
 

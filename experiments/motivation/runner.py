@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from numeric.records import atomic_torch_save, json_safe, write_summary
-from theory.errors import InputError
+from crosscurv.numeric.records import atomic_torch_save, json_safe, write_summary
+from crosscurv.theory.errors import InputError
 
 from .panel import PROBE_FIELDS, RECORD_FIELDS
 from .records import TableWriter, read_table, truncate_table

@@ -2,7 +2,7 @@
 
 Each factory below returns ``(task, step, declared_pattern)`` in float64, the
 contract of ``crosscurv validate-step`` (so each can also be run as
-``crosscurv validate-step experiments.motivation.verdicts:mlp_inplace``).
+``crosscurv validate-step crosscurv.experiments.motivation.verdicts:mlp_inplace``).
 "Deterministic" means: one fixed minibatch (the task's objective), no dropout,
 no clipping, a fresh optimiser at every call (so ``step(params, lr)`` is a
 function of its arguments), and the panel's own step code.
@@ -32,7 +32,7 @@ _W = (784, 32, 24, 16, 16, 16, 16, 16, 10)
 
 
 def _mlp(kind: str):
-    from experiments.data import load_mnist
+    from crosscurv.experiments.tasks.data import load_mnist
 
     from . import mlp
 
@@ -67,8 +67,8 @@ _WD = 1e-4
 
 
 def _fl(kind: str):
-    from experiments.data import load_cifar10
-    from experiments.models.resnet import FederatedResNet18
+    from crosscurv.experiments.tasks.data import load_cifar10
+    from crosscurv.experiments.tasks.models.resnet import FederatedResNet18
 
     from . import fl
     from .panel import seeded
@@ -123,7 +123,7 @@ def fl_fedalt_two_steps():
 
 
 def _lora(kind: str):
-    from numeric import Task
+    from crosscurv.numeric import Task
 
     from . import lora
 
@@ -169,9 +169,9 @@ FACTORIES = {
 
 def _identify():
     try:  # the public name, where the numeric package exports it
-        from numeric import as_user_step, identify_step
+        from crosscurv.numeric import as_user_step, identify_step
     except ImportError:
-        from numeric.validation import as_user_step, identify_step
+        from crosscurv.numeric.validation import as_user_step, identify_step
     return as_user_step, identify_step
 
 
@@ -182,7 +182,7 @@ def identify(panel: str) -> list:
     for label, factory in FACTORIES[panel]:
         user = as_user_step(factory(), name=factory.__name__)
         rep = identify_step(user)
-        out.append({"label": label, "factory": f"experiments.motivation.verdicts:{factory.__name__}",
+        out.append({"label": label, "factory": f"crosscurv.experiments.motivation.verdicts:{factory.__name__}",
                     "declared": rep.declared_label, "verdict": rep.verdict(), "diagnosis": rep.diagnosis,
                     "matches": rep.matches, "table": rep.table(), "report": rep.to_dict()})
     return out

@@ -14,25 +14,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from numeric import tree
-from numeric.steps import block_keys
-from numeric.task import Task
-from theory.patterns import DelayPattern
+from crosscurv.numeric import tree
+from crosscurv.numeric.steps import block_keys
+from crosscurv.numeric.task import Task
+from crosscurv.theory.patterns import DelayPattern
 
 from .problem import Problem
 from .tilt import tilt_task
 
 
 def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:
-    """The terms of the one-step ``eta^3`` coefficient ``c3`` (``theory.one_step``), each a float.
+    """The terms of the one-step ``eta^3`` coefficient ``c3`` (``crosscurv.theory.one_step``), each a float.
 
     ``[-g^T M_S^2 g, -g^T H M_S g, -1/2 T[E_i g, P_i g, P_i g] for each block i]``
     (``E_i g`` keeps block ``i`` of ``g``, ``P_i g`` the blocks of ``S(i)``); their sum
     is ``c3``.  Computed with the matrix-free products of :mod:`numeric`.
     """
-    from numeric.curvature import masked_product
-    from numeric.hvp import grad, hvp
-    from numeric.third import third_derivative
+    from crosscurv.numeric.curvature import masked_product
+    from crosscurv.numeric.hvp import grad, hvp
+    from crosscurv.numeric.third import third_derivative
 
     p = task.params if params is None else params
     _, g = grad(task.loss, p)
@@ -56,7 +56,7 @@ def tilt_weights(task: Task, pattern: DelayPattern, u: dict, params=None) -> lis
 
     ``w_i = -1/2 (u.E_i g) (u.P_i g)^2`` (the tilt adds ``sigma u^{(x)3}`` to ``T``).
     """
-    from numeric.hvp import grad
+    from crosscurv.numeric.hvp import grad
 
     p = task.params if params is None else params
     _, g = grad(task.loss, p)
@@ -78,7 +78,7 @@ def _tilt_directions(task: Task) -> list[dict]:
     alternating, geometric both ways) make the tilt's block contributions
     differ between two patterns whatever the block gradients' sizes.
     """
-    from numeric.hvp import grad
+    from crosscurv.numeric.hvp import grad
 
     _, g = grad(task.loss, task.params)
     keys = block_keys(task)
@@ -174,7 +174,7 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
     ``eta^2 g_JC^1 . M_S g``), hence the leading local error that the
     recursion, cumulative and JC-only estimates accumulate over a short horizon.
     """
-    from numeric.hvp import grad
+    from crosscurv.numeric.hvp import grad
 
     task = problem.task
     terms, where = _term_layout(task, signed_patterns, local)

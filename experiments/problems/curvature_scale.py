@@ -13,8 +13,8 @@ import math
 import numpy as np
 import torch
 
-from numeric import tree
-from numeric.task import Task
+from crosscurv.numeric import tree
+from crosscurv.numeric.task import Task
 
 
 #: tasks with at most this many parameters get exact (dense) norms in :func:`curvature_scale`
@@ -38,7 +38,7 @@ def curvature_scale(task: Task, params=None, iters: int = 12, seed: int = 0) -> 
     nested ``jvp``), which never overestimate a norm.  A derivative that
     forward mode cannot take contributes 0.
     """
-    from numeric.hvp import grad, hvp
+    from crosscurv.numeric.hvp import grad, hvp
 
     p = {k: v.detach() for k, v in (task.params if params is None else params).items()}
     _, g = grad(task.loss, p)

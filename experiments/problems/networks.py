@@ -6,7 +6,7 @@
 * :func:`bilinear_problem`: a LoRA-like two-block model
   ``1/(2n) ||(W0 + s B A) X - Y||_F^2`` with blocks ``B`` then ``A``.
 * :func:`mnist_mlp_problem`: the paper's 8-layer ReLU MLP on real MNIST digits
-  (:mod:`experiments.models.mlp`, :func:`experiments.data.load_mnist`), one
+  (:mod:`crosscurv.experiments.tasks.models.mlp`, :func:`crosscurv.experiments.tasks.data.load_mnist`), one
   block per layer; :func:`relu_kink_radius` says how far the expansions of a
   piecewise-linear network can be trusted.
 
@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from numeric.task import Task
+from crosscurv.numeric.task import Task
 
 from .curvature_scale import curvature_scale
 from .problem import DTYPE, Problem
@@ -112,8 +112,8 @@ def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] |
                       scale_iters: int = 12) -> Problem:
     """The 8-layer ReLU MLP of the layer-wise study on ``examples`` real MNIST digits, float64.
 
-    Same network (:class:`experiments.models.mlp.MLP`, Xavier-normal weights,
-    zero biases), data (:func:`experiments.data.load_mnist`, pixels in
+    Same network (:class:`crosscurv.experiments.tasks.models.mlp.MLP`, Xavier-normal weights,
+    zero biases), data (:func:`crosscurv.experiments.tasks.data.load_mnist`, pixels in
     ``[0, 1]``) and loss (mean softmax cross-entropy) as the ``mlp`` task, one
     block per affine layer, in float64; ``examples`` may be smaller than the
     study's 256 to keep the scaling study fast.  ``scale_iters``: power
@@ -121,8 +121,8 @@ def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] |
     """
     from torch.nn import functional as F
 
-    from experiments.data import load_mnist
-    from experiments.models.mlp import MLP, PAPER_WIDTHS, mlp_blocks
+    from crosscurv.experiments.tasks.data import load_mnist
+    from crosscurv.experiments.tasks.models.mlp import MLP, PAPER_WIDTHS, mlp_blocks
 
     widths = tuple(PAPER_WIDTHS if widths is None else widths)
     data = load_mnist(examples, dtype=DTYPE, device=device)

@@ -1,6 +1,6 @@
 """The problem instance of the error-scaling study and the property tests.
 
-A :class:`Problem` is a float64 :class:`numeric.Task` whose ``params`` are the
+A :class:`Problem` is a float64 :class:`crosscurv.numeric.Task` whose ``params`` are the
 common starting point ``theta^0``, with the instance's curvature scale, from
 which the step-size grid ``eta0 * 2^-k`` is derived (never drawn).  The
 families that build them live beside this module (:mod:`.quartic`,
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from numeric import tree
-from numeric.task import Task
+from crosscurv.numeric import tree
+from crosscurv.numeric.task import Task
 
 from .curvature_scale import curvature_scale, flat_order, grid_start
 from .tilt import tilt_task

@@ -23,8 +23,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from numeric.task import Task
-from theory.patterns import DelayPattern
+from crosscurv.numeric.task import Task
+from crosscurv.theory.patterns import DelayPattern
 
 from .curvature_scale import curvature_scale
 from .problem import DTYPE, Problem

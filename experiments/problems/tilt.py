@@ -2,15 +2,15 @@
 
 It leaves the gradient and Hessian at ``theta^0`` (hence ``C_S``) unchanged and
 adds ``sigma u^{(x)3}`` to the third-derivative tensor, which moves the ``eta^3``
-coefficient (:mod:`experiments.problems.cubic_guard` uses it against cancellation;
-:meth:`experiments.problems.problem.Problem.tilted` builds the tilted instance).
+coefficient (:mod:`crosscurv.experiments.problems.cubic_guard` uses it against cancellation;
+:meth:`crosscurv.experiments.problems.problem.Problem.tilted` builds the tilted instance).
 """
 
 from __future__ import annotations
 
 import torch
 
-from numeric.task import Task
+from crosscurv.numeric.task import Task
 
 __all__ = ["tilt_task"]
 

@@ -10,7 +10,7 @@
 * :mod:`.markdown`: ``scaling.md``; :mod:`.figures`: its figures.
 
 ``eta0`` is derived from the instance's curvature scale ``lam``
-(:func:`experiments.problems.curvature_scale`): the largest power of two
+(:func:`crosscurv.experiments.problems.curvature_scale`): the largest power of two
 with ``eta0 * lam <= factor``.
 """
 

@@ -1,16 +1,16 @@
 """The exact (``mpmath``) studies of quartic polynomials, far below the float64 floor.
 
 :func:`one_step_study_mp` is the one-step study in ``mpmath`` at ``dps``
-digits (exact steps of :meth:`experiments.problems.QuarticPolynomial.scheme_step_mp`);
+digits (exact steps of :meth:`crosscurv.experiments.problems.QuarticPolynomial.scheme_step_mp`);
 :func:`protocol_mp` is the whole controlled protocol in ``mpmath`` (paper,
 Section 4.2; docs/design.md), an independent reference for
-:mod:`numeric.protocol`.
+:mod:`crosscurv.numeric.protocol`.
 """
 
 from __future__ import annotations
 
 
-from theory.patterns import DelayPattern, jacobi
+from crosscurv.theory.patterns import DelayPattern, jacobi
 
 from ..problems import Problem
 
@@ -21,7 +21,7 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
                       label: str | None = None) -> Study:
     """:func:`one_step_study` for a quartic polynomial, in ``mpmath`` at ``dps`` digits.
 
-    Steps, losses, ``C_S`` and ``c3`` (:func:`theory.one_step.gap_coefficients`,
+    Steps, losses, ``C_S`` and ``c3`` (:func:`crosscurv.theory.one_step.gap_coefficients`,
     ``mode="mpmath"``) are all computed at ``dps`` digits from the
     polynomial's float64 coefficients (exact in ``mpmath``), so ``eta0`` can lie
     far below the float64 floor.  Floor: ``2^(8 - prec) (|L_S| + |L_JC|)``.
@@ -31,7 +31,7 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
     """
     import mpmath
 
-    from theory.one_step import gap_coefficients
+    from crosscurv.theory.one_step import gap_coefficients
 
     poly = problem.poly
     if poly is None:
@@ -67,7 +67,7 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
 def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int, *, dps: int = 40) -> list:
     """The controlled protocol for a quartic polynomial, exactly, in ``mpmath`` (a reference).
 
-    An independent implementation of the records of :func:`numeric.protocol.run_protocol`
+    An independent implementation of the records of :func:`crosscurv.numeric.protocol.run_protocol`
     (paper, Section 4.2; docs/design.md) with dense ``mpmath`` Hessians: for
     ``k = 1..iters``, ``gap = L(theta_S^k) - L(theta_JC^k)``,
 

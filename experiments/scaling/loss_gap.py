@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from numeric.hvp import grad
+from crosscurv.numeric.hvp import grad
 
 
 #: Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7 along the segment).

@@ -59,7 +59,7 @@ def render_markdown(results: Sequence, *, quick: bool, seconds: float, figures: 
         "`error/eta^p` at the smallest `eta` and with its Richardson extrapolation `2 q(eta/2) - q(eta)`.",
         "",
         "* **one-step**: `r(eta) = (L_S - L_JC) - eta^2 C_S` after one step from a common point; theory "
-        "(Theorem 1 and `theory.one_step`): `r = c3 eta^3 + O(eta^4)`, "
+        "(Theorem 1 and `crosscurv.theory.one_step`): `r = c3 eta^3 + O(eta^4)`, "
         "`c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]`. Expected order 3.",
         "* **recursion**: `gap - recursive` at `k = K` with `eta K = T` fixed (`K = K0 2^k`): Theorem 2's local "
         "remainder, expected order 3.",
@@ -71,7 +71,7 @@ def render_markdown(results: Sequence, *, quick: bool, seconds: float, figures: 
         "Expected order 3.",
         "",
         "Gaps are computed without cancellation: `L(a) - L(b) = int_0^1 grad L(b + t(a-b)).(a-b) dt` by 4-point "
-        "Gauss-Legendre quadrature (`experiments.scaling.loss_gap`), so their round-off is relative to the gap, "
+        "Gauss-Legendre quadrature (`crosscurv.experiments.scaling.loss_gap`), so their round-off is relative to the gap, "
         "not to `|L|`. Floors: `16 eps (|gap| + ||theta0 (*) g0||)` (the second term: rounding every coordinate of "
         "the stepped parameters), with `sqrt(K) ||theta0 (*) g0||` for the cumulative errors whose states ignore the "
         "measured trajectories; `tests/properties` checks these floors against exact `mpmath` computations on "

@@ -1,19 +1,19 @@
 """Observed orders of the optimizer generalizations (beyond the paper): ``crosscurv scaling``'s optimizer studies.
 
-For a block-separable optimizer (:mod:`numeric.optimizers`: per-block step-size
+For a block-separable optimizer (:mod:`crosscurv.numeric.optimizers`: per-block step-size
 factors ``F``, heavy ball, Adam) on a small float64 problem:
 
 * ``one_step``: ``(L_S - L_JC) - eta^2 C_S^phi`` after one step from a *warm*
   common point and state (two JC steps at ``eta0``), ``C_S^phi = g^T F J_phi M_S F phi``
-  (:func:`numeric.optimizer_estimates.optimizer_delay_curvature`); expected order 3;
+  (:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`); expected order 3;
 * ``recursion`` / ``cumulative`` / ``jc_only``: ``gap - estimate`` at ``k = K`` of
-  the controlled protocol with the optimizer (:func:`numeric.protocol.run_protocol`
+  the controlled protocol with the optimizer (:func:`crosscurv.numeric.protocol.run_protocol`
   with ``optimizer=`` / ``block_lr=``: what ``crosscurv run --optimizer`` computes)
   at a fixed horizon ``K = K0 2^k``, ``eta = eta0 2^-k``; expected 3 / 2 / 2;
 * ``recursion_fixed_K``: ``gap - recursive`` at ``K = 8`` for every ``eta``; expected 3.
 
 The gap is :func:`.loss_gap.loss_gap` between the final iterates, retraced by the
-optimizer's exact steps (:func:`numeric.optimizers.optimizer_scheme_step`, no
+optimizer's exact steps (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`, no
 products).  Floors as in :mod:`.studies`.  These orders are findings, not part
 of the command's exit code: the derivations (``theory.optimizer_*``) cover
 per-block step sizes and heavy ball; for Adam only the one-step result is
@@ -27,9 +27,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from numeric.optimizer_estimates import optimizer_delay_curvature
-from numeric.optimizers import OptimizerState, optimizer_scheme_step, parse_optimizer
-from theory.patterns import DelayPattern, jacobi, parse_pattern
+from crosscurv.numeric.optimizer_estimates import optimizer_delay_curvature
+from crosscurv.numeric.optimizers import OptimizerState, optimizer_scheme_step, parse_optimizer
+from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from .loss_gap import loss_gap, rounding_scale
 from .study import N_POINTS, eta_grid, make_study, roundoff_floor
@@ -40,7 +40,7 @@ __all__ = ["OPTIMIZER_ROWS", "FACTORS", "FIXED_K", "OptimizerResult", "optimizer
 #: Block step-size factors of every row (the problem has 3 blocks).
 FACTORS = (1.0, 4.0, 0.5)
 #: ``(optimizer, K0)`` of ``crosscurv scaling``: heavy ball at ``beta = 0.5`` with ``K0 = 8``, where the grid is
-#: asymptotic (``beta = 0.9`` needs ``K >> 10``: ``python -m experiments.optimizer_orders``).
+#: asymptotic (``beta = 0.9`` needs ``K >> 10``: ``python -m crosscurv.experiments.studies.optimizers.orders``).
 OPTIMIZER_ROWS = (("sgd", 4), ("momentum:0.5", 8), ("adam", 4))
 #: The fixed ``K`` of ``recursion_fixed_K``.
 FIXED_K = 8
@@ -91,7 +91,7 @@ def trajectory_errors(task, pattern: DelayPattern, spec, factors, etas, k0: int 
 
     ``K = k0 2^j`` (fixed horizon) or ``fixed_K``.
     """
-    from numeric.protocol import run_protocol
+    from crosscurv.numeric.protocol import run_protocol
 
     spec = parse_optimizer(spec)
     scale0 = rounding_scale(task, task.params)
@@ -164,7 +164,7 @@ def optimizer_suite(rows=OPTIMIZER_ROWS, *, quick: bool = False, progress=None) 
 
 def parse_rows(text: str | None):
     """``--optimizers``: ``none``, or ``;``-separated ``SPEC[@K0]`` (``sgd;momentum:0.9@32;adam:0.9,0.99,1e-8``)."""
-    from theory.errors import InputError
+    from crosscurv.theory.errors import InputError
 
     if text is None:
         return OPTIMIZER_ROWS

@@ -2,10 +2,10 @@
 
 * :func:`one_step_study`: ``r(eta) = (L_S^{k+1} - L_JC^{k+1}) - eta^2 C_S`` from a
   common point; theory: ``r = c3 eta^3 + O(eta^4)`` with ``c3`` from
-  :func:`theory.one_step.gap_coefficients` (:func:`predicted_coefficients`);
+  :func:`crosscurv.theory.one_step.gap_coefficients` (:func:`predicted_coefficients`);
   expected order 3.
 * :func:`trajectory_studies`: JC and ``S`` trajectories to a fixed horizon
-  ``T = eta K`` (``K = K0 2^k``, :func:`numeric.protocol.run_protocol`), at
+  ``T = eta K`` (``K = K0 2^k``, :func:`crosscurv.numeric.protocol.run_protocol`), at
   ``k = K``: the recursion remainder ``gap - recursive`` (Theorem 2, local,
   ``O(eta^3)``, expected 3), the cumulative error ``gap - cumulative``
   (Theorem 3, ``O(K eta^3) = O(T eta^2)``, expected 2) and the same for
@@ -25,8 +25,8 @@ import math
 from typing import Callable, Sequence
 
 
-from numeric.steps import scheme_step
-from theory.patterns import DelayPattern, gauss_seidel, jacobi
+from crosscurv.numeric.steps import scheme_step
+from crosscurv.theory.patterns import DelayPattern, gauss_seidel, jacobi
 
 from ..problems import Problem
 from ..problems.curvature_scale import DENSE_SCALE_MAX, dense_derivatives
@@ -38,18 +38,18 @@ from .study import N_POINTS, Study, eta_grid, make_study, roundoff_floor
 def predicted_coefficients(problem: Problem, pattern: DelayPattern, params=None) -> dict:
     """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` (default ``theta^0``).
 
-    Small problems (at most :data:`experiments.problems.DENSE_SCALE_MAX`
-    parameters): :func:`theory.one_step.gap_coefficients` on dense float64
+    Small problems (at most :data:`crosscurv.experiments.problems.DENSE_SCALE_MAX`
+    parameters): :func:`crosscurv.theory.one_step.gap_coefficients` on dense float64
     ``g, H, T``.  Larger ones: the same closed form evaluated matrix-free
-    (:func:`numeric.one_step.one_step_coefficients`: HVPs and nested ``jvp``).
+    (:func:`crosscurv.numeric.one_step.one_step_coefficients`: HVPs and nested ``jvp``).
     """
     task = problem.task
     if task.num_params() <= DENSE_SCALE_MAX:
-        from theory.one_step import gap_coefficients
+        from crosscurv.theory.one_step import gap_coefficients
 
         g, H, T = dense_derivatives(task, params)
         return gap_coefficients(pattern, task.block_sizes(), g, H, T, mode="float")
-    from numeric.one_step import one_step_coefficients
+    from crosscurv.numeric.one_step import one_step_coefficients
 
     return one_step_coefficients(task, task.params if params is None else params, pattern)
 
@@ -100,7 +100,7 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
     """Theorems 2 and 3 at a fixed horizon ``T = eta0 k0`` (module docstring).
 
     For each ``eta_k = eta0 2^-k`` the controlled protocol runs ``K = k0 2^k``
-    iterations (:func:`numeric.protocol.run_protocol`, in memory) and the
+    iterations (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and the
     estimates are read at ``k = K``; the gap ``L(theta_S^K) - L(theta_JC^K)`` is
     recomputed without cancellation by :func:`loss_gap` from the same float64
     iterates (retraced by :func:`_states`, the protocol's exact steps).
@@ -118,7 +118,7 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
         :class:`Study`; the last one holds the error at ``k = 1, 2, 4, ..., K``
         of the smallest-``eta`` run, against ``K``.
     """
-    from numeric.protocol import run_protocol
+    from crosscurv.numeric.protocol import run_protocol
 
     task = problem.task
     eta0 = problem.eta0(factor) if eta0 is None else eta0
@@ -170,7 +170,7 @@ def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequ
     ``info`` holds both ``C_S`` values and ``C_cross / 2`` (Corollary 1: all
     equal); the predicted ``eta^3`` coefficient is ``c3(order1) - c3(order2)``.
     """
-    from numeric.curvature import cross_curvature_table
+    from crosscurv.numeric.curvature import cross_curvature_table
 
     task = problem.task
     p0 = task.params

@@ -5,7 +5,7 @@ Every study evaluates an error on the step-size grid ``eta_k = eta0 * 2^-k``
 whose error lies at or below the round-off floor (:func:`roundoff_floor`; they
 are listed, never used), and reports the pairwise rates
 ``log2(e(eta_k) / e(eta_{k+1}))`` and the least-squares order
-(:func:`numeric.orders.observe_order`) in a :class:`Study`
+(:func:`crosscurv.numeric.orders.observe_order`) in a :class:`Study`
 (:func:`make_study`).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from numeric.orders import OrderStudy, observe_order
+from crosscurv.numeric.orders import OrderStudy, observe_order
 
 
 #: Round-off floor in units of the dtype's machine epsilon times the error's scale.
@@ -82,7 +82,7 @@ class Study:
         expected: theoretical order ``p``.
         variable: ``"eta"`` or ``"K"``.
         points: ``[{"x": eta or K, "error": e, "floor": f, "kept": bool}, ...]``.
-        order: :class:`numeric.orders.OrderStudy` over the kept points.
+        order: :class:`crosscurv.numeric.orders.OrderStudy` over the kept points.
         predicted: leading coefficient from theory (``error ~ predicted * x^p``),
             ``None`` where theory gives none.
         fixed: what is held fixed (``{"T": ...}``, ``{"eta": ...}``).

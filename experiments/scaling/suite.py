@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 
-from numeric.hvp import grad
-from numeric.steps import scheme_step
-from theory.patterns import gauss_seidel
+from crosscurv.numeric.hvp import grad
+from crosscurv.numeric.steps import scheme_step
+from crosscurv.theory.patterns import gauss_seidel
 
 
 from .studies import one_step_study, order_invariance_study, predicted_coefficients, trajectory_studies
@@ -73,7 +73,7 @@ def _note_guard(notes: list, what: str, guard, absolute: float = 1e-3) -> None:
 
 
 def _quartic_result(quick: bool, say) -> ProblemResult:
-    from theory.patterns import chain
+    from crosscurv.theory.patterns import chain
 
     from ..problems import guard_cubic, quartic_problem
 
@@ -150,7 +150,7 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
         f"(eta0 lam <= 1/16).",
         f"ReLU kinks: the loss is smooth only while no hidden pre-activation on any example changes sign. To first "
         f"order the first sign change along the JC and GS steps happens at eta = {radius:.3g} (min |z| / |z_dot| "
-        f"over the {examples} x 1,568 hidden pre-activations; `experiments.problems.relu_kink_radius`). Theorems "
+        f"over the {examples} x 1,568 hidden pre-activations; `crosscurv.experiments.problems.relu_kink_radius`). Theorems "
         f"1-3 assume a C^3 loss (Assumption 1), which the network is only inside that radius, so the official grids "
         f"start at the largest power of two below it, eta0 = {eta_free:g}; the trajectories run to T = eta0 "
         f"(K = 1, 2, ..., 32), which keeps the whole trajectory inside the radius.",

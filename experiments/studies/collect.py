@@ -3,8 +3,8 @@
 A sweep folder holds ``DIR/runs/<name>/records.csv`` and ``summary.json`` per
 run (and ``DIR/sweep.json``, the sweep's settings).  :func:`read_sweep` reads
 every run whose summary has a final status (``complete``, or ``diverged``: its
-records stop at the divergence) through :func:`experiments.table.load_run`
-(the one record reader, :func:`numeric.records.read_records`); runs still
+records stop at the divergence) through :func:`crosscurv.experiments.reports.table.load_run`
+(the one record reader, :func:`crosscurv.numeric.records.read_records`); runs still
 running or interrupted are counted and left out, so a study can be aggregated
 while its sweep is still filling.
 
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.errors import DataError
-from experiments.table import RunRecords, load_run
+from crosscurv.experiments.tasks.errors import DataError
+from crosscurv.experiments.reports.table import RunRecords, load_run
 
 __all__ = ["StudyRun", "SweepRuns", "read_sweep", "read_sweeps", "FINAL_STATUSES"]
 
-#: summary statuses whose records are final (``experiments.sweep.state.FINAL_STATUSES``)
+#: summary statuses whose records are final (``crosscurv.experiments.sweep.state.FINAL_STATUSES``)
 FINAL_STATUSES = ("complete", "diverged")
 
 
@@ -153,7 +153,7 @@ def read_sweep(path: str | os.PathLike) -> SweepRuns:
             folders, a finished run's records or summary are malformed, or no
             run has finished.
     """
-    from numeric.records import read_summary
+    from crosscurv.numeric.records import read_summary
 
     path = Path(path)
     if not path.is_dir():

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from experiments.plotting import ESTIMATES, _save, plt
+from crosscurv.experiments.reports.plotting import ESTIMATES, _save, plt
 
 __all__ = ["seeds_timeline", "regime_curvature_figure", "regime_crossing_figure", "observed_codes",
            "agreement_codes"]
@@ -29,7 +29,7 @@ JC_C, GS_C, UND_C, SPLIT_C = "#ff7f0e", "#1f77b4", "#bbbbbb", "#d62728"
 
 def observed_codes(columns) -> np.ndarray:
     """Observed winner per iteration: ``1`` JC, ``-1`` GS, ``0`` tie or undecided (``|gap| <= gap_err``)."""
-    from numeric.metrics import undecided
+    from crosscurv.numeric.metrics import undecided
 
     gap = np.asarray(columns["gap"], dtype=float)
     errs = np.asarray(columns.get("gap_err", np.zeros_like(gap)), dtype=float)

@@ -11,7 +11,7 @@ Every run of a learning-rate grid (several seeds per rate) becomes one
 * ``first_cross = min {k : eta * sharpness_k >= 2}`` (``None``: never);
 
 and, per estimate (recursive, cumulative, ``jc_only``), the Section 5.1
-metrics of :func:`experiments.table.table_rows` (``Correct_K``, hits, ``MAE``,
+metrics of :func:`crosscurv.experiments.reports.table.table_rows` (``Correct_K``, hits, ``MAE``,
 ...), plus ``Correct`` over the iterations before and from the first crossing.
 
 :func:`regime_sentence` states, from these numbers only, under which measured
@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from experiments.table import ESTIMATE_ROWS, table_rows
+from crosscurv.experiments.reports.table import ESTIMATE_ROWS, table_rows
 
 __all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
            "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table"]
@@ -75,7 +75,7 @@ def regime_series(columns, lr: float | None) -> tuple[np.ndarray, int | None] | 
     """``(eta * sharpness_k per iteration, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
 
     ``sharpness_k`` is ``max(lambda_max_k, sharpness_k)`` where the records hold the converged
-    ``lambda_max`` (:func:`numeric.estimates.track_extremes`; the power iteration's ``sharpness`` is a lower
+    ``lambda_max`` (:func:`crosscurv.numeric.estimates.track_extremes`; the power iteration's ``sharpness`` is a lower
     bound of the largest eigenvalue, and keeps the value current between converged iterations), else the
     power iteration's ``sharpness`` alone (records written before ``lambda_max``).
     ``None`` when ``lr`` is not given or the records carry no finite ``sharpness``
@@ -104,8 +104,8 @@ def regime_indicators(columns, lr: float) -> tuple[float, int | None]:
 
 
 def _observed(columns) -> list[str]:
-    """The observed winner per iteration: ``JC``, ``GS``, ``tie`` or ``undecided`` (``numeric.metrics``)."""
-    from numeric.metrics import UNDECIDED, undecided, winner
+    """The observed winner per iteration: ``JC``, ``GS``, ``tie`` or ``undecided`` (``crosscurv.numeric.metrics``)."""
+    from crosscurv.numeric.metrics import UNDECIDED, undecided, winner
 
     gaps = columns["gap"]
     errs = columns.get("gap_err", np.zeros_like(gaps))
@@ -120,7 +120,7 @@ def observed_switches(columns) -> int:
 
 def _correct_on(columns, est: str, idx) -> float:
     """``Correct`` of ``est`` over the iterations ``idx`` (NaN when there are none)."""
-    from numeric.metrics import evaluate
+    from crosscurv.numeric.metrics import evaluate
 
     idx = np.asarray(idx, dtype=int)
     if idx.size == 0:
@@ -130,7 +130,7 @@ def _correct_on(columns, est: str, idx) -> float:
 
 
 def regime_point(srun, source: str, estimates: Sequence[str] = ESTIMATE_ROWS) -> RegimePoint:
-    """The :class:`RegimePoint` of a :class:`~experiments.studies.collect.StudyRun`."""
+    """The :class:`RegimePoint` of a :class:`~crosscurv.experiments.studies.collect.StudyRun`."""
     cols = srun.columns()
     top, cross = regime_indicators(cols, srun.lr)
     metrics = {}

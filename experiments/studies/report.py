@@ -1,9 +1,9 @@
 """``studies.md``: Table 1 over seeds, the regime map and the thread comparison, with their figures.
 
-:func:`write_studies_report` reads sweep folders (:mod:`~experiments.studies.collect`),
-computes every number with :mod:`~experiments.studies.seeds`,
-:mod:`~experiments.studies.regime` and :mod:`~experiments.studies.threads`,
-draws :mod:`~experiments.studies.figures`, and writes ``OUT/studies.md`` and
+:func:`write_studies_report` reads sweep folders (:mod:`~crosscurv.experiments.studies.collect`),
+computes every number with :mod:`~crosscurv.experiments.studies.seeds`,
+:mod:`~crosscurv.experiments.studies.regime` and :mod:`~crosscurv.experiments.studies.threads`,
+draws :mod:`~crosscurv.experiments.studies.figures`, and writes ``OUT/studies.md`` and
 ``OUT/figures/studies_*.png``.  Every sentence that states a finding is
 computed from the records; the report says how many runs and seeds each
 number covers and which runs had not finished.
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from experiments.table import ESTIMATE_ROWS
+from crosscurv.experiments.reports.table import ESTIMATE_ROWS
 
 __all__ = ["StudiesResult", "write_studies_report", "STUDIES_FILE"]
 
@@ -87,13 +87,13 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     Raises:
         DataError: a folder is not a sweep folder or holds no finished run (one line).
     """
-    from experiments.errors import DataError
-    from experiments.studies import figures as figs
-    from experiments.studies.collect import read_sweep, read_sweeps
-    from experiments.studies.regime import (regime_point, regime_points, regime_sentence, render_crossing_table,
+    from crosscurv.experiments.tasks.errors import DataError
+    from crosscurv.experiments.studies import figures as figs
+    from crosscurv.experiments.studies.collect import read_sweep, read_sweeps
+    from crosscurv.experiments.studies.regime import (regime_point, regime_points, regime_sentence, render_crossing_table,
                                             render_regime_table, small_step_note)
-    from experiments.studies.seeds import describe_coverage, render_seeds_table, seed_groups, seed_rows
-    from experiments.studies.threads import match_runs, render_comparison
+    from crosscurv.experiments.studies.seeds import describe_coverage, render_seeds_table, seed_groups, seed_rows
+    from crosscurv.experiments.studies.threads import match_runs, render_comparison
 
     if not seeds and not regime:
         raise DataError("nothing to aggregate: give a seeds sweep folder and/or regime sweep folders")
@@ -214,7 +214,7 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     lines += [f"Aggregation took {time.perf_counter() - t0:.1f} s."]
     out.mkdir(parents=True, exist_ok=True)
     path = out / STUDIES_FILE
-    from numeric.records import atomic_write_text
+    from crosscurv.numeric.records import atomic_write_text
 
     atomic_write_text(str(path), "\n".join(lines) + "\n")
     result.path = path

@@ -2,7 +2,7 @@
 
 For every task of a seeds sweep (one run per seed, same settings otherwise)
 and every estimate (recursive, cumulative, ``jc_only``), the paper's Section
-5.1 metrics of each run come from :func:`experiments.table.table_rows` (the
+5.1 metrics of each run come from :func:`crosscurv.experiments.reports.table.table_rows` (the
 same code as Table 1): ``Correct_K``, JC hits ``h_JC/n_JC``, GS hits
 ``h_GS/n_GS``, ``MAE``, ``Max. AE`` and the number of undecided iterations
 (``|gap| <= gap_err``).  Over the ``n`` seeds each becomes
@@ -10,9 +10,9 @@ same code as Table 1): ``Correct_K``, JC hits ``h_JC/n_JC``, GS hits
     mean = (1/n) sum_s m_s,   [min_s m_s, max_s m_s]
 
 (hits: the mean and range of ``h`` and of ``n`` separately; ``Coverage``, ``Precision`` and
-``Calibrated`` of :func:`experiments.table.table_rows`, ``n/a`` for runs without those columns; a NaN
+``Calibrated`` of :func:`crosscurv.experiments.reports.table.table_rows`, ``n/a`` for runs without those columns; a NaN
 ``Correct_K``, every iteration undecided, is left out of its mean and says so).
-The paper's Table 1 (:data:`experiments.table.PAPER_TABLE1`, one run at
+The paper's Table 1 (:data:`crosscurv.experiments.reports.table.PAPER_TABLE1`, one run at
 K = 500) stands beside ours.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from experiments.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK_LABELS, table_rows
+from crosscurv.experiments.reports.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK_LABELS, table_rows
 
 __all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage"]
 
@@ -48,7 +48,7 @@ class Spread(tuple):
 
 
 def seed_groups(runs) -> dict:
-    """``{(task, preset, lr, pattern, dtype): [runs]}`` of :class:`~experiments.studies.collect.StudyRun`
+    """``{(task, preset, lr, pattern, dtype): [runs]}`` of :class:`~crosscurv.experiments.studies.collect.StudyRun`
     (one group per setting repeated over seeds), in the order of the runs.
 
     The runs of a group are cut to the group's smallest planned ``K`` (a run's first ``K`` records are a

@@ -10,7 +10,7 @@ sharpness > 2``) such differences grow.  This is the measured proxy for
 :func:`compare_runs` compares two runs over their common records ``k =
 1..K``: the first ``k`` where any column differs (bit for bit, NaN equal to
 NaN), the first ``k`` where the observed winner differs (JC, GS, tie or
-undecided; :mod:`numeric.metrics`), the winner counts (``n_JC``, ``n_GS``,
+undecided; :mod:`crosscurv.numeric.metrics`), the winner counts (``n_JC``, ``n_GS``,
 undecided) of each, and per estimate ``Correct`` and ``MAE`` of each with the
 relative ``MAE`` difference ``|MAE_b - MAE_a| / MAE_a``.
 """
@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from experiments.table import ESTIMATE_ROWS
+from crosscurv.experiments.reports.table import ESTIMATE_ROWS
 
 __all__ = ["compare_runs", "match_runs", "render_comparison"]
 
@@ -38,7 +38,7 @@ def _first_difference(a: np.ndarray, b: np.ndarray, k: np.ndarray) -> int | None
 
 
 def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
-    """Compare two :class:`~experiments.studies.collect.StudyRun` over their common records.
+    """Compare two :class:`~crosscurv.experiments.studies.collect.StudyRun` over their common records.
 
     Returns:
         ``{"K", "first_record_diff", "first_column", "first_winner_diff", "counts_a", "counts_b",
@@ -46,7 +46,7 @@ def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
         ``first_*`` are iterations ``k`` (``None``: none differs), ``counts_*`` are
         ``(n_JC, n_GS, undecided)``.
     """
-    from numeric.metrics import evaluate, undecided, winner
+    from crosscurv.numeric.metrics import evaluate, undecided, winner
 
     K = min(a.K, b.K)
     ca, cb = a.columns(K), b.columns(K)

@@ -3,7 +3,7 @@
 Each row holds the run's requested and effective settings, how the sweep
 handled it (``action``: new, resume, reuse), its status (``complete``,
 ``diverged``, ``interrupted``, ``failed``), exit code and error line, and,
-read from the run's ``summary.json`` (:func:`numeric.records.read_summary`),
+read from the run's ``summary.json`` (:func:`crosscurv.numeric.records.read_summary`),
 the paper's Section 5.1 metrics of every estimate (``<estimate>_correct``,
 ``_jc_hits``/``_n_jc``, ``_s_hits``/``_n_s``, ``_mae``, ``_max_ae``) and the
 regime indicators ``eta_L = lr * L`` and ``eta_G = lr * G`` (``G``, ``L``: the
@@ -23,9 +23,9 @@ import os
 from collections import OrderedDict
 from typing import Sequence
 
-from numeric.records import ESTIMATES
+from crosscurv.numeric.records import ESTIMATES
 
-#: exit code of ``crosscurv run`` for a diverged run (``numeric.protocol.DIVERGED_EXIT_CODE``)
+#: exit code of ``crosscurv run`` for a diverged run (``crosscurv.numeric.protocol.DIVERGED_EXIT_CODE``)
 DIVERGED_EXIT_CODE = 3
 
 __all__ = ["COLUMNS", "METRIC_KEYS", "run_row", "write_csv", "render_markdown", "group_over_seeds"]
@@ -95,7 +95,7 @@ def write_csv(path: str, rows: Sequence[dict]) -> None:
     """``sweep.csv``: header :data:`COLUMNS`, one line per row, floats in round-trip form (atomic)."""
     import io
 
-    from numeric.records import atomic_write_text
+    from crosscurv.numeric.records import atomic_write_text
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -176,7 +176,7 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep") -> str:
 
 
 def write_markdown(path: str, rows: Sequence[dict], title: str = "Sweep") -> None:
-    from numeric.records import atomic_write_text
+    from crosscurv.numeric.records import atomic_write_text
 
     atomic_write_text(path, render_markdown(rows, title))
 

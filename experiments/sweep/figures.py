@@ -22,7 +22,7 @@ def agreement_figure(rows: Sequence[dict], path) -> Path | None:
 
     from matplotlib.ticker import NullFormatter
 
-    from experiments.plotting import ESTIMATES, _save, plt
+    from crosscurv.experiments.reports.plotting import ESTIMATES, _save, plt
 
     panels: dict = {}
     for r in rows:

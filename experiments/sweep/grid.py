@@ -1,4 +1,4 @@
-"""Expansion of a :class:`~experiments.sweep.spec.SweepSpec` into runs.
+"""Expansion of a :class:`~crosscurv.experiments.sweep.spec.SweepSpec` into runs.
 
 Each grid point is one ``crosscurv run`` with its own folder
 ``OUT/runs/<name>/``.  Names are readable and stable (a rerun of the same
@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from experiments.sweep.spec import AXES, SweepSpec
+from crosscurv.experiments.sweep.spec import AXES, SweepSpec
 
 __all__ = ["RunPoint", "expand", "run_name"]
 
@@ -44,7 +44,7 @@ class RunPoint:
                 "pattern": self.pattern, "iters": self.iters, "dtype": self.dtype}
 
     def argv(self, out_dir: str, resume: bool = False) -> list[str]:
-        """The ``crosscurv`` arguments of this run (``experiments.cli.main(argv)``)."""
+        """The ``crosscurv`` arguments of this run (``crosscurv.experiments.cli.main(argv)``)."""
         a = ["run", self.task, "--out", str(out_dir), "--seed", str(self.seed)]
         if self.preset is not None:
             a += ["--preset", self.preset]

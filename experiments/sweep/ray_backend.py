@@ -21,7 +21,7 @@ import os
 import time
 from typing import Callable, Sequence
 
-from experiments.sweep.spec import SweepError
+from crosscurv.experiments.sweep.spec import SweepError
 
 __all__ = ["check_address", "connect", "cluster_gpus", "run_tasks", "RayStart"]
 
@@ -105,7 +105,7 @@ def run_tasks(items: Sequence, make_call: Callable, workers: int, threads: int,
     """
     import ray
 
-    from experiments.sweep.worker import execute_run
+    from crosscurv.experiments.sweep.worker import execute_run
 
     gpus = 1 if cluster_gpus() > 0 else 0
     remote = ray.remote(execute_run).options(num_cpus=threads, num_gpus=gpus, max_retries=0,

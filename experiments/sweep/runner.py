@@ -3,14 +3,14 @@
 Layout of ``OUT``::
 
     OUT/sweep.json          the grid, the Ray set-up and timings
-    OUT/sweep.csv           one row per run (experiments.sweep.aggregate)
+    OUT/sweep.csv           one row per run (crosscurv.experiments.sweep.aggregate)
     OUT/sweep.md            per-run table, mean [min, max] over seeds
     OUT/sweep_agreement.png Correct_K against the learning rate per estimate
     OUT/runs/<name>/        records.csv, summary.json, checkpoint.pt, run.log
 
 Rerunning a sweep into the same ``OUT`` needs ``resume=True`` (``--resume``):
 complete runs are reused, interrupted ones resumed, the others started
-(:mod:`experiments.sweep.state`).  ``sweep.csv`` is rewritten after every
+(:mod:`crosscurv.experiments.sweep.state`).  ``sweep.csv`` is rewritten after every
 finished run, so a killed sweep keeps the rows of the runs it finished.
 """
 
@@ -22,10 +22,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from experiments.sweep import aggregate, state
-from experiments.sweep.grid import RunPoint, expand
-from experiments.sweep.spec import SweepError, SweepSpec
-from experiments.threads import DEFAULT_THREADS
+from crosscurv.experiments.sweep import aggregate, state
+from crosscurv.experiments.sweep.grid import RunPoint, expand
+from crosscurv.experiments.sweep.spec import SweepError, SweepSpec
+from crosscurv.experiments.cli.threads import DEFAULT_THREADS
 
 __all__ = ["run_sweep", "SweepResult", "SWEEP_FAILED_EXIT_CODE"]
 
@@ -114,7 +114,7 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         workers: runs at a time (default: the CPU count of this machine, or of
             the cluster with ``address``).
         threads: intra-op threads of each run (default 1, as for ``crosscurv run``:
-            :mod:`experiments.threads`); each Ray task asks for that many CPUs.
+            :mod:`crosscurv.experiments.cli.threads`); each Ray task asks for that many CPUs.
         address: a running Ray cluster to join (``ray start --head`` / ``auto``);
             ``None`` starts a local instance for this sweep and stops it after.
             A Ray instance already initialised in this process is used as it is.
@@ -143,7 +143,7 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         raise SweepError(f"{out} already holds a sweep; use --resume to continue it or choose another --out")
     points = expand(spec)
     if address is not None:
-        from experiments.sweep.ray_backend import check_address
+        from crosscurv.experiments.sweep.ray_backend import check_address
 
         check_address(address)  # an unreachable cluster fails here, before anything is written
     os.makedirs(runs_dir, exist_ok=True)
@@ -176,7 +176,7 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
     ray_start_s, runs_s, started = 0.0, 0.0, False
     try:
         if todo:
-            from experiments.sweep import ray_backend
+            from crosscurv.experiments.sweep import ray_backend
 
             local_cpus = os.cpu_count() or 1
             if address is None:
@@ -237,12 +237,12 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
 
 
 def agreement(rows, path):
-    from experiments.sweep.figures import agreement_figure
+    from crosscurv.experiments.sweep.figures import agreement_figure
 
     return agreement_figure(rows, path)
 
 
 def _write_info(out: str, info: dict) -> None:
-    from numeric.records import atomic_write_text, json_safe
+    from crosscurv.numeric.records import atomic_write_text, json_safe
 
     atomic_write_text(os.path.join(out, "sweep.json"), json.dumps(json_safe(info), indent=2, default=str) + "\n")

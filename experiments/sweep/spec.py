@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from theory.errors import InputError
+from crosscurv.theory.errors import InputError
 
 __all__ = ["SweepError", "SweepSpec", "AXES", "SCALARS", "parse_seeds", "read_toml", "spec_from_toml",
            "spec_from_mapping", "axis_values"]
@@ -136,7 +136,7 @@ def validate(spec: SweepSpec) -> None:
         if not isinstance(t, str) or not t.strip():
             raise SweepError(f"task must be a non-empty string, got {t!r}")
         if ":" not in t:
-            from experiments.tasks import TASKS
+            from crosscurv.experiments.tasks import TASKS
 
             names = list(TASKS)
             if t not in names:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 
-from numeric.records import CHECKPOINT_FILE, SUMMARY_FILE, RecordsError, read_summary
+from crosscurv.numeric.records import CHECKPOINT_FILE, SUMMARY_FILE, RecordsError, read_summary
 
 __all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "read_run_summary", "run_action",
            "settings_difference"]
@@ -28,7 +28,7 @@ NEW, RESUME, REUSE, CONFLICT = "new", "resume", "reuse", "conflict"
 
 
 def read_run_summary(run_dir: str) -> dict | None:
-    """``summary.json`` of a run folder (``numeric.records.read_summary``), ``None`` if absent or torn."""
+    """``summary.json`` of a run folder (``crosscurv.numeric.records.read_summary``), ``None`` if absent or torn."""
     path = os.path.join(run_dir, SUMMARY_FILE)
     if not os.path.isfile(path):
         return None

@@ -1,6 +1,6 @@
 """The body of one sweep task: a ``crosscurv run`` in the current process.
 
-Runs go through the command line's entry point :func:`experiments.cli.main`
+Runs go through the command line's entry point :func:`crosscurv.experiments.cli.main`
 (its flags are the stable interface), so a sweep run and a run typed by hand
 do exactly the same thing.  Its output (summary table, progress lines, the
 one-line error) goes to ``run.log`` in the run folder.
@@ -21,7 +21,7 @@ def set_threads(threads: int) -> None:
     """Intra-op thread count of this process (OpenMP/MKL for libraries loaded later, and torch now)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
-    os.environ.pop("CROSSCURV_DEFAULT_THREADS", None)  # the sweep's choice, not the CLI default (experiments.threads)
+    os.environ.pop("CROSSCURV_DEFAULT_THREADS", None)  # the sweep's choice, not the CLI default (crosscurv.experiments.cli.threads)
     import torch
 
     torch.set_num_threads(int(threads))
@@ -35,7 +35,7 @@ def last_error(log_text: str) -> str:
 
 
 def execute_run(argv: list[str], threads: int, log_path: str) -> dict:
-    """``experiments.cli.main(argv)`` with ``threads`` threads, output appended to ``log_path``.
+    """``crosscurv.experiments.cli.main(argv)`` with ``threads`` threads, output appended to ``log_path``.
 
     Returns:
         ``{"exit_code": int, "error": str, "seconds": float, "pid": int, "threads": int}``
@@ -43,7 +43,7 @@ def execute_run(argv: list[str], threads: int, log_path: str) -> dict:
     """
     t0 = time.perf_counter()
     set_threads(threads)
-    from experiments.cli import main
+    from crosscurv.experiments.cli import main
 
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     start = os.path.getsize(log_path) if os.path.exists(log_path) else 0

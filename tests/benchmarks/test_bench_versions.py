@@ -1,6 +1,6 @@
 """benchmarks/bench_versions.py: the ``--same-work`` arm really switches the measured gap's segment off.
 
-The arm patches ``numeric.gap.SegmentGap`` by attribute name inside the timed process; if a rename
+The arm patches ``crosscurv.numeric.gap.SegmentGap`` by attribute name inside the timed process; if a rename
 left the patch adding a new attribute instead, the arm would silently time the full work.
 """
 
@@ -22,7 +22,7 @@ calls = []
 def loss(p):
     calls.append(1)
     return (p["w"] ** 3).sum()
-from numeric.gap import segment_gap
+from crosscurv.numeric.gap import segment_gap
 a, b = {"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([0.5, 1.0])}
 ga, gb = {"w": 3 * a["w"] ** 2}, {"w": 3 * b["w"] ** 2}
 print(segment_gap(loss, a, b, ga, gb), len(calls))
@@ -36,7 +36,7 @@ def _run(program: str) -> str:
 
 
 def test_same_work_arm_skips_the_segment_gradients():
-    patch = bv.WITHOUT_GAP.split("; from experiments.cli")[0]
+    patch = bv.WITHOUT_GAP.split("; from crosscurv.experiments.cli")[0]
     assert _run(patch + "\n" + PROBE) == "(0.0, 0.0) 0"
     full = _run(PROBE)  # unpatched: the three inner gradients are taken and the gap is not zero
     value, calls = full.rsplit(" ", 1)

@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import check_records_unchanged as cru  # noqa: E402
 
-from numeric.records import RecordWriter, make_record, read_records  # noqa: E402
+from crosscurv.numeric.records import RecordWriter, make_record, read_records  # noqa: E402
 
 
 def _write(path, rows):

@@ -1,7 +1,7 @@
-"""The motivation study (experiments.motivation): the practical steps, the criterion, records, resume, CLI.
+"""The motivation study (crosscurv.experiments.motivation): the practical steps, the criterion, records, resume, CLI.
 
 Exactness claims are checked against the suite's exact scheme steps
-(numeric.scheme_step) in float64; the optimizer-aware criterion against the
+(crosscurv.numeric.scheme_step) in float64; the optimizer-aware criterion against the
 measured one-step difference as eta -> 0; the CLI in a subprocess with the
 smoke preset.
 """
@@ -16,15 +16,15 @@ import sys
 import pytest
 import torch
 
-from experiments.motivation import fl, lora, mlp
-from experiments.motivation.analysis import agreement, reversal
-from experiments.motivation.criterion import probe_point
-from experiments.motivation.optim import SGD, Adam, clip_tensor
-from experiments.motivation.presets import panel_settings
-from experiments.motivation.records import read_table
-from experiments.motivation.runner import MotivationError, run_panel
-from numeric import Task, scheme_step
-from theory.patterns import parse_pattern
+from crosscurv.experiments.motivation import fl, lora, mlp
+from crosscurv.experiments.motivation.analysis import agreement, reversal
+from crosscurv.experiments.motivation.criterion import probe_point
+from crosscurv.experiments.motivation.optim import SGD, Adam, clip_tensor
+from crosscurv.experiments.motivation.presets import panel_settings
+from crosscurv.experiments.motivation.records import read_table
+from crosscurv.experiments.motivation.runner import MotivationError, run_panel
+from crosscurv.numeric import Task, scheme_step
+from crosscurv.theory.patterns import parse_pattern
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 F64 = torch.float64
@@ -91,8 +91,8 @@ def test_mlp_jc_and_exact_gs_are_the_exact_schemes_and_inplace_is_neither():
 # -- panel (b): FedAlt with one step per phase is GS personal -> shared, FedSim is JC ------
 @pytest.fixture(scope="module")
 def fl_client():
-    from experiments.data import load_cifar10
-    from experiments.models.resnet import FederatedResNet18
+    from crosscurv.experiments.tasks.data import load_cifar10
+    from crosscurv.experiments.tasks.models.resnet import FederatedResNet18
 
     data = load_cifar10(3, dtype=F64)
     torch.manual_seed(0)
@@ -189,7 +189,7 @@ def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make
     With clipping active the criterion is zero in exact arithmetic; its computed value is rounding (2.8e-21
     on one CPU, exactly 0.0 on another), so it is compared with a bound of eps times the size of its terms
     (``eta^2 ||g||^2``), and the practical gap must then be ``O(eta^3)``."""
-    from numeric import block_grad
+    from crosscurv.numeric import block_grad
 
     task = _smooth_task()
     g = block_grad(task.loss, task.params, list(task.params))
@@ -221,7 +221,7 @@ def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make
 
 
 def task_grad(task, p, keys):
-    from numeric import block_grad
+    from crosscurv.numeric import block_grad
 
     return None, block_grad(task.loss, p, keys)
 
@@ -297,7 +297,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path):
 # -- the command line ------------------------------------------------------------------------
 def _cli(*args, timeout=300):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "experiments", "motivation", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "crosscurv", "motivation", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -311,7 +311,7 @@ def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
     md = open(os.path.join(rep, "motivation.md")).read()
     assert "## Does the reversal appear?" in md and "| fl " in md
     assert os.path.getsize(os.path.join(rep, "figures", "motivation_figure1.png")) > 10_000
-    from experiments.cli import main
+    from crosscurv.experiments.cli import main
 
     assert main(["motivation", "--panel", "fl", "--preset", "smoke", "--out", out, "--no-verdicts"]) == 0
     assert "complete run found" in capsys.readouterr().out
@@ -327,7 +327,7 @@ def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
     (["--panel", "nope"], "invalid choice"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
-    from experiments.cli import main
+    from crosscurv.experiments.cli import main
 
     assert main(["motivation", *args, "--out", str(tmp_path / "o"), "--no-verdicts"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -335,7 +335,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
 
 
 def test_cli_refuses_existing_records_without_resume(tmp_path, capsys):
-    from experiments.cli import main
+    from crosscurv.experiments.cli import main
 
     out = tmp_path / "o"
     d = out / "mlp" / "seed0"

@@ -1,4 +1,4 @@
-"""``crosscurv scaling`` and the machinery behind it (experiments.scaling, problems, figures).
+"""``crosscurv scaling`` and the machinery behind it (crosscurv.experiments.scaling, problems, figures).
 
 The full study (with the MNIST MLP) takes minutes and runs in ``make report``;
 here the command runs on the quartic problem only (``--problems quartic``).
@@ -14,13 +14,13 @@ import pytest
 import torch
 from PIL import Image
 
-from experiments import scaling as S
-from experiments.cli import main
-from experiments.problems import mnist_mlp_problem, quartic_problem, relu_kink_radius, tanh_mlp_problem
-from experiments.scaling.figures import FIGURES
-from numeric import tree
-from numeric.hvp import grad
-from theory.patterns import chain
+from crosscurv.experiments import scaling as S
+from crosscurv.experiments.cli import main
+from crosscurv.experiments.problems import mnist_mlp_problem, quartic_problem, relu_kink_radius, tanh_mlp_problem
+from crosscurv.experiments.scaling.figures import FIGURES
+from crosscurv.numeric import tree
+from crosscurv.numeric.hvp import grad
+from crosscurv.theory.patterns import chain
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_gs_order_invariance_study_reports_equal_C_S():
 def test_optimizer_studies_are_reported_with_their_orders(tmp_path, monkeypatch, capsys):
     """``--optimizers``: the generalized estimates' observed orders, in the JSON and in scaling.md (a section of
     findings that does not set the exit code); the paper's problems are stubbed out to keep this fast."""
-    from experiments.scaling import optimizers as O
+    from crosscurv.experiments.scaling import optimizers as O
 
     monkeypatch.setattr(S, "scaling_suite", lambda **kw: [])
     rc = main(["scaling", "--quick", "--problems", "quartic", "--optimizers", "sgd", "--json", "--out", str(tmp_path)])

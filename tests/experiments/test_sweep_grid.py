@@ -15,17 +15,17 @@ import textwrap
 
 import pytest
 
-from experiments.cli import main
-from experiments.sweep import SweepError, SweepSpec, expand, spec_from_mapping, spec_from_toml
-from experiments.sweep import aggregate, state
-from experiments.sweep.grid import RunPoint
-from numeric.records import read_summary
+from crosscurv.experiments.cli import main
+from crosscurv.experiments.sweep import SweepError, SweepSpec, expand, spec_from_mapping, spec_from_toml
+from crosscurv.experiments.sweep import aggregate, state
+from crosscurv.experiments.sweep.grid import RunPoint
+from crosscurv.numeric.records import read_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 QUAD = """
 import torch
-from numeric import Task
+from crosscurv.numeric import Task
 
 def make(seed=0, dtype=None):
     g = torch.Generator().manual_seed(seed)
@@ -52,7 +52,7 @@ def quad(tmp_path):
 
 # -- grid: flags and TOML ---------------------------------------------------------------
 def test_toml_grid_and_flags_replace_its_axes(tmp_path, capsys):
-    from experiments.commands.sweep import build_spec
+    from crosscurv.experiments.cli.commands.sweep import build_spec
 
     grid = tmp_path / "grid.toml"
     grid.write_text('task = ["mlp", "fl"]\npreset = "smoke"\nlr = [0.01, 1]\nseed = "0-2"\n'
@@ -150,7 +150,7 @@ def test_bad_grids_one_line_exit_2_nothing_written(tmp_path, capsys, argv, messa
 def test_bad_grid_in_a_subprocess(tmp_path):
     """As users run it: one line, exit 2, no traceback, no Ray started."""
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "experiments", "sweep", "--task", "mlp", "--lr", "0", "--out",
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "sweep", "--task", "mlp", "--lr", "0", "--out",
                            str(tmp_path / "s")], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert proc.stderr.startswith("crosscurv: error: learning rate must be a finite number > 0")
@@ -239,7 +239,7 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
     assert md.count("\n| r") == 1 + 7 and "## Over seeds" in md and "diverged (" in md
     assert "| 1000 " not in md.split("## Over seeds")[1]  # a single run is not a group over seeds
 
-    from experiments.sweep.figures import agreement_figure
+    from crosscurv.experiments.sweep.figures import agreement_figure
 
     fig = agreement_figure(rows, tmp_path / "fig.png")
     assert fig is not None and os.path.getsize(fig) > 1000

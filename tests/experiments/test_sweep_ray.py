@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from experiments.sweep import SWEEP_FAILED_EXIT_CODE, SweepError, expand, run_sweep, spec_from_mapping
-from numeric.records import count_rows, read_records, read_summary
+from crosscurv.experiments.sweep import SWEEP_FAILED_EXIT_CODE, SweepError, expand, run_sweep, spec_from_mapping
+from crosscurv.numeric.records import count_rows, read_records, read_summary
 
 pytestmark = pytest.mark.slow  # Ray start-ups: tens of seconds on the shared 2-core machine
 
@@ -34,7 +34,7 @@ ENV = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH
 
 
 def _cli(*argv, timeout=300, **env):
-    return subprocess.run([sys.executable, "-m", "experiments", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True, text=True,
                           timeout=timeout, env=dict(ENV, **env))
 
 
@@ -42,7 +42,7 @@ def _run_one_thread(*argv) -> int:
     """``crosscurv run`` in this process with 1 intra-op thread, as each sweep worker here runs it."""
     import torch
 
-    from experiments.cli import main
+    from crosscurv.experiments.cli import main
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -97,7 +97,7 @@ def test_cli_sweep_equals_runs_one_by_one_and_resume_reuses(tmp_path, capsys):
 def local_ray():
     """One local Ray instance with 2 CPUs for the in-process tests; ``run_sweep`` uses it as it is."""
     ray = pytest.importorskip("ray")
-    from experiments.sweep.ray_backend import connect
+    from crosscurv.experiments.sweep.ray_backend import connect
 
     start = connect(num_cpus=2)
     assert start.started and ray.is_initialized()
@@ -108,7 +108,7 @@ def local_ray():
 FAILING = """
 import os
 import torch
-from numeric import Task
+from crosscurv.numeric import Task
 
 def quad(seed=0, dtype=None):
     g = torch.Generator().manual_seed(seed)
@@ -160,7 +160,7 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
     # the same run started by hand and killed hard after 2 records (as a crashed machine would)
     # one thread, as the sweep gives each run below: a run records its thread count and a resume
     # with another count is refused (float32 reductions depend on it)
-    proc = subprocess.Popen([sys.executable, "-m", "experiments", *killed_point.argv(str(killed))],
+    proc = subprocess.Popen([sys.executable, "-m", "crosscurv", *killed_point.argv(str(killed))],
                             env=dict(ENV, OMP_NUM_THREADS="1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -1,23 +1,23 @@
 """Small test problems as data (curvlinops-style ``cases``) and dense float64 references.
 
-Each case builds a :class:`numeric.Task` in float64 small enough for a dense
+Each case builds a :class:`crosscurv.numeric.Task` in float64 small enough for a dense
 ``torch.func.hessian`` (``d <= 51``):
 
 * ``tanh_mlp``: 3-4-3-3-2 tanh MLP, MSE on 6 points, one block per layer (4 blocks);
 * ``bilinear_lora``: ``W0 + B A`` (``W0`` frozen, rank 2) on fixed data, MSE with a
   tanh read-out, blocks ``B`` and ``A`` (2 blocks);
 * ``tiny_conv``: ``Conv2d(1, 2, 3)`` + tanh + ``Linear(8, 3)``, cross-entropy on
-  four 4x4 images, built through :func:`numeric.task_from_module`
+  four 4x4 images, built through :func:`crosscurv.numeric.task_from_module`
   (blocks ``conv``, ``fc.weight``, ``fc.bias``).
 
 Outside ``CASES`` (too large for a dense Hessian, float32 like the built-in tasks):
 ``relu_mlp``, a ReLU network whose gradient has kinks along a segment (the measured
-gap's hard case, :mod:`numeric.gap`).
+gap's hard case, :mod:`crosscurv.numeric.gap`).
 
-Random inputs and parameters come from :mod:`numeric.portable_random` (float64 draws,
+Random inputs and parameters come from :mod:`crosscurv.numeric.portable_random` (float64 draws,
 rounded to the case's dtype): the same bits on every CPU.
 
-The dense helpers flatten parameters in key order (:func:`numeric.tree.flatten`)
+The dense helpers flatten parameters in key order (:func:`crosscurv.numeric.tree.flatten`)
 and are for tests only.
 """
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import torch
 
-from numeric import Task, task_from_module, tree
-from numeric.portable_random import portable_default_init_, portable_randn
-from theory.patterns import chain, from_pairs, gauss_seidel, jacobi
+from crosscurv.numeric import Task, task_from_module, tree
+from crosscurv.numeric.portable_random import portable_default_init_, portable_randn
+from crosscurv.theory.patterns import chain, from_pairs, gauss_seidel, jacobi
 
 DTYPE = torch.float64
 

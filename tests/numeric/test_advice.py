@@ -1,4 +1,4 @@
-"""numeric.advice: the JC-only predictions against a dense float64 reference, the embedded error on a quadratic,
+"""crosscurv.numeric.advice: the JC-only predictions against a dense float64 reference, the embedded error on a quadratic,
 the decision, candidates, and resume bit for bit."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from numeric import Task, tree
-from numeric.advice import AdviceError, advise, decide, default_candidates, parse_candidates, read_advice_records
-from numeric.protocol import run_protocol
+from crosscurv.numeric import Task, tree
+from crosscurv.numeric.advice import AdviceError, advise, decide, default_candidates, parse_candidates, read_advice_records
+from crosscurv.numeric.protocol import run_protocol
 from tests.numeric.cases import dense_gradient, dense_hessian, dense_mask, tanh_mlp
-from theory.patterns import PatternError, as_pattern
+from crosscurv.theory.patterns import PatternError, as_pattern
 
 
 def _quadratic() -> Task:
@@ -151,7 +151,7 @@ def test_gs_orders_note_and_figure(tmp_path):
 
 def test_one_step_check_warns_outside_the_regime():
     """The smoke MLP (ReLU): at its preset lr the one-step gap is far from eta^2 C_S (kinks), at lr 5e-4 not."""
-    from experiments.loading import load_task
+    from crosscurv.experiments.tasks.loading import load_task
 
     task, settings = load_task("mlp", "smoke", device=torch.device("cpu"))
     far = advise(task, settings["lr"], 2, "jc;gs")

@@ -1,4 +1,4 @@
-"""numeric.chain: a chained loss gives scheme steps the same numbers bit for bit, with fewer stage passes."""
+"""crosscurv.numeric.chain: a chained loss gives scheme steps the same numbers bit for bit, with fewer stage passes."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-from experiments.models.mlp import MLP, mlp_blocks, mlp_stages
-from experiments.tasks import build_task
-from numeric import Task
-from numeric.chain import Chain, PrefixCache
-from numeric.hvp import block_grad, grad
-from numeric.steps import block_keys, check_pattern, scheme_step_with_grads
-from numeric.task import TaskError
+from crosscurv.experiments.tasks.models.mlp import MLP, mlp_blocks, mlp_stages
+from crosscurv.experiments.tasks import build_task
+from crosscurv.numeric import Task
+from crosscurv.numeric.chain import Chain, PrefixCache
+from crosscurv.numeric.hvp import block_grad, grad
+from crosscurv.numeric.steps import block_keys, check_pattern, scheme_step_with_grads
+from crosscurv.numeric.task import TaskError
 from tests.properties.strategies import acyclic_patterns
 
 
@@ -106,7 +106,7 @@ def test_a_chain_that_does_not_fit_the_task_is_refused():
         Task(task.params, task.loss,
              {"a": ["layer1.weight"], "b": ["layer1.bias"], "c": ["layer2.weight", "layer2.bias"]},
              chain=Chain(list(task.chain.stages), task.chain.input, task.chain.head))
-    with pytest.raises(TaskError, match="must be a numeric.chain.Chain"):
+    with pytest.raises(TaskError, match="must be a crosscurv.numeric.chain.Chain"):
         Task(task.params, task.loss, task.blocks, chain=lambda p: 0)
     wrong = Chain(list(task.chain.stages), task.chain.input, lambda z: 2 * task.chain.head(z))
     with pytest.raises(TaskError, match=r"chain.loss\(params\) = .* is not loss\(params\)"):

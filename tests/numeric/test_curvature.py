@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-import numeric.curvature as curvature
-from numeric import tree
-from numeric.curvature import CrossCurvature, cross_curvature_table, masked_directions, masked_product, masked_products
-from numeric.hvp import grad
-from theory.patterns import PatternError, gauss_seidel
+import crosscurv.numeric.curvature as curvature
+from crosscurv.numeric import tree
+from crosscurv.numeric.curvature import CrossCurvature, cross_curvature_table, masked_directions, masked_product, masked_products
+from crosscurv.numeric.hvp import grad
+from crosscurv.theory.patterns import PatternError, gauss_seidel
 from tests.numeric.cases import (
     CASES,
     all_case_patterns,
@@ -129,7 +129,7 @@ def test_pattern_size_mismatch_is_an_input_error():
 
 def test_C_S_takes_a_pattern_spelling():
     from tests.numeric.cases import tanh_mlp
-    from theory.patterns import gauss_seidel
+    from crosscurv.theory.patterns import gauss_seidel
 
     task = tanh_mlp()
     table = cross_curvature_table(task)

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from numeric.device import DeviceError, resolve_device, resolve_dtype
-from theory.errors import InputError
+from crosscurv.numeric.device import DeviceError, resolve_device, resolve_dtype
+from crosscurv.theory.errors import InputError
 
 
 def test_auto_follows_cuda_availability(monkeypatch):
@@ -57,12 +57,12 @@ def test_dtypes():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_products_on_cuda_match_cpu(dtype):
     """Same code path on the GPU: gradient, HVP (both methods, batched), M_S v, c_ij, a step, D^3L."""
-    from numeric import tree
-    from numeric.curvature import cross_curvature_table, masked_product
-    from numeric.hvp import grad, hvp, hvp_batch
-    from numeric.steps import scheme_step
-    from numeric.third import third_derivative
-    from theory.patterns import gauss_seidel
+    from crosscurv.numeric import tree
+    from crosscurv.numeric.curvature import cross_curvature_table, masked_product
+    from crosscurv.numeric.hvp import grad, hvp, hvp_batch
+    from crosscurv.numeric.steps import scheme_step
+    from crosscurv.numeric.third import third_derivative
+    from crosscurv.theory.patterns import gauss_seidel
     from tests.numeric.cases import CASES, patterns_for, random_direction, relerr
 
     dev = resolve_device("auto")

@@ -1,6 +1,6 @@
 """Converged Hessian extremes and a-posteriori error estimates against dense float64 references.
 
-* The extremes of :func:`numeric.estimates.hessian_extremes` / :func:`track_extremes` equal
+* The extremes of :func:`crosscurv.numeric.estimates.hessian_extremes` / :func:`track_extremes` equal
   ``numpy.linalg.eigvalsh`` of the dense Hessian to the stated tolerance, at ``theta_JC^k`` along a run.
 * On a quadratic (no cubic remainder) and on the tanh MLP at a small step, every error column
   covers ``|estimate - gap|`` at every iteration, and every certified winner is the measured one.
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from numeric import tree
-from numeric import error_estimates as errs
-from numeric.estimates import SHARPNESS_EVERY, SHARPNESS_TOL, hessian_extremes, track_extremes
-from numeric.metrics import certified_metrics
-from numeric.protocol import run_protocol
-from numeric.records import ESTIMATES
+from crosscurv.numeric import tree
+from crosscurv.numeric import error_estimates as errs
+from crosscurv.numeric.estimates import SHARPNESS_EVERY, SHARPNESS_TOL, hessian_extremes, track_extremes
+from crosscurv.numeric.metrics import certified_metrics
+from crosscurv.numeric.protocol import run_protocol
+from crosscurv.numeric.records import ESTIMATES
 from tests.numeric.cases import dense_hessian, tanh_mlp
 from tests.numeric.test_estimates import quadratic_task
 

@@ -1,6 +1,6 @@
 """Trajectory estimates (Theorems 2 and 3, JC-only, bound) against dense float64 closed forms.
 
-The references are written independently of :mod:`numeric.estimates`: dense
+The references are written independently of :mod:`crosscurv.numeric.estimates`: dense
 trajectories (the exact scheme step of docs/design.md with dense gradients), dense
 Hessians (``torch.func.hessian``), ``M_S`` as the masked dense Hessian, and the
 *unrolled* sums of Theorem 3 with explicit ``Phi_{K,j+1}`` products (the code
@@ -14,10 +14,10 @@ import math
 import pytest
 import torch
 
-from numeric import Task, tree
-from numeric.estimates import bk_radius, bound_bk, power_step, propagate
-from numeric.protocol import run_protocol
-from theory.patterns import from_pairs, gauss_seidel
+from crosscurv.numeric import Task, tree
+from crosscurv.numeric.estimates import bk_radius, bound_bk, power_step, propagate
+from crosscurv.numeric.protocol import run_protocol
+from crosscurv.theory.patterns import from_pairs, gauss_seidel
 from tests.numeric.cases import dense_mask, tanh_mlp
 
 F64 = torch.float64
@@ -238,7 +238,7 @@ def test_power_step_keeps_vector_when_product_vanishes():
 
 
 def test_quadratic_estimate_split_at_its_linear_term_is_bit_for_bit_the_same():
-    from numeric.estimates import quadratic_estimate, quadratic_from_linear
+    from crosscurv.numeric.estimates import quadratic_estimate, quadratic_from_linear
 
     g = torch.Generator().manual_seed(5)
     vec = lambda: {"a": torch.randn(7, generator=g), "b": torch.randn(2, 3, generator=g)}  # noqa: E731

@@ -1,4 +1,4 @@
-"""Loss gaps without cancellation (numeric.gap): exact on polynomials, error bounds that hold, float32 gaps
+"""Loss gaps without cancellation (crosscurv.numeric.gap): exact on polynomials, error bounds that hold, float32 gaps
 far below the spacing of the losses."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from numeric.gap import difference_error, loss_gap, reconcile, segment_gap, ulp
-from numeric.hvp import grad
-from numeric import Task
+from crosscurv.numeric.gap import difference_error, loss_gap, reconcile, segment_gap, ulp
+from crosscurv.numeric.hvp import grad
+from crosscurv.numeric import Task
 
 
 def _poly(dtype=torch.float64):
@@ -78,7 +78,7 @@ def test_gauss_legendre_loss_gap_matches_the_segment_gap(nodes):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fused_inner_products_are_bit_for_bit_the_separate_ones(dtype):
     """SegmentGap forms g . Delta and |g| . |Delta| from one float64 product: the same bits as two passes."""
-    from numeric.gap import _absdot64, _dot64, _dot_absdot64
+    from crosscurv.numeric.gap import _absdot64, _dot64, _dot_absdot64
 
     gen = torch.Generator().manual_seed(3)
     a = {"w": torch.randn(257, 33, generator=gen, dtype=dtype) * 1e3, "b": torch.randn(7, generator=gen, dtype=dtype),

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from numeric import tree
-from numeric.hvp import HVPError, block_grad, grad, grad_and_hvp, hvp, hvp_batch, resolve_method, tune_hvp
+from crosscurv.numeric import tree
+from crosscurv.numeric.hvp import HVPError, block_grad, grad, grad_and_hvp, hvp, hvp_batch, resolve_method, tune_hvp
 from tests.numeric.cases import CASES, dense_gradient, dense_hessian, random_direction, relerr
 
 TOL = 1e-10
@@ -188,7 +188,7 @@ def test_auto_is_double_backward_else_forward_over_reverse_and_remembers_nothing
         assert relerr(outs[1]["x"], -2 * expected) < TOL
         _, g, hv = grad_and_hvp(loss, p, v, "auto")
         assert relerr(g["x"], 3 * p["x"] ** 2) < TOL and relerr(hv["x"], expected) < TOL
-    import numeric.hvp as module
+    import crosscurv.numeric.hvp as module
 
     assert not [n for n in vars(module) if n in ("_auto_choice", "_no_vmap", "hvp_choice")]  # no hidden memory
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from numeric.metrics import GS, JC, TIE, UNDEFINED, bound_coverage, evaluate, winner, winner_metrics
+from crosscurv.numeric.metrics import GS, JC, TIE, UNDEFINED, bound_coverage, evaluate, winner, winner_metrics
 
 
 def test_winner_function():

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from numeric.offload import (CARRIED_VECTORS, OFFLOAD_MIN_BYTES, PEAK_VECTORS, Offloaded, Resident, make_store,
+from crosscurv.numeric.offload import (CARRIED_VECTORS, OFFLOAD_MIN_BYTES, PEAK_VECTORS, Offloaded, Resident, make_store,
                              should_offload)
 
 

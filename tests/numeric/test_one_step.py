@@ -1,10 +1,10 @@
-"""One-step gap coefficients: numeric ``eta^2`` and ``eta^3`` vs ``theory.one_step`` and vs exact steps.
+"""One-step gap coefficients: numeric ``eta^2`` and ``eta^3`` vs ``crosscurv.theory.one_step`` and vs exact steps.
 
 * ``C_S`` and ``c3`` computed with HVPs and nested jvp equal
-  ``theory.one_step.gap_coefficients`` evaluated on the dense float64
+  ``crosscurv.theory.one_step.gap_coefficients`` evaluated on the dense float64
   ``g, H, T`` of the same objective (a random quartic polynomial, and the small
   networks of ``cases.py``).
-* Taylor test (pyadjoint style) against the exact steps of :mod:`numeric.steps`:
+* Taylor test (pyadjoint style) against the exact steps of :mod:`crosscurv.numeric.steps`:
   ``gap - eta^2 C_S = O(eta^3)`` and ``gap - eta^2 C_S - eta^3 c3 = O(eta^4)``.
 """
 
@@ -14,11 +14,11 @@ import math
 import pytest
 import torch
 
-from numeric import Task
-from numeric.one_step import one_step_coefficients, one_step_estimate, one_step_gap
-from numeric.orders import observe_order
-from theory.one_step import gap_coefficients
-from theory.patterns import chain, from_pairs, gauss_seidel, jacobi
+from crosscurv.numeric import Task
+from crosscurv.numeric.one_step import one_step_coefficients, one_step_estimate, one_step_gap
+from crosscurv.numeric.orders import observe_order
+from crosscurv.theory.one_step import gap_coefficients
+from crosscurv.theory.patterns import chain, from_pairs, gauss_seidel, jacobi
 from tests.numeric.cases import CASES, dense_reference, patterns_for
 
 BLOCK_DIMS = (2, 1, 2, 1)

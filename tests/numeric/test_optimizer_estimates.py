@@ -1,4 +1,4 @@
-"""numeric.optimizer_estimates against dense float64 references and the actual optimizer steps."""
+"""crosscurv.numeric.optimizer_estimates against dense float64 references and the actual optimizer steps."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from numeric import tree
-from numeric.hvp import grad, hvp
-from numeric.optimizer_estimates import (
+from crosscurv.numeric import tree
+from crosscurv.numeric.hvp import grad, hvp
+from crosscurv.numeric.optimizer_estimates import (
     factor_tree,
     forcing,
     optimizer_delay_curvature,
@@ -19,9 +19,9 @@ from numeric.optimizer_estimates import (
     state_difference,
     tangent_step,
 )
-from numeric.optimizers import OptimizerState, direction, optimizer_scheme_step, parse_optimizer
+from crosscurv.numeric.optimizers import OptimizerState, direction, optimizer_scheme_step, parse_optimizer
 from tests.numeric.cases import bilinear_lora, dense_hessian, dense_mask, relerr, tanh_mlp
-from theory.patterns import jacobi, parse_pattern
+from crosscurv.theory.patterns import jacobi, parse_pattern
 
 SPECS = ["sgd", "momentum:0.9", "adam", "adam:0.8,0.99,1e-3"]
 FACTORS = [1.0, 4.0, 0.5, 2.0]
@@ -69,7 +69,7 @@ def factor_tree_tensors(task, like):
 
 @pytest.mark.parametrize("spec_text", SPECS)
 def test_one_step_remainder_is_third_order(spec_text):
-    from experiments.scaling import loss_gap
+    from crosscurv.experiments.scaling import loss_gap
 
     task = tanh_mlp()
     spec = parse_optimizer(spec_text)

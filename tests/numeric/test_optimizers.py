@@ -1,12 +1,12 @@
-"""numeric.optimizers: spec parsing, torch.optim-exact updates, the scheme step with optimizer state."""
+"""crosscurv.numeric.optimizers: spec parsing, torch.optim-exact updates, the scheme step with optimizer state."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from numeric.hvp import block_grad, grad
-from numeric.optimizers import (
+from crosscurv.numeric.hvp import block_grad, grad
+from crosscurv.numeric.optimizers import (
     OptimizerError,
     OptimizerSpec,
     OptimizerState,
@@ -16,9 +16,9 @@ from numeric.optimizers import (
     parse_block_lr,
     parse_optimizer,
 )
-from numeric.steps import scheme_step_with_grads
+from crosscurv.numeric.steps import scheme_step_with_grads
 from tests.numeric.cases import bilinear_lora, tanh_mlp
-from theory.patterns import gauss_seidel, jacobi, parse_pattern
+from crosscurv.theory.patterns import gauss_seidel, jacobi, parse_pattern
 
 SPECS = ["sgd", "momentum:0.9", "adam", "adam:0.8,0.99,1e-6"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from numeric import cross_curvature_table, gauss_seidel_step, one_step_estimate, one_step_gap, scheme_step
-from numeric.steps import scheme_step_with_grads
-from theory.patterns import PatternError, chain, gauss_seidel
+from crosscurv.numeric import cross_curvature_table, gauss_seidel_step, one_step_estimate, one_step_gap, scheme_step
+from crosscurv.numeric.steps import scheme_step_with_grads
+from crosscurv.theory.patterns import PatternError, chain, gauss_seidel
 from tests.numeric.cases import CASES
 
 SPECS = [("gs", lambda n: gauss_seidel(n)), ("gs:4,3,2,1", lambda n: gauss_seidel(n, [3, 2, 1, 0])),

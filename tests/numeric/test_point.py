@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from numeric import Task, tree
-from numeric.hvp import HVPError, grad
-from numeric.point import PointCurvature, masked_product_at
-from numeric.steps import block_keys
+from crosscurv.numeric import Task, tree
+from crosscurv.numeric.hvp import HVPError, grad
+from crosscurv.numeric.point import PointCurvature, masked_product_at
+from crosscurv.numeric.steps import block_keys
 from tests.numeric.cases import (
     CASES,
     all_case_patterns,

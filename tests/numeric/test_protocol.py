@@ -10,11 +10,11 @@ import textwrap
 import pytest
 import torch
 
-from numeric import Task
-from numeric.protocol import ProtocolError, ResumeError, run_protocol
-from numeric.records import read_records, read_summary
-from numeric.task import TaskError
-from theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi
+from crosscurv.numeric import Task
+from crosscurv.numeric.protocol import ProtocolError, ResumeError, run_protocol
+from crosscurv.numeric.records import read_records, read_summary
+from crosscurv.numeric.task import TaskError
+from crosscurv.theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi
 from tests.numeric.cases import dense_hessian, tanh_mlp
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,8 +96,8 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
         import os, signal, sys
         sys.path.insert(0, {REPO!r})
         from tests.numeric.cases import dense_hessian, tanh_mlp
-        from numeric.protocol import run_protocol
-        from theory.patterns import gauss_seidel
+        from crosscurv.numeric.protocol import run_protocol
+        from crosscurv.theory.patterns import gauss_seidel
 
         def hook(rec):
             if rec["k"] == 4:  # after the row is flushed, before its checkpoint
@@ -211,7 +211,7 @@ def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
 
 
 def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference, monkeypatch):
-    import numeric.protocol as protocol
+    import crosscurv.numeric.protocol as protocol
 
     class NoDoubleBackward:
         def __init__(self, *a, **k):
@@ -253,7 +253,7 @@ def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_ra
     """float64: gap agrees with loss_s - loss_jc (whose own round-off is ~eps |L|) within gap_err; gap_err is
     small against the gap; sharpness_k lies in the dense spectrum of H(theta_JC^k) and the run's L is the
     largest |sharpness| seen (or the k = 0 quotient)."""
-    from numeric.steps import jacobi_step
+    from crosscurv.numeric.steps import jacobi_step
 
     _, ref = reference
     task = tanh_mlp()

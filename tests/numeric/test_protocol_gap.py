@@ -1,19 +1,19 @@
-"""The protocol's measured gap (numeric.gap): the segment integral only where it can matter."""
+"""The protocol's measured gap (crosscurv.numeric.gap): the segment integral only where it can matter."""
 
 from __future__ import annotations
 
 import math
 
-import numeric.gap
-from numeric.gap import difference_error, plain_suffices
-from numeric.protocol import run_protocol
+import crosscurv.numeric.gap
+from crosscurv.numeric.gap import difference_error, plain_suffices
+from crosscurv.numeric.protocol import run_protocol
 from tests.numeric.cases import relu_mlp
 
 
 def test_the_segment_is_computed_exactly_where_the_plain_difference_does_not_suffice(monkeypatch):
     calls = []
-    interior = numeric.gap.SegmentGap.interior
-    monkeypatch.setattr(numeric.gap.SegmentGap, "interior",
+    interior = crosscurv.numeric.gap.SegmentGap.interior
+    monkeypatch.setattr(crosscurv.numeric.gap.SegmentGap, "interior",
                         lambda self, *a: (calls.append(1), interior(self, *a))[1])
     res = run_protocol(relu_mlp(), "gs", 0.2, 25)
     needed = [not plain_suffices(r["loss_s"], r["loss_jc"], "float32") for r in res.records]

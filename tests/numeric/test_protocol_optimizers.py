@@ -1,6 +1,6 @@
 """The controlled protocol with a block-separable optimizer (``optimizer=``, ``block_lr=``).
 
-Checked against the plain in-memory reference loop of :mod:`numeric.optimizer_estimates`
+Checked against the plain in-memory reference loop of :mod:`crosscurv.numeric.optimizer_estimates`
 (same runs, same estimates), for bit-for-bit resume and extension with the optimizer state in
 the checkpoint, for the plain path (``sgd`` without factors: the paper's records exactly), and
 for the generalized magnitude bound.
@@ -14,14 +14,14 @@ import os
 import pytest
 import torch
 
-from numeric import Task
-from numeric.estimates import bound_bk
-from numeric.optimizer_estimates import optimizer_bound, run_optimizer_estimates
-from numeric.optimizers import OptimizerError, parse_optimizer
-from numeric.protocol import ResumeError, SettingsChangedError, run_protocol
-from numeric.records import read_summary
+from crosscurv.numeric import Task
+from crosscurv.numeric.estimates import bound_bk
+from crosscurv.numeric.optimizer_estimates import optimizer_bound, run_optimizer_estimates
+from crosscurv.numeric.optimizers import OptimizerError, parse_optimizer
+from crosscurv.numeric.protocol import ResumeError, SettingsChangedError, run_protocol
+from crosscurv.numeric.records import read_summary
 from tests.numeric.cases import tanh_mlp
-from theory.patterns import parse_pattern
+from crosscurv.theory.patterns import parse_pattern
 
 LR, K = 0.05, 6
 PATTERN = "2<-1,4<-2"  # partial: blocks 3 and 4 see block 1 stale
@@ -204,13 +204,13 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
 @pytest.mark.parametrize("kw", [{}, {"optimizer": "sgd"}])
 def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, name, label, kw):
     """``tests/numeric/data/plain_*.csv`` were written by the protocol before it took optimizers (float64 golden
-    cases, seed 0; their ``gap``/``gap_err`` since brought up to date by :func:`numeric.gap.reconcile`, the
-    rule of ``python -m experiments.upgrade_records``); the plain path must reproduce them within the float64
+    cases, seed 0; their ``gap``/``gap_err`` since brought up to date by :func:`crosscurv.numeric.gap.reconcile`, the
+    rule of ``python -m crosscurv.experiments.conformance.upgrade_records``); the plain path must reproduce them within the float64
     record tolerances (the file was written on another CPU: its last digits depend on the kernels; bitwise
     agreement is promised only within one machine, tested by the resume and extension tests)."""
-    from experiments.golden import build_case, case_task
-    from numeric.record_comparison import compare_records, reference_tolerances
-    from numeric.records import PREVIOUS_FIELDS, read_records, records_columns
+    from crosscurv.experiments.conformance.golden import build_case, case_task
+    from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
+    from crosscurv.numeric.records import PREVIOUS_FIELDS, read_records, records_columns
 
     case = build_case(name)
     res = run_protocol(case_task(case), case.patterns[label], case.lr, case.iters, seed=0, **kw)

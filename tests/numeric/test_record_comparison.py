@@ -1,4 +1,4 @@
-"""numeric.record_comparison: agreement within dtype tolerances, the first disagreement, diagnoses."""
+"""crosscurv.numeric.record_comparison: agreement within dtype tolerances, the first disagreement, diagnoses."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from numeric.record_comparison import compare_records
-from numeric.records import RecordsError
+from crosscurv.numeric.record_comparison import compare_records
+from crosscurv.numeric.records import RecordsError
 
 #: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
 pytestmark = pytest.mark.portable
@@ -74,7 +74,7 @@ def test_nan_handling_and_no_common_iteration():
 
 # -- per-column tolerances from the measured rounding ----------------------------------------
 def test_tolerances_are_the_measured_rounding_times_the_safety_factor():
-    from numeric.record_comparison import EPS, MEASURED_ROUNDING, SAFETY, TOLERANCES
+    from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, SAFETY, TOLERANCES
 
     assert set(TOLERANCES) == {"float32", "float64"}
     for dt, cols in TOLERANCES.items():
@@ -102,7 +102,7 @@ def test_gap_agrees_within_both_error_bounds():
 
 
 def test_optional_columns_are_compared_only_when_both_records_have_them():
-    from numeric.record_comparison import compared_columns, is_legacy
+    from crosscurv.numeric.record_comparison import compared_columns, is_legacy
 
     ref = _ref()
     assert compared_columns(ref, ref) == list(COLS[1:]) and is_legacy(ref)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from numeric.records import (
+from crosscurv.numeric.records import (
     FIELDS,
     RecordsError,
     RecordWriter,
@@ -155,7 +155,7 @@ def test_read_columns(tmp_path):
 
 
 def test_files_without_the_sharpness_and_gap_err_columns_are_still_read(tmp_path):
-    from numeric.records import LEGACY_FIELDS
+    from crosscurv.numeric.records import LEGACY_FIELDS
 
     path = tmp_path / "records.csv"
     path.write_text(",".join(LEGACY_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5\n")
@@ -166,7 +166,7 @@ def test_files_without_the_sharpness_and_gap_err_columns_are_still_read(tmp_path
 
 
 def test_files_without_the_extremes_and_error_columns_are_still_read(tmp_path):
-    from numeric.records import PREVIOUS_FIELDS
+    from crosscurv.numeric.records import PREVIOUS_FIELDS
 
     path = tmp_path / "records.csv"
     path.write_text(",".join(PREVIOUS_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5,3.0,1e-9\n")

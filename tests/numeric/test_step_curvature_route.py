@@ -5,7 +5,7 @@ attention kernel, which has neither forward-mode nor double-backward
 derivatives; a custom ``torch.autograd.Function`` with a once-differentiable
 backward has no double backward.  The step size and the freshness fit then
 take their curvature products from central differences of gradients
-(:class:`numeric.step_identification.CurvatureRoute`).
+(:class:`crosscurv.numeric.step_identification.CurvatureRoute`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from numeric import Task, task_from_module
-from numeric.step_identification import CurvatureRoute, as_user_step, identify_step
-from numeric.steps import scheme_step
+from crosscurv.numeric import Task, task_from_module
+from crosscurv.numeric.step_identification import CurvatureRoute, as_user_step, identify_step
+from crosscurv.numeric.steps import scheme_step
 
 FAST = dict(seeds=(0, 1), n_etas=4)
 

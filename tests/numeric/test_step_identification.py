@@ -1,4 +1,4 @@
-"""numeric.step_identification: correct and deliberately wrong steps are identified, errors are one line."""
+"""crosscurv.numeric.step_identification: correct and deliberately wrong steps are identified, errors are one line."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import os
 import pytest
 import torch
 
-from numeric import Task
-from numeric.steps import scheme_step
-from numeric.step_identification import (
+from crosscurv.numeric import Task
+from crosscurv.numeric.steps import scheme_step
+from crosscurv.numeric.step_identification import (
     ValidationInputError,
     as_user_step,
     candidate_patterns,
@@ -19,7 +19,7 @@ from numeric.step_identification import (
     identify_step,
     seeded_states,
 )
-from theory.patterns import gauss_seidel, parse_pattern
+from crosscurv.theory.patterns import gauss_seidel, parse_pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -215,7 +215,7 @@ def test_as_user_step_forms_and_errors():
         as_user_step((task, step, "gs", 1))
     with pytest.raises(ValidationInputError, match="expected \\(task, step\\)"):
         as_user_step(42)
-    with pytest.raises(ValidationInputError, match="not a numeric.Task"):
+    with pytest.raises(ValidationInputError, match="not a crosscurv.numeric.Task"):
         as_user_step(("task", step))
     with pytest.raises(ValidationInputError, match="not callable"):
         as_user_step((task, 3))

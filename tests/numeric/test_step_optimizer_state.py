@@ -2,7 +2,7 @@
 
 The step ``step(params, lr, state)`` loads the given buffers into the
 torch optimizer's state and steps; the harness compares it with the
-optimizer-aware scheme steps (:func:`numeric.optimizers.optimizer_scheme_step`).
+optimizer-aware scheme steps (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from numeric import task_from_module
-from numeric.step_identification import as_user_step, identify_step
+from crosscurv.numeric import task_from_module
+from crosscurv.numeric.step_identification import as_user_step, identify_step
 
 FAST = dict(seeds=(0, 1), n_etas=4)
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from numeric import Task, tree
-from numeric.steps import (
+from crosscurv.numeric import Task, tree
+from crosscurv.numeric.steps import (
     StepError,
     fresh_groups,
     gauss_seidel_step,
@@ -12,7 +12,7 @@ from numeric.steps import (
     scheme_step,
     scheme_step_with_grads,
 )
-from theory.patterns import PatternError, chain, from_pairs, gauss_seidel, jacobi
+from crosscurv.theory.patterns import PatternError, chain, from_pairs, gauss_seidel, jacobi
 from tests.numeric.cases import CASES, patterns_for, relerr
 
 N = 5

@@ -1,4 +1,4 @@
-"""numeric.testing: the pytest helpers pass on correct inputs and fail with the evidence in the message."""
+"""crosscurv.numeric.testing: the pytest helpers pass on correct inputs and fail with the evidence in the message."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import os
 import pytest
 import torch
 
-from numeric import Task
-from numeric.steps import scheme_step
-from numeric.testing import assert_observed_order, assert_records_match, assert_step_is
-from numeric.record_comparison import TOLERANCES
-from theory.patterns import gauss_seidel, parse_pattern
+from crosscurv.numeric import Task
+from crosscurv.numeric.steps import scheme_step
+from crosscurv.numeric.testing import assert_observed_order, assert_records_match, assert_step_is
+from crosscurv.numeric.record_comparison import TOLERANCES
+from crosscurv.theory.patterns import gauss_seidel, parse_pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ETAS = [0.1 * 2.0**-k for k in range(6)]
@@ -93,7 +93,7 @@ def test_assert_step_is_rejects_mislabelled_lora():
 
 
 def test_assert_records_match(tmp_path):
-    from experiments.golden import write_golden
+    from crosscurv.experiments.conformance.golden import write_golden
 
     write_golden(str(tmp_path / "g"), ["quadratic"])
     ref_dir = str(tmp_path / "g" / "quadratic" / "gs")

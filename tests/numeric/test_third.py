@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from numeric import tree
-from numeric.third import third_derivative
+from crosscurv.numeric import tree
+from crosscurv.numeric.third import third_derivative
 from tests.numeric.cases import CASES, dense_reference, random_direction
 
 
@@ -45,7 +45,7 @@ def test_third_derivative_of_a_cubic_is_exact_and_symmetric():
 
 
 def test_bad_directions_and_methods_are_one_line_hvp_errors():
-    from numeric.hvp import HVPError
+    from crosscurv.numeric.hvp import HVPError
 
     task = CASES["bilinear_lora"]()
     p = task.params

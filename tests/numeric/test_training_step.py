@@ -1,4 +1,4 @@
-"""numeric.training_step: ordinary nn.Module / torch.optim training code gets the right verdict.
+"""crosscurv.numeric.training_step: ordinary nn.Module / torch.optim training code gets the right verdict.
 
 Every factory of examples/peft_lora_t5.py, federated.py and layerwise_sgd.py
 is identified here (the CLI runs a few in tests/experiments/test_validate_real_code.py).
@@ -12,8 +12,8 @@ import os
 import pytest
 import torch
 
-from numeric import step_from_training_code
-from numeric.step_identification import ValidationInputError, as_user_step, identify_step
+from crosscurv.numeric import step_from_training_code
+from crosscurv.numeric.step_identification import ValidationInputError, as_user_step, identify_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = dict(seeds=(0, 1), n_etas=4)

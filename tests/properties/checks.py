@@ -1,7 +1,7 @@
 """Assertions shared by the property tests; every failure message carries the error table.
 
-The tables come from :meth:`experiments.scaling.Study.table` (which uses
-:func:`numeric.orders.observe_order`): every grid point, its round-off floor,
+The tables come from :meth:`crosscurv.experiments.scaling.Study.table` (which uses
+:func:`crosscurv.numeric.orders.observe_order`): every grid point, its round-off floor,
 the pairwise rates over the points kept, ``error / eta^p`` and the predicted
 leading coefficient.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from experiments.scaling import Study
+from crosscurv.experiments.scaling import Study
 
 #: At least this many grid points must lie above the round-off floor (two pairwise rates).
 MIN_KEPT = 3

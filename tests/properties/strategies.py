@@ -2,12 +2,12 @@
 
 Strategies draw *instances*, never the step grid: a family, a seed and a few
 sizes (a :class:`ProblemSpec`, whose ``build()`` makes the float64 problem
-with :mod:`experiments.problems`), random acyclic patterns (random DAGs),
+with :mod:`crosscurv.experiments.problems`), random acyclic patterns (random DAGs),
 cyclic pair sets and block orders.  Arrays are built from the drawn seed with
 ``numpy.random.default_rng`` (Hypothesis reseeds the global RNGs per example,
 so nothing relies on them); matrices are SPD or bounded by construction.  The
 step-size grid of every property is ``eta0 * 2^-k``, ``k = 0..5``, with ``eta0``
-derived from the instance's curvature scale (:mod:`experiments.scaling`).
+derived from the instance's curvature scale (:mod:`crosscurv.experiments.scaling`).
 
 Families (random block partitions with ``N = 2..5`` blocks):
 
@@ -26,8 +26,8 @@ from functools import lru_cache
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from experiments.problems import Problem, bilinear_problem, quartic_problem, tanh_mlp_problem
-from theory.patterns import DelayPattern
+from crosscurv.experiments.problems import Problem, bilinear_problem, quartic_problem, tanh_mlp_problem
+from crosscurv.theory.patterns import DelayPattern
 
 __all__ = [
     "ProblemSpec",

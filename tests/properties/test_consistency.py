@@ -23,12 +23,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from experiments.problems import dense_derivatives
-from numeric.curvature import cross_curvature_table
-from numeric.hvp import grad
-from numeric.one_step import one_step_gap
-from numeric.protocol import run_protocol
-from numeric.steps import scheme_step
+from crosscurv.experiments.problems import dense_derivatives
+from crosscurv.numeric.curvature import cross_curvature_table
+from crosscurv.numeric.hvp import grad
+from crosscurv.numeric.one_step import one_step_gap
+from crosscurv.numeric.protocol import run_protocol
+from crosscurv.numeric.steps import scheme_step
 from tests.properties.strategies import (
     acyclic_patterns,
     cyclic_pair_sets,
@@ -36,8 +36,8 @@ from tests.properties.strategies import (
     problem_specs,
     seeds,
 )
-from theory.one_step import gap_coefficients
-from theory.patterns import DelayPattern, PatternError, from_pairs, jacobi, parse_pattern
+from crosscurv.theory.one_step import gap_coefficients
+from crosscurv.theory.patterns import DelayPattern, PatternError, from_pairs, jacobi, parse_pattern
 
 
 @examples()

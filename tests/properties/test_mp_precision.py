@@ -2,18 +2,18 @@
 
 A quartic polynomial with float64 coefficients is evaluated *exactly* in
 ``mpmath`` (50 digits): its steps, losses, gradients, Hessians and the
-whole controlled protocol (:func:`experiments.scaling.protocol_mp`, an
+whole controlled protocol (:func:`crosscurv.experiments.scaling.protocol_mp`, an
 independent dense implementation of the records).
 
 * One step far below the float64 floor (``eta0 * lam = 2^-24``): the remainder
   ``r = (L_S - L_JC) - eta^2 C_S`` lies under the float64 floor at every grid
   point, yet exactly it has pairwise rates ``>= 2.9``, and ``r - c3 eta^3``
-  (``c3`` from :func:`theory.one_step.gap_coefficients` in ``mpmath`` mode)
+  (``c3`` from :func:`crosscurv.theory.one_step.gap_coefficients` in ``mpmath`` mode)
   has rates ``>= 3.9``: ``r/eta^3`` tends to ``c3`` at rate ``eta``.
-* The float64 round-off floor of :mod:`experiments.scaling` bounds the actual
+* The float64 round-off floor of :mod:`crosscurv.experiments.scaling` bounds the actual
   float64 error of the one-step remainder on the float64 grid.
 * The float64 trajectory errors of the scaling study (``gap - recursive``,
-  ``gap - cumulative``, ``gap - jc_only`` from :mod:`numeric.protocol` and the
+  ``gap - cumulative``, ``gap - jc_only`` from :mod:`crosscurv.numeric.protocol` and the
   cancellation-free gap) agree with the exact protocol to within the floors
   the study uses.
 """
@@ -24,8 +24,8 @@ import mpmath
 from hypothesis import given
 from hypothesis import strategies as st
 
-from experiments.problems import guard_cubic
-from experiments.scaling import (
+from crosscurv.experiments.problems import guard_cubic
+from crosscurv.experiments.scaling import (
     FLOOR_ULPS,
     one_step_study,
     one_step_study_mp,
@@ -34,7 +34,7 @@ from experiments.scaling import (
     rounding_scale,
     trajectory_studies,
 )
-from numeric.orders import observe_order
+from crosscurv.numeric.orders import observe_order
 from tests.properties.checks import assert_min_rate, describe
 from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples, quartic_specs
 

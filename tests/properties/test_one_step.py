@@ -5,7 +5,7 @@ From a common point, for any acyclic pattern ``S``,
     r(eta) = (L_S^{k+1} - L_JC^{k+1}) - eta^2 C_S = c3 eta^3 + O(eta^4),
 
 with ``c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``
-(:func:`theory.one_step.gap_coefficients`).  On the grid ``eta0 * 2^-k``,
+(:func:`crosscurv.theory.one_step.gap_coefficients`).  On the grid ``eta0 * 2^-k``,
 ``k = 0..5`` (``eta0 * lam <= 1/16`` for the instance's curvature scale
 ``lam``), after dropping the points at or below the round-off floor:
 
@@ -14,9 +14,9 @@ with ``c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``
   :func:`tests.properties.checks.assert_tends_to_prediction`).
 
 Instances whose ``c3`` nearly cancels get a cubic tilt first
-(:func:`experiments.problems.guard_cubic`), so the rate is not spoilt by a
+(:func:`crosscurv.experiments.problems.guard_cubic`), so the rate is not spoilt by a
 vanishing leading coefficient.  ``C_S`` is the numeric one
-(:mod:`numeric.curvature`) and must equal theory's.
+(:mod:`crosscurv.numeric.curvature`) and must equal theory's.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from experiments.problems import guard_cubic
-from experiments.scaling import one_step_study, predicted_coefficients
-from numeric.curvature import cross_curvature_table
+from crosscurv.experiments.problems import guard_cubic
+from crosscurv.experiments.scaling import one_step_study, predicted_coefficients
+from crosscurv.numeric.curvature import cross_curvature_table
 from tests.properties.checks import assert_min_rate, assert_tends_to_prediction
 from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples, problem_specs
 

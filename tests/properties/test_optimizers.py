@@ -10,7 +10,7 @@ step-size factors ``f_i`` and a random acyclic pattern:
   order ``>= 2.8`` and every pairwise rate ``>= 2.6`` on ``eta0 2^-k``,
   ``k = 0..5`` (points at or below the round-off floor dropped);
 * along trajectories from the same start and zero state, ``K = K0 * 2^k``,
-  ``eta = eta0 2^-k`` (fixed horizon; :func:`numeric.optimizer_estimates.run_optimizer_estimates`):
+  ``eta = eta0 2^-k`` (fixed horizon; :func:`crosscurv.numeric.optimizer_estimates.run_optimizer_estimates`):
   ``gap - recursive`` (generalized Theorem 2) has least-squares order ``>= 2.8``,
   ``gap - cumulative`` and ``gap - jc_only`` (generalized Theorem 3,
   ``O(K eta^3) = O(T eta^2)``) ``>= 1.8``.  ``K0 = 4`` for per-block SGD and
@@ -20,7 +20,7 @@ step-size factors ``f_i`` and a random acyclic pattern:
   order 1.51 with pairwise rates climbing 0.61, 1.55, 1.80, 1.91: README "Optimizers");
   with ``K0 = 4`` the fitted cumulative order is still climbing (1.79 for
   ``beta = 0.5``), at ``beta = 0.9`` the orders appear only at much smaller
-  steps (README "Optimizers", ``python -m experiments.optimizer_orders``).
+  steps (README "Optimizers", ``python -m crosscurv.experiments.studies.optimizers.orders``).
   For Adam only the recursion is checked, at a fixed ``K = 8``: its bias
   corrections and moment averages are set in *steps*, not in ``eta k``, and at
   a fixed horizon the recursion's observed order creeps up to 3 only slowly,
@@ -38,7 +38,7 @@ A remainder that lies under the float64 round-off floor at (nearly) every grid
 point has nothing to show; such instances are skipped (``assume``), not passed.
 
 Least-squares orders instead of the plain tests' minimum pairwise rate: the
-leading coefficients here carry no cubic guard (:func:`experiments.problems.guard_cubic`
+leading coefficients here carry no cubic guard (:func:`crosscurv.experiments.problems.guard_cubic`
 knows only the plain steps), so a single pair straddling a near-cancellation
 is tolerated while the fitted order over the grid still has to be there.
 """
@@ -52,13 +52,13 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from experiments.scaling import loss_gap, roundoff_floor, rounding_scale
-from numeric.hvp import grad
-from numeric.optimizer_estimates import optimizer_delay_curvature, run_optimizer_estimates
-from numeric.optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step, parse_optimizer
-from numeric.orders import observe_order
+from crosscurv.experiments.scaling import loss_gap, roundoff_floor, rounding_scale
+from crosscurv.numeric.hvp import grad
+from crosscurv.numeric.optimizer_estimates import optimizer_delay_curvature, run_optimizer_estimates
+from crosscurv.numeric.optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step, parse_optimizer
+from crosscurv.numeric.orders import observe_order
 from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples, problem_specs
-from theory.patterns import jacobi
+from crosscurv.theory.patterns import jacobi
 
 FACTOR = 1.0 / 32
 #: ``eta0 * lam`` of the trajectory grids: one halving deeper than the plain tests' 1/32, which
@@ -179,7 +179,7 @@ def test_heavy_ball_short_horizon_instance_found_by_hypothesis():
     """The instance that made heavy ball's grid longer (module docstring): at ``K0_MOMENTUM`` its
     ``jc_only`` remainder shows its second order; at ``K0 = 8`` it was still pre-asymptotic."""
     from tests.properties.strategies import ProblemSpec
-    from theory.patterns import from_pairs
+    from crosscurv.theory.patterns import from_pairs
 
     problem = ProblemSpec(family="bilinear", seed=5, sizes=(3, 4, 2)).build()
     task, factors = problem.task, [0.25, 0.25]

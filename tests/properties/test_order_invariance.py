@@ -4,17 +4,17 @@ A full GS sweep in any order contains exactly one orientation of every block
 pair and ``g_i^T H_ij g_j = g_j^T H_ji g_i``, so every order has
 ``C_S = C_cross / 2``; started at the same point, two orders give losses that
 differ by ``O(eta^3)``, with coefficient ``c3(order 1) - c3(order 2)``
-(:func:`theory.one_step.gap_coefficients`).  Checked on random instances and
+(:func:`crosscurv.theory.one_step.gap_coefficients`).  Checked on random instances and
 two random distinct orders:
 
 * both ``eta^2`` coefficients equal ``C_cross / 2`` (theory on dense
-  derivatives, and :mod:`numeric.curvature`);
+  derivatives, and :mod:`crosscurv.numeric.curvature`);
 * ``L_GS(order 1) - L_GS(order 2)`` has every pairwise rate ``>= 2.9`` on
   ``eta0 * 2^-k``, ``k = 0..5`` (points at or below the round-off floor
   dropped), and its ``eta^3`` coefficient tends to the predicted difference.
 
 An instance whose coefficient difference nearly cancels gets a cubic tilt
-first (:func:`experiments.problems.guard_cubic`).
+first (:func:`crosscurv.experiments.problems.guard_cubic`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from experiments.problems import guard_cubic
-from experiments.scaling import order_invariance_study
+from crosscurv.experiments.problems import guard_cubic
+from crosscurv.experiments.scaling import order_invariance_study
 from tests.properties.checks import assert_min_rate, assert_tends_to_prediction
 from tests.properties.strategies import GRID_POINTS, block_orders, examples, problem_specs
-from theory.patterns import gauss_seidel
+from crosscurv.theory.patterns import gauss_seidel
 
 FACTOR = 1.0 / 16
 

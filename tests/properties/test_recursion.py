@@ -2,8 +2,8 @@
 
 JC and a random acyclic pattern ``S`` run from the same point with constant
 step ``eta`` for ``K = 4 * 2^k`` iterations, ``eta = eta0 * 2^-k``, ``k = 0..5``
-(so ``T = eta K`` is fixed; :func:`experiments.scaling.trajectory_studies`,
-which runs :func:`numeric.protocol.run_protocol`).  At ``k = K``,
+(so ``T = eta K`` is fixed; :func:`crosscurv.experiments.scaling.trajectory_studies`,
+which runs :func:`crosscurv.numeric.protocol.run_protocol`).  At ``k = K``,
 
     R(eta) = Delta L^K - [g_JC^K . (I - eta H_JC^{K-1}) Delta theta^{K-1}
                           + 1/2 Delta theta^{K-1} . H_JC^{K-1} Delta theta^{K-1}
@@ -18,7 +18,7 @@ leading coefficient is close to its value at ``k = 1``,
 ``l0 = -g^T M_S^2 g - 1/2 sum_i T[E_i g, P_i g, P_i g]`` (at ``k = 1``,
 ``Delta theta^0 = 0`` and ``R = l0 eta^3 + O(eta^4)``); instances whose ``l0``
 nearly cancels or is small get a cubic tilt first
-(:func:`experiments.problems.guard_cubic` with ``local=True``).
+(:func:`crosscurv.experiments.problems.guard_cubic` with ``local=True``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from experiments.problems import guard_cubic
-from experiments.scaling import trajectory_studies
+from crosscurv.experiments.problems import guard_cubic
+from crosscurv.experiments.scaling import trajectory_studies
 from tests.properties.checks import assert_min_rate
 from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples, problem_specs
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from theory.patterns import chain, from_pairs, gauss_seidel, jacobi, partial
+from crosscurv.theory.patterns import chain, from_pairs, gauss_seidel, jacobi, partial
 
 BLOCK_COUNTS = (2, 3, 4)
 

@@ -1,4 +1,4 @@
-"""theory.block_model: generic symbols, symmetry, and the Taylor model's derivatives."""
+"""crosscurv.theory.block_model: generic symbols, symmetry, and the Taylor model's derivatives."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 import pytest
 import sympy
 
-from theory.block_model import BlockModel, ModelError
-from theory.errors import InputError
-from theory.series import ETA, SeriesSpace
+from crosscurv.theory.block_model import BlockModel, ModelError
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.series import ETA, SeriesSpace
 
 
 def test_symbol_counts_and_names():

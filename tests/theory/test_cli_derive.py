@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cli import main
+from crosscurv.experiments.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic"}
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "experiments", "derive", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "crosscurv", "derive", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env=env)
 
 
@@ -71,7 +71,7 @@ def test_summary_and_default_out(tmp_path, capsys, monkeypatch):
 
 
 def test_failing_identity_exits_1(tmp_path, monkeypatch, capsys):
-    import theory.derivation as derive_mod
+    import crosscurv.theory.derivation as derive_mod
 
     real = derive_mod.eta3_gap_closed_form
     monkeypatch.setattr(derive_mod, "eta3_gap_closed_form", lambda m, p: real(m, p) + m.g[0])
@@ -90,7 +90,7 @@ def test_failing_identity_exits_1(tmp_path, monkeypatch, capsys):
 def test_sizes_beyond_the_symbolic_limit_answer_at_once(args, size, tmp_path):
     """Sizes SymPy cannot finish in reasonable time are refused within seconds, naming the limit."""
     env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
-    proc = subprocess.run([sys.executable, "-m", "experiments", "derive", *args, "--out", str(tmp_path)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "derive", *args, "--out", str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -100,8 +100,8 @@ def test_sizes_beyond_the_symbolic_limit_answer_at_once(args, size, tmp_path):
 
 
 def test_limit_is_the_library_default_and_can_be_lifted():
-    from theory.block_model import ModelError
-    from theory.derivation import MAX_TOTAL_DIM, derive
+    from crosscurv.theory.block_model import ModelError
+    from crosscurv.theory.derivation import MAX_TOTAL_DIM, derive
 
     assert MAX_TOTAL_DIM == 8
     with pytest.raises(ModelError, match="above the symbolic limit of 3"):

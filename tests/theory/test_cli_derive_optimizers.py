@@ -16,7 +16,7 @@ OPT_KEYS = {
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "experiments", "derive", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "crosscurv", "derive", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=180)
 
 

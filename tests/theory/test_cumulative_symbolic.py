@@ -6,9 +6,9 @@ import pytest
 import sympy
 
 from tests.theory.cases import all_cases
-from theory.block_model import BlockModel, ModelError
-from theory.cumulative import check_cumulative, quadratic_model
-from theory.patterns import chain, gauss_seidel, jacobi, partial
+from crosscurv.theory.block_model import BlockModel, ModelError
+from crosscurv.theory.cumulative import check_cumulative, quadratic_model
+from crosscurv.theory.patterns import chain, gauss_seidel, jacobi, partial
 
 CASES = all_cases(all_gs_orders=True)
 _MODELS: dict = {}

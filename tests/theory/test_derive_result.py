@@ -1,4 +1,4 @@
-"""theory.derivation.derive: one boolean per identity, the eta^3 coefficient, leading remainders, the report."""
+"""crosscurv.theory.derivation.derive: one boolean per identity, the eta^3 coefficient, leading remainders, the report."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import pytest
 import sympy
 
-import theory.derivation as derive_mod
-from theory.block_model import ModelError
-from theory.derivation import EXTENSION_KEYS, IDENTITY_KEYS, derive, gs_orders
-from theory.patterns import PatternError
-from theory.report import render_markdown, render_summary, write_markdown
+import crosscurv.theory.derivation as derive_mod
+from crosscurv.theory.block_model import ModelError
+from crosscurv.theory.derivation import EXTENSION_KEYS, IDENTITY_KEYS, derive, gs_orders
+from crosscurv.theory.patterns import PatternError
+from crosscurv.theory.report import render_markdown, render_summary, write_markdown
 
 EXPECTED_KEYS = ["lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic"]
 

@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 import sympy
 
-from theory.block_model import BlockModel
-from theory.lambdified import exact_value, numeric_function
-from theory.one_step import (
+from crosscurv.theory.block_model import BlockModel
+from crosscurv.theory.lambdified import exact_value, numeric_function
+from crosscurv.theory.one_step import (
     CoefficientInputError,
     eta3_gap_closed_form,
     gap_coefficients,
     loss_coefficients,
     loss_series,
 )
-from theory.patterns import PatternError, chain, from_pairs, gauss_seidel, jacobi, partial
+from crosscurv.theory.patterns import PatternError, chain, from_pairs, gauss_seidel, jacobi, partial
 
 DIMS = [(1, 1), (1, 1, 1), (1, 2, 1), (2, 2), (1, 1, 1, 1)]
 
@@ -118,7 +118,7 @@ def test_lambdified_expressions_equal_exact_values(dims):
             v = f_mp(g=_mpf(g), H=_mpf(H), T=_mpf(T), eta=mpmath.mpf(1) / 10)
             assert abs(v - mpmath.mpf(exact.p) / exact.q) <= mpmath.mpf(10) ** -35 * (1 + abs(v))
     # vector-valued expressions (Lemma 1's correction) lambdify too
-    from theory.one_step import lemma1_coefficients
+    from crosscurv.theory.one_step import lemma1_coefficients
 
     vec = [m.to_expr(x) for x in lemma1_coefficients(m, p)[2]]
     f = numeric_function(vec, m)

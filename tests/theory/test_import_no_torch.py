@@ -10,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_theory_never_imports_torch():
     code = (
         "import sys\n"
-        "import theory, theory.derivation, theory.report, theory.lambdified, theory.recursion, theory.cumulative\n"
-        "r = theory.derive(2, 1, 'gs')\n"
+        "import theory, crosscurv.theory.derivation, crosscurv.theory.report, crosscurv.theory.lambdified, crosscurv.theory.recursion, crosscurv.theory.cumulative\n"
+        "r = crosscurv.theory.derive(2, 1, 'gs')\n"
         "assert r.ok\n"
         "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
         "print('TORCH' if bad else 'CLEAN')\n"

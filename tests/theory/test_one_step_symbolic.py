@@ -13,8 +13,8 @@ import pytest
 import sympy
 
 from tests.theory.cases import all_cases
-from theory.block_model import BlockModel
-from theory.one_step import (
+from crosscurv.theory.block_model import BlockModel
+from crosscurv.theory.one_step import (
     cross_curvature,
     delay_curvature,
     eta3_gap_closed_form,
@@ -23,7 +23,7 @@ from theory.one_step import (
     loss_series,
     one_step_update,
 )
-from theory.patterns import PatternError, gauss_seidel, jacobi, partial
+from crosscurv.theory.patterns import PatternError, gauss_seidel, jacobi, partial
 
 CASES = all_cases(all_gs_orders=True)
 CASES_D2 = [pytest.param(n, p, id=f"D2-N{n}-{p.name}") for n in (2, 3)

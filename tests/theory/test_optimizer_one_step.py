@@ -1,20 +1,20 @@
-"""Generalized Theorem 1 for block-separable optimizers (theory.optimizer_one_step), checked exactly."""
+"""Generalized Theorem 1 for block-separable optimizers (crosscurv.theory.optimizer_one_step), checked exactly."""
 
 from __future__ import annotations
 
 import pytest
 import sympy
 
-from theory._linalg import dot
-from theory.one_step import masked_hessian_apply
-from theory.optimizer_one_step import (
+from crosscurv.theory._linalg import dot
+from crosscurv.theory.one_step import masked_hessian_apply
+from crosscurv.theory.optimizer_one_step import (
     check_adam_one_step,
     check_optimizer_one_step,
     optimizer_delay_curvature,
     optimizer_gap_series,
 )
-from theory.optimizers import OPTIMIZER_KINDS, adam_direction, adam_jacobian, optimizer_model
-from theory.patterns import parse_pattern
+from crosscurv.theory.optimizers import OPTIMIZER_KINDS, adam_direction, adam_jacobian, optimizer_model
+from crosscurv.theory.patterns import parse_pattern
 
 
 @pytest.mark.parametrize("kind", OPTIMIZER_KINDS)

@@ -1,4 +1,4 @@
-"""theory.patterns: constructors, update order, mask, and rejection of malformed patterns."""
+"""crosscurv.theory.patterns: constructors, update order, mask, and rejection of malformed patterns."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from theory.errors import InputError
-from theory.patterns import (
+from crosscurv.theory.errors import InputError
+from crosscurv.theory.patterns import (
     as_pattern,
     DelayPattern,
     PatternError,

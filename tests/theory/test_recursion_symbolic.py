@@ -6,9 +6,9 @@ import pytest
 import sympy
 
 from tests.theory.cases import all_cases
-from theory.block_model import ModelError
-from theory.patterns import chain, gauss_seidel, jacobi, partial
-from theory.recursion import check_recursions, lemma3_allowed, recursion_model, theorem2_allowed
+from crosscurv.theory.block_model import ModelError
+from crosscurv.theory.patterns import chain, gauss_seidel, jacobi, partial
+from crosscurv.theory.recursion import check_recursions, lemma3_allowed, recursion_model, theorem2_allowed
 
 CASES = all_cases(all_gs_orders=True)
 _MODELS: dict = {}
@@ -94,7 +94,7 @@ def test_freshness_at_theta_jc_breaks_lemma3_structure(n):
 
 
 def test_recursion_needs_the_quartic_model():
-    from theory.block_model import BlockModel
+    from crosscurv.theory.block_model import BlockModel
 
     with pytest.raises(ModelError):
         check_recursions(BlockModel(2, 1, 3), gauss_seidel(2))

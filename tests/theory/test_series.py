@@ -1,11 +1,11 @@
-"""theory.series: truncated power series arithmetic against SymPy's own expansion."""
+"""crosscurv.theory.series: truncated power series arithmetic against SymPy's own expansion."""
 
 from __future__ import annotations
 
 import pytest
 import sympy
 
-from theory.series import EPS, ETA, SeriesSpace
+from crosscurv.theory.series import EPS, ETA, SeriesSpace
 
 a, b, c = sympy.symbols("a b c")
 

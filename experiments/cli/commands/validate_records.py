@@ -1,0 +1,185 @@
+"""``crosscurv validate-records THEIRS.csv``: compare a user's per-iteration records with the reference.
+
+The reference is a run directory (``--reference RUN_DIR`` holding
+``records.csv`` and ``summary.json``, e.g. from ``crosscurv run`` or
+``crosscurv golden``) or is computed on the fly (``--task T --pattern P --lr
+ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
+
+The on-the-fly reference takes ``--optimizer`` and ``--block-lr`` as ``crosscurv run``
+does (a run directory's reference carries its optimizer in ``summary.json``).
+
+``THEIRS.csv`` needs a header with the columns ``k, loss_jc, loss_s, gap,
+recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
+ignored); ``sharpness`` and ``gap_err`` are compared when both files have
+them.  Values are compared at the iterations ``k`` both files hold:
+``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
+given, the per-column defaults of the reference's dtype
+(:data:`crosscurv.numeric.record_comparison.TOLERANCES`: ten times the measured rounding
+of each column), ``atol = atol_rel * scale``, ``scale`` = the largest
+``|loss_jc|`` or ``|loss_s|`` of the reference (for ``sharpness`` its largest
+``|sharpness|``); for ``gap`` the ``gap_err`` of both files is added.
+
+Exit codes: 0 every compared value agrees; 1 a disagreement (the first
+iteration and column are named, with a likely diagnosis where
+recognisable); 2 bad input (missing file or reference, missing columns,
+non-numeric values, bad flags).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from crosscurv.numeric.records import RecordsError
+
+HELP = (
+    "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative, "
+    "jc_only, bound_bk) with a reference run directory (--reference) or a reference computed on the "
+    "fly (--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
+    "rounding of each column; "
+    "names the first disagreement and a likely diagnosis (off-by-one in k, sign flip, swapped columns)."
+)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("theirs", metavar="THEIRS.csv", help="your records CSV")
+    p.add_argument("--reference", metavar="RUN_DIR", default=None,
+                   help="reference run directory with records.csv and summary.json")
+    p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task or module:factory")
+    p.add_argument("--pattern", default=None, help="pattern of the on-the-fly reference (default: the task's)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate of the on-the-fly reference")
+    p.add_argument("--iters", type=int, default=None,
+                   help="iterations of the on-the-fly reference (default: the largest k in THEIRS.csv)")
+    p.add_argument("--preset", choices=("smoke", "default", "paper"), default=None,
+                   help="built-in task preset of the on-the-fly reference")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                   help="dtype of the on-the-fly reference (default: float32 for built-ins, the factory's otherwise)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the on-the-fly reference (default 0)")
+    p.add_argument("--optimizer", default=None, metavar="SPEC",
+                   help="optimizer of the on-the-fly reference: sgd (default), momentum:BETA or adam[:B1,B2,EPS]")
+    p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
+                   help="per-block step-size factors of the on-the-fly reference")
+    p.add_argument("--save-reference", metavar="DIR", default=None,
+                   help="keep the on-the-fly reference run in DIR")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: by the reference's dtype)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: by dtype, times the loss scale)")
+    p.add_argument("--columns", default=None,
+                   help="comma-separated columns to compare (default: all but k)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def _reference_from_dir(path: str) -> tuple[dict, str | None, str]:
+    from crosscurv.numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, read_summary, records_columns
+
+    if not os.path.isdir(path):
+        raise RecordsError(f"reference run directory {path} does not exist")
+    rec = os.path.join(path, RECORDS_FILE)
+    if not os.path.exists(rec):
+        raise RecordsError(f"reference run directory {path} has no {RECORDS_FILE}")
+    records = read_records(rec)
+    if not records:
+        raise RecordsError(f"reference {rec} holds no records")
+    dtype = None
+    summ = os.path.join(path, SUMMARY_FILE)
+    if os.path.exists(summ):
+        summary = read_summary(summ)
+        settings = summary.get("settings")
+        dtype = (settings if isinstance(settings, dict) else {}).get("dtype") or summary.get("dtype")
+        if dtype is not None and not isinstance(dtype, str):
+            raise RecordsError(f"reference summary {summ}: dtype {dtype!r} is not a dtype name")
+    return records_columns(records), dtype, f"run directory {path}"
+
+
+def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, str]:
+    import torch
+
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.numeric.records import records_columns
+    from crosscurv.theory.patterns import as_pattern
+
+    dtype = {"float32": torch.float32, "float64": torch.float64}.get(args.dtype)
+    task, settings = load_task(args.task, args.preset, dtype=dtype, seed=args.seed)
+    spec = args.pattern or settings.get("pattern") or task.default_pattern
+    pattern = as_pattern(spec, task.n_blocks, task.block_names)
+    lr = args.lr if args.lr is not None else settings.get("lr")
+    if lr is None:
+        raise RecordsError(f"--lr is needed: task {args.task!r} sets no default learning rate")
+    iters = args.iters if args.iters is not None else max(their_k)
+    if iters < 1:
+        raise RecordsError(f"--iters must be >= 1, got {iters}")
+    res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference, seed=args.seed,
+                       settings={"task": args.task, "preset": args.preset}, optimizer=args.optimizer,
+                       block_lr=args.block_lr)
+    if not res.records:
+        raise RecordsError(f"the reference run produced no records ({res.message})")
+    dt = str(task.dtype).replace("torch.", "")
+    opt = res.summary["settings"]["optimizer"]["spec"]
+    if res.summary["settings"]["block_lr"]:
+        opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"]["block_lr"].items())
+    where = f"{args.task} pattern {spec} lr {lr:g} K {iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)"
+    return records_columns(res.records), dt, where
+
+
+def run(args) -> int:
+    from crosscurv.numeric.records import read_columns
+    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, VALUE_COLUMNS, column_scale, compare_records,
+                                           compared_columns, is_legacy, reference_tolerances)
+
+    if (args.reference is None) == (args.task is None):
+        raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
+    if args.reference is not None:
+        stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference", "optimizer", "block_lr")
+                 if getattr(args, f) is not None]
+        if stray:
+            raise RecordsError("--" + stray[0].replace("_", "-") + " only applies to an on-the-fly reference (--task)")
+    for name in ("rtol", "atol"):
+        v = getattr(args, name)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise RecordsError(f"--{name} must be a finite number >= 0, got {v}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise RecordsError(f"--lr must be a finite number > 0, got {args.lr}")
+    columns = None
+    if args.columns:
+        columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+        bad = [c for c in columns if c not in ALL_COLUMNS]
+        if bad:
+            raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(ALL_COLUMNS)})")
+
+    if columns is None:
+        theirs = read_columns(args.theirs, ["k"] + list(VALUE_COLUMNS), optional=OPTIONAL_COLUMNS)
+    else:
+        theirs = read_columns(args.theirs, ["k"] + columns)
+    if args.reference is not None:
+        ref, dtype, where = _reference_from_dir(args.reference)
+    else:
+        ref, dtype, where = _reference_on_the_fly(args, theirs["k"])
+    columns = compared_columns(theirs, ref, columns)
+    tol = reference_tolerances(ref, dtype, columns, rtol=args.rtol, atol=args.atol)
+    comp = compare_records(theirs, ref, tolerances=tol, columns=columns)
+    left_out = [c for c in OPTIONAL_COLUMNS if c not in columns]
+    if left_out and not args.columns:
+        comp.notes.append(f"column(s) {', '.join(left_out)} not compared: not in both records")
+    if is_legacy(ref) and "gap" in columns:
+        comp.notes.append("the reference has the eight-column format (before sharpness and gap_err): "
+                          "its gap is loss_s - loss_jc in its dtype, with no error bound")
+    if args.json:
+        from crosscurv.numeric.records import json_safe
+
+        out = comp.to_dict()
+        out.update(theirs=args.theirs, reference=where, dtype=dtype or "float64 (assumed)")
+        print(json.dumps(json_safe(out), indent=2))
+    else:
+        print(f"theirs: {args.theirs}")
+        print(f"reference: {where}; dtype {dtype or 'unknown (float64 tolerances)'}")
+        if args.rtol is not None and args.atol is not None:
+            print(f"tolerance: |theirs - ref| <= {args.atol:.3g} + {args.rtol:g} |ref|")
+        else:
+            print("tolerance: |theirs - ref| <= atol + rtol |ref| per column (crosscurv.numeric.record_comparison.TOLERANCES: "
+                  f"measured rounding x safety factor); atol = atol_rel x loss scale {column_scale(ref, 'loss_jc'):.4g}"
+                  + (f" (sharpness: x its scale {column_scale(ref, 'sharpness'):.4g})" if "sharpness" in columns else "")
+                  + ("" if args.rtol is None else f"; --rtol {args.rtol:g} for every column")
+                  + ("" if args.atol is None else f"; --atol {args.atol:g} for every column"))
+        print(comp.text())
+    return 0 if comp.ok else 1

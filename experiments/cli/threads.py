@@ -1,0 +1,110 @@
+"""How many intra-op threads a ``crosscurv`` command computes with, and why.
+
+The command line uses **one** intra-op thread unless told otherwise: on the
+2-core reference machine two OpenMP threads were measured slower than one
+(``fl`` default preset: 2.19 s against 1.42 s per iteration; the thread row of
+``reports/performance.md``, written by ``benchmarks/bench_all.py``), and float32
+reductions depend on the thread count, so one thread also makes a run's
+records the same on every machine.  In order of precedence:
+
+1. ``--threads N`` on the command (``crosscurv run``);
+2. ``OMP_NUM_THREADS`` set by the user (or by a sweep worker) before the
+   command started;
+3. a Python caller that imported torch before calling
+   :func:`crosscurv.experiments.cli.main`: its own ``torch.get_num_threads()``;
+4. otherwise 1 (``default``).
+
+:func:`choose_default` runs in :func:`crosscurv.experiments.cli.main` before torch is
+imported (it sets ``OMP_NUM_THREADS`` so that torch starts with that many
+threads, and marks the value as its own choice so that a child process does
+not mistake it for the user's); :func:`apply` sets ``--threads``.
+:func:`describe` is the line ``crosscurv run`` prints with its summary and ``SOURCE`` what
+``summary.json`` records as ``settings["threads_source"]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["DEFAULT_THREADS", "MARKER", "SOURCE", "choose_default", "apply", "current", "describe"]
+
+#: Intra-op threads when nothing else decides.
+DEFAULT_THREADS = 1
+#: Environment variable holding the ``OMP_NUM_THREADS`` value this module set itself.
+MARKER = "CROSSCURV_DEFAULT_THREADS"
+
+#: Why the current thread count was chosen: ``"default"``, ``"--threads"``, ``"OMP_NUM_THREADS"`` or
+#: ``"caller"`` (a Python caller's torch setting).
+SOURCE = "default"
+
+_WHY = {
+    "default": "the default: two OpenMP threads measured slower than one on a shared 2-core machine; "
+               "set --threads or OMP_NUM_THREADS to change it",
+    "--threads": "as asked by --threads",
+    "OMP_NUM_THREADS": "from OMP_NUM_THREADS",
+    "caller": "the calling process's torch.set_num_threads",
+}
+
+
+def _users_omp() -> str | None:
+    """``OMP_NUM_THREADS`` as the user set it (``None`` when unset or set by this module)."""
+    value = os.environ.get("OMP_NUM_THREADS")
+    if value is None or (os.environ.get(MARKER) == value):
+        return None
+    return value
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def choose_default() -> str:
+    """Decide the thread count before a command runs (no torch import); returns :data:`SOURCE`."""
+    global SOURCE
+    users = _users_omp()
+    if users is not None and "torch" in sys.modules and sys.modules["torch"].get_num_threads() != _int(users):
+        SOURCE = "caller"  # the caller changed torch's count after OMP_NUM_THREADS was read
+        return SOURCE
+    if users is not None:
+        SOURCE = "OMP_NUM_THREADS"
+        os.environ.pop(MARKER, None)
+        return SOURCE
+    if "torch" in sys.modules and MARKER not in os.environ:
+        SOURCE = "caller"
+        return SOURCE
+    SOURCE = "default"
+    os.environ["OMP_NUM_THREADS"] = os.environ[MARKER] = str(DEFAULT_THREADS)
+    if "torch" in sys.modules:  # a caller of main() that let this module decide before
+        import torch
+
+        torch.set_num_threads(DEFAULT_THREADS)
+    return SOURCE
+
+
+def apply(threads: int | None) -> None:
+    """``--threads N``: use ``N`` intra-op threads (``None``: keep :func:`choose_default`'s choice)."""
+    global SOURCE
+    if threads is None:
+        return
+    import torch
+
+    torch.set_num_threads(int(threads))
+    SOURCE = "--threads"
+
+
+def current() -> int:
+    """The intra-op thread count torch uses now."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def describe(n: int | None = None, source: str | None = None) -> str:
+    """One line: ``1 intra-op thread (the default: ...)`` (default: the current count and :data:`SOURCE`)."""
+    n = current() if n is None else int(n)
+    source = SOURCE if source is None else source
+    return f"{n} intra-op thread{'s' if n != 1 else ''} ({_WHY.get(source, source)})"

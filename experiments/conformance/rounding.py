@@ -1,0 +1,337 @@
+"""Measured rounding of each record column: what the comparison tolerances rest on.
+
+    python -m crosscurv.experiments.conformance.rounding [--tasks mlp,fl,lora] [--presets smoke:10,default:3] [--no-golden] [--json]
+    python -m crosscurv.experiments.conformance.rounding --load saved.json ...      # the table of saved --json outputs
+
+A record column of a run (``crosscurv run``) is a floating-point result; two
+correct implementations, or one implementation on two machines, agree only up
+to its rounding.  This script measures that rounding *per column* by running the
+same protocol (:func:`crosscurv.numeric.protocol.run_protocol`, CPU, seed 0, reference: 1
+thread) several ways that are all correct and differ only in the order or
+precision of their floating-point operations, and reporting how far their
+records part over the first ``K`` iterations:
+
+* ``threads``: 2 intra-op threads instead of 1 (the order of the reductions);
+* ``engine``: the other Hessian-vector-product engine (``--hvp forward``
+  instead of the retained graph, or the other way round): the same products
+  in another order of operations;
+* ``float64`` (float32 runs only): the run in float64, i.e. the float32 run's
+  own error against a nearly exact one;
+* ``numpy`` (golden quadratic only): ``examples/numpy_estimator.py``, an
+  independent NumPy implementation (its gap is the float64 subtraction of the
+  losses);
+
+and, without a further run, the finding that is *not* rounding:
+
+* ``subtraction``: ``gap`` computed as ``loss_s - loss_jc`` from the losses of
+  the reference and of each variant, in their dtype (the definition's form,
+  which the eight-column records of earlier versions hold; ``crosscurv run``
+  integrates the gradient along the segment instead), against the reference's
+  ``gap``.  On smooth problems it differs by the losses' rounding; where the
+  gradient has kinks along the segment (ReLU), by the quadrature error of the
+  recorded gap, which its ``gap_err`` does not always bound.  It is shown, and
+  left out of :func:`measured_rounding`.
+
+Runs: the built-in tasks at each ``PRESET:K`` of ``--presets`` (float32, their
+default, and float64) and the four golden cases of :mod:`crosscurv.experiments.conformance.golden`
+(float64, their own ``lr`` and ``K``, patterns ``gs`` and ``partial``).
+
+A recorded ``gap`` is only known to within its error bound ``gap_err``, so
+the ``gap`` differences are measured beyond the ``gap_err`` of both runs
+(``max(0, d_k - gap_err_r - gap_err_v)``; ``gap_err_v = 0`` for a subtraction),
+as :func:`crosscurv.numeric.record_comparison.compare_records` allows them.
+
+For a reference run ``r`` and a variant ``v`` of column ``c`` over ``k = 1..K``
+(``d_k = |v_k - r_k|``, ``scale_c`` the reference's largest ``|loss|``, for
+``sharpness`` its largest ``|sharpness|``):
+
+* ``rel`` = ``max d_k / |r_k|`` over the ``k`` where ``|r_k|`` is at least a
+  tenth of the column's largest ``|r|``: the relative rounding of the values
+  that are not near zero;
+* ``beyond`` = ``max_k max(0, d_k - rel |r_k|) / scale_c``: what that relative
+  part leaves over, in units of the loss (near a zero crossing of a signed
+  column the difference is not relative to the value);
+* ``abs`` = ``max_k d_k / scale_c`` (JSON only).
+
+Every measured difference is then ``d_k <= rel |r_k| + beyond scale_c``; the
+largest ``rel`` and ``beyond`` over all runs and rounding variants of a dtype
+(:func:`measured_rounding`) are :data:`crosscurv.numeric.record_comparison.MEASURED_ROUNDING`,
+and a safety factor times them (at least eps) the tolerances
+(:data:`crosscurv.numeric.record_comparison.TOLERANCES`; the table shows both).
+Runs that are bit for bit equal (two threads on a problem too small to split
+a reduction) contribute zeros.  ``k`` is an integer and compared exactly.
+Prints Markdown (``--json``: every comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the command line does: idle OpenMP threads must not spin
+import torch  # noqa: E402
+
+__all__ = ["COLUMNS", "column_spread", "measure", "main"]
+
+#: The value columns measured (``k`` is exact by construction).
+COLUMNS = ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
+_LOSSES = ("loss_jc", "loss_s")
+
+
+def _scale(ref: dict, column: str) -> float:
+    src = ("sharpness",) if column == "sharpness" else _LOSSES
+    s = max([abs(v) for c in src for v in ref[c] if math.isfinite(v)] + [0.0])
+    return s if s > 0 else 1.0
+
+
+def column_spread(ref: dict, var: dict, columns=COLUMNS) -> dict:
+    """``{column: {"rel", "beyond", "abs"}}`` of a variant ``var`` against ``ref`` (module docstring).
+
+    ``ref``, ``var``: ``{column: [float]}`` over the same ``k = 1..K``.  A value
+    that is finite in one and not the other gives ``inf``.
+    """
+    out = {}
+    for c in columns:
+        s = _scale(ref, c)
+        pairs = list(zip(ref[c], var[c]))
+        if any(math.isfinite(r) != math.isfinite(v) or (not math.isfinite(r) and not math.isnan(r) and r != v)
+               for r, v in pairs):
+            out[c] = {"rel": math.inf, "beyond": math.inf, "abs": math.inf}
+            continue
+        if c == "gap":  # each gap is only known to within its recorded error bound (gap_err, when there is one)
+            slack = [sum(e for e in (er, ev) if math.isfinite(e)) for er, ev in zip(ref["gap_err"], var["gap_err"])]
+            pairs = [(r, r + math.copysign(max(0.0, abs(v - r) - e), v - r)) for (r, v), e in zip(pairs, slack)]
+        pairs = [(r, v) for r, v in pairs if math.isfinite(r)]
+        top = max([abs(r) for r, _ in pairs] + [0.0])
+        rel = max([abs(v - r) / abs(r) for r, v in pairs if r != 0 and abs(r) >= 0.1 * top] + [0.0])
+        beyond = max([max(0.0, abs(v - r) - rel * abs(r)) / s for r, v in pairs] + [0.0])
+        out[c] = {"rel": rel, "beyond": beyond, "abs": max([abs(v - r) / s for r, v in pairs] + [0.0])}
+    return out
+
+
+def _run(build, dtype, threads: int, hvp: str) -> tuple[dict, str]:
+    """Records ``{column: [float]}`` of one run and the HVP engine used."""
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.numeric.records import records_columns
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        task, pattern, lr, iters, *extra = build(dtype)
+        res = run_protocol(task, pattern, lr, iters, out_dir=None, seed=0, hvp_method=hvp, **(extra[0] if extra else {}))
+    finally:
+        torch.set_num_threads(old)
+    if res.status != "complete":
+        raise RuntimeError(f"{task.name}: {res.message}")
+    return records_columns(res.records), res.summary["hvp"]["used"]
+
+
+def _subtracted(records: dict, dtype) -> dict:
+    """``records`` with ``gap`` replaced by ``loss_s - loss_jc`` computed in ``dtype`` (the recorded losses are
+    values of that dtype) and no error bound (``gap_err`` 0: a subtraction has no quadrature error)."""
+    gap = [float(torch.tensor(a, dtype=dtype) - torch.tensor(b, dtype=dtype))
+           for a, b in zip(records["loss_s"], records["loss_jc"])]
+    return dict(records, gap=gap, gap_err=[0.0] * len(gap))
+
+
+def _builtin(name: str, preset: str, iters: int | None):
+    from crosscurv.experiments.tasks import build_task
+
+    def build(dtype):
+        task, s = build_task(name, preset, device="cpu", dtype=dtype, seed=0)
+        return task, s["pattern"], s["lr"], iters or s["iters"]
+
+    return build
+
+
+def _golden(name: str, label: str):
+    from crosscurv.experiments.conformance.golden import build_case, case_task
+
+    def build(dtype):
+        case = build_case(name)
+        task = case_task(case)
+        if dtype != torch.float64:
+            task = task.to(dtype=dtype)
+        return task, case.patterns[label], case.lr, case.iters, {"optimizer": case.optimizer, "block_lr": case.block_lr}
+
+    return build
+
+
+def _numpy_records(name: str, label: str, ref: dict) -> dict | None:
+    """The records of ``examples/numpy_estimator.py`` (an independent NumPy implementation of the
+    quadratic case, no torch) for golden ``name``/``label``; ``None`` for other cases or without the example.
+
+    It writes the eight columns; ``sharpness`` is taken from ``ref`` (not measured) and ``gap_err`` is 0
+    (its gap is a float64 subtraction)."""
+    import importlib.util
+    import tempfile
+
+    from crosscurv.experiments.conformance.golden import write_golden
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples", "numpy_estimator.py")
+    if name != "quadratic" or not os.path.isfile(path):
+        return None
+    spec = importlib.util.spec_from_file_location("crosscurv_numpy_estimator", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_golden(tmp, [name])
+        rows = mod.run(os.path.join(tmp, name), label)
+    out = {c: [float(r[c]) for r in rows] for c in rows[0]}
+    out.update(sharpness=list(ref["sharpness"]), gap_err=[0.0] * len(rows))
+    return out
+
+
+#: ``--presets`` default: the smoke presets over 10 iterations and the default presets over 3.
+PRESETS = (("smoke", 10), ("default", 3))
+_ZERO = {"rel": 0.0, "beyond": 0.0, "abs": 0.0}
+
+
+def measure(tasks=("mlp", "fl", "lora"), presets=PRESETS, golden=True, log=None) -> list[dict]:
+    """Every comparison of the module docstring: a list of ``{"run", "dtype", "variant", "K", "spread"}``.
+
+    Args:
+        tasks: built-in tasks, each run at every ``(preset, K)`` of ``presets``
+            (``K`` ``None``: the preset's) in float32 and float64.
+        golden: also the golden cases (float64; ``gs`` and ``partial``), and
+            ``examples/numpy_estimator.py`` on the quadratic one (variant ``numpy``);
+            ``True`` for every case, or a sequence of case names.
+        log: receives a line per run.
+    """
+    runs = [(f"{t} {p}", _builtin(t, p, k), ("float32", "float64"), None) for p, k in presets for t in tasks]
+    if golden:
+        from crosscurv.experiments.conformance.golden import CASES
+
+        names = list(CASES) if golden is True else list(golden)
+        runs += [(f"golden {n} {lab}", _golden(n, lab), ("float64",), (n, lab))
+                 for n in names for lab in ("gs", "partial")]
+    out = []
+    for label, build, dtypes, gold in runs:
+        for dt_name in dtypes:
+            dt = getattr(torch, dt_name)
+            t0 = time.perf_counter()
+            ref, used = _run(build, dt, 1, "auto")
+            other = "forward" if used == "reverse" else "reverse"
+            variants = {"threads": (dt, 2, "auto"), "engine": (dt, 1, other)}
+            if dt_name == "float32":
+                variants["float64"] = (torch.float64, 1, "auto")
+            subs = [column_spread(ref, _subtracted(ref, dt), ("gap",))]
+            row = {"run": label, "dtype": dt_name, "K": len(ref["k"])}
+            for vname, (vdt, th, hvp) in variants.items():
+                var, _ = _run(build, vdt, th, hvp)
+                out.append({**row, "variant": vname, "engine": f"{used} vs {other}" if vname == "engine" else used,
+                            "spread": column_spread(ref, var)})
+                subs.append(column_spread(ref, _subtracted(var, vdt), ("gap",)))
+            if gold is not None:
+                mine = _numpy_records(*gold, ref)
+                if mine is not None:
+                    spread = column_spread(ref, mine, COLUMNS[:-2])
+                    spread.update(sharpness=dict(_ZERO), gap_err=dict(_ZERO))
+                    out.append({**row, "variant": "numpy", "engine": "examples/numpy_estimator.py", "spread": spread})
+            spread = {c: dict(_ZERO) for c in COLUMNS}
+            spread["gap"] = {key: max(x["gap"][key] for x in subs) for key in ("rel", "beyond", "abs")}
+            out.append({**row, "variant": "subtraction", "engine": used, "spread": spread})
+            if log:
+                log(f"{label} {dt_name}: {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+#: Variants whose differences are rounding and set the tolerances (``subtraction`` is reported, not used:
+#: module docstring and :data:`crosscurv.numeric.record_comparison.MEASURED_ROUNDING`).
+ROUNDING_VARIANTS = ("threads", "engine", "float64", "numpy")
+
+
+def measured_rounding(results: list[dict]) -> dict:
+    """``{dtype: {column: (rel, beyond)}}``: the largest over the :data:`ROUNDING_VARIANTS` comparisons."""
+    out = {}
+    for dt in ("float32", "float64"):
+        rs = [r for r in results if r["dtype"] == dt and r["variant"] in ROUNDING_VARIANTS]
+        if rs:
+            out[dt] = {c: (max(r["spread"][c]["rel"] for r in rs), max(r["spread"][c]["beyond"] for r in rs))
+                       for c in COLUMNS}
+    return out
+
+
+def _fmt(x: float) -> str:
+    return "0" if x == 0 else ("inf" if math.isinf(x) else f"{x:.1e}")
+
+
+def table(results: list[dict]) -> str:
+    """Markdown per dtype: per column the largest ``rel`` / ``beyond`` of each variant, the measured rounding
+    (:func:`measured_rounding`), the tolerance it gives and the one in force
+    (:data:`crosscurv.numeric.record_comparison.TOLERANCES`)."""
+    from crosscurv.numeric.record_comparison import TOLERANCES, tolerance_from_rounding
+
+    meas = measured_rounding(results)
+    lines = []
+    for dt in ("float32", "float64"):
+        rs = [r for r in results if r["dtype"] == dt]
+        if not rs:
+            continue
+        variants = list(dict.fromkeys(r["variant"] for r in rs))
+        runs = list(dict.fromkeys(f"{r['run']} (K={r['K']})" for r in rs))
+        lines.append(f"**{dt}** runs: {', '.join(runs)}. Each cell: largest `rel` / `beyond`.")
+        lines.append("")
+        lines.append("| column | " + " | ".join(variants)
+                     + " | measured (" + ", ".join(v for v in variants if v in ROUNDING_VARIANTS)
+                     + ") | tolerance from it: rtol / atol_rel | in force |")
+        lines.append("|---" * (len(variants) + 4) + "|")
+        for c in COLUMNS:
+            cells = []
+            for v in variants:
+                sub = [r["spread"][c] for r in rs if r["variant"] == v]
+                cells.append(f"{_fmt(max(x['rel'] for x in sub))} / {_fmt(max(x['beyond'] for x in sub))}")
+            m = meas[dt][c]
+            t = tolerance_from_rounding(dt, m)
+            cur = TOLERANCES[dt][c]
+            cells += [f"{_fmt(m[0])} / {_fmt(m[1])}", f"{_fmt(t[0])} / {_fmt(t[1])}", f"{_fmt(cur[0])} / {_fmt(cur[1])}"]
+            lines.append(f"| `{c}` | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _presets(text: str) -> tuple:
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, k = part.partition(":")
+        if name not in ("smoke", "default", "paper") or (k and not k.isdigit()):
+            raise SystemExit(f"rounding: bad --presets entry {part!r} (PRESET[:K], PRESET in smoke, default, paper)")
+        out.append((name, int(k) if k else None))
+    return tuple(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="mlp,fl,lora", help="built-in tasks (comma-separated; empty for none)")
+    ap.add_argument("--presets", default="smoke:10,default:3",
+                    help="PRESET:K,... runs of each task (default smoke:10,default:3; K omitted: the preset's)")
+    ap.add_argument("--no-golden", action="store_true", help="leave out the golden cases")
+    ap.add_argument("--json", action="store_true", help="print every comparison as JSON (input of --load)")
+    ap.add_argument("--load", nargs="+", metavar="FILE", default=None,
+                    help="print the table of saved --json outputs (merged) instead of measuring")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    if a.load:
+        res = []
+        for f in a.load:
+            with open(f, encoding="utf-8") as fh:
+                res += json.load(fh)
+    else:
+        tasks = tuple(t.strip() for t in a.tasks.split(",") if t.strip())
+        res = measure(tasks, _presets(a.presets), not a.no_golden,
+                      log=lambda m: print(f"rounding: {m}", file=sys.stderr, flush=True))
+    if a.json:
+        print(json.dumps(res, indent=1))
+    else:
+        print(table(res))
+        print(f"`python -m crosscurv.experiments.conformance.rounding {' '.join(argv if argv is not None else sys.argv[1:])}`: "
+              f"torch {torch.__version__}, {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

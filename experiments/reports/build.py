@@ -1,0 +1,482 @@
+"""``crosscurv report``: every generated result of the suite into one folder.
+
+Stages, each streamed to the terminal as it runs:
+
+1. ``derive``: the symbolic identities (``theory.md``);
+2. ``scaling``: observed orders of the remainders (``scaling.md``, figures);
+3. the three controlled studies (``runs/<task>/records.csv``,
+   ``summary.json``) with ``crosscurv run TASK --preset P`` and one intra-op
+   thread (:data:`STUDY_THREADS`);
+4. Table 1 (``table1.md``), gap (with ``eta * sharpness``) and
+   winner-timeline figures per task;
+5. the motivation study (``motivation.md``; ``crosscurv motivation --report``,
+   which reuses the complete runs in ``runs/motivation``);
+6. the studies over seeds and the regime map (``studies.md``), aggregated
+   from the sweeps in ``sweeps/`` when they are there (``make studies``
+   computes them; this stage runs nothing);
+7. ``README.md``: an index stating data, model weights, preset and machine,
+   with our Table 1 next to the paper's and Table 1 over seeds.
+
+A study whose directory already holds a *complete* run with the same
+settings (preset, K, seed 0, one thread) is reused; an interrupted one is
+resumed (``--resume``), so a killed ``make report`` loses at most the
+iteration in flight.  ``--fresh`` recomputes the studies and the motivation
+runs (not the sweeps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["build_report", "STUDIES", "STUDY_THREADS"]
+
+STUDIES = ("mlp", "fl", "lora")
+#: Intra-op threads of the report's studies.  Float32 reductions are summed in an order that depends on the
+#: thread count; with one thread it is fixed, so the records are the same on every machine of the same kind
+#: whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make studies`` use one too).
+STUDY_THREADS = 1
+
+
+def _say(msg: str) -> None:
+    print(f"[report] {msg}", flush=True)
+
+
+def _cli(argv: list[str]) -> int:
+    from crosscurv.experiments.cli import main
+
+    return main(argv)
+
+
+def _machine() -> dict:
+    import torch
+
+    info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+    return info
+
+
+@contextlib.contextmanager
+def _study_threads(n: int = STUDY_THREADS):
+    """Run the enclosed studies with ``n`` intra-op threads (restored afterwards)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _reusable(summary: dict, task: str, preset: str) -> str | None:
+    """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
+    K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken
+    as they are)."""
+    from crosscurv.experiments.tasks import preset_settings
+
+    settings = summary.get("settings", {})
+    if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
+        return f"status {summary.get('status')!r}"
+    want = {"preset": preset, "iters": preset_settings(task, preset).get("iters"), "seed": 0}
+    for key, value in want.items():
+        if settings.get(key) != value:
+            return f"{key} {settings.get(key)!r}, the study needs {value!r}"
+    if settings.get("threads", STUDY_THREADS) != STUDY_THREADS:
+        return f"threads {settings.get('threads')!r}, the study needs {STUDY_THREADS}"
+    return None
+
+
+def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) -> tuple[int, float]:
+    """Run (or reuse/resume) one study with :data:`STUDY_THREADS` threads; returns (exit code, seconds)."""
+    t0 = time.perf_counter()
+    summary = run_dir / "summary.json"
+    if fresh and run_dir.exists():
+        shutil.rmtree(run_dir)
+    if summary.is_file():
+        try:
+            s = json.loads(summary.read_text())
+        except json.JSONDecodeError:
+            s = {}
+        why = _reusable(s, task, preset) if isinstance(s, dict) else "unreadable summary"
+        if why is None:
+            _say(f"{task}: {s.get('status')} run found in {run_dir}, reused (use --fresh to recompute)")
+            return 0, 0.0
+        _say(f"{task}: the run in {run_dir} is not this study ({why})")
+    from crosscurv.experiments.cli.commands.run import execute, parse
+    from crosscurv.numeric.protocol import SettingsChangedError
+
+    base = [task, "--preset", preset, "--out", str(run_dir), "--device", device]
+    with _study_threads():
+        if (run_dir / "checkpoint.pt").is_file():
+            _say(f"{task}: resuming the interrupted run in {run_dir}")
+            try:
+                result, _ = execute(parse(base + ["--resume"]))
+            except SettingsChangedError as exc:  # only a change of settings starts over; any other error is reported
+                _say(f"{task}: could not resume ({exc}); starting over")
+                shutil.rmtree(run_dir)
+                result, _ = execute(parse(base))
+        else:
+            if run_dir.exists():
+                shutil.rmtree(run_dir)  # no checkpoint: nothing that could be continued
+            _say(f"{task}: running preset {preset!r} into {run_dir} ({STUDY_THREADS} thread)")
+            result, _ = execute(parse(base))
+    return result.exit_code, time.perf_counter() - t0
+
+
+def _motivation_stage(out: Path, preset: str, fresh: bool) -> int:
+    """``motivation.md`` and its figures: ``crosscurv motivation`` reuses the complete runs (and verdicts) in
+    ``out/runs/motivation`` and computes the others, with :data:`STUDY_THREADS` threads."""
+    runs_dir = out / "runs" / "motivation"
+    if fresh and runs_dir.exists():
+        shutil.rmtree(runs_dir)
+    with _study_threads():
+        return _cli(["motivation", "--preset", preset, "--out", str(runs_dir), "--report", str(out)])
+
+
+#: the sweep folders under ``reports/sweeps`` that ``make studies`` writes
+SWEEPS_DIR = "sweeps"
+
+
+def _studies_stage(out: Path):
+    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds*, regime-*, threads*); ``None`` when there are none."""
+    from crosscurv.experiments.studies import write_studies_report
+
+    sweeps = out / SWEEPS_DIR
+
+    def folders(pattern):
+        return sorted(p for p in sweeps.glob(pattern) if (p / "runs").is_dir())
+
+    seeds, regime, threads = folders("seeds*"), folders("regime-*"), folders("threads*")
+    if not seeds:
+        return None
+    rel = lambda p: os.path.relpath(p, out.parent)  # noqa: E731
+    command = "crosscurv studies --seeds " + " ".join(rel(p) for p in seeds)
+    if regime:
+        command += " --regime " + " ".join(rel(p) for p in regime)
+    if threads:
+        command += " --threads-compare " + " ".join(rel(p) for p in threads)
+    command += f" --out {rel(out)}"
+    return write_studies_report(out, seeds=seeds, regime=regime, threads=threads, command=command)
+
+
+def build_report(
+    out: Path,
+    preset: str = "default",
+    tasks: tuple = STUDIES,
+    *,
+    scaling: bool = True,
+    derive: bool = True,
+    quick_scaling: bool = False,
+    fresh: bool = False,
+    device: str = "auto",
+    motivation: bool = True,
+    studies: bool = True,
+) -> int:
+    """Run every stage into ``out``; returns 0 when every stage succeeded.
+
+    ``motivation=False`` skips the motivation study; ``studies=False`` skips the aggregation of ``out/sweeps``.
+    """
+    from crosscurv.experiments.reports.plotting import gap_figure, winner_timeline
+    from crosscurv.experiments.reports.table import load_run, paper_comparison, render_table
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    failures: list[str] = []
+    t_all = time.perf_counter()
+    n = 7
+
+    if derive:
+        _say(f"stage 1/{n}: symbolic derivations")
+        t0 = time.perf_counter()
+        rc = _cli(["derive", "--out", str(out)])
+        timings["derive"] = time.perf_counter() - t0
+        if rc != 0:
+            failures.append(f"derive exited {rc}")
+    if scaling:
+        _say(f"stage 2/{n}: error-scaling study" + (" (quick)" if quick_scaling else ""))
+        t0 = time.perf_counter()
+        rc = _cli(["scaling", "--out", str(out)] + (["--quick"] if quick_scaling else []))
+        timings["scaling"] = time.perf_counter() - t0
+        if rc != 0:
+            failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see scaling.md)")
+
+    _say(f"stage 3/{n}: controlled studies {', '.join(tasks)} (preset {preset}, {STUDY_THREADS} thread)")
+    runs = []
+    for task in tasks:
+        run_dir = out / "runs" / task
+        rc, secs = _run_study(task, preset, run_dir, fresh, device)
+        if secs:
+            timings[f"run {task}"] = secs
+        if rc not in (0, 3):  # 3 = diverged: records kept and reported
+            failures.append(f"run {task} exited {rc}")
+        if (run_dir / "records.csv").is_file():
+            runs.append(load_run(run_dir))
+
+    _say(f"stage 4/{n}: Table 1 and figures")
+    t0 = time.perf_counter()
+    figures = {}
+    for run in runs:
+        title = f"{run.task}: {run.summary.get('settings', {}).get('pattern', {}).get('name', '')}"
+        g = gap_figure(run.columns, out / "figures" / f"gap_{run.task}.png", title,
+                       lr=run.summary.get("settings", {}).get("lr"))
+        w = winner_timeline(run.columns, out / "figures" / f"winners_{run.task}.png", title)
+        figures[run.task] = (g.relative_to(out), w.relative_to(out))
+    table_md = render_table(runs, "github") if runs else "(no runs)"
+    comparison = paper_comparison(runs, "github") if runs else "(no runs)"
+    timings["table and figures"] = time.perf_counter() - t0
+
+    motivation_md = None
+    if motivation:
+        _say(f"stage 5/{n}: motivation study (Figure 1; complete runs in {out / 'runs' / 'motivation'} reused)")
+        t0 = time.perf_counter()
+        rc = _motivation_stage(out, preset, fresh)
+        timings["motivation"] = time.perf_counter() - t0
+        if rc != 0:
+            failures.append(f"motivation exited {rc}")
+        elif (out / "motivation.md").is_file():
+            motivation_md = "motivation.md"
+
+    studies_result = None
+    if studies:
+        _say(f"stage 6/{n}: studies over seeds and the regime map (from {out / SWEEPS_DIR}, if present)")
+        t0 = time.perf_counter()
+        try:
+            studies_result = _studies_stage(out)
+        except Exception as exc:  # a sweep folder that cannot be read is reported, the rest of the report stands
+            failures.append(f"studies: {exc}")
+        if studies_result is None and not failures:
+            _say(f"no sweeps in {out / SWEEPS_DIR} (`make studies` computes them); stage skipped")
+        timings["studies aggregation"] = time.perf_counter() - t0
+
+    _say(f"stage 7/{n}: index")
+    seeds_part = ""
+    if studies_result is not None and studies_result.seeds_table:
+        seeds_part = ("\n\n## Over seeds (`make studies`)\n\nRuns covered: " + studies_result.coverage
+                      + " Mean [min, max] over the seeds, the paper's value beside each (details, winner timelines "
+                      "and the regime map: [studies.md](studies.md)).\n\n" + studies_result.seeds_table)
+    (out / "table1.md").write_text(
+        "# Table 1, redone\n\nSeed 0 of each study (`runs/<task>`):\n\n" + table_md
+        + "\n\n## Next to the paper's numbers\n\n" + comparison + seeds_part + "\n"
+    )
+    timings["total"] = time.perf_counter() - t_all
+    _write_index(out, preset, runs, figures, table_md, comparison, timings, failures,
+                 motivation_md=motivation_md, studies_result=studies_result)
+    _say(f"wrote {out / 'README.md'}, {out / 'table1.md'} and {len(figures) * 2} figures in {timings['total']:.0f} s")
+    for f in failures:
+        _say(f"FAILED: {f}")
+    return 1 if failures else 0
+
+
+def _intervals(values) -> str:
+    """Winner runs of a signed series: ``JC k=1-14, GS k=15-300``."""
+    import numpy as np
+
+    sign = np.sign(np.asarray(values, dtype=float))
+    names = {1.0: "JC", -1.0: "GS", 0.0: "tie"}
+    out, start = [], 0
+    for i in range(1, len(sign) + 1):
+        if i == len(sign) or sign[i] != sign[start]:
+            a, b = start + 1, i
+            out.append(f"{names.get(float(sign[start]), '?')} k={a}" + (f"-{b}" if b > a else ""))
+            start = i
+    if len(out) > 8:
+        return ", ".join(out[:8]) + f", ... ({len(out)} intervals)"
+    return ", ".join(out)
+
+
+def _findings(run, settings: dict) -> list[str]:
+    """Facts read off the records: winner intervals, the step-size regime, bound coverage."""
+    import numpy as np
+
+    cols = run.columns
+    lines = [f"- observed winner: {_intervals(cols['gap'])}"]
+    for est in ("cumulative", "recursive", "jc_only"):
+        if est in cols:
+            lines.append(f"- {est} predicts: {_intervals(cols[est])}")
+    const = run.summary.get("constants", {})
+    lr, L = settings.get("lr"), const.get("L")
+    if lr is not None and L is not None:
+        regime = (
+            "small: the expansions' regime"
+            if lr * L < 1
+            else "not small: (I - eta H) amplifies, so propagated (cumulative, jc_only) estimates can drift"
+        )
+        lines.append(f"- eta x L (largest curvature seen along the run, a-posteriori) = {lr * L:.3g}, {regime}")
+    from crosscurv.experiments.studies.regime import regime_series
+
+    series = regime_series(cols, lr)
+    if series is not None:
+        es, cross = series
+        top = int(np.nanargmax(es))
+        lines.append(f"- eta x sharpness_k (the regime indicator per iteration): largest {es[top]:.3g} at"
+                     f" k = {int(cols['k'][top])}; "
+                     + ("never reaches 2 (the edge of stability)" if cross is None
+                        else f"first reaches 2 (the edge of stability) at k = {cross}"))
+    cov = run.summary.get("bound_bk_coverage")
+    if cov:
+        lines.append(
+            f"- Theorem 3 bound covers |gap| at {cov.get('covered')}/{cov.get('K')} iterations"
+            f" (largest |gap|/bound {cov.get('max_ratio', float('nan')):.3g})"
+        )
+    return lines
+
+
+def _hvp_line(summary: dict) -> str | None:
+    """How the run computed its Hessian-vector products (summary ``hvp``, settings ``offload``)."""
+    hv = summary.get("hvp") or {}
+    if not hv.get("used"):
+        return None
+    engine = f" ({hv['engine']})" if hv.get("engine") else ""
+    offload = (summary.get("settings") or {}).get("offload")
+    tail = "" if offload is None else f"; carried vectors offloaded between uses: {'yes' if offload else 'no'}"
+    return f"- Hessian-vector products: {hv['used']}{engine}{tail}"
+
+
+#: float64 against float32, CPU seconds per iteration, one thread (``crosscurv run TASK --dtype float64
+#: --iters 6`` against the same with float32; README "Reproducibility")
+FLOAT64_COST = {"mlp": 1.9, "fl": 3.2, "lora": 2.0}
+
+
+def _reproducibility_lines(runs, studies_result) -> list[str]:
+    """What makes the committed studies reproduce, and the measured agreement of 1 and 2 threads."""
+    threads = sorted({str(r.summary.get("settings", {}).get("threads", "not recorded")) for r in runs})
+    lines = [
+        "## Reproducibility",
+        "",
+        f"The studies run in float32 with {STUDY_THREADS} intra-op thread per run (this report's runs: threads "
+        f"{', '.join(threads) or '-'}; `crosscurv run` records the count in `summary.json` and refuses to resume "
+        "with another). With one thread every reduction is summed in one fixed order, so a run gives the same "
+        "records bit for bit on another machine of the same kind, whatever its core count or the user's "
+        "`OMP_NUM_THREADS`. The measured gap is the segment integral of the gradient (no cancellation) where "
+        "that is the more precise measurement and the two losses do not refute it, else `loss_s - loss_jc`; "
+        "either way it carries an error bound (`gap_err`; an iteration within it is undecided; README, "
+        "\"How the gap is measured\"). Float64 studies were rejected for their cost: "
+        + ", ".join(f"{t} {r:g}x" for t, r in FLOAT64_COST.items())
+        + " the CPU time per iteration of float32 (`crosscurv run TASK --dtype float64 --iters 6` against the "
+        "same in float32, one thread).",
+        "",
+    ]
+    if studies_result is not None and studies_result.threads_table:
+        lines += [
+            "How far the same study with another thread count agrees (the measured proxy for another machine "
+            "with another thread setting; a 1-thread rerun is the control), from [studies.md](studies.md):",
+            "",
+            studies_result.threads_table,
+            "",
+        ]
+    return lines
+
+
+def _write_index(out, preset, runs, figures, table_md, comparison, timings, failures, *, motivation_md=None,
+                 studies_result=None) -> None:
+    machine = _machine()
+    lines = [
+        "# crosscurv reports",
+        "",
+        "Generated by `make report` (`crosscurv report --preset %s`). Everything here is"
+        " regenerated by that command; nothing is edited by hand." % preset,
+        "",
+        "## Contents",
+        "",
+        "- [theory.md](theory.md): the paper's expansions derived and checked symbolically (SymPy).",
+        "- [scaling.md](scaling.md): observed orders of the one-step, recursion, cumulative and"
+        " order-invariance remainders, with log-log figures.",
+        "- [table1.md](table1.md): Table 1 redone, next to the paper's numbers, and over seeds.",
+        "- `runs/<task>/records.csv`, `runs/<task>/summary.json`: the per-iteration records of each study.",
+    ]
+    if motivation_md:
+        lines.append(f"- [{motivation_md}]({motivation_md}): the motivation study (the paper's Figure 1 with the "
+                     "practical implementations); its runs in `runs/motivation/`.")
+    if (out / "optimizers.md").is_file():  # written by `python -m crosscurv.experiments.studies.optimizers.runner report`
+        lines.append("- [optimizers.md](optimizers.md): the optimizer studies (LoRA+ step-size ratios, heavy ball "
+                     "on FL, Adam on LoRA), generated by `python -m crosscurv.experiments.studies.optimizers.runner report`; records "
+                     "in `optimizers/runs/`.")
+    if studies_result is not None:
+        lines.append("- [studies.md](studies.md): Table 1 over seeds, winner timelines over seeds, the regime map "
+                     "(agreement and MAE against the measured `eta * sharpness`) and the thread comparison; "
+                     "computed by `make studies` (the sweeps) and aggregated by this command from:")
+        for name, rel, n_done, n_left in studies_result.sweeps:
+            lines.append(f"  - [{name}]({rel}): {n_done} finished runs"
+                         + (f", {n_left} not finished (left out)" if n_left else ""))
+    lines += [
+        "",
+        "## Machine",
+        "",
+        "| item | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in machine.items()]
+    lines += ["", "## Studies (preset `%s`)" % preset, ""]
+    for run in runs:
+        s = run.summary.get("settings", {})
+        info = s.get("task_info", s.get("info", {}))
+        lines += [f"### {run.task}", ""]
+        pat = s.get("pattern", {})
+        pairs = pat.get("pairs") or []
+        shown = "{" + ", ".join(f"{i}<-{j}" for i, j in pairs) + "}" if len(pairs) <= 6 else f"{len(pairs)} pairs"
+        lines += [
+            f"- status: {run.summary.get('status', '?')}, K = {run.iters}, lr = {s.get('lr')},"
+            f" dtype = {s.get('dtype')}, device = {s.get('device')}, threads = {s.get('threads', 'not recorded')},"
+            f" seed = {s.get('seed')}, pattern `{pat.get('name')}` = {shown}"
+            f" (update order {', '.join(map(str, pat.get('order', [])))}), blocks {s.get('blocks')}",
+        ]
+        for key in ("data", "data_source", "model", "weights", "sizes", "split"):
+            if key in info:
+                lines.append(f"- {key}: {info[key]}")
+        line = _hvp_line(run.summary)
+        if line:
+            lines.append(line)
+        other = {k: v for k, v in info.items() if k not in ("data", "data_source", "model", "weights", "sizes", "split", "hvp_method")}
+        if other:
+            lines.append(f"- details: `{json.dumps(other, default=str)}`")
+        lines += _findings(run, s)
+        if run.task in figures:
+            g, w = figures[run.task]
+            lines += ["", f"![gap {run.task}]({g})", "", f"![winners {run.task}]({w})", ""]
+    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "", comparison, ""]
+    if studies_result is not None and studies_result.seeds_table:
+        lines += ["## Table 1 over seeds", "", f"Runs covered: {studies_result.coverage} Mean [min, max] over the "
+                  "seeds; `paper`: the paper's value ([studies.md](studies.md) has the winner timelines and the "
+                  "regime map).", "", studies_result.seeds_table, ""]
+    lines += [
+        "The paper's numbers come from its own runs at K = 500 with T5-base weights, the full"
+        " CIFAR-10/MNIST pipelines and a GPU; ours come from the preset above on the machine above."
+        " Differences in K, data and model size make the numbers comparable in kind, not equal.",
+        "",
+    ]
+    lines += _reproducibility_lines(runs, studies_result)
+    lines += [
+        "## Timings (this machine, this run)",
+        "",
+        "| stage | seconds |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()]
+    recorded = [(r.task, (r.summary.get("timing") or {}).get("elapsed_s_total")) for r in runs]
+    recorded = [(t, v) for t, v in recorded if isinstance(v, (int, float))]
+    if recorded:
+        lines += ["", "When they were computed, the studies' runs took "
+                  + ", ".join(f"{t} {v:.0f} s" for t, v in recorded)
+                  + f" ({sum(v for _, v in recorded) / 60:.1f} min in all; `summary.json` timing, wall seconds); "
+                  "a reused run costs nothing here, `--fresh` recomputes them."]
+    if studies_result is not None and studies_result.timing_table:
+        lines += ["", "The sweeps of `make studies` (not run by this command; wall seconds per run from each "
+                  "`summary.json`):", "", studies_result.timing_table]
+    if failures:
+        lines += ["", "## Failures", ""] + [f"- {f}" for f in failures]
+    (out / "README.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,178 @@
+"""Figures of the controlled studies (paper, Figures 2 and 3), matplotlib PNG.
+
+* :func:`gap_figure`: measured ``Delta L^k = L_S^k - L_JC^k`` against the
+  recursive, cumulative and ``jc_only`` estimates over ``k`` (symlog axis, so
+  sign changes stay visible), with Theorem 3's magnitude bound shaded; given
+  the learning rate, a panel below shows the regime indicator ``eta *
+  sharpness_k`` with the edge of stability ``eta * lambda = 2`` marked.
+* :func:`winner_timeline`: one row per source (observed, cumulative,
+  recursive, jc_only), coloured by the predicted winner at each ``k``
+  (``JC`` when the gap is positive, ``S`` when negative, grey for a tie).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+
+__all__ = ["gap_figure", "winner_timeline", "ESTIMATES"]
+
+#: estimate columns drawn, with their labels and colours (paper's palette)
+ESTIMATES = {
+    "recursive": ("Recursive (Thm 2)", "#008E9B"),
+    "cumulative": ("Cumulative (Thm 3)", "#7954C5"),
+    "jc_only": ("JC-only cumulative", "#E07A1F"),
+}
+
+
+def _save(fig, path) -> Path:
+    """Write ``fig`` to ``path`` (parent folders created), close it, return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _linthresh(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values) & (values != 0)])
+    if finite.size == 0:
+        return 1e-12
+    return float(max(np.percentile(finite, 5), finite.max() * 1e-6))
+
+
+def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_label: str = "GS",
+               lr: float | None = None) -> Path:
+    """Measured and estimated signed gaps over ``k`` and, with ``lr``, the regime indicator below them.
+
+    Args:
+        records: columns ``k, gap, recursive, cumulative, jc_only, bound_bk``
+            (and ``sharpness``) as 1-D float arrays of equal length ``K``.
+        path: PNG file to write (parent folders are created).
+        title: panel title.
+        s_label: name of the sequential scheme in the legend.
+        lr: the run's learning rate ``eta``: adds a panel with ``eta *
+            sharpness_k`` (the power-iteration estimate of the largest
+            eigenvalue of ``H_JC^k``), the line ``eta * lambda = 2`` and the
+            first iteration that reaches it (dotted in both panels).
+    """
+    k = np.asarray(records["k"])
+    gap = np.asarray(records["gap"], dtype=float)
+    from crosscurv.experiments.studies.regime import EDGE, regime_series
+
+    regime = regime_series(records, lr)
+    if regime is None:
+        fig, ax = plt.subplots(figsize=(7.5, 4.0), dpi=120)
+    else:
+        fig, (ax, rx) = plt.subplots(2, 1, figsize=(7.5, 5.6), dpi=120, sharex=True,
+                                     gridspec_kw={"height_ratios": [3, 1.4]})
+    bound = np.asarray(records.get("bound_bk", np.full_like(gap, np.nan)), dtype=float)
+    overflow = np.flatnonzero(np.isinf(bound))
+    bound = np.where(np.isfinite(bound), bound, np.nan)  # an overflowed bound (inf) is not drawn
+    stacked = np.concatenate([gap] + [np.asarray(records[c], dtype=float) for c in ESTIMATES if c in records])
+    reach = np.abs(stacked[np.isfinite(stacked)])
+    if np.isfinite(bound).any():
+        # drawn up to 1e3 times the gaps' reach: beyond it the shading is off the axis anyway (and huge
+        # finite values overflow matplotlib's transforms)
+        cap = 1e3 * float(reach.max()) if reach.size and reach.max() > 0 else np.inf
+        shown = np.minimum(bound, cap)
+        ax.fill_between(k, -shown, shown, color="#cccccc", alpha=0.35, lw=0, label="Thm 3 bound $G b_K + L b_K^2/2$")
+    ax.plot(k, gap, color="#192D46", lw=2.0, label=f"measured $L_{{{s_label}}}-L_{{JC}}$")
+    for col, (label, colour) in ESTIMATES.items():
+        if col in records:
+            ax.plot(k, np.asarray(records[col], dtype=float), color=colour, lw=1.2, ls="--", label=label)
+    ax.axhline(0.0, color="black", lw=0.6)
+    ax.set_yscale("symlog", linthresh=_linthresh(stacked))
+    finite = np.abs(stacked[np.isfinite(stacked)])
+    if finite.size:
+        # the axis follows the gaps and estimates; the bound (which grows like
+        # (1 + eta L)^K) is drawn only as far as they reach, and flagged if it exceeds them
+        top = 3.0 * float(finite.max()) or 1.0
+        ax.set_ylim(-top, top)
+        if np.isfinite(bound).any() and np.nanmax(bound) > top:
+            inf = f"; inf from k={int(k[overflow[0]])}" if overflow.size else ""
+            ax.text(0.99, 0.02, "bound exceeds the axis (max %.2g%s)" % (np.nanmax(bound), inf), transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="#555555")
+    ax.set_ylabel(r"$\Delta L_K$ (symlog)")
+    ax.set_title(title + "  (positive: JC lower, negative: %s lower)" % s_label, fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    if regime is None:
+        ax.set_xlabel("iteration $K$")
+    else:
+        es, cross = regime
+        rx.plot(k, es, color="#192D46", lw=1.2, label=r"$\eta\,$sharpness$_k$ (power iteration on $H_{JC}^k$)")
+        rx.axhline(EDGE, color="#C0392B", lw=1.0, ls="--", label=r"$\eta\lambda = 2$ (edge of stability)")
+        if cross is not None:
+            for a in (ax, rx):
+                a.axvline(cross, color="#C0392B", lw=0.8, ls=":")
+            rx.annotate(f"k={cross}", (cross, EDGE), xytext=(4, -12), textcoords="offset points",
+                        color="#C0392B", fontsize=7)
+        finite = es[np.isfinite(es)]
+        rx.set_ylim(0, max(2.4, 1.1 * float(finite.max())))
+        rx.set_ylabel(r"$\eta\,\mathrm{sharpness}_k$")
+        rx.set_xlabel("iteration $K$")
+        rx.legend(fontsize=7, loc="best")
+        rx.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _winner_codes(values: np.ndarray) -> np.ndarray:
+    """1 for JC (positive), -1 for S (negative), 0 for a tie, an undecided gap or non-finite."""
+    v = np.asarray(values, dtype=float)
+    out = np.sign(v)
+    out[~np.isfinite(v)] = 0
+    return out
+
+
+def winner_timeline(
+    records: Mapping[str, np.ndarray],
+    path: Path,
+    title: str,
+    sources: Sequence[str] = ("gap", "cumulative", "recursive", "jc_only"),
+    s_label: str = "GS",
+) -> Path:
+    """Winner at every ``k`` for the observed gap and each estimate (paper, Figure 2)."""
+    names = {"gap": "Obs.", "cumulative": "Cum.", "recursive": "Rec.", "jc_only": "JC-only"}
+    rows = [s for s in sources if s in records]
+    codes = np.vstack([_winner_codes(records[s]) for s in rows])
+    n_undecided = 0
+    if "gap" in rows and "gap_err" in records:  # a measured gap within its error bound names no winner
+        from crosscurv.numeric.metrics import undecided
+
+        mask = np.array([undecided(g, e) for g, e in zip(records["gap"], records["gap_err"])], dtype=bool)
+        codes[rows.index("gap"), mask] = 0
+        n_undecided = int(mask.sum())
+        if n_undecided:
+            title = f"{title} ({n_undecided} undecided iterations, grey in Obs.)"
+    k = np.asarray(records["k"])
+    cmap = ListedColormap(["#1f77b4", "#bbbbbb", "#ff7f0e"])  # S, tie, JC
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.1), dpi=120)
+    ax.imshow(
+        codes,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        vmin=-1,
+        vmax=1,
+        extent=(k[0] - 0.5, k[-1] + 0.5, len(rows) - 0.5, -0.5),
+    )
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([names.get(r, r) for r in rows])
+    ax.set_xlabel("iteration $K$")
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color="#ff7f0e", label="JC lower"),
+        plt.Rectangle((0, 0), 1, 1, color="#1f77b4", label=f"{s_label} lower"),
+    ]
+    ax.legend(handles=handles, fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 1.35), ncol=2)
+    ax.set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    return _save(fig, path)

@@ -1,0 +1,202 @@
+"""Table 1 of the paper, redone from run directories.
+
+For every run directory (``records.csv`` + ``summary.json`` written by
+``crosscurv run``) and every estimate column (cumulative, recursive and, as
+a third row beyond the paper, ``jc_only``) the paper's Section 5.1 metrics
+are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
+``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
+(measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
+left out of the hits and of ``Correct_K``; :mod:`crosscurv.numeric.metrics`).  Beyond the paper, from the
+certified-winner columns (:mod:`crosscurv.numeric.error_estimates`): ``Coverage`` (certified share of the
+decided iterations) and ``Precision`` (correct among the certified), and ``Calibrated`` (share of
+iterations with ``|estimate - gap| <= err``); ``n/a`` for records written before those columns.  The best value per metric within a
+task is marked (bold in markdown, ``*`` in plain text), ties included, as in
+the paper.
+
+:data:`PAPER_TABLE1` holds the numbers the paper reports (K = 500), so
+reports can show ours and theirs side by side.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from tabulate import tabulate
+
+from crosscurv.experiments.tasks.errors import DataError
+
+__all__ = ["PAPER_TABLE1", "RunRecords", "load_run", "table_rows", "render_table", "paper_comparison"]
+
+ESTIMATE_ROWS = ("cumulative", "recursive", "jc_only")
+ESTIMATE_LABELS = {"cumulative": "Cumulative", "recursive": "Recursive", "jc_only": "JC-only (beyond paper)"}
+TASK_LABELS = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
+
+#: The paper's Table 1 (K = 500): task -> estimate -> metrics.
+PAPER_TABLE1 = {
+    "mlp": {
+        "cumulative": {"correct": 98.0, "jc_hits": (45, 45), "s_hits": (445, 455), "mae": 5.58e-4, "max_ae": 2.09e-3},
+        "recursive": {"correct": 100.0, "jc_hits": (45, 45), "s_hits": (455, 455), "mae": 1.15e-4, "max_ae": 4.86e-4},
+    },
+    "fl": {
+        "cumulative": {"correct": 83.4, "jc_hits": (25, 28), "s_hits": (392, 472), "mae": 2.95e-1, "max_ae": 2.28e1},
+        "recursive": {"correct": 93.2, "jc_hits": (25, 28), "s_hits": (441, 472), "mae": 1.79e-2, "max_ae": 3.86e-1},
+    },
+    "lora": {
+        "cumulative": {"correct": 97.6, "jc_hits": (74, 75), "s_hits": (414, 425), "mae": 5.31e-2, "max_ae": 4.54e0},
+        "recursive": {"correct": 99.6, "jc_hits": (74, 75), "s_hits": (424, 425), "mae": 5.97e-4, "max_ae": 1.01e-1},
+    },
+}
+
+
+@dataclass
+class RunRecords:
+    """One run directory: its columns (1-D float arrays) and its summary."""
+
+    path: Path
+    columns: dict
+    summary: dict
+
+    @property
+    def task(self) -> str:
+        s = self.summary.get("settings")
+        s = s if isinstance(s, dict) else self.summary
+        return str(s.get("task", self.path.name))
+
+    @property
+    def iters(self) -> int:
+        return int(len(self.columns["k"]))
+
+
+def load_run(run_dir: str | Path) -> RunRecords:
+    """Read ``records.csv`` and ``summary.json`` of a run; :class:`DataError` if malformed."""
+    from crosscurv.numeric.records import read_records, read_summary
+
+    run_dir = Path(run_dir)
+    rec = run_dir / "records.csv"
+    summ = run_dir / "summary.json"
+    if not run_dir.is_dir():
+        raise DataError(f"run directory {run_dir} does not exist")
+    if not rec.is_file():
+        raise DataError(f"{run_dir} has no records.csv (not a crosscurv run directory)")
+    summary = {}
+    if summ.is_file():
+        summary = read_summary(str(summ))
+    rows = read_records(rec)
+    if not rows:
+        raise DataError(f"{rec} holds no records")
+    cols = {name: np.array([float(r[name]) for r in rows]) for name in rows[0]}
+    return RunRecords(run_dir, cols, summary)
+
+
+def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
+    """Metrics of each estimate column of one run (paper, Section 5.1)."""
+    from crosscurv.numeric.metrics import calibration, certified_columns, winner_metrics
+
+    out = []
+    cert = certified_columns(run.columns, [e for e in estimates if e in run.columns])
+    for est in estimates:
+        if est not in run.columns:
+            continue
+        m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
+        c = cert.get(est)
+        extra = {"coverage": math.nan, "precision": math.nan, "certified": None, "calibrated": math.nan}
+        if c is not None:
+            extra = {"coverage": c["coverage"], "precision": c["precision"], "certified": (c["correct"], c["certified"]),
+                     "calibrated": calibration(run.columns["gap"], run.columns[est], run.columns[f"{est}_err"])}
+        out.append({"task": run.task, "estimate": est, **m, **extra})
+    return out
+
+
+def _best_flags(rows: list[dict]) -> list[dict]:
+    """Which rows hold the best value of each metric (ties included)."""
+    def val(r, key):
+        v = r[key]
+        return v[0] if isinstance(v, (tuple, list)) else v
+
+    flags = [dict() for _ in rows]
+    for key, better in (("correct", max), ("jc_hits", max), ("s_hits", max), ("mae", min), ("max_ae", min)):
+        vals = [val(r, key) for r in rows]
+        finite = [v for v in vals if v == v]
+        if not finite:
+            continue
+        best = better(finite)
+        for f, v in zip(flags, vals):
+            f[key] = v == best
+    return flags
+
+
+def _fmt(key: str, value, bold: bool, markdown: bool) -> str:
+    if key == "correct":
+        s = f"{value:.1f}%"
+    elif key in ("jc_hits", "s_hits"):
+        s = f"{value[0]}/{value[1]}"
+    else:
+        s = f"{value:.3g}" if value == value else "nan"
+    if bold:
+        s = f"**{s}**" if markdown else f"{s}*"
+    return s
+
+
+def _pct_or_na(x) -> str:
+    """``12.3%``; ``n/a`` for a missing or NaN value (records without the certificate columns, nothing certified)."""
+    return "n/a" if x is None or x != x else f"{x:.1f}%"
+
+
+def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
+    """Table 1 (markdown ``github`` or plain ``simple``) for several runs."""
+    markdown = fmt in ("github", "pipe")
+    body = []
+    for run in runs:
+        rows = table_rows(run)
+        flags = _best_flags(rows)
+        for r, f in zip(rows, flags):
+            body.append(
+                [
+                    TASK_LABELS.get(run.task, run.task),
+                    ESTIMATE_LABELS.get(r["estimate"], r["estimate"]),
+                    run.iters,
+                ]
+                + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits", "mae", "max_ae")]
+                + [str(r.get("undecided", 0))]
+                + [_pct_or_na(r.get("coverage")), _pct_or_na(r.get("precision")), _pct_or_na(r.get("calibrated"))]
+            )
+    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided",
+            "Coverage ↑", "Precision ↑", "Calibrated ↑"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+def paper_comparison(runs: Sequence[RunRecords], fmt: str = "github") -> str:
+    """Ours next to the paper's Table 1 for the estimates the paper reports."""
+    body = []
+    for run in runs:
+        paper = PAPER_TABLE1.get(run.task)
+        if not paper:
+            continue
+        ours = {r["estimate"]: r for r in table_rows(run, ("cumulative", "recursive"))}
+        for est in ("cumulative", "recursive"):
+            if est not in ours:
+                continue
+            o, p = ours[est], paper[est]
+            body.append(
+                [
+                    TASK_LABELS.get(run.task, run.task),
+                    ESTIMATE_LABELS[est],
+                    f"{o['correct']:.1f}% (K={run.iters})",
+                    f"{p['correct']:.1f}% (K=500)",
+                    f"{o['jc_hits'][0]}/{o['jc_hits'][1]}",
+                    f"{p['jc_hits'][0]}/{p['jc_hits'][1]}",
+                    f"{o['s_hits'][0]}/{o['s_hits'][1]}",
+                    f"{p['s_hits'][0]}/{p['s_hits'][1]}",
+                    f"{o['mae']:.3g}",
+                    f"{p['mae']:.3g}",
+                    f"{o['max_ae']:.3g}",
+                    f"{p['max_ae']:.3g}",
+                ]
+            )
+    head = ["Task", "Estimate", "Correct (ours)", "Correct (paper)", "JC hits (ours)", "JC hits (paper)",
+            "GS hits (ours)", "GS hits (paper)", "MAE (ours)", "MAE (paper)", "Max. AE (ours)", "Max. AE (paper)"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

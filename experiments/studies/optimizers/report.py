@@ -1,0 +1,337 @@
+"""``optimizers.md``: the optimizer studies of :mod:`crosscurv.experiments.studies.optimizers.runner`, from their records.
+
+For every study and variant (and seed) it states, from the copied
+``records.csv`` / ``summary.json`` only:
+
+* the *measured gap* (:func:`measured_gap`: the record's ``gap``, which is the plain
+  difference ``loss_s - loss_jc`` where that is the better measurement) and the
+  *measured winner* per iteration (``J``: ``gap > 0``, JC ahead; ``G``: ``gap < 0``,
+  the scheme ahead; ``.``: undecided, ``|gap| <= gap_err``), its switch points
+  and how often it agrees with plain ``sgd`` of the same seed;
+* the Table 1 rows of the three generalized estimates
+  (:func:`crosscurv.experiments.reports.table.table_rows`: Correct, JC hits, GS hits, MAE, Max. AE,
+  undecided) and ``MAE / mean |gap|`` (the error on the gap's own scale);
+* findings computed from those numbers (no sentence is written by hand).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+
+import numpy as np
+from tabulate import tabulate
+
+from crosscurv.experiments.studies.optimizers.plan import STUDIES, run_dir
+from crosscurv.experiments.reports.table import load_run, table_rows
+
+__all__ = ["winners", "switch_points", "study_runs", "render", "write_report"]
+
+EST = ("recursive", "cumulative", "jc_only")
+LABEL = {"recursive": "Recursive", "cumulative": "Cumulative", "jc_only": "JC-only"}
+
+
+def winners(gap, gap_err=None) -> str:
+    """``J`` / ``G`` / ``.`` per iteration (module docstring)."""
+    gap = np.asarray(gap, dtype=float)
+    err = np.zeros_like(gap) if gap_err is None else np.nan_to_num(np.asarray(gap_err, dtype=float))
+    out = []
+    for g, e in zip(gap, err):
+        if not math.isfinite(g) or abs(g) <= e:
+            out.append(".")
+        else:
+            out.append("J" if g > 0 else "G")
+    return "".join(out)
+
+
+def estimate_winners(est) -> str:
+    """The winner an estimate predicts (``J``/``G``; ``0`` for an exact zero, ``?`` for a non-finite value)."""
+    out = []
+    for x in np.asarray(est, dtype=float):
+        out.append("?" if not math.isfinite(x) else ("J" if x > 0 else ("G" if x < 0 else "0")))
+    return "".join(out)
+
+
+def switch_points(timeline: str) -> list[int]:
+    """The iterations ``k`` (1-based) whose decided winner differs from the previous decided one."""
+    out, last = [], None
+    for k, w in enumerate(timeline, start=1):
+        if w not in "JG":
+            continue
+        if last is not None and w != last:
+            out.append(k)
+        last = w
+    return out
+
+
+def _agreement(a: str, b: str) -> tuple[int, int]:
+    """Iterations where both timelines are decided and equal, out of those where both are decided."""
+    both = [(x, y) for x, y in zip(a, b) if x in "JG" and y in "JG"]
+    return sum(x == y for x, y in both), len(both)
+
+
+def study_runs(root: str, study, seeds) -> dict:
+    """``{(variant label, seed): RunRecords}`` for the runs of ``study`` under ``root`` that have records."""
+    out = {}
+    for v in study.variants:
+        for s in seeds:
+            path = run_dir(root, study.task, v, s)
+            if os.path.isfile(os.path.join(path, "records.csv")):
+                out[(v.label, s)] = load_run(path)
+    return out
+
+
+def _status(run) -> str:
+    st = run.summary.get("status", "?")
+    want = run.summary.get("settings", {}).get("iters")
+    return f"{st} {run.iters}/{want}" if st != "complete" else f"complete ({run.iters})"
+
+
+def _g(x) -> str:
+    return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
+#: ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to :data:`LOST`: its error is
+#: comparable to the gap; above: it does not follow the gap.
+FOLLOWS, LOST = 0.5, 1.0
+
+
+def _verdict(rel: float) -> str:
+    if not math.isfinite(rel) or rel > LOST:
+        return "does not follow the gap"
+    if rel <= FOLLOWS:
+        return "follows the gap"
+    return "errors comparable to the gap"
+
+
+def measured_gap(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(gap, err, plain)``: the record's ``gap`` and ``gap_err``, and where they are the plain difference.
+
+    A run records the segment integral where it is the more precise measurement and the losses do not
+    refute it, else ``loss_s - loss_jc`` with its rounding bound (:func:`crosscurv.numeric.gap.reconcile`);
+    ``plain`` marks the latter iterations.
+    """
+    from crosscurv.numeric.gap import difference_error
+
+    c = run.columns
+    dt = run.summary.get("settings", {}).get("dtype", "float32")
+    a, b, gap, err = c["loss_jc"], c["loss_s"], c["gap"], np.nan_to_num(c["gap_err"], nan=np.inf)
+    r = np.array([difference_error(s_, j_, dt) for s_, j_ in zip(b, a)])
+    plain = (gap == b - a) & (err == r)
+    return gap, err, plain
+
+
+def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], list[str]]:
+    """Markdown lines of one study and its findings; appends the study's rows to ``summary``."""
+    lines = [f"## {study.title} (`{study.name}`)", "", f"Question: {study.question}.", ""]
+    findings: list[str] = []
+    if not runs:
+        lines += ["No runs yet.", ""]
+        return lines, [f"{study.name}: no runs yet."]
+    any_run = next(iter(runs.values()))
+    s = any_run.summary.get("settings", {})
+    lines += [f"Task `{study.task}`, preset `{s.get('preset')}`, pattern `{s.get('pattern_spec')}`, "
+              f"{s.get('dtype')}, K = {s.get('iters')}; seeds {', '.join(map(str, seeds))}.", ""]
+    base = study.baseline.label
+    # -- winners --------------------------------------------------------------------
+    rows, tl, meas = [], {}, {}
+    for v in study.variants:
+        for sd in seeds:
+            run = runs.get((v.label, sd))
+            if run is None:
+                rows.append([v.label, sd, "missing", "", "", "", "", ""])
+                continue
+            c = run.columns
+            gap, err, plain = meas[(v.label, sd)] = measured_gap(run)
+            t = winners(gap, err)
+            tl[(v.label, sd)] = t
+            sw = switch_points(t)
+            agree = ""
+            if v.label != base and (base, sd) in tl:
+                a, n = _agreement(t, tl[(base, sd)])
+                agree = f"{a}/{n}"
+            ss = run.summary.get("settings", {})
+            rows.append([v.label, sd, _status(run), f"{ss.get('lr')}", f"{c['loss_jc'][-1]:.4g} / {c['loss_s'][-1]:.4g}",
+                         f"{t.count('J')}/{t.count('G')}/{t.count('.')}", ", ".join(map(str, sw)) or "none", agree])
+            if plain.any():
+                findings.append(
+                    f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} iterations the gap is "
+                    f"the plain difference L_S - L_JC (the runs too far apart for the segment rule to be the more "
+                    f"precise, or its estimate refuted by the losses; mean abs gap {float(np.mean(np.abs(gap))):.3g}).")
+    lines += ["### Measured winners", "",
+              "The measured gap is the record's `gap`: the segment integral of the gradient where that is the more "
+              "precise measurement and agrees with `L_S - L_JC`, else that difference (`crosscurv.numeric.gap.reconcile`; "
+              "see the findings).", "",
+              tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S", "J/G/undecided",
+                                      "switch points k", f"same winner as {base}"], tablefmt="github",
+                       disable_numparse=True), "",
+              "Winner per iteration (`J`: JC ahead, `G`: the scheme ahead, `.`: undecided):", "", "```"]
+    for (label, sd), t in tl.items():
+        lines.append(f"{label:>14s} seed{sd}  {t}")
+    lines += ["```", ""]
+    # -- estimates ------------------------------------------------------------------
+    rows = []
+    stats: dict = {}
+    for v in study.variants:
+        for sd in seeds:
+            run = runs.get((v.label, sd))
+            if run is None:
+                continue
+            gap = meas[(v.label, sd)][0]
+            mean_gap = float(np.mean(np.abs(gap)))
+            for r in table_rows(run, EST):
+                e = r["estimate"]
+                rel = r["mae"] / mean_gap if mean_gap > 0 else math.nan
+                stats[(v.label, sd, e)] = (r["correct"], rel)
+                rows.append([v.label, sd, LABEL[e], run.iters, f"{r['correct']:.1f}%",
+                             f"{r['jc_hits'][0]}/{r['jc_hits'][1]}", f"{r['s_hits'][0]}/{r['s_hits'][1]}",
+                             _g(r["mae"]), _g(r["max_ae"]), r["undecided"], _g(rel)])
+    lines += ["### Table 1 rows of the generalized estimates", "",
+              "Against the record's `gap` (what `crosscurv table` prints); undecided iterations (|gap| <= gap_err) "
+              "are left out of Correct.", "",
+              tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits", "GS hits", "MAE",
+                                      "Max. AE", "undecided", "MAE / mean abs gap"],
+                       tablefmt="github", disable_numparse=True), ""]
+    lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: not finite):", "",
+              "```"]
+    for v in study.variants:
+        for sd in seeds:
+            run = runs.get((v.label, sd))
+            if run is None:
+                continue
+            lines.append(f"{v.label:>14s} seed{sd}  measured   {tl[(v.label, sd)]}")
+            for e in ("recursive", "cumulative"):
+                lines.append(f"{'':>14s}        {e:<10s} {estimate_winners(run.columns[e])}")
+    lines += ["```", ""]
+    # -- findings -------------------------------------------------------------------
+    for v in study.variants[1:]:
+        for sd in seeds:
+            key, bkey = (v.label, sd), (base, sd)
+            if key not in tl or bkey not in tl:
+                continue
+            a, n = _agreement(tl[key], tl[bkey])
+            sw, bsw = switch_points(tl[key]), switch_points(tl[bkey])
+            moved = "the same switch points" if sw == bsw else f"switch points {sw or 'none'} against {bsw or 'none'}"
+            findings.append(f"{study.name}, {v.label}, seed {sd}: the measured winner equals plain sgd's at {a}/{n} "
+                            f"decided iterations ({_count(tl[key])} against {_count(tl[bkey])}); {moved}.")
+    for v in study.variants:
+        for sd in seeds:
+            got = [stats.get((v.label, sd, e)) for e in EST]
+            if any(g is None for g in got):
+                continue
+            parts = [f"{LABEL[e]} {c:.0f}% correct, MAE/mean abs gap {_g(r)}: {_verdict(r)}"
+                     for e, (c, r) in zip(EST, got)]
+            findings.append(f"{study.name}, {v.label}, seed {sd}: " + "; ".join(parts) + ".")
+            run = runs[(v.label, sd)]
+            gap = meas[(v.label, sd)][0]
+            g1, c1 = float(gap[0]), float(run.columns["cumulative"][0])
+            if abs(g1) > 0 and abs(c1) > 100 * abs(g1):
+                findings.append(f"{study.name}, {v.label}, seed {sd}: already at k = 1 (one step from a common "
+                                f"point and zero state) the cumulative estimate is {abs(c1 / g1):.3g} times the "
+                                f"gap ({c1:.3g} against {g1:.3g}): the linearization fails at the first step.")
+                rest, rec = gap[1:], run.columns["recursive"][1:]
+                if len(rest):
+                    rel = float(np.mean(np.abs(rec - rest)) / np.mean(np.abs(rest)))
+                    agree = float(np.mean(np.sign(rec) == np.sign(rest))) * 100
+                    findings.append(f"{study.name}, {v.label}, seed {sd}: from k = 2 on (one tangent step from the "
+                                    f"measured differences) the recursive estimate has MAE/mean abs gap {_g(rel)} and "
+                                    f"the gap's sign at {agree:.0f}% of the iterations: {_verdict(rel)}.")
+    # -- the summary rows: means over the seeds that have records -------------------------
+    for v in study.variants:
+        have = [sd for sd in seeds if (v.label, sd) in runs]
+        if not have:
+            continue
+        row = [study.name, v.label, ",".join(map(str, have))]
+        for e in ("recursive", "cumulative"):
+            cs = [stats[(v.label, sd, e)][0] for sd in have]
+            rs = [stats[(v.label, sd, e)][1] for sd in have]
+            row += [f"{np.mean(cs):.1f}%", _g(float(np.median(rs)))]
+        if v.label == base:
+            row += ["(baseline)"]
+        else:
+            agree = [_agreement(tl[(v.label, sd)], tl[(base, sd)]) for sd in have if (base, sd) in tl]
+            row += [f"{sum(a for a, _ in agree)}/{sum(n for _, n in agree)}" if agree else ""]
+        row += ["; ".join(f"s{sd}: {','.join(map(str, switch_points(tl[(v.label, sd)]))) or '-'}" for sd in have)]
+        summary.append(row)
+    return lines, findings
+
+
+def _count(t: str) -> str:
+    return f"J {t.count('J')}, G {t.count('G')}, undecided {t.count('.')}"
+
+
+def copy_runs(src_root: str, dst_root: str, seeds) -> list[str]:
+    """Copy ``records.csv`` and ``summary.json`` of every planned run (never a checkpoint)."""
+    copied = []
+    if os.path.abspath(src_root) == os.path.abspath(dst_root):
+        return copied
+    for st in STUDIES:
+        for v in st.variants:
+            for sd in seeds:
+                src, dst = run_dir(src_root, st.task, v, sd), run_dir(dst_root, st.task, v, sd)
+                if not os.path.isfile(os.path.join(src, "records.csv")):
+                    continue
+                os.makedirs(dst, exist_ok=True)
+                for f in ("records.csv", "summary.json"):
+                    if os.path.isfile(os.path.join(src, f)):
+                        shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+                        copied.append(os.path.join(dst, f))
+    return copied
+
+
+def render(root: str, seeds, iters: int, command: str) -> str:
+    lines = [
+        "# Optimizers beyond the paper: studies",
+        "",
+        f"Generated by `{command}` on {time.strftime('%Y-%m-%d %H:%M %Z')} from the records under "
+        f"`{_shown(root)}` (records and summaries only; `crosscurv table DIR` gives the same Table 1 rows "
+        "per run).",
+        "",
+        "Every run is `crosscurv run TASK --preset default --seed S --iters K` with the variant's flags: JC and "
+        "the task's pattern (`gs`) from the same start, both with the same optimizer from zero state; the "
+        "`recursive`, `cumulative` and `jc_only` columns are the generalized estimates (README, 'Optimizers beyond "
+        "the paper'). `K` is shorter than the presets' (300-500) so that all runs fit a shared 2-core CPU; "
+        "'switch points' and winners are over these `K` iterations only.",
+        "",
+    ]
+    findings, body, summary = [], [], []
+    for st in STUDIES:
+        runs = study_runs(root, st, seeds)
+        sec, f = _study_section(st, runs, seeds, summary)
+        body += sec
+        findings += f
+    lines += [
+        "## Summary",
+        "",
+        "Against the measured gap (the record's `gap`, or `L_S - L_JC` where the runs are far apart; see each study). "
+        "Correct: the paper's `Correct_K` (mean over seeds); MAE/gap: `MAE / mean |gap|` (median over seeds); "
+        f"an estimate *follows* the gap when this is at most {FOLLOWS}, and does not above {LOST:g}. Same winner: "
+        "iterations where the measured winner equals plain sgd's, of those both decided (all seeds).",
+        "",
+        tabulate(summary, headers=["study", "variant", "seeds", "Recursive correct", "Recursive MAE/gap",
+                                   "Cumulative correct", "Cumulative MAE/gap", "same winner as sgd",
+                                   "switch points k"], tablefmt="github", disable_numparse=True),
+        "",
+        "## Findings (computed from the records)",
+        "",
+    ] + [f"* {f}" for f in findings] + [""] + body
+    return "\n".join(lines) + "\n"
+
+
+def _shown(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def write_report(runs: str, out: str, seeds, iters: int) -> str:
+    """Copy the runs into ``OUT/optimizers/runs`` and write ``OUT/optimizers.md``; returns its path."""
+    dst = os.path.join(out, "optimizers", "runs")
+    copy_runs(runs, dst, seeds)
+    cmd = f"python -m crosscurv.experiments.studies.optimizers.runner report --runs {runs} --out {out}"
+    text = render(dst, seeds, iters, cmd)
+    path = os.path.join(out, "optimizers.md")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path

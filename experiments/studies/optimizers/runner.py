@@ -1,0 +1,121 @@
+"""The optimizer studies: does the JC/GS winner move, and do the generalized estimates follow the gap?
+
+    python -m crosscurv.experiments.studies.optimizers.runner run [--out DIR] [--seeds 0,1] [--iters K] [--only NAMES]
+    python -m crosscurv.experiments.studies.optimizers.runner report [--runs DIR] [--out reports]
+
+``run`` performs every run of :data:`STUDIES` that is not complete yet, one
+``crosscurv run`` subprocess at a time (``--resume`` where a run was cut
+short; interleaved by seed, so that an interrupted campaign has whole seeds);
+``report`` copies each run's ``records.csv`` and ``summary.json`` (never a
+checkpoint) into ``OUT/optimizers/runs/<task>/<variant>/seed<s>`` and writes
+``OUT/optimizers.md`` from those copies: per study and variant the winner
+timeline against plain ``sgd`` of the same seed, the switch points, and the
+Table 1 rows (:func:`crosscurv.experiments.reports.table.table_rows`) of the generalized
+estimates; the findings are computed from the records, whatever they are.
+
+Studies (default presets; ``K`` below the presets' to fit a shared CPU):
+
+* ``lora_lrplus``: LoRA+ step-size ratios ``eta_B / eta_A`` in {1, 4, 16}
+  (``--block-lr B=4``, ``B=16``; ``eta_A`` = the preset's ``lr``);
+* ``fl_momentum``: heavy ball ``beta = 0.9`` (``--optimizer momentum:0.9``) on ``fl``;
+* ``lora_adam``: Adam on ``lora`` at ``lr = 1e-3`` (Adam moves every coordinate by
+  about ``lr``; the preset's ``0.03`` is a plain-SGD step size).
+
+Every study compares with plain ``sgd`` at the preset's ``lr`` (the paper's
+protocol) for the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, Study, Variant, run_dir  # noqa: F401
+from crosscurv.experiments.studies.optimizers.report import write_report
+
+
+def _status(path: str, iters: int) -> str:
+    """``"complete"`` (K records), ``"partial"`` (a checkpoint to resume from) or ``"missing"``."""
+    summ = os.path.join(path, "summary.json")
+    if os.path.isfile(summ):
+        try:
+            with open(summ, encoding="utf-8") as fh:
+                s = json.load(fh)
+        except (OSError, ValueError):
+            s = {}
+        if s.get("status") in ("complete", "diverged") and s.get("settings", {}).get("iters") == iters:
+            return "complete"
+    if os.path.isfile(os.path.join(path, "checkpoint.pt")):
+        return "partial"
+    return "missing"
+
+
+def planned(seeds, only=None):
+    """``[(task, variant, seed)]`` in the order ``run`` performs them (seed-major, each pair once)."""
+    out, seen = [], set()
+    for seed in seeds:
+        for st in STUDIES:
+            if only and st.name not in only:
+                continue
+            for v in st.variants:
+                key = (st.task, v.label, seed)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(key + (v,))
+    return out
+
+
+def run_all(out: str, seeds, iters: int, only=None, timeout: float = 6 * 3600) -> int:
+    """Run (or resume) every planned run; returns the number of runs that did not complete."""
+    failed = 0
+    for task, label, seed, v in planned(seeds, only):
+        path = run_dir(out, task, v, seed)
+        state = _status(path, iters)
+        if state == "complete":
+            continue
+        argv = [sys.executable, "-m", "crosscurv", "run", task, "--preset", "default", "--seed", str(seed),
+                "--iters", str(iters), "--out", path, "--checkpoint-every", "5", *v.flags()]
+        if state == "partial":
+            argv.append("--resume")
+        print(f"[optimizer_studies] {' '.join(argv[3:])}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(argv, timeout=timeout)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = 124
+        print(f"[optimizer_studies] exit {code} after {time.perf_counter() - t0:.0f} s: {path}", file=sys.stderr,
+              flush=True)
+        failed += code not in (0, 3)
+    return failed
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="perform the runs that are not complete")
+    r.add_argument("--out", default="runs/optimizer-studies", help="run folders (default runs/optimizer-studies)")
+    r.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    r.add_argument("--iters", type=int, default=ITERS)
+    r.add_argument("--only", default=None, help="comma-separated study names (default all)")
+    p = sub.add_parser("report", help="copy records and summaries, write OUT/optimizers.md")
+    p.add_argument("--runs", default="runs/optimizer-studies", help="the run folders of `run`")
+    p.add_argument("--out", default="reports", help="report folder (default reports)")
+    p.add_argument("--iters", type=int, default=ITERS)
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    args = ap.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if args.cmd == "run":
+        only = set(args.only.split(",")) if args.only else None
+        return 1 if run_all(args.out, seeds, args.iters, only) else 0
+    path = write_report(args.runs, args.out, seeds, args.iters)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,370 @@
+"""The paper's three controlled studies as built-in tasks, with presets (paper, Sec. 5, App. E).
+
+``build_task(name, preset)`` returns a :class:`crosscurv.numeric.Task` plus the
+``settings`` of the preset (learning rate, iterations ``K``, pattern spec,
+dtype and every size), which run summaries record.
+
+Tasks (block order = the order GS updates them under the default pattern ``gs``):
+
+* ``mlp``: 8-layer ReLU MLP on fixed MNIST examples; one block per affine
+  layer ``layer1 .. layer8``, GS from input to output.
+* ``fl``: federated CIFAR ResNet-18, 3 fully participating clients with their
+  own personal parameters (stem, stages 1-2) and one shared copy of the rest
+  (stages 3-4, classifier); objective = uniform mean of the client
+  objectives; blocks ``personal`` (all clients') then ``shared``.
+* ``lora``: T5 with LoRA on the q/v projections; text-to-text sentiment;
+  blocks ``B`` (all ``lora_B``) then ``A`` (all ``lora_A``).
+
+Presets:
+
+* ``smoke``: seconds per task on a laptop CPU (tiny widths, few examples, K=5);
+  the test suite builds these.
+* ``default``: the CPU main job (``make report``): real bundled data, sizes
+  reduced where needed and ``K`` sized for ~4 minutes of the whole protocol
+  per task on a 2-core CPU (measurements next to each preset below).
+* ``paper``: the paper's sizes and ``K = 500``, meant for a GPU.
+
+All data and parameters are created on ``device`` with ``dtype`` and are
+deterministic for ``seed`` (initialisation happens on the CPU under a forked,
+seeded RNG, so the global RNG is untouched and CPU/GPU runs start from the
+same point up to the dtype cast).  They are the same bits on every CPU:
+normals are drawn in float64 and rounded (:mod:`crosscurv.numeric.portable_random`, named
+in ``info["init"]``), uniforms (the ResNet's default initialisation) and data
+subsets (NumPy permutations) are serial; the ``lora`` task also records the
+digest of its frozen T5 weights (``info["frozen_sha256"]``).  The seed also selects the data subset:
+``seed = 0`` keeps the evenly spaced class-balanced selection (the bundled
+CIFAR-10 images in file order), another seed draws a seeded class-balanced
+subset (CIFAR-10: a seeded order, so the client shards change), so a study
+over seeds varies initialisation and data together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch.nn import functional as F
+
+from crosscurv.numeric.portable_random import INIT
+from crosscurv.numeric.task import Task
+from crosscurv.theory.errors import InputError
+
+__all__ = ["TASKS", "PRESETS", "TaskSpec", "UnknownTaskError", "build_task", "preset_settings"]
+
+PRESETS = ("smoke", "default", "paper")
+
+
+class UnknownTaskError(InputError):
+    """An unknown built-in task or preset name, or an option the task does not take."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A built-in task: its builder and the settings of each preset.
+
+    ``build(settings, device=, dtype=, seed=, data_path=, model_path=) -> Task``.
+    """
+
+    name: str
+    summary: str
+    build: Callable[..., Task]
+    presets: dict = field(default_factory=dict)
+    takes_model_path: bool = False
+
+
+def frozen_digest(model, params) -> str:
+    """SHA-256 of ``model``'s parameters that are not in ``params`` (the frozen weights), in name order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_parameters()):
+        if name not in params:
+            h.update(name.encode())
+            h.update(str(tuple(p.shape)).encode())
+            h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """Fork the CPU RNG and seed it; the global RNG is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+# -- mlp ---------------------------------------------------------------------
+def _build_mlp(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
+    from crosscurv.experiments.tasks.data import load_mnist
+    from crosscurv.experiments.tasks.models.mlp import MLP, mlp_blocks, mlp_stages
+    from crosscurv.numeric.chain import Chain
+
+    data = load_mnist(s["examples"], path=data_path, dtype=dtype, device=device, seed=seed)
+    with _seeded(seed):
+        model = MLP(s["widths"])
+    model = model.to(device=device, dtype=dtype).eval()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.requires_grad_(False)
+    x, y = data.x, data.y
+
+    def loss(p: dict) -> torch.Tensor:
+        """Mean softmax cross-entropy of the MLP over the fixed examples (paper, eq. E.2)."""
+        return F.cross_entropy(torch.func.functional_call(model, p, (x,)), y)
+
+    info = {
+        "data_source": data.source,
+        "model": f"MLP {'-'.join(map(str, s['widths']))}, ReLU, softmax cross-entropy, "
+        "Xavier-normal weights, zero biases",
+        "init": INIT,
+        "examples": len(data),
+        "widths": list(s["widths"]),
+    }
+    # the same loss as one stage per layer: GS steps reuse the layers before the first updated one
+    chain = Chain(mlp_stages(model.n_layers), x, lambda logits: F.cross_entropy(logits, y))
+    return Task(params, loss, mlp_blocks(model.n_layers), "mlp", info, "gs", chain)
+
+
+# -- fl ----------------------------------------------------------------------
+def _split_even(n: int, m: int) -> list[int]:
+    """Sizes of ``m`` contiguous chunks of ``n`` items, as even as possible (larger first)."""
+    return [n // m + (1 if i < n % m else 0) for i in range(m)]
+
+
+def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
+    from crosscurv.experiments.tasks.data import load_cifar10
+    from crosscurv.experiments.tasks.errors import DataError
+    from crosscurv.experiments.tasks.models.resnet import FederatedResNet18
+
+    m = s["clients"]
+    want = m * s["examples_per_client"]
+    if data_path is None:
+        from crosscurv.experiments.tasks.data.cifar import bundled_cifar10_files
+
+        n = min(want, len(bundled_cifar10_files()))
+    else:
+        n = want
+    if n < m:
+        raise DataError(f"fl needs at least one example per client ({m}), got {n}")
+    data = load_cifar10(n, path=data_path, dtype=dtype, device=device, seed=seed)
+    sizes = _split_even(len(data), m)
+    bounds = [sum(sizes[:i]) for i in range(m + 1)]
+    shards = [(data.x[bounds[i]:bounds[i + 1]], data.y[bounds[i]:bounds[i + 1]]) for i in range(m)]
+
+    with _seeded(seed):
+        model = FederatedResNet18(m, s["width"])
+    model = model.to(device=device, dtype=dtype).eval()
+    params = {n_: p.detach().clone() for n_, p in model.named_parameters()}
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+    def loss(p: dict) -> torch.Tensor:
+        """Mean client objective ``(1/M) sum_i F_i(u, v_i)``, ``F_i`` = client i's mean cross-entropy."""
+        total = None
+        for i, (xi, yi) in enumerate(shards):
+            fi = F.cross_entropy(torch.func.functional_call(model, p, (xi,), {"client": i}), yi)
+            total = fi if total is None else total + fi
+        return total / m
+
+    personal = [k for k in params if k.startswith("client")]
+    shared = [k for k in params if k.startswith("shared.")]
+    info = {
+        "data_source": data.source,
+        "model": f"CIFAR ResNet-18 (width {s['width']}, 3x3 stride-1 stem, no max-pool), "
+        "BatchNorm eval mode with default running statistics (mean 0, var 1), no dropout",
+        "clients": m,
+        "examples_per_client": sizes,
+        "client_split": f"{len(data)} examples split in order into {m} contiguous shards of sizes "
+        + "/".join(map(str, sizes))
+        + ("" if len(data) == want else f" (asked for {want}; the bundled source has {len(data)})"),
+        "objective": "uniform mean over clients of each client's mean cross-entropy",
+        "personal_init": "all clients start from the same personal weights",
+        "init": INIT,
+        "width": s["width"],
+    }
+    return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs")
+
+
+# -- lora --------------------------------------------------------------------
+def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
+    from crosscurv.experiments.tasks.data import LABEL_WORDS, load_sst2
+    from crosscurv.experiments.tasks.models import t5lora
+
+    data = load_sst2(s["examples"], path=data_path, seed=seed)
+    with _seeded(seed):
+        if model_path is None:
+            base, tokenizer, model_source = t5lora.random_t5(t5lora.T5Size(**s["t5"]))
+        else:
+            base, tokenizer, model_source = t5lora.pretrained_t5(model_path)
+    gen = torch.Generator().manual_seed(seed)
+    model = t5lora.add_lora(base, r=s["rank"], alpha=s["alpha"], generator=gen)
+    model = model.to(device=device, dtype=dtype).eval()
+    batch = t5lora.encode_examples(tokenizer, data.sentences, data.labels, seq_len=s["seq_len"],
+                                   label_words=LABEL_WORDS)
+    target_len = batch.pop("target_len")
+    batch = {k: v.to(device) for k, v in batch.items()}
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = {n: model.get_parameter(n).detach().clone() for n in names}
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+    def loss(p: dict) -> torch.Tensor:
+        """Mean target-token cross-entropy of T5 + LoRA(p) on the fixed text-to-text examples."""
+        return t5lora.seq2seq_loss(model, p, batch)
+
+    n_modules = len(names) // 2
+    info = {
+        "data_source": data.source,
+        "model_source": model_source,
+        "model": f"T5 + LoRA (r={s['rank']}, alpha={s['alpha']}, dropout 0, bias none) on q/v of encoder "
+        f"self-, decoder self- and decoder cross-attention ({n_modules} modules); "
+        "A ~ N(0, 2/d_in), B = 0",
+        "examples": len(data),
+        "seq_len": s["seq_len"],
+        "target_len": int(target_len),
+        "lora_modules": n_modules,
+        "trainable_params": sum(v.numel() for v in params.values()),
+        "init": INIT,
+        "frozen_sha256": frozen_digest(model, params),
+    }
+    if model_path is None:
+        info["t5"] = dict(s["t5"])
+    return Task(params, loss, t5lora.lora_blocks(names), "lora", info, "gs")
+
+
+# -- registry and presets ------------------------------------------------------
+# Cost of the protocol per iteration: 2 gradient steps (JC: 1 gradient, GS: N
+# block gradients) + ~(N + 4) HVPs.  Default K sized for ~4 minutes per task on
+# this project's 2-core CPU, from the marginal per-iteration cost of
+# crosscurv.numeric.protocol.run_protocol measured single-threaded (OMP_NUM_THREADS=1,
+# CPU seconds, hvp "auto" = forward-over-reverse; the machine was shared with
+# other jobs, which makes wall-clock timings of 2 threads unreliable there):
+#   mlp  default (paper widths, 256 examples): 0.56 s/iter -> K = 300 (~170 s)
+#   fl   default (width 16, 20 images 7/7/6):  1.7 s/iter  -> K = 120 (~205 s)
+#   lora default (d_model 128, 4+4 layers,
+#                 8 examples, 96 bytes):         1.7 s/iter  -> K = 120 (~205 s)
+# Learning rates: probed with crosscurv.numeric.steps.scheme_step (JC and GS only) for
+# a GS-JC winner that changes during the run, and checked against the
+# curvature (power iteration on H at theta^0: eta * ||H|| must stay well
+# below 2 for the O(eta^2) expansions to mean anything):
+#   mlp  lr 0.01 (eta ||H|| ~ 0.018): JC wins k = 1..14, GS from k = 15 on
+#        (250 steps probed; 0.02 -> change at k = 8, 0.05 -> k = 3, 0.1 ->
+#        many changes, 0.2 diverges).  Protocol, 40 iterations: recursive
+#        follows the gap, cumulative puts the change at k ~ 36.
+#   fl   lr 0.05 (eta ||H|| ~ 0.04): JC k = 1..4, GS k = 5..82, then brief JC
+#        intervals (k = 83, 106-107, ...) (150 steps; 0.02 -> JC only at
+#        k <= 4; 0.1 / 0.2 -> erratic, loss spikes).
+#   lora lr 0.03 (||H|| ~ 40 at theta^0 and grows to ~180: the random T5's
+#        curvature is large): GS wins except brief JC intervals at k = 30, 32
+#        and 112..115 (120 steps); loss 6.78 -> 0.12.  lr 0.01: GS wins all,
+#        estimates track closely; lr >= 0.1 gives eta ||H|| >> 2 and the
+#        cumulative estimate blows up (x100 per step at lr 1.0), though the
+#        nonlinear trajectories themselves still train.
+# Paper presets reuse the default learning rates; they were not probed at the
+# paper's sizes (no GPU in the session that chose them).
+_MLP_PRESETS = {
+    "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05, "iters": 5},
+    "default": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
+    "paper": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
+}
+_FL_PRESETS = {
+    "smoke": {"clients": 3, "width": 4, "examples_per_client": 2, "lr": 0.05, "iters": 5},
+    # 8 per client asked; the 20 bundled images give 7/7/6 (recorded in info)
+    "default": {"clients": 3, "width": 16, "examples_per_client": 8, "lr": 0.05, "iters": 500},
+    "paper": {"clients": 3, "width": 64, "examples_per_client": 8, "lr": 0.05, "iters": 500},
+}
+_LORA_PRESETS = {
+    "smoke": {
+        "t5": {"d_model": 32, "d_kv": 8, "num_heads": 4, "d_ff": 64, "num_layers": 2},
+        "rank": 8, "alpha": 16, "examples": 4, "seq_len": 40, "lr": 0.03, "iters": 5,
+    },
+    "default": {
+        "t5": {"d_model": 128, "d_kv": 32, "num_heads": 4, "d_ff": 512, "num_layers": 4},
+        "rank": 8, "alpha": 16, "examples": 8, "seq_len": 96, "lr": 0.03, "iters": 500,
+    },
+    "paper": {
+        "t5": {"d_model": 768, "d_kv": 64, "num_heads": 12, "d_ff": 3072, "num_layers": 12},
+        "rank": 8, "alpha": 16, "examples": 8, "seq_len": 128, "lr": 0.03, "iters": 500,
+    },
+}
+
+TASKS: dict[str, TaskSpec] = {
+    "mlp": TaskSpec("mlp", "8-layer ReLU MLP on MNIST, one block per layer, GS input to output",
+                    _build_mlp, _MLP_PRESETS),
+    "fl": TaskSpec("fl", "federated ResNet-18 on CIFAR-10, 3 clients, blocks personal then shared",
+                   _build_fl, _FL_PRESETS),
+    "lora": TaskSpec("lora", "T5 + LoRA on q/v for text-to-text sentiment, blocks B then A",
+                     _build_lora, _LORA_PRESETS, takes_model_path=True),
+}
+
+
+def _spec(name: str) -> TaskSpec:
+    if name not in TASKS:
+        raise UnknownTaskError(f"unknown task {name!r} (built-in tasks: {', '.join(TASKS)})")
+    return TASKS[name]
+
+
+def preset_settings(name: str, preset: str = "default") -> dict:
+    """A copy of the preset's settings (``lr``, ``iters``, sizes) for task ``name``."""
+    spec = _spec(name)
+    if preset not in PRESETS:
+        raise UnknownTaskError(f"unknown preset {preset!r} (presets: {', '.join(PRESETS)})")
+    s = spec.presets[preset]
+    return {k: (dict(v) if isinstance(v, dict) else (list(v) if isinstance(v, tuple) else v))
+            for k, v in s.items()}
+
+
+def build_task(name: str, preset: str = "default", *, device="cpu", dtype=torch.float32, seed: int = 0,
+               data_path=None, model_path=None) -> tuple[Task, dict]:
+    """Build a built-in task at a preset.
+
+    Args:
+        name: ``"mlp"``, ``"fl"`` or ``"lora"``.
+        preset: ``"smoke"``, ``"default"`` or ``"paper"``.
+        device, dtype: where and in which precision data and parameters live.
+        seed: initialisation and data-subset seed (``0``: the evenly spaced selection).
+        data_path: optional local data (MNIST IDX folder, cifar-10-batches-py
+            folder, GLUE SST-2 folder); ``None`` = bundled package data.
+        model_path: ``lora`` only: local T5 weights (folder or offline
+            Hugging Face cache name); ``None`` = random weights.
+
+    Returns:
+        ``(task, settings)`` with ``settings`` holding ``task``, ``preset``,
+        ``lr``, ``iters``, ``pattern`` (the spec string), ``dtype``,
+        ``device``, ``seed``, every size of the preset, and the data/model
+        sources.
+
+    Raises:
+        UnknownTaskError: unknown name or preset, or ``model_path`` for a task
+            without one.
+        crosscurv.experiments.tasks.errors.DataError: missing or malformed local data/weights.
+    """
+    spec = _spec(name)
+    settings = preset_settings(name, preset)
+    if model_path is not None and not spec.takes_model_path:
+        raise UnknownTaskError(f"task {name!r} takes no model path (only: "
+                               f"{', '.join(t for t, s in TASKS.items() if s.takes_model_path)})")
+    device = torch.device(device)
+    task = spec.build(settings, device=device, dtype=dtype, seed=seed, data_path=data_path,
+                      model_path=model_path)
+    settings.update(
+        task=name,
+        preset=preset,
+        pattern=task.default_pattern,
+        dtype=str(dtype).replace("torch.", ""),
+        device=str(device),
+        seed=seed,
+        data_path=None if data_path is None else str(data_path),
+        model_path=None if model_path is None else str(model_path),
+        data_source=task.info.get("data_source"),
+        n_params=task.num_params(),
+        block_sizes=dict(zip(task.block_names, task.block_sizes())),
+    )
+    if "model_source" in task.info:
+        settings["model_source"] = task.info["model_source"]
+    for key in ("examples_per_client", "target_len", "lora_modules"):
+        if key in task.info:
+            settings[key if key != "examples_per_client" else "client_examples"] = task.info[key]
+    return task, settings

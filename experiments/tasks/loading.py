@@ -1,0 +1,217 @@
+"""Resolve the ``TASK`` argument of ``crosscurv run`` to a :class:`crosscurv.numeric.Task`.
+
+``TASK`` is one of
+
+* a built-in task name (``mlp``, ``fl``, ``lora``: :mod:`crosscurv.experiments.tasks`),
+  built at a preset;
+* ``module:factory``: ``factory`` imported from an importable module (the
+  current directory is searched first);
+* ``path/to/file.py:factory``: ``factory`` from a Python file (which may
+  import the modules beside it: its folder is on ``sys.path`` while it loads).
+
+A user factory is called with the keyword arguments it declares among
+``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path``
+(all of them if it takes ``**kwargs``), and returns a :class:`crosscurv.numeric.Task`
+or ``(task, settings)`` where ``settings`` is a dict that may set ``lr``,
+``iters`` and ``pattern`` defaults and anything else to record.
+
+Every failure (unknown task, module that cannot be imported, missing or
+non-callable factory, a factory that raises or returns the wrong type, a
+loss that is not a finite scalar) is a one-line :class:`crosscurv.numeric.TaskError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from typing import Any
+
+import torch
+
+from crosscurv.numeric.task import Task, TaskError
+
+__all__ = ["is_builtin", "load_task", "resolve_factory", "FACTORY_KWARGS"]
+
+#: Keyword arguments a user factory may declare.
+FACTORY_KWARGS = ("device", "dtype", "seed", "preset", "data_path", "model_path")
+
+
+def is_builtin(spec: str) -> bool:
+    return ":" not in spec
+
+
+def _split(spec: str) -> tuple[str, str]:
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise TaskError(f"bad task {spec!r}: use a built-in name, module:factory or path/to/file.py:factory")
+    return where, attr
+
+
+def _import_file(path: str):
+    """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import its neighbours."""
+    if not os.path.isfile(path):
+        raise TaskError(f"task file {path!r} does not exist")
+    name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("not a Python source file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise TaskError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return module
+
+
+def _import_module(name: str):
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        raise TaskError(f"cannot import module {name!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        if added:
+            try:
+                sys.path.remove(cwd)
+            except ValueError:
+                pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+def resolve_factory(spec: str):
+    """The callable named by ``module:factory`` or ``path/to/file.py:factory``.
+
+    Raises:
+        TaskError: one line, when the spec is malformed, the module cannot be
+            imported, or the attribute is missing or not callable.
+    """
+    where, attr = _split(spec)
+    is_file = where.endswith(".py") or os.sep in where or "/" in where
+    module = _import_file(where) if is_file else _import_module(where)
+    if not hasattr(module, attr):
+        raise TaskError(f"{where!r} has no attribute {attr!r}")
+    factory = getattr(module, attr)
+    if not callable(factory):
+        raise TaskError(f"{spec}: {attr!r} is not callable (a {type(factory).__name__})")
+    return factory
+
+
+def call_factory(factory, spec: str, offered: dict):
+    """Call ``factory`` with the keyword arguments of ``offered`` it declares (one-line errors)."""
+    return _call_factory(factory, spec, offered)
+
+
+def _call_factory(factory, spec: str, offered: dict):
+    try:
+        sig = inspect.signature(factory)
+        params = sig.parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            kwargs = dict(offered)
+        else:
+            names = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+            kwargs = {k: v for k, v in offered.items() if k in names}
+    except (TypeError, ValueError):  # builtins without a signature
+        kwargs = {}
+    try:
+        return factory(**kwargs)
+    except Exception as exc:
+        raise TaskError(f"task factory {spec} raised {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def load_task(
+    spec: str,
+    preset: str | None = None,
+    *,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    seed: int = 0,
+    data_path: str | None = None,
+    model_path: str | None = None,
+) -> tuple[Task, dict]:
+    """Build the task named by ``spec`` and check its loss once.
+
+    Args:
+        spec: built-in name, ``module:factory`` or ``path/to/file.py:factory``.
+        preset: built-in preset (``"default"`` when ``None``); passed to a
+            user factory that declares ``preset``.
+        device, dtype: wanted placement.  ``None`` means the default: for
+            built-ins CUDA when available and float32; for user tasks,
+            whatever the factory produced.  A user task is moved with
+            :meth:`crosscurv.numeric.Task.to` when an explicit value differs from it.
+        seed, data_path, model_path: passed on (see module docstring).
+
+    Returns:
+        ``(task, settings)``: ``settings`` holds ``task`` (the spec), the
+        preset's or factory's settings (``lr``, ``iters``, ``pattern`` when
+        they set them) and ``factory`` for user tasks.
+
+    Raises:
+        TaskError, crosscurv.numeric.TaskError, crosscurv.experiments.tasks.UnknownTaskError,
+        crosscurv.experiments.tasks.errors.DataError: one line each.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise TaskError("empty task name")
+    spec = spec.strip()
+    if is_builtin(spec):
+        from crosscurv.experiments.tasks import TASKS, build_task
+
+        if spec not in TASKS:
+            raise TaskError(
+                f"unknown task {spec!r} (built-in tasks: {', '.join(TASKS)}; "
+                "or module:factory, path/to/file.py:factory)"
+            )
+        from crosscurv.numeric.device import resolve_device
+
+        task, settings = build_task(
+            spec,
+            preset or "default",
+            device=device if device is not None else resolve_device("auto"),
+            dtype=dtype if dtype is not None else torch.float32,
+            seed=seed,
+            data_path=data_path,
+            model_path=model_path,
+        )
+        settings = dict(settings)
+        settings["task"] = spec
+    else:
+        factory = resolve_factory(spec)
+        offered = {
+            "device": device,
+            "dtype": dtype,
+            "seed": seed,
+            "preset": preset,
+            "data_path": data_path,
+            "model_path": model_path,
+        }
+        result: Any = _call_factory(factory, spec, offered)
+        extra: dict = {}
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
+            result, extra = result
+        if not isinstance(result, Task):
+            raise TaskError(
+                f"task factory {spec} returned {type(result).__name__}, expected a crosscurv.numeric.Task "
+                "(or a (Task, settings dict) pair)"
+            )
+        task = result
+        if (device is not None and task.device != device) or (dtype is not None and task.dtype != dtype):
+            task = task.to(device=device, dtype=dtype)
+        settings = {**extra, "task": spec, "factory": spec, "preset": preset}
+    task.check_loss()
+    return task, settings

@@ -1,0 +1,109 @@
+"""``crosscurv advise`` as a user runs it: --json schema on the smoke MLP, a user factory, resume, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+FACTORY = """
+import torch
+from crosscurv.numeric import Task
+
+def make(seed=0, dtype=None):
+    g = torch.Generator().manual_seed(seed)
+    dt = dtype or torch.float64
+    A = torch.randn(6, 6, generator=g, dtype=dt)
+    A = A @ A.T / 6 + torch.eye(6, dtype=dt)
+    b = torch.randn(6, generator=g, dtype=dt)
+    p = {"x": torch.randn(2, generator=g, dtype=dt), "y": torch.randn(2, generator=g, dtype=dt),
+         "z": torch.randn(2, generator=g, dtype=dt)}
+
+    def loss(q):
+        t = torch.cat([q["x"], q["y"], q["z"]])
+        return 0.5 * t @ A @ t - b @ t + (t ** 4).sum() / 10
+
+    return Task(p, loss, {"bx": ["x"], "by": ["y"], "bz": ["z"]}, name="quartic3"), {"lr": 0.05, "iters": 6}
+"""
+
+
+def _cli(*args, cwd=None, timeout=300):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "crosscurv.experiments.cli", "advise", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def factory(tmp_path):
+    path = tmp_path / "task3.py"
+    path.write_text(textwrap.dedent(FACTORY))
+    return f"{path}:make"
+
+
+def test_smoke_mlp_json_schema(tmp_path):
+    r = _cli("mlp", "--preset", "smoke", "--iters", "5", "--json", "--out", str(tmp_path / "run"), timeout=600)
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert isinstance(obj["recommendation"], str) and obj["recommendation"].startswith("at K = 5: use ")
+    rows = obj["per_iteration"]
+    assert [row["k"] for row in rows] == [1, 2, 3, 4, 5]
+    cands = ["jc", "gs", "gs:8,7,6,5,4,3,2,1", "chain"]  # the MLP has 8 blocks: no full list of GS orders
+    for row in rows:
+        assert {"k", "estimates", "errors", "best", "certified"} <= set(row)
+        assert list(row["estimates"]) == cands and list(row["errors"]) == cands
+        assert row["estimates"]["jc"] == 0.0 and row["errors"]["jc"] == 0.0
+        assert row["best"] in cands and isinstance(row["certified"], bool)
+        assert all(isinstance(v, float) and v >= 0 for v in row["errors"].values())
+    assert (tmp_path / "run" / "advice.csv").exists() and (tmp_path / "run" / "advice.json").exists()
+
+
+def test_user_factory_spelling_resume_and_validate(tmp_path, factory):
+    out = str(tmp_path / "a")
+    r = _cli(factory, "--patterns", "gs:bz,by,bx;chain;2<-1", "--json", "--out", out)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)
+    assert list(first["per_iteration"][0]["estimates"]) == ["jc", "gs:bz,by,bx", "chain", "2<-1"]
+    r = _cli(factory, "--patterns", "gs:bz,by,bx;chain;2<-1", "--json", "--out", out, "--resume", "--iters", "9",
+             "--validate")
+    assert r.returncode == 0, r.stderr
+    ext = json.loads(r.stdout)
+    assert ext["per_iteration"][:6] == first["per_iteration"]
+    assert len(ext["per_iteration"]) == 9
+    val = ext["validation"]
+    assert val["agree_all"][1] == 9 and 0 <= val["agree_all"][0] <= 9
+    assert os.path.exists(os.path.join(out, "validation.json"))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--patterns", "gs;3<-3"], "self pairs"),
+    (["--patterns", "gs;gs:1,2,3"], "same scheme"),
+    (["--optimizer", "adam"], "plain steps only"),
+    (["--optimizer", "bogus"], "optimizer"),
+    (["--block-lr", "bx=2"], "plain steps only"),
+    (["--lr", "-1"], "--lr"),
+    (["--iters", "0"], "--iters"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, factory, args, needle):
+    out = tmp_path / "bad"
+    r = _cli(factory, "--out", str(out), *args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crosscurv: error: ") and needle in lines[0], r.stderr
+    assert not (out / "advice.csv").exists()
+
+
+def test_resume_refusals(tmp_path, factory):
+    out = str(tmp_path / "r")
+    r = _cli(factory, "--resume", "--out", out)
+    assert r.returncode == 2 and "nothing to resume" in r.stderr
+    assert _cli(factory, "--out", out).returncode == 0
+    r = _cli(factory, "--out", out)
+    assert r.returncode == 2 and "already holds" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = _cli(factory, "--out", out, "--resume", "--lr", "0.07")
+    assert r.returncode == 2 and "setting lr differs" in r.stderr

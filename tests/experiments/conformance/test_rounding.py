@@ -1,0 +1,55 @@
+"""``python -m crosscurv.experiments.conformance.rounding``: the measurement the comparison tolerances rest on."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from crosscurv.experiments.conformance.rounding import COLUMNS, column_spread, main, measure, measured_rounding
+from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, TOLERANCES, stated_rounding
+
+
+def test_spread_of_a_known_perturbation():
+    ref = {c: [2.0, -1.0, 1e-6] for c in COLUMNS}
+    ref["gap_err"] = [0.0, 0.0, 0.0]
+    var = {c: [2.0 * (1 + 1e-6), -1.0, 1e-6 + 3e-9] for c in COLUMNS}
+    var["gap_err"] = [0.0, 0.0, 0.0]
+    s = column_spread(ref, var)["recursive"]
+    assert math.isclose(s["rel"], 1e-6)  # the values within a tenth of the largest: 2 and -1
+    assert math.isclose(s["beyond"], (3e-9 - 1e-6 * 1e-6) / 2.0)  # the value near zero, in units of the loss scale
+    var["gap_err"] = [0.0, 0.0, 3e-9]  # the gap is only known to within gap_err
+    assert column_spread(ref, var)["gap"]["beyond"] == 0.0
+    var["loss_jc"][1] = math.nan
+    assert column_spread(ref, var)["loss_jc"]["rel"] == math.inf
+
+
+@pytest.mark.portable
+def test_a_fresh_measurement_is_within_the_stated_rounding(capsys):
+    """The golden quadratic, remeasured (threads, engine, the NumPy example): within MEASURED_ROUNDING."""
+    res = measure(tasks=(), golden=["quadratic"])
+    variants = {r["variant"] for r in res}
+    assert variants == {"threads", "engine", "numpy", "subtraction"}
+    got = measured_rounding(res)["float64"]
+    for c in COLUMNS:  # a part measured as exactly 0 on one CPU is rounding on another: stated at least eps
+        rel, beyond = stated_rounding("float64", c)
+        assert got[c][0] <= rel and got[c][1] <= beyond, (c, got[c], (rel, beyond))
+    assert got["loss_jc"][0] > 0  # the NumPy implementation does round differently
+
+
+def test_no_stated_rounding_or_tolerance_is_zero():
+    for dtype, cols in MEASURED_ROUNDING.items():
+        for c in cols:
+            assert min(stated_rounding(dtype, c)) >= EPS[dtype] > 0, (dtype, c)
+            assert min(TOLERANCES[dtype][c]) > 0, (dtype, c)
+
+
+def test_the_table_is_printed_from_saved_measurements(tmp_path, capsys):
+    import json
+
+    res = measure(tasks=(), golden=["quadratic"])
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(res))
+    assert main(["--load", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "| `recursive` |" in out and "numpy" in out and "in force" in out
