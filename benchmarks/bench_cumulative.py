@@ -1,6 +1,6 @@
 """Cost of the protocol is linear in K: time(2K) / time(K) of ``run_protocol`` (target <= 2.1).
 
-Theorem 3 (README, "Per-iteration records"): the cumulative state obeys ``z_{k+1} = (I - eta H_JC^k) z_k + eta^2 u^k``,
+Theorem 3 (docs/protocol.md): the cumulative state obeys ``z_{k+1} = (I - eta H_JC^k) z_k + eta^2 u^k``,
 so a run of ``K`` iterations needs ``O(K)`` HVPs, not the ``O(K^2)`` of
 evaluating Theorem 3's unrolled sum ``z_K = eta^2 sum_j Phi_{K,j+1} M_S^j g_S^j``
 afresh at every ``K``.  This script measures, in one process:

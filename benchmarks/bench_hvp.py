@@ -1,4 +1,4 @@
-"""HVP time / gradient time on the CPU for the three studies' model shapes (README, Performance).
+"""HVP time / gradient time on the CPU for the three studies' model shapes (reports/performance.md).
 
 Models (random data, float32, eval mode, no dropout):
 

@@ -27,8 +27,8 @@ order ``eta^3`` per step like the kept ones.  On a quadratic loss (no third
 derivative) ``corrected`` is exact up to ``O(eta^3)`` per step and ``error``
 is the error of the JC-only estimate to leading order
 (``tests/numeric/test_advice.py``); on non-quadratic losses the dropped term
-can dominate and ``error`` then *underestimates* the actual error (README,
-"Advise"): an estimate of the first neglected terms, not a bound.
+can dominate and ``error`` then *underestimates* the actual error
+(docs/advise.md): an estimate of the first neglected terms, not a bound.
 
 One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap from the JC point
 (:func:`crosscurv.numeric.steps.scheme_step`, :func:`crosscurv.numeric.gap.loss_gap`) is compared

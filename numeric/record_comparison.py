@@ -48,7 +48,7 @@ SAFETY = 10.0
 EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 #: Measured rounding of each record column, ``(rel, beyond)``, per dtype:
-#: ``python -m crosscurv.experiments.conformance.rounding`` (the README's "Tolerances" table; its
+#: ``python -m crosscurv.experiments.conformance.rounding`` (the "Tolerances" table of docs/reproducibility.md; its
 #: docstring defines the measurement).  Runs of the same protocol that differ
 #: only in the order or precision of their floating-point operations (1 against
 #: 2 threads, the other HVP engine, float32 against float64, and the

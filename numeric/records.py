@@ -1,6 +1,6 @@
 """The run directory of the controlled protocol: ``records.csv``, ``summary.json``, ``checkpoint.pt``.
 
-Per-iteration record (README, "Per-iteration records and the protocol"), one CSV row per
+Per-iteration record (docs/protocol.md), one CSV row per
 iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 
 * ``k``: iteration (number of complete block sweeps);

@@ -52,13 +52,20 @@ def test_whole_snippet_runs():
     assert len(out.strip().splitlines()) == 2 + 5
 
 
+def _page_blocks(page: str) -> list[str]:
+    """The python blocks of a docs page."""
+    text = (README.parent / "docs" / page).read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
 def test_chain_block_gives_the_same_step_bit_for_bit():
-    """The second block: a chained copy of the task takes the very GS step of the task itself."""
+    """docs/python.md's chain block: a chained copy of the task takes the very GS step of the task itself."""
     import torch
 
     import crosscurv.numeric
 
-    ns, _ = _run(_snippet().split(PROTOCOL_PART, 1)[0] + _snippet(1))
+    first, chain = _page_blocks("python.md")[:2]
+    ns, _ = _run(first.split(PROTOCOL_PART, 1)[0] + chain)
     plain = crosscurv.numeric.gauss_seidel_step(ns["task"], ns["task"].params, 0.1)
     assert ns["chained"].chain is not None
     assert all(torch.equal(ns["step"][k], plain[k]) for k in plain)

@@ -67,7 +67,7 @@ ALLOWED_DIMS = (1, 2)
 #: The largest total dimension ``d = N * D`` :func:`derive` accepts.  The
 #: Lemma 3 / Theorem 2 check expands a fourth-order Taylor model whose
 #: tensor ``Q`` alone has ``C(d + 3, 4)`` symbols, and its time grows about
-#: threefold per added coordinate (README, "Size limit of crosscurv derive":
+#: threefold per added coordinate (docs/cli.md, "Size limit of crosscurv derive":
 #: one to two minutes at ``d = 8`` on a loaded 2-core machine, ``d = 10`` not
 #: done after four minutes).  ``crosscurv scaling`` and ``crosscurv run`` check
 #: the same results numerically on models of any size.

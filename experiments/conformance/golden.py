@@ -291,7 +291,7 @@ def _case_quartic_momentum() -> GoldenCase:
     case = _case_quartic()
     case.name, case.optimizer = "quartic_momentum", "momentum:0.9"
     case.title = "the quartic case with heavy-ball momentum 0.9 on both runs"
-    case.notes = ["Beyond the paper: both runs take torch.optim.SGD(momentum=0.9) steps (README, 'Optimizers')."]
+    case.notes = ["Beyond the paper: both runs take torch.optim.SGD(momentum=0.9) steps (docs/optimizers.md)."]
     return case
 
 
@@ -299,7 +299,7 @@ def _case_quadratic_block_lr() -> GoldenCase:
     case = _case_quadratic()
     case.name, case.block_lr = "quadratic_block_lr", {"x1": 4.0, "x3": 0.5}
     case.title = "the quadratic case with per-block step sizes lr * (4, 1, 0.5)"
-    case.notes = ["Beyond the paper: block x1 steps with 4 lr, x3 with lr/2, x2 with lr (README, 'Optimizers')."]
+    case.notes = ["Beyond the paper: block x1 steps with 4 lr, x3 with lr/2, x2 with lr (docs/optimizers.md)."]
     return case
 
 

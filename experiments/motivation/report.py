@@ -24,7 +24,7 @@ from .runner import load_run
 
 __all__ = ["write_motivation_report", "load_runs", "COMMAND"]
 
-#: the one command that regenerates the committed report (README, "Motivation study")
+#: the one command that regenerates the committed report (docs/motivation.md)
 COMMAND = "crosscurv motivation --preset default --out reports/runs/motivation --report reports"
 
 _PAPER = {

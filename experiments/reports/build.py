@@ -348,7 +348,7 @@ def _hvp_line(summary: dict) -> str | None:
 
 
 #: float64 against float32, CPU seconds per iteration, one thread (``crosscurv run TASK --dtype float64
-#: --iters 6`` against the same with float32; README "Reproducibility")
+#: --iters 6`` against the same with float32; docs/reproducibility.md)
 FLOAT64_COST = {"mlp": 1.9, "fl": 3.2, "lora": 2.0}
 
 
@@ -364,7 +364,7 @@ def _reproducibility_lines(runs, studies_result) -> list[str]:
         "records bit for bit on another machine of the same kind, whatever its core count or the user's "
         "`OMP_NUM_THREADS`. The measured gap is the segment integral of the gradient (no cancellation) where "
         "that is the more precise measurement and the two losses do not refute it, else `loss_s - loss_jc`; "
-        "either way it carries an error bound (`gap_err`; an iteration within it is undecided; README, "
+        "either way it carries an error bound (`gap_err`; an iteration within it is undecided; docs/protocol.md, "
         "\"How the gap is measured\"). Float64 studies were rejected for their cost: "
         + ", ".join(f"{t} {r:g}x" for t, r in FLOAT64_COST.items())
         + " the CPU time per iteration of float32 (`crosscurv run TASK --dtype float64 --iters 6` against the "

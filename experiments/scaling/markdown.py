@@ -155,7 +155,7 @@ def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[s
     lines = [
         "## Optimizers beyond the paper",
         "",
-        "The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` (README, 'Optimizers beyond the "
+        "The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` (docs/optimizers.md, 'Optimizers beyond the "
         f"paper') on the tanh MLP of the property tests (3-4-4-2, float64, 3 blocks, pattern gs), block step-size "
         f"factors F = {', '.join(f'{f:g}' for f in first.info['factors'])}: the one-step remainder "
         "`(L_S - L_JC) - eta^2 g^T F J_phi M_S F phi` from a warm common point and state (two JC steps), and "

@@ -62,7 +62,7 @@ def add_arguments(p) -> None:
     p.add_argument("--optimizer", default="sgd", metavar="SPEC",
                    help="block-separable optimizer of both runs: sgd (default: the paper's plain steps), "
                         "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] (torch.optim.Adam); the "
-                        "estimates are their generalizations (README, 'Optimizers beyond the paper')")
+                        "estimates are their generalizations (docs/optimizers.md)")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step sizes: block NAME (or its 1-based index) steps with lr * FACTOR; "
                         "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")

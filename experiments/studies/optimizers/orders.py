@@ -1,4 +1,4 @@
-"""Observed orders of the optimizer generalizations on two fixed small problems (the README's figures).
+"""Observed orders of the optimizer generalizations on two fixed small problems (docs/optimizers.md).
 
     python -m crosscurv.experiments.studies.optimizers.orders [--quick] [--only SPEC,...]
 

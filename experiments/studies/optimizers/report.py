@@ -291,7 +291,7 @@ def render(root: str, seeds, iters: int, command: str) -> str:
         "",
         "Every run is `crosscurv run TASK --preset default --seed S --iters K` with the variant's flags: JC and "
         "the task's pattern (`gs`) from the same start, both with the same optimizer from zero state; the "
-        "`recursive`, `cumulative` and `jc_only` columns are the generalized estimates (README, 'Optimizers beyond "
+        "`recursive`, `cumulative` and `jc_only` columns are the generalized estimates (docs/optimizers.md, 'Optimizers beyond "
         "the paper'). `K` is shorter than the presets' (300-500) so that all runs fit a shared 2-core CPU; "
         "'switch points' and winners are over these `K` iterations only.",
         "",
