@@ -111,3 +111,22 @@ def test_t5_with_sdpa_attention_gets_a_verdict():
     r = identify_step(as_user_step((task, alternating, "gs")), seeds=(0,), n_etas=3)
     assert r.ok and r.matches == ["gs:encoder,decoder"], r.text()
     assert r.route.name == "central-differences" and "flash_attention" in r.route.reason
+
+
+def test_compiled_module_gets_a_verdict():
+    """``torch.compile`` (dynamo and AOTAutograd, here with the compiler-free ``aot_eager`` backend) has no
+    double backward through its compiled graph: the step still gets its verdict, by gradient differences."""
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = torch.compile(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double(), backend="aot_eager")
+    x, y = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, 2, dtype=torch.float64)
+    task = task_from_module(model, lambda forward, p: torch.nn.functional.mse_loss(forward(x), y),
+                            [("A", r"0\."), ("B", r"2\.")], name="compiled")
+
+    def gs_step(params, lr):
+        return scheme_step(task, params, "gs:A,B", lr)
+
+    r = identify_step(as_user_step((task, gs_step, "gs:A,B")), **FAST)
+    assert r.ok and r.matches == ["gs:A,B"], r.text()
+    assert r.route is not None and r.route.name == "central-differences"
