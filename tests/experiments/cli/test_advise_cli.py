@@ -35,7 +35,7 @@ def make(seed=0, dtype=None):
 
 def _cli(*args, cwd=None, timeout=300):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "crosscurv.experiments.cli", "advise", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crosscurv", "advise", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
 
 

@@ -39,6 +39,7 @@ def _one_internal_error_line(err: str):
 ARGV = {
     "derive": ["derive"],
     "run": ["run", "mlp"],
+    "advise": ["advise", "mlp", "--iters", "2"],
     "scaling": ["scaling", "--quick"],
     "table": ["table", "somewhere"],
     "report": ["report"],
