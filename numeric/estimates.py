@@ -261,7 +261,8 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
         op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
         ncv = min(n, 20)
         try:
-            w, V = eigsh(op, k=2, which="BE", v0=start, tol=tol, ncv=ncv, maxiter=maxiter or max(100, 10 * n))
+            with _one_blas_thread():
+                w, V = eigsh(op, k=2, which="BE", v0=start, tol=tol, ncv=ncv, maxiter=maxiter or max(100, 10 * n))
         except ArpackNoConvergence as exc:
             w, V = exc.eigenvalues, exc.eigenvectors
             if len(w) < 2:
@@ -283,6 +284,16 @@ def _residual(hvp, *pairs) -> float:
         r = float(tree.norm({k: Hv[k].to(torch.float64) - lam * v[k].to(torch.float64) for k in v}))
         worst = max(worst, r / scale if scale > 0 else (0.0 if r == 0 else math.inf))
     return worst
+
+
+def _one_blas_thread():
+    """SciPy's BLAS (ARPACK's and lobpcg's vector algebra) limited to one thread while the extremes are
+    computed: a BLAS thread pool splits its sums by thread count, so without the limit the extremes of one
+    run on one machine would depend on how many BLAS threads the process happened to start with (a Ray
+    worker imports NumPy before the sweep sets its thread count)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxiter: int):
@@ -309,7 +320,8 @@ def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxi
     x0 = _flat64(v, keys).reshape(n, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "not reaching the requested tolerance" is read from the residual below
-        lam, X, rnorms = lobpcg(op, x0, tol=atol, maxiter=maxiter, largest=largest, retResidualNormsHistory=True)
+        with _one_blas_thread():
+            lam, X, rnorms = lobpcg(op, x0, tol=atol, maxiter=maxiter, largest=largest, retResidualNormsHistory=True)
     res = float(np.ravel(rnorms[-1])[0]) if len(rnorms) else math.inf
     x = X[:, 0] / np.linalg.norm(X[:, 0])
     return float(lam[0]), _unflat(x, like), res, count[0]
