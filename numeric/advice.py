@@ -83,7 +83,7 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern
 from . import tree
 from .estimates import propagate, quadratic_from_linear
 from .point import PointCurvature
-from .protocol import CHECKPOINT_SECONDS, _jsonable, _theta_digest, choose_engine
+from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import atomic_torch_save, atomic_write_text, json_safe, read_text, write_summary
 from .steps import block_keys
 
@@ -414,13 +414,13 @@ def _masked(point, cand: _Candidate, keys: list, v: Mapping) -> dict:
 
 
 def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
-    s = dict(_jsonable(extra or {}))
-    s.update(task=s.get("task", task.name), task_info=_jsonable(task.info),
+    s = dict(jsonable(extra or {}))
+    s.update(task=s.get("task", task.name), task_info=jsonable(task.info),
              blocks=dict(zip(task.block_names, task.block_sizes())), n_params=task.num_params(),
              candidates=[{"name": n, **p.to_dict()} for n, p in cands], lr=lr, iters=iters,
              dtype=str(task.dtype).replace("torch.", ""), device=str(task.device), seed=seed, hvp=hvp_method,
-             theta0_sha256=_theta_digest(task.params))
-    return _jsonable(s)
+             theta0_sha256=theta_digest(task.params))
+    return jsonable(s)
 
 
 def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
@@ -549,9 +549,9 @@ def advise(
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
     """
-    from .protocol import _check_iters, _check_lr
+    from .protocol import check_iters, check_lr
 
-    lr, iters = _check_lr(lr), _check_iters(iters)
+    lr, iters = check_lr(lr), check_iters(iters)
     cands = parse_candidates(task, patterns)
     names = [n for n, _ in cands]
     run_settings = _settings(task, cands, lr, iters, seed, hvp_method, settings)

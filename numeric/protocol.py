@@ -127,6 +127,10 @@ __all__ = [
     "DIVERGED_EXIT_CODE",
     "CHECKPOINT_SECONDS",
     "run_protocol",
+    "check_lr",
+    "check_iters",
+    "jsonable",
+    "theta_digest",
     "crosscurv_version",
 ]
 
@@ -204,7 +208,8 @@ def crosscurv_version() -> str:
 
 
 # -- input checks ----------------------------------------------------------------
-def _check_lr(lr) -> float:
+def check_lr(lr) -> float:
+    """``lr`` as a float; a :class:`ProtocolError` unless it is a finite number > 0."""
     try:
         val = float(lr)
     except (TypeError, ValueError):
@@ -214,7 +219,8 @@ def _check_lr(lr) -> float:
     return val
 
 
-def _check_iters(iters) -> int:
+def check_iters(iters) -> int:
+    """``iters`` itself; a :class:`ProtocolError` unless it is an integer >= 1."""
     if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
         raise ProtocolError(f"iterations must be an integer >= 1, got {iters!r}")
     return iters
@@ -228,12 +234,13 @@ def _as_pattern(task, pattern) -> DelayPattern:
     return pattern
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """``obj`` normalised through a JSON round trip (non-JSON values become strings)."""
     return json.loads(json.dumps(obj, default=str))
 
 
-def _theta_digest(params: Mapping) -> str:
+def theta_digest(params: Mapping) -> str:
+    """SHA-256 of the parameters' names, shapes and bytes: ``theta0_sha256`` in a run's summary."""
     h = hashlib.sha256()
     for k, v in params.items():
         h.update(k.encode())
@@ -287,11 +294,11 @@ def choose_engine(task, hvp_method: str = "auto", chunk_size: int | None = None)
 
 # -- settings ----------------------------------------------------------------------------
 def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra, setup) -> dict:
-    s = dict(_jsonable(extra or {}))
+    s = dict(jsonable(extra or {}))
     s.update(setup.settings())
     s.update(
         task=task.name if "task" not in s else s["task"],
-        task_info=_jsonable(task.info),
+        task_info=jsonable(task.info),
         blocks=dict(zip(task.block_names, task.block_sizes())),
         n_params=task.num_params(),
         pattern=pattern.to_dict(),
@@ -303,9 +310,9 @@ def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every,
         hvp=hvp_method,
         hvp_chunk_size=chunk_size,
         checkpoint_every=every,
-        theta0_sha256=_theta_digest(task.params),
+        theta0_sha256=theta_digest(task.params),
     )
-    return _jsonable(s)
+    return jsonable(s)
 
 
 def _first_difference(saved: Mapping, now: Mapping) -> str | None:
@@ -1003,8 +1010,8 @@ def run_protocol(
         KeyboardInterrupt and any exception from ``on_record`` propagate after
         ``summary.json`` is written with status ``"interrupted"``.
     """
-    lr = _check_lr(lr)
-    iters = _check_iters(iters)
+    lr = check_lr(lr)
+    iters = check_iters(iters)
     pattern = _as_pattern(task, pattern)
     if hvp_method not in HVP_METHODS:
         raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")

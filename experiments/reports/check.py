@@ -364,12 +364,12 @@ def _start_differs(task, settings: dict) -> str | None:
     absent or different: folders from before the inputs were drawn the same on every CPU) is named as such,
     not as a changed task.
     """
-    from crosscurv.numeric.protocol import _theta_digest
+    from crosscurv.numeric.protocol import theta_digest
 
     then = settings.get("task_info") or {}
     now = task.info or {}
     digest = settings.get("theta0_sha256")
-    theta = digest is not None and _theta_digest(task.params) != digest
+    theta = digest is not None and theta_digest(task.params) != digest
     frozen = now.get("frozen_sha256") is not None and then.get("frozen_sha256") != now.get("frozen_sha256")
     if not (theta or frozen):
         return None

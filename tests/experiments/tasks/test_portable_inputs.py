@@ -30,7 +30,7 @@ DIGESTS = r'''
 import hashlib, json, warnings
 warnings.filterwarnings("ignore")
 import torch
-from crosscurv.numeric.protocol import _theta_digest
+from crosscurv.numeric.protocol import theta_digest
 from crosscurv.experiments.tasks import build_task
 from crosscurv.experiments.conformance.golden import CASES, build_case, case_task
 from crosscurv.experiments.problems.networks import tanh_mlp_problem, bilinear_problem, mnist_mlp_problem
@@ -45,18 +45,18 @@ out = {}
 for name in ("mlp", "fl", "lora"):
     for preset in ("smoke", "default"):
         task, _ = build_task(name, preset, seed=1 if preset == "smoke" else 0)
-        out[f"task {name} {preset}"] = [_theta_digest(task.params), task.info.get("frozen_sha256"), task.info["init"]]
+        out[f"task {name} {preset}"] = [theta_digest(task.params), task.info.get("frozen_sha256"), task.info["init"]]
 for name in CASES:
-    out[f"golden {name}"] = _theta_digest(case_task(build_case(name)).params)
+    out[f"golden {name}"] = theta_digest(case_task(build_case(name)).params)
 for name, build in {**cases.CASES, "relu_mlp": cases.relu_mlp}.items():
     for dtype in (torch.float32, torch.float64):
         task = build(dtype=dtype)
         task = task[0] if isinstance(task, tuple) else task  # task_from_module: (task, ...)
-        out[f"case {name} {dtype}"] = _theta_digest(task.params)
-out["problem tanh_mlp"] = _theta_digest(tanh_mlp_problem(1).task.params)
-out["problem bilinear"] = _theta_digest(bilinear_problem(1).task.params)
-out["problem quartic"] = _theta_digest(quartic_problem(1, (2, 3)).task.params)
-out["problem mnist_mlp"] = _theta_digest(mnist_mlp_problem(1, examples=8, widths=(784, 16, 10), scale_iters=1).task.params)
+        out[f"case {name} {dtype}"] = theta_digest(task.params)
+out["problem tanh_mlp"] = theta_digest(tanh_mlp_problem(1).task.params)
+out["problem bilinear"] = theta_digest(bilinear_problem(1).task.params)
+out["problem quartic"] = theta_digest(quartic_problem(1, (2, 3)).task.params)
+out["problem mnist_mlp"] = theta_digest(mnist_mlp_problem(1, examples=8, widths=(784, 16, 10), scale_iters=1).task.params)
 out["data mnist seed 3"] = h(load_mnist(20, seed=3).x)
 out["data cifar seed 2"] = h(load_cifar10(6, seed=2).x)
 out["data sst2 seed 1"] = hashlib.sha256(json.dumps(load_sst2(8, seed=1).sentences).encode()).hexdigest()
