@@ -14,7 +14,10 @@ Prints the wall time of the identification (the model build excluded and
 reported separately), the number of gradient evaluations by kind, and the
 verdict.  Target: under 5 minutes on 2 cores.  Not a test: run by hand::
 
-    .venv/bin/python benchmarks/bench_validate_step.py [--threads 1] [--seq 16] [--batch 2]
+    .venv/bin/python benchmarks/bench_validate_step.py [--threads 1] [--seq 16] [--batch 2] [--out FILE.md]
+
+``--out`` also writes the lines into a Markdown report (``reports/validate_step.md`` is written so),
+headed by the command, the date, the CPU and the torch version.
 
 Exit code 0 when the verdict is the expected GS(B, A) and the time is within
 the target, 1 otherwise.
@@ -39,6 +42,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--rank", type=int, default=8)
+    ap.add_argument("--out", default=None, help="also write the result as a Markdown report to this file")
     args = ap.parse_args(argv)
 
     import torch
@@ -73,15 +77,33 @@ def main(argv=None) -> int:
     report = identify_step(user)
     run_s = time.perf_counter() - t1
     si.grad = real_grad
-    print(f"model: T5-small shape (about 60 M parameters), LoRA rank {args.rank} on q,v: "
+    lines = []
+
+    def say(line: str) -> None:
+        print(line)
+        lines.append(line)
+
+    say(f"model: T5-small shape (about 60 M parameters), LoRA rank {args.rank} on q,v: "
           f"{user.task.num_params()} trainable; batch {args.batch} x {args.seq} tokens; float64; "
           f"{args.threads} thread(s)")
-    print(f"build: {build_s:.1f} s; load average during the run: {os.getloadavg()[0]:.1f} "
+    say(f"build: {build_s:.1f} s; load average during the run: {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} cores (others' processes slow a shared machine down)")
-    print(f"validate-step (identify_step, defaults): {run_s:.1f} s  (target < {TARGET_S:.0f} s)")
-    print("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    print(report.route.describe() if report.route else "no curvature products")
-    print("verdict: " + report.verdict())
+    say(f"validate-step (identify_step, defaults): {run_s:.1f} s  (target < {TARGET_S:.0f} s)")
+    say("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    say(report.route.describe() if report.route else "no curvature products")
+    say("verdict: " + report.verdict())
+    if args.out:
+        import platform
+        import sys
+
+        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+                   platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+        head = ["# validate-step on a T5-small-sized peft LoRA model", "",
+                f"Written by `python benchmarks/bench_validate_step.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+                f" on {time.strftime('%Y-%m-%d')}: {cpu}, {os.cpu_count()} cores, torch {torch.__version__}."
+                " Wall time of one process; others' processes on a shared machine slow it down (the load is stated).", ""]
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(head + [f"- {ln}" for ln in lines]) + "\n")
     return 0 if (report.matches == ["gs:B,A"] and run_s < TARGET_S) else 1
 
 
