@@ -30,11 +30,9 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("task", metavar="TASK", help="built-in task name, module:factory or path/to/file.py:factory")
-    p.add_argument("--preset", choices=("smoke", "default", "paper"), default=None,
-                   help="built-in task sizes and settings (default: default)")
-    p.add_argument("--lr", type=float, default=None, help="constant learning rate eta > 0 (default: the preset's)")
-    p.add_argument("--iters", type=int, default=None, help="budget K >= 1 (default: the preset's)")
+    from crosscurv.experiments.cli.commands.run import add_task_arguments
+
+    add_task_arguments(p, iters_help="budget K >= 1 (default: the preset's)")
     p.add_argument("--patterns", "--pattern", dest="patterns", default=None, metavar="P1;P2;...",
                    help="candidates separated by ';' (jc, gs, gs:ORDER, chain, chain:ORDER, i<-j,...); default: jc, "
                         "gs, gs reversed, every GS order when N <= 4, chain; jc is always the reference")
@@ -42,17 +40,11 @@ def add_arguments(p) -> None:
                    help="only sgd (plain steps) is supported by advise")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step sizes: not supported by advise (factors of 1 only)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
-                   help="parameter dtype (default: float32 for built-ins, the factory's for user tasks)")
-    p.add_argument("--device", default=None, help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
     p.add_argument("--out", default=None, help="run directory (default: runs/advise-<task>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
     p.add_argument("--json", action="store_true",
                    help="print {recommendation, per_iteration: [{k, estimates, errors, best, certified}]} on stdout")
-    p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
-    p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
                    help="Hessian-vector products (as crosscurv run)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",

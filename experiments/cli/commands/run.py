@@ -30,25 +30,34 @@ HELP = (
 )
 
 
-def add_arguments(p) -> None:
+def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the preset's)") -> None:
+    """The flags :func:`load` reads: which task, its preset, ``lr``, ``iters``, dtype, device, seed, local data
+    and weights, and the thread count (shared by every command that builds a task this way)."""
     p.add_argument("task", metavar="TASK", help="built-in task name, module:factory or path/to/file.py:factory")
     p.add_argument("--preset", choices=("smoke", "default", "paper"), default=None,
                    help="built-in task sizes and settings (default: default)")
-    p.add_argument("--pattern", default=None,
-                   help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,... (default: the task's)")
     p.add_argument("--lr", type=float, default=None, help="constant learning rate eta > 0 (default: the preset's)")
-    p.add_argument("--iters", type=int, default=None, help="iterations K >= 1 (default: the preset's)")
+    p.add_argument("--iters", type=int, default=None, help=iters_help)
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="parameter dtype (default: float32 for built-ins, the factory's for user tasks)")
     p.add_argument("--device", default=None,
                    help="auto, cpu, cuda or cuda:N (default: auto for built-ins, the factory's for user tasks)")
     p.add_argument("--seed", type=int, default=0, help="initialisation and power-iteration seed (default 0)")
+    p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
+    p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: two were measured slower than one "
+                        "on a shared 2-core machine; recorded in summary.json as threads and threads_source)")
+
+
+def add_arguments(p) -> None:
+    add_task_arguments(p)
+    p.add_argument("--pattern", default=None,
+                   help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,... (default: the task's)")
     p.add_argument("--out", default=None, help="run directory (default: runs/<task>-<pattern>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
     p.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
-    p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
-    p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
                    help="Hessian-vector products: reverse = double backward on one retained graph per point, "
                         "forward = batched forward-over-reverse; auto (default) = reverse when the model has a "
@@ -66,9 +75,6 @@ def add_arguments(p) -> None:
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step sizes: block NAME (or its 1-based index) steps with lr * FACTOR; "
                         "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: two were measured slower than one "
-                        "on a shared 2-core machine; recorded in summary.json as threads and threads_source)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="records between checkpoints (default: one a minute at most, and one before the last "
                         "iteration)")
