@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["ITERS", "SEEDS", "RUNS_DIR", "Variant", "Study", "SGD", "STUDIES", "run_dir"]
+__all__ = ["ITERS", "SEEDS", "RUNS_DIR", "Variant", "OptimizerStudy", "SGD", "STUDIES", "run_dir"]
 
 #: The default number of iterations (the default presets run 300-500; these studies need many runs).
 ITERS = 40
@@ -38,7 +38,9 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class Study:
+class OptimizerStudy:
+    """One optimizer study: a question about ``task`` answered by comparing its variants with the first (the baseline)."""
+
     name: str
     task: str
     title: str
@@ -52,13 +54,13 @@ class Study:
 
 SGD = Variant("sgd")
 STUDIES = (
-    Study("lora_lrplus", "lora", "LoRA+ step-size ratios on lora",
+    OptimizerStudy("lora_lrplus", "lora", "LoRA+ step-size ratios on lora",
           "eta_B / eta_A in {1, 4, 16} (eta_A = the preset's lr 0.03, --block-lr B=4 / B=16)",
           (SGD, Variant("block-lr-B4", block_lr="B=4"), Variant("block-lr-B16", block_lr="B=16"))),
-    Study("fl_momentum", "fl", "Heavy ball on fl",
+    OptimizerStudy("fl_momentum", "fl", "Heavy ball on fl",
           "torch.optim.SGD(momentum=0.9) on both runs, the preset's lr 0.05 (--optimizer momentum:0.9)",
           (SGD, Variant("momentum-0.9", optimizer="momentum:0.9"))),
-    Study("lora_adam", "lora", "Adam on lora",
+    OptimizerStudy("lora_adam", "lora", "Adam on lora",
           "torch.optim.Adam (0.9, 0.999, 1e-8) on both runs at lr 1e-3 (--optimizer adam --lr 0.001)",
           (SGD, Variant("adam-lr1e-3", optimizer="adam", lr=1e-3))),
 )

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, Study, Variant, run_dir  # noqa: F401
+from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, Variant, run_dir  # noqa: F401
 from crosscurv.experiments.studies.optimizers.report import write_report
 
 
