@@ -75,6 +75,8 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the command line does: idle OpenMP threads must not spin
 import torch  # noqa: E402
 
+from crosscurv.experiments.reports.numbers import number  # noqa: E402
+
 __all__ = ["COLUMNS", "column_spread", "measure", "main"]
 
 #: The value columns measured (``k`` is exact by construction).
@@ -257,7 +259,7 @@ def measured_rounding(results: list[dict]) -> dict:
 
 
 def _fmt(x: float) -> str:
-    return "0" if x == 0 else ("inf" if math.isinf(x) else f"{x:.1e}")
+    return "0" if x == 0 else number(x, ".1e")
 
 
 def table(results: list[dict]) -> str:

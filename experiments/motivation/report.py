@@ -13,14 +13,19 @@ import json
 import math
 import os
 import platform
+from functools import partial
 from pathlib import Path
 
 from tabulate import tabulate
 
+from ..reports.numbers import number
 from .analysis import AGREEMENTS, agreement, reversal
 from .figure import criterion_figure, figure1
 from .presets import panel_settings
 from .runner import load_run
+
+#: Infinite values are written ``nan`` here, like missing ones.
+_num = partial(number, infinite="nan")
 
 __all__ = ["write_motivation_report", "load_runs", "COMMAND"]
 
@@ -52,10 +57,6 @@ def load_runs(runs_dir: str, panels, seeds=None) -> dict:
         if runs:
             out[panel] = runs
     return out
-
-
-def _g(x, fmt=".3g") -> str:
-    return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
 
 
 def _settings_lines(panel: str, runs: list) -> list:
@@ -183,7 +184,7 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
             vtotal += vsec
         total += sum(cpu)
         rows.append([panel, len(rs), f"{sum(cpu):.1f}", f"{sum(cpu) / len(rs):.1f}", f"{sum(wall):.1f}",
-                     f"{sum(probe):.1f}", _g(vsec, ".1f"),
+                     f"{sum(probe):.1f}", _num(vsec, ".1f"),
                      ",".join(map(str, sorted(threads))) + (" (resumed)" if resumed else "")])
     L += ["## Time per panel", "",
           tabulate(rows, headers=["panel", "seeds", "training CPU s (all seeds)", "CPU s per seed", "wall s",
@@ -230,7 +231,7 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
             near = {c["label"]: c for c in r["report"]["candidates"]}
             if not r["matches"]:
                 parts = [f"{lab}: rel. error {c['rel_errors'][-1]:.2e} at the smallest eta, order "
-                         f"{_g(c['observed_order'], '.2f')}" for lab, c in near.items()]
+                         f"{_num(c['observed_order'], '.2f')}" for lab, c in near.items()]
                 L += ["  (" + "; ".join(parts) + ")"]
         L += [""]
 
@@ -246,7 +247,7 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
             v = reversal(r["records"])
             rows.append([panel, r["summary"]["seed"], f"{100 * v['seq_ahead_early']:.0f}%",
                          f"{100 * v['sim_ahead_late']:.0f}%", "none" if v["last_change"] is None else v["last_change"],
-                         _g(v["final_seq"], ".4g"), _g(v["final_sim"], ".4g"), _g(v["final"], ".3g"),
+                         _num(v["final_seq"], ".4g"), _num(v["final_sim"], ".4g"), _num(v["final"], ".3g"),
                          "yes" if v["reversal"] else "no"])
     L += [tabulate(rows, headers=["panel", "seed", "seq ahead early", "sim ahead late", "sign settles at",
                                   "final L_seq", "final L_sim", "final Delta L", "reversal"],
@@ -257,7 +258,7 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
             ev = [x for x in r["records"] if math.isfinite(x["eval_sim"])]
             gs_ahead = sum(x["eval_gs"] < x["eval_sim"] for x in ev)
             rows.append([r["summary"]["seed"], f"{gs_ahead}/{len(ev)}",
-                         _g(ev[-1]["eval_gs"], ".4g"), _g(ev[-1]["eval_sim"], ".4g")])
+                         _num(ev[-1]["eval_gs"], ".4g"), _num(ev[-1]["eval_sim"], ".4g")])
         L += ["mlp, exact GS against JC (the scheme the in-place step is named after):", "",
               tabulate(rows, headers=["seed", "evaluations with exact GS ahead", "final L_GS", "final L_JC"],
                        tablefmt="github", disable_numparse=True), ""]

@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 from tabulate import tabulate
 
+from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.experiments.tasks.errors import DataError
 
 __all__ = ["PAPER_TABLE1", "RunRecords", "load_run", "table_rows", "render_table", "paper_comparison"]
@@ -131,19 +132,14 @@ def _best_flags(rows: list[dict]) -> list[dict]:
 
 def _fmt(key: str, value, bold: bool, markdown: bool) -> str:
     if key == "correct":
-        s = f"{value:.1f}%"
+        s = percent(value, missing="nan%")
     elif key in ("jc_hits", "s_hits"):
         s = f"{value[0]}/{value[1]}"
     else:
-        s = f"{value:.3g}" if value == value else "nan"
+        s = number(value)
     if bold:
         s = f"**{s}**" if markdown else f"{s}*"
     return s
-
-
-def _pct_or_na(x) -> str:
-    """``12.3%``; ``n/a`` for a missing or NaN value (records without the certificate columns, nothing certified)."""
-    return "n/a" if x is None or x != x else f"{x:.1f}%"
 
 
 def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
@@ -162,7 +158,7 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                 ]
                 + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits", "mae", "max_ae")]
                 + [str(r.get("undecided", 0))]
-                + [_pct_or_na(r.get("coverage")), _pct_or_na(r.get("precision")), _pct_or_na(r.get("calibrated"))]
+                + [percent(r.get(k), missing="n/a") for k in ("coverage", "precision", "calibrated")]
             )
     head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided",
             "Coverage ↑", "Precision ↑", "Calibrated ↑"]

@@ -20,12 +20,17 @@ import math
 import os
 import shutil
 import time
+from functools import partial
 
 import numpy as np
 from tabulate import tabulate
 
 from crosscurv.experiments.studies.optimizers.plan import STUDIES, run_dir
+from crosscurv.experiments.reports.numbers import number
 from crosscurv.experiments.reports.table import load_run, table_rows
+
+#: Infinite values are written ``nan`` here, like missing ones.
+_num = partial(number, infinite="nan")
 
 __all__ = ["winners", "switch_points", "study_runs", "render", "write_report"]
 
@@ -87,10 +92,6 @@ def _status(run) -> str:
     st = run.summary.get("status", "?")
     want = run.summary.get("settings", {}).get("iters")
     return f"{st} {run.iters}/{want}" if st != "complete" else f"complete ({run.iters})"
-
-
-def _g(x) -> str:
-    return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
 #: ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to :data:`LOST`: its error is
@@ -187,7 +188,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
                 stats[(v.label, sd, e)] = (r["correct"], rel)
                 rows.append([v.label, sd, LABEL[e], run.iters, f"{r['correct']:.1f}%",
                              f"{r['jc_hits'][0]}/{r['jc_hits'][1]}", f"{r['s_hits'][0]}/{r['s_hits'][1]}",
-                             _g(r["mae"]), _g(r["max_ae"]), r["undecided"], _g(rel)])
+                             _num(r["mae"]), _num(r["max_ae"]), r["undecided"], _num(rel)])
     lines += ["### Table 1 rows of the generalized estimates", "",
               "Against the record's `gap` (what `crosscurv table` prints); undecided iterations (|gap| <= gap_err) "
               "are left out of Correct.", "",
@@ -221,7 +222,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
             got = [stats.get((v.label, sd, e)) for e in EST]
             if any(g is None for g in got):
                 continue
-            parts = [f"{LABEL[e]} {c:.0f}% correct, MAE/mean abs gap {_g(r)}: {_verdict(r)}"
+            parts = [f"{LABEL[e]} {c:.0f}% correct, MAE/mean abs gap {_num(r)}: {_verdict(r)}"
                      for e, (c, r) in zip(EST, got)]
             findings.append(f"{study.name}, {v.label}, seed {sd}: " + "; ".join(parts) + ".")
             run = runs[(v.label, sd)]
@@ -236,7 +237,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
                     rel = float(np.mean(np.abs(rec - rest)) / np.mean(np.abs(rest)))
                     agree = float(np.mean(np.sign(rec) == np.sign(rest))) * 100
                     findings.append(f"{study.name}, {v.label}, seed {sd}: from k = 2 on (one tangent step from the "
-                                    f"measured differences) the recursive estimate has MAE/mean abs gap {_g(rel)} and "
+                                    f"measured differences) the recursive estimate has MAE/mean abs gap {_num(rel)} and "
                                     f"the gap's sign at {agree:.0f}% of the iterations: {_verdict(rel)}.")
     # -- the summary rows: means over the seeds that have records -------------------------
     for v in study.variants:
@@ -247,7 +248,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
         for e in ("recursive", "cumulative"):
             cs = [stats[(v.label, sd, e)][0] for sd in have]
             rs = [stats[(v.label, sd, e)][1] for sd in have]
-            row += [f"{np.mean(cs):.1f}%", _g(float(np.median(rs)))]
+            row += [f"{np.mean(cs):.1f}%", _num(float(np.median(rs)))]
         if v.label == base:
             row += ["(baseline)"]
         else:
