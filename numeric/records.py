@@ -89,9 +89,10 @@ __all__ = [
 FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err",
           "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err", "jc_only_err",
           "recursive_cert", "cumulative_cert", "jc_only_cert")
-#: The columns of files written before the converged extremes and the error estimates (read with those as NaN).
+#: The header of older crosscurv records (before the converged extremes and the error estimates): refused by the reader.
 PREVIOUS_FIELDS = FIELDS[:10]
-#: The columns of files written before ``sharpness`` and ``gap_err`` (read with those two as NaN).
+#: The columns every records file holds, crosscurv's or another implementation's (:func:`read_columns`); also the
+#: header of the first crosscurv records (before ``sharpness`` and ``gap_err``), refused by :func:`read_records`.
 LEGACY_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
@@ -134,8 +135,6 @@ def format_row(record: Mapping) -> str:
 def parse_row(line: str, where: str = "records.csv") -> dict:
     """Inverse of :func:`format_row`; :class:`RecordsError` for a malformed line."""
     parts = line.strip().split(",")
-    if len(parts) in (len(LEGACY_FIELDS), len(PREVIOUS_FIELDS)):
-        parts = parts + ["nan"] * (len(FIELDS) - len(parts))
     if len(parts) != len(FIELDS):
         raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: {line.strip()!r}")
     try:
@@ -216,7 +215,11 @@ def _complete_lines(path: str) -> list[str]:
     """Header + complete (newline-terminated) data lines of ``path``."""
     lines = read_text(path).split("\n")
     complete = lines[:-1]  # the last piece has no newline: torn or empty
-    if not complete or complete[0].strip() not in (_HEADER, _LEGACY_HEADER, _PREVIOUS_HEADER):
+    header = complete[0].strip() if complete else ""
+    if header in (_LEGACY_HEADER, _PREVIOUS_HEADER):
+        raise RecordsError(f"{path}: records of an older crosscurv ({header.count(',') + 1} columns, not the "
+                           f"{len(FIELDS)} of this version); recompute the run with this crosscurv")
+    if header != _HEADER:
         raise RecordsError(f"{path}: not a crosscurv records file")
     return complete
 

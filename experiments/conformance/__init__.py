@@ -4,6 +4,5 @@
 * :mod:`.rounding` -- the measured rounding of every record column (``MEASURED_ROUNDING``),
   from which cross-machine tolerances are derived (``make rounding``);
 * :mod:`.portability` -- ``report --check`` of the committed runs under emulated instruction
-  sets, written to ``reports/portability.md`` (``make portability``);
-* :mod:`.upgrade_records` -- brings records of an older column format up to the current one.
+  sets, written to ``reports/portability.md`` (``make portability``).
 """

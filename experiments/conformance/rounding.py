@@ -25,7 +25,7 @@ and, without a further run, the finding that is *not* rounding:
 
 * ``subtraction``: ``gap`` computed as ``loss_s - loss_jc`` from the losses of
   the reference and of each variant, in their dtype (the definition's form,
-  which the eight-column records of earlier versions hold; ``crosscurv run``
+  which the records of the first versions held; ``crosscurv run``
   integrates the gradient along the segment instead), against the reference's
   ``gap``.  On smooth problems it differs by the losses' rounding; where the
   gradient has kinks along the segment (ReLU), by the quadrature error of the

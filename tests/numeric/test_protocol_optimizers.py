@@ -205,23 +205,18 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
 def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, name, label, kw):
     """``tests/numeric/data/plain_*.csv`` were written by the protocol before it took optimizers (float64 golden
     cases, seed 0; their ``gap``/``gap_err`` since brought up to date by :func:`crosscurv.numeric.gap.reconcile`, the
-    rule of ``python -m crosscurv.experiments.conformance.upgrade_records``); the plain path must reproduce them within the float64
+    columns measured since then NaN); the plain path must reproduce them within the float64
     record tolerances (the file was written on another CPU: its last digits depend on the kernels; bitwise
     agreement is promised only within one machine, tested by the resume and extension tests)."""
     from crosscurv.experiments.conformance.golden import build_case, case_task
     from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
-    from crosscurv.numeric.records import PREVIOUS_FIELDS, read_records, records_columns
+    from crosscurv.numeric.records import read_records, records_columns
 
     case = build_case(name)
     res = run_protocol(case_task(case), case.patterns[label], case.lr, case.iters, seed=0, **kw)
-    path = tmp_path / "records.csv"
-    # the columns those files hold (the ones appended since are new measurements), in the writer's format
-    lines = [",".join(PREVIOUS_FIELDS)] + [",".join([str(r["k"])] + [repr(float(r[f])) for f in PREVIOUS_FIELDS[1:]])
-                                          for r in res.records]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     expected = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", f"plain_{name}_{label}.csv")
     ref = records_columns(read_records(expected))
-    mine = records_columns(read_records(str(path)))
+    mine = records_columns(res.records)
     assert mine["k"] == ref["k"]
     comp = compare_records(mine, ref, tolerances=reference_tolerances(ref, "float64"))
     assert comp.ok, comp.first

@@ -105,7 +105,7 @@ def test_rows_out_of_order_and_malformed_rows_are_errors(tmp_path):
     path.write_text(header + "\n1,2,3\n")
     with pytest.raises(RecordsError, match="columns"):
         read_records(str(path))
-    path.write_text(header + "\n1,x,3,4,5,6,7,8,9,10\n")
+    path.write_text(header + "\n1,x," + ",".join(["3"] * (len(FIELDS) - 2)) + "\n")
     with pytest.raises(RecordsError, match="not a number"):
         read_records(str(path))
     with pytest.raises(RecordsError, match="does not exist"):
@@ -154,24 +154,18 @@ def test_read_columns(tmp_path):
         read_columns(str(tmp_path))
 
 
-def test_files_without_the_sharpness_and_gap_err_columns_are_still_read(tmp_path):
-    from crosscurv.numeric.records import LEGACY_FIELDS
-
+@pytest.mark.parametrize("n", [8, 10])
+def test_records_of_an_older_crosscurv_are_refused_in_one_line(tmp_path, n):
+    """The eight- and ten-column files of earlier versions are named as such, not read with NaN columns."""
     path = tmp_path / "records.csv"
-    path.write_text(",".join(LEGACY_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5\n")
-    (rec,) = read_records(str(path))
-    assert rec["gap"] == -0.25 and rec["bound_bk"] == 0.5
-    assert math.isnan(rec["sharpness"]) and math.isnan(rec["gap_err"])
-    assert list(FIELDS[8:10]) == ["sharpness", "gap_err"] and FIELDS[:8] == LEGACY_FIELDS  # appended at the end
+    path.write_text(",".join(FIELDS[:n]) + "\n" + ",".join(["1"] + ["0.5"] * (n - 1)) + "\n")
+    with pytest.raises(RecordsError, match=rf"records of an older crosscurv \({n} columns, not the {len(FIELDS)} "
+                                           r"of this version\); recompute the run with this crosscurv$"):
+        read_records(str(path))
 
 
-def test_files_without_the_extremes_and_error_columns_are_still_read(tmp_path):
-    from crosscurv.numeric.records import PREVIOUS_FIELDS
-
+def test_a_row_of_fewer_columns_is_malformed(tmp_path):
     path = tmp_path / "records.csv"
-    path.write_text(",".join(PREVIOUS_FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5,3.0,1e-9\n")
-    (rec,) = read_records(str(path))
-    assert rec["sharpness"] == 3.0 and rec["gap_err"] == 1e-9
-    new = FIELDS[len(PREVIOUS_FIELDS):]
-    assert "recursive_err" in new and "lambda_max" in new and all(math.isnan(rec[f]) for f in new)
-    assert FIELDS[:len(PREVIOUS_FIELDS)] == PREVIOUS_FIELDS  # appended at the end
+    path.write_text(",".join(FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5\n")
+    with pytest.raises(RecordsError, match=f"expected {len(FIELDS)} columns, got 8"):
+        read_records(str(path))

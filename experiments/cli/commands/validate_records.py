@@ -21,7 +21,8 @@ of each column), ``atol = atol_rel * scale``, ``scale`` = the largest
 
 Exit codes: 0 every compared value agrees; 1 a disagreement (the first
 iteration and column are named, with a likely diagnosis where
-recognisable); 2 bad input (missing file or reference, missing columns,
+recognisable); 2 bad input (missing file or reference, a reference run
+directory whose records an older crosscurv wrote, missing columns,
 non-numeric values, bad flags).
 """
 
@@ -125,7 +126,7 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
 def run(args) -> int:
     from crosscurv.numeric.records import read_columns
     from crosscurv.numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, VALUE_COLUMNS, column_scale, compare_records,
-                                           compared_columns, is_legacy, reference_tolerances)
+                                           compared_columns, reference_tolerances)
 
     if (args.reference is None) == (args.task is None):
         raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
@@ -161,9 +162,6 @@ def run(args) -> int:
     left_out = [c for c in OPTIONAL_COLUMNS if c not in columns]
     if left_out and not args.columns:
         comp.notes.append(f"column(s) {', '.join(left_out)} not compared: not in both records")
-    if is_legacy(ref) and "gap" in columns:
-        comp.notes.append("the reference has the eight-column format (before sharpness and gap_err): "
-                          "its gap is loss_s - loss_jc in its dtype, with no error bound")
     if args.json:
         from crosscurv.numeric.records import json_safe
 

@@ -286,3 +286,22 @@ def test_validate_records_bad_input(capsys, gold, tmp_path):
         code, out, err = _run(capsys, "validate-records", *argv)
         assert code == 2, (argv, out, err)
         _one_line_error(err, *words)
+
+
+def test_validate_records_refuses_records_of_an_older_crosscurv(gold, tmp_path):
+    """A reference run folder whose records.csv has the ten columns of an older crosscurv: one line, exit 2."""
+    import shutil
+    import subprocess
+    import sys
+
+    from crosscurv.numeric.records import PREVIOUS_FIELDS
+
+    old = tmp_path / "old"
+    shutil.copytree(os.path.join(gold, "gs"), old)
+    rows = (old / "records.csv").read_text().splitlines()
+    (old / "records.csv").write_text("\n".join(",".join(r.split(",")[:len(PREVIOUS_FIELDS)]) for r in rows) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-records", os.path.join(gold, "gs", "records.csv"),
+                           "--reference", str(old)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    _one_line_error(proc.stderr, "records of an older crosscurv (10 columns, not the 19 of this version)",
+                    "recompute the run with this crosscurv")

@@ -136,15 +136,16 @@ def test_a_prefix_of_every_committed_study_reproduces():
         assert ("(7 columns; not in the committed records: sharpness, gap_err;" if legacy else "(9 columns;") in line
 
 
-def test_records_of_the_eight_column_format_are_compared_in_their_columns(smoke_run, tmp_path):
-    """Records written before sharpness and gap_err: the seven value columns both have are compared."""
+def test_records_of_an_older_crosscurv_are_refused_in_one_line(smoke_run, tmp_path):
+    """A folder whose records.csv has the eight columns of the first versions: one line, exit 2."""
     old = _copy(smoke_run, tmp_path / "eight")
     rec = os.path.join(old, "records.csv")
     rows = [",".join(line.split(",")[:8]) for line in open(rec).read().splitlines()]
     open(rec, "w").write("\n".join(rows) + "\n")
-    rc = check_run(old, 2)
-    assert rc.agree and rc.legacy and rc.skipped == ["sharpness", "gap_err"] and len(rc.columns) == 7
-    assert "(7 columns; not in the committed records: sharpness, gap_err;" in rc.line()
+    proc = _cli("report", "--check", old, "--iters", "2")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("crosscurv: error:") and "records of an older crosscurv (8 columns" in line, line
 
 
 def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
