@@ -55,6 +55,8 @@ from crosscurv.numeric.task import Task
 from crosscurv.theory.errors import InputError
 from crosscurv.theory.patterns import as_pattern
 
+from ..problems.toys import adapted_weight, coupled_spd, mlp_forward, quadratic_loss, quartic_ridge_loss
+
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
@@ -117,37 +119,19 @@ class GoldenCase:
 # ---------------------------------------------------------------------------
 # Loss functions (from the data of the case; shapes as stored)
 # ---------------------------------------------------------------------------
-def _concat(p, names):
-    return torch.cat([p[n].reshape(-1) for n in names])
-
-
 def _loss_quadratic(data, names):
-    A, b = data["A"], data["b"]
-
-    def loss(p):
-        x = _concat(p, names)
-        return 0.5 * x @ (A @ x) - b @ x
-
-    return loss
+    return quadratic_loss(data["A"], data["b"], names)
 
 
 def _loss_quartic(data, names):
-    A, b, W, gamma = data["A"], data["b"], data["W"], float(data["gamma"])
-
-    def loss(p):
-        x = _concat(p, names)
-        return 0.5 * x @ (A @ x) - b @ x + 0.25 * gamma * ((W @ x) ** 4).sum()
-
-    return loss
+    return quartic_ridge_loss(data["A"], data["b"], data["W"], float(data["gamma"]), names)
 
 
 def _loss_mlp(data, names):
     X, Y = data["X"], data["Y"]
 
     def loss(p):
-        h = torch.tanh(X @ p["W1"].T + p["b1"])
-        h = torch.tanh(h @ p["W2"].T + p["b2"])
-        z = h @ p["W3"].T + p["b3"]
+        z = mlp_forward(p, X, [("W1", "b1"), ("W2", "b2"), ("W3", "b3")])
         return (torch.logsumexp(z, dim=1) - (z * Y).sum(dim=1)).mean()
 
     return loss
@@ -158,7 +142,7 @@ def _loss_lora(data, names):
     m = Z.shape[1]
 
     def loss(p):
-        Y = (W2 + s * p["B2"] @ p["A2"]) @ ((W1 + s * p["B1"] @ p["A1"]) @ Z)
+        Y = adapted_weight(W2, p["B2"], p["A2"], s) @ (adapted_weight(W1, p["B1"], p["A1"], s) @ Z)
         return 0.5 * ((Y - T) ** 2).sum() / m
 
     return loss
@@ -180,14 +164,9 @@ def _gen(seed):
     return lambda *shape: portable_randn(*shape, generator=g, dtype=torch.float64)  # the same bits on every CPU
 
 
-def _coupled_spd(randn, d, shift):
-    Q = randn(d, d)
-    return Q @ Q.T / d + shift * torch.eye(d, dtype=torch.float64)
-
-
 def _case_quadratic() -> GoldenCase:
     r = _gen(101)
-    A = _coupled_spd(r, 5, 0.3)
+    A = coupled_spd(r, 5, 0.3)
     b = r(5)
     x = r(5)
     return GoldenCase(
@@ -208,7 +187,7 @@ def _case_quadratic() -> GoldenCase:
 
 def _case_quartic() -> GoldenCase:
     r = _gen(202)
-    A = _coupled_spd(r, 5, 0.2)
+    A = coupled_spd(r, 5, 0.2)
     b = r(5)
     W = r(3, 5) / 5**0.5
     x = r(5)

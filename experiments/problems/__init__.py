@@ -1,5 +1,8 @@
-"""Problem instances for the error-scaling study and the property tests, one family per module.
+"""The toy problems: the error-scaling study's instances, the golden cases' and the tests' losses.
 
+* :mod:`.toys`: the toy losses written once (quadratic, quartic ridge, MLP forward, LoRA weight),
+  which the golden cases (:mod:`crosscurv.experiments.conformance.golden`), the networks below and
+  the tests' cases build from;
 * :mod:`.problem`: the :class:`Problem` type (a float64 task, its start and
   curvature scale);
 * :mod:`.curvature_scale`: the curvature scale and the step-size grid it sets;

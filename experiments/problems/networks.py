@@ -27,6 +27,7 @@ from crosscurv.numeric.task import Task
 
 from .curvature_scale import curvature_scale
 from .problem import DTYPE, Problem
+from .toys import adapted_weight, mlp_forward
 
 
 def _random_groups(rng, n_items: int, n_groups: int) -> list[list[int]]:
@@ -62,14 +63,11 @@ def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: 
     groups = sorted(_random_groups(rng, len(names), n_blocks))
     blocks = {f"block{b + 1}": [names[i] for i in g] for b, g in enumerate(groups)}
 
+    layers = [(f"l{l}.weight", f"l{l}.bias") for l in range(1, n_layers + 1)]
+
     def loss(p: dict) -> torch.Tensor:
         """MSE of the tanh MLP on the fixed examples."""
-        h = X
-        for l in range(1, n_layers + 1):
-            h = h @ p[f"l{l}.weight"].T + p[f"l{l}.bias"]
-            if l < n_layers:
-                h = torch.tanh(h)
-        return 0.5 * ((h - Y) ** 2).sum() / n_examples
+        return 0.5 * ((mlp_forward(p, X, layers) - Y) ** 2).sum() / n_examples
 
     info = {"family": "tanh_mlp", "seed": int(seed), "widths": list(widths), "examples": n_examples}
     task = Task(params, loss, blocks, "tanh_mlp", info, "gs")
@@ -99,7 +97,7 @@ def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_
 
     def loss(p: dict) -> torch.Tensor:
         """Squared error of the low-rank-adapted linear map on the fixed examples."""
-        R = (W0 + s * p["B"] @ p["A"]) @ X - Y
+        R = adapted_weight(W0, p["B"], p["A"], s) @ X - Y
         return 0.5 * (R**2).sum() / n_examples
 
     info = {"family": "bilinear", "seed": int(seed), "d_out": d_out, "d_in": d_in, "rank": rank,

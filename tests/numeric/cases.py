@@ -14,7 +14,8 @@ Outside ``CASES`` (too large for a dense Hessian, float32 like the built-in task
 ``relu_mlp``, a ReLU network whose gradient has kinks along a segment (the measured
 gap's hard case, :mod:`crosscurv.numeric.gap`).
 
-Random inputs and parameters come from :mod:`crosscurv.numeric.portable_random` (float64 draws,
+The losses are built from :mod:`crosscurv.experiments.problems.toys` (the toy losses the golden cases and
+the scaling study use).  Random inputs and parameters come from :mod:`crosscurv.numeric.portable_random` (float64 draws,
 rounded to the case's dtype): the same bits on every CPU.
 
 The dense helpers flatten parameters in key order (:func:`crosscurv.numeric.tree.flatten`)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from crosscurv.experiments.problems.toys import adapted_weight, mlp_forward
 from crosscurv.numeric import Task, task_from_module, tree
 from crosscurv.numeric.portable_random import portable_default_init_, portable_randn
 from crosscurv.theory.patterns import chain, from_pairs, gauss_seidel, jacobi
@@ -46,17 +48,12 @@ def tanh_mlp(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
         params[f"l{layer}.w"] = portable_randn(b, a, generator=gen, dtype=dtype) / a**0.5
         params[f"l{layer}.b"] = 0.3 * portable_randn(b, generator=gen, dtype=dtype)
         blocks[f"layer{layer + 1}"] = [f"l{layer}.w", f"l{layer}.b"]
-    n_layers = len(sizes) - 1
+    layers = [(f"l{layer}.w", f"l{layer}.b") for layer in range(len(sizes) - 1)]
     x, y = x.to(device), y.to(device)
     params = {k: v.to(device) for k, v in params.items()}
 
     def loss(p):
-        h = x
-        for layer in range(n_layers):
-            h = h @ p[f"l{layer}.w"].T + p[f"l{layer}.b"]
-            if layer < n_layers - 1:
-                h = torch.tanh(h)
-        return 0.5 * ((h - y) ** 2).sum(dim=1).mean()
+        return 0.5 * ((mlp_forward(p, x, layers) - y) ** 2).sum(dim=1).mean()
 
     return Task(params, loss, blocks, name="tanh_mlp")
 
@@ -75,7 +72,7 @@ def bilinear_lora(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
     params = {k: v.to(device) for k, v in params.items()}
 
     def loss(p):
-        w = w0 + p["B"] @ p["A"]
+        w = adapted_weight(w0, p["B"], p["A"])
         return 0.5 * ((torch.tanh(x @ w.T) - y) ** 2).sum(dim=1).mean()
 
     return Task(params, loss, {"B": ["B"], "A": ["A"]}, name="bilinear_lora")

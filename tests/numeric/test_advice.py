@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from crosscurv.experiments.problems.toys import coupled_quadratic
 from crosscurv.numeric import Task, tree
 from crosscurv.numeric.advice import AdviceError, advise, decide, default_candidates, parse_candidates, read_advice_records
 from crosscurv.numeric.protocol import run_protocol
@@ -16,19 +17,8 @@ from crosscurv.theory.patterns import PatternError, as_pattern
 
 
 def _quadratic() -> Task:
-    g = torch.Generator().manual_seed(3)
-    d = 7
-    q = torch.randn(d, d, generator=g, dtype=torch.float64)
-    a = q @ q.T / d + 0.3 * torch.eye(d, dtype=torch.float64)
-    b = torch.randn(d, generator=g, dtype=torch.float64)
-    x0 = torch.randn(d, generator=g, dtype=torch.float64)
-    params = {"a": x0[:2].clone(), "b": x0[2:5].clone(), "c": x0[5:].clone()}
-
-    def loss(p):
-        x = torch.cat([p["a"], p["b"], p["c"]])
-        return 0.5 * x @ a @ x + b @ x
-
-    return Task(params, loss, {"1": ["a"], "2": ["b"], "3": ["c"]}, name="quadratic")
+    """``1/2 x^T A x - b^T x`` over blocks of 2, 3 and 2 coordinates (``A`` coupled, eigenvalues >= 0.3)."""
+    return coupled_quadratic([2, 3, 2], seed=3, shift=0.3)[0]
 
 
 def test_predictions_match_dense_reference():

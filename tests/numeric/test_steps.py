@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from crosscurv.experiments.problems.toys import coupled_quadratic
 from crosscurv.numeric import Task, tree
 from crosscurv.numeric.steps import (
     StepError,
@@ -20,21 +21,9 @@ ETA = 0.13
 
 
 def quadratic(n=N, seed=0):
-    """``L = 1/2 x^T A x - b^T x`` with scalar blocks ``x0..x{n-1}`` (A SPD, dense)."""
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(n, n, generator=gen, dtype=torch.float64)
-    A = q @ q.T / n + torch.eye(n, dtype=torch.float64)
-    b = torch.randn(n, generator=gen, dtype=torch.float64)
-    x = torch.randn(n, generator=gen, dtype=torch.float64)
-    keys = [f"x{i}" for i in range(n)]
-
-    def loss(p):
-        v = torch.cat([p[k] for k in keys])
-        return 0.5 * v @ A @ v - b @ v
-
-    params = {k: x[i : i + 1].clone() for i, k in enumerate(keys)}
-    task = Task(params, loss, {k: [k] for k in keys}, name="quadratic")
-    return task, A, b, x
+    """``L = 1/2 x^T A x - b^T x`` with scalar blocks ``x1..xn`` (A SPD, dense): ``(task, A, b, x^0)``."""
+    task, A, b = coupled_quadratic([1] * n, seed)
+    return task, A, b, vec(task.params)
 
 
 def vec(params):

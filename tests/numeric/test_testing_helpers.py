@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 
+from crosscurv.experiments.problems.toys import coupled_spd, quartic_ridge_loss
 from crosscurv.numeric import Task
 from crosscurv.numeric.steps import scheme_step
 from crosscurv.numeric.testing import assert_observed_order, assert_records_match, assert_step_is
@@ -52,17 +53,17 @@ def test_observed_order_failures_show_the_table():
 
 
 def _task():
+    """``1/2 x^T A x + 1/4 sum ((W x)_m)^4`` over two blocks of 2 coordinates."""
     gen = torch.Generator().manual_seed(3)
-    Q = torch.randn(4, 4, generator=gen, dtype=torch.float64)
-    A = Q @ Q.T / 4 + torch.eye(4, dtype=torch.float64)
-    W = torch.randn(2, 4, generator=gen, dtype=torch.float64)
 
-    def loss(p):
-        x = torch.cat([p["u"], p["v"]])
-        return 0.5 * x @ A @ x + 0.25 * ((W @ x) ** 4).sum()
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
-    params = {"u": torch.randn(2, generator=gen, dtype=torch.float64), "v": torch.randn(2, generator=gen, dtype=torch.float64)}
-    return Task(params, loss, {"u": ["u"], "v": ["v"]})
+    A = coupled_spd(randn, 4, 1.0)
+    W = randn(2, 4)
+    params = {"u": randn(2), "v": randn(2)}
+    return Task(params, quartic_ridge_loss(A, torch.zeros(4, dtype=torch.float64), W, 1.0, ["u", "v"]),
+                {"u": ["u"], "v": ["v"]})
 
 
 def test_assert_step_is_passes_and_fails_with_report():
