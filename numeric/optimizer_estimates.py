@@ -5,7 +5,7 @@ With ``F`` the block step-size factors and ``phi`` the optimizer's direction
 
 * one step from a common point and state (:func:`optimizer_delay_curvature`):
   ``L_S - L_JC = eta^2 C_S^phi + O(eta^3)``, ``C_S^phi = g^T F J_phi M_S F phi``
-  (``crosscurv.theory.optimizer_one_step``); ``n_F`` HVPs (``M_S`` of one vector).
+  (``crosscurv.theory.optimizers.one_step``); ``n_F`` HVPs (``M_S`` of one vector).
 * the tangent step (:func:`tangent_step`): one step of the linearized
   difference between the ``S`` and JC runs, in the parameters ``z`` and the
   optimizer state ``zs``.  With the gradient difference
@@ -25,8 +25,8 @@ With ``F`` the block step-size factors and ``phi`` the optimizer's direction
   estimate (Theorem 3 generalized) iterates the tangent step from ``z = zs = 0``
   and reads ``g_JC^K . z_K + 1/2 z_K . H_JC^K z_K``; ``jc_only`` forces it with
   ``M_S`` and ``phi`` from the JC run.  For ``sgd`` and ``momentum`` these are
-  the recursions derived and checked exactly in ``crosscurv.theory.optimizer_recursion``
-  / ``crosscurv.theory.optimizer_cumulative``; for Adam they are the same linearization,
+  the recursions derived and checked exactly in ``crosscurv.theory.optimizers.recursion``
+  / ``crosscurv.theory.optimizers.cumulative``; for Adam they are the same linearization,
   checked only numerically (``tests/properties``).
 
 Cost per iteration: one HVP for ``H_JC z`` (and one for ``H_JC Delta theta``),

@@ -61,7 +61,7 @@ def _order_text(order, degree) -> str:
 def render_markdown(r: DerivationResult, command: str | None = None, optimizers=None) -> str:
     """The full report as Markdown with LaTeX math.
 
-    ``optimizers``: an optional :class:`crosscurv.theory.optimizer_derivation.OptimizerDerivation`
+    ``optimizers``: an optional :class:`crosscurv.theory.optimizers.OptimizerDerivation`
     whose section is placed before the timings.
     """
     p = r.pattern
@@ -175,7 +175,7 @@ def render_markdown(r: DerivationResult, command: str | None = None, optimizers=
       "$O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where $z_K$ is exact.")
     w("")
     if optimizers is not None:
-        from .optimizer_derivation import render_optimizer_markdown
+        from .optimizers.derivation import render_optimizer_markdown
 
         w(render_optimizer_markdown(optimizers))
     w("## Timings")

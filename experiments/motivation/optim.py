@@ -27,6 +27,8 @@ from typing import Mapping
 
 import torch
 
+from ...numeric.optimizers import ADAM_DEFAULTS
+
 __all__ = ["clip_tensor", "SGD", "Adam", "make_optimizer"]
 
 
@@ -97,8 +99,8 @@ class Adam:
     """Adam (``torch.optim.Adam``: no weight decay, no amsgrad)."""
 
     lr: float
-    betas: tuple = (0.9, 0.999)
-    eps: float = 1e-8
+    betas: tuple = ADAM_DEFAULTS[:2]
+    eps: float = ADAM_DEFAULTS[2]
     name: str = "adam"
 
     def describe(self) -> str:

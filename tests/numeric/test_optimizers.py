@@ -217,3 +217,18 @@ def test_state_round_trip():
     assert s2.step == 1 and set(s2.buffers) == {"exp_avg", "exp_avg_sq"}
     with pytest.raises(OptimizerError):
         OptimizerState.from_state_dict({"nope": 1})
+
+
+def test_every_optimizer_is_one_module_with_the_rule_interface():
+    """Each entry of RULES is a module with the names of optimizers/sgd.py; its specs print back to themselves."""
+    from crosscurv.numeric.optimizers import RULES, STATE_BUFFERS
+
+    assert list(RULES) == ["sgd", "momentum", "adam"]
+    for name, rule in RULES.items():
+        assert rule.__name__ == f"crosscurv.numeric.optimizers.{name}"
+        for attr in ("USAGE", "BUFFERS", "parse", "describe", "settings", "update", "direction", "jacobian_apply"):
+            assert hasattr(rule, attr), (name, attr)
+        spec = parse_optimizer(rule.USAGE.split("[")[0].replace("BETA", "0.5"))
+        assert spec.name == name and parse_optimizer(spec.describe()) == spec
+        assert STATE_BUFFERS[name] == rule.BUFFERS and spec.stateful == bool(rule.BUFFERS)
+        assert spec.to_dict()["spec"] == spec.describe()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crosscurv.theory.optimizer_cumulative import check_optimizer_cumulative
+from crosscurv.theory.optimizers.cumulative import check_optimizer_cumulative
 
 
 @pytest.mark.parametrize("kind", ["sgd", "preconditioner", "momentum"])

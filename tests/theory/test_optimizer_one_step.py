@@ -1,4 +1,4 @@
-"""Generalized Theorem 1 for block-separable optimizers (crosscurv.theory.optimizer_one_step), checked exactly."""
+"""Generalized Theorem 1 for block-separable optimizers (crosscurv.theory.optimizers.one_step), checked exactly."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sympy
 
 from crosscurv.theory._linalg import dot
 from crosscurv.theory.one_step import masked_hessian_apply
-from crosscurv.theory.optimizer_one_step import (
+from crosscurv.theory.optimizers.one_step import (
     check_adam_one_step,
     check_optimizer_one_step,
     optimizer_delay_curvature,

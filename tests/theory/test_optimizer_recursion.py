@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crosscurv.theory.optimizer_recursion import buffer_allowed, check_optimizer_recursions
+from crosscurv.theory.optimizers.recursion import buffer_allowed, check_optimizer_recursions
 from crosscurv.theory.recursion import lemma3_allowed
 
 
@@ -25,7 +25,7 @@ def test_momentum_needs_the_buffer_difference_term():
     Without it, the remainder would be ``r - eta eps beta F mu``: its ``eta eps``
     coefficient ``-beta f_i mu_a`` is non-zero and forbidden by Lemma 3's class.
     """
-    from crosscurv.theory.optimizer_recursion import optimizer_recursion_model
+    from crosscurv.theory.optimizers.recursion import optimizer_recursion_model
 
     c = check_optimizer_recursions("momentum", 2, 1, "gs")
     opt = optimizer_recursion_model("momentum", 2, 1)

@@ -50,7 +50,7 @@ def run(args) -> int:
     result = derive(args.blocks, args.dims, args.pattern, progress=progress)
     optimizers = None
     if not getattr(args, "no_optimizers", False):
-        from crosscurv.theory.optimizer_derivation import derive_optimizers, render_optimizer_summary
+        from crosscurv.theory.optimizers.derivation import derive_optimizers, render_optimizer_summary
 
         optimizers = derive_optimizers(args.blocks, args.dims, args.pattern)
     command = ("crosscurv derive --blocks {} --dims {} --pattern {}"

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from ._linalg import dot as _dot
-from .block_model import ModelError
-from .one_step import check_pattern, eta_space, masked_hessian_apply, one_step_update
-from .optimizers import optimizer_model
-from .patterns import DelayPattern, parse_pattern
+from .._linalg import dot as _dot
+from ..block_model import ModelError
+from ..one_step import check_pattern, eta_space, masked_hessian_apply, one_step_update
+from ..patterns import DelayPattern, parse_pattern
+from .model import optimizer_model
 
 __all__ = ["OptimizerCumulativeCheck", "check_optimizer_cumulative"]
 

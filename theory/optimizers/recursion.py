@@ -46,7 +46,7 @@ Adam is not covered: its state ``(m, v, t)`` enters ``phi`` through
 ``sqrt(v)``, so the linearized recursion needs ``d phi / d m`` and
 ``d phi / d v`` along both runs (the pair becomes a triple whose coupling
 matrix is state dependent) and the Taylor model of ``phi`` in ``v`` is not
-polynomial; see ``theory/optimizers.py`` for its one-step comparison.
+polynomial; see ``theory/optimizers/`` for its one-step comparison.
 
 Importing this module never imports torch.
 """
@@ -57,13 +57,13 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from ._linalg import dot as _dot
-from .block_model import ModelError
-from .one_step import check_pattern, masked_hessian_apply, one_step_update
-from .optimizers import OptimizerModel, optimizer_model
-from .patterns import DelayPattern, parse_pattern
-from .recursion import RECURSION_DEGREE, _leading, lemma3_allowed, recursion_space, theorem2_allowed
-from .series import TruncatedSeries
+from .._linalg import dot as _dot
+from ..block_model import ModelError
+from ..one_step import check_pattern, masked_hessian_apply, one_step_update
+from ..patterns import DelayPattern, parse_pattern
+from ..recursion import RECURSION_DEGREE, _leading, lemma3_allowed, recursion_space, theorem2_allowed
+from ..series import TruncatedSeries
+from .model import OptimizerModel, optimizer_model
 
 __all__ = ["OptimizerRecursionCheck", "buffer_allowed", "check_optimizer_recursions", "optimizer_recursion_model"]
 

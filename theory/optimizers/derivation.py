@@ -1,7 +1,7 @@
 """Derive and verify the optimizer generalizations for one block model and one pattern.
 
-:func:`derive_optimizers` runs :mod:`crosscurv.theory.optimizer_one_step`,
-:mod:`crosscurv.theory.optimizer_recursion` and :mod:`crosscurv.theory.optimizer_cumulative` for
+:func:`derive_optimizers` runs :mod:`crosscurv.theory.optimizers.one_step`,
+:mod:`crosscurv.theory.optimizers.recursion` and :mod:`crosscurv.theory.optimizers.cumulative` for
 per-block step sizes (``sgd``), a fixed block-diagonal preconditioner, heavy
 ball, the generic smooth map (one step) and Adam (one step, one-dimensional
 blocks, :data:`ADAM_BLOCKS` blocks), and collects one boolean per result;
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from .optimizer_cumulative import check_optimizer_cumulative
-from .optimizer_one_step import check_adam_one_step, check_optimizer_one_step
-from .optimizer_recursion import check_optimizer_recursions
-from .patterns import DelayPattern, parse_pattern
+from ..patterns import DelayPattern, parse_pattern
+from .cumulative import check_optimizer_cumulative
+from .one_step import check_adam_one_step, check_optimizer_one_step
+from .recursion import check_optimizer_recursions
 
 __all__ = ["OPTIMIZER_TEXT", "ADAM_BLOCKS", "OptimizerDerivation", "derive_optimizers",
            "render_optimizer_markdown", "render_optimizer_summary"]
@@ -128,7 +128,7 @@ def render_optimizer_markdown(r: OptimizerDerivation) -> str:
       "$F = \\mathrm{diag}(f_i)$; both runs start from the same state; scheme $S$ feeds its fresh gradient to "
       "$\\phi$ and to the state update. Heavy ball is `torch.optim.SGD(momentum=beta)` (dampening 0, no Nesterov), "
       "Adam is `torch.optim.Adam` (bias-corrected). Symbols: $f_i$, $P$ entries, $\\beta$, buffer $m$, generic "
-      "$p = \\phi(g)$, $J$, $K$ (see `theory/optimizers.py`). "
+      "$p = \\phi(g)$, $J$, $K$ (see `theory/optimizers/`). "
       f"Same block model and pattern as above; Adam on {ADAM_BLOCKS} one-dimensional blocks; cumulative checks "
       f"for $K = 1..{CUMULATIVE_K}$ on the quadratic model.")
     w("")

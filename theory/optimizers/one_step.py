@@ -25,7 +25,7 @@ Instances (all checked against the brute-force series):
   assumed symmetric): ``C_S^P = g^T F P M_S F P g``;
 * heavy ball with buffer ``m`` (``phi = beta m + g``, ``J = I``):
   ``C_S^beta = g^T F M_S F (g + beta m)``;
-* Adam (``J`` diagonal, :func:`crosscurv.theory.optimizers.adam_jacobian`):
+* Adam (``J`` diagonal, :func:`crosscurv.theory.optimizers.adam.adam_jacobian`):
   ``C_S^Adam = sum_{(i,j) in S} f_i f_j (J_i g_i)^T H_ij phi_j``, checked on a
   separate SymPy path (:func:`check_adam_one_step`) because Adam's map is
   not polynomial.
@@ -42,11 +42,12 @@ from typing import Sequence
 
 import sympy
 
-from ._linalg import dot as _dot
-from .one_step import check_pattern, eta_space, masked_hessian_apply, one_step_update
-from .optimizers import OptimizerModel, adam_direction, adam_jacobian, optimizer_model
-from .patterns import DelayPattern, jacobi, parse_pattern
-from .series import ETA, TruncatedSeries
+from .._linalg import dot as _dot
+from ..one_step import check_pattern, eta_space, masked_hessian_apply, one_step_update
+from ..patterns import DelayPattern, jacobi, parse_pattern
+from ..series import ETA, TruncatedSeries
+from .adam import adam_direction, adam_jacobian
+from .model import OptimizerModel, optimizer_model
 
 __all__ = [
     "OptimizerOneStepCheck",
@@ -190,9 +191,9 @@ class AdamOneStepCheck:
         eta1: ``[eta^1](L_S - L_JC)`` (must be 0).
         eta2: ``[eta^2](L_S - L_JC)`` computed from the exact Adam steps.
         C_S: ``sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j`` with ``J`` from
-            :func:`crosscurv.theory.optimizers.adam_jacobian`.
+            :func:`crosscurv.theory.optimizers.adam.adam_jacobian`.
         jacobian_matches: ``adam_jacobian`` equals ``d phi / d gamma`` of
-            :func:`crosscurv.theory.optimizers.adam_direction`.
+            :func:`crosscurv.theory.optimizers.adam.adam_direction`.
         holds: ``eta1 == 0``, ``eta2 == C_S`` (exactly, after simplification)
             and the Jacobian check.
     """
@@ -213,11 +214,11 @@ def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -
     ``beta1, beta2, eps`` and bias corrections ``c1, c2 > 0``.  Block ``i``'s
     direction at its fresh gradient ``g_i + e`` is expanded as
     ``phi_i + phi_i' e + 1/2 phi_i'' e^2`` with the derivatives of
-    :func:`crosscurv.theory.optimizers.adam_direction` taken by SymPy (placeholders
+    :func:`crosscurv.theory.optimizers.adam.adam_direction` taken by SymPy (placeholders
     during the polynomial algebra, substituted at the end); ``e = O(eta)``
     enters the step times ``eta``, so the loss gap is exact through ``eta^3``.
     """
-    from .block_model import BlockModel
+    from ..block_model import BlockModel
 
     if isinstance(pattern, str):
         pattern = parse_pattern(pattern, n_blocks)

@@ -1,0 +1,101 @@
+"""``adam[:B1,B2,EPS]``: ``torch.optim.Adam`` (defaults 0.9, 0.999, 1e-8; no weight decay, no amsgrad).
+
+``m = lerp(m, g, 1 - B1)``, ``v = B2 v + (1 - B2) g^2``, step ``t``,
+``theta - (eta_i / (1 - B1^t)) m / (sqrt(v) / sqrt(1 - B2^t) + EPS)``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import torch
+
+from .spec import OptimizerError, OptimizerSpec, number
+
+USAGE = "adam[:B1,B2,EPS]"
+BUFFERS = ("exp_avg", "exp_avg_sq")
+
+
+def parse(spec: str, sep: str, args: str) -> OptimizerSpec:
+    """``adam`` (the defaults) or ``adam:B1,B2,EPS`` with ``0 <= B1, B2 < 1`` and ``EPS >= 0``."""
+    if not sep:
+        return OptimizerSpec("adam")
+    parts = args.split(",")
+    if len(parts) != 3:
+        raise OptimizerError(f"adam takes three values adam:B1,B2,EPS, got {spec!r}")
+    b1, b2, eps = (number(p, w, spec) for p, w in zip(parts, ("B1", "B2", "EPS")))
+    for b, w in ((b1, "B1"), (b2, "B2")):
+        if not 0.0 <= b < 1.0:
+            raise OptimizerError(f"adam {w} must satisfy 0 <= {w} < 1, got {b!r}")
+    if eps < 0.0:
+        raise OptimizerError(f"adam EPS must be >= 0, got {eps!r}")
+    return OptimizerSpec("adam", betas=(b1, b2), eps=eps)
+
+
+def describe(spec: OptimizerSpec) -> str:
+    return f"adam:{spec.betas[0]!r},{spec.betas[1]!r},{spec.eps!r}"
+
+
+def settings(spec: OptimizerSpec) -> dict:
+    return {"beta1": spec.betas[0], "beta2": spec.betas[1], "eps": spec.eps}
+
+
+def bias_corrections(spec: OptimizerSpec, step: int) -> tuple[float, float]:
+    """``(1 - B1^t, sqrt(1 - B2^t))`` at step ``t``."""
+    b1, b2 = spec.betas
+    t = float(step)
+    return 1 - b1**t, (1 - b2**t) ** 0.5
+
+
+def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state, new_state,
+           lrs: Mapping) -> dict:
+    """New values of ``keys`` at step ``new_state.step``; their moments go to ``new_state``."""
+    out = {}
+    b1, b2 = spec.betas
+    ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
+    dea = new_state.buffers.setdefault("exp_avg", {})
+    deas = new_state.buffers.setdefault("exp_avg_sq", {})
+    bc1, bc2_sqrt = bias_corrections(spec, new_state.step)
+    for k in keys:
+        g = grads[k]
+        m = (ea[k].clone() if k in ea else torch.zeros_like(params[k])).lerp_(g, 1 - b1)
+        v = (eas[k].clone() if k in eas else torch.zeros_like(params[k])).mul_(b2).addcmul_(g, g, value=1 - b2)
+        dea[k], deas[k] = m, v
+        denom = (v.sqrt() / bc2_sqrt).add_(spec.eps)
+        out[k] = params[k].clone().addcdiv_(m, denom, value=-(lrs[k] / bc1))
+    return out
+
+
+def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
+    """``phi = (m'/c1) / (sqrt(v')/sqrt(c2) + eps)`` at step ``state.step + 1``."""
+    b1, b2 = spec.betas
+    ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
+    bc1, bc2_sqrt = bias_corrections(spec, state.step + 1)
+    out = {}
+    for k, g in grads.items():
+        m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
+        v = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
+        out[k] = (m / bc1) / (v.sqrt() / bc2_sqrt + spec.eps)
+    return out
+
+
+def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> dict:
+    """Diagonal ``J = (1 - b1) / (c1 D) - (m'/c1) (1 - b2) g / (c2 r D^2)`` applied to ``v``.
+
+    ``r = sqrt(v'/c2)``, ``D = r + eps`` (:func:`crosscurv.theory.optimizers.adam_jacobian`); where ``r = 0``
+    (zero gradient and zero second moment, Adam's kink) the second term is taken as 0.
+    """
+    b1, b2 = spec.betas
+    ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
+    t = float(state.step + 1)
+    c1, c2 = 1 - b1**t, 1 - b2**t
+    out = {}
+    for k, g in grads.items():
+        m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
+        vv = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
+        r = (vv / c2).sqrt()
+        D = r + spec.eps
+        second = torch.where(r > 0, (m / c1) * (1 - b2) * g / (c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
+                             torch.zeros_like(r))
+        out[k] = ((1 - b1) / (c1 * D) - second) * v[k]
+    return out

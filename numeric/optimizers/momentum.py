@@ -1,0 +1,57 @@
+"""``momentum:BETA``: heavy ball, ``torch.optim.SGD(momentum=BETA)`` (dampening 0, no Nesterov).
+
+``buf = g`` at the first step, then ``buf = BETA buf + g``; ``theta - eta_i buf``.  ``phi(g, s) = BETA buf + g``
+(``g`` without a buffer), so ``J_phi = I``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .spec import OptimizerError, OptimizerSpec, number
+
+USAGE = "momentum:BETA"
+BUFFERS = ("momentum_buffer",)
+
+
+def parse(spec: str, sep: str, args: str) -> OptimizerSpec:
+    """``momentum:BETA`` with ``0 <= BETA < 1``."""
+    if not args.strip():
+        raise OptimizerError(f"optimizer momentum needs its coefficient: momentum:BETA, got {spec!r}")
+    beta = number(args, "BETA", spec)
+    if not 0.0 <= beta < 1.0:
+        raise OptimizerError(f"momentum coefficient must satisfy 0 <= BETA < 1, got {beta!r}")
+    return OptimizerSpec("momentum", beta=beta)
+
+
+def describe(spec: OptimizerSpec) -> str:
+    return f"momentum:{spec.beta!r}"
+
+
+def settings(spec: OptimizerSpec) -> dict:
+    return {"beta": spec.beta}
+
+
+def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state, new_state,
+           lrs: Mapping) -> dict:
+    """New values of ``keys``; their new buffers go to ``new_state`` (``torch.optim.SGD``'s arithmetic)."""
+    out = {}
+    old = state.buffers.get("momentum_buffer", {})
+    dst = new_state.buffers.setdefault("momentum_buffer", {})
+    for k in keys:
+        g = grads[k]
+        buf = g.detach().clone() if k not in old else old[k].clone().mul_(spec.beta).add_(g, alpha=1)
+        dst[k] = buf
+        out[k] = params[k].clone().add_(buf, alpha=-lrs[k])
+    return out
+
+
+def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
+    """``phi = beta buf + g`` (``g`` without a buffer)."""
+    buf = state.buffers.get("momentum_buffer", {})
+    return {k: (buf[k] * spec.beta + g if k in buf else g) for k, g in grads.items()}
+
+
+def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> dict:
+    """``J_phi = I``."""
+    return dict(v)
