@@ -35,7 +35,6 @@ Cost per iteration: one HVP for ``H_JC z`` (and one for ``H_JC Delta theta``),
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 import torch
@@ -177,40 +176,13 @@ class TangentStep:
     def __init__(self, spec: OptimizerSpec, lr, f: Mapping, jc_state: OptimizerState | None = None,
                  g_jc: Mapping | None = None, coefficients: Mapping | None = None):
         self.spec, self.lr, self.f = spec, lr, f
-        if coefficients is not None or spec.name != "adam":
-            self.coefficients = dict(coefficients or {})
-            return
-        b1, b2 = spec.betas
-        t = float(jc_state.step + 1)
-        c1, c2 = 1 - b1**t, 1 - b2**t
-        ea, eas = jc_state.buffers.get("exp_avg", {}), jc_state.buffers.get("exp_avg_sq", {})
-        a_m, a_v = {}, {}
-        for k, g in g_jc.items():
-            m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
-            v = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
-            r = (v / c2).sqrt()
-            D = r + spec.eps
-            a_m[k] = 1.0 / (c1 * D)
-            a_v[k] = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
-                                 torch.zeros_like(r))
-        self.coefficients = {"a_m": a_m, "a_v": a_v, "g": dict(g_jc)}
+        self.coefficients = (dict(coefficients) if coefficients is not None
+                             else spec.rule.tangent_coefficients(spec, jc_state, g_jc))
 
     def apply(self, z: Mapping, zs: Mapping, dg: Mapping) -> tuple[dict, dict]:
-        """``(z', zs')`` from the differences ``z``, ``zs`` and the gradient difference ``dg = H_JC z - eta M_S F phi_S``."""
-        spec, lr, f = self.spec, self.lr, self.f
-        if spec.name == "sgd":
-            return {k: z[k] - lr * f[k] * dg[k] for k in z}, {}
-        if spec.name == "momentum":
-            zm = {k: spec.beta * zs["momentum_buffer"][k] + dg[k] for k in z}
-            return {k: z[k] - lr * f[k] * zm[k] for k in z}, {"momentum_buffer": zm}
-        b1, b2 = spec.betas
-        a_m, a_v, g = self.coefficients["a_m"], self.coefficients["a_v"], self.coefficients["g"]
-        zm, zv, out = {}, {}, {}
-        for k in z:
-            zm[k] = b1 * zs["exp_avg"][k] + (1 - b1) * dg[k]
-            zv[k] = b2 * zs["exp_avg_sq"][k] + 2 * (1 - b2) * g[k] * dg[k]
-            out[k] = z[k] - lr * f[k] * (a_m[k] * zm[k] + a_v[k] * zv[k])
-        return out, {"exp_avg": zm, "exp_avg_sq": zv}
+        """``(z', zs')`` from the differences ``z``, ``zs`` and the gradient difference ``dg = H_JC z - eta M_S F phi_S``
+        (the optimizer's ``tangent_apply``, e.g. :func:`crosscurv.numeric.optimizers.momentum.tangent_apply`)."""
+        return self.spec.rule.tangent_apply(self.spec, self.lr, self.f, self.coefficients, z, zs, dg)
 
 
 def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping, force: Mapping,
@@ -235,7 +207,7 @@ def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, H
 # -- the magnitude bound -------------------------------------------------------------
 def forcing_norm(spec: OptimizerSpec, f: Mapping, force: Mapping) -> float:
     """The norm :func:`optimizer_bound` accumulates: ``||F M_S F phi_S||`` (sgd), ``||M_S F phi_S||`` (momentum, Adam)."""
-    v = _scale(force, f) if spec.name == "sgd" else force
+    v = _scale(force, f) if spec.rule.BOUND_SCALES_FORCING else force
     return float(tree.norm(v))
 
 
@@ -251,19 +223,7 @@ def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_ma
       ``c_k >= ||zm_k||``: ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}``;
     * ``adam``: not bounded this way (its coefficients ``1/(c1 D)`` have no a-priori bound): NaN.
     """
-    if spec.name == "adam":
-        return math.nan
-    a = 0.0
-    if spec.name == "sgd":
-        c = 1.0 + lr * f_max * L
-        for n in norms:
-            a = a * c + n
-        a *= lr * lr
-    else:
-        m = 0.0
-        for n in norms:
-            m = spec.beta * m + L * a + lr * n
-            a = a + lr * f_max * m
+    a = spec.rule.bound_majorant(spec, norms, lr, f_max, L)  # NaN for adam
     return G * a + 0.5 * L * a * a
 
 

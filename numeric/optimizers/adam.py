@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import torch
@@ -99,3 +100,45 @@ def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> di
                              torch.zeros_like(r))
         out[k] = ((1 - b1) / (c1 * D) - second) * v[k]
     return out
+
+
+# -- the estimates ----------------------------------------------------------------
+#: :func:`crosscurv.numeric.optimizer_estimates.forcing_norm` takes ``||M_S F phi_S||``.
+BOUND_SCALES_FORCING = False
+
+
+def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
+    """``{"a_m": d phi/d m', "a_v": d phi/d v', "g": g_JC}`` at the JC run's moments (trees keyed like the
+    parameters); ``a_v`` is 0 where ``r = 0``."""
+    b1, b2 = spec.betas
+    t = float(jc_state.step + 1)
+    c1, c2 = 1 - b1**t, 1 - b2**t
+    ea, eas = jc_state.buffers.get("exp_avg", {}), jc_state.buffers.get("exp_avg_sq", {})
+    a_m, a_v = {}, {}
+    for k, g in g_jc.items():
+        m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
+        v = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
+        r = (v / c2).sqrt()
+        D = r + spec.eps
+        a_m[k] = 1.0 / (c1 * D)
+        a_v[k] = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
+                             torch.zeros_like(r))
+    return {"a_m": a_m, "a_v": a_v, "g": dict(g_jc)}
+
+
+def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping, zs: Mapping,
+                  dg: Mapping) -> tuple[dict, dict]:
+    """``zm' = b1 zm + (1 - b1) dg``, ``zv' = b2 zv + 2 (1 - b2) g dg``, ``z' = z - eta F (a_m zm' + a_v zv')``."""
+    b1, b2 = spec.betas
+    a_m, a_v, g = coefficients["a_m"], coefficients["a_v"], coefficients["g"]
+    zm, zv, out = {}, {}, {}
+    for k in z:
+        zm[k] = b1 * zs["exp_avg"][k] + (1 - b1) * dg[k]
+        zv[k] = b2 * zs["exp_avg_sq"][k] + 2 * (1 - b2) * g[k] * dg[k]
+        out[k] = z[k] - lr * f[k] * (a_m[k] * zm[k] + a_v[k] * zv[k])
+    return out, {"exp_avg": zm, "exp_avg_sq": zv}
+
+
+def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
+    """Not bounded this way (the coefficients ``1/(c1 D)`` have no a-priori bound): NaN."""
+    return math.nan

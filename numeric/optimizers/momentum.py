@@ -55,3 +55,31 @@ def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
 def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> dict:
     """``J_phi = I``."""
     return dict(v)
+
+
+# -- the estimates ----------------------------------------------------------------
+#: :func:`crosscurv.numeric.optimizer_estimates.forcing_norm` takes ``||M_S F phi_S||``.
+BOUND_SCALES_FORCING = False
+
+
+def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc) -> dict:
+    """The tangent step's coefficients from the JC run (none)."""
+    return {}
+
+
+def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping, zs: Mapping,
+                  dg: Mapping) -> tuple[dict, dict]:
+    """``zm' = beta zm + dg``, ``z' = z - eta F zm'``."""
+    zm = {k: spec.beta * zs["momentum_buffer"][k] + dg[k] for k in z}
+    return {k: z[k] - lr * f[k] * zm[k] for k in z}, {"momentum_buffer": zm}
+
+
+def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
+    """``a_K`` with ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}`` from zero
+    (``c_k >= ||zm_k||``)."""
+    a = 0.0
+    m = 0.0
+    for n in norms:
+        m = spec.beta * m + L * a + lr * n
+        a = a + lr * f_max * m
+    return a

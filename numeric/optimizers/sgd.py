@@ -3,7 +3,10 @@
 Every optimizer is a module like this one, listed in :data:`crosscurv.numeric.optimizers.RULES`:
 ``USAGE`` (the spec's form), ``BUFFERS`` (``torch.optim``'s state names), :func:`parse`,
 :func:`describe`, :func:`settings`, :func:`update` (the step, ``torch.optim``'s arithmetic),
-:func:`direction` (``phi(g, s)``) and :func:`jacobian_apply` (``J_phi v``).
+:func:`direction` (``phi(g, s)``), :func:`jacobian_apply` (``J_phi v``), and for the estimates
+(:mod:`crosscurv.numeric.optimizer_estimates`) :func:`tangent_coefficients`, :func:`tangent_apply`
+(one step of the linearized ``S - JC`` difference), ``BOUND_SCALES_FORCING`` and
+:func:`bound_majorant` (the magnitude bound).
 """
 
 from __future__ import annotations
@@ -46,3 +49,30 @@ def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
 def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> dict:
     """``J_phi = I``."""
     return dict(v)
+
+
+# -- the estimates ----------------------------------------------------------------
+#: :func:`crosscurv.numeric.optimizer_estimates.forcing_norm` takes ``||F M_S F phi_S||``.
+BOUND_SCALES_FORCING = True
+
+
+def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc) -> dict:
+    """The tangent step's coefficients from the JC run (none)."""
+    return {}
+
+
+def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping, zs: Mapping,
+                  dg: Mapping) -> tuple[dict, dict]:
+    """``z' = z - eta F dg`` (no state difference)."""
+    return {k: z[k] - lr * f[k] * dg[k] for k in z}, {}
+
+
+def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
+    """``a_K`` of ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` from ``a_0 = 0`` (the paper's ``b_k`` when
+    ``F = I``)."""
+    a = 0.0
+    c = 1.0 + lr * f_max * L
+    for n in norms:
+        a = a * c + n
+    a *= lr * lr
+    return a

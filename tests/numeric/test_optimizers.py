@@ -226,7 +226,8 @@ def test_every_optimizer_is_one_module_with_the_rule_interface():
     assert list(RULES) == ["sgd", "momentum", "adam"]
     for name, rule in RULES.items():
         assert rule.__name__ == f"crosscurv.numeric.optimizers.{name}"
-        for attr in ("USAGE", "BUFFERS", "parse", "describe", "settings", "update", "direction", "jacobian_apply"):
+        for attr in ("USAGE", "BUFFERS", "parse", "describe", "settings", "update", "direction", "jacobian_apply",
+                     "tangent_coefficients", "tangent_apply", "BOUND_SCALES_FORCING", "bound_majorant"):
             assert hasattr(rule, attr), (name, attr)
         spec = parse_optimizer(rule.USAGE.split("[")[0].replace("BETA", "0.5"))
         assert spec.name == name and parse_optimizer(spec.describe()) == spec
