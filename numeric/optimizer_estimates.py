@@ -35,6 +35,7 @@ Cost per iteration: one HVP for ``H_JC z`` (and one for ``H_JC Delta theta``),
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import torch
@@ -223,7 +224,9 @@ def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_ma
       ``c_k >= ||zm_k||``: ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}``;
     * ``adam``: not bounded this way (its coefficients ``1/(c1 D)`` have no a-priori bound): NaN.
     """
-    a = spec.rule.bound_majorant(spec, norms, lr, f_max, L)  # NaN for adam
+    a = spec.rule.bound_majorant(spec, norms, lr, f_max, L)
+    if math.isnan(a):  # adam: no bound (math.nan itself, as every missing value of a record)
+        return math.nan
     return G * a + 0.5 * L * a * a
 
 
