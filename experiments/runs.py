@@ -33,7 +33,7 @@ from typing import Callable, Mapping
 
 from ..theory.errors import InputError
 
-__all__ = ["RunDescription", "RunDescriptionError", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress", "load", "run",
+__all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress", "load", "run",
            "run_folder_name", "slug"]
 
 #: Intra-op threads of a run when nothing else decides (the command line's default,
@@ -68,6 +68,76 @@ def _text(what: str, value, choices=None) -> str | None:
     if choices is not None and value not in choices:
         raise RunDescriptionError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def _lr(value):
+    from ..numeric.protocol import check_lr
+
+    if value is None:
+        return None
+    if isinstance(value, (bool, str)):
+        raise RunDescriptionError(f"learning rate must be a finite number > 0, got {value!r}")
+    return check_lr(value)
+
+
+def _iters(value):
+    from ..numeric.protocol import check_iters
+
+    return None if value is None else check_iters(value)
+
+
+def _seed(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RunDescriptionError(f"seed must be an integer, got {value!r}")
+    return value
+
+
+def _preset(value):
+    from .tasks import PRESETS
+
+    return _text("preset", value, PRESETS)
+
+
+def _optimizer(value) -> str:
+    from ..numeric.optimizers import parse_optimizer
+
+    _text("optimizer", value)
+    parse_optimizer(value)
+    return value
+
+
+def _block_lr(value):
+    if value is not None and not isinstance(value, str):
+        raise RunDescriptionError(f"block_lr must be text NAME=FACTOR,..., got {value!r}")
+    return value
+
+
+#: the one check of each setting: ``setting -> check(value) -> value`` (raises a one-line InputError)
+CHECKS = {
+    "task": lambda v: _text("task", v),
+    "preset": _preset,
+    "pattern": lambda v: _text("pattern", v),
+    "lr": _lr,
+    "iters": _iters,
+    "seed": _seed,
+    "dtype": lambda v: _text("dtype", v, DTYPES),
+    "device": lambda v: _text("device", v),
+    "data": lambda v: _text("data", v),
+    "model": lambda v: _text("model", v),
+    "threads": lambda v: _count("threads", v),
+    "hvp": lambda v: _text("hvp", v, HVP),
+    "hvp_chunk": lambda v: _count("HVP chunk size", v),
+    "offload": lambda v: _text("offload", v, OFFLOAD),
+    "optimizer": _optimizer,
+    "block_lr": _block_lr,
+    "checkpoint_every": lambda v: _count("checkpoint interval", v),
+}
+
+
+def check_setting(name: str, value):
+    """``value`` of the setting ``name`` (a :class:`RunDescription` field) checked (the learning rate as a
+    float); the one-line error of :class:`RunDescription` otherwise."""
+    return CHECKS[name](value)
 
 
 @dataclass(frozen=True)
@@ -116,34 +186,10 @@ class RunDescription:
     checkpoint_every: int | None = None
 
     def __post_init__(self):
-        from ..numeric.optimizers import parse_optimizer
-        from ..numeric.protocol import check_iters, check_lr
-        from .tasks import PRESETS
-
-        _text("task", self.task)
-        _text("preset", self.preset, PRESETS)
-        _text("pattern", self.pattern)
-        if self.lr is not None:
-            if isinstance(self.lr, (bool, str)):
-                raise RunDescriptionError(f"learning rate must be a number, got {self.lr!r}")
-            object.__setattr__(self, "lr", check_lr(self.lr))
-        if self.iters is not None:
-            check_iters(self.iters)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise RunDescriptionError(f"seed must be an integer, got {self.seed!r}")
-        _text("dtype", self.dtype, DTYPES)
-        _text("device", self.device)
-        _text("data", self.data)
-        _text("model", self.model)
-        _count("threads", self.threads)
-        _text("hvp", self.hvp, HVP)
-        _count("HVP chunk size", self.hvp_chunk)
-        _text("offload", self.offload, OFFLOAD)
-        _text("optimizer", self.optimizer)
-        parse_optimizer(self.optimizer)
-        if self.block_lr is not None and not isinstance(self.block_lr, str):
-            raise RunDescriptionError(f"block_lr must be text NAME=FACTOR,..., got {self.block_lr!r}")
-        _count("checkpoint interval", self.checkpoint_every)
+        if self.task is None:
+            raise RunDescriptionError("a run needs a task")
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, check_setting(f.name, getattr(self, f.name)))
 
     # -- from and to the command line --------------------------------------------------------
     @classmethod
