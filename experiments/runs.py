@@ -219,8 +219,8 @@ class RunDescription:
         the parsed object).  Settings the summary does not record take their defaults (plain ``sgd``).
 
         Raises:
-            RunDescriptionError: a summary without a settings object or without task, learning rate, K,
-            dtype or seed; a setting out of its range (named with the file).
+            RunDescriptionError: a summary without a settings object or without task, learning rate,
+            pattern, dtype or seed; a setting out of its range (named with the file).
         """
         where = "summary"
         if not isinstance(summary, Mapping):
@@ -234,7 +234,7 @@ class RunDescription:
         settings = summary.get("settings") if isinstance(summary, Mapping) else None
         if not isinstance(settings, Mapping):
             raise RunDescriptionError(f"{where} has no settings object: not a crosscurv run summary")
-        missing = [k for k in ("task", "lr", "iters", "dtype", "seed") if k not in settings]
+        missing = [k for k in ("task", "lr", "dtype", "seed") if k not in settings]
         if "pattern_spec" not in settings and "pattern" not in settings:
             missing.append("pattern")
         if missing:
@@ -256,7 +256,7 @@ class RunDescription:
             return cls(
                 task=settings["task"], preset=settings.get("preset"), pattern=str(pattern),
                 lr=float(lr) if isinstance(lr, int) and not isinstance(lr, bool) else lr,
-                iters=settings["iters"], seed=settings["seed"], dtype=settings["dtype"],
+                iters=settings.get("iters"), seed=settings["seed"], dtype=settings["dtype"],
                 device=settings.get("device"), data=settings.get("data_path"), model=settings.get("model_path"),
                 threads=settings.get("threads"), hvp=settings.get("hvp") or "auto",
                 hvp_chunk=settings.get("hvp_chunk_size"),
