@@ -12,6 +12,10 @@ uninterrupted run to ``K2``); every other setting must match.  ``--optimizer
 momentum:BETA|adam[:B1,B2,EPS]`` and ``--block-lr NAME=FACTOR,...`` run both
 trajectories with that optimizer and record the generalized estimates in the
 same columns (plain ``sgd`` without factors: the paper's protocol unchanged).
+
+The flags that decide the records are a :class:`crosscurv.experiments.runs.RunDescription`
+(every value checked there), performed by :func:`crosscurv.experiments.runs.run`; this module
+parses, prints and picks the exit code.
 """
 
 from __future__ import annotations
