@@ -33,8 +33,8 @@ from typing import Callable, Mapping
 
 from ..theory.errors import InputError
 
-__all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress", "load", "run",
-           "run_folder_name", "slug"]
+__all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress",
+           "load", "run", "run_folder_name", "slug"]
 
 #: Intra-op threads of a run when nothing else decides (the command line's default,
 #: :mod:`crosscurv.experiments.cli.threads`; the sweeps' default).
