@@ -195,8 +195,16 @@ class RunDescription:
     @classmethod
     def from_args(cls, args) -> "RunDescription":
         """The description of parsed ``crosscurv run`` arguments (an ``argparse.Namespace``; flags a command
-        does not have, such as ``--pattern`` for ``crosscurv advise``, take their defaults)."""
+        does not have, such as ``--pattern`` for ``crosscurv advise``, take their defaults).  A value out of
+        range is refused by its setting's check, the message led by the flag (``--lr: learning rate must
+        be ...``)."""
         kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+        for name, value in kw.items():
+            try:
+                check_setting(name, value)
+            except InputError as exc:
+                flag = "TASK" if name == "task" else "--" + name.replace("_", "-")
+                raise RunDescriptionError(f"{flag}: {exc}") from None
         return cls(**kw)
 
     def to_args(self) -> list[str]:

@@ -195,3 +195,13 @@ def test_the_import_check_sees_a_relative_import_of_the_command_line(tmp_path):
     mods = [m for m, _ in _imports("crosscurv.experiments.sweep.x", str(f), False)]
     assert "crosscurv.experiments.cli" in mods and "crosscurv.experiments.cli.main" in mods
     assert "crosscurv.experiments.cli.threads" in mods
+
+
+def test_a_bad_flag_is_named_in_its_error():
+    """From the command line the setting's own check speaks, led by the flag it came from."""
+    with pytest.raises(RunDescriptionError, match=r"^--lr: learning rate must be a finite number > 0, got -1.0$"):
+        RunDescription.from_args(parse(["mlp", "--lr", "-1"]))
+    with pytest.raises(RunDescriptionError, match=r"^--checkpoint-every: checkpoint interval must be an integer >= 1"):
+        RunDescription.from_args(parse(["mlp", "--checkpoint-every", "0"]))
+    with pytest.raises(RunDescriptionError, match=r"^--optimizer: unknown optimizer 'lion'"):
+        RunDescription.from_args(parse(["mlp", "--optimizer", "lion"]))

@@ -147,16 +147,16 @@ def test_divergence_exit_code_3_keeps_records(capsys, tmp_path, fac):
 
 
 BAD = [
-    (["--lr", "0"], "learning rate must be a finite number > 0"),
-    (["--lr", "-0.1"], "learning rate must be a finite number > 0"),
-    (["--lr", "nan"], "learning rate must be a finite number > 0"),
-    (["--lr", "inf"], "learning rate must be a finite number > 0"),
+    (["--lr", "0"], "--lr: learning rate must be a finite number > 0"),
+    (["--lr", "-0.1"], "--lr: learning rate must be a finite number > 0"),
+    (["--lr", "nan"], "--lr: learning rate must be a finite number > 0"),
+    (["--lr", "inf"], "--lr: learning rate must be a finite number > 0"),
     (["--lr", "abc"], "invalid float value"),
-    (["--iters", "0"], "iterations must be an integer >= 1"),
+    (["--iters", "0"], "--iters: iterations must be an integer >= 1"),
     (["--iters", "1.5"], "invalid int value"),
     (["--dtype", "float16"], "invalid choice"),
     (["--hvp", "sideways"], "invalid choice"),
-    (["--hvp-chunk", "0"], "HVP chunk size must be an integer >= 1"),
+    (["--hvp-chunk", "0"], "--hvp-chunk: HVP chunk size must be an integer >= 1"),
     (["--offload", "maybe"], "invalid choice"),
     (["--device", "tpu"], "unknown device"),
     (["--pattern", "3<-1"], "outside 1..2"),
