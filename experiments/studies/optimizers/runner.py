@@ -34,8 +34,6 @@ import os
 import sys
 import time
 
-from crosscurv.experiments import runs
-
 from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, Study, Variant, run_dir  # noqa: F401
 from crosscurv.experiments.studies.optimizers.report import write_report
 
@@ -71,8 +69,11 @@ def planned(seeds, only=None):
     return out
 
 
-def description(task: str, variant: Variant, seed: int, iters: int) -> runs.RunDescription:
-    """The run of ``variant`` on ``task`` (default preset) for ``seed`` and ``K = iters``, one intra-op thread."""
+def description(task: str, variant: Variant, seed: int, iters: int):
+    """The :class:`crosscurv.experiments.runs.RunDescription` of ``variant`` on ``task`` (default preset) for
+    ``seed`` and ``K = iters``, one intra-op thread."""
+    from crosscurv.experiments import runs
+
     return runs.RunDescription(task, preset="default", seed=seed, iters=iters, checkpoint_every=5,
                                optimizer=variant.optimizer, block_lr=variant.block_lr, lr=variant.lr,
                                threads=runs.DEFAULT_THREADS)
@@ -81,6 +82,7 @@ def description(task: str, variant: Variant, seed: int, iters: int) -> runs.RunD
 def run_all(out: str, seeds, iters: int, only=None) -> int:
     """Run (or resume) every planned run; returns the number of runs that did not complete (bad input and
     divergence are reported and the campaign goes on; an interrupt stops it, the run resumable)."""
+    from crosscurv.experiments import runs
     from crosscurv.theory.errors import InputError
 
     failed = 0
