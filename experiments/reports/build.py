@@ -5,8 +5,8 @@ Stages, each streamed to the terminal as it runs:
 1. ``derive``: the symbolic identities (``theory.md``);
 2. ``scaling``: observed orders of the remainders (``scaling.md``, figures);
 3. the three controlled studies (``runs/<task>/records.csv``,
-   ``summary.json``) with ``crosscurv run TASK --preset P`` and one intra-op
-   thread (:data:`STUDY_THREADS`);
+   ``summary.json``): the run ``crosscurv run TASK --preset P --threads 1``
+   (:data:`STUDY_THREADS`) through :func:`crosscurv.experiments.runs.run`;
 4. Table 1 (``table1.md``), gap (with ``eta * sharpness``) and
    winner-timeline figures per task;
 5. the motivation study (``motivation.md``; ``crosscurv motivation --report``,
@@ -34,6 +34,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 __all__ = ["build_report", "STUDIES", "STUDY_THREADS"]
 
@@ -46,12 +47,6 @@ STUDY_THREADS = 1
 
 def _say(msg: str) -> None:
     print(f"[report] {msg}", flush=True)
-
-
-def _cli(argv: list[str]) -> int:
-    from crosscurv.experiments.cli import main
-
-    return main(argv)
 
 
 def _machine() -> dict:
@@ -116,35 +111,43 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
             _say(f"{task}: {s.get('status')} run found in {run_dir}, reused (use --fresh to recompute)")
             return 0, 0.0
         _say(f"{task}: the run in {run_dir} is not this study ({why})")
-    from crosscurv.experiments.cli.commands.run import execute, parse
+    from crosscurv.experiments import runs
     from crosscurv.numeric.protocol import SettingsChangedError
 
-    base = [task, "--preset", preset, "--out", str(run_dir), "--device", device]
+    study = runs.RunDescription(task, preset=preset, device=device, threads=STUDY_THREADS)
+
+    def run(resume: bool):
+        progress = runs.Progress()
+        try:
+            return runs.run(study, str(run_dir), resume=resume, progress=progress)[0]
+        finally:
+            progress.close()
+
     with _study_threads():
         if (run_dir / "checkpoint.pt").is_file():
             _say(f"{task}: resuming the interrupted run in {run_dir}")
             try:
-                result, _ = execute(parse(base + ["--resume"]))
+                result = run(resume=True)
             except SettingsChangedError as exc:  # only a change of settings starts over; any other error is reported
                 _say(f"{task}: could not resume ({exc}); starting over")
                 shutil.rmtree(run_dir)
-                result, _ = execute(parse(base))
+                result = run(resume=False)
         else:
             if run_dir.exists():
                 shutil.rmtree(run_dir)  # no checkpoint: nothing that could be continued
             _say(f"{task}: running preset {preset!r} into {run_dir} ({STUDY_THREADS} thread)")
-            result, _ = execute(parse(base))
+            result = run(resume=False)
     return result.exit_code, time.perf_counter() - t0
 
 
-def _motivation_stage(out: Path, preset: str, fresh: bool) -> int:
+def _motivation_stage(out: Path, preset: str, fresh: bool, command) -> int:
     """``motivation.md`` and its figures: ``crosscurv motivation`` reuses the complete runs (and verdicts) in
     ``out/runs/motivation`` and computes the others, with :data:`STUDY_THREADS` threads."""
     runs_dir = out / "runs" / "motivation"
     if fresh and runs_dir.exists():
         shutil.rmtree(runs_dir)
     with _study_threads():
-        return _cli(["motivation", "--preset", preset, "--out", str(runs_dir), "--report", str(out)])
+        return command(["motivation", "--preset", preset, "--out", str(runs_dir), "--report", str(out)])
 
 
 #: the sweep folders under ``reports/sweeps`` that ``make studies`` writes
@@ -185,11 +188,17 @@ def build_report(
     device: str = "auto",
     motivation: bool = True,
     studies: bool = True,
+    command: Callable[[list], int] | None = None,
 ) -> int:
     """Run every stage into ``out``; returns 0 when every stage succeeded.
 
     ``motivation=False`` skips the motivation study; ``studies=False`` skips the aggregation of ``out/sweeps``.
+    The derivation, scaling and motivation stages are ``crosscurv`` sub-commands: ``command(argv)`` runs one
+    and returns its exit code (``crosscurv report`` passes the command line's entry point); without it,
+    those stages cannot run (``derive``, ``scaling`` and ``motivation`` must be false).
     """
+    if command is None and (derive or scaling or motivation):
+        raise ValueError("build_report needs command= to run the derive, scaling and motivation stages")
     from crosscurv.experiments.reports.plotting import gap_figure, winner_timeline
     from crosscurv.experiments.reports.table import load_run, paper_comparison, render_table
 
@@ -203,14 +212,14 @@ def build_report(
     if derive:
         _say(f"stage 1/{n}: symbolic derivations")
         t0 = time.perf_counter()
-        rc = _cli(["derive", "--out", str(out)])
+        rc = command(["derive", "--out", str(out)])
         timings["derive"] = time.perf_counter() - t0
         if rc != 0:
             failures.append(f"derive exited {rc}")
     if scaling:
         _say(f"stage 2/{n}: error-scaling study" + (" (quick)" if quick_scaling else ""))
         t0 = time.perf_counter()
-        rc = _cli(["scaling", "--out", str(out)] + (["--quick"] if quick_scaling else []))
+        rc = command(["scaling", "--out", str(out)] + (["--quick"] if quick_scaling else []))
         timings["scaling"] = time.perf_counter() - t0
         if rc != 0:
             failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see scaling.md)")
@@ -244,7 +253,7 @@ def build_report(
     if motivation:
         _say(f"stage 5/{n}: motivation study (Figure 1; complete runs in {out / 'runs' / 'motivation'} reused)")
         t0 = time.perf_counter()
-        rc = _motivation_stage(out, preset, fresh)
+        rc = _motivation_stage(out, preset, fresh, command)
         timings["motivation"] = time.perf_counter() - t0
         if rc != 0:
             failures.append(f"motivation exited {rc}")

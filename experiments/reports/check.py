@@ -5,7 +5,8 @@ every setting of its run.  :func:`check_run` rebuilds the run from them (task,
 preset and every size the summary records, learning rate, seed, pattern,
 dtype, HVP engine, optimizer and per-block step sizes; on the CPU; with the
 thread count the summary or its sweep records, else 1), recomputes its first ``N`` iterations in memory with
-:func:`crosscurv.numeric.protocol.run_protocol` and compares them with the committed
+:func:`crosscurv.experiments.runs.run` (the run's
+:class:`~crosscurv.experiments.runs.RunDescription` read from its summary) and compares them with the committed
 records exactly as ``crosscurv validate-records`` does
 (:func:`crosscurv.numeric.record_comparison.compare_records` with the tolerances of
 :func:`crosscurv.numeric.record_comparison.reference_tolerances`: the committed records
@@ -193,7 +194,8 @@ def find_runs(root: str = "reports") -> list[str]:
 
 
 # -- rebuilding a run ----------------------------------------------------------------------
-def _summary(run_dir: str) -> tuple[dict, dict]:
+def _summary(run_dir: str):
+    """``(summary, settings, RunDescription)`` of a run folder (every setting checked by the description)."""
     from crosscurv.numeric.records import SUMMARY_FILE, read_summary
 
     path = os.path.join(run_dir, SUMMARY_FILE)
@@ -201,21 +203,13 @@ def _summary(run_dir: str) -> tuple[dict, dict]:
     settings = summary.get("settings")
     if not isinstance(settings, dict):
         raise ReportCheckError(f"summary {path} has no settings object: not a crosscurv run summary")
-    missing = [k for k in ("task", "lr", "dtype", "seed") if k not in settings]
-    if "pattern_spec" not in settings and "pattern" not in settings:
-        missing.append("pattern")
-    if missing:
-        raise ReportCheckError(f"summary {path}: settings lack {', '.join(missing)}")
-    if not isinstance(settings["task"], str):
-        raise ReportCheckError(f"summary {path}: task {settings['task']!r} is not a task name")
-    lr = settings["lr"]
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr) and lr > 0):
-        raise ReportCheckError(f"summary {path}: lr {lr!r} is not a number > 0")
-    if settings["dtype"] not in ("float32", "float64"):
-        raise ReportCheckError(f"summary {path}: dtype {settings['dtype']!r} is not float32 or float64")
-    if isinstance(settings["seed"], bool) or not isinstance(settings["seed"], int):
-        raise ReportCheckError(f"summary {path}: seed {settings['seed']!r} is not an integer")
-    return summary, settings
+    from crosscurv.experiments.runs import RunDescription
+
+    try:
+        description = RunDescription.from_summary(summary)
+    except InputError as exc:
+        raise ReportCheckError(f"summary {path}: {str(exc).removeprefix('summary: ')}") from None
+    return summary, settings, description
 
 
 def run_threads(run_dir: str, summary: dict) -> tuple[int, str]:
@@ -318,6 +312,7 @@ class _Plan:
     run_dir: str
     summary: dict
     settings: dict
+    description: object  # the RunDescription of the summary
     committed: list
     n: int
 
@@ -329,11 +324,12 @@ def _plan(run_dir: str, iters: int | None) -> _Plan:
         raise ReportCheckError(f"--iters must be an integer >= 1, got {iters!r}")
     if not os.path.isdir(run_dir):
         raise ReportCheckError(f"run folder {run_dir} does not exist")
-    summary, settings = _summary(run_dir)
+    summary, settings, description = _summary(run_dir)
     committed = read_records(os.path.join(run_dir, RECORDS_FILE))
     if not committed:
         raise ReportCheckError(f"{run_dir}/{RECORDS_FILE} holds no records")
-    return _Plan(run_dir, summary, settings, committed, len(committed) if iters is None else min(iters, len(committed)))
+    return _Plan(run_dir, summary, settings, description, committed,
+                 len(committed) if iters is None else min(iters, len(committed)))
 
 
 def check_run(run_dir: str, iters: int | None = None, *, progress: Callable[[int, int], None] | None = None) -> RunCheck:
@@ -386,7 +382,7 @@ def _start_differs(task, settings: dict) -> str | None:
 def _check(plan: _Plan, progress=None) -> RunCheck:
     import torch
 
-    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.experiments import runs
     from crosscurv.numeric.record_comparison import (ALL_COLUMNS, compare_records, compared_columns, is_legacy,
                                            reference_tolerances)
     from crosscurv.numeric.records import FIELDS, records_columns
@@ -402,23 +398,20 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
                 skipped=[c for c in FIELDS[1:] if c not in columns and c in ALL_COLUMNS], legacy=is_legacy(reference),
                 threads=threads, threads_source=source, notes=notes)
     dtype = {"float32": torch.float32, "float64": torch.float64}[settings["dtype"]]
+    # the recorded run, recomputed in memory on the CPU with the threads of the record
+    rerun = plan.description.replace(device="cpu", threads=threads, iters=n, offload="off")
 
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
     try:
         task = _build_task(run_dir, settings, dtype, notes)
-        pattern = _pattern(task, settings, run_dir)
+        _pattern(task, settings, run_dir)  # the recorded pairs still come out of the recorded spec
         why = _start_differs(task, settings)
         if why is not None:
             return RunCheck(agree=False, first=(0, "theta0", why, None, None), seconds=time.perf_counter() - t0,
                             **base)
-        optimizer = settings.get("optimizer")
-        res = run_protocol(task, pattern, float(settings["lr"]), n, out_dir=None, seed=settings["seed"],
-                           hvp_method=settings.get("hvp") or "auto", chunk_size=settings.get("hvp_chunk_size"),
-                           offload=False, progress=progress,
-                           optimizer=(optimizer.get("spec") if isinstance(optimizer, dict) else optimizer) or "sgd",
-                           block_lr=settings.get("block_lr") or None)
+        res, _ = runs.run(rerun, None, progress=progress, task=task)
     finally:
         torch.set_num_threads(old_threads)
     base["seconds"] = time.perf_counter() - t0
@@ -439,7 +432,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     if len(res.records) < n or first[0] < 2:  # k = 1 starts from the recorded theta^0: no trajectory to part
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
     # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?
-    twin = _perturbed_twin(task, pattern, settings, n, threads)
+    twin = _perturbed_twin(task, rerun)
     if twin is None:
         notes.append("the run perturbed at rounding diverged: no sensitivity to compare with")
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
@@ -485,34 +478,26 @@ def sensitivity(twin: dict, run: dict) -> list:
     return [max(1.0, x / base) if math.isfinite(x) else 1.0 for x in r]
 
 
-def _perturbed_twin(task, pattern, settings: dict, n: int, threads: int) -> dict | None:
-    """The run recomputed from ``theta^0 (1 + u r)``, ``u`` the dtype's unit roundoff and ``r = +-1`` a fixed
-    seeded sign per entry: a run that differs from the recomputation only at rounding.  Its records
-    ``{column: values}``, or ``None`` when it diverged before ``k = n``."""
+def _perturbed_twin(task, rerun) -> dict | None:
+    """The run ``rerun`` (a :class:`crosscurv.experiments.runs.RunDescription`) recomputed from
+    ``theta^0 (1 + u r)``, ``u`` the dtype's unit roundoff and ``r = +-1`` a fixed seeded sign per entry: a run
+    that differs from the recomputation only at rounding.  Its records ``{column: values}``, or ``None`` when
+    it diverged before ``k = rerun.iters``."""
     import dataclasses
 
     import torch
 
-    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.experiments import runs
     from crosscurv.numeric.records import records_columns
 
+    n = rerun.iters
     gen = torch.Generator().manual_seed(12345)
     params = {}
     for name, p in task.params.items():
         sign = torch.randint(0, 2, tuple(p.shape), generator=gen).to(device=p.device, dtype=p.dtype) * 2 - 1
         params[name] = p * (1 + torch.finfo(p.dtype).eps / 2 * sign)
     twin = dataclasses.replace(task, params=params)
-    optimizer = settings.get("optimizer")
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        res = run_protocol(twin, pattern, float(settings["lr"]), n, out_dir=None, seed=settings["seed"],
-                           hvp_method=settings.get("hvp") or "auto", chunk_size=settings.get("hvp_chunk_size"),
-                           offload=False,
-                           optimizer=(optimizer.get("spec") if isinstance(optimizer, dict) else optimizer) or "sgd",
-                           block_lr=settings.get("block_lr") or None)
-    finally:
-        torch.set_num_threads(old_threads)
+    res, _ = runs.run(rerun, None, task=twin)
     if len(res.records) < n:
         return None
     return records_columns(res.records)

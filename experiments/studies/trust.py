@@ -1,7 +1,7 @@
 """Calibration, coverage and precision of the error estimates, per task, learning rate and estimate.
 
 For each built-in task (default preset unless told) and learning rate, one protocol run
-(:func:`crosscurv.numeric.protocol.run_protocol`, K iterations, seed 0) written to ``OUT/runs/TASK_lrLR``;
+(:func:`crosscurv.experiments.runs.run`, K iterations, seed 0, one thread) written to ``OUT/runs/TASK_lrLR``;
 then, from its records (:mod:`crosscurv.numeric.error_estimates`):
 
 * ``Calibrated``: share of iterations with ``|estimate - gap| <= err``;
@@ -174,20 +174,18 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from crosscurv.experiments.tasks.loading import load_task
-    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.experiments import runs
+    from crosscurv.experiments.tasks import preset_settings
     from crosscurv.numeric.records import RECORDS_FILE, read_records, records_columns
 
     lrs = _parse_lrs(args.lrs)
     results, columns = [], []
     for name in args.tasks.split(","):
-        task, settings = load_task(name, args.preset)
-        for lr in lrs.get(name, [settings["lr"]]):
+        for lr in lrs.get(name, [preset_settings(name, args.preset)["lr"]]):
             d = os.path.join(args.out, "runs", f"{name}_lr{lr:g}")
             if not os.path.exists(os.path.join(d, RECORDS_FILE)):
-                task, settings = load_task(name, args.preset)
-                pattern = str(settings.get("pattern") or task.default_pattern)
-                res = run_protocol(task, pattern, lr, args.iters, out_dir=d, settings={"preset": args.preset})
+                run = runs.RunDescription(name, preset=args.preset, lr=lr, iters=args.iters, threads=1)
+                res, _ = runs.run(run, d)
                 print(f"{name} lr {lr:g}: {res.message}", file=sys.stderr, flush=True)
             cols = records_columns(read_records(os.path.join(d, RECORDS_FILE)))
             results.append((name, lr, run_rows(cols, lr)))

@@ -3,7 +3,7 @@
 * :mod:`~crosscurv.experiments.sweep.spec`: the grid (command line or TOML file);
 * :mod:`~crosscurv.experiments.sweep.grid`: its expansion into named runs;
 * :mod:`~crosscurv.experiments.sweep.state`: start, resume or reuse a run folder;
-* :mod:`~crosscurv.experiments.sweep.worker`: one run in a Ray task (``crosscurv.experiments.cli.main``);
+* :mod:`~crosscurv.experiments.sweep.worker`: one run in a Ray task (:func:`crosscurv.experiments.runs.run`);
 * :mod:`~crosscurv.experiments.sweep.ray_backend`: Ray start-up and task submission;
 * :mod:`~crosscurv.experiments.sweep.aggregate`, :mod:`~crosscurv.experiments.sweep.figures`:
   ``sweep.csv``, ``sweep.md`` and the agreement figure;

@@ -43,22 +43,17 @@ class RunPoint:
         return {"task": self.task, "preset": self.preset, "lr": self.lr, "seed": self.seed,
                 "pattern": self.pattern, "iters": self.iters, "dtype": self.dtype}
 
+    def description(self, threads: int | None = None):
+        """The :class:`crosscurv.experiments.runs.RunDescription` of this run (with ``threads`` intra-op threads)."""
+        from crosscurv.experiments.runs import RunDescription
+
+        return RunDescription(self.task, preset=self.preset, pattern=self.pattern,
+                              lr=None if self.lr is None else float(self.lr), iters=self.iters, seed=self.seed,
+                              dtype=self.dtype, threads=threads)
+
     def argv(self, out_dir: str, resume: bool = False) -> list[str]:
-        """The ``crosscurv`` arguments of this run (``crosscurv.experiments.cli.main(argv)``)."""
-        a = ["run", self.task, "--out", str(out_dir), "--seed", str(self.seed)]
-        if self.preset is not None:
-            a += ["--preset", self.preset]
-        if self.lr is not None:
-            a += ["--lr", repr(float(self.lr))]
-        if self.pattern is not None:
-            a += ["--pattern", self.pattern]
-        if self.iters is not None:
-            a += ["--iters", str(self.iters)]
-        if self.dtype is not None:
-            a += ["--dtype", self.dtype]
-        if resume:
-            a.append("--resume")
-        return a
+        """The ``crosscurv`` command line of this run (``crosscurv run ... --out OUT_DIR [--resume]``)."""
+        return ["run", *self.description().to_args(), "--out", str(out_dir)] + (["--resume"] if resume else [])
 
 
 def _slug(text: str) -> str:

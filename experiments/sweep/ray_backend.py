@@ -98,7 +98,8 @@ def _first_line(exc: BaseException) -> str:
 
 def run_tasks(items: Sequence, make_call: Callable, workers: int, threads: int,
               on_done: Callable[[object, dict], None]) -> None:
-    """Run ``make_call(item) -> (function, args)`` as Ray tasks, ``workers`` at a time.
+    """Run :func:`crosscurv.experiments.sweep.worker.execute_run` with the arguments ``make_call(item)`` as Ray
+    tasks, ``workers`` at a time.
 
     On ``KeyboardInterrupt`` the runs in flight are cancelled (their folders
     keep a checkpoint, so a rerun resumes them) and the interrupt propagates.

@@ -1,4 +1,4 @@
-"""``run_sweep``: every grid point as a ``crosscurv run`` on Ray, then the aggregate.
+"""``run_sweep``: every grid point as a run (:func:`crosscurv.experiments.runs.run`) on Ray, then the aggregate.
 
 Layout of ``OUT``::
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from crosscurv.experiments.sweep import aggregate, state
 from crosscurv.experiments.sweep.grid import RunPoint, expand
 from crosscurv.experiments.sweep.spec import SweepError, SweepSpec
-from crosscurv.experiments.cli.threads import DEFAULT_THREADS
+from crosscurv.experiments.runs import DEFAULT_THREADS
 
 __all__ = ["run_sweep", "SweepResult", "SWEEP_FAILED_EXIT_CODE"]
 
@@ -114,7 +114,7 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         workers: runs at a time (default: the CPU count of this machine, or of
             the cluster with ``address``).
         threads: intra-op threads of each run (default 1, as for ``crosscurv run``:
-            :mod:`crosscurv.experiments.cli.threads`); each Ray task asks for that many CPUs.
+            :data:`crosscurv.experiments.runs.DEFAULT_THREADS`); each Ray task asks for that many CPUs.
         address: a running Ray cluster to join (``ray start --head`` / ``auto``);
             ``None`` starts a local instance for this sweep and stops it after.
             A Ray instance already initialised in this process is used as it is.
@@ -194,8 +194,7 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
             def make_call(item):
                 p, action = item
                 run_dir = os.path.join(runs_dir, p.name)
-                return (p.argv(run_dir, resume=action == state.RESUME), threads,
-                        os.path.join(run_dir, "run.log"))
+                return (p.description(), run_dir, action == state.RESUME, threads, os.path.join(run_dir, "run.log"))
 
             def on_done(item, outcome):
                 p, action = item

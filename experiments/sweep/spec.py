@@ -36,8 +36,6 @@ AXES = ("task", "preset", "lr", "seed", "pattern")
 #: settings shared by every run of a sweep
 SCALARS = ("iters", "dtype")
 
-PRESETS = ("smoke", "default", "paper")
-DTYPES = ("float32", "float64")
 
 
 class SweepError(InputError):
@@ -141,24 +139,22 @@ def validate(spec: SweepSpec) -> None:
             names = list(TASKS)
             if t not in names:
                 raise SweepError(f"unknown task {t!r} (built-in: {', '.join(names)}; or module:factory)")
-    for p in spec.preset:
-        if p is not None and p not in PRESETS:
-            raise SweepError(f"unknown preset {p!r} (choose from {', '.join(PRESETS)})")
-    for lr in spec.lr:
-        if lr is None:
-            continue
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-            raise SweepError(f"learning rate must be a finite number > 0, got {lr!r}")
-    for s in spec.seed:
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise SweepError(f"seed must be an integer, got {s!r}")
-    for p in spec.pattern:
-        if p is not None and (not isinstance(p, str) or not p.strip()):
-            raise SweepError(f"pattern must be a non-empty string, got {p!r}")
-    if spec.iters is not None and (isinstance(spec.iters, bool) or not isinstance(spec.iters, int) or spec.iters < 1):
-        raise SweepError(f"iters must be an integer >= 1, got {spec.iters!r}")
-    if spec.dtype is not None and spec.dtype not in DTYPES:
-        raise SweepError(f"dtype must be one of {', '.join(DTYPES)}, got {spec.dtype!r}")
+    for axis in ("preset", "lr", "seed", "pattern"):
+        for value in getattr(spec, axis):
+            if value is not None or axis == "seed":
+                _check(axis, value)
+    _check("iters", spec.iters)
+    _check("dtype", spec.dtype)
+
+
+def _check(setting: str, value) -> None:
+    """The run's own check of one setting (:func:`crosscurv.experiments.runs.check_setting`), as a SweepError."""
+    from crosscurv.experiments.runs import check_setting
+
+    try:
+        check_setting(setting, value)
+    except InputError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def spec_from_mapping(data: dict, where: str = "grid") -> SweepSpec:

@@ -40,21 +40,21 @@ def read_run_summary(run_dir: str) -> dict | None:
 
 
 def settings_difference(point, settings: dict) -> str | None:
-    """The first requested setting of ``point`` that ``settings`` (a summary's) does not match."""
-    checks = [("seed", point.seed, settings.get("seed"))]
-    if ":" not in point.task:  # a factory's task records its own name, not the spec
-        checks.append(("task", point.task, settings.get("task")))
-    if point.preset is not None:
-        checks.append(("preset", point.preset, settings.get("preset")))
-    if point.lr is not None:
-        checks.append(("lr", float(point.lr), settings.get("lr")))
-    if point.pattern is not None:
-        checks.append(("pattern", point.pattern, settings.get("pattern_spec")))
-    if point.iters is not None:
-        checks.append(("iters", point.iters, settings.get("iters")))
-    if point.dtype is not None:
-        checks.append(("dtype", point.dtype, settings.get("dtype")))
-    for key, want, have in checks:
+    """The first requested setting of ``point`` that ``settings`` (a summary's) does not match: the point's
+    :class:`~crosscurv.experiments.runs.RunDescription` against the summary's (settings the point leaves to
+    the run are not compared; nor is the task of a factory, which records its own name)."""
+    from crosscurv.experiments.runs import RunDescription
+    from crosscurv.theory.errors import InputError
+
+    try:
+        recorded = RunDescription.from_summary({"settings": settings})
+    except InputError as exc:
+        return f"settings that describe no run ({exc})"
+    asked = point.description()
+    for key in ("seed", "task", "preset", "lr", "pattern", "iters", "dtype"):
+        want, have = getattr(asked, key), getattr(recorded, key)
+        if (key == "task" and ":" in point.task) or (want is None and key != "seed"):
+            continue
         if want != have:
             return f"{key} {have!r}, requested {want!r}"
     return None

@@ -1,20 +1,25 @@
-"""The body of one sweep task: a ``crosscurv run`` in the current process.
+"""The body of one sweep task: one run (:func:`crosscurv.experiments.runs.run`) in the current process.
 
-Runs go through the command line's entry point :func:`crosscurv.experiments.cli.main`
-(its flags are the stable interface), so a sweep run and a run typed by hand
-do exactly the same thing.  Its output (summary table, progress lines, the
-one-line error) goes to ``run.log`` in the run folder.
+A sweep run and the same ``crosscurv run`` typed by hand perform the same run:
+both go through :func:`crosscurv.experiments.runs.run` with the same
+:class:`~crosscurv.experiments.runs.RunDescription`.  The run's output goes to
+``run.log`` in its folder: the equivalent command line, the progress lines and
+a last line saying how it ended (``crosscurv: error: ...`` for bad input,
+``crosscurv: diverged at k=...``), with the exit code ``crosscurv run`` would
+give (0 complete, 2 bad input, 3 diverged, 70 internal error, 130 interrupted).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
 __all__ = ["LOG_FILE", "execute_run", "last_error"]
 
 LOG_FILE = "run.log"
+
+#: exit codes of ``crosscurv run`` (crosscurv.experiments.cli.EXIT_CODES) for the outcomes a worker reports
+BAD_INPUT, INTERNAL_ERROR, INTERRUPTED = 2, 70, 130
 
 
 def set_threads(threads: int) -> None:
@@ -34,28 +39,48 @@ def last_error(log_text: str) -> str:
     return (errors or lines or [""])[-1]
 
 
-def execute_run(argv: list[str], threads: int, log_path: str) -> dict:
-    """``crosscurv.experiments.cli.main(argv)`` with ``threads`` threads, output appended to ``log_path``.
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def execute_run(description, out_dir: str, resume: bool, threads: int, log_path: str) -> dict:
+    """Run ``description`` into ``out_dir`` with ``threads`` threads, its output appended to ``log_path``.
 
     Returns:
         ``{"exit_code": int, "error": str, "seconds": float, "pid": int, "threads": int}``
         (``error`` is the run's last ``crosscurv:`` line when the exit code is not 0).
     """
+    from crosscurv.experiments import runs
+    from crosscurv.theory.errors import InputError
+
     t0 = time.perf_counter()
     set_threads(threads)
-    from crosscurv.experiments.cli import main
-
+    description = description.replace(threads=int(threads))
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-    start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
     with open(log_path, "a", encoding="utf-8") as log:
+        argv = ["run", *description.to_args(), "--out", out_dir] + (["--resume"] if resume else [])
         log.write(f"$ crosscurv {' '.join(argv)}\n")
         log.flush()
-        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            code = main(list(argv))
-    error = ""
-    if code != 0:
-        with open(log_path, "r", encoding="utf-8", errors="replace") as fh:
-            fh.seek(start)
-            error = last_error(fh.read()) or f"exit code {code}"
+        progress = runs.Progress(file=log)
+        error = ""
+        try:
+            result, _ = runs.run(description, out_dir, resume=resume, progress=progress)
+            code = result.exit_code
+            line = f"{result.status}: {len(result.records)} records in {out_dir}"
+            if result.status == "diverged":
+                error = line = f"crosscurv: {result.message}"
+        except InputError as exc:
+            code, error = BAD_INPUT, f"crosscurv: error: {_one_line(exc)}"
+            line = error
+        except KeyboardInterrupt:
+            code, error = INTERRUPTED, "crosscurv: interrupted"
+            line = error
+        except Exception as exc:  # a bug in crosscurv: reported in the sweep's table, the other runs go on
+            code = INTERNAL_ERROR
+            error = line = f"crosscurv: internal error: {type(exc).__name__}: {_one_line(exc)}"
+        finally:
+            progress.close()
+        log.write(line + "\n")
     return {"exit_code": int(code), "error": error, "seconds": time.perf_counter() - t0,
             "pid": os.getpid(), "threads": int(threads)}

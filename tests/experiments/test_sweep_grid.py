@@ -75,7 +75,7 @@ def test_defaults_are_each_runs_own():
     (p,) = expand(spec)
     assert (p.preset, p.lr, p.seed, p.pattern, p.iters, p.dtype) == (None, None, 0, None, None, None)
     assert p.name == "mlp-seed0"
-    assert p.argv("/o") == ["run", "mlp", "--out", "/o", "--seed", "0"]
+    assert p.argv("/o") == ["run", "mlp", "--out", "/o"]
 
 
 def test_expansion_order_names_and_argv():
@@ -87,8 +87,10 @@ def test_expansion_order_names_and_argv():
                                          "mlp-smoke-lr0.05-seed1-gs-K3", "mlp-smoke-lr0.05-seed1-2from1_3from2-K3"]
     assert pts[-1].name == "pkg.mod_factory-smoke-lr0.001-seed1-2from1_3from2-K3"
     assert len({p.name for p in pts}) == 16 and expand(spec) == pts  # unique and stable
-    assert pts[1].argv("/o/x", resume=True) == ["run", "mlp", "--out", "/o/x", "--seed", "0", "--preset", "smoke",
-                                                "--lr", "0.05", "--pattern", "2<-1,3<-2", "--iters", "3", "--resume"]
+    assert pts[1].argv("/o/x", resume=True) == ["run", "mlp", "--preset", "smoke", "--pattern", "2<-1,3<-2",
+                                                "--lr", "0.05", "--iters", "3", "--out", "/o/x", "--resume"]
+    assert pts[-1].argv("/o/y") == ["run", "pkg.mod:factory", "--preset", "smoke", "--pattern", "2<-1,3<-2",
+                                    "--lr", "0.001", "--iters", "3", "--seed", "1", "--out", "/o/y"]
 
 
 def test_colliding_names_get_a_hash():
@@ -104,7 +106,7 @@ def test_colliding_names_get_a_hash():
         ('task = "mlp"\nlr = "fast"\n', "learning rate must be a finite number > 0"),
         ('task = []\n', "at least one task"),
         ('task = "mlp"\nseed = [1.5]\n', "seed must be an integer"),
-        ('task = "mlp"\niters = 0\n', "iters must be an integer >= 1"),
+        ('task = "mlp"\niters = 0\n', "iterations must be an integer >= 1"),
         ('task = "mlp"\ndtype = "float16"\n', "dtype must be one of"),
         ('task = "mlp"\nlearning_rate = 0.1\n', "unknown key 'learning_rate'"),
         ('task = "mlp"\npattern = [""]\n', "pattern must be a non-empty string"),
@@ -129,7 +131,7 @@ def test_bad_toml_grids(tmp_path, toml, message):
         (["--task", "mlp", "--seed", "4-2"], "seed range '4-2' is empty"),
         (["--task", "mlp", "--seed", "x"], "seed must be an integer or a range"),
         (["--task", "mlp", "mlp"], "axis task repeats 'mlp'"),
-        (["--task", "mlp", "--preset", "huge"], "unknown preset 'huge'"),
+        (["--task", "mlp", "--preset", "huge"], "preset must be one of smoke, default, paper, got 'huge'"),
         (["--task", "mlp", "--workers", "0"], "workers must be an integer >= 1"),
         (["--task", "mlp", "--threads", "-2"], "threads must be an integer >= 1"),
         (["--grid", "missing.toml"], "grid file missing.toml does not exist"),

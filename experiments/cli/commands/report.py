@@ -35,6 +35,7 @@ def run(args) -> int:
         from crosscurv.experiments.reports.check import check_command
 
         return check_command(args)
+    from crosscurv.experiments.cli import main
     from crosscurv.experiments.reports.build import STUDIES, build_report
 
     if args.preset not in ("smoke", "default", "paper"):
@@ -52,4 +53,5 @@ def run(args) -> int:
         quick_scaling=args.quick_scaling,
         fresh=args.fresh,
         device=args.device,
+        command=main,
     )

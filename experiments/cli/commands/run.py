@@ -12,15 +12,19 @@ uninterrupted run to ``K2``); every other setting must match.  ``--optimizer
 momentum:BETA|adam[:B1,B2,EPS]`` and ``--block-lr NAME=FACTOR,...`` run both
 trajectories with that optimizer and record the generalized estimates in the
 same columns (plain ``sgd`` without factors: the paper's protocol unchanged).
+
+The flags that decide the records are a :class:`crosscurv.experiments.runs.RunDescription`
+(every value checked there), performed by :func:`crosscurv.experiments.runs.run`; this module
+parses, prints and picks the exit code.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
-import time
+
+from crosscurv.experiments.runs import Progress as _Progress  # noqa: F401  (crosscurv advise)
+from crosscurv.experiments.runs import slug as _slug  # noqa: F401  (crosscurv advise)
 
 HELP = (
     "Run JC and a delay pattern S side by side from the same initial parameters (full batch, "
@@ -80,57 +84,11 @@ def add_arguments(p) -> None:
                         "iteration)")
 
 
-def _check_flags(args):
-    from crosscurv.numeric.protocol import ProtocolError
+def _description(args):
+    """The :class:`crosscurv.experiments.runs.RunDescription` of the parsed flags (every value checked there)."""
+    from crosscurv.experiments.runs import RunDescription
 
-    if args.lr is not None and (not math.isfinite(args.lr) or args.lr <= 0):
-        raise ProtocolError(f"--lr must be a finite number > 0, got {args.lr}")
-    if args.iters is not None and args.iters < 1:
-        raise ProtocolError(f"--iters must be >= 1, got {args.iters}")
-    if getattr(args, "hvp_chunk", None) is not None and args.hvp_chunk < 1:
-        raise ProtocolError(f"--hvp-chunk must be >= 1, got {args.hvp_chunk}")
-    if getattr(args, "threads", None) is not None and args.threads < 1:
-        raise ProtocolError(f"--threads must be >= 1, got {args.threads}")
-    if getattr(args, "checkpoint_every", None) is not None and args.checkpoint_every < 1:
-        raise ProtocolError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
-
-
-class _Progress:
-    """tqdm bar on a terminal; otherwise a line every ~10% of K on stderr."""
-
-    def __init__(self, total: int, label: str):
-        self.total, self.label = total, label
-        self.bar = None
-        self.t0 = time.perf_counter()
-        self.start = None
-        self.step = max(1, total // 10)
-        if sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, desc=label, unit="it", file=sys.stderr)
-            except Exception:  # tqdm missing or broken: plain lines
-                self.bar = None
-
-    def __call__(self, k: int, total: int) -> None:
-        if self.start is None:  # first record of this session (k - 1 records came before, e.g. on resume)
-            self.start = k - 1
-        if self.bar is not None:
-            self.bar.update(k - self.bar.n)
-            return
-        if k % self.step == 0 or k == total:
-            el = time.perf_counter() - self.t0
-            rate = (k - self.start) / el if el > 0 else float("nan")
-            print(f"crosscurv: {self.label}: k={k}/{total} ({100 * k // total}%), {rate:.2f} it/s",
-                  file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    return RunDescription.from_args(args)
 
 
 def _print_summary(summary: dict, out_dir: str) -> None:
@@ -183,7 +141,7 @@ def run(args) -> int:
 
 
 def parse(argv: list) -> object:
-    """``crosscurv run`` arguments as the command parses them (for callers such as ``crosscurv report``)."""
+    """``crosscurv run`` arguments as the command parses them (``RunDescription.from_args(parse(argv))``)."""
     import argparse
 
     p = argparse.ArgumentParser(prog="crosscurv run")
@@ -191,93 +149,32 @@ def parse(argv: list) -> object:
     return p.parse_args(argv)
 
 
-def _record_threads(settings: dict, args, out: str) -> None:
-    """``settings["threads_source"]``: why the run uses ``settings["threads"]`` threads (:mod:`crosscurv.experiments.cli.threads`;
-    the summary printed at the end says it in one line).  A resumed run keeps the reason it was started with (same count), so that
-    resuming compares equal settings; a run started before the reason was recorded records none."""
-    import os
-
-    from crosscurv.experiments.cli import threads as thread_choice
-    source = thread_choice.SOURCE
-    if args.resume:
-        try:
-            with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
-                saved = json.load(fh).get("settings") or {}
-        except (OSError, ValueError, AttributeError):
-            saved = {}
-        if saved.get("threads") == settings["threads"] and "threads" in saved:
-            source = saved.get("threads_source")
-    if source is not None:
-        settings["threads_source"] = source
-
-
 def load(args):
-    """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv advise``).
+    """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv advise``):
+    :func:`crosscurv.experiments.runs.load` of their description.
 
-    Reads ``task``, ``preset``, ``lr``, ``iters``, ``seed``, ``dtype``, ``device``, ``data``, ``model``,
-    ``optimizer`` (checked before the task is built) and the optional ``hvp_chunk`` / ``checkpoint_every``.
     Bad input raises :class:`crosscurv.theory.errors.InputError`."""
-    from crosscurv.experiments.tasks.loading import is_builtin, load_task
-    from crosscurv.numeric.device import resolve_device, resolve_dtype
-    from crosscurv.numeric.protocol import ProtocolError
-
-    _check_flags(args)
+    from crosscurv.experiments import runs
     from crosscurv.experiments.cli import threads as thread_choice
-    thread_choice.apply(getattr(args, "threads", None))
-    from crosscurv.numeric.optimizers import parse_optimizer
 
-    parse_optimizer(args.optimizer)  # a bad spec fails before the task is built
-    device = resolve_device(args.device) if args.device is not None else None
-    dtype = resolve_dtype(args.dtype) if args.dtype is not None else None
-    task, settings = load_task(args.task, args.preset, device=device, dtype=dtype, seed=args.seed,
-                               data_path=args.data, model_path=args.model)
-    if args.preset is None and is_builtin(args.task):
-        settings["preset"] = settings.get("preset", "default")
-
-    lr = args.lr if args.lr is not None else settings.get("lr")
-    iters = args.iters if args.iters is not None else settings.get("iters")
-    if lr is None:
-        raise ProtocolError(f"task {args.task} sets no learning rate: pass --lr")
-    if iters is None:
-        raise ProtocolError(f"task {args.task} sets no number of iterations: pass --iters")
-    return task, settings, lr, iters
+    description = _description(args)
+    thread_choice.apply(description.threads)
+    return runs.load(description)
 
 
 def execute(args):
-    """Load the task and run the protocol for parsed arguments; returns ``(ProtocolResult, run folder)``.
+    """Run the protocol for parsed arguments (:func:`crosscurv.experiments.runs.run`); returns
+    ``(ProtocolResult, run folder)``.
 
     Bad input raises :class:`crosscurv.theory.errors.InputError` (a changed setting on ``--resume``:
     :class:`crosscurv.numeric.protocol.SettingsChangedError`)."""
-    import torch  # import cost paid here, not at CLI start
+    from crosscurv.experiments import runs
+    from crosscurv.experiments.cli import threads as thread_choice
 
-    from crosscurv.numeric.protocol import run_protocol
-    from crosscurv.theory.patterns import parse_pattern
-
-    task, settings, lr, iters = load(args)
-    spec = args.pattern or settings.get("pattern") or task.default_pattern
-    pattern = parse_pattern(str(spec), task.n_blocks, task.block_names)
-    from crosscurv.numeric.optimizers import optimizer_setup
-
-    setup = optimizer_setup(task, args.optimizer, args.block_lr)
-    out = args.out or f"runs/{_slug(task.name)}-{_slug(pattern.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
-
-    settings.update(
-        lr=lr, iters=iters, pattern_spec=str(spec), seed=args.seed,
-        dtype=str(task.dtype).replace("torch.", ""), device=str(task.device),
-        data_path=args.data, model_path=args.model,
-        # float32 reductions depend on it: a run resumed with another thread count is refused
-        threads=torch.get_num_threads(),
-    )
-    _record_threads(settings, args, out)
-    label = f"{task.name} {pattern.name}"
-    progress = _Progress(int(iters), label)
+    description = _description(args)
+    progress = runs.Progress()
     try:
-        result = run_protocol(
-            task, pattern, lr, iters, out_dir=out, resume=args.resume, hvp_method=args.hvp, seed=args.seed,
-            settings=settings, checkpoint_every=args.checkpoint_every, chunk_size=args.hvp_chunk,
-            progress=progress, offload={"auto": None, "on": True, "off": False}[args.offload],
-            optimizer=setup.spec, block_lr=setup.named,
-        )
+        return runs.run(description, args.out or runs.DEFAULT_OUT, resume=args.resume, progress=progress,
+                        threads_source=thread_choice.SOURCE)
     finally:
         progress.close()
-    return result, out

@@ -3,9 +3,10 @@
     python -m crosscurv.experiments.studies.optimizers.runner run [--out DIR] [--seeds 0,1] [--iters K] [--only NAMES]
     python -m crosscurv.experiments.studies.optimizers.runner report [--runs DIR] [--out reports]
 
-``run`` performs every run of :data:`STUDIES` that is not complete yet, one
-``crosscurv run`` subprocess at a time (``--resume`` where a run was cut
-short; interleaved by seed, so that an interrupted campaign has whole seeds);
+``run`` performs every run of :data:`STUDIES` that is not complete yet, one at a
+time in this process (:func:`crosscurv.experiments.runs.run`, one intra-op thread;
+resumed where a run was cut short; interleaved by seed, so that an interrupted
+campaign has whole seeds);
 ``report`` copies each run's ``records.csv`` and ``summary.json`` (never a
 checkpoint) into ``OUT/optimizers/runs/<task>/<variant>/seed<s>`` and writes
 ``OUT/optimizers.md`` from those copies: per study and variant the winner
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -69,25 +69,42 @@ def planned(seeds, only=None):
     return out
 
 
-def run_all(out: str, seeds, iters: int, only=None, timeout: float = 6 * 3600) -> int:
-    """Run (or resume) every planned run; returns the number of runs that did not complete."""
+def description(task: str, variant: Variant, seed: int, iters: int):
+    """The :class:`crosscurv.experiments.runs.RunDescription` of ``variant`` on ``task`` (default preset) for
+    ``seed`` and ``K = iters``, one intra-op thread."""
+    from crosscurv.experiments import runs
+
+    return runs.RunDescription(task, preset="default", seed=seed, iters=iters, checkpoint_every=5,
+                               optimizer=variant.optimizer, block_lr=variant.block_lr, lr=variant.lr,
+                               threads=runs.DEFAULT_THREADS)
+
+
+def run_all(out: str, seeds, iters: int, only=None) -> int:
+    """Run (or resume) every planned run; returns the number of runs that did not complete (bad input and
+    divergence are reported and the campaign goes on; an interrupt stops it, the run resumable)."""
+    from crosscurv.experiments import runs
+    from crosscurv.theory.errors import InputError
+
     failed = 0
     for task, label, seed, v in planned(seeds, only):
         path = run_dir(out, task, v, seed)
         state = _status(path, iters)
         if state == "complete":
             continue
-        argv = [sys.executable, "-m", "crosscurv", "run", task, "--preset", "default", "--seed", str(seed),
-                "--iters", str(iters), "--out", path, "--checkpoint-every", "5", *v.flags()]
-        if state == "partial":
-            argv.append("--resume")
-        print(f"[optimizer_studies] {' '.join(argv[3:])}", file=sys.stderr, flush=True)
+        d = description(task, v, seed, iters)
+        resume = state == "partial"
+        print(f"[optimizer_studies] run {' '.join(d.to_args())} --out {path}{' --resume' if resume else ''}",
+              file=sys.stderr, flush=True)
         t0 = time.perf_counter()
+        progress = runs.Progress()
         try:
-            proc = subprocess.run(argv, timeout=timeout)
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            code = 124
+            result, _ = runs.run(d, path, resume=resume, progress=progress)
+            code = result.exit_code
+        except InputError as exc:
+            print(f"[optimizer_studies] error: {exc}", file=sys.stderr, flush=True)
+            code = 2
+        finally:
+            progress.close()
         print(f"[optimizer_studies] exit {code} after {time.perf_counter() - t0:.0f} s: {path}", file=sys.stderr,
               flush=True)
         failed += code not in (0, 3)

@@ -147,16 +147,16 @@ def test_divergence_exit_code_3_keeps_records(capsys, tmp_path, fac):
 
 
 BAD = [
-    (["--lr", "0"], "--lr must be a finite number > 0"),
-    (["--lr", "-0.1"], "--lr must be a finite number > 0"),
-    (["--lr", "nan"], "--lr must be a finite number > 0"),
-    (["--lr", "inf"], "--lr must be a finite number > 0"),
+    (["--lr", "0"], "--lr: learning rate must be a finite number > 0"),
+    (["--lr", "-0.1"], "--lr: learning rate must be a finite number > 0"),
+    (["--lr", "nan"], "--lr: learning rate must be a finite number > 0"),
+    (["--lr", "inf"], "--lr: learning rate must be a finite number > 0"),
     (["--lr", "abc"], "invalid float value"),
-    (["--iters", "0"], "--iters must be >= 1"),
+    (["--iters", "0"], "--iters: iterations must be an integer >= 1"),
     (["--iters", "1.5"], "invalid int value"),
     (["--dtype", "float16"], "invalid choice"),
     (["--hvp", "sideways"], "invalid choice"),
-    (["--hvp-chunk", "0"], "--hvp-chunk must be >= 1"),
+    (["--hvp-chunk", "0"], "--hvp-chunk: HVP chunk size must be an integer >= 1"),
     (["--offload", "maybe"], "invalid choice"),
     (["--device", "tpu"], "unknown device"),
     (["--pattern", "3<-1"], "outside 1..2"),

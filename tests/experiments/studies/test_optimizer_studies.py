@@ -75,3 +75,15 @@ def test_iterations_measured_by_the_plain_difference_are_reported(tmp_path):
     assert "sgd, seed 0: at" not in text
     assert "fl_momentum, momentum-0.9, seed 0: the measured winner equals plain sgd's at 3/3 decided iterations" in text
     assert "fl_momentum, momentum-0.9, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text
+
+
+def test_each_study_run_is_a_run_description():
+    """A study's run is the ``crosscurv run`` of its description: the variant's flags, the default preset,
+    the seed, K, a checkpoint every 5 records and one thread."""
+    from crosscurv.experiments.studies.optimizers.runner import description
+
+    adam = next(v for st in STUDIES for v in st.variants if v.label == "adam-lr1e-3")
+    d = description("lora", adam, 1, 40)
+    assert d.to_args() == ["lora", "--preset", "default", "--lr", "0.001", "--iters", "40", "--seed", "1",
+                           "--threads", "1", "--optimizer", "adam", "--checkpoint-every", "5"]
+    assert set(adam.flags()) <= set(d.to_args())
