@@ -25,6 +25,8 @@ import math
 import os
 import sys
 
+from crosscurv.experiments.reports.numbers import percent
+
 __all__ = ["run_rows", "render", "binned", "regime_figure", "main"]
 
 ESTIMATES = ("recursive", "cumulative", "jc_only")
@@ -125,7 +127,7 @@ def regime_figure(runs: list, path: str) -> str:
 
 
 def _pct(x) -> str:
-    return "n/a" if x is None or x != x else f"{x:.1f}%"
+    return percent(x, missing="n/a")
 
 
 def _cp(m) -> str:

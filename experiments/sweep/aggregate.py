@@ -23,6 +23,7 @@ import os
 from collections import OrderedDict
 from typing import Sequence
 
+from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.numeric.records import ESTIMATES
 
 #: exit code of ``crosscurv run`` for a diverged run (``crosscurv.numeric.protocol.DIVERGED_EXIT_CODE``)
@@ -105,12 +106,12 @@ def write_csv(path: str, rows: Sequence[dict]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
-def _g(x, fmt="{:.3g}") -> str:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+def _g(x, spec=".3g") -> str:
+    return number(x, spec, missing="")
 
 
 def _pct(x) -> str:
-    return _g(x, "{:.1f}%")
+    return percent(x, missing="")
 
 
 def group_over_seeds(rows: Sequence[dict]) -> list[dict]:
@@ -157,7 +158,7 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep") -> str:
     for r in rows:
         body.append([r["name"], r["status"] + (f" ({r['error']})" if r["status"] != "complete" and r["error"]
                                                else ""),
-                     _g(r["records"], "{}"), _g(r["eta_L"])]
+                     _g(r["records"], ""), _g(r["eta_L"])]
                     + [f(r[f"{e}_{k}"]) for e in ESTIMATES for k, f in (("correct", _pct), ("mae", _g))])
     lines.append(tabulate(body, headers=head, tablefmt="github", disable_numparse=True))
     groups = [g for g in group_over_seeds(rows) if g["n"] + g["failed"] > 1]

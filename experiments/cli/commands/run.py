@@ -25,6 +25,7 @@ import sys
 
 from crosscurv.experiments.runs import Progress as _Progress  # noqa: F401  (crosscurv advise)
 from crosscurv.experiments.runs import slug as _slug  # noqa: F401  (crosscurv advise)
+from crosscurv.experiments.reports.numbers import number
 
 HELP = (
     "Run JC and a delay pattern S side by side from the same initial parameters (full batch, "
@@ -124,7 +125,7 @@ def _describe(pattern: dict) -> str:
 
 
 def _g(x) -> str:
-    return "nan" if x is None else f"{x:.3g}"
+    return number(x)
 
 
 def run(args) -> int:
