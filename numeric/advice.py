@@ -735,8 +735,9 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
         "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
         "status"}``: ``decided`` iterations are those where the measured margin exceeds the measurements'
-        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest power-iteration estimate of
-        ``||H_JC^k||`` along the run (above 2: past the edge of stability).
+        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest ``lambda_max(H_JC^k)`` along the
+        run (the records' converged ``lambda_max``, or the power iteration's ``sharpness`` where that is larger;
+        above 2: past the edge of stability).
     """
     from .protocol import run_protocol
 
@@ -751,8 +752,9 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         res = run_protocol(task, p, lr, iters, hvp_method=hvp_method, seed=seed)
         if res.status != "complete":
             status = f"{n}: {res.status}"
-        if math.isnan(sharp):  # the power iteration along the JC run (the same in every run)
-            sharp = max((r["sharpness"] for r in res.records if math.isfinite(r["sharpness"])), default=math.nan)
+        if math.isnan(sharp):  # lambda_max(H_JC^k) along the JC run (the same in every run)
+            sharp = max((x for r in res.records for x in (r["lambda_max"], r["sharpness"]) if math.isfinite(x)),
+                        default=math.nan)
         for r in res.records:
             gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
         for k in range(len(res.records), iters):
