@@ -833,7 +833,10 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     Returns:
         ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
         "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
-        "status"}``: ``decided`` iterations are those where the measured margin exceeds the measurements'
+        "covered_embedded": [n, of], "covered_certified": [n, of], "status"}``: ``covered_*`` count the
+        (iteration, candidate) pairs whose actual error ``|jc_only - gap|`` is within this advice's embedded
+        error and within the protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`, computed from the
+        ``S`` run), over the pairs where that error is finite; ``decided`` iterations are those where the measured margin exceeds the measurements'
         error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest ``lambda_max(H_JC^k)`` along the
         run (the records' converged ``lambda_max``, or the power iteration's ``sharpness`` where that is larger;
         above 2: past the edge of stability).
@@ -845,6 +848,7 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     gaps = {n: [0.0] * iters for n, _ in cands}
     errs = {n: [0.0] * iters for n, _ in cands}
     status, sharp = "complete", math.nan
+    covered = {"embedded": [0, 0], "certified": [0, 0]}
     for n, p in cands:
         if p.is_jacobi or iters == 0:
             continue
@@ -858,6 +862,12 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
                         default=math.nan)
         for r in res.records:
             gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
+            actual = abs(r["jc_only"] - r["gap"])
+            for key, bound in (("embedded", advice.per_iteration[r["k"] - 1]["errors"][n]),
+                               ("certified", r["jc_only_err"])):
+                if math.isfinite(bound) and math.isfinite(actual):
+                    covered[key][0] += int(actual <= bound)
+                    covered[key][1] += 1
         for k in range(len(res.records), iters):
             gaps[n][k] = errs[n][k] = math.nan
     table = []
@@ -871,4 +881,5 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
 
     return {"per_iteration": table, "agree_all": count(table), "eta_sharpness_max": lr * sharp,
             "agree_certified": count([t for t in table if t["certified"]]),
-            "agree_decided": count([t for t in table if t["decided"]]), "status": status}
+            "agree_decided": count([t for t in table if t["decided"]]), "status": status,
+            "covered_embedded": covered["embedded"], "covered_certified": covered["certified"]}

@@ -10,9 +10,12 @@ trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and counts how ofte
 advice named the measured best (``validation.json``).  Exit codes: 0, 2 bad
 input (one line), 3 the JC run diverged, 130 interrupted.
 
-``python -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1
---iters 20 --out reports/advise`` writes the validation report over tasks and
-seeds (``reports/advise/validation.md``).
+``--optimizer`` and ``--block-lr`` are ``crosscurv run``'s flags (the same definitions): the JC run
+takes the optimizer's steps and the predictions are the optimizer-aware JC-only estimate.
+
+``python -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1,2
+--iters mlp=250,fl=50,lora=100 --lrs mlp=0.05/3.0,... --out reports/advise`` writes the validation
+report over tasks, seeds and learning rates (``reports/advise/validation.md``; resumable).
 """
 
 from __future__ import annotations
@@ -36,10 +39,7 @@ def add_arguments(p) -> None:
     p.add_argument("--patterns", "--pattern", dest="patterns", default=None, metavar="P1;P2;...",
                    help="candidates separated by ';' (jc, gs, gs:ORDER, chain, chain:ORDER, i<-j,...); default: jc, "
                         "gs, gs reversed, every GS order when N <= 4, chain; jc is always the reference")
-    p.add_argument("--optimizer", default="sgd", metavar="SPEC",
-                   help="only sgd (plain steps) is supported by advise")
-    p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
-                   help="per-block step sizes: not supported by advise (factors of 1 only)")
+    _run_flags(p, ("--optimizer", "--block-lr"))
     p.add_argument("--out", default=None, help="run directory (default: runs/advise-<task>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
@@ -56,14 +56,18 @@ def add_arguments(p) -> None:
                         "best (writes validation.json; costs the runs the advice saves)")
 
 
-def _plain_only(task, args) -> None:
-    from crosscurv.numeric.advice import AdviceError
-    from crosscurv.numeric.optimizers import optimizer_setup
+def _run_flags(p, flags) -> None:
+    """Add ``crosscurv run``'s own definitions of ``flags`` (spelling, default, metavar, help) to ``p``."""
+    import argparse
 
-    setup = optimizer_setup(task, args.optimizer, args.block_lr)
-    if not setup.plain:
-        raise AdviceError(f"advise supports plain steps only (--optimizer sgd, no --block-lr factors), got "
-                          f"{setup.describe()}")
+    from crosscurv.experiments.cli.commands import run as run_command
+
+    ref = argparse.ArgumentParser(add_help=False)
+    run_command.add_arguments(ref)
+    for action in ref._actions:
+        if set(action.option_strings) & set(flags):
+            p.add_argument(*action.option_strings, dest=action.dest, default=action.default, metavar=action.metavar,
+                           help=action.help)
 
 
 def execute(args):
@@ -72,20 +76,20 @@ def execute(args):
 
     from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
     from crosscurv.numeric.advice import advise, validate
-    from crosscurv.numeric.optimizers import parse_optimizer
+    from crosscurv.numeric.optimizers import optimizer_setup
 
-    parse_optimizer(args.optimizer)
-    task, settings, lr, iters = load(args)
-    _plain_only(task, args)
+    task, settings, lr, iters = load(args)  # checks --optimizer before the task is built
+    setup = optimizer_setup(task, args.optimizer, args.block_lr)
     settings.update(lr=lr, iters=iters, seed=args.seed, dtype=str(task.dtype).replace("torch.", ""),
                     device=str(task.device), data_path=args.data, model_path=args.model,
                     threads=torch.get_num_threads())
     settings.pop("pattern", None)
-    out = args.out or f"runs/advise-{_slug(task.name)}"
+    out = args.out or f"runs/advise-{_slug(task.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
     progress = _Progress(int(iters), f"advise {task.name}")
     try:
         adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume, hvp_method=args.hvp,
-                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress)
+                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress,
+                     optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
     if args.figure:
@@ -159,6 +163,7 @@ def study_config(name, seed, lr, iters, preset, out) -> dict:
            "agree_all": val["agree_all"], "agree_certified": val["agree_certified"],
            "agree_decided": val["agree_decided"], "status": val["status"],
            "eta_sharpness_max": val["eta_sharpness_max"], "one_step_ratio": _one_step_ratio(adv),
+           "covered_embedded": val["covered_embedded"], "covered_certified": val["covered_certified"],
            "cpu_s": time.process_time() - t0,
            "per_iteration": [{k: t[k] for k in ("k", "advised", "certified", "measured", "decided")}
                              for t in val["per_iteration"]]}
@@ -186,30 +191,35 @@ def study_report(rows, configs, preset, command) -> str:
              "is larger; above 2: past the edge of stability). 'one-step remainder / eta^3 term': the largest "
              "|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0, counting only "
              "remainders above the steps' rounding (0: none; above 1 the advice warns that the expansion does not "
-             "converge).",
+             "converge). 'actual error within': share of (iteration, candidate) pairs whose actual "
+             "|jc_only - gap| is within the advice's embedded error, and within the protocol's certified `jc_only_err` "
+             "(`crosscurv.numeric.error_estimates`, which needs the candidate's own run).",
              "",
              "| task | seed | lr | K | max eta*lambda_max | one-step remainder / eta^3 term | agree (all) "
-             "| agree (certified) | agree (decided) | advice at K | CPU s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| agree (certified) | agree (decided) | actual error within embedded error | within jc_only_err "
+             "| advice at K | CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = r["recommendation"].split(".")[0]
         es = r["eta_sharpness_max"]
         regime = "" if es is None or es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
         lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {r['iters']} | {regime} | {r['one_step_ratio']:.2g} "
                      f"| {_pct(r['agree_all'])} | {_pct(r['agree_certified'])} | {_pct(r['agree_decided'])} "
-                     f"| {head} | {r['cpu_s']:.0f} |")
+                     f"| {_pct(r['covered_embedded'])} | {_pct(r['covered_certified'])} | {head} | {r['cpu_s']:.0f} |")
     lines += ["", "Over the seeds, per task and learning rate:", "",
-              "| task | lr | seeds | past the edge (seeds) | agree (all) | agree (certified) | agree (decided) |",
-              "|---|---|---|---|---|---|---|"]
+              "| task | lr | seeds | past the edge (seeds) | agree (all) | agree (certified) | agree (decided) "
+              "| within embedded error | within jc_only_err |",
+              "|---|---|---|---|---|---|---|---|---|"]
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["task"], r["lr"]), []).append(r)
     for (name, lr), rs in groups.items():
         tot = {key: [sum(r[key][0] for r in rs), sum(r[key][1] for r in rs)]
-               for key in ("agree_all", "agree_certified", "agree_decided")}
+               for key in ("agree_all", "agree_certified", "agree_decided", "covered_embedded", "covered_certified")}
         past = sum(1 for r in rs if (r["eta_sharpness_max"] or 0) > 2)
         lines.append(f"| {name} | {lr} | {len(rs)} | {past} | {_pct(tot['agree_all'])} "
-                     f"| {_pct(tot['agree_certified'])} | {_pct(tot['agree_decided'])} |")
+                     f"| {_pct(tot['agree_certified'])} | {_pct(tot['agree_decided'])} "
+                     f"| {_pct(tot['covered_embedded'])} | {_pct(tot['covered_certified'])} |")
     cpu = sum(r["cpu_s"] for r in rows)
     lines += ["", f"CPU time of the finished configurations: {cpu / 60:.1f} core-minutes."]
     done = {(r["task"], r["seed"], r["lr"]) for r in rows}

@@ -83,9 +83,9 @@ def test_user_factory_spelling_resume_and_validate(tmp_path, factory):
 @pytest.mark.parametrize("args, needle", [
     (["--patterns", "gs;3<-3"], "self pairs"),
     (["--patterns", "gs;gs:1,2,3"], "same scheme"),
-    (["--optimizer", "adam"], "plain steps only"),
     (["--optimizer", "bogus"], "optimizer"),
-    (["--block-lr", "bx=2"], "plain steps only"),
+    (["--optimizer", "momentum"], "momentum:BETA"),
+    (["--block-lr", "nope=2"], "unknown block"),
     (["--lr", "-1"], "--lr"),
     (["--iters", "0"], "--iters"),
 ])
@@ -107,3 +107,24 @@ def test_resume_refusals(tmp_path, factory):
     assert r.returncode == 2 and "already holds" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = _cli(factory, "--out", out, "--resume", "--lr", "0.07")
     assert r.returncode == 2 and "setting lr differs" in r.stderr
+
+
+def test_optimizer_and_block_lr_match_crosscurv_run(tmp_path, factory):
+    """``--optimizer`` / ``--block-lr`` mean what they mean for ``crosscurv run``: advise's prediction for a pattern is
+    the run's optimizer-aware jc_only column, and the settings record the optimizer."""
+    flags = ["--optimizer", "momentum:0.9", "--block-lr", "by=2", "--iters", "5"]
+    r = _cli(factory, "--patterns", "gs;chain", "--json", "--out", str(tmp_path / "adv"), *flags)
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["settings"]["optimizer"]["spec"] == "momentum:0.9" and obj["settings"]["block_lr"] == {"by": 2.0}
+    assert "momentum:0.9" in obj["recommendation"]
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, "-m", "crosscurv", "run", factory, "--pattern", "gs", "--out",
+                          str(tmp_path / "run"), *flags], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    from crosscurv.numeric.records import read_records
+
+    recs = read_records(str(tmp_path / "run" / "records.csv"))
+    assert [row["estimates"]["gs"] for row in obj["per_iteration"]] == pytest.approx(
+        [rec["jc_only"] for rec in recs], rel=1e-12, abs=1e-16)
+    assert all(row["errors"]["gs"] is None and row["certified"] is False for row in obj["per_iteration"])
