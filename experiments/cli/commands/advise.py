@@ -66,8 +66,8 @@ def _run_flags(p, flags) -> None:
     run_command.add_arguments(ref)
     for action in ref._actions:
         if set(action.option_strings) & set(flags):
-            p.add_argument(*action.option_strings, dest=action.dest, default=action.default, metavar=action.metavar,
-                           help=action.help)
+            p.add_argument(*action.option_strings, dest=action.dest, default=action.default, type=action.type,
+                           choices=action.choices, metavar=action.metavar, help=action.help)
 
 
 def execute(args):
