@@ -42,6 +42,23 @@ GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
 (independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
 one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
 
+The protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`) bounds the same error, but from
+quantities measured on the ``S`` run (``rho_hat`` from ``g_S - g_JC - H_JC Delta``, the ``S`` step's
+remainder ``e_k``) and the converged extremes of ``H_JC``; advise has no ``S`` run, hence its own
+estimate (docs/advise.md).  :func:`validate` counts how often each covers the actual error.
+
+Optimizers (``optimizer`` / ``block_lr``, :mod:`crosscurv.numeric.optimizers`): the JC run takes the
+optimizer's steps and each candidate's state ``(y, ys)`` (parameters and optimizer-state difference)
+takes the tangent step of :class:`crosscurv.numeric.optimizer_estimates.TangentStep` forced by
+``M_S F phi(g_JC^k, s_JC^k)`` (from the same shared columns, of ``F phi`` instead of ``g``)::
+
+    (y, ys)_{k+1} = TangentStep_k((y, ys)_k, H_JC^k y_k - eta M_S F phi),
+    estimate_S^k = g_JC^k . y_k + 1/2 y_k . H_JC^k y_k,
+
+the protocol's optimizer-aware ``jc_only`` column; the one-step column is ``eta^2 C_S^phi``
+(:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).  There is no embedded pair
+for optimizers (errors NaN, nothing certified) and no one-step check.
+
 Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
 of their errors.
@@ -60,7 +77,11 @@ streamed and flushed), ``checkpoint.pt`` (the JC iterate and every ``y``,
 ``yhat``; written at ``k = 0``, on a cadence and before the last iteration)
 and ``advice.json`` (settings, status, the table and the recommendation).
 ``resume=True`` continues a run from its checkpoint; the records are those of
-an uninterrupted run bit for bit (on the CPU).
+an uninterrupted run bit for bit (on the CPU).  ``advice.csv`` follows the conventions of
+:mod:`crosscurv.numeric.records` (round-trip ``repr`` floats, flushed rows, atomic rewrites) but is not
+written by its ``RecordWriter``, which is fixed to the protocol's columns
+(:data:`crosscurv.numeric.records.FIELDS`): an advice row is keyed by ``(k, candidate)`` and has a text
+column.
 """
 
 from __future__ import annotations
@@ -603,7 +624,7 @@ def advise(
 
     Args:
         task: a :class:`crosscurv.numeric.Task`; ``task.params`` is ``theta^0``.
-        lr: constant learning rate ``eta > 0`` (plain steps).
+        lr: constant learning rate ``eta > 0``.
         iters: budget ``K >= 1``.
         patterns: candidates (:func:`parse_candidates`; default :func:`default_candidates`).
         out_dir: run folder (``None``: in memory only); ``resume``: continue it.
