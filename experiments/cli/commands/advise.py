@@ -175,6 +175,18 @@ def _pct(a) -> str:
     return f"{a[0]}/{a[1]}" + (f" ({100 * a[0] / a[1]:.0f}%)" if a[1] else "")
 
 
+def _pairs(r) -> int:
+    """(iteration, candidate) pairs of a configuration: advised iterations x non-JC candidates."""
+    return r["pairs"] if "pairs" in r else len(r["per_iteration"]) * (len(r["candidates"]) - 1)
+
+
+def _within(r, key) -> str:
+    """``n/m, finite on m of T``: pairs within the error among the ``m`` where it (and the gap) is finite."""
+    c = r[key]
+    return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.0f}%), finite on {c[1]} of {_pairs(r)}" if c[1] else \
+        f"0/0, finite on 0 of {_pairs(r)}"
+
+
 def study_report(rows, configs, preset, command) -> str:
     """The markdown of ``reports/advise/validation.md`` from the finished rows (pending configurations named)."""
     import torch
@@ -193,7 +205,10 @@ def study_report(rows, configs, preset, command) -> str:
              "remainders above the steps' rounding (0: none; above 1 the advice warns that the expansion does not "
              "converge). 'actual error within': share of (iteration, candidate) pairs whose actual "
              "|jc_only - gap| is within the advice's embedded error, and within the protocol's certified `jc_only_err` "
-             "(`crosscurv.numeric.error_estimates`, which needs the candidate's own run).",
+             "(`crosscurv.numeric.error_estimates`, which needs the candidate's own run), each counted over the "
+             "pairs where that error and the measured gap are finite ('finite on m of T': m of the T pairs; "
+             "`jc_only_err` is a magnitude bound that grows geometrically and overflows float64 after a few "
+             "iterations).",
              "",
              "| task | seed | lr | K | max eta*lambda_max | one-step remainder / eta^3 term | agree (all) "
              "| agree (certified) | agree (decided) | actual error within embedded error | within jc_only_err "
@@ -205,7 +220,8 @@ def study_report(rows, configs, preset, command) -> str:
         regime = "" if es is None or es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
         lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {r['iters']} | {regime} | {r['one_step_ratio']:.2g} "
                      f"| {_pct(r['agree_all'])} | {_pct(r['agree_certified'])} | {_pct(r['agree_decided'])} "
-                     f"| {_pct(r['covered_embedded'])} | {_pct(r['covered_certified'])} | {head} | {r['cpu_s']:.0f} |")
+                     f"| {_within(r, 'covered_embedded')} | {_within(r, 'covered_certified')} | {head} "
+                     f"| {r['cpu_s']:.0f} |")
     lines += ["", "Over the seeds, per task and learning rate:", "",
               "| task | lr | seeds | past the edge (seeds) | agree (all) | agree (certified) | agree (decided) "
               "| within embedded error | within jc_only_err |",
@@ -216,10 +232,11 @@ def study_report(rows, configs, preset, command) -> str:
     for (name, lr), rs in groups.items():
         tot = {key: [sum(r[key][0] for r in rs), sum(r[key][1] for r in rs)]
                for key in ("agree_all", "agree_certified", "agree_decided", "covered_embedded", "covered_certified")}
+        tot["pairs"] = sum(_pairs(r) for r in rs)
         past = sum(1 for r in rs if (r["eta_sharpness_max"] or 0) > 2)
         lines.append(f"| {name} | {lr} | {len(rs)} | {past} | {_pct(tot['agree_all'])} "
                      f"| {_pct(tot['agree_certified'])} | {_pct(tot['agree_decided'])} "
-                     f"| {_pct(tot['covered_embedded'])} | {_pct(tot['covered_certified'])} |")
+                     f"| {_within(tot, 'covered_embedded')} | {_within(tot, 'covered_certified')} |")
     cpu = sum(r["cpu_s"] for r in rows)
     lines += ["", f"CPU time of the finished configurations: {cpu / 60:.1f} core-minutes."]
     done = {(r["task"], r["seed"], r["lr"]) for r in rows}
