@@ -42,6 +42,23 @@ GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
 (independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
 one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
 
+The protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`) bounds the same error, but from
+quantities measured on the ``S`` run (``rho_hat`` from ``g_S - g_JC - H_JC Delta``, the ``S`` step's
+remainder ``e_k``) and the converged extremes of ``H_JC``; advise has no ``S`` run, hence its own
+estimate (docs/advise.md).  :func:`validate` counts how often each covers the actual error.
+
+Optimizers (``optimizer`` / ``block_lr``, :mod:`crosscurv.numeric.optimizers`): the JC run takes the
+optimizer's steps and each candidate's state ``(y, ys)`` (parameters and optimizer-state difference)
+takes the tangent step of :class:`crosscurv.numeric.optimizer_estimates.TangentStep` forced by
+``M_S F phi(g_JC^k, s_JC^k)`` (from the same shared columns, of ``F phi`` instead of ``g``)::
+
+    (y, ys)_{k+1} = TangentStep_k((y, ys)_k, H_JC^k y_k - eta M_S F phi),
+    estimate_S^k = g_JC^k . y_k + 1/2 y_k . H_JC^k y_k,
+
+the protocol's optimizer-aware ``jc_only`` column; the one-step column is ``eta^2 C_S^phi``
+(:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).  There is no embedded pair
+for optimizers (errors NaN, nothing certified) and no one-step check.
+
 Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
 of their errors.
@@ -60,7 +77,11 @@ streamed and flushed), ``checkpoint.pt`` (the JC iterate and every ``y``,
 ``yhat``; written at ``k = 0``, on a cadence and before the last iteration)
 and ``advice.json`` (settings, status, the table and the recommendation).
 ``resume=True`` continues a run from its checkpoint; the records are those of
-an uninterrupted run bit for bit (on the CPU).
+an uninterrupted run bit for bit (on the CPU).  ``advice.csv`` follows the conventions of
+:mod:`crosscurv.numeric.records` (round-trip ``repr`` floats, flushed rows, atomic rewrites) but is not
+written by its ``RecordWriter``, which is fixed to the protocol's columns
+(:data:`crosscurv.numeric.records.FIELDS`): an advice row is keyed by ``(k, candidate)`` and has a text
+column.
 """
 
 from __future__ import annotations
@@ -78,10 +99,12 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from crosscurv.theory.errors import InputError
-from crosscurv.theory.patterns import DelayPattern, as_pattern
+from crosscurv.theory.patterns import DelayPattern, as_pattern, jacobi
 
 from . import tree
 from .estimates import propagate, quadratic_from_linear
+from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
+from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step, optimizer_setup
 from .point import PointCurvature
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import atomic_torch_save, atomic_write_text, json_safe, read_text, write_summary
@@ -259,6 +282,7 @@ class Advice:
             where the remainder exceeds the ``eta^3`` term.
         status: ``"complete"`` or ``"diverged"``.
         settings: what the run used (JSON-able).
+        timing: ``{"one_step_check_s"}``: seconds of this call's one-step check (0 when none ran).
         out_dir: the run folder or ``None``.
     """
 
@@ -271,6 +295,7 @@ class Advice:
     settings: dict = field(default_factory=dict)
     out_dir: str | None = None
     one_step_checks: list = field(default_factory=list)
+    timing: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The ``--json`` object: ``recommendation``, ``per_iteration`` (``k``, ``estimates``, ``errors``,
@@ -413,6 +438,71 @@ def _masked(point, cand: _Candidate, keys: list, v: Mapping) -> dict:
     return _masked_from_columns(cand, keys, cols, v)
 
 
+class _OptimizerRun:
+    """The JC run's block-separable optimizer (not plain ``sgd``) and the candidates' state differences.
+
+    ``state``: the JC run's :class:`crosscurv.numeric.optimizers.OptimizerState` (step ``k`` at iteration
+    ``k``); ``ys``: ``{candidate: {buffer: tree}}``, the optimizer-state part of each JC-only state
+    (:class:`crosscurv.numeric.optimizer_estimates.TangentStep`), zeros at ``k = 0``.
+    """
+
+    def __init__(self, task, setup):
+        self.setup, self.spec = setup, setup.spec
+        self.factors = list(setup.factors)
+        self.f = factor_tree(task, self.factors)
+        self.state = OptimizerState()
+        self.ys: dict = {}
+
+    def start(self, like: Mapping, names: Sequence[str]) -> None:
+        self.state = OptimizerState()
+        self.ys = {n: {b: tree.zeros_like(like) for b in self.setup.buffers} for n in names}
+
+    def vectors(self) -> dict:
+        """The checkpoint's vectors: ``sj:BUFFER`` (JC state) and ``ys:CANDIDATE:BUFFER``."""
+        out = {f"sj:{b}": v for b, v in self.state.buffers.items()}
+        out.update({f"ys:{n}:{b}": v for n, d in self.ys.items() for b, v in d.items()})
+        return out
+
+    def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
+        self.state = OptimizerState(step, {b: vec[f"sj:{b}"] for b in self.setup.buffers if f"sj:{b}" in vec})
+        self.ys = {n: {b: vec[f"ys:{n}:{b}"] for b in self.setup.buffers} for n in names}
+
+    def iteration(self, point, keys, sources, active, jc_name, g, ys, lr, k, last) -> dict:
+        """At ``theta_JC^k``: every candidate's ``(estimate, NaN, NaN, eta^2 C_S^phi)`` and its state's tangent step.
+
+        The forcing ``M_S F phi(g_JC^k, s_JC^k)`` comes from the shared columns ``H E_j (F phi)``; the JC-only
+        state steps ``(y, ys) <- TangentStep(y, ys, H y - eta M_S F phi)`` (what the protocol's ``jc_only``
+        column does with an optimizer); ``C_S^phi = g^T F J_phi M_S F phi``
+        (:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).
+        """
+        sj, f, lr2, nan = self.state, self.f, lr * lr, math.nan
+        w = scaled_direction(self.spec, sj, g, f)
+        cols = _column_products(point, keys, w, sources) if active else {}
+        step = None if last else TangentStep(self.spec, lr, f, sj, g)
+        vals: dict = {jc_name: (0.0, 0.0, 0.0, 0.0)}
+        for c in active:
+            mg = _masked_from_columns(c, keys, cols, w)
+            jm = direction_jacobian_apply(self.spec, sj, g, mg)
+            one = lr2 * float(tree.dot(g, {n: jm[n] * f[n] for n in jm}))
+            if k >= 1:
+                hy = point.hvp(ys[c.name])
+                est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
+            else:
+                hy, est = tree.zeros_like(g), 0.0
+            vals[c.name] = (est, nan, nan, one)
+            if step is not None:
+                ys[c.name], self.ys[c.name] = step.apply(ys[c.name], self.ys[c.name],
+                                                         {n: hy[n] - lr * mg[n] for n in hy})
+            del hy, mg, jm
+        return vals
+
+    def step(self, task, theta: Mapping, g: Mapping, lr: float) -> dict:
+        """The JC run's optimizer step from ``theta`` (``g`` its gradient); advances :attr:`state`."""
+        new, self.state, _ = optimizer_scheme_step(task, theta, jacobi(task.n_blocks), lr, self.spec, self.state,
+                                                   self.factors, grad_at_params=g)
+        return new
+
+
 def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
     s = dict(jsonable(extra or {}))
     s.update(task=s.get("task", task.name), task_info=jsonable(task.info),
@@ -527,12 +617,14 @@ def advise(
     progress: Callable[[int, int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
     checks: bool = True,
+    optimizer=None,
+    block_lr=None,
 ) -> Advice:
     """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
 
     Args:
         task: a :class:`crosscurv.numeric.Task`; ``task.params`` is ``theta^0``.
-        lr: constant learning rate ``eta > 0`` (plain steps).
+        lr: constant learning rate ``eta > 0``.
         iters: budget ``K >= 1``.
         patterns: candidates (:func:`parse_candidates`; default :func:`default_candidates`).
         out_dir: run folder (``None``: in memory only); ``resume``: continue it.
@@ -544,7 +636,11 @@ def advise(
         progress: ``progress(k, K)`` after each iteration's rows.
         on_record: ``on_record(row)`` after each iteration's rows are written (an exception interrupts).
         checks: the one-step check at ``theta^0`` (module docstring), which also rank the
-            full GS orders by their ``eta^3`` coefficients.
+            full GS orders by their ``eta^3`` coefficients (plain steps only).
+        optimizer, block_lr: as :func:`crosscurv.numeric.protocol.run_protocol` (``"momentum:BETA"``,
+            ``"adam[:B1,B2,EPS]"``, ``"NAME=FACTOR,..."``): the JC run takes the optimizer's steps and the
+            predictions are the optimizer-aware JC-only estimate (module docstring); errors are NaN (the
+            embedded pair is derived for plain steps), so nothing is certified.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -552,9 +648,12 @@ def advise(
     from .protocol import check_iters, check_lr
 
     lr, iters = check_lr(lr), check_iters(iters)
+    setup = optimizer_setup(task, optimizer, block_lr)
+    opt = None if setup.plain else _OptimizerRun(task, setup)
     cands = parse_candidates(task, patterns)
     names = [n for n, _ in cands]
-    run_settings = _settings(task, cands, lr, iters, seed, hvp_method, settings)
+    run_settings = _settings(task, cands, lr, iters, seed, hvp_method,
+                             settings if opt is None else {**(settings or {}), **setup.settings()})
     keys = block_keys(task)
     active = [_Candidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
               for n, p in cands if not p.is_jacobi]
@@ -591,7 +690,9 @@ def advise(
         vec = ck["vectors"]
         theta = vec["theta"]
         ys = {c.name: vec[f"y:{c.name}"] for c in active}
-        yh = {c.name: vec[f"yhat:{c.name}"] for c in active}
+        yh = {c.name: vec[f"yhat:{c.name}"] for c in active} if opt is None else {}
+        if opt is not None:
+            opt.load(vec, start, [c.name for c in active])
         check0 = ck.get("check_k0")
     else:
         if out_dir is not None:
@@ -606,7 +707,9 @@ def advise(
         done, start = False, 0
         theta = tree.clone(task.params)
         ys = {c.name: tree.zeros_like(task.params) for c in active}
-        yh = {c.name: tree.zeros_like(task.params) for c in active}
+        yh = {c.name: tree.zeros_like(task.params) for c in active} if opt is None else {}
+        if opt is not None:
+            opt.start(task.params, [c.name for c in active])
     engine = choose_engine(task, hvp_method)
     theta0 = tree.clone(task.params)
 
@@ -624,15 +727,21 @@ def advise(
     def checkpoint(k: int, nxt: int, final: bool = False) -> None:
         nonlocal last_save
         vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **{f"yhat:{n}": v for n, v in yh.items()}}
+        if opt is not None:
+            vectors.update(opt.vectors())
         atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
                            "vectors": vectors, "check_k0": check0}, ck_path)
         last_save = time.perf_counter()
 
     status, message = "complete", ""
+    check_s = 0.0
     lr2 = lr * lr
     try:
         if not resume:
-            check0 = _one_step_check(task, cands, theta0, lr, 0, engine.method) if active and checks else {}
+            t_check = time.perf_counter()
+            check0 = (_one_step_check(task, cands, theta0, lr, 0, engine.method)
+                      if active and checks and opt is None else {})
+            check_s = time.perf_counter() - t_check
         if ck_path is not None and not resume:
             checkpoint(0, 0)
         for k in ([] if done else range(start, iters + 1)):
@@ -643,45 +752,52 @@ def advise(
                 status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
                 break
             g = point.grad
-            cols = _column_products(point, keys, g, sources) if active else {}
-            vals: dict = {names[0]: (0.0, 0.0, 0.0, 0.0)}
-            mgs: dict = {}
-            for c in active:  # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
-                mg = mgs[c.name] = _masked_from_columns(c, keys, cols, g)
-                one = lr2 * float(tree.dot(g, mg))
-                if k >= 1:
-                    hy = point.hvp(ys[c.name])
-                    est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
-                else:
-                    hy, est = tree.zeros_like(g), 0.0
-                vals[c.name] = (est, one)
+            if opt is not None:  # the optimizer's JC step and the optimizer-aware JC-only estimate
+                vals = opt.iteration(point, keys, sources, active, names[0], g, ys, lr, k, last)
+                point.release()
+                del point
                 if not last:
-                    y = propagate(ys[c.name], hy, None, lr)
-                    ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
-                    if k == 0:  # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
-                        u = _masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
-                        yh[c.name] = {n: lr2 * u[n] for n in g}
-                del hy
-            point.release()
-            del point
-            for c in active:  # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
-                est, one = vals[c.name]
-                if k == 0:
-                    vals[c.name] = (0.0, 0.0, 0.0, one)
-                    continue
-                at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
-                gh = at.grad
-                cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-                vals[c.name] = (est, abs(cor - est), cor, one)
+                    theta = opt.step(task, theta, g, lr)
+            else:
+                cols = _column_products(point, keys, g, sources) if active else {}
+                vals: dict = {names[0]: (0.0, 0.0, 0.0, 0.0)}
+                mgs: dict = {}
+                for c in active:  # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
+                    mg = mgs[c.name] = _masked_from_columns(c, keys, cols, g)
+                    one = lr2 * float(tree.dot(g, mg))
+                    if k >= 1:
+                        hy = point.hvp(ys[c.name])
+                        est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
+                    else:
+                        hy, est = tree.zeros_like(g), 0.0
+                    vals[c.name] = (est, one)
+                    if not last:
+                        y = propagate(ys[c.name], hy, None, lr)
+                        ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
+                        if k == 0:  # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
+                            u = _masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
+                            yh[c.name] = {n: lr2 * u[n] for n in g}
+                    del hy
+                point.release()
+                del point
+                for c in active:  # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
+                    est, one = vals[c.name]
+                    if k == 0:
+                        vals[c.name] = (0.0, 0.0, 0.0, one)
+                        continue
+                    at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
+                    gh = at.grad
+                    cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
+                    vals[c.name] = (est, abs(cor - est), cor, one)
+                    if not last:
+                        u = _masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
+                        yv = yh[c.name]
+                        yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
+                        del u, yv
+                    at.release()
+                    del at, gh
                 if not last:
-                    u = _masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
-                    yv = yh[c.name]
-                    yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
-                    del u, yv
-                at.release()
-                del at, gh
-            if not last:
-                theta = {n: theta[n] - lr * g[n] for n in theta}
+                    theta = {n: theta[n] - lr * g[n] for n in theta}
             if k >= 1:
                 row = {"k": k, "loss_jc": loss_jc, "estimates": {n: v[0] for n, v in vals.items()},
                        "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
@@ -710,10 +826,14 @@ def advise(
     done_checks = [check0 or {}]
     orders = _orders(cands, done_checks) if checks and check0 else None
     text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
+    if opt is not None:
+        text += (f" Optimizer {setup.describe()}: the predictions are the optimizer-aware JC-only estimate and carry "
+                 "no error estimate (the embedded pair is derived for plain steps), so none is certified.")
     if status == "diverged":
         text = f"the JC run diverged ({message}); " + text
     message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
-    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, done_checks)
+    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, done_checks,
+                 {"one_step_check_s": check_s})
     if out_dir is not None:
         write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
     return adv
@@ -734,9 +854,13 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     Returns:
         ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
         "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
-        "status"}``: ``decided`` iterations are those where the measured margin exceeds the measurements'
-        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest power-iteration estimate of
-        ``||H_JC^k||`` along the run (above 2: past the edge of stability).
+        "covered_embedded": [n, of], "covered_certified": [n, of], "status"}``: ``covered_*`` count the
+        (iteration, candidate) pairs whose actual error ``|jc_only - gap|`` is within this advice's embedded
+        error and within the protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`, computed from the
+        ``S`` run), over the pairs where that error is finite; ``decided`` iterations are those where the measured margin exceeds the measurements'
+        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest ``lambda_max(H_JC^k)`` along the
+        run (the records' converged ``lambda_max``, or the power iteration's ``sharpness`` where that is larger;
+        above 2: past the edge of stability).
     """
     from .protocol import run_protocol
 
@@ -745,16 +869,26 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     gaps = {n: [0.0] * iters for n, _ in cands}
     errs = {n: [0.0] * iters for n, _ in cands}
     status, sharp = "complete", math.nan
+    covered = {"embedded": [0, 0], "certified": [0, 0]}
     for n, p in cands:
         if p.is_jacobi or iters == 0:
             continue
-        res = run_protocol(task, p, lr, iters, hvp_method=hvp_method, seed=seed)
+        res = run_protocol(task, p, lr, iters, hvp_method=hvp_method, seed=seed,
+                           optimizer=(advice.settings.get("optimizer") or {}).get("spec"),
+                           block_lr=advice.settings.get("block_lr") or None)
         if res.status != "complete":
             status = f"{n}: {res.status}"
-        if math.isnan(sharp):  # the power iteration along the JC run (the same in every run)
-            sharp = max((r["sharpness"] for r in res.records if math.isfinite(r["sharpness"])), default=math.nan)
+        if math.isnan(sharp):  # lambda_max(H_JC^k) along the JC run (the same in every run)
+            sharp = max((x for r in res.records for x in (r["lambda_max"], r["sharpness"]) if math.isfinite(x)),
+                        default=math.nan)
         for r in res.records:
             gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
+            actual = abs(r["jc_only"] - r["gap"])
+            for key, bound in (("embedded", advice.per_iteration[r["k"] - 1]["errors"][n]),
+                               ("certified", r["jc_only_err"])):
+                if math.isfinite(bound) and math.isfinite(actual):
+                    covered[key][0] += int(actual <= bound)
+                    covered[key][1] += 1
         for k in range(len(res.records), iters):
             gaps[n][k] = errs[n][k] = math.nan
     table = []
@@ -768,4 +902,5 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
 
     return {"per_iteration": table, "agree_all": count(table), "eta_sharpness_max": lr * sharp,
             "agree_certified": count([t for t in table if t["certified"]]),
-            "agree_decided": count([t for t in table if t["decided"]]), "status": status}
+            "agree_decided": count([t for t in table if t["decided"]]), "status": status,
+            "covered_embedded": covered["embedded"], "covered_certified": covered["certified"]}

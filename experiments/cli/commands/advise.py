@@ -10,9 +10,12 @@ trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and counts how ofte
 advice named the measured best (``validation.json``).  Exit codes: 0, 2 bad
 input (one line), 3 the JC run diverged, 130 interrupted.
 
-``python -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1
---iters 20 --out reports/advise`` writes the validation report over tasks and
-seeds (``reports/advise/validation.md``).
+``--optimizer`` and ``--block-lr`` are ``crosscurv run``'s flags (the same definitions): the JC run
+takes the optimizer's steps and the predictions are the optimizer-aware JC-only estimate.
+
+``python -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1,2
+--iters mlp=250,fl=50,lora=100 --lrs mlp=0.05/3.0,... --out reports/advise`` writes the validation
+report over tasks, seeds and learning rates (``reports/advise/validation.md``; resumable).
 """
 
 from __future__ import annotations
@@ -36,10 +39,7 @@ def add_arguments(p) -> None:
     p.add_argument("--patterns", "--pattern", dest="patterns", default=None, metavar="P1;P2;...",
                    help="candidates separated by ';' (jc, gs, gs:ORDER, chain, chain:ORDER, i<-j,...); default: jc, "
                         "gs, gs reversed, every GS order when N <= 4, chain; jc is always the reference")
-    p.add_argument("--optimizer", default="sgd", metavar="SPEC",
-                   help="only sgd (plain steps) is supported by advise")
-    p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
-                   help="per-block step sizes: not supported by advise (factors of 1 only)")
+    _run_flags(p, ("--optimizer", "--block-lr"))
     p.add_argument("--out", default=None, help="run directory (default: runs/advise-<task>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
@@ -56,14 +56,18 @@ def add_arguments(p) -> None:
                         "best (writes validation.json; costs the runs the advice saves)")
 
 
-def _plain_only(task, args) -> None:
-    from crosscurv.numeric.advice import AdviceError
-    from crosscurv.numeric.optimizers import optimizer_setup
+def _run_flags(p, flags) -> None:
+    """Add ``crosscurv run``'s own definitions of ``flags`` (spelling, default, metavar, help) to ``p``."""
+    import argparse
 
-    setup = optimizer_setup(task, args.optimizer, args.block_lr)
-    if not setup.plain:
-        raise AdviceError(f"advise supports plain steps only (--optimizer sgd, no --block-lr factors), got "
-                          f"{setup.describe()}")
+    from crosscurv.experiments.cli.commands import run as run_command
+
+    ref = argparse.ArgumentParser(add_help=False)
+    run_command.add_arguments(ref)
+    for action in ref._actions:
+        if set(action.option_strings) & set(flags):
+            p.add_argument(*action.option_strings, dest=action.dest, default=action.default, type=action.type,
+                           choices=action.choices, metavar=action.metavar, help=action.help)
 
 
 def execute(args):
@@ -72,20 +76,20 @@ def execute(args):
 
     from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
     from crosscurv.numeric.advice import advise, validate
-    from crosscurv.numeric.optimizers import parse_optimizer
+    from crosscurv.numeric.optimizers import optimizer_setup
 
-    parse_optimizer(args.optimizer)
-    task, settings, lr, iters = load(args)
-    _plain_only(task, args)
+    task, settings, lr, iters = load(args)  # checks --optimizer before the task is built
+    setup = optimizer_setup(task, args.optimizer, args.block_lr)
     settings.update(lr=lr, iters=iters, seed=args.seed, dtype=str(task.dtype).replace("torch.", ""),
                     device=str(task.device), data_path=args.data, model_path=args.model,
                     threads=torch.get_num_threads())
     settings.pop("pattern", None)
-    out = args.out or f"runs/advise-{_slug(task.name)}"
+    out = args.out or f"runs/advise-{_slug(task.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
     progress = _Progress(int(iters), f"advise {task.name}")
     try:
         adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume, hvp_method=args.hvp,
-                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress)
+                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress,
+                     optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
     if args.figure:
@@ -123,74 +127,171 @@ def run(args) -> int:
 
 
 # -- the validation study (reports/advise) ------------------------------------------------------
-def study(tasks, seeds, iters, out, preset="smoke", lrs=None) -> str:
-    """Advise and validate every task x seed (x learning rate) and write ``OUT/validation.md`` and ``.json``.
+def _one_step_ratio(adv) -> float:
+    """The largest ``|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3|`` of the one-step checks (remainders above the
+    steps' rounding only; 0: none)."""
+    return max((abs(c["measured"] - c["eta3"]) / abs(c["eta3"] - c["eta2"])
+                for chk in adv.one_step_checks for c in chk.values()
+                if abs(c["measured"] - c["eta3"]) > c["floor"] and c["eta3"] != c["eta2"]), default=0.0)
 
-    ``lrs``: ``{task: [lr, ...]}`` (default: the preset's learning rate).  Returns the markdown text.
-    """
+
+def _config_path(out, name, seed, lr, iters) -> str:
+    return os.path.join(out, "validation-runs", f"{name}-seed{seed}-lr{lr!r}-K{iters}.json")
+
+
+def study_config(name, seed, lr, iters, preset, out) -> dict:
+    """Advise and validate one task x seed x learning rate (cached in ``OUT/validation-runs/``: a finished
+    configuration is read back, so an interrupted study resumes where it stopped)."""
+    import time
+
     import torch
 
     from crosscurv.experiments.tasks.loading import load_task
     from crosscurv.numeric.advice import advise, validate
-    from crosscurv.numeric.records import atomic_write_text, write_summary
+    from crosscurv.numeric.records import read_summary, write_summary
 
-    os.makedirs(out, exist_ok=True)
-    rows = []
-    for name in tasks:
-        for seed in seeds:
-            task, settings = load_task(name, preset, device=torch.device("cpu"), seed=seed)
-            for lr in (lrs or {}).get(name) or [settings["lr"]]:
-                adv = advise(task, lr, iters, seed=seed)
-                val = validate(task, adv, seed=seed)
-                rows.append({"task": name, "preset": preset, "seed": seed, "lr": lr, "iters": iters,
-                             "candidates": adv.candidates, "recommendation": adv.recommendation,
-                             "agree_all": val["agree_all"], "agree_certified": val["agree_certified"],
-                             "agree_decided": val["agree_decided"], "status": val["status"],
-                             "eta_sharpness_max": val["eta_sharpness_max"],
-                             "one_step_ratio": max((abs(c["measured"] - c["eta3"]) / abs(c["eta3"] - c["eta2"])
-                                                    for chk in adv.one_step_checks for c in chk.values()
-                                                    if abs(c["measured"] - c["eta3"]) > c["floor"]
-                                                    and c["eta3"] != c["eta2"]), default=0.0)})
-                print(f"advise study: {name} seed {seed} lr {lr}: {val['agree_all']}", file=sys.stderr, flush=True)
-    write_summary(os.path.join(out, "validation.json"), {"rows": rows})
+    path = _config_path(out, name, seed, lr, iters)
+    if os.path.exists(path):
+        return read_summary(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    t0 = time.process_time()
+    task, _ = load_task(name, preset, device=torch.device("cpu"), seed=seed)
+    adv = advise(task, lr, iters, seed=seed)
+    val = validate(task, adv, seed=seed)
+    row = {"task": name, "preset": preset, "seed": seed, "lr": lr, "iters": iters,
+           "candidates": adv.candidates, "recommendation": adv.recommendation, "advice_status": adv.status,
+           "agree_all": val["agree_all"], "agree_certified": val["agree_certified"],
+           "agree_decided": val["agree_decided"], "status": val["status"],
+           "eta_sharpness_max": val["eta_sharpness_max"], "one_step_ratio": _one_step_ratio(adv),
+           "covered_embedded": val["covered_embedded"], "covered_certified": val["covered_certified"],
+           "cpu_s": time.process_time() - t0,
+           "per_iteration": [{k: t[k] for k in ("k", "advised", "certified", "measured", "decided")}
+                             for t in val["per_iteration"]]}
+    write_summary(path, row)
+    return row
 
-    def pct(a):
-        return f"{a[0]}/{a[1]}" + (f" ({100 * a[0] / a[1]:.0f}%)" if a[1] else "")
+
+def _pct(a) -> str:
+    return f"{a[0]}/{a[1]}" + (f" ({100 * a[0] / a[1]:.0f}%)" if a[1] else "")
+
+
+def _pairs(r) -> int:
+    """(iteration, candidate) pairs of a configuration: advised iterations x non-JC candidates."""
+    return r["pairs"] if "pairs" in r else len(r["per_iteration"]) * (len(r["candidates"]) - 1)
+
+
+def _within(r, key) -> str:
+    """``n/m, finite on m of T``: pairs within the error among the ``m`` where it (and the gap) is finite."""
+    c = r[key]
+    return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.0f}%), finite on {c[1]} of {_pairs(r)}" if c[1] else \
+        f"0/0, finite on 0 of {_pairs(r)}"
+
+
+def study_report(rows, configs, preset, command) -> str:
+    """The markdown of ``reports/advise/validation.md`` from the finished rows (pending configurations named)."""
+    import torch
 
     lines = ["# `crosscurv advise`: advised best scheme vs measured best",
              "",
-             f"Generated by `python -m crosscurv.experiments.cli.commands.advise study` (preset {preset}, K = {iters}, CPU, "
-             f"{torch.get_num_threads()} thread(s)). Candidates: the defaults of `crosscurv.numeric.advice.default_candidates`; "
-             "each candidate's trajectory measured with `crosscurv.numeric.protocol.run_protocol`. 'certified': iterations "
-             "where the advice was certified; 'decided': iterations where the measured margin exceeds the "
-             "measurements' gap_err. 'max eta*sharpness': eta times the largest power-iteration estimate of "
-             "||H_JC^k|| along the run (above 2: past the edge of stability). 'one-step remainder / eta^3 term': the largest |measured - "
-             "(eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0, counting only "
+             f"Generated by `{command}` (preset {preset}, CPU, {torch.get_num_threads()} thread(s)). Candidates: the "
+             "defaults of `crosscurv.numeric.advice.default_candidates`; each candidate's trajectory measured with "
+             "`crosscurv.numeric.protocol.run_protocol`. 'agree': iterations where the advised best scheme (lowest "
+             "JC-only prediction) was the measured best (lowest measured `L_S^k - L_JC^k`, JC 0); 'certified': "
+             "among the iterations where the advice was certified; 'decided': among the iterations where the "
+             "measured margin exceeds the measurements' gap_err. 'max eta*lambda_max': eta times the largest "
+             "`lambda_max(H_JC^k)` along the run (the records' converged value or the power iteration, whichever "
+             "is larger; above 2: past the edge of stability). 'one-step remainder / eta^3 term': the largest "
+             "|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0, counting only "
              "remainders above the steps' rounding (0: none; above 1 the advice warns that the expansion does not "
-             "converge).",
+             "converge). 'actual error within': share of (iteration, candidate) pairs whose actual "
+             "|jc_only - gap| is within the advice's embedded error, and within the protocol's certified `jc_only_err` "
+             "(`crosscurv.numeric.error_estimates`, which needs the candidate's own run), each counted over the "
+             "pairs where that error and the measured gap are finite ('finite on m of T': m of the T pairs; "
+             "`jc_only_err` is a magnitude bound that grows geometrically and overflows float64 after a few "
+             "iterations).",
              "",
-             "| task | seed | lr | max eta*sharpness | one-step remainder / eta^3 term | agree (all) | agree (certified) | agree (decided) "
-             "| advice at K |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| task | seed | lr | K | max eta*lambda_max | one-step remainder / eta^3 term | agree (all) "
+             "| agree (certified) | agree (decided) | actual error within embedded error | within jc_only_err "
+             "| advice at K | CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = r["recommendation"].split(".")[0]
         es = r["eta_sharpness_max"]
-        regime = "" if es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
-        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {regime} | {r['one_step_ratio']:.2g} | {pct(r['agree_all'])} "
-                     f"| {pct(r['agree_certified'])} "
-                     f"| {pct(r['agree_decided'])} | {head} |")
-    text = "\n".join(lines) + "\n"
-    atomic_write_text(os.path.join(out, "validation.md"), text)
+        regime = "" if es is None or es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
+        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {r['iters']} | {regime} | {r['one_step_ratio']:.2g} "
+                     f"| {_pct(r['agree_all'])} | {_pct(r['agree_certified'])} | {_pct(r['agree_decided'])} "
+                     f"| {_within(r, 'covered_embedded')} | {_within(r, 'covered_certified')} | {head} "
+                     f"| {r['cpu_s']:.0f} |")
+    lines += ["", "Over the seeds, per task and learning rate:", "",
+              "| task | lr | seeds | past the edge (seeds) | agree (all) | agree (certified) | agree (decided) "
+              "| within embedded error | within jc_only_err |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["task"], r["lr"]), []).append(r)
+    for (name, lr), rs in groups.items():
+        tot = {key: [sum(r[key][0] for r in rs), sum(r[key][1] for r in rs)]
+               for key in ("agree_all", "agree_certified", "agree_decided", "covered_embedded", "covered_certified")}
+        tot["pairs"] = sum(_pairs(r) for r in rs)
+        past = sum(1 for r in rs if (r["eta_sharpness_max"] or 0) > 2)
+        lines.append(f"| {name} | {lr} | {len(rs)} | {past} | {_pct(tot['agree_all'])} "
+                     f"| {_pct(tot['agree_certified'])} | {_pct(tot['agree_decided'])} "
+                     f"| {_within(tot, 'covered_embedded')} | {_within(tot, 'covered_certified')} |")
+    cpu = sum(r["cpu_s"] for r in rows)
+    lines += ["", f"CPU time of the finished configurations: {cpu / 60:.1f} core-minutes."]
+    done = {(r["task"], r["seed"], r["lr"]) for r in rows}
+    pending = [c for c in configs if (c[0], c[1], c[2]) not in done]
+    if pending:
+        lines.append("Pending (not run yet): " + ", ".join(f"{t} seed {s} lr {lr} K {k}" for t, s, lr, k in pending)
+                     + ".")
+    return "\n".join(lines) + "\n"
+
+
+def study(tasks, seeds, iters, out, preset="smoke", lrs=None, command=None) -> str:
+    """Advise and validate every task x seed x learning rate and write ``OUT/validation.md`` and ``.json``.
+
+    ``iters``: ``K`` (int) or ``{task: K}``; ``lrs``: ``{task: [lr, ...]}`` (default: the preset's learning
+    rate).  Configurations run seed by seed (every task at each seed before the next seed) and are cached
+    (:func:`study_config`), the report rewritten after each.  Returns the markdown text.
+    """
+    import torch
+
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.records import atomic_write_text, write_summary
+
+    os.makedirs(out, exist_ok=True)
+    configs = []
+    for seed in seeds:
+        for name in tasks:
+            k = iters[name] if isinstance(iters, dict) else iters
+            task_lrs = (lrs or {}).get(name)
+            if not task_lrs:
+                task_lrs = [load_task(name, preset, device=torch.device("cpu"), seed=seed)[1]["lr"]]
+            configs += [(name, seed, lr, k) for lr in task_lrs]
+    command = command or "python -m crosscurv.experiments.cli.commands.advise study"
+    rows, text = [], ""
+    for name, seed, lr, k in configs:
+        row = study_config(name, seed, lr, k, preset, out)
+        rows.append(row)
+        print(f"advise study: {name} seed {seed} lr {lr} K {k}: {row['agree_all']} ({row['cpu_s']:.0f} CPU s)",
+              file=sys.stderr, flush=True)
+        ordered = sorted(rows, key=lambda r: (tasks.index(r["task"]), r["lr"], r["seed"]))
+        write_summary(os.path.join(out, "validation.json"),
+                      {"command": command, "rows": [{k2: v for k2, v in r.items() if k2 != "per_iteration"}
+                                                    for r in ordered]})
+        text = study_report(ordered, configs, preset, command)
+        atomic_write_text(os.path.join(out, "validation.md"), text)
     return text
 
 
 def _study_main(argv) -> int:
     import argparse
+    import shlex
 
     p = argparse.ArgumentParser(prog="python -m crosscurv.experiments.cli.commands.advise study")
     p.add_argument("--tasks", default="mlp,fl,lora")
-    p.add_argument("--seeds", default="0,1")
-    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--iters", default="20", help="K, or TASK=K,... (one K per task)")
     p.add_argument("--preset", default="smoke")
     p.add_argument("--lrs", default=None, help="TASK=LR1/LR2,... (default: the preset's)")
     p.add_argument("--out", default="reports/advise")
@@ -198,11 +299,15 @@ def _study_main(argv) -> int:
     lrs = None
     if a.lrs:
         lrs = {t: [float(x) for x in v.split("/")] for t, v in (item.split("=") for item in a.lrs.split(","))}
-    print(study(a.tasks.split(","), [int(s) for s in a.seeds.split(",")], a.iters, a.out, a.preset, lrs))
+    iters = ({t: int(v) for t, v in (item.split("=") for item in a.iters.split(","))} if "=" in a.iters
+             else int(a.iters))
+    command = "python -m crosscurv.experiments.cli.commands.advise study " + " ".join(shlex.quote(x) for x in argv)
+    print(study(a.tasks.split(","), [int(s) for s in a.seeds.split(",")], iters, a.out, a.preset, lrs, command))
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
     if sys.argv[1:2] == ["study"]:
         sys.exit(_study_main(sys.argv[2:]))
-    sys.exit("usage: python -m crosscurv.experiments.cli.commands.advise study [--tasks ...] [--seeds ...] [--iters K] [--out DIR]")
+    sys.exit("usage: python -m crosscurv.experiments.cli.commands.advise study [--tasks ...] [--seeds ...] "
+             "[--iters K|TASK=K,...] [--lrs TASK=LR1/LR2,...] [--out DIR]")
