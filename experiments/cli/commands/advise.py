@@ -33,13 +33,13 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    from crosscurv.experiments.cli.commands.run import add_task_arguments
+    from crosscurv.experiments.cli.commands.run import add_optimizer_arguments, add_task_arguments
 
     add_task_arguments(p, iters_help="budget K >= 1 (default: the preset's)")
     p.add_argument("--patterns", "--pattern", dest="patterns", default=None, metavar="P1;P2;...",
                    help="candidates separated by ';' (jc, gs, gs:ORDER, chain, chain:ORDER, i<-j,...); default: jc, "
                         "gs, gs reversed, every GS order when N <= 4, chain; jc is always the reference")
-    _run_flags(p, ("--optimizer", "--block-lr"))
+    add_optimizer_arguments(p)
     p.add_argument("--out", default=None, help="run directory (default: runs/advise-<task>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
@@ -54,20 +54,6 @@ def add_arguments(p) -> None:
     p.add_argument("--validate", action="store_true",
                    help="also run every candidate's trajectory and count how often the advice named the measured "
                         "best (writes validation.json; costs the runs the advice saves)")
-
-
-def _run_flags(p, flags) -> None:
-    """Add ``crosscurv run``'s own definitions of ``flags`` (spelling, default, metavar, help) to ``p``."""
-    import argparse
-
-    from crosscurv.experiments.cli.commands import run as run_command
-
-    ref = argparse.ArgumentParser(add_help=False)
-    run_command.add_arguments(ref)
-    for action in ref._actions:
-        if set(action.option_strings) & set(flags):
-            p.add_argument(*action.option_strings, dest=action.dest, default=action.default, type=action.type,
-                           choices=action.choices, metavar=action.metavar, help=action.help)
 
 
 def execute(args):

@@ -73,6 +73,14 @@ def add_arguments(p) -> None:
                    help="park the carried vectors off the compute device between uses (host memory on a GPU, "
                         "files in the run folder on the CPU); auto (default): once the 7 carried vectors reach 16 MiB "
                         "(about 600,000 float32 parameters), or under memory pressure")
+    add_optimizer_arguments(p)
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                   help="records between checkpoints (default: one a minute at most, and one before the last "
+                        "iteration)")
+
+
+def add_optimizer_arguments(p) -> None:
+    """``--optimizer`` and ``--block-lr``: the update rule of a run (shared by ``run`` and ``advise``)."""
     p.add_argument("--optimizer", default="sgd", metavar="SPEC",
                    help="block-separable optimizer of both runs: sgd (default: the paper's plain steps), "
                         "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] (torch.optim.Adam); the "
@@ -80,9 +88,6 @@ def add_arguments(p) -> None:
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step sizes: block NAME (or its 1-based index) steps with lr * FACTOR; "
                         "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
-    p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="records between checkpoints (default: one a minute at most, and one before the last "
-                        "iteration)")
 
 
 def _description(args):
