@@ -62,7 +62,7 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
             blocks and ``default_pattern`` give the sequential scheme ``S``.
         params: the point (the simultaneous run's parameters).
         lr: the step size ``eta``.
-        optimizer, opt_state: the practical optimiser (:mod:`.optim`) and its state
+        optimizer, opt_state: the practical optimiser (:class:`crosscurv.numeric.optimizers.FunctionalOptimizer`) and its state
             at ``params``; its ``direction(params, grads, state)`` is ``d``.
         seq_step, sim_step: ``params -> new params``: the practical steps from
             this state on this minibatch (sequential, simultaneous).

@@ -30,7 +30,7 @@ from torch.nn import functional as F
 
 from crosscurv.numeric import Task
 
-from .optim import make_optimizer
+from ...numeric.optimizers import functional_optimizer
 from .panel import Panel, derive_seed, seeded
 
 __all__ = ["dirichlet_split", "FLPanel", "client_task", "local_sim_step", "local_alt_step"]
@@ -161,7 +161,7 @@ class FLPanel(Panel):
         u0 = {k: t for k, t in named.items() if k.startswith("shared.")}
         v0 = {k: t for k, t in named.items() if k.startswith("client0.")}
         self.runs = {r: {"u": dict(u0), "v": [dict(v0) for _ in range(M)]} for r in ("seq", "sim")}
-        self.opt = make_optimizer(settings["optimizer"])
+        self.opt = functional_optimizer(**settings["optimizer"])
         self.n_steps = settings["rounds"]
         self.eval_every = settings["eval_every"]
         self.probe_every = settings["probe_every"]

@@ -27,7 +27,7 @@ import torch
 
 from crosscurv.numeric import Task
 
-from .optim import make_optimizer
+from ...numeric.optimizers import functional_optimizer
 from .panel import Panel, derive_seed, seeded
 
 __all__ = ["LoRAPanel", "lora_model", "step_simultaneous", "step_alternating"]
@@ -136,7 +136,7 @@ class LoRAPanel(Panel):
         self.lm, p0, self.blocks, info = lora_model(settings, seed, dtype=dtype, device=device,
                                                     data_path=data_path, model_path=model_path)
         self.n = int(self.lm.batch["input_ids"].shape[0])
-        self.opt = make_optimizer(settings["optimizer"])
+        self.opt = functional_optimizer(**settings["optimizer"])
         self.batch = settings["batch"]
         self.steps_per_epoch = max(1, self.n // self.batch)
         self.n_steps = settings["steps"]

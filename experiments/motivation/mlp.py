@@ -30,7 +30,7 @@ from torch.nn import functional as F
 
 from crosscurv.numeric import Task
 
-from .optim import make_optimizer
+from ...numeric.optimizers import functional_optimizer
 from .panel import Panel, derive_seed, seeded
 
 __all__ = ["logits", "minibatch_loss", "step_jc", "step_inplace", "step_exact_gs", "MLPPanel", "mlp_params",
@@ -152,7 +152,7 @@ class MLPPanel(Panel):
         self.x, self.y = data.x, data.y
         ne = min(settings["eval_examples"], len(data))
         self.eval_idx = torch.arange(ne, device=device)  # balanced_indices interleaves classes: the head is balanced
-        self.opt = make_optimizer(settings["optimizer"])
+        self.opt = functional_optimizer(**settings["optimizer"])
         self.batch = settings["batch"]
         self.steps_per_epoch = len(data) // self.batch  # last incomplete batch dropped
         # the paper preset counts epochs (the number of steps then depends on the data used)

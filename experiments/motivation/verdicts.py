@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from .optim import SGD, Adam
+from ...numeric.optimizers import functional_optimizer
 
 __all__ = ["FACTORIES", "identify", "verdict_rows"]
 
@@ -42,7 +42,7 @@ def _mlp(kind: str):
     fn = {"jc": mlp.step_jc, "inplace": mlp.step_inplace, "exact_gs": mlp.step_exact_gs}[kind]
 
     def step(p, lr):
-        opt = SGD(lr)
+        opt = functional_optimizer("sgd", lr)
         return fn(p, data.x, data.y, opt, opt.init_state(p))[0]
 
     return task, step, ("jc" if kind == "jc" else task.default_pattern)
@@ -88,7 +88,7 @@ def _fl(kind: str):
     uk, vk = list(u), list(v)
 
     def step(p, lr):
-        opt = SGD(lr, momentum=0.9, weight_decay=_WD)
+        opt = functional_optimizer("sgd", lr, momentum=0.9, weight_decay=_WD)
         uu, vv = {k: p[k] for k in uk}, {k: p[k] for k in vk}
         if kind == "fedsim":
             uu, vv, _, _ = fl.local_sim_step(model, uu, vv, x, y, opt, opt.init_state(None))
@@ -134,7 +134,7 @@ def _lora(kind: str):
     task = Task(params, lambda q: lm.loss(q, idx), blocks, "lora-deterministic", {}, "gs")
 
     def step(p, lr):
-        opt = Adam(lr) if kind == "alternating_adam" else SGD(lr)
+        opt = functional_optimizer("adam" if kind == "alternating_adam" else "sgd", lr)
         fn = lora.step_simultaneous if kind == "simultaneous" else lora.step_alternating
         return fn(lm, p, blocks, idx, opt, opt.init_state(p))[0]
 

@@ -13,10 +13,13 @@ operation (single-tensor path, no weight decay), one module per optimizer:
 A new optimizer is a new module with the names of :mod:`.sgd` and one entry in
 :data:`RULES` (:mod:`.rules`).  The rest of the package: :mod:`.spec` (``--optimizer``),
 :mod:`.blocks` (``--block-lr`` and :class:`OptimizerSetup`), :mod:`.state`
-(:class:`OptimizerState`) and :mod:`.scheme` (the scheme step, ``phi`` and ``J_phi``).
+(:class:`OptimizerState`), :mod:`.scheme` (the scheme step, ``phi`` and ``J_phi``) and
+:mod:`.functional` (:class:`FunctionalOptimizer`: the rules as maps on dicts of tensors, with
+weight decay and per-tensor clipping, for training loops outside the protocol).
 """
 
 from .blocks import OptimizerSetup, block_factors, optimizer_setup, param_lrs, parse_block_lr
+from .functional import FunctionalOptimizer, clip_tensor, functional_optimizer
 from .rules import RULES, STATE_BUFFERS
 from .scheme import direction, direction_jacobian_apply, optimizer_scheme_step, optimizer_update
 from .spec import ADAM_DEFAULTS, OptimizerError, OptimizerSpec, parse_optimizer
@@ -43,4 +46,7 @@ __all__ = [
     "optimizer_scheme_step",
     "direction",
     "direction_jacobian_apply",
+    "FunctionalOptimizer",
+    "functional_optimizer",
+    "clip_tensor",
 ]

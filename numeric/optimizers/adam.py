@@ -67,8 +67,18 @@ def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Map
     return out
 
 
+def sqrt0(v: torch.Tensor) -> torch.Tensor:
+    """``sqrt(v)`` for ``v >= 0`` (the same values), with derivative 0 instead of ``inf`` where ``v = 0``."""
+    pos = v > 0
+    return torch.where(pos, torch.sqrt(torch.where(pos, v, torch.ones_like(v))), torch.zeros_like(v))
+
+
 def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
-    """``phi = (m'/c1) / (sqrt(v')/sqrt(c2) + eps)`` at step ``state.step + 1``."""
+    """``phi = (m'/c1) / (sqrt(v')/sqrt(c2) + eps)`` at step ``state.step + 1``.
+
+    Differentiable in ``grads`` (``torch.func.jvp``): its derivative is :func:`jacobian_apply`'s ``J``, with
+    the same convention at Adam's kink (``sqrt`` taken with derivative 0 where ``v' = 0``).
+    """
     b1, b2 = spec.betas
     ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
     bc1, bc2_sqrt = bias_corrections(spec, state.step + 1)
@@ -76,7 +86,7 @@ def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
     for k, g in grads.items():
         m = (ea[k] if k in ea else torch.zeros_like(g)).lerp(g, 1 - b1)
         v = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
-        out[k] = (m / bc1) / (v.sqrt() / bc2_sqrt + spec.eps)
+        out[k] = (m / bc1) / (sqrt0(v) / bc2_sqrt + spec.eps)
     return out
 
 

@@ -19,47 +19,27 @@ import torch
 from crosscurv.experiments.motivation import fl, lora, mlp
 from crosscurv.experiments.motivation.analysis import agreement, reversal
 from crosscurv.experiments.motivation.criterion import probe_point
-from crosscurv.experiments.motivation.optim import SGD, Adam, clip_tensor
 from crosscurv.experiments.motivation.presets import panel_settings
 from crosscurv.experiments.motivation.records import read_table
 from crosscurv.experiments.motivation.runner import MotivationError, run_panel
 from crosscurv.numeric import Task, scheme_step
+from crosscurv.numeric.optimizers import functional_optimizer
 from crosscurv.theory.patterns import parse_pattern
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 F64 = torch.float64
 
 
+def SGD(lr, **kw):
+    return functional_optimizer("sgd", lr, **kw)
+
+
+def Adam(lr, **kw):
+    return functional_optimizer("adam", lr, **kw)
+
+
 def _close(a, b, tol=1e-12):
     return all(float((a[k] - b[k]).abs().max()) <= tol * (1 + float(b[k].abs().max())) for k in a)
-
-
-# -- optimisers -----------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["sgd", "adam"])
-def test_optimizers_match_torch_optim(kind):
-    gen = torch.Generator().manual_seed(0)
-    w0 = torch.randn(4, 3, generator=gen, dtype=F64)
-    grads = [torch.randn(4, 3, generator=gen, dtype=F64) for _ in range(4)]
-    ref = torch.nn.Parameter(w0.clone())
-    if kind == "sgd":
-        topt = torch.optim.SGD([ref], lr=0.1, momentum=0.9, weight_decay=1e-2)
-        ours = SGD(0.1, momentum=0.9, weight_decay=1e-2)
-    else:
-        topt = torch.optim.Adam([ref], lr=0.1)
-        ours = Adam(0.1)
-    p, st = {"w": w0.clone()}, ours.init_state(None)
-    for g in grads:
-        ref.grad = g.clone()
-        topt.step()
-        p, st = ours.update(p, {"w": g}, st)
-    assert float((p["w"] - ref.detach()).abs().max()) < 1e-14
-
-
-def test_clip_is_the_papers_projection():
-    g = torch.tensor([3.0, 4.0], dtype=F64)
-    assert torch.allclose(clip_tensor(g, 1.0), g / 5)
-    assert torch.equal(clip_tensor(g, 10.0), g)
-    assert torch.equal(clip_tensor(torch.zeros(2, dtype=F64), 1.0), torch.zeros(2, dtype=F64))
 
 
 # -- panel (a): the three back-propagation steps ----------------------------------------
