@@ -630,10 +630,12 @@ def _iteration(ctx: RunContext, k: int) -> None:
     ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
-    offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``,
-    the terms linear in ``g_JC^k`` (recursive; ``g.z``, ``g.y``), ``M_S g_JC^k`` and the JC step, so
-    that ``g_JC^k`` is gone before the products ``H_JC^k [p, z, y, Delta]``, each consumed before the
-    next; then at ``theta_S^k`` the loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.
+    offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
+    (held by the point until it is released), the recursive term and the JC step, then the products
+    ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
+    fetched for its product, ``M_S g_JC^k`` formed where ``y`` takes it); then at ``theta_S^k`` the
+    loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.  The carried vectors are
+    updated in place (the same elementwise expressions, so the same bits).
     Updates (Lemma 3, Theorems 2-3): ``z <- (z - eta H z) + eta^2 u``, ``y <- (y - eta H y) + eta^2 M_S g_JC``,
     ``w <- (Delta - eta H Delta) + eta^2 u``, ``q <- Delta . H Delta / 2``.
 
@@ -654,9 +656,10 @@ def _iteration(ctx: RunContext, k: int) -> None:
     # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its end node with
     # g_JC^k here, the rest at theta_S^k once both losses say whether the segment is needed (theta_JC^k
     # is kept for it); Delta^k also serves H_JC^k Delta^k
-    S.park("delta", tree.sub(S.fetch("theta_s"), theta_j))
+    delta = tree.sub(S.fetch("theta_s"), theta_j)
+    S.park("delta", delta)
     if k >= 1:
-        segment = SegmentGap(S.fetch("delta"))
+        segment = SegmentGap(delta)
         S.park("theta_jk", theta_j)
     at_j = ctx.engine.point(loss, theta_j)
     loss_jc = float(at_j.value)
@@ -671,16 +674,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
     est.observe_gradients(gj)
     meas = {"G": float(tree.norm(gj))}  # what the error estimates measure at k (crosscurv.numeric.error_estimates)
     if k >= 1:
-        segment.add(0.0, gj, S.fetch("delta"))
+        segment.add(0.0, gj, delta)
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
-        gz, gy = tree.dot(gj, S.fetch("z")), tree.dot(gj, S.fetch("y"))
+    del delta
     if not last and opt is None:
-        S.park("m_jc", at_j.masked(ctx.plan, gj))
         # the JC step theta - eta g: the expression crosscurv.numeric.steps.scheme_step uses for an empty pattern
         new_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
         meas["round_j"] = _step_residual(new_j, theta_j, gj, lr, None, 0.0)
         S.park("theta_j", new_j)
-        S.park("gj", gj)  # for the rho sample at theta_S^k
         del new_j
     elif not last:
         sj = opt.state(S, "sj", k)
@@ -703,7 +704,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
         elif name == "z":
             meas["Z"] = float(tree.norm(v))
             if k >= 1:
-                record["cumulative"] = float(quadratic_from_linear(gz, v, Hv))
+                record["cumulative"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
             if not last and opt is None:  # propagate(v, Hv, None, lr), formed in v (bit for bit)
                 S.park("z", _sub_scaled_into(v, Hv, lr))
             elif not last:
@@ -711,13 +712,12 @@ def _iteration(ctx: RunContext, k: int) -> None:
         elif name == "y":
             meas["Y"] = float(tree.norm(v))
             if k >= 1:
-                record["jc_only"] = float(quadratic_from_linear(gy, v, Hv))
+                record["jc_only"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
             if not last and opt is None:  # propagate(v, Hv, M_S g_JC, lr), formed in v (bit for bit)
                 _sub_scaled_into(v, Hv, lr)
-                Hv = None  # gone before M_S g_JC is fetched
-                _add_scaled_into(v, S.fetch("m_jc"), lr2)
+                Hv = None  # gone before M_S g_JC is formed
+                _add_scaled_into(v, at_j.masked(ctx.plan, at_j.grad), lr2)
                 S.park("y", v)
-                S.park("m_jc", None)
             elif not last:
                 m_jc = S.fetch("m_jc")
                 y, ys = opt.tangent(S, lr).apply(v, opt.group(S, "ys"), {n: Hv[n] - lr * m_jc[n] for n in Hv})
@@ -728,10 +728,9 @@ def _iteration(ctx: RunContext, k: int) -> None:
         else:  # delta
             est.q = 0.5 * tree.dot(v, Hv)
             if opt is None:
-                g0 = S.fetch("gj")
+                g0 = at_j.grad
                 S.park("gpred", {n: g0[n] + Hv[n] for n in g0})  # g_JC^k + H_JC^k Delta^k
                 meas["norm_hd"] = float(tree.norm(Hv))
-                S.park("gj", None)
                 del g0
                 # w = propagate(v, Hv, None, lr), formed in Hv (v is the parked Delta^k, still needed)
                 S.park("w", _scaled_difference_into(v, Hv, lr))
@@ -749,12 +748,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
         raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
     gs = at_s.grad
     est.observe_gradients(gs)
+    delta = None
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
             measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
         else:
-            segment.interior(loss, S.fetch("theta_jk"), S.fetch("delta"))
-            segment.add(1.0, gs, S.fetch("delta"))
+            delta = S.fetch("delta")
+            segment.interior(loss, S.fetch("theta_jk"), delta)
+            segment.add(1.0, gs, delta)
             measured = segment.result()
         S.park("theta_jk", None)
         record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
@@ -765,9 +766,11 @@ def _iteration(ctx: RunContext, k: int) -> None:
         at_s.release()
         return
     if opt is not None:
+        del delta
         _optimizer_s_phase(ctx, k, at_s, theta_s, gs)
         return
-    delta = S.fetch("delta")
+    if delta is None:
+        delta = S.fetch("delta")
     S.park("delta", None)
     gp = S.fetch("gpred")
     S.park("gpred", None)
