@@ -234,7 +234,13 @@ def main(argv=None) -> int:
         args.width = args.width[0]
         print(json.dumps(_child(args)))
         return 0
-    rows = [measure(args, w) for w in args.width]
+    rows = []
+    for w in args.width:  # each row on stderr as soon as it is measured: a long run shows its progress
+        rows.append(measure(args, w))
+        r = rows[-1]
+        later = "" if r["later_ratio"] is None else f", after the first record {r['later_ratio']:.2f}x"
+        print(f"bench_memory: width {r['width']}: protocol {r['ratio']:.2f}x one gradient step{later}",
+              file=sys.stderr, flush=True)
     print(table(rows, args))
     return 0 if all(r["ratio"] <= TARGET for r in rows) else 1
 
