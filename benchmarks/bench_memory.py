@@ -11,12 +11,21 @@ Each measurement runs in its own subprocess:
    (one forward and one backward), or ``protocol`` = ``run_protocol`` for
    ``--iters`` iterations with its run directory in a temporary folder;
 4. report ``VmHWM - baseline``: the extra memory the workload needed at its
-   peak (parameters, data and the interpreter are in the baseline).
+   peak (parameters, data and the interpreter are in the baseline).  For the
+   protocol the peak is also reset when the first record is written, so that a
+   second figure gives the peak of the iterations after it: iteration ``k = 0``
+   solves for the extreme eigenpairs of ``H_JC^0`` from scratch
+   (:func:`crosscurv.numeric.estimates.hessian_extremes`, ARPACK Lanczos with
+   20 float64 basis vectors, about 40 float32 parameter-sized vectors), and
+   the later iterations (no solve before ``k = 20``,
+   :data:`crosscurv.numeric.estimates.SHARPNESS_EVERY`) show what the
+   iteration body itself needs.
 
 On CUDA (``--device cuda``) ``torch.cuda.max_memory_allocated`` after
 ``reset_peak_memory_stats`` is reported instead.  The ratio
-protocol/grad is the figure of merit (target <= 3), one table row per width
-(default 16, 32 and 64, the paper's; 0.8M, 3.1M and 12.5M parameters).
+protocol/grad over the whole run is the figure of merit (target <= 3), one
+table row per width (default 16, 32 and 64, the paper's; 0.8M, 3.1M and 12.5M
+parameters).
 ``--offload auto`` is the default policy (:func:`crosscurv.numeric.offload.should_offload`:
 offload once the seven carried vectors reach 16 MiB, i.e. from about 600,000
 float32 parameters, and under memory pressure); the table says what it chose.
@@ -85,7 +94,23 @@ def _child(args) -> dict:
     lr = settings["lr"]
     pattern = parse_pattern("gs", task.n_blocks, task.block_names)
 
-    offloaded = []
+    offloaded, marks = [], {}
+
+    def peak_now() -> int:
+        if cuda:
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated()
+        return _status_kb("VmHWM") * 1024
+
+    def first_record(k, total):  # the peak so far (iteration 0 with its eigensolve), then a fresh peak
+        if "first" not in marks and measuring:
+            marks["first"] = peak_now()
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            else:
+                _reset_peak()
+
+    measuring = False
 
     def workload():
         if args.mode == "grad":
@@ -95,7 +120,7 @@ def _child(args) -> dict:
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 res = run_protocol(task, pattern, lr, args.iters, out_dir=os.path.join(tmp, "run"),
-                                   hvp_method=args.hvp, chunk_size=args.chunk,
+                                   hvp_method=args.hvp, chunk_size=args.chunk, progress=first_record,
                                    offload={"auto": None, "on": True, "off": False}[args.offload])
             assert res.status == "complete", res.message
             offloaded.append(bool(res.summary["settings"]["offload"]))
@@ -109,17 +134,18 @@ def _child(args) -> dict:
     else:
         base = _status_kb("VmRSS") * 1024
         reset = _reset_peak()
+    measuring = True
     workload()
+    after = peak_now()
     if cuda:
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated()
         how = "torch.cuda.max_memory_allocated"
     else:
-        peak = _status_kb("VmHWM") * 1024
         how = "VmHWM after clear_refs" if reset else "VmHWM (peak not reset: includes set-up)"
+    peak = max(after, marks.get("first", 0))
     return {
         "mode": args.mode,
         "extra_bytes": peak - base,
+        "later_bytes": after - base if "first" in marks and (cuda or reset) else None,
         "baseline_bytes": base,
         "peak_bytes": peak,
         "how": how,
@@ -151,9 +177,12 @@ def measure(args, width: int | None) -> dict:
     """One table row: the gradient step's and the protocol's extra peak memory at ``width``."""
     g = _measure("grad", args, width)
     p = _measure("protocol", args, width)
+    later = p.get("later_bytes")
     return {"width": g["width"], "n_params": g["n_params"], "offloaded": p["offloaded"], "how": g["how"],
             "grad_mib": g["extra_bytes"] / 2 ** 20, "protocol_mib": p["extra_bytes"] / 2 ** 20,
-            "ratio": p["extra_bytes"] / g["extra_bytes"], "examples": g["examples"]}
+            "ratio": p["extra_bytes"] / g["extra_bytes"], "examples": g["examples"],
+            "later_mib": None if later is None else later / 2 ** 20,
+            "later_ratio": None if later is None else later / g["extra_bytes"]}
 
 
 def table(rows: list[dict], args) -> str:
@@ -162,19 +191,29 @@ def table(rows: list[dict], args) -> str:
             f"chunk {args.chunk}, offload {args.offload}, K = {args.iters}, {args.threads} thread(s); "
             f"measured as {rows[0]['how']}, above the baseline after set-up")
     lines = [head, "", "| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) | protocol / gradient "
-             f"step (target <= {TARGET:g}) |", "|---|---|---|---|---|---|"]
+             f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first record / gradient step |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        later = ("| n/a | n/a |" if r.get("later_mib") is None
+                 else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |")
         lines.append(f"| {r['width']} | {r['n_params']:,} | {'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
-                     f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} |")
+                     f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")
+    lines += ["", "The whole run includes iteration 0's eigensolve from scratch (ARPACK, 20 float64 basis vectors); "
+              "after the first record, the iterations without a solve (the iteration body). The target applies "
+              "to the whole run: exit code 1 when a width misses it."]
     return "\n".join(lines)
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Each width gives two ratios: the whole run (iteration 0 solves for the Hessian's extreme eigenpairs "
+               "from scratch, ARPACK with 20 float64 basis vectors) and the iterations after the first record. "
+               f"Exit code 1 when a width's whole-run ratio is above {TARGET:g}.")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--width", type=int, nargs="+", default=[16, 32, 64],
                     help="ResNet-18 base widths, one row each (default: 16 32 64)")
-    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=3, help="protocol iterations K (default 3)")
     ap.add_argument("--chunk", type=int, default=None, help="HVPs per vmap chunk (default: all at once)")
     ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
     ap.add_argument("--offload", default="auto", choices=("auto", "on", "off"),
@@ -195,7 +234,13 @@ def main(argv=None) -> int:
         args.width = args.width[0]
         print(json.dumps(_child(args)))
         return 0
-    rows = [measure(args, w) for w in args.width]
+    rows = []
+    for w in args.width:  # each row on stderr as soon as it is measured: a long run shows its progress
+        rows.append(measure(args, w))
+        r = rows[-1]
+        later = "" if r["later_ratio"] is None else f", after the first record {r['later_ratio']:.2f}x"
+        print(f"bench_memory: width {r['width']}: protocol {r['ratio']:.2f}x one gradient step{later}",
+              file=sys.stderr, flush=True)
     print(table(rows, args))
     return 0 if all(r["ratio"] <= TARGET for r in rows) else 1
 

@@ -186,6 +186,19 @@ def _primitives(task, pattern, lr, repeats: int) -> dict:
     return out
 
 
+def _import_from(root: str) -> None:
+    """Make ``crosscurv`` import from the checkout at ``root``: its ``crosscurv/`` package first on the path,
+    and its layer folders (``numeric/``, ``theory/``, ``experiments/``) searched as ``crosscurv``'s
+    subpackages ahead of the installed ones (an editable install maps them to its own checkout)."""
+    sys.path.insert(0, root)
+    if os.path.isfile(os.path.join(root, "crosscurv", "__init__.py")):
+        import crosscurv
+
+        if not os.path.samefile(os.path.dirname(crosscurv.__file__), os.path.join(root, "crosscurv")):
+            raise SystemExit(f"crosscurv was imported from {crosscurv.__file__}, not from {root}")
+        crosscurv.__path__.insert(0, root)
+
+
 #: ``run_protocol``'s ``offload`` (``None``: its default policy), from ``--offload``.
 OFFLOAD = None
 
@@ -205,7 +218,7 @@ def main(argv=None) -> int:
                     help="the runs' offloading of the carried vectors (default auto: the protocol's policy)")
     args = ap.parse_args(argv)
     OFFLOAD = {"auto": None, "on": True, "off": False}[args.offload]
-    sys.path.insert(0, os.path.abspath(args.code or HERE))
+    _import_from(os.path.abspath(args.code or HERE))
 
     import torch
 

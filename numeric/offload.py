@@ -14,8 +14,9 @@ vector in use needs to be on the compute device.
 
 Both have the same interface: ``park(name, vector)`` stores the dict of
 tensors under ``name`` and the caller drops its reference; ``fetch(name)``
-returns it (keyed and shaped as parked, on the compute device); ``close()``
-removes the files.  A run killed while parking leaves its folder behind; the
+returns it (keyed and shaped as parked, on the compute device; the caller may
+update it in place and park it again); ``holds(name)`` says whether a vector
+(not ``None``) is parked there without fetching it; ``close()`` removes the files.  A run killed while parking leaves its folder behind; the
 next store created in the same run folder (a resumed run) removes it.
 """
 
@@ -60,6 +61,10 @@ class Resident:
 
     def fetch(self, name: str) -> dict | None:
         return self._items[name]
+
+    def holds(self, name: str) -> bool:
+        """A vector (not ``None``) is parked under ``name``."""
+        return self._items.get(name) is not None
 
     def close(self) -> None:
         self._items.clear()
@@ -120,6 +125,10 @@ class Offloaded:
         finally:
             os.close(fd)
         self._host[name] = layout
+
+    def holds(self, name: str) -> bool:
+        """A vector (not ``None``) is parked under ``name``."""
+        return self._host.get(name) is not None
 
     def fetch(self, name: str) -> dict | None:
         layout = self._host[name]

@@ -77,7 +77,8 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from collections.abc import Mapping
+from typing import Callable
 
 import torch
 
@@ -88,7 +89,7 @@ from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
 from .gap import SegmentGap, plain_suffices, reconcile
 from . import error_estimates as errs
-from .estimates import (EstimateState, Extremes, init_power_vector, propagate, quadratic_from_linear,
+from .estimates import (EstimateState, Extremes, init_power_vector, quadratic_from_linear,
                         recursive_estimate, track_extremes)
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import run_metrics
@@ -629,10 +630,12 @@ def _iteration(ctx: RunContext, k: int) -> None:
     ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
-    offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``,
-    the terms linear in ``g_JC^k`` (recursive; ``g.z``, ``g.y``), ``M_S g_JC^k`` and the JC step, so
-    that ``g_JC^k`` is gone before the products ``H_JC^k [p, z, y, Delta]``, each consumed before the
-    next; then at ``theta_S^k`` the loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.
+    offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
+    (held by the point until it is released), the recursive term and the JC step, then the products
+    ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
+    fetched for its product, ``M_S g_JC^k`` formed where ``y`` takes it); then at ``theta_S^k`` the
+    loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.  The carried vectors are
+    updated in place (the same elementwise expressions, so the same bits).
     Updates (Lemma 3, Theorems 2-3): ``z <- (z - eta H z) + eta^2 u``, ``y <- (y - eta H y) + eta^2 M_S g_JC``,
     ``w <- (Delta - eta H Delta) + eta^2 u``, ``q <- Delta . H Delta / 2``.
 
@@ -653,9 +656,10 @@ def _iteration(ctx: RunContext, k: int) -> None:
     # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its end node with
     # g_JC^k here, the rest at theta_S^k once both losses say whether the segment is needed (theta_JC^k
     # is kept for it); Delta^k also serves H_JC^k Delta^k
-    S.park("delta", tree.sub(S.fetch("theta_s"), theta_j))
+    delta = tree.sub(S.fetch("theta_s"), theta_j)
+    S.park("delta", delta)
     if k >= 1:
-        segment = SegmentGap(S.fetch("delta"))
+        segment = SegmentGap(delta)
         S.park("theta_jk", theta_j)
     at_j = ctx.engine.point(loss, theta_j)
     loss_jc = float(at_j.value)
@@ -670,16 +674,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
     est.observe_gradients(gj)
     meas = {"G": float(tree.norm(gj))}  # what the error estimates measure at k (crosscurv.numeric.error_estimates)
     if k >= 1:
-        segment.add(0.0, gj, S.fetch("delta"))
+        segment.add(0.0, gj, delta)
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
-        gz, gy = tree.dot(gj, S.fetch("z")), tree.dot(gj, S.fetch("y"))
+    del delta
     if not last and opt is None:
-        S.park("m_jc", at_j.masked(ctx.plan, gj))
         # the JC step theta - eta g: the expression crosscurv.numeric.steps.scheme_step uses for an empty pattern
         new_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
         meas["round_j"] = _step_residual(new_j, theta_j, gj, lr, None, 0.0)
         S.park("theta_j", new_j)
-        S.park("gj", gj)  # for the rho sample at theta_S^k
         del new_j
     elif not last:
         sj = opt.state(S, "sj", k)
@@ -702,20 +704,20 @@ def _iteration(ctx: RunContext, k: int) -> None:
         elif name == "z":
             meas["Z"] = float(tree.norm(v))
             if k >= 1:
-                record["cumulative"] = float(quadratic_from_linear(gz, v, Hv))
-            if not last and opt is None:
-                S.park("z", propagate(v, Hv, None, lr))
+                record["cumulative"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
+            if not last and opt is None:  # propagate(v, Hv, None, lr), formed in v (bit for bit)
+                S.park("z", _sub_scaled_into(v, Hv, lr))
             elif not last:
                 S.park("hz", Hv)
         elif name == "y":
             meas["Y"] = float(tree.norm(v))
             if k >= 1:
-                record["jc_only"] = float(quadratic_from_linear(gy, v, Hv))
-            if not last and opt is None:
-                y, m_jc = propagate(v, Hv, None, lr), S.fetch("m_jc")
-                S.park("y", {n: y[n] + lr2 * m_jc[n] for n in y})
-                S.park("m_jc", None)
-                del y, m_jc
+                record["jc_only"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
+            if not last and opt is None:  # propagate(v, Hv, M_S g_JC, lr), formed in v (bit for bit)
+                _sub_scaled_into(v, Hv, lr)
+                Hv = None  # gone before M_S g_JC is formed
+                _add_scaled_into(v, at_j.masked(ctx.plan, at_j.grad), lr2)
+                S.park("y", v)
             elif not last:
                 m_jc = S.fetch("m_jc")
                 y, ys = opt.tangent(S, lr).apply(v, opt.group(S, "ys"), {n: Hv[n] - lr * m_jc[n] for n in Hv})
@@ -726,12 +728,12 @@ def _iteration(ctx: RunContext, k: int) -> None:
         else:  # delta
             est.q = 0.5 * tree.dot(v, Hv)
             if opt is None:
-                S.park("w", propagate(v, Hv, None, lr))
-                g0 = S.fetch("gj")
+                g0 = at_j.grad
                 S.park("gpred", {n: g0[n] + Hv[n] for n in g0})  # g_JC^k + H_JC^k Delta^k
                 meas["norm_hd"] = float(tree.norm(Hv))
-                S.park("gj", None)
                 del g0
+                # w = propagate(v, Hv, None, lr), formed in Hv (v is the parked Delta^k, still needed)
+                S.park("w", _scaled_difference_into(v, Hv, lr))
             else:
                 S.park("hdelta", Hv)
         del v, Hv
@@ -746,12 +748,14 @@ def _iteration(ctx: RunContext, k: int) -> None:
         raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
     gs = at_s.grad
     est.observe_gradients(gs)
+    delta = None
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
             measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
         else:
-            segment.interior(loss, S.fetch("theta_jk"), S.fetch("delta"))
-            segment.add(1.0, gs, S.fetch("delta"))
+            delta = S.fetch("delta")
+            segment.interior(loss, S.fetch("theta_jk"), delta)
+            segment.add(1.0, gs, delta)
             measured = segment.result()
         S.park("theta_jk", None)
         record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
@@ -762,9 +766,11 @@ def _iteration(ctx: RunContext, k: int) -> None:
         at_s.release()
         return
     if opt is not None:
+        del delta
         _optimizer_s_phase(ctx, k, at_s, theta_s, gs)
         return
-    delta = S.fetch("delta")
+    if delta is None:
+        delta = S.fetch("delta")
     S.park("delta", None)
     gp = S.fetch("gpred")
     S.park("gpred", None)
@@ -772,21 +778,20 @@ def _iteration(ctx: RunContext, k: int) -> None:
     noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
     D = float(tree.norm(delta))
     E = est.errors
-    wnorm = float(tree.norm(tree.sub(gs, gp)))  # ||w^k||, eq. grad_diff_expansion
+    wnorm = _norm_of(gs, lambda n: gs[n] - gp[n])  # ||w^k||, eq. grad_diff_expansion
     E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
     del gp
     u = at_s.masked(ctx.plan, gs)
     at_s.release()
     del at_s
     est.unorms.append(float(tree.norm(u)))
-    w = S.fetch("w")
-    w = {n: w[n] + lr2 * u[n] for n in w}
+    w = _add_scaled_into(S.fetch("w"), u, lr2, keep=True)
     S.park("w", w)
-    A, d, P = float(tree.norm(w)), float(tree.norm(tree.sub(w, delta))), float(tree.norm(tree.add(w, delta)))
+    A = float(tree.norm(w))
+    d = _norm_of(w, lambda n: w[n] - delta[n])
+    P = _norm_of(w, lambda n: w[n] + delta[n])
     del w, delta
-    z = S.fetch("z")
-    S.park("z", {n: z[n] + lr2 * u[n] for n in z})
-    del z
+    S.park("z", _add_scaled_into(S.fetch("z"), u, lr2, keep=True))
     new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
     e = _step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
     S.park("theta_s", new_s)
@@ -800,22 +805,82 @@ def _step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping
     def r(n):
         x = new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64)
         return x if u is None else x - lr2 * u[n].to(torch.float64)
-    return float(tree.norm({n: r(n) for n in new}))
+    return _norm_of(new, r)
+
+
+# -- in-place vector algebra -------------------------------------------------------------
+# Each helper forms the same elementwise expression, tensor by tensor, as the dict comprehension it
+# replaces (the same kernels on the same operands: the same bits) into a buffer that is no longer
+# needed, so that no second parameter-sized vector is alive while it runs.  An entry whose buffers
+# share memory (autograd may hand back its ``grad_outputs`` unchanged) is formed out of place.
+
+def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _sub_scaled_into(s: dict, Hs: dict, lr: float) -> dict:
+    """``s - lr * Hs`` (:func:`crosscurv.numeric.estimates.propagate` without forcing), formed in ``s``
+    (``Hs`` is overwritten by ``lr * Hs``); returns ``s``."""
+    for n in s:
+        if _shares(s[n], Hs[n]):
+            s[n] = s[n] - lr * Hs[n]
+        else:
+            s[n].sub_(Hs[n].mul_(lr))
+    return s
+
+
+def _scaled_difference_into(s: Mapping, Hs: dict, lr: float) -> dict:
+    """``s - lr * Hs`` formed in ``Hs`` (``s`` unchanged); returns ``Hs``."""
+    for n in Hs:
+        if _shares(s[n], Hs[n]):
+            Hs[n] = s[n] - lr * Hs[n]
+        else:
+            torch.sub(s[n], Hs[n].mul_(lr), out=Hs[n])
+    return Hs
+
+
+def _add_scaled_into(x: dict, f: dict, c: float, keep: bool = False) -> dict:
+    """``x + c * f`` formed in ``x`` (``f`` overwritten by ``c * f`` unless ``keep``); returns ``x``."""
+    for n in x:
+        if keep or _shares(x[n], f[n]):
+            t = c * f[n]
+        else:
+            t = f[n].mul_(c)
+        if _shares(x[n], t):
+            x[n] = x[n] + t
+        else:
+            x[n].add_(t)
+    return x
+
+
+def _norm_of(keys, entry) -> float:
+    """``float(tree.norm(x))`` for the vector ``x = {n: entry(n) for n in keys}``, each entry formed when
+    it is summed (the same products and the same order of summation as :func:`crosscurv.numeric.tree.dot`)."""
+    total = None
+    for n in keys:
+        x = entry(n)
+        s = (x * x).sum()
+        total = s if total is None else total + s
+        del x
+    return float(torch.sqrt(total))
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:
     """The converged extreme eigenpairs of ``H_JC^k`` (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started from
     the carried ``vmax``, ``vmin``) into the record and ``meas`` (``lam = ||H||``, ``c = ||I - eta H||``)."""
     S, est = ctx.store, ctx.est
-    vmax, vmin = S.fetch("vmax"), S.fetch("vmin")
+    # fetched only if the solve reads them (between solves it returns them unchanged: nothing to park)
+    vmax, vmin = (_Parked(S, "vmax"), _Parked(S, "vmin")) if S.holds("vmax") else (None, None)
     prev = None if vmax is None else Extremes(est.lam_max, est.lam_min, vmax, vmin, 0, 0.0, False)
     try:
         ext = track_extremes(at_j.hvp, theta_j, prev, k, seed=int(ctx.settings.get("seed") or 0))
     except (ValueError, RuntimeError, ArithmeticError):  # non-finite products (a diverging run): no extremes
         ext = Extremes(math.nan, math.nan, vmax, vmin, 0, math.nan, False)
     est.lam_max, est.lam_min = ext.lam_max, ext.lam_min
-    S.park("vmax", ext.v_max)
-    S.park("vmin", ext.v_min)
+    if ext.v_max is not vmax:
+        S.park("vmax", ext.v_max)
+    if ext.v_min is not vmin:
+        S.park("vmin", ext.v_min)
     record["lambda_max"], record["lambda_min"], record["sharpness_hvps"] = ext.lam_max, ext.lam_min, ext.hvps
     # between converged iterations the power iteration's p^T H_JC^k p (a lower bound of lambda_max(H_JC^k),
     # taken anyway) keeps the regime test and ||H|| current
@@ -824,6 +889,27 @@ def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, mea
     meas["top"] = top
     meas["lam"] = max(abs(top), abs(low))
     meas["c"] = max(abs(1.0 - ctx.lr * top), abs(1.0 - ctx.lr * low))
+
+
+class _Parked(Mapping):
+    """A vector parked in a store under ``name``, read-only, fetched on its first use."""
+
+    def __init__(self, store, name: str):
+        self._store, self._name, self._v = store, name, None
+
+    def _vector(self) -> dict:
+        if self._v is None:
+            self._v = self._store.fetch(self._name)
+        return self._v
+
+    def __getitem__(self, key):
+        return self._vector()[key]
+
+    def __iter__(self):
+        return iter(self._vector())
+
+    def __len__(self) -> int:
+        return len(self._vector())
 
 
 def _error_columns(ctx: RunContext, record: dict, meas: dict) -> None:
