@@ -1,7 +1,7 @@
 """What ``crosscurv report --check`` says about the committed studies under the kernels of other CPUs.
 
     python -m crosscurv.experiments.conformance.portability [--iters N] [--runs DIR ...] [--out reports/portability.md]
-        [--emulations NAME,...] [--tables [--table-iters mlp=500,...] [--table-emulation NAME]] [--fresh] [--cached-only]
+        [--emulations NAME,...] [--tables] [--fresh] [--cached-only]
 
 Each committed run folder (default ``reports/runs/{mlp,fl,lora}``) is checked in its own subprocess under
 each emulated instruction set of :data:`EMULATIONS` (the environment variables that make ATen, MKL and
@@ -16,12 +16,12 @@ and whether the tolerances grown as a run perturbed at rounding parts (the check
 ``--tables`` adds the table-level comparison of :mod:`.tables`: the records each check recomputed under
 each emulation, taken as a rerun to the check's horizon, and their Table 1 quantities (Correct per estimate,
 hits, switch points) compared with the committed runs' over the same iterations, within their spread over
-the seed runs of ``reports/sweeps``; ``--table-iters TASK=K`` also reruns a task to ``K`` iterations under
-``--table-emulation`` (default the one without AVX2) and compares those.
+the seed runs of ``reports/sweeps``.
 
 Every subprocess result is kept in ``--cache`` (default ``build/portability``), keyed by the emulation, the
-run folder's files and the number of iterations, so an interrupted ``make portability`` resumes where it
-stopped and a changed run folder is measured afresh (``--fresh``: measure everything again).
+run folder's files, the number of iterations and the tolerances in force, so an interrupted ``make portability`` resumes where it
+stopped and a changed run folder is measured afresh (``--fresh``: measure everything again;
+``--cached-only``: measure nothing, report what the cache holds and list the rest as not measured).
 ``make portability`` writes ``reports/portability.md``.
 """
 
@@ -34,7 +34,7 @@ import shlex
 import sys
 import time
 
-from .emulation import EMULATIONS, NO_AVX2, cached, file_digest, lookup, run_under, tolerance_digest
+from .emulation import EMULATIONS, cached, file_digest, lookup, run_under, tolerance_digest
 
 __all__ = ["EMULATIONS", "check_under", "describe", "main"]
 
@@ -147,16 +147,6 @@ def _section_checks(rows: list, iters: int) -> list:
     return md
 
 
-def _parse_table_iters(text: str) -> dict:
-    out = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        task, _, k = part.partition("=")
-        if not k.isdigit() or int(k) < 1:
-            raise SystemExit(f"portability: bad --table-iters entry {part!r} (TASK=K)")
-        out[task] = int(k)
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=30, help="records compared per run (default 30)")
@@ -170,17 +160,11 @@ def main(argv=None) -> int:
                     help="measure nothing: the report of the results already in the cache (the rest listed as "
                          "not measured)")
     ap.add_argument("--tables", action="store_true", help="also the table-level comparison (module docstring)")
-    ap.add_argument("--table-iters", default="",
-                    help="with --tables, also rerun each task to K iterations under --table-emulation "
-                         "(TASK=K,...; default none: the tables compare the checks' recomputed records)")
-    ap.add_argument("--table-emulation", default=NO_AVX2, help=f"the emulation of the reruns (default {NO_AVX2!r})")
     ap.add_argument("--sweeps", default=os.path.join("reports", "sweeps"), help="the seed sweeps (default reports/sweeps)")
     ap.add_argument("--one", default=None, metavar="RUN_DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one is not None:
         return _one(args.one, args.iters)
-    if args.table_emulation not in EMULATIONS:
-        raise SystemExit(f"portability: unknown --table-emulation {args.table_emulation!r}")
     names = list(EMULATIONS) if args.emulations is None else [n.strip() for n in args.emulations.split(",")]
     unknown = [n for n in names if n not in EMULATIONS]
     if unknown:
@@ -228,13 +212,6 @@ def main(argv=None) -> int:
             if res["check"] is not None and res["check"].get("recomputed"):
                 recomputed.setdefault(run, []).append((name, res["check"]["recomputed"]))
         section, table_failed = recomputed_section(args.runs, recomputed, args.sweeps)
-        md += section
-        failed += table_failed
-    if args.tables and args.table_iters:
-        from .tables import table_section
-
-        section, table_failed = table_section(args.runs, _parse_table_iters(args.table_iters), args.table_emulation,
-                                              args.sweeps, cache)
         md += section
         failed += table_failed
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

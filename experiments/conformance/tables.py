@@ -20,19 +20,17 @@ by at most its spread over the seeds (:func:`compare_tables`):
 
 ``first_switch`` passes also when neither run has a switch point, and fails when only one has.
 :func:`recomputed_section` compares the records that ``report --check`` recomputed under each emulation
-(:mod:`.portability`) this way; :func:`table_section` runs longer reruns (``crosscurv run`` in a subprocess
-under one emulation of :mod:`.emulation`, resumable).  Both write a section of ``reports/portability.md``.
+(:mod:`.portability`: a rerun of the study to the check's horizon) this way, as a section of
+``reports/portability.md``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
-import time
 from typing import Mapping, Sequence
 
-__all__ = ["ESTIMATES", "table_quantities", "seed_spread", "compare_tables", "recomputed_section", "table_section"]
+__all__ = ["ESTIMATES", "table_quantities", "seed_spread", "compare_tables", "recomputed_section"]
 
 #: The estimates of Table 1, in its order.
 ESTIMATES = ("recursive", "cumulative", "jc_only")
@@ -102,32 +100,7 @@ def compare_tables(rerun: dict, committed: dict, spread: dict) -> list[dict]:
     return rows
 
 
-# -- the reruns and the report section ----------------------------------------------------------------------
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-
-
-def _rerun(run_dir: str, K: int, emulation: str, out_dir: str) -> dict:
-    """``crosscurv run`` of the committed run's settings to ``K`` iterations under ``emulation`` into ``out_dir``
-    (resumed when interrupted); ``{"exit", "seconds", "error"}``."""
-    import json
-
-    from .emulation import run_under
-
-    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as fh:
-        s = json.load(fh)["settings"]
-    args = ["-m", "crosscurv", "run", s["task"], "--preset", s["preset"], "--seed", str(s["seed"]),
-            "--lr", repr(float(s["lr"])), "--pattern", s.get("pattern_spec") or "gs", "--dtype", s["dtype"],
-            "--iters", str(K), "--device", "cpu", "--threads", str(s.get("threads") or 1), "--out", out_dir]
-    if os.path.isfile(os.path.join(out_dir, "summary.json")):
-        args.append("--resume")
-    t0 = time.perf_counter()
-    proc = run_under(emulation, args)
-    err = proc.stderr.strip().splitlines()
-    return {"exit": proc.returncode, "seconds": time.perf_counter() - t0,
-            "error": (err[-1] if err else "") if proc.returncode not in (0, 3) else None}
-
-
+# -- the report section ------------------------------------------------------------------------------------
 def _seed_columns(sweeps: str, task: str, settings: dict) -> tuple[list, list]:
     """``([(seed, columns)], [sweep folders used])``: the seed runs under ``sweeps`` with ``settings``'s task,
     preset, learning rate, pattern and dtype."""
@@ -153,76 +126,6 @@ def _num(x: float) -> str:
     if isinstance(x, float) and math.isnan(x):
         return "-"
     return f"{x:.4g}"
-
-
-def table_section(runs: Sequence[str], table_iters: dict, emulation: str, sweeps: str, cache: str | None) -> tuple:
-    """``(Markdown lines, number of runs that failed)``: each committed run of ``runs`` rerun under ``emulation``
-    to ``table_iters[task]`` iterations (skipped for a task not in it), its Table 1 quantities compared with
-    the committed run's over the same iterations within the spread of the seed runs under ``sweeps``."""
-    import json
-
-    from crosscurv.experiments.reports.table import load_run
-
-    root = cache or os.path.join("build", "portability")
-    md = ["## Table 1 of a rerun under another CPU's kernels, within the spread over seeds", "",
-          f"Each committed run rerun with its settings under `{emulation}` (`crosscurv run`, to the `K` below), "
-          "and the quantities of Table 1 of both over their first `K` iterations compared: Correct per estimate, "
-          "the hits `h_JC` and `h_GS` per estimate, and the switch points of the observed winner (their number "
-          "and the first). A quantity passes when the rerun differs from the committed value by at most the "
-          "spread (largest minus smallest) of that quantity over the seed runs of the same settings in "
-          f"`{sweeps}`, each cut to the same `K` (`crosscurv.experiments.conformance.tables`).", ""]
-    failed = 0
-    for run_dir in runs:
-        task = os.path.basename(os.path.normpath(run_dir))
-        if task not in table_iters:
-            continue
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as fh:
-            settings = json.load(fh)["settings"]
-        committed = load_run(run_dir).columns
-        K = min(int(table_iters[task]), len(committed["gap"]))
-        seeds, used = _seed_columns(sweeps, settings["task"], settings)
-        seeds = [(s, c) for s, c in seeds if len(c["gap"]) >= K]
-        out_dir = os.path.join(root, "reruns", _slug(emulation), task)
-        if cache is None and os.path.isdir(out_dir):  # --fresh: rerun from scratch
-            import shutil
-
-            shutil.rmtree(out_dir)
-        res = _rerun(run_dir, K, emulation, out_dir)
-        head = f"### `{run_dir}` under `{emulation}`, K = {K}"
-        if res["error"] is not None or not os.path.isfile(os.path.join(out_dir, "records.csv")):
-            md += [head, "", f"The rerun failed (exit {res['exit']}): {res['error']}", ""]
-            failed += 1
-            continue
-        rerun = load_run(out_dir).columns
-        k_re = min(K, len(rerun["gap"]))
-        q_c = table_quantities(committed, k_re)
-        q_r = table_quantities(rerun, k_re)
-        spread = seed_spread([table_quantities(c, k_re) for _, c in seeds])
-        rows = compare_tables(q_r, q_c, spread)
-        bad = [r["quantity"] for r in rows if not r["passed"]]
-        failed += bool(bad) or len(seeds) < 2
-        same = sum(1 for a, b in zip(rerun["gap"][:k_re], committed["gap"][:k_re]) if a == b)
-        from crosscurv.experiments.studies.optimizers.report import winners
-
-        w_r = winners(rerun["gap"][:k_re], rerun["gap_err"][:k_re])
-        w_c = winners(committed["gap"][:k_re], committed["gap_err"][:k_re])
-        differ = sum(1 for a, b in zip(w_r, w_c) if a != b)
-        md += [head, "",
-               f"Rerun: {res['seconds']:.0f} s{' (diverged: exit 3)' if res['exit'] == 3 else ''}, {k_re} iterations "
-               f"compared; the measured `gap` is bit for bit the committed one at {same} of them, and the observed "
-               f"winner (`J`, `G`, or undecided) differs at {differ}. Seeds: {', '.join(str(s) for s, _ in seeds)} "
-               f"({', '.join(used) or 'none found'}).", "",
-               "| quantity | committed | rerun | difference | seed range | spread | pass |", "|---|---|---|---|---|---|---|"]
-        for r in rows:
-            lo, hi = r["range"]
-            md.append(f"| {r['quantity']} | {_num(r['committed'])} | {_num(r['rerun'])} | {_num(r['difference'])} | "
-                      f"[{_num(lo)}, {_num(hi)}] | {_num(r['spread'])} | {'pass' if r['passed'] else '**fail**'} |")
-        verdict = ("every quantity within the spread over seeds" if not bad else
-                   f"outside the spread over seeds: {', '.join(bad)}")
-        if len(seeds) < 2:
-            verdict = "fewer than two seed runs: no spread to compare with"
-        md += ["", f"Verdict: {verdict}.", ""]
-    return md, failed
 
 
 def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tuple:
