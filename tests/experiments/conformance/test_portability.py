@@ -54,7 +54,7 @@ def test_emulations_are_the_make_test_portable_settings_and_do_not_leak(monkeypa
     assert lookup(str(tmp_path), key) == {"v": 2} and lookup(str(tmp_path), {"what": "x", "n": 2}) is None
 
 
-@pytest.mark.slow  # a smoke run and two report --check subprocesses (about 30 s on 2 cores)
+@pytest.mark.slow  # a smoke run and two report --check subprocesses: 138 s on the shared 2-core machine under load
 def test_the_command_checks_a_run_under_emulations_and_writes_the_report(tmp_path):
     run = str(tmp_path / "run")
     env = dict(os.environ, OMP_NUM_THREADS="1")
