@@ -43,10 +43,12 @@ test-portable: $(STAMP)
 	  if [ $$rc -eq 0 ]; then rc=$$r; fi; fi; \
 	done; exit $$rc
 
-# what report --check says about the committed studies under the same emulated kernels: reports/portability.md
-PORTABILITY_ITERS ?= 10
+# what report --check says about the committed studies under the same emulated kernels, and Table 1 of the
+# recomputed iterations within the spread over seeds: reports/portability.md (hours on 2 cores; every check is
+# kept in build/portability, so an interrupted run resumes)
+PORTABILITY_ITERS ?= 30
 portability: $(STAMP)
-	$(PY) -m crosscurv.experiments.conformance.portability --iters $(PORTABILITY_ITERS)
+	$(PY) -m crosscurv.experiments.conformance.portability --iters $(PORTABILITY_ITERS) --tables
 
 test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
@@ -93,9 +95,12 @@ advise-study: $(STAMP)
 	  --lrs mlp=0.05/3.0,fl=0.05/2.0,lora=0.03/0.2 --out reports/advise
 trust-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
-# the measured rounding of every record column (the source of MEASURED_ROUNDING)
+# the measured rounding of the record columns under this CPU's kernels and each emulation (the source of
+# MEASURED_ROUNDING) into reports/rounding.md; the float32 rows by default, the float64 rows (golden cases
+# included) with ROUNDING_ARGS="--dtypes float64"; each emulation's measurement is kept in build/rounding
+ROUNDING_ARGS ?= --dtypes float32 --presets smoke:10 --no-golden
 rounding: $(STAMP)
-	$(PY) -m crosscurv.experiments.conformance.rounding
+	$(PY) -m crosscurv.experiments.conformance.rounding --emulate $(ROUNDING_ARGS) --out reports/rounding.md
 
 # The documentation site (MkDocs, strict: a broken link or reference fails) into site/. The API pages
 # are read from the sources through build/api/crosscurv, a view of the three layer folders under the

@@ -17,7 +17,8 @@ Exit codes, the same in every command (:data:`EXIT_CODES`):
 - 1: the check failed / the verdict is negative (``derive``, ``scaling``,
   ``validate-step``, ``validate-records``, ``report --check``);
 - 2: bad input (one line ``crosscurv: error: ...``);
-- 3: a run diverged (``run``), or a sweep has a run that diverged or failed (``sweep``);
+- 3: a result that is neither a pass nor a failure: a run diverged (``run``), a sweep has a run that diverged
+  or failed (``sweep``), an order has no point in the asymptotic window (``scaling``);
 - 70: internal error (one line ``crosscurv: internal error: ...``);
 - 130: interrupted (Ctrl-C; ``--resume`` continues a run or sweep).
 
@@ -50,7 +51,8 @@ EXIT_CODES = {
     1: "the check failed / the verdict is negative (derive, scaling, validate-step, validate-records, "
        "report --check)",
     2: "bad input: one line 'crosscurv: error: ...'",
-    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep)",
+    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep); an order has no point in the "
+       "asymptotic window, none is outside its tolerance (scaling)",
     EXIT_INTERNAL_ERROR: "internal error, a bug in crosscurv: one line 'crosscurv: internal error: ...'",
     130: "interrupted",
 }

@@ -1,83 +1,221 @@
 """What ``crosscurv report --check`` says about the committed studies under the kernels of other CPUs.
 
     python -m crosscurv.experiments.conformance.portability [--iters N] [--runs DIR ...] [--out reports/portability.md]
+        [--emulations NAME,...] [--tables] [--fresh] [--cached-only]
 
-Each committed run folder (default ``reports/runs/{mlp,fl,lora}``) is checked in its own subprocess
-(``python -m crosscurv report --check DIR --iters N``) under each emulated instruction set of
-:data:`EMULATIONS` (the environment variables that make ATen, MKL and OpenBLAS dispatch to the kernels
-of another CPU), and the promise that held is written to a Markdown table:
-"bitwise", "within tolerance to k = ...", "parts at k = ..., as the trajectory's own sensitivity
-predicts", or the disagreement.  ``make portability`` writes ``reports/portability.md``.
+Each committed run folder (default ``reports/runs/{mlp,fl,lora}``) is checked in its own subprocess under
+each emulated instruction set of :data:`EMULATIONS` (the environment variables that make ATen, MKL and
+OpenBLAS dispatch to the kernels of another CPU, and two OpenMP threads): the subprocess runs
+:func:`crosscurv.experiments.reports.check.check_run` (what ``crosscurv report --check RUN --iters N``
+runs) and prints its :class:`~crosscurv.experiments.reports.check.RunCheck` as JSON.  Per task and
+emulation the report says which promise held ("bitwise", "within tolerance to k = N", "parts at k = P, as
+the trajectory's own sensitivity predicts", or a disagreement), the first ``k`` beyond the fixed tolerances
+and whether the tolerances grown as a run perturbed at rounding parts (the check's own
+:func:`~crosscurv.experiments.reports.check.sensitivity`) explain it.
+
+``--tables`` adds the table-level comparison of :mod:`.tables`: the records each check recomputed under
+each emulation, taken as a rerun to the check's horizon, and their Table 1 quantities (Correct per estimate,
+hits, switch points) compared with the committed runs' over the same iterations, within their spread over
+the seed runs of ``reports/sweeps``.
+
+Every subprocess result is kept in ``--cache`` (default ``build/portability``), keyed by the emulation, the
+run folder's files, the number of iterations and the tolerances in force, so an interrupted ``make portability`` resumes where it
+stopped and a changed run folder is measured afresh (``--fresh``: measure everything again;
+``--cached-only``: measure nothing, report what the cache holds and list the rest as not measured).
+``make portability`` writes ``reports/portability.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import subprocess
+import shlex
 import sys
 import time
 
-__all__ = ["EMULATIONS", "check_under", "main"]
+from .emulation import EMULATIONS, cached, file_digest, lookup, run_under, tolerance_digest
 
-#: name -> environment: the instruction sets of ``make test-portable`` (not its two threads: report --check
-#: recomputes with the thread count the run recorded)
-EMULATIONS = {
-    "this CPU": {},
-    "no AVX2 (MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default)": {"MKL_CBWR": "COMPATIBLE",
-                                                                   "ATEN_CPU_CAPABILITY": "default"},
-    "MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2": {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
-    "MKL_CBWR=AVX ATEN_CPU_CAPABILITY=avx2": {"MKL_CBWR": "AVX", "ATEN_CPU_CAPABILITY": "avx2"},
-    "OPENBLAS_CORETYPE=Haswell": {"OPENBLAS_CORETYPE": "Haswell"},
-}
+__all__ = ["EMULATIONS", "check_under", "describe", "main"]
 
 RUNS = [os.path.join("reports", "runs", t) for t in ("mlp", "fl", "lora")]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.path.join("build", "portability")
 
 
-def check_under(env_extra: dict, run_dir: str, iters: int, timeout: float = 3600) -> tuple[int, str]:
-    """``(exit code, the verdict line)`` of ``report --check RUN_DIR --iters N`` under ``env_extra``."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "report", "--check", run_dir, "--iters", str(iters)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith(f"{run_dir}: ")]
+def check_under(name: str, run_dir: str, iters: int, timeout: float = 7200) -> dict:
+    """``report --check RUN_DIR --iters N`` under emulation ``name`` (:data:`.emulation.EMULATIONS`), in a subprocess.
+
+    Returns ``{"exit": code, "check": RunCheck.to_dict() or None, "error": last stderr line or None,
+    "seconds": wall time}``; exit 0 agree, 1 disagree, anything else an error of the check itself.
+    """
+    t0 = time.perf_counter()
+    proc = run_under(name, ["-m", "crosscurv.experiments.conformance.portability", "--one", run_dir,
+                            "--iters", str(iters)], timeout=timeout)
+    check = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            check = json.loads(line)
     err = proc.stderr.strip().splitlines()
-    return proc.returncode, (lines[0][len(run_dir) + 2:] if lines else (err[-1] if err else "no output"))
+    return {"exit": proc.returncode, "check": check, "seconds": time.perf_counter() - t0,
+            "error": None if check is not None else (err[-1] if err else "no output")}
 
 
-def _promise(line: str) -> str:
-    if line.startswith("agree at"):
-        return line.rsplit("): ", 1)[-1]
-    return line
+def _one(run_dir: str, iters: int) -> int:
+    from crosscurv.experiments.reports.check import check_run
+
+    rc = check_run(run_dir, iters)
+    out = rc.to_dict()
+    out["recomputed"] = None if rc.recomputed is None else {c: [float(x) for x in v] for c, v in rc.recomputed.items()}
+    print(json.dumps(out, default=float))
+    return 0 if rc.agree else 1
+
+
+def _beyond_fixed(check: dict) -> int | None:
+    """The first ``k`` beyond the fixed (measured-rounding) tolerances, or ``None`` where every value was within."""
+    if check["verdict"] == "parts as predicted":
+        return check["parts_at"]
+    for note in check.get("notes", []):
+        if note.startswith("beyond the fixed tolerances from k = "):
+            return int(note[len("beyond the fixed tolerances from k = "):].split(";")[0])
+    if check["verdict"] == "disagree" and check.get("first_disagreement"):
+        return check["first_disagreement"]["k"]
+    return None
+
+
+def describe(result: dict) -> dict:
+    """One row of the report from :func:`check_under`'s result: ``{"held", "beyond_fixed", "explained",
+    "growth", "first"}`` (strings; ``explained``: whether the grown tolerances explain where it parts)."""
+    check = result["check"]
+    if check is None:
+        return {"held": f"no verdict: exit {result['exit']}: {result['error']}", "beyond_fixed": "-",
+                "explained": "-", "growth": "-", "first": "-"}
+    verdict, n = check["verdict"], check["iterations"]
+    beyond = _beyond_fixed(check)
+    growth = f"{check['growth']:.2f}x" if check.get("growth") else "-"
+    first = "-"
+    if check.get("first_disagreement"):
+        f = check["first_disagreement"]
+        first = f"k = {f['k']}, `{f['column']}`"
+        if f["column"] != "theta0" and f.get("tolerance") is not None and f.get("committed") is not None:
+            d = abs(f["recomputed"] - f["committed"])
+            first += f": {d:.2e} > {f['tolerance']:.2e}"
+    if verdict == "bitwise":
+        held, explained = f"bitwise to k = {n}", "-"
+    elif verdict == "within tolerance":
+        held, explained = f"within tolerance to k = {n}", "-"
+    elif verdict == "parts as predicted":
+        held, explained = f"parts at k = {beyond}, as the trajectory's own sensitivity predicts (to k = {n})", "yes"
+    else:
+        held = "disagree" + (f" at {first}" if first != "-" else "")
+        explained = "no" if beyond is not None and beyond >= 2 else "-"
+    return {"held": held, "beyond_fixed": "-" if beyond is None else str(beyond), "explained": explained,
+            "growth": growth, "first": first}
+
+
+def _task(run_dir: str) -> str:
+    return os.path.basename(os.path.normpath(run_dir))
+
+
+def _section_checks(rows: list, iters: int) -> list:
+    md = ["## `report --check` under each emulation", "",
+          f"`crosscurv report --check RUN --iters {iters}` (its verdict, computed in a subprocess under the "
+          "environment in the first column). *Beyond fixed from*: the first `k` whose values lie beyond the "
+          "fixed tolerances (the measured rounding of `MEASURED_ROUNDING` times its safety factor); "
+          "*explained*: whether the tolerances grown as a run started from `theta0` perturbed at its unit "
+          "roundoff parts (per iteration: *growth*, the geometric mean) cover every value to the horizon.", "",
+          "| run | kernels | exit | what held | beyond fixed from | explained by the grown tolerances | growth | "
+          "first disagreement | s |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, run, res in rows:
+        d = describe(res)
+        md.append(f"| `{run}` | {name} | {res['exit']} | {d['held']} | {d['beyond_fixed']} | {d['explained']} | "
+                  f"{d['growth']} | {d['first']} | {res['seconds']:.0f} |")
+    held = sum(1 for _, _, r in rows if r["exit"] == 0)
+    md += ["", f"{held} of {len(rows)} checks held (exit 0).", ""]
+    by_task: dict = {}
+    for name, run, res in rows:
+        by_task.setdefault(_task(run), []).append((name, describe(res), res))
+    md += ["Per task:", ""]
+    for task, items in by_task.items():
+        kinds = {}
+        for name, d, res in items:
+            c = res["check"]
+            key = "error" if c is None else c["verdict"]
+            kinds.setdefault(key, []).append(name)
+        parts = [f"{k} under {len(v)} ({', '.join(v)})" for k, v in kinds.items()]
+        md.append(f"* `{task}`: " + "; ".join(parts) + ".")
+    md.append("")
+    return md
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=10, help="records compared per run (default 10)")
+    ap.add_argument("--iters", type=int, default=30, help="records compared per run (default 30)")
     ap.add_argument("--runs", nargs="+", default=RUNS, help="run folders (default the committed studies)")
+    ap.add_argument("--emulations", default=None,
+                    help="comma-separated subset of the emulation names (default all)")
     ap.add_argument("--out", default=os.path.join("reports", "portability.md"))
+    ap.add_argument("--cache", default=CACHE, help=f"where each subprocess result is kept (default {CACHE})")
+    ap.add_argument("--fresh", action="store_true", help="ignore the cache")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="measure nothing: the report of the results already in the cache (the rest listed as "
+                         "not measured)")
+    ap.add_argument("--tables", action="store_true", help="also the table-level comparison (module docstring)")
+    ap.add_argument("--sweeps", default=os.path.join("reports", "sweeps"), help="the seed sweeps (default reports/sweeps)")
+    ap.add_argument("--one", default=None, metavar="RUN_DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    rows, failed = [], 0
-    for name, env in EMULATIONS.items():
+    if args.one is not None:
+        return _one(args.one, args.iters)
+    names = list(EMULATIONS) if args.emulations is None else [n.strip() for n in args.emulations.split(",")]
+    unknown = [n for n in names if n not in EMULATIONS]
+    if unknown:
+        raise SystemExit(f"portability: unknown emulation(s) {unknown} (choose from {list(EMULATIONS)})")
+    cache = None if args.fresh else args.cache
+    tolerances = tolerance_digest()
+    digests = {run: file_digest(os.path.join(run, "summary.json"), os.path.join(run, "records.csv"))
+               for run in args.runs}
+    results = {}
+    for name in names:  # emulation by emulation, in the order given, so a partial measurement covers whole ones
         for run in args.runs:
-            t0 = time.perf_counter()
-            code, line = check_under(env, run, args.iters)
-            failed += code != 0
-            print(f"[portability] {name}: {run}: exit {code}: {line} ({time.perf_counter() - t0:.0f} s)",
+            key = {"what": "check", "emulation": name, "run": run, "digest": digests[run], "iters": args.iters,
+                   "tolerances": tolerances}
+            if args.cached_only:
+                res = lookup(cache, key)
+                if res is None:
+                    continue
+            else:
+                res = cached(cache, key, lambda: check_under(name, run, args.iters))
+            d = describe(res)
+            print(f"[portability] {run}: {name}: exit {res['exit']}: {d['held']} ({res['seconds']:.0f} s)",
                   file=sys.stderr, flush=True)
-            rows.append((name, run, code, _promise(line)))
-    cmd = f"python -m crosscurv.experiments.conformance.portability --iters {args.iters}" + (
-        "" if args.runs == RUNS else " --runs " + " ".join(args.runs))
-    md = ["# Portability: the committed studies checked under the kernels of other CPUs", "",
-          f"Generated by `{cmd}` (`make portability`): `crosscurv report --check RUN --iters {args.iters}` "
-          "under each emulated instruction set, on one machine. Exit 0: the promise in the last column held; "
-          "1: a disagreement (what the check printed).", "",
-          "| kernels | run | exit | what held |", "|---|---|---|---|"]
-    md += [f"| {n} | `{r}` | {c} | {p} |" for n, r, c, p in rows]
-    md += ["", f"{len(rows) - failed} of {len(rows)} checks held.", ""]
+            results[(name, run)] = res
+    rows = [(name, run, results[(name, run)]) for run in args.runs for name in EMULATIONS
+            if (name, run) in results]
+    missing = [(name, run) for run in args.runs for name in names if (name, run) not in results]
+    shown = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--cached-only"]
+    cmd = "python -m crosscurv.experiments.conformance.portability " + " ".join(shlex.quote(a) for a in shown)
+    md = ["# Portability: the committed studies under the kernels of other CPUs", "",
+          f"Generated by `{cmd}` (`make portability`) on one machine, emulating the kernels of other CPUs with "
+          "environment variables. Two promises (docs/reproducibility.md): on the same machine, build and thread "
+          "count, a rerun is bitwise equal; on another machine, `crosscurv report --check` says which of "
+          "\"bitwise\", \"within tolerance to k = ...\" or \"parts at k = ..., as the trajectory's own sensitivity "
+          "predicts\" holds, and exits 1 where none does.", ""]
+    md += _section_checks(rows, args.iters)
+    if missing:
+        md += ["Not measured at this horizon (the measurement was stopped before them; `make portability` measures "
+               "them): " + "; ".join(f"`{r}` under {n}" for n, r in missing) + ".", ""]
+    failed = sum(1 for _, _, r in rows if r["exit"] != 0)
+    if args.tables:
+        from .tables import recomputed_section
+
+        recomputed: dict = {}
+        for name, run, res in rows:
+            if res["check"] is not None and res["check"].get("recomputed"):
+                recomputed.setdefault(run, []).append((name, res["check"]["recomputed"]))
+        section, table_failed = recomputed_section(args.runs, recomputed, args.sweeps)
+        md += section
+        failed += table_failed
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
+    with open(args.out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(md))
     print(args.out)
     return 1 if failed else 0

@@ -77,7 +77,7 @@ import torch  # noqa: E402
 
 from crosscurv.experiments.reports.numbers import number  # noqa: E402
 
-__all__ = ["COLUMNS", "column_spread", "measure", "main"]
+__all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation_table", "main"]
 
 #: The value columns measured (``k`` is exact by construction).
 COLUMNS = ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
@@ -193,19 +193,22 @@ PRESETS = (("smoke", 10), ("default", 3))
 _ZERO = {"rel": 0.0, "beyond": 0.0, "abs": 0.0}
 
 
-def measure(tasks=("mlp", "fl", "lora"), presets=PRESETS, golden=True, log=None) -> list[dict]:
+def measure(tasks=("mlp", "fl", "lora"), presets=PRESETS, golden=True, log=None,
+            dtypes=("float32", "float64")) -> list[dict]:
     """Every comparison of the module docstring: a list of ``{"run", "dtype", "variant", "K", "spread"}``.
 
     Args:
         tasks: built-in tasks, each run at every ``(preset, K)`` of ``presets``
-            (``K`` ``None``: the preset's) in float32 and float64.
+            (``K`` ``None``: the preset's) in each of ``dtypes``.
         golden: also the golden cases (float64; ``gs`` and ``partial``), and
             ``examples/numpy_estimator.py`` on the quadratic one (variant ``numpy``);
-            ``True`` for every case, or a sequence of case names.
+            ``True`` for every case, or a sequence of case names.  Only when ``dtypes`` has float64.
         log: receives a line per run.
+        dtypes: the dtypes measured (``"float32"``, ``"float64"``).
     """
-    runs = [(f"{t} {p}", _builtin(t, p, k), ("float32", "float64"), None) for p, k in presets for t in tasks]
-    if golden:
+    wanted = tuple(d for d in ("float32", "float64") if d in dtypes)
+    runs = [(f"{t} {p}", _builtin(t, p, k), wanted, None) for p, k in presets for t in tasks]
+    if golden and "float64" in wanted:
         from crosscurv.experiments.conformance.golden import CASES
 
         names = list(CASES) if golden is True else list(golden)
@@ -296,6 +299,74 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _source_digest() -> str:
+    """A digest of the sources whose numbers a measurement measures (the protocol's layer and the tasks), so
+    cached measurements of other code are measured afresh."""
+    from .emulation import file_digest
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = sorted(os.path.join(d, f) for layer in ("numeric", "experiments/tasks")
+                   for d, _, fs in os.walk(os.path.join(root, layer)) for f in fs if f.endswith(".py"))
+    return file_digest(*paths)
+
+
+def measure_emulated(child_args: list, names, cache: str | None, log=None, cached_only: bool = False) -> dict:
+    """``{emulation: comparisons}``: :func:`measure` with ``child_args`` (this command's measuring options) in
+    a subprocess under each emulation ``names`` of :data:`.emulation.EMULATIONS`, each kept in ``cache``
+    (``cached_only``: measure nothing, return the emulations found in ``cache``)."""
+    from .emulation import cached, lookup, run_under
+
+    out, src = {}, _source_digest()
+    for name in names:
+        key = {"what": "rounding", "emulation": name, "args": list(child_args), "source": src,
+               "torch": torch.__version__}
+        if cached_only:
+            got = lookup(cache, key)
+            if got is not None:
+                out[name] = got
+            continue
+
+        def compute(name=name):
+            t0 = time.perf_counter()
+            proc = run_under(name, ["-m", "crosscurv.experiments.conformance.rounding", *child_args, "--json"])
+            if proc.returncode != 0:
+                tail = proc.stderr.strip().splitlines()
+                raise RuntimeError(f"rounding under {name} exited {proc.returncode}: {tail[-1] if tail else ''}")
+            if log:
+                log(f"{name}: {time.perf_counter() - t0:.0f} s")
+            return json.loads(proc.stdout)
+
+        out[name] = cached(cache, key, compute)
+    return out
+
+
+def emulation_table(by_emulation: dict) -> str:
+    """Markdown per dtype: per column the measured rounding (:func:`measured_rounding`) under each emulation,
+    their largest, and :data:`crosscurv.numeric.record_comparison.MEASURED_ROUNDING` with whether it covers it."""
+    from crosscurv.numeric.record_comparison import MEASURED_ROUNDING
+
+    per = {name: measured_rounding(res) for name, res in by_emulation.items()}
+    lines = []
+    for dt in ("float32", "float64"):
+        names = [n for n in per if dt in per[n]]
+        if not names:
+            continue
+        lines += [f"**{dt}**: measured `rel` / `beyond` under each emulation, their largest, and the stated "
+                  "`MEASURED_ROUNDING` (covers: every stated part at least the largest measured one).", "",
+                  "| column | " + " | ".join(names) + " | largest | stated | covers |",
+                  "|---" * (len(names) + 4) + "|"]
+        for c in COLUMNS:
+            vals = [per[n][dt][c] for n in names]
+            top = (max(v[0] for v in vals), max(v[1] for v in vals))
+            st = MEASURED_ROUNDING[dt][c]
+            ok = st[0] >= top[0] and st[1] >= top[1]
+            lines.append(f"| `{c}` | " + " | ".join(f"{_fmt(v[0])} / {_fmt(v[1])}" for v in vals)
+                         + f" | {_fmt(top[0])} / {_fmt(top[1])} | {_fmt(st[0])} / {_fmt(st[1])} | "
+                         + ("yes" if ok else "**no**") + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def _presets(text: str) -> tuple:
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
@@ -315,8 +386,53 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print every comparison as JSON (input of --load)")
     ap.add_argument("--load", nargs="+", metavar="FILE", default=None,
                     help="print the table of saved --json outputs (merged) instead of measuring")
+    ap.add_argument("--dtypes", default="float32,float64", help="dtypes measured (default float32,float64)")
+    ap.add_argument("--emulate", action="store_true",
+                    help="measure under each emulated instruction set (crosscurv.experiments.conformance.emulation), "
+                         "each in its own subprocess")
+    ap.add_argument("--cache", default=os.path.join("build", "rounding"),
+                    help="with --emulate: where each emulation's measurement is kept (default build/rounding)")
+    ap.add_argument("--out", default=None, metavar="FILE", help="write the Markdown report to FILE")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="with --emulate: measure nothing, report the emulations already in --cache")
     a = ap.parse_args(argv)
+    dtypes = tuple(d.strip() for d in a.dtypes.split(",") if d.strip())
+    if not dtypes or any(d not in ("float32", "float64") for d in dtypes):
+        raise SystemExit(f"rounding: bad --dtypes {a.dtypes!r} (float32, float64)")
     t0 = time.perf_counter()
+    argv_text = " ".join(argv if argv is not None else sys.argv[1:])
+    if a.emulate:
+        from .emulation import EMULATIONS
+
+        child = ["--tasks", a.tasks, "--presets", a.presets, "--dtypes", ",".join(dtypes)] + (
+            ["--no-golden"] if a.no_golden else [])
+        by = measure_emulated(child, list(EMULATIONS), a.cache,
+                              log=lambda m: print(f"rounding: {m}", file=sys.stderr, flush=True),
+                              cached_only=a.cached_only)
+        missing = [n for n in EMULATIONS if n not in by]
+        argv_text = " ".join(x for x in argv_text.split(" ") if x != "--cached-only")
+        res = [dict(r, emulation=n) for n, rs in by.items() for r in rs]
+        if a.json:
+            print(json.dumps(res, indent=1))
+            return 0
+        text = "\n".join([
+            "# Measured rounding of the record columns", "",
+            f"Generated by `python -m crosscurv.experiments.conformance.rounding {argv_text}` (`make rounding`): "
+            f"torch {torch.__version__}. The protocol run several ways that differ only in the order or precision "
+            "of their floating-point operations (the module's docstring), under each emulated instruction set; "
+            "`MEASURED_ROUNDING` (`crosscurv.numeric.record_comparison`) states the largest, rounded up.", "",
+            "## Per emulation", "", emulation_table(by)]
+            + ([f"Not measured (the measurement was stopped before them; `make rounding` measures them): "
+                f"{', '.join(missing)}. The stated values cover the measured emulations only.", ""] if missing else [])
+            + ["## Per variant, over every emulation measured", "", table(res)])
+        if a.out:
+            os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+            with open(a.out, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            print(a.out)
+        else:
+            print(text)
+        return 0
     if a.load:
         res = []
         for f in a.load:
@@ -325,7 +441,7 @@ def main(argv=None) -> int:
     else:
         tasks = tuple(t.strip() for t in a.tasks.split(",") if t.strip())
         res = measure(tasks, _presets(a.presets), not a.no_golden,
-                      log=lambda m: print(f"rounding: {m}", file=sys.stderr, flush=True))
+                      log=lambda m: print(f"rounding: {m}", file=sys.stderr, flush=True), dtypes=dtypes)
     if a.json:
         print(json.dumps(res, indent=1))
     else:

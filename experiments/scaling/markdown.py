@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 
-from .study import FLOOR_ULPS, TOLERANCE, Study
+from .study import FLOOR_ULPS, NO_WINDOW, TOLERANCE, Study
 
 
 _TITLES = {
@@ -29,7 +29,7 @@ def _fmt_order(study: Study, official: bool, tolerance: float) -> str:
     p = study.fitted
     kept = f" ({study.n_kept}/{len(study.points)} pts)"
     if not math.isfinite(p):
-        return "n/a" + kept + (" **outside**" if official else "")
+        return "n/a" + kept + (f" *{NO_WINDOW}*" if official else "")
     mark = ""
     if official:
         mark = " ok" if study.within(tolerance) else " **outside**"
@@ -78,8 +78,13 @@ def render_markdown(results: Sequence, *, quick: bool, seconds: float, figures: 
         "quartic polynomials. `eta0` is the largest power of two with `eta0 lam <= factor` for the problem's "
         "curvature scale `lam = ||H|| + ||g|| ||D^3L[g^]|| + ||g|| ||D^4L[g^,g^]||^1/2` unless a note says otherwise.",
         "",
-        f"Tolerance (exit code 1 when violated): `|p - 3| <= {tolerance}` for one-step, recursion and order "
-        f"invariance, `|p - 2| <= {tolerance}` for cumulative, `p` the fitted order.",
+        f"Tolerance: `|p - 3| <= {tolerance}` for one-step, recursion and order invariance, `|p - 2| <= "
+        f"{tolerance}` for cumulative, `p` the fitted order. Each official order has one of three outcomes: *ok* "
+        "(fitted, within the tolerance), **outside** (fitted, outside it: the check failed) or "
+        f"*{NO_WINDOW}* (fewer than two grid points lie above the round-off floor, on a ReLU network below "
+        "its kink radius: no order can be fitted; a finding about the instance in float64, neither a pass nor a "
+        "failure). Exit code of `crosscurv scaling`: 0 every official order ok; 1 one is outside; 3 none "
+        f"outside, but one or more has {NO_WINDOW} (`crosscurv report` goes on and reports it).",
         "",
         "## Summary of fitted orders",
         "",
@@ -94,12 +99,16 @@ def render_markdown(results: Sequence, *, quick: bool, seconds: float, figures: 
             f"{_fmt_order(s['jc_only'], False, tolerance)} | {res.seconds:.0f} s |"
         )
     bad = [(r.key, q) for r in results for q in r.failures(tolerance)]
-    lines += [
-        "",
-        ("All orders are within tolerance." if not bad else
-         "Outside tolerance: " + ", ".join(f"{k} {q}" for k, q in bad) + " (see the notes of that problem)."),
-        "",
-    ]
+    none = [(r.key, q) for r in results for q in r.undetermined()]
+    lines += [""]
+    if not bad and not none:
+        lines.append("All orders are within tolerance.")
+    if bad:
+        lines.append("Outside tolerance: " + ", ".join(f"{k} {q}" for k, q in bad) + " (see the notes of that problem).")
+    if none:
+        lines.append(f"Finding, {NO_WINDOW}: " + ", ".join(f"{k} {q}" for k, q in none)
+                     + " (see the notes of that problem)." + ("" if bad else " Every fitted order is within tolerance."))
+    lines.append("")
     if figures:
         lines += ["Figures: " + ", ".join(f"[{_basename(f)}]({f})" for f in figures), ""]
     for res in results:

@@ -31,6 +31,12 @@ N_POINTS = 6
 TOLERANCE = 0.15
 
 
+#: The outcome of a study whose order is undefined: fewer than two grid points lie above the round-off floor
+#: (and, on a ReLU network, below its kink radius), so no order can be fitted.  A finding, neither a pass
+#: nor a failure (``crosscurv scaling`` exits 3 when it is the only one).
+NO_WINDOW = "no point in the asymptotic window"
+
+
 #: Expected order in ``eta`` of each studied error (``cumulative_vs_K``: order in ``K``).
 EXPECTED = {
     "one_step": 3.0,
@@ -133,11 +139,23 @@ class Study:
         q1, q2 = r[-2] / e[-2] ** self.expected, r[-1] / e[-1] ** self.expected
         return 2.0 * q2 - q1
 
+    @property
+    def determined(self) -> bool:
+        """Whether an order was fitted (at least two points above the floor)."""
+        return math.isfinite(self.fitted)
+
     def within(self, tolerance: float | None = None) -> bool:
         """``|fitted - expected| <= tolerance`` (default :data:`TOLERANCE`; ``False`` when the order is undefined)."""
         tolerance = TOLERANCE if tolerance is None else tolerance
         p = self.fitted
         return math.isfinite(p) and abs(p - self.expected) <= tolerance
+
+    def outcome(self, tolerance: float | None = None) -> str:
+        """``"ok"`` (fitted order within ``tolerance``), ``"outside"`` (fitted and outside) or :data:`NO_WINDOW`
+        (no order: fewer than two points above the floor)."""
+        if not self.determined:
+            return NO_WINDOW
+        return "ok" if self.within(tolerance) else "outside"
 
     # -- output ----------------------------------------------------------------
     def table(self, fmt: str = "github") -> str:

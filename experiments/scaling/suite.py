@@ -1,6 +1,8 @@
 """The study behind ``crosscurv scaling``: the recipe of each problem and the suite that runs them.
 
-:data:`PROBLEMS` maps each problem (``quartic``, ``mnist_mlp``, ``bilinear``)
+The outcome of each official order is ``ok``, ``outside`` or :data:`.study.NO_WINDOW`.
+
+:data:`PROBLEMS` maps each problem (``quartic``, ``mnist_mlp``, ``mnist_mlp_piece``, ``bilinear``)
 to its recipe: the instance, its grid, the non-degeneracy guard of its
 ``eta^3`` coefficient, and the studies of :mod:`.studies` it runs;
 :func:`scaling_suite` runs the chosen ones and returns one
@@ -9,6 +11,7 @@ to its recipe: the instance, its grid, the non-degeneracy guard of its
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -19,7 +22,9 @@ from crosscurv.numeric.steps import scheme_step
 from crosscurv.theory.patterns import gauss_seidel
 
 
+from .loss_gap import rounding_scale
 from .studies import one_step_study, order_invariance_study, predicted_coefficients, trajectory_studies
+from .study import NO_WINDOW, roundoff_floor
 
 
 #: The orders ``crosscurv scaling`` checks (and prints as JSON), with their expected values.
@@ -55,8 +60,12 @@ class ProblemResult:
         return out
 
     def failures(self, tolerance: float | None = None) -> list[str]:
-        """Official quantities whose fitted order is outside ``expected +- tolerance`` (or undefined)."""
-        return [q for q in OFFICIAL if not self.studies[q].within(tolerance)]
+        """Official quantities whose fitted order is outside ``expected +- tolerance``."""
+        return [q for q in OFFICIAL if self.studies[q].outcome(tolerance) == "outside"]
+
+    def undetermined(self) -> list[str]:
+        """Official quantities with no fitted order: :data:`NO_WINDOW` (fewer than two points above the floor)."""
+        return [q for q in OFFICIAL if self.studies[q].outcome() == NO_WINDOW]
 
 
 def _note_guard(notes: list, what: str, guard, absolute: float = 1e-3) -> None:
@@ -127,11 +136,13 @@ def _bilinear_result(quick: bool, say) -> ProblemResult:
                          dict(problem.info))
 
 
-def _mlp_result(quick: bool, say) -> ProblemResult:
+@functools.lru_cache(maxsize=2)
+def _mnist_setup(quick: bool) -> dict:
+    """The MNIST MLP problem of both MLP recipes (built once per ``quick``), its GS pattern, kink radius,
+    grid starts, predicted coefficients and the one-step asymptotic window."""
     from ..problems import mnist_mlp_problem, relu_kink_radius
 
     examples = 16 if quick else 64
-    say(f"mnist_mlp: building the 8-layer MLP on {examples} MNIST digits (float64) and its curvature scale")
     problem = mnist_mlp_problem(0, examples=examples, scale_iters=8)
     task = problem.task
     gs = gauss_seidel(task.n_blocks)
@@ -139,8 +150,23 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
     probe = 2.0**-14
     step_dir = {k: (v - task.params[k]) / probe for k, v in scheme_step(task, task.params, gs, probe).items()}
     radius = min(relu_kink_radius(problem, {k: -v for k, v in g.items()}), relu_kink_radius(problem, step_dir))
-    eta_free = 2.0 ** math.floor(math.log2(radius))
-    eta_prior = problem.eta0(1.0 / 16)
+    coef = predicted_coefficients(problem, gs)
+    floor0 = roundoff_floor(rounding_scale(task, task.params), task.dtype)
+    # the one-step remainder c3 eta^3 rises above the round-off floor (at gap ~ 0) only from eta_floor on
+    eta_floor = (floor0 / abs(coef[3])) ** (1.0 / 3.0) if coef[3] else math.inf
+    return {"problem": problem, "examples": examples, "gs": gs, "radius": radius, "coef": coef,
+            "eta_free": 2.0 ** math.floor(math.log2(radius)), "eta_prior": problem.eta0(1.0 / 16),
+            "floor0": floor0, "eta_floor": eta_floor}
+
+
+def _mlp_result(quick: bool, say) -> ProblemResult:
+    say(f"mnist_mlp: building the 8-layer MLP on {16 if quick else 64} MNIST digits (float64), its curvature scale "
+        "and the theory's coefficients (HVPs, nested jvp)")
+    m = _mnist_setup(quick)
+    problem, gs, radius, coef = m["problem"], m["gs"], m["radius"], m["coef"]
+    examples, eta_free, eta_prior, eta_floor = m["examples"], m["eta_free"], m["eta_prior"], m["eta_floor"]
+    task = problem.task
+    window = radius / eta_floor
     notes = [
         f"The paper's 8-layer ReLU MLP 784-512-384-256-192-128-64-32-10 (Xavier-normal weights, zero biases, seed 0) "
         f"on {problem.info['examples']} real MNIST digits ({problem.info['data_source']}), softmax cross-entropy, "
@@ -154,6 +180,13 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
         f"1-3 assume a C^3 loss (Assumption 1), which the network is only inside that radius, so the official grids "
         f"start at the largest power of two below it, eta0 = {eta_free:g}; the trajectories run to T = eta0 "
         f"(K = 1, 2, ..., 32), which keeps the whole trajectory inside the radius.",
+        f"Asymptotic window of the one-step remainder: the predicted |c3| eta^3 (c3 = {coef[3]:.4g}) exceeds the "
+        f"round-off floor {m['floor0']:.3g} (at gap 0) only for eta > {eta_floor:.3g}, and the first kink is at "
+        f"{radius:.3g}: the window between them is a factor {window:.3g} wide"
+        + (", narrower than the factor 2 between two grid points, so no grid step can have two points in it. "
+           "Where an order below rests on no points, its outcome is 'no point in the asymptotic window': a finding "
+           "about this instance in float64, not a pass and not a failure; the expansion itself is checked on the "
+           "network's smooth piece (problem mnist_mlp_piece)." if window < 2 else "."),
         f"Finding: on the a-priori grid (eta0 = {eta_prior:g}, {eta_prior / radius:.0f}x the kink radius) the "
         "one-step remainder is dominated by kink crossings: its pairwise rates are erratic and far from 3 and "
         "error/eta^3 is off by orders of magnitude (table 'one-step remainder on the a-priori grid'); the "
@@ -164,8 +197,6 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
         "cancellation (`loss_gap`), and the points still below the floor are dropped (listed in each table).",
     ]
     studies = {}
-    say("mnist_mlp: theory's coefficients (HVPs, nested jvp)")
-    coef = predicted_coefficients(problem, gs)
     say("mnist_mlp: one-step (kink-free grid and a-priori grid)")
     studies["one_step"] = one_step_study(problem, gs, eta0=eta_free, label="mnist_mlp", coefficients=coef)
     ap = one_step_study(problem, gs, eta0=eta_prior, label="mnist_mlp", coefficients=coef)
@@ -182,21 +213,61 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
         f"Inside the kink radius the trajectories are necessarily short (T = eta0 = {eta_free:g}) and their "
         f"errors tiny: only {rec.n_kept}/6 (recursion) and {cum.n_kept}/6 (cumulative) grid points lie above the "
         "round-off floor, so those fitted orders rest on that many points (the dropped points, listed in the "
-        "tables, keep following the expected slope until they reach the round-off level; see the figures)."
+        "tables, are the errors at or below the round-off level; see the figures)."
     )
     info = dict(problem.info, kink_radius=radius, eta0_kink_free=eta_free, eta0_a_priori=eta_prior,
-                pattern_name="full GS 1,2,...,8 (input to output)")
+                eta_floor_one_step=eta_floor, pattern_name="full GS 1,2,...,8 (input to output)")
     return ProblemResult("mnist_mlp", f"8-layer ReLU MLP on {examples} MNIST digits, float64, GS over 8 layers",
                          studies, notes, info)
 
 
+def _mlp_piece_result(quick: bool, say) -> ProblemResult:
+    from .relu_piece import relu_piece
+
+    say("mnist_mlp_piece: the MLP with its ReLU activation pattern at theta0 frozen")
+    m = _mnist_setup(quick)
+    net, gs, radius, eta_prior = m["problem"], m["gs"], m["radius"], m["eta_prior"]
+    problem = relu_piece(net)
+    task = problem.task
+    coef = predicted_coefficients(problem, gs)
+    rel = {p: abs(coef[p] - m["coef"][p]) / abs(m["coef"][p]) for p in (2, 3)}
+    notes = [
+        f"The MLP of problem mnist_mlp ({m['examples']} digits) with every hidden ReLU replaced by the constant "
+        "0/1 mask of its sign at theta0 (`crosscurv.experiments.scaling.relu_piece`): the network's loss on the "
+        f"region around theta0 where no unit changes sign (out to the kink radius {radius:.3g}), and a "
+        "C^infinity function everywhere, whose derivatives at theta0 are the network's. So its Taylor expansion "
+        "is the one Theorems 1-3 make for the network, observed here on the a-priori grid "
+        f"(eta0 = {eta_prior:g}, eta0 lam <= 1/16, lam = {problem.scale:.4g} the network's curvature scale), "
+        "where float64 resolves it.",
+        f"Its one-step coefficients computed on the piece agree with the network's: C_S {coef[2]:.10g} "
+        f"(relative difference {rel[2]:.1e}), c3 {coef[3]:.10g} ({rel[3]:.1e}).",
+        "Trajectories: T = eta0, K = 1, 2, ..., 32; the piece leaves the network's loss after the first kink, so "
+        "these orders are those of the network's expansion, not of its ReLU loss at these step sizes.",
+    ]
+    studies = {}
+    say("mnist_mlp_piece: one-step")
+    studies["one_step"] = one_step_study(problem, gs, eta0=eta_prior, label="mnist_mlp_piece", coefficients=coef)
+    say("mnist_mlp_piece: trajectories (T = eta0, K = 1..32)")
+    studies.update(trajectory_studies(problem, gs, eta0=eta_prior, k0=1, label="mnist_mlp_piece",
+                                      progress=lambda msg: say("mnist_mlp_piece: " + msg)))
+    say("mnist_mlp_piece: GS order invariance (input->output vs output->input)")
+    order = tuple(range(task.n_blocks))
+    studies["order_invariance"] = order_invariance_study(problem, order, tuple(reversed(order)), eta0=eta_prior,
+                                                         label="mnist_mlp_piece")
+    info = dict(problem.info, kink_radius=radius, eta0=eta_prior, pattern_name="full GS 1,2,...,8 (input to output)")
+    return ProblemResult("mnist_mlp_piece", f"the MLP's smooth piece at theta0 (ReLU pattern of theta0 frozen), "
+                         f"{m['examples']} MNIST digits, float64", studies, notes, info)
+
+
 #: ``crosscurv scaling`` problems, in report order.
-PROBLEMS = {"quartic": _quartic_result, "mnist_mlp": _mlp_result, "bilinear": _bilinear_result}
+PROBLEMS = {"quartic": _quartic_result, "mnist_mlp": _mlp_result, "mnist_mlp_piece": _mlp_piece_result,
+            "bilinear": _bilinear_result}
 
 
 def scaling_suite(quick: bool = False, progress: Callable[[str], None] | None = None,
                   problems: Sequence[str] | None = None) -> list:
-    """Run the studies of ``crosscurv scaling`` on (a) a random quartic, (b) the MNIST MLP, (c) the bilinear model.
+    """Run the studies of ``crosscurv scaling`` on (a) a random quartic, (b) the MNIST MLP, (c) its smooth piece at
+    ``theta^0`` (:mod:`.relu_piece`), (d) the bilinear model.
 
     Args:
         quick: fewer MNIST examples and shorter horizons.

@@ -173,3 +173,76 @@ def test_optimizer_studies_are_reported_with_their_orders(tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "momentum:BETA" in err[0]
     assert O.parse_rows("none") == () and O.parse_rows("sgd;adam:0.9,0.99,1e-6@8") == (("sgd", 4), ("adam:0.9,0.99,1e-6", 8))
+
+
+def test_an_undefined_order_is_its_own_outcome_and_exits_3(tmp_path, monkeypatch, capsys):
+    """Fewer than two points above the floor: no order, reported as 'no point in the asymptotic window' (neither
+    ok nor outside); the command exits 3, or 1 when another order is outside its tolerance."""
+    etas = S.eta_grid(1e-5)
+    none = S.make_study("synthetic", "one_step", etas, [1e-18 * e for e in etas], [1e-16] * 6)
+    assert none.n_kept == 0 and not none.determined and none.outcome() == S.NO_WINDOW and not none.within()
+    one = S.make_study("synthetic", "one_step", etas, [1e-15] + [1e-18] * 5, [1e-16] * 6)
+    assert one.n_kept == 1 and one.outcome() == S.NO_WINDOW
+    fitted = S.make_study("synthetic", "one_step", etas, [e**3 for e in etas], [0.0] * 6)
+    assert fitted.outcome() == "ok" and S.make_study("s", "one_step", etas, etas, [0.0] * 6).outcome() == "outside"
+
+    def good(q):  # a synthetic study of quantity q whose order is 0.05 above the expected one
+        return S.make_study("synthetic", q, etas, [e ** (S.EXPECTED[q] + 0.05) for e in etas], [0.0] * 6)
+
+    studies = {q: good(q) for q in S.OFFICIAL + ("jc_only",)}
+    studies["recursion"] = S.make_study("synthetic", "recursion", etas, [1e-18] * 6, [1e-16] * 6)
+    results = [S.ProblemResult("quartic", "synthetic", studies)]
+    assert results[0].failures() == [] and results[0].undetermined() == ["recursion"]
+    monkeypatch.setattr(S, "scaling_suite", lambda **kw: results)
+    rc = main(["scaling", "--quick", "--problems", "quartic", "--out", str(tmp_path)])
+    assert rc == 3
+    captured = capsys.readouterr()
+    assert f"{S.NO_WINDOW}: quartic recursion" in captured.err and "recursion n/a" in captured.out
+    text = (tmp_path / "scaling.md").read_text()
+    assert f"Finding, {S.NO_WINDOW}: quartic recursion" in text and "All orders are within tolerance" not in text
+    assert f"n/a (0/6 pts) *{S.NO_WINDOW}*" in text and "3 none outside" in text
+    monkeypatch.setattr(S, "TOLERANCE", 1e-12)  # and now the fitted orders are outside: the failure wins
+    assert main(["scaling", "--quick", "--problems", "quartic", "--out", str(tmp_path)]) == 1
+
+
+def test_the_relu_piece_is_the_network_inside_the_kink_radius_and_smooth_beyond():
+    from crosscurv.experiments.scaling.relu_piece import relu_piece
+    from crosscurv.numeric.steps import scheme_step
+    from crosscurv.theory.patterns import gauss_seidel
+
+    net = mnist_mlp_problem(0, examples=4, widths=(784, 16, 12, 10), scale_iters=2)
+    piece = relu_piece(net)
+    task, ptask = net.task, piece.task
+    _, g = grad(task.loss, task.params)
+    d = {k: -v for k, v in g.items()}
+    radius = relu_kink_radius(net, d)
+
+    def at(eta):
+        return {k: task.params[k] + eta * d[k] for k in d}
+
+    assert float(ptask.loss(task.params)) == pytest.approx(float(task.loss(task.params)), rel=1e-15)
+    inside = at(0.5 * radius)
+    assert float(ptask.loss(inside)) == pytest.approx(float(task.loss(inside)), rel=1e-14)
+    far = at(4096 * radius)  # many units flipped: the piece is the smooth extension, no longer the network
+    assert abs(float(ptask.loss(far)) - float(task.loss(far))) > 1e-9
+    # the same derivatives at theta0: the same one-step coefficients C_S and c3 (Theorem 1)
+    gs = gauss_seidel(task.n_blocks)
+    c_net, c_piece = S.predicted_coefficients(net, gs), S.predicted_coefficients(piece, gs)
+    for p in (2, 3):
+        assert c_piece[p] == pytest.approx(c_net[p], rel=1e-9), p
+    # and, beyond the kink radius, the piece's one-step remainder follows c3 eta^3 (the network's does not)
+    st = S.one_step_study(piece, gs, eta0=piece.eta0(1.0 / 16), coefficients=c_piece)
+    assert st.outcome() == "ok" and st.fitted == pytest.approx(3.0, abs=S.TOLERANCE)
+    along_gs = relu_kink_radius(net, {k: (v - task.params[k]) / 2.0**-14 for k, v in
+                                      scheme_step(task, task.params, gs, 2.0**-14).items()})
+    assert st.info["eta0"] > 2 * min(radius, along_gs)  # the grid starts beyond the first kink
+
+
+def test_the_report_goes_on_past_an_order_with_no_window_but_not_past_a_failed_one(tmp_path, monkeypatch):
+    from crosscurv.experiments.reports import build
+
+    for rc, expect_ok in ((3, True), (1, False), (0, True)):
+        monkeypatch.setattr(build, "_cli", lambda argv, rc=rc: rc if argv[0] == "scaling" else 0)
+        got = build.build_report(tmp_path / f"r{rc}", "smoke", (), scaling=True, derive=False, motivation=False,
+                                 studies=False, device="cpu")
+        assert (got == 0) == expect_ok, rc

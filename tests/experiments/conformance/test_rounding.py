@@ -53,3 +53,24 @@ def test_the_table_is_printed_from_saved_measurements(tmp_path, capsys):
     assert main(["--load", str(f)]) == 0
     out = capsys.readouterr().out
     assert "| `recursive` |" in out and "numpy" in out and "in force" in out
+
+
+def test_the_emulation_table_states_the_largest_over_emulations_and_whether_the_stated_value_covers_it():
+    from crosscurv.experiments.conformance.rounding import emulation_table
+
+    def result(dt, variant, loss_jc_rel):
+        spread = {c: {"rel": 0.0, "beyond": 0.0, "abs": 0.0} for c in COLUMNS}
+        spread["loss_jc"]["rel"] = loss_jc_rel
+        return {"run": "mlp smoke", "dtype": dt, "K": 10, "variant": variant, "spread": spread}
+
+    stated = MEASURED_ROUNDING["float32"]["loss_jc"][0]
+    by = {"this CPU": [result("float32", "threads", stated / 4)],
+          "no AVX2": [result("float32", "engine", stated / 2), result("float32", "subtraction", 100 * stated)]}
+    text = emulation_table(by)
+    row = next(x for x in text.splitlines() if x.startswith("| `loss_jc` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == [f"{stated / 4:.1e} / 0", f"{stated / 2:.1e} / 0"]  # subtraction is not rounding
+    assert cells[3] == f"{stated / 2:.1e} / 0" and cells[-1] == "yes"
+    by["no AVX2"].append(result("float32", "float64", 3 * stated))
+    row = next(x for x in emulation_table(by).splitlines() if x.startswith("| `loss_jc` |"))
+    assert row.rstrip(" |").endswith("**no**")
