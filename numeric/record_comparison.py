@@ -70,13 +70,14 @@ EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 #: the gradient has kinks along the segment, not rounding.
 MEASURED_ROUNDING = {
     "float32": {
-        "loss_jc": (1.8e-07, 0.0),        # rel: float64, mlp smoke
+        "loss_jc": (2.0e-07, 0.0),        # rel: threads, smoke:10 (reports/rounding.md)
         "loss_s": (1.6e-07, 1.8e-23),     # rel: float64, lora smoke
         "gap": (0.0, 2.4e-12),            # beyond both gap_err: float64, lora smoke
-        "recursive": (5.2e-04, 8.1e-11),  # rel: float64, fl smoke (Delta theta: difference of two float32 vectors)
+        "recursive": (5.2e-04, 5.0e-10),  # rel: float64, fl smoke (Delta theta: difference of two float32 vectors);
+                                          # beyond: float64, smoke:10 (reports/rounding.md)
         "cumulative": (3.0e-06, 2.0e-12),  # rel: float64, mlp smoke
         "jc_only": (1.9e-06, 3.6e-12),    # rel: float64, mlp smoke
-        "bound_bk": (9.7e-06, 1.8e-28),   # rel: float64, lora smoke
+        "bound_bk": (9.7e-06, 2.7e-22),   # rel: float64, lora smoke; beyond: threads, smoke:10 (reports/rounding.md)
         "sharpness": (3.2e-06, 5.6e-07),  # float64, fl smoke (beyond in units of the largest |sharpness|)
         "gap_err": (5.0e-02, 1.7e-10),    # rel: float64, mlp default (threads: 4.1e-2): an error estimate
     },
