@@ -238,11 +238,11 @@ def test_the_relu_piece_is_the_network_inside_the_kink_radius_and_smooth_beyond(
     assert st.info["eta0"] > 2 * min(radius, along_gs)  # the grid starts beyond the first kink
 
 
-def test_the_report_goes_on_past_an_order_with_no_window_but_not_past_a_failed_one(tmp_path, monkeypatch):
+def test_the_report_goes_on_past_an_order_with_no_window_but_not_past_a_failed_one(tmp_path):
     from crosscurv.experiments.reports import build
 
     for rc, expect_ok in ((3, True), (1, False), (0, True)):
-        monkeypatch.setattr(build, "_cli", lambda argv, rc=rc: rc if argv[0] == "scaling" else 0)
         got = build.build_report(tmp_path / f"r{rc}", "smoke", (), scaling=True, derive=False, motivation=False,
-                                 studies=False, device="cpu")
+                                 studies=False, device="cpu",
+                                 command=lambda argv, rc=rc: rc if argv[0] == "scaling" else 0)
         assert (got == 0) == expect_ok, rc
