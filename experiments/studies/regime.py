@@ -35,7 +35,8 @@ import numpy as np
 from crosscurv.experiments.reports.table import ESTIMATE_ROWS, table_rows
 
 __all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
-           "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table"]
+           "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table",
+           "LR_GRID", "MARGIN", "predicted_max_eta_lambda", "regime_learning_rate"]
 
 #: the edge of stability of ``eta * lambda``
 EDGE = 2.0
@@ -345,3 +346,51 @@ def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str
     head = ["task", "eta", "seed", "K", "max eta*sharpness", "first k with eta*sharpness >= 2"] + [
         f"{e} Correct before / from it" for e in estimates]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+#: the learning-rate grid the default presets are chosen from (a 1-1.5-2-3-5-7 series per decade)
+LR_GRID = (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002)
+#: the margin below the edge the rule asks for: predicted ``max_k eta * lambda_max <= MARGIN * EDGE``
+MARGIN = 0.5
+
+
+def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: float, K: int) -> float:
+    """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a ``K``-iteration run
+    at ``lr`` is predicted to reach from a reference run at ``lr_ref`` (``lambda_max`` per record ``k = 1, 2, ...``).
+
+    The prediction reads the reference's converged ``lambda_max`` as a function of the gradient-flow time
+    ``t = eta k`` (the two runs follow the same flow to first order in ``eta``) over the time the new run covers,
+    ``t <= K lr``. A reference that is itself past the edge caps its sharpness near ``2 / lr_ref``
+    (self-stabilisation), so the prediction can be low there; the rule's margin and the confirming runs cover that.
+
+    Raises:
+        ValueError: the reference does not cover the time ``K * lr`` (too short), or holds no finite value there.
+    """
+    n = int(math.floor(K * lr / lr_ref + 1e-9))
+    lam = np.asarray(lambda_max, dtype=float)
+    if n > lam.size:
+        raise ValueError(f"the reference covers t <= {lam.size * lr_ref:g}, the run needs t <= {K * lr:g}")
+    window = lam[:max(n, 1)]
+    window = window[np.isfinite(window)]
+    if window.size == 0:
+        raise ValueError("no finite lambda_max in the reference over the run's time")
+    return float(lr * window.max())
+
+
+def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, grid: Sequence[float] = LR_GRID,
+                         margin: float = MARGIN) -> tuple[float | None, dict]:
+    """The rule that sets the default presets' learning rates: the largest ``lr`` of ``grid`` whose
+    :func:`predicted_max_eta_lambda` over ``K`` iterations is at most ``margin * EDGE`` (a factor ``1 / margin``
+    below the edge of stability), predicted from a reference run at ``lr_ref`` (the ``edge`` preset).
+
+    Returns:
+        ``(lr or None, {lr: prediction})`` over the grid rates the reference covers (``None``: no rate qualifies).
+    """
+    preds = {}
+    for lr in sorted(grid, reverse=True):
+        try:
+            preds[lr] = predicted_max_eta_lambda(lambda_max, lr_ref, lr, K)
+        except ValueError:
+            continue
+    ok = [lr for lr, p in preds.items() if p <= margin * EDGE]
+    return (max(ok) if ok else None), preds

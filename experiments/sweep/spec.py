@@ -36,7 +36,7 @@ AXES = ("task", "preset", "lr", "seed", "pattern")
 #: settings shared by every run of a sweep
 SCALARS = ("iters", "dtype")
 
-PRESETS = ("smoke", "default", "paper")
+PRESETS = ("smoke", "default", "edge", "paper")
 DTYPES = ("float32", "float64")
 
 

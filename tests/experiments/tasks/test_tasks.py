@@ -21,7 +21,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 
 def test_registry_names_and_presets():
     assert set(TASKS) == {"mlp", "fl", "lora"}
-    assert PRESETS == ("smoke", "default", "paper")
+    assert PRESETS == ("smoke", "default", "edge", "paper")
     for name, spec in TASKS.items():
         assert set(spec.presets) == set(PRESETS), name
         for preset in PRESETS:
