@@ -152,7 +152,8 @@ SWEEPS_DIR = "sweeps"
 
 
 def _studies_stage(out: Path):
-    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds*, regime-*, threads*); ``None`` when there are none."""
+    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds* and edge-*, regime-*, threads*); ``None`` when there
+    are none."""
     from crosscurv.experiments.studies import write_studies_report
 
     sweeps = out / SWEEPS_DIR
@@ -160,7 +161,7 @@ def _studies_stage(out: Path):
     def folders(pattern):
         return sorted(p for p in sweeps.glob(pattern) if (p / "runs").is_dir())
 
-    seeds, regime, threads = folders("seeds*"), folders("regime-*"), folders("threads*")
+    seeds, regime, threads = folders("seeds*") + folders("edge-*"), folders("regime-*"), folders("threads*")
     if not seeds:
         return None
     rel = lambda p: os.path.relpath(p, out.parent)  # noqa: E731

@@ -21,9 +21,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 from crosscurv.experiments.reports.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK_LABELS, table_rows
 
-__all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage"]
+__all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage", "is_edge_run", "split_edge",
+           "certified_rows", "render_certified_table"]
 
 #: metrics aggregated over seeds (``jc_hits``/``s_hits`` are split into ``h`` and ``n``)
 SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage", "precision",
@@ -49,7 +52,8 @@ class Spread(tuple):
 
 def seed_groups(runs) -> dict:
     """``{(task, preset, lr, pattern, dtype): [runs]}`` of :class:`~crosscurv.experiments.studies.collect.StudyRun`
-    (one group per setting repeated over seeds), in the order of the runs.
+    (one group per setting repeated over seeds, one run per seed), in the order of the runs.  A run of the
+    :func:`is_edge_run` study counts as preset ``edge`` under either name (a seed held twice: the longer run).
 
     The runs of a group are cut to the group's smallest planned ``K`` (a run's first ``K`` records are a
     ``K``-iteration run's records), so that every seed covers the same iterations; a diverged run keeps the
@@ -57,7 +61,11 @@ def seed_groups(runs) -> dict:
     """
     groups: dict = {}
     for r in runs:
-        groups.setdefault((r.task, r.preset, r.lr, r.pattern, r.dtype), []).append(r)
+        preset = "edge" if is_edge_run(r) else r.preset
+        group = groups.setdefault((r.task, preset, r.lr, r.pattern, r.dtype), {})
+        if r.seed not in group or r.K > group[r.seed].K:  # the same run under both names of the edge preset
+            group[r.seed] = r
+    groups = {key: list(members.values()) for key, members in groups.items()}
     for key, members in groups.items():
         K = min(r.planned_K for r in members)
         groups[key] = [r.prefix(K) if r.K > K else r for r in members]
@@ -212,3 +220,75 @@ def describe_coverage(sweep) -> str:
     if sweep.unfinished:
         text += f"; not finished (left out): {', '.join(sweep.unfinished)}"
     return text + "."
+
+
+def is_edge_run(run) -> bool:
+    """Whether a seeds-study run belongs to the edge-of-stability study: the ``edge`` preset, or (runs made
+    before that preset had its name) a built-in task's ``default`` sizes at the ``edge`` learning rate."""
+    from crosscurv.experiments.tasks import TASKS, preset_settings
+
+    if run.preset == "edge":
+        return True
+    if run.preset != "default" or run.task not in TASKS:
+        return False
+    return run.lr == preset_settings(run.task, "edge")["lr"] != preset_settings(run.task, "default")["lr"]
+
+
+def split_edge(runs) -> tuple[list, list]:
+    """``(runs inside the regime's study, edge-of-stability runs)`` of :func:`is_edge_run`, order kept."""
+    inside, edge = [], []
+    for r in runs:
+        (edge if is_edge_run(r) else inside).append(r)
+    return inside, edge
+
+
+def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
+    """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners over
+    all decided iterations, before the first ``k`` with ``eta * sharpness_k >= 2`` and from it
+    (:func:`crosscurv.experiments.studies.trust.run_rows`), the largest converged ``eta * lambda_max`` and the
+    observed winner switches.  Runs without certificate columns are left out."""
+    from crosscurv.experiments.studies.regime import observed_switches
+    from crosscurv.experiments.studies.trust import run_rows
+
+    out = []
+    for members in seed_groups(runs).values():
+        for r in members:
+            cols = r.columns()
+            if not all(f"{e}_cert" in cols and np.isfinite(cols[f"{e}_cert"]).any() for e in estimates):
+                continue
+            for row in run_rows(cols, r.lr):
+                if row["estimate"] in estimates:
+                    out.append({"task": r.task, "lr": r.lr, "seed": r.seed, "K": r.K, "status": r.status,
+                                "switches": observed_switches(cols), **row})
+    return out
+
+
+def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
+    """One line per run: regime indicators and per estimate ``Coverage / Precision`` (all decided iterations;
+    before the first crossing of 2; from it)."""
+    from tabulate import tabulate
+
+    def cp(m):
+        if m is None:
+            return "-"
+        return f"{_pct(m['coverage']) if m['coverage'] == m['coverage'] else 'n/a'} / " + (
+            _pct(m["precision"]) if m["precision"] == m["precision"] else "n/a")
+
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault((r["task"], r["lr"], r["seed"]), []).append(r)
+    ests = list(dict.fromkeys(r["estimate"] for r in rows))
+    body = []
+    for (task, lr, seed), rs in runs.items():
+        r0 = rs[0]
+        line = [task, f"{lr:g}", str(seed), str(r0["K"]) + ("" if r0["status"] == "complete" else f" ({r0['status']})"),
+                f"{r0['max_eta_lambda']:.3g}", "never" if r0["cross"] is None else str(r0["cross"]),
+                str(r0["switches"])]
+        by = {r["estimate"]: r for r in rs}
+        for e in ests:
+            line += [cp(by[e]["all"]), cp(by[e]["before"]), cp(by[e]["after"])] if e in by else ["-"] * 3
+        body.append(line)
+    head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2", "winner switches"]
+    for e in ests:
+        head += [f"{e} Cov./Prec.", f"{e} before the edge", f"{e} from the edge"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

@@ -242,7 +242,7 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 # (reports/studies.md, "What the runs cost").
 # Learning rates. ``default``: the rule of crosscurv.experiments.studies.regime.regime_learning_rate, the
 # largest rate of LR_GRID (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002) whose largest
-# eta * lambda_max over K = 500, predicted from the edge run (reports/runs/edge/<task>, converged lambda_max
+# eta * lambda_max over K = 500, predicted from the edge run (reports/sweeps/edge-seed0, converged lambda_max
 # read at the same gradient-flow time eta * k), is at most 1 (a factor 2 below the edge of stability):
 #   mlp  0.007 (prediction 0.45; 0.01 -> 1.80)      fl  0.01 (0.88; 0.015 -> 1.32)
 #   lora 0.01  (0.79; 0.015 -> 1.18)
@@ -250,7 +250,7 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 # changes); tests/experiments/tasks/test_presets_regime.py checks the rule and eta * lambda_max(theta^0) <= 1.
 # ``edge``: the rates first probed for a GS-JC winner that changes early (mlp 0.01, fl 0.05, lora 0.03);
 # they drive FL and LoRA past eta * lambda_max = 2 within k = 10-80 and FL seed 0 diverges at k = 431
-# (reports/runs/edge, reports/sweeps/edge-*): the edge-of-stability study.
+# (reports/sweeps/edge-*): the edge-of-stability study.
 # Paper presets reuse the edge learning rates; they were not probed at the paper's sizes.
 _MLP_PRESETS = {
     "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05, "iters": 5},

@@ -2,7 +2,7 @@
 
 The rule (:func:`crosscurv.experiments.studies.regime.regime_learning_rate`): the largest rate of
 ``LR_GRID`` whose ``max_k eta * lambda_max`` over ``K = 500``, predicted from the committed ``edge`` run
-(``reports/runs/edge/<task>``) by gradient-flow time, is at most ``MARGIN * EDGE = 1``.  The K = 500 runs
+(``reports/sweeps/edge-seed0/runs/<task>-default-seed0``) by gradient-flow time, is at most ``MARGIN * EDGE = 1``.  The K = 500 runs
 at the chosen rates (``reports/sweeps/seeds*``) are the confirmation; ``reports/studies.md`` reports them.
 """
 
@@ -29,7 +29,7 @@ TASKS = ("mlp", "fl", "lora")
 
 @pytest.mark.parametrize("task", TASKS)
 def test_default_rate_is_the_rule_s_choice_from_the_edge_run(task):
-    run = os.path.join(REPO, "reports", "runs", "edge", task)
+    run = os.path.join(REPO, "reports", "sweeps", "edge-seed0", "runs", f"{task}-default-seed0")
     with open(os.path.join(run, "summary.json")) as fh:
         settings = json.load(fh)["settings"]
     edge, default = preset_settings(task, "edge"), preset_settings(task, "default")
