@@ -36,6 +36,12 @@ iterations with ``|estimate - gap| <= err``) is measured, not assumed (``experim
 
 Optimizer runs (momentum, Adam, block factors) propagate through a tangent step, not
 ``I - eta H``: their error columns are NaN (not derived).
+
+The bounds are 10-1000x wider than the errors they bound.  The *defect* estimate
+(:func:`defect_errors`) is the sharp alternative: the realised defects ``|gap^j - estimate^j|`` of the
+iterations before ``k`` (the estimate's neglected terms, measured once ``gap^j`` is), the largest of
+the last :data:`DEFECT_WINDOW`, times :data:`DEFECT_FACTOR`; certified only while the run has never left
+the regime (:func:`regime_so_far`).  Derivation and measured calibration: ``docs/error_estimates.md``.
 """
 
 from __future__ import annotations
@@ -57,7 +63,17 @@ __all__ = [
     "ErrorState",
     "ERROR_FIELDS",
     "CERT_FIELDS",
+    "DEFECT_FACTOR",
+    "DEFECT_WINDOW",
+    "defect_errors",
+    "regime_so_far",
+    "defect_certificates",
 ]
+
+#: safety factor of the defect estimate (:func:`defect_errors`)
+DEFECT_FACTOR = 3.0
+#: iterations of realised defects the defect estimate looks back over
+DEFECT_WINDOW = 10
 
 #: The error columns, one per estimate of :data:`crosscurv.numeric.records.ESTIMATES`.
 ERROR_FIELDS = ("recursive_err", "cumulative_err", "jc_only_err")
@@ -214,3 +230,55 @@ class ErrorState:
     @classmethod
     def from_state_dict(cls, state) -> "ErrorState":
         return cls(**{k: float(v) for k, v in dict(state).items()})
+
+
+def defect_errors(gaps, estimates, factor: float = DEFECT_FACTOR, window: int = DEFECT_WINDOW) -> list:
+    """The defect estimate of an estimate's error at each iteration, from its realised errors before it::
+
+        err_k = factor * max { |gap^j - estimate^j| : k - window <= j < k, finite }     (inf when there is none)
+
+    ``gap^j - estimate^j`` is exactly the sum of the terms the estimate neglects at ``j`` (for the
+    recursive estimate the remainder of Theorem 2's proof, ``O(eta^3)`` per step; for the cumulative ones
+    the propagated remainder ``g.r_j + ...`` of Theorem 3's), known once ``gap^j`` is measured.  Those
+    terms are smooth functions of the iterates, so while ``eta ||H|| < 2`` they change by a factor close
+    to 1 over a few steps: the window's largest defect times ``factor`` bounds the next one unless the
+    neglected terms grow faster than ``factor`` within ``window`` steps (measured, not assumed:
+    ``docs/error_estimates.md``).
+
+    Args:
+        gaps, estimates: the records' ``gap`` and estimate columns (``k = 1..K``, any float sequence).
+
+    Returns:
+        ``K`` Python floats (``inf`` at ``k = 1``).
+    """
+    if factor <= 0 or window < 1:
+        raise ValueError(f"factor must be > 0 and window >= 1, got {factor}, {window}")
+    d = [abs(float(g) - float(e)) for g, e in zip(gaps, estimates)]
+    out = []
+    for k in range(len(d)):
+        past = [x for x in d[max(0, k - window):k] if math.isfinite(x)]
+        out.append(factor * max(past) if past else math.inf)
+    return out
+
+
+def regime_so_far(eta_sharpness) -> list:
+    """``True`` at ``k`` while ``eta * sharpness_j < 2`` for every ``j <= k`` (finite): the run has never left the
+    regime.  Once past the edge, ``Delta`` (and the cumulative states) carry the amplification of
+    ``prod_j (I - eta H_JC^j)``, so a later return below 2 does not bring the expansions back."""
+    out, ok = [], True
+    for x in eta_sharpness:
+        ok = ok and math.isfinite(float(x)) and float(x) < 2.0
+        out.append(ok)
+    return out
+
+
+def defect_certificates(gaps, estimates, eta_sharpness, bound_errs=None, factor: float = DEFECT_FACTOR,
+                        window: int = DEFECT_WINDOW) -> tuple[list, list]:
+    """``(errors, certificates)`` per iteration: the error is :func:`defect_errors`, or the smaller of it and the
+    bound (``bound_errs``: the records' ``*_err`` column, NaN ignored) where given; the certificate is
+    :func:`certify` with :func:`regime_so_far` as the regime."""
+    errs = defect_errors(gaps, estimates, factor, window)
+    if bound_errs is not None:
+        errs = [min(d, float(b)) if math.isfinite(float(b)) else d for d, b in zip(errs, bound_errs)]
+    regime = regime_so_far(eta_sharpness)
+    return errs, [certify(float(e), err, r) for e, err, r in zip(estimates, errs, regime)]

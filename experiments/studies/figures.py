@@ -202,32 +202,40 @@ def regime_crossing_figure(points: Sequence, path) -> Path | None:
 CERT_BINS = tuple(float(x) for x in np.concatenate([[0.0], np.logspace(-4, np.log10(2.0), 9), [4.0, 8.0, 16.0, 1e9]]))
 
 
-def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS) -> list[dict]:
-    """Coverage and precision of ``estimate``'s certified winners per bin of ``eta * sharpness_k``
+def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS,
+                          kind: str = "defect") -> list[dict]:
+    """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect estimate of
+    :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the recorded ``{estimate}_cert``)
+    per bin of ``eta * sharpness_k``
     (:func:`crosscurv.experiments.studies.regime.regime_series`), pooled over ``runs``
     (:class:`~crosscurv.experiments.studies.collect.StudyRun`): the counts of
     :func:`crosscurv.numeric.metrics.certified_metrics` of each run's iterations in the bin are summed.
 
     Returns one dict per bin with iterations: ``lo, hi, decided, certified, correct, coverage, precision``
-    (percentages; NaN where nothing is decided or certified).  Runs without ``{estimate}_cert`` are skipped.
+    (percentages; NaN where nothing is decided or certified).  ``"bound"`` skips runs without ``{estimate}_cert``.
     """
     from crosscurv.experiments.studies.regime import regime_series
+    from crosscurv.experiments.studies.seeds import defect_columns
     from crosscurv.numeric.metrics import certified_metrics
 
     sums = [[0, 0, 0] for _ in edges[1:]]
     for r in runs:
         cols = r.columns()
-        if f"{estimate}_cert" not in cols or not np.isfinite(cols[f"{estimate}_cert"]).any():
-            continue
         series = regime_series(cols, r.lr)
         if series is None:
             continue
         s = series[0]
+        if kind == "defect":
+            cert = np.asarray(defect_columns(cols, r.lr, estimate)[1], dtype=float)
+        elif f"{estimate}_cert" in cols and np.isfinite(cols[f"{estimate}_cert"]).any():
+            cert = cols[f"{estimate}_cert"]
+        else:
+            continue
         for b, (lo, hi) in enumerate(zip(edges, edges[1:])):
             idx = np.flatnonzero((s >= lo) & (s < hi))
             if idx.size == 0:
                 continue
-            m = certified_metrics(cols["gap"][idx], cols[estimate][idx], cols[f"{estimate}_cert"][idx],
+            m = certified_metrics(cols["gap"][idx], cols[estimate][idx], cert[idx],
                                   cols["gap_err"][idx] if "gap_err" in cols else None)
             sums[b][0] += m["decided"]
             sums[b][1] += m["certified"]
@@ -241,7 +249,8 @@ def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] 
 
 
 def certified_regime_figure(studies: dict, path) -> Path | None:
-    """Where certified predictions hold: precision (top) and coverage (bottom) of the certified winners against
+    """Where certified predictions hold: precision (top) and coverage (bottom) of the defect estimate's certified
+    winners (:func:`pooled_certified_bins`) against
     ``eta * sharpness_k``, one column per estimate, one line per task and study (``studies``: ``{label: runs}``),
     every study's seeds pooled per bin (:func:`pooled_certified_bins`); the edge of stability dashed, the
     precision goal 99% dotted.  ``None`` when no run holds certificates."""

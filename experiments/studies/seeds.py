@@ -26,7 +26,8 @@ import numpy as np
 from crosscurv.experiments.reports.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK_LABELS, table_rows
 
 __all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage", "is_edge_run", "split_edge",
-           "certified_rows", "render_certified_table"]
+           "certified_rows", "render_certified_table", "defect_columns", "summarize_certified",
+           "render_certified_summary"]
 
 #: metrics aggregated over seeds (``jc_hits``/``s_hits`` are split into ``h`` and ``n``)
 SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage", "precision",
@@ -242,53 +243,131 @@ def split_edge(runs) -> tuple[list, list]:
     return inside, edge
 
 
+def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | None:
+    """``(errors, certificates)`` of ``estimate`` with the defect estimate
+    (:func:`crosscurv.numeric.error_estimates.defect_certificates`: the smaller of the defect estimate and the
+    recorded bound ``{estimate}_err`` where the records hold it; regime: ``eta * sharpness_k`` of
+    :func:`crosscurv.experiments.studies.regime.regime_series` below 2 at every ``j <= k``); ``None`` without a
+    sharpness column."""
+    from crosscurv.experiments.studies.regime import regime_series
+    from crosscurv.numeric.error_estimates import defect_certificates
+
+    series = regime_series(columns, lr)
+    if series is None:
+        return None
+    bound = columns.get(f"{estimate}_err")
+    if bound is not None and not np.isfinite(bound).any():
+        bound = None
+    return defect_certificates(columns["gap"], columns[estimate], series[0], bound)
+
+
 def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
-    """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners over
-    all decided iterations, before the first ``k`` with ``eta * sharpness_k >= 2`` and from it
-    (:func:`crosscurv.experiments.studies.trust.run_rows`), the largest converged ``eta * lambda_max`` and the
-    observed winner switches.  Runs without certificate columns are left out."""
-    from crosscurv.experiments.studies.regime import observed_switches
-    from crosscurv.experiments.studies.trust import run_rows
+    """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners of the
+    recorded bound (``bound``: over all decided iterations) and of the defect estimate (``defect_all``,
+    ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the defect estimate's calibration
+    (``defect_calibrated``: share of iterations with ``|estimate - gap| <= err``), the largest converged
+    ``eta * lambda_max`` (NaN for records without it), the first crossing of 2 and the observed winner switches."""
+    from crosscurv.experiments.studies.regime import observed_switches, regime_series
+    from crosscurv.numeric.metrics import calibration, certified_metrics
 
     out = []
     for members in seed_groups(runs).values():
         for r in members:
             cols = r.columns()
-            if not all(f"{e}_cert" in cols and np.isfinite(cols[f"{e}_cert"]).any() for e in estimates):
+            series = regime_series(cols, r.lr)
+            if series is None:
                 continue
-            for row in run_rows(cols, r.lr):
-                if row["estimate"] in estimates:
-                    out.append({"task": r.task, "lr": r.lr, "seed": r.seed, "K": r.K, "status": r.status,
-                                "switches": observed_switches(cols), **row})
+            cross = series[1]
+            K = len(cols["k"])
+            cut = K if cross is None else cross - 1
+            lam = cols.get("lambda_max")
+            top = float(r.lr * np.nanmax(lam)) if lam is not None and np.isfinite(lam).any() else math.nan
+            for e in estimates:
+                dc = defect_columns(cols, r.lr, e)
+                if dc is None:
+                    continue
+                errs, cert = dc
+                errs_d = np.asarray(errs, dtype=float)
+                cert = np.asarray(cert, dtype=float)
+                has_bound = f"{e}_cert" in cols and np.isfinite(cols[f"{e}_cert"]).any()
+                g, x, ge = cols["gap"], cols[e], cols["gap_err"]
+                out.append({
+                    "task": r.task, "lr": r.lr, "seed": r.seed, "K": r.K, "status": r.status, "estimate": e,
+                    "cross": cross, "max_eta_lambda": top, "switches": observed_switches(cols),
+                    "bound": certified_metrics(g, x, cols[f"{e}_cert"], ge) if has_bound else None,
+                    "defect_all": certified_metrics(g, x, cert, ge),
+                    "defect_before": certified_metrics(g[:cut], x[:cut], cert[:cut], ge[:cut]) if cut else None,
+                    "defect_calibrated": calibration(g, x, errs_d),
+                })
     return out
 
 
+def _cp(m) -> str:
+    if m is None:
+        return "-"
+    cov = _pct(m["coverage"]) if m["coverage"] == m["coverage"] else "n/a"
+    prec = _pct(m["precision"]) if m["precision"] == m["precision"] else "n/a"
+    return f"{cov} / {prec}"
+
+
 def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
-    """One line per run: regime indicators and per estimate ``Coverage / Precision`` (all decided iterations;
-    before the first crossing of 2; from it)."""
+    """One line per run and estimate: regime indicators, ``Coverage / Precision`` of the bound's certificates,
+    of the defect estimate's before the first crossing of 2 and over the run, and the defect calibration."""
     from tabulate import tabulate
 
-    def cp(m):
-        if m is None:
-            return "-"
-        return f"{_pct(m['coverage']) if m['coverage'] == m['coverage'] else 'n/a'} / " + (
-            _pct(m["precision"]) if m["precision"] == m["precision"] else "n/a")
-
-    runs: dict = {}
-    for r in rows:
-        runs.setdefault((r["task"], r["lr"], r["seed"]), []).append(r)
-    ests = list(dict.fromkeys(r["estimate"] for r in rows))
     body = []
-    for (task, lr, seed), rs in runs.items():
-        r0 = rs[0]
-        line = [task, f"{lr:g}", str(seed), str(r0["K"]) + ("" if r0["status"] == "complete" else f" ({r0['status']})"),
-                f"{r0['max_eta_lambda']:.3g}", "never" if r0["cross"] is None else str(r0["cross"]),
-                str(r0["switches"])]
-        by = {r["estimate"]: r for r in rs}
-        for e in ests:
-            line += [cp(by[e]["all"]), cp(by[e]["before"]), cp(by[e]["after"])] if e in by else ["-"] * 3
-        body.append(line)
-    head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2", "winner switches"]
-    for e in ests:
-        head += [f"{e} Cov./Prec.", f"{e} before the edge", f"{e} from the edge"]
+    for r in rows:
+        body.append([r["task"], f"{r['lr']:g}", str(r["seed"]),
+                     str(r["K"]) + ("" if r["status"] == "complete" else f" ({r['status']})"),
+                     "n/a" if r["max_eta_lambda"] != r["max_eta_lambda"] else f"{r['max_eta_lambda']:.3g}",
+                     "never" if r["cross"] is None else str(r["cross"]), str(r["switches"]), r["estimate"],
+                     _cp(r["bound"]) if r["bound"] is not None else "n/a", _cp(r["defect_before"]),
+                     _cp(r["defect_all"]), _pct(r["defect_calibrated"])])
+    head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2", "winner switches",
+            "estimate", "bound: Cov. / Prec.", "defect, before the edge: Cov. / Prec.", "defect, all: Cov. / Prec.",
+            "defect Calibrated"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+def summarize_certified(rows: Sequence[dict]) -> list[dict]:
+    """Per task and estimate, pooled over the runs: counts summed, ``before`` (defect, before the first crossing),
+    ``all`` (defect, every iteration) and ``bound`` (every iteration) as Coverage / Precision, and the mean
+    defect calibration."""
+    groups: dict = {}
+    for r in rows:
+        g = groups.setdefault((r["task"], r["estimate"]), {"runs": 0, "cal": [], "before": [0, 0, 0],
+                                                           "all": [0, 0, 0], "bound": [0, 0, 0]})
+        g["runs"] += 1
+        g["cal"].append(r["defect_calibrated"])
+        for key, m in (("before", r["defect_before"]), ("all", r["defect_all"]), ("bound", r["bound"])):
+            if m is not None:
+                g[key][0] += m["decided"]
+                g[key][1] += m["certified"]
+                g[key][2] += m["correct"]
+    out = []
+    for (task, est), g in groups.items():
+        def metrics(c):
+            d, n, ok = c
+            return {"decided": d, "certified": n, "correct": ok,
+                    "coverage": 100.0 * n / d if d else math.nan, "precision": 100.0 * ok / n if n else math.nan}
+        out.append({"task": task, "estimate": est, "runs": g["runs"], "before": metrics(g["before"]),
+                    "all": metrics(g["all"]), "bound": metrics(g["bound"]),
+                    "calibrated": math.fsum(g["cal"]) / len(g["cal"])})
+    return out
+
+
+def render_certified_summary(summary: Sequence[dict], fmt: str = "github") -> str:
+    """:func:`summarize_certified` as a table (``correct/certified of decided`` with each percentage)."""
+    from tabulate import tabulate
+
+    def cell(m):
+        if not m["decided"]:
+            return "-"
+        return f"{_cp(m)} ({m['correct']}/{m['certified']} of {m['decided']})"
+
+    body = [[TASK_LABELS.get(s["task"], s["task"]), ESTIMATE_LABELS.get(s["estimate"], s["estimate"]), str(s["runs"]),
+             cell(s["before"]), cell(s["all"]), cell(s["bound"]), _pct(s["calibrated"])] for s in summary]
+    head = ["Task", "Estimate", "runs", "defect, before the edge: Coverage / Precision",
+            "defect, all iterations: Coverage / Precision", "bound, all iterations: Coverage / Precision",
+            "defect Calibrated (mean)"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

@@ -63,20 +63,24 @@ def test_default_and_edge_runs_are_two_studies_and_one_seed_each(tmp_path):
 def test_certified_rows_split_at_the_first_crossing(tmp_path):
     seeds, edge_old, edge_new = _folders(tmp_path)
     rows = {r["estimate"]: r for r in certified_rows(read_sweep(seeds).runs)}
-    m = rows["recursive"]["all"]
+    m = rows["recursive"]["bound"]
     assert (m["decided"], m["certified"], m["correct"]) == (4, 3, 2)
-    assert rows["recursive"]["cross"] is None and rows["recursive"]["after"] is None
+    # defect errors (factor 3, bound 0 recorded: min(defect, 0) = 0): every nonzero estimate certified
+    d = rows["recursive"]["defect_all"]
+    assert (d["decided"], d["certified"], d["correct"]) == (4, 4, 3)
+    assert rows["recursive"]["cross"] is None and rows["recursive"]["defect_before"] == d
     edge = {r["estimate"]: r for r in certified_rows(read_sweep(edge_new).runs)}["cumulative"]
-    # eta * lambda: 1, 3, 3 -> first crossing of 2 at k = 2; before: k = 1 certified right; from it: k = 3 wrong
+    # eta * lambda: 1, 3, 3 -> first crossing of 2 at k = 2; before it: k = 1 certified right; none after
     assert edge["cross"] == 2 and edge["max_eta_lambda"] == 3.0
-    assert (edge["before"]["certified"], edge["before"]["correct"]) == (1, 1)
-    assert (edge["after"]["decided"], edge["after"]["certified"], edge["after"]["correct"]) == (2, 1, 0)
+    assert (edge["defect_before"]["certified"], edge["defect_before"]["correct"]) == (1, 1)
+    assert (edge["defect_all"]["decided"], edge["defect_all"]["certified"]) == (3, 1)
+    assert (edge["bound"]["certified"], edge["bound"]["correct"]) == (2, 1)
 
 
 def test_pooled_bins_sum_the_counts_and_the_figure_is_drawn(tmp_path):
     seeds, edge_old, edge_new = _folders(tmp_path)
     runs = read_sweep(edge_old).runs + read_sweep(edge_new).runs
-    bins = pooled_certified_bins(runs, "recursive")
+    bins = pooled_certified_bins(runs, "recursive", kind="bound")
     # eta * lambda = 1 (k = 1 of both runs) and 3 (k = 2 of both, k = 3 of the new one)
     by = {(b["lo"] <= 1.0 < b["hi"], b["lo"] <= 3.0 < b["hi"]): b for b in bins}
     one, three = by[(True, False)], by[(False, True)]
@@ -96,6 +100,7 @@ def test_studies_command_writes_both_studies_and_the_figure(tmp_path):
     md = (out / "studies.md").read_text()
     assert "## Table 1 over seeds (default presets, inside the regime)" in md
     assert "## Edge-of-stability study (the `edge` preset)" in md
-    assert "| mlp    | 0.007 | 0      | 4   | 0.1" in md and "75.0% / 66.7%" in md  # coverage 3/4, precision 2/3
+    assert "| mlp    | 0.007 | 0      | 4   | 0.1" in md and "75.0% / 66.7%" in md  # bound: coverage 3/4, prec. 2/3
+    assert "100.0% / 75.0% (3/4 of 4)" in md  # defect: 4 certified, 3 right
     assert (out / "figures" / "studies_certified_regime.png").stat().st_size > 1000
     assert (out / "figures" / "studies_seeds_mlp_edge.png").stat().st_size > 1000
