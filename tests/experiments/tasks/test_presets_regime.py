@@ -27,17 +27,29 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 TASKS = ("mlp", "fl", "lora")
 
 
-@pytest.mark.parametrize("task", TASKS)
-def test_default_rate_is_the_rule_s_choice_from_the_edge_run(task):
-    run = os.path.join(REPO, "reports", "sweeps", "edge-seed0", "runs", f"{task}-default-seed0")
+def _reference(*parts):
+    run = os.path.join(REPO, "reports", "sweeps", *parts)
     with open(os.path.join(run, "summary.json")) as fh:
         settings = json.load(fh)["settings"]
+    return records_columns(read_records(os.path.join(run, "records.csv")))["lambda_max"], settings
+
+
+#: the references of each task beside its edge run: runs at lower rates whose first K records stay below the edge
+MORE = {"lora": [("regime-lora-k500", "runs", "lora-default-lr0.01-seed0")]}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_default_rate_is_the_rule_s_choice_from_the_edge_run(task):
+    lam, settings = _reference("edge-seed0", "runs", f"{task}-default-seed0")
     edge, default = preset_settings(task, "edge"), preset_settings(task, "default")
     assert settings["lr"] == edge["lr"] and settings["iters"] == edge["iters"] == default["iters"]
-    cols = records_columns(read_records(os.path.join(run, "records.csv")))
-    lr, preds = regime_learning_rate(cols["lambda_max"], settings["lr"], default["iters"])
+    more = []
+    for parts in MORE.get(task, []):
+        lam_m, s_m = _reference(*parts)
+        more.append((lam_m, s_m["lr"]))
+    lr, preds = regime_learning_rate(lam, settings["lr"], default["iters"], more=more)
     assert lr == default["lr"], preds
-    # the edge rate itself is not inside the margin (or not covered: the FL edge run diverged before K)
+    # the edge rate itself is not inside the margin, or not covered below the edge
     assert preds.get(edge["lr"], float("inf")) > MARGIN * EDGE
 
 
@@ -48,8 +60,14 @@ def test_the_rule_on_a_known_sharpening_curve():
     lr, preds = regime_learning_rate(lam, 0.1, 50, grid=(0.1, 0.05, 0.03, 0.02))
     assert lr == 0.03
     assert preds[0.03] == pytest.approx(500 * 0.03 ** 2, rel=1e-12)
-    assert preds[0.05] == pytest.approx(1.25, rel=1e-12)
+    assert 0.1 not in preds and 0.05 not in preds  # beyond the reference's time below the edge (next lines)
     assert regime_learning_rate(lam, 0.1, 50, grid=(0.1, 0.05))[0] is None
+    # the reference reaches 0.1 * lambda = 2 at k = 20: it covers t <= 1.9 only, K = 50 at lr <= 0.038
+    lr, preds = regime_learning_rate(lam, 0.1, 50, grid=(0.05, 0.04, 0.03))
+    assert set(preds) == {0.03} and lr == 0.03
+    # a second reference at a lower rate covers what the first does not
+    lr, preds = regime_learning_rate(lam[:5], 0.1, 50, grid=(0.05, 0.03, 0.02), more=[([1.0] * 100, 0.02)])
+    assert lr == 0.03 and preds[0.03] == pytest.approx(0.03)
 
 
 # ARPACK on the full models: mlp 15 s, fl 78 s, lora 40 s on the shared 2-core machine; fl and lora are slow
