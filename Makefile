@@ -69,7 +69,7 @@ performance: $(STAMP)
 # task at K = 500 (edge-seed0 and edge-seeds, written when these rates were the default preset, so their runs say
 # preset default: a rerun under --preset edge writes runs named *-edge-* beside them, pooled as the same study),
 # seeds 1-4 (edge-seeds-mlp, edge-seeds-fl-lora). The regime grids (MLP: seeds 0-2, K = 80; FL and LoRA: seeds
-# 0-1, K = 40), the thread comparison of edge runs, and the aggregation into reports/studies.md with the figure of
+# 0-1, K = 40; LoRA at 0.01, seed 0, K = 500: the second reference of the regime rule), the thread comparison of edge runs, and the aggregation into reports/studies.md with the figure of
 # precision and coverage against eta*sharpness (reports/figures/studies_certified_regime.png).
 SWEEPS   := reports/sweeps
 SWEEP    := $(PY) -m crosscurv sweep --preset default --workers 1 --threads 1 --resume
@@ -90,10 +90,11 @@ studies: $(STAMP)
 	$(SWEEP) --task mlp --lr 0.002 0.005 0.03 0.06 --seed 0-2 --iters 80 --out $(SWEEPS)/regime-mlp $(DONE)
 	$(SWEEP) --task fl --lr 0.002 0.005 0.015 0.1 0.2 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-fl $(DONE)
 	$(SWEEP) --task lora --lr 0.002 0.005 0.01 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-lora $(DONE)
+	$(SWEEP) --task lora --lr 0.01 --seed 0 --out $(SWEEPS)/regime-lora-k500 $(DONE)
 	$(EDGE) --seed 0 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
 	$(EDGE) --seed 0 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
 	$(EDGE) --seed 0 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
-	$(PY) -m crosscurv studies --seeds $(STUDY_SEEDS) --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+	$(PY) -m crosscurv studies --seeds $(STUDY_SEEDS) --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora $(SWEEPS)/regime-lora-k500 --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
 
 # The studies beside Table 1, each into its own report under reports/ (hours on 2 cores; resumable)
 optimizer-studies: $(STAMP)
