@@ -90,11 +90,11 @@ studies: $(STAMP)
 	$(SWEEP) --task mlp --lr 0.002 0.005 0.03 0.06 --seed 0-2 --iters 80 --out $(SWEEPS)/regime-mlp $(DONE)
 	$(SWEEP) --task fl --lr 0.002 0.005 0.015 0.1 0.2 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-fl $(DONE)
 	$(SWEEP) --task lora --lr 0.002 0.005 0.01 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-lora $(DONE)
-	$(SWEEP) --task lora --lr 0.01 --seed 0 --out $(SWEEPS)/regime-lora-k500 $(DONE)
+	$(SWEEP) --task lora --lr 0.01 --seed 0 --out $(SWEEPS)/reference-lora $(DONE)
 	$(EDGE) --seed 0 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
 	$(EDGE) --seed 0 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
 	$(EDGE) --seed 0 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
-	$(PY) -m crosscurv studies --seeds $(STUDY_SEEDS) --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora $(SWEEPS)/regime-lora-k500 --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+	$(PY) -m crosscurv studies --seeds $(STUDY_SEEDS) --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora $(SWEEPS)/reference-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
 
 # The studies beside Table 1, each into its own report under reports/ (hours on 2 cores; resumable)
 optimizer-studies: $(STAMP)

@@ -245,7 +245,7 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 # eta * lambda_max over K = 500, predicted from a reference run's converged lambda_max at the same gradient-flow
 # time eta * k, and only from the part of the reference below its own edge, is at most 1 (a factor 2 below the
 # edge of stability). References: the edge run (reports/sweeps/edge-seed0), for lora also its run at 0.01
-# (reports/sweeps/regime-lora-k500), whose sharpness passes 160 where the edge run's stays near 78:
+# (reports/sweeps/reference-lora), whose sharpness passes 160 where the edge run's stays near 78:
 #   mlp 0.007 (prediction 0.45; 0.01 -> 1.80)    fl 0.007 (0.10; 0.01 not covered: the edge run crosses at t = 4)
 #   lora 0.003 (0.56; 0.005 not covered: the run at 0.01 reaches eta * lambda_max = 2.17 at k = 220, t = 2.2)
 # LoRA's observed winner does not change below the edge: at 0.01 it first changes at k = 225, after the crossing,

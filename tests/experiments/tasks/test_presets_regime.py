@@ -35,7 +35,7 @@ def _reference(*parts):
 
 
 #: the references of each task beside its edge run: runs at lower rates whose first K records stay below the edge
-MORE = {"lora": [("regime-lora-k500", "runs", "lora-default-lr0.01-seed0")]}
+MORE = {"lora": [("reference-lora", "runs", "lora-default-lr0.01-seed0")]}
 
 
 @pytest.mark.parametrize("task", TASKS)
