@@ -147,8 +147,8 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                  "preset had its name say `preset: default` at these rates.")):
             if not runs:
                 continue
-            names = {r.name for r in runs}
-            parts = [p for p in seeds_sw.parts if names & {r.name for r in p.runs}] or list(seeds_sw.parts)
+            ids = {id(r) for r in runs}  # read_sweeps keeps its parts' run objects
+            parts = [p for p in seeds_sw.parts if ids & {id(r) for r in p.runs}] or list(seeds_sw.parts)
             here = {p.path.name for p in parts}
             unfinished = [n for n in seeds_sw.unfinished if "/" not in n or n.split("/", 1)[0] in here]
             sub = SweepRuns(parts[0].path, runs, unfinished, seeds_sw.info, parts)
