@@ -37,11 +37,12 @@ iterations with ``|estimate - gap| <= err``) is measured, not assumed (``experim
 Optimizer runs (momentum, Adam, block factors) propagate through a tangent step, not
 ``I - eta H``: their error columns are NaN (not derived).
 
-The bounds are 10-1000x wider than the errors they bound.  The *defect* estimate
-(:func:`defect_errors`) is the sharp alternative: the realised defects ``|gap^j - estimate^j|`` of the
-iterations before ``k`` (the estimate's neglected terms, measured once ``gap^j`` is), the largest of
-the last :data:`DEFECT_WINDOW`, times :data:`DEFECT_FACTOR`; certified only while the run has never left
-the regime (:func:`regime_so_far`).  Derivation and measured calibration: ``docs/error_estimates.md``.
+The bounds are orders of magnitude wider than the errors they bound.  The *defect interval*
+(:func:`defect_interval`) is the sharp alternative: from the realised signed defects ``gap^j - estimate^j``
+of the last :data:`DEFECT_WINDOW` iterations (the estimate's neglected terms, measured once ``gap^j`` is),
+their range widened by :data:`DEFECT_FACTOR` times its width; a winner is certified when the predicted
+interval excludes 0 and the run has never left the regime (:func:`regime_so_far`).  Derivation and
+measured calibration: ``docs/error_estimates.md``.
 """
 
 from __future__ import annotations
@@ -65,14 +66,15 @@ __all__ = [
     "CERT_FIELDS",
     "DEFECT_FACTOR",
     "DEFECT_WINDOW",
-    "defect_errors",
+    "defect_interval",
+    "defect_calibration",
     "regime_so_far",
     "defect_certificates",
 ]
 
-#: safety factor of the defect estimate (:func:`defect_errors`)
-DEFECT_FACTOR = 3.0
-#: iterations of realised defects the defect estimate looks back over
+#: widening of the defect interval, in units of the window's spread of defects (:func:`defect_interval`)
+DEFECT_FACTOR = 1.0
+#: iterations of realised defects the defect interval looks back over
 DEFECT_WINDOW = 10
 
 #: The error columns, one per estimate of :data:`crosscurv.numeric.records.ESTIMATES`.
@@ -232,32 +234,34 @@ class ErrorState:
         return cls(**{k: float(v) for k, v in dict(state).items()})
 
 
-def defect_errors(gaps, estimates, factor: float = DEFECT_FACTOR, window: int = DEFECT_WINDOW) -> list:
-    """The defect estimate of an estimate's error at each iteration, from its realised errors before it::
+def defect_interval(gaps, estimates, factor: float = DEFECT_FACTOR, window: int = DEFECT_WINDOW) -> list:
+    """The defect interval of an estimate at each iteration: where ``gap^k - estimate^k`` is expected, from the
+    realised signed defects ``d_j = gap^j - estimate^j`` of the ``window`` iterations before ``k``::
 
-        err_k = factor * max { |gap^j - estimate^j| : k - window <= j < k, finite }     (inf when there is none)
+        s_k = max_j d_j - min_j d_j,     [lo_k, hi_k] = [min_j d_j - factor s_k,  max_j d_j + factor s_k]
 
-    ``gap^j - estimate^j`` is exactly the sum of the terms the estimate neglects at ``j`` (for the
-    recursive estimate the remainder of Theorem 2's proof, ``O(eta^3)`` per step; for the cumulative ones
-    the propagated remainder ``g.r_j + ...`` of Theorem 3's), known once ``gap^j`` is measured.  Those
-    terms are smooth functions of the iterates, so while ``eta ||H|| < 2`` they change by a factor close
-    to 1 over a few steps: the window's largest defect times ``factor`` bounds the next one unless the
-    neglected terms grow faster than ``factor`` within ``window`` steps (measured, not assumed:
-    ``docs/error_estimates.md``).
-
-    Args:
-        gaps, estimates: the records' ``gap`` and estimate columns (``k = 1..K``, any float sequence).
+    (``j = k - window .. k - 1``; ``(-inf, inf)`` until ``window`` finite defects exist).  ``d_j`` is exactly the
+    sum of the terms the estimate neglects at ``j`` (for the recursive estimate the remainder of Theorem 2's
+    proof, ``O(eta^3)`` per step; for the cumulative ones the propagated remainder of Theorem 3's), known once
+    ``gap^j`` is measured.  Those terms are smooth functions of the iterates: below the edge of stability they
+    drift by about their own spread over ``window`` steps, and keep their sign, which a symmetric bar
+    ``|d| <= err`` throws away (the cumulative estimate on ``mlp`` is a third of the gap, with the right sign,
+    at every iteration).  An *estimate*, not a bound: its calibration is measured (``docs/error_estimates.md``).
 
     Returns:
-        ``K`` Python floats (``inf`` at ``k = 1``).
+        ``K`` pairs ``(lo_k, hi_k)`` of Python floats.
     """
-    if factor <= 0 or window < 1:
-        raise ValueError(f"factor must be > 0 and window >= 1, got {factor}, {window}")
-    d = [abs(float(g) - float(e)) for g, e in zip(gaps, estimates)]
+    if factor < 0 or window < 1:
+        raise ValueError(f"factor must be >= 0 and window >= 1, got {factor}, {window}")
+    d = [float(g) - float(e) for g, e in zip(gaps, estimates)]
     out = []
     for k in range(len(d)):
         past = [x for x in d[max(0, k - window):k] if math.isfinite(x)]
-        out.append(factor * max(past) if past else math.inf)
+        if len(past) < window:
+            out.append((-math.inf, math.inf))
+            continue
+        lo, hi = min(past), max(past)
+        out.append((lo - factor * (hi - lo), hi + factor * (hi - lo)))
     return out
 
 
@@ -274,11 +278,28 @@ def regime_so_far(eta_sharpness) -> list:
 
 def defect_certificates(gaps, estimates, eta_sharpness, bound_errs=None, factor: float = DEFECT_FACTOR,
                         window: int = DEFECT_WINDOW) -> tuple[list, list]:
-    """``(errors, certificates)`` per iteration: the error is :func:`defect_errors`, or the smaller of it and the
-    bound (``bound_errs``: the records' ``*_err`` column, NaN ignored) where given; the certificate is
-    :func:`certify` with :func:`regime_so_far` as the regime."""
-    errs = defect_errors(gaps, estimates, factor, window)
-    if bound_errs is not None:
-        errs = [min(d, float(b)) if math.isfinite(float(b)) else d for d, b in zip(errs, bound_errs)]
+    """``(intervals, certificates)`` per iteration: :func:`defect_interval`, and the winner certified (``+1`` JC,
+    ``-1`` ``S``, ``0`` not) while the run has never left the regime (:func:`regime_so_far`) when the predicted
+    gap ``estimate^k + [lo_k, hi_k]`` excludes 0, or when the recorded bound certifies it
+    (``|estimate^k| > bound_errs[k]``, NaN ignored)."""
+    intervals = defect_interval(gaps, estimates, factor, window)
     regime = regime_so_far(eta_sharpness)
-    return errs, [certify(float(e), err, r) for e, err, r in zip(estimates, errs, regime)]
+    certs = []
+    for k, (e, (lo, hi), r) in enumerate(zip(estimates, intervals, regime)):
+        e = float(e)
+        c = 0.0
+        if r and math.isfinite(e):
+            if e + lo > 0:
+                c = 1.0
+            elif e + hi < 0:
+                c = -1.0
+            elif bound_errs is not None:
+                c = certify(e, float(bound_errs[k]), True)
+        certs.append(c)
+    return intervals, certs
+
+
+def defect_calibration(gaps, estimates, intervals) -> float:
+    """Share (percent) of iterations with ``lo_k <= gap^k - estimate^k <= hi_k`` (NaN without iterations)."""
+    hits = [lo <= float(g) - float(e) <= hi for g, e, (lo, hi) in zip(gaps, estimates, intervals)]
+    return 100.0 * sum(hits) / len(hits) if hits else math.nan

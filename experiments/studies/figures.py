@@ -204,7 +204,7 @@ CERT_BINS = tuple(float(x) for x in np.concatenate([[0.0], np.logspace(-4, np.lo
 
 def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS,
                           kind: str = "defect") -> list[dict]:
-    """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect estimate of
+    """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect interval of
     :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the recorded ``{estimate}_cert``)
     per bin of ``eta * sharpness_k``
     (:func:`crosscurv.experiments.studies.regime.regime_series`), pooled over ``runs``
@@ -249,7 +249,7 @@ def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] 
 
 
 def certified_regime_figure(studies: dict, path) -> Path | None:
-    """Where certified predictions hold: precision (top) and coverage (bottom) of the defect estimate's certified
+    """Where certified predictions hold: precision (top) and coverage (bottom) of the defect interval's certified
     winners (:func:`pooled_certified_bins`) against
     ``eta * sharpness_k``, one column per estimate, one line per task and study (``studies``: ``{label: runs}``),
     every study's seeds pooled per bin (:func:`pooled_certified_bins`); the edge of stability dashed, the

@@ -130,7 +130,7 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
             result.figures.append(p)
             lines += ["## Where certified predictions hold", "",
                       "Precision (correct among the certified iterations) and coverage (certified share of the "
-                      "decided iterations) of each estimate's certified winner (the defect estimate, below) "
+                      "decided iterations) of each estimate's certified winner (the defect interval, below) "
                       "against `eta * sharpness_k` "
                       "(`max(lambda_max, sharpness)`), every study's runs pooled per bin: solid the `default` "
                       "presets, dashed the `edge` preset, dotted the learning-rate grids. Goals dotted: precision "
@@ -169,12 +169,14 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
             cert = certified_rows(runs)
             if cert:
                 lines += ["Certified winners, pooled over the runs of each task (counts summed): the defect "
-                          "estimate (`crosscurv.numeric.error_estimates.defect_certificates`: three times the "
-                          "largest realised error of the last 10 iterations, or the recorded bound where smaller; "
-                          "certified while `eta * sharpness_j < 2` for every `j <= k`) before the first crossing "
+                          "interval (`crosscurv.numeric.error_estimates.defect_certificates`: the range of the "
+                          "signed realised errors `gap - estimate` of the last 10 iterations, widened by its own "
+                          "width; certified when the estimate plus that interval excludes 0, or the recorded bound "
+                          "certifies, while `eta * sharpness_j < 2` for every `j <= k`) before the first crossing "
                           "of 2 and over all iterations, the recorded bound (`*_cert`) over all iterations, and "
-                          "the defect estimate's calibration (share of iterations with |estimate - gap| <= err, "
-                          "mean over the runs). Cells: Coverage / Precision (correct/certified of decided).", "",
+                          "the defect interval's calibration (share of the iterations where it is defined that it "
+                          "holds `gap - estimate`, mean over the runs). Cells: Coverage / Precision "
+                          "(correct/certified of decided).", "",
                           render_certified_summary(summarize_certified(cert)), "",
                           "Per run and estimate (`n/a` for the bound: records without the error columns, or "
                           "nothing certified):", "", render_certified_table(cert), ""]

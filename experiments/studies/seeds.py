@@ -244,11 +244,10 @@ def split_edge(runs) -> tuple[list, list]:
 
 
 def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | None:
-    """``(errors, certificates)`` of ``estimate`` with the defect estimate
-    (:func:`crosscurv.numeric.error_estimates.defect_certificates`: the smaller of the defect estimate and the
-    recorded bound ``{estimate}_err`` where the records hold it; regime: ``eta * sharpness_k`` of
-    :func:`crosscurv.experiments.studies.regime.regime_series` below 2 at every ``j <= k``); ``None`` without a
-    sharpness column."""
+    """``(intervals, certificates)`` of ``estimate`` by :func:`crosscurv.numeric.error_estimates.defect_certificates`
+    (the defect interval, or the recorded bound ``{estimate}_err`` where the records hold it; regime:
+    ``eta * sharpness_k`` of :func:`crosscurv.experiments.studies.regime.regime_series` below 2 at every
+    ``j <= k``); ``None`` without a sharpness column."""
     from crosscurv.experiments.studies.regime import regime_series
     from crosscurv.numeric.error_estimates import defect_certificates
 
@@ -263,12 +262,14 @@ def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | Non
 
 def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
     """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners of the
-    recorded bound (``bound``: over all decided iterations) and of the defect estimate (``defect_all``,
-    ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the defect estimate's calibration
-    (``defect_calibrated``: share of iterations with ``|estimate - gap| <= err``), the largest converged
+    recorded bound (``bound``: over all decided iterations) and of the defect interval (``defect_all``,
+    ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the defect interval's calibration
+    (``defect_calibrated``: share of the iterations where it is defined that it holds ``gap - estimate``), the
+    largest converged
     ``eta * lambda_max`` (NaN for records without it), the first crossing of 2 and the observed winner switches."""
     from crosscurv.experiments.studies.regime import observed_switches, regime_series
-    from crosscurv.numeric.metrics import calibration, certified_metrics
+    from crosscurv.numeric.error_estimates import defect_calibration
+    from crosscurv.numeric.metrics import certified_metrics
 
     out = []
     for members in seed_groups(runs).values():
@@ -286,9 +287,9 @@ def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]
                 dc = defect_columns(cols, r.lr, e)
                 if dc is None:
                     continue
-                errs, cert = dc
-                errs_d = np.asarray(errs, dtype=float)
+                intervals, cert = dc
                 cert = np.asarray(cert, dtype=float)
+                defined = [i for i, (lo, hi) in enumerate(intervals) if math.isfinite(lo)]
                 has_bound = f"{e}_cert" in cols and np.isfinite(cols[f"{e}_cert"]).any()
                 g, x, ge = cols["gap"], cols[e], cols["gap_err"]
                 out.append({
@@ -297,7 +298,8 @@ def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]
                     "bound": certified_metrics(g, x, cols[f"{e}_cert"], ge) if has_bound else None,
                     "defect_all": certified_metrics(g, x, cert, ge),
                     "defect_before": certified_metrics(g[:cut], x[:cut], cert[:cut], ge[:cut]) if cut else None,
-                    "defect_calibrated": calibration(g, x, errs_d),
+                    "defect_calibrated": defect_calibration(g[defined], x[defined], [intervals[i] for i in defined])
+                    if defined else math.nan,
                 })
     return out
 
@@ -312,7 +314,7 @@ def _cp(m) -> str:
 
 def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
     """One line per run and estimate: regime indicators, ``Coverage / Precision`` of the bound's certificates,
-    of the defect estimate's before the first crossing of 2 and over the run, and the defect calibration."""
+    of the defect interval's before the first crossing of 2 and over the run, and the defect calibration."""
     from tabulate import tabulate
 
     body = []
@@ -338,7 +340,8 @@ def summarize_certified(rows: Sequence[dict]) -> list[dict]:
         g = groups.setdefault((r["task"], r["estimate"]), {"runs": 0, "cal": [], "before": [0, 0, 0],
                                                            "all": [0, 0, 0], "bound": [0, 0, 0]})
         g["runs"] += 1
-        g["cal"].append(r["defect_calibrated"])
+        if r["defect_calibrated"] == r["defect_calibrated"]:
+            g["cal"].append(r["defect_calibrated"])
         for key, m in (("before", r["defect_before"]), ("all", r["defect_all"]), ("bound", r["bound"])):
             if m is not None:
                 g[key][0] += m["decided"]
@@ -352,7 +355,7 @@ def summarize_certified(rows: Sequence[dict]) -> list[dict]:
                     "coverage": 100.0 * n / d if d else math.nan, "precision": 100.0 * ok / n if n else math.nan}
         out.append({"task": task, "estimate": est, "runs": g["runs"], "before": metrics(g["before"]),
                     "all": metrics(g["all"]), "bound": metrics(g["bound"]),
-                    "calibrated": math.fsum(g["cal"]) / len(g["cal"])})
+                    "calibrated": math.fsum(g["cal"]) / len(g["cal"]) if g["cal"] else math.nan})
     return out
 
 

@@ -65,7 +65,7 @@ def test_certified_rows_split_at_the_first_crossing(tmp_path):
     rows = {r["estimate"]: r for r in certified_rows(read_sweep(seeds).runs)}
     m = rows["recursive"]["bound"]
     assert (m["decided"], m["certified"], m["correct"]) == (4, 3, 2)
-    # defect errors (factor 3, bound 0 recorded: min(defect, 0) = 0): every nonzero estimate certified
+    # 4 records: no defect interval yet (10 past defects needed); the recorded bound 0 certifies every nonzero estimate
     d = rows["recursive"]["defect_all"]
     assert (d["decided"], d["certified"], d["correct"]) == (4, 4, 3)
     assert rows["recursive"]["cross"] is None and rows["recursive"]["defect_before"] == d
