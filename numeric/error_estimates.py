@@ -48,7 +48,7 @@ measured calibration: ``docs/error_estimates.md``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 __all__ = [
     "step_remainder",
@@ -68,6 +68,8 @@ __all__ = [
     "DEFECT_WINDOW",
     "defect_interval",
     "defect_calibration",
+    "defect_record",
+    "DefectState",
     "regime_so_far",
     "defect_certificates",
 ]
@@ -276,27 +278,73 @@ def regime_so_far(eta_sharpness) -> list:
     return out
 
 
+def defect_record(past_defects, estimate: float, bound_err: float, inside: bool, factor: float = DEFECT_FACTOR,
+                  window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
+    """``(lo_k, hi_k, certificate)`` of one record from the signed defects of the iterations before it
+    (``past_defects``, oldest first; the last ``window`` are used): :func:`defect_interval`'s interval, and the
+    winner certified when ``inside`` (the run has never left the regime) and ``estimate + [lo, hi]`` excludes 0,
+    or ``|estimate| > bound_err`` (NaN: no bound)."""
+    past = [float(x) for x in list(past_defects)[-window:] if math.isfinite(float(x))]
+    if len(past) < window:
+        lo, hi = -math.inf, math.inf
+    else:
+        a, b = min(past), max(past)
+        lo, hi = a - factor * (b - a), b + factor * (b - a)
+    e = float(estimate)
+    c = 0.0
+    if inside and math.isfinite(e):
+        if e + lo > 0:
+            c = 1.0
+        elif e + hi < 0:
+            c = -1.0
+        else:
+            c = certify(e, float(bound_err), True)
+    return lo, hi, c
+
+
 def defect_certificates(gaps, estimates, eta_sharpness, bound_errs=None, factor: float = DEFECT_FACTOR,
                         window: int = DEFECT_WINDOW) -> tuple[list, list]:
-    """``(intervals, certificates)`` per iteration: :func:`defect_interval`, and the winner certified (``+1`` JC,
-    ``-1`` ``S``, ``0`` not) while the run has never left the regime (:func:`regime_so_far`) when the predicted
-    gap ``estimate^k + [lo_k, hi_k]`` excludes 0, or when the recorded bound certifies it
-    (``|estimate^k| > bound_errs[k]``, NaN ignored)."""
-    intervals = defect_interval(gaps, estimates, factor, window)
+    """``(intervals, certificates)`` per iteration: :func:`defect_record` over a run's columns, with
+    :func:`regime_so_far` as ``inside`` and ``bound_errs`` (the records' ``*_err``; ``None``: no bound)."""
     regime = regime_so_far(eta_sharpness)
-    certs = []
-    for k, (e, (lo, hi), r) in enumerate(zip(estimates, intervals, regime)):
-        e = float(e)
-        c = 0.0
-        if r and math.isfinite(e):
-            if e + lo > 0:
-                c = 1.0
-            elif e + hi < 0:
-                c = -1.0
-            elif bound_errs is not None:
-                c = certify(e, float(bound_errs[k]), True)
+    intervals, certs, past = [], [], []
+    for k, (g, e, r) in enumerate(zip(gaps, estimates, regime)):
+        b = math.nan if bound_errs is None else float(bound_errs[k])
+        lo, hi, c = defect_record(past, e, b, r, factor, window)
+        intervals.append((lo, hi))
         certs.append(c)
+        past = (past + [float(g) - float(e)])[-window:]
     return intervals, certs
+
+
+@dataclass
+class DefectState:
+    """What the defect interval carries between records of a run (resumable, :meth:`state_dict`): per estimate
+    the signed defects ``gap^j - estimate^j`` of the last :data:`DEFECT_WINDOW` records, and whether every record
+    so far was inside the regime.  :meth:`record` gives one record's ``(lo, hi, certificate)`` and then folds its
+    defect in, so a run's records equal :func:`defect_certificates` of its columns."""
+
+    defects: dict = field(default_factory=dict)
+    inside: bool = True
+
+    def record(self, name: str, gap: float, estimate: float, bound_err: float, in_regime_now: bool,
+               window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
+        """``(lo, hi, certificate)`` of ``name`` at this record; call once per estimate, every estimate with the
+        same ``in_regime_now`` (``eta * sharpness_k < 2``)."""
+        self.inside = self.inside and bool(in_regime_now)
+        past = self.defects.get(name, [])
+        out = defect_record(past, estimate, bound_err, self.inside, DEFECT_FACTOR, window)
+        self.defects[name] = (past + [float(gap) - float(estimate)])[-window:]
+        return out
+
+    def state_dict(self) -> dict:
+        return {"defects": {k: list(v) for k, v in self.defects.items()}, "inside": self.inside}
+
+    @classmethod
+    def from_state_dict(cls, state) -> "DefectState":
+        state = dict(state)
+        return cls({k: [float(x) for x in v] for k, v in dict(state.get("defects", {})).items()},
+                   bool(state.get("inside", True)))
 
 
 def defect_calibration(gaps, estimates, intervals) -> float:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -121,6 +122,23 @@ def test_defect_formulas():
     assert errs.defect_calibration([1.0, 2.0], [0.5, 2.0], [(0.0, 0.4), (-1.0, 1.0)]) == 50.0
     with pytest.raises(ValueError):
         errs.defect_interval(gaps, ests, window=0)
+
+
+def test_defect_state_gives_the_columns_records_and_survives_a_checkpoint():
+    rng = np.random.default_rng(0)
+    gaps = list(rng.normal(0.0, 1.0, 30))
+    ests = [g + 0.1 * x for g, x in zip(gaps, rng.normal(0.3, 1.0, 30))]
+    top = [0.5] * 25 + [2.5] + [0.5] * 4
+    bound = [0.05] * 30
+    want_iv, want_c = errs.defect_certificates(gaps, ests, top, bound)
+    assert want_iv == [(lo, hi) for lo, hi in errs.defect_interval(gaps, ests)]
+    state = errs.DefectState()
+    for k in range(30):
+        if k == 13:  # a checkpoint and a resume in the middle
+            state = errs.DefectState.from_state_dict(json.loads(json.dumps(state.state_dict())))
+        lo, hi, c = state.record("recursive", gaps[k], ests[k], bound[k], top[k] < 2.0)
+        assert (lo, hi) == want_iv[k] and c == want_c[k], k
+    assert not state.inside and want_c[25:] == [0.0] * 5
 
 
 @pytest.mark.parametrize("case, lr, K", [("quadratic", 0.1, 40), ("tanh_mlp", 0.05, 40)])
