@@ -84,14 +84,15 @@ def _study_threads(n: int = STUDY_THREADS):
 
 def _reusable(summary: dict, task: str, preset: str) -> str | None:
     """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
-    K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken
-    as they are)."""
+    learning rate and K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was
+    recorded are taken as they are)."""
     from crosscurv.experiments.tasks import preset_settings
 
     settings = summary.get("settings", {})
     if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
         return f"status {summary.get('status')!r}"
-    want = {"preset": preset, "iters": preset_settings(task, preset).get("iters"), "seed": 0}
+    ps = preset_settings(task, preset)
+    want = {"preset": preset, "lr": ps.get("lr"), "iters": ps.get("iters"), "seed": 0}
     for key, value in want.items():
         if settings.get(key) != value:
             return f"{key} {settings.get(key)!r}, the study needs {value!r}"

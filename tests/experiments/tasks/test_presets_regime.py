@@ -81,3 +81,13 @@ def test_default_preset_is_below_the_edge_with_margin_at_theta0(task):
     ext = hessian_extremes(lambda v: hvp(t.loss, params, v), params)
     assert ext.lam_max > 0
     assert settings["lr"] * ext.lam_max <= MARGIN * EDGE, (settings["lr"], ext.lam_max)
+
+
+def test_make_report_does_not_reuse_a_run_at_another_rate_than_the_preset_s():
+    from crosscurv.experiments.reports.build import _reusable
+
+    lam, settings = _reference("edge-seed0", "runs", "mlp-default-seed0")  # preset default at the edge rate
+    summary = {"status": "complete", "settings": settings}
+    assert "lr 0.01, the study needs 0.007" in _reusable(summary, "mlp", "default")
+    settings = dict(settings, lr=preset_settings("mlp", "default")["lr"])
+    assert _reusable({"status": "complete", "settings": settings}, "mlp", "default") is None
