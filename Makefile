@@ -2,7 +2,8 @@
 #   make test    creates .venv if missing, installs, runs pytest (the theory checker)
 #   make test-portable  the numerically sensitive tests under emulated instruction sets and 2 threads
 #   make report  creates .venv if missing, installs, regenerates reports/
-#   make studies the seeds and regime-map sweeps into reports/sweeps/ (hours), then reports/studies.md
+#   make studies the seeds (default and edge presets) and regime-map sweeps into reports/sweeps/ (hours), then
+#                reports/studies.md
 #   make docs    the documentation site into site/
 PYTHON ?= python3
 VENV   ?= .venv
@@ -63,28 +64,39 @@ report: $(STAMP)
 performance: $(STAMP)
 	$(PY) benchmarks/bench_all.py --out reports/performance.md
 
-# The committed studies, sized for a shared 2-core machine: 1 intra-op thread per run (deterministic
-# float32 reductions), 2 runs at a time; complete runs in reports/sweeps/ are reused and interrupted ones
-# resumed (delete a folder to recompute it). Seed 0 of every task at K = 500 (Table 1), the MLP's seeds 1-4
-# at K = 500, the regime grids (MLP: seeds 0-2, K = 80; FL and LoRA: seeds 0-1, K = 40; the preset's own
-# learning rate is the first K records of the seeds runs), the FL and LoRA seeds 1-4 at K = 500, then the
-# same code with 1 thread (control) and 2 threads, and the aggregation into reports/studies.md.
+# The committed studies, sized for a shared 2-core machine: 1 intra-op thread per run (deterministic float32
+# reductions), 1 run at a time; complete runs in reports/sweeps/ are reused and interrupted ones resumed (delete a
+# folder to recompute it). Inside the regime (the default presets, whose learning rates the regime rule picks):
+# seeds 0-4 of every task at K = 500 (Table 1 over seeds). The edge of stability (the edge preset): seed 0 of every
+# task at K = 500 (edge-seed0 and edge-seeds, written when these rates were the default preset, so their runs say
+# preset default: a rerun under --preset edge writes runs named *-edge-* beside them, pooled as the same study),
+# seeds 1-4 (edge-seeds-mlp, edge-seeds-fl-lora). The regime grids (MLP: seeds 0-2, K = 80; FL and LoRA: seeds
+# 0-1, K = 40; LoRA at 0.01, seed 0, K = 500: the second reference of the regime rule), the thread comparison of edge runs, and the aggregation into reports/studies.md with the figure of
+# precision and coverage against eta*sharpness (reports/figures/studies_certified_regime.png).
 SWEEPS   := reports/sweeps
-SWEEP    := $(PY) -m crosscurv sweep --preset default --workers 2 --threads 1 --resume
-# a sweep exits 3 when a run diverged (FL seed 0 does, at k = 431) or failed: a result, which the
-# aggregation and studies.md report per run, so it does not stop the target (2, a bad grid, does)
+SWEEP    := $(PY) -m crosscurv sweep --preset default --workers 1 --threads 1 --resume
+EDGE     := $(PY) -m crosscurv sweep --preset edge --workers 1 --threads 1 --resume
+# a sweep exits 3 when a run diverged (FL seed 0 does under the edge preset, at k = 431) or failed: a result, which
+# the aggregation and studies.md report per run, so it does not stop the target (2, a bad grid, does)
 DONE     := || [ $$? -eq 3 ]
+STUDY_SEEDS := $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-lora $(SWEEPS)/seeds-fl \
+               $(SWEEPS)/edge-seed0 $(SWEEPS)/edge-seeds $(SWEEPS)/edge-seeds-mlp $(SWEEPS)/edge-seeds-fl-lora
 studies: $(STAMP)
-	$(SWEEP) --task mlp fl lora --seed 0 --out $(SWEEPS)/seeds $(DONE)
+	$(SWEEP) --task mlp lora fl --seed 0 --out $(SWEEPS)/seeds $(DONE)
 	$(SWEEP) --task mlp --seed 1-4 --out $(SWEEPS)/seeds-mlp $(DONE)
+	$(SWEEP) --task lora --seed 1-4 --out $(SWEEPS)/seeds-lora $(DONE)
+	$(SWEEP) --task fl --seed 1-4 --out $(SWEEPS)/seeds-fl $(DONE)
+	$(EDGE) --task mlp fl lora --seed 0 --out $(SWEEPS)/edge-seed0 $(DONE)
+	$(EDGE) --task mlp --seed 1-4 --out $(SWEEPS)/edge-seeds-mlp $(DONE)
+	$(EDGE) --task fl lora --seed 1-4 --out $(SWEEPS)/edge-seeds-fl-lora $(DONE)
 	$(SWEEP) --task mlp --lr 0.002 0.005 0.03 0.06 --seed 0-2 --iters 80 --out $(SWEEPS)/regime-mlp $(DONE)
 	$(SWEEP) --task fl --lr 0.002 0.005 0.015 0.1 0.2 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-fl $(DONE)
 	$(SWEEP) --task lora --lr 0.002 0.005 0.01 --seed 0-1 --iters 40 --out $(SWEEPS)/regime-lora $(DONE)
-	$(SWEEP) --task fl lora --seed 1-4 --out $(SWEEPS)/seeds-fl-lora $(DONE)
-	$(PY) -m crosscurv sweep --preset default --seed 0 --resume --workers 1 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
-	$(PY) -m crosscurv sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
-	$(PY) -m crosscurv sweep --preset default --seed 0 --resume --workers 1 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
-	$(PY) -m crosscurv studies --seeds $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-fl-lora --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
+	$(SWEEP) --task lora --lr 0.01 --seed 0 --out $(SWEEPS)/reference-lora $(DONE)
+	$(EDGE) --seed 0 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
+	$(EDGE) --seed 0 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
+	$(EDGE) --seed 0 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
+	$(PY) -m crosscurv studies --seeds $(STUDY_SEEDS) --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora $(SWEEPS)/reference-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
 
 # The studies beside Table 1, each into its own report under reports/ (hours on 2 cores; resumable)
 optimizer-studies: $(STAMP)

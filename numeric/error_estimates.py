@@ -36,12 +36,19 @@ iterations with ``|estimate - gap| <= err``) is measured, not assumed (``experim
 
 Optimizer runs (momentum, Adam, block factors) propagate through a tangent step, not
 ``I - eta H``: their error columns are NaN (not derived).
+
+The bounds are orders of magnitude wider than the errors they bound.  The *defect interval*
+(:func:`defect_interval`) is the sharp alternative: from the realised signed defects ``gap^j - estimate^j``
+of the last :data:`DEFECT_WINDOW` iterations (the estimate's neglected terms, measured once ``gap^j`` is),
+their range widened by :data:`DEFECT_FACTOR` times its width; a winner is certified when the predicted
+interval excludes 0 and the run has never left the regime (:func:`regime_so_far`).  Derivation and
+measured calibration: ``docs/error_estimates.md``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 __all__ = [
     "step_remainder",
@@ -57,7 +64,20 @@ __all__ = [
     "ErrorState",
     "ERROR_FIELDS",
     "CERT_FIELDS",
+    "DEFECT_FACTOR",
+    "DEFECT_WINDOW",
+    "defect_interval",
+    "defect_calibration",
+    "defect_record",
+    "DefectState",
+    "regime_so_far",
+    "defect_certificates",
 ]
+
+#: widening of the defect interval, in units of the window's spread of defects (:func:`defect_interval`)
+DEFECT_FACTOR = 1.0
+#: iterations of realised defects the defect interval looks back over
+DEFECT_WINDOW = 10
 
 #: The error columns, one per estimate of :data:`crosscurv.numeric.records.ESTIMATES`.
 ERROR_FIELDS = ("recursive_err", "cumulative_err", "jc_only_err")
@@ -214,3 +234,120 @@ class ErrorState:
     @classmethod
     def from_state_dict(cls, state) -> "ErrorState":
         return cls(**{k: float(v) for k, v in dict(state).items()})
+
+
+def defect_interval(gaps, estimates, factor: float = DEFECT_FACTOR, window: int = DEFECT_WINDOW) -> list:
+    """The defect interval of an estimate at each iteration: where ``gap^k - estimate^k`` is expected, from the
+    realised signed defects ``d_j = gap^j - estimate^j`` of the ``window`` iterations before ``k``::
+
+        s_k = max_j d_j - min_j d_j,     [lo_k, hi_k] = [min_j d_j - factor s_k,  max_j d_j + factor s_k]
+
+    (``j = k - window .. k - 1``; ``(-inf, inf)`` until ``window`` finite defects exist).  ``d_j`` is exactly the
+    sum of the terms the estimate neglects at ``j`` (for the recursive estimate the remainder of Theorem 2's
+    proof, ``O(eta^3)`` per step; for the cumulative ones the propagated remainder of Theorem 3's), known once
+    ``gap^j`` is measured.  Those terms are smooth functions of the iterates: below the edge of stability they
+    drift by about their own spread over ``window`` steps, and keep their sign, which a symmetric bar
+    ``|d| <= err`` throws away (the cumulative estimate on ``mlp`` is a third of the gap, with the right sign,
+    at every iteration).  An *estimate*, not a bound: its calibration is measured (``docs/error_estimates.md``).
+
+    Returns:
+        ``K`` pairs ``(lo_k, hi_k)`` of Python floats.
+    """
+    if factor < 0 or window < 1:
+        raise ValueError(f"factor must be >= 0 and window >= 1, got {factor}, {window}")
+    d = [float(g) - float(e) for g, e in zip(gaps, estimates)]
+    out = []
+    for k in range(len(d)):
+        past = [x for x in d[max(0, k - window):k] if math.isfinite(x)]
+        if len(past) < window:
+            out.append((-math.inf, math.inf))
+            continue
+        lo, hi = min(past), max(past)
+        out.append((lo - factor * (hi - lo), hi + factor * (hi - lo)))
+    return out
+
+
+def regime_so_far(eta_sharpness) -> list:
+    """``True`` at ``k`` while ``eta * sharpness_j < 2`` for every ``j <= k`` (finite): the run has never left the
+    regime.  Once past the edge, ``Delta`` (and the cumulative states) carry the amplification of
+    ``prod_j (I - eta H_JC^j)``, so a later return below 2 does not bring the expansions back."""
+    out, ok = [], True
+    for x in eta_sharpness:
+        ok = ok and math.isfinite(float(x)) and float(x) < 2.0
+        out.append(ok)
+    return out
+
+
+def defect_record(past_defects, estimate: float, bound_err: float, inside: bool, factor: float = DEFECT_FACTOR,
+                  window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
+    """``(lo_k, hi_k, certificate)`` of one record from the signed defects of the iterations before it
+    (``past_defects``, oldest first; the last ``window`` are used): :func:`defect_interval`'s interval, and the
+    winner certified when ``inside`` (the run has never left the regime) and ``estimate + [lo, hi]`` excludes 0,
+    or ``|estimate| > bound_err`` (NaN: no bound)."""
+    past = [float(x) for x in list(past_defects)[-window:] if math.isfinite(float(x))]
+    if len(past) < window:
+        lo, hi = -math.inf, math.inf
+    else:
+        a, b = min(past), max(past)
+        lo, hi = a - factor * (b - a), b + factor * (b - a)
+    e = float(estimate)
+    c = 0.0
+    if inside and math.isfinite(e):
+        if e + lo > 0:
+            c = 1.0
+        elif e + hi < 0:
+            c = -1.0
+        else:
+            c = certify(e, float(bound_err), True)
+    return lo, hi, c
+
+
+def defect_certificates(gaps, estimates, eta_sharpness, bound_errs=None, factor: float = DEFECT_FACTOR,
+                        window: int = DEFECT_WINDOW) -> tuple[list, list]:
+    """``(intervals, certificates)`` per iteration: :func:`defect_record` over a run's columns, with
+    :func:`regime_so_far` as ``inside`` and ``bound_errs`` (the records' ``*_err``; ``None``: no bound)."""
+    regime = regime_so_far(eta_sharpness)
+    intervals, certs, past = [], [], []
+    for k, (g, e, r) in enumerate(zip(gaps, estimates, regime)):
+        b = math.nan if bound_errs is None else float(bound_errs[k])
+        lo, hi, c = defect_record(past, e, b, r, factor, window)
+        intervals.append((lo, hi))
+        certs.append(c)
+        past = (past + [float(g) - float(e)])[-window:]
+    return intervals, certs
+
+
+@dataclass
+class DefectState:
+    """What the defect interval carries between records of a run (resumable, :meth:`state_dict`): per estimate
+    the signed defects ``gap^j - estimate^j`` of the last :data:`DEFECT_WINDOW` records, and whether every record
+    so far was inside the regime.  :meth:`record` gives one record's ``(lo, hi, certificate)`` and then folds its
+    defect in, so a run's records equal :func:`defect_certificates` of its columns."""
+
+    defects: dict = field(default_factory=dict)
+    inside: bool = True
+
+    def record(self, name: str, gap: float, estimate: float, bound_err: float, in_regime_now: bool,
+               window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
+        """``(lo, hi, certificate)`` of ``name`` at this record; call once per estimate, every estimate with the
+        same ``in_regime_now`` (``eta * sharpness_k < 2``)."""
+        self.inside = self.inside and bool(in_regime_now)
+        past = self.defects.get(name, [])
+        out = defect_record(past, estimate, bound_err, self.inside, DEFECT_FACTOR, window)
+        self.defects[name] = (past + [float(gap) - float(estimate)])[-window:]
+        return out
+
+    def state_dict(self) -> dict:
+        return {"defects": {k: list(v) for k, v in self.defects.items()}, "inside": self.inside}
+
+    @classmethod
+    def from_state_dict(cls, state) -> "DefectState":
+        state = dict(state)
+        return cls({k: [float(x) for x in v] for k, v in dict(state.get("defects", {})).items()},
+                   bool(state.get("inside", True)))
+
+
+def defect_calibration(gaps, estimates, intervals) -> float:
+    """Share (percent) of iterations with ``lo_k <= gap^k - estimate^k <= hi_k`` (NaN without iterations)."""
+    hits = [lo <= float(g) - float(e) <= hi for g, e, (lo, hi) in zip(gaps, estimates, intervals)]
+    return 100.0 * sum(hits) / len(hits) if hits else math.nan

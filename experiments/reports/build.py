@@ -79,14 +79,15 @@ def _study_threads(n: int = STUDY_THREADS):
 
 def _reusable(summary: dict, task: str, preset: str) -> str | None:
     """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
-    K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was recorded are taken
-    as they are)."""
+    learning rate and K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was
+    recorded are taken as they are)."""
     from crosscurv.experiments.tasks import preset_settings
 
     settings = summary.get("settings", {})
     if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
         return f"status {summary.get('status')!r}"
-    want = {"preset": preset, "iters": preset_settings(task, preset).get("iters"), "seed": 0}
+    ps = preset_settings(task, preset)
+    want = {"preset": preset, "lr": ps.get("lr"), "iters": ps.get("iters"), "seed": 0}
     for key, value in want.items():
         if settings.get(key) != value:
             return f"{key} {settings.get(key)!r}, the study needs {value!r}"
@@ -155,7 +156,8 @@ SWEEPS_DIR = "sweeps"
 
 
 def _studies_stage(out: Path):
-    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds*, regime-*, threads*); ``None`` when there are none."""
+    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds* and edge-*, regime-*, threads*); ``None`` when there
+    are none."""
     from crosscurv.experiments.studies import write_studies_report
 
     sweeps = out / SWEEPS_DIR
@@ -163,7 +165,7 @@ def _studies_stage(out: Path):
     def folders(pattern):
         return sorted(p for p in sweeps.glob(pattern) if (p / "runs").is_dir())
 
-    seeds, regime, threads = folders("seeds*"), folders("regime-*"), folders("threads*")
+    seeds, regime, threads = folders("seeds*") + folders("edge-*"), folders("regime-*"), folders("threads*")
     if not seeds:
         return None
     rel = lambda p: os.path.relpath(p, out.parent)  # noqa: E731

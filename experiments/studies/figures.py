@@ -22,6 +22,7 @@ import numpy as np
 from crosscurv.experiments.reports.plotting import ESTIMATES, _save, plt
 
 __all__ = ["seeds_timeline", "regime_curvature_figure", "regime_crossing_figure", "observed_codes",
+           "pooled_certified_bins", "certified_regime_figure",
            "agreement_codes"]
 
 JC_C, GS_C, UND_C, SPLIT_C = "#ff7f0e", "#1f77b4", "#bbbbbb", "#d62728"
@@ -195,3 +196,101 @@ def regime_crossing_figure(points: Sequence, path) -> Path | None:
             ax.grid(alpha=0.3)
         titled.append(((a, b), f"{task}: {len(ps)} runs, K = {K}"))
     return _finish(fig, axes, titled, r"first $k$ with $\eta\,\mathrm{sharpness}_k \geq 2$", path)
+
+
+#: bin edges of ``eta * sharpness_k`` in :func:`certified_regime_figure` (log-spaced, 2 is an edge)
+CERT_BINS = tuple(float(x) for x in np.concatenate([[0.0], np.logspace(-4, np.log10(2.0), 9), [4.0, 8.0, 16.0, 1e9]]))
+
+
+def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS,
+                          kind: str = "defect") -> list[dict]:
+    """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect interval of
+    :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the recorded ``{estimate}_cert``)
+    per bin of ``eta * sharpness_k``
+    (:func:`crosscurv.experiments.studies.regime.regime_series`), pooled over ``runs``
+    (:class:`~crosscurv.experiments.studies.collect.StudyRun`): the counts of
+    :func:`crosscurv.numeric.metrics.certified_metrics` of each run's iterations in the bin are summed.
+
+    Returns one dict per bin with iterations: ``lo, hi, decided, certified, correct, coverage, precision``
+    (percentages; NaN where nothing is decided or certified).  ``"bound"`` skips runs without ``{estimate}_cert``.
+    """
+    from crosscurv.experiments.studies.regime import regime_series
+    from crosscurv.experiments.studies.seeds import defect_columns
+    from crosscurv.numeric.metrics import certified_metrics
+
+    sums = [[0, 0, 0] for _ in edges[1:]]
+    for r in runs:
+        cols = r.columns()
+        series = regime_series(cols, r.lr)
+        if series is None:
+            continue
+        s = series[0]
+        if kind == "defect":
+            cert = np.asarray(defect_columns(cols, r.lr, estimate)[1], dtype=float)
+        elif f"{estimate}_cert" in cols and np.isfinite(cols[f"{estimate}_cert"]).any():
+            cert = cols[f"{estimate}_cert"]
+        else:
+            continue
+        for b, (lo, hi) in enumerate(zip(edges, edges[1:])):
+            idx = np.flatnonzero((s >= lo) & (s < hi))
+            if idx.size == 0:
+                continue
+            m = certified_metrics(cols["gap"][idx], cols[estimate][idx], cert[idx],
+                                  cols["gap_err"][idx] if "gap_err" in cols else None)
+            sums[b][0] += m["decided"]
+            sums[b][1] += m["certified"]
+            sums[b][2] += m["correct"]
+    out = []
+    for (lo, hi), (d, c, ok) in zip(zip(edges, edges[1:]), sums):
+        if d:
+            out.append({"lo": lo, "hi": hi, "decided": d, "certified": c, "correct": ok,
+                        "coverage": 100.0 * c / d, "precision": 100.0 * ok / c if c else float("nan")})
+    return out
+
+
+def certified_regime_figure(studies: dict, path) -> Path | None:
+    """Where certified predictions hold: precision (top) and coverage (bottom) of the defect interval's certified
+    winners (:func:`pooled_certified_bins`) against
+    ``eta * sharpness_k``, one column per estimate, one line per task and study (``studies``: ``{label: runs}``),
+    every study's seeds pooled per bin (:func:`pooled_certified_bins`); the edge of stability dashed, the
+    precision goal 99% dotted.  ``None`` when no run holds certificates."""
+    ests = list(ESTIMATES)
+    lines = []
+    for label, runs in studies.items():
+        tasks = list(dict.fromkeys(r.task for r in runs))
+        for task in tasks:
+            rs = [r for r in runs if r.task == task]
+            per = {e: pooled_certified_bins(rs, e) for e in ests}
+            if any(per.values()):
+                lines.append((f"{task} ({label})", label, per))
+    if not lines:
+        return None
+    fig, axes = plt.subplots(2, len(ests), figsize=(4.3 * len(ests), 6.4), dpi=120, sharex=True, sharey="row",
+                             squeeze=False)
+    styles = {lab: st for lab, st in zip(studies, ("-", "--", ":", "-."))}
+    colours = {}
+    for j, e in enumerate(ests):
+        for name, label, per in lines:
+            bins = per[e]
+            if not bins:
+                continue
+            x = [min(np.sqrt(b["lo"] * b["hi"]), 2 * b["lo"]) if b["lo"] > 0 else b["hi"] / 2 for b in bins]
+            task = name.split(" ")[0]
+            colour = colours.setdefault(task, f"C{len(colours)}")
+            axes[0][j].plot(x, [b["precision"] for b in bins], marker="o", ms=3, ls=styles[label], color=colour,
+                            label=name)
+            axes[1][j].plot(x, [b["coverage"] for b in bins], marker="o", ms=3, ls=styles[label], color=colour)
+        axes[0][j].set_title(ESTIMATES[e][0], fontsize=10)
+        for i in (0, 1):
+            axes[i][j].set_xscale("log")
+            axes[i][j].axvline(2.0, color="black", lw=0.8, ls="--")
+            axes[i][j].set_ylim(-3, 103)
+            axes[i][j].grid(alpha=0.3, which="both")
+        axes[0][j].axhline(99, color="black", lw=0.6, ls=":")
+        axes[1][j].axhline(80, color="black", lw=0.6, ls=":")
+        axes[1][j].set_xlabel(r"$\eta\,\mathrm{sharpness}_k$ (dashed: edge of stability)")
+    axes[0][0].set_ylabel("precision of the certified (%)")
+    axes[1][0].set_ylabel("coverage of the decided (%)")
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return _save(fig, path)

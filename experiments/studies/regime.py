@@ -35,7 +35,8 @@ import numpy as np
 from crosscurv.experiments.reports.table import ESTIMATE_ROWS, table_rows
 
 __all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
-           "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table"]
+           "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table",
+           "LR_GRID", "MARGIN", "predicted_max_eta_lambda", "regime_learning_rate"]
 
 #: the edge of stability of ``eta * lambda``
 EDGE = 2.0
@@ -345,3 +346,60 @@ def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str
     head = ["task", "eta", "seed", "K", "max eta*sharpness", "first k with eta*sharpness >= 2"] + [
         f"{e} Correct before / from it" for e in estimates]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+#: the learning-rate grid the default presets are chosen from (a 1-1.5-2-3-5-7 series per decade)
+LR_GRID = (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002)
+#: the margin below the edge the rule asks for: predicted ``max_k eta * lambda_max <= MARGIN * EDGE``
+MARGIN = 0.5
+
+
+def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: float, K: int) -> float:
+    """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a ``K``-iteration run
+    at ``lr`` is predicted to reach from a reference run at ``lr_ref`` (``lambda_max`` per record ``k = 1, 2, ...``).
+
+    The prediction reads the reference's converged ``lambda_max`` as a function of the gradient-flow time
+    ``t = eta k`` (the two runs follow the same flow to first order in ``eta``) over the time the new run covers,
+    ``t <= K lr``.  Only the part of the reference before its own first ``lr_ref * lambda_max >= 2`` counts:
+    past the edge a run's sharpness is capped near ``2 / lr_ref`` (self-stabilisation), below what the flow
+    reaches (measured: the LoRA edge run at 0.03 stays near 78, the run at 0.01 passes 160).
+
+    Raises:
+        ValueError: the reference does not cover the time ``K * lr`` below the edge (too short, or it crossed
+            the edge earlier), or holds no finite value there.
+    """
+    n = int(math.floor(K * lr / lr_ref + 1e-9))
+    lam = np.asarray(lambda_max, dtype=float)
+    crossed = np.flatnonzero(np.isfinite(lam) & (lr_ref * lam >= EDGE))
+    valid = int(crossed[0]) if crossed.size else lam.size  # records k = 1..valid are below the edge
+    if n > valid:
+        raise ValueError(f"the reference covers t <= {valid * lr_ref:g} below the edge, the run needs t <= {K * lr:g}")
+    window = lam[:max(n, 1)]
+    window = window[np.isfinite(window)]
+    if window.size == 0:
+        raise ValueError("no finite lambda_max in the reference over the run's time")
+    return float(lr * window.max())
+
+
+def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, grid: Sequence[float] = LR_GRID,
+                         margin: float = MARGIN, more: Sequence[tuple] = ()) -> tuple[float | None, dict]:
+    """The rule that sets the default presets' learning rates: the largest ``lr`` of ``grid`` whose
+    :func:`predicted_max_eta_lambda` over ``K`` iterations is at most ``margin * EDGE`` (a factor ``1 / margin``
+    below the edge of stability), predicted from a reference run at ``lr_ref`` (the ``edge`` preset) or from any
+    of ``more`` references ``(lambda_max, lr_ref)`` (runs at lower rates); a rate no reference covers below the
+    edge has no prediction and is not chosen.
+
+    Returns:
+        ``(lr or None, {lr: prediction})``: the prediction of each covered grid rate (the smallest over the
+        references that cover it); ``None``: no rate qualifies.
+    """
+    preds: dict = {}
+    for lam, ref in [(lambda_max, lr_ref), *more]:
+        for lr in sorted(grid, reverse=True):
+            try:
+                p = predicted_max_eta_lambda(lam, ref, lr, K)
+            except ValueError:
+                continue
+            preds[lr] = min(p, preds.get(lr, math.inf))
+    ok = [lr for lr, p in preds.items() if p <= margin * EDGE]
+    return (max(ok) if ok else None), dict(sorted(preds.items(), reverse=True))

@@ -92,7 +92,9 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     from crosscurv.experiments.studies.collect import read_sweep, read_sweeps
     from crosscurv.experiments.studies.regime import (regime_point, regime_points, regime_sentence, render_crossing_table,
                                             render_regime_table, small_step_note)
-    from crosscurv.experiments.studies.seeds import describe_coverage, render_seeds_table, seed_groups, seed_rows
+    from crosscurv.experiments.studies.seeds import (certified_rows, describe_coverage, render_certified_summary,
+                                                     render_certified_table, render_seeds_table, seed_groups,
+                                                     seed_rows, split_edge, summarize_certified)
     from crosscurv.experiments.studies.threads import match_runs, render_comparison
 
     if not seeds and not regime:
@@ -117,28 +119,76 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
               "winner, left out of the hits and of Correct.", ""]
 
     if seeds_sw is not None:
-        rows = seed_rows(seeds_sw.runs)
-        table = render_seeds_table(rows)
-        result.seeds_table = table
-        result.coverage = describe_coverage(seeds_sw)
-        folders = ", ".join(f"[{p.path.name}]({_rel(p.path, out)})" for p in seeds_sw.parts)
-        lines += ["## Table 1 over seeds", "",
-                  f"Sweep folder(s) {folders} (`sweep.csv`, `sweep.md`, `runs/<name>/records.csv` and "
-                  f"`summary.json`). Runs covered: {result.coverage} Where the seeds of a task ran to different K, "
-                  "every seed is cut to the smallest (a run's first K records are the records of a K-iteration "
-                  "run with the same settings).", "",
-                  "Each cell is the mean over the seeds and [min, max] (one value when every seed gives the same); "
-                  "hits are mean h / mean n with the ranges of h and n. `paper`: the paper's Table 1 (one run, "
-                  "K = 500, the paper's models, data and GPU), for comparison in kind.", "", table, ""]
-        seed_points = [regime_point(r, "seeds") for rs in seed_groups(seeds_sw.runs).values() for r in rs]
-        lines += ["The regime along each seeds run (the same K as the table): the largest `eta * sharpness_k`, "
-                  "the first `k` where it reaches 2 (the edge of stability), and Correct over the iterations "
-                  "before that `k` and from it.", "", render_crossing_table(seed_points), ""]
-        for (task, *_), rs in seed_groups(seeds_sw.runs).items():
-            p = figs.seeds_timeline(rs, fig_dir / f"studies_seeds_{task}.png",
-                                    f"{task} (eta = {rs[0].lr:g}, {len(rs)} seeds)")
+        from crosscurv.experiments.studies.collect import SweepRuns
+
+        inside, edge = split_edge(seeds_sw.runs)
+        studies = {"default": inside, "edge": edge}
+        if regime_sw:
+            studies["regime grids"] = [r for sw in regime_sw for r in sw.runs]
+        p = figs.certified_regime_figure(studies, fig_dir / "studies_certified_regime.png")
+        if p is not None:
             result.figures.append(p)
-            lines += [f"![winners over seeds, {task}]({_rel(p, out)})", ""]
+            lines += ["## Where certified predictions hold", "",
+                      "Precision (correct among the certified iterations) and coverage (certified share of the "
+                      "decided iterations) of each estimate's certified winner (the defect interval, below) "
+                      "against `eta * sharpness_k` "
+                      "(`max(lambda_max, sharpness)`), every study's runs pooled per bin: solid the `default` "
+                      "presets, dashed the `edge` preset, dotted the learning-rate grids. Goals dotted: precision "
+                      "99%, coverage 80%; the edge of stability dashed.", "",
+                      f"![precision and coverage of the certified winners against eta*sharpness]({_rel(p, out)})",
+                      ""]
+        for label, runs, title, intro in (
+                ("default", inside, "## Table 1 over seeds (default presets, inside the regime)",
+                 "The `default` presets' learning rates keep every task below the edge of stability by the rule "
+                 "of `crosscurv.experiments.studies.regime.regime_learning_rate` (docs/studies.md)."),
+                ("edge", edge, "## Edge-of-stability study (the `edge` preset)",
+                 "The `edge` preset: the same tasks at the learning rates that drive FL and LoRA past "
+                 "`eta * lambda_max = 2` (the `default` rates before the regime rule); runs written before the "
+                 "preset had its name say `preset: default` at these rates.")):
+            if not runs:
+                continue
+            ids = {id(r) for r in runs}  # read_sweeps keeps its parts' run objects
+            parts = [p for p in seeds_sw.parts if ids & {id(r) for r in p.runs}] or list(seeds_sw.parts)
+            here = {p.path.name for p in parts}
+            unfinished = [n for n in seeds_sw.unfinished if "/" not in n or n.split("/", 1)[0] in here]
+            sub = SweepRuns(parts[0].path, runs, unfinished, seeds_sw.info, parts)
+            folders = ", ".join(f"[{p.path.name}]({_rel(p.path, out)})" for p in parts)
+            rows = seed_rows(runs)
+            table = render_seeds_table(rows)
+            if label == "default":
+                result.seeds_table = table
+                result.coverage = describe_coverage(sub)
+            lines += [title, "", intro, "",
+                      f"Sweep folder(s) {folders} (`sweep.csv`, `sweep.md`, `runs/<name>/records.csv` and "
+                      f"`summary.json`). Runs covered: {describe_coverage(sub)} Where the seeds of a task ran to "
+                      "different K, every seed is cut to the smallest (a run's first K records are the records of "
+                      "a K-iteration run with the same settings).", "",
+                      "Each cell is the mean over the seeds and [min, max] (one value when every seed gives the "
+                      "same); hits are mean h / mean n with the ranges of h and n. `paper`: the paper's Table 1 "
+                      "(one run, K = 500, the paper's models, data and GPU), for comparison in kind.", "", table, ""]
+            cert = certified_rows(runs)
+            if cert:
+                lines += ["Certified winners, pooled over the runs of each task (counts summed): the defect "
+                          "interval (`crosscurv.numeric.error_estimates.defect_certificates`: the range of the "
+                          "signed realised errors `gap - estimate` of the last 10 iterations, widened by its own "
+                          "width; certified when the estimate plus that interval excludes 0, or the recorded bound "
+                          "certifies, while `eta * sharpness_j < 2` for every `j <= k`) before the first crossing "
+                          "of 2 and over all iterations, the recorded bound (`*_cert`) over all iterations, and "
+                          "the defect interval's calibration (share of the iterations where it is defined that it "
+                          "holds `gap - estimate`, mean over the runs). Cells: Coverage / Precision "
+                          "(correct/certified of decided).", "",
+                          render_certified_summary(summarize_certified(cert)), "",
+                          "Per run and estimate (`n/a` for the bound: records without the error columns, or "
+                          "nothing certified):", "", render_certified_table(cert), ""]
+            seed_points = [regime_point(r, "seeds") for rs in seed_groups(runs).values() for r in rs]
+            lines += ["The regime along each run (the same K as the table): the largest `eta * sharpness_k`, "
+                      "the first `k` where it reaches 2 (the edge of stability), and Correct over the iterations "
+                      "before that `k` and from it.", "", render_crossing_table(seed_points), ""]
+            for (task, *_), rs in seed_groups(runs).items():
+                p = figs.seeds_timeline(rs, fig_dir / f"studies_seeds_{task}{'' if label == 'default' else '_' + label}"
+                                        ".png", f"{task} (eta = {rs[0].lr:g}, {len(rs)} seeds, {label})")
+                result.figures.append(p)
+                lines += [f"![winners over seeds, {task}, {label}]({_rel(p, out)})", ""]
 
     if regime_sw:
         points = regime_points(regime_sw, seeds_sw)

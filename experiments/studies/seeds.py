@@ -21,9 +21,13 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 from crosscurv.experiments.reports.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK_LABELS, table_rows
 
-__all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage"]
+__all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage", "is_edge_run", "split_edge",
+           "certified_rows", "render_certified_table", "defect_columns", "summarize_certified",
+           "render_certified_summary"]
 
 #: metrics aggregated over seeds (``jc_hits``/``s_hits`` are split into ``h`` and ``n``)
 SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage", "precision",
@@ -49,7 +53,8 @@ class Spread(tuple):
 
 def seed_groups(runs) -> dict:
     """``{(task, preset, lr, pattern, dtype): [runs]}`` of :class:`~crosscurv.experiments.studies.collect.StudyRun`
-    (one group per setting repeated over seeds), in the order of the runs.
+    (one group per setting repeated over seeds, one run per seed), in the order of the runs.  A run of the
+    :func:`is_edge_run` study counts as preset ``edge`` under either name (a seed held twice: the longer run).
 
     The runs of a group are cut to the group's smallest planned ``K`` (a run's first ``K`` records are a
     ``K``-iteration run's records), so that every seed covers the same iterations; a diverged run keeps the
@@ -57,7 +62,11 @@ def seed_groups(runs) -> dict:
     """
     groups: dict = {}
     for r in runs:
-        groups.setdefault((r.task, r.preset, r.lr, r.pattern, r.dtype), []).append(r)
+        preset = "edge" if is_edge_run(r) else r.preset
+        group = groups.setdefault((r.task, preset, r.lr, r.pattern, r.dtype), {})
+        if r.seed not in group or r.K > group[r.seed].K:  # the same run under both names of the edge preset
+            group[r.seed] = r
+    groups = {key: list(members.values()) for key, members in groups.items()}
     for key, members in groups.items():
         K = min(r.planned_K for r in members)
         groups[key] = [r.prefix(K) if r.K > K else r for r in members]
@@ -212,3 +221,156 @@ def describe_coverage(sweep) -> str:
     if sweep.unfinished:
         text += f"; not finished (left out): {', '.join(sweep.unfinished)}"
     return text + "."
+
+
+def is_edge_run(run) -> bool:
+    """Whether a seeds-study run belongs to the edge-of-stability study: the ``edge`` preset, or (runs made
+    before that preset had its name) a built-in task's ``default`` sizes at the ``edge`` learning rate."""
+    from crosscurv.experiments.tasks import TASKS, preset_settings
+
+    if run.preset == "edge":
+        return True
+    if run.preset != "default" or run.task not in TASKS:
+        return False
+    return run.lr == preset_settings(run.task, "edge")["lr"] != preset_settings(run.task, "default")["lr"]
+
+
+def split_edge(runs) -> tuple[list, list]:
+    """``(runs inside the regime's study, edge-of-stability runs)`` of :func:`is_edge_run`, order kept."""
+    inside, edge = [], []
+    for r in runs:
+        (edge if is_edge_run(r) else inside).append(r)
+    return inside, edge
+
+
+def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | None:
+    """``(intervals, certificates)`` of ``estimate`` by :func:`crosscurv.numeric.error_estimates.defect_certificates`
+    (the defect interval, or the recorded bound ``{estimate}_err`` where the records hold it; regime:
+    ``eta * sharpness_k`` of :func:`crosscurv.experiments.studies.regime.regime_series` below 2 at every
+    ``j <= k``); ``None`` without a sharpness column."""
+    from crosscurv.experiments.studies.regime import regime_series
+    from crosscurv.numeric.error_estimates import defect_certificates
+
+    series = regime_series(columns, lr)
+    if series is None:
+        return None
+    bound = columns.get(f"{estimate}_err")
+    if bound is not None and not np.isfinite(bound).any():
+        bound = None
+    return defect_certificates(columns["gap"], columns[estimate], series[0], bound)
+
+
+def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
+    """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners of the
+    recorded bound (``bound``: over all decided iterations) and of the defect interval (``defect_all``,
+    ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the defect interval's calibration
+    (``defect_calibrated``: share of the iterations where it is defined that it holds ``gap - estimate``), the
+    largest converged
+    ``eta * lambda_max`` (NaN for records without it), the first crossing of 2 and the observed winner switches."""
+    from crosscurv.experiments.studies.regime import observed_switches, regime_series
+    from crosscurv.numeric.error_estimates import defect_calibration
+    from crosscurv.numeric.metrics import certified_metrics
+
+    out = []
+    for members in seed_groups(runs).values():
+        for r in members:
+            cols = r.columns()
+            series = regime_series(cols, r.lr)
+            if series is None:
+                continue
+            cross = series[1]
+            K = len(cols["k"])
+            cut = K if cross is None else cross - 1
+            lam = cols.get("lambda_max")
+            top = float(r.lr * np.nanmax(lam)) if lam is not None and np.isfinite(lam).any() else math.nan
+            for e in estimates:
+                dc = defect_columns(cols, r.lr, e)
+                if dc is None:
+                    continue
+                intervals, cert = dc
+                cert = np.asarray(cert, dtype=float)
+                defined = [i for i, (lo, hi) in enumerate(intervals) if math.isfinite(lo)]
+                has_bound = f"{e}_cert" in cols and np.isfinite(cols[f"{e}_cert"]).any()
+                g, x, ge = cols["gap"], cols[e], cols["gap_err"]
+                out.append({
+                    "task": r.task, "lr": r.lr, "seed": r.seed, "K": r.K, "status": r.status, "estimate": e,
+                    "cross": cross, "max_eta_lambda": top, "switches": observed_switches(cols),
+                    "bound": certified_metrics(g, x, cols[f"{e}_cert"], ge) if has_bound else None,
+                    "defect_all": certified_metrics(g, x, cert, ge),
+                    "defect_before": certified_metrics(g[:cut], x[:cut], cert[:cut], ge[:cut]) if cut else None,
+                    "defect_calibrated": defect_calibration(g[defined], x[defined], [intervals[i] for i in defined])
+                    if defined else math.nan,
+                })
+    return out
+
+
+def _cp(m) -> str:
+    if m is None:
+        return "-"
+    cov = _pct(m["coverage"]) if m["coverage"] == m["coverage"] else "n/a"
+    prec = _pct(m["precision"]) if m["precision"] == m["precision"] else "n/a"
+    return f"{cov} / {prec}"
+
+
+def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
+    """One line per run and estimate: regime indicators, ``Coverage / Precision`` of the bound's certificates,
+    of the defect interval's before the first crossing of 2 and over the run, and the defect calibration."""
+    from tabulate import tabulate
+
+    body = []
+    for r in rows:
+        body.append([r["task"], f"{r['lr']:g}", str(r["seed"]),
+                     str(r["K"]) + ("" if r["status"] == "complete" else f" ({r['status']})"),
+                     "n/a" if r["max_eta_lambda"] != r["max_eta_lambda"] else f"{r['max_eta_lambda']:.3g}",
+                     "never" if r["cross"] is None else str(r["cross"]), str(r["switches"]), r["estimate"],
+                     _cp(r["bound"]) if r["bound"] is not None else "n/a", _cp(r["defect_before"]),
+                     _cp(r["defect_all"]), _pct(r["defect_calibrated"])])
+    head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2", "winner switches",
+            "estimate", "bound: Cov. / Prec.", "defect, before the edge: Cov. / Prec.", "defect, all: Cov. / Prec.",
+            "defect Calibrated"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+def summarize_certified(rows: Sequence[dict]) -> list[dict]:
+    """Per task and estimate, pooled over the runs: counts summed, ``before`` (defect, before the first crossing),
+    ``all`` (defect, every iteration) and ``bound`` (every iteration) as Coverage / Precision, and the mean
+    defect calibration."""
+    groups: dict = {}
+    for r in rows:
+        g = groups.setdefault((r["task"], r["estimate"]), {"runs": 0, "cal": [], "before": [0, 0, 0],
+                                                           "all": [0, 0, 0], "bound": [0, 0, 0]})
+        g["runs"] += 1
+        if r["defect_calibrated"] == r["defect_calibrated"]:
+            g["cal"].append(r["defect_calibrated"])
+        for key, m in (("before", r["defect_before"]), ("all", r["defect_all"]), ("bound", r["bound"])):
+            if m is not None:
+                g[key][0] += m["decided"]
+                g[key][1] += m["certified"]
+                g[key][2] += m["correct"]
+    out = []
+    for (task, est), g in groups.items():
+        def metrics(c):
+            d, n, ok = c
+            return {"decided": d, "certified": n, "correct": ok,
+                    "coverage": 100.0 * n / d if d else math.nan, "precision": 100.0 * ok / n if n else math.nan}
+        out.append({"task": task, "estimate": est, "runs": g["runs"], "before": metrics(g["before"]),
+                    "all": metrics(g["all"]), "bound": metrics(g["bound"]),
+                    "calibrated": math.fsum(g["cal"]) / len(g["cal"]) if g["cal"] else math.nan})
+    return out
+
+
+def render_certified_summary(summary: Sequence[dict], fmt: str = "github") -> str:
+    """:func:`summarize_certified` as a table (``correct/certified of decided`` with each percentage)."""
+    from tabulate import tabulate
+
+    def cell(m):
+        if not m["decided"]:
+            return "-"
+        return f"{_cp(m)} ({m['correct']}/{m['certified']} of {m['decided']})"
+
+    body = [[TASK_LABELS.get(s["task"], s["task"]), ESTIMATE_LABELS.get(s["estimate"], s["estimate"]), str(s["runs"]),
+             cell(s["before"]), cell(s["all"]), cell(s["bound"]), _pct(s["calibrated"])] for s in summary]
+    head = ["Task", "Estimate", "runs", "defect, before the edge: Coverage / Precision",
+            "defect, all iterations: Coverage / Precision", "bound, all iterations: Coverage / Precision",
+            "defect Calibrated (mean)"]
+    return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

@@ -20,8 +20,10 @@ Presets:
 * ``smoke``: seconds per task on a laptop CPU (tiny widths, few examples, K=5);
   the test suite builds these.
 * ``default``: the CPU main job (``make report``): real bundled data, sizes
-  reduced where needed and ``K`` sized for ~4 minutes of the whole protocol
-  per task on a 2-core CPU (measurements next to each preset below).
+  reduced where needed, ``K = 500``, and a learning rate that keeps each task below the
+  edge of stability (the rule next to the presets below).
+* ``edge``: the ``default`` sizes at the learning rates that drive FL and LoRA past the edge of
+  stability (``eta * lambda_max > 2``): the edge-of-stability study.
 * ``paper``: the paper's sizes and ``K = 500``, meant for a GPU.
 
 All data and parameters are created on ``device`` with ``dtype`` and are
@@ -53,7 +55,7 @@ from crosscurv.theory.errors import InputError
 
 __all__ = ["TASKS", "PRESETS", "TaskSpec", "UnknownTaskError", "build_task", "preset_settings"]
 
-PRESETS = ("smoke", "default", "paper")
+PRESETS = ("smoke", "default", "edge", "paper")
 
 
 class UnknownTaskError(InputError):
@@ -235,44 +237,36 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 
 
 # -- registry and presets ------------------------------------------------------
-# Cost of the protocol per iteration: 2 gradient steps (JC: 1 gradient, GS: N
-# block gradients) + ~(N + 4) HVPs.  Default K sized for ~4 minutes per task on
-# this project's 2-core CPU, from the marginal per-iteration cost of
-# crosscurv.numeric.protocol.run_protocol measured single-threaded (OMP_NUM_THREADS=1,
-# CPU seconds, hvp "auto" = forward-over-reverse; the machine was shared with
-# other jobs, which makes wall-clock timings of 2 threads unreliable there):
-#   mlp  default (paper widths, 256 examples): 0.56 s/iter -> K = 300 (~170 s)
-#   fl   default (width 16, 20 images 7/7/6):  1.7 s/iter  -> K = 120 (~205 s)
-#   lora default (d_model 128, 4+4 layers,
-#                 8 examples, 96 bytes):         1.7 s/iter  -> K = 120 (~205 s)
-# Learning rates: probed with crosscurv.numeric.steps.scheme_step (JC and GS only) for
-# a GS-JC winner that changes during the run, and checked against the
-# curvature (power iteration on H at theta^0: eta * ||H|| must stay well
-# below 2 for the O(eta^2) expansions to mean anything):
-#   mlp  lr 0.01 (eta ||H|| ~ 0.018): JC wins k = 1..14, GS from k = 15 on
-#        (250 steps probed; 0.02 -> change at k = 8, 0.05 -> k = 3, 0.1 ->
-#        many changes, 0.2 diverges).  Protocol, 40 iterations: recursive
-#        follows the gap, cumulative puts the change at k ~ 36.
-#   fl   lr 0.05 (eta ||H|| ~ 0.04): JC k = 1..4, GS k = 5..82, then brief JC
-#        intervals (k = 83, 106-107, ...) (150 steps; 0.02 -> JC only at
-#        k <= 4; 0.1 / 0.2 -> erratic, loss spikes).
-#   lora lr 0.03 (||H|| ~ 40 at theta^0 and grows to ~180: the random T5's
-#        curvature is large): GS wins except brief JC intervals at k = 30, 32
-#        and 112..115 (120 steps); loss 6.78 -> 0.12.  lr 0.01: GS wins all,
-#        estimates track closely; lr >= 0.1 gives eta ||H|| >> 2 and the
-#        cumulative estimate blows up (x100 per step at lr 1.0), though the
-#        nonlinear trajectories themselves still train.
-# Paper presets reuse the default learning rates; they were not probed at the
-# paper's sizes (no GPU in the session that chose them).
+# Cost of the protocol per iteration: 2 gradient steps (JC: 1 gradient, GS: N block gradients) + ~(N + 4)
+# HVPs; K = 500 on one thread costs minutes (mlp) to about half an hour (fl) per run on the shared 2-core CPU
+# (reports/studies.md, "What the runs cost").
+# Learning rates. ``default``: the rule of crosscurv.experiments.studies.regime.regime_learning_rate, the
+# largest rate of LR_GRID (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002) whose largest
+# eta * lambda_max over K = 500, predicted from a reference run's converged lambda_max at the same gradient-flow
+# time eta * k, and only from the part of the reference below its own edge, is at most 1 (a factor 2 below the
+# edge of stability). References: the edge run (reports/sweeps/edge-seed0), for lora also its run at 0.01
+# (reports/sweeps/reference-lora), whose sharpness passes 160 where the edge run's stays near 78:
+#   mlp 0.007 (prediction 0.45; 0.01 -> 1.80)    fl 0.007 (0.10; 0.01 not covered: the edge run crosses at t = 4)
+#   lora 0.003 (0.56; 0.005 not covered: the run at 0.01 reaches eta * lambda_max = 2.17 at k = 220, t = 2.2)
+# LoRA's observed winner does not change below the edge: at 0.01 it first changes at k = 225, after the crossing,
+# so a rate below it, which follows the same flow to t = 500 eta < 2.25, is not expected to see a change in K = 500.
+# tests/experiments/tasks/test_presets_regime.py checks the rule and eta * lambda_max(theta^0) <= 1; the K = 500
+# runs over seeds (reports/studies.md) are the confirmation.
+# ``edge``: the rates first probed for a GS-JC winner that changes early (mlp 0.01, fl 0.05, lora 0.03);
+# they drive FL and LoRA past eta * lambda_max = 2 within k = 10-80 and FL seed 0 diverges at k = 431
+# (reports/sweeps/edge-*): the edge-of-stability study.
+# Paper presets reuse the edge learning rates; they were not probed at the paper's sizes.
 _MLP_PRESETS = {
     "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05, "iters": 5},
-    "default": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
+    "default": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.007, "iters": 500},
+    "edge": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
     "paper": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
 }
 _FL_PRESETS = {
     "smoke": {"clients": 3, "width": 4, "examples_per_client": 2, "lr": 0.05, "iters": 5},
     # 8 per client asked; the 20 bundled images give 7/7/6 (recorded in info)
-    "default": {"clients": 3, "width": 16, "examples_per_client": 8, "lr": 0.05, "iters": 500},
+    "default": {"clients": 3, "width": 16, "examples_per_client": 8, "lr": 0.007, "iters": 500},
+    "edge": {"clients": 3, "width": 16, "examples_per_client": 8, "lr": 0.05, "iters": 500},
     "paper": {"clients": 3, "width": 64, "examples_per_client": 8, "lr": 0.05, "iters": 500},
 }
 _LORA_PRESETS = {
@@ -281,6 +275,10 @@ _LORA_PRESETS = {
         "rank": 8, "alpha": 16, "examples": 4, "seq_len": 40, "lr": 0.03, "iters": 5,
     },
     "default": {
+        "t5": {"d_model": 128, "d_kv": 32, "num_heads": 4, "d_ff": 512, "num_layers": 4},
+        "rank": 8, "alpha": 16, "examples": 8, "seq_len": 96, "lr": 0.003, "iters": 500,
+    },
+    "edge": {
         "t5": {"d_model": 128, "d_kv": 32, "num_heads": 4, "d_ff": 512, "num_layers": 4},
         "rank": 8, "alpha": 16, "examples": 8, "seq_len": 96, "lr": 0.03, "iters": 500,
     },

@@ -39,7 +39,7 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
     """The flags :func:`load` reads: which task, its preset, ``lr``, ``iters``, dtype, device, seed, local data
     and weights, and the thread count (shared by every command that builds a task this way)."""
     p.add_argument("task", metavar="TASK", help="built-in task name, module:factory or path/to/file.py:factory")
-    p.add_argument("--preset", choices=("smoke", "default", "paper"), default=None,
+    p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task sizes and settings (default: default)")
     p.add_argument("--lr", type=float, default=None, help="constant learning rate eta > 0 (default: the preset's)")
     p.add_argument("--iters", type=int, default=None, help=iters_help)

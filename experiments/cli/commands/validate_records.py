@@ -52,7 +52,7 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=None, help="learning rate of the on-the-fly reference")
     p.add_argument("--iters", type=int, default=None,
                    help="iterations of the on-the-fly reference (default: the largest k in THEIRS.csv)")
-    p.add_argument("--preset", choices=("smoke", "default", "paper"), default=None,
+    p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task preset of the on-the-fly reference")
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="dtype of the on-the-fly reference (default: float32 for built-ins, the factory's otherwise)")

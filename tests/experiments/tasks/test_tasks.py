@@ -21,7 +21,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 
 def test_registry_names_and_presets():
     assert set(TASKS) == {"mlp", "fl", "lora"}
-    assert PRESETS == ("smoke", "default", "paper")
+    assert PRESETS == ("smoke", "default", "edge", "paper")
     for name, spec in TASKS.items():
         assert set(spec.presets) == set(PRESETS), name
         for preset in PRESETS:
@@ -49,7 +49,7 @@ def test_unknown_names_are_one_line_input_errors():
     with pytest.raises(UnknownTaskError, match="built-in tasks: mlp, fl, lora") as e:
         build_task("cnn")
     assert isinstance(e.value, InputError) and "\n" not in str(e.value)
-    with pytest.raises(UnknownTaskError, match="presets: smoke, default, paper"):
+    with pytest.raises(UnknownTaskError, match="presets: smoke, default, edge, paper"):
         build_task("mlp", "huge")
     with pytest.raises(UnknownTaskError, match="takes no model path"):
         build_task("mlp", "smoke", model_path="/tmp")
