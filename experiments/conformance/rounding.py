@@ -76,6 +76,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the command line does:
 import torch  # noqa: E402
 
 from crosscurv.experiments.reports.numbers import number  # noqa: E402
+from crosscurv.experiments.tasks import PRESETS as TASK_PRESETS  # noqa: E402
 
 __all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation_table", "main"]
 
@@ -371,8 +372,8 @@ def _presets(text: str) -> tuple:
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, k = part.partition(":")
-        if name not in ("smoke", "default", "paper") or (k and not k.isdigit()):
-            raise SystemExit(f"rounding: bad --presets entry {part!r} (PRESET[:K], PRESET in smoke, default, paper)")
+        if name not in TASK_PRESETS or (k and not k.isdigit()):
+            raise SystemExit(f"rounding: bad --presets entry {part!r} (PRESET[:K], PRESET in {', '.join(TASK_PRESETS)})")
         out.append((name, int(k) if k else None))
     return tuple(out)
 

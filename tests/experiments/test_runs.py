@@ -64,7 +64,7 @@ def test_the_defaults_are_no_flags():
     ({"iters": 0}, "iterations must be an integer >= 1"),
     ({"seed": 1.5}, "seed must be an integer"),
     ({"dtype": "float16"}, "dtype must be one of float32, float64"),
-    ({"preset": "huge"}, "preset must be one of smoke, default, paper"),
+    ({"preset": "huge"}, "preset must be one of smoke, default, edge, paper"),
     ({"hvp": "sideways"}, "hvp must be one of"),
     ({"hvp_chunk": 0}, "HVP chunk size must be an integer >= 1"),
     ({"threads": 0}, "threads must be an integer >= 1"),

@@ -131,7 +131,7 @@ def test_bad_toml_grids(tmp_path, toml, message):
         (["--task", "mlp", "--seed", "4-2"], "seed range '4-2' is empty"),
         (["--task", "mlp", "--seed", "x"], "seed must be an integer or a range"),
         (["--task", "mlp", "mlp"], "axis task repeats 'mlp'"),
-        (["--task", "mlp", "--preset", "huge"], "preset must be one of smoke, default, paper, got 'huge'"),
+        (["--task", "mlp", "--preset", "huge"], "preset must be one of smoke, default, edge, paper, got 'huge'"),
         (["--task", "mlp", "--workers", "0"], "workers must be an integer >= 1"),
         (["--task", "mlp", "--threads", "-2"], "threads must be an integer >= 1"),
         (["--grid", "missing.toml"], "grid file missing.toml does not exist"),

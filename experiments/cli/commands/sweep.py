@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
     p.add_argument("--task", nargs="+", metavar="TASK", default=None,
                    help="built-in task names (mlp, fl, lora), module:factory or path/to/file.py:factory")
     p.add_argument("--preset", nargs="+", metavar="PRESET", default=None,
-                   help="smoke, default, paper (default: each run's default)")
+                   help="smoke, default, edge, paper (default: each run's default)")
     p.add_argument("--lr", nargs="+", metavar="ETA", default=None,
                    help="learning rates (default: each preset's)")
     p.add_argument("--seed", nargs="+", metavar="SEED", default=None,
