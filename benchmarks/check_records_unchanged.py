@@ -11,7 +11,7 @@ committed run's settings, then::
 checkout).  Both files are read with :func:`crosscurv.numeric.records.read_records` (a
 file with the eight legacy columns is read too).  For each column of
 ``--columns`` (default: the eight legacy columns of
-:data:`crosscurv.numeric.records.LEGACY_FIELDS`) it prints the largest absolute and
+:data:`crosscurv.numeric.records.CORE_FIELDS`) it prints the largest absolute and
 relative difference (relative to ``max(|reference|, tiny)``), how many
 iterations are equal bit for bit, the first iteration that is not, and the
 first iteration whose relative difference exceeds ``--rtol`` (where the two
@@ -47,7 +47,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from crosscurv.numeric.records import LEGACY_FIELDS, RECORDS_FILE, read_records  # noqa: E402
+from crosscurv.numeric.records import CORE_FIELDS, RECORDS_FILE, read_records  # noqa: E402
 
 EPS32 = 2.0 ** -23
 
@@ -68,7 +68,7 @@ def _read(spec: str) -> list[dict]:
     raise FileNotFoundError(spec)
 
 
-def compare(new: list[dict], old: list[dict], columns=LEGACY_FIELDS, rtol: float = 1e-4) -> dict:
+def compare(new: list[dict], old: list[dict], columns=CORE_FIELDS, rtol: float = 1e-4) -> dict:
     """Per column: ``max_abs``, ``max_rel``, ``equal`` (bitwise), ``first_unequal``, ``first_parted`` (k or None)."""
     by_k_new = {int(r["k"]): r for r in new}
     ks = [int(r["k"]) for r in old if int(r["k"]) in by_k_new]
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("new", help="regenerated run folder or records CSV")
     ap.add_argument("--reference", required=True, help="committed records: CSV path or REV:PATH")
-    ap.add_argument("--columns", default=",".join(LEGACY_FIELDS))
+    ap.add_argument("--columns", default=",".join(CORE_FIELDS))
     ap.add_argument("--rtol", type=float, default=1e-4, help="relative difference at which two runs have parted")
     ap.add_argument("--last-gap", action="store_true", help="recompute the last iteration's gap in float64 (run folder)")
     args = ap.parse_args(argv)

@@ -88,34 +88,31 @@ from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
 from .gap import SegmentGap, plain_suffices, reconcile
-from . import error_estimates as errs
 from .estimates import (EstimateState, Extremes, init_power_vector, quadratic_from_linear,
                         recursive_estimate, track_extremes)
 from .hvp import HVP_METHODS, resolve_method
 from .metrics import run_metrics
 from .offload import make_store, should_offload
-from .optimizer_estimates import (TangentStep, factor_tree, forcing_norm, optimizer_bound, scaled_direction,
-                                  state_difference)
-from .optimizers import OptimizerSetup, OptimizerState, optimizer_scheme_step, optimizer_setup
+from .optimizers import optimizer_setup
 from .point import BatchedPoint, PointCurvature
 from .records import (
     CHECKPOINT_FILE,
     ESTIMATES,
-    LEGACY_FIELDS,
-    PREVIOUS_FIELDS,
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordsError,
     RecordWriter,
     atomic_torch_save,
     count_rows,
+    is_older_header,
     make_record,
     read_records,
     records_columns,
     truncate_records,
     write_summary,
 )
-from .steps import check_pattern, scheme_step
+from .steps import check_pattern
+from .update_rules import PlainRule, UpdateRule, update_rule
 from .task import TaskError
 
 __all__ = [
@@ -141,7 +138,7 @@ DIVERGED_EXIT_CODE = 3
 CHECKPOINT_SECONDS = 60.0
 #: A checkpoint is also deferred while the time since the last one is under this many times what it cost.
 _CHECKPOINT_COST_FACTOR = 20.0
-#: Checkpoint format (1: the vectors inside "estimates"; read for resuming, not for extending).
+#: Checkpoint format (an older one is refused in one line: its run cannot be continued).
 _FORMAT = 2
 
 #: Settings that may change between a run and its resumption (``iters`` may grow: checked apart).
@@ -150,10 +147,6 @@ _VOLATILE = ("checkpoint_every", "offload", "iters")
 _CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p", "vmax", "vmin")
 #: The optimizer settings of a run made before runs recorded them (plain steps).
 _PLAIN_OPTIMIZER = {"optimizer": {"name": "sgd", "spec": "sgd"}, "block_lr": {}}
-#: Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and JC-only
-#: estimates' state differences; the JC and S states may lack a buffer (``None``: torch's initial state).
-_STATE_GROUPS = ("sj", "ss", "zs", "ys")
-
 CONSTANTS_NOTE = (
     "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
     "gradient norms evaluated on both trajectories, L the running maximum of |p^T H_JC^k p| of a "
@@ -380,10 +373,12 @@ class _RunDir:
             ck = torch.load(self.checkpoint, map_location=task.device, weights_only=True)
         except Exception as exc:  # truncated, undecodable, or pickled foreign objects
             raise ResumeError(f"{bad} ({type(exc).__name__}: {_one_line(exc)})") from None
-        if not isinstance(ck, dict) or ck.get("format") not in (1, _FORMAT):
+        if isinstance(ck, dict) and isinstance(ck.get("format"), int) and ck["format"] < _FORMAT:
+            raise ResumeError(f"{self.checkpoint} was written by an older crosscurv (checkpoint format {ck['format']}); "
+                              "it cannot be continued: rerun it")
+        if not isinstance(ck, dict) or ck.get("format") != _FORMAT:
             raise ResumeError(f"{bad} (unknown format)")
         try:
-            ck = _normalise_checkpoint(ck)
             _check_vectors(ck["vectors"], task)
             ck["estimates"] = EstimateState.from_state_dict(ck["estimates"])
             for key in ("k", "start", "done", "settings"):
@@ -411,7 +406,7 @@ class _RunDir:
             if os.path.exists(self.records) and os.path.getsize(self.records) > 0:
                 with open(self.records, "r", encoding="utf-8") as fh:
                     header = fh.readline().strip()
-                if header in (",".join(LEGACY_FIELDS), ",".join(PREVIOUS_FIELDS)):
+                if is_older_header(header):
                     raise ResumeError(f"{self.records} was written by an older crosscurv (no converged extremes and "
                                       "error estimates); it cannot be continued: rerun it")
             if k == 0 and not os.path.exists(self.records):
@@ -420,18 +415,6 @@ class _RunDir:
             return read_records(self.records)
         except (UnicodeDecodeError, ValueError) as exc:
             raise ResumeError(f"{self.records} is not a readable crosscurv records file ({type(exc).__name__})") from None
-
-
-def _normalise_checkpoint(ck: dict) -> dict:
-    """A format-1 checkpoint (vectors inside ``estimates``) in the current layout."""
-    if ck["format"] == _FORMAT:
-        return ck
-    est = dict(ck["estimates"])
-    ck = dict(ck)
-    ck["vectors"] = {"theta_j": ck["theta_jc"], "theta_s": ck["theta_s"], "z": est.pop("z"), "y": est.pop("y"),
-                     "w": est.pop("w"), "p": est.pop("p")}
-    ck["estimates"] = est
-    return ck
 
 
 def _check_vectors(vectors: Mapping, task, names=_CARRIED) -> None:
@@ -446,60 +429,6 @@ def _check_vectors(vectors: Mapping, task, names=_CARRIED) -> None:
                 raise ValueError(f"vector {name}[{k}] is not shaped like the parameter")
 
 
-# -- the optimizer of a run -------------------------------------------------------------
-class _Optimizer:
-    """A run's block-separable optimizer (not plain ``sgd``): its setup and what every iteration reuses.
-
-    Its carried vectors live in the run's store under ``GROUP.BUFFER``
-    (:data:`_STATE_GROUPS`); the JC and ``S`` runs' states take ``k`` steps
-    before iteration ``k``, so their step count is ``k`` and is not stored.
-    """
-
-    def __init__(self, task, setup: OptimizerSetup):
-        self.setup, self.spec = setup, setup.spec
-        self.factors = list(setup.factors)
-        self.f = factor_tree(task, self.factors)
-        self.carried = tuple(f"{g}.{b}" for g in _STATE_GROUPS for b in setup.buffers)
-
-    def start(self, store, like: Mapping) -> None:
-        """Torch's initial states (no buffers) and zero state differences."""
-        for b in self.setup.buffers:
-            store.park(f"sj.{b}", None)
-            store.park(f"ss.{b}", None)
-            store.park(f"zs.{b}", tree.zeros_like(like))
-            store.park(f"ys.{b}", tree.zeros_like(like))
-
-    def state(self, store, group: str, k: int) -> OptimizerState:
-        """The JC (``"sj"``) or ``S`` (``"ss"``) run's state at iteration ``k``."""
-        bufs = {b: store.fetch(f"{group}.{b}") for b in self.setup.buffers}
-        return OptimizerState(k, {b: v for b, v in bufs.items() if v is not None})
-
-    def park_state(self, store, group: str, state: OptimizerState) -> None:
-        for b in self.setup.buffers:
-            store.park(f"{group}.{b}", state.buffers.get(b))
-
-    def group(self, store, group: str) -> dict:
-        """``{buffer: tree}`` of a difference group (``"zs"``, ``"ys"``, ``"ds"``)."""
-        return {b: store.fetch(f"{group}.{b}") for b in self.setup.buffers}
-
-    def park_group(self, store, group: str, values: Mapping | None) -> None:
-        for b in self.setup.buffers:
-            store.park(f"{group}.{b}", None if values is None else values[b])
-
-    def tangent(self, store, lr: float) -> TangentStep:
-        """The tangent step of this iteration (Adam's coefficients parked under ``tan.*`` at ``theta_JC``)."""
-        coef = {n: store.fetch(f"tan.{n}") for n in ("a_m", "a_v", "g")} if self.spec.name == "adam" else None
-        return TangentStep(self.spec, lr, self.f, coefficients=coef)
-
-    def park_tangent(self, store, step: TangentStep | None) -> None:
-        if self.spec.name == "adam":
-            for n in ("a_m", "a_v", "g"):
-                store.park(f"tan.{n}", None if step is None else step.coefficients[n])
-
-    def bound(self, est: EstimateState, lr: float) -> float:
-        return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)
-
-
 # -- the run context --------------------------------------------------------------------
 @dataclass
 class RunContext:
@@ -507,7 +436,7 @@ class RunContext:
 
     ``store`` holds the carried vectors between iterations (:mod:`crosscurv.numeric.offload`);
     ``est`` the scalar state of the estimates (:class:`crosscurv.numeric.estimates.EstimateState`);
-    ``opt`` the optimizer of a run that is not plain ``sgd`` (``None``: the paper's steps).
+    ``rule`` the run's update rule (:mod:`crosscurv.numeric.update_rules`: the paper's plain steps or an optimizer).
     """
 
     task: object
@@ -530,7 +459,7 @@ class RunContext:
     t0: float = field(default_factory=time.perf_counter)
     last_save: float = field(default_factory=time.perf_counter)
     save_cost: float = 0.0
-    opt: _Optimizer | None = None
+    rule: UpdateRule = field(default_factory=PlainRule)
 
     @property
     def jacobi(self) -> DelayPattern:
@@ -539,7 +468,7 @@ class RunContext:
     @property
     def carried(self) -> tuple:
         """Names of the vectors a checkpoint holds."""
-        return _CARRIED + (self.opt.carried if self.opt is not None else ())
+        return _CARRIED + self.rule.carried
 
     def clock(self) -> float:
         return self.prior_elapsed + time.perf_counter() - self.t0
@@ -590,8 +519,7 @@ class RunContext:
     def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
         """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
         memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
-        bound = self.est.bound(self.lr) if self.opt is None else self.opt.bound(self.est, self.lr)
-        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=bound, **estimates)
+        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=self.rule.bound(self.est, self.lr), **estimates)
         self.records.append(rec)
         self.computed += 1
         if self.writer is not None:
@@ -633,22 +561,13 @@ def _iteration(ctx: RunContext, k: int) -> None:
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
     (held by the point until it is released), the recursive term and the JC step, then the products
     ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
-    fetched for its product, ``M_S g_JC^k`` formed where ``y`` takes it); then at ``theta_S^k`` the
-    loss, ``g_S^k``, the record, ``u^k = M_S g_S^k`` and the scheme step.  The carried vectors are
-    updated in place (the same elementwise expressions, so the same bits).
-    Updates (Lemma 3, Theorems 2-3): ``z <- (z - eta H z) + eta^2 u``, ``y <- (y - eta H y) + eta^2 M_S g_JC``,
-    ``w <- (Delta - eta H Delta) + eta^2 u``, ``q <- Delta . H Delta / 2``.
-
-    With an optimizer (``ctx.opt``; :mod:`crosscurv.numeric.optimizer_estimates`) the same body runs with its
-    generalizations: the steps move by ``-eta F phi`` and update each run's state, ``M_S g`` becomes the
-    forcing ``M_S F phi`` (``phi`` at the run's own state), and ``z``, ``y``, ``w`` take the *tangent
-    step* with their state differences: ``y`` at ``theta_JC^k``; ``z`` and ``w`` (whose forcing is only
-    known at ``theta_S^k``) keep ``H z`` and ``H Delta`` (and Adam's coefficients, formed while
-    ``g_JC^k`` is at hand) until then.
+    fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k``, the record and the scheme step.
+    How the runs step and the carried states advance is the run's update rule (``ctx.rule``,
+    :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a block-separable optimizer); the
+    estimates of ``k`` read the same quantities under every rule: ``recursive = g_JC^k . w + q``,
+    ``cumulative = g_JC^k . z + z . H z / 2``, ``jc_only = g_JC^k . y + y . H y / 2``, ``q <- Delta . H Delta / 2``.
     """
-    S, est, lr, loss = ctx.store, ctx.est, ctx.lr, ctx.task.loss
-    opt = ctx.opt
-    lr2 = lr * lr
+    S, est, loss, rule = ctx.store, ctx.est, ctx.task.loss, ctx.rule
     last = k == ctx.iters
     record: dict = {}
     # -- theta_JC^k ------------------------------------------------------------------------
@@ -677,22 +596,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
         segment.add(0.0, gj, delta)
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
     del delta
-    if not last and opt is None:
-        # the JC step theta - eta g: the expression crosscurv.numeric.steps.scheme_step uses for an empty pattern
-        new_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
-        meas["round_j"] = _step_residual(new_j, theta_j, gj, lr, None, 0.0)
-        S.park("theta_j", new_j)
-        del new_j
-    elif not last:
-        sj = opt.state(S, "sj", k)
-        opt.park_group(S, "ds", state_difference(opt.spec, opt.state(S, "ss", k), sj, theta_j))
-        S.park("m_jc", at_j.masked(ctx.plan, scaled_direction(opt.spec, sj, gj, opt.f)))
-        opt.park_tangent(S, TangentStep(opt.spec, lr, opt.f, sj, gj))
-        new, sj, _ = optimizer_scheme_step(ctx.task, theta_j, ctx.jacobi, lr, opt.spec, sj, opt.factors,
-                                           grad_at_params=gj)
-        S.park("theta_j", new)
-        opt.park_state(S, "sj", sj)
-        del new, sj
+    if not last:
+        rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
     del gj
     named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
     if not last:
@@ -705,37 +610,17 @@ def _iteration(ctx: RunContext, k: int) -> None:
             meas["Z"] = float(tree.norm(v))
             if k >= 1:
                 record["cumulative"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
-            if not last and opt is None:  # propagate(v, Hv, None, lr), formed in v (bit for bit)
-                S.park("z", _sub_scaled_into(v, Hv, lr))
-            elif not last:
-                S.park("hz", Hv)
+            if not last:
+                rule.advance_z(ctx, v, Hv)
         elif name == "y":
             meas["Y"] = float(tree.norm(v))
             if k >= 1:
                 record["jc_only"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
-            if not last and opt is None:  # propagate(v, Hv, M_S g_JC, lr), formed in v (bit for bit)
-                _sub_scaled_into(v, Hv, lr)
-                Hv = None  # gone before M_S g_JC is formed
-                _add_scaled_into(v, at_j.masked(ctx.plan, at_j.grad), lr2)
-                S.park("y", v)
-            elif not last:
-                m_jc = S.fetch("m_jc")
-                y, ys = opt.tangent(S, lr).apply(v, opt.group(S, "ys"), {n: Hv[n] - lr * m_jc[n] for n in Hv})
-                S.park("y", y)
-                opt.park_group(S, "ys", ys)
-                S.park("m_jc", None)
-                del y, ys, m_jc
-        else:  # delta
+            if not last:
+                rule.advance_y(ctx, at_j, v, Hv)
+        else:  # delta (k < K)
             est.q = 0.5 * tree.dot(v, Hv)
-            if opt is None:
-                g0 = at_j.grad
-                S.park("gpred", {n: g0[n] + Hv[n] for n in g0})  # g_JC^k + H_JC^k Delta^k
-                meas["norm_hd"] = float(tree.norm(Hv))
-                del g0
-                # w = propagate(v, Hv, None, lr), formed in Hv (v is the parked Delta^k, still needed)
-                S.park("w", _scaled_difference_into(v, Hv, lr))
-            else:
-                S.park("hdelta", Hv)
+            rule.advance_delta(ctx, at_j, v, Hv, meas)
         del v, Hv
     _extremes(ctx, k, at_j, theta_j, record, meas)
     at_j.release()
@@ -748,7 +633,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
         raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
     gs = at_s.grad
     est.observe_gradients(gs)
-    delta = None
+    handed = []  # Delta^k where the segment fetched it: handed to the rule's step with the body's reference
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
             measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
@@ -757,112 +642,17 @@ def _iteration(ctx: RunContext, k: int) -> None:
             segment.interior(loss, S.fetch("theta_jk"), delta)
             segment.add(1.0, gs, delta)
             measured = segment.result()
+            handed.append(delta)
+            del delta
         S.park("theta_jk", None)
         record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
-        _error_columns(ctx, record, meas)
+        rule.error_columns(ctx, record, meas)
         ctx.emit(k, loss_jc, loss_s, record)
     if last:
         S.park("delta", None)
         at_s.release()
         return
-    if opt is not None:
-        del delta
-        _optimizer_s_phase(ctx, k, at_s, theta_s, gs)
-        return
-    if delta is None:
-        delta = S.fetch("delta")
-    S.park("delta", None)
-    gp = S.fetch("gpred")
-    S.park("gpred", None)
-    eps = torch.finfo(gs[next(iter(gs))].dtype).eps
-    noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
-    D = float(tree.norm(delta))
-    E = est.errors
-    wnorm = _norm_of(gs, lambda n: gs[n] - gp[n])  # ||w^k||, eq. grad_diff_expansion
-    E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
-    del gp
-    u = at_s.masked(ctx.plan, gs)
-    at_s.release()
-    del at_s
-    est.unorms.append(float(tree.norm(u)))
-    w = _add_scaled_into(S.fetch("w"), u, lr2, keep=True)
-    S.park("w", w)
-    A = float(tree.norm(w))
-    d = _norm_of(w, lambda n: w[n] - delta[n])
-    P = _norm_of(w, lambda n: w[n] + delta[n])
-    del w, delta
-    S.park("z", _add_scaled_into(S.fetch("z"), u, lr2, keep=True))
-    new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
-    e = _step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
-    S.park("theta_s", new_s)
-    del u, new_s
-    _carry_errors(ctx, meas, D, e, A, d, P, wnorm)
-
-
-def _step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
-    """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term): the scheme's remainder
-    ``eta^3 eps^k`` of Lemma 1 for the ``S`` step (with the step's round-off), the JC step's round-off without ``u``."""
-    def r(n):
-        x = new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64)
-        return x if u is None else x - lr2 * u[n].to(torch.float64)
-    return _norm_of(new, r)
-
-
-# -- in-place vector algebra -------------------------------------------------------------
-# Each helper forms the same elementwise expression, tensor by tensor, as the dict comprehension it
-# replaces (the same kernels on the same operands: the same bits) into a buffer that is no longer
-# needed, so that no second parameter-sized vector is alive while it runs.  An entry whose buffers
-# share memory (autograd may hand back its ``grad_outputs`` unchanged) is formed out of place.
-
-def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-def _sub_scaled_into(s: dict, Hs: dict, lr: float) -> dict:
-    """``s - lr * Hs`` (:func:`crosscurv.numeric.estimates.propagate` without forcing), formed in ``s``
-    (``Hs`` is overwritten by ``lr * Hs``); returns ``s``."""
-    for n in s:
-        if _shares(s[n], Hs[n]):
-            s[n] = s[n] - lr * Hs[n]
-        else:
-            s[n].sub_(Hs[n].mul_(lr))
-    return s
-
-
-def _scaled_difference_into(s: Mapping, Hs: dict, lr: float) -> dict:
-    """``s - lr * Hs`` formed in ``Hs`` (``s`` unchanged); returns ``Hs``."""
-    for n in Hs:
-        if _shares(s[n], Hs[n]):
-            Hs[n] = s[n] - lr * Hs[n]
-        else:
-            torch.sub(s[n], Hs[n].mul_(lr), out=Hs[n])
-    return Hs
-
-
-def _add_scaled_into(x: dict, f: dict, c: float, keep: bool = False) -> dict:
-    """``x + c * f`` formed in ``x`` (``f`` overwritten by ``c * f`` unless ``keep``); returns ``x``."""
-    for n in x:
-        if keep or _shares(x[n], f[n]):
-            t = c * f[n]
-        else:
-            t = f[n].mul_(c)
-        if _shares(x[n], t):
-            x[n] = x[n] + t
-        else:
-            x[n].add_(t)
-    return x
-
-
-def _norm_of(keys, entry) -> float:
-    """``float(tree.norm(x))`` for the vector ``x = {n: entry(n) for n in keys}``, each entry formed when
-    it is summed (the same products and the same order of summation as :func:`crosscurv.numeric.tree.dot`)."""
-    total = None
-    for n in keys:
-        x = entry(n)
-        s = (x * x).sum()
-        total = s if total is None else total + s
-        del x
-    return float(torch.sqrt(total))
+    rule.s_step(ctx, k, at_s, theta_s, gs, handed, meas)
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:
@@ -910,70 +700,6 @@ class _Parked(Mapping):
 
     def __len__(self) -> int:
         return len(self._vector())
-
-
-def _error_columns(ctx: RunContext, record: dict, meas: dict) -> None:
-    """The error estimates and certified winners of the record of ``k`` (:mod:`crosscurv.numeric.error_estimates`; NaN errors
-    and no certificate with an optimizer)."""
-    est, lr = ctx.est, ctx.lr
-    if ctx.opt is not None:
-        for name in ESTIMATES:
-            record[f"{name}_err"], record[f"{name}_cert"] = math.nan, 0.0
-        return
-    E = est.errors
-    err = {
-        "recursive": errs.recursive_error(lr, E.rho, E.sigma, meas["G"], E.G, E.lam, meas["lam"], E.A, E.d, E.P),
-        "cumulative": errs.cumulative_error(meas["G"], meas["lam"], meas["Z"], E.R, E.rho),
-        "jc_only": errs.jc_only_error(meas["G"], meas["lam"], meas["Y"], E.E, E.rho),
-    }
-    regime = errs.in_regime(lr, meas["top"])
-    for name in ESTIMATES:
-        record[f"{name}_err"] = err[name]
-        record[f"{name}_cert"] = errs.certify(record[name], err[name], regime)
-
-
-def _carry_errors(ctx: RunContext, meas: dict, D: float, e: float, A: float, d: float, P: float,
-                  wnorm: float) -> None:
-    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`crosscurv.numeric.error_estimates.ErrorState`);
-    ``sigma_k`` from the measured ``||w^k||`` (:func:`crosscurv.numeric.error_estimates.measured_step_remainder`)."""
-    E, lr = ctx.est.errors, ctx.lr
-    lam, c, G = meas["lam"], meas["c"], meas["G"]
-    sigma = errs.measured_step_remainder(lr, wnorm, e)
-    X = meas["Y"] + E.E
-    E.E = (c * E.E + lr * lr * errs.forcing_difference(E.rho, lam, G, X, len(ctx.pattern))
-           + errs.step_remainder(lr, E.rho, X, e))
-    E.R = errs.propagate_remainder(E.R, c, sigma)
-    E.sigma, E.G, E.lam, E.A, E.d, E.P = sigma, G, lam, A, d, P
-
-
-def _optimizer_s_phase(ctx: RunContext, k: int, at_s, theta_s: Mapping, gs: Mapping) -> None:
-    """The end of iteration ``k`` with an optimizer, at ``theta_S^k``: the forcing ``M_S F phi_S``, the tangent
-    steps of ``w`` (from the measured ``Delta^k``, state difference and ``H_JC^k Delta^k``) and ``z``, and the
-    scheme step with the ``S`` run's state."""
-    S, opt, lr = ctx.store, ctx.opt, ctx.lr
-    ss = opt.state(S, "ss", k)
-    force = at_s.masked(ctx.plan, scaled_direction(opt.spec, ss, gs, opt.f))
-    at_s.release()
-    ctx.est.unorms.append(forcing_norm(opt.spec, opt.f, force))
-    step = opt.tangent(S, lr)
-    hd = S.fetch("hdelta")
-    w, _ = step.apply(S.fetch("delta"), opt.group(S, "ds"), {n: hd[n] - lr * force[n] for n in hd})
-    S.park("w", w)
-    S.park("delta", None)
-    S.park("hdelta", None)
-    opt.park_group(S, "ds", None)
-    del w, hd
-    hz = S.fetch("hz")
-    z, zs = step.apply(S.fetch("z"), opt.group(S, "zs"), {n: hz[n] - lr * force[n] for n in hz})
-    S.park("z", z)
-    opt.park_group(S, "zs", zs)
-    S.park("hz", None)
-    opt.park_tangent(S, None)
-    del z, zs, hz, force, step
-    new, ss, _ = optimizer_scheme_step(ctx.task, theta_s, ctx.pattern, lr, opt.spec, ss, opt.factors,
-                                       grad_at_params=gs)
-    S.park("theta_s", new)
-    opt.park_state(S, "ss", ss)
 
 
 def _products(point, k: int, named):
@@ -1117,7 +843,7 @@ def run_protocol(
                                  setup)
     run_settings["offload"] = use_offload
 
-    opt = None if setup.plain else _Optimizer(task, setup)
+    rule = update_rule(task, setup)
     run = _RunDir(out_dir) if out_dir is not None else None
     ck = None
     if run is not None and not resume:
@@ -1131,12 +857,9 @@ def run_protocol(
         if isinstance(planned, int) and iters < planned:
             raise SettingsChangedError(f"cannot resume {run.path} with {iters} iterations: the run was set to {planned} "
                               "(a run can be extended, not shortened)")
-        if ck["done"] and iters > planned and ck["format"] == 1:
-            raise ResumeError(f"cannot extend {run.path}: its checkpoint was written by an older crosscurv "
-                              "that kept no state for extending; rerun it")
-        if opt is not None:
+        if rule.carried:
             try:
-                _check_vectors(ck["vectors"], task, opt.carried)
+                _check_vectors(ck["vectors"], task, rule.carried)
             except (KeyError, TypeError, ValueError) as exc:
                 raise ResumeError(f"{run.checkpoint} is not a readable crosscurv checkpoint (missing or malformed "
                                   f"optimizer state {_one_line(exc)})") from None
@@ -1155,7 +878,7 @@ def run_protocol(
             start = int(ck["start"])
             records = run.records_upto(k0)
             est = ck["estimates"]
-            for name in _CARRIED + (opt.carried if opt is not None else ()):
+            for name in _CARRIED + rule.carried:
                 store.park(name, ck["vectors"][name])
             prior_elapsed = float(ck.get("elapsed_s", 0.0))
             ck = None  # its vectors now live in the store only
@@ -1170,11 +893,10 @@ def run_protocol(
             store.park("p", init_power_vector(task.params, seed))
             store.park("vmax", None)
             store.park("vmin", None)
-            if opt is not None:
-                opt.start(store, task.params)
+            rule.start(store, task.params)
         ctx = RunContext(task, pattern, lr, iters, engine, plan, store, est, run_settings, run=run,
                          every=checkpoint_every, records=records, progress=progress, on_record=on_record,
-                         prior_elapsed=prior_elapsed, opt=opt)
+                         prior_elapsed=prior_elapsed, rule=rule)
         if run is not None and not resume:
             ctx.checkpoint(0, 0)
         return _run(ctx, done, start, k0 if resume else None, hvp_method)

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .records import FIELDS as _ALL_FIELDS, LEGACY_FIELDS as FIELDS, RecordsError
+from .records import FIELDS as _ALL_FIELDS, CORE_FIELDS as FIELDS, RecordsError
 
 __all__ = [
     "TOLERANCES",
@@ -30,7 +30,6 @@ __all__ = [
     "ALL_COLUMNS",
     "default_tolerances",
     "column_scale",
-    "is_legacy",
     "compared_columns",
     "reference_tolerances",
     "ColumnResult",
@@ -131,7 +130,7 @@ def tolerance_from_rounding(dtype: str, rounding: tuple) -> tuple:
 TOLERANCES = {dt: {c: tolerance_from_rounding(dt, m) for c, m in cols.items()}
               for dt, cols in MEASURED_ROUNDING.items()}
 
-#: Columns every records file has and that are compared by default (every legacy field except ``k``).
+#: Columns every records file has and that are compared by default (:data:`crosscurv.numeric.records.CORE_FIELDS` except ``k``).
 VALUE_COLUMNS = tuple(f for f in FIELDS if f != "k")
 #: Columns compared when both records have them (files written before they existed do not).
 OPTIONAL_COLUMNS = tuple(f for f in _ALL_FIELDS if f not in FIELDS and f in MEASURED_ROUNDING["float64"])
@@ -159,16 +158,6 @@ def column_scale(reference: Mapping[str, Sequence], column: str) -> float:
     src = ("sharpness",) if column == "sharpness" else ("loss_jc", "loss_s")
     s = max([v for c in src if c in reference for v in _finite(reference[c])] + [0.0])
     return s if s > 0 else 1.0
-
-
-def is_legacy(reference: Mapping[str, Sequence]) -> bool:
-    """Records of the eight-column format: no ``gap_err`` (absent or all NaN).
-
-    Their ``gap`` is ``loss_s - loss_jc`` computed in the run's dtype, not the
-    cancellation-free segment integral: it carries the two losses' rounding
-    (the ``subtraction`` row of :data:`TOLERANCES`' measurements).
-    """
-    return "gap_err" not in reference or not _finite(reference["gap_err"])
 
 
 def compared_columns(theirs: Mapping, reference: Mapping, columns: Sequence[str] | None = None) -> list:

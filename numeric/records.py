@@ -32,9 +32,10 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
 * ``recursive_cert``, ``cumulative_cert``, ``jc_only_cert``: the certified winner (``1`` JC, ``-1`` the
   scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``).
 
-Files written before ``sharpness`` and ``gap_err`` existed (the first eight
-columns only), or before the converged extremes and error estimates (the first
-ten), are still read: the missing columns come back as NaN.
+Records an older crosscurv wrote (the first columns of :data:`FIELDS` only,
+:func:`is_older_header`) are refused in one line: recompute the run.  Records of
+another implementation are read by :func:`read_columns` (:data:`CORE_FIELDS` and
+any optional columns).
 
 Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan``
 and ``inf`` included), so :func:`read_records` returns exactly the values that
@@ -58,8 +59,8 @@ from crosscurv.theory.errors import InputError
 
 __all__ = [
     "FIELDS",
-    "LEGACY_FIELDS",
-    "PREVIOUS_FIELDS",
+    "CORE_FIELDS",
+    "is_older_header",
     "ERROR_COLUMNS",
     "CERT_COLUMNS",
     "ESTIMATES",
@@ -89,11 +90,9 @@ __all__ = [
 FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err",
           "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err", "jc_only_err",
           "recursive_cert", "cumulative_cert", "jc_only_cert")
-#: The header of older crosscurv records (before the converged extremes and the error estimates): refused by the reader.
-PREVIOUS_FIELDS = FIELDS[:10]
-#: The columns every records file holds, crosscurv's or another implementation's (:func:`read_columns`); also the
-#: header of the first crosscurv records (before ``sharpness`` and ``gap_err``), refused by :func:`read_records`.
-LEGACY_FIELDS = FIELDS[:8]
+#: The columns every records file holds, crosscurv's or another implementation's (:func:`read_columns`): the
+#: losses, the measured gap, the paper's three estimates and Theorem 3's bound.
+CORE_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
 #: ``{estimate: its error column}`` and ``{estimate: its certified-winner column}`` (:mod:`crosscurv.numeric.error_estimates`).
@@ -105,8 +104,6 @@ SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 
 _HEADER = ",".join(FIELDS)
-_LEGACY_HEADER = ",".join(LEGACY_FIELDS)
-_PREVIOUS_HEADER = ",".join(PREVIOUS_FIELDS)
 
 
 class RecordsError(InputError):
@@ -116,15 +113,15 @@ class RecordsError(InputError):
 def make_record(k: int, **values) -> dict:
     """A record dict with the keys of :data:`FIELDS` in order (``k`` int, the rest Python floats).
 
-    The fields after :data:`LEGACY_FIELDS` default to NaN (not measured).
+    The fields after :data:`CORE_FIELDS` default to NaN (not measured).
 
     Raises:
-        KeyError: a field of :data:`LEGACY_FIELDS` missing; ``ValueError``: an unknown field.
+        KeyError: a field of :data:`CORE_FIELDS` missing; ``ValueError``: an unknown field.
     """
     extra = set(values) - set(FIELDS[1:])
     if extra:
         raise ValueError(f"unknown record fields: {sorted(extra)}")
-    return {"k": int(k), **{f: float(values[f] if f in LEGACY_FIELDS else values.get(f, math.nan)) for f in FIELDS[1:]}}
+    return {"k": int(k), **{f: float(values[f] if f in CORE_FIELDS else values.get(f, math.nan)) for f in FIELDS[1:]}}
 
 
 def format_row(record: Mapping) -> str:
@@ -211,12 +208,20 @@ def read_text(path: str, what: str = "records file") -> str:
     return text.removeprefix("\ufeff")  # a byte-order mark written by some spreadsheet programs
 
 
+def is_older_header(header: str) -> bool:
+    """Whether ``header`` is the header of records an older crosscurv wrote: the first columns of
+    :data:`FIELDS` (at least :data:`CORE_FIELDS`), fewer than this version writes.  Such records are refused (one
+    line: recompute the run), never read."""
+    names = header.strip().split(",")
+    return len(CORE_FIELDS) <= len(names) < len(FIELDS) and tuple(names) == FIELDS[:len(names)]
+
+
 def _complete_lines(path: str) -> list[str]:
     """Header + complete (newline-terminated) data lines of ``path``."""
     lines = read_text(path).split("\n")
     complete = lines[:-1]  # the last piece has no newline: torn or empty
     header = complete[0].strip() if complete else ""
-    if header in (_LEGACY_HEADER, _PREVIOUS_HEADER):
+    if is_older_header(header):
         raise RecordsError(f"{path}: records of an older crosscurv ({header.count(',') + 1} columns, not the "
                            f"{len(FIELDS)} of this version); recompute the run with this crosscurv")
     if header != _HEADER:
@@ -245,7 +250,7 @@ def read_records(path: str) -> list[dict]:
     return out
 
 
-def read_columns(path: str, columns: Sequence[str] = LEGACY_FIELDS, optional: Sequence[str] = ()) -> dict:
+def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequence[str] = ()) -> dict:
     """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
 
     Columns may come in any order; extra columns are ignored; the last line

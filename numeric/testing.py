@@ -166,12 +166,12 @@ def assert_records_match(
     """
     import os
 
-    from .records import FIELDS, LEGACY_FIELDS, read_columns, read_summary
+    from .records import FIELDS, CORE_FIELDS, read_columns, read_summary
     from .record_comparison import OPTIONAL_COLUMNS, compare_records, compared_columns, reference_tolerances
 
     if isinstance(theirs, str):
         t = (read_columns(theirs, ["k"] + list(columns)) if columns
-             else read_columns(theirs, list(LEGACY_FIELDS), optional=OPTIONAL_COLUMNS))
+             else read_columns(theirs, list(CORE_FIELDS), optional=OPTIONAL_COLUMNS))
     else:
         t = theirs
     if isinstance(reference, str):
@@ -180,7 +180,7 @@ def assert_records_match(
             if dtype is None and os.path.exists(summ):
                 dtype = (read_summary(summ).get("settings") or {}).get("dtype")
             reference = os.path.join(reference, "records.csv")
-        r = read_columns(reference, list(LEGACY_FIELDS), optional=[f for f in FIELDS if f not in LEGACY_FIELDS])
+        r = read_columns(reference, list(CORE_FIELDS), optional=[f for f in FIELDS if f not in CORE_FIELDS])
     else:
         r = reference
     cols = compared_columns(t, r, columns)

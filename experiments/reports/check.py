@@ -59,7 +59,6 @@ class RunCheck:
         recorded: the number of committed records.
         columns: the columns compared; skipped: value columns the committed
             records do not have (not compared).
-        legacy: the committed records have the eight-column format.
         threads: intra-op threads of the recomputation, and where that number
             came from (``threads_source``).
         first: ``(k, column, recomputed, committed, allowed)`` of the first
@@ -83,7 +82,6 @@ class RunCheck:
     recorded: int
     columns: list
     skipped: list
-    legacy: bool
     threads: int
     threads_source: str
     first: tuple | None = None
@@ -125,7 +123,7 @@ class RunCheck:
         return {
             "run_dir": self.run_dir, "agree": self.agree, "iterations": self.iterations,
             "recorded": self.recorded, "columns": list(self.columns), "skipped": list(self.skipped),
-            "legacy": self.legacy, "threads": self.threads, "threads_source": self.threads_source,
+            "threads": self.threads, "threads_source": self.threads_source,
             "first_disagreement": None if self.first is None else dict(
                 zip(("k", "column", "recomputed", "committed", "tolerance"), self.first)),
             "seconds": self.seconds, "notes": list(self.notes), "line": self.line(),
@@ -160,7 +158,7 @@ class CheckResult:
 # -- finding run folders -------------------------------------------------------------------
 def _is_protocol_run(path: str) -> bool:
     """``path`` holds ``summary.json`` and a ``records.csv`` whose header is the protocol's."""
-    from crosscurv.numeric.records import FIELDS, LEGACY_FIELDS, PREVIOUS_FIELDS, RECORDS_FILE, SUMMARY_FILE
+    from crosscurv.numeric.records import FIELDS, RECORDS_FILE, SUMMARY_FILE, is_older_header
 
     rec = os.path.join(path, RECORDS_FILE)
     if not (os.path.isfile(os.path.join(path, SUMMARY_FILE)) and os.path.isfile(rec)):
@@ -170,7 +168,7 @@ def _is_protocol_run(path: str) -> bool:
             header = fh.readline().strip().removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError):
         return True  # a run folder with a broken records file: check_run says what is wrong
-    return header in (",".join(FIELDS), ",".join(PREVIOUS_FIELDS), ",".join(LEGACY_FIELDS))
+    return header == ",".join(FIELDS) or is_older_header(header)  # an older run: check_run refuses it in one line
 
 
 def find_runs(root: str = "reports") -> list[str]:
@@ -287,15 +285,11 @@ def _jsonish(v):
     return v
 
 
-def _pattern(task, settings: dict, run_dir: str):
+def _pattern(task, settings: dict, spec: str, run_dir: str):
+    """The run's pattern from its spelling ``spec`` (its description's), checked against the recorded pairs."""
     from crosscurv.theory.patterns import as_pattern
 
-    spec = settings.get("pattern_spec")
     recorded = settings.get("pattern")
-    if spec is None and isinstance(recorded, dict):
-        spec = ",".join(f"{i}<-{j}" for i, j in recorded.get("pairs", [])) or "jc"
-    if spec is None and isinstance(recorded, str):
-        spec = recorded
     pattern = as_pattern(str(spec), task.n_blocks, task.block_names)
     if isinstance(recorded, dict) and "pairs" in recorded:
         pairs = sorted(tuple(p) for p in recorded["pairs"])
@@ -312,7 +306,7 @@ class _Plan:
     run_dir: str
     summary: dict
     settings: dict
-    description: object  # the RunDescription of the summary
+    description: object  # the RunDescription of the summary: every setting that decides the records
     committed: list
     n: int
 
@@ -383,7 +377,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     import torch
 
     from crosscurv.experiments import runs
-    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, compare_records, compared_columns, is_legacy,
+    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, compare_records, compared_columns,
                                            reference_tolerances)
     from crosscurv.numeric.records import FIELDS, records_columns
 
@@ -392,12 +386,12 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     columns = compared_columns(reference, reference)
     threads, source = run_threads(run_dir, plan.summary)
     notes: list = []
-    if settings.get("device", "cpu") != "cpu":
-        notes.append(f"recorded on {settings['device']}, recomputed on the CPU")
+    if plan.description.device not in (None, "cpu"):
+        notes.append(f"recorded on {plan.description.device}, recomputed on the CPU")
     base = dict(run_dir=run_dir, iterations=n, recorded=len(plan.committed), columns=columns,
-                skipped=[c for c in FIELDS[1:] if c not in columns and c in ALL_COLUMNS], legacy=is_legacy(reference),
+                skipped=[c for c in FIELDS[1:] if c not in columns and c in ALL_COLUMNS],
                 threads=threads, threads_source=source, notes=notes)
-    dtype = {"float32": torch.float32, "float64": torch.float64}[settings["dtype"]]
+    dtype = {"float32": torch.float32, "float64": torch.float64}[plan.description.dtype]
     # the recorded run, recomputed in memory on the CPU with the threads of the record
     rerun = plan.description.replace(device="cpu", threads=threads, iters=n, offload="off")
 
@@ -406,7 +400,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     t0 = time.perf_counter()
     try:
         task = _build_task(run_dir, settings, dtype, notes)
-        _pattern(task, settings, run_dir)  # the recorded pairs still come out of the recorded spec
+        _pattern(task, settings, plan.description.pattern, run_dir)  # the recorded pairs still come out of the recorded spec
         why = _start_differs(task, settings)
         if why is not None:
             return RunCheck(agree=False, first=(0, "theta0", why, None, None), seconds=time.perf_counter() - t0,
@@ -419,7 +413,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         notes.append(f"the recomputation diverged at k={res.diverged_at}")
         return RunCheck(agree=False, first=(1, "loss_jc", math.nan, reference["loss_jc"][0], 0.0), **base)
     recomputed = records_columns(res.records)
-    tolerances = reference_tolerances(reference, settings["dtype"], columns)
+    tolerances = reference_tolerances(reference, plan.description.dtype, columns)
     comp = compare_records(recomputed, reference, tolerances=tolerances, columns=columns)
     first = comp.first
     if first is None and len(res.records) < n:  # the recomputation stopped early (diverged)

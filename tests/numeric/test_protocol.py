@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from crosscurv.numeric import Task
-from crosscurv.numeric.protocol import ProtocolError, ResumeError, run_protocol
+from crosscurv.numeric.offload import Offloaded, Resident
+from crosscurv.numeric.protocol import ProtocolError, ResumeError, _Parked, run_protocol
 from crosscurv.numeric.records import read_records, read_summary
 from crosscurv.numeric.task import TaskError
 from crosscurv.theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi
@@ -287,3 +288,30 @@ def test_a_pattern_may_be_given_by_its_command_line_spelling(reference):
     assert res.records == ref.records
     with pytest.raises(PatternError):
         run_protocol(tanh_mlp(), "gs:1,2", LR, 2)
+
+
+def _vec(seed, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return {"w": torch.randn(37, 53, generator=g).to(dtype), "b": torch.randn(1001, generator=g).to(dtype)}
+
+
+def _same(a, b):
+    return list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("offloaded", [False, True])
+def test_a_parked_vector_is_fetched_on_first_use_only(tmp_path, offloaded):
+    store = Offloaded("cpu", str(tmp_path)) if offloaded else Resident()
+    v = _vec(6)
+    store.park("vmax", v)
+    store.park("vmin", None)
+    assert store.holds("vmax") and not store.holds("vmin") and not store.holds("absent")
+    fetches = []
+    fetch = store.fetch
+    store.fetch = lambda name: fetches.append(name) or fetch(name)
+    lazy = _Parked(store, "vmax")
+    assert fetches == []
+    assert list(lazy) == list(v) and len(lazy) == 2 and torch.equal(lazy["w"], v["w"])
+    assert _same({n: lazy[n] + lazy[n] for n in lazy}, {n: v[n] + v[n] for n in v})
+    assert fetches == ["vmax"]
+    store.close()

@@ -102,13 +102,13 @@ def test_gap_agrees_within_both_error_bounds():
 
 
 def test_optional_columns_are_compared_only_when_both_records_have_them():
-    from crosscurv.numeric.record_comparison import compared_columns, is_legacy
+    from crosscurv.numeric.record_comparison import compared_columns
 
     ref = _ref()
-    assert compared_columns(ref, ref) == list(COLS[1:]) and is_legacy(ref)
+    assert compared_columns(ref, ref) == list(COLS[1:])
     ref["sharpness"] = [1.0] * 6
-    ref["gap_err"] = [math.nan] * 6  # the eight-column format read back: NaN
+    ref["gap_err"] = [math.nan] * 6  # a column the reference did not measure: NaN
     theirs = dict(ref, sharpness=[1.0] * 6, gap_err=[0.1] * 6)
-    assert compared_columns(theirs, ref) == list(COLS[1:]) + ["sharpness"] and is_legacy(ref)
+    assert compared_columns(theirs, ref) == list(COLS[1:]) + ["sharpness"]
     theirs["sharpness"] = [1.5] * 6
     assert compare_records(theirs, ref, rtol=1e-9, atol=0.0).first[:2] == (1, "sharpness")

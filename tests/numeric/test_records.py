@@ -164,6 +164,16 @@ def test_records_of_an_older_crosscurv_are_refused_in_one_line(tmp_path, n):
         read_records(str(path))
 
 
+def test_only_a_prefix_of_this_versions_columns_is_an_older_header():
+    from crosscurv.numeric.records import CORE_FIELDS, is_older_header
+
+    assert all(is_older_header(",".join(FIELDS[:n])) for n in range(len(CORE_FIELDS), len(FIELDS)))
+    assert not is_older_header(",".join(FIELDS))  # this version's
+    assert not is_older_header(",".join(FIELDS[:len(CORE_FIELDS) - 1]))  # not even the core columns
+    assert not is_older_header(",".join(FIELDS[:9][::-1]))  # the columns in another order: a foreign file
+    assert not is_older_header("k,epoch,loss")
+
+
 def test_a_row_of_fewer_columns_is_malformed(tmp_path):
     path = tmp_path / "records.csv"
     path.write_text(",".join(FIELDS) + "\n1,2.5,2.25,-0.25,-0.2,-0.3,-0.1,0.5\n")

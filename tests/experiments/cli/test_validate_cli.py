@@ -294,12 +294,10 @@ def test_validate_records_refuses_records_of_an_older_crosscurv(gold, tmp_path):
     import subprocess
     import sys
 
-    from crosscurv.numeric.records import PREVIOUS_FIELDS
-
     old = tmp_path / "old"
     shutil.copytree(os.path.join(gold, "gs"), old)
     rows = (old / "records.csv").read_text().splitlines()
-    (old / "records.csv").write_text("\n".join(",".join(r.split(",")[:len(PREVIOUS_FIELDS)]) for r in rows) + "\n")
+    (old / "records.csv").write_text("\n".join(",".join(r.split(",")[:10]) for r in rows) + "\n")
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-records", os.path.join(gold, "gs", "records.csv"),
                            "--reference", str(old)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr

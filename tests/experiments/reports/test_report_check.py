@@ -78,7 +78,7 @@ def test_a_value_moved_beyond_its_tolerance_is_named(smoke_run, tmp_path):
 
 def test_the_library_returns_the_same_verdict(smoke_run, tmp_path):
     rc = check_run(smoke_run, 1)
-    assert rc.agree and rc.iterations == 1 and rc.recorded == 3 and not rc.legacy
+    assert rc.agree and rc.iterations == 1 and rc.recorded == 3
     assert rc.columns[-2:] == ["sharpness", "gap_err"] and rc.skipped == []
     assert rc.comparison.ok and rc.comparison.ks == [1]
 
@@ -138,8 +138,7 @@ def test_a_prefix_of_every_committed_study_reproduces():
     for run in runs:
         line = next(x for x in lines if x.startswith(f"{run}: "))
         assert line.startswith(f"{run}: agree at k=1..2 of ")
-        legacy = open(os.path.join(REPO, run, "records.csv")).readline().count(",") == 7
-        assert ("(7 columns; not in the committed records: sharpness, gap_err;" if legacy else "(9 columns;") in line
+        assert "(9 columns;" in line
 
 
 def test_records_of_an_older_crosscurv_are_refused_in_one_line(smoke_run, tmp_path):

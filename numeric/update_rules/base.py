@@ -1,0 +1,72 @@
+"""The interface of an update rule: how the two runs step and how the carried estimate states advance.
+
+The protocol's iteration body (:func:`crosscurv.numeric.protocol.run_protocol`) is the same for every rule: at
+``theta_JC^k`` the loss, ``g_JC^k``, the recursive estimate and the products ``H_JC^k [p, z, y, Delta]``; at
+``theta_S^k`` the loss, ``g_S^k``, the measured gap and the record.  What differs between the paper's plain
+steps (:class:`crosscurv.numeric.update_rules.plain.PlainRule`) and a block-separable optimizer
+(:class:`crosscurv.numeric.update_rules.optimizer.OptimizerRule`) is what each hook below does with them.
+
+The hooks are called in this order in iteration ``k < K`` (at ``k = K`` only :meth:`error_columns` and
+:meth:`bound` are called: nothing is stepped):
+
+1. :meth:`jc_step` at ``theta_JC^k`` with ``g_JC^k``: parks ``theta_JC^{k+1}``;
+2. :meth:`advance_z`, :meth:`advance_y`, :meth:`advance_delta` with each vector and its product
+   ``H_JC^k v`` (the body has already used them for the estimates of ``k``);
+3. :meth:`error_columns` and :meth:`bound` for the record of ``k``;
+4. :meth:`s_step` at ``theta_S^k`` with ``g_S^k``: parks ``theta_S^{k+1}`` and the carried states of ``k + 1``.
+
+Every vector lives in the run's store (:mod:`crosscurv.numeric.offload`) between uses: a hook fetches what it
+reads and parks what it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["UpdateRule"]
+
+
+class UpdateRule:
+    """An update rule of the protocol (module docstring); subclasses implement every hook.
+
+    Attributes:
+        carried: names of the vectors this rule carries in the store between iterations besides the protocol's
+            own (checkpointed with them).
+    """
+
+    carried: tuple = ()
+
+    def start(self, store, like: Mapping) -> None:
+        """Park the rule's carried vectors of ``k = 0`` (``like``: the parameters)."""
+
+    def jc_step(self, ctx, k: int, at_j, theta_j: Mapping, gj: Mapping, meas: dict) -> None:
+        """Step the JC run from ``theta_j`` (``g_JC^k = gj``) and park ``theta_JC^{k+1}`` as ``"theta_j"``."""
+        raise NotImplementedError
+
+    def advance_z(self, ctx, z: dict, Hz: dict) -> None:
+        """Advance the cumulative state ``z`` with ``H_JC^k z`` (or keep what :meth:`s_step` needs for it)."""
+        raise NotImplementedError
+
+    def advance_y(self, ctx, at_j, y: dict, Hy: dict) -> None:
+        """Advance the JC-only state ``y`` with ``H_JC^k y`` and the forcing at ``theta_JC^k``; park ``"y"``."""
+        raise NotImplementedError
+
+    def advance_delta(self, ctx, at_j, delta: Mapping, Hdelta: dict, meas: dict) -> None:
+        """Use ``H_JC^k Delta^k`` for the recursive term ``w`` of ``k + 1`` (or keep it for :meth:`s_step`)."""
+        raise NotImplementedError
+
+    def error_columns(self, ctx, record: dict, meas: dict) -> None:
+        """The ``*_err`` and ``*_cert`` columns of the record of ``k``."""
+        raise NotImplementedError
+
+    def bound(self, est, lr: float) -> float:
+        """The ``bound_bk`` column (Theorem 3's bound or its generalization) with the current constants."""
+        raise NotImplementedError
+
+    def s_step(self, ctx, k: int, at_s, theta_s: Mapping, gs: Mapping, handed: list, meas: dict) -> None:
+        """Step the ``S`` run from ``theta_s`` (``g_S^k = gs``); park ``theta_S^{k+1}``, ``z``, ``w`` of ``k + 1``.
+
+        ``handed`` is ``[Delta^k]`` when the body fetched it for the gap's segment, else ``[]``: the hook takes
+        the body's only reference (``handed.pop()``) or fetches ``"delta"`` itself, and releases ``at_s``.
+        """
+        raise NotImplementedError

@@ -1,0 +1,139 @@
+"""A block-separable optimizer (per-block step factors, heavy ball, Adam): both runs step with it from zero state.
+
+The estimates are the generalizations of :mod:`crosscurv.numeric.optimizer_estimates`: the steps move by
+``-eta F phi`` and update each run's state, ``M_S g`` becomes the forcing ``M_S F phi`` (``phi`` at the run's
+own state), and ``z``, ``y``, ``w`` take the *tangent step* with their state differences: ``y`` at
+``theta_JC^k``; ``z`` and ``w`` (whose forcing is only known at ``theta_S^k``) keep ``H z`` and ``H Delta`` (and
+Adam's coefficients, formed while ``g_JC^k`` is at hand) until then.  ``bound_bk`` is the majorant of
+:func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`; the error columns are NaN (no certificate).
+
+The optimizer state lives in the run's store under ``GROUP.BUFFER`` (:data:`STATE_GROUPS`); the JC and ``S``
+runs' states take ``k`` steps before iteration ``k``, so their step count is ``k`` and is not stored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from crosscurv.numeric import tree
+from crosscurv.numeric.optimizer_estimates import (TangentStep, factor_tree, forcing_norm, optimizer_bound,
+                                                   scaled_direction, state_difference)
+from crosscurv.numeric.optimizers import OptimizerSetup, OptimizerState, optimizer_scheme_step
+from crosscurv.numeric.records import ESTIMATES
+
+from .base import UpdateRule
+
+__all__ = ["OptimizerRule", "STATE_GROUPS"]
+
+#: Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and JC-only
+#: estimates' state differences; the JC and S states may lack a buffer (``None``: torch's initial state).
+STATE_GROUPS = ("sj", "ss", "zs", "ys")
+
+
+class OptimizerRule(UpdateRule):
+    """A run's block-separable optimizer (not plain ``sgd``): its setup and what every iteration reuses."""
+
+    def __init__(self, task, setup: OptimizerSetup):
+        self.setup, self.spec = setup, setup.spec
+        self.factors = list(setup.factors)
+        self.f = factor_tree(task, self.factors)
+        self.carried = tuple(f"{g}.{b}" for g in STATE_GROUPS for b in setup.buffers)
+
+    # -- the state in the store ---------------------------------------------------------
+    def start(self, store, like: Mapping) -> None:
+        """Torch's initial states (no buffers) and zero state differences."""
+        for b in self.setup.buffers:
+            store.park(f"sj.{b}", None)
+            store.park(f"ss.{b}", None)
+            store.park(f"zs.{b}", tree.zeros_like(like))
+            store.park(f"ys.{b}", tree.zeros_like(like))
+
+    def state(self, store, group: str, k: int) -> OptimizerState:
+        """The JC (``"sj"``) or ``S`` (``"ss"``) run's state at iteration ``k``."""
+        bufs = {b: store.fetch(f"{group}.{b}") for b in self.setup.buffers}
+        return OptimizerState(k, {b: v for b, v in bufs.items() if v is not None})
+
+    def park_state(self, store, group: str, state: OptimizerState) -> None:
+        for b in self.setup.buffers:
+            store.park(f"{group}.{b}", state.buffers.get(b))
+
+    def group(self, store, group: str) -> dict:
+        """``{buffer: tree}`` of a difference group (``"zs"``, ``"ys"``, ``"ds"``)."""
+        return {b: store.fetch(f"{group}.{b}") for b in self.setup.buffers}
+
+    def park_group(self, store, group: str, values: Mapping | None) -> None:
+        for b in self.setup.buffers:
+            store.park(f"{group}.{b}", None if values is None else values[b])
+
+    def tangent(self, store, lr: float) -> TangentStep:
+        """The tangent step of this iteration (Adam's coefficients parked under ``tan.*`` at ``theta_JC``)."""
+        coef = {n: store.fetch(f"tan.{n}") for n in ("a_m", "a_v", "g")} if self.spec.name == "adam" else None
+        return TangentStep(self.spec, lr, self.f, coefficients=coef)
+
+    def park_tangent(self, store, step: TangentStep | None) -> None:
+        if self.spec.name == "adam":
+            for n in ("a_m", "a_v", "g"):
+                store.park(f"tan.{n}", None if step is None else step.coefficients[n])
+
+    # -- the hooks ------------------------------------------------------------------------
+    def jc_step(self, ctx, k, at_j, theta_j, gj, meas):
+        S, lr = ctx.store, ctx.lr
+        sj = self.state(S, "sj", k)
+        self.park_group(S, "ds", state_difference(self.spec, self.state(S, "ss", k), sj, theta_j))
+        S.park("m_jc", at_j.masked(ctx.plan, scaled_direction(self.spec, sj, gj, self.f)))
+        self.park_tangent(S, TangentStep(self.spec, lr, self.f, sj, gj))
+        new, sj, _ = optimizer_scheme_step(ctx.task, theta_j, ctx.jacobi, lr, self.spec, sj, self.factors,
+                                           grad_at_params=gj)
+        S.park("theta_j", new)
+        self.park_state(S, "sj", sj)
+
+    def advance_z(self, ctx, z, Hz):
+        ctx.store.park("hz", Hz)  # z's forcing is known at theta_S^k (s_step)
+
+    def advance_y(self, ctx, at_j, y, Hy):
+        S, lr = ctx.store, ctx.lr
+        m_jc = S.fetch("m_jc")
+        y, ys = self.tangent(S, lr).apply(y, self.group(S, "ys"), {n: Hy[n] - lr * m_jc[n] for n in Hy})
+        S.park("y", y)
+        self.park_group(S, "ys", ys)
+        S.park("m_jc", None)
+
+    def advance_delta(self, ctx, at_j, delta, Hdelta, meas):
+        ctx.store.park("hdelta", Hdelta)  # w's forcing is known at theta_S^k (s_step)
+
+    def error_columns(self, ctx, record, meas):
+        for name in ESTIMATES:
+            record[f"{name}_err"], record[f"{name}_cert"] = math.nan, 0.0
+
+    def bound(self, est, lr):
+        return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)
+
+    def s_step(self, ctx, k, at_s, theta_s, gs, handed, meas):
+        """The forcing ``M_S F phi_S``, the tangent steps of ``w`` (from the measured ``Delta^k``, state
+        difference and ``H_JC^k Delta^k``) and ``z``, and the scheme step with the ``S`` run's state."""
+        S, lr = ctx.store, ctx.lr
+        handed.clear()
+        ss = self.state(S, "ss", k)
+        force = at_s.masked(ctx.plan, scaled_direction(self.spec, ss, gs, self.f))
+        at_s.release()
+        ctx.est.unorms.append(forcing_norm(self.spec, self.f, force))
+        step = self.tangent(S, lr)
+        hd = S.fetch("hdelta")
+        w, _ = step.apply(S.fetch("delta"), self.group(S, "ds"), {n: hd[n] - lr * force[n] for n in hd})
+        S.park("w", w)
+        S.park("delta", None)
+        S.park("hdelta", None)
+        self.park_group(S, "ds", None)
+        del w, hd
+        hz = S.fetch("hz")
+        z, zs = step.apply(S.fetch("z"), self.group(S, "zs"), {n: hz[n] - lr * force[n] for n in hz})
+        S.park("z", z)
+        self.park_group(S, "zs", zs)
+        S.park("hz", None)
+        self.park_tangent(S, None)
+        del z, zs, hz, force, step
+        new, ss, _ = optimizer_scheme_step(ctx.task, theta_s, ctx.pattern, lr, self.spec, ss, self.factors,
+                                           grad_at_params=gs)
+        S.park("theta_s", new)
+        self.park_state(S, "ss", ss)

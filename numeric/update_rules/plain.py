@@ -1,0 +1,119 @@
+"""The paper's plain steps: ``theta - eta g`` for JC, the scheme step of pattern ``S`` (Definition 1, Lemma 1).
+
+The carried states advance by Lemma 3's linearised recursion (:func:`crosscurv.numeric.estimates.propagate`),
+formed in place (:mod:`crosscurv.numeric.inplace`, the same bits):
+
+* ``z <- (z - eta H_JC^k z) + eta^2 u^k`` with ``u^k = M_S(theta_S^k) g_S^k`` (Theorem 3's cumulative state);
+* ``y <- (y - eta H_JC^k y) + eta^2 M_S(theta_JC^k) g_JC^k`` (the JC-only state);
+* ``w <- (Delta^k - eta H_JC^k Delta^k) + eta^2 u^k`` (the recursive term of ``k + 1``, Theorem 2).
+
+The error estimates (:mod:`crosscurv.numeric.error_estimates`) are measured along the way with no extra
+product: ``||g_S^k - g_JC^k - H_JC^k Delta^k||`` (the gradient expansion's remainder ``w^k``, eq.
+grad_diff_expansion) and the two steps' remainders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from crosscurv.numeric import error_estimates as errs
+from crosscurv.numeric import tree
+from crosscurv.numeric.inplace import (add_scaled_into, norm_of, scaled_difference_into, step_residual,
+                                       sub_scaled_into)
+from crosscurv.numeric.records import ESTIMATES
+from crosscurv.numeric.steps import scheme_step
+
+from .base import UpdateRule
+
+__all__ = ["PlainRule"]
+
+
+class PlainRule(UpdateRule):
+    """Plain block-gradient steps with one learning rate (the paper's protocol)."""
+
+    carried = ()
+
+    def jc_step(self, ctx, k, at_j, theta_j, gj, meas):
+        # the expression crosscurv.numeric.steps.scheme_step uses for an empty pattern
+        lr = ctx.lr
+        new_j = {n: theta_j[n] - lr * gj[n] for n in theta_j}
+        meas["round_j"] = step_residual(new_j, theta_j, gj, lr, None, 0.0)
+        ctx.store.park("theta_j", new_j)
+
+    def advance_z(self, ctx, z, Hz):
+        ctx.store.park("z", sub_scaled_into(z, Hz, ctx.lr))  # propagate(z, Hz, None, lr), formed in z
+
+    def advance_y(self, ctx, at_j, y, Hy):
+        # propagate(y, Hy, M_S g_JC, lr), formed in y
+        sub_scaled_into(y, Hy, ctx.lr)
+        add_scaled_into(y, at_j.masked(ctx.plan, at_j.grad), ctx.lr * ctx.lr)
+        ctx.store.park("y", y)
+
+    def advance_delta(self, ctx, at_j, delta, Hdelta, meas):
+        g0 = at_j.grad
+        ctx.store.park("gpred", {n: g0[n] + Hdelta[n] for n in g0})  # g_JC^k + H_JC^k Delta^k
+        meas["norm_hd"] = float(tree.norm(Hdelta))
+        # w = propagate(Delta, H Delta, None, lr), formed in H Delta (Delta is parked, still needed)
+        ctx.store.park("w", scaled_difference_into(delta, Hdelta, ctx.lr))
+
+    def error_columns(self, ctx, record, meas):
+        E, lr = ctx.est.errors, ctx.lr
+        err = {
+            "recursive": errs.recursive_error(lr, E.rho, E.sigma, meas["G"], E.G, E.lam, meas["lam"], E.A, E.d,
+                                              E.P),
+            "cumulative": errs.cumulative_error(meas["G"], meas["lam"], meas["Z"], E.R, E.rho),
+            "jc_only": errs.jc_only_error(meas["G"], meas["lam"], meas["Y"], E.E, E.rho),
+        }
+        regime = errs.in_regime(lr, meas["top"])
+        for name in ESTIMATES:
+            record[f"{name}_err"] = err[name]
+            record[f"{name}_cert"] = errs.certify(record[name], err[name], regime)
+
+    def bound(self, est, lr):
+        return est.bound(lr)
+
+    def s_step(self, ctx, k, at_s, theta_s, gs, handed, meas):
+        S, est, lr = ctx.store, ctx.est, ctx.lr
+        lr2 = lr * lr
+        delta = handed.pop() if handed else S.fetch("delta")
+        S.park("delta", None)
+        gp = S.fetch("gpred")
+        S.park("gpred", None)
+        eps = torch.finfo(gs[next(iter(gs))].dtype).eps
+        noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
+        D = float(tree.norm(delta))
+        E = est.errors
+        wnorm = norm_of(gs, lambda n: gs[n] - gp[n])  # ||w^k||, eq. grad_diff_expansion
+        E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
+        del gp
+        u = at_s.masked(ctx.plan, gs)
+        at_s.release()
+        del at_s
+        est.unorms.append(float(tree.norm(u)))
+        w = add_scaled_into(S.fetch("w"), u, lr2, keep=True)
+        S.park("w", w)
+        A = float(tree.norm(w))
+        d = norm_of(w, lambda n: w[n] - delta[n])
+        P = norm_of(w, lambda n: w[n] + delta[n])
+        del w, delta
+        S.park("z", add_scaled_into(S.fetch("z"), u, lr2, keep=True))
+        new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
+        e = step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
+        S.park("theta_s", new_s)
+        del u, new_s
+        _carry_errors(ctx, meas, D, e, A, d, P, wnorm)
+
+
+def _carry_errors(ctx, meas: Mapping, D: float, e: float, A: float, d: float, P: float, wnorm: float) -> None:
+    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`crosscurv.numeric.error_estimates.ErrorState`);
+    ``sigma_k`` from the measured ``||w^k||`` (:func:`crosscurv.numeric.error_estimates.measured_step_remainder`)."""
+    E, lr = ctx.est.errors, ctx.lr
+    lam, c, G = meas["lam"], meas["c"], meas["G"]
+    sigma = errs.measured_step_remainder(lr, wnorm, e)
+    X = meas["Y"] + E.E
+    E.E = (c * E.E + lr * lr * errs.forcing_difference(E.rho, lam, G, X, len(ctx.pattern))
+           + errs.step_remainder(lr, E.rho, X, e))
+    E.R = errs.propagate_remainder(E.R, c, sigma)
+    E.sigma, E.G, E.lam, E.A, E.d, E.P = sigma, G, lam, A, d, P
