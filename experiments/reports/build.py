@@ -81,18 +81,22 @@ def _reusable(summary: dict, task: str, preset: str) -> str | None:
     """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
     learning rate and K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was
     recorded are taken as they are)."""
+    from crosscurv.experiments.runs import RunDescription, RunDescriptionError
     from crosscurv.experiments.tasks import preset_settings
 
-    settings = summary.get("settings", {})
     if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
         return f"status {summary.get('status')!r}"
+    try:
+        have = RunDescription.from_summary(summary)
+    except RunDescriptionError as exc:
+        return str(exc)
     ps = preset_settings(task, preset)
     want = {"preset": preset, "lr": ps.get("lr"), "iters": ps.get("iters"), "seed": 0}
     for key, value in want.items():
-        if settings.get(key) != value:
-            return f"{key} {settings.get(key)!r}, the study needs {value!r}"
-    if settings.get("threads", STUDY_THREADS) != STUDY_THREADS:
-        return f"threads {settings.get('threads')!r}, the study needs {STUDY_THREADS}"
+        if getattr(have, key) != value:
+            return f"{key} {getattr(have, key)!r}, the study needs {value!r}"
+    if have.threads not in (None, STUDY_THREADS):
+        return f"threads {have.threads!r}, the study needs {STUDY_THREADS}"
     return None
 
 

@@ -8,7 +8,8 @@ records stop at the divergence) through :func:`crosscurv.experiments.reports.tab
 running or interrupted are counted and left out, so a study can be aggregated
 while its sweep is still filling.
 
-:class:`StudyRun` adds what the studies need to a run: its settings (task,
+:class:`StudyRun` adds what the studies need to a run: its settings, read once
+from its summary as a :class:`crosscurv.experiments.runs.RunDescription` (task,
 preset, learning rate ``eta``, seed, pattern, K, dtype, intra-op threads) and
 :meth:`StudyRun.prefix`, the run's first ``K`` records (a run's first ``K``
 records are the records of a ``K``-iteration run with the same settings).
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from crosscurv.experiments.runs import RunDescription, RunDescriptionError
 from crosscurv.experiments.tasks.errors import DataError
 from crosscurv.experiments.reports.table import RunRecords, load_run
 
@@ -46,6 +48,7 @@ class StudyRun:
     name: str
     run: RunRecords
     threads: int | None = None
+    _description: RunDescription | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def settings(self) -> dict:
@@ -53,28 +56,35 @@ class StudyRun:
         return s if isinstance(s, dict) else {}
 
     @property
+    def description(self) -> RunDescription:
+        """The run's settings, read once from its summary (:meth:`crosscurv.experiments.runs.RunDescription.from_summary`)."""
+        if self._description is None:
+            self._description = RunDescription.from_summary(self.run.summary)
+        return self._description
+
+    @property
     def task(self) -> str:
         return self.run.task
 
     @property
     def lr(self) -> float:
-        return float(self.settings.get("lr", float("nan")))
+        return self.description.lr
 
     @property
     def seed(self) -> int:
-        return int(self.settings.get("seed", 0))
+        return self.description.seed
 
     @property
     def preset(self) -> str | None:
-        return self.settings.get("preset")
+        return self.description.preset
 
     @property
-    def pattern(self) -> str | None:
-        return self.settings.get("pattern_spec")
+    def pattern(self) -> str:
+        return self.description.pattern
 
     @property
-    def dtype(self) -> str | None:
-        return self.settings.get("dtype")
+    def dtype(self) -> str:
+        return self.description.dtype
 
     @property
     def status(self) -> str:
@@ -88,7 +98,8 @@ class StudyRun:
     @property
     def planned_K(self) -> int:
         """Iterations the run was set to (more than :attr:`K` when it diverged)."""
-        return int(self.settings.get("iters", self.K))
+        iters = self.description.iters
+        return self.K if iters is None else iters
 
     @property
     def seconds(self) -> float | None:
@@ -174,8 +185,14 @@ def read_sweep(path: str | os.PathLike) -> SweepRuns:
             unfinished.append(d.name)
             continue
         run = load_run(d)
-        t = (summary.get("settings") or {}).get("threads", threads)
-        finished.append(StudyRun(d.name, run, int(t) if isinstance(t, int) else None))
+        try:
+            description = RunDescription.from_summary(summary)
+        except RunDescriptionError as exc:
+            raise DataError(f"{summ}: {exc}") from None
+        t = threads if description.threads is None else description.threads
+        srun = StudyRun(d.name, run, t)
+        srun._description = description
+        finished.append(srun)
     if not finished:
         what = f" ({len(unfinished)} still running or interrupted)" if unfinished else ""
         raise DataError(f"{path} holds no finished run{what}")
