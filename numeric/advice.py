@@ -87,7 +87,6 @@ column.
 from __future__ import annotations
 
 import csv
-import io
 import itertools
 import json
 import math
@@ -107,7 +106,8 @@ from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
 from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step, optimizer_setup
 from .point import PointCurvature
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
-from .records import atomic_torch_save, atomic_write_text, json_safe, read_text, write_summary
+from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
+                      write_summary)
 from .steps import block_keys
 
 __all__ = [
@@ -354,12 +354,9 @@ class Advice:
 
 
 # -- records -------------------------------------------------------------------------------
-def _format_rows(k: int, loss_jc: float, vals: Mapping[str, tuple]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    for name, (est, err, cor, one) in vals.items():
-        w.writerow([str(int(k)), name] + [repr(float(x)) for x in (loss_jc, est, err, cor, one)])
-    return buf.getvalue()
+def _rows(k: int, loss_jc: float, vals: Mapping[str, tuple]) -> list[dict]:
+    """The ``advice.csv`` rows of iteration ``k`` (:data:`COLUMNS`), one per candidate pattern."""
+    return [dict(zip(COLUMNS, (k, name, loss_jc, est, err, cor, one))) for name, (est, err, cor, one) in vals.items()]
 
 
 def read_advice_records(path: str) -> list[dict]:
@@ -715,13 +712,14 @@ def advise(
 
     def rows_text(rs):
         return ",".join(COLUMNS) + "\n" + "".join(
-            _format_rows(r["k"], r["loss_jc"], {n: (r["estimates"][n], r["errors"][n], r["corrected"][n],
-                                                    r["one_step"][n]) for n in names}) for r in rs)
+            format_row(row, COLUMNS) + "\n" for r in rs
+            for row in _rows(r["k"], r["loss_jc"], {n: (r["estimates"][n], r["errors"][n], r["corrected"][n],
+                                                        r["one_step"][n]) for n in names}))
 
-    fh = None
+    writer = None
     if rec_path is not None:
         atomic_write_text(rec_path, rows_text(rows))  # truncated to the checkpoint's k on resume
-        fh = open(rec_path, "a", encoding="utf-8", newline="")
+        writer = RecordWriter(rec_path, append=True, fields=COLUMNS)
     last_save = time.perf_counter()
 
     def checkpoint(k: int, nxt: int, final: bool = False) -> None:
@@ -803,9 +801,8 @@ def advise(
                        "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
                        "one_step": {n: v[3] for n, v in vals.items()}}
                 rows.append(row)
-                if fh is not None:
-                    fh.write(_format_rows(k, loss_jc, vals))
-                    fh.flush()
+                if writer is not None:
+                    writer.write_rows(_rows(k, loss_jc, vals))
                 if on_record is not None:
                     on_record(_with_decision(row))
                 if progress is not None:
@@ -820,8 +817,8 @@ def advise(
             ck["done"], ck["settings"] = True, run_settings
             atomic_torch_save(ck, ck_path)
     finally:
-        if fh is not None:
-            fh.close()
+        if writer is not None:
+            writer.close()
     table = [_with_decision(r) for r in rows]
     done_checks = [check0 or {}]
     orders = _orders(cands, done_checks) if checks and check0 else None

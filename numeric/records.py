@@ -124,9 +124,17 @@ def make_record(k: int, **values) -> dict:
     return {"k": int(k), **{f: float(values[f] if f in CORE_FIELDS else values.get(f, math.nan)) for f in FIELDS[1:]}}
 
 
-def format_row(record: Mapping) -> str:
-    """The CSV line (no newline) of a record dict; floats in round-trip ``repr`` form."""
-    return ",".join([str(int(record["k"]))] + [repr(float(record[f])) for f in FIELDS[1:]])
+def format_row(record: Mapping, fields: Sequence[str] = FIELDS) -> str:
+    """The CSV line (no newline) of a row dict with the columns ``fields``: ``k`` as an integer, text as
+    it is (CSV-quoted where it holds a comma or quote), every other value as a float in round-trip
+    ``repr`` form (``nan``, ``inf`` included)."""
+    cells = [str(int(record[f])) if f == "k" else record[f] if isinstance(record[f], str) else repr(float(record[f]))
+             for f in fields]
+    if not any(("," in c or '"' in c or "\n" in c) for c in cells):
+        return ",".join(cells)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(cells)
+    return buf.getvalue()
 
 
 def parse_row(line: str, where: str = "records.csv") -> dict:
@@ -141,32 +149,44 @@ def parse_row(line: str, where: str = "records.csv") -> dict:
 
 
 class RecordWriter:
-    """Append records to ``records.csv``, flushing after every row.
+    """Append rows to a streamed CSV table (a run's ``records.csv`` by default), flushing after every row.
+
+    The one writer of every per-iteration table crosscurv streams (the protocol's records, the
+    motivation runs' records and probes, advise's ``advice.csv``): a header line, one row per
+    :meth:`write` in :func:`format_row` form, flushed as soon as it is written, so a killed run leaves
+    every complete row on disk.
 
     Args:
         path: the CSV file.
         append: keep the existing rows (the file must start with the header);
             otherwise the file is created with the header (it must not exist
             or be empty: partial output is never overwritten here).
+        fields: the columns (default :data:`FIELDS`, the protocol's records).
     """
 
-    def __init__(self, path: str, append: bool = False):
-        self.path = path
+    def __init__(self, path: str, append: bool = False, fields: Sequence[str] = FIELDS):
+        self.path, self.fields = path, tuple(fields)
+        header = ",".join(self.fields)
         if append:
             with open(path, "r", encoding="utf-8") as fh:
                 first = fh.readline().strip()
-            if first != _HEADER:
-                raise RecordsError(f"{path}: not a crosscurv records file (header {first!r})")
+            if first != header:
+                what = "a crosscurv records file" if self.fields == FIELDS else f"a table with the columns {header!r}"
+                raise RecordsError(f"{path}: not {what} (header {first!r})")
             self._fh = open(path, "a", encoding="utf-8", newline="")
         else:
             if os.path.exists(path) and os.path.getsize(path) > 0:
                 raise RecordsError(f"{path} already exists; refusing to overwrite it")
             self._fh = open(path, "w", encoding="utf-8", newline="")
-            self._fh.write(_HEADER + "\n")
+            self._fh.write(header + "\n")
             self._fh.flush()
 
     def write(self, record: Mapping) -> None:
-        self._fh.write(format_row(record) + "\n")
+        self.write_rows([record])
+
+    def write_rows(self, records: Sequence[Mapping]) -> None:
+        """Several rows in one write and one flush (the rows of one iteration together)."""
+        self._fh.write("".join(format_row(r, self.fields) + "\n" for r in records))
         self._fh.flush()
 
     def close(self) -> None:

@@ -1,10 +1,9 @@
-"""Streamed CSV tables of the motivation runs (``records.csv``, ``probes.csv``).
+"""Reading the streamed CSV tables of the motivation runs (``records.csv``, ``probes.csv``).
 
-The same conventions as :mod:`crosscurv.numeric.records` (whose writer is fixed to the
-protocol's columns): a header line, one row per step written and flushed as
-soon as it is computed, floats in round-trip ``repr`` form (``nan`` for a
-value not measured at that step), a torn last line from a kill ignored, and
-rewrites through :func:`crosscurv.numeric.records.atomic_write_text`.
+They are written by :class:`crosscurv.numeric.records.RecordWriter` with the runs' own columns: a header
+line, one row per step flushed as soon as it is computed, floats in round-trip ``repr`` form (``nan`` for
+a value not measured at that step).  Here they are read back (a torn last line from a kill ignored) and
+cut to a checkpoint through :func:`crosscurv.numeric.records.atomic_write_text`.
 """
 
 from __future__ import annotations
@@ -13,41 +12,9 @@ import io
 import os
 from typing import Mapping, Sequence
 
-from crosscurv.numeric.records import RecordsError, atomic_write_text
+from crosscurv.numeric.records import RecordsError, atomic_write_text, format_row
 
-__all__ = ["TableWriter", "read_table", "truncate_table", "table_columns"]
-
-
-def _format(row: Mapping, fields: Sequence[str]) -> str:
-    return ",".join(str(int(row[f])) if f == "k" else repr(float(row[f])) for f in fields)
-
-
-class TableWriter:
-    """Append rows with the columns ``fields`` to ``path`` (created with a header unless ``append``)."""
-
-    def __init__(self, path: str, fields: Sequence[str], append: bool = False):
-        self.path, self.fields = path, tuple(fields)
-        header = ",".join(self.fields)
-        if append:
-            with open(path, "r", encoding="utf-8") as fh:
-                first = fh.readline().strip()
-            if first != header:
-                raise RecordsError(f"{path}: unexpected header {first!r} (expected {header!r})")
-            self._fh = open(path, "a", encoding="utf-8", newline="")
-        else:
-            if os.path.exists(path) and os.path.getsize(path) > 0:
-                raise RecordsError(f"{path} already exists; refusing to overwrite it (use --resume)")
-            self._fh = open(path, "w", encoding="utf-8", newline="")
-            self._fh.write(header + "\n")
-            self._fh.flush()
-
-    def write(self, row: Mapping) -> None:
-        self._fh.write(_format(row, self.fields) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+__all__ = ["read_table", "truncate_table", "table_columns"]
 
 
 def read_table(path: str) -> tuple[list[str], list[dict]]:
@@ -80,7 +47,7 @@ def truncate_table(path: str, n: int) -> None:
     buf = io.StringIO()
     buf.write(",".join(fields) + "\n")
     for r in rows[:n]:
-        buf.write(_format(r, fields) + "\n")
+        buf.write(format_row(r, fields) + "\n")
     atomic_write_text(path, buf.getvalue())
 
 

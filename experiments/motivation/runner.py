@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
-from crosscurv.numeric.records import atomic_torch_save, json_safe, write_summary
+from crosscurv.numeric.records import RecordWriter, atomic_torch_save, json_safe, write_summary
 from crosscurv.theory.errors import InputError
 
 from .panel import PROBE_FIELDS, RECORD_FIELDS
-from .records import TableWriter, read_table, truncate_table
+from .records import read_table, truncate_table
 
 __all__ = ["MotivationError", "build_panel", "run_panel", "RunResult"]
 
@@ -97,8 +97,8 @@ def run_panel(name: str, settings: dict, seed: int, out_dir: str, *, resume: boo
         if os.path.exists(paths[PROBES]):
             os.remove(paths[PROBES])
     append = start > 0
-    rec = TableWriter(paths[RECORDS], RECORD_FIELDS, append=append)
-    prb = TableWriter(paths[PROBES], PROBE_FIELDS, append=append)
+    rec = RecordWriter(paths[RECORDS], append=append, fields=RECORD_FIELDS)
+    prb = RecordWriter(paths[PROBES], append=append, fields=PROBE_FIELDS)
     summary = {"panel": name, "seed": seed, "status": "running", "settings": full, "info": panel.info,
                "labels": {"seq": panel.seq_label, "sim": panel.sim_label, "gs": getattr(panel, "gs_label", None)},
                "step_unit": panel.step_unit, "n_steps": panel.n_steps, "eval_every": panel.eval_every,
