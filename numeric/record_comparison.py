@@ -305,6 +305,7 @@ def compare_records(
     tolerances: Mapping[str, tuple] | None = None,
     columns: Sequence[str] | None = None,
     growth: Sequence[float] | None = None,
+    slack: Mapping[str, Sequence[float]] | None = None,
 ) -> RecordsComparison:
     """Compare records column by column at the iterations ``k`` both hold.
 
@@ -326,6 +327,9 @@ def compare_records(
         growth: factors ``>= 1`` aligned with ``theirs``: the tolerance at each ``k`` (``rtol`` and ``atol``)
             is multiplied by it.  The trajectory's own sensitivity: how much further than at its first
             iteration a run that differs only at rounding has parted by ``k`` (report --check measures it).
+        slack: ``{column: [s_k, ...]}`` aligned with ``theirs``: an absolute amount added to that column's
+            allowed difference at each ``k`` after ``growth`` (a column's own measured spread at rounding,
+            e.g. :func:`crosscurv.experiments.reports.check.sharpness_spread`).
 
     Returns:
         a :class:`RecordsComparison` with the first disagreement (smallest
@@ -366,12 +370,13 @@ def compare_records(
             t, r = float(theirs[c][tpos[k]]), float(reference[c][rpos[k]])
             a = atol_c + (_gap_slack(theirs, tpos[k]) + _gap_slack(reference, rpos[k]) if c == "gap" else 0.0)
             g = max(1.0, float(growth[tpos[k]])) if growth is not None else 1.0
-            if not _close(t, r, rtol_c * g, a * g):
+            extra = float(slack[c][tpos[k]]) if slack is not None and c in slack else 0.0
+            if not _close(t, r, rtol_c * g, a * g + extra):
                 bad += 1
                 if first_bad is None:
                     first_bad = k
                 if first is None or k < first[0] or (k == first[0] and cols.index(c) < cols.index(first[1])):
-                    first = (k, c, t, r, (a + rtol_c * abs(r)) * g if math.isfinite(r) else 0.0)
+                    first = (k, c, t, r, (a + rtol_c * abs(r)) * g + extra if math.isfinite(r) else 0.0)
             if math.isfinite(t) and math.isfinite(r):
                 d = abs(t - r)
                 mabs = max(mabs, d)

@@ -432,6 +432,18 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
     curve = sensitivity(twin, recomputed)
     wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve)
+    if not wide.ok and wide.first[1] == "sharpness":  # a column that jumps where the Hessian does: its own spread
+        torch.set_num_threads(threads)
+        try:
+            spread = sharpness_spread(task, rerun.lr, len(res.records), rerun.seed, hvp_method=rerun.hvp)
+        finally:
+            torch.set_num_threads(old_threads)
+        slack = [2.0 * x for x in spread]
+        wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
+                               slack={"sharpness": slack})
+        worst = max(range(len(spread)), key=lambda i: spread[i])
+        notes.append(f"sharpness compared within twice its spread over {SHARPNESS_PROBES} power iterations at points "
+                     f"perturbed at rounding (largest {spread[worst]:.3g} at k = {worst + 1})")
     base["seconds"] = time.perf_counter() - t0
     growth = curve[-1] ** (1.0 / (len(curve) - 1)) if len(curve) > 1 and curve[-1] > 1 else None
     if wide.ok:
@@ -485,16 +497,74 @@ def _perturbed_twin(task, rerun) -> dict | None:
     from crosscurv.numeric.records import records_columns
 
     n = rerun.iters
-    gen = torch.Generator().manual_seed(12345)
-    params = {}
-    for name, p in task.params.items():
-        sign = torch.randint(0, 2, tuple(p.shape), generator=gen).to(device=p.device, dtype=p.dtype) * 2 - 1
-        params[name] = p * (1 + torch.finfo(p.dtype).eps / 2 * sign)
-    twin = dataclasses.replace(task, params=params)
+    twin = dataclasses.replace(task, params=_perturbed(task.params, torch.Generator().manual_seed(12345)))
     res, _ = runs.run(rerun, None, task=twin)
     if len(res.records) < n:
         return None
     return records_columns(res.records)
+
+
+def _perturbed(params, gen, ulps: float = 0.5) -> dict:
+    """``theta (1 + u r)``: ``u = ulps * eps`` (``eps`` the dtype's machine epsilon), ``r = +-1`` a sign per entry
+    drawn from ``gen``.  With the default half an ulp (the unit roundoff) ``1 + u`` rounds to ``1``: only the
+    entries drawn ``-1`` move, towards zero; ``ulps = 1`` moves every entry, either way."""
+    import torch
+
+    out = {}
+    for name, p in params.items():
+        sign = torch.randint(0, 2, tuple(p.shape), generator=gen).to(device=p.device, dtype=p.dtype) * 2 - 1
+        out[name] = p * (1 + torch.finfo(p.dtype).eps * ulps * sign)
+    return out
+
+
+#: Power iterations at points perturbed at rounding that measure the ``sharpness`` column's own spread.
+SHARPNESS_PROBES = 16
+
+
+def sharpness_spread(task, lr: float, n: int, seed: int, probes: int = SHARPNESS_PROBES, hvp_method: str = "auto"):
+    """How far the ``sharpness`` column moves when the points it is evaluated at move at rounding, per ``k``.
+
+    The column is the power iteration's ``R_k = p_k^T H(theta_JC^k) p_k``.  Where ``H`` jumps between
+    neighbouring points (a ReLU input within rounding of zero: the loss is continuous there, its Hessian is
+    not), two runs that agree to rounding in every other column can record ``R_k`` far apart, further than
+    any rounding model of the products says.  This replays the JC trajectory ``theta_JC^{k+1} = theta_JC^k -
+    eta g`` with the power iteration (start :func:`crosscurv.numeric.estimates.init_power_vector` of
+    ``seed``), and beside it ``probes`` power iterations, each with its own vector, whose Hessian at every
+    ``k`` is taken at ``theta_JC^k (1 + eps r)`` (:func:`_perturbed` by one ulp, either way; fresh signs per
+    ``k`` and probe).
+
+    Returns:
+        ``[s_1, ..., s_n]`` with ``s_k = max_j |R_k^(j) - R_k|`` over the probes with a finite value: two
+        evaluations of the column within rounding of the same point differ by at most ``2 s_k`` as far as
+        these probes see.
+    """
+    import torch
+
+    from crosscurv.numeric.estimates import init_power_vector, power_step
+    from crosscurv.numeric.protocol import choose_engine
+
+    engine = choose_engine(task, hvp_method)
+    theta = {k: v.detach().clone() for k, v in task.params.items()}
+    p = init_power_vector(theta, seed)
+    ps = [p] * probes
+    gen = torch.Generator().manual_seed(7919 + int(seed))
+    spread = []
+    for k in range(n + 1):
+        at = engine.point(task.loss, theta)
+        rq, p = power_step(p, at.hvp(p))
+        g = {name: t.detach() for name, t in at.grad.items()}
+        at.release()
+        worst = 0.0
+        for j in range(probes):
+            probe = engine.point(task.loss, _perturbed(theta, gen, ulps=1.0))
+            rj, ps[j] = power_step(ps[j], probe.hvp(ps[j]))
+            probe.release()
+            if math.isfinite(rj) and math.isfinite(rq):  # a probe with no finite value measures nothing
+                worst = max(worst, abs(rj - rq))
+        if k >= 1:
+            spread.append(worst)
+        theta = {name: theta[name] - lr * g[name] for name in theta}
+    return spread
 
 
 def check_runs(run_dirs: Sequence[str] | None = None, iters: int | None = None, *, root: str = "reports",
