@@ -425,25 +425,39 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed, verdict=verdict, **base)
     if len(res.records) < n or first[0] < 2:  # k = 1 starts from the recorded theta^0: no trajectory to part
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
-    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?
-    twin = _perturbed_twin(task, rerun)
-    if twin is None:
-        notes.append("the run perturbed at rounding diverged: no sensitivity to compare with")
-        return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
-    curve = sensitivity(twin, recomputed)
-    wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve)
-    if not wide.ok and wide.first[1] == "sharpness":  # a column that jumps where the Hessian does: its own spread
-        torch.set_num_threads(threads)
-        try:
-            spread = sharpness_spread(task, rerun.lr, len(res.records), rerun.seed, hvp_method=rerun.hvp)
-        finally:
-            torch.set_num_threads(old_threads)
-        slack = [2.0 * x for x in spread]
+    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?  Runs from theta^0
+    # perturbed at rounding measure it (one at a time, up to PERTURBED_TWINS, the growth the largest any shows:
+    # where a ReLU input sits within rounding of zero, whether a run crosses it is a coin toss per run)
+    curve, slack, used = None, None, 0
+    wide = comp
+    for i in range(PERTURBED_TWINS):
+        twin = _perturbed_twin(task, rerun, seed=TWIN_SEED + i)
+        if twin is None:
+            continue
+        used += 1
+        c = sensitivity(twin, recomputed)
+        curve = c if curve is None else [max(a, b) for a, b in zip(curve, c)]
         wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
-                               slack={"sharpness": slack})
-        worst = max(range(len(spread)), key=lambda i: spread[i])
-        notes.append(f"sharpness compared within twice its spread over {SHARPNESS_PROBES} power iterations at points "
-                     f"perturbed at rounding (largest {spread[worst]:.3g} at k = {worst + 1})")
+                               slack=slack)
+        if not wide.ok and wide.first[1] == "sharpness" and slack is None:  # jumps where the Hessian does
+            torch.set_num_threads(threads)
+            try:
+                spread = sharpness_spread(task, rerun.lr, len(res.records), rerun.seed, hvp_method=rerun.hvp)
+            finally:
+                torch.set_num_threads(old_threads)
+            slack = {"sharpness": [2.0 * x for x in spread]}
+            wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
+                                   slack=slack)
+            worst = max(range(len(spread)), key=lambda i: spread[i])
+            notes.append(f"sharpness compared within twice its spread over {SHARPNESS_PROBES} power iterations at "
+                         f"points perturbed at rounding (largest {spread[worst]:.3g} at k = {worst + 1})")
+        if wide.ok:
+            break
+    if used == 0:
+        notes.append("every run perturbed at rounding diverged: no sensitivity to compare with")
+        return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
+    if used > 1:
+        notes.append(f"growth: the largest of {used} runs perturbed at rounding")
     base["seconds"] = time.perf_counter() - t0
     growth = curve[-1] ** (1.0 / (len(curve) - 1)) if len(curve) > 1 and curve[-1] > 1 else None
     if wide.ok:
@@ -484,10 +498,16 @@ def sensitivity(twin: dict, run: dict) -> list:
     return [max(1.0, x / base) if math.isfinite(x) else 1.0 for x in r]
 
 
-def _perturbed_twin(task, rerun) -> dict | None:
+#: At most this many runs perturbed at rounding measure a trajectory's sensitivity (:func:`_perturbed_twin`).
+PERTURBED_TWINS = 4
+#: Seed of the first perturbed run's signs (the ``i``-th: ``TWIN_SEED + i``).
+TWIN_SEED = 12345
+
+
+def _perturbed_twin(task, rerun, seed: int = TWIN_SEED) -> dict | None:
     """The run ``rerun`` (a :class:`crosscurv.experiments.runs.RunDescription`) recomputed from
-    ``theta^0 (1 + u r)``, ``u`` the dtype's unit roundoff and ``r = +-1`` a fixed seeded sign per entry: a run
-    that differs from the recomputation only at rounding.  Its records ``{column: values}``, or ``None`` when
+    ``theta^0 (1 + u r)``, ``u`` the dtype's unit roundoff and ``r = +-1`` a sign per entry drawn from ``seed``
+    (:func:`_perturbed`): a run that differs from the recomputation only at rounding.  Its records ``{column: values}``, or ``None`` when
     it diverged before ``k = rerun.iters``."""
     import dataclasses
 
@@ -497,7 +517,7 @@ def _perturbed_twin(task, rerun) -> dict | None:
     from crosscurv.numeric.records import records_columns
 
     n = rerun.iters
-    twin = dataclasses.replace(task, params=_perturbed(task.params, torch.Generator().manual_seed(12345)))
+    twin = dataclasses.replace(task, params=_perturbed(task.params, torch.Generator().manual_seed(seed)))
     res, _ = runs.run(rerun, None, task=twin)
     if len(res.records) < n:
         return None

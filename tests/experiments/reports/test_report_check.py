@@ -252,3 +252,45 @@ def test_the_sharpness_spread_sees_a_hessian_that_jumps_and_nothing_where_it_is_
     assert len(spread) == 4 and all(s <= 1e-12 * abs(x) for s, x in zip(spread, sharp)), (spread, sharp)
     kink = sharpness_spread(_kink_task(), 0.1, 3, seed=0)
     assert all(s > 1e-3 for s in kink), kink  # p^T H p jumps from 0 to p_a^2, p_b^2 or 1
+
+
+def _shifted_losses(run_dir, factors):
+    """The records of ``run_dir`` as columns with ``loss_jc`` and ``loss_s`` moved by ``1e-7 * factors[k-1]`` relative."""
+    cols = records_columns(read_records(os.path.join(run_dir, "records.csv")))
+    for c in ("loss_jc", "loss_s"):
+        cols[c] = [v * (1 + 1e-7 * f) for v, f in zip(cols[c], factors)]
+    return cols
+
+
+@pytest.mark.parametrize("parts_like_it", [1, None])
+def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run, tmp_path, monkeypatch,
+                                                                         parts_like_it):
+    """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up to four) runs
+    perturbed at rounding parts as far; the runs are made one at a time, up to the first that explains it."""
+    import crosscurv.experiments.reports.check as chk
+
+    bad = _copy(smoke_run, tmp_path / "losses")
+    rec = os.path.join(bad, "records.csv")
+    lines = open(rec).read().splitlines()
+    head = lines[0].split(",")
+    for row_i in (2, 3):  # k = 2, 3: loss_s 1e-3 relative off
+        row = lines[row_i].split(",")
+        i = head.index("loss_s")
+        row[i] = repr(float(row[i]) * (1 + 1e-3))
+        lines[row_i] = ",".join(row)
+    open(rec, "w").write("\n".join(lines) + "\n")
+    seeds = []
+
+    def twin(task, rerun, seed=chk.TWIN_SEED):
+        seeds.append(seed)
+        grows = seed - chk.TWIN_SEED == parts_like_it
+        return _shifted_losses(smoke_run, [1.0, 1e5, 1e5] if grows else [1.0, 1.0, 1.0])
+
+    monkeypatch.setattr(chk, "_perturbed_twin", twin)
+    rc = check_run(bad, 3)
+    if parts_like_it is None:
+        assert not rc.agree and rc.first[:2] == (2, "loss_s") and len(seeds) == chk.PERTURBED_TWINS, rc.line()
+    else:
+        assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
+        assert seeds == [chk.TWIN_SEED, chk.TWIN_SEED + 1]
+        assert "growth: the largest of 2 runs perturbed at rounding" in rc.notes
