@@ -5,6 +5,8 @@ parameters) and take exact full-batch steps (:func:`crosscurv.numeric.steps.sche
 with a constant learning rate ``eta``, no momentum (the paper's setting; with
 ``optimizer`` / ``block_lr`` both runs use a block-separable optimizer from zero
 state and the estimates are its generalizations, see :func:`run_protocol`).
+How the runs step and the carried states advance is the run's update rule
+(:mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or the optimizer).
 Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point interface of
 :mod:`crosscurv.numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
