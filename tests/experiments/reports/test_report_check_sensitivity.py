@@ -1,0 +1,118 @@
+"""report --check where a trajectory's own sensitivity decides: the runs perturbed at rounding and the spread of the
+``sharpness`` column at points moved by one ulp (crosscurv.experiments.reports.check)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from crosscurv.experiments.reports.check import check_run
+from crosscurv.numeric.records import read_records, records_columns
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """A float32 ``mlp`` smoke run with K = 3, made by ``crosscurv run`` (default thread count)."""
+    out = str(tmp_path_factory.mktemp("check") / "mlp")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke", "--iters", "3",
+                           "--device", "cpu", "--out", out], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def _copy(run, dst):
+    shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoint.pt", "offload"))
+    return str(dst)
+
+
+def test_a_wrong_sharpness_is_not_hidden_by_its_spread(smoke_run, tmp_path):
+    """The committed ``sharpness`` off by 1% at k = 2: beyond the fixed tolerances, the perturbed run's growth and
+    twice the column's own spread at rounding (the MLP is a ReLU network: the spread is measured, not zero)."""
+    bad = _copy(smoke_run, tmp_path / "sharp")
+    rec = os.path.join(bad, "records.csv")
+    lines = open(rec).read().splitlines()
+    head = lines[0].split(",")
+    i = head.index("sharpness")
+    row = lines[2].split(",")
+    row[i] = repr(float(row[i]) * 1.01)
+    lines[2] = ",".join(row)
+    open(rec, "w").write("\n".join(lines) + "\n")
+    rc = check_run(bad, 3)
+    assert not rc.agree and rc.first[:2] == (2, "sharpness"), rc.line()
+    assert any("twice its spread" in n for n in rc.notes), rc.notes
+
+
+def _kink_task():
+    """``L = (relu(a - 3)^2 + relu(b - 3)^2) / 2`` at ``a = b = 3``: ``g = 0`` (the run stays put) and ``H`` is
+    ``0`` there but ``diag(a > 3, b > 3)`` one rounding step away, on either side with even odds."""
+    import torch
+
+    from crosscurv.numeric import Task
+
+    params = {"a": torch.full((1,), 3.0, dtype=torch.float64), "b": torch.full((1,), 3.0, dtype=torch.float64)}
+    return Task(params, lambda p: 0.5 * (torch.relu(p["a"] - 3).pow(2) + torch.relu(p["b"] - 3).pow(2)).sum(),
+                {"A": ["a"], "B": ["b"]}, name="kink")
+
+
+def test_the_sharpness_spread_sees_a_hessian_that_jumps_and_nothing_where_it_is_smooth():
+    from crosscurv.experiments.reports.check import sharpness_spread
+    from crosscurv.numeric.protocol import run_protocol
+    from tests.numeric.cases import tanh_mlp
+
+    task = tanh_mlp()
+    spread = sharpness_spread(task, 0.1, 4, seed=0)
+    sharp = [r["sharpness"] for r in run_protocol(tanh_mlp(), "gs", 0.1, 4, seed=0).records]
+    assert len(spread) == 4 and all(s <= 1e-12 * abs(x) for s, x in zip(spread, sharp)), (spread, sharp)
+    kink = sharpness_spread(_kink_task(), 0.1, 3, seed=0)
+    assert all(s > 1e-3 for s in kink), kink  # p^T H p jumps from 0 to p_a^2, p_b^2 or 1
+
+
+def _shifted_losses(run_dir, factors):
+    """The records of ``run_dir`` as columns with ``loss_jc`` and ``loss_s`` moved by ``1e-7 * factors[k-1]`` relative."""
+    cols = records_columns(read_records(os.path.join(run_dir, "records.csv")))
+    for c in ("loss_jc", "loss_s"):
+        cols[c] = [v * (1 + 1e-7 * f) for v, f in zip(cols[c], factors)]
+    return cols
+
+
+@pytest.mark.parametrize("parts_like_it", [1, None])
+def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run, tmp_path, monkeypatch,
+                                                                         parts_like_it):
+    """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up to four) runs
+    perturbed at rounding parts as far; the runs are made one at a time, up to the first that explains it."""
+    import crosscurv.experiments.reports.check as chk
+
+    bad = _copy(smoke_run, tmp_path / "losses")
+    rec = os.path.join(bad, "records.csv")
+    lines = open(rec).read().splitlines()
+    head = lines[0].split(",")
+    for row_i in (2, 3):  # k = 2, 3: loss_s 1e-3 relative off
+        row = lines[row_i].split(",")
+        i = head.index("loss_s")
+        row[i] = repr(float(row[i]) * (1 + 1e-3))
+        lines[row_i] = ",".join(row)
+    open(rec, "w").write("\n".join(lines) + "\n")
+    seeds = []
+
+    def twin(task, rerun, seed=chk.TWIN_SEED):
+        seeds.append(seed)
+        grows = seed - chk.TWIN_SEED == parts_like_it
+        return _shifted_losses(smoke_run, [1.0, 1e5, 1e5] if grows else [1.0, 1.0, 1.0])
+
+    monkeypatch.setattr(chk, "_perturbed_twin", twin)
+    rc = check_run(bad, 3)
+    if parts_like_it is None:
+        assert not rc.agree and rc.first[:2] == (2, "loss_s") and len(seeds) == chk.PERTURBED_TWINS, rc.line()
+    else:
+        assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
+        assert seeds == [chk.TWIN_SEED, chk.TWIN_SEED + 1]
+        assert "growth: the largest of 2 runs perturbed at rounding" in rc.notes
