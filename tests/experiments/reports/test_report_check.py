@@ -30,15 +30,6 @@ def _cli(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """A float32 ``mlp`` smoke run with K = 3, made by ``crosscurv run`` (default thread count)."""
-    out = str(tmp_path_factory.mktemp("check") / "mlp")
-    proc = _cli("run", "mlp", "--preset", "smoke", "--iters", "3", "--device", "cpu", "--out", out)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
-
-
 def _copy(run, dst):
     shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoint.pt", "offload"))
     return str(dst)

@@ -5,29 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from crosscurv.experiments.reports.check import check_run
 from crosscurv.numeric.records import read_records, records_columns
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """A float32 ``mlp`` smoke run with K = 3, made by ``crosscurv run`` (default thread count)."""
-    out = str(tmp_path_factory.mktemp("check") / "mlp")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke", "--iters", "3",
-                           "--device", "cpu", "--out", out], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
-
 
 def _copy(run, dst):
     shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoint.pt", "offload"))
