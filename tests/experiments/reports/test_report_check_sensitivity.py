@@ -98,3 +98,40 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
         assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
         assert seeds == [chk.TWIN_SEED, chk.TWIN_SEED + 1]
         assert "growth: the largest of 2 runs perturbed at rounding" in rc.notes
+
+
+def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_run, tmp_path, monkeypatch):
+    """The committed ``sharpness`` 1% off at k = 2: the power vector carries its history, so once a run perturbed
+    at rounding follows another (a ReLU kink crossed) its column parts too; where one such run parts as far in
+    ``sharpness`` the difference is predicted, while the losses stay within the fixed tolerances."""
+    import crosscurv.experiments.reports.check as chk
+
+    bad = _copy(smoke_run, tmp_path / "parted")
+    rec = os.path.join(bad, "records.csv")
+    lines = open(rec).read().splitlines()
+    i = lines[0].split(",").index("sharpness")
+    row = lines[2].split(",")
+    row[i] = repr(float(row[i]) * 1.01)
+    lines[2] = ",".join(row)
+    open(rec, "w").write("\n".join(lines) + "\n")
+
+    def twin(task, rerun, seed=chk.TWIN_SEED):
+        cols = records_columns(read_records(os.path.join(smoke_run, "records.csv")))
+        cols["sharpness"] = [v * (1 - 0.006) if k >= 2 else v for k, v in zip(cols["k"], cols["sharpness"])]
+        return cols
+
+    monkeypatch.setattr(chk, "_perturbed_twin", twin)
+    rc = check_run(bad, 3)
+    assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
+
+
+def test_the_sharpness_slack_is_twice_the_larger_of_spread_and_parting():
+    from crosscurv.experiments.reports.check import _sharpness_slack, column_parting
+
+    run = {"k": [1, 2, 3], "sharpness": [1.0, 2.0, 3.0]}
+    twin = {"k": [1, 2, 3], "sharpness": [1.0, 2.5, float("nan")]}
+    parting = column_parting(twin, run, "sharpness")
+    assert parting == [0.0, 0.5, 0.0]
+    assert _sharpness_slack(None, parting, ["sharpness"]) == {"sharpness": [0.0, 1.0, 0.0]}
+    assert _sharpness_slack([0.1, 0.1, 0.2], parting, ["sharpness"]) == {"sharpness": [0.2, 1.0, 0.4]}
+    assert _sharpness_slack([0.1] * 3, parting, ["loss_jc"]) is None
