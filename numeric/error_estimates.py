@@ -35,7 +35,9 @@ derivative along the next step exceeds everything seen before.  Their calibratio
 iterations with ``|estimate - gap| <= err``) is measured, not assumed (``experiments/studies``).
 
 Optimizer runs (momentum, Adam, block factors) propagate through a tangent step, not
-``I - eta H``: their error columns are NaN (not derived).
+``I - eta H``, so the bounds above are not derived for them; their error columns are the defect interval's
+symmetric bar (:func:`defect_error`), and their certificates ask that bar and the optimizer's own edge of
+stability (:func:`crosscurv.numeric.optimizer_estimates.optimizer_in_regime`).
 
 The bounds are orders of magnitude wider than the errors they bound.  The *defect interval*
 (:func:`defect_interval`) is the sharp alternative: from the realised signed defects ``gap^j - estimate^j``
@@ -69,6 +71,7 @@ __all__ = [
     "defect_interval",
     "defect_calibration",
     "defect_record",
+    "defect_error",
     "DefectState",
     "regime_so_far",
     "defect_certificates",
@@ -300,6 +303,12 @@ def defect_record(past_defects, estimate: float, bound_err: float, inside: bool,
         else:
             c = certify(e, float(bound_err), True)
     return lo, hi, c
+
+
+def defect_error(lo: float, hi: float) -> float:
+    """The symmetric error bar of a defect interval: ``max(|lo|, |hi|)``, so ``lo <= gap - estimate <= hi`` gives
+    ``|gap - estimate| <= defect_error`` (``inf`` while the interval is unknown)."""
+    return max(abs(float(lo)), abs(float(hi)))
 
 
 def defect_certificates(gaps, estimates, eta_sharpness, bound_errs=None, factor: float = DEFECT_FACTOR,

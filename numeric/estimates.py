@@ -59,7 +59,7 @@ from typing import Mapping, Sequence
 import torch
 
 from . import tree
-from .error_estimates import ErrorState
+from .error_estimates import DefectState, ErrorState
 
 __all__ = [
     "propagate",
@@ -381,6 +381,8 @@ class EstimateState:
         lam_max, lam_min: the last converged extreme eigenvalues (:func:`track_extremes`; their
             eigenvectors are carried in the store as ``vmax``, ``vmin``).
         errors: the error estimates' scalars (:class:`crosscurv.numeric.error_estimates.ErrorState`).
+        defects: the realised defects of the last records (:class:`crosscurv.numeric.error_estimates.DefectState`;
+            the error columns of optimizer runs).
     """
 
     def __init__(self):
@@ -392,6 +394,7 @@ class EstimateState:
         self.lam_max = math.nan
         self.lam_min = math.nan
         self.errors = ErrorState()
+        self.defects = DefectState()
 
     def observe_gradients(self, *grads: Mapping) -> None:
         """Fold ``||g||`` of each gradient into ``G`` (non-finite norms skipped)."""
@@ -414,7 +417,8 @@ class EstimateState:
     def state_dict(self) -> dict:
         """What :meth:`from_state_dict` needs to continue bit for bit (for ``torch.save``)."""
         return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L, "rayleigh": self.rayleigh,
-                "lam_max": self.lam_max, "lam_min": self.lam_min, "errors": self.errors.state_dict()}
+                "lam_max": self.lam_max, "lam_min": self.lam_min, "errors": self.errors.state_dict(),
+                "defects": self.defects.state_dict()}
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> "EstimateState":
@@ -430,4 +434,5 @@ class EstimateState:
         obj.lam_max = float(state.get("lam_max", math.nan))
         obj.lam_min = float(state.get("lam_min", math.nan))
         obj.errors = ErrorState.from_state_dict(state.get("errors", {}))
+        obj.defects = DefectState.from_state_dict(state.get("defects", {}))
         return obj

@@ -58,6 +58,7 @@ from .steps import block_keys
 
 __all__ = [
     "factor_tree",
+    "optimizer_in_regime",
     "scaled_direction",
     "optimizer_delay_curvature",
     "optimizer_one_step_estimate",
@@ -210,6 +211,14 @@ def forcing_norm(spec: OptimizerSpec, f: Mapping, force: Mapping) -> float:
     """The norm :func:`optimizer_bound` accumulates: ``||F M_S F phi_S||`` (sgd), ``||M_S F phi_S||`` (momentum, Adam)."""
     v = _scale(force, f) if spec.rule.BOUND_SCALES_FORCING else force
     return float(tree.norm(v))
+
+
+def optimizer_in_regime(spec: OptimizerSpec, lr: float, f_max: float, lam_max: float) -> bool:
+    """``lambda_max(H_JC^k) < edge``: the optimizer's step is stable along the top curvature (below its edge of
+    stability; ``edge_curvature`` of the optimizer's module: ``2 / (eta f_max)`` for ``sgd``,
+    ``2 (1 + beta) / (eta f_max)`` for heavy ball, not derived for Adam, which is never inside)."""
+    edge = spec.rule.edge_curvature(spec, lr, f_max)
+    return math.isfinite(lam_max) and math.isfinite(edge) and lam_max < edge
 
 
 def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, G: float, L: float) -> float:

@@ -28,9 +28,11 @@ iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
   (:func:`crosscurv.numeric.estimates.track_extremes`; ``eta * lambda_max`` is the converged regime indicator);
   ``sharpness_hvps``: the Hessian-vector products they cost at ``k``;
 * ``recursive_err``, ``cumulative_err``, ``jc_only_err``: a-posteriori error estimates of the three
-  estimates (:mod:`crosscurv.numeric.error_estimates`; NaN for optimizer runs);
+  estimates (:mod:`crosscurv.numeric.error_estimates`; for optimizer runs the bar of the defect interval of the
+  records before, ``inf`` until it has ten);
 * ``recursive_cert``, ``cumulative_cert``, ``jc_only_cert``: the certified winner (``1`` JC, ``-1`` the
-  scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``).
+  scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``; for optimizer runs
+  ``lambda_max`` at or beyond the optimizer's own edge of stability, and Adam never).
 
 Records an older crosscurv wrote (the first columns of :data:`FIELDS` only,
 :func:`is_older_header`) are refused in one line: recompute the run.  Records of

@@ -152,3 +152,9 @@ def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z:
 def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
     """Not bounded this way (the coefficients ``1/(c1 D)`` have no a-priori bound): NaN."""
     return math.nan
+
+
+def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
+    """Not derived from ``lambda_max(H)`` alone (Adam's step scales each coordinate by ``1/(sqrt(v) + eps)``, so
+    its edge is one of the preconditioned Hessian): NaN, so no Adam run is certified inside the regime."""
+    return math.nan

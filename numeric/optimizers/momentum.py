@@ -83,3 +83,10 @@ def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max
         m = spec.beta * m + L * a + lr * n
         a = a + lr * f_max * m
     return a
+
+
+def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
+    """The largest curvature ``lambda`` at which heavy ball is stable on ``lambda/2 x^2``: the roots of
+    ``r^2 - (1 + beta - eta f lambda) r + beta`` lie inside the unit circle while
+    ``0 < eta f lambda < 2 (1 + beta)``, so ``lambda < 2 (1 + beta) / (eta f_max)``."""
+    return 2.0 * (1.0 + spec.beta) / (lr * f_max)

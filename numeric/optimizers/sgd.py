@@ -76,3 +76,9 @@ def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max
         a = a * c + n
     a *= lr * lr
     return a
+
+
+def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
+    """The largest curvature ``lambda`` at which the step is stable on ``lambda/2 x^2``: ``|1 - eta f lambda| < 1``
+    for every factor ``f <= f_max`` holds while ``lambda < 2 / (eta f_max)`` (the edge of stability)."""
+    return 2.0 / (lr * f_max)

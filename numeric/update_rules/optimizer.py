@@ -5,7 +5,8 @@ The estimates are the generalizations of :mod:`crosscurv.numeric.optimizer_estim
 own state), and ``z``, ``y``, ``w`` take the *tangent step* with their state differences: ``y`` at
 ``theta_JC^k``; ``z`` and ``w`` (whose forcing is only known at ``theta_S^k``) keep ``H z`` and ``H Delta`` (and
 Adam's coefficients, formed while ``g_JC^k`` is at hand) until then.  ``bound_bk`` is the majorant of
-:func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`; the error columns are NaN (no certificate).
+:func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`; the error columns are the defect interval's
+bar (:meth:`OptimizerRule.error_columns`).
 
 The optimizer state lives in the run's store under ``GROUP.BUFFER`` (:data:`STATE_GROUPS`); the JC and ``S``
 runs' states take ``k`` steps before iteration ``k``, so their step count is ``k`` and is not stored.
@@ -17,7 +18,9 @@ import math
 from collections.abc import Mapping
 
 from crosscurv.numeric import tree
+from crosscurv.numeric.error_estimates import certify, defect_error
 from crosscurv.numeric.optimizer_estimates import (TangentStep, factor_tree, forcing_norm, optimizer_bound,
+                                                   optimizer_in_regime,
                                                    scaled_direction, state_difference)
 from crosscurv.numeric.optimizers import OptimizerSetup, OptimizerState, optimizer_scheme_step
 from crosscurv.numeric.records import ESTIMATES
@@ -103,8 +106,15 @@ class OptimizerRule(UpdateRule):
         ctx.store.park("hdelta", Hdelta)  # w's forcing is known at theta_S^k (s_step)
 
     def error_columns(self, ctx, record, meas):
+        """The defect interval's symmetric bar (:func:`crosscurv.numeric.error_estimates.defect_error`) of each
+        estimate, from its realised defects ``gap^j - estimate^j`` of the records before; certified when
+        ``|estimate| > err`` below the optimizer's edge of stability (:func:`optimizer_in_regime`)."""
+        regime = optimizer_in_regime(self.spec, ctx.lr, self.setup.f_max, meas["top"])
         for name in ESTIMATES:
-            record[f"{name}_err"], record[f"{name}_cert"] = math.nan, 0.0
+            lo, hi, _ = ctx.est.defects.record(name, record["gap"], record[name], math.nan, regime)
+            err = defect_error(lo, hi)
+            record[f"{name}_err"] = err
+            record[f"{name}_cert"] = certify(record[name], err, regime)
 
     def bound(self, est, lr):
         return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)

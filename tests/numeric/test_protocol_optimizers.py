@@ -220,3 +220,62 @@ def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, nam
     assert mine["k"] == ref["k"]
     comp = compare_records(mine, ref, tolerances=reference_tolerances(ref, "float64"))
     assert comp.ok, comp.first
+
+
+@pytest.mark.parametrize("spec", ["momentum:0.9", "adam"])
+def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, tmp_path):
+    """The error columns of an optimizer run: the symmetric bar of the defect interval of the records before
+    (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; certified only where
+    |estimate| > err below the optimizer's edge (never for Adam); a run killed after its window filled resumes to
+    the same bytes."""
+    from crosscurv.numeric.error_estimates import DEFECT_WINDOW, defect_error, defect_interval
+    from crosscurv.numeric.optimizer_estimates import optimizer_in_regime
+    from crosscurv.numeric.records import ESTIMATES, read_records, records_columns
+
+    n = DEFECT_WINDOW + 4
+    ref_out = str(tmp_path / "ref")
+    res = _run(spec, out_dir=ref_out, iters=n)
+    cols = records_columns(res.records)
+    opt = parse_optimizer(spec)
+    for name in ESTIMATES:
+        bars = [defect_error(lo, hi) for lo, hi in defect_interval(cols["gap"], cols[name])]
+        assert cols[f"{name}_err"] == bars, name
+        assert all(math.isinf(e) for e in bars[:DEFECT_WINDOW]) and all(math.isfinite(e) for e in bars[DEFECT_WINDOW:])
+        for r, e in zip(res.records, bars):
+            inside = optimizer_in_regime(opt, LR, 4.0, r["lambda_max"])
+            want = 0.0 if not inside or abs(r[name]) <= e else math.copysign(1.0, r[name])
+            assert r[f"{name}_cert"] == want, (name, r["k"], r[name], e, inside)
+    if spec == "adam":
+        assert all(r[f"{e}_cert"] == 0.0 for r in res.records for e in ESTIMATES)
+    out = str(tmp_path / "run")
+    with pytest.raises(Kill):
+        _run(spec, out_dir=out, iters=n, checkpoint_every=2, on_record=_kill_after(DEFECT_WINDOW + 2))
+    _run(spec, out_dir=out, iters=n, resume=True, checkpoint_every=2)
+    assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
+    assert records_columns(read_records(os.path.join(out, "records.csv")))["k"] == list(range(1, n + 1))
+
+
+@pytest.mark.parametrize("spec,beta", [("sgd", 0.0), ("momentum:0.5", 0.5), ("momentum:0.9", 0.9)])
+def test_the_edge_curvature_is_where_the_step_stops_contracting_a_quadratic(spec, beta):
+    """On ``lambda/2 x^2`` the optimizer's step (its own update, torch.optim's arithmetic) contracts just below
+    ``edge_curvature`` and grows just above it; Adam's is not derived (NaN)."""
+    from crosscurv.numeric.optimizers import OptimizerState
+    from crosscurv.numeric.optimizers.rules import RULES
+
+    opt = parse_optimizer(spec)
+    lr, f_max = 0.1, 2.0
+    edge = opt.rule.edge_curvature(opt, lr, f_max)
+    assert math.isclose(edge, 2.0 * (1.0 + beta) / (lr * f_max))
+
+    def size_after(lam, steps=400):
+        x = {"x": torch.tensor([1.0], dtype=torch.float64)}
+        state = OptimizerState(0, {})
+        for _ in range(steps):
+            new = OptimizerState(state.step + 1, {})
+            x = opt.rule.update(opt, ["x"], x, {"x": lam * x["x"]}, state, new, {"x": lr * f_max})
+            state = new
+        return abs(float(x["x"]))
+
+    assert size_after(0.98 * edge) < 1.0 < size_after(1.02 * edge)
+    adam = parse_optimizer("adam")
+    assert math.isnan(RULES["adam"].edge_curvature(adam, lr, f_max))
