@@ -32,7 +32,7 @@ from crosscurv.experiments.reports.table import load_run, table_rows
 #: Infinite values are written ``nan`` here, like missing ones.
 _num = partial(number, infinite="nan")
 
-__all__ = ["winners", "switch_points", "study_runs", "render", "write_report"]
+__all__ = ["winners", "error_bars", "switch_points", "study_runs", "render", "write_report"]
 
 EST = ("recursive", "cumulative", "jc_only")
 LABEL = {"recursive": "Recursive", "cumulative": "Cumulative", "jc_only": "JC-only"}
@@ -49,6 +49,27 @@ def winners(gap, gap_err=None) -> str:
         else:
             out.append("J" if g > 0 else "G")
     return "".join(out)
+
+
+def _pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:.1f}%"
+
+
+def error_bars(columns, estimate: str) -> dict:
+    """How the record's error bar and certified winner of ``estimate`` fared: ``calibrated`` (percent of the
+    iterations with a finite ``*_err`` where ``|estimate - gap| <= err``; NaN without one), and the certified
+    winners' ``certified``, ``correct``, ``coverage`` and ``precision``
+    (:func:`crosscurv.numeric.metrics.certified_metrics`)."""
+    from crosscurv.numeric.metrics import certified_metrics
+
+    gap, est = columns["gap"], columns[estimate]
+    err = columns.get(f"{estimate}_err", [math.nan] * len(gap))
+    finite = [(g, e, r) for g, e, r in zip(gap, est, err) if math.isfinite(r)]
+    calibrated = 100.0 * sum(abs(e - g) <= r for g, e, r in finite) / len(finite) if finite else math.nan
+    cert = columns.get(f"{estimate}_cert", [0.0] * len(gap))
+    m = certified_metrics(gap, est, cert, columns.get("gap_err"))
+    return {"calibrated": calibrated, "certified": m["certified"], "correct": m["correct"],
+            "coverage": m["coverage"], "precision": m["precision"]}
 
 
 def estimate_winners(est) -> str:
@@ -175,6 +196,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
     # -- estimates ------------------------------------------------------------------
     rows = []
     stats: dict = {}
+    certs: dict = {}
     for v in study.variants:
         for sd in seeds:
             run = runs.get((v.label, sd))
@@ -186,14 +208,22 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
                 e = r["estimate"]
                 rel = r["mae"] / mean_gap if mean_gap > 0 else math.nan
                 stats[(v.label, sd, e)] = (r["correct"], rel)
+                bars = error_bars(run.columns, e)
+                certs[(v.label, sd, e)] = bars
                 rows.append([v.label, sd, LABEL[e], run.iters, f"{r['correct']:.1f}%",
                              f"{r['jc_hits'][0]}/{r['jc_hits'][1]}", f"{r['s_hits'][0]}/{r['s_hits'][1]}",
-                             _num(r["mae"]), _num(r["max_ae"]), r["undecided"], _num(rel)])
+                             _num(r["mae"]), _num(r["max_ae"]), r["undecided"], _num(rel),
+                             _pct(bars["calibrated"]), f"{bars['correct']}/{bars['certified']}",
+                             _pct(bars["coverage"]), _pct(bars["precision"])])
     lines += ["### Table 1 rows of the generalized estimates", "",
               "Against the record's `gap` (what `crosscurv table` prints); undecided iterations (|gap| <= gap_err) "
-              "are left out of Correct.", "",
+              "are left out of Correct. Calibrated: share of the iterations with a finite error bar (the record's "
+              "`*_err`) where |estimate - gap| <= err; certified: correct / certified winners (the record's "
+              "`*_cert`); Coverage: certified share of the decided iterations; Precision: correct among the "
+              "certified (docs/error_estimates.md, 'Optimizer runs').", "",
               tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits", "GS hits", "MAE",
-                                      "Max. AE", "undecided", "MAE / mean abs gap"],
+                                      "Max. AE", "undecided", "MAE / mean abs gap", "Calibrated", "certified",
+                                      "Coverage", "Precision"],
                        tablefmt="github", disable_numparse=True), ""]
     lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: not finite):", "",
               "```"]
@@ -249,6 +279,10 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
             cs = [stats[(v.label, sd, e)][0] for sd in have]
             rs = [stats[(v.label, sd, e)][1] for sd in have]
             row += [f"{np.mean(cs):.1f}%", _num(float(np.median(rs)))]
+        for e in ("recursive", "cumulative"):
+            got = [certs[(v.label, sd, e)] for sd in have]
+            ok, n = sum(b["correct"] for b in got), sum(b["certified"] for b in got)
+            row += [f"{ok}/{n} ({_pct(100.0 * ok / n if n else math.nan)})"]
         if v.label == base:
             row += ["(baseline)"]
         else:
@@ -308,11 +342,13 @@ def render(root: str, seeds, iters: int, command: str) -> str:
         "",
         "Against the measured gap (the record's `gap`, or `L_S - L_JC` where the runs are far apart; see each study). "
         "Correct: the paper's `Correct_K` (mean over seeds); MAE/gap: `MAE / mean |gap|` (median over seeds); "
-        f"an estimate *follows* the gap when this is at most {FOLLOWS}, and does not above {LOST:g}. Same winner: "
+        f"an estimate *follows* the gap when this is at most {FOLLOWS}, and does not above {LOST:g}. Certified "
+        "correct: correct / certified winners over the seeds (precision), from the records' error bars. Same winner: "
         "iterations where the measured winner equals plain sgd's, of those both decided (all seeds).",
         "",
         tabulate(summary, headers=["study", "variant", "seeds", "Recursive correct", "Recursive MAE/gap",
-                                   "Cumulative correct", "Cumulative MAE/gap", "same winner as sgd",
+                                   "Cumulative correct", "Cumulative MAE/gap", "Recursive certified correct",
+                                   "Cumulative certified correct", "same winner as sgd",
                                    "switch points k"], tablefmt="github", disable_numparse=True),
         "",
         "## Findings (computed from the records)",

@@ -20,7 +20,7 @@ Studies (default presets; ``K`` below the presets' to fit a shared CPU):
   (``--block-lr B=4``, ``B=16``; ``eta_A`` = the preset's ``lr``);
 * ``fl_momentum``: heavy ball ``beta = 0.9`` (``--optimizer momentum:0.9``) on ``fl``;
 * ``lora_adam``: Adam on ``lora`` at ``lr = 1e-3`` (Adam moves every coordinate by
-  about ``lr``; the preset's ``0.03`` is a plain-SGD step size).
+  about ``lr``; the preset's is a plain-SGD step size).
 
 Every study compares with plain ``sgd`` at the preset's ``lr`` (the paper's
 protocol) for the same seed.

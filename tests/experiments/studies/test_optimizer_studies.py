@@ -87,3 +87,18 @@ def test_each_study_run_is_a_run_description():
     assert d.to_args() == ["lora", "--preset", "default", "--lr", "0.001", "--iters", "40", "--seed", "1",
                            "--threads", "1", "--optimizer", "adam", "--checkpoint-every", "5"]
     assert set(adam.flags()) <= set(d.to_args())
+
+
+def test_error_bars_count_calibration_over_finite_bars_and_certified_winners():
+    import math
+
+    from crosscurv.experiments.studies.optimizers.report import error_bars
+
+    inf = math.inf
+    cols = {"gap": [1.0, -1.0, 1.0, 1.0], "recursive": [0.9, -0.5, -0.2, 1.1],
+            "recursive_err": [inf, 0.1, 1.5, 0.2], "recursive_cert": [0.0, -1.0, 0.0, 1.0]}
+    b = error_bars(cols, "recursive")
+    assert b["calibrated"] == 100.0 * 2 / 3  # k = 2 misses (|-0.5 + 1| > 0.1); the inf bar is not counted
+    assert (b["correct"], b["certified"], b["coverage"], b["precision"]) == (2, 2, 50.0, 100.0)
+    cols["recursive_cert"] = [0.0, 1.0, 0.0, 0.0]  # a wrong certificate
+    assert error_bars(cols, "recursive")["precision"] == 0.0
