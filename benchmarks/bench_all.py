@@ -13,13 +13,14 @@ thread count, the date and the commit.  Sections:
 
 * peak memory of the protocol over one gradient step at ResNet-18 widths 16, 32, 64 (``bench_memory.py``);
 * one protocol iteration against its lower bound, per task (``bench_protocol.py``);
+* what the error estimates and the converged extremes cost, per task (``bench_trust_cost.py``);
 * HVP cost in gradients (``bench_hvp.py``);
 * seconds per iteration with 1 and 2 threads (``bench_threads.py``: the CLI's default);
 * what offloading the carried vectors costs (``bench_offload.py``).
 
 Usage::
 
-    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,protocol,hvp,threads,offload]
+    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,protocol,trust,hvp,threads,offload]
         [--quick]
 
 ``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
@@ -57,6 +58,12 @@ BENCHMARKS = {
                  ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds", "2"],
                  ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
                   "--repeats", "1"]),
+    "trust": ("What the error estimates and the converged extremes cost",
+              "Per task: the protocol with the error columns and the converged extreme eigenpairs against the same "
+              "run without them, interleaved, CPU time (target <= 1.3x).",
+              ["benchmarks/bench_trust_cost.py", "--iters", "41", "--rounds", "2"],
+              ["benchmarks/bench_trust_cost.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
+               "--rounds", "1"]),
     "hvp": ("HVP cost in gradients",
             "One Hessian-vector product against one gradient of the same loss, the three task models; the row "
             "`grad+hvp (retained graph)` is what the protocol pays per product.",
@@ -104,12 +111,13 @@ def run_one(name: str, quick: bool) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("CROSSCURV_DEFAULT_THREADS", None)
     load0 = os.getloadavg()[0]
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     t0 = time.perf_counter()
     proc = subprocess.run([PY, *argv], cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     return {"name": name, "title": title, "what": what, "command": "python " + " ".join(argv),
             "rc": proc.returncode, "out": proc.stdout.rstrip(), "err": proc.stderr.strip()[-2000:],
-            "wall": wall, "load": (load0, os.getloadavg()[0])}
+            "wall": wall, "load": (load0, os.getloadavg()[0]), "started": started, "commit": machine()["commit"]}
 
 
 def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
@@ -128,7 +136,8 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
         status = "" if r["rc"] == 0 else f" (exit code {r['rc']}{': target missed' if r['rc'] == 1 else ''})"
         lines += [f"## {r['title']}", "", r["what"], "",
                   f"`{r['command']}`: {r['wall']:.0f} s wall, load average {r['load'][0]:.1f} -> "
-                  f"{r['load'][1]:.1f}{status}", ""]
+                  f"{r['load'][1]:.1f}{status}" + (f"; run {r['started']} UTC at commit {r['commit']}"
+                                                     if r.get("started") else ""), ""]
         out = r["out"]
         if r["name"] in ("memory", "threads") and r["rc"] in (0, 1):
             lines += [out, ""]  # already Markdown
@@ -155,7 +164,8 @@ def merge(paths: list[str]) -> str:
             sections[titles[title]] = "## " + part.rstrip() + "\n"
     body = [sections[n] for n in BENCHMARKS if n in sections]
     note = (f"- assembled by `bench_all.py --merge` from {len(paths)} invocations (`--only`) that ran side by side; "
-            "the date and commit are the first one's (each section names its own command and load average)")
+            "the date and commit above are the first one's; each section names its own command and load average, "
+            "and its own date and commit where it has them")
     return (header.rstrip() + "\n" + note + "\n\n" + "\n".join(body)).rstrip() + "\n"
 
 
