@@ -77,11 +77,12 @@ streamed and flushed), ``checkpoint.pt`` (the JC iterate and every ``y``,
 ``yhat``; written at ``k = 0``, on a cadence and before the last iteration)
 and ``advice.json`` (settings, status, the table and the recommendation).
 ``resume=True`` continues a run from its checkpoint; the records are those of
-an uninterrupted run bit for bit (on the CPU).  ``advice.csv`` follows the conventions of
-:mod:`crosscurv.numeric.records` (round-trip ``repr`` floats, flushed rows, atomic rewrites) but is not
-written by its ``RecordWriter``, which is fixed to the protocol's columns
-(:data:`crosscurv.numeric.records.FIELDS`): an advice row is keyed by ``(k, candidate)`` and has a text
-column.
+an uninterrupted run bit for bit (on the CPU).  ``advice.csv`` is written by
+:class:`crosscurv.numeric.records.RecordWriter` with its own columns (:data:`COLUMNS`; an advice row is keyed
+by ``(k, candidate)`` and has a text column).
+
+How the JC run steps and what it carries per update rule (plain steps with the embedded pair, or a
+block-separable optimizer): :mod:`crosscurv.numeric.advice_steps`.
 """
 
 from __future__ import annotations
@@ -98,13 +99,11 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from crosscurv.theory.errors import InputError
-from crosscurv.theory.patterns import DelayPattern, as_pattern, jacobi
+from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
-from .estimates import propagate, quadratic_from_linear
-from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
-from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step, optimizer_setup
-from .point import PointCurvature
+from .advice_steps import Candidate, advice_steps
+from .optimizers import optimizer_setup
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
                       write_summary)
@@ -396,110 +395,6 @@ def _with_decision(r: dict) -> dict:
 
 
 # -- the run ---------------------------------------------------------------------------------
-@dataclass
-class _Candidate:
-    name: str
-    pattern: DelayPattern
-    plan_rows: list  # [(i, [fresh j ascending])] blocks with a non-empty fresh set
-
-
-def _column_products(point, keys: list, g: Mapping, sources: Mapping[int, list]) -> dict:
-    """``{j: H (E_j g)}`` restricted to the rows of the blocks that read ``j`` (restricted products on the graph
-    engine, full batched products otherwise)."""
-    if isinstance(point, PointCurvature):
-        return {j: point.hvp({k: g[k] for k in keys[j]}, rows) for j, rows in sources.items()}
-    named = [(j, (lambda j=j: {k: (g[k] if k in set(keys[j]) else torch.zeros_like(g[k])) for k in g}))
-             for j in sources]
-    return dict(point.products(named))
-
-
-def _masked_from_columns(cand: _Candidate, keys: list, cols: Mapping, like: Mapping) -> dict:
-    """``M_S g``: row block ``i`` sums ``[H (E_j g)]_i`` over ``j in S(i)`` in increasing ``j``."""
-    out = {}
-    for i, fresh in cand.plan_rows:
-        for k in keys[i]:
-            acc = None
-            for j in fresh:
-                acc = cols[j][k] if acc is None else acc + cols[j][k]
-            out[k] = acc
-    return {k: out[k] if k in out else torch.zeros_like(like[k]) for k in like}
-
-
-def _masked(point, cand: _Candidate, keys: list, v: Mapping) -> dict:
-    """``M_S v`` at ``point`` (Lemma 1): one product per fresh block ``j`` of ``S``, rows of its readers."""
-    sources: dict = {}
-    for i, fresh in cand.plan_rows:
-        for j in fresh:
-            sources.setdefault(j, []).extend(keys[i])
-    cols = _column_products(point, keys, v, dict(sorted(sources.items())))
-    return _masked_from_columns(cand, keys, cols, v)
-
-
-class _OptimizerRun:
-    """The JC run's block-separable optimizer (not plain ``sgd``) and the candidates' state differences.
-
-    ``state``: the JC run's :class:`crosscurv.numeric.optimizers.OptimizerState` (step ``k`` at iteration
-    ``k``); ``ys``: ``{candidate: {buffer: tree}}``, the optimizer-state part of each JC-only state
-    (:class:`crosscurv.numeric.optimizer_estimates.TangentStep`), zeros at ``k = 0``.
-    """
-
-    def __init__(self, task, setup):
-        self.setup, self.spec = setup, setup.spec
-        self.factors = list(setup.factors)
-        self.f = factor_tree(task, self.factors)
-        self.state = OptimizerState()
-        self.ys: dict = {}
-
-    def start(self, like: Mapping, names: Sequence[str]) -> None:
-        self.state = OptimizerState()
-        self.ys = {n: {b: tree.zeros_like(like) for b in self.setup.buffers} for n in names}
-
-    def vectors(self) -> dict:
-        """The checkpoint's vectors: ``sj:BUFFER`` (JC state) and ``ys:CANDIDATE:BUFFER``."""
-        out = {f"sj:{b}": v for b, v in self.state.buffers.items()}
-        out.update({f"ys:{n}:{b}": v for n, d in self.ys.items() for b, v in d.items()})
-        return out
-
-    def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
-        self.state = OptimizerState(step, {b: vec[f"sj:{b}"] for b in self.setup.buffers if f"sj:{b}" in vec})
-        self.ys = {n: {b: vec[f"ys:{n}:{b}"] for b in self.setup.buffers} for n in names}
-
-    def iteration(self, point, keys, sources, active, jc_name, g, ys, lr, k, last) -> dict:
-        """At ``theta_JC^k``: every candidate's ``(estimate, NaN, NaN, eta^2 C_S^phi)`` and its state's tangent step.
-
-        The forcing ``M_S F phi(g_JC^k, s_JC^k)`` comes from the shared columns ``H E_j (F phi)``; the JC-only
-        state steps ``(y, ys) <- TangentStep(y, ys, H y - eta M_S F phi)`` (what the protocol's ``jc_only``
-        column does with an optimizer); ``C_S^phi = g^T F J_phi M_S F phi``
-        (:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).
-        """
-        sj, f, lr2, nan = self.state, self.f, lr * lr, math.nan
-        w = scaled_direction(self.spec, sj, g, f)
-        cols = _column_products(point, keys, w, sources) if active else {}
-        step = None if last else TangentStep(self.spec, lr, f, sj, g)
-        vals: dict = {jc_name: (0.0, 0.0, 0.0, 0.0)}
-        for c in active:
-            mg = _masked_from_columns(c, keys, cols, w)
-            jm = direction_jacobian_apply(self.spec, sj, g, mg)
-            one = lr2 * float(tree.dot(g, {n: jm[n] * f[n] for n in jm}))
-            if k >= 1:
-                hy = point.hvp(ys[c.name])
-                est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
-            else:
-                hy, est = tree.zeros_like(g), 0.0
-            vals[c.name] = (est, nan, nan, one)
-            if step is not None:
-                ys[c.name], self.ys[c.name] = step.apply(ys[c.name], self.ys[c.name],
-                                                         {n: hy[n] - lr * mg[n] for n in hy})
-            del hy, mg, jm
-        return vals
-
-    def step(self, task, theta: Mapping, g: Mapping, lr: float) -> dict:
-        """The JC run's optimizer step from ``theta`` (``g`` its gradient); advances :attr:`state`."""
-        new, self.state, _ = optimizer_scheme_step(task, theta, jacobi(task.n_blocks), lr, self.spec, self.state,
-                                                   self.factors, grad_at_params=g)
-        return new
-
-
 def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
     s = dict(jsonable(extra or {}))
     s.update(task=s.get("task", task.name), task_info=jsonable(task.info),
@@ -646,13 +541,13 @@ def advise(
 
     lr, iters = check_lr(lr), check_iters(iters)
     setup = optimizer_setup(task, optimizer, block_lr)
-    opt = None if setup.plain else _OptimizerRun(task, setup)
+    rule = advice_steps(task, setup)
     cands = parse_candidates(task, patterns)
     names = [n for n, _ in cands]
     run_settings = _settings(task, cands, lr, iters, seed, hvp_method,
-                             settings if opt is None else {**(settings or {}), **setup.settings()})
+                             {**(settings or {}), **rule.settings()})
     keys = block_keys(task)
-    active = [_Candidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
+    active = [Candidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
               for n, p in cands if not p.is_jacobi]
     sources: dict = {}
     for c in active:
@@ -687,9 +582,7 @@ def advise(
         vec = ck["vectors"]
         theta = vec["theta"]
         ys = {c.name: vec[f"y:{c.name}"] for c in active}
-        yh = {c.name: vec[f"yhat:{c.name}"] for c in active} if opt is None else {}
-        if opt is not None:
-            opt.load(vec, start, [c.name for c in active])
+        rule.load(vec, start, [c.name for c in active])
         check0 = ck.get("check_k0")
     else:
         if out_dir is not None:
@@ -704,9 +597,7 @@ def advise(
         done, start = False, 0
         theta = tree.clone(task.params)
         ys = {c.name: tree.zeros_like(task.params) for c in active}
-        yh = {c.name: tree.zeros_like(task.params) for c in active} if opt is None else {}
-        if opt is not None:
-            opt.start(task.params, [c.name for c in active])
+        rule.start(task.params, [c.name for c in active])
     engine = choose_engine(task, hvp_method)
     theta0 = tree.clone(task.params)
 
@@ -724,21 +615,18 @@ def advise(
 
     def checkpoint(k: int, nxt: int, final: bool = False) -> None:
         nonlocal last_save
-        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **{f"yhat:{n}": v for n, v in yh.items()}}
-        if opt is not None:
-            vectors.update(opt.vectors())
+        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **rule.vectors()}
         atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
                            "vectors": vectors, "check_k0": check0}, ck_path)
         last_save = time.perf_counter()
 
     status, message = "complete", ""
     check_s = 0.0
-    lr2 = lr * lr
     try:
         if not resume:
             t_check = time.perf_counter()
             check0 = (_one_step_check(task, cands, theta0, lr, 0, engine.method)
-                      if active and checks and opt is None else {})
+                      if active and checks and rule.checks else {})
             check_s = time.perf_counter() - t_check
         if ck_path is not None and not resume:
             checkpoint(0, 0)
@@ -750,52 +638,10 @@ def advise(
                 status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
                 break
             g = point.grad
-            if opt is not None:  # the optimizer's JC step and the optimizer-aware JC-only estimate
-                vals = opt.iteration(point, keys, sources, active, names[0], g, ys, lr, k, last)
-                point.release()
-                del point
-                if not last:
-                    theta = opt.step(task, theta, g, lr)
-            else:
-                cols = _column_products(point, keys, g, sources) if active else {}
-                vals: dict = {names[0]: (0.0, 0.0, 0.0, 0.0)}
-                mgs: dict = {}
-                for c in active:  # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
-                    mg = mgs[c.name] = _masked_from_columns(c, keys, cols, g)
-                    one = lr2 * float(tree.dot(g, mg))
-                    if k >= 1:
-                        hy = point.hvp(ys[c.name])
-                        est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
-                    else:
-                        hy, est = tree.zeros_like(g), 0.0
-                    vals[c.name] = (est, one)
-                    if not last:
-                        y = propagate(ys[c.name], hy, None, lr)
-                        ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
-                        if k == 0:  # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
-                            u = _masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
-                            yh[c.name] = {n: lr2 * u[n] for n in g}
-                    del hy
-                point.release()
-                del point
-                for c in active:  # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
-                    est, one = vals[c.name]
-                    if k == 0:
-                        vals[c.name] = (0.0, 0.0, 0.0, one)
-                        continue
-                    at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
-                    gh = at.grad
-                    cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-                    vals[c.name] = (est, abs(cor - est), cor, one)
-                    if not last:
-                        u = _masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
-                        yv = yh[c.name]
-                        yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
-                        del u, yv
-                    at.release()
-                    del at, gh
-                if not last:
-                    theta = {n: theta[n] - lr * g[n] for n in theta}
+            vals = rule.iteration(engine, task, point, keys, sources, active, names[0], g, ys, theta, lr, k, last)
+            del point
+            if not last:
+                theta = rule.step(task, theta, g, lr)
             if k >= 1:
                 row = {"k": k, "loss_jc": loss_jc, "estimates": {n: v[0] for n, v in vals.items()},
                        "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
@@ -823,9 +669,7 @@ def advise(
     done_checks = [check0 or {}]
     orders = _orders(cands, done_checks) if checks and check0 else None
     text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
-    if opt is not None:
-        text += (f" Optimizer {setup.describe()}: the predictions are the optimizer-aware JC-only estimate and carry "
-                 "no error estimate (the embedded pair is derived for plain steps), so none is certified.")
+    text += rule.note
     if status == "diverged":
         text = f"the JC run diverged ({message}); " + text
     message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
