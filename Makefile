@@ -103,8 +103,8 @@ optimizer-studies: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.optimizers.runner run --out runs/optimizer-studies
 	$(PY) -m crosscurv.experiments.studies.optimizers.runner report --runs runs/optimizer-studies --out reports
 advise-study: $(STAMP)
-	$(PY) -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1,2 --iters mlp=150,fl=15,lora=30 \
-	  --lrs mlp=0.05/3.0,fl=0.05/2.0,lora=0.03/0.2 --out reports/advise
+	$(PY) -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1,2 --iters mlp=150,fl=30,lora=60 \
+	  --lrs mlp=0.007/3.0,fl=0.007/2.0,lora=0.003/0.2 --out reports/advise
 trust-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
 # the measured rounding of the record columns under this CPU's kernels and each emulation (the source of

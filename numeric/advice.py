@@ -61,7 +61,12 @@ for optimizers (errors NaN, nothing certified) and no one-step check.
 
 Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
-of their errors.
+of their errors, the one-step check at ``theta^0`` finds the series converging (its remainder within the
+``eta^3`` term), and the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
+every ``j <= k``; ``sharpness`` is ``lambda_max(H_JC^k)``, converged by the protocol's
+:func:`crosscurv.numeric.estimates.track_extremes` every ``SHARPNESS_EVERY`` iterations and the
+warm-started power iteration in between, the larger).  Outside either, the embedded error is no estimate of
+the real one (``reports/advise/validation.md`` measured how often it covers it there).
 
 Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are
 fresh for some block in some candidate, ``n_S`` the fresh blocks of
@@ -69,7 +74,8 @@ candidate ``S``): at ``theta_JC^k`` one gradient (with its graph), ``B``
 products ``H (E_j g)`` shared by every candidate (each gives the rows
 ``(M_S g)_i`` of every ``S`` with ``j in S(i)``), one product ``H y`` per
 candidate; at each ``theta_hat^k`` one gradient and ``n_S`` restricted products.
-In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products; the one-step
+In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products, one more product for the power iteration
+and the extremes' solves (about 30 products at ``k = 0``, about 20 every ``SHARPNESS_EVERY`` iterations); the one-step
 estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
 
 Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``,
@@ -103,6 +109,7 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .advice_steps import Candidate, advice_steps
+from .estimates import Extremes, init_power_vector, power_step, track_extremes
 from .optimizers import optimizer_setup
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
@@ -127,8 +134,10 @@ RECORDS_FILE = "advice.csv"
 ADVICE_FILE = "advice.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 #: Columns of ``advice.csv`` (one row per iteration and candidate, the JC row all zeros).
-COLUMNS = ("k", "pattern", "loss_jc", "estimate", "error", "corrected", "one_step")
-_FORMAT = 1
+COLUMNS = ("k", "pattern", "loss_jc", "sharpness", "estimate", "error", "corrected", "one_step")
+#: The columns of an older crosscurv's ``advice.csv`` (no ``sharpness``): refused in one line.
+_OLDER_COLUMNS = ("k", "pattern", "loss_jc", "estimate", "error", "corrected", "one_step")
+_FORMAT = 2
 
 
 class AdviceError(InputError):
@@ -271,8 +280,9 @@ class Advice:
 
     Attributes:
         candidates: candidate spellings, JC first.
-        per_iteration: ``[{"k", "loss_jc", "estimates", "errors", "corrected", "one_step", "best",
-            "runner_up", "margin", "certified"}]`` for ``k = 1..K`` (dicts keyed by spelling, floats).
+        per_iteration: ``[{"k", "loss_jc", "sharpness", "estimates", "errors", "corrected", "one_step", "best",
+            "runner_up", "margin", "certified"}]`` for ``k = 1..K`` (dicts keyed by spelling, floats;
+            ``sharpness``: ``lambda_max(H_JC^k)`` as the regime gate reads it).
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
         orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
             "note"}`` (else ``None``).
@@ -309,7 +319,8 @@ class Advice:
             "per_iteration": [
                 {"k": r["k"], "estimates": r["estimates"], "errors": r["errors"], "best": r["best"],
                  "certified": r["certified"], "runner_up": r["runner_up"], "margin": r["margin"],
-                 "corrected": r["corrected"], "one_step": r["one_step"], "loss_jc": r["loss_jc"]}
+                 "corrected": r["corrected"], "one_step": r["one_step"], "loss_jc": r["loss_jc"],
+                 "sharpness": r["sharpness"]}
                 for r in self.per_iteration
             ],
             "settings": self.settings,
@@ -353,9 +364,10 @@ class Advice:
 
 
 # -- records -------------------------------------------------------------------------------
-def _rows(k: int, loss_jc: float, vals: Mapping[str, tuple]) -> list[dict]:
+def _rows(k: int, loss_jc: float, sharpness: float, vals: Mapping[str, tuple]) -> list[dict]:
     """The ``advice.csv`` rows of iteration ``k`` (:data:`COLUMNS`), one per candidate pattern."""
-    return [dict(zip(COLUMNS, (k, name, loss_jc, est, err, cor, one))) for name, (est, err, cor, one) in vals.items()]
+    return [dict(zip(COLUMNS, (k, name, loss_jc, sharpness, est, err, cor, one)))
+            for name, (est, err, cor, one) in vals.items()]
 
 
 def read_advice_records(path: str) -> list[dict]:
@@ -366,18 +378,21 @@ def read_advice_records(path: str) -> list[dict]:
     """
     text = read_text(path, "advice records")
     lines = text.split("\n")[:-1]
+    if lines and lines[0] == ",".join(_OLDER_COLUMNS):
+        raise AdviceError(f"{path}: advice records of an older crosscurv (no sharpness column): advise again "
+                          "into a new folder")
     if not lines or lines[0] != ",".join(COLUMNS):
         raise AdviceError(f"{path}: not a crosscurv advice records file")
     out: list[dict] = []
     try:
         for row in csv.reader(lines[1:]):
             k, name = int(row[0]), row[1]
-            loss_jc, est, err, cor, one = (float(x) for x in row[2:7])
+            loss_jc, sharp, est, err, cor, one = (float(x) for x in row[2:8])
             if not out or out[-1]["k"] != k:
                 if out and k != out[-1]["k"] + 1:
                     raise ValueError(f"k={k} after k={out[-1]['k']}")
-                out.append({"k": k, "loss_jc": loss_jc, "estimates": {}, "errors": {}, "corrected": {},
-                            "one_step": {}})
+                out.append({"k": k, "loss_jc": loss_jc, "sharpness": sharp, "estimates": {}, "errors": {},
+                            "corrected": {}, "one_step": {}})
             r = out[-1]
             r["estimates"][name], r["errors"][name], r["corrected"][name], r["one_step"][name] = est, err, cor, one
     except (ValueError, IndexError) as exc:
@@ -390,8 +405,20 @@ def _complete(rows: list[dict], names: Sequence[str]) -> list[dict]:
     return [r for r in rows if list(r["estimates"]) == list(names)]
 
 
-def _with_decision(r: dict) -> dict:
-    return {**r, **decide(r["estimates"], r["errors"])}
+def _with_decision(r: dict, trusted: bool = True) -> dict:
+    """``r`` with :func:`decide`'s fields; certified only where ``trusted`` (the run's regime gate,
+    :func:`_inside`) as well."""
+    d = decide(r["estimates"], r["errors"])
+    d["certified"] = bool(d["certified"] and trusted)
+    return {**r, **d}
+
+
+def _inside(rows: Sequence[Mapping], lr: float) -> list[bool]:
+    """Per row: the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every
+    ``j <= k``, :func:`crosscurv.numeric.error_estimates.regime_so_far`)."""
+    from .error_estimates import regime_so_far
+
+    return regime_so_far([lr * float(r["sharpness"]) for r in rows])
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -455,20 +482,36 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str 
     return out
 
 
-def _check_note(checks: Sequence[dict]) -> str:
-    """A warning where the one-step series does not converge: the measured one-step gap differs from
+def _check_failures(checks: Sequence[dict]) -> list[str]:
+    """The candidates whose one-step series does not converge: the measured one-step gap differs from
     ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps' rounding)."""
     bad = []
     for check in checks:
-        for name, c in check.items():
+        for name, c in (check or {}).items():
             m, p2, p3 = c["measured"], c["eta2"], c["eta3"]
             if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), c["floor"]):
                 bad.append(f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with eta^3 {p3:.3g}")
+    return bad
+
+
+def _check_note(checks: Sequence[dict]) -> str:
+    """A warning where the one-step series does not converge (:func:`_check_failures`)."""
+    bad = _check_failures(checks)
     if not bad:
         return ""
     return (" Warning: the one-step expansion does not converge here (" + "; ".join(bad[:3])
             + ("; ..." if len(bad) > 3 else "") + "): this learning rate is outside the expansions' regime "
-            "(or the loss is not smooth there), so the predictions and their errors are not reliable.")
+            "(or the loss is not smooth there), so the predictions and their errors are not reliable and none "
+            "is certified.")
+
+
+def _edge_note(rows: Sequence[Mapping], inside: Sequence[bool], lr: float) -> str:
+    """Where the JC run crossed the edge of stability, after which nothing is certified."""
+    out = next((r for r, ok in zip(rows, inside) if not ok), None)
+    if out is None:
+        return ""
+    return (f" The JC run crossed the edge of stability at K = {out['k']} (eta * sharpness = "
+            f"{lr * out['sharpness']:.3g} >= 2): no prediction is certified from there.")
 
 
 def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
@@ -583,6 +626,9 @@ def advise(
         theta = vec["theta"]
         ys = {c.name: vec[f"y:{c.name}"] for c in active}
         rule.load(vec, start, [c.name for c in active])
+        pvec = vec["p"]
+        lam = ck.get("extremes")
+        ext = None if lam is None else Extremes(lam[0], lam[1], vec["vmax"], vec["vmin"], 0, 0.0, False)
         check0 = ck.get("check_k0")
     else:
         if out_dir is not None:
@@ -598,13 +644,14 @@ def advise(
         theta = tree.clone(task.params)
         ys = {c.name: tree.zeros_like(task.params) for c in active}
         rule.start(task.params, [c.name for c in active])
+        pvec, ext = init_power_vector(task.params, int(seed or 0)), None
     engine = choose_engine(task, hvp_method)
     theta0 = tree.clone(task.params)
 
     def rows_text(rs):
         return ",".join(COLUMNS) + "\n" + "".join(
             format_row(row, COLUMNS) + "\n" for r in rs
-            for row in _rows(r["k"], r["loss_jc"], {n: (r["estimates"][n], r["errors"][n], r["corrected"][n],
+            for row in _rows(r["k"], r["loss_jc"], r["sharpness"], {n: (r["estimates"][n], r["errors"][n], r["corrected"][n],
                                                         r["one_step"][n]) for n in names}))
 
     writer = None
@@ -615,9 +662,12 @@ def advise(
 
     def checkpoint(k: int, nxt: int, final: bool = False) -> None:
         nonlocal last_save
-        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **rule.vectors()}
+        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **rule.vectors(), "p": pvec}
+        if ext is not None:
+            vectors.update(vmax=ext.v_max, vmin=ext.v_min)
         atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
-                           "vectors": vectors, "check_k0": check0}, ck_path)
+                           "vectors": vectors, "check_k0": check0,
+                           "extremes": None if ext is None else [float(ext.lam_max), float(ext.lam_min)]}, ck_path)
         last_save = time.perf_counter()
 
     status, message = "complete", ""
@@ -630,6 +680,8 @@ def advise(
             check_s = time.perf_counter() - t_check
         if ck_path is not None and not resume:
             checkpoint(0, 0)
+        converges = not _check_failures([check0 or {}])
+        inside = _inside(rows, lr)[-1] if rows else True
         for k in ([] if done else range(start, iters + 1)):
             last = k == iters
             point = engine.point(task.loss, theta)
@@ -638,19 +690,29 @@ def advise(
                 status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
                 break
             g = point.grad
+            # the regime gate: lambda_max(H_JC^k), converged every SHARPNESS_EVERY iterations (the protocol's
+            # track_extremes) and the warm-started power iteration's p^T H p in between, the larger
+            rq, pvec = power_step(pvec, point.hvp(pvec))
+            try:
+                ext = track_extremes(point.hvp, theta, ext, k, seed=int(seed or 0))
+                top = ext.lam_max
+            except (ValueError, RuntimeError, ArithmeticError):  # non-finite products: no extremes
+                top = math.nan
+            sharp = max((x for x in (top, rq) if math.isfinite(x)), default=math.nan)
             vals = rule.iteration(engine, task, point, keys, sources, active, names[0], g, ys, theta, lr, k, last)
             del point
             if not last:
                 theta = rule.step(task, theta, g, lr)
             if k >= 1:
-                row = {"k": k, "loss_jc": loss_jc, "estimates": {n: v[0] for n, v in vals.items()},
+                inside = inside and math.isfinite(sharp) and lr * sharp < 2.0
+                row = {"k": k, "loss_jc": loss_jc, "sharpness": sharp, "estimates": {n: v[0] for n, v in vals.items()},
                        "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
                        "one_step": {n: v[3] for n, v in vals.items()}}
                 rows.append(row)
                 if writer is not None:
-                    writer.write_rows(_rows(k, loss_jc, vals))
+                    writer.write_rows(_rows(k, loss_jc, sharp, vals))
                 if on_record is not None:
-                    on_record(_with_decision(row))
+                    on_record(_with_decision(row, converges and inside))
                 if progress is not None:
                     progress(k, iters)
             if not last and ck_path is not None:
@@ -665,10 +727,12 @@ def advise(
     finally:
         if writer is not None:
             writer.close()
-    table = [_with_decision(r) for r in rows]
+    gate = _inside(rows, lr)
+    table = [_with_decision(r, converges and ok) for r, ok in zip(rows, gate)]
     done_checks = [check0 or {}]
     orders = _orders(cands, done_checks) if checks and check0 else None
-    text = recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
+    text = (recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
+            + _edge_note(rows, gate, lr))
     text += rule.note
     if status == "diverged":
         text = f"the JC run diverged ({message}); " + text

@@ -246,3 +246,38 @@ def test_optimizer_resume_equals_uninterrupted(tmp_path):
     with pytest.raises(AdviceError, match="setting optimizer differs"):
         advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True, optimizer="momentum:0.9",
                block_lr="layer1=2.0")
+
+
+def test_nothing_is_certified_past_the_edge_of_stability():
+    """The same quadratic certified inside the regime, advised at a rate past its edge (eta lambda_max > 2):
+    the sharpness is the quadratic's lambda_max (dense reference), and no iteration from the first past the edge
+    is certified, which the recommendation says."""
+    task = _quadratic()
+    lam = float(torch.linalg.eigvalsh(dense_hessian(task, task.params)).max())
+    inside = advise(task, 0.1, 30, "jc;gs;chain", checks=False)
+    assert all(r["sharpness"] == pytest.approx(lam, rel=1e-3) for r in inside.per_iteration[20:])
+    assert any(r["certified"] for r in inside.per_iteration) and "edge of stability" not in inside.recommendation
+    lr = 2.05 / lam
+    past = advise(task, lr, 30, "jc;gs;chain", checks=False)
+    first = next(r["k"] for r in past.per_iteration if lr * r["sharpness"] >= 2)
+    assert first <= 21  # converged at k = 0 and every 20 iterations (the power iteration in between)
+    assert not any(r["certified"] for r in past.per_iteration if r["k"] >= first)
+    assert f"crossed the edge of stability at K = {first}" in past.recommendation
+
+
+def test_nothing_is_certified_where_the_one_step_series_does_not_converge(monkeypatch):
+    """A one-step check whose remainder exceeds the eta^3 term withdraws every certificate and says so."""
+    import crosscurv.numeric.advice as advice
+
+    task = _quadratic()
+    ok = advise(task, 0.1, 20, "jc;gs;chain")
+    assert any(r["certified"] for r in ok.per_iteration) and "does not converge" not in ok.recommendation
+
+    def bad_check(task, cands, theta, lr, k, method="auto"):
+        return {name: {"k": 0, "measured": 1.0, "eta2": 0.1, "eta3": 0.11, "c3": 0.0, "floor": 0.0}
+                for name, p in cands if not p.is_jacobi}
+
+    monkeypatch.setattr(advice, "_one_step_check", bad_check)
+    bad = advise(task, 0.1, 20, "jc;gs;chain")
+    assert not any(r["certified"] for r in bad.per_iteration)
+    assert "none is certified" in bad.recommendation

@@ -14,7 +14,7 @@ input (one line), 3 the JC run diverged, 130 interrupted.
 takes the optimizer's steps and the predictions are the optimizer-aware JC-only estimate.
 
 ``python -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1,2
---iters mlp=250,fl=50,lora=100 --lrs mlp=0.05/3.0,... --out reports/advise`` writes the validation
+--iters mlp=150,fl=30,lora=60 --lrs mlp=0.007/3.0,... --out reports/advise`` writes the validation
 report over tasks, seeds and learning rates (``reports/advise/validation.md``; resumable).
 """
 
