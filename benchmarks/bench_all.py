@@ -112,12 +112,13 @@ def run_one(name: str, quick: bool) -> dict:
     env.pop("CROSSCURV_DEFAULT_THREADS", None)
     load0 = os.getloadavg()[0]
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    commit = machine()["commit"]  # the code the benchmark runs: taken before it starts
     t0 = time.perf_counter()
     proc = subprocess.run([PY, *argv], cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     return {"name": name, "title": title, "what": what, "command": "python " + " ".join(argv),
             "rc": proc.returncode, "out": proc.stdout.rstrip(), "err": proc.stderr.strip()[-2000:],
-            "wall": wall, "load": (load0, os.getloadavg()[0]), "started": started, "commit": machine()["commit"]}
+            "wall": wall, "load": (load0, os.getloadavg()[0]), "started": started, "commit": commit}
 
 
 def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
@@ -163,9 +164,10 @@ def merge(paths: list[str]) -> str:
                 raise SystemExit(f"bench_all: {path}: unknown section {title!r}")
             sections[titles[title]] = "## " + part.rstrip() + "\n"
     body = [sections[n] for n in BENCHMARKS if n in sections]
-    note = (f"- assembled by `bench_all.py --merge` from {len(paths)} invocations (`--only`) that ran side by side; "
-            "the date and commit above are the first one's; each section names its own command and load average, "
-            "and its own date and commit where it has them")
+    note = (f"- assembled by `bench_all.py --merge` from {len(paths)} reports of `--only` invocations; the date and "
+            "commit above are the first one's; each section names its own command and load average, and its own "
+            "date and commit where it has them (a section without them ran at the date and commit above)")
+    header = "\n".join(line for line in header.rstrip().split("\n") if not line.startswith("- assembled by"))
     return (header.rstrip() + "\n" + note + "\n\n" + "\n".join(body)).rstrip() + "\n"
 
 
