@@ -70,4 +70,4 @@ def test_merge_keeps_the_first_header_and_orders_the_sections(tmp_path):
     heads = [ln for ln in text.splitlines() if ln.startswith("## ")]
     assert heads == ["## " + bench_all.BENCHMARKS[n][0] for n in ("memory", "protocol", "threads")]
     assert "| mem |" in text and "| thr |" in text and "iteration / bound" in text
-    assert "assembled by `bench_all.py --merge` from 2 invocations" in text
+    assert "assembled by `bench_all.py --merge` from 2 reports" in text and text.count("- assembled by") == 1
