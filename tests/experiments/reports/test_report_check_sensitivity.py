@@ -135,3 +135,49 @@ def test_the_sharpness_slack_is_twice_the_larger_of_spread_and_parting():
     assert _sharpness_slack(None, parting, ["sharpness"]) == {"sharpness": [0.0, 1.0, 0.0]}
     assert _sharpness_slack([0.1, 0.1, 0.2], parting, ["sharpness"]) == {"sharpness": [0.2, 1.0, 0.4]}
     assert _sharpness_slack([0.1] * 3, parting, ["loss_jc"]) is None
+
+
+def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_path, monkeypatch):
+    """Committed losses beyond the fixed tolerances from k = 2 (explained by a perturbed run that parts as far)
+    and ``sharpness`` 10% off at k = 3: past the parting the power vector follows another history, so the column is
+    compared to k = 1 only; the same 10% at k = 3 with the losses in place (and perturbed runs that do not part) is
+    a disagreement."""
+    import crosscurv.experiments.reports.check as chk
+
+    def edit(dst, loss_rows, sharp_row):
+        bad = _copy(smoke_run, tmp_path / dst)
+        rec = os.path.join(bad, "records.csv")
+        lines = open(rec).read().splitlines()
+        head = lines[0].split(",")
+        for row_i in loss_rows:
+            row = lines[row_i].split(",")
+            i = head.index("loss_s")
+            row[i] = repr(float(row[i]) * (1 + 1e-3))
+            lines[row_i] = ",".join(row)
+        row = lines[sharp_row].split(",")
+        i = head.index("sharpness")
+        row[i] = repr(float(row[i]) * 1.1)
+        lines[sharp_row] = ",".join(row)
+        open(rec, "w").write("\n".join(lines) + "\n")
+        return bad
+
+    monkeypatch.setattr(chk, "_perturbed_twin",
+                        lambda task, rerun, seed=chk.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1e5, 1e5]))
+    parted = check_run(edit("parted", (2, 3), 3), 3)
+    assert parted.agree and parted.verdict == "parts as predicted" and parted.parts_at == 2, parted.line()
+    assert any(n.startswith("sharpness compared to k = 1:") for n in parted.notes), parted.notes
+    monkeypatch.setattr(chk, "_perturbed_twin",
+                        lambda task, rerun, seed=chk.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1.0, 1.0]))
+    kept = check_run(edit("kept", (), 3), 3)
+    assert not kept.agree and kept.first[:2] == (3, "sharpness"), kept.line()
+
+
+def test_the_trajectory_parts_where_a_loss_first_leaves_the_fixed_tolerances():
+    from crosscurv.experiments.reports.check import trajectory_parts_at
+    from crosscurv.numeric.record_comparison import compare_records
+
+    ref = {"k": [1, 2, 3], "loss_jc": [1.0, 1.0, 1.0], "loss_s": [1.0, 1.0, 1.0], "sharpness": [1.0, 1.0, 1.0]}
+    theirs = {"k": [1, 2, 3], "loss_jc": [1.0, 1.0, 1.1], "loss_s": [1.0, 1.0, 1.0], "sharpness": [1.5, 1.0, 1.0]}
+    cols = ["loss_jc", "loss_s", "sharpness"]
+    assert trajectory_parts_at(compare_records(theirs, ref, rtol=1e-6, atol=0.0, columns=cols)) == 3
+    assert trajectory_parts_at(compare_records(ref, ref, rtol=1e-6, atol=0.0, columns=cols)) is None
