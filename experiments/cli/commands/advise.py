@@ -281,7 +281,14 @@ def _study_main(argv) -> int:
     p.add_argument("--preset", default="smoke")
     p.add_argument("--lrs", default=None, help="TASK=LR1/LR2,... (default: the preset's)")
     p.add_argument("--out", default="reports/advise")
+    p.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads (default: crosscurv's default, one; two on two busy cores are slower)")
     a = p.parse_args(argv)
+    import torch
+
+    from crosscurv.experiments import runs
+
+    torch.set_num_threads(a.threads or runs.DEFAULT_THREADS)
     lrs = None
     if a.lrs:
         lrs = {t: [float(x) for x in v.split("/")] for t, v in (item.split("=") for item in a.lrs.split(","))}
