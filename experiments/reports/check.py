@@ -527,9 +527,8 @@ def _sharpness_slack(spread, twin_parting, columns, parted: int | None = None) -
 
     The power iteration's vector carries the whole trajectory: once the trajectories part (a ReLU kink crossed
     on one and not the other) the two vectors, and the column with them, follow different histories, whose
-    difference is a draw that a few perturbed runs sample but do not bound (measured: the LoRA run under MKL's
-    AVX2 kernels parts in it 2.7 times further than the furthest of four perturbed runs).  A wrong power
-    iteration shows before that, from ``k = 1``."""
+    difference is a draw that a few perturbed runs sample but do not bound.  A wrong power iteration shows
+    before that, from ``k = 1``.  A kink crossed while the losses still agree is not covered (docs/reproducibility.md)."""
     if "sharpness" not in columns:
         return None
     s = spread or [0.0] * len(twin_parting)
