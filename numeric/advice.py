@@ -63,9 +63,10 @@ Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); it is *certified* when the margin to the runner-up exceeds the sum
 of their errors, the one-step check at ``theta^0`` finds the series converging (its remainder within the
 ``eta^3`` term), and the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
-every ``j <= k``; ``sharpness`` is ``lambda_max(H_JC^k)``, converged by the protocol's
-:func:`crosscurv.numeric.estimates.track_extremes` every ``SHARPNESS_EVERY`` iterations and the
-warm-started power iteration in between, the larger).  Outside either, the embedded error is no estimate of
+every ``j <= k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
+:func:`crosscurv.numeric.estimates.hessian_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of the
+power iteration started from its eigenvector, one product per iteration: a lower bound of
+``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Outside either, the embedded error is no estimate of
 the real one (``reports/advise/validation.md`` measured how often it covers it there).
 
 Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are
@@ -75,7 +76,7 @@ products ``H (E_j g)`` shared by every candidate (each gives the rows
 ``(M_S g)_i`` of every ``S`` with ``j in S(i)``), one product ``H y`` per
 candidate; at each ``theta_hat^k`` one gradient and ``n_S`` restricted products.
 In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products, one more product for the power iteration
-and the extremes' solves (about 30 products at ``k = 0``, about 20 every ``SHARPNESS_EVERY`` iterations); the one-step
+(and about 30 at ``k = 0`` for the extremes); the one-step
 estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
 
 Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``,
@@ -109,7 +110,7 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .advice_steps import Candidate, advice_steps
-from .estimates import Extremes, init_power_vector, power_step, track_extremes
+from .estimates import hessian_extremes, init_power_vector, power_step
 from .optimizers import optimizer_setup
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
@@ -626,9 +627,7 @@ def advise(
         theta = vec["theta"]
         ys = {c.name: vec[f"y:{c.name}"] for c in active}
         rule.load(vec, start, [c.name for c in active])
-        pvec = vec["p"]
-        lam = ck.get("extremes")
-        ext = None if lam is None else Extremes(lam[0], lam[1], vec["vmax"], vec["vmin"], 0, 0.0, False)
+        pvec, lam0 = vec.get("p"), ck.get("lambda_max0")
         check0 = ck.get("check_k0")
     else:
         if out_dir is not None:
@@ -644,7 +643,7 @@ def advise(
         theta = tree.clone(task.params)
         ys = {c.name: tree.zeros_like(task.params) for c in active}
         rule.start(task.params, [c.name for c in active])
-        pvec, ext = init_power_vector(task.params, int(seed or 0)), None
+        pvec, lam0 = None, None
     engine = choose_engine(task, hvp_method)
     theta0 = tree.clone(task.params)
 
@@ -662,12 +661,12 @@ def advise(
 
     def checkpoint(k: int, nxt: int, final: bool = False) -> None:
         nonlocal last_save
-        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **rule.vectors(), "p": pvec}
-        if ext is not None:
-            vectors.update(vmax=ext.v_max, vmin=ext.v_min)
+        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **rule.vectors()}
+        if pvec is not None:
+            vectors["p"] = pvec
         atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
                            "vectors": vectors, "check_k0": check0,
-                           "extremes": None if ext is None else [float(ext.lam_max), float(ext.lam_min)]}, ck_path)
+                           "lambda_max0": lam0}, ck_path)
         last_save = time.perf_counter()
 
     status, message = "complete", ""
@@ -690,15 +689,16 @@ def advise(
                 status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
                 break
             g = point.grad
-            # the regime gate: lambda_max(H_JC^k), converged every SHARPNESS_EVERY iterations (the protocol's
-            # track_extremes) and the warm-started power iteration's p^T H p in between, the larger
+            # the regime gate: lambda_max(H_JC^0) converged (hessian_extremes), then the power iteration
+            # started from its eigenvector, one product per iteration; the larger of the two
+            if pvec is None:
+                try:
+                    ext = hessian_extremes(point.hvp, theta, seed=int(seed or 0))
+                    lam0, pvec = float(ext.lam_max), ext.v_max
+                except (ValueError, RuntimeError, ArithmeticError):  # non-finite products: no extremes
+                    lam0, pvec = math.nan, init_power_vector(theta, int(seed or 0))
             rq, pvec = power_step(pvec, point.hvp(pvec))
-            try:
-                ext = track_extremes(point.hvp, theta, ext, k, seed=int(seed or 0))
-                top = ext.lam_max
-            except (ValueError, RuntimeError, ArithmeticError):  # non-finite products: no extremes
-                top = math.nan
-            sharp = max((x for x in (top, rq) if math.isfinite(x)), default=math.nan)
+            sharp = max((x for x in (lam0, rq) if x is not None and math.isfinite(x)), default=math.nan)
             vals = rule.iteration(engine, task, point, keys, sources, active, names[0], g, ys, theta, lr, k, last)
             del point
             if not last:
