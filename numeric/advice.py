@@ -110,6 +110,7 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
 from .advice_steps import Candidate, advice_steps
+from .error_estimates import in_regime
 from .estimates import hessian_extremes, init_power_vector, power_step
 from .optimizers import optimizer_setup
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
@@ -704,7 +705,7 @@ def advise(
             if not last:
                 theta = rule.step(task, theta, g, lr)
             if k >= 1:
-                inside = inside and math.isfinite(sharp) and lr * sharp < 2.0
+                inside = inside and in_regime(lr, sharp)
                 row = {"k": k, "loss_jc": loss_jc, "sharpness": sharp, "estimates": {n: v[0] for n, v in vals.items()},
                        "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
                        "one_step": {n: v[3] for n, v in vals.items()}}

@@ -60,12 +60,12 @@ def error_bars(columns, estimate: str) -> dict:
     iterations with a finite ``*_err`` where ``|estimate - gap| <= err``; NaN without one), and the certified
     winners' ``certified``, ``correct``, ``coverage`` and ``precision``
     (:func:`crosscurv.numeric.metrics.certified_metrics`)."""
-    from crosscurv.numeric.metrics import certified_metrics
+    from crosscurv.numeric.metrics import calibration, certified_metrics
 
     gap, est = columns["gap"], columns[estimate]
     err = columns.get(f"{estimate}_err", [math.nan] * len(gap))
     finite = [(g, e, r) for g, e, r in zip(gap, est, err) if math.isfinite(r)]
-    calibrated = 100.0 * sum(abs(e - g) <= r for g, e, r in finite) / len(finite) if finite else math.nan
+    calibrated = calibration(*zip(*finite)) if finite else math.nan
     cert = columns.get(f"{estimate}_cert", [0.0] * len(gap))
     m = certified_metrics(gap, est, cert, columns.get("gap_err"))
     return {"calibrated": calibrated, "certified": m["certified"], "correct": m["correct"],
