@@ -64,7 +64,7 @@ candidate); it is *certified* when the margin to the runner-up exceeds the sum
 of their errors, the one-step check at ``theta^0`` finds the series converging (its remainder within the
 ``eta^3`` term), and the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
 every ``j <= k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
-:func:`crosscurv.numeric.estimates.hessian_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of the
+:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of the
 power iteration started from its eigenvector, one product per iteration: a lower bound of
 ``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Outside either, the embedded error is no estimate of
 the real one (``reports/advise/validation.md`` measured how often it covers it there).
@@ -111,7 +111,7 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern
 from . import tree
 from .advice_steps import Candidate, advice_steps
 from .error_estimates import in_regime
-from .estimates import hessian_extremes, init_power_vector, power_step
+from .estimates import solve_extremes, init_power_vector, power_step
 from .optimizers import optimizer_setup
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
@@ -690,11 +690,11 @@ def advise(
                 status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
                 break
             g = point.grad
-            # the regime gate: lambda_max(H_JC^0) converged (hessian_extremes), then the power iteration
+            # the regime gate: lambda_max(H_JC^0) converged (solve_extremes), then the power iteration
             # started from its eigenvector, one product per iteration; the larger of the two
             if pvec is None:
                 try:
-                    ext = hessian_extremes(point.hvp, theta, seed=int(seed or 0))
+                    ext = solve_extremes(point.hvp, theta, seed=int(seed or 0))
                     lam0, pvec = float(ext.lam_max), ext.v_max
                 except (ValueError, RuntimeError, ArithmeticError):  # non-finite products: no extremes
                     lam0, pvec = math.nan, init_power_vector(theta, int(seed or 0))

@@ -75,6 +75,7 @@ __all__ = [
     "SHARPNESS_EVERY",
     "Extremes",
     "hessian_extremes",
+    "solve_extremes",
     "track_extremes",
 ]
 
@@ -275,6 +276,31 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
     return Extremes(w[-1], w[0], vmax, vmin, count[0] + 2, res, True)
 
 
+def solve_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL, seed: int = 0,
+                   store=None) -> Extremes:
+    """The extreme eigenpairs of ``H`` to ``tol``, by the solver the model's size calls for.
+
+    A model below :func:`crosscurv.numeric.offload.large_model`'s size: :func:`hessian_extremes` (ARPACK,
+    its basis and work arrays about 24 float64 parameter-sized vectors); a large one:
+    :func:`crosscurv.numeric.lanczos.lanczos_extremes` (Lanczos in the parameters' dtype, its basis parked in
+    ``store``, at most four parameter-sized vectors in memory), so that the solve costs a fixed multiple of
+    one gradient step's memory at every model size.  Both meet the same residual test; the choice depends
+    on the model alone, never on where the vectors are parked.
+    """
+    from .lanczos import lanczos_extremes
+
+    if _large(like):
+        return lanczos_extremes(hvp, like, v0, tol, seed, store=store)
+    return hessian_extremes(hvp, like, v0, tol, seed)
+
+
+def _large(like: Mapping) -> bool:
+    from .offload import large_model
+
+    first = next(iter(like.values()), None)
+    return first is not None and large_model(sum(t.numel() for t in like.values()), first.element_size())
+
+
 def _residual(hvp, *pairs) -> float:
     """``max ||H v - lambda v|| / max |lambda|`` over ``(lambda, v)`` pairs (unit ``v``), one product each."""
     scale = max(abs(lam) for lam, _ in pairs)
@@ -328,11 +354,13 @@ def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxi
 
 
 def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int, tol: float = SHARPNESS_TOL,
-                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20) -> Extremes:
+                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20, store=None) -> Extremes:
     """The extreme eigenpairs of ``H_JC^k`` converged to ``tol`` every ``every`` iterations, warm-started.
 
-    * ``k = 0`` (``previous`` is ``None``, or not finite): :func:`hessian_extremes` solves (ARPACK Lanczos);
-    * ``k % every == 0``: each end is refined by ``scipy.sparse.linalg.lobpcg`` (block size 1, at most
+    * ``k = 0`` (``previous`` is ``None``, or not finite): :func:`solve_extremes` solves (ARPACK Lanczos, or
+      for a large model Lanczos with its basis parked in ``store``);
+    * ``k % every == 0``, large model: :func:`solve_extremes` from ``v0 = v_max + v_min``;
+    * ``k % every == 0``, otherwise: each end is refined by ``scipy.sparse.linalg.lobpcg`` (block size 1, at most
       ``maxiter`` iterations) from the previous eigenvector until ``||H v - lambda v|| <= tol ||H_prev|| / 2``
       (accepted up to ``tol max(||H_prev||, ||H||)``);
       an end that does not get there starts a Lanczos solve from ``v0 = v_max + v_min``.  Each
@@ -345,10 +373,13 @@ def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int, tol:
     """
     if previous is None or not math.isfinite(previous.norm):
         v0 = None if previous is None else {n: previous.v_max[n] + previous.v_min[n] for n in previous.v_max}
-        return hessian_extremes(hvp, like, v0, tol, seed)
+        return solve_extremes(hvp, like, v0, tol, seed, store)
     if every > 1 and k % every:
         return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0, previous.residual,
                         False)
+    if _large(like):  # lobpcg's float64 work arrays are several parameter-sized vectors: the parked basis instead
+        return solve_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m] for m in previous.v_max}, tol,
+                              seed, store)
     n = sum(t.numel() for t in like.values())
     atol = 0.5 * tol * previous.norm  # half the tolerance: lobpcg's last reported residual may lag its result
     if n < 10 or atol <= 0:  # lobpcg needs n >= 5 x block size with room to spare

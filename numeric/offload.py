@@ -30,7 +30,7 @@ from typing import Mapping
 import torch
 
 __all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX", "available_memory", "should_offload",
-           "CARRIED_VECTORS", "PEAK_VECTORS", "OFFLOAD_MIN_BYTES"]
+           "CARRIED_VECTORS", "PEAK_VECTORS", "OFFLOAD_MIN_BYTES", "large_model"]
 
 #: Name prefix of the folders of parked vectors (inside a run folder).
 PREFIX = ".offload-"
@@ -188,6 +188,15 @@ def available_memory(device) -> int | None:
     return None
 
 
+def large_model(n_params: int, element_size: int) -> bool:
+    """A model whose carried vectors, ``CARRIED_VECTORS * n_params * element_size`` bytes, reach
+    :data:`OFFLOAD_MIN_BYTES` (about 600,000 float32 parameters): its vectors are parked by default
+    (:func:`should_offload`) and its extreme eigenpairs solved with a parked basis
+    (:func:`crosscurv.numeric.estimates.solve_extremes`), so that its peak memory stays a fixed multiple of
+    one gradient step."""
+    return CARRIED_VECTORS * n_params * element_size >= OFFLOAD_MIN_BYTES
+
+
 def should_offload(n_params: int, element_size: int, device, available: int | None = None) -> bool:
     """The default offload policy: by the size of the model, so that the protocol's peak memory stays a
     fixed multiple of one gradient step whatever the machine.
@@ -198,7 +207,7 @@ def should_offload(n_params: int, element_size: int, device, available: int | No
     :func:`available_memory`; ``available`` overrides that reading, which is taken only for such a
     small model).
     """
-    if CARRIED_VECTORS * n_params * element_size >= OFFLOAD_MIN_BYTES:
+    if large_model(n_params, element_size):
         return True
     free = available_memory(device) if available is None else available
     if free is None:

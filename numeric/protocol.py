@@ -665,7 +665,7 @@ def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, mea
     vmax, vmin = (_Parked(S, "vmax"), _Parked(S, "vmin")) if S.holds("vmax") else (None, None)
     prev = None if vmax is None else Extremes(est.lam_max, est.lam_min, vmax, vmin, 0, 0.0, False)
     try:
-        ext = track_extremes(at_j.hvp, theta_j, prev, k, seed=int(ctx.settings.get("seed") or 0))
+        ext = track_extremes(at_j.hvp, theta_j, prev, k, seed=int(ctx.settings.get("seed") or 0), store=S)
     except (ValueError, RuntimeError, ArithmeticError):  # non-finite products (a diverging run): no extremes
         ext = Extremes(math.nan, math.nan, vmax, vmin, 0, math.nan, False)
     est.lam_max, est.lam_min = ext.lam_max, ext.lam_min

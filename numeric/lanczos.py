@@ -1,0 +1,182 @@
+"""The extreme eigenpairs of a Hessian with a few parameter-sized vectors in memory: Lanczos, its basis parked.
+
+:func:`lanczos_extremes` returns ``lambda_max`` and ``lambda_min`` of a symmetric ``H`` known only through
+products ``v -> H v`` (dicts of tensors keyed like the parameters, in their dtype and on their device), to the
+residual tolerance of :func:`crosscurv.numeric.estimates.hessian_extremes`::
+
+    ||H v - lambda v|| <= tol ||H||,   ||H|| = max(|lambda_max|, |lambda_min|),
+
+for both pairs.  It is the large-model form of that ARPACK solve: ARPACK keeps its Krylov basis and work
+arrays as about 24 float64 parameter-sized vectors (48 float32 ones), far more than a gradient step needs.
+Here the vectors stay in the parameters' dtype and the basis is parked in the protocol's store
+(:mod:`crosscurv.numeric.offload`: files on the CPU, host memory beside a GPU) as it is built, so at most
+four parameter-sized vectors are in memory beside the product's own graph.
+
+One cycle is ``m`` steps of the symmetric Lanczos recurrence with full reorthogonalisation (Golub and Van
+Loan, *Matrix Computations*, 4th ed., Algorithm 10.1.1 with every new vector orthogonalised against the
+basis, read back once per step)::
+
+    w = H v_j - alpha_j v_j - beta_{j-1} v_{j-1},   w <- w - sum_i (v_i^T w) v_i,   beta_j = ||w||,
+    v_{j+1} = w / beta_j,
+
+the Ritz pairs of the tridiagonal ``T_m`` (``scipy.linalg.eigh_tridiagonal``) giving the ends, stopped
+when both ends' residual estimates ``beta_m |s_{m,i}|`` are within half the tolerance.  The eigenvectors
+``V_m s`` are assembled from the parked basis, their residuals recomputed with one product each, and a
+cycle that missed the tolerance is restarted from the sum of its two Ritz vectors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+
+from .estimates import SHARPNESS_TOL, Extremes, _residual, init_power_vector
+
+__all__ = ["lanczos_extremes", "LANCZOS_STEPS", "LANCZOS_CYCLES"]
+
+#: Largest Krylov dimension of one cycle (the basis parked: it costs disk or host memory, not device memory).
+LANCZOS_STEPS = 80
+#: Cycles (explicit restarts from the last Ritz vectors) before the best pairs found are returned.
+LANCZOS_CYCLES = 8
+
+
+def _dot(a: Mapping, b: Mapping) -> float:
+    """``a^T b`` as a Python float: each block's ``torch.dot`` in the vectors' dtype, summed in float64."""
+    return math.fsum(float(torch.dot(a[k].reshape(-1), b[k].reshape(-1))) for k in a)
+
+
+def _axpy_(y: dict, alpha: float, x: Mapping) -> None:
+    """``y <- y + alpha x`` in place."""
+    for k in y:
+        y[k].add_(x[k], alpha=alpha)
+
+
+class _Basis:
+    """The Lanczos vectors ``v_0, v_1, ...``, parked in ``store`` (or kept in a list without one)."""
+
+    def __init__(self, store):
+        self._store, self._kept = store, []
+
+    def put(self, j: int, v: Mapping) -> None:
+        if self._store is None:
+            del self._kept[j:]
+            self._kept.append(v)
+        else:
+            self._store.park(f"lanczos.{j}", v)
+
+    def get(self, j: int) -> dict:
+        return self._kept[j] if self._store is None else self._store.fetch(f"lanczos.{j}")
+
+    def clear(self, m: int) -> None:
+        self._kept = []
+        if self._store is not None:
+            for j in range(m):
+                self._store.park(f"lanczos.{j}", None)
+
+
+def _start(like: Mapping, v0: Mapping | None, seed: int) -> dict:
+    """``v0 / ||v0||`` in ``like``'s dtype (the seeded vector where ``v0`` is missing, zero or not finite)."""
+    if v0 is not None:
+        v = {k: v0[k].detach().to(dtype=like[k].dtype, device=like[k].device).clone() for k in like}
+        n = math.sqrt(max(_dot(v, v), 0.0))
+        if n > 0 and math.isfinite(n):
+            return {k: t.div_(n) for k, t in v.items()}
+    return init_power_vector(like, seed)
+
+
+def _cycle(hvp, like: Mapping, v: dict, basis: _Basis, tol: float, steps: int):
+    """One Lanczos cycle from the unit ``v``: ``(theta_min, theta_max, s_min, s_max, m, products)``."""
+    import numpy as np
+    from scipy.linalg import eigh_tridiagonal
+
+    alphas, betas = [], []
+    basis.put(0, v)
+    v_prev = None
+    products = 0
+    for j in range(steps):
+        Hv = hvp(v)
+        products += 1
+        w = {k: Hv[k].detach().to(dtype=like[k].dtype).clone() for k in like}
+        del Hv
+        alpha = _dot(w, v)
+        _axpy_(w, -alpha, v)
+        if v_prev is not None:
+            _axpy_(w, -betas[-1], v_prev)
+        for i in range(j + 1):  # full reorthogonalisation (classical Gram-Schmidt against the parked basis)
+            vi = v if i == j else (v_prev if i == j - 1 else basis.get(i))
+            c = _dot(w, vi)
+            _axpy_(w, -c, vi)
+            if i == j:
+                alpha += c
+            del vi
+        alphas.append(alpha)
+        beta = math.sqrt(max(_dot(w, w), 0.0))
+        if not (math.isfinite(alpha) and math.isfinite(beta)):
+            raise ArithmeticError("non-finite Hessian-vector product in the Lanczos recurrence")
+        theta, S = eigh_tridiagonal(np.array(alphas), np.array(betas)) if j else (np.array(alphas), np.ones((1, 1)))
+        scale = max(abs(theta[0]), abs(theta[-1]))
+        est = beta * max(abs(S[-1, 0]), abs(S[-1, -1]))
+        if est <= 0.5 * tol * scale or beta <= 1e-30 or j + 1 == steps:
+            return theta[0], theta[-1], S[:, 0], S[:, -1], j + 1, products
+        betas.append(beta)
+        v_prev, v = v, {k: t.div_(beta) for k, t in w.items()}
+        del w
+        basis.put(j + 1, v)
+    raise AssertionError("unreachable")
+
+
+def _assemble(basis: _Basis, coeffs, m: int, like: Mapping) -> dict:
+    """``sum_j coeffs[j] v_j`` over the first ``m`` basis vectors, normalised."""
+    x = {k: torch.zeros_like(t) for k, t in like.items()}
+    for j in range(m):
+        vj = basis.get(j)
+        _axpy_(x, float(coeffs[j]), vj)
+        del vj
+    n = math.sqrt(max(_dot(x, x), 0.0))
+    return {k: t.div_(n) for k, t in x.items()} if n > 0 else x
+
+
+def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL, seed: int = 0,
+                     store=None, steps: int = LANCZOS_STEPS, cycles: int = LANCZOS_CYCLES) -> Extremes:
+    """``lambda_max`` and ``lambda_min`` of ``H`` by Lanczos with its basis parked in ``store``.
+
+    Args:
+        hvp: ``hvp(v) -> H v`` (dicts keyed like ``like``).
+        like: the parameters (keys, shapes, dtype, device): the vectors' layout and dtype.
+        v0: start vector (warm start: the previous eigenvectors summed); ``None``: the seeded vector of
+            :func:`crosscurv.numeric.estimates.init_power_vector`.
+        tol: relative residual tolerance (module docstring).
+        seed: seed of the start vector when ``v0`` is ``None``.
+        store: where the basis is parked (``park``/``fetch`` of :mod:`crosscurv.numeric.offload`);
+            ``None`` keeps it in a list.
+        steps: largest Krylov dimension of a cycle (at most the dimension of the space).
+        cycles: restarts before the best pairs found so far are returned (their residual says how far).
+
+    Returns:
+        :class:`crosscurv.numeric.estimates.Extremes` with ``hvps`` counting every product.
+    """
+    n = sum(t.numel() for t in like.values())
+    steps = max(1, min(steps, n))
+    basis = _Basis(store)
+    start = _start(like, v0, seed)
+    best, products, used = None, 0, 0
+    try:
+        for _ in range(cycles):
+            lo, hi, s_lo, s_hi, m, c = _cycle(hvp, like, start, basis, tol, steps)
+            used = max(used, m)
+            products += c
+            x_hi = _assemble(basis, s_hi, m, like)
+            x_lo = _assemble(basis, s_lo, m, like)
+            res = _residual(hvp, (float(hi), x_hi), (float(lo), x_lo))
+            products += 2
+            if best is None or not res >= best[4]:
+                best = (hi, lo, x_hi, x_lo, res)
+            if res <= tol:
+                break
+            start = _start(like, {k: x_hi[k] + x_lo[k] for k in x_hi}, seed)
+    finally:
+        basis.clear(used)
+    hi, lo, x_hi, x_lo, res = best
+    return Extremes(hi, lo, x_hi, x_lo, products, res, True)
