@@ -61,6 +61,7 @@ def test_the_emulation_table_states_the_largest_over_emulations_and_whether_the_
     def result(dt, variant, loss_jc_rel):
         spread = {c: {"rel": 0.0, "beyond": 0.0, "abs": 0.0} for c in COLUMNS}
         spread["loss_jc"]["rel"] = loss_jc_rel
+        spread["loss_jc"]["abs"] = loss_jc_rel  # values about the size of the loss scale
         return {"run": "mlp smoke", "dtype": dt, "K": 10, "variant": variant, "spread": spread}
 
     stated = MEASURED_ROUNDING["float32"]["loss_jc"][0]
@@ -71,6 +72,29 @@ def test_the_emulation_table_states_the_largest_over_emulations_and_whether_the_
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:3] == [f"{stated / 4:.1e} / 0", f"{stated / 2:.1e} / 0"]  # subtraction is not rounding
     assert cells[3] == f"{stated / 2:.1e} / 0" and cells[-1] == "yes"
+    assert cells[4] == f"{stated:.1e} / {EPS['float32']:.1e}"  # stated with the dtype's eps as its floor
     by["no AVX2"].append(result("float32", "float64", 3 * stated))
     row = next(x for x in emulation_table(by).splitlines() if x.startswith("| `loss_jc` |"))
     assert row.rstrip(" |").endswith("**no**")
+
+
+def test_a_stated_rounding_covers_by_its_parts_or_by_its_absolute_part():
+    from crosscurv.experiments.conformance.rounding import covers
+
+    assert covers((1e-6, 1e-9), (1e-6, 1e-9), 1.0)
+    assert not covers((1e-6, 1e-9), (2e-6, 0.0), 2e-6)  # a larger relative part, differences above the absolute one
+    assert covers((0.0, 1e-7), (1e-2, 0.0), 8e-8)  # a large ratio to a value near zero, every difference below 1e-7
+    assert not covers((0.0, 1e-7), (1e-2, 0.0), 2e-7)
+
+
+def test_gap_err_is_not_measured_against_a_float64_run():
+    """A float64 run's gap_err is another quantity (its rounding part uses float64's eps), not rounding."""
+    def result(variant, rel):
+        spread = {c: {"rel": 0.0, "beyond": 0.0, "abs": 0.0} for c in COLUMNS}
+        spread["gap_err"] = {"rel": rel, "beyond": 0.0, "abs": rel}
+        spread["recursive"] = {"rel": rel, "beyond": 0.0, "abs": rel}
+        return {"run": "mlp smoke", "dtype": "float32", "K": 10, "variant": variant, "spread": spread}
+
+    got = measured_rounding([result("threads", 1e-3), result("float64", 1.0)])["float32"]
+    assert got["gap_err"] == (1e-3, 0.0)
+    assert got["recursive"] == (1.0, 0.0)  # for every other column the float64 run measures the float32 one's error
