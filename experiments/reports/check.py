@@ -546,8 +546,12 @@ TWIN_SEED = 12345
 
 def _perturbed_twin(task, rerun, seed: int = TWIN_SEED) -> dict | None:
     """The run ``rerun`` (a :class:`crosscurv.experiments.runs.RunDescription`) recomputed from
-    ``theta^0 (1 + u r)``, ``u`` the dtype's unit roundoff and ``r = +-1`` a sign per entry drawn from ``seed``
-    (:func:`_perturbed`): a run that differs from the recomputation only at rounding.  Its records ``{column: values}``, or ``None`` when
+    ``theta^0 (1 + eps r)``, ``eps`` the dtype's machine epsilon and ``r = +-1`` a sign per entry drawn from
+    ``seed`` (:func:`_perturbed` by one ulp, either way): a run that differs from the recomputation only at
+    rounding.  Every entry moves, either way: where a ReLU input sits within rounding of zero at some ``k``,
+    such runs land on both sides of it, as runs on other CPUs do (half an ulp moves only the entries drawn
+    ``-1``, towards zero, and on the LoRA run under MKL's AVX2 path none of four such runs crossed the kink
+    the committed run sits on the other side of, while two of four one-ulp runs did).  Its records ``{column: values}``, or ``None`` when
     it diverged before ``k = rerun.iters``."""
     import dataclasses
 
@@ -557,7 +561,7 @@ def _perturbed_twin(task, rerun, seed: int = TWIN_SEED) -> dict | None:
     from crosscurv.numeric.records import records_columns
 
     n = rerun.iters
-    twin = dataclasses.replace(task, params=_perturbed(task.params, torch.Generator().manual_seed(seed)))
+    twin = dataclasses.replace(task, params=_perturbed(task.params, torch.Generator().manual_seed(seed), ulps=1.0))
     res, _ = runs.run(rerun, None, task=twin)
     if len(res.records) < n:
         return None
