@@ -1,7 +1,7 @@
 """A sweep's results: ``sweep.csv`` (one row per run) and ``sweep.md`` (tables).
 
 Each row holds the run's requested and effective settings, how the sweep
-handled it (``action``: new, resume, reuse), its status (``complete``,
+handled it (``action``: new, resume, restart, reuse), its status (``complete``,
 ``diverged``, ``interrupted``, ``failed``), exit code and error line, and,
 read from the run's ``summary.json`` (:func:`crosscurv.numeric.records.read_summary`),
 the paper's Section 5.1 metrics of every estimate (``<estimate>_correct``,

@@ -160,6 +160,8 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
             rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action,
                                              {"exit_code": None, "error": reason}, None)
         else:
+            if action == state.RESTART:
+                state.clear_for_restart(run_dir)
             todo.append((p, action))
 
     csv_path, md_path = os.path.join(out, "sweep.csv"), os.path.join(out, "sweep.md")

@@ -7,6 +7,10 @@
 * a checkpoint and no final status (the run was interrupted, or killed hard
   and its summary still says ``running``): resume it (``crosscurv run
   --resume``, which checks every setting against the checkpoint);
+* records but neither a checkpoint nor a final status (an interrupted run whose
+  checkpoint is gone: a fresh clone holds records and summaries, never
+  checkpoints): it cannot be continued, so its records and summary are
+  removed (:func:`clear_for_restart`) and it starts afresh;
 * a final summary whose settings differ from the request: refuse (reported
   as a failed run, the folder is left as it is).
 """
@@ -16,15 +20,15 @@ from __future__ import annotations
 import json
 import os
 
-from crosscurv.numeric.records import CHECKPOINT_FILE, SUMMARY_FILE, RecordsError, read_summary
+from crosscurv.numeric.records import CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, RecordsError, read_summary
 
-__all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "read_run_summary", "run_action",
-           "settings_difference"]
+__all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "RESTART", "read_run_summary", "run_action",
+           "settings_difference", "clear_for_restart"]
 
 #: summary statuses that no rerun would change
 FINAL_STATUSES = ("complete", "diverged")
 
-NEW, RESUME, REUSE, CONFLICT = "new", "resume", "reuse", "conflict"
+NEW, RESUME, REUSE, CONFLICT, RESTART = "new", "resume", "reuse", "conflict", "restart"
 
 
 def read_run_summary(run_dir: str) -> dict | None:
@@ -61,7 +65,7 @@ def settings_difference(point, settings: dict) -> str | None:
 
 
 def run_action(point, run_dir: str) -> tuple[str, str | None]:
-    """``(action, reason)``: :data:`NEW`, :data:`RESUME`, :data:`REUSE` or :data:`CONFLICT`."""
+    """``(action, reason)``: :data:`NEW`, :data:`RESUME`, :data:`REUSE`, :data:`RESTART` or :data:`CONFLICT`."""
     if not os.path.isdir(run_dir):
         return NEW, None
     summary = read_run_summary(run_dir)
@@ -72,4 +76,19 @@ def run_action(point, run_dir: str) -> tuple[str, str | None]:
         return REUSE, None
     if os.path.exists(os.path.join(run_dir, CHECKPOINT_FILE)):
         return RESUME, None
+    if os.path.exists(os.path.join(run_dir, RECORDS_FILE)):
+        return RESTART, f"{run_dir} holds records of an interrupted run without its checkpoint: started afresh"
     return NEW, None
+
+
+#: What an interrupted run without its checkpoint leaves that a fresh start would refuse to overwrite.
+_RESTART_FILES = (RECORDS_FILE, SUMMARY_FILE, "run.log")
+
+
+def clear_for_restart(run_dir: str) -> None:
+    """Remove the records, summary and log of a run that :func:`run_action` found unresumable
+    (:data:`RESTART`), so that ``crosscurv run`` starts it afresh in the same folder."""
+    for name in _RESTART_FILES:
+        path = os.path.join(run_dir, name)
+        if os.path.isfile(path):
+            os.remove(path)

@@ -185,6 +185,14 @@ def test_run_actions(tmp_path, quad, capsys):
     (tmp_path / "a" / "summary.json").write_text('{"status": "comp')  # torn: no summary
     assert state.run_action(p, d) == (state.RESUME, None)
     assert s["status"] == "complete"
+    # records of an interrupted run whose checkpoint is gone (a fresh clone): started afresh, nothing kept
+    (tmp_path / "a" / "summary.json").write_text('{"status": "running", "settings": {}}')
+    os.remove(os.path.join(d, "checkpoint.pt"))
+    action, reason = state.run_action(p, d)
+    assert action == state.RESTART and "without its checkpoint" in reason
+    state.clear_for_restart(d)
+    assert state.run_action(p, d) == (state.NEW, None)
+    assert main(p.argv(d)) == 0 and state.run_action(p, d) == (state.REUSE, None)
     capsys.readouterr()
 
 
