@@ -102,7 +102,13 @@ class _Timers:
         patch(PointCurvature, "__init__", "points")
         patch(PointCurvature, "masked", "masked M_S products")
         patch(PointCurvature, "hvp", "full products")  # calls from inside masked() count as masked
-        patch(protocol, "scheme_step", "scheme step")
+        if hasattr(protocol, "scheme_step"):  # an older --code: the protocol took both steps itself
+            patch(protocol, "scheme_step", "scheme step")
+        else:  # the update rule takes them: JC's inline, S's by scheme_step
+            from crosscurv.numeric.update_rules import plain
+
+            patch(plain.PlainRule, "jc_step", "scheme step")
+            patch(plain, "scheme_step", "scheme step")
         patch(protocol.RunContext, "checkpoint", "checkpoints")
         try:
             from crosscurv.numeric.gap import SegmentGap

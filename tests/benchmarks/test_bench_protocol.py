@@ -1,0 +1,24 @@
+"""bench_protocol.py, as a user runs it: its breakdown wraps the primitives the protocol really calls."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_quick_run_times_every_part_of_an_iteration():
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
+         "--repeats", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]  # 1: the 1.1 target missed, a measurement
+    line = next(x for x in proc.stdout.splitlines() if "breakdown of one iteration" in x)
+    parts = dict(re.findall(r"([a-zA-Z_ ]+?) ([0-9.]+) \(", line.split(":", 1)[1]))
+    parts = {k.strip(" ;"): float(v) for k, v in parts.items()}
+    for part in ("points", "masked M_S products", "full products", "scheme step", "segment gap"):
+        assert parts[part] > 0, (part, line)  # each wrapped primitive is called by the iteration
