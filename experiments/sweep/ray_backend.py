@@ -1,7 +1,7 @@
 """Ray Core execution of sweep runs: one remote task per run.
 
 * :func:`connect` starts a local Ray instance on demand (``num_cpus`` slots,
-  no dashboard, quiet logs) or joins a running cluster (``address``); it
+  no dashboard, quiet logs, workers at the driver's priority) or joins a running cluster (``address``); it
   tells whether this call started Ray, so that only the caller who started it
   shuts it down.  A Ray instance already started in this process (a notebook,
   a test fixture) is used as it is.
@@ -66,6 +66,9 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
     kw = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
               configure_logging=True)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # a local instance's workers run the sweep's runs at the driver's priority (Ray's default niceness 15
+    # starves them beside any other busy process on the machine); read by the raylet this call starts
+    os.environ.setdefault("RAY_worker_niceness", "0")
     try:
         if address:
             # workers import crosscurv as this driver does: where the cluster shares this file system,

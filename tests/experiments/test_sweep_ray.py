@@ -188,3 +188,13 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
     assert s["status"] == "complete" and 0 <= s["timing"]["resumed_from"] <= k_killed
     assert [r["k"] for r in read_records(str(killed / "records.csv"))] == list(range(1, 41))
     capsys.readouterr()
+
+
+def test_local_workers_run_at_the_drivers_priority(local_ray):
+    """A local instance's workers are not reniced below the driver (Ray's default is niceness 15), so a
+    sweep's runs are not starved by any other busy process on the machine."""
+    @local_ray.remote(num_cpus=1)
+    def niceness():
+        return os.nice(0)
+
+    assert local_ray.get(niceness.remote(), timeout=120) == os.nice(0)
