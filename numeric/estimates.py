@@ -60,6 +60,7 @@ import torch
 
 from . import tree
 from .error_estimates import DefectState, ErrorState
+from .inplace import norm_of, shares
 
 __all__ = [
     "propagate",
@@ -151,12 +152,14 @@ def init_power_vector(like: Mapping, seed: int) -> dict:
     return {k: (raw[k] / n).to(dtype=like[k].dtype, device=like[k].device) for k in like}
 
 
-def power_step(p: Mapping, Hp: Mapping) -> tuple[float, dict]:
+def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict]:
     """One warm-started power-iteration step on ``H``.
 
     Args:
         p: current unit vector.
         Hp: ``H p``.
+        into: form ``p_next`` in ``Hp``'s tensors (the caller's ``Hp`` is consumed; an entry sharing memory
+            with ``p`` is formed out of place); the same values either way.
 
     Returns:
         ``(rayleigh, p_next)``: ``rayleigh = p^T H p`` as a Python float and
@@ -166,6 +169,8 @@ def power_step(p: Mapping, Hp: Mapping) -> tuple[float, dict]:
     rq = float(tree.dot(p, Hp))
     n = float(tree.norm(Hp))
     if n > 0 and math.isfinite(n):
+        if into:
+            return rq, {k: (Hp[k] / n if shares(Hp[k], p[k]) else Hp[k].div_(n)) for k in Hp}
         return rq, {k: Hp[k] / n for k in Hp}
     return rq, dict(p)
 
@@ -283,7 +288,7 @@ def solve_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = S
     A model below :func:`crosscurv.numeric.offload.large_model`'s size: :func:`hessian_extremes` (ARPACK,
     its basis and work arrays about 24 float64 parameter-sized vectors); a large one:
     :func:`crosscurv.numeric.lanczos.lanczos_extremes` (Lanczos in the parameters' dtype, its basis parked in
-    ``store``, at most four parameter-sized vectors in memory), so that the solve costs a fixed multiple of
+    ``store``, at most three parameter-sized vectors in memory), so that the solve costs a fixed multiple of
     one gradient step's memory at every model size.  Both meet the same residual test; the choice depends
     on the model alone, never on where the vectors are parked.
     """
@@ -307,7 +312,9 @@ def _residual(hvp, *pairs) -> float:
     worst = 0.0
     for lam, v in pairs:
         Hv = hvp(v)
-        r = float(tree.norm({k: Hv[k].to(torch.float64) - lam * v[k].to(torch.float64) for k in v}))
+        # float64 entry by entry: no float64 copy of the whole vector
+        r = norm_of(v, lambda k: Hv[k].to(torch.float64) - lam * v[k].to(torch.float64))
+        del Hv
         worst = max(worst, r / scale if scale > 0 else (0.0 if r == 0 else math.inf))
     return worst
 
@@ -435,8 +442,9 @@ class EstimateState:
                 self.G = max(self.G, n)
 
     def observe_power(self, p: Mapping, Hp: Mapping) -> dict:
-        """One power step with ``H_JC^k p``: fold ``|p^T H p|`` into ``L``; returns the next vector."""
-        self.rayleigh, p_next = power_step(p, Hp)
+        """One power step with ``H_JC^k p``: fold ``|p^T H p|`` into ``L``; returns the next vector, formed in
+        ``Hp``'s tensors (``Hp`` is consumed)."""
+        self.rayleigh, p_next = power_step(p, Hp, into=True)
         if math.isfinite(self.rayleigh):
             self.L = max(self.L, abs(self.rayleigh))
         return p_next

@@ -10,7 +10,8 @@ for both pairs.  It is the large-model form of that ARPACK solve: ARPACK keeps i
 arrays as about 24 float64 parameter-sized vectors (48 float32 ones), far more than a gradient step needs.
 Here the vectors stay in the parameters' dtype and the basis is parked in the protocol's store
 (:mod:`crosscurv.numeric.offload`: files on the CPU, host memory beside a GPU) as it is built, so at most
-four parameter-sized vectors are in memory beside the product's own graph.
+three parameter-sized vectors are in memory beside the product's own graph (``v_j``, ``w`` formed in the
+product's output, and one basis vector read back; two Ritz vectors and a product when they are checked).
 
 One cycle is ``m`` steps of the symmetric Lanczos recurrence with full reorthogonalisation (Golub and Van
 Loan, *Matrix Computations*, 4th ed., Algorithm 10.1.1 with every new vector orthogonalised against the
@@ -33,6 +34,7 @@ from typing import Mapping
 import torch
 
 from .estimates import SHARPNESS_TOL, Extremes, _residual, init_power_vector
+from .inplace import shares
 
 __all__ = ["lanczos_extremes", "LANCZOS_STEPS", "LANCZOS_CYCLES"]
 
@@ -51,6 +53,12 @@ def _axpy_(y: dict, alpha: float, x: Mapping) -> None:
     """``y <- y + alpha x`` in place."""
     for k in y:
         y[k].add_(x[k], alpha=alpha)
+
+
+def _owned(h: torch.Tensor, *held: torch.Tensor) -> torch.Tensor:
+    """``h`` itself, or a copy where it shares memory with a tensor still in use (an ``hvp`` may hand back
+    its input): the recurrence then updates it in place."""
+    return h.clone() if any(shares(h, t) for t in held) else h
 
 
 class _Basis:
@@ -93,15 +101,16 @@ def _cycle(hvp, like: Mapping, v: dict, basis: _Basis, tol: float, steps: int):
 
     alphas, betas = [], []
     basis.put(0, v)
-    v_prev = None
     products = 0
     for j in range(steps):
         Hv = hvp(v)
         products += 1
-        w = {k: Hv[k].detach().to(dtype=like[k].dtype).clone() for k in like}
+        w = {k: _owned(Hv[k].detach().to(dtype=like[k].dtype), v[k], like[k]) for k in like}
         del Hv
         alpha = _dot(w, v)
         _axpy_(w, -alpha, v)
+        # v_{j-1} from the basis (parked: fetched for its two uses, not held beside the product)
+        v_prev = basis.get(j - 1) if j else None
         if v_prev is not None:
             _axpy_(w, -betas[-1], v_prev)
         for i in range(j + 1):  # full reorthogonalisation (classical Gram-Schmidt against the parked basis)
@@ -111,6 +120,7 @@ def _cycle(hvp, like: Mapping, v: dict, basis: _Basis, tol: float, steps: int):
             if i == j:
                 alpha += c
             del vi
+        del v_prev
         alphas.append(alpha)
         beta = math.sqrt(max(_dot(w, w), 0.0))
         if not (math.isfinite(alpha) and math.isfinite(beta)):
@@ -121,7 +131,7 @@ def _cycle(hvp, like: Mapping, v: dict, basis: _Basis, tol: float, steps: int):
         if est <= 0.5 * tol * scale or beta <= 1e-30 or j + 1 == steps:
             return theta[0], theta[-1], S[:, 0], S[:, -1], j + 1, products
         betas.append(beta)
-        v_prev, v = v, {k: t.div_(beta) for k, t in w.items()}
+        v = {k: t.div_(beta) for k, t in w.items()}
         del w
         basis.put(j + 1, v)
     raise AssertionError("unreachable")

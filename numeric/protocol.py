@@ -563,7 +563,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
     (held by the point until it is released), the recursive term and the JC step, then the products
     ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
-    fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k``, the record and the scheme step.
+    fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k`` and the rule's forcing ``M_S (.)``
+    (the graph there is released at once), the segment's gradients, the record and the scheme step.
     How the runs step and the carried states advance is the run's update rule (``ctx.rule``,
     :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a block-separable optimizer); the
     estimates of ``k`` read the same quantities under every rule: ``recursive = g_JC^k . w + q``,
@@ -628,21 +629,27 @@ def _iteration(ctx: RunContext, k: int) -> None:
     at_j.release()
     del at_j, theta_j
     # -- theta_S^k -------------------------------------------------------------------------
+    # the graph at theta_S^k serves only the rule's forcing M_S (.): it is released before the segment's
+    # gradients, which then need no more memory than one gradient step beside the vectors in use
     theta_s = S.fetch("theta_s")
     at_s = ctx.engine.point(loss, theta_s)
+    del theta_s
     loss_s = float(at_s.value)
     if not math.isfinite(loss_s):
         raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
     gs = at_s.grad
     est.observe_gradients(gs)
+    force = None if last else rule.s_forcing(ctx, k, at_s, gs)
+    at_s.release()
+    del at_s
     handed = []  # Delta^k where the segment fetched it: handed to the rule's step with the body's reference
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
             measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
         else:
             delta = S.fetch("delta")
-            segment.interior(loss, S.fetch("theta_jk"), delta)
             segment.add(1.0, gs, delta)
+            segment.interior(loss, S.fetch("theta_jk"), delta)
             measured = segment.result()
             handed.append(delta)
             del delta
@@ -652,9 +659,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
         ctx.emit(k, loss_jc, loss_s, record)
     if last:
         S.park("delta", None)
-        at_s.release()
         return
-    rule.s_step(ctx, k, at_s, theta_s, gs, handed, meas)
+    rule.s_step(ctx, k, S.fetch("theta_s"), gs, force, handed, meas)
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:

@@ -9,6 +9,7 @@ ever needed.
 
 from __future__ import annotations
 
+from collections import abc
 from typing import Iterable, Mapping
 
 import torch
@@ -29,9 +30,34 @@ __all__ = [
     "unflatten",
     "stack",
     "unstack",
+    "lazy",
 ]
 
 Tree = dict  # dict[str, torch.Tensor]
+
+
+class lazy(abc.Mapping):
+    """The vector ``{k: entry(k) for k in keys}`` with each entry formed when it is read (and not kept): a
+    consumer that reads it entry by entry (a store parking it to a file) holds one entry at a time.
+
+    Args:
+        keys: the keys, in order (a mapping's keys or any iterable of names).
+        entry: ``entry(k) -> Tensor``.
+    """
+
+    def __init__(self, keys: Iterable[str], entry):
+        self._keys, self._entry = list(keys), entry
+
+    def __getitem__(self, k):
+        if k not in self._keys:
+            raise KeyError(k)
+        return self._entry(k)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def add(a: Mapping, b: Mapping) -> Tree:

@@ -13,7 +13,9 @@ The hooks are called in this order in iteration ``k < K`` (at ``k = K`` only :me
 2. :meth:`advance_z`, :meth:`advance_y`, :meth:`advance_delta` with each vector and its product
    ``H_JC^k v`` (the body has already used them for the estimates of ``k``);
 3. :meth:`error_columns` and :meth:`bound` for the record of ``k``;
-4. :meth:`s_step` at ``theta_S^k`` with ``g_S^k``: parks ``theta_S^{k+1}`` and the carried states of ``k + 1``.
+4. :meth:`s_forcing` at ``theta_S^k`` with ``g_S^k``: the block-masked forcing ``M_S (.)``, the only use of the
+   point's graph (released after it);
+5. :meth:`s_step` with ``g_S^k`` and that forcing: parks ``theta_S^{k+1}`` and the carried states of ``k + 1``.
 
 Every vector lives in the run's store (:mod:`crosscurv.numeric.offload`) between uses: a hook fetches what it
 reads and parks what it writes.
@@ -63,10 +65,16 @@ class UpdateRule:
         """The ``bound_bk`` column (Theorem 3's bound or its generalization) with the current constants."""
         raise NotImplementedError
 
-    def s_step(self, ctx, k: int, at_s, theta_s: Mapping, gs: Mapping, handed: list, meas: dict) -> None:
-        """Step the ``S`` run from ``theta_s`` (``g_S^k = gs``); park ``theta_S^{k+1}``, ``z``, ``w`` of ``k + 1``.
+    def s_forcing(self, ctx, k: int, at_s, gs: Mapping) -> dict:
+        """The forcing of the carried states at ``theta_S^k``: ``M_S`` (``at_s.masked``) applied to the ``S`` run's
+        step direction (``g_S^k = gs``); called before :meth:`error_columns` of ``k``, changes no state."""
+        raise NotImplementedError
+
+    def s_step(self, ctx, k: int, theta_s: Mapping, gs: Mapping, force: dict, handed: list, meas: dict) -> None:
+        """Step the ``S`` run from ``theta_s`` (``g_S^k = gs``, ``force`` from :meth:`s_forcing`); park
+        ``theta_S^{k+1}``, ``z``, ``w`` of ``k + 1``.
 
         ``handed`` is ``[Delta^k]`` when the body fetched it for the gap's segment, else ``[]``: the hook takes
-        the body's only reference (``handed.pop()``) or fetches ``"delta"`` itself, and releases ``at_s``.
+        the body's only reference (``handed.pop()``) or fetches ``"delta"`` itself.
         """
         raise NotImplementedError

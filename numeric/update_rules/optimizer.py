@@ -119,14 +119,16 @@ class OptimizerRule(UpdateRule):
     def bound(self, est, lr):
         return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)
 
-    def s_step(self, ctx, k, at_s, theta_s, gs, handed, meas):
-        """The forcing ``M_S F phi_S``, the tangent steps of ``w`` (from the measured ``Delta^k``, state
-        difference and ``H_JC^k Delta^k``) and ``z``, and the scheme step with the ``S`` run's state."""
+    def s_forcing(self, ctx, k, at_s, gs):
+        """The forcing ``M_S F phi_S`` with the ``S`` run's state."""
+        return at_s.masked(ctx.plan, scaled_direction(self.spec, self.state(ctx.store, "ss", k), gs, self.f))
+
+    def s_step(self, ctx, k, theta_s, gs, force, handed, meas):
+        """The tangent steps of ``w`` (from the measured ``Delta^k``, state difference, ``H_JC^k Delta^k`` and
+        the forcing) and ``z``, and the scheme step with the ``S`` run's state."""
         S, lr = ctx.store, ctx.lr
         handed.clear()
         ss = self.state(S, "ss", k)
-        force = at_s.masked(ctx.plan, scaled_direction(self.spec, ss, gs, self.f))
-        at_s.release()
         ctx.est.unorms.append(forcing_norm(self.spec, self.f, force))
         step = self.tangent(S, lr)
         hd = S.fetch("hdelta")

@@ -48,12 +48,14 @@ class PlainRule(UpdateRule):
     def advance_y(self, ctx, at_j, y, Hy):
         # propagate(y, Hy, M_S g_JC, lr), formed in y
         sub_scaled_into(y, Hy, ctx.lr)
+        Hy.clear()  # consumed: its tensors are freed before the masked product's
         add_scaled_into(y, at_j.masked(ctx.plan, at_j.grad), ctx.lr * ctx.lr)
         ctx.store.park("y", y)
 
     def advance_delta(self, ctx, at_j, delta, Hdelta, meas):
         g0 = at_j.grad
-        ctx.store.park("gpred", {n: g0[n] + Hdelta[n] for n in g0})  # g_JC^k + H_JC^k Delta^k
+        # g_JC^k + H_JC^k Delta^k, each entry formed as it is parked
+        ctx.store.park("gpred", tree.lazy(g0, lambda n: g0[n] + Hdelta[n]))
         meas["norm_hd"] = float(tree.norm(Hdelta))
         # w = propagate(Delta, H Delta, None, lr), formed in H Delta (Delta is parked, still needed)
         ctx.store.park("w", scaled_difference_into(delta, Hdelta, ctx.lr))
@@ -74,7 +76,10 @@ class PlainRule(UpdateRule):
     def bound(self, est, lr):
         return est.bound(lr)
 
-    def s_step(self, ctx, k, at_s, theta_s, gs, handed, meas):
+    def s_forcing(self, ctx, k, at_s, gs):
+        return at_s.masked(ctx.plan, gs)  # u = M_S g_S^k
+
+    def s_step(self, ctx, k, theta_s, gs, force, handed, meas):
         S, est, lr = ctx.store, ctx.est, ctx.lr
         lr2 = lr * lr
         delta = handed.pop() if handed else S.fetch("delta")
@@ -88,9 +93,7 @@ class PlainRule(UpdateRule):
         wnorm = norm_of(gs, lambda n: gs[n] - gp[n])  # ||w^k||, eq. grad_diff_expansion
         E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
         del gp
-        u = at_s.masked(ctx.plan, gs)
-        at_s.release()
-        del at_s
+        u = force
         est.unorms.append(float(tree.norm(u)))
         w = add_scaled_into(S.fetch("w"), u, lr2, keep=True)
         S.park("w", w)
@@ -102,7 +105,7 @@ class PlainRule(UpdateRule):
         new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
         e = step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
         S.park("theta_s", new_s)
-        del u, new_s
+        del u, force, new_s
         _carry_errors(ctx, meas, D, e, A, d, P, wnorm)
 
 

@@ -244,3 +244,35 @@ def test_quadratic_estimate_split_at_its_linear_term_is_bit_for_bit_the_same():
     vec = lambda: {"a": torch.randn(7, generator=g), "b": torch.randn(2, 3, generator=g)}  # noqa: E731
     gv, z, Hz = vec(), vec(), vec()
     assert torch.equal(quadratic_from_linear(tree.dot(gv, z), z, Hz), quadratic_estimate(gv, z, Hz))
+
+
+def test_power_step_into_the_product_is_bit_for_bit_the_same_and_consumes_it():
+    g = torch.Generator().manual_seed(3)
+    p = {"a": torch.randn(5, generator=g), "b": torch.randn(2, 2, generator=g)}
+    Hp = {"a": torch.randn(5, generator=g), "b": torch.randn(2, 2, generator=g)}
+    want_rq, want = power_step(p, {k: t.clone() for k, t in Hp.items()})
+    ptrs = {k: t.data_ptr() for k, t in Hp.items()}
+    rq, got = power_step(p, Hp, into=True)
+    assert rq == want_rq and all(torch.equal(got[k], want[k]) for k in p)
+    assert {k: t.data_ptr() for k, t in got.items()} == ptrs  # formed in Hp's tensors
+    shared = {"a": p["a"], "b": Hp["b"]}  # an hvp that handed back its input: p is not overwritten
+    before = p["a"].clone()
+    power_step(p, shared, into=True)
+    assert torch.equal(p["a"], before)
+
+
+def test_the_residual_of_a_pair_is_the_norm_of_its_float64_difference():
+    from crosscurv.numeric.estimates import _residual
+
+    g = torch.Generator().manual_seed(4)
+    A = torch.randn(6, 6, generator=g, dtype=F64)
+    A = (A + A.T).to(torch.float32)
+    v = {"a": torch.randn(4, generator=g), "b": torch.randn(2, generator=g)}
+
+    def hvp(x):
+        out = A @ torch.cat([x["a"], x["b"]])
+        return {"a": out[:4], "b": out[4:]}
+
+    Hv = hvp(v)
+    r = torch.cat([Hv[k].double() - 1.5 * v[k].double() for k in v])
+    assert _residual(hvp, (1.5, v), (-0.5, {k: t * 0 for k, t in v.items()})) == float(r.norm()) / 1.5

@@ -118,3 +118,12 @@ def test_the_solver_follows_the_model_size(monkeypatch):
     assert calls == []
     for ext in (small, large, tracked):
         _check_against_dense(A, ext, SHARPNESS_TOL)
+
+
+def test_a_product_that_hands_back_its_input_leaves_the_basis_intact():
+    """``H = diag(I, 3 I)`` by an ``hvp`` that returns its argument's first block itself (as autograd may hand
+    back a ``grad_output``): the recurrence forms ``w`` in a copy of it, never in ``v_j``."""
+    like = {"a": torch.zeros(5, dtype=torch.float64), "b": torch.zeros(3, dtype=torch.float64)}
+    ext = lanczos_extremes(lambda v: {"a": v["a"], "b": 3.0 * v["b"]}, like, seed=1)
+    assert ext.lam_max == pytest.approx(3.0, rel=1e-9) and ext.lam_min == pytest.approx(1.0, rel=1e-9)
+    assert ext.residual <= SHARPNESS_TOL
