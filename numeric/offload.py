@@ -22,9 +22,11 @@ next store created in the same run folder (a resumed run) removes it.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
+import weakref
 from typing import Mapping
 
 import torch
@@ -78,6 +80,12 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 class Offloaded:
     """Parked vectors live in host memory (GPU runs) or in files (CPU runs).
 
+    On the CPU a fetched vector is a private memory map of its file (``torch.UntypedStorage.from_file``
+    with ``shared=False``): its pages come from the page cache without a copy, count in the resident set
+    while the vector is alive and are unmapped with it; an in-place update copies the pages it writes
+    and never reaches the file.  Parking a name whose fetched vector is still alive writes a new file
+    for it (the map keeps the old one's contents); otherwise the file is overwritten in place.
+
     Args:
         device: the compute device of the vectors.
         directory: parent folder for the files of a CPU run (default: the
@@ -91,13 +99,17 @@ class Offloaded:
         self.device = torch.device(device)
         self._host: dict[str, dict | None] = {}
         self._dir = None
+        self._gen: dict[str, int] = {}  # which file holds a name (a new one while a fetched map of it is alive)
+        self._mapped: dict[str, list] = {}  # weak references to the storages of each name's fetches
+        self._size: dict[str, int] = {}
         if self.device.type == "cpu":
             if directory is not None:
                 remove_stale(directory)
             self._dir = tempfile.mkdtemp(prefix=PREFIX, dir=directory)
 
     def _path(self, name: str) -> str:
-        return os.path.join(self._dir, f"{name}.bin")
+        gen = self._gen.get(name, 0)
+        return os.path.join(self._dir, f"{name}.bin" if gen == 0 else f"{name}.{gen}.bin")
 
     def park(self, name: str, vector: Mapping | None) -> None:
         if vector is None:
@@ -106,25 +118,37 @@ class Offloaded:
         if self._dir is None:  # GPU: to host memory
             self._host[name] = {k: v.to("cpu") for k, v in vector.items()}
             return
-        # CPU: the raw bytes of each tensor, one after the other, in one file; keys, shapes and dtypes
-        # stay in memory.  Lossless (the bytes themselves).  The file is overwritten in place: truncating
-        # it first, or torch.save, costs 5-10x more (freeing and refilling the page cache).
+        # CPU: the raw bytes of each tensor, one after the other (each at a multiple of its element size),
+        # in one file; keys, shapes, dtypes and offsets stay in memory.  Lossless (the bytes themselves).
+        # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more (freeing
+        # and refilling the page cache).
+        stale = None
+        if any(ref() is not None for ref in self._mapped.pop(name, ())):  # a fetched map still reads the file
+            stale = self._path(name)
+            self._gen[name] = self._gen.get(name, 0) + 1
         layout, size = {}, 0
         fd = os.open(self._path(name), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             for k, v in vector.items():
                 v = v.detach()
-                layout[k] = (tuple(v.shape), v.dtype)
+                pad = -size % v.element_size()
+                if pad:
+                    os.pwrite(fd, bytes(pad), size)
+                    size += pad
+                layout[k] = (tuple(v.shape), v.dtype, size)
                 if v.numel():
                     view = memoryview(_bytes(v).numpy())
                     while len(view):
-                        view = view[os.write(fd, view):]
-                    size += v.numel() * v.element_size()
+                        n = os.pwrite(fd, view, size)
+                        view, size = view[n:], size + n
             if os.fstat(fd).st_size > size:
                 os.ftruncate(fd, size)
         finally:
             os.close(fd)
+        if stale is not None:
+            os.unlink(stale)
         self._host[name] = layout
+        self._size[name] = size
 
     def holds(self, name: str) -> bool:
         """A vector (not ``None``) is parked under ``name``."""
@@ -136,23 +160,22 @@ class Offloaded:
             return None
         if self._dir is None:
             return {k: v.to(self.device) for k, v in layout.items()}
+        size = self._size[name]
+        if size == 0:
+            return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
+        if os.path.getsize(self._path(name)) < size:
+            raise OSError(f"parked vector {name!r} is truncated")
+        storage = torch.UntypedStorage.from_file(self._path(name), shared=False, nbytes=size)
+        self._mapped[name] = [ref for ref in self._mapped.get(name, ()) if ref() is not None] + [weakref.ref(storage)]
         out = {}
-        with open(self._path(name), "rb", buffering=0) as fh:
-            for k, (shape, dtype) in layout.items():
-                t = torch.empty(shape, dtype=dtype)
-                if t.numel():
-                    view = memoryview(_bytes(t).numpy())
-                    got = 0
-                    while got < len(view):
-                        n = fh.readinto(view[got:])
-                        if not n:
-                            raise OSError(f"parked vector {name!r} is truncated")
-                        got += n
-                out[k] = t
+        for k, (shape, dtype, offset) in layout.items():
+            t = torch.empty(0, dtype=dtype)
+            out[k] = t.set_(storage, offset // t.element_size(), shape) if math.prod(shape) else torch.empty(shape, dtype=dtype)
         return out
 
     def close(self) -> None:
         self._host.clear()
+        self._mapped.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -62,6 +62,7 @@ def test_offloaded_keeps_strided_empty_and_shrinking_vectors(tmp_path):
     store.park("v", v)
     out = store.fetch("v")
     assert all(out[k].shape == v[k].shape and out[k].dtype == v[k].dtype and torch.equal(out[k], v[k]) for k in v)
+    del out  # no map of the file is alive: parking again overwrites it in place
     store.park("v", {"t": base[:1]})  # a smaller vector under the same name: the file shrinks with it
     (folder,) = os.listdir(tmp_path)
     assert os.path.getsize(tmp_path / folder / "v.bin") == 6 * 4
@@ -85,3 +86,21 @@ def test_the_default_policy_follows_the_model_size_not_the_free_memory():
     assert should_offload(10, 8, "cpu") is False  # a tiny model on this machine
     # the models of the built-in presets: the 0.8M-parameter MLP and ResNet-18 at widths 16-64 offload
     assert should_offload(782_186, 4, "cpu", available=plenty) and should_offload(787_258, 4, "cpu", available=plenty)
+
+
+def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tmp_path):
+    """A fetched vector updated in place leaves the parked one as it was; parking its name again while it
+    is alive writes a new file (the old one is removed) and leaves the fetched vector as it was."""
+    store = Offloaded("cpu", str(tmp_path))
+    v = _vec(torch.float32)
+    store.park("z", v)
+    out = store.fetch("z")
+    out["w"].mul_(3.0)  # in place on the map: the file is not written
+    assert torch.equal(store.fetch("z")["w"], v["w"])
+    store.park("z", {k: t + 1 for k, t in v.items()})  # `out` is alive: a new file
+    assert torch.equal(out["w"], v["w"] * 3.0) and torch.equal(out["b"], v["b"])
+    assert torch.equal(store.fetch("z")["b"], v["b"] + 1)
+    (folder,) = os.listdir(tmp_path)
+    assert os.listdir(tmp_path / folder) == ["z.1.bin"]
+    store.close()
+    assert torch.equal(out["b"], v["b"])  # the map outlives the folder
