@@ -8,7 +8,9 @@ Each measurement runs in its own subprocess:
 2. record the resident set ``VmRSS`` as the baseline and reset the peak
    (``echo 5 > /proc/self/clear_refs`` resets ``VmHWM`` on Linux);
 3. run the workload: ``grad`` = one gradient step ``theta - eta grad L``
-   (one forward and one backward), or ``protocol`` = ``run_protocol`` for
+   (one forward and one backward), ``point`` = one protocol point (the
+   gradient with ``create_graph=True``, the graph every product at that point
+   runs through: the floor under the body's peak), or ``protocol`` = ``run_protocol`` for
    ``--iters`` iterations with its run directory in a temporary folder;
 4. report ``VmHWM - baseline``: the extra memory the workload needed at its
    peak (parameters, data and the interpreter are in the baseline).  For the
@@ -76,6 +78,7 @@ def _child(args) -> dict:
 
     from crosscurv.experiments.tasks import build_task
     from crosscurv.numeric.hvp import grad
+    from crosscurv.numeric.point import PointCurvature
     from crosscurv.numeric.protocol import run_protocol
     from crosscurv.theory.patterns import parse_pattern
 
@@ -95,7 +98,7 @@ def _child(args) -> dict:
     lr = settings["lr"]
     pattern = parse_pattern("gs", task.n_blocks, task.block_names)
 
-    offloaded, marks = [], {}
+    offloaded, marks, points = [], {}, []
 
     def peak_now() -> int:
         if cuda:
@@ -118,6 +121,9 @@ def _child(args) -> dict:
             _, g = grad(task.loss, task.params)
             new = {k: task.params[k] - lr * g[k] for k in task.params}
             del new, g
+        elif args.mode == "point":  # the retained graph of one protocol point, held until measured
+            points.append(PointCurvature(task.loss, task.params))
+            points.pop().release()
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 res = run_protocol(task, pattern, lr, args.iters, out_dir=os.path.join(tmp, "run"),
@@ -177,10 +183,12 @@ def _measure(mode: str, args, width: int | None) -> dict:
 def measure(args, width: int | None) -> dict:
     """One table row: the gradient step's and the protocol's extra peak memory at ``width``."""
     g = _measure("grad", args, width)
+    pt = _measure("point", args, width)
     p = _measure("protocol", args, width)
     later = p.get("later_bytes")
     return {"width": g["width"], "n_params": g["n_params"], "offloaded": p["offloaded"], "how": g["how"],
             "grad_mib": g["extra_bytes"] / 2 ** 20, "protocol_mib": p["extra_bytes"] / 2 ** 20,
+            "point_ratio": pt["extra_bytes"] / g["extra_bytes"],
             "ratio": p["extra_bytes"] / g["extra_bytes"], "examples": g["examples"],
             "later_mib": None if later is None else later / 2 ** 20,
             "later_ratio": None if later is None else later / g["extra_bytes"]}
@@ -192,16 +200,20 @@ def table(rows: list[dict], args) -> str:
             f"chunk {args.chunk}, offload {args.offload}, K = {args.iters}, {args.threads} thread(s); "
             f"measured as {rows[0]['how']}, above the baseline after set-up")
     lines = [head, "", "| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) | protocol / gradient "
-             f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first record / gradient step |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first record / gradient step "
+             "| one point's retained graph / gradient step |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         later = ("| n/a | n/a |" if r.get("later_mib") is None
-                 else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |")
+                 else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |") + f" {r['point_ratio']:.2f} |"
         lines.append(f"| {r['width']} | {r['n_params']:,} | {'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
                      f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")
     lines += ["", "The whole run includes iteration 0's eigensolve from scratch (crosscurv.numeric.estimates.solve_extremes); "
               "after the first record, the iterations without a solve (the iteration body). The target applies "
-              "to the whole run: exit code 1 when a width misses it."]
+              "to the whole run: exit code 1 when a width misses it. One point's retained graph: the gradient "
+              "with create_graph=True at the parameters (crosscurv.numeric.point.PointCurvature), which the "
+              "body's products at theta_JC need beside the vector in use, its product and the product's own "
+              "backward."]
     return "\n".join(lines)
 
 
@@ -224,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
                          "pressure)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--child", choices=("grad", "protocol"), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("grad", "point", "protocol"), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--mode", default=None, help=argparse.SUPPRESS)
     return ap
 
