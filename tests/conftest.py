@@ -18,6 +18,12 @@ Profiles (``tests/properties`` draws problem instances with Hypothesis):
 ``HYPOTHESIS_PROFILE`` overrides the choice in every case.  Each property test
 sets its own ``max_examples`` relative to the profile through
 :func:`tests.properties.strategies.examples`.
+
+Threads: a pytest-xdist worker (``make test`` runs one per core) computes its in-process tests on one
+intra-op thread, as the command line does by default; torch's default of one thread per core would put
+two threads of each worker on every core.  ``OMP_NUM_THREADS`` in the environment is kept (``make
+test-portable`` runs the tests under two threads that way); commands the tests start in a subprocess pick
+their own count as a user's would.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from pathlib import Path
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("OMP_NUM_THREADS"):
+    import torch
+
+    torch.set_num_threads(1)
 
 try:
     from hypothesis import HealthCheck, settings

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -132,10 +133,21 @@ def test_a_shorter_run_or_another_changed_setting_is_refused(tmp_path, fac):
     assert _bytes(os.path.join(run, "records.csv")) == before
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """``(factory, folder)``: one finished 3-iteration run, copied by each test that damages it."""
+    where = tmp_path_factory.mktemp("finished")
+    path = where / "ext_tasks.py"
+    path.write_text(textwrap.dedent(FACTORY))
+    run = str(where / "run")
+    _crosscurv(f"{path}:make", "--iters", "3", "--out", run, check_rc=0)
+    return f"{path}:make", run
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "foreign", "summary", "records"])
-def test_an_unreadable_run_folder_answers_one_line(tmp_path, fac, damage):
-    run = str(tmp_path / "run")
-    _crosscurv(fac, "--iters", "3", "--out", run, check_rc=0)
+def test_an_unreadable_run_folder_answers_one_line(tmp_path, finished, damage):
+    fac, run = finished[0], str(tmp_path / "run")
+    shutil.copytree(finished[1], run)
     ck = os.path.join(run, "checkpoint.pt")
     if damage == "garbage":
         with open(ck, "wb") as fh:
