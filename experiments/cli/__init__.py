@@ -24,9 +24,9 @@ Exit codes, the same in every command (:data:`EXIT_CODES`):
 
 Threads: unless the user sets ``OMP_WAIT_POLICY``, the command line sets it to
 ``PASSIVE`` before torch is first imported.  OpenMP threads that spin while
-they wait make a shared machine look hung: the ``fl`` smoke task with two
-threads on two busy cores ran at 0.02 it/s with the default policy and
-finished in 42 s with passive waiting (reports/performance.md).  And it computes
+they wait make a shared machine look hung (the ``fl`` smoke task with two
+threads on two busy cores crawled with the default policy and ran normally
+with passive waiting).  And it computes
 with one intra-op thread unless the user says otherwise (``--threads``,
 ``OMP_NUM_THREADS``): :mod:`crosscurv.experiments.cli.threads`.
 """

@@ -1,11 +1,12 @@
 """How many intra-op threads a ``crosscurv`` command computes with, and why.
 
-The command line uses **one** intra-op thread unless told otherwise: on the
-2-core reference machine two OpenMP threads were measured slower than one
-(``fl`` default preset: 2.19 s against 1.42 s per iteration; the thread row of
-``reports/performance.md``, written by ``benchmarks/bench_all.py``), and float32
-reductions depend on the thread count, so one thread also makes a run's
-records the same on every machine.  In order of precedence:
+The command line uses **one** intra-op thread unless told otherwise: float32
+reductions depend on the thread count, so one thread makes a run's records the
+same on every machine whatever its core count, and a run never waits on cores
+that other processes are using.  On an idle machine more threads can be faster
+(``reports/performance.md``, One and two intra-op threads, written by
+``benchmarks/bench_threads.py`` under the load it states): ask for them with
+``--threads N``; the run records the count.  In order of precedence:
 
 1. ``--threads N`` on the command (``crosscurv run``);
 2. ``OMP_NUM_THREADS`` set by the user (or by a sweep worker) before the
@@ -39,7 +40,7 @@ MARKER = "CROSSCURV_DEFAULT_THREADS"
 SOURCE = "default"
 
 _WHY = {
-    "default": "the default: two OpenMP threads measured slower than one on a shared 2-core machine; "
+    "default": "the default: the same float32 records on every machine, no waiting on shared cores; "
                "set --threads or OMP_NUM_THREADS to change it",
     "--threads": "as asked by --threads",
     "OMP_NUM_THREADS": "from OMP_NUM_THREADS",

@@ -83,7 +83,7 @@ def _run_cli(tmp_path, name, env_threads=None, extra=()):
 def test_the_cli_uses_one_thread_by_default_and_records_why(tmp_path):
     settings, lines = _run_cli(tmp_path, "default")
     assert settings["threads"] == 1 and settings["threads_source"] == "default"
-    assert len(lines) == 1 and lines[0].startswith("1 intra-op thread (the default: two OpenMP threads")
+    assert len(lines) == 1 and lines[0].startswith("1 intra-op thread (the default: the same float32 records")
 
 
 def test_the_users_thread_count_wins_and_is_recorded(tmp_path):
