@@ -101,7 +101,6 @@ class Offloaded:
         self._dir = None
         self._gen: dict[str, int] = {}  # which file holds a name (a new one while a fetched map of it is alive)
         self._mapped: dict[str, list] = {}  # weak references to the storages of each name's fetches
-        self._size: dict[str, int] = {}
         if self.device.type == "cpu":
             if directory is not None:
                 remove_stale(directory)
@@ -148,7 +147,6 @@ class Offloaded:
         if stale is not None:
             os.unlink(stale)
         self._host[name] = layout
-        self._size[name] = size
 
     def holds(self, name: str) -> bool:
         """A vector (not ``None``) is parked under ``name``."""
@@ -160,7 +158,7 @@ class Offloaded:
             return None
         if self._dir is None:
             return {k: v.to(self.device) for k, v in layout.items()}
-        size = self._size[name]
+        size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype, off in layout.values()), default=0)
         if size == 0:
             return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
         if os.path.getsize(self._path(name)) < size:

@@ -46,7 +46,7 @@ class lazy(abc.Mapping):
     """
 
     def __init__(self, keys: Iterable[str], entry):
-        self._keys, self._entry = list(keys), entry
+        self._keys, self._entry = dict.fromkeys(keys), entry
 
     def __getitem__(self, k):
         if k not in self._keys:
