@@ -312,8 +312,10 @@ def _residual(hvp, *pairs) -> float:
     worst = 0.0
     for lam, v in pairs:
         Hv = hvp(v)
-        # float64 entry by entry: no float64 copy of the whole vector
-        r = norm_of(v, lambda k: Hv[k].to(torch.float64) - lam * v[k].to(torch.float64))
+        def entry(k, Hv=Hv, lam=lam, v=v):  # Hv - lam v in float64, entry by entry (copies: the inputs stay)
+            return Hv[k].to(torch.float64, copy=True).sub_(v[k].to(torch.float64, copy=True).mul_(lam))
+
+        r = norm_of(v, entry, owned=True)
         del Hv
         worst = max(worst, r / scale if scale > 0 else (0.0 if r == 0 else math.inf))
     return worst

@@ -17,11 +17,20 @@ __all__ = ["shares", "sub_scaled_into", "scaled_difference_into", "add_scaled_in
 
 def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
     """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term): the scheme's remainder
-    ``eta^3 eps^k`` of Lemma 1 for the ``S`` step (with the step's round-off), the JC step's round-off without ``u``."""
+    ``eta^3 eps^k`` of Lemma 1 for the ``S`` step (with the step's round-off), the JC step's round-off without ``u``.
+
+    Each entry is the float64 expression ``new - old + lr * g [- lr2 * u]`` of the float64 copies, evaluated left
+    to right with every product rounded once (the same bits as the out-of-place expression), in two float64
+    buffers: the copy of ``new_n`` that collects the sum and one that takes each scaled term in turn."""
     def r(n):
-        x = new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64)
-        return x if u is None else x - lr2 * u[n].to(torch.float64)
-    return norm_of(new, r)
+        x = new[n].to(torch.float64, copy=True)
+        x.sub_(old[n])  # the float32 operand is widened inside the kernel: exactly x - float64(old)
+        t = g[n].to(torch.float64, copy=True).mul_(lr)
+        x.add_(t)
+        if u is not None:
+            x.sub_(t.copy_(u[n]).mul_(lr2))
+        return x
+    return norm_of(new, r, owned=True)
 
 
 def shares(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -64,13 +73,14 @@ def add_scaled_into(x: dict, f: dict, c: float, keep: bool = False) -> dict:
     return x
 
 
-def norm_of(keys, entry) -> float:
+def norm_of(keys, entry, owned: bool = False) -> float:
     """``float(tree.norm(x))`` for the vector ``x = {n: entry(n) for n in keys}``, each entry formed when
-    it is summed (the same products and the same order of summation as :func:`crosscurv.numeric.tree.dot`)."""
+    it is summed (the same products and the same order of summation as :func:`crosscurv.numeric.tree.dot`).
+    ``owned``: ``entry(n)`` returns a tensor of its own, squared in place (no second buffer)."""
     total = None
     for n in keys:
         x = entry(n)
-        s = (x * x).sum()
+        s = (x.mul_(x) if owned else x * x).sum()
         total = s if total is None else total + s
         del x
     return float(torch.sqrt(total))

@@ -90,7 +90,7 @@ class PlainRule(UpdateRule):
         noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
         D = float(tree.norm(delta))
         E = est.errors
-        wnorm = norm_of(gs, lambda n: gs[n] - gp[n])  # ||w^k||, eq. grad_diff_expansion
+        wnorm = norm_of(gs, lambda n: gs[n] - gp[n], owned=True)  # ||w^k||, eq. grad_diff_expansion
         E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
         del gp
         u = force
@@ -98,8 +98,8 @@ class PlainRule(UpdateRule):
         w = add_scaled_into(S.fetch("w"), u, lr2, keep=True)
         S.park("w", w)
         A = float(tree.norm(w))
-        d = norm_of(w, lambda n: w[n] - delta[n])
-        P = norm_of(w, lambda n: w[n] + delta[n])
+        d = norm_of(w, lambda n: w[n] - delta[n], owned=True)
+        P = norm_of(w, lambda n: w[n] + delta[n], owned=True)
         del w, delta
         S.park("z", add_scaled_into(S.fetch("z"), u, lr2, keep=True))
         new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)

@@ -5,7 +5,7 @@ import torch
 
 from crosscurv.numeric import tree
 from crosscurv.numeric.estimates import propagate
-from crosscurv.numeric.inplace import add_scaled_into, norm_of, scaled_difference_into, sub_scaled_into
+from crosscurv.numeric.inplace import add_scaled_into, norm_of, scaled_difference_into, step_residual, sub_scaled_into
 
 
 def _vec(seed, dtype=torch.float32):
@@ -57,3 +57,23 @@ def test_streamed_norm_equals_the_norm_of_the_materialised_vector():
     assert norm_of(a, lambda n: a[n] + b[n]) == float(tree.norm(tree.add(a, b)))
     x64 = {n: t.to(torch.float64) for n, t in a.items()}
     assert norm_of(a, lambda n: a[n].to(torch.float64)) == float(tree.norm(x64))
+    assert norm_of(a, lambda n: a[n] - b[n], owned=True) == float(tree.norm(tree.sub(a, b)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_step_residual_is_the_float64_expression_and_reads_its_inputs_only(dtype):
+    old, g, u = _vec(6, dtype), _vec(7, dtype), _vec(8, dtype)
+    lr = 0.0213
+    lr2 = lr * lr
+    new = {n: old[n] - lr * g[n] + lr2 * u[n] for n in old}
+    keep = [_clone(x) for x in (new, old, g, u)]
+
+    def expression(with_u):
+        x = {n: new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64) for n in new}
+        if with_u:
+            x = {n: x[n] - lr2 * u[n].to(torch.float64) for n in x}
+        return float(tree.norm(x))
+
+    assert step_residual(new, old, g, lr, u, lr2) == expression(True)
+    assert step_residual(new, old, g, lr, None, 0.0) == expression(False)
+    assert all(_same(a, b) for a, b in zip((new, old, g, u), keep))  # float64 inputs too are never written
