@@ -3,14 +3,15 @@
 Each measurement runs in its own subprocess:
 
 1. build the task (``crosscurv.experiments.tasks`` ``fl``: federated CIFAR ResNet-18,
-   3 clients, the bundled CIFAR-10 images) at the base width asked for, and
-   evaluate the loss once;
+   3 clients, the bundled CIFAR-10 images, at the base width asked for; or
+   ``--task mlp``, the 8-layer MNIST MLP, one row), and evaluate the loss once;
 2. record the resident set ``VmRSS`` as the baseline and reset the peak
    (``echo 5 > /proc/self/clear_refs`` resets ``VmHWM`` on Linux);
 3. run the workload: ``grad`` = one gradient step ``theta - eta grad L``
-   (one forward and one backward), ``point`` = one protocol point (the
-   gradient with ``create_graph=True``, the graph every product at that point
-   runs through: the floor under the body's peak), or ``protocol`` = ``run_protocol`` for
+   (one forward and one backward), ``point`` = one protocol point and one
+   product at it by the run's engine (:func:`crosscurv.numeric.protocol.choose_engine`:
+   for ``fl`` the termwise engine, one client's graph at a time; for the MLP one
+   retained double-backward graph), the floor under the body's peak, or ``protocol`` = ``run_protocol`` for
    ``--iters`` iterations with its run directory in a temporary folder;
 4. report ``VmHWM - baseline``: the extra memory the workload needed at its
    peak (parameters, data and the interpreter are in the baseline).  For the
@@ -78,14 +79,13 @@ def _child(args) -> dict:
 
     from crosscurv.experiments.tasks import build_task
     from crosscurv.numeric.hvp import grad
-    from crosscurv.numeric.point import PointCurvature
-    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.numeric.protocol import choose_engine, run_protocol
     from crosscurv.theory.patterns import parse_pattern
 
     torch.set_num_threads(args.threads)
     overrides = {}
-    task, settings = build_task("fl", args.preset, device=args.device, dtype=torch.float32)
-    if args.width is not None and args.width != settings.get("width"):
+    task, settings = build_task(args.task, args.preset, device=args.device, dtype=torch.float32)
+    if args.task == "fl" and args.width is not None and args.width != settings.get("width"):
         from crosscurv.experiments.tasks import TASKS
 
         s = dict(TASKS["fl"].presets[args.preset])
@@ -99,6 +99,7 @@ def _child(args) -> dict:
     pattern = parse_pattern("gs", task.n_blocks, task.block_names)
 
     offloaded, marks, points = [], {}, []
+    engine = choose_engine(task, args.hvp, args.chunk) if args.mode == "point" else None
 
     def peak_now() -> int:
         if cuda:
@@ -121,8 +122,9 @@ def _child(args) -> dict:
             _, g = grad(task.loss, task.params)
             new = {k: task.params[k] - lr * g[k] for k in task.params}
             del new, g
-        elif args.mode == "point":  # the retained graph of one protocol point, held until measured
-            points.append(PointCurvature(task.loss, task.params))
+        elif args.mode == "point":  # one protocol point and one product at it, by the run's engine
+            points.append(engine.point(task.loss, task.params))
+            points[-1].hvp(points[-1].grad)
             points.pop().release()
         else:
             with tempfile.TemporaryDirectory() as tmp:
@@ -160,12 +162,13 @@ def _child(args) -> dict:
         "blocks": dict(zip(task.block_names, task.block_sizes())),
         "width": overrides.get("width", settings.get("width")),
         "offloaded": offloaded[-1] if offloaded else None,
-        "examples": settings.get("client_examples"),
+        "examples": settings.get("client_examples") or settings.get("examples"),
+        "engine": engine.name if engine is not None else None,
     }
 
 
 def _measure(mode: str, args, width: int | None) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--preset", args.preset,
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--task", args.task, "--preset", args.preset,
            "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(args.threads),
            "--offload", args.offload]
     if width is not None:
@@ -188,7 +191,7 @@ def measure(args, width: int | None) -> dict:
     later = p.get("later_bytes")
     return {"width": g["width"], "n_params": g["n_params"], "offloaded": p["offloaded"], "how": g["how"],
             "grad_mib": g["extra_bytes"] / 2 ** 20, "protocol_mib": p["extra_bytes"] / 2 ** 20,
-            "point_ratio": pt["extra_bytes"] / g["extra_bytes"],
+            "point_ratio": pt["extra_bytes"] / g["extra_bytes"], "engine": pt["engine"],
             "ratio": p["extra_bytes"] / g["extra_bytes"], "examples": g["examples"],
             "later_mib": None if later is None else later / 2 ** 20,
             "later_ratio": None if later is None else later / g["extra_bytes"]}
@@ -196,24 +199,24 @@ def measure(args, width: int | None) -> dict:
 
 def table(rows: list[dict], args) -> str:
     """The rows as a Markdown table, with a line saying what was measured and how."""
-    head = (f"fl ResNet-18, client examples {rows[0]['examples']}, float32, {args.device}, hvp {args.hvp}, "
+    what = "fl ResNet-18, client examples" if args.task == "fl" else "mlp (8-layer MNIST MLP), examples"
+    head = (f"{what} {rows[0]['examples']}, float32, {args.device}, hvp {args.hvp} (engine {rows[0]['engine']}), "
             f"chunk {args.chunk}, offload {args.offload}, K = {args.iters}, {args.threads} thread(s); "
             f"measured as {rows[0]['how']}, above the baseline after set-up")
     lines = [head, "", "| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) | protocol / gradient "
              f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first record / gradient step "
-             "| one point's retained graph / gradient step |",
+             "| one point and one product / gradient step |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         later = ("| n/a | n/a |" if r.get("later_mib") is None
                  else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |") + f" {r['point_ratio']:.2f} |"
-        lines.append(f"| {r['width']} | {r['n_params']:,} | {'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
+        lines.append(f"| {r['width'] if r['width'] is not None else '-'} | {r['n_params']:,} | {'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
                      f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")
     lines += ["", "The whole run includes iteration 0's eigensolve from scratch (crosscurv.numeric.estimates.solve_extremes); "
               "after the first record, the iterations without a solve (the iteration body). The target applies "
-              "to the whole run: exit code 1 when a width misses it. One point's retained graph: the gradient "
-              "with create_graph=True at the parameters (crosscurv.numeric.point.PointCurvature), which the "
-              "body's products at theta_JC need beside the vector in use, its product and the product's own "
-              "backward."]
+              "to the whole run: exit code 1 when a width misses it. One point and one product: the run's "
+              "engine (crosscurv.numeric.protocol.choose_engine) at the parameters, its gradient and one "
+              "Hessian-vector product, the floor under the body's peak before any carried vector."]
     return "\n".join(lines)
 
 
@@ -224,6 +227,8 @@ def parser() -> argparse.ArgumentParser:
                "from scratch, the solver of crosscurv.numeric.estimates.solve_extremes) and the iterations after the first "
                "record. "
                f"Exit code 1 when a width's whole-run ratio is above {TARGET:g}.")
+    ap.add_argument("--task", default="fl", choices=("fl", "mlp"),
+                    help="fl (default: the ResNet-18 at each --width) or mlp (the 8-layer MNIST MLP, one row)")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--width", type=int, nargs="+", default=[16, 32, 64],
                     help="ResNet-18 base widths, one row each (default: 16 32 64)")
@@ -249,11 +254,12 @@ def main(argv=None) -> int:
         print(json.dumps(_child(args)))
         return 0
     rows = []
-    for w in args.width:  # each row on stderr as soon as it is measured: a long run shows its progress
+    widths = args.width if args.task == "fl" else [None]  # the MLP has no width to vary: one row
+    for w in widths:  # each row on stderr as soon as it is measured: a long run shows its progress
         rows.append(measure(args, w))
         r = rows[-1]
         later = "" if r["later_ratio"] is None else f", after the first record {r['later_ratio']:.2f}x"
-        print(f"bench_memory: width {r['width']}: protocol {r['ratio']:.2f}x one gradient step{later}",
+        print(f"bench_memory: {args.task} width {r['width']}: protocol {r['ratio']:.2f}x one gradient step{later}",
               file=sys.stderr, flush=True)
     print(table(rows, args))
     return 0 if all(r["ratio"] <= TARGET for r in rows) else 1

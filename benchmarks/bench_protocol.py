@@ -99,9 +99,15 @@ class _Timers:
             setattr(obj, name, timed(part, orig))
             self._undo.append((obj, name, orig))
 
-        patch(PointCurvature, "__init__", "points")
-        patch(PointCurvature, "masked", "masked M_S products")
-        patch(PointCurvature, "hvp", "full products")  # calls from inside masked() count as masked
+        import crosscurv.numeric.point as point_module
+
+        # the engines' point classes (the termwise one where the checkout has it)
+        for cls in (PointCurvature, getattr(point_module, "TermwisePoint", None)):
+            if cls is None:
+                continue
+            patch(cls, "__init__", "points")
+            patch(cls, "masked", "masked M_S products")
+            patch(cls, "hvp", "full products")  # calls from inside masked() count as masked
         if hasattr(protocol, "scheme_step"):  # an older --code: the protocol took both steps itself
             patch(protocol, "scheme_step", "scheme step")
         else:  # the update rule takes them: JC's inline, S's by scheme_step
@@ -151,14 +157,15 @@ def _primitives(task, pattern, lr, repeats: int) -> dict:
     """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds, medians of ``repeats``)."""
     from crosscurv.numeric import tree
     from crosscurv.numeric.curvature import masked_product_plan
-    from crosscurv.numeric.point import PointCurvature
+    from crosscurv.numeric.protocol import choose_engine
     from crosscurv.numeric.records import atomic_torch_save
     from crosscurv.numeric.steps import scheme_step
 
     p0 = task.params
-    point = PointCurvature(task.loss, p0)
+    engine = choose_engine(task)  # the run's engine: its points and products are the bound's
+    point = engine.point(task.loss, p0)
     g = point.grad
-    out = {"point": _cpu(lambda: PointCurvature(task.loss, p0), repeats), "product": _cpu(lambda: point.hvp(g), repeats)}
+    out = {"point": _cpu(lambda: engine.point(task.loss, p0), repeats), "product": _cpu(lambda: point.hvp(g), repeats)}
     for form in ("fresh_set", "fresh_block"):
         plan = masked_product_plan(task, pattern, form)
         out[form] = _cpu(lambda plan=plan: point.masked(plan, g), repeats)

@@ -52,6 +52,11 @@ class Task:
         chain: optional :class:`crosscurv.numeric.chain.Chain`, the same loss written as
             one stage per block in block order; scheme steps then reuse the
             stages before the first updated block (same numbers, fewer passes).
+        loss_terms: optional sequence of pure functions ``term(params) -> scalar tensor``
+            whose sum is the loss (for example one per client or per data shard:
+            ``L = sum_t L_t``); the protocol's default engine then holds one term's
+            graph at a time (:class:`crosscurv.numeric.point.TermwisePoint`), so its
+            memory follows one term's activations, not the whole loss's.
 
     Construction checks the partition; :meth:`check_loss` evaluates the loss
     once and checks that it is a finite scalar.
@@ -64,6 +69,7 @@ class Task:
     info: dict = field(default_factory=dict)
     default_pattern: str = "gs"
     chain: Chain | None = None
+    loss_terms: Sequence[Callable[[Params], torch.Tensor]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, Mapping) or not self.params:
@@ -105,6 +111,14 @@ class Task:
                 raise TaskError(f"chain must be a crosscurv.numeric.chain.Chain, got {type(self.chain).__name__}")
             if len(self.chain.stages) != len(self.blocks):
                 raise TaskError(f"chain has {len(self.chain.stages)} stages for {len(self.blocks)} blocks")
+        if self.loss_terms is not None:
+            if isinstance(self.loss_terms, (str, Mapping)) or not isinstance(self.loss_terms, Sequence) \
+                    or not self.loss_terms:
+                raise TaskError("loss_terms must be a non-empty sequence of functions term(params) -> scalar tensor")
+            for i, term in enumerate(self.loss_terms):
+                if not callable(term):
+                    raise TaskError(f"loss_terms[{i}] is not callable ({type(term).__name__})")
+            self.loss_terms = tuple(self.loss_terms)
 
     # -- basic facts -------------------------------------------------------
     @property
@@ -153,7 +167,28 @@ class Task:
                 raise TaskError(f"chain.loss(params) raised {type(exc).__name__}: {exc}") from exc
             if not abs(c - v) <= 1e-6 * max(1.0, abs(v)):
                 raise TaskError(f"chain.loss(params) = {c!r} is not loss(params) = {v!r}")
+        if self.loss_terms is not None:
+            self._check_terms(p, v)
         return v
+
+    def _check_terms(self, p: Params, v: float) -> None:
+        """``sum_t term_t(params)`` equals ``loss(params)`` up to the rounding of the sum's ``T`` additions:
+        ``|sum - L| <= 4 T eps sum_t |term_t|`` (``eps`` of the parameters' dtype)."""
+        values = []
+        for i, term in enumerate(self.loss_terms):
+            try:
+                with torch.no_grad():
+                    t = term(p)
+            except Exception as exc:  # user code: report, do not crash
+                raise TaskError(f"loss_terms[{i}](params) raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(t, torch.Tensor) or t.numel() != 1 or t.dim() != 0:
+                raise TaskError(f"loss_terms[{i}](params) must return a scalar tensor")
+            values.append(float(t))
+        total = math.fsum(values)
+        tol = 4 * len(values) * torch.finfo(self.dtype).eps * max(math.fsum(abs(x) for x in values), abs(v))
+        if not abs(total - v) <= tol:
+            raise TaskError(f"the loss terms sum to {total!r}, not to loss(params) = {v!r} "
+                            f"(rounding allows {tol:.3g})")
 
     def to(self, device=None, dtype=None) -> "Task":
         """A copy whose parameters live on ``device`` / have ``dtype``.
@@ -164,7 +199,8 @@ class Task:
         """
         params = {k: v.detach().to(device=device, dtype=dtype) for k, v in self.params.items()}
         # the chain is not carried over: its input tensor stays where it was built (steps fall back to the loss)
-        return Task(params, self.loss, self.blocks, self.name, dict(self.info), self.default_pattern)
+        return Task(params, self.loss, self.blocks, self.name, dict(self.info), self.default_pattern,
+                    loss_terms=self.loss_terms)
 
 
 def partition_by_rule(names: Sequence[str], rule) -> dict:

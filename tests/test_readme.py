@@ -69,3 +69,18 @@ def test_chain_block_gives_the_same_step_bit_for_bit():
     plain = crosscurv.numeric.gauss_seidel_step(ns["task"], ns["task"].params, 0.1)
     assert ns["chained"].chain is not None
     assert all(torch.equal(ns["step"][k], plain[k]) for k in plain)
+
+
+def test_loss_terms_block_runs_the_termwise_engine():
+    """docs/python.md's loss-terms block: the shards add up to the loss, and the run takes the termwise engine
+    with the records of the retained-graph engine on the whole loss (float64: equal to 1e-10)."""
+    import crosscurv.numeric
+
+    first, _, terms = _page_blocks("python.md")[:3]
+    ns, out = _run(first.split(PROTOCOL_PART, 1)[0] + terms)
+    assert out.strip().splitlines()[-1] == "termwise"
+    whole = crosscurv.numeric.run_protocol(ns["task"], "gs", 0.1, 3)
+    assert whole.summary["hvp"]["engine_name"] == "graph"
+    for a, b in zip(ns["result"].records, whole.records):
+        for col in ("gap", "recursive", "cumulative", "jc_only"):
+            assert a[col] == pytest.approx(b[col], rel=1e-10, abs=1e-14), (col, a["k"])

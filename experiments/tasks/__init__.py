@@ -43,6 +43,7 @@ over seeds varies initialisation and data together.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -162,13 +163,21 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
     for p in model.parameters():
         p.requires_grad_(False)
 
+    def client(p: dict, i: int) -> torch.Tensor:
+        """``F_i(u, v_i)``: client ``i``'s mean cross-entropy."""
+        xi, yi = shards[i]
+        return F.cross_entropy(torch.func.functional_call(model, p, (xi,), {"client": i}), yi)
+
     def loss(p: dict) -> torch.Tensor:
         """Mean client objective ``(1/M) sum_i F_i(u, v_i)``, ``F_i`` = client i's mean cross-entropy."""
         total = None
-        for i, (xi, yi) in enumerate(shards):
-            fi = F.cross_entropy(torch.func.functional_call(model, p, (xi,), {"client": i}), yi)
+        for i in range(m):
+            fi = client(p, i)
             total = fi if total is None else total + fi
         return total / m
+
+    # the same objective one client at a time, F_i / M: the protocol's default engine holds one client's graph
+    terms = [functools.partial(lambda p, i: client(p, i) / m, i=i) for i in range(m)]
 
     personal = [k for k in params if k.startswith("client")]
     shared = [k for k in params if k.startswith("shared.")]
@@ -186,7 +195,7 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "init": INIT,
         "width": s["width"],
     }
-    return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs")
+    return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs", loss_terms=terms)
 
 
 # -- lora --------------------------------------------------------------------
