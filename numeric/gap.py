@@ -192,12 +192,16 @@ class SegmentGap:
             return
         self._f[t], self._absdot[t] = _dot_absdot64(g, delta)
 
-    def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping) -> None:
-        """The three inner nodes (three gradients; none when ``Delta = 0``)."""
+    def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping,
+                 gradient: Callable[[dict], Mapping] | None = None) -> None:
+        """The three inner nodes (three gradients; none when ``Delta = 0``).  ``gradient(params)`` gives
+        ``grad L(params)`` (default: one backward pass through ``loss``, :func:`crosscurv.numeric.hvp.grad`)."""
         if self.zero:
             return
         for t in LOBATTO_NODES[1:-1]:
-            _, g = grad(loss, {k: theta_b[k].detach() + t * delta[k] for k in theta_b})
+            node = {k: theta_b[k].detach() + t * delta[k] for k in theta_b}
+            g = grad(loss, node)[1] if gradient is None else gradient(node)
+            del node
             self.add(t, g, delta)
             del g
 

@@ -152,6 +152,11 @@ class Offloaded:
         """A vector (not ``None``) is parked under ``name``."""
         return self._host.get(name) is not None
 
+    def file_of(self, name: str) -> str | None:
+        """The file holding the vector parked under ``name`` (its tensors' bytes, as :meth:`fetch` maps them);
+        ``None`` when it is not in a file (GPU runs park in host memory) or nothing is parked."""
+        return None if self._dir is None or not self.holds(name) else self._path(name)
+
     def fetch(self, name: str) -> dict | None:
         layout = self._host[name]
         if layout is None:

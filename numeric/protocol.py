@@ -94,10 +94,11 @@ from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
+from .file_save import mapped_sources
 from .gap import SegmentGap, plain_suffices, reconcile
 from .estimates import (EstimateState, Extremes, init_power_vector, quadratic_from_linear,
                         recursive_estimate, track_extremes)
-from .hvp import HVP_METHODS, resolve_method
+from .hvp import HVP_METHODS, grad, resolve_method
 from .metrics import run_metrics
 from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
@@ -275,6 +276,12 @@ class Engine:
         if self.name == "termwise":
             return TermwisePoint(self.terms, params)
         return BatchedPoint(loss, params, self.method, self.chunk_size)
+
+    def gradient(self, loss, params: Mapping) -> dict:
+        """``grad L(params)`` alone (no graph kept): term by term for the termwise engine, else one backward pass."""
+        if self.name == "termwise":
+            return TermwisePoint(self.terms, params).grad
+        return grad(loss, params)[1]
 
     def describe(self) -> str:
         if self.name == "graph":
@@ -500,6 +507,13 @@ class RunContext:
     def checkpoint(self, k: int, start: int, done: bool = False) -> None:
         """Atomic checkpoint: ``k`` records are final, the next iteration to run is ``start``."""
         t = time.perf_counter()
+        vectors = {name: self.store.fetch(name) for name in self.carried}
+        # a vector parked in a file is copied from it (crosscurv.numeric.file_save): its pages are never read
+        files = {}
+        for name, vec in vectors.items():
+            path = getattr(self.store, "file_of", lambda _: None)(name)
+            if path is not None and vec:
+                files[next(iter(vec.values())).untyped_storage().data_ptr()] = path
         atomic_torch_save(
             {
                 "format": _FORMAT,
@@ -507,11 +521,12 @@ class RunContext:
                 "start": start,
                 "done": done,
                 "settings": self.settings,
-                "vectors": {name: self.store.fetch(name) for name in self.carried},
+                "vectors": vectors,
                 "estimates": self.est.state_dict(),
                 "elapsed_s": self.clock(),
             },
             self.run.checkpoint,
+            sources=(lambda st: (files[st.data_ptr()], 0) if st.data_ptr() in files else None) if files else None,
         )
         self.last_save = time.perf_counter()
         self.save_cost = self.last_save - t
@@ -532,11 +547,13 @@ class RunContext:
         """The run reached ``iters``: its last checkpoint (state before iteration ``iters``) is marked done."""
         if self.run is None:
             return
-        ck = torch.load(self.run.checkpoint, map_location=self.task.device, weights_only=True)
+        cpu = self.task.device.type == "cpu"
+        # on the CPU the checkpoint is mapped, not read, and its vectors are copied file to file
+        ck = torch.load(self.run.checkpoint, map_location=self.task.device, weights_only=True, mmap=cpu)
         ck["done"] = True
         ck["settings"] = self.settings
         ck["elapsed_s"] = self.clock()
-        atomic_torch_save(ck, self.run.checkpoint)
+        atomic_torch_save(ck, self.run.checkpoint, sources=mapped_sources(ck, self.run.checkpoint) if cpu else None)
 
     # -- records ----------------------------------------------------------------------
     def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
@@ -622,6 +639,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     del delta
     if not last:
         rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
+    at_j.grad = _between_uses(ctx, "gj", gj)
     del gj
     named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
     if not last:
@@ -649,6 +667,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     _extremes(ctx, k, at_j, theta_j, record, meas)
     at_j.release()
     del at_j, theta_j
+    S.park("gj", None)
     # -- theta_S^k -------------------------------------------------------------------------
     # the graph at theta_S^k serves only the rule's forcing M_S (.): it is released before the segment's
     # gradients, which then need no more memory than one gradient step beside the vectors in use
@@ -663,6 +682,9 @@ def _iteration(ctx: RunContext, k: int) -> None:
     force = None if last else rule.s_forcing(ctx, k, at_s, gs)
     at_s.release()
     del at_s
+    gs = _between_uses(ctx, "gs", gs)
+    if force is not None:
+        force = _between_uses(ctx, "force", force)
     handed = []  # Delta^k where the segment fetched it: handed to the rule's step with the body's reference
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
@@ -670,7 +692,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
         else:
             delta = S.fetch("delta")
             segment.add(1.0, gs, delta)
-            segment.interior(loss, S.fetch("theta_jk"), delta)
+            segment.interior(loss, S.fetch("theta_jk"), delta, lambda q: ctx.engine.gradient(loss, q))
             measured = segment.result()
             handed.append(delta)
             del delta
@@ -678,10 +700,24 @@ def _iteration(ctx: RunContext, k: int) -> None:
         record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
         rule.error_columns(ctx, record, meas)
         ctx.emit(k, loss_jc, loss_s, record)
-    if last:
+    if not last:
+        rule.s_step(ctx, k, S.fetch("theta_s"), gs, force, handed, meas)
+    else:
         S.park("delta", None)
-        return
-    rule.s_step(ctx, k, S.fetch("theta_s"), gs, force, handed, meas)
+    if S.holds("gs"):  # parked by _between_uses: no longer needed
+        S.park("gs", None)
+        S.park("force", None)
+
+
+def _between_uses(ctx: RunContext, name: str, vector: Mapping) -> Mapping:
+    """``vector`` parked under ``name`` and read back entry by entry at each use, where that saves memory:
+    with the termwise engine (no graph holds the vector) and an offloaded store; else ``vector`` itself.
+    Its readers only read it (an entry written in place would not reach the store)."""
+    S = ctx.store
+    if ctx.engine.name != "termwise" or not getattr(S, "offloaded", False):
+        return vector
+    S.park(name, vector)
+    return tree.lazy(vector, lambda n: S.fetch(name)[n])
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:

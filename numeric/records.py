@@ -365,14 +365,20 @@ def atomic_write_text(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def atomic_torch_save(obj, path: str) -> None:
-    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`."""
+def atomic_torch_save(obj, path: str, sources=None) -> None:
+    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`.  ``sources``: the storages
+    whose bytes are copied from files (:func:`crosscurv.numeric.file_save.save_from_files`)."""
     import torch
 
     tmp = _tmp_path(path)
-    with open(tmp, "wb") as fh:
-        torch.save(obj, fh)
-        fh.flush()
+    if sources is not None:
+        from crosscurv.numeric.file_save import save_from_files
+
+        save_from_files(obj, tmp, sources)
+    else:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
     os.replace(tmp, path)
 
 
