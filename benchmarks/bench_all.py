@@ -11,7 +11,8 @@ ratios measured within one benchmark, interleaved, are what to compare).
 The header names the machine (CPU model, logical CPUs), the torch version, the
 thread count, the date and the commit.  Sections:
 
-* peak memory of the protocol over one gradient step at ResNet-18 widths 16, 32, 64 (``bench_memory.py``);
+* peak memory of the protocol over one gradient step at ResNet-18 widths 16, 32, 64, and on the MLP
+  (``bench_memory.py``);
 * one protocol iteration against its lower bound, per task (``bench_protocol.py``);
 * what the error estimates and the converged extremes cost, per task (``bench_trust_cost.py``);
 * HVP cost in gradients (``bench_hvp.py``);
@@ -20,7 +21,7 @@ thread count, the date and the commit.  Sections:
 
 Usage::
 
-    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,protocol,trust,hvp,threads,offload]
+    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,memory-mlp,protocol,trust,hvp,threads,offload]
         [--quick]
 
 ``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
@@ -52,6 +53,11 @@ BENCHMARKS = {
                "The `fl` ResNet-18 at base widths 16, 32 and 64 with the default offload policy (target <= 3x).",
                ["benchmarks/bench_memory.py", "--width", "16", "32", "64"],
                ["benchmarks/bench_memory.py", "--width", "4", "--iters", "1"]),
+    "memory-mlp": ("Peak memory of the protocol on the MLP",
+                   "The `mlp` task (782,186 parameters, no loss terms: one retained graph) with the default offload "
+                   "policy (target <= 3x).",
+                   ["benchmarks/bench_memory.py", "--task", "mlp"],
+                   ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters", "1"]),
     "protocol": ("One protocol iteration against its lower bound",
                  "Per task: one iteration in gradients, its lower bound from the same primitives timed alone, "
                  "`iteration / bound` per round and the breakdown (target <= 1.1).",
@@ -140,7 +146,7 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
                   f"{r['load'][1]:.1f}{status}" + (f"; run {r['started']} UTC at commit {r['commit']}"
                                                      if r.get("started") else ""), ""]
         out = r["out"]
-        if r["name"] in ("memory", "threads") and r["rc"] in (0, 1):
+        if r["name"] in ("memory", "memory-mlp", "threads") and r["rc"] in (0, 1):
             lines += [out, ""]  # already Markdown
         else:
             lines += ["```", out or "(no output)", "```", ""]

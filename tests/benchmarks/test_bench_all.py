@@ -48,16 +48,17 @@ def test_every_benchmark_command_exists_and_parses_its_flags():
 def test_bench_memory_help_states_the_policy_and_the_table_marks_the_target():
     help_text = bench_memory.parser().format_help()
     assert "16 MiB" in help_text and "2M" not in help_text
-    args = argparse.Namespace(device="cpu", hvp="auto", chunk=None, offload="auto", iters=3, threads=1)
+    args = argparse.Namespace(device="cpu", hvp="auto", chunk=None, offload="auto", iters=3, threads=1, task="fl")
     rows = [{"width": 16, "n_params": 787258, "offloaded": True, "how": "VmHWM", "grad_mib": 24.5, "protocol_mib": 58.6,
              "ratio": 58.6 / 24.5, "examples": [7, 7, 6], "later_mib": 50.0, "later_ratio": 50.0 / 24.5,
-             "point_ratio": 1.5},
+             "point_ratio": 1.5, "engine": "termwise"},
             {"width": 32, "n_params": 3137130, "offloaded": True, "how": "VmHWM", "grad_mib": 50.0,
              "protocol_mib": 200.0, "ratio": 4.0, "examples": [7, 7, 6], "later_mib": None, "later_ratio": None,
-             "point_ratio": 1.875}]
+             "point_ratio": 1.875, "engine": "termwise"}]
     table = bench_memory.table(rows, args)
     assert "| 16 | 787,258 | yes | 24.5 | 58.6 | 2.39 | 50.0 | 2.04 | 1.50 |" in table and "target <= 3" in table
     assert "| 32 | 3,137,130 | yes | 50.0 | 200.0 | 4.00 | n/a | n/a | 1.88 |" in table  # no peak reset: not made up
+    assert "engine termwise" in table
 
 
 def test_merge_keeps_the_first_header_and_orders_the_sections(tmp_path):
