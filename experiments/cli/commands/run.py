@@ -65,8 +65,9 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
                    help="Hessian-vector products: reverse = double backward on one retained graph per point, "
-                        "forward = batched forward-over-reverse; auto (default) = reverse when the model has a "
-                        "double backward, else forward")
+                        "forward = batched forward-over-reverse; auto (default) = term by term, one term's graph "
+                        "at a time, for a task whose loss is a sum of terms (fl: one per client), else reverse "
+                        "when the model has a double backward, else forward")
     p.add_argument("--hvp-chunk", type=int, default=None, metavar="N",
                    help="at most N forward-over-reverse products per vmap batch (memory cap; default all)")
     p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
