@@ -33,6 +33,7 @@ from typing import Mapping
 
 import torch
 
+from . import tree
 from .estimates import SHARPNESS_TOL, Extremes, _residual, init_power_vector
 from .inplace import shares
 
@@ -172,13 +173,17 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
     basis = _Basis(store)
     start = _start(like, v0, seed)
     best, products, used = None, 0, 0
+    ritz = _Ritz(store)
     try:
-        for _ in range(cycles):
+        for cycle in range(cycles):
             lo, hi, s_lo, s_hi, m, c = _cycle(hvp, like, start, basis, tol, steps)
             used = max(used, m)
             products += c
-            x_hi = _assemble(basis, s_hi, m, like)
-            x_lo = _assemble(basis, s_lo, m, like)
+            del start
+            # the Ritz vectors wait in the store while the other one's product runs (and while a later
+            # cycle runs, as the best pair so far)
+            x_hi = ritz.keep(f"hi{cycle}", _assemble(basis, s_hi, m, like))
+            x_lo = ritz.keep(f"lo{cycle}", _assemble(basis, s_lo, m, like))
             res = _residual(hvp, (float(hi), x_hi), (float(lo), x_lo))
             products += 2
             if best is None or not res >= best[4]:
@@ -186,7 +191,36 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
             if res <= tol:
                 break
             start = _start(like, {k: x_hi[k] + x_lo[k] for k in x_hi}, seed)
+        hi, lo, x_hi, x_lo, res = best
+        x_hi, x_lo = ritz.take(x_hi), ritz.take(x_lo)
     finally:
         basis.clear(used)
-    hi, lo, x_hi, x_lo, res = best
+        ritz.clear()
     return Extremes(hi, lo, x_hi, x_lo, products, res, True)
+
+
+class _Ritz:
+    """Ritz vectors parked in ``store`` and read back entry by entry where used (kept as they are without one)."""
+
+    def __init__(self, store):
+        self._store, self._names = store, []
+
+    def keep(self, name: str, v: dict) -> Mapping:
+        if self._store is None:
+            return v
+        name = f"lanczos.ritz.{name}"
+        self._store.park(name, v)
+        self._names.append(name)
+        store = self._store
+        lazy = tree.lazy(v, lambda k: store.fetch(name)[k])
+        lazy.parked_as = name
+        return lazy
+
+    def take(self, v: Mapping) -> dict:
+        """``v`` as a dict of tensors (fetched whole from the store where it was parked)."""
+        return v if isinstance(v, dict) else self._store.fetch(v.parked_as)
+
+    def clear(self) -> None:
+        for name in self._names:
+            self._store.park(name, None)
+        self._names = []
