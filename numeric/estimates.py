@@ -436,12 +436,11 @@ class EstimateState:
         self.errors = ErrorState()
         self.defects = DefectState()
 
-    def observe_gradients(self, *grads: Mapping) -> None:
-        """Fold ``||g||`` of each gradient into ``G`` (non-finite norms skipped)."""
-        for g in grads:
-            n = float(tree.norm(g))
-            if math.isfinite(n):
-                self.G = max(self.G, n)
+    def observe_gradient_norm(self, n: float) -> float:
+        """Fold ``n = ||g||`` of a gradient into ``G`` (a non-finite norm is skipped); returns ``n``."""
+        if math.isfinite(n):
+            self.G = max(self.G, n)
+        return n
 
     def observe_power(self, p: Mapping, Hp: Mapping) -> dict:
         """One power step with ``H_JC^k p``: fold ``|p^T H p|`` into ``L``; returns the next vector, formed in

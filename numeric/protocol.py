@@ -631,8 +631,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
         bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s)) if not math.isfinite(v))
         raise _Diverged(k, f"diverged at k={k}: {bad}")
     gj = at_j.grad
-    est.observe_gradients(gj)
-    meas = {"G": float(tree.norm(gj))}  # what the error estimates measure at k (crosscurv.numeric.error_estimates)
+    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k|| also feeds G
+    meas = {"G": est.observe_gradient_norm(float(tree.norm(gj)))}
     if k >= 1:
         segment.add(0.0, gj, delta)
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
@@ -678,7 +678,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     if not math.isfinite(loss_s):
         raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
     gs = at_s.grad
-    est.observe_gradients(gs)
+    meas["G_s"] = est.observe_gradient_norm(float(tree.norm(gs)))
     force = None if last else rule.s_forcing(ctx, k, at_s, gs)
     at_s.release()
     del at_s

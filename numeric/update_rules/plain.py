@@ -87,7 +87,7 @@ class PlainRule(UpdateRule):
         gp = S.fetch("gpred")
         S.park("gpred", None)
         eps = torch.finfo(gs[next(iter(gs))].dtype).eps
-        noise = 8.0 * eps * (float(tree.norm(gs)) + meas["G"] + meas["norm_hd"])
+        noise = 8.0 * eps * (meas["G_s"] + meas["G"] + meas["norm_hd"])
         D = float(tree.norm(delta))
         E = est.errors
         wnorm = norm_of(gs, lambda n: gs[n] - gp[n], owned=True)  # ||w^k||, eq. grad_diff_expansion
