@@ -212,7 +212,7 @@ class _Ritz:
         self._store.park(name, v)
         self._names.append(name)
         store = self._store
-        lazy = tree.lazy(v, lambda k: store.fetch(name)[k])
+        lazy = tree.lazy(v, lambda k: store.fetch_entry(name, k))
         lazy.parked_as = name
         return lazy
 

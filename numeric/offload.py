@@ -64,6 +64,10 @@ class Resident:
     def fetch(self, name: str) -> dict | None:
         return self._items[name]
 
+    def fetch_entry(self, name: str, key: str):
+        """Entry ``key`` of the vector parked under ``name``."""
+        return self._items[name][key]
+
     def holds(self, name: str) -> bool:
         """A vector (not ``None``) is parked under ``name``."""
         return self._items.get(name) is not None
@@ -163,15 +167,28 @@ class Offloaded:
             return None
         if self._dir is None:
             return {k: v.to(self.device) for k, v in layout.items()}
+        return self._mapped_entries(name, layout, layout)
+
+    def fetch_entry(self, name: str, key: str):
+        """Entry ``key`` of the vector parked under ``name``: on the CPU one tensor of a private map of its
+        file (the other entries' pages are never read)."""
+        layout = self._host[name]
+        if self._dir is None:
+            return layout[key].to(self.device)
+        return self._mapped_entries(name, layout, (key,))[key]
+
+    def _mapped_entries(self, name: str, layout: Mapping, keys) -> dict:
+        """The entries ``keys`` of the vector in ``name``'s file, as tensors of one private map of it."""
         size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype, off in layout.values()), default=0)
         if size == 0:
-            return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
+            return {k: torch.empty(layout[k][0], dtype=layout[k][1]) for k in keys}
         if os.path.getsize(self._path(name)) < size:
             raise OSError(f"parked vector {name!r} is truncated")
         storage = torch.UntypedStorage.from_file(self._path(name), shared=False, nbytes=size)
         self._mapped[name] = [ref for ref in self._mapped.get(name, ()) if ref() is not None] + [weakref.ref(storage)]
         out = {}
-        for k, (shape, dtype, offset) in layout.items():
+        for k in keys:
+            shape, dtype, offset = layout[k]
             t = torch.empty(0, dtype=dtype)
             out[k] = t.set_(storage, offset // t.element_size(), shape) if math.prod(shape) else torch.empty(shape, dtype=dtype)
         return out

@@ -717,7 +717,7 @@ def _between_uses(ctx: RunContext, name: str, vector: Mapping) -> Mapping:
     if ctx.engine.name != "termwise" or not getattr(S, "offloaded", False):
         return vector
     S.park(name, vector)
-    return tree.lazy(vector, lambda n: S.fetch(name)[n])
+    return tree.lazy(vector, lambda n: S.fetch_entry(name, n))
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:

@@ -26,6 +26,8 @@ def test_offloaded_round_trip_is_bit_exact_and_keeps_keys_and_shapes(tmp_path, d
     for k in v:
         assert out[k].dtype == dtype and out[k].shape == v[k].shape and torch.equal(out[k], v[k])
     assert torch.equal(store.fetch("z")["w"], v["w"])  # fetching does not consume
+    for k in v:  # one entry alone, the same bits
+        assert torch.equal(store.fetch_entry("z", k), v[k]) and store.fetch_entry("z", k).dtype == dtype
     store.park("z", {k: t * 2 for k, t in v.items()})  # parking again replaces
     assert torch.equal(store.fetch("z")["b"], v["b"] * 2)
     store.park("w", None)
@@ -39,7 +41,7 @@ def test_resident_store_passes_references_and_make_store_chooses():
     store = make_store(False, "cpu")
     assert isinstance(store, Resident) and not store.offloaded
     store.park("p", v)
-    assert store.fetch("p")["w"] is v["w"]
+    assert store.fetch("p")["w"] is v["w"] and store.fetch_entry("p", "b") is v["b"]
     off = make_store(True, "cpu")
     assert isinstance(off, Offloaded) and off.offloaded
     off.close()
