@@ -599,7 +599,9 @@ def _iteration(ctx: RunContext, k: int) -> None:
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
-    (held by the point until it is released), the recursive term and the JC step, then the products
+    (held by the point until it is released; with the termwise engine and offloading, parked and read back
+    entry by entry at each use: :func:`_between_uses`, as are ``g_S^k`` and the forcing), the recursive term
+    and the JC step, then the products
     ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
     fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k`` and the rule's forcing ``M_S (.)``
     (the graph there is released at once), the segment's gradients, the record and the scheme step.
