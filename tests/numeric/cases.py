@@ -242,3 +242,26 @@ def cached_dense(name: str):
         task = CASES[name]()
         _DENSE_CACHE[name] = (task, dense_hessian(task), dense_gradient(task))
     return _DENSE_CACHE[name]
+
+
+def param_offsets(task: Task) -> dict:
+    """``{key: slice}`` of each parameter in the flat vector (key order of ``task.params``)."""
+    out, at = {}, 0
+    for k, v in task.params.items():
+        out[k] = slice(at, at + v.numel())
+        at += v.numel()
+    return out
+
+
+def check_restricted_products(point, task: Task, H: torch.Tensor, tol: float) -> None:
+    """``point.hvp(v_C, rows=R)`` is the dense ``sum_{c in C} H[R, c] v_c`` for several column and row sets."""
+    sl = param_offsets(task)
+    keys = list(task.params)
+    v = random_direction(task.params, 5)
+    for cols in (keys[:1], keys[1:], keys[::2]):
+        for rows in (keys[-1:], keys[:2], keys):
+            out = point.hvp({k: v[k] for k in cols}, rows)
+            assert list(out) == rows
+            for r in rows:
+                ref = sum(H[sl[r], sl[c]] @ v[c].reshape(-1) for c in cols)
+                assert relerr(out[r].reshape(-1), ref) < tol, (cols, r)

@@ -8,6 +8,7 @@ from crosscurv.numeric.hvp import HVPError, grad
 from crosscurv.numeric.point import PointCurvature, masked_product_at
 from crosscurv.numeric.steps import block_keys
 from tests.numeric.cases import (
+    check_restricted_products,
     CASES,
     all_case_patterns,
     cached_dense,
@@ -20,13 +21,6 @@ from tests.numeric.cases import (
 TOL = 1e-10
 dense = cached_dense
 
-
-def _offsets(task):
-    out, at = {}, 0
-    for k, v in task.params.items():
-        out[k] = slice(at, at + v.numel())
-        at += v.numel()
-    return out
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -44,17 +38,7 @@ def test_value_gradient_and_many_products_on_one_graph(case):
 @pytest.mark.parametrize("case", list(CASES))
 def test_restricted_rows_and_columns_are_dense_submatrix_products(case):
     task, H, _ = dense(case)
-    sl = _offsets(task)
-    keys = list(task.params)
-    point = PointCurvature(task.loss, task.params)
-    v = random_direction(task.params, 5)
-    for cols in (keys[:1], keys[1:], keys[::2]):
-        for rows in (keys[-1:], keys[:2], keys):
-            out = point.hvp({k: v[k] for k in cols}, rows)
-            assert list(out) == rows
-            for r in rows:
-                ref = sum(H[sl[r], sl[c]] @ v[c].reshape(-1) for c in cols)
-                assert relerr(out[r].reshape(-1), ref) < TOL, (cols, r)
+    check_restricted_products(PointCurvature(task.loss, task.params), task, H, TOL)
 
 
 @pytest.mark.parametrize("case,pat", all_case_patterns())

@@ -12,6 +12,7 @@ from crosscurv.numeric.protocol import choose_engine, run_protocol
 from crosscurv.numeric.steps import block_keys
 from crosscurv.numeric.task import TaskError
 from tests.numeric.cases import (
+    check_restricted_products,
     CASES,
     dense_gradient,
     dense_hessian,
@@ -57,13 +58,6 @@ def _dense(name):
     return _REF[name]
 
 
-def _offsets(task):
-    out, at = {}, 0
-    for k, v in task.params.items():
-        out[k] = slice(at, at + v.numel())
-        at += v.numel()
-    return out
-
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_value_gradient_and_products_sum_the_terms(case):
@@ -81,17 +75,7 @@ def test_value_gradient_and_products_sum_the_terms(case):
 @pytest.mark.parametrize("case", list(CASES))
 def test_restricted_rows_and_columns(case):
     task, H, _ = _dense(case)
-    sl = _offsets(task)
-    keys = list(task.params)
-    point = TermwisePoint(task.loss_terms, task.params)
-    v = random_direction(task.params, 5)
-    for cols in (keys[:1], keys[1:], keys[::2]):
-        for rows in (keys[-1:], keys[:2], keys):
-            out = point.hvp({k: v[k] for k in cols}, rows)
-            assert list(out) == rows
-            for r in rows:
-                ref = sum(H[sl[r], sl[c]] @ v[c].reshape(-1) for c in cols)
-                assert relerr(out[r].reshape(-1), ref) < TOL, (cols, r)
+    check_restricted_products(TermwisePoint(task.loss_terms, task.params), task, H, TOL)
 
 
 @pytest.mark.parametrize("case", list(CASES))
