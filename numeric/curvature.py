@@ -25,6 +25,7 @@ import torch
 from crosscurv.theory.patterns import DelayPattern, as_pattern
 
 from . import tree
+from .float64_sums import dot64
 from .hvp import grad, hvp_batch
 from .steps import block_keys, check_pattern
 
@@ -233,11 +234,9 @@ def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None
     keys = block_keys(task)
     dirs = [tree.restrict(g, ks) for ks in keys]
     cols = hvp_batch(task.loss, p, dirs, method, chunk_size)
-    n = len(keys)
-    g64 = {k: t.to(torch.float64) for k, t in g.items()}
-    rows = []  # rows[j][i] = c_ij, kept on the device until the end (one transfer)
+    rows = []  # rows[j][i] = c_ij (float64 accumulation: crosscurv.numeric.float64_sums)
     for u in cols:
-        rows.append(torch.stack([sum((g64[k] * u[k].to(torch.float64)).sum() for k in ks) for ks in keys]))
-    c = torch.stack(rows, dim=1).cpu()
-    gn2 = float(sum(t.pow(2).sum() for t in g64.values()))
+        rows.append([dot64({k: g[k] for k in ks}, {k: u[k] for k in ks}) for ks in keys])
+    c = torch.tensor(rows, dtype=torch.float64).T.contiguous()
+    gn2 = dot64(g, g)
     return CrossCurvature(c, task.block_names, value, gn2)

@@ -60,7 +60,8 @@ import torch
 
 from . import tree
 from .error_estimates import DefectState, ErrorState
-from .inplace import norm_of, shares
+from .float64_sums import norm64
+from .inplace import shares
 
 __all__ = [
     "propagate",
@@ -312,10 +313,10 @@ def _residual(hvp, *pairs) -> float:
     worst = 0.0
     for lam, v in pairs:
         Hv = hvp(v)
-        def entry(k, Hv=Hv, lam=lam, v=v):  # Hv - lam v in float64, entry by entry (copies: the inputs stay)
-            return Hv[k].to(torch.float64, copy=True).sub_(v[k].to(torch.float64, copy=True).mul_(lam))
+        def form(x, t, vc, hv, lam=lam):  # Hv - lam v in float64, chunk by chunk
+            x.copy_(hv).sub_(t.copy_(vc).mul_(lam))
 
-        r = norm_of(v, entry, owned=True)
+        r = norm64(form, v, Hv)
         del Hv
         worst = max(worst, r / scale if scale > 0 else (0.0 if r == 0 else math.inf))
     return worst

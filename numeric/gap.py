@@ -20,7 +20,7 @@ exactly when the points are close, Sterbenz).
   the smaller of the two, plus the round-off of the products
   ``4 eps sum_t |w_t| |g(t)| . |Delta|`` (``eps`` of the parameters' dtype).
 
-Inner products are accumulated in float64.
+Inner products are accumulated in float64 (:mod:`crosscurv.numeric.float64_sums`).
 
 * :func:`reconcile`: the record's ``(gap, gap_err)``.  The Simpson-difference
   estimate is a heuristic: where the gradient has kinks along the segment (ReLU
@@ -46,6 +46,7 @@ from typing import Callable, Mapping
 
 import torch
 
+from .float64_sums import dot64, dot_absdot64
 from .hvp import grad
 
 __all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES", "LOBATTO_WEIGHTS",
@@ -119,34 +120,6 @@ def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> t
     return d, r
 
 
-def _dot64(a: Mapping, b: Mapping) -> float:
-    return float(sum((a[k].to(torch.float64) * b[k].to(torch.float64)).sum() for k in b))
-
-
-def _absdot64(a: Mapping, b: Mapping) -> float:
-    return float(sum((a[k].to(torch.float64).abs() * b[k].to(torch.float64).abs()).sum() for k in b))
-
-
-def _dot_absdot64(a: Mapping, b: Mapping) -> tuple[float, float]:
-    """``(_dot64(a, b), _absdot64(a, b))`` bit for bit, from one float64 product per entry.
-
-    A product of two float32 (or bfloat16/float16) numbers is exact in float64, so
-    ``a_k b_k`` formed in place in the float64 copy of ``a_k`` equals the product of
-    the two float64 copies, and ``|a_k b_k| = |a_k| |b_k|``: the same tensors are
-    summed, in the same order, with one conversion instead of four.  (For float64
-    entries ``_dot64``/``_absdot64`` are used as they are.)
-    """
-    if any(t.dtype == torch.float64 for t in b.values()) or any(a[k].dtype == torch.float64 for k in b):
-        return _dot64(a, b), _absdot64(a, b)
-    dots, absdots = [], []
-    for k in b:
-        x = a[k].to(torch.float64)
-        x.mul_(b[k])
-        dots.append(x.sum())
-        absdots.append(x.abs_().sum())
-    return float(sum(dots)), float(sum(absdots))
-
-
 def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
     """``L(theta_a) - L(theta_b)`` without the cancellation of subtracting two losses.
 
@@ -167,7 +140,7 @@ def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
         t = 0.5 * (float(x) + 1.0)
         point = {k: theta_b[k].detach() + t * delta[k] for k in theta_b}
         _, g = grad(task.loss, point)
-        total += 0.5 * float(w) * _dot64(g, delta)
+        total += 0.5 * float(w) * dot64(g, delta)
     return total
 
 
@@ -190,7 +163,7 @@ class SegmentGap:
         """Node ``t`` of :data:`LOBATTO_NODES` with ``g = grad L(b + t Delta)``."""
         if self.zero:
             return
-        self._f[t], self._absdot[t] = _dot_absdot64(g, delta)
+        self._f[t], self._absdot[t] = dot_absdot64(g, delta)
 
     def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping,
                  gradient: Callable[[dict], Mapping] | None = None) -> None:

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 import torch
 
+from .float64_sums import norm64
+
 __all__ = ["shares", "sub_scaled_into", "scaled_difference_into", "add_scaled_into", "norm_of", "step_residual"]
 
 
@@ -19,18 +21,15 @@ def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping 
     """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term): the scheme's remainder
     ``eta^3 eps^k`` of Lemma 1 for the ``S`` step (with the step's round-off), the JC step's round-off without ``u``.
 
-    Each entry is the float64 expression ``new - old + lr * g [- lr2 * u]`` of the float64 copies, evaluated left
-    to right with every product rounded once (the same bits as the out-of-place expression), in two float64
-    buffers: the copy of ``new_n`` that collects the sum and one that takes each scaled term in turn."""
-    def r(n):
-        x = new[n].to(torch.float64, copy=True)
-        x.sub_(old[n])  # the float32 operand is widened inside the kernel: exactly x - float64(old)
-        t = g[n].to(torch.float64, copy=True).mul_(lr)
-        x.add_(t)
-        if u is not None:
-            x.sub_(t.copy_(u[n]).mul_(lr2))
-        return x
-    return norm_of(new, r, owned=True)
+    Each element is the float64 expression ``new - old + lr * g [- lr2 * u]`` of the widened operands, evaluated
+    left to right with every product rounded once, formed chunk by chunk in two float64 buffers
+    (:func:`crosscurv.numeric.float64_sums.norm64`)."""
+    def form(x, t, new_c, old_c, g_c, u_c):
+        x.copy_(new_c).sub_(old_c)  # the float32 operand is widened inside the kernel: exactly x - float64(old)
+        x.add_(t.copy_(g_c).mul_(lr))
+        if u_c is not None:
+            x.sub_(t.copy_(u_c).mul_(lr2))
+    return norm64(form, new, old, g, u)
 
 
 def shares(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -95,13 +95,19 @@ def _start(like: Mapping, v0: Mapping | None, seed: int) -> dict:
     return init_power_vector(like, seed)
 
 
-def _cycle(hvp, like: Mapping, v: dict, basis: _Basis, tol: float, steps: int):
-    """One Lanczos cycle from the unit ``v``: ``(theta_min, theta_max, s_min, s_max, m, products)``."""
+def _cycle(hvp, like: Mapping, basis: _Basis, tol: float, steps: int):
+    """One Lanczos cycle from the unit vector put in ``basis`` as ``v_0``:
+    ``(theta_min, theta_max, s_min, s_max, m, products)``.
+
+    Beside the product and the new vector ``w``, one basis vector at a time is held: ``v_j`` is dropped
+    once its product and ``alpha_j`` are taken, and every ``v_i`` of the recurrence and of the
+    reorthogonalisation is fetched from the basis for its use (parked: a map of its file; kept in a list
+    without a store: the vector itself)."""
     import numpy as np
     from scipy.linalg import eigh_tridiagonal
 
     alphas, betas = [], []
-    basis.put(0, v)
+    v = basis.get(0)
     products = 0
     for j in range(steps):
         Hv = hvp(v)
@@ -110,18 +116,18 @@ def _cycle(hvp, like: Mapping, v: dict, basis: _Basis, tol: float, steps: int):
         del Hv
         alpha = _dot(w, v)
         _axpy_(w, -alpha, v)
-        # v_{j-1} from the basis (parked: fetched for its two uses, not held beside the product)
-        v_prev = basis.get(j - 1) if j else None
-        if v_prev is not None:
+        del v
+        if j:  # v_{j-1}
+            v_prev = basis.get(j - 1)
             _axpy_(w, -betas[-1], v_prev)
+            del v_prev
         for i in range(j + 1):  # full reorthogonalisation (classical Gram-Schmidt against the parked basis)
-            vi = v if i == j else (v_prev if i == j - 1 else basis.get(i))
+            vi = basis.get(i)
             c = _dot(w, vi)
             _axpy_(w, -c, vi)
             if i == j:
                 alpha += c
             del vi
-        del v_prev
         alphas.append(alpha)
         beta = math.sqrt(max(_dot(w, w), 0.0))
         if not (math.isfinite(alpha) and math.isfinite(beta)):
@@ -176,10 +182,11 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
     ritz = _Ritz(store)
     try:
         for cycle in range(cycles):
-            lo, hi, s_lo, s_hi, m, c = _cycle(hvp, like, start, basis, tol, steps)
+            basis.put(0, start)
+            del start
+            lo, hi, s_lo, s_hi, m, c = _cycle(hvp, like, basis, tol, steps)
             used = max(used, m)
             products += c
-            del start
             # the Ritz vectors wait in the store while the other one's product runs (and while a later
             # cycle runs, as the best pair so far)
             x_hi = ritz.keep(f"hi{cycle}", _assemble(basis, s_hi, m, like))

@@ -32,15 +32,12 @@ from crosscurv.theory.patterns import DelayPattern, jacobi
 
 from . import tree
 from .curvature import masked_directions
+from .float64_sums import dot64
 from .hvp import grad, hvp_batch
 from .steps import block_keys, check_pattern, scheme_step
 from .third import third_derivative
 
 __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
-
-
-def _dot64(a: Mapping, b: Mapping) -> float:
-    return float(sum((a[k].to(torch.float64) * b[k].to(torch.float64)).sum() for k in a))
 
 
 def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping | None = None, method: str = "auto") -> dict:
@@ -84,8 +81,8 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g:
     for fk, rk in zip(fresh_keys, row_keys):
         pg = tree.restrict(g, fk)
         cubic += float(third_derivative(task.loss, params, tree.restrict(g, rk), pg, pg, method).to(torch.float64))
-    c_s = _dot64(g, mg)
-    c3 = -(_dot64(g, mmg) + _dot64(g, hmg)) - 0.5 * cubic
+    c_s = dot64(g, mg)
+    c3 = -(dot64(g, mmg) + dot64(g, hmg)) - 0.5 * cubic
     return {2: c_s, 3: c3}
 
 

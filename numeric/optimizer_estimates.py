@@ -44,6 +44,7 @@ from crosscurv.theory.patterns import DelayPattern, jacobi
 
 from . import tree
 from .curvature import masked_product
+from .float64_sums import dot64
 from .hvp import grad, hvp
 from .optimizers import (
     STATE_BUFFERS,
@@ -88,10 +89,6 @@ def _scale(v: Mapping, f: Mapping) -> dict:
     return {k: (x if f[k] == 1.0 else x * f[k]) for k, x in v.items()}
 
 
-def _dot64(a: Mapping, b: Mapping) -> float:
-    return float(sum((a[k].to(torch.float64) * b[k].to(torch.float64)).sum() for k in a))
-
-
 def scaled_direction(spec: OptimizerSpec, state: OptimizerState, g: Mapping, f: Mapping) -> dict:
     """``F phi(g, s)``: the move of every block in units of ``-eta`` (:func:`crosscurv.numeric.optimizers.direction`)."""
     return _scale(direction(spec, state, g), f)
@@ -117,7 +114,7 @@ def optimizer_delay_curvature(task, params: Mapping, pattern: DelayPattern, spec
     w = scaled_direction(spec, state, g, f)                   # F phi
     y = masked_product(task, params, pattern, w, method)      # M_S F phi
     u = _scale(direction_jacobian_apply(spec, state, g, y), f)  # F J_phi M_S F phi
-    return _dot64(g, u)
+    return dot64(g, u)
 
 
 def optimizer_one_step_estimate(task, params, pattern, lr, spec, state=None, factors=None, g=None,
@@ -278,7 +275,7 @@ def run_optimizer_estimates(task, pattern: DelayPattern, lr, K: int, spec: Optim
         hz = hvp(task.loss, tj, z, method)
         hy = hvp(task.loss, tj, y, method)
         pred, _ = tangent_step(spec, lr, f, delta, ds, hd, force_s, sj, gj)
-        quad = 0.5 * _dot64(delta, hd)
+        quad = 0.5 * dot64(delta, hd)
         z, zs = tangent_step(spec, lr, f, z, zs, hz, force_s, sj, gj)
         y, ys = tangent_step(spec, lr, f, y, ys, hy, force_j, sj, gj)
         tj_new, sj, _ = optimizer_scheme_step(task, tj, jc, lr, spec, sj, factors)
@@ -294,9 +291,9 @@ def run_optimizer_estimates(task, pattern: DelayPattern, lr, K: int, spec: Optim
             "loss_jc": float(lj),
             "loss_s": float(ls),
             "gap": float(ls.to(torch.float64) - lj.to(torch.float64)),
-            "recursive": _dot64(gj, pred) + quad,
-            "cumulative": _dot64(gj, z) + 0.5 * _dot64(z, hz_new),
-            "jc_only": _dot64(gj, y) + 0.5 * _dot64(y, hy_new),
+            "recursive": dot64(gj, pred) + quad,
+            "cumulative": dot64(gj, z) + 0.5 * dot64(z, hz_new),
+            "jc_only": dot64(gj, y) + 0.5 * dot64(y, hy_new),
         })
     out.theta_jc, out.theta_s = tj, ts
     return out

@@ -75,24 +75,6 @@ def test_gauss_legendre_loss_gap_matches_the_segment_gap(nodes):
     assert loss_gap(task, a, b, nodes) == pytest.approx(gap, rel=tol)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_fused_inner_products_are_bit_for_bit_the_separate_ones(dtype):
-    """SegmentGap forms g . Delta and |g| . |Delta| from one float64 product: the same bits as two passes."""
-    from crosscurv.numeric.gap import _absdot64, _dot64, _dot_absdot64
-
-    gen = torch.Generator().manual_seed(3)
-    a = {"w": torch.randn(257, 33, generator=gen, dtype=dtype) * 1e3, "b": torch.randn(7, generator=gen, dtype=dtype),
-         "t": torch.randn(40, 6, generator=gen, dtype=dtype).t()}  # a non-contiguous entry
-    b = {k: torch.randn(v.shape, generator=gen, dtype=dtype) * 1e-5 for k, v in a.items()}
-    b["b"][2] = -0.0
-    before = {k: v.clone() for k, v in a.items()}
-    dot, absdot = _dot_absdot64(a, b)
-    assert dot == _dot64(a, b) and absdot == _absdot64(a, b)
-    assert absdot >= abs(dot) > 0
-    for k in a:  # the inputs are left alone (a float64 entry's .to(float64) is the tensor itself)
-        assert torch.equal(a[k], before[k])
-
-
 # -- reconcile: the recorded (gap, gap_err) ------------------------------------------------------------------
 @pytest.mark.parametrize("dtype, np_dtype", [(torch.float32, np.float32), (torch.float64, np.float64)])
 def test_ulp_is_numpy_spacing(dtype, np_dtype):
