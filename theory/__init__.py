@@ -16,33 +16,31 @@ concept: :mod:`crosscurv.theory.series`, :mod:`crosscurv.theory.recursion`, :mod
 * errors: every one is an :class:`InputError` (one line, exit code 2 on the
   command line).
 
-Importing ``theory`` never imports torch.
+Importing ``theory`` never imports torch; its names are imported on first use, so the delay
+patterns alone (what a numeric run needs) do not import SymPy.
 """
 
-from .errors import InputError
-from .patterns import (
-    DelayPattern,
-    PatternError,
-    as_pattern,
-    chain,
-    from_pairs,
-    gauss_seidel,
-    jacobi,
-    parse_pattern,
-    partial,
-)
-from .block_model import BlockModel, ModelError
-from .one_step import (
-    CoefficientInputError,
-    cross_curvature,
-    delay_curvature,
-    gap_coefficients,
-    loss_coefficients,
-    loss_series,
-)
-from .recursion import check_recursions
-from .cumulative import check_cumulative
-from .derivation import DerivationResult, derive
+from __future__ import annotations
+
+import importlib
+
+#: public name -> the module of this package that defines it, imported on first use (PEP 562): a caller
+#: that needs only the delay patterns (every numeric run) does not import SymPy
+_EXPORTS = {
+    "InputError": "errors",
+    **{name: "patterns" for name in (
+        "DelayPattern", "PatternError", "as_pattern", "chain", "from_pairs", "gauss_seidel", "jacobi",
+        "parse_pattern", "partial",
+    )},
+    "BlockModel": "block_model", "ModelError": "block_model",
+    **{name: "one_step" for name in (
+        "CoefficientInputError", "cross_curvature", "delay_curvature", "gap_coefficients", "loss_coefficients",
+        "loss_series",
+    )},
+    "check_recursions": "recursion",
+    "check_cumulative": "cumulative",
+    "DerivationResult": "derivation", "derive": "derivation",
+}
 
 __all__ = [
     "DelayPattern", "as_pattern", "parse_pattern", "jacobi", "gauss_seidel", "chain", "partial", "from_pairs",
@@ -51,3 +49,17 @@ __all__ = [
     "gap_coefficients", "loss_coefficients",
     "InputError", "PatternError", "ModelError", "CoefficientInputError",
 ]
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'crosscurv.theory' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
