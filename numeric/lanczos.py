@@ -10,8 +10,8 @@ for both pairs.  It is the large-model form of that ARPACK solve: ARPACK keeps i
 arrays as about 24 float64 parameter-sized vectors (48 float32 ones), far more than a gradient step needs.
 Here the vectors stay in the parameters' dtype and the basis is parked in the protocol's store
 (:mod:`crosscurv.numeric.offload`: files on the CPU, host memory beside a GPU) as it is built, so at most
-three parameter-sized vectors are in memory beside the product's own graph (``v_j``, ``w`` formed in the
-product's output, and one basis vector read back; two Ritz vectors and a product when they are checked).
+two parameter-sized vectors are in memory beside the product's own graph (``w`` formed in the product's
+output, and one basis vector read back for its use; two Ritz vectors and a product when they are checked).
 
 One cycle is ``m`` steps of the symmetric Lanczos recurrence with full reorthogonalisation (Golub and Van
 Loan, *Matrix Computations*, 4th ed., Algorithm 10.1.1 with every new vector orthogonalised against the
