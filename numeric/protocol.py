@@ -600,7 +600,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
     (held by the point until it is released; with the termwise engine and offloading, parked and read back
-    entry by entry at each use: :func:`_between_uses`, as are ``g_S^k`` and the forcing), the recursive term
+    entry by entry at each use: :func:`_between_uses`; ``g_S^k`` and the forcing likewise with offloading,
+    whatever the engine: the graph at ``theta_S^k`` is released before their later uses), the recursive term
     and the JC step, then the products
     ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
     fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k`` and the rule's forcing ``M_S (.)``
@@ -641,7 +642,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     del delta
     if not last:
         rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
-    at_j.grad = _between_uses(ctx, "gj", gj)
+    at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
     del gj
     named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
     if not last:
@@ -711,12 +712,13 @@ def _iteration(ctx: RunContext, k: int) -> None:
         S.park("force", None)
 
 
-def _between_uses(ctx: RunContext, name: str, vector: Mapping) -> Mapping:
+def _between_uses(ctx: RunContext, name: str, vector: Mapping, graph_output: bool = False) -> Mapping:
     """``vector`` parked under ``name`` and read back entry by entry at each use, where that saves memory:
-    with the termwise engine (no graph holds the vector) and an offloaded store; else ``vector`` itself.
-    Its readers only read it (an entry written in place would not reach the store)."""
+    with an offloaded store, unless ``vector`` is the output of a graph still held (a retained graph's
+    gradient, ``graph_output``: the graph keeps it alive; the termwise engine holds none); else ``vector``
+    itself.  Its readers only read it (an entry written in place would not reach the store)."""
     S = ctx.store
-    if ctx.engine.name != "termwise" or not getattr(S, "offloaded", False):
+    if not getattr(S, "offloaded", False) or (graph_output and ctx.engine.name != "termwise"):
         return vector
     S.park(name, vector)
     return tree.lazy(vector, lambda n: S.fetch_entry(name, n))
