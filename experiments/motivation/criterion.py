@@ -32,6 +32,7 @@ from typing import Callable, Mapping
 import torch
 
 from crosscurv.numeric import grad, masked_product, one_step_gap
+from crosscurv.numeric.float64_sums import dot64
 from crosscurv.theory.patterns import parse_pattern
 
 __all__ = ["probe_point", "to_float64"]
@@ -46,10 +47,6 @@ def to_float64(obj):
     if isinstance(obj, (list, tuple)):
         return type(obj)(to_float64(v) for v in obj)
     return obj
-
-
-def _dot(a: Mapping, b: Mapping) -> float:
-    return float(sum((a[k].to(torch.float64) * b[k].to(torch.float64)).sum() for k in a))
 
 
 def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step: Callable, sim_step: Callable,
@@ -79,7 +76,7 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
     pattern = parse_pattern(task.default_pattern, task.n_blocks, task.block_names)
     _, g = grad(task.loss, params)
     mg = masked_product(task, params, pattern, g, method)
-    c_s = _dot(g, mg)
+    c_s = dot64(g, mg)
     g_opt = extra_grad(g) if extra_grad is not None else g
 
     def direction(gg):
@@ -88,7 +85,7 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
     d = {k: v.detach() for k, v in direction(g_opt).items()}
     md = masked_product(task, params, pattern, d, method)
     _, jmd = torch.func.jvp(direction, (g_opt,), ({k: md[k] for k in g_opt},))
-    c_opt = _dot(g, jmd)
+    c_opt = dot64(g, jmd)
 
     with torch.no_grad():
         base_sim = float(task.loss(sim_step(params)).to(torch.float64))
