@@ -37,7 +37,8 @@ CHUNK = 1 << 16
 def _chunks(vectors, scratch: bool):
     """``(x, t, parts)`` for each chunk of each entry: ``x``, ``t`` float64 buffers of the chunk's length
     (``t`` is ``None`` without ``scratch``), ``parts[i]`` the chunk of ``vectors[i]``'s entry flattened
-    (``None`` for a ``None`` operand).  Called under ``torch.no_grad()`` (the operands may require grad)."""
+    (``None`` for a ``None`` operand); an entry of one chunk is passed whole, the buffers viewed in its
+    shape.  Called under ``torch.no_grad()`` (the operands may require grad)."""
     like = vectors[0]
     first = next(iter(like.values()), None)
     if first is None:
@@ -46,11 +47,14 @@ def _chunks(vectors, scratch: bool):
     x_buf = torch.empty(size, dtype=torch.float64, device=first.device)
     t_buf = torch.empty(size, dtype=torch.float64, device=first.device) if scratch else None
     for n in like:
-        flat = [None if v is None else v[n].reshape(-1) for v in vectors]
-        total = flat[0].numel()
-        if total <= size:  # one chunk: the entry itself
-            yield x_buf[:total], None if t_buf is None else t_buf[:total], flat
+        entries = [None if v is None else v[n] for v in vectors]
+        first = entries[0]
+        total = first.numel()
+        if total <= size:  # one chunk: the entries themselves, the buffers viewed in their shape
+            shape = first.shape
+            yield (x_buf[:total].view(shape), None if t_buf is None else t_buf[:total].view(shape), entries)
             continue
+        flat = [None if e is None else e.reshape(-1) for e in entries]
         for s in range(0, total, size):
             e = min(s + size, total)
             yield x_buf[:e - s], None if t_buf is None else t_buf[:e - s], [None if f is None else f[s:e] for f in flat]
