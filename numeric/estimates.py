@@ -145,12 +145,21 @@ def init_power_vector(like: Mapping, seed: int) -> dict:
     """A seeded random unit vector keyed like ``like`` (same on every device).
 
     Drawn in float64 on the CPU from ``torch.Generator().manual_seed(seed)`` in
-    key order, normalised, then cast to ``like``'s dtype and device.
+    key order, normalised, then cast to ``like``'s dtype and device.  The draw is made twice, entry by
+    entry (the norm, then the entries): the same numbers, with one float64 entry in memory at a time
+    instead of the whole float64 vector.
     """
-    gen = torch.Generator().manual_seed(int(seed))
-    raw = {k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in like.items()}
-    n = tree.norm(raw)
-    return {k: (raw[k] / n).to(dtype=like[k].dtype, device=like[k].device) for k in like}
+    def draws():
+        gen = torch.Generator().manual_seed(int(seed))
+        for k, v in like.items():
+            yield k, torch.randn(v.shape, generator=gen, dtype=torch.float64)
+
+    total = None  # tree.norm's sum, in its order
+    for _, r in draws():
+        s = (r * r).sum()
+        total = s if total is None else total + s
+    n = torch.sqrt(total) if total is not None else None
+    return {k: (r / n).to(dtype=like[k].dtype, device=like[k].device) for k, r in draws()}
 
 
 def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict]:

@@ -276,3 +276,19 @@ def test_the_residual_of_a_pair_is_the_norm_of_its_float64_difference():
     Hv = hvp(v)
     r = torch.cat([Hv[k].double() - 1.5 * v[k].double() for k in v])
     assert _residual(hvp, (1.5, v), (-0.5, {k: t * 0 for k, t in v.items()})) == float(r.norm()) / 1.5
+
+
+def test_the_seeded_start_vector_is_the_normalised_float64_draw_bit_for_bit():
+    """Drawn entry by entry twice (norm, then entries): the whole float64 draw normalised, then cast."""
+    from crosscurv.numeric.estimates import init_power_vector
+
+    like = {"w": torch.zeros(300, 70), "b": torch.zeros(5, dtype=F64), "e": torch.zeros(0, 3)}
+    got = init_power_vector(like, 7)
+    gen = torch.Generator().manual_seed(7)
+    raw = {k: torch.randn(v.shape, generator=gen, dtype=F64) for k, v in like.items()}
+    n = tree.norm(raw)
+    assert list(got) == list(like)
+    for k, v in like.items():
+        assert got[k].dtype == v.dtype and torch.equal(got[k], (raw[k] / n).to(v.dtype))
+    assert float(tree.norm({k: t.double() for k, t in got.items()})) == pytest.approx(1.0, rel=1e-6)
+    assert init_power_vector({}, 7) == {}
