@@ -15,7 +15,9 @@ vector in use needs to be on the compute device.
 Both have the same interface: ``park(name, vector)`` stores the dict of
 tensors under ``name`` and the caller drops its reference; ``fetch(name)``
 returns it (keyed and shaped as parked, on the compute device; the caller may
-update it in place and park it again); ``holds(name)`` says whether a vector
+update it in place and park it again: ``fetch(name, writable=True)`` where it will, which on the CPU
+reads the file into new memory instead of mapping it, so that the update does not pay a
+copy-on-write fault per page); ``fetch_entry(name, key)`` returns one entry; ``holds(name)`` says whether a vector
 (not ``None``) is parked there without fetching it; ``close()`` removes the files.  A run killed while parking leaves its folder behind; the
 next store created in the same run folder (a resumed run) removes it.
 """
@@ -61,7 +63,7 @@ class Resident:
     def park(self, name: str, vector: Mapping | None) -> None:
         self._items[name] = None if vector is None else dict(vector)
 
-    def fetch(self, name: str) -> dict | None:
+    def fetch(self, name: str, writable: bool = False) -> dict | None:
         return self._items[name]
 
     def fetch_entry(self, name: str, key: str):
@@ -161,21 +163,47 @@ class Offloaded:
         ``None`` when it is not in a file (GPU runs park in host memory) or nothing is parked."""
         return None if self._dir is None or not self.holds(name) else self._path(name)
 
-    def fetch(self, name: str) -> dict | None:
+    def fetch(self, name: str, writable: bool = False) -> dict | None:
+        """The vector parked under ``name``: on the CPU a private map of its file, or with ``writable`` its
+        bytes read into new tensors (an in-place update of a mapped page costs a copy-on-write fault per
+        page, several times the cost of reading the file into new memory and updating that)."""
         layout = self._host[name]
         if layout is None:
             return None
         if self._dir is None:
             return {k: v.to(self.device) for k, v in layout.items()}
+        if writable:
+            return self._read_entries(name, layout, layout)
         return self._mapped_entries(name, layout, layout)
 
     def fetch_entry(self, name: str, key: str):
-        """Entry ``key`` of the vector parked under ``name``: on the CPU one tensor of a private map of its
-        file (the other entries' pages are never read)."""
+        """Entry ``key`` of the vector parked under ``name``: on the CPU its bytes read into a new tensor
+        (the other entries are never read; a map per entry would cost a mapping per read)."""
         layout = self._host[name]
         if self._dir is None:
             return layout[key].to(self.device)
-        return self._mapped_entries(name, layout, (key,))[key]
+        return self._read_entries(name, layout, (key,))[key]
+
+    def _read_entries(self, name: str, layout: Mapping, keys) -> dict:
+        """The entries ``keys`` of the vector in ``name``'s file, read into new tensors."""
+        out = {}
+        fd = os.open(self._path(name), os.O_RDONLY)
+        try:
+            for k in keys:
+                shape, dtype, offset = layout[k]
+                t = torch.empty(shape, dtype=dtype)
+                if t.numel():
+                    view = memoryview(t.view(-1).view(torch.uint8).numpy())
+                    pos = offset
+                    while len(view):
+                        n = os.preadv(fd, [view], pos)
+                        if n <= 0:
+                            raise OSError(f"parked vector {name!r} is truncated")
+                        view, pos = view[n:], pos + n
+                out[k] = t
+        finally:
+            os.close(fd)
+        return out
 
     def _mapped_entries(self, name: str, layout: Mapping, keys) -> dict:
         """The entries ``keys`` of the vector in ``name``'s file, as tensors of one private map of it."""

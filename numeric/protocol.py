@@ -644,7 +644,9 @@ def _iteration(ctx: RunContext, k: int) -> None:
         rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
     at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
     del gj
-    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
+    # z and y are updated in place by the rule (writable fetches), p and Delta only read
+    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z", writable=True)),
+             ("y", lambda: S.fetch("y", writable=True))]
     if not last:
         named.append(("delta", lambda: S.fetch("delta")))
     for name, v, Hv in _products(at_j, k, named):

@@ -95,13 +95,13 @@ class PlainRule(UpdateRule):
         del gp
         u = force
         est.unorms.append(float(tree.norm(u)))
-        w = add_scaled_into(S.fetch("w"), u, lr2, keep=True)
+        w = add_scaled_into(S.fetch("w", writable=True), u, lr2, keep=True)
         S.park("w", w)
         A = float(tree.norm(w))
         d = norm_of(w, lambda n: w[n] - delta[n], owned=True)
         P = norm_of(w, lambda n: w[n] + delta[n], owned=True)
         del w, delta
-        S.park("z", add_scaled_into(S.fetch("z"), u, lr2, keep=True))
+        S.park("z", add_scaled_into(S.fetch("z", writable=True), u, lr2, keep=True))
         new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
         e = step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
         S.park("theta_s", new_s)

@@ -106,3 +106,27 @@ def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tm
     assert os.listdir(tmp_path / folder) == ["z.1.bin"]
     store.close()
     assert torch.equal(out["b"], v["b"])  # the map outlives the folder
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_writable_fetches_and_entries_are_read_into_memory_of_their_own(tmp_path, dtype):
+    """``fetch(name, writable=True)`` and ``fetch_entry`` give the parked bytes in new tensors: an update in
+    place changes neither the parked vector nor the file, and parking the name again reuses its file."""
+    store = Offloaded("cpu", str(tmp_path))
+    v = _vec(dtype)
+    v["empty"] = torch.zeros(0, 3, dtype=dtype)
+    store.park("z", v)
+    out = store.fetch("z", writable=True)
+    assert list(out) == list(v) and all(torch.equal(out[k], v[k]) and out[k].dtype == dtype for k in v)
+    assert all(torch.equal(store.fetch_entry("z", k), v[k]) for k in v)
+    out["w"].mul_(3.0)
+    assert torch.equal(store.fetch("z")["w"], v["w"])
+    store.park("z", out)  # no map of the old file is alive: overwritten in place
+    (folder,) = os.listdir(tmp_path)
+    assert os.listdir(tmp_path / folder) == ["z.bin"]
+    assert torch.equal(store.fetch_entry("z", "w"), v["w"] * 3.0)
+    with open(tmp_path / folder / "z.bin", "r+b") as fh:  # a file cut short is an error, not zeros
+        fh.truncate(8)
+    with pytest.raises(OSError, match="truncated"):
+        store.fetch_entry("z", "w")
+    store.close()
