@@ -171,10 +171,16 @@ class SegmentGap:
         ``grad L(params)`` (default: one backward pass through ``loss``, :func:`crosscurv.numeric.hvp.grad`)."""
         if self.zero:
             return
+        node = None  # one buffer for the three nodes: each is t Delta + b (the bits of b + t Delta)
         for t in LOBATTO_NODES[1:-1]:
-            node = {k: theta_b[k].detach() + t * delta[k] for k in theta_b}
+            if node is None:
+                node = {k: torch.mul(delta[k], t) for k in theta_b}
+            else:
+                for k in theta_b:
+                    torch.mul(delta[k], t, out=node[k])
+            for k in theta_b:
+                node[k].add_(theta_b[k].detach())
             g = grad(loss, node)[1] if gradient is None else gradient(node)
-            del node
             self.add(t, g, delta)
             del g
 

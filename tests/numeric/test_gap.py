@@ -164,3 +164,24 @@ def test_the_segment_estimate_alone_does_not_bound_a_relu_gap():
         gap, err = reconcile(gap, err, ls, lj, torch.float32)
         assert abs(gap - exact) <= err
     assert missed > 0
+
+
+def test_the_inner_nodes_are_b_plus_t_delta_bit_for_bit():
+    """The three nodes share one buffer: each is ``b + t Delta`` with the bits of that expression."""
+    from crosscurv.numeric.gap import LOBATTO_NODES, SegmentGap
+
+    gen = torch.Generator().manual_seed(1)
+    b = {"w": torch.randn(300, 70, generator=gen), "c": torch.randn(5, generator=gen)}
+    d = {k: torch.randn(v.shape, generator=gen) * 1e-3 for k, v in b.items()}
+    before = {k: v.clone() for k, v in b.items()}
+    seen = []
+
+    def gradient(node):
+        seen.append({k: v.clone() for k, v in node.items()})
+        return {k: 2 * v for k, v in node.items()}
+
+    SegmentGap(d).interior(None, b, d, gradient)
+    assert len(seen) == 3
+    for node, t in zip(seen, LOBATTO_NODES[1:-1]):
+        assert all(torch.equal(node[k], b[k] + t * d[k]) for k in b)
+    assert all(torch.equal(b[k], before[k]) for k in b)
