@@ -89,7 +89,7 @@ class Offloaded:
     On the CPU a fetched vector is a private memory map of its file (``torch.UntypedStorage.from_file``
     with ``shared=False``): its pages come from the page cache without a copy, count in the resident set
     while the vector is alive and are unmapped with it; an in-place update copies the pages it writes
-    and never reaches the file.  Parking a name whose fetched vector is still alive writes a new file
+    and never reaches the file.  A writable fetch and an entry fetch read the file into new tensors instead.  Parking a name whose fetched vector is still alive writes a new file
     for it (the map keeps the old one's contents); otherwise the file is overwritten in place.
 
     Args:
