@@ -17,9 +17,10 @@ tensors under ``name`` and the caller drops its reference; ``fetch(name)``
 returns it (keyed and shaped as parked, on the compute device; the caller may
 update it in place and park it again: ``fetch(name, writable=True)`` where it will, which on the CPU
 reads the file into new memory instead of mapping it, so that the update does not pay a
-copy-on-write fault per page); ``fetch_entry(name, key)`` returns one entry; ``holds(name)`` says whether a vector
-(not ``None``) is parked there without fetching it; ``close()`` removes the files.  A run killed while parking leaves its folder behind; the
-next store created in the same run folder (a resumed run) removes it.
+copy-on-write fault per page); ``fetch_entry(name, key)`` returns one entry; ``holds(name)`` says
+whether a vector (not ``None``) is parked there without fetching it; ``close()`` removes the files.
+A run killed while parking leaves its folder behind; the next store created in the same run folder
+(a resumed run) removes it.
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ class Offloaded:
     On the CPU a fetched vector is a private memory map of its file (``torch.UntypedStorage.from_file``
     with ``shared=False``): its pages come from the page cache without a copy, count in the resident set
     while the vector is alive and are unmapped with it; an in-place update copies the pages it writes
-    and never reaches the file.  A writable fetch and an entry fetch read the file into new tensors instead.  Parking a name whose fetched vector is still alive writes a new file
-    for it (the map keeps the old one's contents); otherwise the file is overwritten in place.
+    and never reaches the file.  A writable fetch and an entry fetch read the file into new tensors
+    instead.  Parking a name whose fetched vector is still alive writes a new file for it (the map keeps
+    the old one's contents); otherwise the file is overwritten in place.
 
     Args:
         device: the compute device of the vectors.
@@ -174,7 +176,7 @@ class Offloaded:
             return {k: v.to(self.device) for k, v in layout.items()}
         if writable:
             return self._read_entries(name, layout, layout)
-        return self._mapped_entries(name, layout, layout)
+        return self._map(name, layout)
 
     def fetch_entry(self, name: str, key: str):
         """Entry ``key`` of the vector parked under ``name``: on the CPU its bytes read into a new tensor
@@ -205,18 +207,17 @@ class Offloaded:
             os.close(fd)
         return out
 
-    def _mapped_entries(self, name: str, layout: Mapping, keys) -> dict:
-        """The entries ``keys`` of the vector in ``name``'s file, as tensors of one private map of it."""
+    def _map(self, name: str, layout: Mapping) -> dict:
+        """The vector in ``name``'s file, as tensors of one private map of it."""
         size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype, off in layout.values()), default=0)
         if size == 0:
-            return {k: torch.empty(layout[k][0], dtype=layout[k][1]) for k in keys}
+            return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
         if os.path.getsize(self._path(name)) < size:
             raise OSError(f"parked vector {name!r} is truncated")
         storage = torch.UntypedStorage.from_file(self._path(name), shared=False, nbytes=size)
         self._mapped[name] = [ref for ref in self._mapped.get(name, ()) if ref() is not None] + [weakref.ref(storage)]
         out = {}
-        for k in keys:
-            shape, dtype, offset = layout[k]
+        for k, (shape, dtype, offset) in layout.items():
             t = torch.empty(0, dtype=dtype)
             out[k] = t.set_(storage, offset // t.element_size(), shape) if math.prod(shape) else torch.empty(shape, dtype=dtype)
         return out
