@@ -171,15 +171,10 @@ class SegmentGap:
         ``grad L(params)`` (default: one backward pass through ``loss``, :func:`crosscurv.numeric.hvp.grad`)."""
         if self.zero:
             return
-        node = None  # one buffer for the three nodes: each is t Delta + b (the bits of b + t Delta)
+        node = {k: torch.empty_like(delta[k]) for k in theta_b}  # one buffer for the three nodes
         for t in LOBATTO_NODES[1:-1]:
-            if node is None:
-                node = {k: torch.mul(delta[k], t) for k in theta_b}
-            else:
-                for k in theta_b:
-                    torch.mul(delta[k], t, out=node[k])
-            for k in theta_b:
-                node[k].add_(theta_b[k].detach())
+            for k in theta_b:  # t Delta + b: the bits of b + t Delta
+                torch.mul(delta[k], t, out=node[k]).add_(theta_b[k].detach())
             g = grad(loss, node)[1] if gradient is None else gradient(node)
             self.add(t, g, delta)
             del g
