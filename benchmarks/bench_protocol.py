@@ -13,7 +13,9 @@ For each task (built-in presets), in one process, single-threaded CPU time
   the full products ``H_JC [p, z, y, Delta]``, the scheme step's block
   gradients (along the task's chain where it declares one, :mod:`crosscurv.numeric.chain`;
   the same step through the loss alone is printed beside it), the measured
-  gap's three inner gradients (``crosscurv.numeric.gap``), checkpoints, and the rest (vector algebra, records, store);
+  gap's three inner gradients (``crosscurv.numeric.gap``), checkpoints, and the rest, the body's own work,
+  itself split into the store's parks and fetches (:mod:`crosscurv.numeric.offload`), the float64 sums
+  outside the parts above (:mod:`crosscurv.numeric.float64_sums`) and the remaining vector algebra and records;
 * the lower bound from the same primitives timed in isolation: 2 points + 4
   full products + 2 masked products + 1 scheme step (with ``g_S`` reused)
   + 3 gradients (the segment gap's inner nodes, where the checkout has them)
@@ -70,13 +72,16 @@ class _Timers:
     """process_time accumulated per part, by wrapping the protocol's primitives in place."""
 
     PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap", "checkpoints")
+    #: the body's own work ("rest") split further: the store's parks and fetches, the float64 sums outside
+    #: the parts above (the S step's remainder, the gap's end nodes, the power and extremes' residuals)
+    REST_PARTS = ("store", "float64 sums")
 
     def __init__(self):
         import crosscurv.numeric.protocol as protocol
         from crosscurv.numeric.point import PointCurvature
 
-        self.acc = dict.fromkeys(self.PARTS, 0.0)
-        self.calls = dict.fromkeys(self.PARTS, 0)
+        self.acc = dict.fromkeys(self.PARTS + self.REST_PARTS, 0.0)
+        self.calls = dict.fromkeys(self.PARTS + self.REST_PARTS, 0)
         self._undo = []
         self._depth = 0
 
@@ -122,6 +127,16 @@ class _Timers:
             patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
         except ImportError:  # a checkout without the segment gap
             pass
+        try:  # an older --code may have neither module
+            from crosscurv.numeric import float64_sums, offload
+
+            for cls in (offload.Resident, offload.Offloaded):
+                for name in ("park", "fetch", "fetch_entry"):
+                    if hasattr(cls, name):
+                        patch(cls, name, "store")
+            patch(float64_sums, "_accumulate", "float64 sums")
+        except (ImportError, AttributeError):
+            pass
 
     def restore(self):
         for obj, name, orig in reversed(self._undo):
@@ -148,7 +163,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     per, segments = None, None
     if timers is not None and ks:
         n = len(ks)
-        per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS}
+        per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS + timers.REST_PARTS}
         segments = (parts[ks[-1]][1] - parts[ks[0] - 1][1]) / n  # share of iterations that took the segment
     return its, per, segments
 
@@ -318,6 +333,10 @@ def main(argv=None) -> int:
         rest = iteration - sum(per.values())
         print("  breakdown of one iteration (gradients, share): " + "; ".join(
             f"{p} {v:.2f} ({100 * v / iteration:.0f}%)" for p, v in list(per.items()) + [("rest", rest)]))
+        sub = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.REST_PARTS}
+        print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches of the carried "
+              f"vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts above), vector algebra and "
+              f"records {rest - sum(sub.values()):.2f}")
     return 0
 
 

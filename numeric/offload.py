@@ -91,8 +91,10 @@ class Offloaded:
     with ``shared=False``): its pages come from the page cache without a copy, count in the resident set
     while the vector is alive and are unmapped with it; an in-place update copies the pages it writes
     and never reaches the file.  A writable fetch and an entry fetch read the file into new tensors
-    instead.  Parking a name whose fetched vector is still alive writes a new file for it (the map keeps
-    the old one's contents); otherwise the file is overwritten in place.
+    instead.  Parking overwrites the name's file in place, unless a fetched map of it is still alive (the
+    map would see the new bytes): then another file of the name that no live map reads is overwritten,
+    created if there is none, so that a name alternates between two files rather than allocating a new
+    one (its page cache) each time.  The files are removed by :meth:`close`.
 
     Args:
         device: the compute device of the vectors.
@@ -107,16 +109,25 @@ class Offloaded:
         self.device = torch.device(device)
         self._host: dict[str, dict | None] = {}
         self._dir = None
-        self._gen: dict[str, int] = {}  # which file holds a name (a new one while a fetched map of it is alive)
-        self._mapped: dict[str, list] = {}  # weak references to the storages of each name's fetches
+        self._gen: dict[str, int] = {}  # which of its files holds a name
+        self._gens: dict[str, set] = {}  # the files a name has used (another while a fetched map reads one)
+        self._mapped: dict[str, list] = {}  # file -> weak references to the storages of its fetched maps
+        self._readers: dict[str, int] = {}  # file -> descriptor open for entry reads (closed with the file)
         if self.device.type == "cpu":
             if directory is not None:
                 remove_stale(directory)
             self._dir = tempfile.mkdtemp(prefix=PREFIX, dir=directory)
 
-    def _path(self, name: str) -> str:
-        gen = self._gen.get(name, 0)
+    def _path(self, name: str, gen: int | None = None) -> str:
+        gen = self._gen.get(name, 0) if gen is None else gen
         return os.path.join(self._dir, f"{name}.bin" if gen == 0 else f"{name}.{gen}.bin")
+
+    def _read_by_map(self, path: str) -> bool:
+        """Whether a fetched map of the file ``path`` is still alive (it would see the file overwritten)."""
+        refs = [ref for ref in self._mapped.pop(path, ()) if ref() is not None]
+        if refs:
+            self._mapped[path] = refs
+        return bool(refs)
 
     def park(self, name: str, vector: Mapping | None) -> None:
         if vector is None:
@@ -129,10 +140,11 @@ class Offloaded:
         # in one file; keys, shapes, dtypes and offsets stay in memory.  Lossless (the bytes themselves).
         # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more (freeing
         # and refilling the page cache).
-        stale = None
-        if any(ref() is not None for ref in self._mapped.pop(name, ())):  # a fetched map still reads the file
-            stale = self._path(name)
-            self._gen[name] = self._gen.get(name, 0) + 1
+        if self._read_by_map(self._path(name)):  # another file of the name, one that no live map reads
+            gens = self._gens.setdefault(name, {self._gen.get(name, 0)})
+            free = [g for g in sorted(gens) if not self._read_by_map(self._path(name, g))]
+            self._gen[name] = free[0] if free else max(gens) + 1
+            gens.add(self._gen[name])
         layout, size = {}, 0
         fd = os.open(self._path(name), os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -152,8 +164,6 @@ class Offloaded:
                 os.ftruncate(fd, size)
         finally:
             os.close(fd)
-        if stale is not None:
-            os.unlink(stale)
         self._host[name] = layout
 
     def holds(self, name: str) -> bool:
@@ -184,12 +194,24 @@ class Offloaded:
         layout = self._host[name]
         if self._dir is None:
             return layout[key].to(self.device)
-        return self._read_entries(name, layout, (key,))[key]
+        path = self._path(name)
+        fd = self._readers.get(path)
+        if fd is None:  # one descriptor per file for its entry reads: a vector read entry by entry opens it once
+            fd = self._readers[path] = os.open(path, os.O_RDONLY)
+        return self._read_entries(name, layout, (key,), fd)[key]
 
-    def _read_entries(self, name: str, layout: Mapping, keys) -> dict:
-        """The entries ``keys`` of the vector in ``name``'s file, read into new tensors."""
+    def _close_reader(self, path: str) -> None:
+        fd = self._readers.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _read_entries(self, name: str, layout: Mapping, keys, fd: int | None = None) -> dict:
+        """The entries ``keys`` of the vector in ``name``'s file, read into new tensors (through ``fd``, a
+        descriptor open on the file, else one opened for this read)."""
         out = {}
-        fd = os.open(self._path(name), os.O_RDONLY)
+        own = fd is None
+        if own:
+            fd = os.open(self._path(name), os.O_RDONLY)
         try:
             for k in keys:
                 shape, dtype, offset = layout[k]
@@ -204,7 +226,8 @@ class Offloaded:
                         view, pos = view[n:], pos + n
                 out[k] = t
         finally:
-            os.close(fd)
+            if own:
+                os.close(fd)
         return out
 
     def _map(self, name: str, layout: Mapping) -> dict:
@@ -215,7 +238,8 @@ class Offloaded:
         if os.path.getsize(self._path(name)) < size:
             raise OSError(f"parked vector {name!r} is truncated")
         storage = torch.UntypedStorage.from_file(self._path(name), shared=False, nbytes=size)
-        self._mapped[name] = [ref for ref in self._mapped.get(name, ()) if ref() is not None] + [weakref.ref(storage)]
+        path = self._path(name)
+        self._mapped[path] = [ref for ref in self._mapped.get(path, ()) if ref() is not None] + [weakref.ref(storage)]
         out = {}
         for k, (shape, dtype, offset) in layout.items():
             t = torch.empty(0, dtype=dtype)
@@ -225,6 +249,8 @@ class Offloaded:
     def close(self) -> None:
         self._host.clear()
         self._mapped.clear()
+        for path in list(self._readers):
+            self._close_reader(path)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

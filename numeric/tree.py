@@ -91,8 +91,14 @@ def dot(a: Mapping, b: Mapping) -> torch.Tensor:
 
 
 def norm(a: Mapping) -> torch.Tensor:
-    """Euclidean norm ``||a||`` (0-dim tensor)."""
-    return torch.sqrt(dot(a, a))
+    """Euclidean norm ``||a||`` (0-dim tensor): ``sqrt(dot(a, a))``, each entry read once (the same products
+    and the same order of summation as :func:`dot`; a lazily read entry is fetched once, not twice)."""
+    total = None
+    for k in a:
+        x = a[k]
+        s = (x * x).sum()
+        total = s if total is None else total + s
+    return torch.zeros(()) if total is None else torch.sqrt(total)
 
 
 def zeros_like(a: Mapping) -> Tree:

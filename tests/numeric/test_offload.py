@@ -92,7 +92,8 @@ def test_the_default_policy_follows_the_model_size_not_the_free_memory():
 
 def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tmp_path):
     """A fetched vector updated in place leaves the parked one as it was; parking its name again while it
-    is alive writes a new file (the old one is removed) and leaves the fetched vector as it was."""
+    is alive writes another file and leaves the fetched vector as it was; a name alternates between its
+    files (a third only while maps of both are alive)."""
     store = Offloaded("cpu", str(tmp_path))
     v = _vec(torch.float32)
     store.park("z", v)
@@ -103,9 +104,19 @@ def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tm
     assert torch.equal(out["w"], v["w"] * 3.0) and torch.equal(out["b"], v["b"])
     assert torch.equal(store.fetch("z")["b"], v["b"] + 1)
     (folder,) = os.listdir(tmp_path)
-    assert os.listdir(tmp_path / folder) == ["z.1.bin"]
+    assert sorted(os.listdir(tmp_path / folder)) == ["z.1.bin", "z.bin"]
+    second = store.fetch("z")  # a map of z.1.bin, beside `out` (z.bin): both files are read
+    store.park("z", {k: t + 2 for k, t in v.items()})
+    assert sorted(os.listdir(tmp_path / folder)) == ["z.1.bin", "z.2.bin", "z.bin"]
+    assert torch.equal(second["b"], v["b"] + 1) and torch.equal(store.fetch("z")["b"], v["b"] + 2)
+    del second  # z.1.bin is free again: the next park while z.2.bin is mapped writes it, no fourth file
+    third = store.fetch("z")
+    store.park("z", {k: t + 3 for k, t in v.items()})
+    assert sorted(os.listdir(tmp_path / folder)) == ["z.1.bin", "z.2.bin", "z.bin"]
+    assert torch.equal(third["b"], v["b"] + 2) and torch.equal(store.fetch("z")["b"], v["b"] + 3)
     store.close()
-    assert torch.equal(out["b"], v["b"])  # the map outlives the folder
+    assert torch.equal(out["b"], v["b"])  # the maps outlive the folder
+    assert torch.equal(third["b"], v["b"] + 2)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -130,3 +141,23 @@ def test_writable_fetches_and_entries_are_read_into_memory_of_their_own(tmp_path
     with pytest.raises(OSError, match="truncated"):
         store.fetch_entry("z", "w")
     store.close()
+
+
+def test_a_vector_read_entry_by_entry_opens_its_file_once(tmp_path, monkeypatch):
+    """Entry reads share one descriptor per file (closed with the store); the bytes are the parked ones."""
+    store = Offloaded("cpu", str(tmp_path))
+    v = _vec(torch.float32)
+    store.park("g", v)
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *a: opened.append(path) or real_open(path, *a))
+    for _ in range(3):
+        for k in v:
+            assert torch.equal(store.fetch_entry("g", k), v[k])
+    assert len(opened) == 1
+    store.park("g", {k: t + 1 for k, t in v.items()})  # overwritten in place: the descriptor reads the new bytes
+    assert torch.equal(store.fetch_entry("g", "w"), v["w"] + 1)
+    (fd,) = store._readers.values()
+    store.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed with the store
