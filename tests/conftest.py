@@ -32,6 +32,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
@@ -59,3 +61,31 @@ if settings is not None:
     settings.register_profile("thorough", max_examples=100, **_common)
     _profile = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
     settings.load_profile(_profile)
+
+
+#: The longest test files (about 30 s or more of a ``make test`` run on 2 cores), longest first.  pytest-xdist
+#: (``--dist loadfile``) hands files to the workers in collection order, so these start first and the short
+#: files fill in behind them: the run does not end on one long file while the other worker idles.
+LONGEST_FILES = (
+    "tests/experiments/reports/test_report_check.py",
+    "tests/experiments/cli/test_cli_extend.py",
+    "tests/properties/test_optimizers.py",
+    "tests/experiments/test_sweep_ray.py",
+    "tests/experiments/cli/test_advise_cli.py",
+    "tests/experiments/cli/test_validate_real_code.py",
+    "tests/experiments/cli/test_smoke_presets.py",
+    "tests/experiments/tasks/test_portable_inputs.py",
+    "tests/properties/test_recursion.py",
+    "tests/experiments/tasks/test_presets_regime.py",
+    "tests/test_docs.py",
+    "tests/properties/test_cumulative.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The files of :data:`LONGEST_FILES` first, in that order; the others after them, in their own order."""
+    missing = [f for f in LONGEST_FILES if not os.path.isfile(os.path.join(_ROOT, f))]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FILES names files that do not exist: {missing}")
+    rank = {f: i for i, f in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep order
