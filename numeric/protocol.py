@@ -601,7 +601,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
     (held by the point until it is released; with the termwise engine and offloading, parked and read back
     entry by entry at each use: :func:`_between_uses`; ``g_S^k`` and the forcing likewise with offloading,
-    whatever the engine: the graph at ``theta_S^k`` is released before their later uses), the recursive term
+    whatever the engine: the graph at ``theta_S^k`` is released before their later uses, which read them
+    entry by entry in the segment and from one map of each file in the scheme step), the recursive term
     and the JC step, then the products
     ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
     fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k`` and the rule's forcing ``M_S (.)``
@@ -706,6 +707,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
         rule.error_columns(ctx, record, meas)
         ctx.emit(k, loss_jc, loss_s, record)
     if not last:
+        if S.holds("gs"):  # parked between uses: the step reads them several times, each from one map of its file
+            gs, force = S.fetch("gs"), S.fetch("force")
         rule.s_step(ctx, k, S.fetch("theta_s"), gs, force, handed, meas)
     else:
         S.park("delta", None)
