@@ -793,6 +793,7 @@ def _products(point, k: int, named):
     taken = named if k >= 1 else named[:1]
     for name, Hv in point.products([(n, once(n, g)) for n, g in taken]):
         yield name, fetched.pop(name), Hv
+        del Hv  # not held while the next product is taken (the consumer has dropped its own reference)
     for name, get in named[len(taken):]:
         v = get()
         yield name, v, tree.zeros_like(v)

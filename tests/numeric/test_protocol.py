@@ -315,3 +315,29 @@ def test_a_parked_vector_is_fetched_on_first_use_only(tmp_path, offloaded):
     assert _same({n: lazy[n] + lazy[n] for n in lazy}, {n: v[n] + v[n] for n in v})
     assert fetches == ["vmax"]
     store.close()
+
+
+def test_a_product_is_freed_before_the_next_product_is_taken():
+    """The body's products ``H_JC [p, z, y, Delta]`` come one at a time: once the body drops a product, nothing
+    holds it while the next one is taken (two products beside the graph would raise the peak memory)."""
+    import weakref
+
+    from crosscurv.numeric.point import PointCurvature
+    from crosscurv.numeric.protocol import _products
+
+    task = tanh_mlp()
+    point = PointCurvature(task.loss, task.params)
+    alive_at_fetch = []
+    previous = []
+
+    def getter():
+        alive_at_fetch.append([ref() is not None for ref in previous])
+        return {k: torch.ones_like(t) for k, t in task.params.items()}
+
+    names = []
+    for name, v, Hv in _products(point, 1, [(n, getter) for n in ("p", "z", "y", "delta")]):
+        names.append(name)
+        previous.append(weakref.ref(next(iter(Hv.values()))))
+        del v, Hv
+    assert names == ["p", "z", "y", "delta"]
+    assert alive_at_fetch == [[], [False], [False, False], [False, False, False]]
