@@ -16,7 +16,9 @@ For each task (built-in presets), in one process, single-threaded CPU time
   gap's three inner gradients (``crosscurv.numeric.gap``), checkpoints, and the rest, the body's own work,
   itself split into the store's parks and fetches (:mod:`crosscurv.numeric.offload`), the float64 sums
   outside the parts above (:mod:`crosscurv.numeric.float64_sums`) and the remaining vector algebra and records;
-* the lower bound from the same primitives timed in isolation: 2 points + 4
+* the lower bound from the same primitives timed in isolation, before and after the run like the unit
+  (medians over both, so that a drift of the machine's speed during the run moves the bound and the
+  unit alike): 2 points + 4
   full products + 2 masked products + 1 scheme step (with ``g_S`` reused)
   + 3 gradients (the segment gap's inner nodes, where the checkout has them)
   times the share of the timed iterations that took the segment (the others
@@ -168,8 +170,9 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     return its, per, segments
 
 
-def _primitives(task, pattern, lr, repeats: int) -> dict:
-    """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds, medians of ``repeats``)."""
+def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
+    """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds): each sample appended to
+    ``samples[name]``, and the medians over all samples there (those of an earlier call included)."""
     from crosscurv.numeric import tree
     from crosscurv.numeric.curvature import masked_product_plan
     from crosscurv.numeric.protocol import choose_engine
@@ -180,18 +183,22 @@ def _primitives(task, pattern, lr, repeats: int) -> dict:
     engine = choose_engine(task)  # the run's engine: its points and products are the bound's
     point = engine.point(task.loss, p0)
     g = point.grad
-    out = {"point": _cpu(lambda: engine.point(task.loss, p0), repeats), "product": _cpu(lambda: point.hvp(g), repeats)}
+
+    def timed(name, fn):
+        _cpu(fn, repeats, samples.setdefault(name, []))
+
+    timed("point", lambda: engine.point(task.loss, p0))
+    timed("product", lambda: point.hvp(g))
     for form in ("fresh_set", "fresh_block"):
         plan = masked_product_plan(task, pattern, form)
-        out[form] = _cpu(lambda plan=plan: point.masked(plan, g), repeats)
-    out["chosen"] = out[masked_product_plan(task, pattern, "auto").form]
-    out["step"] = _cpu(lambda: scheme_step(task, p0, pattern, lr, grad_at_params=g), repeats)
-    out["step without g_S"] = _cpu(lambda: scheme_step(task, p0, pattern, lr), repeats)
+        timed(form, lambda plan=plan: point.masked(plan, g))
+    timed("step", lambda: scheme_step(task, p0, pattern, lr, grad_at_params=g))
+    timed("step without g_S", lambda: scheme_step(task, p0, pattern, lr))
     if getattr(task, "chain", None) is not None:  # the same step through the loss alone (crosscurv.numeric.chain)
         from crosscurv.numeric import Task
 
         bare = Task(task.params, task.loss, task.blocks, task.name, task.info, task.default_pattern)
-        out["step without the chain"] = _cpu(lambda: scheme_step(bare, p0, pattern, lr, grad_at_params=g), repeats)
+        timed("step without the chain", lambda: scheme_step(bare, p0, pattern, lr, grad_at_params=g))
     try:  # the measured gap's segment as the iteration takes it: three inner gradients, five float64 dots
         from crosscurv.numeric.gap import SegmentGap
 
@@ -205,12 +212,14 @@ def _primitives(task, pattern, lr, repeats: int) -> dict:
             seg.add(1.0, g, delta)
             return seg.result()
 
-        out["segment"] = _cpu(segment, repeats)
+        timed("segment", segment)
     except ImportError:  # a checkout without the segment gap
         pass
     vecs = {n: tree.clone(p0) for n in ("theta_j", "theta_s", "z", "y", "w", "p")}
     with tempfile.TemporaryDirectory() as tmp:
-        out["checkpoint"] = _cpu(lambda: atomic_torch_save({"vectors": vecs}, os.path.join(tmp, "c.pt")), repeats)
+        timed("checkpoint", lambda: atomic_torch_save({"vectors": vecs}, os.path.join(tmp, "c.pt")))
+    out = {name: statistics.median(times) for name, times in samples.items()}
+    out["chosen"] = out[masked_product_plan(task, pattern, "auto").form]
     return out
 
 
@@ -272,10 +281,13 @@ def main(argv=None) -> int:
         print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name})")
         rounds = []
         for r in range(args.rounds):
-            # the unit is timed before and after the run, so that a change of machine load between them shows
-            # in both (its median over all samples); the primitives right after, in the same round
+            # the unit and the primitives are timed before and after the run, so that a change of machine load
+            # between them shows in both (medians over all samples of the round)
             units: list = []
             _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+            samples: dict = {}  # the primitives' times, taken before and after the run like the unit's
+            if not args.iteration_only:
+                _primitives(task, pattern, lr, args.repeats, samples)
             timers = None if args.iteration_only else _Timers()
             its, per, segments = _iteration_times(task, pattern, lr, args.iters, timers)
             if timers is not None:
@@ -286,7 +298,7 @@ def main(argv=None) -> int:
             # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
             line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
             if timers is not None:
-                prim = _primitives(task, pattern, lr, args.repeats)
+                prim = _primitives(task, pattern, lr, args.repeats, samples)
                 # the gap's three inner gradients count where the run took them (plain_suffices skips them)
                 body = 2 * prim["point"] + 4 * prim["product"] + 2 * prim["chosen"] + prim["step"]
                 bound = body + gap_grads * segments * rd["unit"]
