@@ -29,6 +29,12 @@ For each task (built-in presets), in one process, single-threaded CPU time
   relies on) is part of what the gap costs, not overhead of the body;
 * both ``M_S v`` forms (per fresh set, per fresh block) in isolation.
 
+``in the run`` divides the mean iteration by the mean of its timed parts over the same iterations
+(points, products, the step, the segment with its float64 dots, checkpoints): the body's own work as a
+share of the rest, with nothing timed at another moment, so that it holds when the machine's speed
+drifts between the run and the primitives (the parts run with the data the run leaves in cache, so
+they can cost a little more or less than alone).
+
 ``--rounds R`` repeats the whole measurement (run, unit, primitives) ``R`` times
 and reports each round's ``iteration / bound`` and the medians: on a shared
 machine the speed drifts over minutes, so that a ratio is only trusted from
@@ -293,7 +299,7 @@ def main(argv=None) -> int:
             if timers is not None:
                 timers.restore()
             _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-            rd = {"unit": statistics.median(units), "iteration": statistics.median(its)}
+            rd = {"unit": statistics.median(units), "iteration": statistics.median(its), "mean": statistics.fmean(its)}
             line = f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; one iteration {rd['iteration'] / rd['unit']:.2f} gradients"
             # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
             line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
@@ -345,6 +351,10 @@ def main(argv=None) -> int:
         rest = iteration - sum(per.values())
         print("  breakdown of one iteration (gradients, share): " + "; ".join(
             f"{p} {v:.2f} ({100 * v / iteration:.0f}%)" for p, v in list(per.items()) + [("rest", rest)]))
+        # the same iterations' mean against the mean of their timed parts: no drift between two measurements
+        in_run = [rd["mean"] / sum(rd["per"][p] for p in _Timers.PARTS) for rd in rounds]
+        print(f"  in the run: one iteration / its timed parts (the bound's primitives as the run took them, the "
+              f"segment whole) = {statistics.median(in_run):.3f} (rounds {', '.join(f'{x:.3f}' for x in in_run)})")
         sub = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.REST_PARTS}
         print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches of the carried "
               f"vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts above), vector algebra and "

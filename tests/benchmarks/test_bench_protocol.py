@@ -27,3 +27,5 @@ def test_the_quick_run_times_every_part_of_an_iteration():
     store, sums, other = map(float, re.findall(r"(?:store|float64 sums|records) (-?[0-9.]+)", split))
     assert store > 0 and sums > 0, split  # the smoke MLP is offloaded by the default policy: both are called
     assert abs(store + sums + other - rest) <= 0.011, (split, rest)  # the split adds up to the rest
+    in_run = next(x for x in proc.stdout.splitlines() if "in the run: one iteration / its timed parts" in x)
+    assert float(re.search(r"= ([0-9.]+) \(rounds", in_run).group(1)) > 1.0, in_run  # the body's own work is > 0
