@@ -109,8 +109,8 @@ class Offloaded:
         self.device = torch.device(device)
         self._host: dict[str, dict | None] = {}
         self._dir = None
-        self._gen: dict[str, int] = {}  # which of its files holds a name
-        self._gens: dict[str, set] = {}  # the files a name has used (another while a fetched map reads one)
+        self._gen: dict[str, int] = {}  # which of its files 0, 1, ... holds a name
+        self._files: dict[str, int] = {}  # how many files a name has (another while a fetched map reads one)
         self._mapped: dict[str, list] = {}  # file -> weak references to the storages of its fetched maps
         self._readers: dict[str, int] = {}  # file -> descriptor open for entry reads (closed with the file)
         if self.device.type == "cpu":
@@ -141,10 +141,9 @@ class Offloaded:
         # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more (freeing
         # and refilling the page cache).
         if self._read_by_map(self._path(name)):  # another file of the name, one that no live map reads
-            gens = self._gens.setdefault(name, {self._gen.get(name, 0)})
-            free = [g for g in sorted(gens) if not self._read_by_map(self._path(name, g))]
-            self._gen[name] = free[0] if free else max(gens) + 1
-            gens.add(self._gen[name])
+            n = self._files.get(name, 1)
+            self._gen[name] = next((g for g in range(n) if not self._read_by_map(self._path(name, g))), n)
+            self._files[name] = max(n, self._gen[name] + 1)
         layout, size = {}, 0
         fd = os.open(self._path(name), os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -200,11 +199,6 @@ class Offloaded:
             fd = self._readers[path] = os.open(path, os.O_RDONLY)
         return self._read_entries(name, layout, (key,), fd)[key]
 
-    def _close_reader(self, path: str) -> None:
-        fd = self._readers.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-
     def _read_entries(self, name: str, layout: Mapping, keys, fd: int | None = None) -> dict:
         """The entries ``keys`` of the vector in ``name``'s file, read into new tensors (through ``fd``, a
         descriptor open on the file, else one opened for this read)."""
@@ -235,10 +229,10 @@ class Offloaded:
         size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype, off in layout.values()), default=0)
         if size == 0:
             return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
-        if os.path.getsize(self._path(name)) < size:
-            raise OSError(f"parked vector {name!r} is truncated")
-        storage = torch.UntypedStorage.from_file(self._path(name), shared=False, nbytes=size)
         path = self._path(name)
+        if os.path.getsize(path) < size:
+            raise OSError(f"parked vector {name!r} is truncated")
+        storage = torch.UntypedStorage.from_file(path, shared=False, nbytes=size)
         self._mapped[path] = [ref for ref in self._mapped.get(path, ()) if ref() is not None] + [weakref.ref(storage)]
         out = {}
         for k, (shape, dtype, offset) in layout.items():
@@ -249,8 +243,8 @@ class Offloaded:
     def close(self) -> None:
         self._host.clear()
         self._mapped.clear()
-        for path in list(self._readers):
-            self._close_reader(path)
+        while self._readers:
+            os.close(self._readers.popitem()[1])
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

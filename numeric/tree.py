@@ -81,24 +81,19 @@ def axpy(alpha, x: Mapping, y: Mapping) -> Tree:
 
 
 def dot(a: Mapping, b: Mapping) -> torch.Tensor:
-    """Euclidean inner product ``a^T b`` (0-dim tensor)."""
-    it = iter(a)
-    first = next(it)
-    total = (a[first] * b[first]).sum()
-    for k in it:
-        total = total + (a[k] * b[k]).sum()
-    return total
-
-
-def norm(a: Mapping) -> torch.Tensor:
-    """Euclidean norm ``||a||`` (0-dim tensor): ``sqrt(dot(a, a))``, each entry read once (the same products
-    and the same order of summation as :func:`dot`; a lazily read entry is fetched once, not twice)."""
+    """Euclidean inner product ``a^T b`` (0-dim tensor; zero for no entries).  With ``b is a`` each entry is
+    read once (a lazily read entry is fetched once, not twice)."""
     total = None
     for k in a:
         x = a[k]
-        s = (x * x).sum()
+        s = (x * (x if b is a else b[k])).sum()
         total = s if total is None else total + s
-    return torch.zeros(()) if total is None else torch.sqrt(total)
+    return torch.zeros(()) if total is None else total
+
+
+def norm(a: Mapping) -> torch.Tensor:
+    """Euclidean norm ``||a||`` (0-dim tensor)."""
+    return torch.sqrt(dot(a, a))
 
 
 def zeros_like(a: Mapping) -> Tree:
