@@ -26,18 +26,27 @@ Every function that takes a pattern takes a :class:`crosscurv.theory.DelayPatter
 its command-line spelling (``"gs"``, ``"gs:3,1,2"``, ``"2<-1"``...).
 """
 
-from .task import Task, TaskError, partition_by_rule, task_from_module
-from .chain import Chain
-from .hvp import block_grad, grad, hvp
-from .curvature import CrossCurvature, cross_curvature_table, masked_product
-from .one_step import one_step_estimate, one_step_gap
-from .steps import gauss_seidel_step, jacobi_step, scheme_step
-from .protocol import ProtocolError, ProtocolResult, run_protocol
-from .records import FIELDS, RecordsError, read_records
-from .metrics import winner_metrics
-from .step_identification import as_user_step, identify_step
-from .training_step import step_from_training_code
-from .record_comparison import compare_records
+from __future__ import annotations
+
+import importlib
+
+#: public name -> the module of this package that defines it, imported on first use (PEP 562), so that a
+#: module that needs no torch (:mod:`crosscurv.numeric.records`, reading a run's files) does not import it
+#: through this package
+_EXPORTS = {
+    "Task": "task", "TaskError": "task", "partition_by_rule": "task", "task_from_module": "task",
+    "Chain": "chain",
+    "block_grad": "hvp", "grad": "hvp", "hvp": "hvp",
+    "CrossCurvature": "curvature", "cross_curvature_table": "curvature", "masked_product": "curvature",
+    "one_step_estimate": "one_step", "one_step_gap": "one_step",
+    "gauss_seidel_step": "steps", "jacobi_step": "steps", "scheme_step": "steps",
+    "ProtocolError": "protocol", "ProtocolResult": "protocol", "run_protocol": "protocol",
+    "FIELDS": "records", "RecordsError": "records", "read_records": "records",
+    "winner_metrics": "metrics",
+    "as_user_step": "step_identification", "identify_step": "step_identification",
+    "step_from_training_code": "training_step",
+    "compare_records": "record_comparison",
+}
 
 __all__ = [
     "Task", "Chain", "task_from_module", "partition_by_rule",
@@ -48,3 +57,22 @@ __all__ = [
     "identify_step", "as_user_step", "step_from_training_code", "compare_records",
     "TaskError", "RecordsError", "ProtocolError",
 ]
+
+
+def __getattr__(name: str):
+    """A public name (imported from its module on first use) or a submodule (``crosscurv.numeric.tree``)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,57 @@
+"""The commands that only read files answer without importing torch: ``crosscurv table`` of run folders, and
+``validate-records`` and ``report --check`` of a folder they cannot read (one line, exit 2, in a fraction of the
+seconds that importing torch takes); so do the packages whose modules such a command reads
+(``crosscurv.numeric``, ``crosscurv.experiments.tasks``: their names are imported on first use)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def test_reading_commands_never_import_torch(tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "records.csv").write_bytes(b"\xff\xfe\x00binary")
+    (bad / "summary.json").write_text("{}")
+    code = textwrap.dedent(f"""
+        import contextlib, io, sys
+        import crosscurv.numeric, crosscurv.experiments.tasks, crosscurv.experiments.tasks.errors
+        from crosscurv.experiments.cli import main
+        assert "torch" not in sys.modules
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            ok = main(["table", "reports/runs/mlp", "reports/runs/fl", "reports/runs/lora"])
+        codes = [ok]
+        for argv in (["table", {str(bad)!r}], ["validate-records", {str(bad)!r}, "--reference", {str(bad)!r}],
+                     ["report", "--check", {str(bad)!r}]):
+            codes.append(main(argv))
+        print("CODES", codes, "| Recursive" in out.getvalue())
+        print("TORCH" if "torch" in sys.modules else "CLEAN")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-2:] == ["CODES [0, 2, 2, 2] True", "CLEAN"], proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
+    assert len(errors) == 3, proc.stderr
+
+
+def test_the_lazy_packages_resolve_every_name():
+    import crosscurv.experiments.tasks as tasks
+    import crosscurv.numeric as numeric
+
+    for package in (numeric, tasks):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, (package.__name__, name)
+    assert numeric.tree.dot is not None  # a submodule by attribute, as before
+    for package, name in ((numeric, "no_such_name"), (tasks, "no_such_name")):
+        try:
+            getattr(package, name)
+        except AttributeError as exc:
+            assert name in str(exc)
+        else:
+            raise AssertionError(f"{package.__name__}.{name} resolved")
