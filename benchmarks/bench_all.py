@@ -21,7 +21,7 @@ thread count, the date and the commit.  Sections:
 
 Usage::
 
-    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,memory-mlp,protocol,trust,hvp,threads,offload]
+    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,memory-mlp,memory-mlp-resident,protocol,trust,hvp,threads,offload]
         [--quick]
 
 ``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
@@ -58,6 +58,13 @@ BENCHMARKS = {
                    "policy (target <= 3x).",
                    ["benchmarks/bench_memory.py", "--task", "mlp"],
                    ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters", "1"]),
+    "memory-mlp-resident": ("Peak memory of the protocol on the MLP, nothing parked",
+                            "The same run with `--offload off`: the carried vectors stay in memory, which is what "
+                            "the default policy's parking saves on this model (and what its parks and fetches cost "
+                            "in time: What offloading costs).",
+                            ["benchmarks/bench_memory.py", "--task", "mlp", "--offload", "off"],
+                            ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters", "1",
+                             "--offload", "off"]),
     "protocol": ("One protocol iteration against its lower bound",
                  "Per task: one iteration in gradients, its lower bound from the same primitives timed alone, "
                  "`iteration / bound` per round and the breakdown (target <= 1.1).",
@@ -146,7 +153,7 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
                   f"{r['load'][1]:.1f}{status}" + (f"; run {r['started']} UTC at commit {r['commit']}"
                                                      if r.get("started") else ""), ""]
         out = r["out"]
-        if r["name"] in ("memory", "memory-mlp", "threads") and r["rc"] in (0, 1):
+        if r["name"] in ("memory", "memory-mlp", "memory-mlp-resident", "threads") and r["rc"] in (0, 1):
             lines += [out, ""]  # already Markdown
         else:
             lines += ["```", out or "(no output)", "```", ""]
