@@ -21,7 +21,7 @@ thread count, the date and the commit.  Sections:
 
 Usage::
 
-    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,memory-mlp,memory-mlp-resident,protocol,trust,hvp,threads,offload]
+    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,memory-mlp,memory-mlp-resident,protocol,reductions,trust,hvp,threads,offload]
         [--quick]
 
 ``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
@@ -71,6 +71,12 @@ BENCHMARKS = {
                  ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds", "2"],
                  ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
                   "--repeats", "1"]),
+    "reductions": ("Float32 reductions: the body's and fused kernels",
+                   "A dot product and a norm over the MLP's parameter vector as the body forms them (pairwise "
+                   "`Tensor.sum`) and by fused kernels (`torch.dot`, `torch.linalg.vector_norm`, "
+                   "`torch._foreach_norm`): CPU time and error against the exact value.",
+                   ["benchmarks/bench_reductions.py", "--repeats", "30"],
+                   ["benchmarks/bench_reductions.py", "--preset", "smoke", "--repeats", "2"]),
     "trust": ("What the error estimates and the converged extremes cost",
               "Per task: the protocol with the error columns and the converged extreme eigenpairs against the same "
               "run without them, interleaved, CPU time (target <= 1.3x).",
@@ -153,7 +159,7 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
                   f"{r['load'][1]:.1f}{status}" + (f"; run {r['started']} UTC at commit {r['commit']}"
                                                      if r.get("started") else ""), ""]
         out = r["out"]
-        if r["name"] in ("memory", "memory-mlp", "memory-mlp-resident", "threads") and r["rc"] in (0, 1):
+        if r["name"] in ("memory", "memory-mlp", "memory-mlp-resident", "reductions", "threads") and r["rc"] in (0, 1):
             lines += [out, ""]  # already Markdown
         else:
             lines += ["```", out or "(no output)", "```", ""]
