@@ -20,7 +20,7 @@ The names a user reaches for are re-exported here and imported on first use, so
 
 from __future__ import annotations
 
-import importlib
+from crosscurv.lazy import lazy_exports
 
 #: public name -> module that defines it (imported lazily, PEP 562)
 _EXPORTS = {
@@ -48,15 +48,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'crosscurv' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -28,11 +28,11 @@ its command-line spelling (``"gs"``, ``"gs:3,1,2"``, ``"2<-1"``...).
 
 from __future__ import annotations
 
-import importlib
+from crosscurv.lazy import lazy_exports
 
-#: public name -> the module of this package that defines it, imported on first use (PEP 562), so that a
-#: module that needs no torch (:mod:`crosscurv.numeric.records`, reading a run's files) does not import it
-#: through this package
+#: public name -> the module of this package that defines it, imported on first use
+#: (:mod:`crosscurv.lazy`), so that a module that needs no torch (:mod:`crosscurv.numeric.records`, reading a
+#: run's files) does not import it through this package
 _EXPORTS = {
     "Task": "task", "TaskError": "task", "partition_by_rule": "task", "task_from_module": "task",
     "Chain": "chain",
@@ -59,20 +59,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """A public name (imported from its module on first use) or a submodule (``crosscurv.numeric.tree``)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later look-ups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()},
+                                   submodules=True)

@@ -42,21 +42,11 @@ over seeds varies initialisation and data together.
 
 from __future__ import annotations
 
-import importlib
+from crosscurv.lazy import lazy_exports
 
 __all__ = ["TASKS", "PRESETS", "TaskSpec", "UnknownTaskError", "build_task", "preset_settings"]
 
 
-def __getattr__(name: str):
-    """The names above, from :mod:`crosscurv.experiments.tasks.builtin` on first use (which imports torch), so
-    that a submodule that needs no torch (:mod:`crosscurv.experiments.tasks.errors`) does not import it
-    through this package."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.builtin"), name)
-    globals()[name] = value  # later look-ups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+# the names above from crosscurv.experiments.tasks.builtin on first use (which imports torch), so that a
+# submodule that needs no torch (crosscurv.experiments.tasks.errors) does not import it through this package
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(__all__, f"{__name__}.builtin"))
