@@ -48,15 +48,7 @@ _EXPORTS = {
     "compare_records": "record_comparison",
 }
 
-__all__ = [
-    "Task", "Chain", "task_from_module", "partition_by_rule",
-    "grad", "block_grad", "hvp", "cross_curvature_table", "CrossCurvature", "masked_product",
-    "one_step_estimate", "one_step_gap",
-    "scheme_step", "jacobi_step", "gauss_seidel_step",
-    "run_protocol", "ProtocolResult", "FIELDS", "read_records", "winner_metrics",
-    "identify_step", "as_user_step", "step_from_training_code", "compare_records",
-    "TaskError", "RecordsError", "ProtocolError",
-]
+__all__ = sorted(_EXPORTS)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()},
