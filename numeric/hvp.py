@@ -48,6 +48,7 @@ __all__ = [
     "grad_and_hvp",
     "tune_hvp",
     "resolve_method",
+    "backward_of",
 ]
 
 #: Accepted ``method`` values.
@@ -137,6 +138,40 @@ def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
     return value.detach(), g
 
 
+def backward_of(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
+                grad_outputs: Sequence[torch.Tensor], retain_graph: bool = False) -> tuple:
+    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``: one tensor per input, ``None`` for an input no
+    output depends on; what ``torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph=retain_graph,
+    allow_unused=True)`` returns, by the same call into autograd's engine (the same bits).
+
+    ``torch.autograd.grad`` checks each ``grad_outputs[i]`` against its output through torch.fx's symbolic
+    shapes, whose first import brings in SymPy (about 0.6 s per process, most of a small run's start): here
+    the shapes are compared directly.  Falls back to ``torch.autograd.grad`` for tensor
+    subclasses and where torch has no such engine entry point.
+
+    Shapes and dtypes: ``grad_outputs[i]`` shaped like ``outputs[i]``, both real or both complex (else
+    ``RuntimeError``, as ``torch.autograd.grad`` checks).
+    """
+    outputs, inputs, grad_outputs = tuple(outputs), tuple(inputs), tuple(grad_outputs)
+    if len(outputs) != len(grad_outputs):
+        raise RuntimeError(f"{len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    for i, (out, go) in enumerate(zip(outputs, grad_outputs)):
+        if out.shape != go.shape or out.dtype.is_complex != go.dtype.is_complex:
+            raise RuntimeError(f"grad_outputs[{i}] is {go.dtype} {tuple(go.shape)}, "
+                               f"its output {out.dtype} {tuple(out.shape)}")
+    if _ENGINE is None or any(type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter)
+                              for t in outputs + inputs + grad_outputs):
+        return torch.autograd.grad(outputs, inputs, grad_outputs=grad_outputs, retain_graph=retain_graph,
+                                   allow_unused=True)
+    return _ENGINE(outputs, grad_outputs, retain_graph, False, inputs, True, accumulate_grad=False)
+
+
+try:  # the engine call behind torch.autograd.grad (torch >= 2.1)
+    from torch.autograd.graph import _engine_run_backward as _ENGINE
+except ImportError:  # pragma: no cover - another torch
+    _ENGINE = None
+
+
 # -- one HVP -------------------------------------------------------------------
 def _hvp_forward(loss: Loss, params: Mapping, v: Mapping) -> dict:
     """Forward-over-reverse: the jvp of ``torch.func.grad(loss)`` along ``v``."""
@@ -166,9 +201,9 @@ def _reverse_core(loss: Loss, params: Mapping, grad_outputs: list, batched: bool
                 gos.append(go)
         if not outs:  # gradient independent of theta: H = 0
             return value.detach(), g, zeros
-        hs = torch.autograd.grad(
-            outs, [p[k] for k in keys], grad_outputs=gos, allow_unused=True, is_grads_batched=batched
-        )
+        inputs = [p[k] for k in keys]
+        hs = (torch.autograd.grad(outs, inputs, grad_outputs=gos, allow_unused=True, is_grads_batched=True)
+              if batched else backward_of(outs, inputs, gos))
     return value.detach(), g, [h.detach() if h is not None else z for h, z in zip(hs, zeros)]
 
 

@@ -25,7 +25,7 @@ gradient once with ``create_graph=True`` (double backward, method ``"reverse"``
 of :mod:`crosscurv.numeric.hvp`) and serves every product as one backward pass through
 that retained graph::
 
-    H v = d/dtheta <g(theta), v>                      (autograd.grad of g with grad_outputs v)
+    H v = d/dtheta <g(theta), v>                      (the backward of g along v: hvp.backward_of)
     [H v]_R = H_{R,F} v_F   for v supported on F      (only the rows R are differentiated)
 
 The restricted form is exactly what ``M_S`` needs: ``(M_S v)_i = H_{i,S(i)} v_{S(i)}``
@@ -52,7 +52,7 @@ from crosscurv.theory.patterns import DelayPattern
 
 from . import tree
 from .curvature import MaskedProductPlan, plan_for_blocks
-from .hvp import HVPError, grad, hvp, hvp_batch
+from .hvp import HVPError, backward_of, grad, hvp, hvp_batch
 
 __all__ = ["Point", "PointCurvature", "TermwisePoint", "BatchedPoint", "masked_product_at"]
 
@@ -159,8 +159,7 @@ class PointCurvature(Point):
         if not outs or not rows:
             return {k: torch.zeros_like(self._p[k]) for k in rows}
         with torch.enable_grad():
-            hs = torch.autograd.grad(outs, [self._p[k] for k in rows], grad_outputs=gos, retain_graph=True,
-                                     allow_unused=True)
+            hs = backward_of(outs, [self._p[k] for k in rows], gos, retain_graph=True)
         return {k: (h.detach() if h is not None else torch.zeros_like(self._p[k])) for k, h in zip(rows, hs)}
 
     def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
@@ -191,8 +190,7 @@ def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) 
                 if gk is not None and gk.requires_grad:
                     outs.append(gk)
                     gos.append(v[k])
-        hs = (torch.autograd.grad(outs, [p[k] for k in rows], grad_outputs=gos, allow_unused=True)
-              if outs else [None] * len(rows))
+        hs = backward_of(outs, [p[k] for k in rows], gos) if outs else [None] * len(rows)
     return {k: (h.detach() if h is not None else torch.zeros_like(p[k])) for k, h in zip(rows, hs)}
 
 
