@@ -9,7 +9,7 @@ arguments (:meth:`RunDescription.from_args`), from a run folder's
 back as ``crosscurv run`` arguments (:meth:`RunDescription.to_args`), so that
 ``from_args(parse(d.to_args())) == d``.  Every setting is checked once, when the
 description is made (the learning rate and ``K`` by
-:func:`crosscurv.numeric.protocol.check_lr` / :func:`~crosscurv.numeric.protocol.check_iters`,
+:func:`crosscurv.numeric.protocol_checks.check_lr` / :func:`~crosscurv.numeric.protocol_checks.check_iters`,
 the optimizer by :func:`crosscurv.numeric.optimizers.parse_optimizer`); a bad value
 raises :class:`RunDescriptionError` (one line, exit code 2 on the command line).
 
@@ -71,7 +71,7 @@ def _text(what: str, value, choices=None) -> str | None:
 
 
 def _lr(value):
-    from ..numeric.protocol import check_lr
+    from ..numeric.protocol_checks import check_lr
 
     if value is None:
         return None
@@ -81,7 +81,7 @@ def _lr(value):
 
 
 def _iters(value):
-    from ..numeric.protocol import check_iters
+    from ..numeric.protocol_checks import check_iters
 
     return None if value is None else check_iters(value)
 

@@ -89,7 +89,6 @@ from typing import Callable
 
 import torch
 
-from crosscurv.theory.errors import InputError
 from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
@@ -103,6 +102,7 @@ from .metrics import run_metrics
 from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
 from .point import BatchedPoint, PointCurvature, TermwisePoint
+from .protocol_checks import ProtocolError, check_iters, check_lr
 from .records import (
     CHECKPOINT_FILE,
     ESTIMATES,
@@ -163,10 +163,6 @@ CONSTANTS_NOTE = (
 )
 
 
-class ProtocolError(InputError):
-    """Bad protocol input: learning rate, iterations, HVP method, or an output folder in use."""
-
-
 class ResumeError(ProtocolError):
     """Nothing to resume, an unreadable run folder, or a checkpoint written with different settings."""
 
@@ -207,25 +203,6 @@ def crosscurv_version() -> str:
         return version("crosscurv")
     except Exception:  # not installed (running from a checkout)
         return "unknown"
-
-
-# -- input checks ----------------------------------------------------------------
-def check_lr(lr) -> float:
-    """``lr`` as a float; a :class:`ProtocolError` unless it is a finite number > 0."""
-    try:
-        val = float(lr)
-    except (TypeError, ValueError):
-        raise ProtocolError(f"learning rate must be a number, got {lr!r}") from None
-    if not math.isfinite(val) or val <= 0:
-        raise ProtocolError(f"learning rate must be a finite number > 0, got {val}")
-    return val
-
-
-def check_iters(iters) -> int:
-    """``iters`` itself; a :class:`ProtocolError` unless it is an integer >= 1."""
-    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
-        raise ProtocolError(f"iterations must be an integer >= 1, got {iters!r}")
-    return iters
 
 
 def _as_pattern(task, pattern) -> DelayPattern:

@@ -134,9 +134,8 @@ def validate(spec: SweepSpec) -> None:
         if not isinstance(t, str) or not t.strip():
             raise SweepError(f"task must be a non-empty string, got {t!r}")
         if ":" not in t:
-            from crosscurv.experiments.tasks import TASKS
+            from crosscurv.experiments.tasks.names import TASK_NAMES as names
 
-            names = list(TASKS)
             if t not in names:
                 raise SweepError(f"unknown task {t!r} (built-in: {', '.join(names)}; or module:factory)")
     for axis in ("preset", "lr", "seed", "pattern"):

@@ -13,16 +13,10 @@ from torch.nn import functional as F
 
 from crosscurv.numeric.portable_random import INIT
 from crosscurv.numeric.task import Task
-from crosscurv.theory.errors import InputError
+
+from .names import PRESETS, UnknownTaskError
 
 __all__ = ["TASKS", "PRESETS", "TaskSpec", "UnknownTaskError", "build_task", "preset_settings"]
-
-PRESETS = ("smoke", "default", "edge", "paper")
-
-
-class UnknownTaskError(InputError):
-    """An unknown built-in task or preset name, or an option the task does not take."""
-
 
 @dataclass(frozen=True)
 class TaskSpec:

@@ -18,35 +18,20 @@ A new optimizer is a new module with the names of :mod:`.sgd` and one entry in
 weight decay and per-tensor clipping, for training loops outside the protocol).
 """
 
-from .blocks import OptimizerSetup, block_factors, optimizer_setup, param_lrs, parse_block_lr
-from .functional import FunctionalOptimizer, clip_tensor, functional_optimizer
-from .rules import RULES, STATE_BUFFERS
-from .scheme import direction, direction_jacobian_apply, optimizer_scheme_step, optimizer_update
-from .spec import ADAM_DEFAULTS, OptimizerError, OptimizerSpec, parse_optimizer
-from .state import OptimizerState
+from crosscurv.lazy import lazy_exports
 
-#: The optimizers' names (:data:`RULES`).
-OPTIMIZERS = tuple(RULES)
+#: public name -> the module of this package that defines it (imported on first use, so that checking an
+#: ``--optimizer`` spelling needs no torch)
+_EXPORTS = {
+    **dict.fromkeys(("OptimizerSetup", "block_factors", "optimizer_setup", "param_lrs", "parse_block_lr"), "blocks"),
+    **dict.fromkeys(("FunctionalOptimizer", "clip_tensor", "functional_optimizer"), "functional"),
+    **dict.fromkeys(("OPTIMIZERS", "RULES", "STATE_BUFFERS"), "rules"),
+    **dict.fromkeys(("direction", "direction_jacobian_apply", "optimizer_scheme_step", "optimizer_update"), "scheme"),
+    **dict.fromkeys(("ADAM_DEFAULTS", "OptimizerError", "OptimizerSpec", "parse_optimizer"), "spec"),
+    "OptimizerState": "state",
+}
 
-__all__ = [
-    "OptimizerError",
-    "OptimizerSpec",
-    "ADAM_DEFAULTS",
-    "OPTIMIZERS",
-    "OptimizerState",
-    "OptimizerSetup",
-    "STATE_BUFFERS",
-    "RULES",
-    "optimizer_setup",
-    "parse_optimizer",
-    "parse_block_lr",
-    "block_factors",
-    "param_lrs",
-    "optimizer_update",
-    "optimizer_scheme_step",
-    "direction",
-    "direction_jacobian_apply",
-    "FunctionalOptimizer",
-    "functional_optimizer",
-    "clip_tensor",
-]
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()},
+                                   submodules=True)

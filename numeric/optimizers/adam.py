@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .spec import OptimizerError, OptimizerSpec, number
+
+if TYPE_CHECKING:  # torch is imported by the functions that compute, so that parsing a spec needs none
+    import torch
 
 USAGE = "adam[:B1,B2,EPS]"
 BUFFERS = ("exp_avg", "exp_avg_sq")
@@ -51,6 +52,8 @@ def bias_corrections(spec: OptimizerSpec, step: int) -> tuple[float, float]:
 def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state, new_state,
            lrs: Mapping) -> dict:
     """New values of ``keys`` at step ``new_state.step``; their moments go to ``new_state``."""
+    import torch
+
     out = {}
     b1, b2 = spec.betas
     ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
@@ -69,6 +72,8 @@ def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Map
 
 def sqrt0(v: torch.Tensor) -> torch.Tensor:
     """``sqrt(v)`` for ``v >= 0`` (the same values), with derivative 0 instead of ``inf`` where ``v = 0``."""
+    import torch
+
     pos = v > 0
     return torch.where(pos, torch.sqrt(torch.where(pos, v, torch.ones_like(v))), torch.zeros_like(v))
 
@@ -79,6 +84,8 @@ def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
     Differentiable in ``grads`` (``torch.func.jvp``): its derivative is :func:`jacobian_apply`'s ``J``, with
     the same convention at Adam's kink (``sqrt`` taken with derivative 0 where ``v' = 0``).
     """
+    import torch
+
     b1, b2 = spec.betas
     ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
     bc1, bc2_sqrt = bias_corrections(spec, state.step + 1)
@@ -96,6 +103,8 @@ def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> di
     ``r = sqrt(v'/c2)``, ``D = r + eps`` (:func:`crosscurv.theory.optimizers.adam_jacobian`); where ``r = 0``
     (zero gradient and zero second moment, Adam's kink) the second term is taken as 0.
     """
+    import torch
+
     b1, b2 = spec.betas
     ea, eas = state.buffers.get("exp_avg", {}), state.buffers.get("exp_avg_sq", {})
     t = float(state.step + 1)
@@ -120,6 +129,8 @@ BOUND_SCALES_FORCING = False
 def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
     """``{"a_m": d phi/d m', "a_v": d phi/d v', "g": g_JC}`` at the JC run's moments (trees keyed like the
     parameters); ``a_v`` is 0 where ``r = 0``."""
+    import torch
+
     b1, b2 = spec.betas
     t = float(jc_state.step + 1)
     c1, c2 = 1 - b1**t, 1 - b2**t

@@ -9,5 +9,7 @@ from . import adam, momentum, sgd
 
 #: ``{name: rule module}`` in the order the usage text lists them.
 RULES = {"sgd": sgd, "momentum": momentum, "adam": adam}
+#: The optimizers' names (:data:`RULES`).
+OPTIMIZERS = tuple(RULES)
 #: The state buffers of each optimizer (``torch.optim``'s names), in a fixed order.
 STATE_BUFFERS = {name: rule.BUFFERS for name, rule in RULES.items()}

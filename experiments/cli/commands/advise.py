@@ -58,13 +58,14 @@ def add_arguments(p) -> None:
 
 def execute(args):
     """Load the task and advise; returns ``(Advice, run folder, validation or None)``."""
+    from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
+
+    task, settings, lr, iters = load(args)  # checks every flag before the task is built (and torch imported)
     import torch
 
-    from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
     from crosscurv.numeric.advice import advise, validate
     from crosscurv.numeric.optimizers import optimizer_setup
 
-    task, settings, lr, iters = load(args)  # checks --optimizer before the task is built
     setup = optimizer_setup(task, args.optimizer, args.block_lr)
     settings.update(lr=lr, iters=iters, seed=args.seed, dtype=str(task.dtype).replace("torch.", ""),
                     device=str(task.device), data_path=args.data, model_path=args.model,
@@ -90,8 +91,6 @@ def execute(args):
 
 
 def run(args) -> int:
-    from crosscurv.numeric.protocol import DIVERGED_EXIT_CODE
-
     adv, out, val = execute(args)
     if args.json:
         obj = adv.to_json()
@@ -107,6 +106,8 @@ def run(args) -> int:
             print(f"validation: advised best = measured best at {a[0]}/{a[1]} iterations, {c[0]}/{c[1]} certified, "
                   f"{d[0]}/{d[1]} where the measurement decides")
     if adv.status == "diverged":
+        from crosscurv.numeric.protocol import DIVERGED_EXIT_CODE
+
         print(f"crosscurv: {adv.message}", file=sys.stderr)
         return DIVERGED_EXIT_CODE
     return 0

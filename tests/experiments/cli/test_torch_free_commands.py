@@ -1,7 +1,9 @@
 """The commands that only read files answer without importing torch: ``crosscurv table`` of run folders, and
 ``validate-records`` and ``report --check`` of a folder they cannot read (one line, exit 2, in a fraction of the
 seconds that importing torch takes); so do the packages whose modules such a command reads
-(``crosscurv.numeric``, ``crosscurv.experiments.tasks``: their names are imported on first use)."""
+(``crosscurv.numeric``, ``crosscurv.experiments.tasks``: their names are imported on first use).  So do
+``run``, ``advise`` and ``sweep`` given a setting that is out of range whatever the task (the learning rate,
+``K``, the optimizer, the preset, an unknown built-in task)."""
 
 from __future__ import annotations
 
@@ -40,15 +42,37 @@ def test_reading_commands_never_import_torch(tmp_path):
     assert len(errors) == 3, proc.stderr
 
 
+def test_settings_out_of_range_are_answered_before_torch(tmp_path):
+    out = str(tmp_path / "out")
+    cases = [["run", "mlp", "--lr", "-1"], ["run", "mlp", "--iters", "0"], ["run", "mlp", "--optimizer", "momentum"],
+             ["advise", "mlp", "--lr", "0"], ["advise", "mlp", "--iters", "0"], ["advise", "mlp", "--optimizer", "bogus"],
+             ["sweep", "--task", "mlp", "--lr", "0"], ["sweep", "--task", "nope"]]
+    code = textwrap.dedent(f"""
+        import sys
+        from crosscurv.experiments.cli import main
+        codes = [main(argv + ["--out", {out!r}]) for argv in {cases!r}]
+        print("CODES", codes)
+        print("TORCH" if "torch" in sys.modules else "CLEAN")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-2:] == [f"CODES {[2] * len(cases)}", "CLEAN"], proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
+    assert len(errors) == len(cases), proc.stderr
+    assert not os.path.exists(out)
+
+
 def test_the_lazy_packages_resolve_every_name():
     import crosscurv.experiments.tasks as tasks
     import crosscurv.numeric as numeric
 
-    for package in (numeric, tasks):
+    import crosscurv.numeric.optimizers as optimizers
+
+    for package in (numeric, tasks, optimizers):
         for name in package.__all__:
             assert getattr(package, name) is not None, (package.__name__, name)
     assert numeric.tree.dot is not None  # a submodule by attribute, as before
-    for package, name in ((numeric, "no_such_name"), (tasks, "no_such_name")):
+    for package, name in ((numeric, "no_such_name"), (tasks, "no_such_name"), (optimizers, "no_such_name")):
         try:
             getattr(package, name)
         except AttributeError as exc:
