@@ -34,7 +34,7 @@ from typing import Callable, Mapping
 from ..theory.errors import InputError
 
 __all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress",
-           "load", "run", "run_folder_name", "slug"]
+           "load", "run", "run_folder_name", "slug", "auto_threads"]
 
 #: Intra-op threads of a run when nothing else decides (the command line's default,
 #: :mod:`crosscurv.experiments.cli.threads`; the sweeps' default).
@@ -57,6 +57,16 @@ def _count(what: str, value) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise RunDescriptionError(f"{what} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _threads(value) -> int | str | None:
+    from .thread_count import AUTO
+
+    if value is None or value == AUTO:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RunDescriptionError(f"threads must be an integer >= 1 or {AUTO}, got {value!r}")
     return value
 
 
@@ -124,7 +134,7 @@ CHECKS = {
     "device": lambda v: _text("device", v),
     "data": lambda v: _text("data", v),
     "model": lambda v: _text("model", v),
-    "threads": lambda v: _count("threads", v),
+    "threads": _threads,
     "hvp": lambda v: _text("hvp", v, HVP),
     "hvp_chunk": lambda v: _count("HVP chunk size", v),
     "offload": lambda v: _text("offload", v, OFFLOAD),
@@ -154,7 +164,9 @@ class RunDescription:
         dtype: ``float32`` or ``float64`` [``--dtype``].
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` [``--device``].
         data, model: local data folder and model weights of a built-in task [``--data``, ``--model``].
-        threads: intra-op threads (``None``: the calling process's count) [``--threads``].
+        threads: intra-op threads (``None``: the calling process's count; ``"auto"``: the count that computes
+            the task's gradient fastest, measured when the run starts, :mod:`crosscurv.experiments.thread_count`)
+            [``--threads``].
         hvp: Hessian-vector products, ``auto``, ``forward`` or ``reverse`` [``--hvp``].
         hvp_chunk: at most this many forward-over-reverse products per batch [``--hvp-chunk``].
         offload: ``auto``, ``on`` or ``off`` [``--offload``].
@@ -177,7 +189,7 @@ class RunDescription:
     device: str | None = None
     data: str | None = None
     model: str | None = None
-    threads: int | None = None
+    threads: int | str | None = None
     hvp: str = "auto"
     hvp_chunk: int | None = None
     offload: str = "auto"
@@ -364,17 +376,43 @@ def load(description: RunDescription):
     return task, settings, lr, iters
 
 
+def _saved_settings(out: str, names=("summary.json",)) -> dict:
+    """The settings recorded in the run folder ``out``: those of the first file of ``names`` there that
+    holds them (``{}`` where none does)."""
+    for name in names:
+        try:
+            with open(os.path.join(out, name), encoding="utf-8") as fh:
+                saved = json.load(fh).get("settings") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(saved, dict):
+            return saved
+    return {}
+
+
 def _saved_threads_source(out: str, threads: int, source: str | None) -> str | None:
     """On resume: the reason the run was started with (same thread count), so that resuming compares equal
     settings; a run started before the reason was recorded records none."""
-    try:
-        with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
-            saved = json.load(fh).get("settings") or {}
-    except (OSError, ValueError, AttributeError):
-        saved = {}
+    saved = _saved_settings(out)
     if "threads" in saved and saved.get("threads") == threads:
         return saved.get("threads_source")
     return source
+
+
+def auto_threads(task, out, resume: bool) -> tuple[int, dict]:
+    """``--threads auto``: ``(count, {"count": seconds per gradient})`` measured on the task
+    (:func:`crosscurv.experiments.thread_count.fastest_threads`), or, resuming the run folder ``out`` (of
+    ``crosscurv run`` or ``crosscurv advise``), the count and seconds it recorded when it started with
+    ``auto``."""
+    from ..numeric.advice import ADVICE_FILE
+    from .thread_count import fastest_threads
+
+    # a crosscurv run keeps its settings in summary.json, a crosscurv advise run in advice.json
+    saved = _saved_settings(out, ("summary.json", ADVICE_FILE)) if resume and out is not None else {}
+    if isinstance(saved.get("threads_auto_seconds"), dict) and isinstance(saved.get("threads"), int):
+        return saved["threads"], dict(saved["threads_auto_seconds"])
+    n, seconds = fastest_threads(task.loss, task.params)
+    return n, {str(k): v for k, v in seconds.items()}
 
 
 def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
@@ -406,9 +444,11 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
     from ..numeric.protocol import run_protocol
     from ..theory.patterns import parse_pattern
 
+    from .thread_count import AUTO, AUTO_SOURCE
+
     d = description
     before = torch.get_num_threads()
-    if d.threads is not None:
+    if d.threads is not None and d.threads != AUTO:
         torch.set_num_threads(d.threads)
         threads_source = "--threads"
     try:
@@ -421,6 +461,11 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
         setup = optimizer_setup(task, d.optimizer, d.block_lr)
         if out is DEFAULT_OUT:
             out = run_folder_name(task, pattern, setup)
+        auto_seconds = None
+        if d.threads == AUTO:
+            n, auto_seconds = auto_threads(task, out, resume)
+            torch.set_num_threads(n)
+            threads_source = AUTO_SOURCE
         if hasattr(progress, "start"):
             progress.start(int(iters), f"{task.name} {pattern.name}")
         settings.update(
@@ -430,6 +475,8 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
             # float32 reductions depend on it: a run resumed with another thread count is refused
             threads=torch.get_num_threads(),
         )
+        if auto_seconds is not None:  # what --threads auto measured (seconds per gradient by count)
+            settings["threads_auto_seconds"] = auto_seconds
         if resume and out is not None:
             threads_source = _saved_threads_source(out, settings["threads"], threads_source)
         if threads_source is not None:

@@ -27,8 +27,9 @@ Threads: unless the user sets ``OMP_WAIT_POLICY``, the command line sets it to
 they wait make a shared machine look hung (the ``fl`` smoke task with two
 threads on two busy cores crawled with the default policy and ran normally
 with passive waiting).  And it computes
-with one intra-op thread unless the user says otherwise (``--threads``,
-``OMP_NUM_THREADS``): :mod:`crosscurv.experiments.cli.threads`.
+with one intra-op thread unless the user says otherwise (``--threads N``,
+``--threads auto`` for the count measured fastest, ``OMP_NUM_THREADS``):
+:mod:`crosscurv.experiments.cli.threads`.
 """
 
 from __future__ import annotations

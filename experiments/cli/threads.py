@@ -8,7 +8,9 @@ that other processes are using.  On an idle machine more threads can be faster
 ``benchmarks/bench_threads.py`` under the load it states): ask for them with
 ``--threads N``; the run records the count.  In order of precedence:
 
-1. ``--threads N`` on the command (``crosscurv run``);
+1. ``--threads N`` on the command (``crosscurv run``), or ``--threads auto``: the count that computes the
+   task's gradient fastest on this machine, measured when the run starts
+   (:mod:`crosscurv.experiments.thread_count`);
 2. ``OMP_NUM_THREADS`` set by the user (or by a sweep worker) before the
    command started;
 3. a Python caller that imported torch before calling
@@ -43,6 +45,7 @@ _WHY = {
     "default": "the default: the same float32 records on every machine, no waiting on shared cores; "
                "set --threads or OMP_NUM_THREADS to change it",
     "--threads": "as asked by --threads",
+    "--threads auto": "--threads auto: the fastest on this machine for this task's gradient, measured at the start",
     "OMP_NUM_THREADS": "from OMP_NUM_THREADS",
     "caller": "the calling process's torch.set_num_threads",
 }
@@ -86,15 +89,16 @@ def choose_default() -> str:
     return SOURCE
 
 
-def apply(threads: int | None) -> None:
-    """``--threads N``: use ``N`` intra-op threads (``None``: keep :func:`choose_default`'s choice)."""
+def apply(threads: int | None, source: str = "--threads") -> None:
+    """``--threads N``: use ``N`` intra-op threads (``None``: keep :func:`choose_default`'s choice); ``source``
+    becomes :data:`SOURCE` (``"--threads auto"`` for a measured count)."""
     global SOURCE
     if threads is None:
         return
     import torch
 
     torch.set_num_threads(int(threads))
-    SOURCE = "--threads"
+    SOURCE = source
 
 
 def current() -> int:

@@ -20,6 +20,7 @@ parses, prints and picks the exit code.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -50,9 +51,11 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
     p.add_argument("--seed", type=int, default=0, help="initialisation and power-iteration seed (default 0)")
     p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
     p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: two were measured slower than one "
-                        "on a shared 2-core machine; recorded in summary.json as threads and threads_source)")
+    p.add_argument("--threads", type=_threads, default=None, metavar="N|auto",
+                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: the same float32 records on every "
+                        "machine; two were measured slower than one on a shared 2-core machine); auto: the count that "
+                        "computes the task's gradient fastest here, measured at the start (1, 2, 4, ... CPUs); "
+                        "recorded in summary.json as threads and threads_source")
 
 
 def add_arguments(p) -> None:
@@ -111,7 +114,11 @@ def _print_summary(summary: dict, out_dir: str) -> None:
     if "threads" in s:
         from crosscurv.experiments.cli.threads import describe
 
-        print(describe(s["threads"], s.get("threads_source", "not recorded")))
+        line = describe(s["threads"], s.get("threads_source", "not recorded"))
+        timed = s.get("threads_auto_seconds")
+        if isinstance(timed, dict) and timed:
+            line += "; seconds per gradient: " + ", ".join(f"{k}: {v:.3g}" for k, v in timed.items())
+        print(line)
     rows = []
     for name, m in summary["metrics"].items():
         rows.append([name, f"{m['correct']:.1f}%", f"{m['jc_hits'][0]}/{m['jc_hits'][1]}",
@@ -156,6 +163,18 @@ def parse(argv: list) -> object:
     return p.parse_args(argv)
 
 
+def _threads(text: str):
+    """``--threads``: an integer or ``auto`` (its range is checked with the other settings)."""
+    from crosscurv.experiments.thread_count import AUTO
+
+    if text == AUTO:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer >= 1 or {AUTO}, got {text!r}") from None
+
+
 def load(args):
     """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv advise``):
     :func:`crosscurv.experiments.runs.load` of their description.
@@ -164,9 +183,17 @@ def load(args):
     from crosscurv.experiments import runs
     from crosscurv.experiments.cli import threads as thread_choice
 
+    from crosscurv.experiments.thread_count import AUTO, AUTO_SOURCE
+
     description = _description(args)
-    thread_choice.apply(description.threads)
-    return runs.load(description)
+    auto = description.threads == AUTO
+    thread_choice.apply(None if auto else description.threads)
+    task, settings, lr, iters = runs.load(description)
+    if auto:
+        n, seconds = runs.auto_threads(task, getattr(args, "out", None), bool(getattr(args, "resume", False)))
+        thread_choice.apply(n, source=AUTO_SOURCE)
+        settings["threads_auto_seconds"] = seconds
+    return task, settings, lr, iters
 
 
 def execute(args):

@@ -95,3 +95,43 @@ def test_the_users_thread_count_wins_and_is_recorded(tmp_path):
     # resuming with the same count keeps the reason the run started with, so the settings compare equal
     settings, lines = _run_cli(tmp_path, "flag", extra=("--threads", "2", "--resume", "--iters", "3"))
     assert settings["threads"] == 2 and settings["threads_source"] == "--threads" and settings["iters"] == 3
+
+
+def test_threads_auto_measures_records_and_resumes_with_its_count(tmp_path):
+    """--threads auto: the measured count and its seconds per gradient are recorded and printed; a resumed
+    run takes them from the run folder instead of measuring again (its settings compare equal)."""
+    from crosscurv.experiments.thread_count import candidates
+
+    settings, lines = _run_cli(tmp_path, "auto", extra=("--threads", "auto"))
+    timed = settings["threads_auto_seconds"]
+    assert settings["threads_source"] == "--threads auto" and settings["threads"] in candidates()
+    assert sorted(int(k) for k in timed) == candidates() and all(t > 0 for t in timed.values())
+    assert len(lines) == 1 and "--threads auto" in lines[0] and "seconds per gradient" in lines[0]
+    again, _ = _run_cli(tmp_path, "auto", extra=("--threads", "auto", "--resume", "--iters", "3"))
+    assert again["iters"] == 3 and again["threads"] == settings["threads"] and again["threads_auto_seconds"] == timed
+
+
+def test_a_bad_thread_count_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "CROSSCURV_DEFAULT_THREADS")}
+    for value, needle in (("x", "an integer >= 1 or auto, got 'x'"), ("0", "an integer >= 1 or auto, got 0")):
+        proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--threads", value, "--out",
+                               str(tmp_path / "bad")], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_advise_with_threads_auto_resumes_with_its_measured_count(tmp_path):
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "CROSSCURV_DEFAULT_THREADS")}
+    out = str(tmp_path / "adv")
+    saved = []
+    for iters, extra in (("2", ()), ("3", ("--resume",))):
+        proc = subprocess.run([sys.executable, "-m", "crosscurv", "advise", "mlp", "--preset", "smoke", "--iters", iters,
+                               "--threads", "auto", "--out", out, *extra], env=env, cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        with open(os.path.join(out, "advice.json"), encoding="utf-8") as fh:
+            saved.append(json.load(fh)["settings"])
+    assert saved[0]["threads_auto_seconds"] == saved[1]["threads_auto_seconds"]
+    assert saved[0]["threads"] == saved[1]["threads"] and saved[1]["iters"] == 3
