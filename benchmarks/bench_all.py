@@ -16,7 +16,7 @@ thread count, the date and the commit.  Sections:
 * one protocol iteration against its lower bound, per task (``bench_protocol.py``);
 * what the error estimates and the converged extremes cost, per task (``bench_trust_cost.py``);
 * HVP cost in gradients (``bench_hvp.py``);
-* seconds per iteration with 1 and 2 threads (``bench_threads.py``: the CLI's default);
+* seconds per iteration with 1 and 2 threads and what ``--threads auto`` picks (``bench_threads.py``);
 * what offloading the carried vectors costs (``bench_offload.py``).
 
 Usage::
@@ -90,7 +90,8 @@ BENCHMARKS = {
             ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu", "--models", "mlp",
              "--batch", "0"]),
     "threads": ("One and two intra-op threads",
-                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's default is 1).",
+                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's default is 1), "
+                "and the count `--threads auto` picks from one gradient at each.",
                 ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats", "2"],
                 ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats", "1"]),
     "offload": ("What offloading costs",

@@ -1,4 +1,4 @@
-"""Seconds per protocol iteration with 1 and with 2 intra-op threads (the CLI's default thread count).
+"""Seconds per protocol iteration with 1 and with 2 intra-op threads, and what ``--threads auto`` picks.
 
 For each task (built-in presets), in one process: build the task, then run
 ``run_protocol`` for ``--iters`` iterations with 1 thread and with ``--threads``
@@ -8,6 +8,9 @@ since more threads only pay off on the clock) and the ratio.  ``crosscurv``
 computes with one thread unless told otherwise (:mod:`crosscurv.experiments.cli.threads`)
 because on the shared 2-core reference machine two were slower.  The load
 average is printed with the result: on a shared machine it decides the answer.
+Before the runs, ``--threads auto``'s measurement
+(:func:`crosscurv.experiments.thread_count.fastest_threads`: one gradient at each count) on the same task
+gives its pick, and the last column says whether that count was also the faster per protocol iteration.
 
 Usage::
 
@@ -37,19 +40,23 @@ def main(argv=None) -> int:
     import torch
 
     from crosscurv.experiments.tasks import TASKS
+    from crosscurv.experiments.thread_count import fastest_threads
     from crosscurv.numeric.protocol import run_protocol
     from crosscurv.theory.patterns import parse_pattern
 
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s per iteration, "
           f"min of {args.repeats}, K = {args.iters}")
     print()
-    print(f"| task | parameters | 1 thread (s/it) | {args.threads} threads (s/it) | {args.threads} / 1 |")
-    print("|---|---|---|---|---|")
+    n = args.threads
+    print(f"| task | parameters | 1 thread (s/it) | {n} threads (s/it) | {n} / 1 | auto: gradient with 1 / {n} (s) "
+          f"| auto picks | the faster per iteration |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.tasks.split(","):
         s = dict(TASKS[name].presets[args.preset])
         task = TASKS[name].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0, data_path=None,
                                  model_path=None)
         pattern = parse_pattern("gs", task.n_blocks, task.block_names)
+        pick, grad_s = fastest_threads(task.loss, task.params, counts=[1, n])
         times = {1: [], args.threads: []}
         for _ in range(args.repeats):
             for n in (1, args.threads):
@@ -59,8 +66,10 @@ def main(argv=None) -> int:
                     res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"))
                     times[n].append((time.perf_counter() - t0) / args.iters)
                 assert res.status == "complete", res.message
-        one, more = min(times[1]), min(times[args.threads])
-        print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} |", flush=True)
+        one, more = min(times[1]), min(times[n])
+        faster = n if more < one else 1
+        print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} | {grad_s[1]:.4f} / "
+              f"{grad_s[n]:.4f} | {pick} | {faster} ({'agrees' if pick == faster else 'differs'}) |", flush=True)
     print()
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
