@@ -63,15 +63,21 @@ def execute(args):
     task, settings, lr, iters = load(args)  # checks every flag before the task is built (and torch imported)
     import torch
 
+    from crosscurv.experiments.cli import threads as thread_choice
+    from crosscurv.experiments.runs import auto_threads
+    from crosscurv.experiments.thread_count import AUTO, AUTO_SOURCE
     from crosscurv.numeric.advice import advise, validate
     from crosscurv.numeric.optimizers import optimizer_setup
 
     setup = optimizer_setup(task, args.optimizer, args.block_lr)
+    out = args.out or f"runs/advise-{_slug(task.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
+    if args.threads == AUTO:  # measured now, or on --resume the count the run recorded
+        n, settings["threads_auto_seconds"] = auto_threads(task, out, args.resume)
+        thread_choice.apply(n, source=AUTO_SOURCE)
     settings.update(lr=lr, iters=iters, seed=args.seed, dtype=str(task.dtype).replace("torch.", ""),
                     device=str(task.device), data_path=args.data, model_path=args.model,
                     threads=torch.get_num_threads())
     settings.pop("pattern", None)
-    out = args.out or f"runs/advise-{_slug(task.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
     progress = _Progress(int(iters), f"advise {task.name}")
     try:
         adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume, hvp_method=args.hvp,

@@ -182,18 +182,12 @@ def load(args):
     Bad input raises :class:`crosscurv.theory.errors.InputError`."""
     from crosscurv.experiments import runs
     from crosscurv.experiments.cli import threads as thread_choice
-
-    from crosscurv.experiments.thread_count import AUTO, AUTO_SOURCE
+    from crosscurv.experiments.thread_count import AUTO
 
     description = _description(args)
-    auto = description.threads == AUTO
-    thread_choice.apply(None if auto else description.threads)
-    task, settings, lr, iters = runs.load(description)
-    if auto:
-        n, seconds = runs.auto_threads(task, getattr(args, "out", None), bool(getattr(args, "resume", False)))
-        thread_choice.apply(n, source=AUTO_SOURCE)
-        settings["threads_auto_seconds"] = seconds
-    return task, settings, lr, iters
+    # --threads auto is measured by the caller once the task is built (crosscurv.experiments.runs.auto_threads)
+    thread_choice.apply(None if description.threads == AUTO else description.threads)
+    return runs.load(description)
 
 
 def execute(args):

@@ -121,14 +121,15 @@ def test_a_bad_thread_count_is_one_line(tmp_path):
 
 
 def test_advise_with_threads_auto_resumes_with_its_measured_count(tmp_path):
+    """In advise's default run folder (runs/advise-mlp under the working directory)."""
     import json
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "CROSSCURV_DEFAULT_THREADS")}
-    out = str(tmp_path / "adv")
+    out = str(tmp_path / "runs" / "advise-mlp")
     saved = []
     for iters, extra in (("2", ()), ("3", ("--resume",))):
         proc = subprocess.run([sys.executable, "-m", "crosscurv", "advise", "mlp", "--preset", "smoke", "--iters", iters,
-                               "--threads", "auto", "--out", out, *extra], env=env, cwd=REPO, capture_output=True,
+                               "--threads", "auto", *extra], env=env, cwd=tmp_path, capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         with open(os.path.join(out, "advice.json"), encoding="utf-8") as fh:
