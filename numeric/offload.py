@@ -84,6 +84,30 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().reshape(-1).view(torch.uint8)
 
 
+#: At most this many buffers per ``pwritev`` call (the system's ``IOV_MAX``).
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
+
+
+def _write_all(fd: int, buffers: list) -> None:
+    """Write ``buffers`` (bytes-like objects) one after the other from offset 0 of the file ``fd``: one
+    ``pwritev`` call per :data:`_IOV_MAX` buffers, continued where the system wrote less than asked."""
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    pos, i = 0, 0
+    while i < len(views):
+        batch = views[i:i + _IOV_MAX]
+        n = os.pwritev(fd, batch, pos)
+        if n <= 0:
+            raise OSError(f"could not write a parked vector (pwritev returned {n})")
+        pos += n
+        for view in batch:  # skip the buffers written whole; keep the rest of a buffer written in part
+            if n >= len(view):
+                n -= len(view)
+                i += 1
+            else:
+                views[i] = view[n:]
+                break
+
+
 class Offloaded:
     """Parked vectors live in host memory (GPU runs) or in files (CPU runs).
 
@@ -144,21 +168,19 @@ class Offloaded:
             n = self._files.get(name, 1)
             self._gen[name] = next((g for g in range(n) if not self._read_by_map(self._path(name, g))), n)
             self._files[name] = max(n, self._gen[name] + 1)
-        layout, size = {}, 0
+        layout, buffers, size = {}, [], 0
+        for k, v in vector.items():
+            pad = -size % v.element_size()
+            if pad:
+                buffers.append(bytes(pad))
+                size += pad
+            layout[k] = (tuple(v.shape), v.dtype, size)
+            if v.numel():
+                buffers.append(_bytes(v.detach()).numpy())
+                size += v.numel() * v.element_size()
         fd = os.open(self._path(name), os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            for k, v in vector.items():
-                v = v.detach()
-                pad = -size % v.element_size()
-                if pad:
-                    os.pwrite(fd, bytes(pad), size)
-                    size += pad
-                layout[k] = (tuple(v.shape), v.dtype, size)
-                if v.numel():
-                    view = memoryview(_bytes(v).numpy())
-                    while len(view):
-                        n = os.pwrite(fd, view, size)
-                        view, size = view[n:], size + n
+            _write_all(fd, buffers)
             if os.fstat(fd).st_size > size:
                 os.ftruncate(fd, size)
         finally:

@@ -161,3 +161,52 @@ def test_a_vector_read_entry_by_entry_opens_its_file_once(tmp_path, monkeypatch)
     store.close()
     with pytest.raises(OSError):
         os.fstat(fd)  # closed with the store
+
+
+def test_parking_writes_each_vector_in_few_calls_and_survives_short_writes(tmp_path, monkeypatch):
+    """A vector's entries (padding included) go to its file in one ``pwritev`` per ``IOV_MAX`` buffers, and
+    a call that writes less than asked is continued where it stopped: the bytes read back are the parked ones."""
+    import crosscurv.numeric.offload as offload
+
+    g = torch.Generator().manual_seed(1)
+    v = {"a": torch.randn(5, generator=g).to(torch.bfloat16), "b": torch.randn(3, 7, generator=g),
+         "c": torch.randn(2, generator=g, dtype=torch.float64), "d": torch.randn(11, generator=g)[::2]}
+    calls = []
+    real = os.pwritev
+
+    def short(fd, buffers, offset):  # at most 13 bytes per call
+        calls.append(len(buffers))
+        head, left = [], 13
+        for b in buffers:
+            head.append(memoryview(b)[:left])
+            left -= len(head[-1])
+            if not left:
+                break
+        return real(fd, head, offset)
+
+    store = Offloaded("cpu", str(tmp_path))
+    monkeypatch.setattr(os, "pwritev", short)
+    monkeypatch.setattr(offload, "_IOV_MAX", 2)
+    store.park("v", v)
+    assert max(calls) <= 2 and len(calls) >= sum(t.numel() * t.element_size() for t in v.values()) // 13
+    monkeypatch.setattr(os, "pwritev", real)
+    monkeypatch.setattr(offload, "_IOV_MAX", 1024)
+    calls.clear()
+    store.park("w", v)
+    out = store.fetch("v")
+    for k in v:
+        assert torch.equal(out[k], v[k]) and torch.equal(store.fetch("w")[k], v[k])
+    store.close()
+
+
+def test_parking_a_whole_vector_is_one_system_call(tmp_path, monkeypatch):
+    store = Offloaded("cpu", str(tmp_path))
+    v = {f"t{i}": torch.full((i + 1,), float(i)) for i in range(40)}
+    calls = []
+    real = os.pwritev
+    monkeypatch.setattr(os, "pwritev", lambda fd, bufs, off: calls.append(len(bufs)) or real(fd, bufs, off))
+    monkeypatch.setattr(os, "pwrite", lambda *a: pytest.fail("one pwrite per entry"))
+    store.park("v", v)
+    assert calls == [40]
+    assert all(torch.equal(store.fetch_entry("v", k), t) for k, t in v.items())
+    store.close()
