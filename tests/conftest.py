@@ -63,23 +63,35 @@ if settings is not None:
     settings.load_profile(_profile)
 
 
-#: The longest test files (about 30 s or more of a ``make test`` run on 2 cores), longest first.  pytest-xdist
-#: (``--dist loadfile``) hands files to the workers in collection order, so these start first and the short
-#: files fill in behind them: the run does not end on one long file while the other worker idles.
+#: The longest test files (about 30 s or more of a ``make test`` run on 2 cores, measured per file with
+#: ``--junitxml``), longest first.  pytest-xdist (``--dist loadfile``) hands files to the workers in
+#: collection order (:func:`pytest_configure` keeps it from re-sorting them by their number of tests), so
+#: these start first and the short files fill in behind them: the run does not end on one long file while
+#: the other worker idles.
 LONGEST_FILES = (
     "tests/experiments/reports/test_report_check.py",
     "tests/experiments/cli/test_cli_extend.py",
     "tests/properties/test_optimizers.py",
-    "tests/experiments/test_sweep_ray.py",
-    "tests/experiments/cli/test_advise_cli.py",
     "tests/experiments/cli/test_validate_real_code.py",
+    "tests/experiments/cli/test_advise_cli.py",
+    "tests/experiments/test_sweep_ray.py",
     "tests/experiments/cli/test_smoke_presets.py",
-    "tests/experiments/tasks/test_portable_inputs.py",
     "tests/properties/test_recursion.py",
+    "tests/experiments/cli/test_cli_threads.py",
     "tests/experiments/tasks/test_presets_regime.py",
-    "tests/test_docs.py",
+    "tests/experiments/tasks/test_portable_inputs.py",
     "tests/properties/test_cumulative.py",
+    "tests/experiments/test_scaling.py",
+    "tests/test_docs.py",
 )
+
+
+def pytest_configure(config):
+    """pytest-xdist's scheduler keeps the collection order of the files (:data:`LONGEST_FILES` first): its
+    default re-sorts them by their number of tests, which would start the long files with few tests (the
+    property tests) last."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(session, config, items):
