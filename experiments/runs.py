@@ -436,8 +436,13 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
 
     Raises:
         crosscurv.theory.errors.InputError: bad input (a changed setting on resume:
-        :class:`crosscurv.numeric.protocol.SettingsChangedError`).
+        :class:`crosscurv.numeric.protocol.SettingsChangedError`; a folder that cannot be resumed, answered
+        before torch is imported where ``out`` is given: :func:`crosscurv.numeric.run_folder.check_resumable`).
     """
+    if resume and out is not None and out is not DEFAULT_OUT:
+        from ..numeric.run_folder import check_resumable
+
+        check_resumable(out)
     import torch
 
     from ..numeric.optimizers import optimizer_setup

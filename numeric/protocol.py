@@ -103,6 +103,7 @@ from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
 from .point import BatchedPoint, PointCurvature, TermwisePoint
 from .protocol_checks import ProtocolError, check_iters, check_lr
+from .run_folder import ResumeError, check_records_header, check_resumable, one_line, unreadable_checkpoint
 from .records import (
     CHECKPOINT_FILE,
     ESTIMATES,
@@ -112,7 +113,6 @@ from .records import (
     RecordWriter,
     atomic_torch_save,
     count_rows,
-    is_older_header,
     make_record,
     read_records,
     records_columns,
@@ -161,10 +161,6 @@ CONSTANTS_NOTE = (
     "warm-started power iteration (one HVP per iteration); both can only underestimate the "
     "constants of Assumption 1, so bound_bk estimates Theorem 3's bound rather than guaranteeing it."
 )
-
-
-class ResumeError(ProtocolError):
-    """Nothing to resume, an unreadable run folder, or a checkpoint written with different settings."""
 
 
 class SettingsChangedError(ResumeError):
@@ -332,11 +328,6 @@ def _first_difference(saved: Mapping, now: Mapping) -> str | None:
 
 
 # -- the run directory -------------------------------------------------------------
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
 class _RunDir:
     def __init__(self, path: str):
         self.path = str(path)
@@ -370,16 +361,12 @@ class _RunDir:
 
     def load_checkpoint(self, task) -> dict:
         """The checkpoint, checked to be a crosscurv checkpoint of this task's shapes (else one-line ResumeError)."""
-        if not os.path.isdir(self.path):
-            raise ResumeError(f"nothing to resume: {self.path} does not exist")
-        if not os.path.exists(self.checkpoint):
-            raise ResumeError(f"nothing to resume: {self.path} has no {CHECKPOINT_FILE}")
-        self._check_summary()
-        bad = f"{self.checkpoint} is not a readable crosscurv checkpoint"
+        check_resumable(self.path)
+        bad = unreadable_checkpoint(self.checkpoint)
         try:
             ck = torch.load(self.checkpoint, map_location=task.device, weights_only=True)
         except Exception as exc:  # truncated, undecodable, or pickled foreign objects
-            raise ResumeError(f"{bad} ({type(exc).__name__}: {_one_line(exc)})") from None
+            raise ResumeError(f"{bad} ({type(exc).__name__}: {one_line(exc)})") from None
         if isinstance(ck, dict) and isinstance(ck.get("format"), int) and ck["format"] < _FORMAT:
             raise ResumeError(f"{self.checkpoint} was written by an older crosscurv (checkpoint format {ck['format']}); "
                               "it cannot be continued: rerun it")
@@ -393,29 +380,13 @@ class _RunDir:
             if not isinstance(ck["settings"], dict):
                 raise TypeError("settings")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ResumeError(f"{bad} (missing or malformed entry {_one_line(exc)})") from None
+            raise ResumeError(f"{bad} (missing or malformed entry {one_line(exc)})") from None
         return ck
-
-    def _check_summary(self) -> None:
-        if not os.path.exists(self.summary):
-            return
-        try:
-            with open(self.summary, "r", encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ResumeError(f"{self.summary} is not a readable crosscurv summary ({type(exc).__name__})") from None
-        if not isinstance(data, dict) or "settings" not in data:
-            raise ResumeError(f"{self.summary} is not a crosscurv summary")
 
     def records_upto(self, k: int) -> list:
         """Keep rows ``1..k`` of ``records.csv`` (a missing file is created) and return them."""
         try:
-            if os.path.exists(self.records) and os.path.getsize(self.records) > 0:
-                with open(self.records, "r", encoding="utf-8") as fh:
-                    header = fh.readline().strip()
-                if is_older_header(header):
-                    raise ResumeError(f"{self.records} was written by an older crosscurv (no converged extremes and "
-                                      "error estimates); it cannot be continued: rerun it")
+            check_records_header(self.records)
             if k == 0 and not os.path.exists(self.records):
                 RecordWriter(self.records).close()
             truncate_records(self.records, k)
@@ -914,7 +885,7 @@ def run_protocol(
                 _check_vectors(ck["vectors"], task, rule.carried)
             except (KeyError, TypeError, ValueError) as exc:
                 raise ResumeError(f"{run.checkpoint} is not a readable crosscurv checkpoint (missing or malformed "
-                                  f"optimizer state {_one_line(exc)})") from None
+                                  f"optimizer state {one_line(exc)})") from None
     else:
         task.check_loss()  # TaskError unless a finite scalar
     # decided before the run's vectors exist, so that the probe's graph is not on top of them

@@ -3,7 +3,8 @@
 seconds that importing torch takes); so do the packages whose modules such a command reads
 (``crosscurv.numeric``, ``crosscurv.experiments.tasks``: their names are imported on first use).  So do
 ``run``, ``advise`` and ``sweep`` given a setting that is out of range whatever the task (the learning rate,
-``K``, the optimizer, the preset, an unknown built-in task)."""
+``K``, the optimizer, the preset, an unknown built-in task), and ``run --resume`` of a folder that cannot be
+resumed (missing, no checkpoint, a checkpoint that is not a whole archive, an unreadable summary or records)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,48 @@ def test_settings_out_of_range_are_answered_before_torch(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
     assert len(errors) == len(cases), proc.stderr
     assert not os.path.exists(out)
+
+
+def test_a_folder_that_cannot_be_resumed_is_answered_before_torch(tmp_path):
+    folders = {name: tmp_path / name for name in ("empty", "garbage", "truncated", "summary", "records")}
+    for name, folder in folders.items():
+        folder.mkdir()
+        if name == "empty":
+            continue
+        (folder / "checkpoint.pt").write_bytes(os.urandom(512) if name == "garbage" else _archive(name != "truncated"))
+    (folders["summary"] / "summary.json").write_bytes(b"\x89PNG\r\n" + os.urandom(64))
+    (folders["records"] / "records.csv").write_bytes(b"\xff\xfe\x00" + os.urandom(64))
+    argvs = [["run", "mlp", "--resume", "--out", str(tmp_path / "missing")]] + [
+        ["run", "mlp", "--resume", "--out", str(folder)] for folder in folders.values()]
+    code = textwrap.dedent(f"""
+        import sys
+        from crosscurv.experiments.cli import main
+        codes = [main(argv) for argv in {argvs!r}]
+        print("CODES", codes)
+        print("TORCH" if "torch" in sys.modules else "CLEAN")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-2:] == [f"CODES {[2] * len(argvs)}", "CLEAN"], proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
+    assert len(errors) == len(argvs), proc.stderr
+    expected = ["nothing to resume", "has no checkpoint.pt", "not a readable crosscurv checkpoint (BadZipFile",
+                "not a readable crosscurv checkpoint (BadZipFile", "summary.json is not a readable crosscurv summary",
+                "records.csv is not a readable crosscurv records file"]
+    for line, words in zip(errors, expected):
+        assert words in line, (line, words)
+
+
+def _archive(whole: bool) -> bytes:
+    """A zip archive as ``torch.save`` writes one (made with ``zipfile``), or its first half."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("archive/data.pkl", os.urandom(2000))
+    data = buf.getvalue()
+    return data if whole else data[: len(data) // 2]
 
 
 def test_the_lazy_packages_resolve_every_name():
