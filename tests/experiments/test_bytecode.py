@@ -53,3 +53,10 @@ def test_the_lazy_third_party_imports_of_the_package_are_listed():
                                     mod == m or mod.startswith(m + ".") or m.startswith(mod + ".") for m in listed):
                                 missing.add(mod)
     assert not missing, sorted(missing)
+
+
+
+def test_the_second_process_imports_a_share_of_the_listed_modules():
+    """The child's share is part of THIRD_PARTY (what it imports is also what the install promises)."""
+    assert set(bytecode.WITHOUT_TORCH) <= set(bytecode.THIRD_PARTY)
+    assert "torch" not in bytecode.WITHOUT_TORCH and "transformers" not in bytecode.WITHOUT_TORCH
