@@ -18,7 +18,7 @@ import zipfile
 from .protocol_checks import ProtocolError
 from .records import CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, is_older_header
 
-__all__ = ["ResumeError", "one_line", "check_resumable", "check_summary", "check_records_header",
+__all__ = ["ResumeError", "one_line", "unreadable_checkpoint", "check_resumable", "check_summary", "check_records_header",
            "check_checkpoint_archive"]
 
 

@@ -43,23 +43,30 @@ def test_reading_commands_never_import_torch(tmp_path):
     assert len(errors) == 3, proc.stderr
 
 
-def test_settings_out_of_range_are_answered_before_torch(tmp_path):
-    out = str(tmp_path / "out")
-    cases = [["run", "mlp", "--lr", "-1"], ["run", "mlp", "--iters", "0"], ["run", "mlp", "--optimizer", "momentum"],
-             ["advise", "mlp", "--lr", "0"], ["advise", "mlp", "--iters", "0"], ["advise", "mlp", "--optimizer", "bogus"],
-             ["sweep", "--task", "mlp", "--lr", "0"], ["sweep", "--task", "nope"]]
+def _bad_input_without_torch(argvs) -> list[str]:
+    """Each command line of ``argvs`` through ``crosscurv.experiments.cli.main`` in one fresh interpreter:
+    asserts that each exits 2 with one error line and that torch is never imported; returns the lines."""
     code = textwrap.dedent(f"""
         import sys
         from crosscurv.experiments.cli import main
-        codes = [main(argv + ["--out", {out!r}]) for argv in {cases!r}]
+        codes = [main(argv) for argv in {argvs!r}]
         print("CODES", codes)
         print("TORCH" if "torch" in sys.modules else "CLEAN")
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.splitlines()[-2:] == [f"CODES {[2] * len(cases)}", "CLEAN"], proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-2:] == [f"CODES {[2] * len(argvs)}", "CLEAN"], proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
-    assert len(errors) == len(cases), proc.stderr
+    assert len(errors) == len(argvs), proc.stderr
+    return errors
+
+
+def test_settings_out_of_range_are_answered_before_torch(tmp_path):
+    out = str(tmp_path / "out")
+    cases = [["run", "mlp", "--lr", "-1"], ["run", "mlp", "--iters", "0"], ["run", "mlp", "--optimizer", "momentum"],
+             ["advise", "mlp", "--lr", "0"], ["advise", "mlp", "--iters", "0"], ["advise", "mlp", "--optimizer", "bogus"],
+             ["sweep", "--task", "mlp", "--lr", "0"], ["sweep", "--task", "nope"]]
+    _bad_input_without_torch([argv + ["--out", out] for argv in cases])
     assert not os.path.exists(out)
 
 
@@ -74,18 +81,7 @@ def test_a_folder_that_cannot_be_resumed_is_answered_before_torch(tmp_path):
     (folders["records"] / "records.csv").write_bytes(b"\xff\xfe\x00" + os.urandom(64))
     argvs = [["run", "mlp", "--resume", "--out", str(tmp_path / "missing")]] + [
         ["run", "mlp", "--resume", "--out", str(folder)] for folder in folders.values()]
-    code = textwrap.dedent(f"""
-        import sys
-        from crosscurv.experiments.cli import main
-        codes = [main(argv) for argv in {argvs!r}]
-        print("CODES", codes)
-        print("TORCH" if "torch" in sys.modules else "CLEAN")
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.splitlines()[-2:] == [f"CODES {[2] * len(argvs)}", "CLEAN"], proc.stdout + proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
-    assert len(errors) == len(argvs), proc.stderr
+    errors = _bad_input_without_torch(argvs)
     expected = ["nothing to resume", "has no checkpoint.pt", "not a readable crosscurv checkpoint (BadZipFile",
                 "not a readable crosscurv checkpoint (BadZipFile", "summary.json is not a readable crosscurv summary",
                 "records.csv is not a readable crosscurv records file"]
