@@ -13,7 +13,8 @@ For each task (built-in presets), in one process, single-threaded CPU time
   the full products ``H_JC [p, z, y, Delta]``, the scheme step's block
   gradients (along the task's chain where it declares one, :mod:`crosscurv.numeric.chain`;
   the same step through the loss alone is printed beside it), the measured
-  gap's three inner gradients (``crosscurv.numeric.gap``), checkpoints, and the rest, the body's own work,
+  gap's segment (``crosscurv.numeric.gap``: its three inner gradients and the float64 dot products of its five
+  nodes, as in the segment timed alone), checkpoints, and the rest, the body's own work,
   itself split into the store's parks and fetches (:mod:`crosscurv.numeric.offload`), the float64 sums
   outside the parts above (:mod:`crosscurv.numeric.float64_sums`) and the remaining vector algebra and records;
 * the lower bound from the same primitives timed in isolation, before and after the run like the unit
@@ -81,7 +82,7 @@ class _Timers:
 
     PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap", "checkpoints")
     #: the body's own work ("rest") split further: the store's parks and fetches, the float64 sums outside
-    #: the parts above (the S step's remainder, the gap's end nodes, the power and extremes' residuals)
+    #: the parts above (the JC and S steps' remainders where the steps are not timed, the extremes' residuals)
     REST_PARTS = ("store", "float64 sums")
 
     def __init__(self):
@@ -93,12 +94,12 @@ class _Timers:
         self._undo = []
         self._depth = 0
 
-        def timed(part, fn):
+        def timed(part, fn, count=True):
             def wrapper(*a, **k):
                 if self._depth:
                     return fn(*a, **k)
                 self._depth += 1
-                self.calls[part] += 1
+                self.calls[part] += count
                 t = time.process_time()
                 try:
                     return fn(*a, **k)
@@ -107,9 +108,9 @@ class _Timers:
                     self._depth -= 1
             return wrapper
 
-        def patch(obj, name, part):
+        def patch(obj, name, part, count=True):
             orig = getattr(obj, name)
-            setattr(obj, name, timed(part, orig))
+            setattr(obj, name, timed(part, orig, count))
             self._undo.append((obj, name, orig))
 
         import crosscurv.numeric.point as point_module
@@ -133,6 +134,9 @@ class _Timers:
             from crosscurv.numeric.gap import SegmentGap
 
             patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
+            # and its two end nodes (float64 dot products with g_JC^k and g_S^k), as in the segment timed alone;
+            # the part's calls count the iterations that took the segment (interior only)
+            patch(SegmentGap, "add", "segment gap", count=False)
         except ImportError:  # a checkout without the segment gap
             pass
         try:  # an older --code may have neither module

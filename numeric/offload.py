@@ -17,8 +17,10 @@ tensors under ``name`` and the caller drops its reference; ``fetch(name)``
 returns it (keyed and shaped as parked, on the compute device; the caller may
 update it in place and park it again: ``fetch(name, writable=True)`` where it will, which on the CPU
 reads the file into new memory instead of mapping it, so that the update does not pay a
-copy-on-write fault per page); ``fetch_entry(name, key)`` returns one entry; ``holds(name)`` says
-whether a vector (not ``None``) is parked there without fetching it; ``close()`` removes the files.
+copy-on-write fault per page); ``fetch_entry(name, key)`` returns one entry; ``share(name, other)``
+parks under ``other`` the vector parked under ``name`` without copying it (both names read it until
+either is parked anew); ``holds(name)`` says whether a vector (not ``None``) is parked there without
+fetching it; ``close()`` removes the files.
 A run killed while parking leaves its folder behind; the next store created in the same run folder
 (a resumed run) removes it.
 """
@@ -71,6 +73,10 @@ class Resident:
         """Entry ``key`` of the vector parked under ``name``."""
         return self._items[name][key]
 
+    def share(self, name: str, other: str) -> None:
+        """Park under ``other`` the vector parked under ``name`` (the same tensors: no copy)."""
+        self._items[other] = self._items[name]
+
     def holds(self, name: str) -> bool:
         """A vector (not ``None``) is parked under ``name``."""
         return self._items.get(name) is not None
@@ -116,9 +122,10 @@ class Offloaded:
     while the vector is alive and are unmapped with it; an in-place update copies the pages it writes
     and never reaches the file.  A writable fetch and an entry fetch read the file into new tensors
     instead.  Parking overwrites the name's file in place, unless a fetched map of it is still alive (the
-    map would see the new bytes): then another file of the name that no live map reads is overwritten,
-    created if there is none, so that a name alternates between two files rather than allocating a new
-    one (its page cache) each time.  The files are removed by :meth:`close`.
+    map would see the new bytes) or another name shares it (:meth:`share`): then another file of the name
+    that neither reads is overwritten, created if there is none, so that a name alternates between two
+    files rather than allocating a new one (its page cache) each time.  The files are removed by
+    :meth:`close`.
 
     Args:
         device: the compute device of the vectors.
@@ -137,6 +144,7 @@ class Offloaded:
         self._files: dict[str, int] = {}  # how many files a name has (another while a fetched map reads one)
         self._mapped: dict[str, list] = {}  # file -> weak references to the storages of its fetched maps
         self._readers: dict[str, int] = {}  # file -> descriptor open for entry reads (closed with the file)
+        self._shared: dict[str, str] = {}  # name -> the file of another name it shares (share())
         if self.device.type == "cpu":
             if directory is not None:
                 remove_stale(directory)
@@ -146,6 +154,14 @@ class Offloaded:
         gen = self._gen.get(name, 0) if gen is None else gen
         return os.path.join(self._dir, f"{name}.bin" if gen == 0 else f"{name}.{gen}.bin")
 
+    def _file(self, name: str) -> str:
+        """The file holding the vector parked under ``name`` (its own, or the one it shares)."""
+        return self._shared.get(name) or self._path(name)
+
+    def _busy(self, path: str) -> bool:
+        """Whether the file ``path`` must not be overwritten: a live map reads it or a name shares it."""
+        return self._read_by_map(path) or path in self._shared.values()
+
     def _read_by_map(self, path: str) -> bool:
         """Whether a fetched map of the file ``path`` is still alive (it would see the file overwritten)."""
         refs = [ref for ref in self._mapped.pop(path, ()) if ref() is not None]
@@ -154,6 +170,7 @@ class Offloaded:
         return bool(refs)
 
     def park(self, name: str, vector: Mapping | None) -> None:
+        self._shared.pop(name, None)  # parked anew: no longer reads another name's file
         if vector is None:
             self._host[name] = None
             return
@@ -164,9 +181,9 @@ class Offloaded:
         # in one file; keys, shapes, dtypes and offsets stay in memory.  Lossless (the bytes themselves).
         # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more (freeing
         # and refilling the page cache).
-        if self._read_by_map(self._path(name)):  # another file of the name, one that no live map reads
+        if self._busy(self._path(name)):  # another file of the name, one that no live map or other name reads
             n = self._files.get(name, 1)
-            self._gen[name] = next((g for g in range(n) if not self._read_by_map(self._path(name, g))), n)
+            self._gen[name] = next((g for g in range(n) if not self._busy(self._path(name, g))), n)
             self._files[name] = max(n, self._gen[name] + 1)
         layout, buffers, size = {}, [], 0
         for k, v in vector.items():
@@ -191,10 +208,19 @@ class Offloaded:
         """A vector (not ``None``) is parked under ``name``."""
         return self._host.get(name) is not None
 
+    def share(self, name: str, other: str) -> None:
+        """Park under ``other`` the vector parked under ``name`` without copying it: on the CPU ``other`` reads
+        ``name``'s file, which is not overwritten while ``other`` shares it (parking either name anew
+        writes another file), in host memory the same tensors (parked copies, never updated in place)."""
+        self._shared.pop(other, None)
+        self._host[other] = self._host[name]
+        if self._dir is not None and self._host[name] is not None:
+            self._shared[other] = self._file(name)
+
     def file_of(self, name: str) -> str | None:
         """The file holding the vector parked under ``name`` (its tensors' bytes, as :meth:`fetch` maps them);
         ``None`` when it is not in a file (GPU runs park in host memory) or nothing is parked."""
-        return None if self._dir is None or not self.holds(name) else self._path(name)
+        return None if self._dir is None or not self.holds(name) else self._file(name)
 
     def fetch(self, name: str, writable: bool = False) -> dict | None:
         """The vector parked under ``name``: on the CPU a private map of its file, or with ``writable`` its
@@ -215,7 +241,7 @@ class Offloaded:
         layout = self._host[name]
         if self._dir is None:
             return layout[key].to(self.device)
-        path = self._path(name)
+        path = self._file(name)
         fd = self._readers.get(path)
         if fd is None:  # one descriptor per file for its entry reads: a vector read entry by entry opens it once
             fd = self._readers[path] = os.open(path, os.O_RDONLY)
@@ -227,7 +253,7 @@ class Offloaded:
         out = {}
         own = fd is None
         if own:
-            fd = os.open(self._path(name), os.O_RDONLY)
+            fd = os.open(self._file(name), os.O_RDONLY)
         try:
             for k in keys:
                 shape, dtype, offset = layout[k]
@@ -251,7 +277,7 @@ class Offloaded:
         size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype, off in layout.values()), default=0)
         if size == 0:
             return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
-        path = self._path(name)
+        path = self._file(name)
         if os.path.getsize(path) < size:
             raise OSError(f"parked vector {name!r} is truncated")
         storage = torch.UntypedStorage.from_file(path, shared=False, nbytes=size)
@@ -264,6 +290,7 @@ class Offloaded:
 
     def close(self) -> None:
         self._host.clear()
+        self._shared.clear()
         self._mapped.clear()
         while self._readers:
             os.close(self._readers.popitem()[1])

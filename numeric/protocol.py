@@ -10,17 +10,17 @@ How the runs step and the carried states advance is the run's update rule
 Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point interface of
 :mod:`crosscurv.numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
+* at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``, then the ``S`` run's step (the
+  scheme step reuses ``g_S^k`` for the blocks with an empty fresh set);
 * at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the
   products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector,
-  cumulative state, JC-only state, trajectory difference);
-* at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``;
+  cumulative state, JC-only state, trajectory difference), the JC run's step;
 
 the converged extreme eigenpairs of ``H_JC^k`` (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started
 from the carried ``vmax``, ``vmin``); it writes the record of iteration ``k >= 1`` (:mod:`crosscurv.numeric.records`;
 the estimates of :mod:`crosscurv.numeric.estimates`, their error estimates and certified winners of
 :mod:`crosscurv.numeric.error_estimates`, measured from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two steps'
-remainders, no extra product), then steps both trajectories (the
-scheme step reuses ``g_S^k`` for the blocks with an empty fresh set).  At
+remainders, no extra product), then carries the estimates' scalar state to ``k + 1``.  At
 ``k = K`` the products that only serve ``k + 1`` are skipped.  The HVP
 ``H_JC^k z_k`` serves both the quadratic term of the cumulative estimate at
 ``k`` and the propagation of ``z`` to ``k + 1``, so a run costs ``O(K)`` HVPs.
@@ -539,23 +539,31 @@ def _iteration(ctx: RunContext, k: int) -> None:
     """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k + 1``.
 
     The record's ``gap`` is the segment integral of :class:`crosscurv.numeric.gap.SegmentGap` (three gradients
-    inside the segment ``theta_JC^k -> theta_S^k``, taken at ``theta_S^k`` while ``at_s`` is held, its
-    ends ``g_JC^k`` and ``g_S^k``), with its error bound ``gap_err``, checked against ``loss_s -
-    loss_jc`` by :func:`crosscurv.numeric.gap.reconcile`; where that difference alone is within ``2^-10`` of
-    itself the segment is skipped (:func:`crosscurv.numeric.gap.plain_suffices`);
-    ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
+    inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error bound
+    ``gap_err``, checked against ``loss_s - loss_jc`` by :func:`crosscurv.numeric.gap.reconcile`; where that
+    difference alone is within ``2^-10`` of itself the segment is skipped
+    (:func:`crosscurv.numeric.gap.plain_suffices`); ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
-    offloading only the vector in use sits beside the graph): at ``theta_JC^k`` the loss, ``g_JC^k``
-    (held by the point until it is released; with the termwise engine and offloading, parked and read back
-    entry by entry at each use: :func:`_between_uses`; ``g_S^k`` and the forcing likewise with offloading,
-    whatever the engine: the graph at ``theta_S^k`` is released before their later uses, which read them
-    entry by entry in the segment and from one map of each file in the scheme step), the recursive term
-    and the JC step, then the products
-    ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from the vector
-    fetched for its product); then at ``theta_S^k`` the loss, ``g_S^k`` and the rule's forcing ``M_S (.)``
-    (the graph there is released at once), the segment's gradients, the record and the scheme step.
-    How the runs step and the carried states advance is the run's update rule (``ctx.rule``,
+    offloading only the vectors in use sit beside a graph):
+
+    1. ``Delta^k = theta_S^k - theta_JC^k`` (parked; ``theta_JC^k`` is kept for the segment under another
+       name, without a copy: ``share``);
+    2. at ``theta_S^k``: the loss, ``g_S^k`` and the rule's forcing ``M_S (.)`` (the graph there is released
+       at once), then the rule's ``S`` step (``theta_S^{k+1}``), while ``g_S^k`` and the forcing are at hand;
+       with offloading both are then parked and read back entry by entry at each later use
+       (:func:`_between_uses`);
+    3. at ``theta_JC^k``: the loss, ``g_JC^k`` (held by the point until it is released; with the termwise
+       engine and offloading, parked and read back entry by entry), the recursive estimate and the JC step,
+       then the products ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from
+       the vector fetched for its product; ``z``, ``y`` and ``w`` of ``k + 1`` are formed there, the forcing
+       of ``theta_S^k`` being known), the extremes right after the power step, and the graph released
+       before ``w`` is formed;
+    4. the segment's gradients, the record, and the rule's :meth:`carry` of the scalar states to ``k + 1``.
+
+    Both losses are finite before anything of ``k`` is recorded or carried: a non-finite loss at either
+    point stops the run (:class:`_Diverged`, naming every non-finite loss of ``k``).  How the runs step and
+    the carried states advance is the run's update rule (``ctx.rule``,
     :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a block-separable optimizer); the
     estimates of ``k`` read the same quantities under every rule: ``recursive = g_JC^k . w + q``,
     ``cumulative = g_JC^k . z + z . H z / 2``, ``jc_only = g_JC^k . y + y . H y / 2``, ``q <- Delta . H Delta / 2``.
@@ -563,42 +571,65 @@ def _iteration(ctx: RunContext, k: int) -> None:
     S, est, loss, rule = ctx.store, ctx.est, ctx.task.loss, ctx.rule
     last = k == ctx.iters
     record: dict = {}
-    # -- theta_JC^k ------------------------------------------------------------------------
-    theta_j = S.fetch("theta_j")
-    # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its end node with
-    # g_JC^k here, the rest at theta_S^k once both losses say whether the segment is needed (theta_JC^k
-    # is kept for it); Delta^k also serves H_JC^k Delta^k
-    delta = tree.sub(S.fetch("theta_s"), theta_j)
+    meas: dict = {}
+    # -- Delta^k -----------------------------------------------------------------------------
+    # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its end nodes
+    # with g_S^k and g_JC^k, the rest once both losses say whether the segment is needed; Delta^k also
+    # serves H_JC^k Delta^k
+    delta = tree.sub(S.fetch("theta_s"), S.fetch("theta_j"))
+    segment = SegmentGap(delta) if k >= 1 else None
     S.park("delta", delta)
+    del delta
     if k >= 1:
-        segment = SegmentGap(delta)
-        S.park("theta_jk", theta_j)
+        S.share("theta_j", "theta_jk")  # theta_JC^k for the segment (theta_j is parked anew by the JC step)
+    # -- theta_S^k ---------------------------------------------------------------------------
+    # the graph at theta_S^k serves only the rule's forcing M_S (.): it is released before the S step
+    theta_s = S.fetch("theta_s")
+    at_s = ctx.engine.point(loss, theta_s)
+    loss_s = float(at_s.value)
+    if not math.isfinite(loss_s):
+        at_s.release()
+        del at_s
+        if k == 0:
+            raise TaskError(f"loss at the initial parameters is not finite ({loss_s})")
+        with torch.no_grad():
+            loss_jc = float(loss(S.fetch("theta_j")))
+        _diverged(k, loss_jc, loss_s)
+    gs = at_s.grad
+    gs_norm = float(tree.norm(gs))
+    force = None if last else rule.s_forcing(ctx, k, at_s, gs)
+    at_s.release()
+    del at_s
+    if not last:
+        rule.s_step(ctx, k, theta_s, gs, force, meas)
+    del theta_s
+    gs = _between_uses(ctx, "gs", gs)
+    if force is not None:
+        force = _between_uses(ctx, "force", force)
+    # -- theta_JC^k --------------------------------------------------------------------------
+    theta_j = S.fetch("theta_j")
     at_j = ctx.engine.point(loss, theta_j)
     loss_jc = float(at_j.value)
     if not math.isfinite(loss_jc):
-        if k == 0:
-            raise TaskError(f"loss at the initial parameters is not finite ({loss_jc})")
-        with torch.no_grad():
-            loss_s = float(loss(S.fetch("theta_s")))
-        bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s)) if not math.isfinite(v))
-        raise _Diverged(k, f"diverged at k={k}: {bad}")
+        _diverged(k, loss_jc, loss_s)
     gj = at_j.grad
-    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k|| also feeds G
-    meas = {"G": est.observe_gradient_norm(float(tree.norm(gj)))}
+    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k||, then ||g_S^k||, feed G
+    meas["G"] = est.observe_gradient_norm(float(tree.norm(gj)))
+    meas["G_s"] = est.observe_gradient_norm(gs_norm)
     if k >= 1:
-        segment.add(0.0, gj, delta)
+        segment.add(0.0, gj, S.fetch("delta"))
         record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
-    del delta
     if not last:
         rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
     at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
     del gj
-    # z and y are updated in place by the rule (writable fetches), p and Delta only read
-    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z", writable=True)),
-             ("y", lambda: S.fetch("y", writable=True))]
+    # p, z, y and Delta are only read: z, y and w of k + 1 are formed in their products' tensors
+    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
     if not last:
         named.append(("delta", lambda: S.fetch("delta")))
-    for name, v, Hv in _products(at_j, k, named):
+    held: dict = {}  # the vector of the product in hand: a hook takes the body's only reference (held.pop)
+    for name, held["v"], Hv in _products(at_j, k, named):
+        v = held["v"]
         if name == "p":
             S.park("p", est.observe_power(v, Hv))
             record["sharpness"] = est.rayleigh
@@ -607,62 +638,53 @@ def _iteration(ctx: RunContext, k: int) -> None:
             if k >= 1:
                 record["cumulative"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
             if not last:
-                rule.advance_z(ctx, v, Hv)
+                del v
+                rule.advance_z(ctx, held.pop("v"), Hv, force)
         elif name == "y":
             meas["Y"] = float(tree.norm(v))
             if k >= 1:
                 record["jc_only"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
             if not last:
-                rule.advance_y(ctx, at_j, v, Hv)
-        else:  # delta (k < K)
+                del v
+                rule.advance_y(ctx, at_j, held.pop("v"), Hv)
+        else:  # delta (k < K), the last product: the graph is released before w is formed
             est.q = 0.5 * tree.dot(v, Hv)
-            rule.advance_delta(ctx, at_j, v, Hv, meas)
-        del v, Hv
-    _extremes(ctx, k, at_j, theta_j, record, meas)
+            del v
+            at_j.release()
+            rule.advance_delta(ctx, at_j, held.pop("v"), Hv, gs, force, meas)
+        held.clear()
+        v = None
+        del Hv
+        if name == "p":  # the extremes after the power step, whose p^T H p they fold in, before the other products
+            _extremes(ctx, k, at_j, theta_j, record, meas)
     at_j.release()
-    del at_j, theta_j
+    del at_j, theta_j, force
     S.park("gj", None)
-    # -- theta_S^k -------------------------------------------------------------------------
-    # the graph at theta_S^k serves only the rule's forcing M_S (.): it is released before the segment's
-    # gradients, which then need no more memory than one gradient step beside the vectors in use
-    theta_s = S.fetch("theta_s")
-    at_s = ctx.engine.point(loss, theta_s)
-    del theta_s
-    loss_s = float(at_s.value)
-    if not math.isfinite(loss_s):
-        raise _Diverged(k, f"diverged at k={k}: loss_s = {loss_s}")
-    gs = at_s.grad
-    meas["G_s"] = est.observe_gradient_norm(float(tree.norm(gs)))
-    force = None if last else rule.s_forcing(ctx, k, at_s, gs)
-    at_s.release()
-    del at_s
-    gs = _between_uses(ctx, "gs", gs)
-    if force is not None:
-        force = _between_uses(ctx, "force", force)
-    handed = []  # Delta^k where the segment fetched it: handed to the rule's step with the body's reference
+    # -- the segment and the record ----------------------------------------------------------
     if k >= 1:
         if plain_suffices(loss_s, loss_jc, segment.dtype):
             measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
         else:
             delta = S.fetch("delta")
-            segment.add(1.0, gs, delta)
+            segment.add(1.0, _whole(S, "gs", gs), delta)
             segment.interior(loss, S.fetch("theta_jk"), delta, lambda q: ctx.engine.gradient(loss, q))
             measured = segment.result()
-            handed.append(delta)
             del delta
         S.park("theta_jk", None)
         record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
         rule.error_columns(ctx, record, meas)
         ctx.emit(k, loss_jc, loss_s, record)
+    del gs
+    for name in ("delta", "gs", "force"):  # no longer needed (gs and force parked by _between_uses)
+        S.park(name, None)
     if not last:
-        if S.holds("gs"):  # parked between uses: the step reads them several times, each from one map of its file
-            gs, force = S.fetch("gs"), S.fetch("force")
-        rule.s_step(ctx, k, S.fetch("theta_s"), gs, force, handed, meas)
-    else:
-        S.park("delta", None)
-    if S.holds("gs"):  # parked by _between_uses: no longer needed
-        S.park("gs", None)
-        S.park("force", None)
+        rule.carry(ctx, k, meas)
+
+
+def _diverged(k: int, loss_jc: float, loss_s: float):
+    """Raise :class:`_Diverged` for iteration ``k``, naming each non-finite loss."""
+    bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s)) if not math.isfinite(v))
+    raise _Diverged(k, f"diverged at k={k}: {bad}")
 
 
 def _between_uses(ctx: RunContext, name: str, vector: Mapping, graph_output: bool = False) -> Mapping:
@@ -675,6 +697,12 @@ def _between_uses(ctx: RunContext, name: str, vector: Mapping, graph_output: boo
         return vector
     S.park(name, vector)
     return tree.lazy(vector, lambda n: S.fetch_entry(name, n))
+
+
+def _whole(S, name: str, vector: Mapping) -> Mapping:
+    """``vector`` whole: where :func:`_between_uses` parked it under ``name``, one fetch of it (on the CPU a map
+    of its file, cheaper than reading it entry by entry where no graph is alive beside it); else itself."""
+    return S.fetch(name) if S.holds(name) else vector
 
 
 def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:
@@ -740,8 +768,9 @@ def _products(point, k: int, named):
 
     taken = named if k >= 1 else named[:1]
     for name, Hv in point.products([(n, once(n, g)) for n, g in taken]):
-        yield name, fetched.pop(name), Hv
-        del Hv  # not held while the next product is taken (the consumer has dropped its own reference)
+        box = [Hv]
+        del Hv  # not held here while the consumer works (between products it may take the extremes)
+        yield name, fetched.pop(name), box.pop()
     for name, get in named[len(taken):]:
         v = get()
         yield name, v, tree.zeros_like(v)

@@ -2,9 +2,9 @@
 
 The estimates are the generalizations of :mod:`crosscurv.numeric.optimizer_estimates`: the steps move by
 ``-eta F phi`` and update each run's state, ``M_S g`` becomes the forcing ``M_S F phi`` (``phi`` at the run's
-own state), and ``z``, ``y``, ``w`` take the *tangent step* with their state differences: ``y`` at
-``theta_JC^k``; ``z`` and ``w`` (whose forcing is only known at ``theta_S^k``) keep ``H z`` and ``H Delta`` (and
-Adam's coefficients, formed while ``g_JC^k`` is at hand) until then.  ``bound_bk`` is the majorant of
+own state), and ``z``, ``y``, ``w`` take the *tangent step* with their state differences, at ``theta_JC^k``
+(the forcing of ``z`` and ``w``, ``M_S F phi_S``, is taken first, at ``theta_S^k``; Adam's coefficients are
+formed while ``g_JC^k`` is at hand).  ``bound_bk`` is the majorant of
 :func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`; the error columns are the defect interval's
 bar (:meth:`OptimizerRule.error_columns`).
 
@@ -80,10 +80,24 @@ class OptimizerRule(UpdateRule):
                 store.park(f"tan.{n}", None if step is None else step.coefficients[n])
 
     # -- the hooks ------------------------------------------------------------------------
+    def s_forcing(self, ctx, k, at_s, gs):
+        """The forcing ``M_S F phi_S`` with the ``S`` run's state."""
+        return at_s.masked(ctx.plan, scaled_direction(self.spec, self.state(ctx.store, "ss", k), gs, self.f))
+
+    def s_step(self, ctx, k, theta_s, gs, force, meas):
+        """The state difference ``Delta s^k`` (for ``w``), then the scheme step with the ``S`` run's state."""
+        S, lr = ctx.store, ctx.lr
+        ss = self.state(S, "ss", k)
+        self.park_group(S, "ds", state_difference(self.spec, ss, self.state(S, "sj", k), theta_s))
+        meas["unorm"] = forcing_norm(self.spec, self.f, force)
+        new, ss, _ = optimizer_scheme_step(ctx.task, theta_s, ctx.pattern, lr, self.spec, ss, self.factors,
+                                           grad_at_params=gs)
+        S.park("theta_s", new)
+        self.park_state(S, "ss", ss)
+
     def jc_step(self, ctx, k, at_j, theta_j, gj, meas):
         S, lr = ctx.store, ctx.lr
         sj = self.state(S, "sj", k)
-        self.park_group(S, "ds", state_difference(self.spec, self.state(S, "ss", k), sj, theta_j))
         S.park("m_jc", at_j.masked(ctx.plan, scaled_direction(self.spec, sj, gj, self.f)))
         self.park_tangent(S, TangentStep(self.spec, lr, self.f, sj, gj))
         new, sj, _ = optimizer_scheme_step(ctx.task, theta_j, ctx.jacobi, lr, self.spec, sj, self.factors,
@@ -91,8 +105,12 @@ class OptimizerRule(UpdateRule):
         S.park("theta_j", new)
         self.park_state(S, "sj", sj)
 
-    def advance_z(self, ctx, z, Hz):
-        ctx.store.park("hz", Hz)  # z's forcing is known at theta_S^k (s_step)
+    def advance_z(self, ctx, z, Hz, force):
+        """The tangent step of ``z`` with ``H_JC^k z`` and the forcing."""
+        S, lr = ctx.store, ctx.lr
+        z, zs = self.tangent(S, lr).apply(z, self.group(S, "zs"), {n: Hz[n] - lr * force[n] for n in Hz})
+        S.park("z", z)
+        self.park_group(S, "zs", zs)
 
     def advance_y(self, ctx, at_j, y, Hy):
         S, lr = ctx.store, ctx.lr
@@ -102,8 +120,13 @@ class OptimizerRule(UpdateRule):
         self.park_group(S, "ys", ys)
         S.park("m_jc", None)
 
-    def advance_delta(self, ctx, at_j, delta, Hdelta, meas):
-        ctx.store.park("hdelta", Hdelta)  # w's forcing is known at theta_S^k (s_step)
+    def advance_delta(self, ctx, at_j, delta, Hdelta, gs, force, meas):
+        """The tangent step of ``w`` from the measured ``Delta^k``, its state difference, ``H_JC^k Delta^k`` and
+        the forcing."""
+        S, lr = ctx.store, ctx.lr
+        w, _ = self.tangent(S, lr).apply(delta, self.group(S, "ds"), {n: Hdelta[n] - lr * force[n] for n in Hdelta})
+        S.park("w", w)
+        self.park_group(S, "ds", None)
 
     def error_columns(self, ctx, record, meas):
         """The defect interval's symmetric bar (:func:`crosscurv.numeric.error_estimates.defect_error`) of each
@@ -119,33 +142,6 @@ class OptimizerRule(UpdateRule):
     def bound(self, est, lr):
         return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)
 
-    def s_forcing(self, ctx, k, at_s, gs):
-        """The forcing ``M_S F phi_S`` with the ``S`` run's state."""
-        return at_s.masked(ctx.plan, scaled_direction(self.spec, self.state(ctx.store, "ss", k), gs, self.f))
-
-    def s_step(self, ctx, k, theta_s, gs, force, handed, meas):
-        """The tangent steps of ``w`` (from the measured ``Delta^k``, state difference, ``H_JC^k Delta^k`` and
-        the forcing) and ``z``, and the scheme step with the ``S`` run's state."""
-        S, lr = ctx.store, ctx.lr
-        handed.clear()
-        ss = self.state(S, "ss", k)
-        ctx.est.unorms.append(forcing_norm(self.spec, self.f, force))
-        step = self.tangent(S, lr)
-        hd = S.fetch("hdelta")
-        w, _ = step.apply(S.fetch("delta"), self.group(S, "ds"), {n: hd[n] - lr * force[n] for n in hd})
-        S.park("w", w)
-        S.park("delta", None)
-        S.park("hdelta", None)
-        self.park_group(S, "ds", None)
-        del w, hd
-        hz = S.fetch("hz")
-        z, zs = step.apply(S.fetch("z"), self.group(S, "zs"), {n: hz[n] - lr * force[n] for n in hz})
-        S.park("z", z)
-        self.park_group(S, "zs", zs)
-        S.park("hz", None)
-        self.park_tangent(S, None)
-        del z, zs, hz, force, step
-        new, ss, _ = optimizer_scheme_step(ctx.task, theta_s, ctx.pattern, lr, self.spec, ss, self.factors,
-                                           grad_at_params=gs)
-        S.park("theta_s", new)
-        self.park_state(S, "ss", ss)
+    def carry(self, ctx, k, meas):
+        ctx.est.unorms.append(meas["unorm"])
+        self.park_tangent(ctx.store, None)

@@ -20,8 +20,7 @@ import torch
 
 from crosscurv.numeric import error_estimates as errs
 from crosscurv.numeric import tree
-from crosscurv.numeric.inplace import (add_scaled_into, norm_of, scaled_difference_into, step_residual,
-                                       sub_scaled_into)
+from crosscurv.numeric.inplace import add_scaled_into, norm_of, scaled_difference_into, step_residual
 from crosscurv.numeric.records import ESTIMATES
 from crosscurv.numeric.steps import scheme_step
 
@@ -35,6 +34,16 @@ class PlainRule(UpdateRule):
 
     carried = ()
 
+    def s_forcing(self, ctx, k, at_s, gs):
+        return at_s.masked(ctx.plan, gs)  # u = M_S g_S^k
+
+    def s_step(self, ctx, k, theta_s, gs, force, meas):
+        lr = ctx.lr
+        new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
+        meas["round_s"] = step_residual(new_s, theta_s, gs, lr, force, lr * lr)
+        ctx.store.park("theta_s", new_s)
+        meas["unorm"] = float(tree.norm(force))
+
     def jc_step(self, ctx, k, at_j, theta_j, gj, meas):
         # the expression crosscurv.numeric.steps.scheme_step uses for an empty pattern
         lr = ctx.lr
@@ -42,23 +51,32 @@ class PlainRule(UpdateRule):
         meas["round_j"] = step_residual(new_j, theta_j, gj, lr, None, 0.0)
         ctx.store.park("theta_j", new_j)
 
-    def advance_z(self, ctx, z, Hz):
-        ctx.store.park("z", sub_scaled_into(z, Hz, ctx.lr))  # propagate(z, Hz, None, lr), formed in z
+    def advance_z(self, ctx, z, Hz, force):
+        # propagate(z, Hz, u, lr) = (z - lr H z) + lr^2 u, formed in Hz
+        z = scaled_difference_into(z, Hz, ctx.lr)
+        ctx.store.park("z", add_scaled_into(z, force, ctx.lr * ctx.lr, keep=not _read_anew(force)))
 
     def advance_y(self, ctx, at_j, y, Hy):
-        # propagate(y, Hy, M_S g_JC, lr), formed in y
-        sub_scaled_into(y, Hy, ctx.lr)
-        Hy.clear()  # consumed: its tensors are freed before the masked product's
+        # propagate(y, Hy, M_S g_JC, lr), formed in Hy; y is dropped before the masked product
+        y = scaled_difference_into(y, Hy, ctx.lr)
         add_scaled_into(y, at_j.masked(ctx.plan, at_j.grad), ctx.lr * ctx.lr)
         ctx.store.park("y", y)
 
-    def advance_delta(self, ctx, at_j, delta, Hdelta, meas):
-        g0 = at_j.grad
-        # g_JC^k + H_JC^k Delta^k, each entry formed as it is parked
-        ctx.store.park("gpred", tree.lazy(g0, lambda n: g0[n] + Hdelta[n]))
+    def advance_delta(self, ctx, at_j, delta, Hdelta, gs, force, meas):
+        g0, lr = at_j.grad, ctx.lr
+        eps = torch.finfo(Hdelta[next(iter(Hdelta))].dtype).eps
         meas["norm_hd"] = float(tree.norm(Hdelta))
-        # w = propagate(Delta, H Delta, None, lr), formed in H Delta (Delta is parked, still needed)
-        ctx.store.park("w", scaled_difference_into(delta, Hdelta, ctx.lr))
+        # ||w^k|| = ||g_S^k - (g_JC^k + H_JC^k Delta^k)||, eq. grad_diff_expansion
+        wnorm = norm_of(gs, lambda n: _sub_from(gs[n], g0[n] + Hdelta[n]), owned=True)
+        D = float(tree.norm(delta))
+        meas["rho"] = errs.rho_sample(wnorm, 8.0 * eps * (meas["G_s"] + meas["G"] + meas["norm_hd"]), D)
+        meas["wnorm"], meas["D"] = wnorm, D
+        # w = propagate(Delta, H Delta, u, lr) = (Delta - lr H Delta) + lr^2 u, formed in H Delta
+        w = add_scaled_into(scaled_difference_into(delta, Hdelta, lr), force, lr * lr, keep=not _read_anew(force))
+        meas["A"] = float(tree.norm(w))
+        meas["d"] = norm_of(w, lambda n: w[n] - delta[n], owned=True)
+        meas["P"] = norm_of(w, lambda n: w[n] + delta[n], owned=True)
+        ctx.store.park("w", w)
 
     def error_columns(self, ctx, record, meas):
         E, lr = ctx.est.errors, ctx.lr
@@ -76,37 +94,23 @@ class PlainRule(UpdateRule):
     def bound(self, est, lr):
         return est.bound(lr)
 
-    def s_forcing(self, ctx, k, at_s, gs):
-        return at_s.masked(ctx.plan, gs)  # u = M_S g_S^k
+    def carry(self, ctx, k, meas):
+        est = ctx.est
+        est.unorms.append(meas["unorm"])
+        est.errors.rho = max(est.errors.rho, meas["rho"])
+        _carry_errors(ctx, meas, meas["D"], meas["round_s"] + meas["round_j"], meas["A"], meas["d"], meas["P"],
+                      meas["wnorm"])
 
-    def s_step(self, ctx, k, theta_s, gs, force, handed, meas):
-        S, est, lr = ctx.store, ctx.est, ctx.lr
-        lr2 = lr * lr
-        delta = handed.pop() if handed else S.fetch("delta")
-        S.park("delta", None)
-        gp = S.fetch("gpred")
-        S.park("gpred", None)
-        eps = torch.finfo(gs[next(iter(gs))].dtype).eps
-        noise = 8.0 * eps * (meas["G_s"] + meas["G"] + meas["norm_hd"])
-        D = float(tree.norm(delta))
-        E = est.errors
-        wnorm = norm_of(gs, lambda n: gs[n] - gp[n], owned=True)  # ||w^k||, eq. grad_diff_expansion
-        E.rho = max(E.rho, errs.rho_sample(wnorm, noise, D))
-        del gp
-        u = force
-        est.unorms.append(float(tree.norm(u)))
-        w = add_scaled_into(S.fetch("w", writable=True), u, lr2, keep=True)
-        S.park("w", w)
-        A = float(tree.norm(w))
-        d = norm_of(w, lambda n: w[n] - delta[n], owned=True)
-        P = norm_of(w, lambda n: w[n] + delta[n], owned=True)
-        del w, delta
-        S.park("z", add_scaled_into(S.fetch("z", writable=True), u, lr2, keep=True))
-        new_s = scheme_step(ctx.task, theta_s, ctx.pattern, lr, grad_at_params=gs)
-        e = step_residual(new_s, theta_s, gs, lr, u, lr2) + meas["round_j"]
-        S.park("theta_s", new_s)
-        del u, force, new_s
-        _carry_errors(ctx, meas, D, e, A, d, P, wnorm)
+
+def _read_anew(v: Mapping) -> bool:
+    """Whether each read of an entry of ``v`` returns a new tensor (a vector parked between uses and read back
+    entry by entry, :func:`crosscurv.numeric.protocol._between_uses`), which its reader may overwrite."""
+    return isinstance(v, tree.lazy)
+
+
+def _sub_from(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a - b`` formed in ``b`` (a temporary of the caller's): no third entry-sized tensor."""
+    return torch.sub(a, b, out=b)
 
 
 def _carry_errors(ctx, meas: Mapping, D: float, e: float, A: float, d: float, P: float, wnorm: float) -> None:

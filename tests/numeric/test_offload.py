@@ -119,6 +119,43 @@ def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tm
     assert torch.equal(third["b"], v["b"] + 2)
 
 
+def test_a_shared_vector_is_read_from_the_same_file_until_either_name_is_parked_anew(tmp_path):
+    """``share`` writes nothing; parking the first name again writes another file (the shared one is kept for
+    the second name), parking the second name gives it its own file, and ``None`` ends the sharing."""
+    store = Offloaded("cpu", str(tmp_path))
+    v = _vec(torch.float32)
+    store.park("theta", v)
+    (folder,) = os.listdir(tmp_path)
+    store.share("theta", "kept")
+    assert os.listdir(tmp_path / folder) == ["theta.bin"] and store.file_of("kept") == store.file_of("theta")
+    assert store.holds("kept") and torch.equal(store.fetch("kept")["w"], v["w"])
+    assert torch.equal(store.fetch_entry("kept", "b"), v["b"])
+    store.park("theta", {k: t + 1 for k, t in v.items()})  # "kept" reads theta.bin: another file for theta
+    assert sorted(os.listdir(tmp_path / folder)) == ["theta.1.bin", "theta.bin"]
+    assert torch.equal(store.fetch("kept")["w"], v["w"]) and torch.equal(store.fetch("theta")["w"], v["w"] + 1)
+    assert torch.equal(store.fetch("kept", writable=True)["b"], v["b"])
+    store.share("theta", "kept")  # now theta.1.bin; theta.bin is free again
+    store.park("theta", {k: t + 2 for k, t in v.items()})
+    assert sorted(os.listdir(tmp_path / folder)) == ["theta.1.bin", "theta.bin"]
+    assert torch.equal(store.fetch("kept")["b"], v["b"] + 1) and torch.equal(store.fetch("theta")["b"], v["b"] + 2)
+    store.park("kept", {k: t * 5 for k, t in v.items()})  # its own file now
+    assert store.file_of("kept") != store.file_of("theta") and torch.equal(store.fetch("kept")["w"], v["w"] * 5)
+    store.park("kept", None)
+    assert not store.holds("kept") and torch.equal(store.fetch("theta")["w"], v["w"] + 2)
+    store.share("kept", "other")  # sharing nothing parks nothing
+    assert not store.holds("other")
+    store.close()
+
+
+def test_a_resident_store_shares_the_same_tensors():
+    v = _vec(torch.float64)
+    store = Resident()
+    store.park("theta", v)
+    store.share("theta", "kept")
+    store.park("theta", {k: t + 1 for k, t in v.items()})
+    assert store.fetch("kept")["w"] is v["w"] and torch.equal(store.fetch("theta")["w"], v["w"] + 1)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_writable_fetches_and_entries_are_read_into_memory_of_their_own(tmp_path, dtype):
     """``fetch(name, writable=True)`` and ``fetch_entry`` give the parked bytes in new tensors: an update in

@@ -10,7 +10,8 @@ from crosscurv.numeric.update_rules import OptimizerRule, PlainRule, UpdateRule,
 from crosscurv.theory.patterns import gauss_seidel
 from tests.numeric.cases import tanh_mlp
 
-HOOKS = ("jc_step", "advance_z", "advance_y", "advance_delta", "s_forcing", "error_columns", "bound", "s_step")
+HOOKS = ("s_forcing", "s_step", "jc_step", "advance_z", "advance_y", "advance_delta", "error_columns", "bound",
+         "carry")
 
 
 @pytest.mark.parametrize("optimizer, block_lr, kind", [
@@ -57,18 +58,18 @@ class _Recording(UpdateRule):
 
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum:0.5"])
 def test_the_body_calls_the_hooks_in_the_documented_order_and_the_records_are_unchanged(monkeypatch, optimizer):
-    """Per iteration ``k < K``: jc_step, advance_z/y/delta, s_forcing, then (``k >= 1``) error_columns and bound,
-    then s_step;
-    at ``k = K`` only error_columns and bound (module docstring of crosscurv.numeric.update_rules.base)."""
+    """Per iteration ``k < K``: s_forcing, s_step, jc_step, advance_z/y/delta, then (``k >= 1``) error_columns
+    and bound, then carry; at ``k = K`` only error_columns and bound (module docstring of
+    crosscurv.numeric.update_rules.base)."""
     K = 3
     want = protocol.run_protocol(tanh_mlp(), gauss_seidel(4), 0.2, K, optimizer=optimizer)
     calls: list = []
     monkeypatch.setattr(protocol, "update_rule", lambda task, setup: _Recording(update_rule(task, setup), calls))
     got = protocol.run_protocol(tanh_mlp(), gauss_seidel(4), 0.2, K, optimizer=optimizer)
     assert [repr(r) for r in got.records] == [repr(r) for r in want.records]  # bit for bit, NaN included
-    steps = ["jc_step", "advance_z", "advance_y", "advance_delta", "s_forcing"]
-    expected = steps + ["s_step"]  # k = 0: no record
+    steps = ["s_forcing", "s_step", "jc_step", "advance_z", "advance_y", "advance_delta"]
+    expected = steps + ["carry"]  # k = 0: no record
     for _ in range(1, K):
-        expected += steps + ["error_columns", "bound", "s_step"]
+        expected += steps + ["error_columns", "bound", "carry"]
     expected += ["error_columns", "bound"]  # k = K
     assert calls == expected
