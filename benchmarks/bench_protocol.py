@@ -17,6 +17,10 @@ For each task (built-in presets), in one process, single-threaded CPU time
   nodes, as in the segment timed alone), checkpoints, and the rest, the body's own work,
   itself split into the store's parks and fetches (:mod:`crosscurv.numeric.offload`), the float64 sums
   outside the parts above (:mod:`crosscurv.numeric.float64_sums`) and the remaining vector algebra and records;
+* the floor of that rest, what the body cannot skip while it keeps its measurements and the memory target:
+  the two float64 step remainders of the error estimates (:func:`crosscurv.numeric.inplace.step_residual`,
+  the S step's with its ``eta^2 u`` term and the JC step's round-off) and the run's parks of a
+  parameter-sized vector (counted in the run) times one park, each timed alone on the task's vectors;
 * the lower bound from the same primitives timed in isolation, before and after the run like the unit
   (medians over both, so that a drift of the machine's speed during the run moves the bound and the
   unit alike): 2 points + 4
@@ -91,6 +95,7 @@ class _Timers:
 
         self.acc = dict.fromkeys(self.PARTS + self.REST_PARTS, 0.0)
         self.calls = dict.fromkeys(self.PARTS + self.REST_PARTS, 0)
+        self.parks = 0  # parks of a vector (not of None) in the store, the floor's count
         self._undo = []
         self._depth = 0
 
@@ -146,6 +151,14 @@ class _Timers:
                 for name in ("park", "fetch", "fetch_entry"):
                     if hasattr(cls, name):
                         patch(cls, name, "store")
+            park = offload.Offloaded.park
+
+            def counted_park(store, name, vector, *a, **k):
+                self.parks += vector is not None
+                return park(store, name, vector, *a, **k)
+
+            offload.Offloaded.park = counted_park
+            self._undo.append((offload.Offloaded, "park", park))
             patch(float64_sums, "_accumulate", "float64 sums")
         except (ImportError, AttributeError):
             pass
@@ -165,7 +178,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     def progress(k, total):
         stamps[k] = time.process_time()
         if timers is not None:
-            parts[k] = (dict(timers.acc), timers.calls["segment gap"])
+            parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks)
 
     with tempfile.TemporaryDirectory() as tmp:
         extra = {} if OFFLOAD is None else {"offload": OFFLOAD}  # an older --code may not know the flag
@@ -176,6 +189,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     if timers is not None and ks:
         n = len(ks)
         per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS + timers.REST_PARTS}
+        per["parks"] = (parts[ks[-1]][2] - parts[ks[0] - 1][2]) / n  # parks of a vector per iteration
         segments = (parts[ks[-1]][1] - parts[ks[0] - 1][1]) / n  # share of iterations that took the segment
     return its, per, segments
 
@@ -224,6 +238,22 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
 
         timed("segment", segment)
     except ImportError:  # a checkout without the segment gap
+        pass
+    try:  # the floor of the body's own work (its two float64 step remainders, a park), where the checkout has it
+        from crosscurv.numeric.inplace import step_residual
+        from crosscurv.numeric.offload import Offloaded
+
+        gd = tree.detach(g)
+        new = {k: p0[k].detach() - lr * gd[k] for k in p0}
+        timed("S step remainder", lambda: step_residual(new, p0, gd, lr, gd, lr * lr))
+        timed("JC step remainder", lambda: step_residual(new, p0, gd, lr, None, 0.0))
+        store = Offloaded(task.device)
+        try:
+            store.park("v", gd)  # then overwritten in place, as the run parks a name again
+            timed("park", lambda: store.park("v", gd))
+        finally:
+            store.close()
+    except ImportError:  # an older checkout
         pass
     vecs = {n: tree.clone(p0) for n in ("theta_j", "theta_s", "z", "y", "w", "p")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -363,6 +393,14 @@ def main(argv=None) -> int:
         print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches of the carried "
               f"vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts above), vector algebra and "
               f"records {rest - sum(sub.values()):.2f}")
+        if "park" in rounds[0]["prim"]:
+            remainders = med(lambda rd: rd["prim"]["S step remainder"] + rd["prim"]["JC step remainder"])
+            parks = statistics.median(rd["per"]["parks"] for rd in rounds)
+            park = med(lambda rd: rd["prim"]["park"])
+            floor = remainders + parks * park
+            print(f"  floor of the rest (what the body cannot skip, each timed alone): the two float64 step "
+                  f"remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x {park:.3f} = "
+                  f"{floor:.2f} gradients; the rest above it {rest - floor:.2f}")
     return 0
 
 
