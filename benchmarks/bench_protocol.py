@@ -19,8 +19,12 @@ For each task (built-in presets), in one process, single-threaded CPU time
   outside the parts above (:mod:`crosscurv.numeric.float64_sums`) and the remaining vector algebra and records;
 * the floor of that rest, what the body cannot skip while it keeps its measurements and the memory target:
   the two float64 step remainders of the error estimates (:func:`crosscurv.numeric.inplace.step_residual`,
-  the S step's with its ``eta^2 u`` term and the JC step's round-off) and the run's parks of a
-  parameter-sized vector (counted in the run) times one park, each timed alone on the task's vectors;
+  the S step's with its ``eta^2 u`` term and the JC step's round-off), the run's parks of a
+  parameter-sized vector times one park, and the run's float32 reductions over the parameters (the
+  estimates' dot products and norms, :func:`crosscurv.numeric.tree.dot` and
+  :func:`crosscurv.numeric.inplace.norm_of`) times one dot product, the counts taken in the run and
+  each time alone on the task's vectors.  The JC step (``theta - eta g``, its remainder and its park) is
+  vector algebra of the rest: the bound's one step is the S step;
 * the lower bound from the same primitives timed in isolation, before and after the run like the unit
   (medians over both, so that a drift of the machine's speed during the run moves the bound and the
   unit alike): 2 points + 4
@@ -96,6 +100,7 @@ class _Timers:
         self.acc = dict.fromkeys(self.PARTS + self.REST_PARTS, 0.0)
         self.calls = dict.fromkeys(self.PARTS + self.REST_PARTS, 0)
         self.parks = 0  # parks of a vector (not of None) in the store, the floor's count
+        self.reductions = 0  # float32 dot products and norms over the parameters outside the timed parts
         self._undo = []
         self._depth = 0
 
@@ -129,10 +134,9 @@ class _Timers:
             patch(cls, "hvp", "full products")  # calls from inside masked() count as masked
         if hasattr(protocol, "scheme_step"):  # an older --code: the protocol took both steps itself
             patch(protocol, "scheme_step", "scheme step")
-        else:  # the update rule takes them: JC's inline, S's by scheme_step
+        else:  # the update rule takes them: S's by scheme_step (the bound's step), JC's inline (vector algebra)
             from crosscurv.numeric.update_rules import plain
 
-            patch(plain.PlainRule, "jc_step", "scheme step")
             patch(plain, "scheme_step", "scheme step")
         patch(protocol.RunContext, "checkpoint", "checkpoints")
         try:
@@ -162,6 +166,26 @@ class _Timers:
             patch(float64_sums, "_accumulate", "float64 sums")
         except (ImportError, AttributeError):
             pass
+        try:  # the reductions of the floor: tree.dot (tree.norm calls it) and inplace.norm_of, where the body calls them
+            import importlib
+
+            from crosscurv.numeric import tree
+
+            def counted(fn):
+                def wrapper(*a, **k):
+                    self.reductions += not self._depth
+                    return fn(*a, **k)
+                return wrapper
+
+            self._undo.append((tree, "dot", tree.dot))
+            tree.dot = counted(tree.dot)
+            for name in ("crosscurv.numeric.inplace", "crosscurv.numeric.update_rules.plain"):
+                module = importlib.import_module(name)
+                if hasattr(module, "norm_of"):
+                    self._undo.append((module, "norm_of", module.norm_of))
+                    module.norm_of = counted(module.norm_of)
+        except (ImportError, AttributeError):
+            pass
 
     def restore(self):
         for obj, name, orig in reversed(self._undo):
@@ -178,7 +202,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     def progress(k, total):
         stamps[k] = time.process_time()
         if timers is not None:
-            parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks)
+            parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks, timers.reductions)
 
     with tempfile.TemporaryDirectory() as tmp:
         extra = {} if OFFLOAD is None else {"offload": OFFLOAD}  # an older --code may not know the flag
@@ -190,6 +214,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
         n = len(ks)
         per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS + timers.REST_PARTS}
         per["parks"] = (parts[ks[-1]][2] - parts[ks[0] - 1][2]) / n  # parks of a vector per iteration
+        per["reductions"] = (parts[ks[-1]][3] - parts[ks[0] - 1][3]) / n  # float32 reductions per iteration
         segments = (parts[ks[-1]][1] - parts[ks[0] - 1][1]) / n  # share of iterations that took the segment
     return its, per, segments
 
@@ -245,6 +270,7 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
 
         gd = tree.detach(g)
         new = {k: p0[k].detach() - lr * gd[k] for k in p0}
+        timed("reduction", lambda: float(tree.dot(gd, new)))  # as the body takes a dot product or a norm
         timed("S step remainder", lambda: step_residual(new, p0, gd, lr, gd, lr * lr))
         timed("JC step remainder", lambda: step_residual(new, p0, gd, lr, None, 0.0))
         store = Offloaded(task.device)
@@ -397,10 +423,13 @@ def main(argv=None) -> int:
             remainders = med(lambda rd: rd["prim"]["S step remainder"] + rd["prim"]["JC step remainder"])
             parks = statistics.median(rd["per"]["parks"] for rd in rounds)
             park = med(lambda rd: rd["prim"]["park"])
-            floor = remainders + parks * park
+            reductions = statistics.median(rd["per"]["reductions"] for rd in rounds)
+            reduction = med(lambda rd: rd["prim"]["reduction"])
+            floor = remainders + parks * park + reductions * reduction
             print(f"  floor of the rest (what the body cannot skip, each timed alone): the two float64 step "
-                  f"remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x {park:.3f} = "
-                  f"{floor:.2f} gradients; the rest above it {rest - floor:.2f}")
+                  f"remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x {park:.3f} + "
+                  f"{reductions:.1f} float32 reductions over the parameters x {reduction:.3f} = {floor:.2f} "
+                  f"gradients; the rest above it {rest - floor:.2f}")
     return 0
 
 

@@ -31,10 +31,14 @@ def test_the_quick_run_times_every_part_of_an_iteration():
     assert float(re.search(r"= ([0-9.]+) \(rounds", in_run).group(1)) > 1.0, in_run  # the body's own work is > 0
     # the floor of the rest: the two float64 step remainders and the run's parks, each timed alone
     floor = next(x for x in proc.stdout.splitlines() if "floor of the rest" in x)
-    remainders, parks, park, total, above = map(float, re.search(
-        r"remainders ([0-9.]+) \+ ([0-9.]+) parks of a parameter-sized vector x ([0-9.]+) = ([0-9.]+) gradients; "
-        r"the rest above it (-?[0-9.]+)", floor).groups())
-    assert remainders > 0 and park > 0, floor
+    remainders, parks, park, reductions, reduction, total, above = map(float, re.search(
+        r"remainders ([0-9.]+) \+ ([0-9.]+) parks of a parameter-sized vector x ([0-9.]+) \+ ([0-9.]+) float32 "
+        r"reductions over the parameters x ([0-9.]+) = ([0-9.]+) gradients; the rest above it (-?[0-9.]+)",
+        floor).groups())
+    assert remainders > 0 and park > 0 and reduction > 0, floor
     assert parks >= 1, floor  # offload on: the body parks its carried vectors
-    assert abs(remainders + parks * park - total) <= 0.01 + parks * 0.0005, floor  # printed to 2 and 3 digits
+    assert reductions >= 10, floor  # the estimates' dot products and the error estimates' norms
+    # printed to 2 and 3 digits (the counts to 1)
+    assert abs(remainders + parks * park + reductions * reduction - total) <= 0.01 + (parks + reductions) * 0.0005 \
+        + 0.05 * (park + reduction), floor
     assert abs(total + above - rest) <= 0.011, (floor, rest)
