@@ -40,6 +40,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -172,19 +173,21 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
 def merge(paths: list[str]) -> str:
     """One report from the sections of several: the first file's header, then each known section in order."""
     titles = {spec[0]: name for name, spec in BENCHMARKS.items()}
-    header, sections = None, {}
+    header, sections, sources = None, {}, 0
     for path in paths:
         with open(path, encoding="utf-8") as fh:
             parts = ("\n" + fh.read()).split("\n## ")
         if header is None:
             header = parts[0].lstrip("\n")
+        merged = re.search(r"^- assembled by `bench_all.py --merge` from ([0-9]+) reports", parts[0], re.M)
+        sources += int(merged.group(1)) if merged else 1  # a merged report counts the reports it was made of
         for part in parts[1:]:
             title = part.split("\n", 1)[0].strip()
             if title not in titles:
                 raise SystemExit(f"bench_all: {path}: unknown section {title!r}")
             sections[titles[title]] = "## " + part.rstrip() + "\n"
     body = [sections[n] for n in BENCHMARKS if n in sections]
-    note = (f"- assembled by `bench_all.py --merge` from {len(paths)} reports of `--only` invocations; the date and "
+    note = (f"- assembled by `bench_all.py --merge` from {sources} reports of `--only` invocations; the date and "
             "commit above are the first one's; each section names its own command and load average, and its own "
             "date and commit where it has them (a section without them ran at the date and commit above)")
     header = "\n".join(line for line in header.rstrip().split("\n") if not line.startswith("- assembled by"))

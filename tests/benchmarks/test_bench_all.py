@@ -74,3 +74,8 @@ def test_merge_keeps_the_first_header_and_orders_the_sections(tmp_path):
     assert heads == ["## " + bench_all.BENCHMARKS[n][0] for n in ("memory", "protocol", "threads")]
     assert "| mem |" in text and "| thr |" in text and "iteration / bound" in text
     assert "assembled by `bench_all.py --merge` from 2 reports" in text and text.count("- assembled by") == 1
+    # a merged report merged again counts the reports it was made of
+    merged = tmp_path / "merged.md"
+    merged.write_text(text)
+    again = bench_all.merge([str(merged), str(a)])
+    assert "assembled by `bench_all.py --merge` from 3 reports" in again and again.count("- assembled by") == 1
