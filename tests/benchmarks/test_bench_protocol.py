@@ -29,7 +29,7 @@ def test_the_quick_run_times_every_part_of_an_iteration():
     assert abs(store + sums + other - rest) <= 0.011, (split, rest)  # the split adds up to the rest
     in_run = next(x for x in proc.stdout.splitlines() if "in the run: one iteration / its timed parts" in x)
     assert float(re.search(r"= ([0-9.]+) \(rounds", in_run).group(1)) > 1.0, in_run  # the body's own work is > 0
-    # the floor of the rest: the two float64 step remainders and the run's parks, each timed alone
+    # the floor of the rest: the two float64 step remainders, the run's parks and reductions, each timed alone
     floor = next(x for x in proc.stdout.splitlines() if "floor of the rest" in x)
     remainders, parks, park, reductions, reduction, total, above = map(float, re.search(
         r"remainders ([0-9.]+) \+ ([0-9.]+) parks of a parameter-sized vector x ([0-9.]+) \+ ([0-9.]+) float32 "
