@@ -14,7 +14,7 @@ import torch
 
 from .float64_sums import norm64
 
-__all__ = ["shares", "sub_scaled_into", "scaled_difference_into", "add_scaled_into", "norm_of", "step_residual"]
+__all__ = ["shares", "scaled_difference_into", "add_scaled_into", "norm_of", "step_residual"]
 
 
 def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
@@ -35,17 +35,6 @@ def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping 
 def shares(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` and ``b`` live in the same storage (an in-place update of one would change the other)."""
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-def sub_scaled_into(s: dict, Hs: dict, lr: float) -> dict:
-    """``s - lr * Hs`` (:func:`crosscurv.numeric.estimates.propagate` without forcing), formed in ``s``
-    (``Hs`` is overwritten by ``lr * Hs``); returns ``s``."""
-    for n in s:
-        if shares(s[n], Hs[n]):
-            s[n] = s[n] - lr * Hs[n]
-        else:
-            s[n].sub_(Hs[n].mul_(lr))
-    return s
 
 
 def scaled_difference_into(s: Mapping, Hs: dict, lr: float) -> dict:
