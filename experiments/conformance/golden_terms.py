@@ -27,21 +27,11 @@ from __future__ import annotations
 
 import torch
 
+from crosscurv.numeric.formula_variants import PAIR_SETS as _PAIRS, PROPAGATIONS as _PROPAGATIONS, TERM_COLUMNS
 from crosscurv.numeric.steps import scheme_step
 
 __all__ = ["TERM_COLUMNS", "formula_terms"]
 
-_PAIRS = ("S", "T", "all")
-_PROPAGATIONS = _PAIRS + ("diag", "none")
-
-#: Columns of ``terms.csv`` after ``k``, in order.
-TERM_COLUMNS = (
-    ("rec_prop", "rec_lin", "rec_quad") + tuple(f"rec_fresh_{x}" for x in _PAIRS)
-    + ("rec_prop_now", "rec_quad_now")
-    + tuple(f"cum_{p}_{v}" for v in _PROPAGATIONS for p in ("lin", "quad"))
-    + tuple(f"jco_{p}_{v}" for v in _PROPAGATIONS for p in ("lin", "quad"))
-    + tuple(f"bnd_{p}_{x}" for x in _PAIRS for p in ("G", "L"))
-)
 
 
 def _flat(task):
