@@ -163,6 +163,7 @@ def _one_step(name, factor=1.0, cs_pairs=None):
 def test_one_step_check(name, tmp_path):
     comp = check_one_step(_one_step(name), f"golden:{name}")
     assert comp.ok and comp.exit_code == 0, comp.text()
+    assert len(comp.rows) == 16 and all(d <= allowed / 100 for _, _, _, d, allowed in comp.rows), comp.text()
     half = check_one_step(_one_step(name, 0.5), f"golden:{name}")
     assert half.exit_code == 1
     assert any("eta^2/2 C_S instead of eta^2 C_S" in d for d in half.diagnoses), half.diagnoses
