@@ -1,4 +1,5 @@
-"""Checking an implementation against a golden case, without torch: the Python API of ``validate-records``.
+"""Checking an implementation against a golden case, without torch: the Python API of
+``validate-records``.
 
 Two checks, each returning a verdict object with ``ok``, ``exit_code`` (0 agree, 1 disagree),
 ``diagnoses`` and ``text()``; bad input (a missing file or column, a non-numeric value, an unknown
@@ -32,8 +33,15 @@ from crosscurv.numeric.records import RecordsError
 
 from .golden_data import resolve_reference
 
-__all__ = ["Reference", "read_reference", "as_columns", "check_records", "check_one_step", "TERMS_FILE",
-           "ONE_STEP_FILE"]
+__all__ = [
+    "Reference",
+    "read_reference",
+    "as_columns",
+    "check_records",
+    "check_one_step",
+    "TERMS_FILE",
+    "ONE_STEP_FILE",
+]
 
 TERMS_FILE = "terms.csv"
 ONE_STEP_FILE = "one_step.json"
@@ -43,7 +51,8 @@ class Reference:
     """A reference run folder read without torch.
 
     Attributes:
-        columns: ``{column: values}`` of its ``records.csv``; dtype: from ``summary.json`` (or ``None``);
+        columns: ``{column: values}`` of its ``records.csv``; dtype: from ``summary.json`` (or
+        ``None``);
         where: how to name it; terms: ``{column: values}`` of ``terms.csv``, or ``None``.
     """
 
@@ -52,21 +61,33 @@ class Reference:
 
 
 def read_reference(ref: str) -> Reference:
-    """Read a run folder (or ``golden:<case>/<label>``): records, dtype, and ``terms.csv`` if present.
+    """Read a run folder (or ``golden:<case>/<label>``): records, dtype, and ``terms.csv`` if
+    present.
 
     Raises:
         RecordsError: no such folder, no records, an unreadable summary.
     """
-    from crosscurv.numeric.records import (RECORDS_FILE, SUMMARY_FILE, read_columns, read_records, read_summary,
-                                           records_columns)
+    from crosscurv.numeric.records import (
+        RECORDS_FILE,
+        SUMMARY_FILE,
+        read_columns,
+        read_records,
+        read_summary,
+        records_columns,
+    )
 
     path = resolve_reference(ref)
     if not os.path.isdir(path):
         raise RecordsError(f"reference run directory {ref} does not exist")
     rec = os.path.join(path, RECORDS_FILE)
     if not os.path.exists(rec):
-        hint = (f" (it is a golden case folder: give one of its runs, {ref.rstrip('/')}/gs, or check one-step "
-                f"results against its {ONE_STEP_FILE})" if os.path.exists(os.path.join(path, ONE_STEP_FILE)) else "")
+        hint = (
+            f" (it is a golden case folder: give one of its runs, {ref.rstrip('/')}/gs, or "
+            f"check one-step "
+            f"results against its {ONE_STEP_FILE})"
+            if os.path.exists(os.path.join(path, ONE_STEP_FILE))
+            else ""
+        )
         raise RecordsError(f"reference run directory {ref} has no {RECORDS_FILE}{hint}")
     records = read_records(rec)
     if not records:
@@ -76,7 +97,9 @@ def read_reference(ref: str) -> Reference:
     if os.path.exists(summ):
         summary = read_summary(summ)
         settings = summary.get("settings")
-        dtype = (settings if isinstance(settings, dict) else {}).get("dtype") or summary.get("dtype")
+        dtype = (settings if isinstance(settings, dict) else {}).get("dtype") or summary.get(
+            "dtype"
+        )
         if dtype is not None and not isinstance(dtype, str):
             raise RecordsError(f"reference summary {summ}: dtype {dtype!r} is not a dtype name")
     terms_path = os.path.join(path, TERMS_FILE)
@@ -89,9 +112,11 @@ def read_reference(ref: str) -> Reference:
 
 
 def as_columns(theirs, columns: Sequence[str] | None = None) -> dict:
-    """Their records as ``{column: values}``: from a CSV path, a mapping of columns, or a list of row dicts.
+    """Their records as ``{column: values}``: from a CSV path, a mapping of columns, or a list
+    of row dicts.
 
-    Without ``columns`` the paper's columns (``k``, :data:`~crosscurv.numeric.record_comparison.VALUE_COLUMNS`)
+    Without ``columns`` the paper's columns (``k``,
+    :data:`~crosscurv.numeric.record_comparison.VALUE_COLUMNS`)
     are required and the optional ones read where present.
     """
     from crosscurv.numeric.record_comparison import OPTIONAL_COLUMNS, VALUE_COLUMNS
@@ -99,8 +124,11 @@ def as_columns(theirs, columns: Sequence[str] | None = None) -> dict:
 
     need = ["k"] + list(columns or VALUE_COLUMNS)
     if isinstance(theirs, (str, os.PathLike)):
-        return (read_columns(os.fspath(theirs), need) if columns
-                else read_columns(os.fspath(theirs), need, optional=OPTIONAL_COLUMNS))
+        return (
+            read_columns(os.fspath(theirs), need)
+            if columns
+            else read_columns(os.fspath(theirs), need, optional=OPTIONAL_COLUMNS)
+        )
     if isinstance(theirs, Mapping):
         cols = {c: list(v) for c, v in theirs.items()}
     else:
@@ -117,13 +145,21 @@ def as_columns(theirs, columns: Sequence[str] | None = None) -> dict:
     return out
 
 
-def check_records(theirs, reference: str, *, rtol: float | None = None, atol: float | None = None,
-                  columns: Sequence[str] | None = None):
+def check_records(
+    theirs,
+    reference: str,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    columns: Sequence[str] | None = None,
+):
     """Compare their records with a reference run folder, as ``crosscurv validate-records`` does.
 
     Args:
-        theirs: a CSV path, ``{column: values}`` or a list of row dicts; the columns ``k, loss_jc, loss_s,
-            gap, recursive, cumulative`` are required, ``jc_only, bound_bk, sharpness, gap_err`` compared
+        theirs: a CSV path, ``{column: values}`` or a list of row dicts; the columns ``k,
+        loss_jc, loss_s,
+            gap, recursive, cumulative`` are required, ``jc_only, bound_bk, sharpness,
+            gap_err`` compared
             when both have them.
         reference: a run folder or ``golden:<case>/<label>``.
         rtol, atol: replace the per-column tolerances of the reference's dtype for every column.
@@ -136,8 +172,12 @@ def check_records(theirs, reference: str, *, rtol: float | None = None, atol: fl
     Raises:
         RecordsError: bad input (exit 2 on the command line).
     """
-    from crosscurv.numeric.record_comparison import (OPTIONAL_COLUMNS, compare_records, compared_columns,
-                                                     reference_tolerances)
+    from crosscurv.numeric.record_comparison import (
+        OPTIONAL_COLUMNS,
+        compare_records,
+        compared_columns,
+        reference_tolerances,
+    )
 
     t = as_columns(theirs, columns)
     ref = read_reference(reference)
@@ -156,7 +196,8 @@ def check_one_step(theirs, reference: str, *, rtol: float | None = None):
     Args:
         theirs: a JSON path or a dict laid out like ``one_step.json`` (any subset of its quantities:
             ``c``, ``C_cross``, ``gHg``, ``grad_norm2``, ``loss_0``, ``grad_0``, ``loss_jc_1``,
-            ``theta_jc_1`` and per pattern label ``C_S``, ``eta2_estimate``, ``c3``, ``eta3_estimate``,
+            ``theta_jc_1`` and per pattern label ``C_S``, ``eta2_estimate``, ``c3``,
+            ``eta3_estimate``,
             ``loss_s_1``, ``gap_1``, ``theta_s_1``).
         reference: a golden case folder (holding ``one_step.json``) or ``golden:<case>``.
         rtol: replaces every quantity's relative tolerance.
@@ -173,7 +214,9 @@ def check_one_step(theirs, reference: str, *, rtol: float | None = None):
     path = resolve_reference(reference)
     exp_path = os.path.join(path, ONE_STEP_FILE)
     if not os.path.exists(exp_path):
-        raise RecordsError(f"reference {reference} has no {ONE_STEP_FILE} (give a golden case folder)")
+        raise RecordsError(
+            f"reference {reference} has no {ONE_STEP_FILE} (give a golden case folder)"
+        )
     expected = _json(read_text(exp_path, "golden one-step file"), exp_path)
     if isinstance(theirs, (str, os.PathLike)):
         theirs = _json(read_text(os.fspath(theirs), "one-step results"), os.fspath(theirs))

@@ -1,7 +1,9 @@
 """The golden cases shipped with the package: where they are, and copying them out (no torch).
 
-``golden_cases/`` beside this module is the folder :func:`crosscurv.experiments.conformance.golden.write_golden`
-writes (``crosscurv golden --recompute --out experiments/conformance/golden_cases --force`` regenerates it);
+``golden_cases/`` beside this module is the folder
+:func:`crosscurv.experiments.conformance.golden.write_golden`
+writes (``crosscurv golden --recompute --out experiments/conformance/golden_cases --force``
+regenerates it);
 ``crosscurv golden --out DIR`` copies it.  A golden *reference* is named by a path or by
 ``golden:<case>[/<label>]`` (:func:`resolve_reference`), e.g. ``golden:quadratic/gs``.
 """
@@ -14,7 +16,14 @@ import shutil
 
 from crosscurv.theory.errors import InputError
 
-__all__ = ["GOLDEN_DIR", "PREFIX", "GoldenError", "shipped_cases", "resolve_reference", "copy_golden"]
+__all__ = [
+    "GOLDEN_DIR",
+    "PREFIX",
+    "GoldenError",
+    "shipped_cases",
+    "resolve_reference",
+    "copy_golden",
+]
 
 #: The shipped golden folder (README.md, index.json, one folder per case).
 GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_cases")
@@ -33,19 +42,22 @@ def shipped_cases() -> list[str]:
 
 
 def resolve_reference(ref: str) -> str:
-    """The folder ``ref`` names: ``golden:<case>[/<label>]`` (a shipped case, or one of its runs), else ``ref``.
+    """The folder ``ref`` names: ``golden:<case>[/<label>]`` (a shipped case, or one of its
+    runs), else ``ref``.
 
     Raises:
         GoldenError: a ``golden:`` name that is not shipped.
     """
     if not ref.startswith(PREFIX):
         return ref
-    rel = ref[len(PREFIX):].strip("/")
+    rel = ref[len(PREFIX) :].strip("/")
     parts = rel.split("/")
     path = os.path.join(GOLDEN_DIR, *parts)
     if not rel or len(parts) > 2 or not os.path.isdir(path):
-        raise GoldenError(f"no shipped golden case {rel!r} (cases: {', '.join(shipped_cases())}; "
-                              "runs: <case>/jc, <case>/gs, <case>/partial)")
+        raise GoldenError(
+            f"no shipped golden case {rel!r} (cases: {', '.join(shipped_cases())}; "
+            "runs: <case>/jc, <case>/gs, <case>/partial)"
+        )
     return path
 
 
@@ -62,11 +74,15 @@ def copy_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
     names = list(cases or known)
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise GoldenError(f"unknown golden case(s) {', '.join(unknown)} (cases: {', '.join(known)})")
+        raise GoldenError(
+            f"unknown golden case(s) {', '.join(unknown)} (cases: {', '.join(known)})"
+        )
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise GoldenError(f"output path {out_dir} exists and is not a directory")
     if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
-        raise GoldenError(f"{out_dir} is not empty; choose another --out or pass --force to overwrite")
+        raise GoldenError(
+            f"{out_dir} is not empty; choose another --out or pass --force to overwrite"
+        )
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:

@@ -1,10 +1,16 @@
-"""The parts of each estimate of a golden run, and of its likely variants: ``<case>/<label>/terms.csv``.
+"""The parts of each estimate of a golden run, and of its likely variants:
+``<case>/<label>/terms.csv``.
 
-For a plain run (the paper's steps) of a small task, every estimate of the records is a sum of scalar
-terms.  With ``Delta^k = theta_S^k - theta_JC^k``, ``g^k = grad L(theta_JC^k)``, ``H^k`` the Hessian at
-``theta_JC^k`` (dense, float64), ``D^k`` its block diagonal, ``u_X^k = M_X(theta_S^k) g_S^k`` for the pairs
-``X`` of the pattern ``S`` (``S``), of its transpose (``T``: ``(j, i)`` for ``(i, j)`` in ``S``) and of every
-ordered pair of distinct blocks (``all``), and ``m_X^k = M_X(theta_JC^k) g^k``, row ``k = 1..K`` holds
+For a plain run (the paper's steps) of a small task, every estimate of the records is a sum of
+scalar
+terms.  With ``Delta^k = theta_S^k - theta_JC^k``, ``g^k = grad L(theta_JC^k)``, ``H^k`` the
+Hessian at
+``theta_JC^k`` (dense, float64), ``D^k`` its block diagonal, ``u_X^k = M_X(theta_S^k) g_S^k``
+for the pairs
+``X`` of the pattern ``S`` (``S``), of its transpose (``T``: ``(j, i)`` for ``(i, j)`` in
+``S``) and of every
+ordered pair of distinct blocks (``all``), and ``m_X^k = M_X(theta_JC^k) g^k``, row ``k =
+1..K`` holds
 
 * ``rec_prop = g^k . (I - eta H^{k-1}) Delta^{k-1}``, ``rec_lin = g^k . Delta^{k-1}``,
   ``rec_quad = 1/2 Delta^{k-1} . H^{k-1} Delta^{k-1}``, ``rec_fresh_X = eta^2 g^k . u_X^{k-1}``
@@ -16,7 +22,8 @@ ordered pair of distinct blocks (``all``), and ``m_X^k = M_X(theta_JC^k) g^k``, 
   ``(I - eta H^k)``, forcing ``u_S``) and ``none`` (``z_{k+1} = z_k + eta^2 u_S^k``), ``z_0 = 0``;
 * ``jco_lin_V``, ``jco_quad_V``: the same for ``jc_only`` (forcing ``m_V``; ``jc_only = jco_lin_S +
   jco_quad_S``);
-* ``bnd_G_X = G b_X^k``, ``bnd_L_X = L/2 (b_X^k)^2`` with ``b_X^k = eta^2 sum_{j<k} (1 + eta L)^{k-1-j}
+* ``bnd_G_X = G b_X^k``, ``bnd_L_X = L/2 (b_X^k)^2`` with ``b_X^k = eta^2 sum_{j<k} (1 + eta
+  L)^{k-1-j}
   ||u_X^j||`` and the protocol's ``G``, ``L`` (``bound_bk = bnd_G_S + bnd_L_S``).
 
 :mod:`crosscurv.numeric.formula_variants` reads these columns (without torch) to recompute the
@@ -27,11 +34,14 @@ from __future__ import annotations
 
 import torch
 
-from crosscurv.numeric.formula_variants import PAIR_SETS as _PAIRS, PROPAGATIONS as _PROPAGATIONS, TERM_COLUMNS
+from crosscurv.numeric.formula_variants import (
+    PAIR_SETS as _PAIRS,
+    PROPAGATIONS as _PROPAGATIONS,
+    TERM_COLUMNS,
+)
 from crosscurv.numeric.steps import scheme_step
 
 __all__ = ["TERM_COLUMNS", "formula_terms"]
-
 
 
 def _flat(task):
@@ -43,7 +53,7 @@ def _flat(task):
     blocks = [torch.cat([pos[n] for n in task.blocks[b]]) for b in task.block_names]
 
     def unflat(x):
-        return {n: x[offsets[i]:offsets[i + 1]].reshape(shapes[i]) for i, n in enumerate(names)}
+        return {n: x[offsets[i] : offsets[i + 1]].reshape(shapes[i]) for i, n in enumerate(names)}
 
     def flat(d):
         return torch.cat([d[n].detach().reshape(-1).to(torch.float64) for n in names])
@@ -80,8 +90,11 @@ def formula_terms(task, pattern, lr: float, iters: int, p0) -> list[dict]:
     """
     flat, unflat, blocks = _flat(task)
     n = len(blocks)
-    pairs = {"S": set(pattern.pairs), "T": {(j, i) for i, j in pattern.pairs},
-             "all": {(i, j) for i in range(n) for j in range(n) if i != j}}
+    pairs = {
+        "S": set(pattern.pairs),
+        "T": {(j, i) for i, j in pattern.pairs},
+        "all": {(i, j) for i in range(n) for j in range(n) if i != j},
+    }
 
     def grad(x):
         x = x.clone().requires_grad_(True)
@@ -109,8 +122,12 @@ def formula_terms(task, pattern, lr: float, iters: int, p0) -> list[dict]:
         d = xs - xj
         if k >= 1:
             d0, H0, u0 = prev
-            row = {"k": k, "rec_prop": float(gj @ (d0 - lr * (H0 @ d0))), "rec_lin": float(gj @ d0),
-                   "rec_quad": float(0.5 * d0 @ (H0 @ d0))}
+            row = {
+                "k": k,
+                "rec_prop": float(gj @ (d0 - lr * (H0 @ d0))),
+                "rec_lin": float(gj @ d0),
+                "rec_quad": float(0.5 * d0 @ (H0 @ d0)),
+            }
             row.update({f"rec_fresh_{x}": float(lr**2 * (gj @ u0[x])) for x in _PAIRS})
             row["rec_prop_now"] = float(gj @ (d - lr * (H0 @ d)))
             row["rec_quad_now"] = float(0.5 * d @ (H0 @ d))

@@ -1,4 +1,5 @@
-"""validate-step on a step written in NumPy: loss, gradient and step as NumPy callables, curvature from
+"""validate-step on a step written in NumPy: loss, gradient and step as NumPy callables,
+curvature from
 differences of the gradient (no autodiff)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from crosscurv.numeric.step_identification import ValidationInputError, as_user_step, identify_step
 
-FACTORY = textwrap.dedent('''
+FACTORY = textwrap.dedent("""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -46,7 +47,8 @@ FACTORY = textwrap.dedent('''
         return {n: p[n] - lr * g[n] for n in p}
 
     def gs():
-        return {"params": split(0.5 * rng.standard_normal(5)), "loss": loss, "grad": grad, "step": gs_step,
+        return {"params": split(0.5 * rng.standard_normal(5)), "loss": loss, "grad": grad,
+        "step": gs_step,
                 "pattern": "gs"}
 
     def stale():
@@ -54,7 +56,7 @@ FACTORY = textwrap.dedent('''
 
     def float32():
         return dict(gs(), params={n: v.astype(np.float32) for n, v in gs()["params"].items()})
-''')
+""")
 
 
 @pytest.fixture()
@@ -65,8 +67,12 @@ def factory(tmp_path):
 
 
 def _cli(spec):
-    return subprocess.run([sys.executable, "-m", "crosscurv", "validate-step", spec], capture_output=True,
-                          text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "crosscurv", "validate-step", spec],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_numpy_steps_are_identified(factory):
@@ -76,7 +82,9 @@ def test_numpy_steps_are_identified(factory):
     assert "verdict: matches gs:x1,x2,x3 (the declared pattern)" in proc.stdout
     proc = _cli(factory + ":stale")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "verdict: matches jc; it does NOT perform the declared pattern gs:x1,x2,x3" in proc.stdout
+    assert (
+        "verdict: matches jc; it does NOT perform the declared pattern gs:x1,x2,x3" in proc.stdout
+    )
     proc = _cli(factory + ":float32")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not float64" in proc.stderr
 
@@ -95,11 +103,22 @@ def test_the_fit_reads_the_pattern_through_differences_of_the_gradient():
         u = p["u"] - lr * grad(p)["u"]
         return {"u": u, "v": p["v"] - lr * grad({"u": u, "v": p["v"]})["v"]}
 
-    user = as_user_step({"params": {"u": rng.standard_normal(2), "v": rng.standard_normal(2)},
-                         "loss": lambda p: 0.5 * np.concatenate([p["u"], p["v"]]) @ A @ np.concatenate(
-                             [p["u"], p["v"]]), "grad": grad, "step": step})
+    user = as_user_step(
+        {
+            "params": {"u": rng.standard_normal(2), "v": rng.standard_normal(2)},
+            "loss": lambda p: (
+                0.5 * np.concatenate([p["u"], p["v"]]) @ A @ np.concatenate([p["u"], p["v"]])
+            ),
+            "grad": grad,
+            "step": step,
+        }
+    )
     report = identify_step(user, seeds=[0], n_etas=3)
     assert report.ok, report.text()
-    assert "verdict: matches gs:u,v" in report.text() or "verdict: matches v<-u" in report.text(), report.text()
+    assert "verdict: matches gs:u,v" in report.text() or "verdict: matches v<-u" in report.text(), (
+        report.text()
+    )
     with pytest.raises(ValidationInputError, match="not float64"):
-        as_user_step({"params": {"u": np.zeros(2, np.float32)}, "loss": None, "grad": None, "step": None})
+        as_user_step(
+            {"params": {"u": np.zeros(2, np.float32)}, "loss": None, "grad": None, "step": None}
+        )

@@ -1,7 +1,9 @@
 """``crosscurv golden``: write framework-independent conformance cases.
 
-Writes six small float64 cases (quadratic, quartic polynomial, tiny MLP, bilinear LoRA-like model, and
-two optimizer cases), each with JC, full GS and a partial pattern, as plain JSON and CSV with a README
+Writes six small float64 cases (quadratic, quartic polynomial, tiny MLP, bilinear LoRA-like
+model, and
+two optimizer cases), each with JC, full GS and a partial pattern, as plain JSON and CSV with a
+README
 that explains the format.  By default the cases shipped with the package are copied
 (:mod:`crosscurv.experiments.conformance.golden_data`; no torch is imported); ``--recompute``
 computes them with torch (:mod:`crosscurv.experiments.conformance.golden`).  Exit codes: 0 written,
@@ -13,8 +15,10 @@ from __future__ import annotations
 import json
 
 HELP = (
-    "Write small self-describing float64 conformance cases (quadratic, quartic polynomial, tiny MLP, "
-    "bilinear LoRA-like model; JC, GS and a partial pattern each) with their inputs, expected one-step "
+    "Write small self-describing float64 conformance cases (quadratic, quartic polynomial, "
+    "tiny MLP, "
+    "bilinear LoRA-like model; JC, GS and a partial pattern each) with their inputs, expected "
+    "one-step "
     "quantities and expected per-iteration records, in plain JSON/CSV with a README, so that an "
     "implementation in another framework can be checked without torch (the copy shipped with the "
     "package; --recompute computes them)."
@@ -22,13 +26,24 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (must not exist or be empty)")
-    p.add_argument("--cases", default=None, metavar="NAMES",
-                   help="comma-separated subset of quadratic,quartic,tiny_mlp,lora_bilinear,quartic_momentum,"
-                        "quadratic_block_lr (default: all)")
-    p.add_argument("--force", action="store_true", help="overwrite the files of an existing golden folder")
-    p.add_argument("--recompute", action="store_true",
-                   help="compute the cases with torch instead of copying the ones shipped with the package")
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="output folder (must not exist or be empty)"
+    )
+    p.add_argument(
+        "--cases",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated subset of quadratic,quartic,tiny_mlp,lora_bilinear,quartic_momentum,"
+        "quadratic_block_lr (default: all)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite the files of an existing golden folder"
+    )
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="compute the cases with torch instead of copying the ones shipped with the package",
+    )
     p.add_argument("--json", action="store_true", help="print the list of files written as JSON")
 
 
@@ -46,5 +61,8 @@ def run(args) -> int:
         print(json.dumps({"out": args.out, "files": files}, indent=2))
     else:
         n_cases = len({f.split("/")[0] for f in files if "/" in f})
-        print(f"wrote {len(files)} files for {n_cases} cases into {args.out} (see {args.out}/README.md)")
+        print(
+            f"wrote {len(files)} files for {n_cases} cases into {args.out} (see "
+            f"{args.out}/README.md)"
+        )
     return 0

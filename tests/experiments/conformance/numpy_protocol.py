@@ -1,7 +1,9 @@
 """An outside implementation of the controlled protocol, in NumPy from the paper alone (no torch).
 
-Reads a golden ``case.json`` (quadratic or quartic loss, float64, three blocks) and writes the records
-(paper, Definitions 1-2, Theorems 1-3; the protocol's ``G``/``L`` of the golden README).  ``bug=`` plants
+Reads a golden ``case.json`` (quadratic or quartic loss, float64, three blocks) and writes the
+records
+(paper, Definitions 1-2, Theorems 1-3; the protocol's ``G``/``L`` of the golden README). 
+``bug=`` plants
 one mistake (:data:`BUGS`); ``hessian="fd"`` takes every Hessian from central differences of the
 gradient (an honest implementation without second derivatives, about 1e-9 relative).
 """
@@ -13,7 +15,8 @@ import numpy as np
 #: The planted mistakes: name -> what it does.
 BUGS = {
     "sign_gap": "gap = loss_jc - loss_s",
-    "delta_after_step": "recursive formed with the difference after the step (Delta^{k+1} for Delta^k)",
+    "delta_after_step": "recursive formed with the difference after the step (Delta^{k+1} for "
+    "Delta^k)",
     "no_cross_block": "z and y propagated with the block diagonal of H",
     "no_propagation": "z and y not propagated (z_{k+1} = z_k + eta^2 u_k)",
     "no_quadratic": "cumulative and jc_only without 1/2 z.H z",
@@ -32,7 +35,8 @@ def _arr(obj):
 
 
 class NumpyProblem:
-    """Quadratic / quartic losses of a golden case.json, with gradient, Hessian, third derivative."""
+    """Quadratic / quartic losses of a golden case.json, with gradient, Hessian, third
+    derivative."""
 
     def __init__(self, case: dict, hessian: str = "exact", fd_step: float = 1e-5):
         assert case["model"] in ("quadratic", "quartic")
@@ -42,7 +46,9 @@ class NumpyProblem:
         pos = {n: np.arange(off[i], off[i + 1]) for i, n in enumerate(self.names)}
         self.blocks = [np.concatenate([pos[n] for n in b["params"]]) for b in case["blocks"]]
         self.x0 = np.concatenate([_arr(case["params"][n]).ravel() for n in self.names])
-        self.p0 = np.concatenate([_arr(case["power_iteration"]["start"][n]).ravel() for n in self.names])
+        self.p0 = np.concatenate(
+            [_arr(case["power_iteration"]["start"][n]).ravel() for n in self.names]
+        )
         d = case["data"]
         self.A, self.b = _arr(d["A"]), _arr(d["b"])
         self.W = _arr(d["W"]) if "W" in d else np.zeros((0, self.x0.size))
@@ -92,11 +98,14 @@ class NumpyProblem:
         return new
 
     def protocol(self, pairs, order, lr, K, bug=None):
-        """``{column: values}`` of the records ``k = 1..K`` (without ``k``), with ``bug`` planted."""
+        """``{column: values}`` of the records ``k = 1..K`` (without ``k``), with ``bug``
+        planted."""
         assert bug is None or bug in BUGS, bug
         n = len(self.blocks)
-        fpairs = {"transposed_pairs": [(j, i) for i, j in pairs],
-                  "all_pairs": [(i, j) for i in range(n) for j in range(n) if i != j]}.get(bug, pairs)
+        fpairs = {
+            "transposed_pairs": [(j, i) for i, j in pairs],
+            "all_pairs": [(i, j) for i in range(n) for j in range(n) if i != j],
+        }.get(bug, pairs)
         f = {"freshness_half": 0.5, "freshness_double": 2.0}.get(bug, 1.0)
         xj, xs, p = self.x0.copy(), self.x0.copy(), self.p0.copy()
         z, y = np.zeros_like(xj), np.zeros_like(xj)
@@ -113,11 +122,17 @@ class NumpyProblem:
                 bk = lr**2 * sum((1 + lr * L) ** (k - 1 - j) * un for j, un in enumerate(unorms))
                 quad = 0.0 if bug == "no_quadratic" else 1.0
                 gap = self.loss(xs) - self.loss(xj)
-                rows.append({"loss_jc": self.loss(xj), "loss_s": self.loss(xs),
-                             "gap": -gap if bug == "sign_gap" else gap, "recursive": gj @ w + q,
-                             "cumulative": gj @ z + quad * 0.5 * z @ Hj @ z,
-                             "jc_only": gj @ y + quad * 0.5 * y @ Hj @ y,
-                             "bound_bk": G * bk + 0.5 * L * bk**2})
+                rows.append(
+                    {
+                        "loss_jc": self.loss(xj),
+                        "loss_s": self.loss(xs),
+                        "gap": -gap if bug == "sign_gap" else gap,
+                        "recursive": gj @ w + q,
+                        "cumulative": gj @ z + quad * 0.5 * z @ Hj @ z,
+                        "jc_only": gj @ y + quad * 0.5 * y @ Hj @ y,
+                        "bound_bk": G * bk + 0.5 * L * bk**2,
+                    }
+                )
             if k == K:
                 break
             u = f * self.masked(self.hess(xs), fpairs, gs)

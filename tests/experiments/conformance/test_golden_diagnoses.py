@@ -1,11 +1,15 @@
-"""The measured promise of the formula-level diagnoses: ten mistakes planted one at a time in an outside
+"""The measured promise of the formula-level diagnoses: ten mistakes planted one at a time in
+an outside
 NumPy implementation of the protocol are each named, and honest implementations (exact Hessian, or
 finite differences of the gradient from 1e-11 to 4e-5 relative) get no formula diagnosis.
 
-The implementation (``numpy_protocol.py``, no torch) runs on the shipped golden quadratic and quartic
-cases, patterns ``gs`` and ``partial`` (under JC every freshness term is zero, so no mistake in it shows);
+The implementation (``numpy_protocol.py``, no torch) runs on the shipped golden quadratic and
+quartic
+cases, patterns ``gs`` and ``partial`` (under JC every freshness term is zero, so no mistake in
+it shows);
 the verdict is :func:`crosscurv.experiments.conformance.golden_check.check_records`, the API of
-``crosscurv validate-records``.  Score: 10/10 bug classes named on all 4 runs, 0 formula diagnoses on
+``crosscurv validate-records``.  Score: 10/10 bug classes named on all 4 runs, 0 formula
+diagnoses on
 the 4 x 6 honest runs.
 """
 
@@ -30,26 +34,42 @@ RUNS = [("quadratic", "gs"), ("quadratic", "partial"), ("quartic", "gs"), ("quar
 #: bug -> the words its diagnosis must hold
 NAMED = {
     "sign_gap": "column gap has the opposite sign",
-    "delta_after_step": "column recursive: reproduced by an implementation in which recursive uses the "
-                        "difference of the wrong iteration",
-    "no_cross_block": "columns cumulative, jc_only: reproduced by an implementation in which z is propagated "
-                      "with the block diagonal",
-    "no_propagation": "columns cumulative, jc_only: reproduced by an implementation in which z is not propagated",
-    "no_quadratic": "columns cumulative, jc_only: reproduced by an implementation in which the estimates leave "
-                    "out the quadratic term",
-    "transposed_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an implementation in "
-                        "which M_S is built over the transposed pairs",
-    "all_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an implementation in which "
-                 "M_S is built over all pairs",
-    "freshness_half": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an implementation in "
-                      "which the freshness terms are scaled by 0.5",
-    "freshness_double": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an implementation in "
-                        "which the freshness terms are scaled by 2",
+    "delta_after_step": "column recursive: reproduced by an implementation in which recursive "
+    "uses the "
+    "difference of the wrong iteration",
+    "no_cross_block": "columns cumulative, jc_only: reproduced by an implementation in which z "
+    "is propagated "
+    "with the block diagonal",
+    "no_propagation": "columns cumulative, jc_only: reproduced by an implementation in which z "
+    "is not propagated",
+    "no_quadratic": "columns cumulative, jc_only: reproduced by an implementation in which the "
+    "estimates leave "
+    "out the quadratic term",
+    "transposed_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
+    "implementation in "
+    "which M_S is built over the transposed pairs",
+    "all_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
+    "implementation in which "
+    "M_S is built over all pairs",
+    "freshness_half": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
+    "implementation in "
+    "which the freshness terms are scaled by 0.5",
+    "freshness_double": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
+    "implementation in "
+    "which the freshness terms are scaled by 2",
     "stale_gs": "your S run equals the JC run",
 }
 #: what a formula (or structural) diagnosis says; the precision sentence says none of it
-FORMULA_WORDS = ("(paper:", "reproduced by", "opposite sign", "equals the reference column", "constant factor",
-                 "shifted by one iteration", "S run equals", "agrees up to")
+FORMULA_WORDS = (
+    "(paper:",
+    "reproduced by",
+    "opposite sign",
+    "equals the reference column",
+    "constant factor",
+    "shifted by one iteration",
+    "S run equals",
+    "agrees up to",
+)
 
 
 def _case(name):
@@ -60,7 +80,9 @@ def _case(name):
 def _records(name, label, bug=None, hessian="exact", fd_step=1e-5):
     case = _case(name)
     pairs, order = pattern(case, label)
-    return NumpyProblem(case, hessian, fd_step).protocol(pairs, order, float(case["lr"]), int(case["iters"]), bug)
+    return NumpyProblem(case, hessian, fd_step).protocol(
+        pairs, order, float(case["lr"]), int(case["iters"]), bug
+    )
 
 
 @pytest.mark.parametrize("bug", list(BUGS))
@@ -68,7 +90,11 @@ def test_each_planted_mistake_is_named(bug):
     for name, label in RUNS:
         comp = check_records(_records(name, label, bug), f"golden:{name}/{label}")
         assert comp.exit_code == 1
-        assert len(comp.diagnoses) == 1 and NAMED[bug] in comp.diagnoses[0], (name, label, comp.diagnoses)
+        assert len(comp.diagnoses) == 1 and NAMED[bug] in comp.diagnoses[0], (
+            name,
+            label,
+            comp.diagnoses,
+        )
         if "(paper:" in NAMED[bug] or "reproduced by" in NAMED[bug]:
             assert "(paper:" in comp.diagnoses[0]
 
@@ -77,8 +103,11 @@ def test_each_planted_mistake_is_named(bug):
 def test_a_mistake_is_named_through_a_finite_difference_hessian(bug):
     comp = check_records(_records("quartic", "gs", bug, "fd", 1e-4), "golden:quartic/gs")
     assert NAMED[bug] in comp.diagnoses[0], comp.diagnoses
-    # the columns the mistake leaves alone part at the precision of the Hessian (3e-9), and are named so
-    assert all(d.startswith("a difference at a precision level") for d in comp.diagnoses[1:]), comp.diagnoses
+    # the columns the mistake leaves alone part at the precision of the Hessian (3e-9), and are
+    # named so
+    assert all(d.startswith("a difference at a precision level") for d in comp.diagnoses[1:]), (
+        comp.diagnoses
+    )
 
 
 @pytest.mark.parametrize("name,label", RUNS)
@@ -86,16 +115,24 @@ def test_honest_implementations_get_no_formula_diagnosis(name, label):
     assert check_records(_records(name, label), f"golden:{name}/{label}").ok
     for fd_step in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2):
         comp = check_records(_records(name, label, None, "fd", fd_step), f"golden:{name}/{label}")
-        assert not any(w in d for d in comp.diagnoses for w in FORMULA_WORDS), (fd_step, comp.diagnoses)
+        assert not any(w in d for d in comp.diagnoses for w in FORMULA_WORDS), (
+            fd_step,
+            comp.diagnoses,
+        )
         if comp.ok:
             continue
         (d,) = comp.diagnoses
         assert d.startswith("a difference at a precision level")
         rel = max(float(x) for x in re.findall(r" (\d\.\de-\d\d)", d))
         assert 1e-13 < rel < 1e-4
-        flags = dict(re.findall(r"--(rtol|atol) (\S+)", d))  # the suggested tolerance accepts the run
-        again = check_records(_records(name, label, None, "fd", fd_step), f"golden:{name}/{label}",
-                              **{k: float(v) for k, v in flags.items()})
+        flags = dict(
+            re.findall(r"--(rtol|atol) (\S+)", d)
+        )  # the suggested tolerance accepts the run
+        again = check_records(
+            _records(name, label, None, "fd", fd_step),
+            f"golden:{name}/{label}",
+            **{k: float(v) for k, v in flags.items()},
+        )
         assert again.ok, (flags, again.summary())
 
 
@@ -103,7 +140,13 @@ def test_paper_columns_are_enough_and_optional_ones_compared_when_present(tmp_pa
     rows = _records("quartic", "partial")
     paper = {c: rows[c] for c in ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative")}
     comp = check_records(paper, "golden:quartic/partial")
-    assert comp.ok and [c.column for c in comp.columns] == ["loss_jc", "loss_s", "gap", "recursive", "cumulative"]
+    assert comp.ok and [c.column for c in comp.columns] == [
+        "loss_jc",
+        "loss_s",
+        "gap",
+        "recursive",
+        "cumulative",
+    ]
     assert any("jc_only, bound_bk, sharpness, gap_err not compared" in n for n in comp.notes)
     wrong = dict(paper, bound_bk=[2 * v for v in rows["bound_bk"]])
     assert check_records(wrong, "golden:quartic/partial").first[1] == "bound_bk"
@@ -113,30 +156,60 @@ def test_cli_names_the_mistake_without_torch(tmp_path):
     rows = _records("quadratic", "gs", "no_propagation")
     csv = tmp_path / "mine.csv"
     cols = ["k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk"]
-    csv.write_text(",".join(cols) + "\n" + "".join(
-        ",".join(str(rows[c][i]) if c == "k" else repr(float(rows[c][i])) for c in cols) + "\n"
-        for i in range(len(rows["k"]))))
-    code = ("import sys\n"
-            "class Block:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'torch' or name.startswith('torch.'):\n"
-            "            raise ImportError('torch is blocked')\n"
-            "sys.meta_path.insert(0, Block())\n"
-            "from crosscurv.experiments.cli import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-    proc = subprocess.run([sys.executable, "-c", code, "validate-records", str(csv), "--reference",
-                           "golden:quadratic/gs"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    csv.write_text(
+        ",".join(cols)
+        + "\n"
+        + "".join(
+            ",".join(str(rows[c][i]) if c == "k" else repr(float(rows[c][i])) for c in cols) + "\n"
+            for i in range(len(rows["k"]))
+        )
+    )
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ImportError('torch is blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from crosscurv.experiments.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "validate-records",
+            str(csv),
+            "--reference",
+            "golden:quadratic/gs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "diagnosis: " + NAMED["no_propagation"] in proc.stdout
-    proc = subprocess.run([sys.executable, "-c", code, "golden", "--out", str(tmp_path / "g"), "--cases",
-                           "quartic"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "golden", "--out", str(tmp_path / "g"), "--cases", "quartic"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert sorted(os.listdir(tmp_path / "g" / "quartic" / "gs")) == ["records.csv", "summary.json", "terms.csv"]
+    assert sorted(os.listdir(tmp_path / "g" / "quartic" / "gs")) == [
+        "records.csv",
+        "summary.json",
+        "terms.csv",
+    ]
 
 
 # -- one-step results ------------------------------------------------------------------------
 def _one_step(name, factor=1.0, cs_pairs=None):
-    """The one-step quantities of an outside NumPy implementation (Theorem 1), ``eta^2`` scaled by ``factor``."""
+    """The one-step quantities of an outside NumPy implementation (Theorem 1), ``eta^2`` scaled
+    by ``factor``."""
     import numpy as np
 
     case = _case(name)
@@ -144,18 +217,33 @@ def _one_step(name, factor=1.0, cs_pairs=None):
     x, lr = prob.x0, float(case["lr"])
     g, H = prob.grad(x), prob.hess(x)
     n = len(prob.blocks)
-    c = np.array([[g[prob.blocks[i]] @ H[np.ix_(prob.blocks[i], prob.blocks[j])] @ g[prob.blocks[j]]
-                   for j in range(n)] for i in range(n)])
-    out = {"c": c.tolist(), "C_cross": float(c.sum() - np.trace(c)), "loss_0": float(prob.loss(x)),
-           "loss_jc_1": float(prob.loss(x - lr * g)), "patterns": {}}
+    c = np.array(
+        [
+            [
+                g[prob.blocks[i]] @ H[np.ix_(prob.blocks[i], prob.blocks[j])] @ g[prob.blocks[j]]
+                for j in range(n)
+            ]
+            for i in range(n)
+        ]
+    )
+    out = {
+        "c": c.tolist(),
+        "C_cross": float(c.sum() - np.trace(c)),
+        "loss_0": float(prob.loss(x)),
+        "loss_jc_1": float(prob.loss(x - lr * g)),
+        "patterns": {},
+    }
     for label in ("jc", "gs", "partial"):
         pairs, order = pattern(case, label)
         used = pairs if cs_pairs is None else cs_pairs(n)
         cs = float(sum(c[i, j] for i, j in used))
         xs = prob.step(x, pairs, order, lr)
-        out["patterns"][label] = {"C_S": cs, "eta2_estimate": factor * lr**2 * cs,
-                                  "loss_s_1": float(prob.loss(xs)),
-                                  "gap_1": float(prob.loss(xs) - prob.loss(x - lr * g))}
+        out["patterns"][label] = {
+            "C_S": cs,
+            "eta2_estimate": factor * lr**2 * cs,
+            "loss_s_1": float(prob.loss(xs)),
+            "gap_1": float(prob.loss(xs) - prob.loss(x - lr * g)),
+        }
     return out
 
 
@@ -163,19 +251,49 @@ def _one_step(name, factor=1.0, cs_pairs=None):
 def test_one_step_check(name, tmp_path):
     comp = check_one_step(_one_step(name), f"golden:{name}")
     assert comp.ok and comp.exit_code == 0, comp.text()
-    assert len(comp.rows) == 16 and all(d <= allowed / 100 for _, _, _, d, allowed in comp.rows), comp.text()
+    assert len(comp.rows) == 16 and all(d <= allowed / 100 for _, _, _, d, allowed in comp.rows), (
+        comp.text()
+    )
     half = check_one_step(_one_step(name, 0.5), f"golden:{name}")
     assert half.exit_code == 1
     assert any("eta^2/2 C_S instead of eta^2 C_S" in d for d in half.diagnoses), half.diagnoses
-    every = check_one_step(_one_step(name, cs_pairs=lambda n: [(i, j) for i in range(n) for j in range(n)
-                                                                if i != j]), f"golden:{name}")
+    every = check_one_step(
+        _one_step(name, cs_pairs=lambda n: [(i, j) for i in range(n) for j in range(n) if i != j]),
+        f"golden:{name}",
+    )
     assert any("C_S summed over all pairs" in d for d in every.diagnoses), every.diagnoses
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(_one_step(name, 2.0)))
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-records", str(path), "--reference",
-                           os.path.join(GOLDEN_DIR, name)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and "2 eta^2 C_S instead of eta^2 C_S" in proc.stdout, proc.stdout + proc.stderr
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crosscurv",
+            "validate-records",
+            str(path),
+            "--reference",
+            os.path.join(GOLDEN_DIR, name),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "2 eta^2 C_S instead of eta^2 C_S" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
     path.write_text(json.dumps({"patterns": {"nope": {"C_S": 1.0}}}))
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-records", str(path), "--reference",
-                           f"golden:{name}"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crosscurv",
+            "validate-records",
+            str(path),
+            "--reference",
+            f"golden:{name}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "pattern 'nope'" in proc.stderr
