@@ -135,12 +135,13 @@ def tolerance_from_rounding(dtype: str, rounding: tuple) -> tuple:
 TOLERANCES = {dt: {c: tolerance_from_rounding(dt, m) for c, m in cols.items()}
               for dt, cols in MEASURED_ROUNDING.items()}
 
-#: The paper's columns (with ``k``): every records file must have them, and they are always compared.
+#: The paper's columns (with ``k``): every records file must have them; always compared.
 VALUE_COLUMNS = ("loss_jc", "loss_s", "gap", "recursive", "cumulative")
-#: Columns compared when both records have them: ``jc_only``, ``bound_bk`` (crosscurv's additions to the
-#: paper's set), ``sharpness`` and ``gap_err``.  ``sharpness`` and ``bound_bk`` depend on the
-#: power-iteration start ``p_0`` (``crosscurv.numeric.estimates.init_power_vector``; recorded in a golden
-#: ``case.json`` as ``power_iteration.start``): an implementation with another start leaves them out.
+#: Columns compared when both records have them: ``jc_only``, ``bound_bk`` (crosscurv's additions
+#: to the paper's set), ``sharpness`` and ``gap_err``.  ``sharpness`` and ``bound_bk`` depend on
+#: the power-iteration start ``p_0`` (``crosscurv.numeric.estimates.init_power_vector``; recorded
+#: in a golden ``case.json`` as ``power_iteration.start``): an implementation with another start
+#: leaves them out.
 OPTIONAL_COLUMNS = tuple(f for f in _ALL_FIELDS if f != "k" and f not in VALUE_COLUMNS
                          and f in MEASURED_ROUNDING["float64"])
 #: Every comparable column, in record order.
@@ -345,14 +346,16 @@ def compare_records(
         slack: ``{column: [s_k, ...]}`` aligned with ``theirs``: an absolute amount added to that column's
             allowed difference at each ``k`` after ``growth`` (a column's own measured spread at rounding,
             e.g. :func:`crosscurv.experiments.reports.check.sharpness_spread`).
-        terms: the reference's ``terms.csv`` as ``{column: values}`` with ``"k"`` (a golden run folder;
+        terms: the reference's ``terms.csv`` as ``{column: values}`` with ``"k"`` (a golden run
+        folder;
             :mod:`crosscurv.experiments.conformance.golden_terms`): enables the formula-level
             diagnoses of :mod:`crosscurv.numeric.formula_variants`.
 
     Returns:
         a :class:`RecordsComparison` with the first disagreement (smallest
         ``k``; at that ``k`` the first column in record order) and
-        diagnoses (:func:`diagnose`): the S run equal to the JC run, a formula variant of an estimate
+        diagnoses (:func:`diagnose`): the S run equal to the JC run, a formula variant of an
+        estimate
         (with ``terms``), a column shifted by one iteration, of the opposite sign, off by a constant
         factor or equal to another reference column, or a difference at a precision level (with the
         tolerance that would accept it).
@@ -404,7 +407,8 @@ def compare_records(
         results.append(ColumnResult(c, len(common), bad, first_bad, mabs, mrel))
     comp = RecordsComparison(results, common, first, tol, notes=notes)
     if first is not None:
-        comp.diagnoses = diagnose(theirs, reference, [r.column for r in results if r.bad], tol, terms)
+        bad_columns = [r.column for r in results if r.bad]
+        comp.diagnoses = diagnose(theirs, reference, bad_columns, tol, terms)
     return comp
 
 
@@ -442,7 +446,8 @@ def _aligned(theirs, reference, c_t: str, c_r: str, shift: int) -> tuple[list, l
 
 
 def _allowed(theirs, reference, c: str, tol: tuple) -> tuple[list, list, list]:
-    """Their and the reference's values of ``c`` at the common ``k`` (in order) and the allowed difference."""
+    """Their and the reference's values of ``c`` at the common ``k`` (in order) and the allowed
+    difference."""
     rpos = {k: i for i, k in enumerate(reference["k"])}
     ts, rs, al = [], [], []
     for i, k in enumerate(theirs["k"]):
@@ -463,8 +468,7 @@ def _s_equals_jc(theirs, reference, tol: dict) -> bool:
     ts, rs = _aligned(theirs, reference, "loss_s", "loss_jc", 0)
     _, rs_s = _aligned(theirs, reference, "loss_s", "loss_s", 0)
     t_jc = tol.get("loss_jc", tol.get("loss_s"))
-    return (t_jc is not None and _series_close(ts, rs, t_jc)
-            and not _series_close(rs_s, rs, t_jc))
+    return t_jc is not None and _series_close(ts, rs, t_jc) and not _series_close(rs_s, rs, t_jc)
 
 
 def _formula_diagnoses(theirs, reference, bad: list, tol: dict, terms) -> tuple[list, set]:
@@ -490,15 +494,20 @@ def _formula_diagnoses(theirs, reference, bad: list, tol: dict, terms) -> tuple[
         what = ("column " if len(cols) == 1 else "columns ") + ", ".join(cols)
         if len(matches) == 1:
             m = matches[0]
-            out.append(f"{what}: reproduced by an implementation in which {m.mistake} (paper: {m.formula})")
+            out.append(
+                f"{what}: reproduced by an implementation in which {m.mistake} (paper: {m.formula})"
+            )
         else:
-            out.append(f"{what}: reproduced by each of these mistakes on this run (paper: "
-                       f"{matches[0].formula}): " + "; ".join(m.mistake for m in matches))
+            out.append(
+                f"{what}: reproduced by each of these mistakes on this run (paper: "
+                f"{matches[0].formula}): " + "; ".join(m.mistake for m in matches)
+            )
     return out, explained
 
 
 def _relative_difference(ts: list, rs: list) -> float:
-    """Largest ``|t - r| / max(|r|, |t|, 1e-3 max|r|)`` (relative to the column's size near zero)."""
+    """Largest ``|t - r| / max(|r|, |t|, 1e-3 max|r|)`` (relative to the column's size near
+    zero)."""
     floor = 1e-3 * max([abs(r) for r in rs if math.isfinite(r)] + [0.0])
     worst = 0.0
     for t, r in zip(ts, rs):
@@ -525,35 +534,45 @@ def _precision_diagnosis(theirs, reference, cols: list, tol: dict) -> str | None
         return None
     rtol = 10.0 ** math.ceil(math.log10(2 * worst))
     atol = None
-    if not all(_series_close(*_allowed(theirs, reference, c, tol[c])[:2], (rtol, tol[c][1])) for c in cols):
-        diff = max(abs(t - r) for c in cols for t, r in zip(*_allowed(theirs, reference, c, tol[c])[:2])
-                   if math.isfinite(t) and math.isfinite(r))
+    if not all(
+        _series_close(*_allowed(theirs, reference, c, tol[c])[:2], (rtol, tol[c][1])) for c in cols
+    ):
+        diff = max(
+            abs(t - r)
+            for c in cols
+            for t, r in zip(*_allowed(theirs, reference, c, tol[c])[:2])
+            if math.isfinite(t) and math.isfinite(r)
+        )
         atol = float(f"{2 * diff:.0e}")
     flags = f"--rtol {rtol:g}" + ("" if atol is None else f" --atol {atol:g}")
     parts = ", ".join(f"{c} {rel[c]:.1e}" for c in cols)
-    return (f"a difference at a precision level, not in a formula: largest relative difference {parts} "
-            "(a finite-difference Hessian, float32 arithmetic or another order of summation parts this far); "
-            f"if that is the precision of your implementation, compare with {flags}")
+    return (
+        f"a difference at a precision level, not in a formula: largest relative difference {parts} "
+        "(a finite-difference Hessian, float32 arithmetic or another order of summation parts "
+        f"this far); if that is the precision of your implementation, compare with {flags}"
+    )
 
 
 def diagnose(theirs, reference, bad: Sequence[str], tol: dict, terms=None) -> list:
-    """Likely explanations of the disagreeing columns ``bad``, one sentence each (:func:`compare_records`).
+    """Likely explanations of the disagreeing columns ``bad``, one sentence each.
 
     In order: their S run equals the reference's JC run ("run validate-step on your step"); with
-    ``terms``, the formula variants of :mod:`crosscurv.numeric.formula_variants` that reproduce a column;
-    then per remaining column a shift by one iteration, the opposite sign, another reference column, a
-    constant factor; the columns left that differ by at most :data:`PRECISION_LEVEL` relative are named
-    as a precision difference with the tolerance that accepts them; ``sharpness``/``bound_bk`` alone
-    are put down to the power-iteration start.
+    ``terms``, the formula variants of :mod:`crosscurv.numeric.formula_variants` that reproduce a
+    column; then per remaining column a shift by one iteration, the opposite sign, another
+    reference column, a constant factor; the columns left that differ by at most
+    :data:`PRECISION_LEVEL` relative are named as a precision difference with the tolerance that
+    accepts them; ``sharpness``/``bound_bk`` alone are put down to the power-iteration start.
     """
     out: list = []
     shifted: dict = {}
     explained: set = set()
     if "loss_s" in bad and _s_equals_jc(theirs, reference, tol):
-        out.append("your S run equals the JC run: column loss_s equals the reference column loss_jc at every "
-                   "iteration, so your S step performs JC (a GS sweep that reuses the gradients of the start "
-                   "of the sweep is JC); run `crosscurv validate-step` on your step (the estimates that "
-                   "follow from that run are not diagnosed further)")
+        out.append(
+            "your S run equals the JC run: column loss_s equals the reference column loss_jc at "
+            "every iteration, so your S step performs JC (a GS sweep that reuses the gradients of "
+            "the start of the sweep is JC); run `crosscurv validate-step` on your step (the estimates that "
+            "follow from that run are not diagnosed further)"
+        )
         return out
     if terms is not None:
         out, explained = _formula_diagnoses(theirs, reference, list(bad), tol, terms)
@@ -575,32 +594,58 @@ def diagnose(theirs, reference, bad: Sequence[str], tol: dict, terms=None) -> li
             shifted[c] = found
             continue
         if _series_close(ts, [-r for r in rs], (rtol, atol)):
-            out.append(f"column {c} has the opposite sign of the reference at every iteration "
-                       "(sign convention: gap = loss_s - loss_jc, estimates predict the gap)")
+            out.append(
+                f"column {c} has the opposite sign of the reference at every iteration "
+                "(sign convention: gap = loss_s - loss_jc, estimates predict the gap)"
+            )
             continue
         other = _other_column(theirs, reference, c, tol, (rtol, atol))
         if other:
             c2, s = other
-            where = "" if s == 0 else f" shifted by one iteration (their k holds the reference's k{s:+d})"
-            out.append(f"column {c} equals the reference column {c2}{where}: columns swapped or mislabelled?")
+            where = (
+                ""
+                if s == 0
+                else f" shifted by one iteration (their k holds the reference's k{s:+d})"
+            )
+            out.append(
+                f"column {c} equals the reference column {c2}{where}: columns swapped or "
+                "mislabelled?"
+            )
             continue
-        ratios = [t / r for t, r in zip(ts, rs) if r != 0 and math.isfinite(t) and math.isfinite(r) and abs(r) > atol]
+        ratios = [
+            t / r
+            for t, r in zip(ts, rs)
+            if r != 0 and math.isfinite(t) and math.isfinite(r) and abs(r) > atol
+        ]
         if len(ratios) >= 2:
             f0 = ratios[0]
             if f0 != 0 and all(abs(x - f0) <= max(1e3 * rtol, 1e-6) * abs(f0) for x in ratios):
-                out.append(f"column {c} is the reference times a constant factor {f0:.6g} at every iteration "
-                           "(a missing or extra scale, e.g. 1/2 or eta?)")
+                out.append(
+                    f"column {c} is the reference times a constant factor {f0:.6g} at every "
+                    "iteration (a missing or extra scale, e.g. 1/2 or eta?)"
+                )
                 continue
         if set(bad) - explained <= {"sharpness", "bound_bk"}:
-            out.append(f"column {c} depends on the power-iteration start p_0 (L is the running maximum of "
-                       "|p_k.H_JC^k p_k| over the power iteration p_{k+1} = H_JC^k p_k / ||H_JC^k p_k||): crosscurv "
-                       "starts from the seeded unit vector of crosscurv.numeric.estimates.init_power_vector, "
-                       "written into a golden case.json as power_iteration.start; with another start leave "
-                       "sharpness and bound_bk out of your file (they are optional)")
+            out.append(
+                f"column {c} depends on the power-iteration start p_0 (L is the running maximum of "
+                "|p_k.H_JC^k p_k| over the power iteration p_{k+1} = H_JC^k p_k / ||H_JC^k "
+                "p_k||): crosscurv "
+                "starts from the seeded unit vector of "
+                "crosscurv.numeric.estimates.init_power_vector, "
+                "written into a golden case.json as power_iteration.start; with another start "
+                "leave "
+                "sharpness and bound_bk out of your file (they are optional)"
+            )
             continue
         ks = [k for k in theirs["k"] if k in set(reference["k"])]
-        first = next((k for k, t, r, a in zip(ks, *_allowed(theirs, reference, c, tol[c]))
-                      if not _close(t, r, 0.0, a)), None)
+        first = next(
+            (
+                k
+                for k, t, r, a in zip(ks, *_allowed(theirs, reference, c, tol[c]))
+                if not _close(t, r, 0.0, a)
+            ),
+            None,
+        )
         if first is not None and first > min(theirs["k"]):
             out.append(f"column {c} agrees up to k={first - 1} and disagrees from k={first} on")
     precision = _precision_diagnosis(theirs, reference, rest, tol)
@@ -610,20 +655,30 @@ def diagnose(theirs, reference, bad: Sequence[str], tol: dict, terms=None) -> li
         if len(shifted) == len(bad) and len(set(shifted.values())) == 1 and len(bad) > 1:
             s = next(iter(shifted.values()))
             if s == +1:
-                out.insert(0, "every disagreeing column is shifted by one iteration: their row k holds the "
-                              "reference's k+1 (iterations numbered from 0 instead of 1?)")
+                out.insert(
+                    0,
+                    "every disagreeing column is shifted by one iteration: their row k holds the "
+                    "reference's k+1 (iterations numbered from 0 instead of 1?)",
+                )
             else:
-                out.insert(0, "every disagreeing column is shifted by one iteration: their row k holds the "
-                              "reference's k-1 (records written one iteration late, or numbered from 2?)")
+                out.insert(
+                    0,
+                    "every disagreeing column is shifted by one iteration: their row k holds the "
+                    "reference's k-1 (records written one iteration late, or numbered from 2?)",
+                )
         else:
             for c, s in shifted.items():
-                out.append(f"column {c} is shifted by one iteration: their row k holds the reference's k{s:+d} "
-                           "(an off-by-one in k)")
+                out.append(
+                    f"column {c} is shifted by one iteration: their row k holds the reference's "
+                    f"k{s:+d} "
+                    "(an off-by-one in k)"
+                )
     return out
 
 
 def _other_column(theirs, reference, c: str, tol: dict, own: tuple):
-    """``(c2, shift)`` of another reference column that their ``c`` equals, not one that is zero to within
+    """``(c2, shift)`` of another reference column that their ``c`` equals, not one that is zero to
+    within
     its tolerance throughout (any small column would match a zero one)."""
     for c2 in ALL_COLUMNS:
         if c2 == c or c2 not in reference:

@@ -450,7 +450,8 @@ def _one_step(case: GoldenCase, task: Task) -> dict:
 
 
 def _one_step_optimizer(case: GoldenCase, task: Task) -> dict:
-    """``one_step.json`` of an optimizer case: the first step from zero state (README, optimizer section)."""
+    """``one_step.json`` of an optimizer case: the first step from zero state (README, optimizer
+    section)."""
     from crosscurv.numeric.curvature import cross_curvature_table
     from crosscurv.numeric.hvp import grad
     from crosscurv.numeric.optimizer_estimates import optimizer_one_step_estimate
@@ -588,7 +589,8 @@ def write_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
 
 
 def readme_text() -> str:
-    """The ``README.md`` of a golden folder: ``golden_readme.md`` beside this module, with the tolerance
+    """The ``README.md`` of a golden folder: ``golden_readme.md`` beside this module, with the
+    tolerance
     table written from :data:`crosscurv.numeric.record_comparison.TOLERANCES`."""
     from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, SAFETY, TOLERANCES
 
@@ -598,4 +600,5 @@ def readme_text() -> str:
         for c, (r, a) in TOLERANCES["float64"].items())
     with open(README_TEMPLATE, encoding="utf-8") as fh:
         text = fh.read()
-    return text.replace("@ROWS@", rows).replace("@SAFETY@", f"{SAFETY:g}").replace("@EPS@", f"{EPS['float64']:.3g}")
+    text = text.replace("@ROWS@", rows).replace("@SAFETY@", f"{SAFETY:g}")
+    return text.replace("@EPS@", f"{EPS['float64']:.3g}")

@@ -19,7 +19,8 @@ gap, recursive, cumulative`` (any order, extra columns ignored);
 both files have them.  ``THEIRS.json`` holds one-step results laid out like a
 golden ``one_step.json`` (``c``, ``C_S``, the ``eta^2`` and ``eta^3``
 estimates...), checked against ``--reference CASE_DIR`` or ``golden:<case>``
-(:mod:`crosscurv.numeric.one_step_comparison`).  Neither check imports torch.  Values are compared at the iterations ``k`` both files hold:
+(:mod:`crosscurv.numeric.one_step_comparison`).  Neither check imports torch.  Values are compared
+at the iterations ``k`` both files hold:
 ``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
 given, the per-column defaults of the reference's dtype
 (:data:`crosscurv.numeric.record_comparison.TOLERANCES`: ten times the measured rounding
@@ -43,7 +44,8 @@ from crosscurv.numeric.records import RecordsError
 
 HELP = (
     "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative; "
-    "jc_only, bound_bk, sharpness, gap_err when present) with a reference run directory or golden case "
+    "jc_only, bound_bk, sharpness, gap_err when present) with a reference run directory or "
+    "golden case "
     "(--reference DIR or golden:CASE/LABEL) or a reference computed on the fly "
     "(--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
     "rounding of each column; names the first disagreement and a likely diagnosis (the formula an "
@@ -53,10 +55,11 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("theirs", metavar="THEIRS.csv", help="your records CSV (or THEIRS.json: one-step results)")
+    p.add_argument("theirs", metavar="THEIRS.csv",
+                   help="your records CSV (or THEIRS.json: one-step results)")
     p.add_argument("--reference", metavar="RUN_DIR", default=None,
-                   help="reference run directory with records.csv and summary.json, or golden:CASE/LABEL "
-                        "(a golden case folder or golden:CASE for THEIRS.json)")
+                   help="reference run directory with records.csv and summary.json, or "
+                        "golden:CASE/LABEL (a golden case folder or golden:CASE for THEIRS.json)")
     p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task or module:factory")
     p.add_argument("--pattern", default=None, help="pattern of the on-the-fly reference (default: the task's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate of the on-the-fly reference")
@@ -113,8 +116,9 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
 
 def run(args) -> int:
     from crosscurv.experiments.conformance.golden_check import as_columns, read_reference
-    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, column_scale, compare_records,
-                                                     compared_columns, reference_tolerances)
+    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, column_scale,
+                                                     compare_records, compared_columns,
+                                                     reference_tolerances)
 
     if (args.reference is None) == (args.task is None):
         raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
@@ -176,17 +180,20 @@ def _one_step(args) -> int:
     from crosscurv.experiments.conformance.golden_check import check_one_step
 
     if args.reference is None:
-        raise RecordsError("one-step results (THEIRS.json) are checked against --reference CASE_DIR or golden:CASE")
+        raise RecordsError("one-step results (THEIRS.json) are checked against --reference "
+                           "CASE_DIR or golden:CASE")
     if args.atol is not None or args.columns:
-        raise RecordsError("--atol and --columns apply to records; one-step results take --rtol only")
+        raise RecordsError("--atol and --columns apply to records; one-step results take --rtol "
+                           "only")
     comp = check_one_step(args.theirs, args.reference, rtol=args.rtol)
     if args.json:
         from crosscurv.numeric.records import json_safe
 
-        print(json.dumps(json_safe(dict(comp.to_dict(), theirs=args.theirs, reference=comp.where)), indent=2))
+        out = dict(comp.to_dict(), theirs=args.theirs, reference=comp.where)
+        print(json.dumps(json_safe(out), indent=2))
     else:
         print(f"theirs: {args.theirs}")
-        print(f"reference: {comp.where}; |theirs - expected| <= rtol x the largest expected value of its kind "
-              "(crosscurv.numeric.one_step_comparison.RTOL)")
+        print(f"reference: {comp.where}; |theirs - expected| <= rtol x the largest expected value "
+              "of its kind (crosscurv.numeric.one_step_comparison.RTOL)")
         print(comp.text())
     return comp.exit_code

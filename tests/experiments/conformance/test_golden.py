@@ -175,7 +175,8 @@ def test_golden_cli_and_errors(tmp_path, capsys):
 
 
 def test_shipped_cases_are_the_recomputed_ones(golden):
-    """The copy shipped with the package is what ``write_golden`` computes: inputs bit for bit, results
+    """The copy shipped with the package is what ``write_golden`` computes: inputs bit for bit,
+    results
     within the tolerances of ``validate-records`` (bit for bit on the machine that wrote them)."""
     from crosscurv.experiments.conformance.golden_check import check_one_step, check_records
     from crosscurv.experiments.conformance.golden_data import GOLDEN_DIR, shipped_cases
@@ -184,8 +185,10 @@ def test_shipped_cases_are_the_recomputed_ones(golden):
         assert open(os.path.join(GOLDEN_DIR, f)).read() == open(os.path.join(golden, f)).read(), f
     for name in CASES:
         for f in ("case.json",):
-            assert open(os.path.join(GOLDEN_DIR, name, f)).read() == open(os.path.join(golden, name, f)).read()
-        assert check_one_step(os.path.join(golden, name, "one_step.json"), os.path.join(GOLDEN_DIR, name)).ok
+            shipped = open(os.path.join(GOLDEN_DIR, name, f)).read()
+            assert shipped == open(os.path.join(golden, name, f)).read()
+        mine = os.path.join(golden, name, "one_step.json")
+        assert check_one_step(mine, os.path.join(GOLDEN_DIR, name)).ok
         for label in LABELS:
             comp = check_records(os.path.join(golden, name, label, "records.csv"),
                                  os.path.join(GOLDEN_DIR, name, label))
@@ -199,19 +202,23 @@ def test_shipped_cases_are_the_recomputed_ones(golden):
             assert list(mine) == list(ship)
             for c in mine:
                 scale = max(abs(v) for v in ship[c]) or 1.0
-                assert all(abs(a - b) <= 1e-12 * scale for a, b in zip(mine[c], ship[c])), (name, label, c)
+                close = all(abs(a - b) <= 1e-12 * scale for a, b in zip(mine[c], ship[c]))
+                assert close, (name, label, c)
 
 
 def test_terms_reproduce_the_records(golden):
-    """The reference combination of ``terms.csv`` is each estimate of ``records.csv`` to round-off."""
+    """The reference combination of ``terms.csv`` is each estimate of ``records.csv`` to
+    round-off."""
     for name in ("quadratic", "quartic", "tiny_mlp", "lora_bilinear"):
         for label in LABELS:
             t = _read_csv(os.path.join(golden, name, label, "terms.csv"))
             r = _read_csv(os.path.join(golden, name, label, "records.csv"))
-            sums = {"recursive": [a + b + c for a, b, c in zip(t["rec_prop"], t["rec_quad"], t["rec_fresh_S"])],
+            parts = zip(t["rec_prop"], t["rec_quad"], t["rec_fresh_S"])
+            sums = {"recursive": [a + b + c for a, b, c in parts],
                     "cumulative": [a + b for a, b in zip(t["cum_lin_S"], t["cum_quad_S"])],
                     "jc_only": [a + b for a, b in zip(t["jco_lin_S"], t["jco_quad_S"])],
                     "bound_bk": [a + b for a, b in zip(t["bnd_G_S"], t["bnd_L_S"])]}
             for c, vals in sums.items():
                 # measured: at most 3.7e-15 relative (exactly 0 under JC)
-                assert all(abs(v - x) <= 1e-14 * abs(x) for v, x in zip(vals, r[c])), (name, label, c)
+                close = all(abs(v - x) <= 1e-14 * abs(x) for v, x in zip(vals, r[c]))
+                assert close, (name, label, c)
