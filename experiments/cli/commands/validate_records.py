@@ -11,7 +11,9 @@ does (a run directory's reference carries its optimizer in ``summary.json``).
 ``RUN_DIR`` may be ``golden:<case>/<label>``, a golden case shipped with the
 package (:mod:`crosscurv.experiments.conformance.golden_data`); a golden run
 folder holds ``terms.csv``, from which a disagreement is diagnosed at the
-level of the formula (:mod:`crosscurv.numeric.formula_variants`).
+level of the formula (:mod:`crosscurv.numeric.formula_variants`); so does an
+on-the-fly reference of a plain float64 task of at most
+:data:`TERMS_MAX_PARAMS` parameters.
 
 ``THEIRS.csv`` needs a header with the paper's columns ``k, loss_jc, loss_s,
 gap, recursive, cumulative`` (any order, extra columns ignored);
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 from crosscurv.numeric.records import RecordsError
 
@@ -83,7 +86,13 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
-def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, str]:
+#: Largest float64 task whose on-the-fly reference also gets ``terms.csv`` (dense Hessians).
+TERMS_MAX_PARAMS = 64
+
+
+def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, str, dict | None]:
+    """The reference records, dtype, a description and, for a plain float64 run of at most
+    :data:`TERMS_MAX_PARAMS` parameters, the terms of the formula-level diagnoses."""
     import torch
 
     from crosscurv.experiments.tasks.loading import load_task
@@ -111,7 +120,23 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     if res.summary["settings"]["block_lr"]:
         opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"]["block_lr"].items())
     where = f"{args.task} pattern {spec} lr {lr:g} K {iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)"
-    return records_columns(res.records), dt, where
+    terms = None
+    small = task.num_params() <= TERMS_MAX_PARAMS and task.dtype == torch.float64
+    if opt == "sgd" and small and len(res.records) == iters:
+        from crosscurv.experiments.conformance.golden_terms import TERM_COLUMNS, formula_terms
+        from crosscurv.numeric.estimates import init_power_vector
+
+        rows = formula_terms(task, pattern, float(lr), int(iters),
+                             init_power_vector(task.params, args.seed))
+        terms = {c: [r[c] for r in rows] for c in ("k",) + TERM_COLUMNS}
+        if args.save_reference:
+            from crosscurv.experiments.conformance.golden_check import TERMS_FILE
+            from crosscurv.numeric.records import RecordWriter
+
+            path = os.path.join(args.save_reference, TERMS_FILE)
+            with RecordWriter(path, fields=("k",) + TERM_COLUMNS) as w:
+                w.write_rows(rows)
+    return records_columns(res.records), dt, where, terms
 
 
 def run(args) -> int:
@@ -147,7 +172,7 @@ def run(args) -> int:
         ref = read_reference(args.reference)
         ref, dtype, where, terms = ref.columns, ref.dtype, ref.where, ref.terms
     else:
-        (ref, dtype, where), terms = _reference_on_the_fly(args, theirs["k"]), None
+        ref, dtype, where, terms = _reference_on_the_fly(args, theirs["k"])
     columns = compared_columns(theirs, ref, columns)
     tol = reference_tolerances(ref, dtype, columns, rtol=args.rtol, atol=args.atol)
     comp = compare_records(theirs, ref, tolerances=tol, columns=columns, terms=terms)

@@ -297,3 +297,25 @@ def test_one_step_check(name, tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "pattern 'nope'" in proc.stderr
+
+
+def test_an_on_the_fly_reference_of_a_small_task_names_the_mistake(tmp_path, capsys):
+    from crosscurv.experiments.cli import main
+
+    fac = tmp_path / "quartic_task.py"
+    fac.write_text(
+        "from crosscurv.experiments.conformance.golden import build_case, case_task\n"
+        "def quartic():\n    return case_task(build_case('quartic'))\n"
+    )
+    rows = _records("quartic", "partial", "transposed_pairs")
+    mine = tmp_path / "mine.csv"
+    cols = ["k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk"]
+    mine.write_text(",".join(cols) + "\n" + "".join(
+        ",".join(repr(float(rows[c][i])) if c != "k" else str(rows[c][i]) for c in cols) + "\n" for i in range(len(rows["k"]))))
+    save = tmp_path / "saved"
+    code = main(["validate-records", str(mine), "--task", f"{fac}:quartic", "--pattern", "2<-1,3<-1",
+                 "--lr", "0.05", "--save-reference", str(save)])
+    out, err = capsys.readouterr()
+    assert code == 1 and "diagnosis: " + NAMED["transposed_pairs"] in out, out + err
+    assert main(["validate-records", str(mine), "--reference", str(save)]) == 1  # the saved terms
+    assert "diagnosis: " + NAMED["transposed_pairs"] in capsys.readouterr().out
