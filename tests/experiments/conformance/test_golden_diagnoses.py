@@ -85,6 +85,14 @@ def _records(name, label, bug=None, hessian="exact", fd_step=1e-5):
     )
 
 
+def _write_csv(rows, path):
+    cols = ["k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk"]
+    lines = [",".join(str(rows["k"][i]) if c == "k" else repr(float(rows[c][i])) for c in cols)
+             for i in range(len(rows["k"]))]
+    path.write_text("\n".join([",".join(cols)] + lines) + "\n")
+    return path
+
+
 @pytest.mark.parametrize("bug", list(BUGS))
 def test_each_planted_mistake_is_named(bug):
     for name, label in RUNS:
@@ -154,16 +162,7 @@ def test_paper_columns_are_enough_and_optional_ones_compared_when_present(tmp_pa
 
 def test_cli_names_the_mistake_without_torch(tmp_path):
     rows = _records("quadratic", "gs", "no_propagation")
-    csv = tmp_path / "mine.csv"
-    cols = ["k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk"]
-    csv.write_text(
-        ",".join(cols)
-        + "\n"
-        + "".join(
-            ",".join(str(rows[c][i]) if c == "k" else repr(float(rows[c][i])) for c in cols) + "\n"
-            for i in range(len(rows["k"]))
-        )
-    )
+    csv = _write_csv(rows, tmp_path / "mine.csv")
     code = (
         "import sys\n"
         "class Block:\n"
@@ -308,13 +307,10 @@ def test_an_on_the_fly_reference_of_a_small_task_names_the_mistake(tmp_path, cap
         "def quartic():\n    return case_task(build_case('quartic'))\n"
     )
     rows = _records("quartic", "partial", "transposed_pairs")
-    mine = tmp_path / "mine.csv"
-    cols = ["k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk"]
-    mine.write_text(",".join(cols) + "\n" + "".join(
-        ",".join(repr(float(rows[c][i])) if c != "k" else str(rows[c][i]) for c in cols) + "\n" for i in range(len(rows["k"]))))
+    mine = _write_csv(rows, tmp_path / "mine.csv")
     save = tmp_path / "saved"
-    code = main(["validate-records", str(mine), "--task", f"{fac}:quartic", "--pattern", "2<-1,3<-1",
-                 "--lr", "0.05", "--save-reference", str(save)])
+    code = main(["validate-records", str(mine), "--task", f"{fac}:quartic", "--pattern",
+                 "2<-1,3<-1", "--lr", "0.05", "--save-reference", str(save)])
     out, err = capsys.readouterr()
     assert code == 1 and "diagnosis: " + NAMED["transposed_pairs"] in out, out + err
     assert main(["validate-records", str(mine), "--reference", str(save)]) == 1  # the saved terms
