@@ -151,6 +151,58 @@ class NumpyProblem:
         return out
 
 
+class MlpProblem(NumpyProblem):
+    """The golden tiny MLP (tanh 3-4-3-2, mean softmax cross-entropy): gradient by hand-written
+    back-propagation, every Hessian from central differences of it (no second derivative here)."""
+
+    def __init__(self, case: dict, fd_step: float = 1e-5):
+        assert case["model"] == "mlp"
+        self.names = list(case["params"])
+        self.shapes = [tuple(case["params"][n]["shape"]) for n in self.names]
+        sizes = [int(np.prod(sh)) for sh in self.shapes]
+        self.off = np.cumsum([0] + sizes)
+        pos = {n: np.arange(self.off[i], self.off[i + 1]) for i, n in enumerate(self.names)}
+        self.blocks = [np.concatenate([pos[n] for n in b["params"]]) for b in case["blocks"]]
+        self.x0 = np.concatenate([_arr(case["params"][n]).ravel() for n in self.names])
+        self.p0 = np.concatenate(
+            [_arr(case["power_iteration"]["start"][n]).ravel() for n in self.names])
+        self.X, self.Y = _arr(case["data"]["X"]), _arr(case["data"]["Y"])
+        self.hessian, self.fd_step = "fd", fd_step
+
+    def _unflat(self, x):
+        return {n: x[self.off[i]:self.off[i + 1]].reshape(self.shapes[i])
+                for i, n in enumerate(self.names)}
+
+    def _forward(self, x):
+        p = self._unflat(x)
+        h1 = np.tanh(self.X @ p["W1"].T + p["b1"])
+        h2 = np.tanh(h1 @ p["W2"].T + p["b2"])
+        return p, h1, h2, h2 @ p["W3"].T + p["b3"]
+
+    def loss(self, x):
+        z = self._forward(x)[3]
+        m = z.max(axis=1, keepdims=True)
+        lse = (m + np.log(np.exp(z - m).sum(axis=1, keepdims=True)))[:, 0]
+        return float(np.mean(lse - (z * self.Y).sum(axis=1)))
+
+    def grad(self, x):
+        p, h1, h2, z = self._forward(x)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        dz = (e / e.sum(axis=1, keepdims=True) - self.Y) / len(self.X)
+        da2 = (dz @ p["W3"]) * (1 - h2**2)
+        da1 = (da2 @ p["W2"]) * (1 - h1**2)
+        g = {"W3": dz.T @ h2, "b3": dz.sum(0), "W2": da2.T @ h1, "b2": da2.sum(0),
+             "W1": da1.T @ self.X, "b1": da1.sum(0)}
+        return np.concatenate([g[n].ravel() for n in self.names])
+
+
+def problem(case: dict, hessian: str = "exact", fd_step: float = 1e-5) -> NumpyProblem:
+    """The NumPy problem of a golden case (the MLP takes its Hessians from differences always)."""
+    if case["model"] == "mlp":
+        return MlpProblem(case, fd_step)
+    return NumpyProblem(case, hessian, fd_step)
+
+
 def pattern(case, label):
     """``(pairs, order)`` of a pattern of ``case.json``, 0-based."""
     pat = case["patterns"][label]
