@@ -332,3 +332,20 @@ def test_an_on_the_fly_reference_of_a_small_task_names_the_mistake(tmp_path, cap
     assert code == 1 and "diagnosis: " + NAMED["transposed_pairs"] in out, out + err
     assert main(["validate-records", str(mine), "--reference", str(save)]) == 1  # the saved terms
     assert "diagnosis: " + NAMED["transposed_pairs"] in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["quadratic", "quartic"])
+def test_another_power_iteration_start_is_named_and_can_be_left_out(name):
+    import numpy as np
+
+    case = _case(name)
+    pairs, order = pattern(case, "gs")
+    prob = problem(case)
+    prob.p0 = np.ones_like(prob.p0) / np.sqrt(prob.p0.size)  # not the recorded start
+    rows = prob.protocol(pairs, order, float(case["lr"]), int(case["iters"]))
+    comp = check_records(rows, f"golden:{name}/gs")
+    assert [c.column for c in comp.columns if c.bad] == ["bound_bk"]
+    (d,) = comp.diagnoses
+    assert d.startswith("column bound_bk depends on the power-iteration start p_0")
+    del rows["bound_bk"]
+    assert check_records(rows, f"golden:{name}/gs").ok
