@@ -17,7 +17,7 @@ lora_bilinear  ``||(W2 + s B2 A2)(W1 + s B1 A1) Z - T||_F^2 / (2m)``        4
 Two more cases run the quartic and quadratic problems with an optimizer (beyond
 the paper): ``quartic_momentum`` (heavy ball 0.9) and ``quadratic_block_lr``
 (per-block step sizes); their records hold the generalized estimates
-(:data:`README_OPTIMIZERS`).
+(their definitions are in the README written with the cases).
 
 Every case is *defined by its JSON*: :func:`case_task` builds the
 :class:`crosscurv.numeric.Task` from the stored numbers (float64 values written with
@@ -35,6 +35,12 @@ Layout of ``DIR`` (described for readers in the ``README.md`` written there)::
                          losses and gap, eta^2 and eta^3 estimates, theta^1
     <case>/<label>/records.csv   expected per-iteration records (protocol CSV)
     <case>/<label>/summary.json  the protocol's summary (timings removed)
+    <case>/<label>/terms.csv     the parts of each estimate and of its likely variants
+                                 (plain cases; :mod:`.golden_terms`)
+
+The README is ``golden_readme.md`` beside this module (:func:`readme_text`).  A copy of every
+case ships with the package (:mod:`.golden_data`), so that ``crosscurv golden --out DIR`` needs
+no torch; :func:`write_golden` recomputes them (``crosscurv golden --recompute``).
 
 ``<label>`` is ``jc``, ``gs`` or ``partial``; each ``<case>/<label>`` is a run
 directory usable as ``crosscurv validate-records THEIRS.csv --reference
@@ -52,10 +58,10 @@ import torch
 
 from crosscurv.numeric.portable_random import portable_randn
 from crosscurv.numeric.task import Task
-from crosscurv.theory.errors import InputError
 from crosscurv.theory.patterns import as_pattern
 
 from ..problems.toys import adapted_weight, coupled_spd, mlp_forward, quadratic_loss, quartic_ridge_loss
+from .golden_data import GoldenError
 
 __all__ = [
     "FORMAT",
@@ -67,16 +73,16 @@ __all__ = [
     "case_task",
     "load_case",
     "write_golden",
-    "README_TEXT",
+    "readme_text",
+    "README_TEMPLATE",
 ]
 
 FORMAT = "crosscurv-golden"
 FORMAT_VERSION = 1
 LABELS = ("jc", "gs", "partial")
-
-
-class GoldenError(InputError):
-    """Bad ``golden`` input: unknown case, output folder in use, unreadable case file."""
+#: The README of a golden folder, with ``@ROWS@``, ``@SAFETY@``, ``@EPS@`` for the tolerance table.
+README_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_readme.md")
+TERMS_FILE = "terms.csv"
 
 
 @dataclass
@@ -444,7 +450,8 @@ def _one_step(case: GoldenCase, task: Task) -> dict:
 
 
 def _one_step_optimizer(case: GoldenCase, task: Task) -> dict:
-    """``one_step.json`` of an optimizer case: the first step from zero state (``README_OPTIMIZERS``)."""
+    """``one_step.json`` of an optimizer case: the first step from zero state (README, optimizer
+    section)."""
     from crosscurv.numeric.curvature import cross_curvature_table
     from crosscurv.numeric.hvp import grad
     from crosscurv.numeric.optimizer_estimates import optimizer_one_step_estimate
@@ -514,6 +521,14 @@ def _records(case: GoldenCase, task: Task, label: str, run_dir: str) -> dict:
     summary.pop("timing", None)  # the only part that changes between regenerations
     summary.pop("crosscurv_version", None)
     _write_json(os.path.join(run_dir, SUMMARY_FILE), summary)
+    if case.plain:
+        from crosscurv.numeric.estimates import init_power_vector
+
+        from .golden_terms import TERM_COLUMNS, formula_terms
+
+        rows = formula_terms(task, p, case.lr, case.iters, init_power_vector(task.params, 0))
+        with RecordWriter(os.path.join(run_dir, TERMS_FILE), fields=("k",) + TERM_COLUMNS) as w:
+            w.write_rows(rows)
     return summary
 
 
@@ -557,169 +572,33 @@ def write_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
         for label in LABELS:
             rdir = os.path.join(cdir, label)
             if force:
-                for f in ("records.csv", "summary.json"):
+                for f in ("records.csv", "summary.json", TERMS_FILE):
                     if os.path.exists(os.path.join(rdir, f)):
                         os.remove(os.path.join(rdir, f))
             _records(case, task, label, rdir)
             files += [f"{name}/{label}/records.csv", f"{name}/{label}/summary.json"]
+            files += [f"{name}/{label}/{TERMS_FILE}"] if case.plain else []
         written += files
         index.append({"name": name, "title": case.title, "blocks": task.block_names,
                       "n_params": task.num_params(), "lr": case.lr, "iters": case.iters,
                       "patterns": dict(case.patterns), "files": files})
     _write_json(os.path.join(out_dir, "index.json"), {"format": FORMAT, "version": FORMAT_VERSION, "cases": index})
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as fh:
-        fh.write(README_TEXT)
-        fh.write(README_OPTIMIZERS)
+        fh.write(readme_text())
     return written + ["index.json", "README.md"]
 
 
-README_TEXT = """\
-# crosscurv golden cases (format `crosscurv-golden`, version 1)
-
-Small float64 problems with their expected results, so that an implementation of the
-cross-curvature quantities in any framework (JAX, NumPy, ...) can be checked without torch.
-Written by `crosscurv golden --out DIR`. Everything is plain JSON and CSV.
-
-## Files
-
-| path | content |
-|---|---|
-| `index.json` | the cases, their blocks, `lr`, `K`, patterns and files |
-| `<case>/case.json` | inputs: parameters `theta^0`, data, the loss in words and as a formula, the ordered block partition, the three patterns, `lr`, `iters` (`K`), the power-iteration start vector |
-| `<case>/one_step.json` | expected one-step quantities at `theta^0` |
-| `<case>/<label>/records.csv` | expected per-iteration records, `k = 1..K` |
-| `<case>/<label>/summary.json` | the protocol's summary (settings, metrics, `G`, `L`) |
-
-`<label>` is `jc`, `gs` or `partial`. Cases: `quadratic`, `quartic` (degree-4 polynomial),
-`tiny_mlp` (tanh MLP, softmax cross-entropy), `lora_bilinear` (two stacked LoRA-adapted linear
-maps, one block per factor).
-
-## Encoding
-
-* A tensor is `{"shape": [...], "values": nested lists}` in row-major order; a scalar datum is a
-  plain number. All numbers are float64 written in shortest round-trip form: parse them as
-  float64 and you have the exact values the expected results were computed from.
-* `params` is ordered: it is the parameter order used whenever "all parameters" are
-  concatenated (the gradient norm, the power-iteration vector). `blocks` is an ordered list;
-  block `i` (1-based, as in the paper) is its `i`-th entry.
-* `loss.formula` uses the parameter and data names of the file; `A @ x` is a matrix product,
-  `X W1^T` multiplies the rows of `X` (examples) by `W1` transposed.
-
-## Patterns and steps (paper, Definitions 1-2, Lemma 1)
-
-`patterns.<label>.pairs` lists 1-based pairs `[i, j]`: block `i` evaluates its gradient with
-the *fresh* value of block `j` (`pairs_named` gives block names). The exact step of a
-pattern `S` from `theta`, with learning rate `eta`:
-
-    theta_i^+ = theta_i - eta * grad_i L(theta^(i)),
-
-where `theta^(i)` holds the new value `theta_j^+` exactly for the blocks `j` with `[i, j]` in
-`S`, and the old value for every other block (for a partial pattern a block updated earlier
-but not in `S(i)` is seen *stale*). `order` is an update order respecting every pair. JC is
-`S = {}`; full GS in order `o` has `[o_b, o_a]` for all `a < b`.
-
-## one_step.json (at `theta^0`, step `lr`)
-
-* `loss_0`, `grad_0`, `grad_norm2 = ||g||^2`;
-* `c[i][j] = g_i^T H_ij g_j` (0-based indices in the JSON array; the paper's `c_ij` with
-  1-based `i, j` is `c[i-1][j-1]`), `C_cross = sum_{i != j} c_ij`, `gHg = sum_ij c_ij`;
-* `loss_jc_1 = L(theta_JC^1)`, `theta_jc_1`;
-* per pattern: `C_S = sum_{(i,j) in S} c_ij` (Theorem 1), `loss_s_1 = L(theta_S^1)`,
-  `gap_1 = loss_s_1 - loss_jc_1`, `eta2_estimate = lr^2 C_S`, `c3` and
-  `eta3_estimate = lr^2 C_S + lr^3 c3` (the next-order coefficient, see `numeric/one_step.py`),
-  `theta_s_1`.
-
-## records.csv (the controlled protocol)
-
-Both trajectories start at `theta^0` with constant `lr`; `theta_JC^{k+1} = theta_JC^k - lr g_JC^k`,
-`theta_S^{k+1}` = the exact step of `S`. With `Delta^k = theta_S^k - theta_JC^k`, `H_JC^k` the
-Hessian at `theta_JC^k`, `u^k = M_S(theta_S^k) g_S^k` and `m^k = M_S(theta_JC^k) g_JC^k`
-(`(M_S v)_i = sum_{j in S(i)} H_ij v_j`), for `k = 1..K`:
-
-* `loss_jc`, `loss_s`: `L(theta_JC^k)`, `L(theta_S^k)`; `gap = loss_s - loss_jc`;
-* `recursive` (Theorem 2, measured difference):
-  `g_JC^k . [(I - lr H_JC^{k-1}) Delta^{k-1} + lr^2 u^{k-1}] + 1/2 Delta^{k-1} . H_JC^{k-1} Delta^{k-1}`;
-* `cumulative` (Theorem 3): `g_JC^k . z_k + 1/2 z_k . H_JC^k z_k` with `z_0 = 0`,
-  `z_{k+1} = (I - lr H_JC^k) z_k + lr^2 u^k`;
-* `jc_only`: the same with `y_0 = 0`, `y_{k+1} = (I - lr H_JC^k) y_k + lr^2 m^k`;
-* `bound_bk = G b_k + L/2 b_k^2`, `b_k = lr^2 sum_{j<k} (1 + lr L)^{k-1-j} ||u^j||`, where,
-  at iteration `k`, `G` is the running maximum of `||g_JC^i||` and `||g_S^i||` over
-  `i = 0..k` and `L` the running maximum of `|p_i^T H_JC^i p_i|` over `i = 0..k` of the power
-  iteration `p_{i+1} = H_JC^i p_i / ||H_JC^i p_i||` from `power_iteration.start` (`p_0`);
-* `sharpness`: this iteration's `p_k^T H_JC^k p_k` (whose running maximum is `L`);
-* `gap`, `gap_err`: the measured gap and its error bound. crosscurv measures the gap as the
-  integral of the gradient along the segment `theta_JC^k -> theta_S^k` (no cancellation of two
-  losses; bound: the difference of its 5-point Gauss-Lobatto rule to Simpson's rule on the same
-  nodes plus the round-off of the inner products) where that is more precise than `loss_s -
-  loss_jc` and agrees with it, else records that difference with its rounding, 8 ulps of the
-  larger loss. In float64 the difference is the more precise one at nearly every iteration, so
-  `gap = loss_s - loss_jc` computed by subtraction is what these records hold.
-
-"""
-
-
-def _tolerance_text() -> str:
-    """The README's tolerance section, written from :data:`crosscurv.numeric.record_comparison.TOLERANCES`."""
+def readme_text() -> str:
+    """The ``README.md`` of a golden folder: ``golden_readme.md`` beside this module, with the
+    tolerance
+    table written from :data:`crosscurv.numeric.record_comparison.TOLERANCES`."""
     from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, SAFETY, TOLERANCES
 
     rows = "\n".join(
         f"| `{c}` | {MEASURED_ROUNDING['float64'][c][0]:.1e} | {MEASURED_ROUNDING['float64'][c][1]:.1e} "
         f"| {r:.2g} | {a:.2g} |"
         for c, (r, a) in TOLERANCES["float64"].items())
-    return f"""
-## Tolerances
-
-A value agrees with the expected one when `|theirs - expected| <= rtol |expected| + atol_rel * scale`,
-where `scale` is the largest `|loss_jc|` or `|loss_s|` of the file (the gap and the estimates are
-differences of loss-sized numbers; for `sharpness`: its largest `|sharpness|`), and for `gap`
-the `gap_err` of the expected records (and of yours, if you write one) is added: a measured gap
-is only known to within its error bound. `crosscurv validate-records THEIRS.csv --reference
-DIR/<case>/<label>` applies exactly this; `sharpness` and `gap_err` are compared when your file
-has them. The float64 tolerances rest on the measured rounding of each column
-(`python -m crosscurv.experiments.conformance.rounding`, in the crosscurv repository): the same protocol computed in
-different orders of floating-point operations (1 against 2 threads, the other Hessian-vector
-product engine) and by an independent NumPy implementation (`examples/numpy_estimator.py`, whose
-gap is the float64 difference of the two losses), on these cases over `K` iterations and on the
-built-in tasks. Measured `rel` is the largest relative difference of values not near zero,
-`beyond` the largest absolute difference that `rel` leaves over (in units of `scale`); each
-tolerance is {SAFETY:g} times the measured value, at least {SAFETY:g} eps (eps = {EPS['float64']:.3g}):
-
-| column | measured `rel` | measured `beyond` | `rtol` | `atol_rel` |
-|---|---|---|---|---|
-{rows}
-
-`k` is compared exactly. Parameters after one step agree to ~1e-15 relative. A float32
-implementation part from these float64 records at its own rounding (about 1e-7 relative in the
-losses, 5e-4 in `recursive`); check it with `--rtol/--atol`, or against a float32 reference
-(`crosscurv validate-records --task ... --dtype float32`).
-"""
-
-
-README_TEXT = README_TEXT + _tolerance_text()
-
-README_OPTIMIZERS = """
-## Cases with an optimizer (beyond the paper)
-
-`quartic_momentum` and `quadratic_block_lr` are the `quartic` and `quadratic` cases run with a
-block-separable optimizer; their `case.json` adds `optimizer` (`momentum:BETA`: heavy ball as
-`torch.optim.SGD(momentum=BETA)`, dampening 0, no Nesterov) and `block_lr` (`{block: f_i}`; block
-`i` steps with `lr * f_i`, unnamed blocks `f_i = 1`). Both runs start from zero state. With
-`F = diag(f_i)` and the direction `phi` (`g` for plain steps; for heavy ball `m' = beta m + g`,
-`m = 0` before the first step, and the step is `theta - lr F m'`), where block `i` of `S` evaluates
-its gradient exactly as above and updates its buffer with that gradient:
-
-* `one_step.json` (first step from zero state, where `phi = g` for both): `C_S = sum_{(i,j) in S}
-  f_i f_j c_ij`, `eta2_estimate = lr^2 C_S`, `loss_jc_1`, `theta_jc_1`, and per pattern
-  `loss_s_1`, `gap_1`, `theta_s_1` of the optimizer's steps (no `c3`).
-* `records.csv`: the same columns. With `Delta^k`, `dm^k = m_S^k - m_JC^k` (buffers before step
-  `k + 1`; zero at `k = 0`), `f^k = M_S(theta_S^k) F phi_S^k` (`phi_S^k = beta m_S^k + g_S^k`),
-  `e^k = M_S(theta_JC^k) F phi_JC^k` and the *tangent step* `T(z, zm; r) = (z - lr F zm', zm')`
-  with `zm' = beta zm + r` (`beta = 0`, no buffers, for plain steps with factors):
-  * `recursive^{k+1} = g_JC^{k+1} . T(Delta^k, dm^k; H_JC^k Delta^k - lr f^k)_theta + 1/2 Delta^k . H_JC^k Delta^k`;
-  * `cumulative^k = g_JC^k . z_k + 1/2 z_k . H_JC^k z_k`, `(z, zm)_{k+1} = T(z_k, zm_k; H_JC^k z_k - lr f^k)`
-    from zeros; `jc_only` the same with `e^k`;
-  * `bound_bk = G a_k + L/2 a_k^2` with, for `n_j = ||F f^j||` (plain steps with factors),
-    `a_{k+1} = (1 + lr f_max L) a_k + lr^2 n_k`; for heavy ball, `n_j = ||f^j||`,
-    `c_{k+1} = beta c_k + L a_k + lr n_k`, `a_{k+1} = a_k + lr f_max c_{k+1}` (`a_0 = c_0 = 0`;
-    `G`, `L` as above).
-"""
+    with open(README_TEMPLATE, encoding="utf-8") as fh:
+        text = fh.read()
+    text = text.replace("@ROWS@", rows).replace("@SAFETY@", f"{SAFETY:g}")
+    return text.replace("@EPS@", f"{EPS['float64']:.3g}")

@@ -8,10 +8,21 @@ ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
 The on-the-fly reference takes ``--optimizer`` and ``--block-lr`` as ``crosscurv run``
 does (a run directory's reference carries its optimizer in ``summary.json``).
 
-``THEIRS.csv`` needs a header with the columns ``k, loss_jc, loss_s, gap,
-recursive, cumulative, jc_only, bound_bk`` (any order, extra columns
-ignored); ``sharpness`` and ``gap_err`` are compared when both files have
-them.  Values are compared at the iterations ``k`` both files hold:
+``RUN_DIR`` may be ``golden:<case>/<label>``, a golden case shipped with the
+package (:mod:`crosscurv.experiments.conformance.golden_data`); a golden run
+folder holds ``terms.csv``, from which a disagreement is diagnosed at the
+level of the formula (:mod:`crosscurv.numeric.formula_variants`); so does an
+on-the-fly reference of a plain float64 task of at most
+:data:`TERMS_MAX_PARAMS` parameters.
+
+``THEIRS.csv`` needs a header with the paper's columns ``k, loss_jc, loss_s,
+gap, recursive, cumulative`` (any order, extra columns ignored);
+``jc_only``, ``bound_bk``, ``sharpness`` and ``gap_err`` are compared when
+both files have them.  ``THEIRS.json`` holds one-step results laid out like a
+golden ``one_step.json`` (``c``, ``C_S``, the ``eta^2`` and ``eta^3``
+estimates...), checked against ``--reference CASE_DIR`` or ``golden:<case>``
+(:mod:`crosscurv.numeric.one_step_comparison`).  Neither check imports torch.  Values are compared
+at the iterations ``k`` both files hold:
 ``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
 given, the per-column defaults of the reference's dtype
 (:data:`crosscurv.numeric.record_comparison.TOLERANCES`: ten times the measured rounding
@@ -35,18 +46,23 @@ import os
 from crosscurv.numeric.records import RecordsError
 
 HELP = (
-    "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative, "
-    "jc_only, bound_bk) with a reference run directory (--reference) or a reference computed on the "
-    "fly (--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
-    "rounding of each column; "
-    "names the first disagreement and a likely diagnosis (off-by-one in k, sign flip, swapped columns)."
+    "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative; "
+    "jc_only, bound_bk, sharpness, gap_err when present) with a reference run directory or "
+    "golden case "
+    "(--reference DIR or golden:CASE/LABEL) or a reference computed on the fly "
+    "(--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
+    "rounding of each column; names the first disagreement and a likely diagnosis (the formula an "
+    "estimate departs from, off-by-one in k, sign flip, swapped columns, precision). THEIRS.json: "
+    "one-step results (c_ij, C_S, eta^2/eta^3 estimates) against a golden case folder."
 )
 
 
 def add_arguments(p) -> None:
-    p.add_argument("theirs", metavar="THEIRS.csv", help="your records CSV")
+    p.add_argument("theirs", metavar="THEIRS.csv",
+                   help="your records CSV (or THEIRS.json: one-step results)")
     p.add_argument("--reference", metavar="RUN_DIR", default=None,
-                   help="reference run directory with records.csv and summary.json")
+                   help="reference run directory with records.csv and summary.json, or "
+                        "golden:CASE/LABEL (a golden case folder or golden:CASE for THEIRS.json)")
     p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task or module:factory")
     p.add_argument("--pattern", default=None, help="pattern of the on-the-fly reference (default: the task's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate of the on-the-fly reference")
@@ -70,29 +86,13 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
-def _reference_from_dir(path: str) -> tuple[dict, str | None, str]:
-    from crosscurv.numeric.records import RECORDS_FILE, SUMMARY_FILE, read_records, read_summary, records_columns
-
-    if not os.path.isdir(path):
-        raise RecordsError(f"reference run directory {path} does not exist")
-    rec = os.path.join(path, RECORDS_FILE)
-    if not os.path.exists(rec):
-        raise RecordsError(f"reference run directory {path} has no {RECORDS_FILE}")
-    records = read_records(rec)
-    if not records:
-        raise RecordsError(f"reference {rec} holds no records")
-    dtype = None
-    summ = os.path.join(path, SUMMARY_FILE)
-    if os.path.exists(summ):
-        summary = read_summary(summ)
-        settings = summary.get("settings")
-        dtype = (settings if isinstance(settings, dict) else {}).get("dtype") or summary.get("dtype")
-        if dtype is not None and not isinstance(dtype, str):
-            raise RecordsError(f"reference summary {summ}: dtype {dtype!r} is not a dtype name")
-    return records_columns(records), dtype, f"run directory {path}"
+#: Largest float64 task whose on-the-fly reference also gets ``terms.csv`` (dense Hessians).
+TERMS_MAX_PARAMS = 64
 
 
-def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, str]:
+def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, str, dict | None]:
+    """The reference records, dtype, a description and, for a plain float64 run of at most
+    :data:`TERMS_MAX_PARAMS` parameters, the terms of the formula-level diagnoses."""
     import torch
 
     from crosscurv.experiments.tasks.loading import load_task
@@ -120,13 +120,30 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     if res.summary["settings"]["block_lr"]:
         opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"]["block_lr"].items())
     where = f"{args.task} pattern {spec} lr {lr:g} K {iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)"
-    return records_columns(res.records), dt, where
+    terms = None
+    small = task.num_params() <= TERMS_MAX_PARAMS and task.dtype == torch.float64
+    if opt == "sgd" and small and len(res.records) == iters:
+        from crosscurv.experiments.conformance.golden_terms import TERM_COLUMNS, formula_terms
+        from crosscurv.numeric.estimates import init_power_vector
+
+        rows = formula_terms(task, pattern, float(lr), int(iters),
+                             init_power_vector(task.params, args.seed))
+        terms = {c: [r[c] for r in rows] for c in ("k",) + TERM_COLUMNS}
+        if args.save_reference:
+            from crosscurv.experiments.conformance.golden_check import TERMS_FILE
+            from crosscurv.numeric.records import RecordWriter
+
+            path = os.path.join(args.save_reference, TERMS_FILE)
+            with RecordWriter(path, fields=("k",) + TERM_COLUMNS) as w:
+                w.write_rows(rows)
+    return records_columns(res.records), dt, where, terms
 
 
 def run(args) -> int:
-    from crosscurv.numeric.records import read_columns
-    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, VALUE_COLUMNS, column_scale, compare_records,
-                                           compared_columns, reference_tolerances)
+    from crosscurv.experiments.conformance.golden_check import as_columns, read_reference
+    from crosscurv.numeric.record_comparison import (ALL_COLUMNS, OPTIONAL_COLUMNS, column_scale,
+                                                     compare_records, compared_columns,
+                                                     reference_tolerances)
 
     if (args.reference is None) == (args.task is None):
         raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
@@ -148,17 +165,17 @@ def run(args) -> int:
         if bad:
             raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(ALL_COLUMNS)})")
 
-    if columns is None:
-        theirs = read_columns(args.theirs, ["k"] + list(VALUE_COLUMNS), optional=OPTIONAL_COLUMNS)
-    else:
-        theirs = read_columns(args.theirs, ["k"] + columns)
+    if args.theirs.endswith(".json"):
+        return _one_step(args)
+    theirs = as_columns(args.theirs, columns)
     if args.reference is not None:
-        ref, dtype, where = _reference_from_dir(args.reference)
+        ref = read_reference(args.reference)
+        ref, dtype, where, terms = ref.columns, ref.dtype, ref.where, ref.terms
     else:
-        ref, dtype, where = _reference_on_the_fly(args, theirs["k"])
+        ref, dtype, where, terms = _reference_on_the_fly(args, theirs["k"])
     columns = compared_columns(theirs, ref, columns)
     tol = reference_tolerances(ref, dtype, columns, rtol=args.rtol, atol=args.atol)
-    comp = compare_records(theirs, ref, tolerances=tol, columns=columns)
+    comp = compare_records(theirs, ref, tolerances=tol, columns=columns, terms=terms)
     left_out = [c for c in OPTIONAL_COLUMNS if c not in columns]
     if left_out and not args.columns:
         comp.notes.append(f"column(s) {', '.join(left_out)} not compared: not in both records")
@@ -181,3 +198,27 @@ def run(args) -> int:
                   + ("" if args.atol is None else f"; --atol {args.atol:g} for every column"))
         print(comp.text())
     return 0 if comp.ok else 1
+
+
+def _one_step(args) -> int:
+    """``THEIRS.json`` against a golden case's ``one_step.json``."""
+    from crosscurv.experiments.conformance.golden_check import check_one_step
+
+    if args.reference is None:
+        raise RecordsError("one-step results (THEIRS.json) are checked against --reference "
+                           "CASE_DIR or golden:CASE")
+    if args.atol is not None or args.columns:
+        raise RecordsError("--atol and --columns apply to records; one-step results take --rtol "
+                           "only")
+    comp = check_one_step(args.theirs, args.reference, rtol=args.rtol)
+    if args.json:
+        from crosscurv.numeric.records import json_safe
+
+        out = dict(comp.to_dict(), theirs=args.theirs, reference=comp.where)
+        print(json.dumps(json_safe(out), indent=2))
+    else:
+        print(f"theirs: {args.theirs}")
+        print(f"reference: {comp.where}; |theirs - expected| <= rtol x the largest expected value "
+              "of its kind (crosscurv.numeric.one_step_comparison.RTOL)")
+        print(comp.text())
+    return comp.exit_code

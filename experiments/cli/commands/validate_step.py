@@ -8,6 +8,9 @@ called with the keyword arguments it declares among ``dtype`` (always
 * ``(task, step)`` or ``(task, step, pattern)``,
 * a dict with keys ``task``, ``step`` and optionally ``pattern``,
 * an object with attributes ``.task``, ``.step`` and optionally ``.pattern``,
+* a dict of NumPy callables ``{"params", "loss", "grad", "step"}`` (optionally ``"blocks"``,
+  ``"pattern"``): a step written outside torch, checked through differences of its gradient
+  (:func:`crosscurv.numeric.step_identification.numpy_user_step`),
 
 where ``task`` is a float64 :class:`crosscurv.numeric.Task`, ``step(params, lr) ->
 new params`` maps a dict of tensors keyed like ``task.params`` and a float
@@ -32,7 +35,8 @@ HELP = (
     "sizes eta0*2^-k and compare with the exact JC step, full GS in every block order (N <= 4) and "
     "the declared pattern. A match means agreement to round-off at every eta; otherwise the nearest "
     "scheme and the observed order of the difference are reported. SPEC is module:factory or "
-    "path/to/file.py:factory returning (task, step[, pattern]) or an object with .task and .step."
+    "path/to/file.py:factory returning (task, step[, pattern]), an object with .task and .step, or "
+    "NumPy callables {params, loss, grad, step}."
 )
 
 

@@ -272,7 +272,7 @@ def test_validate_records_bad_input(capsys, gold, tmp_path):
     empty_ref.mkdir()
     for argv, words in [
         ([str(tmp_path / "none.csv"), "--reference", os.path.join(gold, "gs")], ["does not exist"]),
-        ([str(missing_col), "--reference", os.path.join(gold, "gs")], ["missing column(s) recursive, cumulative, jc_only, bound_bk"]),
+        ([str(missing_col), "--reference", os.path.join(gold, "gs")], ["missing column(s) recursive, cumulative (header"]),
         ([str(text), "--reference", os.path.join(gold, "gs")], ["line 2, column gap: not a number ('zero')"]),
         ([good, "--reference", str(tmp_path / "noref")], ["reference run directory", "does not exist"]),
         ([good, "--reference", str(empty_ref)], ["has no records.csv"]),

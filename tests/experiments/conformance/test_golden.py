@@ -1,6 +1,6 @@
 """Golden conformance cases: files, self-description, and an independent NumPy reproduction.
 
-The NumPy implementation below (no torch) reads only ``case.json`` and
+The NumPy implementation of ``numpy_protocol.py`` (no torch) reads only ``case.json`` and
 reproduces ``one_step.json`` and every ``records.csv`` of the quadratic and
 quartic cases from the definitions in the golden README (paper Definitions
 1-2, Theorems 1-3, the protocol's G/L estimates).
@@ -19,6 +19,8 @@ from crosscurv.experiments.cli import main
 from crosscurv.experiments.conformance.golden import CASES, GoldenError, build_case, load_case, write_golden
 from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
 
+from .numpy_protocol import NumpyProblem, pattern as _pattern
+
 #: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
 pytestmark = pytest.mark.portable
 
@@ -32,95 +34,11 @@ def golden(tmp_path_factory):
     return str(out)
 
 
-# -- an independent NumPy implementation -------------------------------------------------
+# -- an independent NumPy implementation: numpy_protocol.py -----------------------------------
 def _arr(obj):
     if isinstance(obj, (int, float)):
         return float(obj)
     return np.asarray(obj["values"], dtype=np.float64).reshape(obj["shape"])
-
-
-class NumpyProblem:
-    """Quadratic / quartic losses of a golden case.json, with gradient, Hessian, third derivative."""
-
-    def __init__(self, case: dict):
-        assert case["model"] in ("quadratic", "quartic")
-        self.names = list(case["params"])
-        sizes = [int(np.prod(case["params"][n]["shape"])) for n in self.names]
-        off = np.cumsum([0] + sizes)
-        pos = {n: np.arange(off[i], off[i + 1]) for i, n in enumerate(self.names)}
-        self.blocks = [np.concatenate([pos[n] for n in b["params"]]) for b in case["blocks"]]
-        self.x0 = np.concatenate([_arr(case["params"][n]).ravel() for n in self.names])
-        self.p0 = np.concatenate([_arr(case["power_iteration"]["start"][n]).ravel() for n in self.names])
-        d = case["data"]
-        self.A, self.b = _arr(d["A"]), _arr(d["b"])
-        self.W = _arr(d["W"]) if "W" in d else np.zeros((0, self.x0.size))
-        self.gamma = float(d.get("gamma", 0.0))
-
-    def loss(self, x):
-        return 0.5 * x @ self.A @ x - self.b @ x + 0.25 * self.gamma * np.sum((self.W @ x) ** 4)
-
-    def grad(self, x):
-        return self.A @ x - self.b + self.gamma * self.W.T @ ((self.W @ x) ** 3)
-
-    def hess(self, x):
-        return self.A + 3 * self.gamma * self.W.T @ np.diag((self.W @ x) ** 2) @ self.W
-
-    def third(self, x, a, b, c):
-        """``D^3 L(x)[a, b, c] = 6 gamma sum_m (w_m.x)(w_m.a)(w_m.b)(w_m.c)``."""
-        W = self.W
-        return 6 * self.gamma * np.sum((W @ x) * (W @ a) * (W @ b) * (W @ c))
-
-    # Definition 2 / Lemma 1
-    def masked(self, H, pairs, v):
-        out = np.zeros_like(v)
-        for i, j in pairs:
-            out[self.blocks[i]] += H[np.ix_(self.blocks[i], self.blocks[j])] @ v[self.blocks[j]]
-        return out
-
-    def step(self, x, pairs, order, lr):
-        new = x.copy()
-        for i in order:
-            state = x.copy()
-            for a, j in pairs:
-                if a == i:
-                    state[self.blocks[j]] = new[self.blocks[j]]
-            new[self.blocks[i]] = x[self.blocks[i]] - lr * self.grad(state)[self.blocks[i]]
-        return new
-
-    def protocol(self, pairs, order, lr, K):
-        xj, xs, p = self.x0.copy(), self.x0.copy(), self.p0.copy()
-        z, y = np.zeros_like(xj), np.zeros_like(xj)
-        G = L = 0.0
-        unorms, w, q, rows = [], None, None, []
-        for k in range(K + 1):
-            gj, gs = self.grad(xj), self.grad(xs)
-            G = max(G, np.linalg.norm(gj), np.linalg.norm(gs))
-            Hj = self.hess(xj)
-            L = max(L, abs(p @ Hj @ p))
-            p = Hj @ p / np.linalg.norm(Hj @ p)
-            d = xs - xj
-            if k >= 1:
-                bk = lr**2 * sum((1 + lr * L) ** (k - 1 - j) * un for j, un in enumerate(unorms))
-                rows.append({"k": k, "loss_jc": self.loss(xj), "loss_s": self.loss(xs),
-                             "gap": self.loss(xs) - self.loss(xj), "recursive": gj @ w + q,
-                             "cumulative": gj @ z + 0.5 * z @ Hj @ z, "jc_only": gj @ y + 0.5 * y @ Hj @ y,
-                             "bound_bk": G * bk + 0.5 * L * bk**2})
-            if k == K:
-                break
-            u = self.masked(self.hess(xs), pairs, gs)
-            unorms.append(np.linalg.norm(u))
-            w, q = d - lr * Hj @ d + lr**2 * u, 0.5 * d @ Hj @ d
-            z = z - lr * Hj @ z + lr**2 * u
-            y = y - lr * Hj @ y + lr**2 * self.masked(Hj, pairs, gj)
-            xj = xj - lr * gj
-            xs = self.step(xs, pairs, order, lr)
-        return {c: [r[c] for r in rows] for c in rows[0]}
-
-
-def _pattern(case, label):
-    pat = case["patterns"][label]
-    names = [b["name"] for b in case["blocks"]]
-    return [(i - 1, j - 1) for i, j in pat["pairs"]], [names.index(n) for n in pat["order"]]
 
 
 def _read_csv(path):
@@ -137,7 +55,6 @@ def test_numpy_reproduces_records(golden, name):
     for label in LABELS:
         pairs, order = _pattern(case, label)
         mine = prob.protocol(pairs, order, float(case["lr"]), int(case["iters"]))
-        mine["k"] = list(range(1, int(case["iters"]) + 1))
         ref = _read_csv(os.path.join(golden, name, label, "records.csv"))
         assert len(ref["k"]) == case["iters"]
         comp = compare_records(mine, ref, tolerances=reference_tolerances(ref, case["dtype"]))
@@ -255,3 +172,53 @@ def test_golden_cli_and_errors(tmp_path, capsys):
     assert "not a directory" in capsys.readouterr().err
     with pytest.raises(GoldenError, match="does not exist"):
         load_case(str(tmp_path / "nowhere"))
+
+
+def test_shipped_cases_are_the_recomputed_ones(golden):
+    """The copy shipped with the package is what ``write_golden`` computes: inputs bit for bit,
+    results
+    within the tolerances of ``validate-records`` (bit for bit on the machine that wrote them)."""
+    from crosscurv.experiments.conformance.golden_check import check_one_step, check_records
+    from crosscurv.experiments.conformance.golden_data import GOLDEN_DIR, shipped_cases
+    assert shipped_cases() == list(CASES)
+    for f in ("index.json", "README.md"):
+        assert open(os.path.join(GOLDEN_DIR, f)).read() == open(os.path.join(golden, f)).read(), f
+    for name in CASES:
+        for f in ("case.json",):
+            shipped = open(os.path.join(GOLDEN_DIR, name, f)).read()
+            assert shipped == open(os.path.join(golden, name, f)).read()
+        mine = os.path.join(golden, name, "one_step.json")
+        assert check_one_step(mine, os.path.join(GOLDEN_DIR, name)).ok
+        for label in LABELS:
+            comp = check_records(os.path.join(golden, name, label, "records.csv"),
+                                 os.path.join(GOLDEN_DIR, name, label))
+            assert comp.ok, (name, label, comp.summary())
+            terms = os.path.join(golden, name, label, "terms.csv")
+            if not os.path.exists(terms):
+                assert name in ("quartic_momentum", "quadratic_block_lr")
+                continue
+            ship = _read_csv(os.path.join(GOLDEN_DIR, name, label, "terms.csv"))
+            mine = _read_csv(terms)
+            assert list(mine) == list(ship)
+            for c in mine:
+                scale = max(abs(v) for v in ship[c]) or 1.0
+                close = all(abs(a - b) <= 1e-12 * scale for a, b in zip(mine[c], ship[c]))
+                assert close, (name, label, c)
+
+
+def test_terms_reproduce_the_records(golden):
+    """The reference combination of ``terms.csv`` is each estimate of ``records.csv`` to
+    round-off."""
+    for name in ("quadratic", "quartic", "tiny_mlp", "lora_bilinear"):
+        for label in LABELS:
+            t = _read_csv(os.path.join(golden, name, label, "terms.csv"))
+            r = _read_csv(os.path.join(golden, name, label, "records.csv"))
+            parts = zip(t["rec_prop"], t["rec_quad"], t["rec_fresh_S"])
+            sums = {"recursive": [a + b + c for a, b, c in parts],
+                    "cumulative": [a + b for a, b in zip(t["cum_lin_S"], t["cum_quad_S"])],
+                    "jc_only": [a + b for a, b in zip(t["jco_lin_S"], t["jco_quad_S"])],
+                    "bound_bk": [a + b for a, b in zip(t["bnd_G_S"], t["bnd_L_S"])]}
+            for c, vals in sums.items():
+                # measured: at most 3.7e-15 relative (exactly 0 under JC)
+                close = all(abs(v - x) <= 1e-14 * abs(x) for v, x in zip(vals, r[c]))
+                assert close, (name, label, c)
