@@ -9,7 +9,7 @@ rates), with crosscurv's own numbers on the same problem beside them. A check wh
 implementation lacks is skipped (``pytest.skip``) with the name of that function.
 
 * ``step_is_scheme``: ``step`` performs the scheme of every pattern it is given (JC, GS in two
-  orders, a chain, a partial pattern): equal to crosscurv's step to round-off at seeded states and
+  orders, a chain, a partial pattern): equal to crosscurv's step to round-off at a seeded state and
   step sizes (validate-step's harness, :func:`crosscurv.numeric.testing.assert_step_is`);
 * ``one_step_remainder``: ``L_S - L_JC - eta^2 C_S = O(eta^3)`` (Theorem 1) with the losses after
   one ``step`` and ``C_S`` from ``cross_curvature`` (else crosscurv's): observed order >= 3 - 0.2;
@@ -67,7 +67,7 @@ GRID = 6
 ONE_STEP_FACTOR = 1.0 / 16
 #: ``eta0 * lam``, iterations at ``eta0`` and points of the trajectory grids: ``K = K0 2^k``
 #: iterations at ``eta0 2^-k``, so ``T = eta K = eta0 K0`` is fixed.
-TRAJECTORY_FACTOR, K0, TRAJECTORY_GRID = 1.0 / 32, 2, 5
+TRAJECTORY_FACTOR, K0, TRAJECTORY_GRID = 1.0 / 32, 8, 5
 #: Allowed shortfall of every observed order (least-squares slope and each pairwise rate).
 ORDER_TOL = 0.2
 #: Patterns of each check, in the CLI spelling (1-based blocks).
@@ -248,8 +248,8 @@ _TRAJECTORY_CACHE: dict = {}
 
 def _trajectory_rows(impl: Implementation, problem, S) -> tuple:
     """The record at ``k = K`` of ``impl.protocol`` for each ``(eta, K)`` of the trajectory grid."""
-    key = (impl, problem.task.name, S.pairs)
-    if key not in _TRAJECTORY_CACHE:
+    key = (impl, id(problem), S.pairs)
+    if key not in _TRAJECTORY_CACHE or _TRAJECTORY_CACHE[key][0] is not problem:
         task = problem.task
         etas = _etas(problem.eta0(TRAJECTORY_FACTOR), TRAJECTORY_GRID)
         rows = []
@@ -264,8 +264,8 @@ def _trajectory_rows(impl: Implementation, problem, S) -> tuple:
                 )
             i = ks.index(K)
             rows.append({c: v[i] for c, v in cols.items()})
-        _TRAJECTORY_CACHE[key] = (etas, rows)
-    return _TRAJECTORY_CACHE[key]
+        _TRAJECTORY_CACHE[key] = (problem, etas, rows)
+    return _TRAJECTORY_CACHE[key][1:]
 
 
 def _trajectory_errors(impl: Implementation, problem, S, column: str, scale0: float) -> tuple:

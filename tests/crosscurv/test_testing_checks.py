@@ -63,15 +63,10 @@ def _half_cumulative(task, pattern, lr, iters):
     return dict(rec, cumulative=[0.5 * c for c in rec["cumulative"]])
 
 
-def test_the_reference_passes_every_check_but_golden():
+def test_the_reference_passes_the_one_step_checks():
+    """(Its trajectory checks are the comparison in the failure messages below.)"""
     ref = reference_implementation()
-    for name in (
-        "step_is_scheme",
-        "one_step_remainder",
-        "recursion_remainder",
-        "cumulative_order",
-        "gs_order_invariance",
-    ):
+    for name in ("step_is_scheme", "one_step_remainder", "gs_order_invariance"):
         CHECK[name](ref)
 
 
@@ -125,6 +120,7 @@ def test_a_half_cumulative_estimate_fails_theorem_3_and_the_golden_records():
     msg = str(exc.value)
     assert "not within O(K eta^3) = O(eta^2) of the gap at fixed eta K" in msg
     assert "gap - cumulative at k = K (half_cumulative): expected order 2" in msg
+    assert "crosscurv's gap - cumulative on the same grid (observed order 2." in msg
     with pytest.raises(AssertionError) as exc:
         CHECK["golden_records"](wrong)
     msg = str(exc.value)
