@@ -138,17 +138,15 @@ def block_quadratics(
     start (:func:`crosscurv.experiments.problems.toys.coupled_quadratic`); the blocks
     are ``x1, x2, ...``.
     """
-    return ProblemSpec(
-        "quadratic", draw(seeds), _block_sizes(draw, min_blocks, max_blocks, block_sizes)
-    )
+    sizes = _block_sizes(draw, min_blocks, max_blocks, block_sizes)  # sizes first, then the seed
+    return ProblemSpec("quadratic", draw(seeds), sizes)
 
 
 @st.composite
 def quartic_specs(draw, min_blocks: int = 2, max_blocks: int = 5, block_sizes=None) -> ProblemSpec:
     """A quartic polynomial over ``N`` blocks of 1-3 coordinates each (or of ``block_sizes``)."""
-    return ProblemSpec(
-        "quartic", draw(seeds), _block_sizes(draw, min_blocks, max_blocks, block_sizes)
-    )
+    sizes = _block_sizes(draw, min_blocks, max_blocks, block_sizes)  # sizes first, then the seed
+    return ProblemSpec("quartic", draw(seeds), sizes)
 
 
 @st.composite
