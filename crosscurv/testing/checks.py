@@ -97,6 +97,7 @@ class Check:
     statement: str = ""
 
     def __call__(self, implementation) -> None:
+        __tracebackhide__ = True  # pytest shows the test's line and the evidence, not this frame
         impl = as_implementation(implementation)
         missing = [n for n in self.needs if getattr(impl, n) is None]
         if missing:
@@ -173,6 +174,7 @@ def _order_failure(errors, etas, order: float, floor: float, what: str) -> str |
 
 
 def _fail(head: str, failures: Sequence[str]) -> None:
+    __tracebackhide__ = True
     if failures:
         raise AssertionError(head + "\n\n" + "\n\n".join(failures))
 
@@ -186,6 +188,7 @@ def _describe(pattern) -> str:
 # --------------------------------------------------------------------------------------------------
 def check_step_is_scheme(impl: Implementation) -> None:
     """``impl.step`` performs exactly the scheme of each pattern of :data:`STEP_PATTERNS`."""
+    __tracebackhide__ = True
     from crosscurv.numeric.testing import assert_step_is
 
     failures = []
@@ -211,6 +214,7 @@ def check_step_is_scheme(impl: Implementation) -> None:
 
 def check_one_step_remainder(impl: Implementation) -> None:
     """``L_S - L_JC - eta^2 C_S = O(eta^3)`` after one step from ``theta^0`` (Theorem 1)."""
+    __tracebackhide__ = True
     from crosscurv.numeric.curvature import cross_curvature_table
     from crosscurv.theory.patterns import jacobi
 
@@ -230,12 +234,15 @@ def check_one_step_remainder(impl: Implementation) -> None:
                 ls, lj = _loss_after(impl, task, S, eta), _loss_after(impl, task, jc, eta)
                 errors.append(ls - lj - eta**2 * C)
                 scale = max(scale, abs(ls) + abs(lj) + scale0)
-            source = "their" if impl.cross_curvature else "crosscurv's (no cross_curvature given)"
+            if impl.cross_curvature:
+                values = f"their C_S = {C:.10g}, crosscurv's C_S = {ref_C:.10g}"
+            else:
+                values = f"C_S = {C:.10g} (crosscurv's: no cross_curvature given)"
             bad = _order_failure(errors, etas, 3, _floor(scale), "L_S - L_JC - eta^2 C_S")
             if bad:
                 failures.append(
-                    f"{task.name}, S = {_describe(S)}: C_S = {C:.10g} ({source}), "
-                    f"crosscurv's C_S = {ref_C:.10g}, C_cross/2 = {table.C_cross / 2:.10g}\n{bad}"
+                    f"{task.name}, S = {spec} = {_describe(S)}: {values}, "
+                    f"C_cross/2 = {table.C_cross / 2:.10g}\n{bad}"
                 )
     _fail(
         f"{impl.name}: the one-step remainder L_S - L_JC - eta^2 C_S is not O(eta^3) (Theorem 1):",
@@ -279,6 +286,7 @@ def _trajectory_errors(impl: Implementation, problem, S, column: str, scale0: fl
 
 
 def _trajectory_check(impl: Implementation, column: str, order: float, theorem: str) -> None:
+    __tracebackhide__ = True
     from crosscurv.numeric.orders import observe_order
 
     failures = []
@@ -295,7 +303,8 @@ def _trajectory_check(impl: Implementation, column: str, order: float, theorem: 
             )
             ref = observe_order(etas, ref_errors, floor=ref_floor, expected=order)
             failures.append(
-                f"{task.name}, S = {_describe(S)}, eta K = {etas[0] * K0:g} fixed, K = {K0} 2^k:\n"
+                f"{task.name}, S = {spec} = {_describe(S)}, eta K = {etas[0] * K0:g} fixed, "
+                f"K = {K0} 2^k:\n"
                 f"{bad}\ncrosscurv's gap - {column} on the same grid (observed order "
                 f"{ref.slope:.3f}):\n{ref.table()}"
             )
@@ -304,6 +313,7 @@ def _trajectory_check(impl: Implementation, column: str, order: float, theorem: 
 
 def check_recursion_remainder(impl: Implementation) -> None:
     """``gap - recursive = O(eta^3)`` at ``k = K``, ``eta K`` fixed (Theorem 2)."""
+    __tracebackhide__ = True
     _trajectory_check(
         impl, "recursive", 3, "Theorem 2's recursive estimate is not within O(eta^3) of the gap:"
     )
@@ -311,6 +321,7 @@ def check_recursion_remainder(impl: Implementation) -> None:
 
 def check_cumulative_order(impl: Implementation) -> None:
     """``gap - cumulative = O(K eta^3) = O(eta^2)`` at ``k = K``, ``eta K`` fixed (Theorem 3)."""
+    __tracebackhide__ = True
     _trajectory_check(
         impl,
         "cumulative",
@@ -322,6 +333,7 @@ def check_cumulative_order(impl: Implementation) -> None:
 
 def check_gs_order_invariance(impl: Implementation) -> None:
     """Full GS in two orders: ``L_GS(o1) - L_GS(o2) = O(eta^3)`` after one step (Corollary 1)."""
+    __tracebackhide__ = True
     from crosscurv.theory.patterns import gauss_seidel
 
     ref = reference_implementation()
@@ -332,32 +344,31 @@ def check_gs_order_invariance(impl: Implementation) -> None:
         scale0 = _rounding_scale(task)
         for o1, o2 in GS_ORDER_PAIRS:
             p1, p2 = gauss_seidel(task.n_blocks, o1), gauss_seidel(task.n_blocks, o2)
-            diffs = {}
+            diffs = []  # (errors, floor) of impl, then of crosscurv
             for who in (impl, ref):
                 errors, scale = [], scale0
                 for eta in etas:
                     l1, l2 = _loss_after(who, task, p1, eta), _loss_after(who, task, p2, eta)
                     errors.append(l1 - l2)
                     scale = max(scale, abs(l1) + abs(l2) + scale0)
-                diffs[who.name] = (errors, _floor(scale))
-            errors, floor = diffs[impl.name]
-            what = f"L_GS({p1.describe()}) - L_GS({p2.describe()})"
+                diffs.append((errors, _floor(scale)))
+            (errors, floor), (ref_errors, ref_floor) = diffs
+            what = f"L_GS({p1.name}) - L_GS({p2.name})"
             bad = _order_failure(errors, etas, 3, floor, what)
-            ref_errors, ref_floor = diffs[ref.name]
             if (
                 bad
                 and all(abs(e) <= floor for e in errors)
                 and any(abs(e) > ref_floor for e in ref_errors)
             ):
                 bad = (
-                    f"{what}: the two orders give the same loss to round-off at every eta, "
-                    f"where crosscurv's steps differ by "
-                    f"{', '.join(f'{e:.3g}' for e in ref_errors)}: does the step use the blocks "
-                    f"updated before it (is it GS)?\n{bad}"
+                    f"{what}: the two orders give the same loss to round-off (floor {floor:.3g}) "
+                    "at every eta, where crosscurv's differ: does the step use the blocks updated "
+                    "before it (is it GS)?"
                 )
             if bad:
                 failures.append(
-                    f"{task.name}:\n{bad}\ncrosscurv's steps: "
+                    f"{task.name}, {p1.name} = {p1.describe()}, {p2.name} = {p2.describe()}:\n{bad}"
+                    "\ncrosscurv's steps: "
                     + ", ".join(f"eta={eta:.4g}: {e:.6g}" for eta, e in zip(etas, ref_errors))
                 )
     _fail(
@@ -397,6 +408,7 @@ def golden_dir() -> str:
 
 def check_golden_records(impl: Implementation) -> None:
     """``impl.protocol`` on every golden case agrees with crosscurv's records (validate-records)."""
+    __tracebackhide__ = True
     from crosscurv.experiments.conformance.golden import load_case
     from crosscurv.numeric.record_comparison import TOLERANCES
     from crosscurv.numeric.records import FIELDS

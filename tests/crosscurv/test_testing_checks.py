@@ -82,9 +82,7 @@ def test_a_jc_step_labelled_gs_fails_three_checks_with_evidence():
     with pytest.raises(AssertionError) as exc:
         CHECK["gs_order_invariance"](stale)
     msg = str(exc.value)
-    assert (
-        "the two orders give the same loss to round-off at every eta" in msg and "is it GS" in msg
-    )
+    assert "the two orders give the same loss to round-off" in msg and "is it GS" in msg
     with pytest.raises(AssertionError) as exc:
         CHECK["one_step_remainder"](stale)
     msg = str(exc.value)
@@ -99,7 +97,9 @@ def test_c_s_over_all_pairs_fails_the_one_step_check():
         CHECK["one_step_remainder"](wrong)
     msg = str(exc.value)
     assert "all_pairs: the one-step remainder L_S - L_JC - eta^2 C_S is not O(eta^3)" in msg
-    assert "least-squares order 2.0" in msg and "crosscurv's C_S =" in msg and "(their)" in msg
+    assert "least-squares order 2.0" in msg and re.search(
+        r"their C_S = \S+, crosscurv.s C_S = ", msg
+    )
 
 
 def test_a_lagged_recursive_estimate_fails_theorem_2_with_crosscurvs_orders_beside():
