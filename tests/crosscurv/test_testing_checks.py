@@ -159,3 +159,20 @@ def test_parametrize_with_checks_makes_one_test_per_check():
         parametrize_with_checks([MINE, MINE])
     with pytest.raises(TypeError, match="has no step"):
         parametrize_with_checks(object())
+
+
+def test_the_plugin_option_sets_the_golden_folder(tmp_path):
+    from crosscurv.testing import checks, plugin
+
+    class Config:
+        def getoption(self, name, default=None):
+            return str(tmp_path) if name == "crosscurv_golden" else default
+
+    with pytest.raises(pytest.UsageError, match="no index.json there"):
+        plugin.pytest_configure(Config())
+    (tmp_path / "index.json").write_text("{}")
+    try:
+        plugin.pytest_configure(Config())
+        assert checks.golden_dir() == str(tmp_path)
+    finally:
+        checks.set_golden_dir(None)
