@@ -1,7 +1,7 @@
 """The package layout: the three layers sit at the repository's top level and install
 under one import namespace, ``crosscurv``.
 
-    crosscurv/    -> crosscurv              (the user-facing API, re-exported lazily)
+    crosscurv/    -> crosscurv              (the user-facing API, re-exported lazily; crosscurv.testing)
     theory/       -> crosscurv.theory       (SymPy; never imports torch)
     numeric/      -> crosscurv.numeric      (torch autograd)
     experiments/  -> crosscurv.experiments  (tasks, studies, reports, command line)
@@ -14,6 +14,6 @@ from setuptools import find_packages, setup
 LAYERS = ("theory", "numeric", "experiments")
 
 setup(
-    packages=["crosscurv"] + [f"crosscurv.{p}" for p in find_packages(include=[f"{layer}*" for layer in LAYERS])],
+    packages=["crosscurv", "crosscurv.testing"] + [f"crosscurv.{p}" for p in find_packages(include=[f"{layer}*" for layer in LAYERS])],
     package_dir={"crosscurv": "crosscurv", **{f"crosscurv.{layer}": layer for layer in LAYERS}},
 )

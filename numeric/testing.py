@@ -24,6 +24,8 @@ message (pytest shows it), so they work in any test runner::
   step that agrees only to ``O(eta^2)`` fails, and the message shows the
   error table against every candidate scheme).
 * :func:`assert_records_match` -- records agree with a reference run.
+
+:mod:`crosscurv.testing` re-exports them beside the checks of the paper (its pytest plugin).
 """
 
 from __future__ import annotations
