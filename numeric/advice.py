@@ -117,6 +117,7 @@ from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
                       write_summary)
 from .steps import block_keys
+from .threads import computes_with_threads
 
 __all__ = [
     "AdviceError",
@@ -431,12 +432,13 @@ def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
              candidates=[{"name": n, **p.to_dict()} for n, p in cands], lr=lr, iters=iters,
              dtype=str(task.dtype).replace("torch.", ""), device=str(task.device), seed=seed, hvp=hvp_method,
              theta0_sha256=theta_digest(task.params))
+    s.setdefault("threads", torch.get_num_threads())  # the caller's record, else the count used
     return jsonable(s)
 
 
 def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
     for key in sorted(set(saved) | set(now)):
-        if key in ("iters", "checkpoint_every"):
+        if key in ("iters", "checkpoint_every") or (key == "threads" and key not in saved):
             continue
         if saved.get(key) != now.get(key):
             a, b = json.dumps(saved.get(key))[:60], json.dumps(now.get(key))[:60]
@@ -539,6 +541,7 @@ def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
     return note
 
 
+@computes_with_threads
 def advise(
     task,
     lr: float,
@@ -578,6 +581,8 @@ def advise(
             ``"adam[:B1,B2,EPS]"``, ``"NAME=FACTOR,..."``): the JC run takes the optimizer's steps and the
             predictions are the optimizer-aware JC-only estimate (module docstring); errors are NaN (the
             embedded pair is derived for plain steps), so nothing is certified.
+        threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
+            command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -753,6 +758,7 @@ def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> d
     return {"best": d["best"], "decided": d["certified"]}
 
 
+@computes_with_threads
 def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
     """Run every non-JC candidate's trajectory beside JC (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and
     count how often the advised best scheme was the measured best.
