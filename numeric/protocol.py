@@ -316,7 +316,7 @@ def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every,
 def _first_difference(saved: Mapping, now: Mapping) -> str | None:
     saved = {**_PLAIN_OPTIMIZER, **saved}  # runs from before the optimizer settings took plain steps
     for key in sorted(set(saved) | set(now)):
-        if key in _VOLATILE or (key == "threads" and key not in saved):  # not recorded by older API runs
+        if key in _VOLATILE or (key == "threads" and key not in saved):  # older API runs lack it
             continue
         if saved.get(key) != now.get(key):
             a, b = json.dumps(saved.get(key)), json.dumps(now.get(key))
@@ -898,7 +898,7 @@ def run_protocol(
     run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, checkpoint_every, settings,
                                  setup)
     run_settings["offload"] = use_offload
-    run_settings.setdefault("threads", torch.get_num_threads())  # the caller's record, else the count used
+    run_settings.setdefault("threads", torch.get_num_threads())  # the caller's, else the count used
 
     rule = update_rule(task, setup)
     run = _RunDir(out_dir) if out_dir is not None else None

@@ -8,8 +8,8 @@ intra-op threads for the duration of the call, then give the caller's count back
 (:func:`computes_with_threads`).  ``threads=None`` (the default) is, in order:
 
 1. the count already in force, inside another such call or in a program that chooses the count
-   itself (:func:`caller_chooses`: the ``crosscurv`` command, from ``--threads``, ``OMP_NUM_THREADS``
-   or its default; the benchmarks);
+   itself (:func:`caller_chooses`: the ``crosscurv`` command, from ``--threads``,
+   ``OMP_NUM_THREADS`` or its default; the benchmarks);
 2. ``OMP_NUM_THREADS`` when the environment sets it;
 3. :data:`DEFAULT_THREADS` (1), the command line's default.
 
@@ -35,9 +35,9 @@ _chosen = False  # the program chooses the count of this process itself
 
 
 def caller_chooses(chooses: bool = True) -> None:
-    """The calling program chooses torch's intra-op thread count itself (``torch.set_num_threads``; the
-    ``crosscurv`` command, a benchmark): API calls with ``threads=None`` keep the count in force
-    (``False``: they apply the default again)."""
+    """The calling program chooses torch's intra-op thread count itself (``torch.set_num_threads``;
+    the ``crosscurv`` command, a benchmark): API calls with ``threads=None`` keep the count in
+    force (``False``: they apply the default again)."""
     global _chosen
     _chosen = bool(chooses)
 
@@ -60,7 +60,7 @@ def _check(threads) -> int:
 
 
 def computes_with_threads(fn):
-    """Give ``fn`` a keyword ``threads`` (module docstring): the intra-op thread count of the call."""
+    """Give ``fn`` a keyword ``threads`` (module docstring): the intra-op thread count of a call."""
     sig = inspect.signature(fn)
     param = inspect.Parameter("threads", inspect.Parameter.KEYWORD_ONLY, default=None)
     params = list(sig.parameters.values())

@@ -15,7 +15,8 @@ A user factory is called with the keyword arguments it declares among
 ``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path``
 (all of them if it takes ``**kwargs``); a setting the user left open (``None``,
 e.g. no ``--dtype``) is not passed to a parameter with a default, so the
-factory's own default (``dtype=torch.float64``) stands.  It returns a :class:`crosscurv.numeric.Task`
+factory's own default (``dtype=torch.float64``) stands.  It returns a
+:class:`crosscurv.numeric.Task`
 or ``(task, settings)`` where ``settings`` is a dict that may set ``lr``,
 ``iters`` and ``pattern`` defaults and anything else to record.
 
@@ -57,7 +58,7 @@ def _split(spec: str) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def _first_on_path(folder: str | None):
-    """``folder`` first on ``sys.path`` for the duration of the block (``None``: nothing changes)."""
+    """``folder`` first on ``sys.path`` for the duration of the block (``None``: no change)."""
     if folder is None or (sys.path and sys.path[0] == folder):
         yield
         return
@@ -144,9 +145,10 @@ def call_factory(factory, spec: str, offered: dict):
         if any(p.kind is p.VAR_KEYWORD for p in params):
             kwargs = {k: v for k, v in offered.items() if v is not None}
         else:
-            named = {p.name: p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-            kwargs = {k: v for k, v in offered.items()
-                      if k in named and (v is not None or named[k].default is inspect.Parameter.empty)}
+            kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            named = {p.name: p for p in params if p.kind in kinds}
+            kwargs = {k: v for k, v in offered.items() if k in named
+                      and (v is not None or named[k].default is inspect.Parameter.empty)}
     except (TypeError, ValueError):  # builtins without a signature
         kwargs = {}
     try:

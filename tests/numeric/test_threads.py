@@ -1,8 +1,10 @@
-"""The Python API computes with the command line's thread default (one) and gives the caller's count back.
+"""The Python API computes with the command line's thread default (one) and gives the caller's
+count back.
 
 A script that never chose a count gets one intra-op thread in ``run_protocol``, ``advise`` and the
-curvature functions, as ``crosscurv run`` does (``OMP_NUM_THREADS`` when set); ``threads=N`` asks for
-``N``; a program that chooses the count itself (the command line) keeps it; the count is recorded.
+curvature functions, as ``crosscurv run`` does (``OMP_NUM_THREADS`` when set); ``threads=N`` asks
+for ``N``; a program that chooses the count itself (the command line) keeps it; the count is
+recorded.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def fresh_script(monkeypatch):
 
 def _during(task, **kw):
     seen = []
-    res = crosscurv.run_protocol(task, "gs", 0.05, 2, on_record=lambda r: seen.append(torch.get_num_threads()),
-                                 **kw)
+    res = crosscurv.run_protocol(
+        task, "gs", 0.05, 2, on_record=lambda r: seen.append(torch.get_num_threads()), **kw
+    )
     return seen, res.summary["settings"]["threads"]
 
 
