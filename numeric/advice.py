@@ -106,7 +106,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from crosscurv.theory.errors import InputError
-from crosscurv.theory.patterns import DelayPattern, as_pattern
+from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
 from .advice_steps import Candidate, advice_steps
@@ -174,7 +174,9 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
     """``[(spelling, pattern), ...]``: JC first (added when missing), the rest in the user's order.
 
     Args:
-        patterns: ``None`` (:func:`default_candidates`), a ``;``-separated string
+        patterns: ``None`` (:func:`default_candidates`, spelled with the task's block names where
+            :func:`crosscurv.theory.patterns.spelling` can use them: ``gs:V,U``), a
+            ``;``-separated string
             (``"jc;gs;gs:3,2,1;2<-1"``) or a sequence of spellings / :class:`DelayPattern`.
 
     Raises:
@@ -196,6 +198,8 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
     for item in items:
         pat = as_pattern(item, task.n_blocks, task.block_names)
         name = item.strip() if isinstance(item, str) else pat.name
+        if patterns is None:  # the defaults spelled in the task's block names (gs:V,U, not gs:2,1)
+            name = spelling(pat, task.block_names)
         if pat.pairs in seen:
             raise AdviceError(f"patterns {seen[pat.pairs]!r} and {name!r} are the same scheme {pat.describe()}")
         seen[pat.pairs] = name
@@ -432,7 +436,7 @@ def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
              candidates=[{"name": n, **p.to_dict()} for n, p in cands], lr=lr, iters=iters,
              dtype=str(task.dtype).replace("torch.", ""), device=str(task.device), seed=seed, hvp=hvp_method,
              theta0_sha256=theta_digest(task.params))
-    s.setdefault("threads", torch.get_num_threads())  # the caller's record, else the count used
+    s.setdefault("threads", torch.get_num_threads())  # the caller's, else the count used
     return jsonable(s)
 
 
