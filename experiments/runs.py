@@ -447,7 +447,7 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
 
     from ..numeric.optimizers import optimizer_setup
     from ..numeric.protocol import run_protocol
-    from ..theory.patterns import parse_pattern
+    from ..theory.patterns import parse_pattern, spelling
 
     from .thread_count import AUTO, AUTO_SOURCE
 
@@ -472,7 +472,7 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
             torch.set_num_threads(n)
             threads_source = AUTO_SOURCE
         if hasattr(progress, "start"):
-            progress.start(int(iters), f"{task.name} {pattern.name}")
+            progress.start(int(iters), f"{task.name} {spelling(pattern, task.block_names)}")
         settings.update(
             lr=lr, iters=iters, pattern_spec=str(spec), seed=d.seed,
             dtype=str(task.dtype).replace("torch.", ""), device=str(task.device),
