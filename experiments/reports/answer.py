@@ -73,7 +73,9 @@ def answer_lines(columns: Mapping[str, Sequence[float]], s_label: str) -> list[s
     a = final_answer(columns)
     K, jc, s, gap = a["K"], a["loss_jc"], a["loss_s"], a["gap"]
     head = f"at K = {K}: L_JC = {number(jc, LOSS)}, L_S = {number(s, LOSS)} (S = {s_label}): "
-    if a["lower"] is None:
+    if a["lower"] is None and gap == 0:
+        head += "neither is lower: the two losses are equal"
+    elif a["lower"] is None:
         head += (
             f"neither is lower: the gap {number(gap)} is within its measurement error "
             f"{number(a['gap_err'])}"
@@ -89,7 +91,7 @@ def answer_lines(columns: Mapping[str, Sequence[float]], s_label: str) -> list[s
         change = (
             f"no change of winner: {who} lower at every decided k"
             if who is not None
-            else "no iteration decided"
+            else "no iteration decided: every gap is 0 or within its measurement error"
         )
         if undecided and who is not None:
             change += f" ({undecided} undecided: |gap| <= gap_err)"

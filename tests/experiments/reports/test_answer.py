@@ -49,3 +49,9 @@ def test_diverged_run_reports_its_last_finite_state_only():
         "records of k = 1..2 in runs/x"
     )
     assert diverged_lines([], "runs/x")[0].startswith("no finite iteration after theta^0")
+
+
+def test_equal_losses_say_so():
+    head, change = answer_lines(_columns([0.0, 0.0], [0.0, 0.0]), "jc")
+    assert head.endswith("neither is lower: the two losses are equal")
+    assert change == "no iteration decided: every gap is 0 or within its measurement error"
