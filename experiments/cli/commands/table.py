@@ -55,6 +55,11 @@ def run(args) -> int:
         )
         print()
     print(render_table(runs, fmt, settings=differ))
+    for r in runs:  # a diverged run's rows are over the iterations before it diverged
+        if r.summary.get("status") == "diverged":
+            at = r.summary.get("diverged_at", "?")
+            print(f"\n{r.path} diverged at k = {at}: its rows cover the {r.iters} iterations "
+                  "before, not a finished run")
     print()
     print(column_notes())
     if args.paper:

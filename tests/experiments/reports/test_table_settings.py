@@ -63,3 +63,13 @@ def test_rows_of_different_runs_carry_the_settings_that_differ(tmp_path, capsys)
         main(["table", "--help"])
     helptext = capsys.readouterr().out
     assert all(f"{column}: " in helptext for column in COLUMN_NOTES)
+
+
+def test_a_diverged_run_is_flagged_under_the_table(tmp_path, capsys):
+    run = _with_settings(_write_run(tmp_path / "d", "mlp", GAPS, EST), seed=0)
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(status="diverged", diverged_at=6)
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert main(["table", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"{run} diverged at k = 6: its rows cover the 5 iterations before" in out
