@@ -3,9 +3,9 @@
 The entry points that compute trajectories or curvature (:func:`crosscurv.numeric.run_protocol`,
 :func:`crosscurv.numeric.advice.advise` and :func:`~crosscurv.numeric.advice.validate`,
 :func:`crosscurv.numeric.cross_curvature_table`, :func:`crosscurv.numeric.one_step_estimate`,
-:func:`crosscurv.numeric.one_step_gap`) take a keyword ``threads`` and compute with that many
-intra-op threads for the duration of the call, then give the caller's count back
-(:func:`computes_with_threads`).  ``threads=None`` (the default) is, in order:
+:func:`crosscurv.numeric.one_step_gap`, :func:`crosscurv.numeric.identify_step`) take a keyword
+``threads`` and compute with that many intra-op threads for the duration of the call, then give
+the caller's count back (:func:`computes_with_threads`).  ``threads=None`` (the default) is, in order:
 
 1. the count already in force, inside another such call or in a program that chooses the count
    itself (:func:`caller_chooses`: the ``crosscurv`` command, from ``--threads``,

@@ -59,6 +59,19 @@ def test_omp_num_threads_and_a_program_that_chooses_are_respected(fresh_script, 
     assert _during(task) == ([2, 2], 2)
 
 
+def test_identify_step_runs_the_users_step_on_one_thread(fresh_script):
+    from crosscurv.numeric import as_user_step, identify_step, scheme_step
+
+    task, seen = bilinear_lora(), set()
+
+    def step(params, lr):
+        seen.add(torch.get_num_threads())
+        return scheme_step(task, params, "gs", lr)
+
+    report = identify_step(as_user_step((task, step, "gs")), seeds=(0,), n_etas=3, fit=False)
+    assert report.matches == ["gs:B,A"] and seen == {1} and torch.get_num_threads() == 2
+
+
 def test_bad_thread_count_is_one_line_input_error(fresh_script):
     with pytest.raises(ProtocolError, match="threads must be an integer >= 1"):
         crosscurv.cross_curvature_table(bilinear_lora(), threads=0)
