@@ -105,6 +105,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+        from crosscurv.numeric.threads import caller_chooses
+        caller_chooses()  # the API calls below keep this count
     task, settings = build_task(args.task, args.preset, device="cpu", dtype=torch.float32)
     pattern = parse_pattern(args.pattern, task.n_blocks, task.block_names)
     lr = settings["lr"]

@@ -269,6 +269,8 @@ def main(argv=None) -> int:
 
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     results = []
     print(f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads, float32, "
           f"{args.repeats} repeats (median), {args.clock} clock, load average {os.getloadavg()[0]:.1f}")

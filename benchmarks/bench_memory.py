@@ -83,6 +83,8 @@ def _child(args) -> dict:
     from crosscurv.theory.patterns import parse_pattern
 
     torch.set_num_threads(args.threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     overrides = {}
     task, settings = build_task(args.task, args.preset, device=args.device, dtype=torch.float32)
     if args.task == "fl" and args.width is not None and args.width != settings.get("width"):

@@ -40,6 +40,8 @@ def main(argv=None) -> int:
     from crosscurv.theory.patterns import parse_pattern
 
     torch.set_num_threads(args.threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     s = dict(TASKS[args.task].presets[args.preset])
     if args.width is not None:
         s["width"] = args.width

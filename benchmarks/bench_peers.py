@@ -436,6 +436,8 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown peers {unknown} (choose from {', '.join(PEERS)})")
     torch.set_num_threads(args.threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     # PyHessian's documented call, loss.backward(create_graph=True), makes torch warn about .grad cycles
     warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
     versions = _versions()

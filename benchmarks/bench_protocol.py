@@ -326,6 +326,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     from crosscurv.experiments.tasks.loading import load_task
     from crosscurv.numeric.hvp import grad
     from crosscurv.theory.patterns import parse_pattern

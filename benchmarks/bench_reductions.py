@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     from crosscurv.numeric import tree
 
     torch.set_num_threads(1)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     task, _ = build_task(args.task, args.preset)
     a = {k: v.detach().float().contiguous() for k, v in task.params.items()}
     g = torch.Generator().manual_seed(0)

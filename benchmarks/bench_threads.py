@@ -61,6 +61,8 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             for n in (1, args.threads):
                 torch.set_num_threads(n)
+                from crosscurv.numeric.threads import caller_chooses
+                caller_chooses()  # the API calls below keep this count
                 with tempfile.TemporaryDirectory() as tmp:
                     t0 = time.perf_counter()
                     res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"))

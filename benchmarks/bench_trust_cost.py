@@ -96,6 +96,8 @@ def main(argv=None) -> int:
     from crosscurv.theory.patterns import parse_pattern
 
     torch.set_num_threads(args.threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     print(f"{args.threads} thread(s), CPU time; K = {args.iters} per timed run (refinements every {SHARPNESS_EVERY}); "
           f"{args.rounds} round(s), each one run with and one without, interleaved")
     for name in args.tasks.split(","):

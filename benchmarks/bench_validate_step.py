@@ -48,6 +48,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    from crosscurv.numeric.threads import caller_chooses
+    caller_chooses()  # the API calls below keep this count
     import peft_lora_t5 as ex
 
     from crosscurv.numeric import step_identification as si

@@ -38,7 +38,7 @@ __all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OU
 
 #: Intra-op threads of a run when nothing else decides (the command line's default,
 #: :mod:`crosscurv.experiments.cli.threads`; the sweeps' default).
-DEFAULT_THREADS = 1
+from ..numeric.threads import DEFAULT_THREADS  # noqa: E402
 
 #: ``out`` of :func:`run` meaning "the default run folder ``runs/<task>-<pattern>[-<optimizer>]``".
 DEFAULT_OUT = object()
@@ -447,7 +447,7 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
 
     from ..numeric.optimizers import optimizer_setup
     from ..numeric.protocol import run_protocol
-    from ..theory.patterns import parse_pattern
+    from ..theory.patterns import parse_pattern, spelling
 
     from .thread_count import AUTO, AUTO_SOURCE
 
@@ -472,7 +472,7 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
             torch.set_num_threads(n)
             threads_source = AUTO_SOURCE
         if hasattr(progress, "start"):
-            progress.start(int(iters), f"{task.name} {pattern.name}")
+            progress.start(int(iters), f"{task.name} {spelling(pattern, task.block_names)}")
         settings.update(
             lr=lr, iters=iters, pattern_spec=str(spec), seed=d.seed,
             dtype=str(task.dtype).replace("torch.", ""), device=str(task.device),
@@ -490,7 +490,7 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
             task, pattern, lr, iters, out_dir=out, resume=resume, hvp_method=d.hvp, seed=d.seed,
             settings=settings, checkpoint_every=d.checkpoint_every, chunk_size=d.hvp_chunk, progress=progress,
             offload={"auto": None, "on": True, "off": False}[d.offload], optimizer=setup.spec,
-            block_lr=setup.named,
+            block_lr=setup.named, threads=torch.get_num_threads(),
         )
     finally:
         torch.set_num_threads(before)

@@ -106,7 +106,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from crosscurv.theory.errors import InputError
-from crosscurv.theory.patterns import DelayPattern, as_pattern
+from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
 from .advice_steps import Candidate, advice_steps
@@ -117,6 +117,7 @@ from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
                       write_summary)
 from .steps import block_keys
+from .threads import computes_with_threads
 
 __all__ = [
     "AdviceError",
@@ -173,7 +174,9 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
     """``[(spelling, pattern), ...]``: JC first (added when missing), the rest in the user's order.
 
     Args:
-        patterns: ``None`` (:func:`default_candidates`), a ``;``-separated string
+        patterns: ``None`` (:func:`default_candidates`, spelled with the task's block names where
+            :func:`crosscurv.theory.patterns.spelling` can use them: ``gs:V,U``), a
+            ``;``-separated string
             (``"jc;gs;gs:3,2,1;2<-1"``) or a sequence of spellings / :class:`DelayPattern`.
 
     Raises:
@@ -195,6 +198,8 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
     for item in items:
         pat = as_pattern(item, task.n_blocks, task.block_names)
         name = item.strip() if isinstance(item, str) else pat.name
+        if patterns is None:  # the defaults spelled in the task's block names (gs:V,U, not gs:2,1)
+            name = spelling(pat, task.block_names)
         if pat.pairs in seen:
             raise AdviceError(f"patterns {seen[pat.pairs]!r} and {name!r} are the same scheme {pat.describe()}")
         seen[pat.pairs] = name
@@ -431,12 +436,13 @@ def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
              candidates=[{"name": n, **p.to_dict()} for n, p in cands], lr=lr, iters=iters,
              dtype=str(task.dtype).replace("torch.", ""), device=str(task.device), seed=seed, hvp=hvp_method,
              theta0_sha256=theta_digest(task.params))
+    s.setdefault("threads", torch.get_num_threads())  # the caller's, else the count used
     return jsonable(s)
 
 
 def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
     for key in sorted(set(saved) | set(now)):
-        if key in ("iters", "checkpoint_every"):
+        if key in ("iters", "checkpoint_every") or (key == "threads" and key not in saved):
             continue
         if saved.get(key) != now.get(key):
             a, b = json.dumps(saved.get(key))[:60], json.dumps(now.get(key))[:60]
@@ -539,6 +545,7 @@ def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
     return note
 
 
+@computes_with_threads
 def advise(
     task,
     lr: float,
@@ -578,6 +585,8 @@ def advise(
             ``"adam[:B1,B2,EPS]"``, ``"NAME=FACTOR,..."``): the JC run takes the optimizer's steps and the
             predictions are the optimizer-aware JC-only estimate (module docstring); errors are NaN (the
             embedded pair is derived for plain steps), so nothing is certified.
+        threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
+            command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -753,6 +762,7 @@ def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> d
     return {"best": d["best"], "decided": d["certified"]}
 
 
+@computes_with_threads
 def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
     """Run every non-JC candidate's trajectory beside JC (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and
     count how often the advised best scheme was the measured best.

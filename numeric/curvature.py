@@ -28,6 +28,7 @@ from . import tree
 from .float64_sums import dot64
 from .hvp import grad, hvp_batch
 from .steps import block_keys, check_pattern
+from .threads import computes_with_threads
 
 __all__ = [
     "masked_directions",
@@ -213,6 +214,7 @@ class CrossCurvature:
         }
 
 
+@computes_with_threads
 def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None = None, method: str = "auto", chunk_size=None) -> CrossCurvature:
     """Compute ``c_ij = g_i^T H_ij g_j`` for all block pairs with ``N`` HVPs.
 

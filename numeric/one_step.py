@@ -36,6 +36,7 @@ from .float64_sums import dot64
 from .hvp import grad, hvp_batch
 from .steps import block_keys, check_pattern, scheme_step
 from .third import third_derivative
+from .threads import computes_with_threads
 
 __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
 
@@ -86,6 +87,7 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g:
     return {2: c_s, 3: c3}
 
 
+@computes_with_threads
 def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g: Mapping | None = None, method: str = "auto") -> dict:
     """One-step estimates of ``L_S^{k+1} - L_JC^{k+1}`` from ``params``.
 
@@ -100,6 +102,7 @@ def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g:
     return {"eta2": eta2, "eta3": eta2 + lr**3 * coef[3], "C_S": coef[2], "c3": coef[3]}
 
 
+@computes_with_threads
 def one_step_gap(task, params: Mapping, pattern: DelayPattern | str, lr) -> float:
     """The measured gap ``L(S step) - L(JC step)`` from ``params`` (exact steps, :mod:`crosscurv.numeric.steps`)."""
     pattern = check_pattern(task, pattern)

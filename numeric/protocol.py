@@ -120,6 +120,7 @@ from .records import (
     write_summary,
 )
 from .steps import check_pattern
+from .threads import computes_with_threads
 from .update_rules import PlainRule, UpdateRule, update_rule
 from .task import TaskError
 
@@ -315,7 +316,7 @@ def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every,
 def _first_difference(saved: Mapping, now: Mapping) -> str | None:
     saved = {**_PLAIN_OPTIMIZER, **saved}  # runs from before the optimizer settings took plain steps
     for key in sorted(set(saved) | set(now)):
-        if key in _VOLATILE:
+        if key in _VOLATILE or (key == "threads" and key not in saved):  # older API runs lack it
             continue
         if saved.get(key) != now.get(key):
             a, b = json.dumps(saved.get(key)), json.dumps(now.get(key))
@@ -811,6 +812,7 @@ def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, reques
 
 
 # -- the protocol ------------------------------------------------------------------------
+@computes_with_threads
 def run_protocol(
     task,
     pattern: DelayPattern | str,
@@ -865,6 +867,8 @@ def run_protocol(
             (:mod:`crosscurv.numeric.optimizer_estimates`) in the same columns, with
             ``bound_bk`` the majorant of :func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`
             (NaN for Adam).  Recorded in the settings (``optimizer``, ``block_lr``).
+        threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
+            command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
 
     Returns:
         A :class:`ProtocolResult` (``status`` ``"complete"`` or ``"diverged"``).
@@ -894,6 +898,7 @@ def run_protocol(
     run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, checkpoint_every, settings,
                                  setup)
     run_settings["offload"] = use_offload
+    run_settings.setdefault("threads", torch.get_num_threads())  # the caller's, else the count used
 
     rule = update_rule(task, setup)
     run = _RunDir(out_dir) if out_dir is not None else None

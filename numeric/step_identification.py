@@ -37,6 +37,7 @@ from .orders import OrderStudy, observe_order
 from .optimizers import STATE_BUFFERS, OptimizerState, block_factors, optimizer_scheme_step, parse_optimizer
 from .steps import block_keys, scheme_step
 from .task import Task
+from .threads import computes_with_threads
 
 __all__ = [
     "ValidationInputError",
@@ -1118,6 +1119,7 @@ def _evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, at
     return CandidateResult(cand, list(etas), errors, rels, within, study)
 
 
+@computes_with_threads
 def identify_step(
     user: UserStep,
     *,

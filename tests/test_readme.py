@@ -84,3 +84,21 @@ def test_loss_terms_block_runs_the_termwise_engine():
     for a, b in zip(ns["result"].records, whole.records):
         for col in ("gap", "recursive", "cumulative", "jc_only"):
             assert a[col] == pytest.approx(b[col], rel=1e-10, abs=1e-14), (col, a["k"])
+
+
+def test_your_own_model_block_runs_with_the_command(tmp_path, capsys):
+    """README "Your own model": the factory file as written, run by ``crosscurv run`` at its own
+    float64."""
+    from crosscurv.experiments.cli import main
+    from crosscurv.numeric.records import read_summary
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Your own model", 1)[1].split("\n## ", 1)[0]
+    (tmp_path / "mf.py").write_text(re.findall(r"```python\n(.*?)```", section, flags=re.S)[0])
+    out = tmp_path / "runs" / "mf"
+    assert main(["run", f"{tmp_path / 'mf.py'}:mf", "--iters", "3", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "at K = 3: L_JC = " in text and "(S = gs)" in text
+    assert read_summary(str(out / "summary.json"))["settings"]["dtype"] == "float64"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoint.pt", "figure.png", "records.csv", "summary.json"]

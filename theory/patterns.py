@@ -18,8 +18,9 @@ Importing this module never imports torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .errors import InputError
 
@@ -33,6 +34,7 @@ __all__ = [
     "from_pairs",
     "parse_pattern",
     "as_pattern",
+    "spelling",
 ]
 
 
@@ -40,9 +42,11 @@ class PatternError(InputError):
     """A delay pattern is malformed (self pair, out-of-range block, cycle, bad text)."""
 
 
-def _fmt_pairs(pairs: Iterable[tuple[int, int]]) -> str:
-    """Pairs in the paper's 1-based ``i<-j`` notation."""
-    return ", ".join(f"{i + 1}<-{j + 1}" for i, j in sorted(pairs))
+def _fmt_pairs(pairs: Iterable[tuple[int, int]], labels: Sequence[str] | None = None) -> str:
+    """Pairs in the paper's 1-based ``i<-j`` notation (``labels[i]`` for ``i + 1`` when given)."""
+    if labels is None:
+        return ", ".join(f"{i + 1}<-{j + 1}" for i, j in sorted(pairs))
+    return ", ".join(f"{labels[i]}<-{labels[j]}" for i, j in sorted(pairs))
 
 
 @dataclass(frozen=True)
@@ -168,9 +172,11 @@ class DelayPattern:
         n = self.n_blocks
         return len(self.pairs) == n * (n - 1) // 2
 
-    def describe(self) -> str:
-        """Paper notation, 1-based: ``S = {2<-1, 3<-1}`` (``{}`` for JC)."""
-        return "{" + _fmt_pairs(self.pairs) + "}"
+    def describe(self, names: Sequence[str] | None = None) -> str:
+        """Paper notation, 1-based: ``S = {2<-1, 3<-1}`` (``{}`` for JC); with the task's block
+        ``names``, those in place of the indices where :func:`spelling` can use them
+        (``{V<-U}``)."""
+        return "{" + _fmt_pairs(self.pairs, _labels(names, self.n_blocks)) + "}"
 
     def __str__(self) -> str:  # pragma: no cover - convenience
         return f"{self.name} {self.describe()}"
@@ -183,6 +189,14 @@ class DelayPattern:
             "pairs": [[i + 1, j + 1] for i, j in sorted(self.pairs)],
             "order": [b + 1 for b in self.order()],
         }
+
+    @classmethod
+    def from_dict(cls, record: Mapping) -> "DelayPattern":
+        """The pattern of a :meth:`to_dict` record (as a run's ``summary.json`` holds it)."""
+        order = record.get("order")
+        pairs = frozenset((int(i) - 1, int(j) - 1) for i, j in record["pairs"])
+        preferred = tuple(int(b) - 1 for b in order) if order else None
+        return cls(int(record["n_blocks"]), pairs, str(record.get("name", "pairs")), preferred)
 
 
 def _find_cycle(n: int, pairs: frozenset) -> list[tuple[int, int]]:
@@ -350,6 +364,41 @@ def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str] | None = 
     raise PatternError(
         f"unknown pattern {spec!r} (use jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,...)"
     )
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_KEYWORDS = ("jc", "jacobi", "gs", "gauss-seidel", "chain")
+
+
+def _labels(names: Sequence[str] | None, n_blocks: int) -> list[str] | None:
+    """``names`` when :func:`parse_pattern` reads each one back as its block (distinct identifiers
+    that are not pattern keywords), else ``None`` (1-based indices)."""
+    if names is None:
+        return None
+    names = [str(x) for x in names]
+    if (len(names) != n_blocks or len(set(names)) != n_blocks
+            or any(not _NAME.fullmatch(x) or x.lower() in _KEYWORDS for x in names)):
+        return None
+    return names
+
+
+def spelling(pattern: DelayPattern, names: Sequence[str] | None = None) -> str:
+    """The command-line spelling of ``pattern`` with the task's block ``names`` in place of 1-based
+    indices: ``gs:V,U`` for ``gs:2,1``, ``chain:C,B,A``, ``V<-U,W<-V`` for explicit pairs (``jc``,
+    ``gs`` and ``chain`` in index order as they are).  :func:`parse_pattern` with the same names
+    reads it back as ``pattern``.  Without usable names (none, numbers, a name that is not an
+    identifier), the indices: ``pattern.name``, or the pairs for a pattern named by neither."""
+    labels = _labels(names, pattern.n_blocks)
+    kind, sep, _ = pattern.name.partition(":")
+    if pattern.name in ("jc", "gs", "chain"):
+        return pattern.name
+    if sep and kind in ("gs", "chain") and pattern.preferred_order is not None:
+        if labels is None:
+            return pattern.name
+        return kind + ":" + ",".join(labels[b] for b in pattern.preferred_order)
+    if pattern.is_jacobi:
+        return "jc"
+    return _fmt_pairs(pattern.pairs, labels).replace(" ", "")
 
 
 def as_pattern(spec, n_blocks: int, names: Sequence[str] | None = None) -> DelayPattern:

@@ -69,6 +69,9 @@ def _int(text: str) -> int | None:
 def choose_default() -> str:
     """Decide the thread count before a command runs (no torch import); returns :data:`SOURCE`."""
     global SOURCE
+    from crosscurv.numeric.threads import caller_chooses
+
+    caller_chooses()  # the command's API calls keep the count chosen here
     users = _users_omp()
     if users is not None and "torch" in sys.modules and sys.modules["torch"].get_num_threads() != _int(users):
         SOURCE = "caller"  # the caller changed torch's count after OMP_NUM_THREADS was read

@@ -125,7 +125,8 @@ def _run(build, dtype, threads: int, hvp: str) -> tuple[dict, str]:
     torch.set_num_threads(threads)
     try:
         task, pattern, lr, iters, *extra = build(dtype)
-        res = run_protocol(task, pattern, lr, iters, out_dir=None, seed=0, hvp_method=hvp, **(extra[0] if extra else {}))
+        res = run_protocol(task, pattern, lr, iters, out_dir=None, seed=0, hvp_method=hvp,
+                           threads=threads, **(extra[0] if extra else {}))
     finally:
         torch.set_num_threads(old)
     if res.status != "complete":

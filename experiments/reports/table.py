@@ -30,7 +30,9 @@ from tabulate import tabulate
 from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.experiments.tasks.errors import DataError
 
-__all__ = ["PAPER_TABLE1", "RunRecords", "load_run", "table_rows", "render_table", "paper_comparison"]
+__all__ = ["PAPER_TABLE1", "RunRecords", "load_run", "table_rows", "render_table",
+           "paper_comparison", "COLUMN_NOTES", "SETTINGS", "run_settings", "differing_settings",
+           "column_notes"]
 
 ESTIMATE_ROWS = ("cumulative", "recursive", "jc_only")
 ESTIMATE_LABELS = {"cumulative": "Cumulative", "recursive": "Recursive", "jc_only": "JC-only (beyond paper)"}
@@ -142,17 +144,21 @@ def _fmt(key: str, value, bold: bool, markdown: bool) -> str:
     return s
 
 
-def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
-    """Table 1 (markdown ``github`` or plain ``simple``) for several runs."""
+def render_table(runs: Sequence[RunRecords], fmt: str = "github",
+                 settings: Sequence[str] = ()) -> str:
+    """Table 1 (markdown ``github`` or plain ``simple``) for several runs; ``settings`` (names of
+    :data:`SETTINGS`, e.g. :func:`differing_settings`) add a column each after the task."""
     markdown = fmt in ("github", "pipe")
     body = []
     for run in runs:
         rows = table_rows(run)
         flags = _best_flags(rows)
+        shown = run_settings(run) if settings else {}
         for r, f in zip(rows, flags):
             body.append(
                 [
                     TASK_LABELS.get(run.task, run.task),
+                    *(shown[name] for name in settings),
                     ESTIMATE_LABELS.get(r["estimate"], r["estimate"]),
                     run.iters,
                 ]
@@ -160,8 +166,8 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                 + [str(r.get("undecided", 0))]
                 + [percent(r.get(k), missing="n/a") for k in ("coverage", "precision", "calibrated")]
             )
-    head = ["Task", "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓", "Undecided",
-            "Coverage ↑", "Precision ↑", "Calibrated ↑"]
+    head = ["Task", *settings, "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓",
+            "Max. AE ↓", "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 
@@ -196,3 +202,72 @@ def paper_comparison(runs: Sequence[RunRecords], fmt: str = "github") -> str:
     head = ["Task", "Estimate", "Correct (ours)", "Correct (paper)", "JC hits (ours)", "JC hits (paper)",
             "GS hits (ours)", "GS hits (paper)", "MAE (ours)", "MAE (paper)", "Max. AE (ours)", "Max. AE (paper)"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
+
+
+#: What each column of Table 1 says (``crosscurv table --help`` and the footnote under its table).
+#: "The gap" is the measured ``L_S^k - L_JC^k`` of an iteration, S the run's pattern (GS in the
+#: paper).
+COLUMN_NOTES = {
+    "K": "iterations compared (the run's records)",
+    "Correct": "share of the decided iterations where the estimate's sign names the measured "
+               "winner (JC lower when the gap L_S - L_JC is positive, S lower when negative)",
+    "JC hits": "h/n: of the n iterations where JC was measured lower, the h where the estimate "
+               "said so",
+    "GS hits": "h/n: the same for the sequential scheme S (the run's pattern)",
+    "MAE": "mean |estimate - gap| over the K iterations",
+    "Max. AE": "largest |estimate - gap|",
+    "Undecided": "iterations whose |gap| is within its measurement error gap_err: no measured "
+                 "winner, left out of Correct and the hits",
+    "Coverage": "share of the decided iterations where the estimate's winner is certified (its "
+                "error bar excludes 0 and the run is below the edge of stability)",
+    "Precision": "share of the certified winners that are the measured winner",
+    "Calibrated": "share of the iterations where |estimate - gap| is within the estimate's "
+                  "error bar",
+    "↑ / ↓": "higher / lower is better; the best value per task in bold (markdown) or with * "
+             "(plain); n/a: records without the error columns",
+}
+
+#: Settings a comparison of runs can differ in, as ``crosscurv table`` shows them.
+SETTINGS = ("preset", "pattern", "lr", "seed", "optimizer", "dtype")
+
+
+def run_settings(run: RunRecords) -> dict:
+    """``{setting: text}`` of :data:`SETTINGS` from a run's ``summary.json`` (``?`` where it records
+    none; the pattern spelled with the task's block names)."""
+    from crosscurv.theory.errors import InputError
+    from crosscurv.theory.patterns import DelayPattern, spelling
+
+    s = run.summary.get("settings")
+    s = s if isinstance(s, dict) else {}
+    out = {name: "?" for name in SETTINGS}
+    if s.get("preset") is not None:
+        out["preset"] = str(s["preset"])
+    pattern = s.get("pattern")
+    if isinstance(pattern, dict):
+        try:
+            names = list(s.get("blocks") or {}) or None
+            out["pattern"] = spelling(DelayPattern.from_dict(pattern), names)
+        except (KeyError, TypeError, ValueError, InputError):
+            out["pattern"] = str(pattern.get("name", "?"))
+    elif s.get("pattern_spec") is not None:
+        out["pattern"] = str(s["pattern_spec"])
+    for name in ("lr", "seed", "dtype"):
+        if s.get(name) is not None:
+            out[name] = repr(s[name]) if isinstance(s[name], float) else str(s[name])
+    opt = s.get("optimizer")
+    out["optimizer"] = str(opt.get("spec", "sgd") if isinstance(opt, dict) else (opt or "sgd"))
+    return out
+
+
+def differing_settings(runs: Sequence[RunRecords]) -> list[str]:
+    """The settings of :data:`SETTINGS` whose values differ between ``runs`` (none for one run)."""
+    values = [run_settings(r) for r in runs]
+    return [name for name in SETTINGS if len({v[name] for v in values}) > 1]
+
+
+def column_notes(width: int = 100) -> str:
+    """The footnote under ``crosscurv table``: a wrapped line per column of :data:`COLUMN_NOTES`."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(f"{name}: {text}", width=width, subsequent_indent="    ")
+                     for name, text in COLUMN_NOTES.items())

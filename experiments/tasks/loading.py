@@ -7,11 +7,16 @@
 * ``module:factory``: ``factory`` imported from an importable module (the
   current directory is searched first);
 * ``path/to/file.py:factory``: ``factory`` from a Python file (which may
-  import the modules beside it: its folder is on ``sys.path`` while it loads).
+  import the modules beside it: its folder is first on ``sys.path`` while the
+  file loads, while the factory runs and while the task's loss is first checked,
+  as ``python file.py`` would have it).
 
 A user factory is called with the keyword arguments it declares among
 ``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path``
-(all of them if it takes ``**kwargs``), and returns a :class:`crosscurv.numeric.Task`
+(all of them if it takes ``**kwargs``); a setting the user left open (``None``,
+e.g. no ``--dtype``) is not passed to a parameter with a default, so the
+factory's own default (``dtype=torch.float64``) stands.  It returns a
+:class:`crosscurv.numeric.Task`
 or ``(task, settings)`` where ``settings`` is a dict that may set ``lr``,
 ``iters`` and ``pattern`` defaults and anything else to record.
 
@@ -22,6 +27,7 @@ loss that is not a finite scalar) is a one-line :class:`crosscurv.numeric.TaskEr
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -50,44 +56,59 @@ def _split(spec: str) -> tuple[str, str]:
     return where, attr
 
 
-def _import_file(path: str):
-    """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import its neighbours."""
-    if not os.path.isfile(path):
-        raise TaskError(f"task file {path!r} does not exist")
-    name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
-    folder = os.path.dirname(os.path.abspath(path))
+@contextlib.contextmanager
+def _first_on_path(folder: str | None):
+    """``folder`` first on ``sys.path`` for the duration of the block (``None``: no change)."""
+    if folder is None or (sys.path and sys.path[0] == folder):
+        yield
+        return
     sys.path.insert(0, folder)
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError("not a Python source file")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise TaskError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+        yield
     finally:
         try:
             sys.path.remove(folder)
         except ValueError:
             pass
+
+
+def _is_file(where: str) -> bool:
+    return where.endswith(".py") or os.sep in where or "/" in where
+
+
+def search_folder(spec: str) -> str | None:
+    """The folder a user task ``spec`` imports its neighbours from: a file's own folder for
+    ``path/to/file.py:factory``, the current directory for ``module:factory``, ``None`` for a
+    built-in name."""
+    if is_builtin(spec):
+        return None
+    where = spec.rpartition(":")[0]
+    return os.path.dirname(os.path.abspath(where)) if _is_file(where) else os.getcwd()
+
+
+def _import_file(path: str):
+    """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import its neighbours."""
+    if not os.path.isfile(path):
+        raise TaskError(f"task file {path!r} does not exist")
+    name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    try:
+        with _first_on_path(os.path.dirname(os.path.abspath(path))):
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError("not a Python source file")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+    except Exception as exc:
+        raise TaskError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
     return module
 
 
 def _import_module(name: str):
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
     try:
-        return importlib.import_module(name)
+        with _first_on_path(None if os.getcwd() in sys.path else os.getcwd()):
+            return importlib.import_module(name)
     except Exception as exc:
         raise TaskError(f"cannot import module {name!r}: {type(exc).__name__}: {_first_line(exc)}") from None
-    finally:
-        if added:
-            try:
-                sys.path.remove(cwd)
-            except ValueError:
-                pass
 
 
 def _first_line(exc: BaseException) -> str:
@@ -103,8 +124,7 @@ def resolve_factory(spec: str):
             imported, or the attribute is missing or not callable.
     """
     where, attr = _split(spec)
-    is_file = where.endswith(".py") or os.sep in where or "/" in where
-    module = _import_file(where) if is_file else _import_module(where)
+    module = _import_file(where) if _is_file(where) else _import_module(where)
     if not hasattr(module, attr):
         raise TaskError(f"{where!r} has no attribute {attr!r}")
     factory = getattr(module, attr)
@@ -114,23 +134,26 @@ def resolve_factory(spec: str):
 
 
 def call_factory(factory, spec: str, offered: dict):
-    """Call ``factory`` with the keyword arguments of ``offered`` it declares (one-line errors)."""
-    return _call_factory(factory, spec, offered)
+    """Call ``factory`` with the keyword arguments of ``offered`` it declares (one-line errors).
 
-
-def _call_factory(factory, spec: str, offered: dict):
+    A ``None`` in ``offered`` (a setting the user left open) is passed only to a parameter declared
+    without a default; otherwise the factory's own default stands.  The folder of ``spec``
+    (:func:`search_folder`) is first on ``sys.path`` while the factory runs."""
     try:
         sig = inspect.signature(factory)
         params = sig.parameters.values()
         if any(p.kind is p.VAR_KEYWORD for p in params):
-            kwargs = dict(offered)
+            kwargs = {k: v for k, v in offered.items() if v is not None}
         else:
-            names = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-            kwargs = {k: v for k, v in offered.items() if k in names}
+            kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            named = {p.name: p for p in params if p.kind in kinds}
+            kwargs = {k: v for k, v in offered.items() if k in named
+                      and (v is not None or named[k].default is inspect.Parameter.empty)}
     except (TypeError, ValueError):  # builtins without a signature
         kwargs = {}
     try:
-        return factory(**kwargs)
+        with _first_on_path(search_folder(spec)):
+            return factory(**kwargs)
     except Exception as exc:
         raise TaskError(f"task factory {spec} raised {type(exc).__name__}: {_first_line(exc)}") from None
 
@@ -200,7 +223,7 @@ def load_task(
             "data_path": data_path,
             "model_path": model_path,
         }
-        result: Any = _call_factory(factory, spec, offered)
+        result: Any = call_factory(factory, spec, offered)
         extra: dict = {}
         if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
             result, extra = result
@@ -213,5 +236,6 @@ def load_task(
         if (device is not None and task.device != device) or (dtype is not None and task.dtype != dtype):
             task = task.to(device=device, dtype=dtype)
         settings = {**extra, "task": spec, "factory": spec, "preset": preset}
-    task.check_loss()
+    with _first_on_path(search_folder(spec)):
+        task.check_loss()
     return task, settings

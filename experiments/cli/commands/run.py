@@ -3,8 +3,13 @@
 Writes ``records.csv`` (streamed, one row per iteration: ``k, loss_jc,
 loss_s, gap, recursive, cumulative, jc_only, bound_bk``), ``summary.json``
 (effective settings, status, the Section 5.1 metrics of each estimate,
-iterations per second, G and L estimates) and ``checkpoint.pt`` into
-``--out``.  Exit codes: 0 complete, 2 bad input (one line, nothing
+iterations per second, G and L estimates), ``checkpoint.pt`` and, once the
+run ends, ``figure.png`` (:func:`crosscurv.experiments.reports.plotting.run_figure`;
+``--no-figure``: none) into ``--out``.  It ends with the answer: both final
+losses, which is lower at ``K`` and by how much, where the winner changed and
+each estimate's Correct (:mod:`crosscurv.experiments.reports.answer`); a
+diverged run with its last finite state instead, and no metrics.
+Exit codes: 0 complete, 2 bad input (one line, nothing
 overwritten), 3 diverged (records so far kept), 130 interrupted (resume with
 ``--resume``).  ``--resume --iters K2`` with ``K2`` above the run's ``K``
 extends a finished or interrupted run to ``K2`` (the records equal those of an
@@ -22,11 +27,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from crosscurv.experiments.runs import Progress as _Progress  # noqa: F401  (crosscurv advise)
 from crosscurv.experiments.runs import slug as _slug  # noqa: F401  (crosscurv advise)
 from crosscurv.experiments.reports.numbers import number
+from crosscurv.theory.errors import InputError
+
+#: The figure ``crosscurv run`` draws into the run folder when the run ends.
+FIGURE_FILE = "figure.png"
 
 HELP = (
     "Run JC and a delay pattern S side by side from the same initial parameters (full batch, "
@@ -81,6 +91,10 @@ def add_arguments(p) -> None:
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="records between checkpoints (default: one a minute at most, and one before the last "
                         "iteration)")
+    p.add_argument("--no-figure", action="store_true",
+                   help=f"do not draw {FIGURE_FILE} (the losses, the measured gap with the "
+                        "estimates and their error bands, the winner per iteration) into the run "
+                        "folder when the run ends")
 
 
 def add_optimizer_arguments(p) -> None:
@@ -101,15 +115,16 @@ def _description(args):
     return RunDescription.from_args(args)
 
 
-def _print_summary(summary: dict, out_dir: str) -> None:
+def _print_summary(summary: dict, out_dir: str, records=(), figure: str | None = None) -> None:
     from tabulate import tabulate
 
     s = summary["settings"]
     opt = s.get("optimizer", {}).get("spec", "sgd")
     if s.get("block_lr"):
         opt += ", block-lr " + ",".join(f"{b}={f!r}" for b, f in s["block_lr"].items())
+    label, pairs = _pattern_text(s)
     print(f"{summary['status']}: {summary['records']} iterations of {s['task']} "
-          f"(pattern {s['pattern']['name']} {_describe(s['pattern'])}, lr {s['lr']}, {s['dtype']}, {s['device']}"
+          f"(pattern {label} {pairs}, lr {s['lr']}, {s['dtype']}, {s['device']}"
           f"{'' if opt == 'sgd' else ', optimizer ' + opt})")
     if "threads" in s:
         from crosscurv.experiments.cli.threads import describe
@@ -119,6 +134,18 @@ def _print_summary(summary: dict, out_dir: str) -> None:
         if isinstance(timed, dict) and timed:
             line += "; seconds per gradient: " + ", ".join(f"{k}: {v:.3g}" for k, v in timed.items())
         print(line)
+    if summary["status"] == "diverged":  # no metrics over the divergence: the last finite state
+        from crosscurv.experiments.reports.answer import diverged_lines
+
+        print("\n".join(diverged_lines(list(records), out_dir)))
+        if figure:
+            print(f"figure of the finite iterations: {figure}")
+        return
+    if records:
+        from crosscurv.experiments.reports.answer import answer_lines
+        from crosscurv.numeric.records import records_columns
+
+        print("\n".join(answer_lines(records_columns(list(records)), label)))
     rows = []
     for name, m in summary["metrics"].items():
         rows.append([name, f"{m['correct']:.1f}%", f"{m['jc_hits'][0]}/{m['jc_hits'][1]}",
@@ -130,7 +157,21 @@ def _print_summary(summary: dict, out_dir: str) -> None:
     t = summary["timing"]
     rate = t.get("iterations_per_s")
     print(f"G ~ {_g(c['G'])}, L ~ {_g(c['L'])} (a-posteriori estimates); "
-          f"{'%.2f it/s' % rate if rate else 'no new iterations'}; records in {out_dir}")
+          f"{'%.2f it/s' % rate if rate else 'no new iterations'}; records in {out_dir}"
+          + (f"; figure {figure}" if figure else ""))
+
+
+def _pattern_text(settings: dict) -> tuple[str, str]:
+    """``("gs:V,U", "{U<-V}")``: the run's pattern spelled and described with the task's block
+    names."""
+    from crosscurv.theory.patterns import DelayPattern, spelling
+
+    try:
+        pattern = DelayPattern.from_dict(settings["pattern"])
+    except (KeyError, TypeError, ValueError, InputError):  # an older summary's pattern record
+        return settings["pattern"]["name"], _describe(settings["pattern"])
+    names = list(settings.get("blocks") or {}) or None
+    return spelling(pattern, names), pattern.describe(names)
 
 
 def _describe(pattern: dict) -> str:
@@ -141,14 +182,38 @@ def _g(x) -> str:
     return number(x)
 
 
+def draw_figure(result, out_dir: str) -> str | None:
+    """Draw ``FIGURE_FILE`` of a finished or diverged run into ``out_dir`` from all its records (a
+    resumed run's included); returns its path, or ``None`` (no records; a failure is one line on
+    stderr, the run's outcome unchanged)."""
+    records = [r for r in result.records]
+    if not records or out_dir is None:
+        return None
+    try:
+        from crosscurv.experiments.reports.plotting import run_figure
+        from crosscurv.numeric.records import records_columns
+
+        s = result.summary["settings"]
+        label, _ = _pattern_text(s)
+        title = f"{s['task']}: JC and S = {label}, lr {s['lr']}, K = {records[-1]['k']}"
+        if result.status == "diverged":
+            title += f" (diverged at k = {result.summary.get('diverged_at')})"
+        path = os.path.join(out_dir, FIGURE_FILE)
+        return str(run_figure(records_columns(records), path, title, label))
+    except Exception as exc:  # the records are written; a figure that fails does not undo them
+        print(f"crosscurv: figure not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
 def run(args) -> int:
     result, out = execute(args)
+    figure = None if args.no_figure else draw_figure(result, out)
     if args.json:
         from crosscurv.numeric.records import json_safe
 
         print(json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
     else:
-        _print_summary(result.summary, out)
+        _print_summary(result.summary, out, result.records, figure)
     if result.status == "diverged":
         print(f"crosscurv: {result.message}", file=sys.stderr)
     return result.exit_code

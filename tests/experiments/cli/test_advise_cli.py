@@ -53,7 +53,8 @@ def test_smoke_mlp_json_schema(tmp_path):
     assert isinstance(obj["recommendation"], str) and obj["recommendation"].startswith("at K = 5: use ")
     rows = obj["per_iteration"]
     assert [row["k"] for row in rows] == [1, 2, 3, 4, 5]
-    cands = ["jc", "gs", "gs:8,7,6,5,4,3,2,1", "chain"]  # the MLP has 8 blocks: no full list of GS orders
+    # the MLP has 8 blocks: no full list of GS orders; the defaults are spelled with its block names
+    cands = ["jc", "gs", "gs:" + ",".join(f"layer{b}" for b in range(8, 0, -1)), "chain"]
     for row in rows:
         assert {"k", "estimates", "errors", "best", "certified"} <= set(row)
         assert list(row["estimates"]) == cands and list(row["errors"]) == cands

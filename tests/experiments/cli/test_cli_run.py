@@ -112,7 +112,8 @@ def test_module_factory_flags_and_plain_output(capsys, tmp_path, fac, monkeypatc
     assert stdout.startswith("complete: 2 iterations of user_tasks:bare (pattern jc")
     s = read_summary(os.path.join("runs", "quad-jc", "summary.json"))
     assert s["settings"]["lr"] == 0.05 and s["hvp"]["used"] == "reverse" and s["settings"]["offload"] is True
-    assert sorted(os.listdir(os.path.join("runs", "quad-jc"))) == ["checkpoint.pt", "records.csv", "summary.json"]
+    assert sorted(os.listdir(os.path.join("runs", "quad-jc"))) == [
+        "checkpoint.pt", "figure.png", "records.csv", "summary.json"]
     assert all(r["gap"] == 0.0 for r in read_records(os.path.join("runs", "quad-jc", "records.csv")))
 
 
