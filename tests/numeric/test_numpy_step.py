@@ -11,7 +11,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from crosscurv.numeric.step_identification import ValidationInputError, as_user_step, identify_step
+from crosscurv.numeric.step_identification import (
+    ValidationInputError,
+    as_user_step,
+    identify_step,
+    numpy_user_step,
+)
 
 FACTORY = textwrap.dedent("""
     import numpy as np
@@ -122,3 +127,41 @@ def test_the_fit_reads_the_pattern_through_differences_of_the_gradient():
         as_user_step(
             {"params": {"u": np.zeros(2, np.float32)}, "loss": None, "grad": None, "step": None}
         )
+
+
+def test_the_numpy_bridge_reads_any_layout():
+    """The NumPy loss bridge (a custom autograd rule) gives the user's value and gradient whatever the
+    layout of its operands: non-contiguous, expanded and channels-last float64 tensors; float32
+    parameters are refused."""
+    import torch
+
+    def loss(p):
+        return float(sum((v ** 2 * np.arange(1, v.size + 1).reshape(v.shape)).sum() for v in p.values()))
+
+    def grad(p):
+        return {n: 2 * v * np.arange(1, v.size + 1).reshape(v.shape) for n, v in p.items()}
+
+    def step(p, lr):
+        g = grad(p)
+        return {n: p[n] - lr * g[n] for n in p}
+
+    shape = (2, 3, 4, 5)
+    base = {"w": np.random.default_rng(0).standard_normal(shape)}
+    task = as_user_step(numpy_user_step(base, loss, grad, step), name="bridge").task
+    dense = torch.as_tensor(base["w"])
+    layouts = {
+        "contiguous": dense,
+        "non-contiguous": dense.transpose(0, 3).contiguous().transpose(0, 3),
+        "expanded": torch.as_tensor(base["w"][:1]).expand(shape),
+        "channels-last": dense.contiguous(memory_format=torch.channels_last),
+    }
+    for what, w in layouts.items():
+        w = w.clone() if what == "expanded" else w
+        w = w.detach().requires_grad_(True)
+        value = task.loss({"w": w})
+        (g,) = torch.autograd.grad(value, [w])
+        w_np = w.detach().numpy()
+        assert float(value.detach()) == pytest.approx(loss({"w": w_np}), rel=1e-15), what
+        assert torch.equal(g, torch.as_tensor(grad({"w": w_np})["w"])), what
+    with pytest.raises(ValidationInputError, match="float64"):
+        numpy_user_step({"w": base["w"].astype(np.float32)}, loss, grad, step)
