@@ -15,10 +15,13 @@ certificate then says "a sequential order, which one is within the error", and n
 
 The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.md):
 
-* advise, the JC-only prediction: its embedded pair ``|corrected_S^k - estimate_S^k|`` (the same prediction
-  forced at the approximate ``S`` point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`);
+* advise, the JC-only prediction: the largest of its embedded pair ``|corrected_S^j - estimate_S^j|`` over
+  the last :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the same prediction forced at the approximate ``S``
+  point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`) and, while ``k <= REMAINDER_WINDOW``, of the
+  measured one-step remainder at ``theta^0``, ``|L_S^1 - L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`);
 * records, ``recursive``: the largest of the last :data:`REMAINDER_WINDOW` measured one-step remainders
-  ``|gap^j - recursive^j|``, ``j < k`` (Theorem 2's remainder, ``O(eta^3)`` per step, smooth in ``j``);
+  ``r_j = |gap^j - recursive^j|``, ``j < k`` (Theorem 2's remainder, ``O(eta^3)`` per step, smooth in ``j``),
+  times their last growth ``max(1, r_{k-1} / r_{k-2})`` (one more step of it);
 * records, ``cumulative``: ``|recursive^k - cumulative^k| + N_recursive^k`` (the linearised state ``z_k``
   against the measured ``Delta^{k-1}`` one step back, the propagated remainder of Theorem 3's proof, plus
   the error of the estimate it is measured against: triangle inequality);
@@ -40,8 +43,8 @@ from typing import Mapping, Sequence
 from .error_estimates import in_regime
 from .records import ESTIMATES
 
-__all__ = ["SAFETY", "REMAINDER_WINDOW", "Verdict", "certify_best", "certify_gap", "record_next_orders",
-           "CertificateState", "record_certificates"]
+__all__ = ["SAFETY", "REMAINDER_WINDOW", "Verdict", "certify_best", "certify_gap", "advice_next_orders",
+           "record_next_orders", "CertificateState", "record_certificates"]
 
 #: the safety factor ``F`` on the first dropped order (chosen on the zoo's tuning half: reports/certificates.md)
 SAFETY = 3.0
@@ -66,7 +69,7 @@ def certify_best(predictions: Mapping[str, float], next_orders: Mapping[str, flo
         factor: ``F``.
     """
     names = list(predictions)
-    best = min(names, key=lambda n: (predictions[n], names.index(n)))
+    best = min(names, key=lambda n: (not math.isfinite(predictions[n]), predictions[n], names.index(n)))
     ok = inside and all(math.isfinite(predictions[n]) and math.isfinite(next_orders[n]) for n in names)
     if not ok:
         return Verdict(best=best, tied=list(names), certified=False)
@@ -86,12 +89,29 @@ def certify_gap(prediction: float, next_order: float, inside: bool, factor: floa
     return 1.0 if v["best"] == "jc" else -1.0
 
 
+def advice_next_orders(recent_errors: Sequence[Mapping[str, float]], first_step: Mapping[str, float], k: int,
+                       window: int = REMAINDER_WINDOW) -> dict:
+    """``{candidate: N_S^k}`` of advise at iteration ``k``: the largest embedded error of the last ``window``
+    iterations (``recent_errors``, oldest first, ``k``'s last: a signed difference has accidental zeros) and,
+    for ``k <= window``, the measured one-step remainder at ``theta^0``, ``|L_S^1 - L_JC^1 - eta^2 C_S|``
+    (``first_step``: the first step's dropped terms, Lemma 1's third-derivative term included, which the
+    embedded pair leaves out).  A NaN error gives NaN (not certified)."""
+    last = list(recent_errors)[-window:]
+    out = {}
+    for n in last[-1]:
+        vals = [float(e[n]) for e in last] + ([float(first_step.get(n, 0.0))] if k <= window else [])
+        out[n] = math.nan if any(math.isnan(v) for v in vals) else max(vals)
+    return out
+
+
 def record_next_orders(record: Mapping, past_remainders: Sequence[float],
                        window: int = REMAINDER_WINDOW) -> dict:
     """``{estimate: N^k}`` of one record (module docstring); ``past_remainders``: ``|gap^j - recursive^j|`` of
     the records before ``k``, oldest first (``inf`` until ``window`` of them exist)."""
     past = [float(x) for x in list(past_remainders)[-window:]]
     rec_n = max(past) if len(past) >= window and all(math.isfinite(x) for x in past) else math.inf
+    if math.isfinite(rec_n) and past[-2] > 0:  # one more step of the remainders' last growth
+        rec_n *= max(1.0, past[-1] / past[-2])
     cum_n = abs(float(record["recursive"]) - float(record["cumulative"])) + rec_n
     return {"recursive": rec_n, "cumulative": cum_n,
             "jc_only": abs(float(record["cumulative"]) - float(record["jc_only"])) + cum_n}

@@ -85,14 +85,14 @@ def execute(args):
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
-    if args.figure:
-        adv.figure(args.figure)
     val = None
     if args.validate:
         val = validate(task, adv, hvp_method=args.hvp, seed=args.seed)
         from crosscurv.numeric.records import write_summary
 
         write_summary(os.path.join(out, "validation.json"), val)
+    if args.figure:
+        adv.figure(args.figure, val)
     return adv, out, val
 
 
@@ -108,15 +108,30 @@ def run(args) -> int:
               f"{len(adv.candidates)} candidates ({', '.join(adv.candidates)}); records in {out}")
         print(adv.recommendation)
         if val is not None:
-            a, c, d = val["agree_all"], val["agree_certified"], val["agree_decided"]
-            print(f"validation: advised best = measured best at {a[0]}/{a[1]} iterations, {c[0]}/{c[1]} certified, "
-                  f"{d[0]}/{d[1]} where the measurement decides")
+            print(validation_text(val))
     if adv.status == "diverged":
         from crosscurv.numeric.protocol import DIVERGED_EXIT_CODE
 
         print(f"crosscurv: {adv.message}", file=sys.stderr)
         return DIVERGED_EXIT_CODE
     return 0
+
+
+def validation_text(val) -> str:
+    """The validation's lines: regret first, then agreement and the certified iterations that were wrong."""
+    from crosscurv.numeric.advice import k_ranges
+
+    s = val["summary"]
+    a = s["agree"]
+    lines = [f"validation: regret {s['regret_mean']:.3g} of the spread between the best and the worst candidate "
+             f"(mean over {s['decided']} decided iterations, largest {s['regret_max']:.3g}; "
+             f"{s['regret_certified']:.3g} over the certified)",
+             f"validation: the advised scheme was the measured best (or tied with it) at {a[0]} of {a[1]} decided "
+             f"iterations"]
+    wrong = s["wrong_k"]
+    text = f"validation: {len(wrong)} of {s['certified']} certified iterations were wrong"
+    lines.append(text + (f" (k = {k_ranges(wrong, 10)})" if wrong else ""))
+    return "\n".join(lines)
 
 
 # -- the validation study (reports/advise) ------------------------------------------------------
