@@ -1,28 +1,30 @@
-"""The problem zoo: small float64 problems of different kinds, shared by the tests and the certificates study.
+"""The problem zoo: small float64 problems of different kinds, shared by the tests and the
+certificates study.
 
 Each entry of :data:`ZOO` is a :class:`ZooProblem`: a task factory (usable as ``crosscurv run
-crosscurv.experiments.problems.zoo:NAME``), the learning rates as multiples ``c`` of ``1 / lambda_max(H^0)``
-(the Hessian at ``theta^0``, converged by :func:`crosscurv.numeric.estimates.solve_extremes`) from
-``0.1`` to the edge of stability ``1.9``, a budget ``K`` and the half of the zoo it belongs to
-(``"tune"``: the certificate's safety factor is chosen on it; ``"held-out"``: it is only measured).
+crosscurv.experiments.problems.zoo:NAME``), the learning rates as multiples ``c`` of ``1 /
+lambda_max(H^0)`` (the Hessian at ``theta^0``, converged by
+:func:`crosscurv.numeric.estimates.solve_extremes`) from ``0.1`` to the edge of stability ``1.9``, a
+budget ``K`` and the half of the zoo it belongs to (``"tune"``: the certificate's safety factor is
+chosen on it; ``"held-out"``: it is only measured).
 
 Kinds (``d`` parameters, ``N`` blocks):
 
-* ``matrix_factorisation``: ``1/(2 |Omega|) sum_Omega ((U V^T)_ij - M_ij)^2``, ``M`` 30x20 of rank 3, half
-  the entries observed; blocks ``U`` (30x3), ``V`` (20x3);
+* ``matrix_factorisation``: ``1/(2 |Omega|) sum_Omega ((U V^T)_ij - M_ij)^2``, ``M`` 30x20 of rank
+  3, half the entries observed; blocks ``U`` (30x3), ``V`` (20x3);
 * ``deep_linear``: ``1/(2n) ||W3 W2 W1 X - Y||_F^2``, widths 4-4-4-3, one block per layer;
-* ``logistic``: a convex GLM, mean logistic loss ``log(1 + exp(-y x.w))`` plus ``1e-3/2 ||w||^2``, the
-  12 weights in two blocks (first 6 features, the rest with the bias);
+* ``logistic``: a convex GLM, mean logistic loss ``log(1 + exp(-y x.w))`` plus ``1e-3/2 ||w||^2``,
+  the 12 weights in two blocks (first 6 features, the rest with the bias);
 * ``tanh_net``: a 4-6-6-2 tanh MLP, mean squared error, one block per layer;
 * ``relu_net``: a 4-8-2 ReLU MLP, mean squared error, one block per layer (kinks: not smooth);
-* ``attention``: ``1/(2n) ||softmax(X Wq Wk^T X^T / sqrt(p)) X Wv - Y||_F^2`` over ``T = 5`` tokens of
-  width 4 (projections 4x3), blocks ``Wq``, ``Wk``, ``Wv``;
-* ``ill_quadratic``: ``1/2 x^T A x - b^T x`` with ``A`` coupled and eigenvalues from ``1e-3`` to ``1``,
-  three blocks of 4;
+* ``attention``: ``1/(2n) ||softmax(X Wq Wk^T X^T / sqrt(p)) X Wv - Y||_F^2`` over ``T = 5`` tokens
+  of width 4 (projections 4x3), blocks ``Wq``, ``Wk``, ``Wv``;
+* ``ill_quadratic``: ``1/2 x^T A x - b^T x`` with ``A`` coupled and eigenvalues from ``1e-3`` to
+  ``1``, three blocks of 4;
 * ``quartic``: the random quartic polynomial of :mod:`.quartic` (three blocks of 3).
 
-Every factory takes ``seed`` (default 0) and draws from ``numpy.random.default_rng(seed)`` only, so a
-problem is a pure function of its seed.
+Every factory takes ``seed`` (default 0) and draws from ``numpy.random.default_rng(seed)`` only, so
+a problem is a pure function of its seed.
 """
 
 from __future__ import annotations
@@ -38,9 +40,21 @@ from crosscurv.numeric.task import Task
 from .problem import DTYPE
 from .toys import concat, mlp_forward
 
-__all__ = ["ZooProblem", "ZOO", "zoo_problem", "lambda_max0", "LR_FACTORS",
-           "matrix_factorisation", "deep_linear", "logistic", "tanh_net", "relu_net", "attention",
-           "ill_quadratic", "quartic"]
+__all__ = [
+    "ZooProblem",
+    "ZOO",
+    "zoo_problem",
+    "lambda_max0",
+    "LR_FACTORS",
+    "matrix_factorisation",
+    "deep_linear",
+    "logistic",
+    "tanh_net",
+    "relu_net",
+    "attention",
+    "ill_quadratic",
+    "quartic",
+]
 
 #: learning rates of every zoo problem, as multiples of ``1 / lambda_max(H^0)``
 LR_FACTORS = (0.1, 0.5, 1.0, 1.5, 1.9)
@@ -51,45 +65,66 @@ def _t(a) -> torch.Tensor:
 
 
 def matrix_factorisation(seed: int = 0) -> Task:
-    """Matrix completion: ``M = A B^T`` (30x20, rank 3, ``A, B ~ N(0, 1)``), half the entries observed
-    (``Omega``, a seeded mask), ``L(U, V) = 1/(2 |Omega|) sum_Omega ((U V^T)_ij - M_ij)^2``; ``U`` 30x3,
-    ``V`` 20x3 start ``N(0, 0.5^2)``."""
+    """Matrix completion: ``M = A B^T`` (30x20, rank 3, ``A, B ~ N(0, 1)``), half the entries
+    observed (``Omega``, a seeded mask), ``L(U, V) = 1/(2 |Omega|) sum_Omega ((U V^T)_ij -
+    M_ij)^2``; ``U`` 30x3, ``V`` 20x3 start ``N(0, 0.5^2)``."""
     rng = np.random.default_rng(int(seed))
     A, B = rng.standard_normal((30, 3)), rng.standard_normal((20, 3))
     mask = np.zeros(600)
     mask[rng.permutation(600)[:300]] = 1.0
     M, W = _t(A @ B.T), _t(mask.reshape(30, 20))
-    params = {"U": _t(0.5 * rng.standard_normal((30, 3))), "V": _t(0.5 * rng.standard_normal((20, 3)))}
+    params = {
+        "U": _t(0.5 * rng.standard_normal((30, 3))),
+        "V": _t(0.5 * rng.standard_normal((20, 3))),
+    }
     n_obs = float(mask.sum())
 
     def loss(p):
         """Mean squared error of ``U V^T`` on the observed entries (halved)."""
         return 0.5 * ((W * (p["U"] @ p["V"].T - M)) ** 2).sum() / n_obs
 
-    return Task(params, loss, {"U": ["U"], "V": ["V"]}, "matrix_factorisation",
-                {"family": "matrix_factorisation", "seed": int(seed), "shape": [30, 20], "rank": 3}, "gs")
+    return Task(
+        params,
+        loss,
+        {"U": ["U"], "V": ["V"]},
+        "matrix_factorisation",
+        {"family": "matrix_factorisation", "seed": int(seed), "shape": [30, 20], "rank": 3},
+        "gs",
+    )
 
 
 def deep_linear(seed: int = 0) -> Task:
     """A deep linear network ``1/(2n) ||W3 W2 W1 X - Y||_F^2``: widths 4-4-4-3, ``n = 16`` examples
-    ``X ~ N(0, I)``, ``Y = T X`` for a random ``T``; ``W_l ~ N(0, 1/fan_in)``; blocks ``W1``, ``W2``, ``W3``."""
+    ``X ~ N(0, I)``, ``Y = T X`` for a random ``T``; ``W_l ~ N(0, 1/fan_in)``; blocks ``W1``,
+    ``W2``, ``W3``."""
     rng = np.random.default_rng(int(seed))
     X = _t(rng.standard_normal((4, 16)))
     Y = _t(rng.standard_normal((3, 4))) @ X
-    params = {"W1": _t(rng.standard_normal((4, 4)) / 2), "W2": _t(rng.standard_normal((4, 4)) / 2),
-              "W3": _t(rng.standard_normal((3, 4)) / 2)}
+    params = {
+        "W1": _t(rng.standard_normal((4, 4)) / 2),
+        "W2": _t(rng.standard_normal((4, 4)) / 2),
+        "W3": _t(rng.standard_normal((3, 4)) / 2),
+    }
 
     def loss(p):
         """Squared error of the product of the three layers."""
         return 0.5 * ((p["W3"] @ (p["W2"] @ (p["W1"] @ X)) - Y) ** 2).sum() / 16
 
-    return Task(params, loss, {n: [n] for n in params}, "deep_linear",
-                {"family": "deep_linear", "seed": int(seed), "widths": [4, 4, 4, 3]}, "gs")
+    return Task(
+        params,
+        loss,
+        {n: [n] for n in params},
+        "deep_linear",
+        {"family": "deep_linear", "seed": int(seed), "widths": [4, 4, 4, 3]},
+        "gs",
+    )
 
 
 def logistic(seed: int = 0) -> Task:
-    """Logistic regression (a convex GLM): ``1/n sum_m log(1 + exp(-y_m (x_m.w + b))) + 1e-3/2 ||w||^2``,
-    ``n = 40`` examples of 11 features ``N(0, I)``, labels ``y = sign(x.w* + noise)``; blocks ``w1`` (6
+    """Logistic regression (a convex GLM): ``1/n sum_m log(1 + exp(-y_m (x_m.w + b))) + 1e-3/2
+    ||w||^2``,
+    ``n = 40`` examples of 11 features ``N(0, I)``, labels ``y = sign(x.w* + noise)``; blocks ``w1``
+    (6
     weights) and ``w2`` (5 weights and the bias ``b``), started at ``N(0, 0.1^2)``."""
     rng = np.random.default_rng(int(seed))
     X = rng.standard_normal((40, 11))
@@ -103,8 +138,14 @@ def logistic(seed: int = 0) -> Task:
         w = concat(p, ["w1", "w2"])
         return torch.nn.functional.softplus(-yt * (Xt @ w)).mean() + 5e-4 * (w[:11] ** 2).sum()
 
-    return Task(params, loss, {"w1": ["w1"], "w2": ["w2"]}, "logistic",
-                {"family": "logistic", "seed": int(seed), "examples": 40, "features": 11}, "gs")
+    return Task(
+        params,
+        loss,
+        {"w1": ["w1"], "w2": ["w2"]},
+        "logistic",
+        {"family": "logistic", "seed": int(seed), "examples": 40, "features": 11},
+        "gs",
+    )
 
 
 def _mlp(seed: int, widths, activation, name: str) -> Task:
@@ -123,7 +164,14 @@ def _mlp(seed: int, widths, activation, name: str) -> Task:
         return 0.5 * ((mlp_forward(p, X, layers, activation) - Y) ** 2).sum() / 16
 
     blocks = {f"layer{i + 1}": [w, b] for i, (w, b) in enumerate(layers)}
-    return Task(params, loss, blocks, name, {"family": name, "seed": int(seed), "widths": list(widths)}, "gs")
+    return Task(
+        params,
+        loss,
+        blocks,
+        name,
+        {"family": name, "seed": int(seed), "widths": list(widths)},
+        "gs",
+    )
 
 
 def tanh_net(seed: int = 0) -> Task:
@@ -132,13 +180,15 @@ def tanh_net(seed: int = 0) -> Task:
 
 
 def relu_net(seed: int = 0) -> Task:
-    """A 4-8-2 ReLU MLP on 16 Gaussian examples (MSE), one block per layer: piecewise quadratic, with kinks."""
+    """A 4-8-2 ReLU MLP on 16 Gaussian examples (MSE), one block per layer: piecewise quadratic,
+    with kinks."""
     return _mlp(seed, (4, 8, 2), torch.relu, "relu_net")
 
 
 def attention(seed: int = 0) -> Task:
-    """One attention head, ``softmax(X Wq (X Wk)^T / sqrt(3)) X Wv`` over ``T = 5`` tokens of width 4, fitted
-    to a random target by ``1/(2n) sum ||. - Y||_F^2`` over ``n = 6`` sequences; ``Wq, Wk, Wv`` (4x3) start
+    """One attention head, ``softmax(X Wq (X Wk)^T / sqrt(3)) X Wv`` over ``T = 5`` tokens of width
+    4, fitted to a random target by ``1/(2n) sum ||. - Y||_F^2`` over ``n = 6`` sequences; ``Wq, Wk,
+    Wv`` (4x3) start
     ``N(0, 1/4)``; blocks ``Wq``, ``Wk``, ``Wv``."""
     rng = np.random.default_rng(int(seed))
     X = _t(rng.standard_normal((6, 5, 4)))
@@ -150,12 +200,19 @@ def attention(seed: int = 0) -> Task:
         s = (X @ p["Wq"]) @ (X @ p["Wk"]).transpose(1, 2) / math.sqrt(3.0)
         return 0.5 * ((torch.softmax(s, dim=-1) @ (X @ p["Wv"]) - Y) ** 2).sum() / 6
 
-    return Task(params, loss, {n: [n] for n in params}, "attention",
-                {"family": "attention", "seed": int(seed), "tokens": 5, "width": 4}, "gs")
+    return Task(
+        params,
+        loss,
+        {n: [n] for n in params},
+        "attention",
+        {"family": "attention", "seed": int(seed), "tokens": 5, "width": 4},
+        "gs",
+    )
 
 
 def ill_quadratic(seed: int = 0) -> Task:
-    """``1/2 x^T A x - b^T x`` in 12 variables (three blocks of 4), ``A = Q diag(lambda) Q^T`` with ``Q`` a
+    """``1/2 x^T A x - b^T x`` in 12 variables (three blocks of 4), ``A = Q diag(lambda) Q^T`` with
+    ``Q`` a
     random rotation and ``lambda`` log-spaced from ``1e-3`` to ``1`` (condition number 1000)."""
     rng = np.random.default_rng(int(seed))
     Q, _ = np.linalg.qr(rng.standard_normal((12, 12)))
@@ -163,19 +220,26 @@ def ill_quadratic(seed: int = 0) -> Task:
     b = _t(rng.standard_normal(12))
     x0 = rng.standard_normal(12)
     names = ["x1", "x2", "x3"]
-    params = {n: _t(x0[4 * i:4 * i + 4]) for i, n in enumerate(names)}
+    params = {n: _t(x0[4 * i : 4 * i + 4]) for i, n in enumerate(names)}
 
     def loss(p):
         """The ill-conditioned quadratic of the three blocks concatenated."""
         x = concat(p, names)
         return 0.5 * x @ (A @ x) - b @ x
 
-    return Task(params, loss, {n: [n] for n in names}, "ill_quadratic",
-                {"family": "ill_quadratic", "seed": int(seed), "condition": 1000.0}, "gs")
+    return Task(
+        params,
+        loss,
+        {n: [n] for n in names},
+        "ill_quadratic",
+        {"family": "ill_quadratic", "seed": int(seed), "condition": 1000.0},
+        "gs",
+    )
 
 
 def quartic(seed: int = 0) -> Task:
-    """The random quartic polynomial of :func:`crosscurv.experiments.problems.quartic.quartic_problem`, three
+    """The random quartic polynomial of
+    :func:`crosscurv.experiments.problems.quartic.quartic_problem`, three
     blocks of 3 variables."""
     from .quartic import quartic_problem
 
@@ -186,7 +250,8 @@ def quartic(seed: int = 0) -> Task:
 
 @dataclass(frozen=True)
 class ZooProblem:
-    """One problem of the zoo: ``factory(seed)`` builds its task; ``iters`` the budget ``K``; ``half``:
+    """One problem of the zoo: ``factory(seed)`` builds its task; ``iters`` the budget ``K``;
+    ``half``:
     ``"tune"`` or ``"held-out"``; ``lr_factors``: learning rates ``c / lambda_max(H^0)``."""
 
     name: str
@@ -200,7 +265,8 @@ class ZooProblem:
 
     @property
     def spec(self) -> str:
-        """The ``TASK`` argument of the command line: ``crosscurv.experiments.problems.zoo:NAME``."""
+        """The ``TASK`` argument of the command line:
+        ``crosscurv.experiments.problems.zoo:NAME``."""
         return f"{__name__}:{self.factory.__name__}"
 
 
@@ -226,7 +292,8 @@ def zoo_problem(name: str) -> ZooProblem:
 
 
 def lambda_max0(task: Task, seed: int = 0) -> float:
-    """``lambda_max`` of the Hessian at ``theta^0`` (:func:`crosscurv.numeric.estimates.solve_extremes`)."""
+    """``lambda_max`` of the Hessian at ``theta^0``
+    (:func:`crosscurv.numeric.estimates.solve_extremes`)."""
     from crosscurv.numeric.hvp import hvp
     from crosscurv.numeric.estimates import solve_extremes
 

@@ -1,11 +1,20 @@
-"""The certified winner of crosscurv.numeric.certificate: the rule, the records' state and the run's columns."""
+"""The certified winner of crosscurv.numeric.certificate: the rule, the records' state and the run's
+columns."""
 
 import math
 
 import pytest
 
-from crosscurv.numeric.certificate import (REMAINDER_WINDOW, SAFETY, CertificateState, advice_next_orders,
-                                           certify_best, certify_gap, record_certificates, record_next_orders)
+from crosscurv.numeric.certificate import (
+    REMAINDER_WINDOW,
+    SAFETY,
+    CertificateState,
+    advice_next_orders,
+    certify_best,
+    certify_gap,
+    record_certificates,
+    record_next_orders,
+)
 
 
 def test_certify_best_separates_by_the_safety_factor():
@@ -27,8 +36,9 @@ def test_full_gs_orders_are_certified_as_a_set():
     assert v["certified"] and v["tied"] == ["gs", "gs:2,1"]
     assert not certify_best(est, nxt, True)["certified"]  # without the GS orders named: a tie
     # every candidate tied: nothing to certify even if all are GS orders
-    assert not certify_best({"gs": -1.0, "gs:2,1": -1.0}, {"gs": 0.1, "gs:2,1": 0.1}, True,
-                            gs_orders=["gs", "gs:2,1"])["certified"]
+    assert not certify_best(
+        {"gs": -1.0, "gs:2,1": -1.0}, {"gs": 0.1, "gs:2,1": 0.1}, True, gs_orders=["gs", "gs:2,1"]
+    )["certified"]
 
 
 def test_certify_gap_is_the_two_candidate_case():
@@ -41,7 +51,9 @@ def test_next_orders():
     rec = {"gap": 0.0, "recursive": 1.0, "cumulative": 1.5, "jc_only": 1.75}
     assert record_next_orders(rec, [0.1, 0.2])["recursive"] == math.inf  # fewer than the window
     n = record_next_orders(rec, [0.3, 0.1, 0.2])
-    assert n["recursive"] == pytest.approx(0.3 * 2.0)  # the largest, times the last growth 0.2 / 0.1
+    assert n["recursive"] == pytest.approx(
+        0.3 * 2.0
+    )  # the largest, times the last growth 0.2 / 0.1
     assert n["cumulative"] == pytest.approx(0.5 + n["recursive"])
     assert n["jc_only"] == pytest.approx(0.25 + n["cumulative"])
     errs = [{"jc": 0.0, "gs": 0.2}, {"jc": 0.0, "gs": 0.0}, {"jc": 0.0, "gs": 0.1}]
@@ -50,9 +62,13 @@ def test_next_orders():
 
 
 def test_state_equals_the_columns_and_survives_a_checkpoint():
-    cols = {"gap": [-0.1 * (k + 1) for k in range(12)], "recursive": [-0.1 * (k + 1) + 1e-4 for k in range(12)],
-            "cumulative": [-0.1 * (k + 1) + 2e-4 for k in range(12)],
-            "jc_only": [-0.1 * (k + 1) + 5e-4 for k in range(12)], "sharpness": [1.0] * 11 + [30.0]}
+    cols = {
+        "gap": [-0.1 * (k + 1) for k in range(12)],
+        "recursive": [-0.1 * (k + 1) + 1e-4 for k in range(12)],
+        "cumulative": [-0.1 * (k + 1) + 2e-4 for k in range(12)],
+        "jc_only": [-0.1 * (k + 1) + 5e-4 for k in range(12)],
+        "sharpness": [1.0] * 11 + [30.0],
+    }
     want = record_certificates(cols, 0.1)
     assert want["recursive"][:REMAINDER_WINDOW] == [0.0] * REMAINDER_WINDOW
     assert want["recursive"][REMAINDER_WINDOW] == -1.0 and want["jc_only"][-2] == -1.0
@@ -61,8 +77,10 @@ def test_state_equals_the_columns_and_survives_a_checkpoint():
     for i in range(12):
         if i == 5:
             state = CertificateState.from_state_dict(state.state_dict())
-        c = state.record({n: cols[n][i] for n in ("gap", "recursive", "cumulative", "jc_only")},
-                         0.1 * cols["sharpness"][i] < 2)
+        c = state.record(
+            {n: cols[n][i] for n in ("gap", "recursive", "cumulative", "jc_only")},
+            0.1 * cols["sharpness"][i] < 2,
+        )
         for e in got:
             got[e].append(c[e])
     assert got == want
@@ -70,7 +88,8 @@ def test_state_equals_the_columns_and_survives_a_checkpoint():
 
 
 def test_run_records_hold_the_certificate_of_their_columns():
-    """crosscurv run's *_cert columns are record_certificates of its own columns, and right where certified."""
+    """crosscurv run's *_cert columns are record_certificates of its own columns, and right where
+    certified."""
     from crosscurv.experiments.problems.zoo import logistic
     from crosscurv.numeric.metrics import certified_metrics
     from crosscurv.numeric.protocol import run_protocol

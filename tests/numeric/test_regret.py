@@ -25,10 +25,12 @@ def test_ties_of_the_measurement_and_of_the_theory():
 
 
 def test_summarise_counts_the_wrong_certified_iterations():
-    rows = [{"k": 1, "advised": "a", "certified": True, "right": True, "regret": 0.0},
-            {"k": 2, "advised": "a", "certified": True, "right": False, "regret": 0.4},
-            {"k": 3, "advised": "a", "certified": False, "right": False, "regret": 0.2},
-            {"k": 4, "advised": "a", "certified": True, "right": True, "regret": math.nan}]
+    rows = [
+        {"k": 1, "advised": "a", "certified": True, "right": True, "regret": 0.0},
+        {"k": 2, "advised": "a", "certified": True, "right": False, "regret": 0.4},
+        {"k": 3, "advised": "a", "certified": False, "right": False, "regret": 0.2},
+        {"k": 4, "advised": "a", "certified": True, "right": True, "regret": math.nan},
+    ]
     s = summarise(rows)
     assert s["decided"] == 3 and s["certified"] == 2 and s["wrong_k"] == [2]
     assert s["precision"] == 50.0 and abs(s["regret_mean"] - 0.2) < 1e-15 and s["agree"] == [1, 3]

@@ -1,4 +1,5 @@
-"""The problem zoo and the certificates study: a fast subset of the zoo, certificates measured against it."""
+"""The problem zoo and the certificates study: a fast subset of the zoo, certificates measured
+against it."""
 
 import json
 import os
@@ -11,7 +12,12 @@ import torch
 from crosscurv.experiments.problems.zoo import ZOO, lambda_max0, zoo_problem
 
 #: the fast subset: two zoo problems (one of each half), a rate well inside and one near the edge
-SUBSET = [("logistic", 0.5), ("logistic", 1.5), ("matrix_factorisation", 0.5), ("matrix_factorisation", 1.5)]
+SUBSET = [
+    ("logistic", 0.5),
+    ("logistic", 1.5),
+    ("matrix_factorisation", 0.5),
+    ("matrix_factorisation", 1.5),
+]
 K = 40
 
 
@@ -23,7 +29,9 @@ def test_the_zoo_has_eight_kinds_of_small_float64_problems_in_two_halves():
         task = p.task(0)
         assert 2 <= task.n_blocks <= 4 and task.dtype == torch.float64, p.name
         assert min(p.lr_factors) <= 0.1 and 1.8 <= max(p.lr_factors) < 2.0, p.name
-        assert float(task.loss(task.params)) == float(p.task(0).loss(p.task(0).params))  # a pure function
+        assert float(task.loss(task.params)) == float(
+            p.task(0).loss(p.task(0).params)
+        )  # a pure function
     with pytest.raises(KeyError, match="matrix_factorisation"):
         zoo_problem("nope")
 
@@ -32,8 +40,26 @@ def test_crosscurv_run_takes_a_zoo_factory(tmp_path):
     p = zoo_problem("matrix_factorisation")
     lr = 0.5 / lambda_max0(p.task(0))
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", p.spec, "--lr", repr(lr), "--iters", "5",
-                           "--pattern", "gs", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crosscurv",
+            "run",
+            p.spec,
+            "--lr",
+            repr(lr),
+            "--iters",
+            "5",
+            "--pattern",
+            "gs",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert os.path.exists(out / "records.csv")
 
@@ -44,13 +70,16 @@ def subset_runs(tmp_path_factory):
 
     out = str(tmp_path_factory.mktemp("zoo"))
     runs = [cached_zoo_run(zoo_problem(name), c, 0, out, K) for name, c in SUBSET]
-    again = cached_zoo_run(zoo_problem(SUBSET[0][0]), SUBSET[0][1], 0, out, K)  # read back, not rerun
+    again = cached_zoo_run(
+        zoo_problem(SUBSET[0][0]), SUBSET[0][1], 0, out, K
+    )  # read back, not rerun
     assert again["cpu_s"] == runs[0]["cpu_s"]
     return runs
 
 
 def test_certificates_are_right_on_the_fast_subset(subset_runs):
-    """Precision >= 99% for advise and every record estimate on each (problem, rate) of the subset, with
+    """Precision >= 99% for advise and every record estimate on each (problem, rate) of the subset,
+    with
     coverage pooled over the subset above a fifth of the decided iterations."""
     from crosscurv.experiments.studies.certificates_report import advice_counts, record_counts
     from crosscurv.numeric.certificate import SAFETY
@@ -71,7 +100,9 @@ def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
     from crosscurv.experiments.studies.certificates_report import write_report
 
     text = write_report(subset_runs, str(tmp_path / "certificates.md"), "make certificates-study")
-    assert text.startswith("# Certificates on the problem zoo") and "`make certificates-study`" in text
+    assert (
+        text.startswith("# Certificates on the problem zoo") and "`make certificates-study`" in text
+    )
     for name, c in SUBSET:
         assert f"| {name} | {c:g} |" in text
     assert "## Certified advice that was wrong" in text
@@ -79,7 +110,8 @@ def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
 
 
 def test_table1_shows_the_certificate_of_records_written_before_it(tmp_path):
-    """Table 1 recomputes a plain run's certificates from its columns: records whose *_cert columns hold an
+    """Table 1 recomputes a plain run's certificates from its columns: records whose *_cert columns
+    hold an
     older rule (here: zeros) show the certificate crosscurv run records now."""
     import csv
 
@@ -95,7 +127,12 @@ def test_table1_shows_the_certificate_of_records_written_before_it(tmp_path):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerows([{**r, **{f"{e}_cert": "0.0" for e in ("recursive", "cumulative", "jc_only")}} for r in rows])
+        w.writerows(
+            [
+                {**r, **{f"{e}_cert": "0.0" for e in ("recursive", "cumulative", "jc_only")}}
+                for r in rows
+            ]
+        )
     got = {r["estimate"]: r for r in table_rows(load_run(out))}
     cols = {c: [r[c] for r in res.records] for c in res.records[0]}
     want = record_certificates(cols, 1.0)
