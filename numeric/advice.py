@@ -242,6 +242,8 @@ def _segments(rows: Sequence[Mapping]) -> list[dict]:
         s["last"] = r["k"]
         if r["certified"]:
             s["certified_ks"].append(r["k"])
+            if len(r.get("tied", ())) > 1:
+                s.setdefault("set_ks", []).append(r["k"])
     return segs
 
 
@@ -290,6 +292,10 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
             cert = f", certified at K = {k_ranges(s['certified_ks'])}"
         else:
             cert = ", not certified"
+        set_ks = s.get("set_ks", [])
+        if set_ks:
+            at = "" if set_ks == s["certified_ks"] else f" at K = {k_ranges(set_ks)}"
+            cert += f" (as one of the GS orders the errors cannot tell apart{at})"
         parts.append(f"{s['best']} {where}{cert}")
     parts[-1] += "."
     head = f"at K = {last['k']}: use {last['best']} ({'certified' if last['certified'] else 'not certified'})"

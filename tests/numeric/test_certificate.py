@@ -103,3 +103,24 @@ def test_run_records_hold_the_certificate_of_their_columns():
         m = certified_metrics(cols["gap"], cols[e], c, cols["gap_err"])
         assert m["certified"] > 0 and m["precision"] == 100.0, (e, m)
     assert SAFETY > 1
+
+
+def test_the_recommendation_names_exactly_the_certified_budgets():
+    """Each range of the same predicted best states exactly its certified budgets, the head agrees
+    with the last row, and a GS-order set says so (no sentence contradicts another)."""
+    from crosscurv.numeric.advice import k_ranges, recommendation
+
+    def row(k, best, cert, tied=None):
+        return {"k": k, "best": best, "certified": cert, "tied": tied or [best]}
+
+    rows = ([row(k, "jc", k in (3, 4, 5, 9)) for k in range(1, 11)]
+            + [row(k, "gs", 12 <= k <= 14, ["gs", "gs:2,1"]) for k in range(11, 16)])
+    text = recommendation(rows)
+    assert text.startswith("at K = 15: use gs (not certified). ")
+    assert "jc for K <= 10, certified at K = 3..5, 9;" in text
+    assert ("gs for K = 11..15, certified at K = 12..14 (as one of the GS orders the errors "
+            "cannot tell apart).") in text
+    assert "certified from" not in text
+    assert k_ranges(list(range(1, 30, 2)), 3) == "1, 3, 5, and 12 more iterations in 12 ranges"
+    one = recommendation([row(1, "gs", True)])
+    assert one == "at K = 1: use gs (certified). gs for every K <= 1, certified throughout."

@@ -139,3 +139,22 @@ def test_table1_shows_the_certificate_of_records_written_before_it(tmp_path):
     for e in ("recursive", "jc_only"):
         m = certified_metrics(cols["gap"], cols[e], want[e], cols["gap_err"])
         assert m["certified"] > 0 and got[e]["coverage"] == pytest.approx(m["coverage"]), e
+
+
+def test_advise_validate_leads_with_regret_and_counts_the_wrong_certificates(tmp_path):
+    """advise --validate on the zoo's matrix completion (as a user runs it): regret first, then
+    agreement, then 'N of M certified iterations were wrong'; the figure is written."""
+    out, fig = tmp_path / "adv", tmp_path / "adv.png"
+    spec = zoo_problem("matrix_factorisation").spec
+    cmd = [sys.executable, "-m", "crosscurv", "advise", spec, "--lr", "12", "--iters", "30",
+           "--validate", "--out", str(out), "--figure", str(fig)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("validation:")]
+    assert lines[0].startswith("validation: regret ") and "of the spread" in lines[0]
+    assert "certified iterations were wrong" in lines[2]
+    val = json.load(open(out / "validation.json"))
+    s = val["summary"]
+    assert lines[2].startswith(f"validation: {len(s['wrong_k'])} of {s['certified']} certified")
+    assert s["certified"] > 0 and s["precision"] == 100.0
+    assert fig.stat().st_size > 10_000
