@@ -55,9 +55,9 @@ def _checks_converge(adv) -> bool:
 
 
 def advice_counts(run: dict, factor: float | None) -> dict:
-    """``{"right", "certified", "decided", "regret_sum", "regret_n", "regret_cert_sum", "wrong_k"}``
-    of one run's
-    advice under the new certificate with ``factor`` (``None``: the old rule)."""
+    """``{"right", "certified", "decided", "decided_inside", "regret_sum", "regret_n",
+    "regret_cert_sum", "wrong_k"}`` of one run's advice under the new certificate with ``factor``
+    (``None``: the old rule); ``decided_inside``: decided while the JC run stayed below the edge."""
     from crosscurv.numeric.advice import decide, first_step_remainders
     from crosscurv.numeric.certificate import REMAINDER_WINDOW, advice_next_orders, certify_best
     from crosscurv.numeric.error_estimates import regime_so_far
@@ -81,6 +81,7 @@ def advice_counts(run: dict, factor: float | None) -> dict:
         "right": 0,
         "certified": 0,
         "decided": 0,
+        "decided_inside": 0,
         "regret_sum": 0.0,
         "regret_n": 0,
         "regret_cert_sum": 0.0,
@@ -118,6 +119,7 @@ def advice_counts(run: dict, factor: float | None) -> dict:
             continue
         right = advice_right(best, gaps, errs, theory)
         out["decided"] += 1
+        out["decided_inside"] += bool(inside[i])
         out["regret_sum"] += reg
         out["regret_n"] += 1
         if cert:
@@ -285,15 +287,16 @@ def write_report(runs, path: str, command: str) -> str:
             for e in _EST
         }
         wrong = sum(len(new[i][0]["wrong_k"]) for i in idx)
+        a_new.append(sum(new[i][0]["decided_inside"] for i in idx))
         return a_old, a_new, reg, reg_c, rec, wrong
 
     head = (
-        "| half | problem | c | decided | advise old | advise new | wrong (new) | regret | regret, "
-        "certified "
+        "| half | problem | c | decided | advise old | advise new | advise new, coverage inside "
+        "the regime | wrong (new) | regret | regret, certified "
         "| jc_only old | jc_only new | cumulative old | cumulative new | recursive old | recursive "
         "new |"
     )
-    sep = "| " + " | ".join(["---"] * 15) + " |"
+    sep = "| " + " | ".join(["---"] * 16) + " |"
 
     def row(label, idx):
         a_old, a_new, reg, reg_c, rec, wrong = agg(idx)
@@ -301,7 +304,8 @@ def write_report(runs, path: str, command: str) -> str:
             *label,
             str(a_new[2]),
             _cell(*a_old),
-            _cell(*a_new),
+            _cell(*a_new[:3]),
+            "n/a" if not a_new[3] else f"{100.0 * a_new[1] / a_new[3]:.1f}%",
             str(wrong),
             f"{reg:.3g}",
             f"{reg_c:.3g}",
