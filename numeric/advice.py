@@ -36,8 +36,8 @@ with ``eta^2 C_S + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coeffi
 when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
 the series does not converge at this learning rate and the recommendation
 warns that it is outside the expansions' regime (or that the loss is not
-smooth there, e.g. a ReLU network whose steps cross kinks), where neither the
-predictions nor the embedded error mean much.  The same ``c3`` ranks the full
+smooth there, e.g. a ReLU network whose steps cross kinks); the measured remainder is the first
+dropped order of the first three iterations' certificates.  The same ``c3`` ranks the full
 GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
 (independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
 one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
@@ -60,14 +60,18 @@ the protocol's optimizer-aware ``jc_only`` column; the one-step column is ``eta^
 for optimizers (errors NaN, nothing certified) and no one-step check.
 
 Per iteration the best scheme is the lowest estimate (ties: the earlier
-candidate); it is *certified* when the margin to the runner-up exceeds the sum
-of their errors, the one-step check at ``theta^0`` finds the series converging (its remainder within the
-``eta^3`` term), and the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
-every ``j <= k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
-:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of the
-power iteration started from its eigenvector, one product per iteration: a lower bound of
-``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Outside either, the embedded error is no estimate of
-the real one (``reports/advise/validation.md`` measured how often it covers it there).
+candidate); whether it is *certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule
+``crosscurv run``'s records use too: every other candidate separated from it by ``SAFETY`` times the
+first dropped orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest embedded
+error of the last three iterations and, for the first three, the one-step check's measured remainder
+``|L_S^1 - L_JC^1 - eta^2 C_S|``), full GS orders it cannot separate certified as a set, while the JC
+run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every ``j <= k``;
+``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
+:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of
+the power iteration started from its eigenvector, one product per iteration: a lower bound of
+``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Past the edge the
+embedded error is no estimate of the real one (``reports/advise/validation.md``); the precision and
+coverage of the certificate are measured on the problem zoo (``reports/certificates.md``).
 
 Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are
 fresh for some block in some candidate, ``n_S`` the fresh blocks of
@@ -362,8 +366,8 @@ class Advice:
         })
 
     def figure(self, path: str, validation: Mapping | None = None) -> str:
-        """Predicted gaps with the certificate's error bands (``SAFETY`` times the embedded error) per
-        candidate (top) and the recommended scheme over ``K`` (bottom).
+        """Predicted gaps with the certificate's error bands (``SAFETY`` times the first dropped order,
+        ``next_order``) per candidate (top) and the recommended scheme over ``K`` (bottom).
 
         Filled markers on the bottom panel: certified iterations.  With ``validation`` (:func:`validate`) the
         measured gaps are drawn as dashed lines of the candidate's colour, and the certified iterations that

@@ -6,8 +6,9 @@ with an embedded-pair error, the best scheme per ``k`` with a certified flag
 and a recommendation (:mod:`crosscurv.numeric.advice`).  Writes ``advice.csv``
 (streamed), ``checkpoint.pt`` and ``advice.json`` into ``--out``; ``--resume``
 continues (or extends) a run.  ``--validate`` also runs every candidate's
-trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and counts how often the
-advice named the measured best (``validation.json``).  Exit codes: 0, 2 bad
+trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and prints the advice's regret
+(:mod:`crosscurv.numeric.regret`), how often it named the measured best and which certified
+iterations were wrong (``validation.json``).  Exit codes: 0, 2 bad
 input (one line), 3 the JC run diverged, 130 interrupted.
 
 ``--optimizer`` and ``--block-lr`` are ``crosscurv run``'s flags (the same definitions): the JC run
@@ -52,8 +53,9 @@ def add_arguments(p) -> None:
     p.add_argument("--figure", default=None, metavar="PATH",
                    help="also draw the predicted gaps with error bands and the recommended scheme over K")
     p.add_argument("--validate", action="store_true",
-                   help="also run every candidate's trajectory and count how often the advice named the measured "
-                        "best (writes validation.json; costs the runs the advice saves)")
+                   help="also run every candidate's trajectory: the advice's regret, how often it named the "
+                        "measured best, which certified iterations were wrong (writes validation.json; costs "
+                        "the runs the advice saves)")
 
 
 def execute(args):
