@@ -30,15 +30,13 @@ a problem is a pure function of its seed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
-
+from crosscurv.experiments.problems.problem import DTYPE
+from crosscurv.experiments.problems.toys import concat, mlp_forward
 from crosscurv.numeric.task import Task
-
-from .problem import DTYPE
-from .toys import concat, mlp_forward
 
 __all__ = [
     "ZooProblem",
@@ -241,21 +239,19 @@ def quartic(seed: int = 0) -> Task:
     """The random quartic polynomial of
     :func:`crosscurv.experiments.problems.quartic.quartic_problem`, three
     blocks of 3 variables."""
-    from .quartic import quartic_problem
+    from crosscurv.experiments.problems.quartic import quartic_problem
 
     task = quartic_problem(int(seed), (3, 3, 3)).task
     task.name = "quartic"
     return task
 
 
-@dataclass(frozen=True)
-class ZooProblem:
+class ZooProblem(NamedTuple):
     """One problem of the zoo: ``factory(seed)`` builds its task; ``iters`` the budget ``K``;
-    ``half``:
-    ``"tune"`` or ``"held-out"``; ``lr_factors``: learning rates ``c / lambda_max(H^0)``."""
+    ``half``: ``"tune"`` or ``"held-out"``; ``lr_factors``: rates ``c / lambda_max(H^0)``."""
 
     name: str
-    factory: object
+    factory: Callable
     iters: int
     half: str
     lr_factors: tuple = LR_FACTORS
@@ -265,9 +261,8 @@ class ZooProblem:
 
     @property
     def spec(self) -> str:
-        """The ``TASK`` argument of the command line:
-        ``crosscurv.experiments.problems.zoo:NAME``."""
-        return f"{__name__}:{self.factory.__name__}"
+        """The command line's ``TASK``: ``crosscurv.experiments.problems.zoo:NAME``."""
+        return f"crosscurv.experiments.problems.zoo:{self.factory.__name__}"
 
 
 #: The zoo, tuning half first.
@@ -294,8 +289,8 @@ def zoo_problem(name: str) -> ZooProblem:
 def lambda_max0(task: Task, seed: int = 0) -> float:
     """``lambda_max`` of the Hessian at ``theta^0``
     (:func:`crosscurv.numeric.estimates.solve_extremes`)."""
-    from crosscurv.numeric.hvp import hvp
     from crosscurv.numeric.estimates import solve_extremes
+    from crosscurv.numeric.hvp import hvp
 
     p = {k: v.detach() for k, v in task.params.items()}
     return float(solve_extremes(lambda v: hvp(task.loss, p, v), p, seed=seed).lam_max)

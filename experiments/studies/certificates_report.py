@@ -59,7 +59,11 @@ def advice_counts(run: dict, factor: float | None) -> dict:
     "regret_cert_sum", "wrong_k"}`` of one run's advice under the new certificate with ``factor``
     (``None``: the old rule); ``decided_inside``: decided while the JC run stayed below the edge."""
     from crosscurv.numeric.advice import decide, first_step_remainders
-    from crosscurv.numeric.certificate import REMAINDER_WINDOW, advice_next_orders, certify_best
+    from crosscurv.numeric.certificate import (
+        REMAINDER_WINDOW,
+        advice_next_orders,
+        certify_best,
+    )
     from crosscurv.numeric.error_estimates import regime_so_far
     from crosscurv.numeric.regret import advice_right, regret
     from crosscurv.theory.patterns import as_pattern

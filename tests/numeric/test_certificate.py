@@ -4,7 +4,6 @@ columns."""
 import math
 
 import pytest
-
 from crosscurv.numeric.certificate import (
     REMAINDER_WINDOW,
     SAFETY,

@@ -103,7 +103,9 @@ def run(args) -> int:
     if args.json:
         obj = adv.to_json()
         if val is not None:
-            obj["validation"] = {k: v for k, v in val.items() if k != "per_iteration"}
+            from crosscurv.numeric.records import json_safe
+
+            obj["validation"] = json_safe({k: v for k, v in val.items() if k != "per_iteration"})
         print(json.dumps(obj, indent=2, allow_nan=False))
     else:
         print(f"{adv.status}: {len(adv.per_iteration)} iterations of {adv.settings.get('task')}, "

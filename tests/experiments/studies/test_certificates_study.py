@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import torch
-
 from crosscurv.experiments.problems.zoo import ZOO, lambda_max0, zoo_problem
 
 #: the fast subset: two zoo problems (one of each half), a rate well inside and one near the edge
@@ -62,6 +61,13 @@ def test_crosscurv_run_takes_a_zoo_factory(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert os.path.exists(out / "records.csv")
+    import crosscurv.experiments.problems.zoo as zoo  # the same factory as FILE:factory
+
+    spec = f"{zoo.__file__}:quartic"
+    cmd = [sys.executable, "-m", "crosscurv", "run", spec, "--lr", "0.1", "--iters", "2",
+           "--pattern", "gs", "--out", str(tmp_path / "file")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +87,10 @@ def test_certificates_are_right_on_the_fast_subset(subset_runs):
     """Precision >= 99% for advise and every record estimate on each (problem, rate) of the subset,
     with
     coverage pooled over the subset above a fifth of the decided iterations."""
-    from crosscurv.experiments.studies.certificates_report import advice_counts, record_counts
+    from crosscurv.experiments.studies.certificates_report import (
+        advice_counts,
+        record_counts,
+    )
     from crosscurv.numeric.certificate import SAFETY
 
     pooled = [0, 0, 0]
