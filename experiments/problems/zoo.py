@@ -39,6 +39,7 @@ from crosscurv.experiments.problems.toys import concat, mlp_forward
 from crosscurv.numeric.task import Task
 
 __all__ = [
+    "BEYOND",
     "ZooProblem",
     "ZOO",
     "zoo_problem",
@@ -278,9 +279,33 @@ ZOO = (
 )
 
 
+def tanh_mlp4(seed: int = 0) -> Task:
+    """The scaling study's tanh MLP
+    (:func:`crosscurv.experiments.problems.networks.tanh_mlp_problem`), widths 3-5-5-2, its six
+    tensors in four random blocks, 10 examples."""
+    from crosscurv.experiments.problems.networks import tanh_mlp_problem
+
+    return tanh_mlp_problem(int(seed), (3, 5, 5, 2), n_blocks=4, n_examples=10).task
+
+
+def lora_bilinear(seed: int = 0) -> Task:
+    """The LoRA-like bilinear model of
+    :func:`crosscurv.experiments.problems.networks.bilinear_problem` (blocks ``B``, ``A``)."""
+    from crosscurv.experiments.problems.networks import bilinear_problem
+
+    return bilinear_problem(int(seed)).task
+
+
+#: Problems beyond the zoo (``half = "beyond"``): measured with the chosen factor, in neither half.
+BEYOND = (
+    ZooProblem("tanh_mlp4", tanh_mlp4, 100, "beyond", (0.3, 1.0, 1.7)),
+    ZooProblem("lora_bilinear", lora_bilinear, 100, "beyond", (0.3, 1.0, 1.7)),
+)
+
+
 def zoo_problem(name: str) -> ZooProblem:
     """The zoo entry called ``name`` (``KeyError`` naming the zoo's problems otherwise)."""
-    for p in ZOO:
+    for p in ZOO + BEYOND:
         if p.name == name:
             return p
     raise KeyError(f"no zoo problem {name!r}; the zoo: {', '.join(p.name for p in ZOO)}")

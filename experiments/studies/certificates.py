@@ -24,16 +24,17 @@ SEEDS = (0, 1, 2)
 def collect(
     out: str, seeds=SEEDS, problems=None, factors=None, iters=None, log=sys.stderr
 ) -> list[dict]:
-    """Every zoo run (cached in ``OUT/zoo-runs/``), in the zoo's order, seeds inner."""
-    from crosscurv.experiments.problems.zoo import ZOO
+    """Every zoo run (cached in ``OUT/zoo-runs/``), in the zoo's order, seeds inner; then the
+    problems beyond the zoo (:data:`crosscurv.experiments.problems.zoo.BEYOND`, first seed only)."""
+    from crosscurv.experiments.problems.zoo import BEYOND, ZOO
     from crosscurv.experiments.studies.zoo_runs import cached_zoo_run
 
     rows = []
-    for p in ZOO:
+    for p in ZOO + BEYOND:
         if problems and p.name not in problems:
             continue
         for c in factors or p.lr_factors:
-            for seed in seeds:
+            for seed in seeds if p.half != "beyond" else seeds[:1]:
                 t = time.perf_counter()
                 row = cached_zoo_run(p, c, seed, out, iters)
                 rows.append(row)

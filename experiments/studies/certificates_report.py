@@ -230,23 +230,19 @@ def write_report(runs, path: str, command: str) -> str:
         "(`crosscurv.experiments.studies.certificates`; runs cached in "
         "`runs/certificates/zoo-runs/`).",
         "",
-        "Every zoo problem (`crosscurv.experiments.problems.zoo`) at learning rates `c / "
-        "lambda_max(H^0)`, "
-        "seeds "
+        "Every zoo problem (`crosscurv.experiments.problems.zoo`) at learning rates "
+        "`c / lambda_max(H^0)`, seeds "
         + ", ".join(sorted({str(r["seed"]) for r in runs}))
-        + ": `crosscurv advise` with its default "
-        "candidates, and every candidate's trajectory run beside JC by the protocol. Cells: "
-        "precision / "
-        "coverage. Advise: an iteration is decided when the measurement orders some candidate "
-        "below the "
-        "measured best; the advice is right when it ties the measured best within the "
-        "measurement's error "
-        "(or both are full GS orders the certificate names as a set). Records: summed over every "
-        "candidate's "
-        "run, decided where `|gap| > gap_err`. Regret: what the advised scheme gives up against "
-        "the measured "
-        "best, relative to the spread between the best and the worst candidate, mean over the "
-        "decided "
+        + ": `crosscurv advise` with its default candidates, and every candidate's trajectory run "
+        "beside JC by the protocol. Half `beyond`: two problems outside the zoo "
+        "(`BEYOND`: the scaling study's tanh MLP in four blocks and LoRA-like bilinear model, "
+        "seed 0), "
+        "in neither half. Cells: precision / coverage. Advise: an iteration is decided when the "
+        "measurement orders some candidate below the measured best; the advice is right when it "
+        "ties the measured best within the measurement's error (or both are full GS orders the "
+        "certificate names as a set). Records: summed over every candidate's run, decided where "
+        "`|gap| > gap_err`. Regret: what the advised scheme gives up against the measured best, "
+        "relative to the spread between the best and the worst candidate, mean over the decided "
         "iterations (all of them, and the certified ones under the new certificate).",
         "",
         f"{len(runs)} runs, {sum(float(r.get('cpu_s', 0.0)) for r in runs) / 60:.1f} CPU-minutes "
@@ -332,7 +328,7 @@ def write_report(runs, path: str, command: str) -> str:
     by_problem: dict = defaultdict(list)
     for (half, prob, c), idx in groups.items():
         by_problem[(half, prob)] += idx
-    for half in ("tune", "held-out"):
+    for half in ("tune", "held-out", "beyond"):
         for (h, prob), idx in by_problem.items():
             if h == half:
                 lines.append(row((half, prob, "all"), idx))
