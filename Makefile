@@ -21,7 +21,7 @@ UV_VERSION := 0.13.8
 UV     := $(VENV)/bin/uv
 
 .PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv \
-        docs optimizer-studies advise-study trust-study rounding house
+        docs optimizer-studies advise-study trust-study rounding house certificates-study
 
 install: $(STAMP)
 
@@ -123,6 +123,11 @@ advise-study: $(STAMP)
 	  --lrs mlp=0.007/3.0,fl=0.007/2.0,lora=0.003/0.2 --out reports/advise
 trust-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
+# the certificates on the problem zoo into reports/certificates.md (about 25 minutes on one core; the runs are
+# cached in runs/certificates, so an interrupted study resumes)
+certificates-study: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.studies.certificates --out runs/certificates \
+	  --report reports/certificates.md
 # the measured rounding of the record columns under this CPU's kernels and each emulation (the source of
 # MEASURED_ROUNDING) into reports/rounding.md; the float32 rows by default, the float64 rows (golden cases
 # included) with ROUNDING_ARGS="--dtypes float64"; each emulation's measurement is kept in build/rounding

@@ -7,9 +7,9 @@ are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
 ``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
 (measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
 left out of the hits and of ``Correct_K``; :mod:`crosscurv.numeric.metrics`).  Beyond the paper, from the
-certified-winner columns (:mod:`crosscurv.numeric.error_estimates`): ``Coverage`` (certified share of the
-decided iterations) and ``Precision`` (correct among the certified), and ``Calibrated`` (share of
-iterations with ``|estimate - gap| <= err``); ``n/a`` for records written before those columns.  The best value per metric within a
+certified winners (:mod:`crosscurv.numeric.certificate`, recomputed from the columns of a plain run):
+``Coverage`` (certified share of the decided iterations) and ``Precision`` (correct among the certified),
+and, last, ``Calibrated`` (share of iterations with ``|estimate - gap| <= err``, the a-posteriori bound); ``n/a`` for records written before those columns.  The best value per metric within a
 task is marked (bold in markdown, ``*`` in plain text), ties included, as in
 the paper.
 
@@ -100,7 +100,7 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
     from crosscurv.numeric.metrics import calibration, certified_columns, winner_metrics
 
     out = []
-    cert = certified_columns(run.columns, [e for e in estimates if e in run.columns])
+    cert = certified_columns(_with_certificates(run), [e for e in estimates if e in run.columns])
     for est in estimates:
         if est not in run.columns:
             continue
@@ -112,6 +112,23 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
                      "calibrated": calibration(run.columns["gap"], run.columns[est], run.columns[f"{est}_err"])}
         out.append({"task": run.task, "estimate": est, **m, **extra})
     return out
+
+
+def _with_certificates(run: RunRecords) -> dict:
+    """The run's columns with ``*_cert`` recomputed by :func:`crosscurv.numeric.certificate.record_certificates`
+    for a plain run (what ``crosscurv run`` records now, so records written before the certificate changed show
+    it too); an optimizer run's, or one without the columns or a measured sharpness, as recorded."""
+    from crosscurv.numeric.certificate import record_certificates
+
+    s = run.summary.get("settings") if isinstance(run.summary.get("settings"), dict) else {}
+    opt = s.get("optimizer")
+    plain = opt is None or (isinstance(opt, dict) and opt.get("spec") == "sgd" and not s.get("block_lr"))
+    need = ("gap", "recursive", "cumulative", "jc_only", "sharpness", "recursive_cert")
+    if (not plain or not isinstance(s.get("lr"), (int, float)) or not all(c in run.columns for c in need)
+            or not np.isfinite(run.columns["sharpness"]).all()):
+        return run.columns
+    certs = record_certificates(run.columns, float(s["lr"]))
+    return {**run.columns, **{f"{e}_cert": np.array(v) for e, v in certs.items()}}
 
 
 def _best_flags(rows: list[dict]) -> list[dict]:
