@@ -123,6 +123,14 @@ advise-study: $(STAMP)
 	  --lrs mlp=0.007/3.0,fl=0.007/2.0,lora=0.003/0.2 --out reports/advise
 trust-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
+# where the winner is in doubt inside the regime (each scheme >= 10% of the iterations, a switch): a bounded
+# exploration (about 30 CPU minutes) beside the regime grids, into reports/contest.md; resumable
+.PHONY: contest-study
+contest-study: $(STAMP)
+	$(SWEEP) --task mlp --lr 0.002 0.004 --seed 0-1 --iters 200 --out $(SWEEPS)/explore-mlp $(DONE)
+	$(SWEEP) --task fl --lr 0.005 --seed 0-1 --iters 100 --out $(SWEEPS)/explore-fl $(DONE)
+	$(PY) -m crosscurv.experiments.studies.contest $(SWEEPS)/regime-mlp $(SWEEPS)/explore-mlp $(SWEEPS)/regime-fl \
+	  $(SWEEPS)/explore-fl --out reports/contest.md
 # the measured rounding of the record columns under this CPU's kernels and each emulation (the source of
 # MEASURED_ROUNDING) into reports/rounding.md; the float32 rows by default, the float64 rows (golden cases
 # included) with ROUNDING_ARGS="--dtypes float64"; each emulation's measurement is kept in build/rounding
