@@ -147,6 +147,13 @@ docs: $(STAMP)
 	for l in theory numeric experiments; do ln -s ../../../$$l build/api/crosscurv/$$l; done
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
+# the Results page as a reader sees it: the built site served on 127.0.0.1 and opened in headless Chromium
+# (Debian: apt-get install -y chromium); fails unless the page shows Table 1 and its figures load; the
+# screenshot and the page's record in build/docs-check
+.PHONY: docs-check
+docs-check: docs
+	$(PY) -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
+
 # the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
 bench-install: $(STAMP)
 	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'
