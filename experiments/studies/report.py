@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from crosscurv.experiments.reports.table import ESTIMATE_ROWS
+from crosscurv.experiments.reports.table import ESTIMATE_ROWS, TABLE_ROWS
 
 __all__ = ["StudiesResult", "write_studies_report", "STUDIES_FILE"]
 
@@ -36,6 +36,7 @@ class StudiesResult:
     threads_table: str = ""
     timing_table: str = ""
     sweeps: list = field(default_factory=list)  # (name, path relative to out, finished runs, unfinished runs)
+    seed_rows: list = field(default_factory=list)  # Table 1 over seeds inside the regime (seeds.seed_rows)
 
 
 def _rel(path, start) -> str:
@@ -153,10 +154,11 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
             unfinished = [n for n in seeds_sw.unfinished if "/" not in n or n.split("/", 1)[0] in here]
             sub = SweepRuns(parts[0].path, runs, unfinished, seeds_sw.info, parts)
             folders = ", ".join(f"[{p.path.name}]({_rel(p.path, out)})" for p in parts)
-            rows = seed_rows(runs)
+            rows = seed_rows(runs, TABLE_ROWS)
             table = render_seeds_table(rows)
             if label == "default":
                 result.seeds_table = table
+                result.seed_rows = rows
                 result.coverage = describe_coverage(sub)
             lines += [title, "", intro, "",
                       f"Sweep folder(s) {folders} (`sweep.csv`, `sweep.md`, `runs/<name>/records.csv` and "
