@@ -253,7 +253,11 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                   "the measured proxy for another machine of the same kind with another thread setting. Compared "
                   "over the records both runs hold: the first iteration where any column differs (bit for bit), "
                   "the first where the observed winner differs, the winner counts, and per estimate Correct of "
-                  "each and the relative change of MAE.", ""]
+                  "each and the relative change of MAE. A control (the same thread count) that differs is not the same "
+                  "computation repeated: the column of other settings names what the summaries record as different; "
+                  "a setting only one run records (`block_lr`, `optimizer`) marks runs made by different versions of the code, "
+                  "and a different `theta0_sha256` a different start; where it says none, the records cannot say "
+                  "why (they record no code revision).", ""]
         if pairs:
             result.threads_table = render_comparison(pairs)
             lines += [result.threads_table, ""]
