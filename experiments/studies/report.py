@@ -294,7 +294,9 @@ _LABEL = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
 
 def _by_task(rows, estimate: str) -> str:
     """``DNN 99.0%, FL 99.3%`` (mean Correct over the seeds) of ``estimate`` in Table 1 over seeds rows."""
-    return ", ".join(f"{_LABEL.get(r['task'], r['task'])} {r['correct'][0]:.1f}%" for r in rows
+    most = max((len(r["seeds"]) for r in rows), default=0)
+    return ", ".join(f"{_LABEL.get(r['task'], r['task'])} {r['correct'][0]:.1f}%"
+                     + (f" ({len(r['seeds'])} of {most} seeds)" if len(r["seeds"]) < most else "") for r in rows
                      if r["estimate"] == estimate and r["correct"].n)
 
 
