@@ -1,18 +1,20 @@
-"""The one-step predictor along JC, beside a finished run: Theorem 1's ``eta^2 C_S`` at each JC iterate.
+"""The one-step predictor along JC, beside a finished run: Theorem 1's ``eta^2 C_S`` at each JC
+iterate.
 
 Table 1's one-step baseline predicts the winner of iteration ``k`` by the sign of
 
     one_step_k = eta^2 C_S(theta_JC^{k-1}),   C_S = g^T M_S g,   k = 1..K,
 
 Theorem 1's estimate of the gap one step opens from the JC iterate before ``k`` (at ``k = 1``: from
-the common start ``theta^0``, exactly Theorem 1).  It ignores everything the recursive and cumulative
-estimates carry (the trajectory difference, its propagation), so it is what they must beat.
+the common start ``theta^0``, exactly Theorem 1).  It ignores everything the recursive and
+cumulative estimates carry (the trajectory difference, its propagation), so it is what they must
+beat.
 
 A run's records do not hold it (the protocol forms ``M_S g_JC^k`` for ``jc_only`` but records no
 ``g . M_S g``), so it is computed afterwards by replaying the JC trajectory from the run's settings
 (:meth:`crosscurv.experiments.runs.RunDescription.from_summary`: the same task, built-in or
-the user's factory, preset, seed, dtype, learning rate, HVP engine): one gradient and one ``M_S g`` per
-iteration, a few percent of the protocol's cost.  The replay writes ``RUN/one_step.csv``
+the user's factory, preset, seed, dtype, learning rate, HVP engine): one gradient and one ``M_S g``
+per iteration, a few percent of the protocol's cost.  The replay writes ``RUN/one_step.csv``
 (``k, one_step, loss_jc``: ``loss_jc`` the replayed loss, float32 values as Python reprs) beside
 ``records.csv``, whose columns it never touches; the replayed loss is checked against the recorded
 ``loss_jc`` (the largest relative difference is printed).
@@ -20,7 +22,7 @@ iteration, a few percent of the protocol's cost.  The replay writes ``RUN/one_st
 
 Run it on run folders or sweep folders (their ``runs/*``); complete files are kept::
 
-    python -m crosscurv.experiments.reports.one_step_along_jc reports/runs/mlp reports/sweeps/seeds-mlp
+    python -m crosscurv.experiments.reports.one_step_along_jc reports/runs/mlp reports/sweeps/seeds
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ FIELDS = ("k", "one_step", "loss_jc")
 
 
 def read_one_step(run_dir: str | os.PathLike, ks) -> np.ndarray | None:
-    """``one_step`` aligned with the records' ``k`` (1-D float array, NaN where the file has no row), or
-    ``None`` when the run has no :data:`SIDECAR` or it is unreadable."""
+    """``one_step`` aligned with the records' ``k`` (1-D float array, NaN where the file has no
+    row), or ``None`` when the run has no :data:`SIDECAR` or it is unreadable."""
     path = Path(run_dir) / SIDECAR
     if not path.is_file():
         return None
@@ -62,12 +64,12 @@ def read_one_step(run_dir: str | os.PathLike, ks) -> np.ndarray | None:
 def replay(run_dir: str | os.PathLike, log=print) -> float:
     """Replay the JC trajectory of the run in ``run_dir`` and write :data:`SIDECAR`.
 
-    Returns the largest ``|loss_jc replayed - loss_jc recorded| / |loss_jc recorded|`` over the records
-    (``0`` when the replay reproduces the run's JC losses bit for bit).
+    Returns the largest ``|loss_jc replayed - loss_jc recorded| / |loss_jc recorded|`` over the
+    records (``0`` when the replay reproduces the run's JC losses bit for bit).
 
     Raises:
-        crosscurv.theory.errors.InputError: not a run folder, a run with an optimizer or block step sizes,
-        or one whose task cannot be rebuilt.
+        crosscurv.theory.errors.InputError: not a run folder, a run with an optimizer or block step
+        sizes, or one whose task cannot be rebuilt.
     """
     import torch
 
@@ -82,10 +84,16 @@ def replay(run_dir: str | os.PathLike, log=print) -> float:
     s = run.summary.get("settings") or {}
     opt = s.get("optimizer")
     if (opt.get("name") if isinstance(opt, dict) else opt or "sgd") != "sgd" or s.get("block_lr"):
-        raise DataError(f"{run_dir}: the one-step baseline is defined for the paper's plain steps only")
+        raise DataError(
+            f"{run_dir}: the one-step baseline is defined for the paper's plain steps only"
+        )
     if "pattern_spec" not in s or "lr" not in s:
-        raise DataError(f"{run_dir}: summary.json lacks the pattern or learning rate needed to replay the run")
-    task, _, _, _ = load(RunDescription.from_summary(run.summary))  # the run's task, preset, seed, dtype
+        raise DataError(
+            f"{run_dir}: summary.json lacks the pattern or learning rate needed to replay the run"
+        )
+    task, _, _, _ = load(
+        RunDescription.from_summary(run.summary)
+    )  # the run's task, preset, seed, dtype
     pattern = _as_pattern(task, s["pattern_spec"])
     used = (run.summary.get("hvp") or {}).get("used") or s.get("hvp", "auto")
     engine = choose_engine(task, used if used in ("reverse", "forward", "rof") else "auto", None)
@@ -115,13 +123,17 @@ def replay(run_dir: str | os.PathLike, log=print) -> float:
         for k, one, loss in rows:
             w.writerow([k, repr(one), repr(loss)])
     os.replace(tmp, Path(run_dir) / SIDECAR)
-    log(f"{run_dir}: {K} iterations in {time.time() - t0:.0f} s; replayed loss_jc within {worst:.2g} "
-        "(relative) of the records")
+    log(
+        f"{run_dir}: {K} iterations in {time.time() - t0:.0f} s; replayed loss_jc within "
+        f"{worst:.2g} "
+        "(relative) of the records"
+    )
     return worst
 
 
 def run_dirs(paths) -> list[Path]:
-    """The run folders named by ``paths``: a folder with ``records.csv``, or a sweep folder's ``runs/*``."""
+    """The run folders named by ``paths``: a folder with ``records.csv``, or a sweep folder's
+    ``runs/*``."""
     out = []
     for p in map(Path, paths):
         if (p / "records.csv").is_file():
@@ -142,7 +154,9 @@ def _complete(run_dir: Path) -> bool:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", help="run folders, or sweep folders (their runs/*)")
-    ap.add_argument("--fresh", action="store_true", help="recompute files that are already complete")
+    ap.add_argument(
+        "--fresh", action="store_true", help="recompute files that are already complete"
+    )
     args = ap.parse_args(argv)
     import torch
 
@@ -153,7 +167,8 @@ def main(argv=None) -> int:
     if not dirs:
         print("one_step_along_jc: no run folder among the paths given", file=sys.stderr)
         return 2
-    done: dict = {}  # the same run committed twice (same records and settings): replayed once, the file copied
+    # the same run committed twice (same records and settings): replayed once, the file copied
+    done: dict = {}
     for d in dirs:
         key = _identity(d)
         if not args.fresh and _complete(d):

@@ -1,20 +1,22 @@
-"""Where Table 1 can fail: settings inside the regime at which both schemes win a real share of iterations.
+"""Where Table 1 can fail: settings inside the regime at which both schemes win a real share of
+iterations.
 
-A study tests the estimates only where the winner is in doubt.  For each run of the sweep folders given,
-from its records (:mod:`crosscurv.experiments.studies.regime`):
+A study tests the estimates only where the winner is in doubt.  For each run of the sweep folders
+given, from its records (:mod:`crosscurv.experiments.studies.regime`):
 
 * the shares of decided iterations where JC and where the scheme S has the lower loss;
 * the observed winner's switches and the first ``k`` of each (up to three);
 * the regime: the largest ``eta * sharpness_k`` and the first ``k`` where it reaches 2;
-* whether the run is *contested*: both shares ``>= 10%``, at least one switch, and ``eta * sharpness_k < 2``
-  throughout.  A run shorter than the target ``K`` (500) is contested *so far*: a switch after it can only
-  lower the share of the scheme that won before it, so the shares at ``K`` are bounded from the records
-  (``JC >= n_JC / K``, ``GS >= n_GS / K``, the rest unknown).
+* whether the run is *contested*: both shares ``>= 10%``, at least one switch, and
+  ``eta * sharpness_k < 2`` throughout.  A run shorter than the target ``K`` (500) is contested
+  *so far*: a switch after it can only lower the share of the scheme that won before it, so the
+  shares at ``K`` are bounded from the records (``JC >= n_JC / K``, ``GS >= n_GS / K``, the rest
+  unknown).
 
 Writes ``OUT`` (markdown; the findings first), e.g.::
 
-    python -m crosscurv.experiments.studies.contest reports/sweeps/regime-mlp reports/sweeps/explore-mlp \\
-        --out reports/contest.md
+    python -m crosscurv.experiments.studies.contest reports/sweeps/regime-mlp \\
+        reports/sweeps/explore-mlp --out reports/contest.md
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ import argparse
 import math
 import sys
 from pathlib import Path
-
-import numpy as np
 
 __all__ = ["SHARE", "TARGET_K", "contest_rows", "render", "main"]
 
@@ -41,11 +41,11 @@ def _switch_ks(columns) -> list[int]:
 
 
 def contest_rows(sweeps) -> list[dict]:
-    """One dict per run of the :class:`~crosscurv.experiments.studies.collect.SweepRuns` given (module
-    docstring): ``sweep, task, lr, seed, K, jc, gs`` (shares of the decided iterations), ``switches``
-    (their ``k``), ``top`` (largest ``eta * sharpness``), ``cross`` (first ``k`` at 2 or ``None``), ``jc_lo``,
-    ``gs_lo`` (the shares at :data:`TARGET_K` bounded below), ``contested`` (``"yes"``, ``"so far"`` or
-    ``"no"``), ``seconds`` (the run's wall time)."""
+    """One dict per run of the :class:`~crosscurv.experiments.studies.collect.SweepRuns` given
+    (module docstring): ``sweep, task, lr, seed, K, jc, gs`` (shares of the decided iterations),
+    ``switches`` (their ``k``), ``top`` (largest ``eta * sharpness``), ``cross`` (first ``k`` at 2
+    or ``None``), ``jc_lo``, ``gs_lo`` (the shares at :data:`TARGET_K` bounded below), ``contested``
+    (``"yes"``, ``"so far"`` or ``"no"``), ``seconds`` (the run's wall time)."""
     from crosscurv.experiments.studies.regime import _observed, regime_indicators
 
     out = []
@@ -69,9 +69,24 @@ def contest_rows(sweeps) -> list[dict]:
                 contested = "yes at K = 500 if it stays inside"
             else:
                 contested = "so far" if ok_now else "no"
-            out.append({"sweep": sw.path.name, "task": r.task, "lr": r.lr, "seed": r.seed, "K": K, "jc": jc,
-                        "gs": gs, "switches": ks, "top": top, "cross": cross, "jc_lo": jc_lo, "gs_lo": gs_lo,
-                        "contested": contested, "seconds": r.seconds})
+            out.append(
+                {
+                    "sweep": sw.path.name,
+                    "task": r.task,
+                    "lr": r.lr,
+                    "seed": r.seed,
+                    "K": K,
+                    "jc": jc,
+                    "gs": gs,
+                    "switches": ks,
+                    "top": top,
+                    "cross": cross,
+                    "jc_lo": jc_lo,
+                    "gs_lo": gs_lo,
+                    "contested": contested,
+                    "seconds": r.seconds,
+                }
+            )
     out.sort(key=lambda d: (d["task"], d["lr"], d["seed"], d["K"]))
     return out
 
@@ -87,8 +102,9 @@ def _ks(ks: list[int]) -> str:
 
 
 def _findings(rows: list[dict]) -> list[str]:
-    """At most five lines: per task, the learning rates whose longest runs are all contested, the most balanced
-    run inside the regime, and the runs whose records already guarantee the shares at :data:`TARGET_K`."""
+    """At most five lines: per task, the learning rates whose longest runs are all contested, the
+    most balanced run inside the regime, and the runs whose records already guarantee the shares at
+    :data:`TARGET_K`."""
     lines = []
     for task in sorted({r["task"] for r in rows}):
         rs = [r for r in rows if r["task"] == task]
@@ -99,17 +115,32 @@ def _findings(rows: list[dict]) -> list[str]:
             if all(r["contested"] != "no" for r in at):
                 every.append(f"{lr:g} ({len(at)} seeds, K = {K})")
         inside = [r for r in rs if r["cross"] is None and r["jc"] == r["jc"]]
-        text = (f"- {task}: every seed contested at eta = {', '.join(every)}" if every
-                else f"- {task}: no learning rate contested in every seed")
+        text = (
+            f"- {task}: every seed contested at eta = {', '.join(every)}"
+            if every
+            else f"- {task}: no learning rate contested in every seed"
+        )
         if inside:
-            best = max(inside, key=lambda r: (min(r["jc"], r["gs"]) >= SHARE, r["K"], min(r["jc"], r["gs"])))
-            text += (f". Most balanced of the longest: eta = {best['lr']:g}, seed {best['seed']}, K = {best['K']}: "
-                     f"JC {_pct(best['jc'])}, GS {_pct(best['gs'])}, {len(best['switches'])} switches")
+            best = max(
+                inside,
+                key=lambda r: (min(r["jc"], r["gs"]) >= SHARE, r["K"], min(r["jc"], r["gs"])),
+            )
+            text += (
+                f". Most balanced of the longest: eta = {best['lr']:g}, seed {best['seed']}, K = "
+                f"{best['K']}: "
+                f"JC {_pct(best['jc'])}, GS {_pct(best['gs'])}, {len(best['switches'])} switches"
+            )
         lines.append(text + ".")
     sure = [r for r in rows if r["contested"].startswith("yes")]
-    lines.append(f"- Contested at K = {TARGET_K} by the records alone: "
-                 + (", ".join(f"{r['task']} eta = {r['lr']:g} seed {r['seed']}" for r in sure) if sure else "none")
-                 + ".")
+    lines.append(
+        f"- Contested at K = {TARGET_K} by the records alone: "
+        + (
+            ", ".join(f"{r['task']} eta = {r['lr']:g} seed {r['seed']}" for r in sure)
+            if sure
+            else "none"
+        )
+        + "."
+    )
     return lines[:5]
 
 
@@ -117,25 +148,67 @@ def render(rows: list[dict], command: str) -> str:
     """The report: findings, then the rule and the table of every run."""
     from tabulate import tabulate
 
-    body = [[r["task"], f"{r['lr']:g}", str(r["seed"]), str(r["K"]), _pct(r["jc"]), _pct(r["gs"]),
-             str(len(r["switches"])), _ks(r["switches"]), f"{r['top']:.3g}" if r["top"] == r["top"] else "n/a",
-             "never" if r["cross"] is None else str(r["cross"]),
-             f">= {_pct(r['jc_lo'])} / >= {_pct(r['gs_lo'])}" if r["K"] < TARGET_K else "-",
-             r["contested"], "?" if r["seconds"] is None else f"{r['seconds']:.0f}", r["sweep"]] for r in rows]
-    head = ["task", "eta", "seed", "K", "JC wins", "GS wins", "switches", "first switches at k",
-            "max eta*sharpness", "first k at 2", f"JC / GS at K = {TARGET_K}", "contested", "seconds", "sweep"]
-    lines = ["# Where Table 1 can fail: contested settings inside the regime", "", *_findings(rows), "",
-             f"Generated by `{command}` from the records of the sweep folders named in the table; do not edit.",
-             "",
-             f"A run is *contested* when each scheme has the lower loss in at least {100 * SHARE:.0f}% of the "
-             "decided iterations, the winner changes at least once, and `eta * sharpness_k` stays below 2. "
-             f"Only there can Table 1 fail. The studies run to K = {TARGET_K}; a shorter run is contested "
-             "*so far*. Its shares at that K are bounded below from the records. Shares: of the decided "
-             "iterations (`|gap| > gap_err`).", "",
-             tabulate(body, headers=head, tablefmt="github", disable_numparse=True), ""]
+    body = [
+        [
+            r["task"],
+            f"{r['lr']:g}",
+            str(r["seed"]),
+            str(r["K"]),
+            _pct(r["jc"]),
+            _pct(r["gs"]),
+            str(len(r["switches"])),
+            _ks(r["switches"]),
+            f"{r['top']:.3g}" if r["top"] == r["top"] else "n/a",
+            "never" if r["cross"] is None else str(r["cross"]),
+            f">= {_pct(r['jc_lo'])} / >= {_pct(r['gs_lo'])}" if r["K"] < TARGET_K else "-",
+            r["contested"],
+            "?" if r["seconds"] is None else f"{r['seconds']:.0f}",
+            r["sweep"],
+        ]
+        for r in rows
+    ]
+    head = [
+        "task",
+        "eta",
+        "seed",
+        "K",
+        "JC wins",
+        "GS wins",
+        "switches",
+        "first switches at k",
+        "max eta*sharpness",
+        "first k at 2",
+        f"JC / GS at K = {TARGET_K}",
+        "contested",
+        "seconds",
+        "sweep",
+    ]
+    lines = [
+        "# Where Table 1 can fail: contested settings inside the regime",
+        "",
+        *_findings(rows),
+        "",
+        f"Generated by `{command}` from the records of the sweep folders named in the table; do "
+        "not edit.",
+        "",
+        f"A run is *contested* when each scheme has the lower loss in at least {100 * SHARE:.0f}% "
+        "of the "
+        "decided iterations, the winner changes at least once, and `eta * sharpness_k` stays "
+        "below 2. "
+        f"Only there can Table 1 fail. The studies run to K = {TARGET_K}; a shorter run is "
+        "contested "
+        "*so far*. Its shares at that K are bounded below from the records. Shares: of the decided "
+        "iterations (`|gap| > gap_err`).",
+        "",
+        tabulate(body, headers=head, tablefmt="github", disable_numparse=True),
+        "",
+    ]
     secs = [r["seconds"] for r in rows if r["seconds"] is not None]
     if secs:
-        lines.append(f"The {len(rows)} runs took {sum(secs) / 60:.0f} minutes of wall time in all (`summary.json`).")
+        lines.append(
+            f"The {len(rows)} runs took {sum(secs) / 60:.0f} minutes of wall time in all "
+            "(`summary.json`)."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -153,7 +226,11 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"contest: {exc}", file=sys.stderr)
         return 2
-    command = "python -m crosscurv.experiments.studies.contest " + " ".join(args.sweeps) + f" --out {args.out}"
+    command = (
+        "python -m crosscurv.experiments.studies.contest "
+        + " ".join(args.sweeps)
+        + f" --out {args.out}"
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, render(contest_rows(sweeps), command))
     print(f"wrote {args.out}")

@@ -31,7 +31,9 @@ def test_majority_row_is_the_best_constant_predictor(tmp_path):
 
 def test_one_step_row_reads_the_file_beside_the_records(tmp_path):
     d = _write_run(tmp_path / "r", "fl", GAPS, [0.1] * 4)
-    (d / SIDECAR).write_text("k,one_step,loss_jc\n1,0.4,1.0\n2,-0.1,1.0\n3,0.2,1.0\n")  # k = 4 missing
+    (d / SIDECAR).write_text(
+        "k,one_step,loss_jc\n1,0.4,1.0\n2,-0.1,1.0\n3,0.2,1.0\n"
+    )  # k = 4 missing
     before = (d / "records.csv").read_bytes()
     run = load_run(d)
     assert (d / "records.csv").read_bytes() == before
@@ -43,19 +45,38 @@ def test_one_step_row_reads_the_file_beside_the_records(tmp_path):
     assert read_one_step(tmp_path, [1]) is None
 
 
+@pytest.mark.slow
 def test_replay_gives_theorem_1_at_the_start_and_the_run_losses(tmp_path):
-    """A smoke run, then `crosscurv table --one-step`: the file's first value is eta^2 C_S at theta^0 computed
-    independently, and the replayed JC losses are the run's, bit for bit."""
+    """A smoke run, then `crosscurv table --one-step`: the file's first value is eta^2 C_S at
+    theta^0 computed independently, and the replayed JC losses are the run's, bit for bit."""
     from crosscurv.experiments.tasks import build_task
     from crosscurv.numeric.one_step import one_step_coefficients
 
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke", "--iters", "3", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "crosscurv",
+        "run",
+        "mlp",
+        "--preset",
+        "smoke",
+        "--iters",
+        "3",
+        "--out",
+        str(out),
+    ]
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "table", str(out), "--one-step"], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "crosscurv", "table", str(out), "--one-step"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "Baseline: one-step eta^2 C_S" in proc.stdout and "Baseline: majority winner" in proc.stdout
+    assert (
+        "Baseline: one-step eta^2 C_S" in proc.stdout and "Baseline: majority winner" in proc.stdout
+    )
     rows = np.genfromtxt(out / SIDECAR, delimiter=",", names=True)
     run = load_run(out)
     assert list(rows["loss_jc"]) == list(run.columns["loss_jc"])
@@ -66,6 +87,10 @@ def test_replay_gives_theorem_1_at_the_start_and_the_run_losses(tmp_path):
 
 
 def test_replay_command_refuses_a_folder_without_runs(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "crosscurv.experiments.reports.one_step_along_jc", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "crosscurv.experiments.reports.one_step_along_jc", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
