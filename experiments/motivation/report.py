@@ -139,12 +139,13 @@ def _summary(runs: dict) -> list:
         revs = [reversal(r["records"]) for r in rs]
         yes = sum(bool(v["reversal"]) for v in revs)
         lab = rs[0]["summary"]["labels"]
-        line = f"- {panel}: the reversal in {yes} of {len(rs)} seeds; {lab['seq']} ahead at the end in " \
-               f"{sum(v['final'] < 0 for v in revs)} of {len(rs)}."
+        ahead = sum(v["final"] < 0 for v in revs)
+        line = (f"- {panel}: the reversal in {yes} of {len(rs)} seeds; {lab['seq']} ahead at the "
+                f"end in {ahead} of {len(rs)}.")
         if panel == "mlp":
             ev = [[x for x in r["records"] if math.isfinite(x["eval_sim"])] for r in rs]
-            blown = sum(any(not math.isfinite(x["eval_seq"]) or x["eval_seq"] > 2 * e[0]["eval_sim"] for x in e)
-                        for e in ev if e)
+            blown = sum(any(not math.isfinite(x["eval_seq"]) or x["eval_seq"] > 2 * e[0]["eval_sim"]
+                            for x in e) for e in ev if e)
             if blown:
                 line += f" In {blown} of them the in-place run diverges: not a slower descent."
         out.append(line)
@@ -159,7 +160,8 @@ def _summary(runs: dict) -> list:
             name, (a, n) = max(scores.items(), key=lambda kv: kv[1][0] / max(kv[1][1], 1))
             best.append(f"{panel} {name} {a}/{n}")
     if best:
-        out.append("- The criterion that names the measured winner most often: " + "; ".join(best) + ".")
+        out.append("- The criterion that names the measured winner most often: "
+                   + "; ".join(best) + ".")
     return out[:5]
 
 

@@ -13,10 +13,11 @@ iterations with ``|estimate - gap| <= err``); ``n/a`` for records written before
 task is marked (bold in markdown, ``*`` in plain text), ties included, as in
 the paper.
 
-Two baseline rows per task (:data:`BASELINE_ROWS`) show what the estimates add: ``majority``, the best
-constant predictor (it always names the winner of most decided iterations, known only afterwards: its
-``Correct`` is that winner's share; no MAE, it estimates no gap), and ``one_step``, the sign of Theorem
-1's ``eta^2 C_S`` at the JC iterate before each ``k`` (:mod:`crosscurv.experiments.reports.one_step_along_jc`;
+Two baseline rows per task (:data:`BASELINE_ROWS`) show what the estimates add: ``majority``,
+the best constant predictor (it always names the winner of most decided iterations, known only
+afterwards: its ``Correct`` is that winner's share; no MAE, it estimates no gap), and
+``one_step``, the sign of Theorem 1's ``eta^2 C_S`` at the JC iterate before each ``k``
+(:mod:`crosscurv.experiments.reports.one_step_along_jc`;
 its row is left out for a run without ``one_step.csv``).
 
 :data:`PAPER_TABLE1` holds the numbers the paper reports (K = 500), so
@@ -36,14 +37,16 @@ from tabulate import tabulate
 from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.experiments.tasks.errors import DataError
 
-__all__ = ["PAPER_TABLE1", "BASELINE_ROWS", "TABLE_ROWS", "RunRecords", "load_run", "table_rows", "render_table", "paper_comparison"]
+__all__ = ["PAPER_TABLE1", "BASELINE_ROWS", "TABLE_ROWS", "RunRecords", "load_run", "table_rows",
+           "render_table", "paper_comparison"]
 
 ESTIMATE_ROWS = ("cumulative", "recursive", "jc_only")
 #: the baselines the estimates must beat (module docstring)
 BASELINE_ROWS = ("majority", "one_step")
 TABLE_ROWS = ESTIMATE_ROWS + BASELINE_ROWS
-ESTIMATE_LABELS = {"cumulative": "Cumulative", "recursive": "Recursive", "jc_only": "JC-only (beyond paper)",
-                   "majority": "Baseline: majority winner", "one_step": "Baseline: one-step eta^2 C_S"}
+ESTIMATE_LABELS = {"cumulative": "Cumulative", "recursive": "Recursive",
+                   "jc_only": "JC-only (beyond paper)", "majority": "Baseline: majority winner",
+                   "one_step": "Baseline: one-step eta^2 C_S"}
 TASK_LABELS = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
 
 #: The paper's Table 1 (K = 500): task -> estimate -> metrics.
@@ -109,8 +112,8 @@ def load_run(run_dir: str | Path) -> RunRecords:
 
 
 def _majority_column(run: RunRecords) -> np.ndarray:
-    """The best constant predictor's column: ``+1`` (JC) at every ``k`` if JC wins most decided iterations,
-    else ``-1`` (the scheme S)."""
+    """The best constant predictor's column: ``+1`` (JC) at every ``k`` if JC wins most decided
+    iterations, else ``-1`` (the scheme S)."""
     from crosscurv.numeric.metrics import winner_metrics
 
     m = winner_metrics(run.columns["gap"], run.columns["gap"], run.columns.get("gap_err"))
@@ -125,10 +128,11 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
     cert = certified_columns(run.columns, [e for e in estimates if e in run.columns])
     for est in estimates:
         if est == "majority":
-            m = winner_metrics(run.columns["gap"], _majority_column(run), run.columns.get("gap_err"))
+            m = winner_metrics(run.columns["gap"], _majority_column(run),
+                               run.columns.get("gap_err"))
             m["mae"] = m["max_ae"] = math.nan  # a constant names a winner, it estimates no gap
-            out.append({"task": run.task, "estimate": est, **m, "coverage": math.nan, "precision": math.nan,
-                        "certified": None, "calibrated": math.nan})
+            out.append({"task": run.task, "estimate": est, **m, "coverage": math.nan,
+                        "precision": math.nan, "certified": None, "calibrated": math.nan})
             continue
         if est not in run.columns:
             continue
@@ -186,7 +190,8 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                     ESTIMATE_LABELS.get(r["estimate"], r["estimate"]),
                     run.iters,
                 ]
-                + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits")]
+                + [_fmt(k, r[k], f.get(k, False), markdown)
+                   for k in ("correct", "jc_hits", "s_hits")]
                 + (["n/a", "n/a"] if r["estimate"] == "majority"  # a constant estimates no gap
                    else [_fmt(k, r[k], f.get(k, False), markdown) for k in ("mae", "max_ae")])
                 + [str(r.get("undecided", 0))]

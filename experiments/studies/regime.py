@@ -187,10 +187,12 @@ def _fmt_lrs(lrs) -> str:
 
 
 def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
-    """One short sentence, computed from the points of one task: where ``estimate`` reaches ``Correct_K >= 95%``.
+    """One short sentence, computed from the points of one task: where ``estimate`` reaches
+    ``Correct_K >= 95%``.
 
-    The learning rates where every seed, some seeds (``n_ok/n``) or none reach 95% (``x2``: a run there
-    crosses ``eta * sharpness = 2``), then the largest ``eta * sharpness`` of a run at 95% and the runs
+    The learning rates where every seed, some seeds (``n_ok/n``) or none reach 95% (``x2``: a run
+    there crosses ``eta * sharpness = 2``), then the largest ``eta * sharpness`` of a run at 95% and
+    the runs
     beyond it (none at 95%, by construction).  The per-run values are in the regime table.
     """
     pts = [p for p in points if estimate in p.metrics and not math.isnan(p.max_eta_sharpness)]
@@ -213,7 +215,8 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
     if not hits:
         best = max(pts, key=lambda p: p.metrics[estimate]["correct"] if p.metrics[estimate]["correct"] == p.metrics[
             estimate]["correct"] else -1)
-        return (f"{estimate}: >= 95% in none of the {len(pts)} runs; best {best.metrics[estimate]['correct']:.1f}% "
+        return (f"{estimate}: >= 95% in none of the {len(pts)} runs; best "
+                f"{best.metrics[estimate]['correct']:.1f}% "
                 f"(eta = {best.lr:g}, seed {best.seed}).")
     every, some, none = [], [], []
     for ps in by_lr.values():

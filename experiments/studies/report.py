@@ -36,7 +36,8 @@ class StudiesResult:
     threads_table: str = ""
     timing_table: str = ""
     sweeps: list = field(default_factory=list)  # (name, path relative to out, finished runs, unfinished runs)
-    seed_rows: list = field(default_factory=list)  # Table 1 over seeds inside the regime (seeds.seed_rows)
+    # Table 1 over seeds inside the regime (seeds.seed_rows)
+    seed_rows: list = field(default_factory=list)
 
 
 def _rel(path, start) -> str:
@@ -253,10 +254,14 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                   "the measured proxy for another machine of the same kind with another thread setting. Compared "
                   "over the records both runs hold: the first iteration where any column differs (bit for bit), "
                   "the first where the observed winner differs, the winner counts, and per estimate Correct of "
-                  "each and the relative change of MAE. A control (the same thread count) that differs is not the same "
-                  "computation repeated: the column of other settings names what the summaries record as different; "
-                  "a setting only one run records (`block_lr`, `optimizer`) marks runs made by different versions of the code, "
-                  "and a different `theta0_sha256` a different start; where it says none, the records cannot say "
+                  "each and the relative change of MAE. A control (the same thread count) that "
+                  "differs is not the same "
+                  "computation repeated: the column of other settings names what the summaries "
+                  "record as different; "
+                  "a setting only one run records (`block_lr`, `optimizer`) marks runs made by "
+                  "different versions of the code, "
+                  "and a different `theta0_sha256` a different start; where it says none, the "
+                  "records cannot say "
                   "why (they record no code revision).", ""]
         if pairs:
             result.threads_table = render_comparison(pairs)
@@ -293,21 +298,25 @@ _LABEL = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
 
 
 def _by_task(rows, estimate: str) -> str:
-    """``DNN 99.0%, FL 99.3%`` (mean Correct over the seeds) of ``estimate`` in Table 1 over seeds rows."""
+    """``DNN 99.0%, FL 99.3%`` (mean Correct over the seeds) of ``estimate`` in Table 1 over "
+    "seeds rows."""
     most = max((len(r["seeds"]) for r in rows), default=0)
     return ", ".join(f"{_LABEL.get(r['task'], r['task'])} {r['correct'][0]:.1f}%"
-                     + (f" ({len(r['seeds'])} of {most} seeds)" if len(r["seeds"]) < most else "") for r in rows
+                     + (f" ({len(r['seeds'])} of {most} seeds)" if len(r["seeds"]) < most else "")
+                     for r in rows
                      if r["estimate"] == estimate and r["correct"].n)
 
 
 def _findings(rows: dict, cert: list, points: list, pairs: list) -> list[str]:
-    """At most five lines: Table 1 over seeds inside the regime and at the edge, the regime map, the certified
+    """At most five lines: Table 1 over seeds inside the regime and at the edge, the regime map, the
+    certified
     winners and the thread comparison, each computed from what the sections below show."""
     out = []
     inside = rows.get("default") or []
     if inside:
         K = max(r["K"] for r in inside)
-        out.append(f"- Inside the regime (K = {K}): recursive Correct {_by_task(inside, 'recursive')}; "
+        out.append(f"- Inside the regime (K = {K}): recursive Correct "
+                   f"{_by_task(inside, 'recursive')}; "
                    f"the majority winner {_by_task(inside, 'majority')}; the one-step sign "
                    f"{_by_task(inside, 'one_step') or 'n/a'}.")
         jc = ", ".join(f"{_LABEL.get(r['task'], r['task'])} {r['n_jc'][0]:.3g}" for r in inside
@@ -315,19 +324,27 @@ def _findings(rows: dict, cert: list, points: list, pairs: list) -> list[str]:
         out.append(f"- JC has the lower loss in {jc} of {K} iterations (mean over the seeds).")
     edge = rows.get("edge") or []
     if edge:
-        out.append(f"- At the edge of stability (the `edge` preset): recursive Correct {_by_task(edge, 'recursive')}.")
+        out.append("- At the edge of stability (the `edge` preset): recursive Correct "
+                   f"{_by_task(edge, 'recursive')}.")
     if points:
         tops = []
         for task in sorted({p.task for p in points}):
-            ok = [p.max_eta_sharpness for p in points if p.task == task and "recursive" in p.metrics
-                  and p.metrics["recursive"]["correct"] >= 95.0 and p.max_eta_sharpness == p.max_eta_sharpness]
-            tops.append(f"{_LABEL.get(task, task)} {max(ok):.3g}" if ok else f"{_LABEL.get(task, task)} none")
-        out.append("- Regime map: the largest eta*sharpness of a run where recursive reaches 95% is "
+            ok = [p.max_eta_sharpness for p in points
+                  if p.task == task and "recursive" in p.metrics
+                  and p.metrics["recursive"]["correct"] >= 95.0
+                  and p.max_eta_sharpness == p.max_eta_sharpness]
+            name = _LABEL.get(task, task)
+            tops.append(f"{name} {max(ok):.3g}" if ok else f"{name} none")
+        out.append("- Regime map: the largest eta*sharpness of a run where recursive reaches 95% "
+                   "is "
                    + ", ".join(tops) + ".")
-    rec = [c for c in cert if c["estimate"] == "recursive" and c["before"]["decided"]]
+    rec = [c for c in cert
+           if c["estimate"] == "recursive" and c["before"]["decided"]]
     if rec and len(out) < 5:
-        out.append("- Certified winners of recursive (defect interval, before the edge): coverage / precision "
-                   + ", ".join(f"{_LABEL.get(c['task'], c['task'])} {c['before']['coverage']:.1f}% / "
+        out.append("- Certified winners of recursive (defect interval, before the edge): "
+                   "coverage / precision "
+                   + ", ".join(f"{_LABEL.get(c['task'], c['task'])} "
+                               f"{c['before']['coverage']:.1f}% / "
                                + ("n/a" if c["before"]["precision"] != c["before"]["precision"]
                                   else f"{c['before']['precision']:.1f}%") for c in rec) + ".")
     return out[:5]

@@ -33,7 +33,8 @@ def test_json_output_and_report(tmp_path):
     assert (tmp_path / "theory.md").is_file() and obj["report"] == str(tmp_path / "theory.md")
     assert "wrote" in proc.stderr
     found = (tmp_path / "theory.md").read_text().splitlines()[2]  # what was found comes first
-    assert found.startswith(f"- {len(KEYS)} of the paper's {len(KEYS)} identities hold exactly (SymPy)")
+    n = len(KEYS)
+    assert found.startswith(f"- {n} of the paper's {n} identities hold exactly (SymPy)")
 
 
 @pytest.mark.parametrize("args, needle", [

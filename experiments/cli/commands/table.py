@@ -6,7 +6,8 @@ import sys
 
 HELP = (
     "Render Table 1 (Correct, JC hits, GS hits, MAE, Max. AE per task and estimate, "
-    "best value per metric marked) from run directories written by `crosscurv run`, with two baselines: "
+    "best value per metric marked) from run directories written by `crosscurv run`, with two "
+    "baselines: "
     "the majority winner and the one-step eta^2 C_S (`--one-step`)."
 )
 
@@ -16,8 +17,10 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=("markdown", "plain"), default="markdown", help="markdown (bold best) or plain (* best)")
     p.add_argument("--paper", action="store_true", help="also print ours next to the paper's Table 1 numbers")
     p.add_argument("--one-step", action="store_true",
-                   help="add the one-step baseline row (the sign of eta^2 C_S at each JC iterate) to runs that lack "
-                        "it: replays each such run's JC trajectory (one gradient and one M_S g per iteration) and "
+                   help="add the one-step baseline row (the sign of eta^2 C_S at each JC iterate) "
+                        "to runs that lack "
+                        "it: replays each such run's JC trajectory (one gradient and one M_S g "
+                        "per iteration) and "
                         "writes RUN_DIR/one_step.csv beside the records")
 
 

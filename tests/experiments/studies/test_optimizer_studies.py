@@ -60,7 +60,8 @@ def test_report_states_what_the_records_show(tmp_path):
     assert "No runs yet." in text  # fl_momentum
     # what was found comes first, one line per variant beside plain sgd
     assert text.splitlines()[2] == ("- lora_adam, adam-lr1e-3: recursive Correct 75.0%, MAE/gap "
-                                    f"{text.splitlines()[2].split('MAE/gap ')[1].split(';')[0]}; the measured "
+                                    f"{text.splitlines()[2].split('MAE/gap ')[1].split(';')[0]}; "
+                                    "the measured "
                                     "winner is sgd's at 2/4 iterations.")
 
 

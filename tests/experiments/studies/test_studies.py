@@ -151,12 +151,14 @@ def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
            _pt(0.8, 96.0, lr=0.02), _pt(0.9, 90.0, lr=0.02, seed=1),
            _pt(2.5, 90.0, cross=40, lr=0.05), _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
     s = regime_sentence(pts, "recursive")
-    assert s == ("recursive: >= 95% in every seed at eta = 0.01; some seeds at 0.02 (1/2); no seed at 0.05 x2; "
+    assert s == ("recursive: >= 95% in every seed at eta = 0.01; some seeds at 0.02 (1/2); "
+                 "no seed at 0.05 x2; "
                  "never above eta*sharpness 0.8 (3 runs go further).")
     none = regime_sentence([_pt(0.3, 50.0), _pt(1.0, 80.0, lr=0.2)], "recursive")
     assert none == "recursive: >= 95% in none of the 2 runs; best 80.0% (eta = 0.2, seed 0)."
     allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7, lr=0.2)], "recursive")
-    assert allgood == "recursive: >= 95% in every seed at eta = 0.1, 0.2 x2; up to the grid's largest eta*sharpness, 2.2."
+    assert allgood == ("recursive: >= 95% in every seed at eta = 0.1, 0.2 x2; up to the grid's "
+                       "largest eta*sharpness, 2.2.")
 
 
 def test_small_step_note_says_whether_the_winner_changes_inside_the_regime():
