@@ -247,22 +247,18 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
         for sw in threads_sw:
             pairs += match_runs(seeds_sw.runs, sw.runs)
         lines += ["## Reproducibility: the same study with another thread count", "",
-                  "Runs of the seeds study repeated with another number of intra-op threads (same code, seed, "
-                  "dtype and machine): "
+                  "Runs of the seeds study repeated with another number of intra-op threads: "
                   + ", ".join(f"[{sw.path.name}]({_rel(sw.path, out)})" for sw in threads_sw)
-                  + ". Float32 reductions are summed in an order that depends on the thread count, so this is "
-                  "the measured proxy for another machine of the same kind with another thread setting. Compared "
-                  "over the records both runs hold: the first iteration where any column differs (bit for bit), "
-                  "the first where the observed winner differs, the winner counts, and per estimate Correct of "
-                  "each and the relative change of MAE. A control (the same thread count) that "
-                  "differs is not the same "
-                  "computation repeated: the column of other settings names what the summaries "
-                  "record as different; "
-                  "a setting only one run records (`block_lr`, `optimizer`) marks runs made by "
-                  "different versions of the code, "
-                  "and a different `theta0_sha256` a different start; where it says none, the "
-                  "records cannot say "
-                  "why (they record no code revision).", ""]
+                  + ". Float32 sums run in an order set by the thread count. So this measures "
+                  "what another machine with another thread setting would see.", "",
+                  "Compared over the records both runs hold: the first iteration where any "
+                  "column differs, the first where the observed winner differs, the winner "
+                  "counts, and per estimate Correct and the change of MAE.", "",
+                  "A control (1 vs 1 thread) that differs is not the same computation. The "
+                  "column of other settings says what the summaries record as different. A "
+                  "setting only one run records (`block_lr`, `optimizer`) marks another version "
+                  "of the code; another `theta0_sha256`, another start. Where it says none, the "
+                  "records cannot say why.", ""]
         if pairs:
             result.threads_table = render_comparison(pairs)
             lines += [result.threads_table, ""]
