@@ -387,17 +387,20 @@ def _reproducibility_lines(runs, studies_result) -> list[str]:
     lines = [
         "## Reproducibility",
         "",
-        f"The studies run in float32 with {STUDY_THREADS} intra-op thread per run (this report's runs: threads "
-        f"{', '.join(threads) or '-'}; `crosscurv run` records the count in `summary.json` and refuses to resume "
-        "with another). With one thread every reduction is summed in one fixed order, so a run gives the same "
-        "records bit for bit on another machine of the same kind, whatever its core count or the user's "
-        "`OMP_NUM_THREADS`. The measured gap is the segment integral of the gradient (no cancellation) where "
-        "that is the more precise measurement and the two losses do not refute it, else `loss_s - loss_jc`; "
-        "either way it carries an error bound (`gap_err`; an iteration within it is undecided; docs/protocol.md, "
-        "\"How the gap is measured\"). Float64 studies were rejected for their cost: "
+        f"- The studies run in float32 with {STUDY_THREADS} intra-op thread per run (this report's "
+        f"runs: threads {', '.join(threads) or '-'}). `crosscurv run` records the count in "
+        "`summary.json` and refuses to resume with another.",
+        "- With one thread every reduction is summed in one fixed order. So a run gives the same "
+        "records bit for bit on another machine of the same kind, whatever its cores or "
+        "`OMP_NUM_THREADS`.",
+        "- The measured gap is the segment integral of the gradient (no cancellation) where that "
+        "is the more precise measurement, else `loss_s - loss_jc`. Either way it carries an error "
+        "bound "
+        "(`gap_err`); an iteration within it is undecided (docs/protocol.md).",
+        "- Float64 studies were rejected for their cost: "
         + ", ".join(f"{t} {r:g}x" for t, r in FLOAT64_COST.items())
-        + " the CPU time per iteration of float32 (`crosscurv run TASK --dtype float64 --iters 6` against the "
-        "same in float32, one thread).",
+        + " the CPU time per iteration of float32 (`crosscurv run TASK --dtype float64 --iters 6`, "
+        "one thread).",
         "",
     ]
     if studies_result is not None and studies_result.threads_table:
