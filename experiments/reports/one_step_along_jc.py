@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SIDECAR", "read_one_step", "replay", "run_dirs", "main"]
+__all__ = ["SIDECAR", "read_one_step", "replay_drift", "replay", "run_dirs", "main"]
 
 #: the file beside ``records.csv`` that holds the one-step column
 SIDECAR = "one_step.csv"
@@ -59,6 +59,20 @@ def read_one_step(run_dir: str | os.PathLike, ks) -> np.ndarray | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return np.array([rows.get(int(k), math.nan) for k in ks])
+
+
+def replay_drift(run_dir: str | os.PathLike) -> float | None:
+    """The largest relative difference of the replayed ``loss_jc`` (:data:`SIDECAR`) from the
+    recorded one, or ``None`` without the file."""
+    path = Path(run_dir) / SIDECAR
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as fh:
+        replayed = {int(r["k"]): float(r["loss_jc"]) for r in csv.DictReader(fh)}
+    with open(Path(run_dir) / "records.csv", newline="", encoding="utf-8") as fh:
+        recorded = {int(r["k"]): float(r["loss_jc"]) for r in csv.DictReader(fh)}
+    common = [k for k in replayed if k in recorded and recorded[k]]
+    return max((abs(replayed[k] - recorded[k]) / abs(recorded[k]) for k in common), default=None)
 
 
 def replay(run_dir: str | os.PathLike, log=print) -> float:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from crosscurv.experiments.reports.one_step_along_jc import SIDECAR, read_one_step
+from crosscurv.experiments.reports.one_step_along_jc import SIDECAR, read_one_step, replay_drift
 from crosscurv.experiments.reports.table import TABLE_ROWS, load_run, render_table, table_rows
 
 from .test_table_report import _write_run
@@ -79,7 +79,7 @@ def test_replay_gives_theorem_1_at_the_start_and_the_run_losses(tmp_path):
     )
     rows = np.genfromtxt(out / SIDECAR, delimiter=",", names=True)
     run = load_run(out)
-    assert list(rows["loss_jc"]) == list(run.columns["loss_jc"])
+    assert list(rows["loss_jc"]) == list(run.columns["loss_jc"]) and replay_drift(out) == 0.0
     task, settings = build_task("mlp", "smoke", seed=0, dtype=torch.float32)
     lr = run.summary["settings"]["lr"]
     c_s = one_step_coefficients(task, task.params, "gs")[2]
