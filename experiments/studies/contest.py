@@ -113,7 +113,7 @@ def _findings(rows: list[dict]) -> list[str]:
             K = max(r["K"] for r in rs if r["lr"] == lr)
             at = [r for r in rs if r["lr"] == lr and r["K"] == K]
             if all(r["contested"] != "no" for r in at):
-                every.append(f"{lr:g} ({len(at)} seeds, K = {K})")
+                every.append(f"{lr:g} ({len(at)} seed{'s' if len(at) > 1 else ''}, K = {K})")
         inside = [r for r in rs if r["cross"] is None and r["jc"] == r["jc"]]
         text = (
             f"- {task}: every seed contested at eta = {', '.join(every)}"
@@ -160,7 +160,9 @@ def render(rows: list[dict], command: str) -> str:
             _ks(r["switches"]),
             f"{r['top']:.3g}" if r["top"] == r["top"] else "n/a",
             "never" if r["cross"] is None else str(r["cross"]),
-            f">= {_pct(r['jc_lo'])} / >= {_pct(r['gs_lo'])}" if r["K"] < TARGET_K else "-",
+            f">= {100 * r['jc_lo']:.1f}% / >= {100 * r['gs_lo']:.1f}%"
+            if r["K"] < TARGET_K
+            else "-",
             r["contested"],
             "?" if r["seconds"] is None else f"{r['seconds']:.0f}",
             r["sweep"],
