@@ -21,7 +21,7 @@ UV_VERSION := 0.13.8
 UV     := $(VENV)/bin/uv
 
 .PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv \
-        docs optimizer-studies advise-study trust-study rounding house
+        docs optimizer-studies advise-study trust-study rounding house certificates-study
 
 install: $(STAMP)
 
@@ -112,6 +112,8 @@ studies: $(STAMP)
 	$(EDGE) --seed 0 --threads 1 --task mlp fl lora --iters 5 --out $(SWEEPS)/threads1-control $(DONE)
 	$(EDGE) --seed 0 --threads 2 --task fl lora --iters 40 --out $(SWEEPS)/threads2-fl-lora $(DONE)
 	$(EDGE) --seed 0 --threads 2 --task mlp --out $(SWEEPS)/threads2-mlp $(DONE)
+	$(PY) -m crosscurv.experiments.reports.one_step_along_jc $(SWEEPS)/seeds $(SWEEPS)/seeds-mlp $(SWEEPS)/seeds-fl \
+	  $(SWEEPS)/seeds-lora reports/runs/mlp reports/runs/fl reports/runs/lora
 	$(PY) -m crosscurv studies --seeds $(STUDY_SEEDS) --regime $(SWEEPS)/regime-mlp $(SWEEPS)/regime-fl $(SWEEPS)/regime-lora $(SWEEPS)/reference-lora --threads-compare $(SWEEPS)/threads1-control $(SWEEPS)/threads2-fl-lora $(SWEEPS)/threads2-mlp --out reports
 
 # The studies beside Table 1, each into its own report under reports/ (hours on 2 cores; resumable)
@@ -123,6 +125,19 @@ advise-study: $(STAMP)
 	  --lrs mlp=0.007/3.0,fl=0.007/2.0,lora=0.003/0.2 --out reports/advise
 trust-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
+# the certificates on the problem zoo into reports/certificates.md (about 25 minutes on one core; the runs are
+# cached in runs/certificates, so an interrupted study resumes)
+certificates-study: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.studies.certificates --out runs/certificates \
+	  --report reports/certificates.md
+# where the winner is in doubt inside the regime (each scheme >= 10% of the iterations, a switch): a bounded
+# exploration (about 30 CPU minutes) beside the regime grids, into reports/contest.md; resumable
+.PHONY: contest-study
+contest-study: $(STAMP)
+	$(SWEEP) --task mlp --lr 0.002 0.004 --seed 0-1 --iters 200 --out $(SWEEPS)/explore-mlp $(DONE)
+	$(SWEEP) --task fl --lr 0.005 --seed 0-1 --iters 100 --out $(SWEEPS)/explore-fl $(DONE)
+	$(PY) -m crosscurv.experiments.studies.contest $(SWEEPS)/regime-mlp $(SWEEPS)/explore-mlp $(SWEEPS)/regime-fl \
+	  $(SWEEPS)/explore-fl --out reports/contest.md
 # the measured rounding of the record columns under this CPU's kernels and each emulation (the source of
 # MEASURED_ROUNDING) into reports/rounding.md; the float32 rows by default, the float64 rows (golden cases
 # included) with ROUNDING_ARGS="--dtypes float64"; each emulation's measurement is kept in build/rounding
@@ -138,6 +153,13 @@ docs: $(STAMP)
 	for f in __init__.py __main__.py; do ln -s ../../../crosscurv/$$f build/api/crosscurv/$$f; done
 	for l in theory numeric experiments; do ln -s ../../../$$l build/api/crosscurv/$$l; done
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# the Results page as a reader sees it: the built site served on 127.0.0.1 and opened in headless Chromium
+# (Debian: apt-get install -y chromium); fails unless the page shows Table 1 and its figures load; the
+# screenshot and the page's record in build/docs-check
+.PHONY: docs-check
+docs-check: docs
+	$(PY) -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
 
 # the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
 bench-install: $(STAMP)

@@ -36,8 +36,8 @@ with ``eta^2 C_S + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coeffi
 when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
 the series does not converge at this learning rate and the recommendation
 warns that it is outside the expansions' regime (or that the loss is not
-smooth there, e.g. a ReLU network whose steps cross kinks), where neither the
-predictions nor the embedded error mean much.  The same ``c3`` ranks the full
+smooth there, e.g. a ReLU network whose steps cross kinks); the measured remainder is the first
+dropped order of the first three iterations' certificates.  The same ``c3`` ranks the full
 GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
 (independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
 one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
@@ -60,14 +60,18 @@ the protocol's optimizer-aware ``jc_only`` column; the one-step column is ``eta^
 for optimizers (errors NaN, nothing certified) and no one-step check.
 
 Per iteration the best scheme is the lowest estimate (ties: the earlier
-candidate); it is *certified* when the margin to the runner-up exceeds the sum
-of their errors, the one-step check at ``theta^0`` finds the series converging (its remainder within the
-``eta^3`` term), and the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
-every ``j <= k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
-:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of the
-power iteration started from its eigenvector, one product per iteration: a lower bound of
-``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Outside either, the embedded error is no estimate of
-the real one (``reports/advise/validation.md`` measured how often it covers it there).
+candidate); whether it is *certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule
+``crosscurv run``'s records use too: every other candidate separated from it by ``SAFETY`` times the
+first dropped orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest embedded
+error of the last three iterations and, for the first three, the one-step check's measured remainder
+``|L_S^1 - L_JC^1 - eta^2 C_S|``), full GS orders it cannot separate certified as a set, while the JC
+run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every ``j <= k``;
+``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
+:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of
+the power iteration started from its eigenvector, one product per iteration: a lower bound of
+``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Past the edge the
+embedded error is no estimate of the real one (``reports/advise/validation.md``); the precision and
+coverage of the certificate are measured on the problem zoo (``reports/certificates.md``).
 
 Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are
 fresh for some block in some candidate, ``n_S`` the fresh blocks of
@@ -110,10 +114,12 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
 from .advice_steps import Candidate, advice_steps
+from .certificate import REMAINDER_WINDOW, SAFETY, advice_next_orders, certify_best
 from .error_estimates import in_regime
 from .estimates import solve_extremes, init_power_vector, power_step
 from .optimizers import optimizer_setup
 from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
+from .regret import advice_right, regret, summarise
 from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
                       write_summary)
 from .steps import block_keys
@@ -236,26 +242,44 @@ def decide(estimates: Mapping[str, float], errors: Mapping[str, float]) -> dict:
 
 
 def _segments(rows: Sequence[Mapping]) -> list[dict]:
-    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last", "certified_from"}]``."""
+    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last", "certified_ks"}]``."""
     segs: list[dict] = []
     for r in rows:
         if not segs or segs[-1]["best"] != r["best"]:
-            segs.append({"best": r["best"], "first": r["k"], "last": r["k"], "certified_from": None,
-                         "certified": 0})
+            segs.append({"best": r["best"], "first": r["k"], "last": r["k"], "certified_ks": []})
         s = segs[-1]
         s["last"] = r["k"]
         if r["certified"]:
-            s["certified"] += 1
-            if s["certified_from"] is None:
-                s["certified_from"] = r["k"]
+            s["certified_ks"].append(r["k"])
+            if len(r.get("tied", ())) > 1:
+                s.setdefault("set_ks", []).append(r["k"])
     return segs
 
 
-def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
-    """A sentence a person can act on, e.g. ``"jc for K <= 45; gs from K = 46, certified from K = 52"``.
+def k_ranges(ks: Sequence[int], max_ranges: int = 5) -> str:
+    """``[3, 4, 5, 9]`` as ``"3..5, 9"``; past ``max_ranges`` ranges the rest is counted
+    (``"..., and 12 more iterations in 4 ranges"``)."""
+    runs: list[list[int]] = []
+    for k in ks:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    text = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs[:max_ranges])
+    rest = runs[max_ranges:]
+    if rest:
+        text += f", and {sum(b - a + 1 for a, b in rest)} more iterations in {len(rest)} ranges"
+    return text
 
-    Built from the per-iteration ``best`` / ``certified`` of ``rows`` (ordered by ``k``); with more than
-    ``max_segments`` changes of the best scheme the last ones are named and the count of changes given.
+
+def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
+    """A sentence a person can act on, e.g. ``"jc for K <= 45, certified at K = 3..45; gs for K = 46..200,
+    certified at K = 52..120"``.
+
+    Built from the per-iteration ``best`` / ``certified`` of ``rows`` (ordered by ``k``): each range of budgets
+    with the same predicted best names exactly the budgets where it is certified
+    (:func:`crosscurv.numeric.certificate.certify_best`); with more than ``max_segments`` changes of the best
+    scheme the last ones are named and the count of changes given.
     """
     if not rows:
         return "no iterations: nothing to advise"
@@ -264,17 +288,28 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
     parts = []
     shown = segs if len(segs) <= max_segments else segs[-max_segments:]
     for s in shown:
-        if s is segs[0] and s["first"] == rows[0]["k"]:
+        if s["first"] == rows[0]["k"]:
             where = f"for K <= {s['last']}" if s is not segs[-1] else f"for every K <= {s['last']}"
-        elif s is segs[-1]:
-            where = f"from K = {s['first']}"
+        elif s["first"] == s["last"]:
+            where = f"at K = {s['first']}"
         else:
             where = f"for K = {s['first']}..{s['last']}"
-        cert = (f", certified from K = {s['certified_from']}" if s["certified_from"] is not None
-                else ", not certified")
+        n = len(s["certified_ks"])
+        if n == s["last"] - s["first"] + 1:
+            cert = ", certified throughout"
+        elif n:
+            cert = f", certified at K = {k_ranges(s['certified_ks'])}"
+        else:
+            cert = ", not certified"
+        set_ks = s.get("set_ks", [])
+        if set_ks:
+            at = "" if set_ks == s["certified_ks"] else f" at K = {k_ranges(set_ks)}"
+            cert += f" (as one of the GS orders the errors cannot tell apart{at})"
         parts.append(f"{s['best']} {where}{cert}")
     parts[-1] += "."
     head = f"at K = {last['k']}: use {last['best']} ({'certified' if last['certified'] else 'not certified'})"
+    if last["certified"] and len(last.get("tied", ())) > 1:
+        head += f", as one of the GS orders {', '.join(last['tied'])}, which the errors cannot tell apart"
     if len(segs) > max_segments:
         head += f"; the best scheme changes {len(segs) - 1} times, the last {max_segments} runs"
     return head + ". " + "; ".join(parts)
@@ -288,8 +323,9 @@ class Advice:
     Attributes:
         candidates: candidate spellings, JC first.
         per_iteration: ``[{"k", "loss_jc", "sharpness", "estimates", "errors", "corrected", "one_step", "best",
-            "runner_up", "margin", "certified"}]`` for ``k = 1..K`` (dicts keyed by spelling, floats;
-            ``sharpness``: ``lambda_max(H_JC^k)`` as the regime gate reads it).
+            "runner_up", "margin", "next_order", "tied", "certified"}]`` for ``k = 1..K`` (dicts keyed by
+            spelling, floats; ``sharpness``: ``lambda_max(H_JC^k)`` as the regime gate reads it; ``next_order``,
+            ``tied``, ``certified``: :func:`crosscurv.numeric.certificate.certify_best`'s).
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
         orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
             "note"}`` (else ``None``).
@@ -325,7 +361,8 @@ class Advice:
             "one_step_checks": self.one_step_checks,
             "per_iteration": [
                 {"k": r["k"], "estimates": r["estimates"], "errors": r["errors"], "best": r["best"],
-                 "certified": r["certified"], "runner_up": r["runner_up"], "margin": r["margin"],
+                 "certified": r["certified"], "tied": r["tied"], "next_order": r["next_order"],
+                 "runner_up": r["runner_up"], "margin": r["margin"],
                  "corrected": r["corrected"], "one_step": r["one_step"], "loss_jc": r["loss_jc"],
                  "sharpness": r["sharpness"]}
                 for r in self.per_iteration
@@ -333,10 +370,13 @@ class Advice:
             "settings": self.settings,
         })
 
-    def figure(self, path: str) -> str:
-        """Predicted gaps with error bands per candidate (top) and the recommended scheme over ``K`` (bottom).
+    def figure(self, path: str, validation: Mapping | None = None) -> str:
+        """Predicted gaps with the certificate's error bands (``SAFETY`` times the first dropped order,
+        ``next_order``) per candidate (top) and the recommended scheme over ``K`` (bottom).
 
-        Filled markers on the bottom panel: certified iterations.  Returns ``path``.
+        Filled markers on the bottom panel: certified iterations.  With ``validation`` (:func:`validate`) the
+        measured gaps are drawn as dashed lines of the candidate's colour, and the certified iterations that
+        were wrong are marked in red on the bottom panel.  Returns ``path``.
         """
         import matplotlib
 
@@ -345,21 +385,30 @@ class Advice:
 
         ks = [r["k"] for r in self.per_iteration]
         fig, (ax, bx) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+        measured = (validation or {}).get("per_iteration") or []
         for i, name in enumerate(self.candidates):
             est = [r["estimates"][name] for r in self.per_iteration]
-            err = [r["errors"][name] for r in self.per_iteration]
+            err = [SAFETY * r["next_order"][name] for r in self.per_iteration]
             line, = ax.plot(ks, est, label=name, lw=1.2)
             ax.fill_between(ks, [e - d for e, d in zip(est, err)], [e + d for e, d in zip(est, err)],
                             color=line.get_color(), alpha=0.2, lw=0)
+            if measured and name != self.candidates[0]:
+                ax.plot([t["k"] for t in measured], [t["gaps"][name] for t in measured], ls="--", lw=1.0,
+                        color=line.get_color(), label=f"{name} measured")
         ax.axhline(0.0, color="k", lw=0.5)
-        ax.set_ylabel("predicted L_S - L_JC")
+        ax.set_ylabel("L_S - L_JC")
         ax.legend(fontsize=7, ncol=2)
-        ax.set_title("crosscurv advise: JC-only prediction +- embedded error", fontsize=9)
+        title = f"crosscurv advise: JC-only prediction +- {SAFETY:g} x its first dropped order"
+        ax.set_title(title + (" (dashed: measured)" if measured else ""), fontsize=9)
         idx = {n: i for i, n in enumerate(self.candidates)}
         for certified, marker in ((True, "o"), (False, "x")):
             sel = [r for r in self.per_iteration if bool(r["certified"]) == certified]
             bx.scatter([r["k"] for r in sel], [idx[r["best"]] for r in sel], marker=marker, s=10,
                        label="certified" if certified else "not certified")
+        wrong = [t for t in measured if t["certified"] and not t["right"] and t["regret"] == t["regret"]]
+        if wrong:
+            bx.scatter([t["k"] for t in wrong], [idx[t["advised"]] for t in wrong], marker="o", s=30,
+                       facecolors="none", edgecolors="red", label="certified, wrong")
         bx.set_yticks(range(len(self.candidates)))
         bx.set_yticklabels(self.candidates, fontsize=7)
         bx.set_xlabel("K")
@@ -412,12 +461,40 @@ def _complete(rows: list[dict], names: Sequence[str]) -> list[dict]:
     return [r for r in rows if list(r["estimates"]) == list(names)]
 
 
-def _with_decision(r: dict, trusted: bool = True) -> dict:
-    """``r`` with :func:`decide`'s fields; certified only where ``trusted`` (the run's regime gate,
-    :func:`_inside`) as well."""
+def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (), next_order=None) -> dict:
+    """``r`` with :func:`decide`'s ``runner_up`` and ``margin`` and the certificate's ``next_order``, ``best``,
+    ``tied`` and ``certified`` (:func:`crosscurv.numeric.certificate.certify_best` with ``next_order``, default
+    ``r``'s embedded errors; inside while ``trusted``: the run's regime gate, :func:`_inside`)."""
     d = decide(r["estimates"], r["errors"])
-    d["certified"] = bool(d["certified"] and trusted)
-    return {**r, **d}
+    nxt = dict(r["errors"] if next_order is None else next_order)
+    v = certify_best(r["estimates"], nxt, trusted, gs_orders)
+    return {**r, **d, "next_order": nxt, "best": v["best"], "tied": v["tied"], "certified": v["certified"]}
+
+
+def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Sequence[str],
+                   first_step: Mapping[str, float]) -> list[dict]:
+    """Every row with its decision (:func:`_with_decision`), the first dropped order of
+    :func:`crosscurv.numeric.certificate.advice_next_orders` over the rows up to it."""
+    errs = [r["errors"] for r in rows]
+    return [_with_decision(r, ok, gs_orders, advice_next_orders(errs[max(0, i + 1 - REMAINDER_WINDOW):i + 1],
+                                                                first_step, r["k"]))
+            for i, (r, ok) in enumerate(zip(rows, gate))]
+
+
+def first_step_remainders(checks: Sequence[Mapping]) -> dict:
+    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (NaN measurements
+    skipped; ``{}`` without a check)."""
+    out = {}
+    for chk in checks:
+        for n, c in (chk or {}).items():
+            if math.isfinite(c["measured"]):
+                out[n] = max(out.get(n, 0.0), abs(c["measured"] - c["eta2"]))
+    return out
+
+
+def full_gs_orders(cands) -> list[str]:
+    """The full GS orders among ``[(spelling, pattern)]`` (Corollary 1 ties them at ``O(eta^2)``)."""
+    return [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
 
 
 def _inside(rows: Sequence[Mapping], lr: float) -> list[bool]:
@@ -507,10 +584,10 @@ def _check_note(checks: Sequence[dict]) -> str:
     bad = _check_failures(checks)
     if not bad:
         return ""
-    return (" Warning: the one-step expansion does not converge here (" + "; ".join(bad[:3])
-            + ("; ..." if len(bad) > 3 else "") + "): this learning rate is outside the expansions' regime "
-            "(or the loss is not smooth there), so the predictions and their errors are not reliable and none "
-            "is certified.")
+    return (" Warning: the one-step expansion does not converge at theta^0 (" + "; ".join(bad[:3])
+            + ("; ..." if len(bad) > 3 else "") + "): the first step is outside the expansions' regime (or the "
+            "loss is not smooth there); a certificate rests on the errors measured along the run, and the "
+            "predictions before one are not reliable.")
 
 
 def _edge_note(rows: Sequence[Mapping], inside: Sequence[bool], lr: float) -> str:
@@ -527,20 +604,24 @@ def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
     if orders is None or last is None:
         return ""
     names = list(orders["eta3"])
-    est, err = last["estimates"], last["errors"]
+    est, err = last["estimates"], last["next_order"]
     ranked = sorted(names, key=lambda n: est[n])
-    apart = all(est[b] - est[a] > err[a] + err[b] for a, b in zip(ranked, ranked[1:]))
+    apart = all(est[b] - est[a] > SAFETY * (err[a] + err[b]) for a, b in zip(ranked, ranked[1:]))
     orders["told_apart"] = apart
     by3 = sorted(names, key=lambda n: orders["eta3"][n]["k0"])
     step = ", ".join(f"{n} {lr ** 3 * orders['eta3'][n]['k0']:.3g}" for n in by3)
     if apart:
-        note = (f" GS orders at K = {last['k']}: {' < '.join(ranked)} (predicted, differences above the errors); "
-                f"one-step eta^3 terms at theta^0 (all orders tie at eta^2, Corollary 1): {step}.")
+        note = (f" GS orders at K = {last['k']}: {' < '.join(ranked)} (predicted, differences above "
+                f"{SAFETY:g} times the errors); one-step eta^3 terms at theta^0 (all orders tie at eta^2, "
+                f"Corollary 1): {step}.")
+    elif last.get("certified") and last["best"] in names and len(last.get("tied", ())) == 1:
+        note = (f" At K = {last['k']} {last['best']} is ahead of the other GS orders by more than {SAFETY:g} "
+                f"times the errors; the others cannot be told apart; one-step eta^3 terms at theta^0: {step}.")
     else:
         spread = est[ranked[-1]] - est[ranked[0]]
-        note = (f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their predictions differ by "
-                f"{spread:.3g}, within their errors; at one step they tie at eta^2 (Corollary 1) and the eta^3 "
-                f"terms at theta^0 rank them {' < '.join(by3)} ({step}).")
+        note = (f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their predictions differ "
+                f"by {spread:.3g}, within {SAFETY:g} times their errors; at one step they tie at eta^2 "
+                f"(Corollary 1) and the eta^3 terms at theta^0 rank them {' < '.join(by3)} ({step}).")
     orders["note"] = note.strip()
     return note
 
@@ -689,7 +770,8 @@ def advise(
             check_s = time.perf_counter() - t_check
         if ck_path is not None and not resume:
             checkpoint(0, 0)
-        converges = not _check_failures([check0 or {}])
+        gs = full_gs_orders(cands)
+        first = first_step_remainders([check0 or {}])
         inside = _inside(rows, lr)[-1] if rows else True
         for k in ([] if done else range(start, iters + 1)):
             last = k == iters
@@ -722,7 +804,8 @@ def advise(
                 if writer is not None:
                     writer.write_rows(_rows(k, loss_jc, sharp, vals))
                 if on_record is not None:
-                    on_record(_with_decision(row, converges and inside))
+                    on_record(_decided_table(rows[-REMAINDER_WINDOW:], [inside] * len(rows[-REMAINDER_WINDOW:]), gs,
+                                              first)[-1])
                 if progress is not None:
                     progress(k, iters)
             if not last and ck_path is not None:
@@ -738,7 +821,7 @@ def advise(
         if writer is not None:
             writer.close()
     gate = _inside(rows, lr)
-    table = [_with_decision(r, converges and ok) for r, ok in zip(rows, gate)]
+    table = _decided_table(rows, gate, gs, first)
     done_checks = [check0 or {}]
     orders = _orders(cands, done_checks) if checks and check0 else None
     text = (recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
@@ -765,10 +848,11 @@ def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> d
 @computes_with_threads
 def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
     """Run every non-JC candidate's trajectory beside JC (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and
-    count how often the advised best scheme was the measured best.
+    measure what the advice gives up (:mod:`crosscurv.numeric.regret`) and how often it was right.
 
     Returns:
-        ``{"per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps"}],
+        ``{"summary", "per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps", "gap_errs",
+        "right", "regret"}],
         "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
         "covered_embedded": [n, of], "covered_certified": [n, of], "status"}``: ``covered_*`` count the
         (iteration, candidate) pairs whose actual error ``|jc_only - gap|`` is within this advice's embedded
@@ -776,7 +860,9 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         ``S`` run), over the pairs where that error is finite; ``decided`` iterations are those where the measured margin exceeds the measurements'
         error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest ``lambda_max(H_JC^k)`` along the
         run (the records' converged ``lambda_max``, or the power iteration's ``sharpness`` where that is larger;
-        above 2: past the edge of stability).
+        above 2: past the edge of stability); ``summary``: :func:`crosscurv.numeric.regret.summarise` (regret
+        relative to the spread of the candidates, the full GS orders the certificate could not tell apart
+        counted as ties; precision and coverage of the certificate; the certified iterations that were wrong).
     """
     from .protocol import run_protocol
 
@@ -808,10 +894,14 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         for k in range(len(res.records), iters):
             gaps[n][k] = errs[n][k] = math.nan
     table = []
+    gs = full_gs_orders(cands)
     for i, r in enumerate(advice.per_iteration):
-        m = measured_best({n: gaps[n][i] for n in gaps}, {n: errs[n][i] for n in errs})
+        g, e = {n: gaps[n][i] for n in gaps}, {n: errs[n][i] for n in errs}
+        m = measured_best(g, e)
+        theory = [n for n in r.get("tied", [r["best"]]) if n in gs] if r["best"] in gs else []
         table.append({"k": r["k"], "advised": r["best"], "certified": r["certified"], "measured": m["best"],
-                      "decided": m["decided"], "gaps": {n: gaps[n][i] for n in gaps}})
+                      "decided": m["decided"], "gaps": g, "gap_errs": e,
+                      "right": advice_right(r["best"], g, e, theory), "regret": regret(r["best"], g, e, theory)})
 
     def count(rows):
         return [sum(1 for t in rows if t["advised"] == t["measured"]), len(rows)]
@@ -819,4 +909,5 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
     return {"per_iteration": table, "agree_all": count(table), "eta_sharpness_max": lr * sharp,
             "agree_certified": count([t for t in table if t["certified"]]),
             "agree_decided": count([t for t in table if t["decided"]]), "status": status,
-            "covered_embedded": covered["embedded"], "covered_certified": covered["certified"]}
+            "covered_embedded": covered["embedded"], "covered_certified": covered["certified"],
+            "summary": summarise(table)}

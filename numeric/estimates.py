@@ -59,6 +59,7 @@ from typing import Mapping, Sequence
 import torch
 
 from . import tree
+from .certificate import CertificateState
 from .error_estimates import DefectState, ErrorState
 from .float64_sums import norm64
 from .inplace import shares
@@ -433,6 +434,7 @@ class EstimateState:
         errors: the error estimates' scalars (:class:`crosscurv.numeric.error_estimates.ErrorState`).
         defects: the realised defects of the last records (:class:`crosscurv.numeric.error_estimates.DefectState`;
             the error columns of optimizer runs).
+        certificates: what the records' certificates carry (:class:`crosscurv.numeric.certificate.CertificateState`).
     """
 
     def __init__(self):
@@ -445,6 +447,7 @@ class EstimateState:
         self.lam_min = math.nan
         self.errors = ErrorState()
         self.defects = DefectState()
+        self.certificates = CertificateState()
 
     def observe_gradient_norm(self, n: float) -> float:
         """Fold ``n = ||g||`` of a gradient into ``G`` (a non-finite norm is skipped); returns ``n``."""
@@ -468,7 +471,7 @@ class EstimateState:
         """What :meth:`from_state_dict` needs to continue bit for bit (for ``torch.save``)."""
         return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L, "rayleigh": self.rayleigh,
                 "lam_max": self.lam_max, "lam_min": self.lam_min, "errors": self.errors.state_dict(),
-                "defects": self.defects.state_dict()}
+                "defects": self.defects.state_dict(), "certificates": self.certificates.state_dict()}
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> "EstimateState":
@@ -485,4 +488,5 @@ class EstimateState:
         obj.lam_min = float(state.get("lam_min", math.nan))
         obj.errors = ErrorState.from_state_dict(state.get("errors", {}))
         obj.defects = DefectState.from_state_dict(state.get("defects", {}))
+        obj.certificates = CertificateState.from_state_dict(state.get("certificates", {}))
         return obj

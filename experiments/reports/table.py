@@ -7,11 +7,18 @@ are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
 ``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
 (measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
 left out of the hits and of ``Correct_K``; :mod:`crosscurv.numeric.metrics`).  Beyond the paper, from the
-certified-winner columns (:mod:`crosscurv.numeric.error_estimates`): ``Coverage`` (certified share of the
-decided iterations) and ``Precision`` (correct among the certified), and ``Calibrated`` (share of
-iterations with ``|estimate - gap| <= err``); ``n/a`` for records written before those columns.  The best value per metric within a
+certified winners (:mod:`crosscurv.numeric.certificate`, recomputed from the columns of a plain run):
+``Coverage`` (certified share of the decided iterations) and ``Precision`` (correct among the certified),
+and, last, ``Calibrated`` (share of iterations with ``|estimate - gap| <= err``, the a-posteriori bound); ``n/a`` for records written before those columns.  The best value per metric within a
 task is marked (bold in markdown, ``*`` in plain text), ties included, as in
 the paper.
+
+Two baseline rows per task (:data:`BASELINE_ROWS`) show what the estimates add: ``majority``,
+the best constant predictor (it always names the winner of most decided iterations, known only
+afterwards: its ``Correct`` is that winner's share; no MAE, it estimates no gap), and
+``one_step``, the sign of Theorem 1's ``eta^2 C_S`` at the JC iterate before each ``k``
+(:mod:`crosscurv.experiments.reports.one_step_along_jc`;
+its row is left out for a run without ``one_step.csv``).
 
 :data:`PAPER_TABLE1` holds the numbers the paper reports (K = 500), so
 reports can show ours and theirs side by side.
@@ -30,12 +37,17 @@ from tabulate import tabulate
 from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.experiments.tasks.errors import DataError
 
-__all__ = ["PAPER_TABLE1", "RunRecords", "load_run", "table_rows", "render_table",
-           "paper_comparison", "COLUMN_NOTES", "SETTINGS", "run_settings", "differing_settings",
-           "column_notes"]
+__all__ = ["PAPER_TABLE1", "BASELINE_ROWS", "TABLE_ROWS", "RunRecords", "load_run", "table_rows",
+           "render_table", "paper_comparison", "COLUMN_NOTES", "SETTINGS", "run_settings",
+           "differing_settings", "column_notes"]
 
 ESTIMATE_ROWS = ("cumulative", "recursive", "jc_only")
-ESTIMATE_LABELS = {"cumulative": "Cumulative", "recursive": "Recursive", "jc_only": "JC-only (beyond paper)"}
+#: the baselines the estimates must beat (module docstring)
+BASELINE_ROWS = ("majority", "one_step")
+TABLE_ROWS = ESTIMATE_ROWS + BASELINE_ROWS
+ESTIMATE_LABELS = {"cumulative": "Cumulative", "recursive": "Recursive",
+                   "jc_only": "JC-only (beyond paper)", "majority": "Baseline: majority winner",
+                   "one_step": "Baseline: one-step eta^2 C_S"}
 TASK_LABELS = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
 
 #: The paper's Table 1 (K = 500): task -> estimate -> metrics.
@@ -92,7 +104,21 @@ def load_run(run_dir: str | Path) -> RunRecords:
     if not rows:
         raise DataError(f"{rec} holds no records")
     cols = {name: np.array([float(r[name]) for r in rows]) for name in rows[0]}
+    from crosscurv.experiments.reports.one_step_along_jc import read_one_step
+
+    one_step = read_one_step(run_dir, cols["k"])  # beside the records, never one of their columns
+    if one_step is not None:
+        cols["one_step"] = one_step
     return RunRecords(run_dir, cols, summary)
+
+
+def _majority_column(run: RunRecords) -> np.ndarray:
+    """The best constant predictor's column: ``+1`` (JC) at every ``k`` if JC wins most decided
+    iterations, else ``-1`` (the scheme S)."""
+    from crosscurv.numeric.metrics import winner_metrics
+
+    m = winner_metrics(run.columns["gap"], run.columns["gap"], run.columns.get("gap_err"))
+    return np.full(run.iters, 1.0 if m["jc_hits"][1] > m["s_hits"][1] else -1.0)
 
 
 def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
@@ -100,8 +126,15 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
     from crosscurv.numeric.metrics import calibration, certified_columns, winner_metrics
 
     out = []
-    cert = certified_columns(run.columns, [e for e in estimates if e in run.columns])
+    cert = certified_columns(_with_certificates(run), [e for e in estimates if e in run.columns])
     for est in estimates:
+        if est == "majority":
+            m = winner_metrics(run.columns["gap"], _majority_column(run),
+                               run.columns.get("gap_err"))
+            m["mae"] = m["max_ae"] = math.nan  # a constant names a winner, it estimates no gap
+            out.append({"task": run.task, "estimate": est, **m, "coverage": math.nan,
+                        "precision": math.nan, "certified": None, "calibrated": math.nan})
+            continue
         if est not in run.columns:
             continue
         m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
@@ -112,6 +145,23 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
                      "calibrated": calibration(run.columns["gap"], run.columns[est], run.columns[f"{est}_err"])}
         out.append({"task": run.task, "estimate": est, **m, **extra})
     return out
+
+
+def _with_certificates(run: RunRecords) -> dict:
+    """The run's columns with ``*_cert`` recomputed by :func:`crosscurv.numeric.certificate.record_certificates`
+    for a plain run (what ``crosscurv run`` records now, so records written before the certificate changed show
+    it too); an optimizer run's, or one without the columns or a measured sharpness, as recorded."""
+    from crosscurv.numeric.certificate import record_certificates
+
+    s = run.summary.get("settings") if isinstance(run.summary.get("settings"), dict) else {}
+    opt = s.get("optimizer")
+    plain = opt is None or (isinstance(opt, dict) and opt.get("spec") == "sgd" and not s.get("block_lr"))
+    need = ("gap", "recursive", "cumulative", "jc_only", "sharpness", "recursive_cert")
+    if (not plain or not isinstance(s.get("lr"), (int, float)) or not all(c in run.columns for c in need)
+            or not np.isfinite(run.columns["sharpness"]).all()):
+        return run.columns
+    certs = record_certificates(run.columns, float(s["lr"]))
+    return {**run.columns, **{f"{e}_cert": np.array(v) for e, v in certs.items()}}
 
 
 def _best_flags(rows: list[dict]) -> list[dict]:
@@ -151,7 +201,7 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github",
     markdown = fmt in ("github", "pipe")
     body = []
     for run in runs:
-        rows = table_rows(run)
+        rows = table_rows(run, TABLE_ROWS)
         flags = _best_flags(rows)
         shown = run_settings(run) if settings else {}
         for r, f in zip(rows, flags):
@@ -162,7 +212,10 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github",
                     ESTIMATE_LABELS.get(r["estimate"], r["estimate"]),
                     run.iters,
                 ]
-                + [_fmt(k, r[k], f.get(k, False), markdown) for k in ("correct", "jc_hits", "s_hits", "mae", "max_ae")]
+                + [_fmt(k, r[k], f.get(k, False), markdown)
+                   for k in ("correct", "jc_hits", "s_hits")]
+                + (["n/a", "n/a"] if r["estimate"] == "majority"  # a constant estimates no gap
+                   else [_fmt(k, r[k], f.get(k, False), markdown) for k in ("mae", "max_ae")])
                 + [str(r.get("undecided", 0))]
                 + [percent(r.get(k), missing="n/a") for k in ("coverage", "precision", "calibrated")]
             )
@@ -218,11 +271,15 @@ COLUMN_NOTES = {
     "Max. AE": "largest |estimate - gap|",
     "Undecided": "iterations whose |gap| is within its measurement error gap_err: no measured "
                  "winner, left out of Correct and the hits",
-    "Coverage": "share of the decided iterations where the estimate's winner is certified (its "
-                "error bar excludes 0 and the run is below the edge of stability)",
+    "Coverage": "share of the decided iterations where the estimate's winner is certified (the "
+                "estimate exceeds its certificate's error bar, docs/error_estimates.md, and the run "
+                "is below the edge of stability)",
     "Precision": "share of the certified winners that are the measured winner",
     "Calibrated": "share of the iterations where |estimate - gap| is within the estimate's "
                   "error bar",
+    "Baselines": "majority winner: always the scheme measured lower most often (known only "
+                 "afterwards); one-step: the sign of eta^2 C_S at the JC iterate before k "
+                 "(Theorem 1), from RUN_DIR/one_step.csv (--one-step)",
     "↑ / ↓": "higher / lower is better; the best value per task in bold (markdown) or with * "
              "(plain); n/a: records without the error columns",
 }

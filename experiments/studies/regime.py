@@ -186,36 +186,14 @@ def _fmt_lrs(lrs) -> str:
     return f"eta = {lrs[0]:g}" if len(lrs) == 1 else f"eta = {lrs[0]:g}-{lrs[-1]:g}"
 
 
-def _span(vals, fmt="{:.3g}") -> str:
-    lo, hi = min(vals), max(vals)
-    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
-
-
-def _crossings(group) -> str:
-    ks = sorted(p.first_cross for p in group if p.first_cross is not None)
-    if not ks:
-        return "-"
-    return ", ".join(map(str, ks)) if len(ks) <= 6 else f"{ks[0]}-{ks[-1]}"
-
-
-def _describe_lr(ps, estimate) -> str:
-    """``eta = 0.03 (largest eta*sharpness 0.23-1, Correct 92.5-98.8%, crossing 2 at k = 51, 64)``."""
-    corr = [p.metrics[estimate]["correct"] for p in ps]
-    text = (f"eta = {ps[0].lr:g} (largest eta*sharpness {_span([p.max_eta_sharpness for p in ps])}, "
-            f"Correct {_span(corr, '{:.1f}')}%")
-    crossing = [p for p in ps if p.first_cross is not None]
-    if crossing:
-        text += f", crossing 2 at k = {_crossings(crossing)}"
-    return text + ")"
-
-
 def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
-    """One sentence, computed from the points of one task: where ``estimate`` reaches ``Correct_K >= 95%``.
+    """One short sentence, computed from the points of one task: where ``estimate`` reaches
+    ``Correct_K >= 95%``.
 
-    Per learning rate of the grid: whether every seed, some seeds or none reach 95% (with the range of
-    the largest ``eta * sharpness`` and of ``Correct``, and where runs cross 2); then where it stops: the
-    largest ``eta * sharpness`` of a run that reaches 95%, and how many runs beyond it (none of which reach
-    95%, by construction); finally the counts among runs that never cross 2 and runs that do.
+    The learning rates where every seed, some seeds (``n_ok/n``) or none reach 95% (``x2``: a run
+    there crosses ``eta * sharpness = 2``), then the largest ``eta * sharpness`` of a run at 95% and
+    the runs
+    beyond it (none at 95%, by construction).  The per-run values are in the regime table.
     """
     pts = [p for p in points if estimate in p.metrics and not math.isnan(p.max_eta_sharpness)]
     if not pts:
@@ -228,45 +206,34 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
     by_lr: dict = {}
     for p in sorted(pts, key=lambda p: (p.lr, p.seed)):
         by_lr.setdefault(p.lr, []).append(p)
-    never = [p for p in pts if p.first_cross is None]
-    cross = [p for p in pts if p.first_cross is not None]
 
-    def tally(group) -> str:
-        return f"{sum(ok(p) for p in group)}/{len(group)}" if group else "none"
+    def lr(ps, tally=False) -> str:
+        text = f"{ps[0].lr:g}" + (f" ({sum(ok(p) for p in ps)}/{len(ps)})" if tally else "")
+        return text + (" x2" if any(p.first_cross is not None for p in ps) else "")
 
-    tail = (f" (runs that never reach eta*sharpness = 2: {tally(never)} at >= 95%;"
-            f" runs that cross 2: {tally(cross)})")
     hits = [p for p in pts if ok(p)]
     if not hits:
         best = max(pts, key=lambda p: p.metrics[estimate]["correct"] if p.metrics[estimate]["correct"] == p.metrics[
             estimate]["correct"] else -1)
-        return (f"{estimate} names the winner in >= 95% of iterations in none of the {len(pts)} runs: best "
-                f"{best.metrics[estimate]['correct']:.1f}% (eta = {best.lr:g}, seed {best.seed}, largest "
-                f"eta*sharpness {best.max_eta_sharpness:.3g}); per learning rate: "
-                + "; ".join(_describe_lr(ps, estimate) for ps in by_lr.values()) + tail + ".")
+        return (f"{estimate}: >= 95% in none of the {len(pts)} runs; best "
+                f"{best.metrics[estimate]['correct']:.1f}% "
+                f"(eta = {best.lr:g}, seed {best.seed}).")
     every, some, none = [], [], []
     for ps in by_lr.values():
         n_ok = sum(ok(p) for p in ps)
-        (every if n_ok == len(ps) else none if n_ok == 0 else some).append((n_ok, ps))
+        (every if n_ok == len(ps) else none if n_ok == 0 else some).append(ps)
     clauses = []
-    def join(descs):
-        return descs[0] if len(descs) == 1 else ", ".join(descs[:-1]) + " and " + descs[-1]
-
     if every:
-        clauses.append("in every seed at " + join([_describe_lr(ps, estimate) for _, ps in every]))
-    for n_ok, ps in some:
-        clauses.append(f"in {n_ok} of {len(ps)} seeds at " + _describe_lr(ps, estimate))
+        clauses.append("every seed at eta = " + ", ".join(lr(ps) for ps in every))
+    if some:
+        clauses.append("some seeds at " + ", ".join(lr(ps, True) for ps in some))
     if none:
-        clauses.append("in none at " + join([_describe_lr(ps, estimate) for _, ps in none]))
+        clauses.append("no seed at " + ", ".join(lr(ps) for ps in none))
     top = max(p.max_eta_sharpness for p in hits)
     beyond = [p for p in pts if p.max_eta_sharpness > top]
-    if beyond:
-        stop = (f"it stops above a largest eta*sharpness of {top:.3g}: none of the {len(beyond)} runs that go "
-                f"further (up to {max(p.max_eta_sharpness for p in beyond):.3g}) reaches 95%")
-    else:
-        stop = (f"it does not stop within this grid (the largest eta*sharpness reached, {top:.3g}, is a run at "
-                ">= 95%)")
-    return f"{estimate} names the winner in >= 95% of iterations " + ", ".join(clauses) + "; " + stop + tail + "."
+    stop = (f"never above eta*sharpness {top:.3g} ({len(beyond)} runs go further)" if beyond
+            else f"up to the grid's largest eta*sharpness, {top:.3g}")
+    return f"{estimate}: >= 95% in " + "; ".join(clauses) + "; " + stop + "."
 
 
 def small_step_note(points: Sequence[RegimePoint]) -> str:

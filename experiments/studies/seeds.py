@@ -174,10 +174,11 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
         cells.append(_hits(r["h_s"], r["n_s"]))
         if paper:
             cells.append(f"{p['s_hits'][0]}/{p['s_hits'][1]}" if p else "-")
-        cells.append(_spread(r["mae"], _g))
+        no_gap = r["estimate"] == "majority"  # a constant names a winner, it estimates no gap
+        cells.append("n/a" if no_gap else _spread(r["mae"], _g))
         if paper:
             cells.append(_g(p["mae"]) if p else "-")
-        cells.append(_spread(r["max_ae"], _g))
+        cells.append("n/a" if no_gap else _spread(r["max_ae"], _g))
         if paper:
             cells.append(_g(p["max_ae"]) if p else "-")
         cells.append(_spread(r["undecided"], lambda x: f"{x:.3g}"))

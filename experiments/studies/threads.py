@@ -83,6 +83,22 @@ def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
     return out
 
 
+#: settings that may differ between a study's run and its repeat without changing what is computed
+_NOT_COMPARED = {"iters", "threads", "threads_source", "checkpoint_every", "offload"}
+
+
+def setting_differences(a, b) -> list[str]:
+    """The recorded settings (``summary.json``) in which two runs differ, beyond the thread count
+    and ``K``; ``offload`` as ``offload on/off`` (parking the carried vectors in files: other
+    memory, the same values by design)."""
+    sa, sb = a.settings, b.settings
+    keys = sorted(k for k in set(sa) | set(sb) if k not in _NOT_COMPARED and sa.get(k) != sb.get(k))
+    if sa.get("offload") != sb.get("offload"):
+        on = lambda s: "on" if s.get("offload") else "off"  # noqa: E731
+        keys.append(f"offload {on(sa)}/{on(sb)}")
+    return keys
+
+
 def _key(r) -> tuple:
     return (r.task, r.preset, r.lr, r.seed, r.pattern, r.dtype)
 
@@ -114,12 +130,15 @@ def render_comparison(pairs: Sequence[tuple], estimates: Sequence[str] = ESTIMAT
         same = "identical" if c["counts_a"] == c["counts_b"] else (
             "%d/%d/%d vs %d/%d/%d" % (c["counts_a"] + c["counts_b"]))
         row = [a.task, f"seed {a.seed}", f"{a.threads if a.threads else '?'} vs {b.threads if b.threads else '?'}",
-               str(c["K"]), first, wfirst, same]
+               str(c["K"]), ", ".join(setting_differences(a, b)) or "none recorded", first, wfirst,
+               same]
         for est in estimates:
             e = c["estimates"].get(est)
             row.append("-" if e is None else
                        f"{e['correct_a']:.1f}% vs {e['correct_b']:.1f}%, MAE {e['mae_rel_diff'] * 100:.2g}%")
         body.append(row)
-    head = ["task", "run", "threads", "common K", "first differing record", "first differing observed winner",
+    head = ["task", "run", "threads", "common K", "other settings that differ",
+            "first differing record",
+            "first differing observed winner",
             "n_JC/n_GS/undecided"] + [f"{e}: Correct, MAE change" for e in estimates]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 
 from crosscurv.numeric import tree
-from crosscurv.numeric.error_estimates import certify, defect_error
+from crosscurv.numeric.error_estimates import defect_error
 from crosscurv.numeric.optimizer_estimates import (TangentStep, factor_tree, forcing_norm, optimizer_bound,
                                                    optimizer_in_regime,
                                                    scaled_direction, state_difference)
@@ -130,14 +130,16 @@ class OptimizerRule(UpdateRule):
 
     def error_columns(self, ctx, record, meas):
         """The defect interval's symmetric bar (:func:`crosscurv.numeric.error_estimates.defect_error`) of each
-        estimate, from its realised defects ``gap^j - estimate^j`` of the records before; certified when
-        ``|estimate| > err`` below the optimizer's edge of stability (:func:`optimizer_in_regime`)."""
+        estimate, from its realised defects ``gap^j - estimate^j`` of the records before; the certified winners
+        of :mod:`crosscurv.numeric.certificate`, inside the regime while below the optimizer's edge of stability
+        (:func:`optimizer_in_regime`)."""
         regime = optimizer_in_regime(self.spec, ctx.lr, self.setup.f_max, meas["top"])
         for name in ESTIMATES:
             lo, hi, _ = ctx.est.defects.record(name, record["gap"], record[name], math.nan, regime)
-            err = defect_error(lo, hi)
-            record[f"{name}_err"] = err
-            record[f"{name}_cert"] = certify(record[name], err, regime)
+            record[f"{name}_err"] = defect_error(lo, hi)
+        certs = ctx.est.certificates.record(record, regime)
+        for name in ESTIMATES:
+            record[f"{name}_cert"] = certs[name]
 
     def bound(self, est, lr):
         return optimizer_bound(self.spec, est.unorms, lr, self.setup.f_max, est.G, est.L)

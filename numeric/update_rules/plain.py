@@ -86,10 +86,10 @@ class PlainRule(UpdateRule):
             "cumulative": errs.cumulative_error(meas["G"], meas["lam"], meas["Z"], E.R, E.rho),
             "jc_only": errs.jc_only_error(meas["G"], meas["lam"], meas["Y"], E.E, E.rho),
         }
-        regime = errs.in_regime(lr, meas["top"])
+        certs = ctx.est.certificates.record(record, errs.in_regime(lr, meas["top"]))
         for name in ESTIMATES:
             record[f"{name}_err"] = err[name]
-            record[f"{name}_cert"] = errs.certify(record[name], err[name], regime)
+            record[f"{name}_cert"] = certs[name]
 
     def bound(self, est, lr):
         return est.bound(lr)

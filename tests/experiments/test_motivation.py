@@ -290,6 +290,7 @@ def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
     assert len(rows) == 2 and all(math.isfinite(x["eval_diff"]) for x in rows)
     md = open(os.path.join(rep, "motivation.md")).read()
     assert "## Does the reversal appear?" in md and "| fl " in md
+    assert md.splitlines()[2].startswith("- fl: the reversal in ") and "## Findings in detail" in md
     assert os.path.getsize(os.path.join(rep, "figures", "motivation_figure1.png")) > 10_000
     from crosscurv.experiments.cli import main
 

@@ -45,6 +45,10 @@ def test_command_writes_report_figures_and_json_orders(quartic_run):
         assert abs(p - S.EXPECTED[q]) <= S.TOLERANCE, (q, p)
     text = (out / "scaling.md").read_text()
     assert "## quartic" in text and "least-squares order" in text and "All orders are within tolerance." in text
+    first = text.splitlines()[2:4]  # what was found comes first
+    assert first[0].startswith("- quartic: fitted orders 3.0")
+    assert first[0].endswith("(expected 3, 3, 2, 3).")
+    assert first[1] == "- Every fitted order is within tolerance."
     for stem in FIGURES:
         png = out / "figures" / f"{stem}.png"
         assert f"figures/{stem}.png" in text

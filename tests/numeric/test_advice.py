@@ -265,13 +265,17 @@ def test_nothing_is_certified_past_the_edge_of_stability():
     assert f"crossed the edge of stability at K = {first}" in past.recommendation
 
 
-def test_nothing_is_certified_where_the_one_step_series_does_not_converge(monkeypatch):
-    """A one-step check whose remainder exceeds the eta^3 term withdraws every certificate and says so."""
+def test_a_first_step_remainder_withholds_the_first_certificates(monkeypatch):
+    """The measured one-step remainder at theta^0 is the first dropped order of the first REMAINDER_WINDOW
+    iterations: a large one withholds their certificates, and the recommendation warns."""
     import crosscurv.numeric.advice as advice
+    from crosscurv.numeric.certificate import REMAINDER_WINDOW
 
     task = _quadratic()
     ok = advise(task, 0.1, 20, "jc;gs;chain")
-    assert any(r["certified"] for r in ok.per_iteration) and "does not converge" not in ok.recommendation
+    assert any(r["certified"] for r in ok.per_iteration)
+    assert all(r["next_order"]["gs"] < 0.1 for r in ok.per_iteration[:REMAINDER_WINDOW])
+    assert "does not converge" not in ok.recommendation
 
     def bad_check(task, cands, theta, lr, k, method="auto"):
         return {name: {"k": 0, "measured": 1.0, "eta2": 0.1, "eta3": 0.11, "c3": 0.0, "floor": 0.0}
@@ -279,5 +283,6 @@ def test_nothing_is_certified_where_the_one_step_series_does_not_converge(monkey
 
     monkeypatch.setattr(advice, "_one_step_check", bad_check)
     bad = advise(task, 0.1, 20, "jc;gs;chain")
-    assert not any(r["certified"] for r in bad.per_iteration)
-    assert "none is certified" in bad.recommendation
+    assert not any(r["certified"] for r in bad.per_iteration[:REMAINDER_WINDOW])
+    assert all(r["next_order"]["gs"] >= 0.9 for r in bad.per_iteration[:REMAINDER_WINDOW])
+    assert "does not converge at theta^0" in bad.recommendation

@@ -225,9 +225,10 @@ def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, nam
 @pytest.mark.parametrize("spec", ["momentum:0.9", "adam"])
 def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, tmp_path):
     """The error columns of an optimizer run: the symmetric bar of the defect interval of the records before
-    (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; certified only where
-    |estimate| > err below the optimizer's edge (never for Adam); a run killed after its window filled resumes to
-    the same bytes."""
+    (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; the certificates those of
+    crosscurv.numeric.certificate inside the optimizer's regime (never for Adam); a run killed after its window
+    filled resumes to the same bytes."""
+    from crosscurv.numeric.certificate import CertificateState
     from crosscurv.numeric.error_estimates import DEFECT_WINDOW, defect_error, defect_interval
     from crosscurv.numeric.optimizer_estimates import optimizer_in_regime
     from crosscurv.numeric.records import ESTIMATES, read_records, records_columns
@@ -241,10 +242,10 @@ def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, t
         bars = [defect_error(lo, hi) for lo, hi in defect_interval(cols["gap"], cols[name])]
         assert cols[f"{name}_err"] == bars, name
         assert all(math.isinf(e) for e in bars[:DEFECT_WINDOW]) and all(math.isfinite(e) for e in bars[DEFECT_WINDOW:])
-        for r, e in zip(res.records, bars):
-            inside = optimizer_in_regime(opt, LR, 4.0, r["lambda_max"])
-            want = 0.0 if not inside or abs(r[name]) <= e else math.copysign(1.0, r[name])
-            assert r[f"{name}_cert"] == want, (name, r["k"], r[name], e, inside)
+    state = CertificateState()
+    for r in res.records:  # the certificate of crosscurv.numeric.certificate, with the optimizer's regime
+        want = state.record(r, optimizer_in_regime(opt, LR, 4.0, r["lambda_max"]))
+        assert all(r[f"{name}_cert"] == want[name] for name in ESTIMATES), (r["k"], want)
     if spec == "adam":
         assert all(r[f"{e}_cert"] == 0.0 for r in res.records for e in ESTIMATES)
     out = str(tmp_path / "run")

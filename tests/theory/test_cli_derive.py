@@ -32,6 +32,9 @@ def test_json_output_and_report(tmp_path):
     assert obj["eta3_coefficient"] == "-H12**2*g1**2 - H12*H22*g1*g2 - T112*g1**2*g2/2"
     assert (tmp_path / "theory.md").is_file() and obj["report"] == str(tmp_path / "theory.md")
     assert "wrote" in proc.stderr
+    found = (tmp_path / "theory.md").read_text().splitlines()[2]  # what was found comes first
+    n = len(KEYS)
+    assert found.startswith(f"- {n} of the paper's {n} identities hold exactly (SymPy)")
 
 
 @pytest.mark.parametrize("args, needle", [

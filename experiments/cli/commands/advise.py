@@ -6,8 +6,9 @@ with an embedded-pair error, the best scheme per ``k`` with a certified flag
 and a recommendation (:mod:`crosscurv.numeric.advice`).  Writes ``advice.csv``
 (streamed), ``checkpoint.pt`` and ``advice.json`` into ``--out``; ``--resume``
 continues (or extends) a run.  ``--validate`` also runs every candidate's
-trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and counts how often the
-advice named the measured best (``validation.json``).  Exit codes: 0, 2 bad
+trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and prints the advice's regret
+(:mod:`crosscurv.numeric.regret`), how often it named the measured best and which certified
+iterations were wrong (``validation.json``).  Exit codes: 0, 2 bad
 input (one line), 3 the JC run diverged, 130 interrupted.
 
 ``--optimizer`` and ``--block-lr`` are ``crosscurv run``'s flags (the same definitions): the JC run
@@ -52,8 +53,9 @@ def add_arguments(p) -> None:
     p.add_argument("--figure", default=None, metavar="PATH",
                    help="also draw the predicted gaps with error bands and the recommended scheme over K")
     p.add_argument("--validate", action="store_true",
-                   help="also run every candidate's trajectory and count how often the advice named the measured "
-                        "best (writes validation.json; costs the runs the advice saves)")
+                   help="also run every candidate's trajectory: the advice's regret, how often it named the "
+                        "measured best, which certified iterations were wrong (writes validation.json; costs "
+                        "the runs the advice saves)")
 
 
 def execute(args):
@@ -85,14 +87,14 @@ def execute(args):
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
-    if args.figure:
-        adv.figure(args.figure)
     val = None
     if args.validate:
         val = validate(task, adv, hvp_method=args.hvp, seed=args.seed)
         from crosscurv.numeric.records import write_summary
 
         write_summary(os.path.join(out, "validation.json"), val)
+    if args.figure:
+        adv.figure(args.figure, val)
     return adv, out, val
 
 
@@ -101,22 +103,39 @@ def run(args) -> int:
     if args.json:
         obj = adv.to_json()
         if val is not None:
-            obj["validation"] = {k: v for k, v in val.items() if k != "per_iteration"}
+            from crosscurv.numeric.records import json_safe
+
+            obj["validation"] = json_safe({k: v for k, v in val.items() if k != "per_iteration"})
         print(json.dumps(obj, indent=2, allow_nan=False))
     else:
         print(f"{adv.status}: {len(adv.per_iteration)} iterations of {adv.settings.get('task')}, "
               f"{len(adv.candidates)} candidates ({', '.join(adv.candidates)}); records in {out}")
         print(adv.recommendation)
         if val is not None:
-            a, c, d = val["agree_all"], val["agree_certified"], val["agree_decided"]
-            print(f"validation: advised best = measured best at {a[0]}/{a[1]} iterations, {c[0]}/{c[1]} certified, "
-                  f"{d[0]}/{d[1]} where the measurement decides")
+            print(validation_text(val))
     if adv.status == "diverged":
         from crosscurv.numeric.protocol import DIVERGED_EXIT_CODE
 
         print(f"crosscurv: {adv.message}", file=sys.stderr)
         return DIVERGED_EXIT_CODE
     return 0
+
+
+def validation_text(val) -> str:
+    """The validation's lines: regret first, then agreement and the certified iterations that were wrong."""
+    from crosscurv.numeric.advice import k_ranges
+
+    s = val["summary"]
+    a = s["agree"]
+    lines = [f"validation: regret {s['regret_mean']:.3g} of the spread between the best and the worst candidate "
+             f"(mean over {s['decided']} decided iterations, largest {s['regret_max']:.3g}; "
+             f"{s['regret_certified']:.3g} over the certified)",
+             f"validation: the advised scheme was the measured best (or tied with it) at {a[0]} of {a[1]} decided "
+             f"iterations"]
+    wrong = s["wrong_k"]
+    text = f"validation: {len(wrong)} of {s['certified']} certified iterations were wrong"
+    lines.append(text + (f" (k = {k_ranges(wrong, 10)})" if wrong else ""))
+    return "\n".join(lines)
 
 
 # -- the validation study (reports/advise) ------------------------------------------------------
@@ -180,12 +199,33 @@ def _within(r, key) -> str:
         f"0/0, finite on 0 of {_pairs(r)}"
 
 
+def _study_findings(rows) -> list:
+    """At most five lines: per task, how often the advice named the measured best scheme (decided
+    iterations)
+    inside the regime and past the edge of stability; the regret is not measured."""
+    out = []
+    for name in dict.fromkeys(r["task"] for r in rows):
+        parts = []
+        for past in (False, True):
+            rs = [r for r in rows
+                  if r["task"] == name and ((r["eta_sharpness_max"] or 0) > 2) == past]
+            if rs:
+                ok = sum(r["agree_decided"][0] for r in rs)
+                n = sum(r["agree_decided"][1] for r in rs)
+                lrs = ", ".join(sorted({f"{r['lr']:g}" for r in rs}))
+                where = "past the edge" if past else "inside the regime"
+                parts.append(f"{_pct([ok, n])} {where} (eta = {lrs})")
+        out.append(f"- {name}: the advice named the measured best scheme in " + "; ".join(parts)
+                   + " of the decided iterations.")
+    return out[:4] + ["- Not measured: the regret (the loss given up by following the advice)."]
+
+
 def study_report(rows, configs, preset, command) -> str:
     """The markdown of ``reports/advise/validation.md`` from the finished rows (pending configurations named)."""
     import torch
 
-    lines = ["# `crosscurv advise`: advised best scheme vs measured best",
-             "",
+    lines = ["# `crosscurv advise`: advised best scheme vs measured best", "",
+             *_study_findings(rows), "",
              f"Generated by `{command}` (preset {preset}, CPU, {torch.get_num_threads()} thread(s)). Candidates: the "
              "defaults of `crosscurv.numeric.advice.default_candidates`; each candidate's trajectory measured with "
              "`crosscurv.numeric.protocol.run_protocol`. 'agree': iterations where the advised best scheme (lowest "

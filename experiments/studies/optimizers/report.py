@@ -337,6 +337,10 @@ def render(root: str, seeds, iters: int, command: str) -> str:
         sec, f = _study_section(st, runs, seeds, summary)
         body += sec
         findings += f
+    top = [f"- {row[0]}, {row[1]}: recursive Correct {row[3]}, MAE/gap {row[4]}; the measured "
+           f"winner is sgd's at {row[9]} iterations."
+           for row in summary if row[9] != "(baseline)"][:5]
+    lines[2:2] = top + [""]
     lines += [
         "## Summary",
         "",

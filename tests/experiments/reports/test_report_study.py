@@ -65,4 +65,13 @@ def test_the_report_runs_its_studies_with_one_thread_and_aggregates_the_sweeps(t
     assert "[optimizers.md](optimizers.md)" in index and (out / "optimizers.md").read_text() == "# optimizer studies\n"
     assert "threads = 1" in index and "## Reproducibility" in index and "## Table 1 over seeds" in index
     assert (out / "studies.md").is_file() and (out / "figures" / "gap_mlp.png").is_file()
+    # the index opens with what was found (at most five lines), as headline.md; table1.md too
+    lines = index.splitlines()
+    found = lines[4:lines.index("", 4)]
+    assert lines[2] == "## What the studies found" and 3 <= len(found) <= 5
+    assert found[0].startswith("- Table 1 (2 seeds, K = 4): the recursive estimate names the "
+                               "lower-loss scheme")
+    assert "- Baselines: always naming the majority winner scores DNN" in found[1]
+    assert "\n".join(found) in (out / "headline.md").read_text()
+    assert table1.splitlines()[2] == found[0]
     assert "crosscurv studies --seeds reports/sweeps/seeds --out reports" in (out / "studies.md").read_text()

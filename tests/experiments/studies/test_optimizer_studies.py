@@ -58,6 +58,11 @@ def test_report_states_what_the_records_show(tmp_path):
            "MAE/mean abs gap 0 and the gap's sign at 100% of the iterations: follows the gap" in text
     assert "lora_lrplus, sgd, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text
     assert "No runs yet." in text  # fl_momentum
+    # what was found comes first, one line per variant beside plain sgd
+    assert text.splitlines()[2] == ("- lora_adam, adam-lr1e-3: recursive Correct 75.0%, MAE/gap "
+                                    f"{text.splitlines()[2].split('MAE/gap ')[1].split(';')[0]}; "
+                                    "the measured "
+                                    "winner is sgd's at 2/4 iterations.")
 
 
 def test_iterations_measured_by_the_plain_difference_are_reported(tmp_path):

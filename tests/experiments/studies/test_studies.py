@@ -151,18 +151,14 @@ def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
            _pt(0.8, 96.0, lr=0.02), _pt(0.9, 90.0, lr=0.02, seed=1),
            _pt(2.5, 90.0, cross=40, lr=0.05), _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
     s = regime_sentence(pts, "recursive")
-    assert s == ("recursive names the winner in >= 95% of iterations in every seed at eta = 0.01 (largest "
-                 "eta*sharpness 0.3-0.35, Correct 97.0-99.0%), in 1 of 2 seeds at eta = 0.02 (largest eta*sharpness "
-                 "0.8-0.9, Correct 90.0-96.0%), in none at eta = 0.05 (largest eta*sharpness 2.5-3, Correct "
-                 "80.0-90.0%, crossing 2 at k = 20, 40); it stops above a largest eta*sharpness of 0.8: none of the "
-                 "3 runs that go further (up to 3) reaches 95% (runs that never reach eta*sharpness = 2: 3/4 at "
-                 ">= 95%; runs that cross 2: 0/2).")
+    assert s == ("recursive: >= 95% in every seed at eta = 0.01; some seeds at 0.02 (1/2); "
+                 "no seed at 0.05 x2; "
+                 "never above eta*sharpness 0.8 (3 runs go further).")
     none = regime_sentence([_pt(0.3, 50.0), _pt(1.0, 80.0, lr=0.2)], "recursive")
-    assert none.startswith("recursive names the winner in >= 95% of iterations in none of the 2 runs: best 80.0% "
-                           "(eta = 0.2, seed 0, largest eta*sharpness 1)")
+    assert none == "recursive: >= 95% in none of the 2 runs; best 80.0% (eta = 0.2, seed 0)."
     allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7, lr=0.2)], "recursive")
-    assert "it does not stop within this grid (the largest eta*sharpness reached, 2.2" in allgood
-    assert "runs that cross 2: 1/1" in allgood
+    assert allgood == ("recursive: >= 95% in every seed at eta = 0.1, 0.2 x2; up to the grid's "
+                       "largest eta*sharpness, 2.2.")
 
 
 def test_small_step_note_says_whether_the_winner_changes_inside_the_regime():
@@ -204,7 +200,7 @@ def test_studies_command_writes_the_report(tmp_path):
     assert "## Table 1 over seeds" in md and "91.7% [83.3%, 100.0%]" in md
     assert "| mlp    | 0.1   |" in md and "87.5% [75.0%, 100.0%]" in md
     assert "not finished (left out): mlp-default-seed2" in md
-    assert "## Regime map" in md and "### mlp" in md and "recursive names the winner" in md
+    assert "## Regime map" in md and "### mlp" in md and "recursive: >= 95%" in md
     for name in ("studies_seeds_mlp.png", "studies_regime_sharpness.png", "studies_regime_crossing.png"):
         assert (out / "figures" / name).stat().st_size > 1000
 

@@ -1,0 +1,200 @@
+"""The documentation site as a reader sees it: the built Results page in headless Chromium.
+
+Serves the built site (``make docs`` writes ``site/``) on ``127.0.0.1`` and opens it in headless
+Chromium (the Debian package ``chromium``):
+
+* a screenshot of the Results page (``OUT/results.png``), to look at;
+* the page's DOM after loading, read through a same-origin probe page (written into the served copy
+  only) that opens the Results page in a frame and records, once every image has settled, the tables
+  of the article, their header cells, and each image's ``src``, ``complete`` and ``naturalWidth``
+  (``OUT/results_dom.json``).
+
+The check passes when the article holds Table 1 beside the paper (a table with the columns
+``Correct`` and ``paper`` and a row of the recursive estimate) and at least :data:`MIN_IMAGES`
+images, every one of which loaded (``naturalWidth > 0``).  Exit codes: 0 passed, 1 failed (each
+failure one line), 2 no site or no Chromium.  ::
+
+    python -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["MIN_IMAGES", "PROBE", "check_dom", "main"]
+
+MIN_IMAGES = 3
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-extensions",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--disable-dev-shm-usage",
+    "--mute-audio",
+)
+#: the probe page: opens the page in a frame and writes what its article holds into #out (JSON)
+PROBE = """<!doctype html><html><body><pre id="out">pending</pre>
+<iframe id="f" src="{page}" width="1280" height="2400"></iframe>
+<script>
+function text(c) {{ return c.textContent.trim(); }}
+document.getElementById('f').addEventListener('load', function () {{
+  var d = this.contentDocument, art = d.querySelector('article') || d.body;
+  var imgs = Array.from(art.querySelectorAll('img'));
+  Promise.all(imgs.map(function (i) {{
+    return i.complete ? null : new Promise(function (r) {{ i.onload = r; i.onerror = r; }});
+  }})).then(function () {{
+    document.getElementById('out').textContent = JSON.stringify({{
+      title: d.title,
+      tables: Array.from(art.querySelectorAll('table')).map(function (t) {{
+        return {{head: Array.from(t.querySelectorAll('th')).map(text),
+                rows: Array.from(t.querySelectorAll('tbody tr')).map(function (r) {{
+                  return Array.from(r.children).map(text); }})}};
+      }}),
+      images: imgs.map(function (i) {{
+        return {{src: i.getAttribute('src'), complete: i.complete, width: i.naturalWidth}}; }})
+    }});
+  }});
+}});
+</script></body></html>
+"""
+
+
+def check_dom(dom: dict) -> list[str]:
+    """Failures (one line each) of the probe's record of the Results page; empty when it passes."""
+    fails = []
+    tables = dom.get("tables") or []
+    table1 = [
+        t
+        for t in tables
+        if any(h.startswith("Correct") for h in t["head"]) and "paper" in t["head"]
+    ]
+    if not table1:
+        fails.append(
+            f"no table with the columns Correct and paper among the page's {len(tables)} table(s)"
+        )
+    elif not any(row and any(c.startswith("Recursive") for c in row) for row in table1[0]["rows"]):
+        fails.append("Table 1 beside the paper has no row of the recursive estimate")
+    images = dom.get("images") or []
+    if len(images) < MIN_IMAGES:
+        fails.append(f"{len(images)} image(s) on the page, fewer than {MIN_IMAGES}")
+    for img in images:
+        if not img.get("complete") or not img.get("width"):
+            fails.append(f"image {img.get('src')} did not load (naturalWidth {img.get('width')})")
+    return fails
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # the check prints its own summary
+        pass
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--site", default="site", help="the built site (make docs)")
+    ap.add_argument("--page", default="results/", help="the page to check, relative to the site")
+    ap.add_argument(
+        "--out", default="build/docs-check", help="folder for the screenshot and the DOM record"
+    )
+    ap.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds each Chromium call may take"
+    )
+    args = ap.parse_args(argv)
+    site, out = Path(args.site), Path(args.out)
+    if not (site / args.page / "index.html").is_file() and not (site / args.page).is_file():
+        print(
+            f"site_check: {site / args.page} is not a built page (run `make docs` first)",
+            file=sys.stderr,
+        )
+        return 2
+    chromium = _chromium()
+    if chromium is None:
+        print(
+            "site_check: no Chromium found (Debian: apt-get install -y chromium)", file=sys.stderr
+        )
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        served = Path(tmp) / "site"
+        shutil.copytree(site, served, symlinks=False)
+        (served / "_site_check.html").write_text(PROBE.format(page=args.page), encoding="utf-8")
+        handler = functools.partial(_Quiet, directory=str(served))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        profile = Path(tmp) / "profile"
+        flags = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
+        try:
+            shot = out / "results.png"
+            _run(
+                [
+                    *flags,
+                    f"--screenshot={shot}",
+                    "--window-size=1280,2400",
+                    "--virtual-time-budget=10000",
+                    base + args.page,
+                ],
+                args.timeout,
+            )
+            probe = _run(
+                [*flags, "--dump-dom", "--virtual-time-budget=20000", base + "_site_check.html"],
+                args.timeout,
+            )
+        finally:
+            server.shutdown()
+    m = re.search(r'<pre id="out">(.*?)</pre>', probe.stdout, re.S)
+    text = m.group(1) if m else ""
+    text = (
+        text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    )
+    try:
+        dom = json.loads(text)
+    except ValueError:
+        dom = {}
+    (out / "results_dom.json").write_text(json.dumps(dom, indent=1), encoding="utf-8")
+    fails = (
+        check_dom(dom)
+        if dom
+        else [f"the probe page recorded nothing ({text[:60] or probe.stderr[-200:]!r})"]
+    )
+    if not shot.is_file():
+        fails.append(f"no screenshot was written ({probe.stderr[-200:]!r})")
+    for f in fails:
+        print(f"site_check: FAILED: {f}")
+    if not fails:
+        tables, images = dom["tables"], dom["images"]
+        print(
+            f"site_check: {args.page} shows {len(tables)} table(s) and {len(images)} image(s), "
+            "all loaded "
+            f"({', '.join(str(i['width']) + ' px' for i in images)} wide); screenshot {shot}"
+        )
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

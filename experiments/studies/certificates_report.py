@@ -1,0 +1,355 @@
+"""``reports/certificates.md``: the certificates measured on the problem zoo, old against new.
+
+From the zoo's runs (:mod:`crosscurv.experiments.studies.zoo_runs`: advice rows and every
+candidate's record columns) each certificate is recomputed, so the report depends on the runs'
+measured quantities only:
+
+* advise, new: :func:`crosscurv.numeric.certificate.certify_best` with
+  :func:`crosscurv.numeric.certificate.advice_next_orders` as the first dropped order, inside while
+  ``eta * sharpness_j < 2`` for every ``j <= k``;
+* advise, old: the margin to the runner-up above the sum of the two embedded errors, the one-step
+  check at ``theta^0`` converging, inside the same regime;
+* records, new: :func:`crosscurv.numeric.certificate.record_certificates` (what ``crosscurv run``
+  now records);
+* records, old: ``|estimate| > *_err`` (the a-posteriori bound) with ``eta * max(lambda_max,
+  sharpness) < 2`` at that record.
+
+Counts (:mod:`crosscurv.numeric.regret`): an advice iteration is *decided* when the measurement
+orders some candidate below the measured best; it is *right* when the advised scheme ties the
+measured best within the measurement's error (or both are full GS orders the certificate could not
+tell apart); a record is decided when ``|gap| > gap_err``
+(:func:`crosscurv.numeric.metrics.certified_metrics`).  Precision: right among the certified;
+coverage: certified among the decided; regret: :func:`crosscurv.numeric.regret.regret`.
+
+The safety factor is chosen on the tuning half only (:func:`choose_factor`): the smallest of
+:data:`FACTORS` whose precision is at least :data:`TARGET` on every tuning problem, for advise and
+for every record estimate; the held-out half is measured with it and never consulted in the choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+__all__ = ["FACTORS", "TARGET", "advice_counts", "record_counts", "choose_factor", "write_report"]
+
+#: safety factors tried on the tuning half
+FACTORS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+#: the precision (percent) every tuning problem must reach: ten times fewer wrong certificates than
+#: the promised 99%, so that the held-out half has room
+TARGET = 99.9
+_EST = ("jc_only", "cumulative", "recursive")
+
+
+def _f(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _checks_converge(adv) -> bool:
+    for chk in adv.get("one_step_checks") or []:
+        for c in (chk or {}).values():
+            m, p2, p3 = _f(c["measured"]), _f(c["eta2"]), _f(c["eta3"])
+            if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), _f(c["floor"])):
+                return False
+    return True
+
+
+def advice_counts(run: dict, factor: float | None) -> dict:
+    """``{"right", "certified", "decided", "decided_inside", "regret_sum", "regret_n",
+    "regret_cert_sum", "wrong_k"}`` of one run's advice under the new certificate with ``factor``
+    (``None``: the old rule); ``decided_inside``: decided while the JC run stayed below the edge."""
+    from crosscurv.numeric.advice import decide, first_step_remainders
+    from crosscurv.numeric.certificate import (
+        REMAINDER_WINDOW,
+        advice_next_orders,
+        certify_best,
+    )
+    from crosscurv.numeric.error_estimates import regime_so_far
+    from crosscurv.numeric.regret import advice_right, regret
+    from crosscurv.theory.patterns import as_pattern
+
+    adv, recs, lr = run["advice"], run["records"], run["lr"]
+    rows, cands = adv["per_iteration"], adv["candidates"]
+    n_blocks = len(run["advice"]["settings"]["blocks"])
+    gs = [n for n in cands if n_blocks > 1 and as_pattern(n, n_blocks).is_full_gs()]
+    inside = regime_so_far([lr * _f(r["sharpness"]) for r in rows])
+    converges = _checks_converge(adv)
+    first = first_step_remainders(
+        [
+            {n: {k: _f(v) for k, v in c.items()} for n, c in (chk or {}).items()}
+            for chk in adv.get("one_step_checks") or []
+        ]
+    )
+    errors = [{n: _f(x) for n, x in r["errors"].items()} for r in rows]
+    out = {
+        "right": 0,
+        "certified": 0,
+        "decided": 0,
+        "decided_inside": 0,
+        "regret_sum": 0.0,
+        "regret_n": 0,
+        "regret_cert_sum": 0.0,
+        "wrong_k": [],
+    }
+    for i, r in enumerate(rows):
+        gaps = {
+            n: 0.0
+            if n == cands[0]
+            else (_f(recs[n]["gap"][i]) if i < len(recs[n]["gap"]) else math.nan)
+            for n in cands
+        }
+        errs = {
+            n: 0.0
+            if n == cands[0]
+            else (_f(recs[n]["gap_err"][i]) if i < len(recs[n]["gap"]) else math.nan)
+            for n in cands
+        }
+        if any(not math.isfinite(g) for g in gaps.values()):
+            continue
+        est = {n: _f(r["estimates"][n]) for n in cands}
+        nxt = {n: _f(r["errors"][n]) for n in cands}
+        if factor is None:
+            d = decide(est, {n: nxt[n] if math.isfinite(nxt[n]) else math.inf for n in cands})
+            best, tied, cert = d["best"], [d["best"]], d["certified"] and converges and inside[i]
+        else:
+            nxt = advice_next_orders(
+                errors[max(0, i + 1 - REMAINDER_WINDOW) : i + 1], first, r["k"]
+            )
+            v = certify_best(est, nxt, inside[i], gs, factor)
+            best, tied, cert = v["best"], v["tied"], v["certified"]
+        theory = [n for n in tied if n in gs] if best in gs else []
+        reg = regret(best, gaps, errs, theory)
+        if not math.isfinite(reg):
+            continue
+        right = advice_right(best, gaps, errs, theory)
+        out["decided"] += 1
+        out["decided_inside"] += bool(inside[i])
+        out["regret_sum"] += reg
+        out["regret_n"] += 1
+        if cert:
+            out["certified"] += 1
+            out["right"] += right
+            out["regret_cert_sum"] += reg
+            if not right:
+                out["wrong_k"].append(r["k"])
+    return out
+
+
+def record_counts(run: dict, factor: float | None) -> dict:
+    """``{estimate: [right, certified, decided]}`` over every candidate's records of one run
+    (``factor``
+    ``None``: the old rule, ``|estimate| > *_err`` at a record below the edge)."""
+    from crosscurv.numeric.certificate import record_certificates
+    from crosscurv.numeric.error_estimates import certify, in_regime
+    from crosscurv.numeric.metrics import certified_metrics
+
+    out = {e: [0, 0, 0] for e in _EST}
+    for cols in run["records"].values():
+        cols = {c: [_f(x) for x in v] for c, v in cols.items()}
+        if factor is None:
+            top = [
+                max((x for x in (a, b) if math.isfinite(x)), default=math.nan)
+                for a, b in zip(cols["sharpness"], cols["lambda_max"])
+            ]
+            certs = {
+                e: [
+                    certify(x, err, in_regime(run["lr"], t))
+                    for x, err, t in zip(cols[e], cols[f"{e}_err"], top)
+                ]
+                for e in _EST
+            }
+        else:
+            certs = record_certificates(cols, run["lr"], factor)
+        for e in _EST:
+            m = certified_metrics(cols["gap"], cols[e], certs[e], cols["gap_err"])
+            out[e][0] += m["correct"]
+            out[e][1] += m["certified"]
+            out[e][2] += m["decided"]
+    return out
+
+
+def _pct(a, b) -> float:
+    return 100.0 * a / b if b else math.nan
+
+
+def _cell(right, cert, dec) -> str:
+    p, c = _pct(right, cert), _pct(cert, dec)
+    ps = "n/a" if math.isnan(p) else f"{p:.1f}%"
+    return f"{ps} / {c:.1f}%"
+
+
+def _pool(runs, factor):
+    """Per run: ``(advice counts, record counts)``."""
+    return [(advice_counts(r, factor), record_counts(r, factor)) for r in runs]
+
+
+def _precisions(runs, factor) -> dict:
+    """``{(problem, kind): [right, certified, decided]}``, ``kind`` ``advise`` or an estimate."""
+    out: dict = defaultdict(lambda: [0, 0, 0])
+    for run, (a, rc) in zip(runs, _pool(runs, factor)):
+        t = out[(run["problem"], "advise")]
+        t[0] += a["right"]
+        t[1] += a["certified"]
+        t[2] += a["decided"]
+        for e in _EST:
+            t = out[(run["problem"], e)]
+            for j in range(3):
+                t[j] += rc[e][j]
+    return out
+
+
+def choose_factor(runs) -> tuple[float, list]:
+    """The smallest factor of :data:`FACTORS` with precision >= :data:`TARGET` on every tuning
+    problem (advise and each record estimate), from the tuning half only; ``(factor, [(factor,
+    worst precision, coverages)])``."""
+    tune = [r for r in runs if r["half"] == "tune"]
+    table, chosen = [], None
+    for f in FACTORS:
+        prec = _precisions(tune, f)
+        worst = min((_pct(v[0], v[1]) for v in prec.values() if v[1]), default=math.nan)
+        cov = {}
+        for kind in ("advise",) + _EST:
+            tot = [sum(v[j] for (p, k), v in prec.items() if k == kind) for j in range(3)]
+            cov[kind] = _pct(tot[1], tot[2])
+        table.append((f, worst, cov))
+        if chosen is None and worst >= TARGET:
+            chosen = f
+    return (chosen if chosen is not None else FACTORS[-1]), table
+
+
+def write_report(runs, path: str, command: str) -> str:
+    """Write ``path`` (markdown) from the zoo's runs; returns its text."""
+    from crosscurv.numeric.certificate import SAFETY
+    from crosscurv.numeric.records import atomic_write_text
+
+    factor, table = choose_factor(runs)
+    lines = [
+        "# Certificates on the problem zoo",
+        "",
+        f"Generated by `{command}` "
+        "(`crosscurv.experiments.studies.certificates`; runs cached in "
+        "`runs/certificates/zoo-runs/`).",
+        "",
+        "Every zoo problem (`crosscurv.experiments.problems.zoo`) at learning rates "
+        "`c / lambda_max(H^0)`, seeds "
+        + ", ".join(sorted({str(r["seed"]) for r in runs}))
+        + ": `crosscurv advise` with its default candidates, and every candidate's trajectory run "
+        "beside JC by the protocol. Half `beyond`: two problems outside the zoo "
+        "(`BEYOND`: the scaling study's tanh MLP in four blocks and LoRA-like bilinear model, "
+        "seed 0), "
+        "in neither half. Cells: precision / coverage. Advise: an iteration is decided when the "
+        "measurement orders some candidate below the measured best; the advice is right when it "
+        "ties the measured best within the measurement's error (or both are full GS orders the "
+        "certificate names as a set). Records: summed over every candidate's run, decided where "
+        "`|gap| > gap_err`. Regret: what the advised scheme gives up against the measured best, "
+        "relative to the spread between the best and the worst candidate, mean over the decided "
+        "iterations (all of them, and the certified ones under the new certificate).",
+        "",
+        f"{len(runs)} runs, {sum(float(r.get('cpu_s', 0.0)) for r in runs) / 60:.1f} CPU-minutes "
+        "in all "
+        "(advise and every candidate's protocol run).",
+        "",
+        "## The safety factor, chosen on the tuning half",
+        "",
+        f"The smallest factor whose precision is at least {TARGET:g}% on every tuning problem "
+        f"(advise and each "
+        "record estimate). Chosen here: "
+        f"**{factor:g}**; the code's `crosscurv.numeric.certificate.SAFETY` is **{SAFETY:g}**.",
+        "",
+        "| factor | worst precision over the tuning problems | coverage: advise | jc_only | "
+        "cumulative "
+        "| recursive |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for f, worst, cov in table:
+        lines.append(
+            f"| {f:g} | {worst:.2f}% | "
+            + " | ".join(f"{cov[k]:.1f}%" for k in ("advise",) + _EST)
+            + " |"
+        )
+    new, old = _pool(runs, SAFETY), _pool(runs, None)
+    groups: dict = defaultdict(list)
+    for i, r in enumerate(runs):
+        groups[(r["half"], r["problem"], r["c"])].append(i)
+
+    def agg(idx):
+        a_new = [sum(new[i][0][k] for i in idx) for k in ("right", "certified", "decided")]
+        a_old = [sum(old[i][0][k] for i in idx) for k in ("right", "certified", "decided")]
+        rn = sum(new[i][0]["regret_n"] for i in idx)
+        reg = sum(new[i][0]["regret_sum"] for i in idx) / rn if rn else math.nan
+        rc = sum(new[i][0]["regret_cert_sum"] for i in idx)
+        reg_c = rc / a_new[1] if a_new[1] else math.nan
+        rec = {
+            e: (
+                [sum(old[i][1][e][j] for i in idx) for j in range(3)],
+                [sum(new[i][1][e][j] for i in idx) for j in range(3)],
+            )
+            for e in _EST
+        }
+        wrong = sum(len(new[i][0]["wrong_k"]) for i in idx)
+        a_new.append(sum(new[i][0]["decided_inside"] for i in idx))
+        return a_old, a_new, reg, reg_c, rec, wrong
+
+    head = (
+        "| half | problem | c | decided | advise old | advise new | advise new, coverage inside "
+        "the regime | wrong (new) | regret | regret, certified "
+        "| jc_only old | jc_only new | cumulative old | cumulative new | recursive old | recursive "
+        "new |"
+    )
+    sep = "| " + " | ".join(["---"] * 16) + " |"
+
+    def row(label, idx):
+        a_old, a_new, reg, reg_c, rec, wrong = agg(idx)
+        cells = [
+            *label,
+            str(a_new[2]),
+            _cell(*a_old),
+            _cell(*a_new[:3]),
+            "n/a" if not a_new[3] else f"{100.0 * a_new[1] / a_new[3]:.1f}%",
+            str(wrong),
+            f"{reg:.3g}",
+            f"{reg_c:.3g}",
+        ]
+        for e in _EST:
+            cells += [_cell(*rec[e][0]), _cell(*rec[e][1])]
+        return "| " + " | ".join(cells) + " |"
+
+    lines += [
+        "",
+        "## Per problem (pooled over learning rates and seeds)",
+        "",
+        f"New: the certificate of `crosscurv.numeric.certificate` with factor {SAFETY:g}; old: the "
+        f"rules it "
+        "replaces (module docstring of `crosscurv.experiments.studies.certificates_report`).",
+        "",
+        head,
+        sep,
+    ]
+    by_problem: dict = defaultdict(list)
+    for (half, prob, c), idx in groups.items():
+        by_problem[(half, prob)] += idx
+    for half in ("tune", "held-out", "beyond"):
+        for (h, prob), idx in by_problem.items():
+            if h == half:
+                lines.append(row((half, prob, "all"), idx))
+        lines.append(
+            row(
+                (half, "**all**", "all"),
+                [i for (h, _), idx in by_problem.items() if h == half for i in idx],
+            )
+        )
+    lines += ["", "## Per problem and learning rate (pooled over seeds)", "", head, sep]
+    for (half, prob, c), idx in groups.items():
+        lines.append(row((half, prob, f"{c:g}"), idx))
+    wrong = [
+        (runs[i]["problem"], runs[i]["c"], runs[i]["seed"], new[i][0]["wrong_k"])
+        for i in range(len(runs))
+        if new[i][0]["wrong_k"]
+    ]
+    lines += ["", "## Certified advice that was wrong (new certificate)", ""]
+    lines += [
+        f"* {p} c={c:g} seed {s}: k = {', '.join(map(str, ks))}" for p, c, s, ks in wrong
+    ] or ["None."]
+    text = "\n".join(lines) + "\n"
+    atomic_write_text(path, text)
+    return text

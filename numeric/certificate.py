@@ -1,0 +1,224 @@
+"""The certified winner: one rule for ``crosscurv run``'s records and for ``crosscurv advise``.
+
+Every prediction of a loss gap ``P_S^k ~ L_S^k - L_JC^k`` the suite makes (Theorems 2-3 and the
+JC-only estimate) keeps the terms up to a given order and drops the rest.  The certificate compares
+the predictions of the candidates (JC's is 0) with an error bar made of the size of the *first
+dropped order*, ``N_S^k``, measured along the run, times a safety factor ``F`` (:data:`SAFETY`) that
+the zoo's tuning half sets::
+
+    err_S^k = F N_S^k,
+    b = argmin_S P_S^k,
+    T^k = {S : P_S^k - err_S^k <= P_b^k + err_b^k}           (the candidates not separated from b),
+
+and the winner is *certified* at ``k`` when the run has stayed inside the expansions' regime so far
+(below) and either ``T^k = {b}`` or ``T^k`` holds full GS orders only (Corollary 1: they tie at
+``O(eta^2)``, so the certificate then says "a sequential order, which one is within the error", and
+names ``b``).
+
+The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.md):
+
+* advise, the JC-only prediction: the largest of its embedded pair ``|corrected_S^j -
+  estimate_S^j|`` over the last :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the same prediction
+  forced at the approximate ``S`` point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`) and,
+  while ``k <= REMAINDER_WINDOW``, of the measured one-step remainder at ``theta^0``, ``|L_S^1 -
+  L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`);
+* records, ``recursive``: the largest of the last :data:`REMAINDER_WINDOW` measured one-step
+  remainders ``r_j = |gap^j - recursive^j|``, ``j < k`` (Theorem 2's remainder, ``O(eta^3)`` per
+  step, smooth in ``j``), times their last growth ``max(1, r_{k-1} / r_{k-2})`` (one more step of
+  it);
+* records, ``cumulative``: ``|recursive^k - cumulative^k| + N_recursive^k`` (the linearised state
+  ``z_k`` against the measured ``Delta^{k-1}`` one step back, the propagated remainder of Theorem
+  3's proof, plus the error of the estimate it is measured against: triangle inequality);
+* records, ``jc_only``: ``|cumulative^k - jc_only^k| + N_cumulative^k``, the first term the embedded
+  pair's difference with the *measured* ``S`` point (Theorem 3's state forced by ``M_S(theta_S)
+  g_S`` against ``M_S(theta_JC) g_JC``).
+
+The regime (what withdraws every certificate from ``k`` on): ``eta * sharpness_j >= 2`` at some ``j
+<= k`` (:func:`crosscurv.numeric.error_estimates.regime_so_far`), or a non-finite prediction or
+``N``.  All values are Python floats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .error_estimates import in_regime
+from .records import ESTIMATES
+
+__all__ = [
+    "SAFETY",
+    "REMAINDER_WINDOW",
+    "Verdict",
+    "certify_best",
+    "certify_gap",
+    "advice_next_orders",
+    "record_next_orders",
+    "CertificateState",
+    "record_certificates",
+]
+
+#: the safety factor ``F`` on the first dropped order (chosen on the zoo's tuning half:
+#: reports/certificates.md)
+SAFETY = 3.0
+#: measured one-step remainders the recursive estimate's ``N`` looks back over
+REMAINDER_WINDOW = 3
+
+
+class Verdict(dict):
+    """``{"best", "tied", "certified"}``: ``best`` the lowest prediction (ties: the first), ``tied``
+    the
+    candidates not separated from it (``T^k``, ``best`` first), ``certified`` a bool."""
+
+
+def certify_best(
+    predictions: Mapping[str, float],
+    next_orders: Mapping[str, float],
+    inside: bool,
+    gs_orders: Sequence[str] = (),
+    factor: float = SAFETY,
+) -> Verdict:
+    """The certified best candidate at one ``k`` (module docstring).
+
+    Args:
+        predictions: ``{candidate: P_S^k}`` (JC: 0), in the candidates' order. next_orders:
+        ``{candidate: N_S^k >= 0}`` (JC: 0); NaN or ``inf``: nothing is certified. inside: the run
+        has stayed inside the regime up to ``k``. gs_orders: the full GS orders among the candidates
+        (they may be certified as a set). factor: ``F``.
+    """
+    names = list(predictions)
+    best = min(
+        names, key=lambda n: (not math.isfinite(predictions[n]), predictions[n], names.index(n))
+    )
+    ok = inside and all(
+        math.isfinite(predictions[n]) and math.isfinite(next_orders[n]) for n in names
+    )
+    if not ok:
+        return Verdict(best=best, tied=list(names), certified=False)
+    top = predictions[best] + factor * next_orders[best]
+    tied = [best] + [
+        n for n in names if n != best and predictions[n] - factor * next_orders[n] <= top
+    ]
+    certified = len(tied) == 1 or all(n in gs_orders for n in tied)
+    return Verdict(best=best, tied=tied, certified=bool(certified and len(tied) < len(names)))
+
+
+def certify_gap(
+    prediction: float, next_order: float, inside: bool, factor: float = SAFETY
+) -> float:
+    """The record's certified winner of ``L_S - L_JC``: ``+1`` JC, ``-1`` the scheme ``S``, ``0``
+    not certified
+    (:func:`certify_best` over ``{JC: 0, S: prediction}``)."""
+    v = certify_best(
+        {"jc": 0.0, "s": float(prediction)},
+        {"jc": 0.0, "s": float(next_order)},
+        inside,
+        factor=factor,
+    )
+    if not v["certified"]:
+        return 0.0
+    return 1.0 if v["best"] == "jc" else -1.0
+
+
+def advice_next_orders(
+    recent_errors: Sequence[Mapping[str, float]],
+    first_step: Mapping[str, float],
+    k: int,
+    window: int = REMAINDER_WINDOW,
+) -> dict:
+    """``{candidate: N_S^k}`` of advise at iteration ``k``: the largest embedded error of the last
+    ``window`` iterations (``recent_errors``, oldest first, ``k``'s last: a signed difference has
+    accidental zeros) and, for ``k <= window``, the measured one-step remainder at ``theta^0``,
+    ``|L_S^1 - L_JC^1 - eta^2 C_S|`` (``first_step``: the first step's dropped terms, Lemma 1's
+    third-derivative term included, which the
+    embedded pair leaves out).  A NaN error gives NaN (not certified)."""
+    last = list(recent_errors)[-window:]
+    out = {}
+    for n in last[-1]:
+        vals = [float(e[n]) for e in last] + (
+            [float(first_step.get(n, 0.0))] if k <= window else []
+        )
+        out[n] = math.nan if any(math.isnan(v) for v in vals) else max(vals)
+    return out
+
+
+def record_next_orders(
+    record: Mapping, past_remainders: Sequence[float], window: int = REMAINDER_WINDOW
+) -> dict:
+    """``{estimate: N^k}`` of one record (module docstring); ``past_remainders``: ``|gap^j -
+    recursive^j|`` of
+    the records before ``k``, oldest first (``inf`` until ``window`` of them exist)."""
+    past = [float(x) for x in list(past_remainders)[-window:]]
+    rec_n = max(past) if len(past) >= window and all(math.isfinite(x) for x in past) else math.inf
+    if math.isfinite(rec_n) and past[-2] > 0:  # one more step of the remainders' last growth
+        rec_n *= max(1.0, past[-1] / past[-2])
+    cum_n = abs(float(record["recursive"]) - float(record["cumulative"])) + rec_n
+    return {
+        "recursive": rec_n,
+        "cumulative": cum_n,
+        "jc_only": abs(float(record["cumulative"]) - float(record["jc_only"])) + cum_n,
+    }
+
+
+@dataclass
+class CertificateState:
+    """What the records' certificates carry between records (resumable, :meth:`state_dict`): the
+    measured one-step remainders ``|gap^j - recursive^j|`` of the last :data:`REMAINDER_WINDOW`
+    records and whether
+    every record so far was inside the regime."""
+
+    remainders: list = field(default_factory=list)
+    inside: bool = True
+
+    def record(
+        self,
+        record: Mapping,
+        in_regime_now: bool,
+        factor: float = SAFETY,
+        window: int = REMAINDER_WINDOW,
+    ) -> dict:
+        """``{estimate: certificate}`` of this record (``gap``, ``recursive``, ``cumulative``,
+        ``jc_only``), then
+        its remainder folded in; ``in_regime_now``: below the edge of stability at this record."""
+        self.inside = self.inside and bool(in_regime_now)
+        nxt = record_next_orders(record, self.remainders, window)
+        out = {e: certify_gap(record[e], nxt[e], self.inside, factor) for e in ESTIMATES}
+        self.remainders = (
+            self.remainders + [abs(float(record["gap"]) - float(record["recursive"]))]
+        )[-window:]
+        return out
+
+    def state_dict(self) -> dict:
+        return {"remainders": list(self.remainders), "inside": self.inside}
+
+    @classmethod
+    def from_state_dict(cls, state) -> "CertificateState":
+        state = dict(state or {})
+        return cls([float(x) for x in state.get("remainders", [])], bool(state.get("inside", True)))
+
+
+def record_certificates(
+    columns: Mapping[str, Sequence[float]],
+    lr: float,
+    factor: float = SAFETY,
+    window: int = REMAINDER_WINDOW,
+) -> dict:
+    """``{estimate: [certificate per record]}`` of a plain run's columns (``gap``, the three
+    estimates, ``sharpness`` and, where present, ``lambda_max``): what its ``*_cert`` columns hold
+    (:class:`CertificateState`
+    record by record, inside the regime while ``eta * max(lambda_max, sharpness) < 2``)."""
+    n = len(columns["gap"])
+    lam = columns.get("lambda_max", [math.nan] * n)
+    state, out = CertificateState(), {e: [] for e in ESTIMATES}
+    for i in range(n):
+        top = max(
+            (x for x in (float(columns["sharpness"][i]), float(lam[i])) if math.isfinite(x)),
+            default=math.nan,
+        )
+        certs = state.record(
+            {c: columns[c][i] for c in ("gap",) + ESTIMATES}, in_regime(lr, top), factor, window
+        )
+        for e in ESTIMATES:
+            out[e].append(certs[e])
+    return out

@@ -1,0 +1,125 @@
+"""The certified winner of crosscurv.numeric.certificate: the rule, the records' state and the run's
+columns."""
+
+import math
+
+import pytest
+from crosscurv.numeric.certificate import (
+    REMAINDER_WINDOW,
+    SAFETY,
+    CertificateState,
+    advice_next_orders,
+    certify_best,
+    certify_gap,
+    record_certificates,
+    record_next_orders,
+)
+
+
+def test_certify_best_separates_by_the_safety_factor():
+    est, nxt = {"jc": 0.0, "gs": -1.0, "chain": -0.2}, {"jc": 0.0, "gs": 0.1, "chain": 0.05}
+    v = certify_best(est, nxt, True)
+    assert v["best"] == "gs" and v["tied"] == ["gs"] and v["certified"]
+    # -1 + 3 * 0.3 = -0.1 overlaps chain's -0.2 - 0.15: tied, not certified
+    v = certify_best(est, {**nxt, "gs": 0.3}, True)
+    assert v["tied"] == ["gs", "chain"] and not v["certified"]
+    assert not certify_best(est, nxt, False)["certified"]  # outside the regime
+    assert not certify_best(est, {**nxt, "chain": math.nan}, True)["certified"]
+    assert not certify_best(est, nxt, True, factor=20.0)["certified"]
+
+
+def test_full_gs_orders_are_certified_as_a_set():
+    est = {"jc": 0.0, "gs": -1.0, "gs:2,1": -0.98}
+    nxt = {"jc": 0.0, "gs": 0.01, "gs:2,1": 0.01}
+    v = certify_best(est, nxt, True, gs_orders=["gs", "gs:2,1"])
+    assert v["certified"] and v["tied"] == ["gs", "gs:2,1"]
+    assert not certify_best(est, nxt, True)["certified"]  # without the GS orders named: a tie
+    # every candidate tied: nothing to certify even if all are GS orders
+    assert not certify_best(
+        {"gs": -1.0, "gs:2,1": -1.0}, {"gs": 0.1, "gs:2,1": 0.1}, True, gs_orders=["gs", "gs:2,1"]
+    )["certified"]
+
+
+def test_certify_gap_is_the_two_candidate_case():
+    assert certify_gap(1.0, 0.3, True) == 1.0 and certify_gap(-1.0, 0.3, True) == -1.0
+    assert certify_gap(1.0, 0.34, True) == 0.0 and certify_gap(1.0, 0.1, False) == 0.0
+    assert certify_gap(1.0, math.inf, True) == 0.0
+
+
+def test_next_orders():
+    rec = {"gap": 0.0, "recursive": 1.0, "cumulative": 1.5, "jc_only": 1.75}
+    assert record_next_orders(rec, [0.1, 0.2])["recursive"] == math.inf  # fewer than the window
+    n = record_next_orders(rec, [0.3, 0.1, 0.2])
+    assert n["recursive"] == pytest.approx(
+        0.3 * 2.0
+    )  # the largest, times the last growth 0.2 / 0.1
+    assert n["cumulative"] == pytest.approx(0.5 + n["recursive"])
+    assert n["jc_only"] == pytest.approx(0.25 + n["cumulative"])
+    errs = [{"jc": 0.0, "gs": 0.2}, {"jc": 0.0, "gs": 0.0}, {"jc": 0.0, "gs": 0.1}]
+    assert advice_next_orders(errs, {"gs": 5.0}, REMAINDER_WINDOW + 1)["gs"] == 0.2
+    assert advice_next_orders(errs, {"gs": 5.0}, REMAINDER_WINDOW)["gs"] == 5.0
+
+
+def test_state_equals_the_columns_and_survives_a_checkpoint():
+    cols = {
+        "gap": [-0.1 * (k + 1) for k in range(12)],
+        "recursive": [-0.1 * (k + 1) + 1e-4 for k in range(12)],
+        "cumulative": [-0.1 * (k + 1) + 2e-4 for k in range(12)],
+        "jc_only": [-0.1 * (k + 1) + 5e-4 for k in range(12)],
+        "sharpness": [1.0] * 11 + [30.0],
+    }
+    want = record_certificates(cols, 0.1)
+    assert want["recursive"][:REMAINDER_WINDOW] == [0.0] * REMAINDER_WINDOW
+    assert want["recursive"][REMAINDER_WINDOW] == -1.0 and want["jc_only"][-2] == -1.0
+    assert want["recursive"][-1] == 0.0  # eta * sharpness = 3: past the edge
+    state, got = CertificateState(), {e: [] for e in want}
+    for i in range(12):
+        if i == 5:
+            state = CertificateState.from_state_dict(state.state_dict())
+        c = state.record(
+            {n: cols[n][i] for n in ("gap", "recursive", "cumulative", "jc_only")},
+            0.1 * cols["sharpness"][i] < 2,
+        )
+        for e in got:
+            got[e].append(c[e])
+    assert got == want
+    assert not state.inside  # once past the edge, never back
+
+
+def test_run_records_hold_the_certificate_of_their_columns():
+    """crosscurv run's *_cert columns are record_certificates of its own columns, and right where
+    certified."""
+    from crosscurv.experiments.problems.zoo import logistic
+    from crosscurv.numeric.metrics import certified_metrics
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.numeric.records import records_columns
+
+    res = run_protocol(logistic(), "gs", 1.0, 25)
+    cols = records_columns(res.records)
+    want = record_certificates(cols, 1.0)
+    for e, c in want.items():
+        assert cols[f"{e}_cert"] == c, e
+        m = certified_metrics(cols["gap"], cols[e], c, cols["gap_err"])
+        assert m["certified"] > 0 and m["precision"] == 100.0, (e, m)
+    assert SAFETY > 1
+
+
+def test_the_recommendation_names_exactly_the_certified_budgets():
+    """Each range of the same predicted best states exactly its certified budgets, the head agrees
+    with the last row, and a GS-order set says so (no sentence contradicts another)."""
+    from crosscurv.numeric.advice import k_ranges, recommendation
+
+    def row(k, best, cert, tied=None):
+        return {"k": k, "best": best, "certified": cert, "tied": tied or [best]}
+
+    rows = ([row(k, "jc", k in (3, 4, 5, 9)) for k in range(1, 11)]
+            + [row(k, "gs", 12 <= k <= 14, ["gs", "gs:2,1"]) for k in range(11, 16)])
+    text = recommendation(rows)
+    assert text.startswith("at K = 15: use gs (not certified). ")
+    assert "jc for K <= 10, certified at K = 3..5, 9;" in text
+    assert ("gs for K = 11..15, certified at K = 12..14 (as one of the GS orders the errors "
+            "cannot tell apart).") in text
+    assert "certified from" not in text
+    assert k_ranges(list(range(1, 30, 2)), 3) == "1, 3, 5, and 12 more iterations in 12 ranges"
+    one = recommendation([row(1, "gs", True)])
+    assert one == "at K = 1: use gs (certified). gs for every K <= 1, certified throughout."
