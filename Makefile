@@ -136,6 +136,7 @@ rounding: $(STAMP)
 docs: $(STAMP)
 	rm -rf build/api && mkdir -p build/api/crosscurv
 	for f in __init__.py __main__.py; do ln -s ../../../crosscurv/$$f build/api/crosscurv/$$f; done
+	ln -s ../../../crosscurv/testing build/api/crosscurv/testing
 	for l in theory numeric experiments; do ln -s ../../../$$l build/api/crosscurv/$$l; done
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 

@@ -34,8 +34,8 @@ def test_the_example_project_is_green():
     proc = _pytest(os.path.join(ROOT, "examples", "plugin_user"), "--hypothesis-seed=0")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    assert "crosscurv.testing: 6 check test(s) of 6 checks" in out
-    assert "7 passed" in out
+    assert "crosscurv.testing: 7 check test(s) of 7 checks" in out
+    assert "8 passed" in out
 
 
 WRONG = '''
