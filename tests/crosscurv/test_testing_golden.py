@@ -5,9 +5,8 @@ diagnoses in the failure, and a route without torch.
   Theorem 3) fails ``golden_records`` with the formula named;
 * ``golden_one_step`` passes the example's step and ``C_S`` and names ``C_S`` over all pairs;
 * ``assert_records_match`` takes records with the paper's columns only, and diagnoses;
-* an outside NumPy project (the implementation of ``tests/experiments/conformance/numpy_protocol.py``)
-  runs the plugin with ``import torch`` blocked: its records and one-step results pass the two
-  golden checks, the torch checks are skipped, and the planted mistake fails with its formula.
+* an outside NumPy project (``tests/experiments/conformance/numpy_protocol.py``) runs the plugin
+  with ``import torch`` blocked: its records and one-step results pass the two golden checks, the torch checks are skipped, and the planted mistake fails with its formula.
 """
 
 from __future__ import annotations
