@@ -5,8 +5,10 @@ diagnoses in the failure, and a route without torch.
   Theorem 3) fails ``golden_records`` with the formula named;
 * ``golden_one_step`` passes the example's step and ``C_S`` and names ``C_S`` over all pairs;
 * ``assert_records_match`` takes records with the paper's columns only, and diagnoses;
-* an outside NumPy project (``tests/experiments/conformance/numpy_protocol.py``) runs the plugin
-  with ``import torch`` blocked: its records and one-step results pass the two golden checks, the torch checks are skipped, and the planted mistake fails with its formula.
+* an outside NumPy project (``tests/experiments/conformance/numpy_protocol.py``) runs the
+  plugin with ``import torch`` blocked: its records and one-step results pass the two golden
+  checks, the torch checks are skipped, and the planted mistake fails with its formula;
+* an implementation may give its results as a folder; one that covers no case fails.
 """
 
 from __future__ import annotations
@@ -190,3 +192,20 @@ def test_a_numpy_project_runs_the_golden_checks_without_torch(tmp_path):
     assert "np has no step: step_is_scheme needs it" in out
     assert "np.records does not cover 6 of 12 golden cases" in out  # a warning, not a failure
     assert "ModuleNotFoundError" not in out and "import of torch halted" not in out
+
+
+def test_records_and_one_step_from_a_folder(tmp_path):
+    for label in ("jc", "gs", "partial"):
+        (tmp_path / "quartic" / label).mkdir(parents=True)
+        shutil.copy(
+            os.path.join(GOLDEN_DIR, "quartic", label, "records.csv"), tmp_path / "quartic" / label
+        )
+    shutil.copy(os.path.join(GOLDEN_DIR, "quartic", "one_step.json"), tmp_path / "quartic")
+    mine = Implementation(records=str(tmp_path), one_step=tmp_path, name="folder")
+    for check, uncovered in (("golden_records", "records does not cover 9 of 12"),
+                             ("golden_one_step", "one_step does not cover 3 of 4")):
+        with pytest.warns(UserWarning, match=f"folder.{uncovered} golden cases"):
+            CHECK[check](mine)
+    empty = Implementation(records=str(tmp_path / "nowhere"), name="empty")
+    with pytest.raises(AssertionError, match="empty.records covers none of the 12 golden cases"):
+        CHECK["golden_records"](empty)
