@@ -25,8 +25,10 @@ UV     := $(VENV)/bin/uv
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt Makefile
+$(STAMP): pyproject.toml constraints.txt Makefile setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# an egg-info in the root from before setup.py wrote it to build/ would go stale there
+	rm -rf crosscurv.egg-info
 	# torch first and exactly pinned, by pip: 2.13.0 is the local CPU build here, which only pip's configuration finds
 	$(PY) -m pip install -q --no-compile torch==2.13.0
 	# the other packages at the versions of constraints.txt (torch installed above satisfies its pin, so it stays):
@@ -151,6 +153,7 @@ rounding: $(STAMP)
 docs: $(STAMP)
 	rm -rf build/api && mkdir -p build/api/crosscurv
 	for f in __init__.py __main__.py; do ln -s ../../../crosscurv/$$f build/api/crosscurv/$$f; done
+	ln -s ../../../crosscurv/testing build/api/crosscurv/testing
 	for l in theory numeric experiments; do ln -s ../../../$$l build/api/crosscurv/$$l; done
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 

@@ -3,7 +3,7 @@
 Plain functions raising :class:`AssertionError` with the evidence in the
 message (pytest shows it), so they work in any test runner::
 
-    from crosscurv.numeric.testing import assert_observed_order, assert_step_is, assert_records_match
+    from crosscurv.testing import assert_observed_order, assert_step_is
 
     def test_my_alternating_lora_step():
         assert_step_is(my_step, my_task, "gs:B,A")      # exact GS, B then A
@@ -13,9 +13,6 @@ message (pytest shows it), so they work in any test runner::
         errors = [abs(my_gap(e) - my_estimate(e)) for e in etas]
         assert_observed_order(errors, etas, 3, floor=1e-14)
 
-    def test_my_records():
-        assert_records_match("out/records.csv", "golden/quadratic/gs")
-
 * :func:`assert_observed_order` -- errors on a step-size grid shrink at the
   stated order (pyadjoint's Taylor test: pairwise rates, least-squares
   slope, points below a round-off floor *dropped*, not tolerated).
@@ -23,9 +20,10 @@ message (pytest shows it), so they work in any test runner::
   delay pattern (agreement to round-off at every state and step size; a
   step that agrees only to ``O(eta^2)`` fails, and the message shows the
   error table against every candidate scheme).
-* :func:`assert_records_match` -- records agree with a reference run.
 
-:mod:`crosscurv.testing` re-exports them beside the checks of the paper (its pytest plugin).
+:mod:`crosscurv.testing` is their public home: it exports them beside the checks of the paper
+(its pytest plugin) and ``assert_records_match`` (records against a golden case, the verdict of
+``validate-records``).
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from crosscurv.theory.patterns import DelayPattern
 
 from .orders import OrderStudy, observe_order
 
-__all__ = ["assert_observed_order", "assert_step_is", "assert_records_match"]
+__all__ = ["assert_observed_order", "assert_step_is"]
 
 
 def assert_observed_order(
@@ -139,55 +137,3 @@ def assert_step_is(
     if not report.ok:
         raise AssertionError(f"step does not perform {report.declared_label}: {report.verdict()}\n\n{report.text()}")
     return report
-
-
-def assert_records_match(
-    theirs: str | Mapping[str, Sequence],
-    reference: str | Mapping[str, Sequence],
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    dtype: str | None = None,
-    columns: Sequence[str] | None = None,
-):
-    """Assert that records agree with a reference (what ``crosscurv validate-records`` checks).
-
-    Args:
-        theirs: a records CSV path or ``{column: values}`` with ``k``.
-        reference: a run directory (``records.csv`` + ``summary.json``), a
-            records CSV path, or ``{column: values}``.
-        rtol, atol: tolerances (default: by ``dtype``, see
-            :data:`crosscurv.numeric.record_comparison.TOLERANCES`; ``atol`` is scaled by the
-            reference's largest loss).
-        dtype: ``"float64"``/``"float32"``; default: the reference summary's,
-            else float64.
-        columns: columns to compare (default all but ``k``).
-
-    Returns:
-        the :class:`crosscurv.numeric.record_comparison.RecordsComparison`.
-    """
-    import os
-
-    from .records import FIELDS, CORE_FIELDS, read_columns, read_summary
-    from .record_comparison import OPTIONAL_COLUMNS, compare_records, compared_columns, reference_tolerances
-
-    if isinstance(theirs, str):
-        t = (read_columns(theirs, ["k"] + list(columns)) if columns
-             else read_columns(theirs, list(CORE_FIELDS), optional=OPTIONAL_COLUMNS))
-    else:
-        t = theirs
-    if isinstance(reference, str):
-        if os.path.isdir(reference):
-            summ = os.path.join(reference, "summary.json")
-            if dtype is None and os.path.exists(summ):
-                dtype = (read_summary(summ).get("settings") or {}).get("dtype")
-            reference = os.path.join(reference, "records.csv")
-        r = read_columns(reference, list(CORE_FIELDS), optional=[f for f in FIELDS if f not in CORE_FIELDS])
-    else:
-        r = reference
-    cols = compared_columns(t, r, columns)
-    tol = reference_tolerances(r, dtype, cols, rtol=rtol, atol=atol)
-    comp = compare_records(t, r, tolerances=tol, columns=cols)
-    if not comp.ok:
-        raise AssertionError(comp.summary() + "\n" + comp.text())
-    return comp

@@ -111,7 +111,7 @@ def test_the_site_builds_strictly(tmp_path):
     """``make docs``' build: MkDocs in strict mode, so a broken link, anchor or API reference fails."""
     api = tmp_path / "api" / "crosscurv"
     api.mkdir(parents=True)
-    for name in ("__init__.py", "__main__.py"):
+    for name in ("__init__.py", "__main__.py", "testing"):
         (api / name).symlink_to(REPO / "crosscurv" / name)
     for layer in ("theory", "numeric", "experiments"):
         (api / layer).symlink_to(REPO / layer)

@@ -1,12 +1,13 @@
 """The checks an implementation must pass: statements of the paper, measured on its functions.
 
 Every check is a :class:`Check`, called with an :class:`~crosscurv.testing.Implementation` (or any
-object with ``step`` and optionally ``cross_curvature`` and ``protocol``); it returns nothing or
-raises :class:`AssertionError` whose message is the evidence: the step-identification table, or
-the remainders on the step-size grid ``eta_k = eta0 2^-k`` with their pairwise observed orders
-``log2(r_k / r_{k+1})`` and ``r / eta^p`` (as pyadjoint's Taylor test prints its convergence
-rates), with crosscurv's own numbers on the same problem beside them. A check whose function the
-implementation lacks is skipped (``pytest.skip``) with the name of that function.
+object with some of ``step``, ``cross_curvature``, ``protocol``, ``records``, ``one_step``); it
+returns nothing or raises :class:`AssertionError` whose message is the evidence: the
+step-identification table, or the remainders on the step-size grid ``eta_k = eta0 2^-k`` with
+their pairwise observed orders ``log2(r_k / r_{k+1})`` and ``r / eta^p`` (as pyadjoint's Taylor
+test prints its convergence rates), with crosscurv's own numbers on the same problem beside them,
+or the verdict of ``validate-records``. A check whose function the implementation lacks is skipped
+(``pytest.skip``) with the name of that function.
 
 * ``step_is_scheme``: ``step`` performs the scheme of every pattern it is given (JC, GS in two
   orders, a chain, a partial pattern): equal to crosscurv's step to round-off at a seeded state and
@@ -21,9 +22,14 @@ implementation lacks is skipped (``pytest.skip``) with the name of that function
 * ``gs_order_invariance``: two full GS orders, ``L_GS(o1) - L_GS(o2) = O(eta^3)`` after one
   ``step`` (both have ``C_S = C_cross / 2``, Corollary 1): observed order >= 3 - 0.2, and not zero
   where crosscurv's orders differ;
-* ``golden_records``: ``protocol`` on the golden cases (``crosscurv golden``: four problems x JC,
-  GS, partial) agrees with crosscurv's records within the tolerances of ``validate-records``, in
-  every column ``protocol`` returns.
+* ``golden_records``: ``records`` (plain data, no torch), else ``protocol``, on the golden cases
+  (four problems x JC, GS, partial) agrees with crosscurv's records: the verdict of
+  ``validate-records``, with its formula-level diagnoses (:mod:`crosscurv.testing.golden`);
+* ``golden_one_step``: ``one_step`` (plain data, no torch), else ``step`` and ``cross_curvature``,
+  agrees with the golden ``one_step.json`` of each case.
+
+The first, second and fifth check call ``step`` on crosscurv's (torch) tasks, the third and fourth
+``protocol``; the golden checks need no torch when given plain data.
 
 The problems (:func:`check_problems`) are small float64 ones fixed by seed: a quartic polynomial
 over blocks of sizes (2, 1, 2) and a tanh MLP 3-4-2 with its four tensors in three blocks.
@@ -31,15 +37,19 @@ over blocks of sizes (2, 1, 2) and a tanh MLP 3-4-2 with its four tensors in thr
 
 from __future__ import annotations
 
-import atexit
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
 
+from .golden import (
+    GOLDEN_CASES,
+    GOLDEN_LABELS,
+    check_golden_one_step,
+    check_golden_records,
+    golden_dir,
+    set_golden_dir,
+)
 from .implementation import (
     Implementation,
     as_implementation,
@@ -59,6 +69,9 @@ __all__ = [
     "check_cumulative_order",
     "check_gs_order_invariance",
     "check_golden_records",
+    "check_golden_one_step",
+    "GOLDEN_CASES",
+    "GOLDEN_LABELS",
 ]
 
 #: Points of every step-size grid ``eta0 2^-k``, ``k = 0..GRID-1``.
@@ -75,9 +88,6 @@ STEP_PATTERNS = ("jc", "gs", "gs:3,2,1", "chain", "3<-1")
 ONE_STEP_PATTERNS = ("gs", "chain", "3<-1")
 TRAJECTORY_PATTERNS = ("gs", "3<-1")
 GS_ORDER_PAIRS = (((0, 1, 2), (2, 1, 0)), ((0, 1, 2), (1, 2, 0)))
-#: The golden cases of the paper's protocol (plain block-gradient steps) and their patterns.
-GOLDEN_CASES = ("quadratic", "quartic", "tiny_mlp", "lora_bilinear")
-GOLDEN_LABELS = ("jc", "gs", "partial")
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,8 @@ class Check:
     Attributes:
         name: the test id part (``step_is_scheme``...).
         run: ``run(implementation)``, the check itself.
-        needs: the implementation's functions it calls besides ``step``; missing -> skipped.
+        needs: the implementation's functions it calls, each ``"a"`` or ``"a|b"`` (either one);
+            one missing -> skipped.
         statement: what it asserts, in one line.
     """
 
@@ -99,13 +110,14 @@ class Check:
     def __call__(self, implementation) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the evidence, not this frame
         impl = as_implementation(implementation)
-        missing = [n for n in self.needs if getattr(impl, n) is None]
+        missing = [
+            n for n in self.needs if all(getattr(impl, a) is None for a in n.split("|"))
+        ]
         if missing:
             import pytest
 
-            pytest.skip(
-                f"{impl.name} has no {', '.join(missing)}: {self.name} needs it ({self.statement})"
-            )
+            what = ", ".join(n.replace("|", " or ") for n in missing)
+            pytest.skip(f"{impl.name} has no {what}: {self.name} needs it ({self.statement})")
         self.run(impl)
 
     def __repr__(self) -> str:
@@ -378,77 +390,17 @@ def check_gs_order_invariance(impl: Implementation) -> None:
     )
 
 
-# --------------------------------------------------------------------------------------------------
-# golden cases
-# --------------------------------------------------------------------------------------------------
-_GOLDEN = {"dir": None, "written": None}
-
-
-def set_golden_dir(path: str | None) -> None:
-    """Use the golden folder ``path`` (from ``crosscurv golden --out``; ``None``: write one)."""
-    _GOLDEN["dir"] = os.fspath(path) if path is not None else None
-
-
-def golden_dir() -> str:
-    """The golden folder the checks read: the one set by :func:`set_golden_dir` (the plugin's
-    ``--crosscurv-golden DIR``), else the cases of :data:`GOLDEN_CASES` written once per process
-    into a temporary folder (removed at exit) by
-    :func:`crosscurv.experiments.conformance.golden.write_golden`."""
-    if _GOLDEN["dir"] is not None:
-        return _GOLDEN["dir"]
-    if _GOLDEN["written"] is None:
-        from crosscurv.experiments.conformance.golden import write_golden
-
-        tmp = tempfile.mkdtemp(prefix="crosscurv-golden-")
-        atexit.register(shutil.rmtree, tmp, True)
-        write_golden(os.path.join(tmp, "golden"), cases=list(GOLDEN_CASES))
-        _GOLDEN["written"] = os.path.join(tmp, "golden")
-    return _GOLDEN["written"]
-
-
-def check_golden_records(impl: Implementation) -> None:
-    """``impl.protocol`` on every golden case agrees with crosscurv's records (validate-records)."""
-    __tracebackhide__ = True
-    from crosscurv.experiments.conformance.golden import load_case
-    from crosscurv.numeric.record_comparison import TOLERANCES
-    from crosscurv.numeric.records import FIELDS
-    from crosscurv.numeric.testing import assert_records_match
-
-    root = golden_dir()
-    failures, n = [], 0
-    for name in GOLDEN_CASES:
-        case, task = load_case(os.path.join(root, name))
-        for label in GOLDEN_LABELS:
-            n += 1
-            pattern = _pattern(task, case.patterns[label])
-            theirs = records_columns(impl.protocol(task, pattern, case.lr, case.iters))
-            # every column they return that validate-records compares
-            columns = [c for c in FIELDS if c in theirs and c in TOLERANCES["float64"]]
-            try:
-                assert_records_match(theirs, os.path.join(root, name, label), columns=columns)
-            except AssertionError as exc:
-                failures.append(
-                    f"golden {name}/{label} (S = {case.patterns[label]}, lr = {case.lr:g}, "
-                    f"K = {case.iters}, reference {os.path.join(root, name, label)}):\n{exc}"
-                )
-    _fail(
-        f"{impl.name}.protocol disagrees with crosscurv's records on {len(failures)} of {n} "
-        "golden cases:",
-        failures,
-    )
-
-
 CHECKS = (
     Check(
         "step_is_scheme",
         check_step_is_scheme,
-        (),
+        ("step",),
         "the step performs exactly the scheme of its pattern",
     ),
     Check(
         "one_step_remainder",
         check_one_step_remainder,
-        (),
+        ("step",),
         "L_S - L_JC - eta^2 C_S = O(eta^3), Theorem 1",
     ),
     Check(
@@ -466,13 +418,19 @@ CHECKS = (
     Check(
         "gs_order_invariance",
         check_gs_order_invariance,
-        (),
+        ("step",),
         "two full GS orders agree to O(eta^3), Corollary 1",
     ),
     Check(
         "golden_records",
         check_golden_records,
-        ("protocol",),
-        "the protocol's records agree with the golden cases",
+        ("protocol|records",),
+        "the records agree with the golden cases",
+    ),
+    Check(
+        "golden_one_step",
+        check_golden_one_step,
+        ("step|one_step",),
+        "the one-step quantities agree with the golden cases",
     ),
 )

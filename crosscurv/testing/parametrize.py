@@ -32,8 +32,9 @@ def parametrize_with_checks(
 
     Args:
         implementations: one implementation or a list of them:
-            :class:`~crosscurv.testing.Implementation` or any object or module with ``step`` (and
-            optionally ``cross_curvature``, ``protocol``, ``name``).
+            :class:`~crosscurv.testing.Implementation` or any object or module with some of
+            ``step``, ``cross_curvature``, ``protocol``, ``records``, ``one_step`` (and optionally
+            ``name``).
         checks: the names of the checks to run (default all of
             :data:`crosscurv.testing.checks.CHECKS`).
         expected_failures: ``{check name: reason}``: those checks are marked

@@ -4,7 +4,7 @@ Loaded by pytest in every environment where crosscurv is installed; it imports n
 It adds
 
 * the option ``--crosscurv-golden DIR``: the golden folder (``crosscurv golden --out DIR``) the
-  check ``golden_records`` compares with, instead of writing the cases once per test process;
+  checks ``golden_records`` and ``golden_one_step`` compare with, instead of the shipped cases;
 * the fixture ``crosscurv_golden``: the path of that folder, for tests of your own;
 * a line in the report header when a test uses :func:`crosscurv.testing.parametrize_with_checks`.
 """
@@ -22,8 +22,8 @@ def pytest_addoption(parser):
         "--crosscurv-golden",
         metavar="DIR",
         default=None,
-        help="golden folder written by `crosscurv golden --out DIR` for the golden_records check "
-        "(default: the cases are written once per test process into a temporary folder)",
+        help="golden folder written by `crosscurv golden --out DIR` for the golden checks "
+        "(default: the cases shipped with crosscurv)",
     )
 
 
@@ -35,7 +35,7 @@ def pytest_configure(config):
                 f"--crosscurv-golden {path}: no index.json there; write the folder with "
                 f"`crosscurv golden --out {path}`"
             )
-        from .checks import set_golden_dir
+        from .golden import set_golden_dir
 
         set_golden_dir(path)
 
@@ -62,7 +62,7 @@ def _is_check(item) -> bool:
 
 @pytest.fixture(scope="session")
 def crosscurv_golden():
-    """The golden folder of the ``golden_records`` check (``--crosscurv-golden``, or written)."""
-    from .checks import golden_dir
+    """The golden folder of the golden checks (``--crosscurv-golden``, else the shipped one)."""
+    from .golden import golden_dir
 
     return golden_dir()

@@ -21,6 +21,10 @@ case) raises :class:`crosscurv.theory.errors.InputError` (the command line's exi
     assert verdict.ok, verdict.text()
     verdict = check_one_step({"patterns": {"gs": {"C_S": my_cs, "eta2_estimate": my_eta2}}},
                              "golden:quadratic")
+
+:func:`assert_records_match` and :func:`assert_one_step_match` are the same checks as assertions
+for tests (exported by :mod:`crosscurv.testing`): they raise :class:`AssertionError` with the
+verdict, its diagnoses first.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ __all__ = [
     "as_columns",
     "check_records",
     "check_one_step",
+    "assert_records_match",
+    "assert_one_step_match",
     "TERMS_FILE",
     "ONE_STEP_FILE",
 ]
@@ -223,6 +229,58 @@ def check_one_step(theirs, reference: str, *, rtol: float | None = None):
     comp = compare_one_step(theirs, expected, rtol=rtol)
     comp.where = f"{ONE_STEP_FILE} of {reference}"
     return comp
+
+
+def _assertion_text(verdict) -> str:
+    """The verdict of a failed check: its summary and diagnoses first, then the table."""
+    if not hasattr(verdict, "table"):  # a one-step comparison: its text is its table
+        return "DISAGREE: " + verdict.summary() + "\n\n" + verdict.text()
+    lines = ["DISAGREE: " + verdict.summary()]
+    lines += ["diagnosis: " + d for d in verdict.diagnoses]
+    lines += ["note: " + n for n in verdict.notes]
+    return "\n".join(lines + ["", verdict.table()])
+
+
+def assert_records_match(
+    theirs,
+    reference: str,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    columns: Sequence[str] | None = None,
+):
+    """Assert that their records agree with a reference run folder (:func:`check_records`).
+
+    Args:
+        theirs, reference, rtol, atol, columns: as :func:`check_records` (``reference``: a run
+            folder or ``golden:<case>/<label>``).
+
+    Returns:
+        the :class:`crosscurv.numeric.record_comparison.RecordsComparison` (when they agree).
+
+    Raises:
+        AssertionError: the verdict (first disagreement, diagnoses, the table of columns).
+        RecordsError: bad input.
+    """
+    __tracebackhide__ = True
+    verdict = check_records(theirs, reference, rtol=rtol, atol=atol, columns=columns)
+    if not verdict.ok:
+        raise AssertionError(_assertion_text(verdict))
+    return verdict
+
+
+def assert_one_step_match(theirs, reference: str, *, rtol: float | None = None):
+    """Assert that their one-step quantities agree with a golden case (:func:`check_one_step`).
+
+    Raises:
+        AssertionError: the verdict (first disagreement, diagnoses, the table of quantities).
+        RecordsError: bad input.
+    """
+    __tracebackhide__ = True
+    verdict = check_one_step(theirs, reference, rtol=rtol)
+    if not verdict.ok:
+        raise AssertionError(_assertion_text(verdict))
+    return verdict
 
 
 def _json(text: str, where: str) -> dict:

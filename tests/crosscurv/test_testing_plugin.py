@@ -34,8 +34,8 @@ def test_the_example_project_is_green():
     proc = _pytest(os.path.join(ROOT, "examples", "plugin_user"), "--hypothesis-seed=0")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    assert "crosscurv.testing: 6 check test(s) of 6 checks" in out
-    assert "7 passed" in out
+    assert "crosscurv.testing: 7 check test(s) of 7 checks" in out
+    assert "8 passed" in out
 
 
 WRONG = '''
@@ -75,3 +75,19 @@ def test_a_wrong_project_is_red_with_one_failing_test_per_check(tmp_path):
     assert "verdict: matches jc; it does NOT perform the declared pattern gs" in out
     assert "L_S - L_JC - eta^2 C_S: expected order 3" in out and "least-squares order 2.0" in out
     assert "the two orders give the same loss to round-off" in out
+
+
+def test_the_entry_point_is_seen_from_the_repository_root():
+    # python -m pytest from the root puts the root on sys.path: an egg-info there (setup.py writes
+    # it to build/) would shadow the installed distribution's pytest11 entry point
+    code = (
+        "import importlib.metadata as m; "
+        "print([e.value for e in m.entry_points(group='pytest11') if e.name == 'crosscurv'])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.strip() == "['crosscurv.testing.plugin']", (
+        f"{proc.stdout}{proc.stderr}: a stale crosscurv.egg-info in {ROOT}? "
+        "(make install removes it)"
+    )

@@ -11,8 +11,7 @@ import torch
 from crosscurv.experiments.problems.toys import coupled_spd, quartic_ridge_loss
 from crosscurv.numeric import Task
 from crosscurv.numeric.steps import scheme_step
-from crosscurv.numeric.testing import assert_observed_order, assert_records_match, assert_step_is
-from crosscurv.numeric.record_comparison import TOLERANCES
+from crosscurv.numeric.testing import assert_observed_order, assert_step_is
 from crosscurv.theory.patterns import gauss_seidel, parse_pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -93,18 +92,3 @@ def test_assert_step_is_rejects_mislabelled_lora():
         assert_step_is(step, task, "gs:B,A")
 
 
-def test_assert_records_match(tmp_path):
-    from crosscurv.experiments.conformance.golden import write_golden
-
-    write_golden(str(tmp_path / "g"), ["quadratic"])
-    ref_dir = str(tmp_path / "g" / "quadratic" / "gs")
-    comp = assert_records_match(os.path.join(ref_dir, "records.csv"), ref_dir)
-    assert comp.ok and {c: t[0] for c, t in comp.tolerances.items()} == {c: TOLERANCES["float64"][c][0] for c in comp.tolerances}
-    lines = open(os.path.join(ref_dir, "records.csv")).read().splitlines()
-    head, rows = lines[0], lines[1:]
-    # off-by-one in k: rows numbered from 0
-    shifted = [head] + [",".join([str(int(r.split(",")[0]) - 1)] + r.split(",")[1:]) for r in rows]
-    bad = tmp_path / "bad.csv"
-    bad.write_text("\n".join(shifted) + "\n")
-    with pytest.raises(AssertionError, match="shifted by one iteration"):
-        assert_records_match(str(bad), ref_dir)
