@@ -12,7 +12,29 @@ import statistics
 import time
 from typing import Sequence
 
-__all__ = ["plain_seconds", "trying_note"]
+__all__ = ["plain_losses", "plain_seconds", "trying_note"]
+
+
+def plain_losses(task, pattern, lr: float, iters: int) -> list[float]:
+    """``[L(theta_S^k) for k = 0..iters]`` by exact scheme steps from ``task.params`` (plain training of ``S``;
+    a non-finite loss ends the list)."""
+    import math
+
+    from crosscurv.theory.patterns import as_pattern
+
+    from .hvp import grad
+    from .steps import scheme_step
+
+    pat = as_pattern(pattern, task.n_blocks, task.block_names)
+    theta, out = dict(task.params), []
+    for k in range(iters + 1):
+        value, g = grad(task.loss, theta)
+        out.append(float(value))
+        if not math.isfinite(out[-1]):
+            break
+        if k < iters:
+            theta = scheme_step(task, theta, pat, lr, grad_at_params=g)
+    return out
 
 
 def plain_seconds(task, patterns: Sequence, lr: float, steps: int = 3) -> dict:
