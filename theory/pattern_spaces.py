@@ -9,8 +9,9 @@ A pattern ``S`` over ``N`` blocks is a 0/1 vector over the ``P = N(N-1)`` ordere
   partition ``B_1, ..., B_m``; blocks of one stage update together from the same state, the stages in
   sequence): ``S = {(i, j) : stage(j) < stage(i)}``.  ``sum_{m <= D} m! S(N, m)`` patterns (Fubini numbers:
   545,835 for ``N = 8``); ``stages`` is ``stages:N`` and contains every GS order (``m = N``) and JC (``m = 1``);
-* ``all``: every acyclic pattern (labelled DAGs: 25, 543, 29,281 for ``N = 3, 4, 5``), enumerated for
-  ``N <= 5`` (:data:`MAX_ALL_EXHAUSTIVE`).
+* ``all``: every acyclic pattern (labelled DAGs: 25, 543, 29,281 for ``N = 3, 4, 5``; 7.8 x 10^11 for
+  ``N = 8``), enumerated for ``N <= 5`` (:data:`MAX_ALL_EXHAUSTIVE`); beyond, the space holds the stage
+  arrangements (kind :data:`LOCAL`) and the search descends from them into the acyclic patterns.
 
 Each space is a :class:`PatternSpace`: the boolean matrix ``S`` (``n_patterns x P``), the number of
 sequential stages of each pattern (``depth``: the longest chain of the dependency graph, in blocks; the
@@ -33,8 +34,11 @@ from .errors import InputError
 from .patterns import DelayPattern
 
 __all__ = ["SpaceError", "PatternSpace", "pair_list", "parse_space", "orders", "stages", "all_acyclic",
-           "depth_of", "MAX_ALL_EXHAUSTIVE", "MAX_PATTERNS"]
+           "depth_of", "MAX_ALL_EXHAUSTIVE", "MAX_PATTERNS", "DAG_COUNTS", "LOCAL"]
 
+#: ``kind`` of the space ``all`` beyond :data:`MAX_ALL_EXHAUSTIVE` blocks: the stage arrangements, from which
+#: the search descends into the acyclic patterns pair by pair (:func:`crosscurv.numeric.pattern_search.search`).
+LOCAL = "all (local search)"
 #: Most patterns a space is enumerated with (545,835 stage arrangements of 8 blocks fit; 9 blocks' do not).
 MAX_PATTERNS = 1_000_000
 #: Largest ``N`` for which ``all`` enumerates every acyclic pattern (29,281 for ``N = 5``; 3.8 million at 6).
@@ -77,7 +81,7 @@ class PatternSpace:
     @property
     def spec(self) -> str:
         """The command-line spelling of the space (``orders``, ``stages:3``, ``all``)."""
-        return f"stages:{self.max_stages}" if self.kind == "stages" else self.kind
+        return {"stages": f"stages:{self.max_stages}", LOCAL: "all"}.get(self.kind, self.kind)
 
     def name(self, r: int) -> str:
         """Pattern ``r`` spelled for :func:`crosscurv.theory.patterns.parse_pattern`: ``jc``, ``gs:ORDER`` for a
@@ -162,13 +166,14 @@ def stages(n_blocks: int, max_stages: int | None = None) -> PatternSpace:
 
 
 def depth_of(n_blocks: int, members: np.ndarray) -> np.ndarray:
-    """Sequential stages of each pattern row: the longest chain of its dependency graph, in blocks."""
+    """Sequential stages of each pattern row: the longest chain of its dependency graph, in blocks;
+    ``N + 1`` for a row with a cycle (not a pattern)."""
     pairs = pair_list(n_blocks)
     level = np.ones((members.shape[0], n_blocks), dtype=np.int64)
-    for _ in range(n_blocks - 1):  # Bellman-Ford on a DAG: N - 1 rounds settle every chain
+    for _ in range(n_blocks):  # longest paths: N - 1 rounds settle every chain, a cycle keeps growing
         for p, (i, j) in enumerate(pairs):
             np.maximum(level[:, i], np.where(members[:, p], level[:, j] + 1, 1), out=level[:, i])
-    return level.max(axis=1)
+    return np.minimum(level.max(axis=1), n_blocks + 1)
 
 
 def all_acyclic(n_blocks: int) -> PatternSpace:
@@ -192,6 +197,11 @@ def all_acyclic(n_blocks: int) -> PatternSpace:
     return PatternSpace("all", n, n, members, depth_of(n, members))
 
 
+#: Labelled DAGs on ``N`` nodes (OEIS A003024): the size of ``all``.
+DAG_COUNTS = (1, 1, 3, 25, 543, 29281, 3781503, 1138779265, 783702329343, 1213442454842881,
+              4175098976430598143)
+
+
 def parse_space(spec: str, n_blocks: int) -> PatternSpace:
     """``orders``, ``stages`` / ``stages:D`` or ``all`` as a :class:`PatternSpace` over ``n_blocks`` blocks.
 
@@ -203,6 +213,10 @@ def parse_space(spec: str, n_blocks: int) -> PatternSpace:
     if kind == "orders" and not sep:
         return orders(n_blocks)
     if kind == "all" and not sep:
+        if n_blocks > MAX_ALL_EXHAUSTIVE:
+            space = stages(n_blocks)
+            space.kind = LOCAL
+            return space
         return all_acyclic(n_blocks)
     if kind == "stages":
         if not sep:

@@ -13,7 +13,8 @@ most ``D`` stages:
   (40,320); trained: the named front, the 5 best predicted patterns of the largest budget and a seeded
   random sample of the space, so "best measured" is the best of those.
 
-Per budget: ``regret`` = measured gap of the named pattern minus the best measured gap (0: the named pattern
+Per budget ``D`` (every number of stages the space reaches; the named pattern is JC where nothing with at
+most ``D`` stages is predicted below it): ``regret`` = measured gap of the named pattern minus the best measured gap (0: the named pattern
 is the best), ``rank`` of the named pattern among the measured ones, ``spread`` = worst minus best measured
 gap in the class (what a random choice risks), and whether the choice was certified and right.
 
@@ -66,7 +67,7 @@ def _class_rows(front, measured: dict, depth_of: dict) -> list[dict]:
     """Per budget of the front: the named pattern against the measured ones with at most that many stages."""
     rows = []
     for f in front:
-        if f["stages"] == 1 or not f["on_front"]:
+        if f["stages"] == 1:
             continue
         d = f["stages"]
         cls = {n: g for n, g in measured.items() if depth_of[n] <= d and math.isfinite(g)}
@@ -111,7 +112,8 @@ def validate_problem(label: str, task, lr: float, iters: int, space: str, sample
                 names[n] = int(np.flatnonzero((sp.members == key).all(axis=1))[0])
     t1 = time.process_time()
     jc = plain_losses(task, "jc", lr, K)[-1]
-    measured = {"jc": 0.0}
+    in_space = bool((~sp.members.any(axis=1)).any())  # JC is a member (stages, all), not of orders
+    measured = {"jc": 0.0} if in_space else {}
     depth = {"jc": 1}
     for n, r in names.items():
         if n == "jc":

@@ -11,7 +11,7 @@ import torch
 from crosscurv.numeric import Task
 from crosscurv.numeric.advice import advise
 from crosscurv.numeric.pair_records import pair_run, predict
-from crosscurv.numeric.pattern_search import best_per_depth, search
+from crosscurv.numeric.pattern_search import best_per_depth, local_descent, search
 from crosscurv.theory.pattern_spaces import all_acyclic, pair_list, stages
 
 SIZES = (2, 1, 2)
@@ -138,3 +138,25 @@ def test_search_certifies_its_front_with_advise_and_agrees_with_it():
             assert math.isfinite(row["error"]) and row["certified"] in (True, False)
     assert "over 13 patterns (stages:3)" in res.recommendation
     assert res.cost["pair_run_s"] > 0 and res.cost["plain_pattern_s"] > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_local_descent_improves_the_stage_start_to_a_single_pair_local_minimum(seed):
+    n = 5
+    space, full = stages(n), all_acyclic(n)
+    P = len(pair_list(n))
+    rng = np.random.default_rng(10 + seed)
+    lin = rng.normal(size=P)
+    a = rng.normal(size=(P, P)) * 0.3
+    gram = a + a.T
+    vals = predict(full.members, lin, gram)
+    index = {tuple(r): i for i, r in enumerate(full.members)}
+    for d, (b, v, _, _) in best_per_depth(space, lin, gram).items():
+        row, value, _, _, moves = local_descent(n, lin, gram, space.members[b], d)
+        assert value <= v + 1e-12
+        assert value >= vals[full.depth <= d].min() - 1e-12  # not below the global minimum
+        for p in range(P):  # no acyclic neighbour within the budget is lower
+            nb = row.copy()
+            nb[p] = not nb[p]
+            if tuple(nb) in index and full.depth[index[tuple(nb)]] <= d:
+                assert vals[index[tuple(nb)]] >= value - 1e-12

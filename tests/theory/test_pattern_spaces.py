@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from crosscurv.theory.pattern_spaces import (SpaceError, all_acyclic, depth_of, orders, pair_list, parse_space,
+from crosscurv.theory.pattern_spaces import (LOCAL, SpaceError, all_acyclic, depth_of, orders, pair_list, parse_space,
                                              stages)
 from crosscurv.theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, parse_pattern
 
@@ -69,7 +69,8 @@ def test_bad_spaces(spec, msg):
 
 def test_all_beyond_five_blocks_and_too_large_spaces_are_refused():
     with pytest.raises(SpaceError, match="N <= 5"):
-        parse_space("all", 6)
+        all_acyclic(6)
+    assert parse_space("all", 6).kind == LOCAL and parse_space("all", 6).spec == "all"
     with pytest.raises(SpaceError, match="patterns"):
         parse_space("stages", 9)
     assert len(parse_space("stages:2", 9)) == _fubini(9, 2)

@@ -88,12 +88,20 @@ def execute(args):
     if args.search is not None:
         return _search(args, task, lr, iters, setup)
     progress = _Progress(int(iters), f"advise {task.name}")
+    import time
+
+    t0 = time.process_time()
     try:
         adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume, hvp_method=args.hvp,
                      seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress,
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
+    if not args.resume and setup.plain and adv.per_iteration:  # priced against trying the candidates
+        from crosscurv.numeric.advice_cost import trying_note
+
+        adv.timing["trying"] = trying_note(task, adv.candidates, lr, len(adv.per_iteration),
+                                           time.process_time() - t0)
     if args.figure:
         adv.figure(args.figure)
     val = None
@@ -165,6 +173,8 @@ def run(args) -> int:
         print(f"{adv.status}: {len(adv.per_iteration)} iterations of {adv.settings.get('task')}, "
               f"{len(adv.candidates)} candidates ({', '.join(adv.candidates)}); records in {out}")
         print(adv.recommendation)
+        if adv.timing.get("trying"):
+            print(adv.timing["trying"])
         if val is not None:
             a, c, d = val["agree_all"], val["agree_certified"], val["agree_decided"]
             print(f"validation: advised best = measured best at {a[0]}/{a[1]} iterations, {c[0]}/{c[1]} certified, "
