@@ -152,6 +152,8 @@ def pair_run(task, lr: float, iters: int, *, progress: Callable[[int, int], None
     lin, gram, curv, losses = [], [], [], []
     status, message = "complete", ""
     lr2 = lr * lr
+    pi_idx = torch.tensor([i for i, _ in pairs], dtype=torch.long)
+    pj_idx = torch.tensor([j for _, j in pairs], dtype=torch.long)
 
     def directions(g: torch.Tensor) -> torch.Tensor:
         V = torch.zeros((n + P, at), dtype=g.dtype, device=g.device)
@@ -171,13 +173,8 @@ def pair_run(task, lr: float, iters: int, *, progress: Callable[[int, int], None
             lin.append((U @ g).double().numpy())
             q = (U @ hu.T).double()
             gram.append((0.5 * (q + q.T)).numpy())
-            c = torch.zeros(P, dtype=torch.float64)
-            for i, (a, b) in enumerate(span):  # c_ij = g_i . (H E_j g)_i for every j
-                cij = (hcol[:, a:b] @ g[a:b]).double()
-                for p, (pi, pj) in enumerate(pairs):
-                    if pi == i:
-                        c[p] = cij[pj]
-            curv.append(c.numpy())
+            cmat = torch.stack([hcol[:, a:b] @ g[a:b] for a, b in span]).double()  # c_ij = g_i . (H E_j g)_i
+            curv.append(cmat[pi_idx, pj_idx].numpy())
             if progress is not None:
                 progress(k, iters)
         if k < iters:

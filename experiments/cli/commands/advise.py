@@ -54,8 +54,9 @@ def add_arguments(p) -> None:
     p.add_argument("--search", default=None, metavar="SPACE",
                    help="search a whole space of patterns from one JC run: orders (every GS order), stages[:D] "
                         "(every arrangement into at most D sequential stages), all (every acyclic pattern, "
-                        "N <= 5); names the best pattern per number of sequential stages, with errors and "
-                        "certificates for that front (writes search.json into --out)")
+                        "N <= 5, else stage arrangements then single-pair descent); names the best pattern per number of "
+                        "sequential stages, with errors and certificates for that front (writes search.json and "
+                        "pair_records.npz into --out, default runs/search-TASK)")
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="with --search: skip the certification run of the front (errors NaN, nothing certified)")
     p.add_argument("--validate", action="store_true",
@@ -134,6 +135,11 @@ def _search(args, task, lr, iters, setup):
         progress.close()
     os.makedirs(out, exist_ok=True)
     write_summary(os.path.join(out, "search.json"), res.to_json())
+    import numpy as np
+
+    rec = res.records  # every pattern's prediction at every k: s.l^k + 1/2 s^T Q^k s over these pairs
+    np.savez(os.path.join(out, "pair_records.npz"), pairs=np.array(rec.pairs, dtype=np.int64).reshape(-1, 2) + 1,
+             loss_jc=rec.loss_jc, linear=rec.linear, gram=rec.gram, pair_curvature=rec.pair_curvature, lr=rec.lr)
     return res, out, None
 
 
