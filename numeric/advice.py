@@ -579,9 +579,11 @@ def advise(
             ``"adam[:B1,B2,EPS]"``, ``"NAME=FACTOR,..."``): the JC run takes the optimizer's steps and the
             predictions are the optimizer-aware JC-only estimate (module docstring); errors are NaN (the
             embedded pair is derived for plain steps), so nothing is certified.
-        search: ``"orders"``, ``"stages[:D]"`` or ``"all"``: instead of ``patterns``, search that whole space
-            of patterns from one JC run and return a :class:`crosscurv.numeric.pattern_search.SearchResult`
-            (:func:`crosscurv.numeric.pattern_search.search`; ``checks`` certifies its front); plain steps only.
+        search: ``"orders"``, ``"stages[:D]"`` or ``"all"``: instead of ``patterns``, search that
+            whole space of patterns from one JC run and return a
+            :class:`crosscurv.numeric.pattern_search.SearchResult`
+            (:func:`crosscurv.numeric.pattern_search.search`; ``checks`` certifies its front); plain
+            steps only.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -590,12 +592,12 @@ def advise(
 
     if search is not None:
         if patterns is not None or optimizer is not None or block_lr is not None or resume:
-            raise AdviceError("search takes the whole space of patterns from one plain JC run: no patterns, "
-                              "optimizer, block_lr or resume with it")
+            raise AdviceError("search takes the whole space of patterns from one plain JC run: no "
+                              "patterns, optimizer, block_lr or resume with it")
         from .pattern_search import search as search_space
 
-        return search_space(task, lr, iters, search, certify=checks, hvp_method=hvp_method, seed=seed,
-                            progress=progress)
+        return search_space(task, lr, iters, search, certify=checks, hvp_method=hvp_method,
+                            seed=seed, progress=progress)
 
     lr, iters = check_lr(lr), check_iters(iters)
     setup = optimizer_setup(task, optimizer, block_lr)

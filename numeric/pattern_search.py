@@ -1,36 +1,39 @@
-"""The best delay pattern for each parallelism budget, over a whole space of patterns, from one JC run.
+"""The best delay pattern for each parallelism budget, over a whole space of patterns, from one JC
+run.
 
-For a space of patterns (:mod:`crosscurv.theory.pattern_spaces`: every GS order, every arrangement into at
-most ``D`` sequential stages, every acyclic pattern) the JC-only prediction of each pattern ``S`` at every
-``k <= K`` is a sum over its pairs (:mod:`crosscurv.numeric.pair_records`)::
+For a space of patterns (:mod:`crosscurv.theory.pattern_spaces`: every GS order, every arrangement
+into at most ``D`` sequential stages, every acyclic pattern) the JC-only prediction of each pattern
+``S`` at every ``k <= K`` is a sum over its pairs (:mod:`crosscurv.numeric.pair_records`)::
 
     estimate_S^k = sum_{p in S} l_p^k + 1/2 sum_{p, q in S} Q_pq^k,
 
-the same number :func:`crosscurv.numeric.advice.advise` computes for ``S`` as a candidate (to rounding:
-``tests/numeric/test_pattern_search.py``).  One JC run gathers ``l^k, Q^k`` at the cost of ``N^2``
-Hessian-vector products per iteration, whatever the number of patterns; the search then evaluates every
-pattern of the space at ``K`` and names, for each number ``D`` of sequential stages, the pattern with the
-lowest prediction among those with at most ``D`` stages (the Pareto front of predicted gain against
-sequential stages; JC is the one-stage scheme, prediction 0).
+the same number :func:`crosscurv.numeric.advice.advise` computes for ``S`` as a candidate (to
+rounding: ``tests/numeric/test_pattern_search.py``).  One JC run gathers ``l^k, Q^k`` at the cost of
+``N^2`` Hessian-vector products per iteration, whatever the number of patterns; the search then
+evaluates every pattern of the space at ``K`` and names, for each number ``D`` of sequential stages,
+the pattern with the lowest prediction among those with at most ``D`` stages (the Pareto front of
+predicted gain against sequential stages; JC is the one-stage scheme, prediction 0).
 
-Exactness: the space is evaluated exhaustively at ``K``: in float32 first, then every pattern whose float32
-value is within twice a bound on the float32 rounding of the best or runner-up is evaluated again in float64
-(:func:`best_per_depth`), so the named best and runner-up are those of the float64 evaluation.  ``all`` is
-enumerated for ``N <= 5`` (29,281 acyclic patterns; :data:`crosscurv.theory.pattern_spaces.MAX_ALL_EXHAUSTIVE`);
-beyond (7.8 x 10^11 patterns for ``N = 8``) the stage arrangements are searched exhaustively and each budget's
-best is the start of a steepest descent over acyclic patterns, one pair added or removed per move
-(:func:`local_descent`): the named pattern is predicted no worse than the best stage arrangement and no single
-pair improves it, a local minimum without a global guarantee.
+Exactness: the space is evaluated exhaustively at ``K``: in float32 first, then every pattern whose
+float32 value is within twice a bound on the float32 rounding of the best or runner-up is evaluated
+again in float64 (:func:`best_per_depth`), so the named best and runner-up are those of the float64
+evaluation.  ``all`` is enumerated for ``N <= 5`` (29,281 acyclic patterns;
+:data:`crosscurv.theory.pattern_spaces.MAX_ALL_EXHAUSTIVE`); beyond (7.8 x 10^11 patterns for ``N =
+8``) the stage arrangements are searched exhaustively and each budget's best is the start of a
+steepest descent over acyclic patterns, one pair added or removed per move (:func:`local_descent`):
+the named pattern is predicted no worse than the best stage arrangement and no single pair improves
+it, a local minimum without a global guarantee.
 
-Errors and certificates (``certify``): the front's patterns and their runners-up are advised again as
-candidates of :func:`crosscurv.numeric.advice.advise` (the embedded-pair error, the one-step check and the
-regime gate of a single candidate); a budget's choice is certified when the margin of its prediction to the
-runner-up's exceeds the sum of their embedded errors and the advice's gates hold, as for single candidates.
-That run costs what advising those candidates costs (``cost["certify_s"]``).
+Errors and certificates (``certify``): the front's patterns and their runners-up are advised again
+as candidates of :func:`crosscurv.numeric.advice.advise` (the embedded-pair error, the one-step
+check and the regime gate of a single candidate); a budget's choice is certified when the margin of
+its prediction to the runner-up's exceeds the sum of their embedded errors and the advice's gates
+hold, as for single candidates. That run costs what advising those candidates costs
+(``cost["certify_s"]``).
 
-Cost against trying (``cost``): the seconds of the JC run and the evaluation, and the seconds plain training
-of the patterns would take, measured by timing a few exact scheme steps of each front pattern
-(:func:`crosscurv.numeric.advice_cost.plain_seconds`).
+Cost against trying (``cost``): the seconds of the JC run and the evaluation, and the seconds plain
+training of the patterns would take, measured by timing a few exact scheme steps of each front
+pattern (:func:`crosscurv.numeric.advice_cost.plain_seconds`).
 """
 
 from __future__ import annotations
@@ -52,24 +55,33 @@ __all__ = ["SearchResult", "search", "best_per_depth", "local_descent"]
 
 
 def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) -> dict:
-    """For each ``D`` of the space: the best and runner-up pattern with at most ``D`` sequential stages.
+    """For each ``D`` of the space: the best and runner-up pattern with at most ``D`` sequential
+    stages.
 
     Returns:
-        ``{D: (best row, best value, runner-up row or -1, runner-up value or nan)}`` for each ``D`` in
-        ``1..max_stages`` that some pattern reaches; values float64, ties broken by the lower row.
+        ``{D: (best row, best value, runner-up row or -1, runner-up value or nan)}`` for each ``D``
+        in ``1..max_stages`` that some pattern reaches; values float64, ties broken by the lower
+        row.
     """
     P = linear.shape[0]
     m = torch.from_numpy(space.members)
     v32 = torch.empty(len(space), dtype=torch.float32)
     q, lin = torch.from_numpy(gram).float(), torch.from_numpy(linear).float()
     for a in range(0, len(space), 65536):
-        s = m[a:a + 65536].float()
-        v32[a:a + 65536] = s @ lin + 0.5 * ((s @ q) * s).sum(1)
+        s = m[a : a + 65536].float()
+        v32[a : a + 65536] = s @ lin + 0.5 * ((s @ q) * s).sum(1)
     v32 = v32.numpy().astype(np.float64)
     # float32 rounding of s.l + 1/2 s^T Q s: at most ~ (P + 2) eps |terms|, taken with a factor 4
-    bound = 4 * (P + 2) * float(np.finfo(np.float32).eps) * (np.abs(linear).sum() + 0.5 * np.abs(gram).sum())
+    bound = (
+        4
+        * (P + 2)
+        * float(np.finfo(np.float32).eps)
+        * (np.abs(linear).sum() + 0.5 * np.abs(gram).sum())
+    )
     out = {}
-    two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest float32 values at each exact depth
+    two = np.full(
+        (space.max_stages + 1, 2), np.inf
+    )  # the two lowest float32 values at each exact depth
     for d in range(1, space.max_stages + 1):
         vals = v32[space.depth == d]
         if len(vals):
@@ -78,9 +90,11 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
     for d in range(1, space.max_stages + 1):
         if not (space.depth == d).any():
             continue
-        second = np.sort(two[1:d + 1].ravel())[1]
-        first = two[1:d + 1].min()
-        keep = np.flatnonzero((space.depth <= d) & (v32 <= (second if np.isfinite(second) else first) + 2 * bound))
+        second = np.sort(two[1 : d + 1].ravel())[1]
+        first = two[1 : d + 1].min()
+        keep = np.flatnonzero(
+            (space.depth <= d) & (v32 <= (second if np.isfinite(second) else first) + 2 * bound)
+        )
         exact = predict(space.members[keep], linear, gram)
         order = np.lexsort((keep, exact))
         b = int(keep[order[0]])
@@ -94,19 +108,23 @@ class SearchResult:
     """Outcome of :func:`search`.
 
     Attributes:
-        space: the :class:`PatternSpace` searched; ``records``: the :class:`PairRecords` of the JC run.
-        front: one row per number of sequential stages ``D`` reached by the space, at ``K``: ``{"stages", "best",
-            "stages_text", "estimate", "one_step", "runner_up", "runner_up_estimate", "margin", "on_front",
-            "error", "runner_up_error", "certified"}`` (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``:
-            lower than every budget with fewer stages; errors and ``certified`` from the certification run, NaN /
-            ``None`` without one).  JC (``D = 1``, prediction 0) is always the first row.
-        per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns at every ``k``.
+        space: the :class:`PatternSpace` searched; ``records``: the :class:`PairRecords` of the JC
+        run.
+        front: one row per number of sequential stages ``D`` reached by the space, at ``K``:
+            ``{"stages", "best", "stages_text", "estimate", "one_step", "runner_up",
+            "runner_up_estimate", "margin", "on_front", "error", "runner_up_error", "certified"}``
+            (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than every budget with
+            fewer stages; errors and ``certified`` from the certification run, NaN / ``None``
+            without one).  JC (``D = 1``, prediction 0) is always the first row.
+        per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns
+        at every ``k``.
         recommendation: one paragraph naming the front.
-        cost: ``{"pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern: s}, "plain_space_s",
-            "plain_front_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation) over the plain training of 8 of
-            the space's patterns (estimated from the front's measured steps).
-        consistency: the largest ``|advise estimate - per-pair sum|`` over the certified candidates and ``k``,
-            and the scale it compares with (``None`` without certification).
+        cost: ``{"pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern: s},
+            "plain_space_s", "plain_front_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation)
+            over the plain training of 8 of the space's patterns (estimated from the front's
+            measured steps).
+        consistency: the largest ``|advise estimate - per-pair sum|`` over the certified candidates
+            and ``k``, and the scale it compares with (``None`` without certification).
         status, message: of the JC run.
     """
 
@@ -123,7 +141,8 @@ class SearchResult:
     message: str = ""
 
     def predict(self, pattern, k: int | None = None) -> float:
-        """The JC-only prediction of ``pattern`` (a :class:`DelayPattern` or its spelling) at ``k`` (default ``K``)."""
+        """The JC-only prediction of ``pattern`` (a :class:`DelayPattern` or its spelling) at ``k``
+        (default ``K``)."""
         from crosscurv.theory.pattern_spaces import pair_list
         from crosscurv.theory.patterns import as_pattern
 
@@ -132,7 +151,8 @@ class SearchResult:
         return float(self.records.predict(row, k or self.records.iters)[0])
 
     def best(self, k: int, max_stages: int | None = None) -> tuple[str, float]:
-        """The space's best pattern with at most ``max_stages`` stages at ``k`` and its prediction."""
+        """The space's best pattern with at most ``max_stages`` stages at ``k`` and its prediction.
+        """
         rec = self.records
         d = max_stages or self.space.max_stages
         got = best_per_depth(self.space, rec.linear[k - 1], rec.gram[k - 1])
@@ -140,30 +160,67 @@ class SearchResult:
         if not ds:
             return "jc", 0.0
         b, v, _, _ = got[max(ds)]
-        return (self.space.name(b), v) if v < 0 else ("jc", 0.0)
+        name = self.space.name(b)
+        if self.space.kind == LOCAL:
+            row, v, _, _, moves = local_descent(
+                self.space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], self.space.members[b], d
+            )
+            name = _row_name(self.space.n_blocks, row) if moves else name
+        return (name, v) if v < 0 else ("jc", 0.0)
 
     def to_json(self) -> dict:
-        """The ``--json`` object: ``space``, ``n_patterns``, ``front``, ``recommendation``, ``cost``,
-        ``per_iteration``, ``consistency``, ``status``."""
-        return json_safe({"space": self.space.spec, "n_patterns": len(self.space), "status": self.status,
-                          "message": self.message, "iters": self.records.iters, "lr": self.records.lr,
-                          "recommendation": self.recommendation, "front": self.front, "cost": self.cost,
-                          "consistency": self.consistency, "per_iteration": self.per_iteration})
+        """The ``--json`` object: ``space``, ``n_patterns`` (``enumerated``: how many were
+        evaluated), ``front``, ``recommendation``, ``cost``, ``per_iteration``, ``consistency``,
+        ``status``."""
+        n = DAG_COUNTS[self.space.n_blocks] if self.space.kind == LOCAL else len(self.space)
+        return json_safe(
+            {
+                "space": self.space.spec,
+                "n_patterns": n,
+                "enumerated": len(self.space),
+                "status": self.status,
+                "message": self.message,
+                "iters": self.records.iters,
+                "lr": self.records.lr,
+                "recommendation": self.recommendation,
+                "front": self.front,
+                "cost": self.cost,
+                "consistency": self.consistency,
+                "per_iteration": self.per_iteration,
+            }
+        )
 
 
 def _front(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
     got = best_per_depth(space, rec.linear[k - 1], rec.gram[k - 1])
-    rows = [{"stages": 1, "best": "jc", "stages_text": "{" + ",".join(str(b + 1) for b in range(space.n_blocks))
-             + "}", "estimate": 0.0, "one_step": 0.0, "runner_up": None, "runner_up_estimate": math.nan,
-             "margin": math.nan, "on_front": True}]
+    rows = [
+        {
+            "stages": 1,
+            "best": "jc",
+            "stages_text": "{" + ",".join(str(b + 1) for b in range(space.n_blocks)) + "}",
+            "estimate": 0.0,
+            "one_step": 0.0,
+            "runner_up": None,
+            "runner_up_estimate": math.nan,
+            "margin": math.nan,
+            "on_front": True,
+        }
+    ]
     lowest = 0.0
     for d, (b, v, r, rv) in sorted(got.items()):
         if d == 1:
             continue  # JC, the only one-stage pattern
-        row = {"stages": d, "best": space.name(b), "stages_text": space.stages_text(b) or space.name(b),
-               "estimate": v, "one_step": float(rec.one_step(space.members[b:b + 1], k)[0]),
-               "runner_up": space.name(r) if r >= 0 else None, "runner_up_estimate": rv,
-               "margin": rv - v if r >= 0 else math.nan, "on_front": bool(v < lowest)}
+        row = {
+            "stages": d,
+            "best": space.name(b),
+            "stages_text": space.stages_text(b) or space.name(b),
+            "estimate": v,
+            "one_step": float(rec.one_step(space.members[b : b + 1], k)[0]),
+            "runner_up": space.name(r) if r >= 0 else None,
+            "runner_up_estimate": rv,
+            "margin": rv - v if r >= 0 else math.nan,
+            "on_front": bool(v < lowest),
+        }
         lowest = min(lowest, v)
         rows.append(row)
     return rows
@@ -183,14 +240,17 @@ def _row_name(n_blocks: int, row: np.ndarray) -> str:
     return ",".join(f"{i + 1}<-{j + 1}" for i, j in sorted(pat.pairs))
 
 
-def local_descent(n_blocks: int, linear: np.ndarray, gram: np.ndarray, start: np.ndarray, max_stages: int):
-    """Steepest descent over acyclic patterns with at most ``max_stages`` sequential stages, one pair added or
-    removed per move, from the pattern row ``start`` (``bool (P,)``).
+def local_descent(
+    n_blocks: int, linear: np.ndarray, gram: np.ndarray, start: np.ndarray, max_stages: int
+):
+    """Steepest descent over acyclic patterns with at most ``max_stages`` sequential stages, one
+    pair added or removed per move, from the pattern row ``start`` (``bool (P,)``).
 
-    Adding pair ``p`` to ``s`` changes the prediction by ``l_p + (Q s)_p + 1/2 Q_pp``, removing it by
-    ``-l_p - (Q s)_p + 1/2 Q_pp``; the move with the lowest change is taken while it lowers the prediction.
-    Guarantee: the result is predicted no worse than ``start`` and no single-pair move within the budget
-    improves it (a local minimum); not the global minimum over the ``7.8 x 10^11`` patterns of 8 blocks.
+    Adding pair ``p`` to ``s`` changes the prediction by ``l_p + (Q s)_p + 1/2 Q_pp``, removing it
+    by ``-l_p - (Q s)_p + 1/2 Q_pp``; the move with the lowest change is taken while it lowers the
+    prediction. Guarantee: the result is predicted no worse than ``start`` and no single-pair move
+    within the budget improves it (a local minimum); not the global minimum over the ``7.8 x 10^11``
+    patterns of 8 blocks.
 
     Returns:
         ``(row, value, runner_up row, runner_up value, moves)``: the runner-up is the best neighbour
@@ -221,7 +281,8 @@ def local_descent(n_blocks: int, linear: np.ndarray, gram: np.ndarray, start: np
 
 
 def _local_front(front: list[dict], space: PatternSpace, rec: PairRecords, k: int) -> None:
-    """Replace each budget's stage arrangement by the local minimum over acyclic patterns reached from it."""
+    """Replace each budget's stage arrangement by the local minimum over acyclic patterns reached
+    from it."""
     from crosscurv.theory.pattern_spaces import pair_list
     from crosscurv.theory.patterns import as_pattern
 
@@ -231,20 +292,30 @@ def _local_front(front: list[dict], space: PatternSpace, rec: PairRecords, k: in
         if r["stages"] == 1:
             continue
         start = np.array([p in as_pattern(r["best"], space.n_blocks).pairs for p in pl])
-        row, v, ru, rv, moves = local_descent(space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], start,
-                                              r["stages"])
-        r.update(start=r["best"], start_estimate=r["estimate"], moves=moves,
-                 best=_row_name(space.n_blocks, row) if moves else r["best"], estimate=v, one_step=float(rec.one_step(row[None, :], k)[0]),
-                 runner_up=_row_name(space.n_blocks, ru) if ru is not None else None, runner_up_estimate=rv,
-                 margin=rv - v if ru is not None else math.nan, on_front=bool(v < lowest))
+        row, v, ru, rv, moves = local_descent(
+            space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], start, r["stages"]
+        )
+        r.update(
+            start=r["best"],
+            start_estimate=r["estimate"],
+            moves=moves,
+            best=_row_name(space.n_blocks, row) if moves else r["best"],
+            estimate=v,
+            one_step=float(rec.one_step(row[None, :], k)[0]),
+            runner_up=_row_name(space.n_blocks, ru) if ru is not None else None,
+            runner_up_estimate=rv,
+            margin=rv - v if ru is not None else math.nan,
+            on_front=bool(v < lowest),
+        )
         if moves:
             r["stages_text"] = r["best"]
         lowest = min(lowest, v)
 
 
 def _certify(task, lr, iters, front, records, space, hvp_method, seed):
-    """Advise the front's patterns and their runners-up as candidates; fill errors, ``certified`` and the
-    consistency of the per-pair sums with :func:`crosscurv.numeric.advice.advise`'s estimates."""
+    """Advise the front's patterns and their runners-up as candidates; fill errors, ``certified``
+    and the consistency of the per-pair sums with :func:`crosscurv.numeric.advice.advise`'s
+    estimates."""
     from crosscurv.theory.pattern_spaces import pair_list
     from crosscurv.theory.patterns import as_pattern
 
@@ -257,14 +328,20 @@ def _certify(task, lr, iters, front, records, space, hvp_method, seed):
                 names.append(n)
     adv = advise(task, lr, iters, names, hvp_method=hvp_method, seed=seed)
     last = adv.per_iteration[-1] if adv.per_iteration else None
-    gate = (not _check_failures(adv.one_step_checks)) and bool(_inside(adv.per_iteration, lr)[-1]) if last else False
+    gate = (
+        (not _check_failures(adv.one_step_checks)) and bool(_inside(adv.per_iteration, lr)[-1])
+        if last
+        else False
+    )
     for r in front:
         r["error"] = last["errors"].get(r["best"], math.nan) if last else math.nan
         ru = r["runner_up"]
         r["runner_up_error"] = last["errors"].get(ru, math.nan) if last and ru else math.nan
         if last and r["best"] in last["estimates"] and ru in (last["estimates"] if ru else {}):
-            d = decide({n: last["estimates"][n] for n in (r["best"], ru)},
-                       {n: last["errors"][n] for n in (r["best"], ru)})
+            d = decide(
+                {n: last["estimates"][n] for n in (r["best"], ru)},
+                {n: last["errors"][n] for n in (r["best"], ru)},
+            )
             r["certified"] = bool(d["certified"] and d["best"] == r["best"] and gate)
         else:
             r["certified"] = None
@@ -280,21 +357,33 @@ def _certify(task, lr, iters, front, records, space, hvp_method, seed):
     return adv, {"max_abs_difference": worst, "max_abs_estimate": scale, "candidates": names}
 
 
-def search(task, lr: float, iters: int, space: str | PatternSpace = "stages", *, certify: bool = True,
-           hvp_method: str = "auto", seed: int = 0,
-           progress: Callable[[int, int], None] | None = None) -> SearchResult:
-    """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the best pattern per
-    number of sequential stages at ``K = iters`` from one JC run (module docstring).
+def search(
+    task,
+    lr: float,
+    iters: int,
+    space: str | PatternSpace = "stages",
+    *,
+    certify: bool = True,
+    hvp_method: str = "auto",
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the
+    best pattern per number of sequential stages at ``K = iters`` from one JC run (module
+    docstring).
 
     Args:
-        task: a :class:`crosscurv.numeric.Task` with at least 2 blocks; ``task.params`` is ``theta^0``.
+        task: a :class:`crosscurv.numeric.Task` with at least 2 blocks; ``task.params`` is
+        ``theta^0``.
         lr: ``eta > 0``; iters: ``K >= 1``.
         certify: advise the front's patterns and runners-up again for errors and certificates.
-        hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification run).
+        hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification
+        run).
         progress: ``progress(k, K)`` after each JC iteration.
 
     Raises:
-        SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` / ``iters``.
+        SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
+        ``iters``.
     """
     from .advice_cost import plain_seconds
     from .protocol_checks import check_iters, check_lr
@@ -321,16 +410,35 @@ def search(task, lr: float, iters: int, space: str | PatternSpace = "stages", *,
                 pat = as_pattern(n, sp.n_blocks)
                 members[n] = np.array([p in pat.pairs for p in pl])
     names = list(members)
-    per_it = [{"k": k, "loss_jc": float(rec.loss_jc[k - 1]),
-               "estimates": dict(zip(names, rec.predict(np.array([members[n] for n in names]), k).tolist()))}
-              for k in range(1, K + 1)] if names else []
+    per_it = (
+        [
+            {
+                "k": k,
+                "loss_jc": float(rec.loss_jc[k - 1]),
+                "estimates": dict(
+                    zip(names, rec.predict(np.array([members[n] for n in names]), k).tolist())
+                ),
+            }
+            for k in range(1, K + 1)
+        ]
+        if names
+        else []
+    )
     timed = [r["best"] for r in front if r["stages"] > 1]
-    steps = plain_seconds(task, sorted({timed[0], timed[len(timed) // 2], timed[-1]}) if timed else [], lr, 2)
+    steps = plain_seconds(
+        task, sorted({timed[0], timed[len(timed) // 2], timed[-1]}) if timed else [], lr, 2
+    )
     per_step = float(np.mean(list(steps.values()))) if steps else math.nan
     plain_space = per_step * K * len(sp)
-    cost = {"pair_run_s": pair_s, "evaluate_s": eval_s, "certify_s": 0.0, "plain_step_s": steps,
-            "plain_pattern_s": per_step * K, "plain_space_s": plain_space,
-            "ratio_8": (pair_s + eval_s) / (8 * per_step * K) if K else math.nan}
+    cost = {
+        "pair_run_s": pair_s,
+        "evaluate_s": eval_s,
+        "certify_s": 0.0,
+        "plain_step_s": steps,
+        "plain_pattern_s": per_step * K,
+        "plain_space_s": plain_space,
+        "ratio_8": (pair_s + eval_s) / (8 * per_step * K) if K else math.nan,
+    }
     consistency, adv = None, None
     for r in front:
         r.update(error=math.nan, runner_up_error=math.nan, certified=None)
@@ -338,8 +446,18 @@ def search(task, lr: float, iters: int, space: str | PatternSpace = "stages", *,
         t = time.process_time()
         adv, consistency = _certify(task, lr, K, front, rec, sp, hvp_method, seed)
         cost["certify_s"] = time.process_time() - t
-    res = SearchResult(sp, rec, list(task.block_names), front, per_it, cost=cost, consistency=consistency,
-                       certification=adv, status=rec.status, message=rec.message)
+    res = SearchResult(
+        sp,
+        rec,
+        list(task.block_names),
+        front,
+        per_it,
+        cost=cost,
+        consistency=consistency,
+        certification=adv,
+        status=rec.status,
+        message=rec.message,
+    )
     res.recommendation = _recommendation(res)
     return res
 
@@ -357,25 +475,49 @@ def _recommendation(res: SearchResult) -> str:
     for r in res.front:
         if r["stages"] == 1 or not r["on_front"]:
             continue
-        cert = {True: "certified", False: "not certified", None: "no error estimate"}[r["certified"]]
-        parts.append(f"{r['stages']} stages: {r['best']} ({r['stages_text']}) predicted {_fmt(r['estimate'])}"
-                     f" vs JC ({cert}; runner-up {r['runner_up']} {_fmt(r['runner_up_estimate'])})")
-    over = (f"{len(sp):,} patterns ({sp.spec})" if sp.kind != LOCAL else
-             f"the {DAG_COUNTS[sp.n_blocks]:.2g} acyclic patterns (all: the {len(sp):,} stage arrangements "
-             "exhaustively, then single-pair descent from each budget's best, a local minimum)")
-    head = (f"at K = {K}, over {over}: " + ("; ".join(parts) if parts else
-            "no pattern is predicted below JC: use jc") + ".")
+        cert = {True: "certified", False: "not certified", None: "no error estimate"}[
+            r["certified"]
+        ]
+        parts.append(
+            f"{r['stages']} stages: {r['best']} ({r['stages_text']}) predicted "
+            f"{_fmt(r['estimate'])}"
+            f" vs JC ({cert}; runner-up {r['runner_up']} {_fmt(r['runner_up_estimate'])})"
+        )
+    over = (
+        f"{len(sp):,} patterns ({sp.spec})"
+        if sp.kind != LOCAL
+        else f"the {DAG_COUNTS[sp.n_blocks]:.2g} acyclic patterns (all: the {len(sp):,} stage "
+        "arrangements exhaustively, then single-pair descent from each budget's best, a local "
+        "minimum)"
+    )
+    head = (
+        f"at K = {K}, over {over}: "
+        + ("; ".join(parts) if parts else "no pattern is predicted below JC: use jc")
+        + "."
+    )
     search_s = cost["pair_run_s"] + cost["evaluate_s"]
-    head += (f" The search took {search_s:.2f} s (plus {cost['certify_s']:.2f} s certifying); plain training of "
-             f"one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all {len(sp):,} about "
-             f"{cost['plain_space_s']:.3g} s: the search costs {cost['ratio_8']:.2f} x training 8 of them.")
+    head += (
+        f" The search took {search_s:.2f} s (plus {cost['certify_s']:.2f} s certifying); plain "
+        "training of "
+        f"one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all {len(sp):,} "
+        "about "
+        f"{cost['plain_space_s']:.3g} s: the search costs {cost['ratio_8']:.2f} x training 8 of "
+        "them."
+    )
     if sp.n_blocks == 2:
         three = cost["plain_pattern_s"] * 3
-        verdict = ("training the three is cheaper than this search" if three < search_s + cost["certify_s"]
-                   else "this search was cheaper than training the three")
-        head += (f" With two blocks the whole space is three schemes (jc, gs, gs:2,1), about {three:.2f} s to "
-                 f"train: {verdict}. What advise adds is the reason (the cross-curvature terms eta^2 c_12 and "
-                 "eta^2 c_21 of Theorem 1, propagated to K) and an error estimate for each prediction.")
+        verdict = (
+            "training the three is cheaper than this search"
+            if three < search_s + cost["certify_s"]
+            else "this search was cheaper than training the three"
+        )
+        head += (
+            " With two blocks the whole space is three schemes (jc, gs, gs:2,1), about "
+            f"{three:.2f} s to "
+            f"train: {verdict}. What advise adds is the reason (the cross-curvature terms eta^2 "
+            "c_12 and "
+            "eta^2 c_21 of Theorem 1, propagated to K) and an error estimate for each prediction."
+        )
     elif cost["plain_space_s"] < search_s:
         head += f" Training all {len(sp):,} patterns directly would have been cheaper."
     if res.status != "complete":

@@ -1,4 +1,5 @@
-"""Per-pair sums against a dense JC-only reference, against advise's own estimates, and the search's argmin."""
+"""Per-pair sums against a dense JC-only reference, against advise's own estimates, and the search's
+argmin."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ def _task(seed=0):
     x = torch.randn(d, generator=g, dtype=torch.float64)
     off = np.cumsum((0,) + SIZES)
     names = [f"x{i + 1}" for i in range(len(SIZES))]
-    params = {n: x[off[i]:off[i + 1]].clone() for i, n in enumerate(names)}
+    params = {n: x[off[i] : off[i + 1]].clone() for i, n in enumerate(names)}
 
     def loss(p):
         t = torch.cat([p[n] for n in names])
-        return 0.5 * t @ A @ t - b @ t + 0.1 * torch.tanh(W @ t).pow(2).sum() + 0.05 * (t ** 4).sum()
+        return 0.5 * t @ A @ t - b @ t + 0.1 * torch.tanh(W @ t).pow(2).sum() + 0.05 * (t**4).sum()
 
     return Task(params, loss, {n: [n] for n in names}, name="dense3")
 
@@ -43,7 +44,7 @@ def _dense_predictions(task, lr, K, members):
     pl = pair_list(len(SIZES))
 
     def flat_loss(t):
-        return task.loss({n: t[off[i]:off[i + 1]] for i, n in enumerate(names)})
+        return task.loss({n: t[off[i] : off[i + 1]] for i, n in enumerate(names)})
 
     t = torch.cat([task.params[n] for n in names])
     ys = np.zeros((len(members), len(t)))
@@ -57,7 +58,7 @@ def _dense_predictions(task, lr, K, members):
             mask = np.zeros_like(H)
             for p in np.flatnonzero(s):
                 i, j = pl[p]
-                mask[off[i]:off[i + 1], off[j]:off[j + 1]] = 1.0
+                mask[off[i] : off[i + 1], off[j] : off[j + 1]] = 1.0
             ys[r] = ys[r] - lr * H @ ys[r] + lr * lr * (mask * H) @ g
         t = t - lr * torch.from_numpy(g)
     return out
@@ -88,7 +89,9 @@ def test_pair_sums_equal_advise_estimates_and_theorem_1_terms():
         for r in adv.per_iteration:
             a, b = r["estimates"][c], rec.predict(row, r["k"])[0]
             assert abs(a - b) <= 1e-12 * max(1e-9, abs(a)) + 1e-15, (c, r["k"], a, b)
-            assert math.isclose(r["one_step"][c], rec.one_step(row, r["k"])[0], rel_tol=1e-10, abs_tol=1e-16)
+            assert math.isclose(
+                r["one_step"][c], rec.one_step(row, r["k"])[0], rel_tol=1e-10, abs_tol=1e-16
+            )
 
 
 def test_search_returns_the_exhaustive_argmin_per_number_of_stages():
@@ -113,7 +116,8 @@ def test_best_per_depth_is_exact_on_a_large_space_with_near_ties(seed):
     lin = rng.normal(size=P)
     a = rng.normal(size=(P, P)) * 1e-3
     gram = a + a.T
-    # pair 1 a copy of pair 0 up to 1e-12: patterns holding one of the two tie below float32's resolution
+    # pair 1 a copy of pair 0 up to 1e-12: patterns holding one of the two tie below float32's
+    # resolution
     lin[1] = lin[0] + 1e-12
     gram[1, :], gram[:, 1] = gram[0, :], gram[:, 0]
     gram[1, 1] = gram[0, 0]
@@ -132,7 +136,9 @@ def test_best_per_depth_is_exact_on_a_large_space_with_near_ties(seed):
 def test_search_certifies_its_front_with_advise_and_agrees_with_it():
     task, lr, K = _task(3), 0.05, 4
     res = advise(task, lr, K, search="stages")
-    assert res.consistency["max_abs_difference"] <= 1e-12 * max(1e-9, res.consistency["max_abs_estimate"])
+    assert res.consistency["max_abs_difference"] <= 1e-12 * max(
+        1e-9, res.consistency["max_abs_estimate"]
+    )
     for row in res.front[1:]:
         if row["on_front"]:
             assert math.isfinite(row["error"]) and row["certified"] in (True, False)

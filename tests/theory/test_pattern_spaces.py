@@ -8,14 +8,31 @@ import math
 import numpy as np
 import pytest
 
-from crosscurv.theory.pattern_spaces import (LOCAL, SpaceError, all_acyclic, depth_of, orders, pair_list, parse_space,
-                                             stages)
-from crosscurv.theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, parse_pattern
+from crosscurv.theory.pattern_spaces import (
+    LOCAL,
+    SpaceError,
+    all_acyclic,
+    depth_of,
+    orders,
+    pair_list,
+    parse_space,
+    stages,
+)
+from crosscurv.theory.patterns import (
+    DelayPattern,
+    PatternError,
+    as_pattern,
+    gauss_seidel,
+    parse_pattern,
+)
 
 
 def _fubini(n, d):
     def s2(n, m):
-        return sum((-1) ** (m - i) * math.comb(m, i) * i ** n for i in range(m + 1)) // math.factorial(m)
+        return sum(
+            (-1) ** (m - i) * math.comb(m, i) * i**n for i in range(m + 1)
+        ) // math.factorial(m)
+
     return sum(math.factorial(m) * s2(n, m) for m in range(1, d + 1))
 
 
@@ -35,8 +52,12 @@ def test_members_are_distinct_acyclic_patterns_with_their_depth():
             pat = sp.pattern(r)  # raises on a cycle
             assert as_pattern(sp.name(r), 4).pairs == pat.pairs
             # depth = longest chain, by brute force over block sequences
-            longest = max(len(c) for L in range(1, 5) for c in itertools.permutations(range(4), L)
-                          if all((c[t + 1], c[t]) in pat.pairs for t in range(L - 1)))
+            longest = max(
+                len(c)
+                for L in range(1, 5)
+                for c in itertools.permutations(range(4), L)
+                if all((c[t + 1], c[t]) in pat.pairs for t in range(L - 1))
+            )
             assert sp.depth[r] == longest
 
 
@@ -60,8 +81,15 @@ def test_depth_of_a_chain_and_pair_list():
     assert depth_of(3, chain).tolist() == [3]
 
 
-@pytest.mark.parametrize("spec,msg", [("stage", "unknown search space"), ("stages:0", "D >= 1"),
-                                      ("stages:x", "integer"), ("orders:2", "unknown search space")])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("stage", "unknown search space"),
+        ("stages:0", "D >= 1"),
+        ("stages:x", "integer"),
+        ("orders:2", "unknown search space"),
+    ],
+)
 def test_bad_spaces(spec, msg):
     with pytest.raises(SpaceError, match=msg):
         parse_space(spec, 4)

@@ -52,13 +52,16 @@ def add_arguments(p) -> None:
     p.add_argument("--figure", default=None, metavar="PATH",
                    help="also draw the predicted gaps with error bands and the recommended scheme over K")
     p.add_argument("--search", default=None, metavar="SPACE",
-                   help="search a whole space of patterns from one JC run: orders (every GS order), stages[:D] "
-                        "(every arrangement into at most D sequential stages), all (every acyclic pattern, "
-                        "N <= 5, else stage arrangements then single-pair descent); names the best pattern per number of "
-                        "sequential stages, with errors and certificates for that front (writes search.json and "
-                        "pair_records.npz into --out, default runs/search-TASK)")
+                   help="search a whole space of patterns from one JC run: orders (every GS "
+                        "order), stages[:D] (every arrangement into at most D sequential stages), "
+                        "all (every acyclic pattern, N <= 5, else stage arrangements then "
+                        "single-pair descent); "
+                        "names the best pattern per number of sequential stages, with errors and "
+                        "certificates for that front (writes search.json and pair_records.npz into "
+                        "--out, default runs/search-TASK)")
     p.add_argument("--no-certify", dest="certify", action="store_false",
-                   help="with --search: skip the certification run of the front (errors NaN, nothing certified)")
+                   help="with --search: skip the certification run of the front (errors NaN, "
+                        "nothing certified)")
     p.add_argument("--validate", action="store_true",
                    help="also run every candidate's trajectory and count how often the advice named the measured "
                         "best (writes validation.json; costs the runs the advice saves)")
@@ -98,7 +101,7 @@ def execute(args):
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
-    if not args.resume and setup.plain and adv.per_iteration:  # priced against trying the candidates
+    if not args.resume and setup.plain and adv.per_iteration:  # priced against trying them
         from crosscurv.numeric.advice_cost import trying_note
 
         adv.timing["trying"] = trying_note(task, adv.candidates, lr, len(adv.per_iteration),
@@ -115,7 +118,8 @@ def execute(args):
 
 
 def _search(args, task, lr, iters, setup):
-    """``--search``: :func:`crosscurv.numeric.pattern_search.search`; returns ``(SearchResult, folder, None)``."""
+    """``--search``: :func:`crosscurv.numeric.pattern_search.search`; returns
+    ``(SearchResult, folder, None)``."""
     from crosscurv.experiments.cli import CLIError
     from crosscurv.experiments.cli.commands.run import _Progress, _slug
     from crosscurv.numeric.advice import advise
@@ -129,31 +133,32 @@ def _search(args, task, lr, iters, setup):
     out = args.out or f"runs/search-{_slug(task.name)}"
     progress = _Progress(int(iters), f"search {task.name}")
     try:
-        res = advise(task, lr, iters, search=args.search, hvp_method=args.hvp, seed=args.seed, progress=progress,
-                     checks=args.certify)
+        res = advise(task, lr, iters, search=args.search, hvp_method=args.hvp, seed=args.seed,
+                     progress=progress, checks=args.certify)
     finally:
         progress.close()
     os.makedirs(out, exist_ok=True)
     write_summary(os.path.join(out, "search.json"), res.to_json())
     import numpy as np
 
-    rec = res.records  # every pattern's prediction at every k: s.l^k + 1/2 s^T Q^k s over these pairs
-    np.savez(os.path.join(out, "pair_records.npz"), pairs=np.array(rec.pairs, dtype=np.int64).reshape(-1, 2) + 1,
-             loss_jc=rec.loss_jc, linear=rec.linear, gram=rec.gram, pair_curvature=rec.pair_curvature, lr=rec.lr)
+    rec = res.records  # any pattern at any k: s.l^k + 1/2 s^T Q^k s over these pairs
+    np.savez(os.path.join(out, "pair_records.npz"),
+             pairs=np.array(rec.pairs, dtype=np.int64).reshape(-1, 2) + 1, loss_jc=rec.loss_jc,
+             linear=rec.linear, gram=rec.gram, pair_curvature=rec.pair_curvature, lr=rec.lr)
     return res, out, None
 
 
 def _print_search(res, out) -> None:
-    print(f"{res.status}: {res.records.iters} iterations of JC, {len(res.space):,} patterns ({res.space.spec}); "
-          f"summary in {out}/search.json")
-    print("| stages | best pattern | arrangement | predicted L_S - L_JC at K | error | runner-up | margin "
-          "| certified |")
+    print(f"{res.status}: {res.records.iters} iterations of JC, {len(res.space):,} patterns "
+          f"({res.space.spec}); summary in {out}/search.json")
+    print("| stages | best pattern | arrangement | predicted L_S - L_JC at K | error | runner-up "
+          "| margin | certified |")
     for r in res.front:
         if r["stages"] > 1 and not r["on_front"]:
             continue
         cert = {True: "yes", False: "no", None: "-"}[r.get("certified")]
-        print(f"| {r['stages']} | {r['best']} | {r['stages_text']} | {r['estimate']:.4g} | {r['error']:.2g} "
-              f"| {r['runner_up'] or '-'} | {r['margin']:.2g} | {cert} |")
+        print(f"| {r['stages']} | {r['best']} | {r['stages_text']} | {r['estimate']:.4g} "
+              f"| {r['error']:.2g} | {r['runner_up'] or '-'} | {r['margin']:.2g} | {cert} |")
     print(res.recommendation)
 
 

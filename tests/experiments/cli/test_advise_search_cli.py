@@ -1,4 +1,5 @@
-"""``crosscurv advise --search`` as a user runs it: the front in JSON, two blocks, one-line errors."""
+"""``crosscurv advise --search`` as a user runs it: the front in JSON, two blocks, one-line errors.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def make(n=3, seed=0):
         t = torch.cat([q[nm] for nm in names])
         return 0.5 * t @ A @ t - b @ t + (t ** 4).sum() / 10
 
-    return Task(p, loss, {f"b{i}": [nm] for i, nm in enumerate(names)}, name=f"quartic{n}"), {"lr": 0.05, "iters": 5}
+    return Task(p, loss, {f"b{i}": [nm] for i, nm in enumerate(names)}, name=f"quartic{n}"), {"lr":
+    0.05, "iters": 5}
 
 def make2():
     return make(2)
@@ -40,8 +42,13 @@ def make2():
 
 def _cli(*args, timeout=300):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "crosscurv", "advise", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "crosscurv", "advise", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -60,10 +67,14 @@ def test_search_all_json_front(factory, tmp_path):
     front = obj["front"]
     assert front[0]["best"] == "jc" and [f["stages"] for f in front] == [1, 2, 3]
     for f in front[1:]:
-        assert f["estimate"] <= (f["runner_up_estimate"] if f["runner_up_estimate"] is not None else f["estimate"])
+        assert f["estimate"] <= (
+            f["runner_up_estimate"] if f["runner_up_estimate"] is not None else f["estimate"]
+        )
         if f["on_front"]:
             assert f["error"] is not None and f["certified"] in (True, False)
-    assert obj["consistency"]["max_abs_difference"] <= 1e-12 * max(1e-9, obj["consistency"]["max_abs_estimate"])
+    assert obj["consistency"]["max_abs_difference"] <= 1e-12 * max(
+        1e-9, obj["consistency"]["max_abs_estimate"]
+    )
     assert len(obj["per_iteration"]) == 5
     assert json.loads((out / "search.json").read_text())["front"] == front
 
@@ -74,8 +85,13 @@ def test_two_blocks_says_trying_is_what_to_compare_with(factory, tmp_path):
     assert "three schemes" in r.stdout and "| stages | best pattern" in r.stdout
 
 
-@pytest.mark.parametrize("extra,msg", [(["--search", "stages:0"], "D >= 1"),
-                                       (["--search", "orders", "--patterns", "jc;gs"], "--patterns")])
+@pytest.mark.parametrize(
+    "extra,msg",
+    [
+        (["--search", "stages:0"], "D >= 1"),
+        (["--search", "orders", "--patterns", "jc;gs"], "--patterns"),
+    ],
+)
 def test_bad_search_input_is_one_line_exit_2(factory, tmp_path, extra, msg):
     r = _cli(f"{factory}:make", *extra, "--out", str(tmp_path / "bad"))
     assert r.returncode == 2
