@@ -149,8 +149,8 @@ def _search(args, task, lr, iters, setup):
 
 
 def _print_search(res, out) -> None:
-    print(f"{res.status}: {res.records.iters} iterations of JC, {len(res.space):,} patterns "
-          f"({res.space.spec}); summary in {out}/search.json")
+    print(f"{res.status}: {res.records.iters} iterations of JC, {res.to_json()['n_patterns']:,} "
+          f"patterns ({res.space.spec}); summary in {out}/search.json")
     print("| stages | best pattern | arrangement | predicted L_S - L_JC at K | error | runner-up "
           "| margin | certified |")
     for r in res.front:
