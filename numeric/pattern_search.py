@@ -72,16 +72,13 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
         v32[a : a + 65536] = s @ lin + 0.5 * ((s @ q) * s).sum(1)
     v32 = v32.numpy().astype(np.float64)
     # float32 rounding of s.l + 1/2 s^T Q s: at most ~ (P + 2) eps |terms|, taken with a factor 4
-    bound = (
-        4
-        * (P + 2)
-        * float(np.finfo(np.float32).eps)
-        * (np.abs(linear).sum() + 0.5 * np.abs(gram).sum())
-    )
+    scale = np.abs(linear).sum() + 0.5 * np.abs(gram).sum()
+    bound = 4 * (P + 2) * float(np.finfo(np.float32).eps) * scale
+    if not (np.isfinite(v32).all() and np.isfinite(bound)):  # beyond float32: all in float64
+        v32, bound = predict(space.members, linear, gram), 0.0
+    v32 = np.where(np.isfinite(v32), v32, np.inf)  # a non-finite prediction ranks last
     out = {}
-    two = np.full(
-        (space.max_stages + 1, 2), np.inf
-    )  # the two lowest float32 values at each exact depth
+    two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest values at each exact depth
     for d in range(1, space.max_stages + 1):
         vals = v32[space.depth == d]
         if len(vals):
@@ -90,15 +87,16 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
     for d in range(1, space.max_stages + 1):
         if not (space.depth == d).any():
             continue
-        second = np.sort(two[1 : d + 1].ravel())[1]
-        first = two[1 : d + 1].min()
-        keep = np.flatnonzero(
-            (space.depth <= d) & (v32 <= (second if np.isfinite(second) else first) + 2 * bound)
-        )
+        low = np.sort(two[1 : d + 1].ravel())
+        thr = (low[1] if np.isfinite(low[1]) else low[0]) + 2 * bound
+        if not np.isfinite(thr):
+            continue  # no finite prediction with at most d stages
+        keep = np.flatnonzero((space.depth <= d) & (v32 <= thr))
         exact = predict(space.members[keep], linear, gram)
+        exact = np.where(np.isfinite(exact), exact, np.inf)
         order = np.lexsort((keep, exact))
         b = int(keep[order[0]])
-        r = int(keep[order[1]]) if len(order) > 1 else -1
+        r = int(keep[order[1]]) if len(order) > 1 and np.isfinite(exact[order[1]]) else -1
         out[d] = (b, float(exact[order[0]]), r, float(exact[order[1]]) if r >= 0 else math.nan)
     return out
 

@@ -206,7 +206,9 @@ def report(rows: list[dict], command: str) -> str:
     for r in rows:
         t = tally["zoo (exhaustive)" if r["exhaustive"] else "mlp (sampled)"]
         for i, c in enumerate(r["classes"]):
-            head = (f"| {r['problem']} | {r['space']} ({r['patterns']:,}) | {r['trained']} "
+            label = r["problem"] + ("" if r["status"] == "complete" else
+                                    f" (JC run {r['status']}: K = {r['iters']})")
+            head = (f"| {label} | {r['space']} ({r['patterns']:,}) | {r['trained']} "
                     f"| {_fmt(r['rank_correlation'])} " if i == 0 else "| | | | ")
             cert = {True: "yes", False: "no", None: "-"}[c["certified"]]
             lines.append(head + f"| {c['stages']} | {c['named']} | {_fmt(c['predicted'])} "
