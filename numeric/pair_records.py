@@ -46,7 +46,7 @@ from crosscurv.theory.pattern_spaces import pair_list
 
 from .steps import block_keys
 
-__all__ = ["PairRecords", "pair_run", "predict"]
+__all__ = ["PairRecords", "pair_run", "predict", "finite_pairs"]
 
 
 @dataclass
@@ -88,16 +88,31 @@ class PairRecords:
         return self.lr**2 * (np.asarray(members, dtype=np.float64) @ self.pair_curvature[k - 1])
 
 
+def finite_pairs(linear: np.ndarray, gram: np.ndarray) -> tuple:
+    """``(linear, gram, bad)``: the pairs whose ``l_p`` or a ``Q`` entry is not finite (``bad``,
+    ``bool (P,)``; their JC-only states overflowed) zeroed out, so that the patterns without them
+    keep finite predictions; a pattern holding a bad pair predicts ``+inf``."""
+    bad = ~np.isfinite(linear) | ~np.isfinite(gram).all(axis=0) | ~np.isfinite(gram).all(axis=1)
+    if not bad.any():
+        return linear, gram, bad
+    lin = np.where(bad, 0.0, linear)
+    q = np.where(bad[:, None] | bad[None, :], 0.0, gram)
+    return lin, q, bad
+
+
 def predict(members, linear: np.ndarray, gram: np.ndarray, chunk: int = 65536) -> np.ndarray:
     """``s . l + 1/2 s^T Q s`` for every row ``s`` of ``members`` (``bool (n, P)``), float64
-    ``(n,)``."""
+    ``(n,)``; ``+inf`` for a pattern holding a pair whose quantities are not finite."""
     m = np.atleast_2d(np.asarray(members))
+    linear, gram, bad = finite_pairs(np.asarray(linear), np.asarray(gram))
     out = np.empty(m.shape[0], dtype=np.float64)
     q = torch.from_numpy(np.ascontiguousarray(gram, dtype=np.float64))
     lin = torch.from_numpy(np.ascontiguousarray(linear, dtype=np.float64))
     for a in range(0, m.shape[0], chunk):
         s = torch.from_numpy(m[a : a + chunk].astype(np.float64))
         out[a : a + chunk] = (s @ lin + 0.5 * ((s @ q) * s).sum(dim=1)).numpy()
+    if bad.any():
+        out[m[:, bad].any(axis=1)] = np.inf
     return out
 
 

@@ -48,7 +48,7 @@ import torch
 
 from crosscurv.theory.pattern_spaces import DAG_COUNTS, LOCAL, PatternSpace, parse_space
 
-from .pair_records import PairRecords, pair_run, predict
+from .pair_records import PairRecords, finite_pairs, pair_run, predict
 from .records import json_safe
 
 __all__ = ["SearchResult", "search", "best_per_depth", "local_descent"]
@@ -64,6 +64,7 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
         row.
     """
     P = linear.shape[0]
+    linear, gram, bad = finite_pairs(linear, gram)
     m = torch.from_numpy(space.members)
     v32 = torch.empty(len(space), dtype=torch.float32)
     q, lin = torch.from_numpy(gram).float(), torch.from_numpy(linear).float()
@@ -71,11 +72,15 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
         s = m[a : a + 65536].float()
         v32[a : a + 65536] = s @ lin + 0.5 * ((s @ q) * s).sum(1)
     v32 = v32.numpy().astype(np.float64)
+    if bad.any():
+        v32[space.members[:, bad].any(axis=1)] = np.inf
     # float32 rounding of s.l + 1/2 s^T Q s: at most ~ (P + 2) eps |terms|, taken with a factor 4
     scale = np.abs(linear).sum() + 0.5 * np.abs(gram).sum()
     bound = 4 * (P + 2) * float(np.finfo(np.float32).eps) * scale
     if not (np.isfinite(v32).all() and np.isfinite(bound)):  # beyond float32: all in float64
         v32, bound = predict(space.members, linear, gram), 0.0
+        if bad.any():
+            v32[space.members[:, bad].any(axis=1)] = np.inf
     v32 = np.where(np.isfinite(v32), v32, np.inf)  # a non-finite prediction ranks last
     out = {}
     two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest values at each exact depth

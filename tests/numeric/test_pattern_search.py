@@ -166,3 +166,18 @@ def test_local_descent_improves_the_stage_start_to_a_single_pair_local_minimum(s
             nb[p] = not nb[p]
             if tuple(nb) in index and full.depth[index[tuple(nb)]] <= d:
                 assert vals[index[tuple(nb)]] >= value - 1e-12
+
+
+def test_best_per_depth_never_names_a_non_finite_prediction():
+    space = stages(4)
+    P = len(pair_list(4))
+    rng = np.random.default_rng(5)
+    lin = rng.normal(size=P) - 1.0
+    gram = np.zeros((P, P))
+    gram[0, 0] = np.inf  # every pattern holding pair 0 (2<-1) predicts +inf or NaN
+    got = best_per_depth(space, lin, gram)
+    assert got and all(math.isfinite(v) and not space.members[b, 0] for b, v, _, _ in got.values())
+    vals = predict(space.members, lin, gram)
+    for d, (b, v, _, _) in got.items():
+        cls = np.flatnonzero((space.depth <= d) & ~space.members[:, 0])
+        assert v == pytest.approx(vals[cls].min(), rel=1e-14)
