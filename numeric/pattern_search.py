@@ -123,9 +123,9 @@ class SearchResult:
         at every ``k``.
         recommendation: one paragraph naming the front.
         cost: ``{"pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern: s},
-            "plain_space_s", "plain_front_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation)
-            over the plain training of 8 of the space's patterns (estimated from the front's
-            measured steps).
+            "plain_pattern_s", "plain_space_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation)
+            over the plain training of 8 of the space's patterns (all of them when it holds fewer;
+            estimated from the front's measured steps).
         consistency: the largest ``|advise estimate - per-pair sum|`` over the certified candidates
             and ``k``, and the scale it compares with (``None`` without certification).
         status, message: of the JC run.
@@ -440,7 +440,7 @@ def search(
         "plain_step_s": steps,
         "plain_pattern_s": per_step * K,
         "plain_space_s": plain_space,
-        "ratio_8": (pair_s + eval_s) / (8 * per_step * K) if K else math.nan,
+        "ratio_8": (pair_s + eval_s) / (min(8, len(sp)) * per_step * K) if K else math.nan,
     }
     consistency, adv = None, None
     for r in front:
@@ -501,11 +501,9 @@ def _recommendation(res: SearchResult) -> str:
     search_s = cost["pair_run_s"] + cost["evaluate_s"]
     head += (
         f" The search took {search_s:.2f} s (plus {cost['certify_s']:.2f} s certifying); plain "
-        "training of "
-        f"one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all {len(sp):,} "
-        "about "
-        f"{cost['plain_space_s']:.3g} s: the search costs {cost['ratio_8']:.2f} x training 8 of "
-        "them."
+        f"training of one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all "
+        f"{len(sp):,} about {cost['plain_space_s']:.3g} s: the search costs "
+        f"{cost['ratio_8']:.2f} x training {min(8, len(sp))} of them."
     )
     if sp.n_blocks == 2:
         three = cost["plain_pattern_s"] * 3
