@@ -315,6 +315,16 @@ def _local_front(front: list[dict], space: PatternSpace, rec: PairRecords, k: in
         lowest = min(lowest, v)
 
 
+def _gate_note(adv, lr: float) -> str:
+    """The certification run's regime warnings (the one-step check at ``theta^0``, the edge of
+    stability), which hold for the whole front: outside them no budget is certified."""
+    from .advice import _check_note, _edge_note, _inside
+
+    rows = adv.per_iteration
+    edge = _edge_note(rows, _inside(rows, lr), lr) if rows else ""
+    return _check_note(adv.one_step_checks) + edge
+
+
 def _certify(task, lr, iters, front, records, space, hvp_method, seed):
     """Advise the front's patterns and their runners-up as candidates; fill errors, ``certified``
     and the consistency of the per-pair sums with :func:`crosscurv.numeric.advice.advise`'s
@@ -461,7 +471,7 @@ def search(
         status=rec.status,
         message=rec.message,
     )
-    res.recommendation = _recommendation(res)
+    res.recommendation = _recommendation(res) + (_gate_note(adv, lr) if adv else "")
     return res
 
 
