@@ -582,8 +582,8 @@ def advise(
         search: ``"orders"``, ``"stages[:D]"`` or ``"all"``: instead of ``patterns``, search that
             whole space of patterns from one JC run and return a
             :class:`crosscurv.numeric.pattern_search.SearchResult`
-            (:func:`crosscurv.numeric.pattern_search.search`; ``checks`` certifies its front); plain
-            steps only.
+            (:func:`crosscurv.numeric.pattern_search.search`; ``checks`` certifies its front,
+            ``out_dir`` receives ``search.json`` and ``pair_records.npz``); plain steps only.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -597,7 +597,7 @@ def advise(
         from .pattern_search import search as search_space
 
         return search_space(task, lr, iters, search, certify=checks, hvp_method=hvp_method,
-                            seed=seed, progress=progress)
+                            seed=seed, progress=progress, out_dir=out_dir)
 
     lr, iters = check_lr(lr), check_iters(iters)
     setup = optimizer_setup(task, optimizer, block_lr)

@@ -171,6 +171,22 @@ class SearchResult:
             name = _row_name(self.space.n_blocks, row) if moves else name
         return (name, v) if v < 0 else ("jc", 0.0)
 
+    def save(self, out_dir: str) -> None:
+        """Write ``out_dir/search.json`` (:meth:`to_json`) and ``out_dir/pair_records.npz``:
+        ``pairs`` (1-based ``(i, j)``), ``loss_jc``, ``linear``, ``gram``, ``pair_curvature`` per
+        ``k`` and ``lr``, from which any pattern's prediction at any ``k`` is
+        ``s . l^k + 1/2 s^T Q^k s``."""
+        import os
+
+        from .records import write_summary
+
+        os.makedirs(out_dir, exist_ok=True)
+        write_summary(os.path.join(out_dir, "search.json"), self.to_json())
+        rec = self.records
+        np.savez(os.path.join(out_dir, "pair_records.npz"),
+                 pairs=np.array(rec.pairs, dtype=np.int64).reshape(-1, 2) + 1, loss_jc=rec.loss_jc,
+                 linear=rec.linear, gram=rec.gram, pair_curvature=rec.pair_curvature, lr=rec.lr)
+
     def to_json(self) -> dict:
         """The ``--json`` object: ``space``, ``n_patterns`` (``enumerated``: how many were
         evaluated), ``front``, ``recommendation``, ``cost``, ``per_iteration``, ``consistency``,
@@ -380,6 +396,7 @@ def search(
     hvp_method: str = "auto",
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    out_dir: str | None = None,
 ) -> SearchResult:
     """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the
     best pattern per number of sequential stages at ``K = iters`` from one JC run (module
@@ -393,6 +410,7 @@ def search(
         hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification
         run).
         progress: ``progress(k, K)`` after each JC iteration.
+        out_dir: a folder for :meth:`SearchResult.save` (``None``: in memory only).
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
@@ -472,6 +490,8 @@ def search(
         message=rec.message,
     )
     res.recommendation = _recommendation(res) + (_gate_note(adv, lr) if adv else "")
+    if out_dir is not None:
+        res.save(out_dir)
     return res
 
 

@@ -181,3 +181,17 @@ def test_best_per_depth_never_names_a_non_finite_prediction():
     for d, (b, v, _, _) in got.items():
         cls = np.flatnonzero((space.depth <= d) & ~space.members[:, 0])
         assert v == pytest.approx(vals[cls].min(), rel=1e-14)
+
+
+def test_saved_pair_records_predict_any_pattern_at_any_k(tmp_path):
+    task, lr, K = _task(4), 0.1, 4
+    res = advise(task, lr, K, search="orders", checks=False, out_dir=str(tmp_path))
+    z = np.load(tmp_path / "pair_records.npz")
+    pl = [tuple(int(x) - 1 for x in p) for p in z["pairs"]]
+    from crosscurv.theory.patterns import as_pattern
+
+    row = np.array([[p in as_pattern("3<-1,2<-3", 3).pairs for p in pl]])
+    for k in (1, K):
+        got = predict(row, z["linear"][k - 1], z["gram"][k - 1])[0]
+        assert got == pytest.approx(res.predict("3<-1,2<-3", k), rel=1e-14)
+    assert (tmp_path / "search.json").exists()

@@ -123,7 +123,6 @@ def _search(args, task, lr, iters, setup):
     from crosscurv.experiments.cli import CLIError
     from crosscurv.experiments.cli.commands.run import _Progress, _slug
     from crosscurv.numeric.advice import advise
-    from crosscurv.numeric.records import write_summary
 
     bad = [flag for flag, on in (("--patterns", args.patterns), ("--resume", args.resume),
                                  ("--validate", args.validate), ("--figure", args.figure),
@@ -134,17 +133,9 @@ def _search(args, task, lr, iters, setup):
     progress = _Progress(int(iters), f"search {task.name}")
     try:
         res = advise(task, lr, iters, search=args.search, hvp_method=args.hvp, seed=args.seed,
-                     progress=progress, checks=args.certify)
+                     progress=progress, checks=args.certify, out_dir=out)
     finally:
         progress.close()
-    os.makedirs(out, exist_ok=True)
-    write_summary(os.path.join(out, "search.json"), res.to_json())
-    import numpy as np
-
-    rec = res.records  # any pattern at any k: s.l^k + 1/2 s^T Q^k s over these pairs
-    np.savez(os.path.join(out, "pair_records.npz"),
-             pairs=np.array(rec.pairs, dtype=np.int64).reshape(-1, 2) + 1, loss_jc=rec.loss_jc,
-             linear=rec.linear, gram=rec.gram, pair_curvature=rec.pair_curvature, lr=rec.lr)
     return res, out, None
 
 
