@@ -21,7 +21,7 @@ UV_VERSION := 0.13.8
 UV     := $(VENV)/bin/uv
 
 .PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv \
-        docs optimizer-studies advise-study trust-study rounding house certificates-study
+        docs optimizer-studies advise-study advise-search-study trust-study rounding house certificates-study
 
 install: $(STAMP)
 
@@ -125,6 +125,8 @@ optimizer-studies: $(STAMP)
 advise-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.cli.commands.advise study --tasks mlp,fl,lora --seeds 0,1,2 --iters mlp=150,fl=30,lora=60 \
 	  --lrs mlp=0.007/3.0,fl=0.007/2.0,lora=0.003/0.2 --out reports/advise
+advise-search-study: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.studies.pattern_search --out reports/advise
 trust-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.studies.trust --out reports/trust
 # the certificates on the problem zoo into reports/certificates.md (about 25 minutes on one core; the runs are

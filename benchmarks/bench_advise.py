@@ -12,6 +12,13 @@ process, alternating, ``rounds`` times:
 * ``plain``: the bare alternative to advising: every candidate's trajectory by
   :func:`crosscurv.numeric.steps.scheme_step` with its loss at each ``k`` (JC once), nothing else.
 
+and, for ``--search-tasks`` (default ``mlp``), the pattern search over each of ``--spaces``
+(default ``orders,stages``): :func:`crosscurv.numeric.pattern_search.search` without its
+certification (the JC run with the per-pair states and the evaluation of every pattern of the
+space), its certification run alone, and the plain training of 8 patterns of the space drawn at
+random (seeded), alternating in the same way; the ratio ``search / plain 8`` is what a user pays
+for the whole space against trying 8 of its patterns.
+
 Prints per task the median CPU seconds of each (``time.process_time``: the machine may be shared; after one
 warm-up of each, so that first-call costs land
 in neither), the one-step check's own seconds, ``advise / protocol`` (the target is <= 0.5) and
@@ -61,6 +68,55 @@ def plain(task, cands, lr, iters) -> dict:
     return out
 
 
+def search_rows(a) -> list[str]:
+    """The pattern-search table: search, certification, plain training of 8 of the patterns."""
+    import numpy as np
+
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.pattern_search import search
+    from crosscurv.theory.pattern_spaces import parse_space
+
+    tasks = [t for t in a.search_tasks.split(",") if t]
+    if not tasks:
+        return []
+    lines = ["", f"Pattern search, K = {a.iters}: `search` is the JC run with one state per "
+             "ordered pair of blocks (N^2 Hessian-vector products per iteration, batched) and the "
+             "evaluation of every pattern of the space at K; `certify` is the advise run over the "
+             "front's patterns and runners-up (errors and certificates); `plain 8` trains 8 "
+             "patterns of the space drawn at random (seed 0) for K steps each.", "",
+             "| task | blocks | space | patterns | search s | certify s | plain 8 s "
+             "| search/plain 8 | search+certify/plain 8 |", "|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for name in tasks:
+        task, settings = load_task(name, a.preset, device=torch.device("cpu"))
+        lr = settings["lr"]
+        for spec in a.spaces.split(","):
+            sp = parse_space(spec, task.n_blocks)
+            rng = np.random.default_rng(0)
+            eight = [sp.name(int(r)) for r in rng.choice(len(sp), min(8, len(sp)), replace=False)]
+            search(task, lr, 2, sp, certify=False)  # warm-up
+            plain(task, eight, lr, 2)
+            ts, tc, tq = [], [], []
+            for _ in range(a.rounds):
+                t = time.process_time()
+                res = search(task, lr, a.iters, sp, certify=False)
+                ts.append(time.process_time() - t)
+                t = time.process_time()
+                plain(task, eight, lr, a.iters)
+                tq.append(time.process_time() - t)
+                t = time.process_time()
+                from crosscurv.numeric.pattern_search import _certify
+
+                _certify(task, lr, a.iters, res.front, res.records, sp, "auto", 0)
+                tc.append(time.process_time() - t)
+            ms, mc, mq = (statistics.median(x) for x in (ts, tc, tq))
+            row = (f"| {name} | {task.n_blocks} | {sp.spec} | {len(sp):,} | {ms:.2f} | {mc:.2f} "
+                   f"| {mq:.2f} | {ms / mq:.2f} | {(ms + mc) / mq:.2f} |")
+            print(row, flush=True)
+            lines.append(row)
+    return lines
+
+
 def main(argv=None) -> str:
     import platform
     import sys
@@ -75,6 +131,9 @@ def main(argv=None) -> str:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--p", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--search-tasks", default="mlp",
+                    help="tasks whose pattern search is timed ('' for none)")
+    ap.add_argument("--spaces", default="orders,stages")
     ap.add_argument("--out", default=None, metavar="PATH", help="also write the markdown to PATH")
     a = ap.parse_args(argv)
     args = " ".join(argv if argv is not None else sys.argv[1:])
@@ -118,6 +177,7 @@ def main(argv=None) -> str:
                f"| {ma / mp:.2f} | {mn / mp:.2f} | {ma / mq:.2f} |")
         print(row, flush=True)
         lines.append(row)
+    lines += search_rows(a)
     text = "\n".join(lines) + "\n"
     if a.out:
         from crosscurv.numeric.records import atomic_write_text

@@ -644,6 +644,7 @@ def advise(
     checks: bool = True,
     optimizer=None,
     block_lr=None,
+    search: str | None = None,
 ) -> Advice:
     """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
 
@@ -668,11 +669,25 @@ def advise(
             embedded pair is derived for plain steps), so nothing is certified.
         threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
             command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
+        search: ``"orders"``, ``"stages[:D]"`` or ``"all"``: instead of ``patterns``, search that
+            whole space of patterns from one JC run and return a
+            :class:`crosscurv.numeric.pattern_search.SearchResult`
+            (:func:`crosscurv.numeric.pattern_search.search`; ``checks`` certifies its front,
+            ``out_dir`` receives ``search.json`` and ``pair_records.npz``); plain steps only.
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
     """
     from .protocol import check_iters, check_lr
+
+    if search is not None:
+        if patterns is not None or optimizer is not None or block_lr is not None or resume:
+            raise AdviceError("search takes the whole space of patterns from one plain JC run: no "
+                              "patterns, optimizer, block_lr or resume with it")
+        from .pattern_search import search as search_space
+
+        return search_space(task, lr, iters, search, certify=checks, hvp_method=hvp_method,
+                            seed=seed, progress=progress, out_dir=out_dir)
 
     lr, iters = check_lr(lr), check_iters(iters)
     setup = optimizer_setup(task, optimizer, block_lr)

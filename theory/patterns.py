@@ -31,6 +31,7 @@ __all__ = [
     "gauss_seidel",
     "partial",
     "chain",
+    "staged",
     "from_pairs",
     "parse_pattern",
     "as_pattern",
@@ -277,6 +278,24 @@ def chain(n_blocks: int, order: Sequence[int] | None = None) -> DelayPattern:
     return DelayPattern(n_blocks, pairs, name, o)
 
 
+def staged(n_blocks: int, stages: Sequence[Sequence[int]]) -> DelayPattern:
+    """Blocks arranged into sequential stages (0-based): blocks of one stage update together from
+    the same state, each stage after the previous ones: ``S = {(i, j) : stage(j) < stage(i)}``.
+
+    One stage is JC; ``N`` singleton stages are the GS order they spell.  Spelled
+    ``stages:1,2/3/4,5``.
+    """
+    flat = [int(b) for st in stages for b in st]
+    if sorted(flat) != list(range(n_blocks)) or any(not st for st in stages):
+        raise PatternError(f"stages must place each of blocks 1..{n_blocks} exactly once in "
+                           "non-empty stages, got "
+                           + "/".join(",".join(str(b + 1) for b in st) for st in stages))
+    pairs = frozenset((i, j) for a, st in enumerate(stages) for i in st
+                      for prev in stages[:a] for j in prev)
+    name = "stages:" + "/".join(",".join(str(b + 1) for b in st) for st in stages)
+    return DelayPattern(n_blocks, pairs, name, tuple(flat))
+
+
 def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int] | None = None) -> DelayPattern:
     """A partial GS pattern: a subset of the full GS pattern of ``order``.
 
@@ -323,7 +342,8 @@ def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str] | None = 
     Accepted forms:
         ``jc`` (also ``jacobi``), ``gs`` (also ``gauss-seidel``) in index order,
         ``gs:ORDER`` with ORDER comma-separated block indices or names,
-        ``chain`` / ``chain:ORDER``, and explicit pairs ``i<-j,...`` meaning
+        ``chain`` / ``chain:ORDER``, ``stages:B,B/B/...`` (blocks in sequential stages, ``/``
+        between stages: :func:`staged`), and explicit pairs ``i<-j,...`` meaning
         block ``i`` uses fresh block ``j`` (names allowed in place of indices).
 
     Raises:
@@ -350,6 +370,10 @@ def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str] | None = 
                 )
         build = chain if kind.lower() == "chain" else gauss_seidel
         return build(n_blocks, order)
+    if kind.lower() == "stages" and sep and "<-" not in s:
+        groups = [[_parse_block(t, n_blocks, block_names) for t in grp.split(",")]
+                  for grp in rest.split("/")]
+        return staged(n_blocks, groups)
     if "<-" in s:
         pairs = []
         for item in s.split(","):
@@ -362,7 +386,8 @@ def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str] | None = 
             pairs.append((i, j))
         return DelayPattern(n_blocks, frozenset(pairs), "pairs")
     raise PatternError(
-        f"unknown pattern {spec!r} (use jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,...)"
+        f"unknown pattern {spec!r} (use jc, gs, gs:ORDER, chain, chain:ORDER, stages:B,B/B/... "
+        "or i<-j,...)"
     )
 
 

@@ -52,6 +52,17 @@ def add_arguments(p) -> None:
                    help="iterations between checkpoints (default: one a minute at most, and one before the last)")
     p.add_argument("--figure", default=None, metavar="PATH",
                    help="also draw the predicted gaps with error bands and the recommended scheme over K")
+    p.add_argument("--search", default=None, metavar="SPACE",
+                   help="search a whole space of patterns from one JC run: orders (every GS "
+                        "order), stages[:D] (every arrangement into at most D sequential stages), "
+                        "all (every acyclic pattern, N <= 5, else stage arrangements then "
+                        "single-pair descent); "
+                        "names the best pattern per number of sequential stages, with errors and "
+                        "certificates for that front (writes search.json and pair_records.npz into "
+                        "--out, default runs/search-TASK)")
+    p.add_argument("--no-certify", dest="certify", action="store_false",
+                   help="with --search: skip the certification run of the front (errors NaN, "
+                        "nothing certified)")
     p.add_argument("--validate", action="store_true",
                    help="also run every candidate's trajectory: the advice's regret, how often it named the "
                         "measured best, which certified iterations were wrong (writes validation.json; costs "
@@ -80,13 +91,23 @@ def execute(args):
                     device=str(task.device), data_path=args.data, model_path=args.model,
                     threads=torch.get_num_threads())
     settings.pop("pattern", None)
+    if args.search is not None:
+        return _search(args, task, lr, iters, setup)
     progress = _Progress(int(iters), f"advise {task.name}")
+    import time
+
+    t0 = time.process_time()
     try:
         adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume, hvp_method=args.hvp,
                      seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress,
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
+    if not args.resume and setup.plain and adv.per_iteration:  # priced against trying them
+        from crosscurv.numeric.advice_cost import trying_note
+
+        adv.timing["trying"] = trying_note(task, adv.candidates, lr, len(adv.per_iteration),
+                                           time.process_time() - t0)
     val = None
     if args.validate:
         val = validate(task, adv, hvp_method=args.hvp, seed=args.seed)
@@ -98,8 +119,55 @@ def execute(args):
     return adv, out, val
 
 
+def _search(args, task, lr, iters, setup):
+    """``--search``: :func:`crosscurv.numeric.pattern_search.search`; returns
+    ``(SearchResult, folder, None)``."""
+    from crosscurv.experiments.cli import CLIError
+    from crosscurv.experiments.cli.commands.run import _Progress, _slug
+    from crosscurv.numeric.advice import advise
+
+    bad = [flag for flag, on in (("--patterns", args.patterns), ("--resume", args.resume),
+                                 ("--validate", args.validate), ("--figure", args.figure),
+                                 ("--optimizer/--block-lr", not setup.plain)) if on]
+    if bad:
+        raise CLIError(f"--search cannot be combined with {', '.join(bad)}")
+    out = args.out or f"runs/search-{_slug(task.name)}"
+    progress = _Progress(int(iters), f"search {task.name}")
+    try:
+        res = advise(task, lr, iters, search=args.search, hvp_method=args.hvp, seed=args.seed,
+                     progress=progress, checks=args.certify, out_dir=out)
+    finally:
+        progress.close()
+    return res, out, None
+
+
+def _print_search(res, out) -> None:
+    print(f"{res.status}: {res.records.iters} iterations of JC, {res.to_json()['n_patterns']:,} "
+          f"patterns ({res.space.spec}); summary in {out}/search.json")
+    print("| stages | best pattern | arrangement | predicted L_S - L_JC at K | error | runner-up "
+          "| margin | certified |")
+    for r in res.front:
+        if r["stages"] > 1 and not r["on_front"]:
+            continue
+        cert = {True: "yes", False: "no", None: "-"}[r.get("certified")]
+        print(f"| {r['stages']} | {r['best']} | {r['stages_text']} | {r['estimate']:.4g} "
+              f"| {r['error']:.2g} | {r['runner_up'] or '-'} | {r['margin']:.2g} | {cert} |")
+    print(res.recommendation)
+
+
 def run(args) -> int:
     adv, out, val = execute(args)
+    if args.search is not None:
+        if args.json:
+            print(json.dumps(adv.to_json(), indent=2, allow_nan=False))
+        else:
+            _print_search(adv, out)
+        if adv.status == "diverged":
+            from crosscurv.numeric.protocol import DIVERGED_EXIT_CODE
+
+            print(f"crosscurv: {adv.message}", file=sys.stderr)
+            return DIVERGED_EXIT_CODE
+        return 0
     if args.json:
         obj = adv.to_json()
         if val is not None:
@@ -111,6 +179,8 @@ def run(args) -> int:
         print(f"{adv.status}: {len(adv.per_iteration)} iterations of {adv.settings.get('task')}, "
               f"{len(adv.candidates)} candidates ({', '.join(adv.candidates)}); records in {out}")
         print(adv.recommendation)
+        if adv.timing.get("trying"):
+            print(adv.timing["trying"])
         if val is not None:
             print(validation_text(val))
     if adv.status == "diverged":

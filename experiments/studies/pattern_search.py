@@ -1,0 +1,293 @@
+"""Validation of ``crosscurv advise --search``: the patterns it names against plain training.
+
+For each problem the search (:func:`crosscurv.numeric.pattern_search.search`, certified) names the
+best pattern for each number ``D`` of sequential stages; the patterns are then trained plainly
+(``K`` exact scheme steps each, :func:`crosscurv.numeric.advice_cost.plain_losses`) and the measured
+gap ``L_S^K - L_JC^K`` of the named pattern is compared with the best measured one among the
+patterns with at most ``D`` stages:
+
+* the zoo (3-4 blocks, float64; none of them used while building the search): random coupled block
+  quadratics, random quartic polynomials, a tanh MLP, deep matrix factorisations; the space ``all``
+  is trained exhaustively (25 or 543 patterns), so the best measured is the true best;
+* the built-in ``mlp`` task (8 blocks, smoke preset): the stage arrangements (545,835) and the GS
+  orders (40,320); trained: the named front, the 5 best predicted patterns of the largest budget and
+  a seeded random sample of the space, so "best measured" is the best of those.
+
+Per budget ``D`` (every number of stages the space reaches; the named pattern is JC where nothing
+with at most ``D`` stages is predicted below it): ``regret`` = measured gap of the named pattern
+minus the best measured gap (0: the named pattern is the best), ``rank`` of the named pattern among
+the measured ones, ``spread`` = worst minus best measured gap in the class (what a random choice
+risks), and whether the choice was certified and right.
+
+    python -m crosscurv.experiments.studies.pattern_search --out reports/advise
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+__all__ = ["zoo", "validate_problem", "main"]
+
+#: lr = factor / lam (lam: the curvature scale of crosscurv.experiments.problems)
+ZOO_FACTORS = (0.25, 1.0)
+#: (lr, K) of the mlp rows: the smoke preset's rate, and the default preset's (below the edge)
+MLP_RUNS = ((0.05, 50), (0.007, 100))
+ZOO_ITERS = 30
+
+
+def zoo() -> list[tuple[str, object]]:
+    """``[(label, task)]``: the problems the search is validated on (float64, 3-4 blocks)."""
+    from crosscurv.experiments.problems import quartic_problem, tanh_mlp_problem
+    from crosscurv.experiments.problems.curvature_scale import curvature_scale
+    from crosscurv.experiments.problems.factorisation import factorisation_problem
+    from crosscurv.experiments.problems.toys import coupled_quadratic
+
+    out = []
+    for seed in (0, 1):
+        for sizes in ((2, 3, 2), (2, 2, 3, 2)):
+            task = coupled_quadratic(sizes, seed=seed, shift=0.5, name=f"quadratic{len(sizes)}")[0]
+            out.append((f"quadratic N={len(sizes)} seed {seed}", task, curvature_scale(task)))
+        for dims in ((2, 2, 2), (2, 1, 2, 2)):
+            p = quartic_problem(seed, dims)
+            out.append((f"quartic N={len(dims)} seed {seed}", p.task, p.scale))
+        for nb in (3, 4):
+            p = tanh_mlp_problem(seed, widths=(3, 5, 4, 2), n_blocks=nb)
+            out.append((f"tanh MLP N={nb} seed {seed}", p.task, p.scale))
+        for nf in (3, 4):
+            p = factorisation_problem(seed, n_factors=nf)
+            out.append((f"factorisation N={nf} seed {seed}", p.task, p.scale))
+    return out
+
+
+def _class_rows(front, measured: dict, depth_of: dict) -> list[dict]:
+    """Per budget of the front: the named pattern against the measured ones with at most that many
+    stages."""
+    rows = []
+    for f in front:
+        if f["stages"] == 1:
+            continue
+        d = f["stages"]
+        cls = {n: g for n, g in measured.items() if depth_of[n] <= d and math.isfinite(g)}
+        if f["best"] not in cls:
+            continue
+        best = min(cls, key=cls.get)
+        ranked = sorted(cls.values())
+        rows.append(
+            {
+                "stages": d,
+                "named": f["best"],
+                "predicted": f["estimate"],
+                "measured": cls[f["best"]],
+                "best": best,
+                "best_measured": cls[best],
+                "regret": cls[f["best"]] - cls[best],
+                "spread": ranked[-1] - ranked[0],
+                "rank": ranked.index(cls[f["best"]]) + 1,
+                "of": len(cls),
+                "certified": f["certified"],
+                "right": f["best"] == best,
+                "error": f["error"],
+            }
+        )
+    return rows
+
+
+def validate_problem(
+    label: str, task, lr: float, iters: int, space: str, sample: int = 0, seed: int = 0
+) -> dict:
+    """Search ``space``, train the named patterns (and every pattern, or ``sample`` others) and
+    compare."""
+    from crosscurv.numeric.advice_cost import plain_losses
+    from crosscurv.numeric.pattern_search import search
+
+    t0 = time.process_time()
+    res = search(task, lr, iters, space, seed=seed)
+    search_s = res.cost["pair_run_s"] + res.cost["evaluate_s"]
+    sp = res.space
+    K = res.records.iters
+    vals = res.records.predict(sp.members, K)
+    if sample:
+        rng = np.random.default_rng(seed)
+        rows = set(rng.choice(len(sp), min(sample, len(sp)), replace=False).tolist())
+        rows |= set(np.argsort(vals, kind="stable")[:5].tolist())
+    else:
+        rows = set(range(len(sp)))
+    names = {sp.name(int(r)): int(r) for r in rows}
+    for f in res.front:
+        for n in (f["best"], f["runner_up"]):
+            if n is not None and n != "jc" and n not in names:
+                from crosscurv.theory.pattern_spaces import pair_list
+                from crosscurv.theory.patterns import as_pattern
+
+                pairs = as_pattern(n, sp.n_blocks).pairs
+                key = np.array([p in pairs for p in pair_list(sp.n_blocks)])
+                names[n] = int(np.flatnonzero((sp.members == key).all(axis=1))[0])
+    t1 = time.process_time()
+    jc = plain_losses(task, "jc", lr, K)[-1]
+    in_space = bool((~sp.members.any(axis=1)).any())  # JC is a member (stages, all), not of orders
+    measured = {"jc": 0.0} if in_space else {}
+    depth = {"jc": 1}
+    for n, r in names.items():
+        if n == "jc":
+            continue
+        measured[n] = plain_losses(task, n, lr, K)[-1] - jc
+        depth[n] = int(sp.depth[r])
+    plain_s = time.process_time() - t1
+    pred = {n: float(vals[r]) for n, r in names.items()}
+    both = [n for n in measured if n != "jc" and math.isfinite(measured[n])]
+    corr = (
+        float(
+            np.corrcoef(
+                np.argsort(np.argsort([pred[n] for n in both])),
+                np.argsort(np.argsort([measured[n] for n in both])),
+            )[0, 1]
+        )
+        if len(both) > 2
+        else math.nan
+    )
+    return {
+        "problem": label,
+        "blocks": sp.n_blocks,
+        "space": sp.spec,
+        "patterns": len(sp),
+        "lr": lr,
+        "iters": K,
+        "trained": len(measured),
+        "exhaustive": not sample,
+        "rank_correlation": corr,
+        "classes": _class_rows(res.front, measured, depth),
+        "search_s": search_s,
+        "certify_s": res.cost["certify_s"],
+        "plain_s": plain_s,
+        "cpu_s": time.process_time() - t0,
+        "consistency": res.consistency,
+        "status": res.status,
+    }
+
+
+def _fmt(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3g}"
+
+
+def report(rows: list[dict], command: str) -> str:
+    """The markdown of ``reports/advise/search.md``."""
+    lines = [
+        "# `crosscurv advise --search`: the named patterns against plain training",
+        "",
+        f"Generated by `{command}` (CPU, {torch.get_num_threads()} thread(s)). For each problem "
+        "the search names, per number D of sequential stages, the pattern with the lowest JC-only "
+        "prediction among those with at most D stages (certified as single candidates are, "
+        "`crosscurv.numeric.pattern_search`); each pattern is then trained plainly for K steps "
+        "and its measured gap `L_S^K - L_JC^K` compared with the best measured one among the "
+        "trained patterns with at most D stages. Zoo rows: the space `all`, trained exhaustively "
+        "(the best measured is the true best); lr = f / lam with lam the curvature scale of "
+        f"`crosscurv.experiments.problems` and f in {ZOO_FACTORS} (the label's 'eta lam'), "
+        f"K = {ZOO_ITERS}. mlp rows: the named front, the 5 best predicted and a seeded random "
+        "sample trained, so 'best' is the best of those. 'regret': measured gap of the named "
+        "pattern minus the best one (0: the named one is the best); 'spread': worst minus best "
+        "measured gap of the class (what an arbitrary choice risks); 'rank': of the named pattern "
+        "among the trained ones of its class; 'rank corr.': Spearman correlation "
+        "of predicted and measured gaps over the trained patterns.",
+        "",
+        "| problem | space (patterns) | trained | rank corr. | D | named | predicted | measured | "
+        "best measured "
+        "| regret | spread | rank | certified | right |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    tally = {g: {"right": [0, 0], "regret": [0, 0], "certified": [0, 0]}
+             for g in ("zoo (exhaustive)", "mlp (sampled)")}
+    for r in rows:
+        t = tally["zoo (exhaustive)" if r["exhaustive"] else "mlp (sampled)"]
+        for i, c in enumerate(r["classes"]):
+            label = r["problem"] + ("" if r["status"] == "complete" else
+                                    f" (JC run {r['status']}: K = {r['iters']})")
+            head = (f"| {label} | {r['space']} ({r['patterns']:,}) | {r['trained']} "
+                    f"| {_fmt(r['rank_correlation'])} " if i == 0 else "| | | | ")
+            cert = {True: "yes", False: "no", None: "-"}[c["certified"]]
+            lines.append(head + f"| {c['stages']} | {c['named']} | {_fmt(c['predicted'])} "
+                         f"| {_fmt(c['measured'])} | {_fmt(c['best_measured'])} "
+                         f"| {_fmt(c['regret'])} | {_fmt(c['spread'])} | {c['rank']}/{c['of']} "
+                         f"| {cert} | {'yes' if c['right'] else 'no'} |")
+            if r["status"] != "complete":
+                continue  # a diverged JC run: listed, not counted
+            t["right"][0] += int(c["right"])
+            t["right"][1] += 1
+            t["regret"][0] += int(c["regret"] <= 0.05 * c["spread"])
+            t["regret"][1] += 1
+            if c["certified"]:
+                t["certified"][0] += int(c["right"])
+                t["certified"][1] += 1
+    cpu = sum(r["cpu_s"] for r in rows)
+    lines += ["", "Over the budgets of the problems whose JC run completed:", "",
+              "| rows | named = best measured (budgets) | regret within 5% of the spread "
+              "| certified choices right |", "|---|---|---|---|"]
+    for g, t in tally.items():
+        lines.append(f"| {g} | {t['right'][0]}/{t['right'][1]} | {t['regret'][0]}/{t['regret'][1]} "
+                     f"| {t['certified'][0]}/{t['certified'][1]} |")
+    lines += ["", "Cost per problem (CPU s): the search (JC run with the per-pair states and the "
+              "evaluation of the space), its certification (advise on the front's patterns and "
+              "runners-up) and the plain training of the trained patterns.", "",
+              "| problem | search s | certify s | plain training s (patterns) | per-pair sums vs "
+              "advise (max abs difference / max abs estimate) |", "|---|---|---|---|---|"]
+    for r in rows:
+        c = r["consistency"] or {}
+        lines.append(
+            f"| {r['problem']} ({r['space']}) | {r['search_s']:.2f} | {r['certify_s']:.2f} "
+            f"| {r['plain_s']:.2f} ({r['trained'] - 1}) | {_fmt(c.get('max_abs_difference'))} / "
+            f"{_fmt(c.get('max_abs_estimate'))} |"
+        )
+    lines += ["", f"CPU time in all: {cpu / 60:.1f} core-minutes."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    import shlex
+
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.numeric.records import atomic_write_text, write_summary
+
+    ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.studies.pattern_search")
+    ap.add_argument("--out", default="reports/advise")
+    ap.add_argument("--sample", type=int, default=40, help="random patterns trained per mlp space")
+    ap.add_argument("--no-zoo", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    argv = sys.argv[1:] if argv is None else argv
+    command = "python -m crosscurv.experiments.studies.pattern_search " + " ".join(
+        shlex.quote(x) for x in argv
+    )
+    rows = []
+
+    def done(what):
+        got = [(c["stages"], c["right"]) for c in rows[-1]["classes"]]
+        print(f"search study: {what}: {got}", file=sys.stderr, flush=True)
+
+    if not a.no_zoo:
+        for factor in ZOO_FACTORS:
+            for label, task, lam in zoo():
+                name = f"{label}, eta lam {factor}"
+                rows.append(validate_problem(name, task, factor / lam, ZOO_ITERS, "all"))
+                done(name)
+    task, _ = load_task("mlp", "smoke", device=torch.device("cpu"))
+    for lr, iters in MLP_RUNS:
+        for space in ("stages", "orders"):
+            name = f"mlp smoke lr {lr} K {iters}"
+            rows.append(validate_problem(name, task, lr, iters, space, sample=a.sample))
+            done(f"{name} {space}")
+    os.makedirs(a.out, exist_ok=True)
+    write_summary(os.path.join(a.out, "search.json"), {"command": command, "rows": rows})
+    text = report(rows, command)
+    atomic_write_text(os.path.join(a.out, "search.md"), text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Per-pair quantities along one JC run, from which every delay pattern's JC-only prediction is a
+sum.
+
+The JC-only estimate of :mod:`crosscurv.numeric.advice` for a pattern ``S`` is (paper, Lemma 3 /
+Theorem 3 with ``M_S g`` on the JC trajectory)::
+
+    y_0 = 0,   y_{k+1} = (I - eta H_k) y_k + eta^2 M_S g_k,     estimate_S^k = g_k . y_k + 1/2 y_k .
+    H_k y_k,
+
+with ``H_k, g_k`` at ``theta_JC^k``.  ``M_S g = sum_{(i,j) in S} P_i H E_j g`` (row block ``i`` of
+the Hessian column of block ``j``, Lemma 1), and the recursion is linear in its forcing, so ``y_k =
+sum_{(i,j) in S} u_ij^k`` with one state per ordered pair of blocks::
+
+    u_ij^0 = 0,   u_ij^{k+1} = (I - eta H_k) u_ij^k + eta^2 P_i H E_j g_k
+             (u_ij^K = eta^2 sum_m Phi_{K,m+1} P_i H_ij^m g_j^m).
+
+For a pattern's 0/1 vector ``s`` over the ``P = N(N-1)`` pairs the estimate is therefore::
+
+    estimate_S^k = s . l^k + 1/2 s^T Q^k s,   l_p^k = g_k . u_p^k,   Q_pq^k = u_p^k . H_k u_q^k,
+
+and the one-step term of Theorem 1, ``eta^2 C_S = eta^2 sum_{(i,j) in S} c_ij`` with
+``c_ij^k = g_i . H_ij g_j`` at ``theta_JC^k``.  :class:`PairRecords` holds ``l^k``, ``Q^k``, ``c^k``
+for ``k = 1..K``: ``O(K P^2)`` numbers that predict every pattern at every ``k``.
+
+Cost per JC iteration: one gradient with its graph and one batched backward through it for ``N + P =
+N^2`` directions (the ``N`` columns ``E_j g`` and the ``P`` states), i.e. ``N^2`` Hessian-vector
+products that a batched double backward evaluates together, plus the Gram matrix ``U (H U)^T``
+(``P^2`` dots).  It grows
+with the number of blocks, not with the number of patterns.  Memory: ``2 N^2`` parameter-sized
+vectors.
+
+Vectors: the states are stacked per parameter, ``{name: (P, *shape)}`` in the task's dtype; ``l``,
+``Q``, ``c`` are float64 (the dots accumulate per parameter in the task's dtype and sum in float64).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from crosscurv.theory.pattern_spaces import pair_list
+
+from .steps import block_keys
+
+__all__ = ["PairRecords", "pair_run", "predict", "finite_pairs"]
+
+
+@dataclass
+class PairRecords:
+    """What :func:`pair_run` gathers at ``k = 1..K`` (row ``k - 1``).
+
+    Attributes:
+        n_blocks: ``N``; ``pairs``: ``pair_list(N)`` (0-based ``(i, j)``, the columns).
+        lr: ``eta``.
+        loss_jc: ``(K,)`` ``L(theta_JC^k)``.
+        linear: ``(K, P)`` ``l_p^k = g_k . u_p^k``.
+        gram: ``(K, P, P)`` ``Q^k`` (symmetrised).
+        pair_curvature: ``(K, P)`` ``c_ij^k = g_i . H_ij g_j`` (Theorem 1's terms).
+        status: ``"complete"`` or ``"diverged"``; ``message``.
+    """
+
+    n_blocks: int
+    lr: float
+    loss_jc: np.ndarray
+    linear: np.ndarray
+    gram: np.ndarray
+    pair_curvature: np.ndarray
+    status: str = "complete"
+    message: str = ""
+    pairs: list = field(default_factory=list)
+
+    @property
+    def iters(self) -> int:
+        """The last ``k`` recorded."""
+        return int(self.loss_jc.shape[0])
+
+    def predict(self, members, k: int) -> np.ndarray:
+        """JC-only predictions at ``k`` (``1 <= k <= iters``) of pattern rows ``members`` (``bool
+        (n, P)``)."""
+        return predict(members, self.linear[k - 1], self.gram[k - 1])
+
+    def one_step(self, members, k: int) -> np.ndarray:
+        """``eta^2 C_S`` at ``theta_JC^k`` of pattern rows ``members`` (Theorem 1)."""
+        return self.lr**2 * (np.asarray(members, dtype=np.float64) @ self.pair_curvature[k - 1])
+
+
+def finite_pairs(linear: np.ndarray, gram: np.ndarray) -> tuple:
+    """``(linear, gram, bad)``: the pairs whose ``l_p`` or a ``Q`` entry is not finite (``bad``,
+    ``bool (P,)``; their JC-only states overflowed) zeroed out, so that the patterns without them
+    keep finite predictions; a pattern holding a bad pair predicts ``+inf``."""
+    bad = ~np.isfinite(linear) | ~np.isfinite(gram).all(axis=0) | ~np.isfinite(gram).all(axis=1)
+    if not bad.any():
+        return linear, gram, bad
+    lin = np.where(bad, 0.0, linear)
+    q = np.where(bad[:, None] | bad[None, :], 0.0, gram)
+    return lin, q, bad
+
+
+def predict(members, linear: np.ndarray, gram: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """``s . l + 1/2 s^T Q s`` for every row ``s`` of ``members`` (``bool (n, P)``), float64
+    ``(n,)``; ``+inf`` for a pattern holding a pair whose quantities are not finite."""
+    m = np.atleast_2d(np.asarray(members))
+    linear, gram, bad = finite_pairs(np.asarray(linear), np.asarray(gram))
+    out = np.empty(m.shape[0], dtype=np.float64)
+    q = torch.from_numpy(np.ascontiguousarray(gram, dtype=np.float64))
+    lin = torch.from_numpy(np.ascontiguousarray(linear, dtype=np.float64))
+    for a in range(0, m.shape[0], chunk):
+        s = torch.from_numpy(m[a : a + chunk].astype(np.float64))
+        out[a : a + chunk] = (s @ lin + 0.5 * ((s @ q) * s).sum(dim=1)).numpy()
+    if bad.any():
+        out[m[:, bad].any(axis=1)] = np.inf
+    return out
+
+
+def _grad_and_products(
+    loss, theta: dict, layout: list, directions: Callable[[torch.Tensor], torch.Tensor]
+):
+    """``(value, g, H V)`` at ``theta``, flat: one gradient with its graph, then ``H`` times the
+    rows of ``V = directions(g)`` (``(m, D)``) by one batched backward through it (one backward per
+    row if the loss cannot be batched).  ``layout``: ``[(name, start, stop, shape)]``, the flat
+    coordinates of each parameter."""
+    names = [k for k, *_ in layout]
+    p = {k: theta[k].detach().requires_grad_(True) for k in names}
+    with torch.enable_grad():
+        value = loss(p)
+        gs = torch.autograd.grad(value, [p[k] for k in names], create_graph=True, allow_unused=True)
+        g = torch.cat(
+            [
+                (gk.detach() if gk is not None else torch.zeros_like(p[k])).reshape(-1)
+                for k, gk in zip(names, gs)
+            ]
+        )
+        V = directions(g)
+        m = V.shape[0]
+        hv = torch.zeros_like(V)
+        live = [(r, gk) for r, gk in enumerate(gs) if gk is not None and gk.requires_grad]
+        if live and m:
+            outs = [gk for _, gk in live]
+            gos = [V[:, layout[r][1] : layout[r][2]].reshape(m, *layout[r][3]) for r, _ in live]
+            inputs = [p[k] for k in names]
+            try:
+                hs = torch.autograd.grad(
+                    outs,
+                    inputs,
+                    grad_outputs=gos,
+                    allow_unused=True,
+                    is_grads_batched=True,
+                    retain_graph=True,
+                )
+                for (k, a, b, _), h in zip(layout, hs):
+                    if h is not None:
+                        hv[:, a:b] = h.reshape(m, -1)
+            except RuntimeError:  # no batched backward for this loss: one direction at a time
+                for r in range(m):
+                    hs = torch.autograd.grad(
+                        outs,
+                        inputs,
+                        grad_outputs=[go[r] for go in gos],
+                        allow_unused=True,
+                        retain_graph=True,
+                    )
+                    for (k, a, b, _), h in zip(layout, hs):
+                        if h is not None:
+                            hv[r, a:b] = h.reshape(-1)
+    return value.detach(), g, hv
+
+
+def pair_run(
+    task, lr: float, iters: int, *, progress: Callable[[int, int], None] | None = None
+) -> PairRecords:
+    """Run JC from ``task.params`` for ``iters`` steps and gather :class:`PairRecords` (module
+    docstring).
+
+    A non-finite JC loss stops the run (status ``"diverged"``, the records up to the last finite
+    ``k``).
+    """
+    n = task.n_blocks
+    pairs = pair_list(n)
+    P = len(pairs)
+    layout, span, at = (
+        [],
+        [],
+        0,
+    )  # flat coordinates, block by block: block i is [span[i][0], span[i][1])
+    for ks in block_keys(task):
+        start = at
+        for k in ks:
+            v = task.params[k]
+            layout.append((k, at, at + v.numel(), tuple(v.shape)))
+            at += v.numel()
+        span.append((start, at))
+    like = task.params[layout[0][0]]
+    theta = {k: task.params[k].detach().clone() for k, *_ in layout}
+    U = torch.zeros((P, at), dtype=like.dtype, device=like.device)
+    lin, gram, curv, losses = [], [], [], []
+    status, message = "complete", ""
+    lr2 = lr * lr
+    pi_idx = torch.tensor([i for i, _ in pairs], dtype=torch.long)
+    pj_idx = torch.tensor([j for _, j in pairs], dtype=torch.long)
+
+    def directions(g: torch.Tensor) -> torch.Tensor:
+        V = torch.zeros((n + P, at), dtype=g.dtype, device=g.device)
+        for j, (a, b) in enumerate(span):
+            V[j, a:b] = g[a:b]  # E_j g
+        V[n:] = U
+        return V
+
+    for k in range(iters + 1):
+        value, g, hv = _grad_and_products(task.loss, theta, layout, directions)
+        if not math.isfinite(float(value)):
+            status, message = "diverged", f"diverged at k={k}: loss_jc = {float(value)}"
+            break
+        hcol, hu = hv[:n], hv[n:]  # H E_j g (j = 0..N-1), H u_p
+        if k >= 1:
+            losses.append(float(value))
+            lin.append((U @ g).double().numpy())
+            q = (U @ hu.T).double()
+            gram.append((0.5 * (q + q.T)).numpy())
+            cmat = torch.stack(
+                [hcol[:, a:b] @ g[a:b] for a, b in span]
+            ).double()  # c_ij = g_i . (H E_j g)_i
+            curv.append(cmat[pi_idx, pj_idx].numpy())
+            if progress is not None:
+                progress(k, iters)
+        if k < iters:
+            U.add_(hu, alpha=-lr)
+            for p, (i, j) in enumerate(pairs):  # + eta^2 P_i H E_j g
+                a, b = span[i]
+                U[p, a:b].add_(hcol[j, a:b], alpha=lr2)
+            g_of = {name: g[a:b].view(shape) for name, a, b, shape in layout}
+            theta = {name: theta[name] - lr * g_of[name] for name in theta}
+        del hv, hcol, hu
+    K = len(losses)
+    return PairRecords(
+        n,
+        lr,
+        np.array(losses, dtype=np.float64),
+        np.array(lin, dtype=np.float64).reshape(K, P),
+        np.array(gram, dtype=np.float64).reshape(K, P, P),
+        np.array(curv, dtype=np.float64).reshape(K, P),
+        status,
+        message,
+        pairs,
+    )

@@ -1,0 +1,556 @@
+"""The best delay pattern for each parallelism budget, over a whole space of patterns, from one JC
+run.
+
+For a space of patterns (:mod:`crosscurv.theory.pattern_spaces`: every GS order, every arrangement
+into at most ``D`` sequential stages, every acyclic pattern) the JC-only prediction of each pattern
+``S`` at every ``k <= K`` is a sum over its pairs (:mod:`crosscurv.numeric.pair_records`)::
+
+    estimate_S^k = sum_{p in S} l_p^k + 1/2 sum_{p, q in S} Q_pq^k,
+
+the same number :func:`crosscurv.numeric.advice.advise` computes for ``S`` as a candidate (to
+rounding: ``tests/numeric/test_pattern_search.py``).  One JC run gathers ``l^k, Q^k`` at the cost of
+``N^2`` Hessian-vector products per iteration, whatever the number of patterns; the search then
+evaluates every pattern of the space at ``K`` and names, for each number ``D`` of sequential stages,
+the pattern with the lowest prediction among those with at most ``D`` stages (the Pareto front of
+predicted gain against sequential stages; JC is the one-stage scheme, prediction 0).
+
+Exactness: the space is evaluated exhaustively at ``K``: in float32 first, then every pattern whose
+float32 value is within twice a bound on the float32 rounding of the best or runner-up is evaluated
+again in float64 (:func:`best_per_depth`), so the named best and runner-up are those of the float64
+evaluation.  ``all`` is enumerated for ``N <= 5`` (29,281 acyclic patterns;
+:data:`crosscurv.theory.pattern_spaces.MAX_ALL_EXHAUSTIVE`); beyond (7.8 x 10^11 patterns for ``N =
+8``) the stage arrangements are searched exhaustively and each budget's best is the start of a
+steepest descent over acyclic patterns, one pair added or removed per move (:func:`local_descent`):
+the named pattern is predicted no worse than the best stage arrangement and no single pair improves
+it, a local minimum without a global guarantee.
+
+Errors and certificates (``certify``): the front's patterns and their runners-up are advised again
+as candidates of :func:`crosscurv.numeric.advice.advise` (the embedded-pair error, the one-step
+check and the regime gate of a single candidate); a budget's choice is certified when the margin of
+its prediction to the runner-up's exceeds the sum of their embedded errors and the advice's gates
+hold, as for single candidates. That run costs what advising those candidates costs
+(``cost["certify_s"]``).
+
+Cost against trying (``cost``): the seconds of the JC run and the evaluation, and the seconds plain
+training of the patterns would take, measured by timing a few exact scheme steps of each front
+pattern (:func:`crosscurv.numeric.advice_cost.plain_seconds`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from crosscurv.theory.pattern_spaces import DAG_COUNTS, LOCAL, PatternSpace, parse_space
+
+from .pair_records import PairRecords, finite_pairs, pair_run, predict
+from .records import json_safe
+
+__all__ = ["SearchResult", "search", "best_per_depth", "local_descent"]
+
+
+def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) -> dict:
+    """For each ``D`` of the space: the best and runner-up pattern with at most ``D`` sequential
+    stages.
+
+    Returns:
+        ``{D: (best row, best value, runner-up row or -1, runner-up value or nan)}`` for each ``D``
+        in ``1..max_stages`` that some pattern reaches; values float64, ties broken by the lower
+        row.
+    """
+    P = linear.shape[0]
+    linear, gram, bad = finite_pairs(linear, gram)
+    m = torch.from_numpy(space.members)
+    v32 = torch.empty(len(space), dtype=torch.float32)
+    q, lin = torch.from_numpy(gram).float(), torch.from_numpy(linear).float()
+    for a in range(0, len(space), 65536):
+        s = m[a : a + 65536].float()
+        v32[a : a + 65536] = s @ lin + 0.5 * ((s @ q) * s).sum(1)
+    v32 = v32.numpy().astype(np.float64)
+    if bad.any():
+        v32[space.members[:, bad].any(axis=1)] = np.inf
+    # float32 rounding of s.l + 1/2 s^T Q s: at most ~ (P + 2) eps |terms|, taken with a factor 4
+    scale = np.abs(linear).sum() + 0.5 * np.abs(gram).sum()
+    bound = 4 * (P + 2) * float(np.finfo(np.float32).eps) * scale
+    if not (np.isfinite(v32).all() and np.isfinite(bound)):  # beyond float32: all in float64
+        v32, bound = predict(space.members, linear, gram), 0.0
+        if bad.any():
+            v32[space.members[:, bad].any(axis=1)] = np.inf
+    v32 = np.where(np.isfinite(v32), v32, np.inf)  # a non-finite prediction ranks last
+    out = {}
+    two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest values at each exact depth
+    for d in range(1, space.max_stages + 1):
+        vals = v32[space.depth == d]
+        if len(vals):
+            low = np.partition(vals, 1)[:2] if len(vals) > 1 else np.array([vals[0], np.inf])
+            two[d] = np.sort(low)
+    for d in range(1, space.max_stages + 1):
+        if not (space.depth == d).any():
+            continue
+        low = np.sort(two[1 : d + 1].ravel())
+        thr = (low[1] if np.isfinite(low[1]) else low[0]) + 2 * bound
+        if not np.isfinite(thr):
+            continue  # no finite prediction with at most d stages
+        keep = np.flatnonzero((space.depth <= d) & (v32 <= thr))
+        exact = predict(space.members[keep], linear, gram)
+        exact = np.where(np.isfinite(exact), exact, np.inf)
+        order = np.lexsort((keep, exact))
+        b = int(keep[order[0]])
+        r = int(keep[order[1]]) if len(order) > 1 and np.isfinite(exact[order[1]]) else -1
+        out[d] = (b, float(exact[order[0]]), r, float(exact[order[1]]) if r >= 0 else math.nan)
+    return out
+
+
+@dataclass
+class SearchResult:
+    """Outcome of :func:`search`.
+
+    Attributes:
+        space: the :class:`PatternSpace` searched; ``records``: the :class:`PairRecords` of the JC
+        run.
+        front: one row per number of sequential stages ``D`` reached by the space, at ``K``:
+            ``{"stages", "best", "stages_text", "estimate", "one_step", "runner_up",
+            "runner_up_estimate", "margin", "on_front", "error", "runner_up_error", "certified"}``
+            (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than every budget with
+            fewer stages; errors and ``certified`` from the certification run, NaN / ``None``
+            without one).  JC (``D = 1``, prediction 0) is always the first row.
+        per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns
+        at every ``k``.
+        recommendation: one paragraph naming the front.
+        cost: ``{"pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern: s},
+            "plain_pattern_s", "plain_space_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation)
+            over the plain training of 8 of the space's patterns (all of them when it holds fewer;
+            estimated from the front's measured steps).
+        consistency: the largest ``|advise estimate - per-pair sum|`` over the certified candidates
+            and ``k``, and the scale it compares with (``None`` without certification).
+        status, message: of the JC run.
+    """
+
+    space: PatternSpace
+    records: PairRecords
+    block_names: list
+    front: list
+    per_iteration: list
+    recommendation: str = ""
+    cost: dict = field(default_factory=dict)
+    consistency: dict | None = None
+    certification: object = None
+    status: str = "complete"
+    message: str = ""
+
+    def predict(self, pattern, k: int | None = None) -> float:
+        """The JC-only prediction of ``pattern`` (a :class:`DelayPattern` or its spelling) at ``k``
+        (default ``K``)."""
+        from crosscurv.theory.pattern_spaces import pair_list
+        from crosscurv.theory.patterns import as_pattern
+
+        pat = as_pattern(pattern, self.space.n_blocks, self.block_names)
+        row = np.array([[p in pat.pairs for p in pair_list(pat.n_blocks)]])
+        return float(self.records.predict(row, k or self.records.iters)[0])
+
+    def best(self, k: int, max_stages: int | None = None) -> tuple[str, float]:
+        """The space's best pattern with at most ``max_stages`` stages at ``k`` and its prediction.
+        """
+        rec = self.records
+        d = max_stages or self.space.max_stages
+        got = best_per_depth(self.space, rec.linear[k - 1], rec.gram[k - 1])
+        ds = [x for x in got if x <= d]
+        if not ds:
+            return "jc", 0.0
+        b, v, _, _ = got[max(ds)]
+        name = self.space.name(b)
+        if self.space.kind == LOCAL:
+            row, v, _, _, moves = local_descent(
+                self.space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], self.space.members[b], d
+            )
+            name = _row_name(self.space.n_blocks, row) if moves else name
+        return (name, v) if v < 0 else ("jc", 0.0)
+
+    def save(self, out_dir: str) -> None:
+        """Write ``out_dir/search.json`` (:meth:`to_json`) and ``out_dir/pair_records.npz``:
+        ``pairs`` (1-based ``(i, j)``), ``loss_jc``, ``linear``, ``gram``, ``pair_curvature`` per
+        ``k`` and ``lr``, from which any pattern's prediction at any ``k`` is
+        ``s . l^k + 1/2 s^T Q^k s``."""
+        import os
+
+        from .records import write_summary
+
+        os.makedirs(out_dir, exist_ok=True)
+        write_summary(os.path.join(out_dir, "search.json"), self.to_json())
+        rec = self.records
+        np.savez(os.path.join(out_dir, "pair_records.npz"),
+                 pairs=np.array(rec.pairs, dtype=np.int64).reshape(-1, 2) + 1, loss_jc=rec.loss_jc,
+                 linear=rec.linear, gram=rec.gram, pair_curvature=rec.pair_curvature, lr=rec.lr)
+
+    def to_json(self) -> dict:
+        """The ``--json`` object: ``space``, ``n_patterns`` (``enumerated``: how many were
+        evaluated), ``front``, ``recommendation``, ``cost``, ``per_iteration``, ``consistency``,
+        ``status``."""
+        n = DAG_COUNTS[self.space.n_blocks] if self.space.kind == LOCAL else len(self.space)
+        return json_safe(
+            {
+                "space": self.space.spec,
+                "n_patterns": n,
+                "enumerated": len(self.space),
+                "status": self.status,
+                "message": self.message,
+                "iters": self.records.iters,
+                "lr": self.records.lr,
+                "recommendation": self.recommendation,
+                "front": self.front,
+                "cost": self.cost,
+                "consistency": self.consistency,
+                "per_iteration": self.per_iteration,
+            }
+        )
+
+
+def _front(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
+    got = best_per_depth(space, rec.linear[k - 1], rec.gram[k - 1])
+    rows = [
+        {
+            "stages": 1,
+            "best": "jc",
+            "stages_text": "{" + ",".join(str(b + 1) for b in range(space.n_blocks)) + "}",
+            "estimate": 0.0,
+            "one_step": 0.0,
+            "runner_up": None,
+            "runner_up_estimate": math.nan,
+            "margin": math.nan,
+            "on_front": True,
+        }
+    ]
+    lowest = 0.0
+    for d, (b, v, r, rv) in sorted(got.items()):
+        if d == 1:
+            continue  # JC, the only one-stage pattern
+        row = {
+            "stages": d,
+            "best": space.name(b),
+            "stages_text": space.stages_text(b) or space.name(b),
+            "estimate": v,
+            "one_step": float(rec.one_step(space.members[b : b + 1], k)[0]),
+            "runner_up": space.name(r) if r >= 0 else None,
+            "runner_up_estimate": rv,
+            "margin": rv - v if r >= 0 else math.nan,
+            "on_front": bool(v < lowest),
+        }
+        lowest = min(lowest, v)
+        rows.append(row)
+    return rows
+
+
+def _row_name(n_blocks: int, row: np.ndarray) -> str:
+    """A pattern row's spelling: ``jc``, ``gs:ORDER`` or its pairs ``i<-j,...`` (1-based)."""
+    from crosscurv.theory.pattern_spaces import pair_list
+    from crosscurv.theory.patterns import DelayPattern
+
+    pairs = pair_list(n_blocks)
+    pat = DelayPattern(n_blocks, frozenset(pairs[p] for p in np.flatnonzero(row)), "pairs")
+    if pat.is_jacobi:
+        return "jc"
+    if pat.is_full_gs():
+        return "gs:" + ",".join(str(b + 1) for b in pat.order())
+    return ",".join(f"{i + 1}<-{j + 1}" for i, j in sorted(pat.pairs))
+
+
+def local_descent(
+    n_blocks: int, linear: np.ndarray, gram: np.ndarray, start: np.ndarray, max_stages: int
+):
+    """Steepest descent over acyclic patterns with at most ``max_stages`` sequential stages, one
+    pair added or removed per move, from the pattern row ``start`` (``bool (P,)``).
+
+    Adding pair ``p`` to ``s`` changes the prediction by ``l_p + (Q s)_p + 1/2 Q_pp``, removing it
+    by ``-l_p - (Q s)_p + 1/2 Q_pp``; the move with the lowest change is taken while it lowers the
+    prediction. Guarantee: the result is predicted no worse than ``start`` and no single-pair move
+    within the budget improves it (a local minimum); not the global minimum over the ``7.8 x 10^11``
+    patterns of 8 blocks.
+
+    Returns:
+        ``(row, value, runner_up row, runner_up value, moves)``: the runner-up is the best neighbour
+        (one pair away) within the budget.
+    """
+    from crosscurv.theory.pattern_spaces import depth_of
+
+    P = linear.shape[0]
+    s = np.asarray(start, dtype=bool).copy()
+    diag = np.diag(gram)
+    moves = 0
+    while True:
+        qs = gram @ s.astype(np.float64)
+        delta = np.where(s, -linear - qs + 0.5 * diag, linear + qs + 0.5 * diag)
+        cand = np.tile(s, (P, 1))
+        cand[np.arange(P), np.arange(P)] ^= True
+        ok = depth_of(n_blocks, cand) <= max_stages
+        delta = np.where(ok, delta, np.inf)
+        p = int(np.argmin(delta))
+        if delta[p] < 0 and np.isfinite(delta[p]):
+            s = cand[p]
+            moves += 1
+            continue
+        exact = predict(np.vstack([s, cand[p]]), linear, gram)
+        if not np.isfinite(delta[p]):
+            return s, float(exact[0]), None, math.nan, moves
+        return s, float(exact[0]), cand[p], float(exact[1]), moves
+
+
+def _local_front(front: list[dict], space: PatternSpace, rec: PairRecords, k: int) -> None:
+    """Replace each budget's stage arrangement by the local minimum over acyclic patterns reached
+    from it."""
+    from crosscurv.theory.pattern_spaces import pair_list
+    from crosscurv.theory.patterns import as_pattern
+
+    pl = pair_list(space.n_blocks)
+    lowest = 0.0
+    for r in front:
+        if r["stages"] == 1:
+            continue
+        start = np.array([p in as_pattern(r["best"], space.n_blocks).pairs for p in pl])
+        row, v, ru, rv, moves = local_descent(
+            space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], start, r["stages"]
+        )
+        r.update(
+            start=r["best"],
+            start_estimate=r["estimate"],
+            moves=moves,
+            best=_row_name(space.n_blocks, row) if moves else r["best"],
+            estimate=v,
+            one_step=float(rec.one_step(row[None, :], k)[0]),
+            runner_up=_row_name(space.n_blocks, ru) if ru is not None else None,
+            runner_up_estimate=rv,
+            margin=rv - v if ru is not None else math.nan,
+            on_front=bool(v < lowest),
+        )
+        if moves:
+            r["stages_text"] = r["best"]
+        lowest = min(lowest, v)
+
+
+def _gate_note(adv, lr: float) -> str:
+    """The certification run's regime warnings (the one-step check at ``theta^0``, the edge of
+    stability), which hold for the whole front: outside them no budget is certified."""
+    from .advice import _check_note, _edge_note, _inside
+
+    rows = adv.per_iteration
+    edge = _edge_note(rows, _inside(rows, lr), lr) if rows else ""
+    return _check_note(adv.one_step_checks) + edge
+
+
+def _certify(task, lr, iters, front, records, space, hvp_method, seed):
+    """Advise the front's patterns and their runners-up as candidates; fill errors, ``certified``
+    and the consistency of the per-pair sums with :func:`crosscurv.numeric.advice.advise`'s
+    estimates."""
+    from crosscurv.theory.pattern_spaces import pair_list
+    from crosscurv.theory.patterns import as_pattern
+
+    from .advice import _check_failures, _inside, advise, decide
+
+    names = ["jc"]
+    for r in front:
+        for n in (r["best"], r["runner_up"]):
+            if n is not None and n not in names and r["on_front"]:
+                names.append(n)
+    adv = advise(task, lr, iters, names, hvp_method=hvp_method, seed=seed)
+    last = adv.per_iteration[-1] if adv.per_iteration else None
+    gate = (
+        (not _check_failures(adv.one_step_checks)) and bool(_inside(adv.per_iteration, lr)[-1])
+        if last
+        else False
+    )
+    for r in front:
+        r["error"] = last["errors"].get(r["best"], math.nan) if last else math.nan
+        ru = r["runner_up"]
+        r["runner_up_error"] = last["errors"].get(ru, math.nan) if last and ru else math.nan
+        if last and r["best"] in last["estimates"] and ru in (last["estimates"] if ru else {}):
+            d = decide(
+                {n: last["estimates"][n] for n in (r["best"], ru)},
+                {n: last["errors"][n] for n in (r["best"], ru)},
+            )
+            r["certified"] = bool(d["certified"] and d["best"] == r["best"] and gate)
+        else:
+            r["certified"] = None
+    worst, scale = 0.0, 0.0
+    pl = pair_list(space.n_blocks)
+    for n in names[1:]:
+        pat = as_pattern(n, space.n_blocks, list(task.block_names))
+        row = np.array([[p in pat.pairs for p in pl]])
+        for it in adv.per_iteration:
+            a, b = it["estimates"][n], float(records.predict(row, it["k"])[0])
+            if math.isfinite(a) and math.isfinite(b):
+                worst, scale = max(worst, abs(a - b)), max(scale, abs(a))
+    return adv, {"max_abs_difference": worst, "max_abs_estimate": scale, "candidates": names}
+
+
+def search(
+    task,
+    lr: float,
+    iters: int,
+    space: str | PatternSpace = "stages",
+    *,
+    certify: bool = True,
+    hvp_method: str = "auto",
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    out_dir: str | None = None,
+) -> SearchResult:
+    """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the
+    best pattern per number of sequential stages at ``K = iters`` from one JC run (module
+    docstring).
+
+    Args:
+        task: a :class:`crosscurv.numeric.Task` with at least 2 blocks; ``task.params`` is
+        ``theta^0``.
+        lr: ``eta > 0``; iters: ``K >= 1``.
+        certify: advise the front's patterns and runners-up again for errors and certificates.
+        hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification
+        run).
+        progress: ``progress(k, K)`` after each JC iteration.
+        out_dir: a folder for :meth:`SearchResult.save` (``None``: in memory only).
+
+    Raises:
+        SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
+        ``iters``.
+    """
+    from .advice_cost import plain_seconds
+    from .protocol_checks import check_iters, check_lr
+
+    lr, iters = check_lr(lr), check_iters(iters)
+    sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
+    t = time.process_time()
+    rec = pair_run(task, lr, iters, progress=progress)
+    pair_s = time.process_time() - t
+    K = rec.iters
+    t = time.process_time()
+    front = _front(sp, rec, K) if K else []
+    if sp.kind == LOCAL and front:
+        _local_front(front, sp, rec, K)
+    eval_s = time.process_time() - t
+    members = {}
+    from crosscurv.theory.pattern_spaces import pair_list
+    from crosscurv.theory.patterns import as_pattern
+
+    pl = pair_list(sp.n_blocks)
+    for r in front:
+        for n in (r["best"], r["runner_up"]):
+            if n is not None and n not in members:
+                pat = as_pattern(n, sp.n_blocks)
+                members[n] = np.array([p in pat.pairs for p in pl])
+    names = list(members)
+    per_it = (
+        [
+            {
+                "k": k,
+                "loss_jc": float(rec.loss_jc[k - 1]),
+                "estimates": dict(
+                    zip(names, rec.predict(np.array([members[n] for n in names]), k).tolist())
+                ),
+            }
+            for k in range(1, K + 1)
+        ]
+        if names
+        else []
+    )
+    timed = [r["best"] for r in front if r["stages"] > 1]
+    steps = plain_seconds(
+        task, sorted({timed[0], timed[len(timed) // 2], timed[-1]}) if timed else [], lr, 2
+    )
+    per_step = float(np.mean(list(steps.values()))) if steps else math.nan
+    plain_space = per_step * K * len(sp)
+    cost = {
+        "pair_run_s": pair_s,
+        "evaluate_s": eval_s,
+        "certify_s": 0.0,
+        "plain_step_s": steps,
+        "plain_pattern_s": per_step * K,
+        "plain_space_s": plain_space,
+        "ratio_8": (pair_s + eval_s) / (min(8, len(sp)) * per_step * K) if K else math.nan,
+    }
+    consistency, adv = None, None
+    for r in front:
+        r.update(error=math.nan, runner_up_error=math.nan, certified=None)
+    if certify and K and rec.status == "complete":
+        t = time.process_time()
+        adv, consistency = _certify(task, lr, K, front, rec, sp, hvp_method, seed)
+        cost["certify_s"] = time.process_time() - t
+    res = SearchResult(
+        sp,
+        rec,
+        list(task.block_names),
+        front,
+        per_it,
+        cost=cost,
+        consistency=consistency,
+        certification=adv,
+        status=rec.status,
+        message=rec.message,
+    )
+    res.recommendation = _recommendation(res) + (_gate_note(adv, lr) if adv else "")
+    if out_dir is not None:
+        res.save(out_dir)
+    return res
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _recommendation(res: SearchResult) -> str:
+    """The front in words, what it cost against trying, and (two blocks) that trying is cheaper."""
+    sp, K, cost = res.space, res.records.iters, res.cost
+    if not K:
+        return f"the JC run stopped before k = 1 ({res.message}): nothing to search"
+    parts = []
+    for r in res.front:
+        if r["stages"] == 1 or not r["on_front"]:
+            continue
+        cert = {True: "certified", False: "not certified", None: "no error estimate"}[
+            r["certified"]
+        ]
+        parts.append(
+            f"{r['stages']} stages: {r['best']} ({r['stages_text']}) predicted "
+            f"{_fmt(r['estimate'])}"
+            f" vs JC ({cert}; runner-up {r['runner_up']} {_fmt(r['runner_up_estimate'])})"
+        )
+    over = (
+        f"{len(sp):,} patterns ({sp.spec})"
+        if sp.kind != LOCAL
+        else f"the {DAG_COUNTS[sp.n_blocks]:.2g} acyclic patterns (all: the {len(sp):,} stage "
+        "arrangements exhaustively, then single-pair descent from each budget's best, a local "
+        "minimum)"
+    )
+    head = (
+        f"at K = {K}, over {over}: "
+        + ("; ".join(parts) if parts else "no pattern is predicted below JC: use jc")
+        + "."
+    )
+    search_s = cost["pair_run_s"] + cost["evaluate_s"]
+    head += (
+        f" The search took {search_s:.2f} s (plus {cost['certify_s']:.2f} s certifying); plain "
+        f"training of one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all "
+        f"{len(sp):,} about {cost['plain_space_s']:.3g} s: the search costs "
+        f"{cost['ratio_8']:.2f} x training {min(8, len(sp))} of them."
+    )
+    if sp.n_blocks == 2:
+        three = cost["plain_pattern_s"] * 3
+        verdict = (
+            "training the three is cheaper than this search"
+            if three < search_s + cost["certify_s"]
+            else "this search was cheaper than training the three"
+        )
+        head += (
+            " With two blocks the whole space is three schemes (jc, gs, gs:2,1), about "
+            f"{three:.2f} s to "
+            f"train: {verdict}. What advise adds is the reason (the cross-curvature terms eta^2 "
+            "c_12 and "
+            "eta^2 c_21 of Theorem 1, propagated to K) and an error estimate for each prediction."
+        )
+    elif cost["plain_space_s"] < search_s:
+        head += f" Training all {len(sp):,} patterns directly would have been cheaper."
+    if res.status != "complete":
+        head = f"the JC run {res.status} ({res.message}); " + head
+    return head

@@ -1,0 +1,99 @@
+"""``crosscurv advise --search`` as a user runs it: the front in JSON, two blocks, one-line errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+FACTORY = """
+import torch
+from crosscurv.numeric import Task
+
+def make(n=3, seed=0):
+    n = int(n)
+    g = torch.Generator().manual_seed(seed)
+    d = 2 * n
+    A = torch.randn(d, d, generator=g, dtype=torch.float64)
+    A = A @ A.T / d + torch.eye(d, dtype=torch.float64)
+    b = torch.randn(d, generator=g, dtype=torch.float64)
+    x = torch.randn(d, generator=g, dtype=torch.float64)
+    names = [f"x{i}" for i in range(n)]
+    p = {nm: x[2 * i:2 * i + 2].clone() for i, nm in enumerate(names)}
+
+    def loss(q):
+        t = torch.cat([q[nm] for nm in names])
+        return 0.5 * t @ A @ t - b @ t + (t ** 4).sum() / 10
+
+    return Task(p, loss, {f"b{i}": [nm] for i, nm in enumerate(names)}, name=f"quartic{n}"), {"lr":
+    0.05, "iters": 5}
+
+def make2():
+    return make(2)
+"""
+
+
+def _cli(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, "-m", "crosscurv", "advise", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def factory(tmp_path):
+    path = tmp_path / "zoo3.py"
+    path.write_text(textwrap.dedent(FACTORY))
+    return str(path)
+
+
+def test_search_all_json_front(factory, tmp_path):
+    out = tmp_path / "s"
+    r = _cli(f"{factory}:make", "--search", "all", "--json", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["space"] == "all" and obj["n_patterns"] == 25 and obj["iters"] == 5
+    front = obj["front"]
+    assert front[0]["best"] == "jc" and [f["stages"] for f in front] == [1, 2, 3]
+    for f in front[1:]:
+        assert f["estimate"] <= (
+            f["runner_up_estimate"] if f["runner_up_estimate"] is not None else f["estimate"]
+        )
+        if f["on_front"]:
+            assert f["error"] is not None and f["certified"] in (True, False)
+    assert obj["consistency"]["max_abs_difference"] <= 1e-12 * max(
+        1e-9, obj["consistency"]["max_abs_estimate"]
+    )
+    assert len(obj["per_iteration"]) == 5
+    assert json.loads((out / "search.json").read_text())["front"] == front
+
+
+def test_two_blocks_says_trying_is_what_to_compare_with(factory, tmp_path):
+    r = _cli(f"{factory}:make2", "--search", "stages", "--out", str(tmp_path / "s2"))
+    assert r.returncode == 0, r.stderr
+    assert "three schemes" in r.stdout and "| stages | best pattern" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "extra,msg",
+    [
+        (["--search", "stages:0"], "D >= 1"),
+        (["--search", "orders", "--patterns", "jc;gs"], "--patterns"),
+    ],
+)
+def test_bad_search_input_is_one_line_exit_2(factory, tmp_path, extra, msg):
+    r = _cli(f"{factory}:make", *extra, "--out", str(tmp_path / "bad"))
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and msg in lines[0], r.stderr

@@ -1,0 +1,197 @@
+"""Per-pair sums against a dense JC-only reference, against advise's own estimates, and the search's
+argmin."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from crosscurv.numeric import Task
+from crosscurv.numeric.advice import advise
+from crosscurv.numeric.pair_records import pair_run, predict
+from crosscurv.numeric.pattern_search import best_per_depth, local_descent, search
+from crosscurv.theory.pattern_spaces import all_acyclic, pair_list, stages
+
+SIZES = (2, 1, 2)
+
+
+def _task(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    d = sum(SIZES)
+    A = torch.randn(d, d, generator=g, dtype=torch.float64)
+    A = A @ A.T / d + 0.5 * torch.eye(d, dtype=torch.float64)
+    b = torch.randn(d, generator=g, dtype=torch.float64)
+    W = torch.randn(d, d, generator=g, dtype=torch.float64) / d
+    x = torch.randn(d, generator=g, dtype=torch.float64)
+    off = np.cumsum((0,) + SIZES)
+    names = [f"x{i + 1}" for i in range(len(SIZES))]
+    params = {n: x[off[i] : off[i + 1]].clone() for i, n in enumerate(names)}
+
+    def loss(p):
+        t = torch.cat([p[n] for n in names])
+        return 0.5 * t @ A @ t - b @ t + 0.1 * torch.tanh(W @ t).pow(2).sum() + 0.05 * (t**4).sum()
+
+    return Task(params, loss, {n: [n] for n in names}, name="dense3")
+
+
+def _dense_predictions(task, lr, K, members):
+    """JC-only estimate of every pattern row by explicit Hessians: ``(K, n_patterns)``."""
+    names = list(task.params)
+    off = np.cumsum((0,) + SIZES)
+    pl = pair_list(len(SIZES))
+
+    def flat_loss(t):
+        return task.loss({n: t[off[i] : off[i + 1]] for i, n in enumerate(names)})
+
+    t = torch.cat([task.params[n] for n in names])
+    ys = np.zeros((len(members), len(t)))
+    out = np.zeros((K, len(members)))
+    for k in range(K + 1):
+        g = torch.autograd.functional.jacobian(flat_loss, t).numpy()
+        H = torch.autograd.functional.hessian(flat_loss, t).numpy()
+        if k >= 1:
+            out[k - 1] = ys @ g + 0.5 * np.einsum("nd,de,ne->n", ys, H, ys)
+        for r, s in enumerate(members):
+            mask = np.zeros_like(H)
+            for p in np.flatnonzero(s):
+                i, j = pl[p]
+                mask[off[i] : off[i + 1], off[j] : off[j + 1]] = 1.0
+            ys[r] = ys[r] - lr * H @ ys[r] + lr * lr * (mask * H) @ g
+        t = t - lr * torch.from_numpy(g)
+    return out
+
+
+def test_pair_sums_equal_the_dense_jc_only_prediction_of_every_acyclic_pattern():
+    task, lr, K = _task(), 0.1, 6
+    space = all_acyclic(3)
+    rec = pair_run(task, lr, K)
+    dense = _dense_predictions(task, lr, K, space.members)
+    for k in range(1, K + 1):
+        got = rec.predict(space.members, k)
+        scale = np.abs(dense[k - 1]).max()
+        assert scale > 1e-6
+        np.testing.assert_allclose(got, dense[k - 1], rtol=0, atol=1e-11 * scale)
+
+
+def test_pair_sums_equal_advise_estimates_and_theorem_1_terms():
+    task, lr, K = _task(1), 0.1, 5
+    cands = ["jc", "gs", "gs:3,1,2", "chain", "3<-1", "stages:1,2/3"]
+    adv = advise(task, lr, K, cands, checks=False)
+    rec = pair_run(task, lr, K)
+    pl = pair_list(3)
+    from crosscurv.theory.patterns import as_pattern
+
+    for c in cands[1:]:
+        row = np.array([[p in as_pattern(c, 3).pairs for p in pl]])
+        for r in adv.per_iteration:
+            a, b = r["estimates"][c], rec.predict(row, r["k"])[0]
+            assert abs(a - b) <= 1e-12 * max(1e-9, abs(a)) + 1e-15, (c, r["k"], a, b)
+            assert math.isclose(
+                r["one_step"][c], rec.one_step(row, r["k"])[0], rel_tol=1e-10, abs_tol=1e-16
+            )
+
+
+def test_search_returns_the_exhaustive_argmin_per_number_of_stages():
+    task, lr, K = _task(2), 0.1, 6
+    res = search(task, lr, K, "all", certify=False)
+    space = res.space
+    vals = predict(space.members, res.records.linear[K - 1], res.records.gram[K - 1])
+    for row in res.front[1:]:
+        d = row["stages"]
+        cls = np.flatnonzero(space.depth <= d)
+        best = cls[np.argmin(vals[cls])]
+        assert row["best"] == space.name(int(best))
+        assert row["estimate"] == pytest.approx(vals[best], abs=1e-15)
+        assert row["estimate"] == pytest.approx(res.predict(row["best"]), abs=1e-15)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_best_per_depth_is_exact_on_a_large_space_with_near_ties(seed):
+    space = stages(6, 4)
+    P = len(pair_list(6))
+    rng = np.random.default_rng(seed)
+    lin = rng.normal(size=P)
+    a = rng.normal(size=(P, P)) * 1e-3
+    gram = a + a.T
+    # pair 1 a copy of pair 0 up to 1e-12: patterns holding one of the two tie below float32's
+    # resolution
+    lin[1] = lin[0] + 1e-12
+    gram[1, :], gram[:, 1] = gram[0, :], gram[:, 0]
+    gram[1, 1] = gram[0, 0]
+    vals = predict(space.members, lin, gram)
+    got = best_per_depth(space, lin, gram)
+    for d, (b, v, r, rv) in got.items():
+        cls = np.flatnonzero(space.depth <= d)
+        order = cls[np.lexsort((cls, vals[cls]))]
+        assert b == int(order[0]) and v == pytest.approx(vals[order[0]], rel=1e-14)
+        if len(order) > 1:
+            assert r == int(order[1]) and rv == pytest.approx(vals[order[1]], rel=1e-14)
+        else:
+            assert r == -1
+
+
+def test_search_certifies_its_front_with_advise_and_agrees_with_it():
+    task, lr, K = _task(3), 0.05, 4
+    res = advise(task, lr, K, search="stages")
+    assert res.consistency["max_abs_difference"] <= 1e-12 * max(
+        1e-9, res.consistency["max_abs_estimate"]
+    )
+    for row in res.front[1:]:
+        if row["on_front"]:
+            assert math.isfinite(row["error"]) and row["certified"] in (True, False)
+    assert "over 13 patterns (stages:3)" in res.recommendation
+    assert res.cost["pair_run_s"] > 0 and res.cost["plain_pattern_s"] > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_local_descent_improves_the_stage_start_to_a_single_pair_local_minimum(seed):
+    n = 5
+    space, full = stages(n), all_acyclic(n)
+    P = len(pair_list(n))
+    rng = np.random.default_rng(10 + seed)
+    lin = rng.normal(size=P)
+    a = rng.normal(size=(P, P)) * 0.3
+    gram = a + a.T
+    vals = predict(full.members, lin, gram)
+    index = {tuple(r): i for i, r in enumerate(full.members)}
+    for d, (b, v, _, _) in best_per_depth(space, lin, gram).items():
+        row, value, _, _, moves = local_descent(n, lin, gram, space.members[b], d)
+        assert value <= v + 1e-12
+        assert value >= vals[full.depth <= d].min() - 1e-12  # not below the global minimum
+        for p in range(P):  # no acyclic neighbour within the budget is lower
+            nb = row.copy()
+            nb[p] = not nb[p]
+            if tuple(nb) in index and full.depth[index[tuple(nb)]] <= d:
+                assert vals[index[tuple(nb)]] >= value - 1e-12
+
+
+def test_best_per_depth_never_names_a_non_finite_prediction():
+    space = stages(4)
+    P = len(pair_list(4))
+    rng = np.random.default_rng(5)
+    lin = rng.normal(size=P) - 1.0
+    gram = np.zeros((P, P))
+    gram[0, 0] = np.inf  # every pattern holding pair 0 (2<-1) predicts +inf or NaN
+    got = best_per_depth(space, lin, gram)
+    assert got and all(math.isfinite(v) and not space.members[b, 0] for b, v, _, _ in got.values())
+    vals = predict(space.members, lin, gram)
+    for d, (b, v, _, _) in got.items():
+        cls = np.flatnonzero((space.depth <= d) & ~space.members[:, 0])
+        assert v == pytest.approx(vals[cls].min(), rel=1e-14)
+
+
+def test_saved_pair_records_predict_any_pattern_at_any_k(tmp_path):
+    task, lr, K = _task(4), 0.1, 4
+    res = advise(task, lr, K, search="orders", checks=False, out_dir=str(tmp_path))
+    z = np.load(tmp_path / "pair_records.npz")
+    pl = [tuple(int(x) - 1 for x in p) for p in z["pairs"]]
+    from crosscurv.theory.patterns import as_pattern
+
+    row = np.array([[p in as_pattern("3<-1,2<-3", 3).pairs for p in pl]])
+    for k in (1, K):
+        got = predict(row, z["linear"][k - 1], z["gram"][k - 1])[0]
+        assert got == pytest.approx(res.predict("3<-1,2<-3", k), rel=1e-14)
+    assert (tmp_path / "search.json").exists()

@@ -1,0 +1,110 @@
+"""Spaces of delay patterns: their sizes, members, depths and spellings."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from crosscurv.theory.pattern_spaces import (
+    LOCAL,
+    SpaceError,
+    all_acyclic,
+    depth_of,
+    orders,
+    pair_list,
+    parse_space,
+    stages,
+)
+from crosscurv.theory.patterns import (
+    DelayPattern,
+    PatternError,
+    as_pattern,
+    gauss_seidel,
+    parse_pattern,
+)
+
+
+def _fubini(n, d):
+    def s2(n, m):
+        return sum(
+            (-1) ** (m - i) * math.comb(m, i) * i**n for i in range(m + 1)
+        ) // math.factorial(m)
+
+    return sum(math.factorial(m) * s2(n, m) for m in range(1, d + 1))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_sizes(n):
+    assert len(orders(n)) == math.factorial(n)
+    assert len(stages(n)) == _fubini(n, n)
+    assert len(stages(n, 2)) == _fubini(n, 2)
+    assert len(all_acyclic(n)) == {2: 3, 3: 25, 4: 543, 5: 29281}[n]
+
+
+def test_members_are_distinct_acyclic_patterns_with_their_depth():
+    for sp in (orders(4), stages(4), all_acyclic(4)):
+        rows = {tuple(r) for r in sp.members}
+        assert len(rows) == len(sp)
+        for r in range(len(sp)):
+            pat = sp.pattern(r)  # raises on a cycle
+            assert as_pattern(sp.name(r), 4).pairs == pat.pairs
+            # depth = longest chain, by brute force over block sequences
+            longest = max(
+                len(c)
+                for L in range(1, 5)
+                for c in itertools.permutations(range(4), L)
+                if all((c[t + 1], c[t]) in pat.pairs for t in range(L - 1))
+            )
+            assert sp.depth[r] == longest
+
+
+def test_orders_are_the_gs_patterns_and_stage_pairs_follow_the_stages():
+    sp = orders(3)
+    got = {frozenset(sp.pattern(r).pairs) for r in range(len(sp))}
+    assert got == {gauss_seidel(3, o).pairs for o in itertools.permutations(range(3))}
+    st = stages(4, 2)
+    r = next(r for r in range(len(st)) if st.stages_text(r) == "{1,2} > {3,4}")
+    assert st.pattern(r).pairs == {(2, 0), (2, 1), (3, 0), (3, 1)}
+    assert st.name(r) == "stages:1,2/3,4"
+    assert parse_pattern("stages:1,2/3,4", 4).pairs == st.pattern(r).pairs
+    assert int(st.depth[r]) == 2
+    assert st.name(0) == "jc" and int(st.depth.min()) == 1
+
+
+def test_depth_of_a_chain_and_pair_list():
+    pl = pair_list(3)
+    assert len(pl) == 6 and (1, 0) in pl and (0, 0) not in pl
+    chain = np.array([[p in {(1, 0), (2, 1)} for p in pl]])
+    assert depth_of(3, chain).tolist() == [3]
+
+
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("stage", "unknown search space"),
+        ("stages:0", "D >= 1"),
+        ("stages:x", "integer"),
+        ("orders:2", "unknown search space"),
+    ],
+)
+def test_bad_spaces(spec, msg):
+    with pytest.raises(SpaceError, match=msg):
+        parse_space(spec, 4)
+
+
+def test_all_beyond_five_blocks_and_too_large_spaces_are_refused():
+    with pytest.raises(SpaceError, match="N <= 5"):
+        all_acyclic(6)
+    assert parse_space("all", 6).kind == LOCAL and parse_space("all", 6).spec == "all"
+    with pytest.raises(SpaceError, match="patterns"):
+        parse_space("stages", 9)
+    assert len(parse_space("stages:2", 9)) == _fubini(9, 2)
+
+
+def test_staged_spelling_errors():
+    with pytest.raises(PatternError, match="exactly once"):
+        parse_pattern("stages:1,2/2", 3)
+    assert isinstance(parse_pattern("stages:3/1,2", 3), DelayPattern)

@@ -1,0 +1,296 @@
+"""Spaces of delay patterns (paper, Definition 2) as arrays over the ordered pairs of blocks.
+
+A pattern ``S`` over ``N`` blocks is a 0/1 vector over the ``P = N(N-1)`` ordered pairs
+``(i, j), i != j`` (:func:`pair_list`, row-major, 0-based): ``s_p = 1`` iff block ``i`` uses the
+fresh ``theta_j``.  Three spaces:
+
+* ``orders``: the ``N!`` full GS orders: ``S = {(i, j) : j before i}``;
+* ``stages:D``: the arrangements of the blocks into ``m <= D`` sequential stages (an ordered set
+  partition ``B_1, ..., B_m``; blocks of one stage update together from the same state, the stages
+  in sequence): ``S = {(i, j) : stage(j) < stage(i)}``.  ``sum_{m <= D} m! S(N, m)`` patterns
+  (Fubini numbers: 545,835 for ``N = 8``); ``stages`` is ``stages:N`` and contains every GS order
+  (``m = N``) and JC (``m = 1``);
+* ``all``: every acyclic pattern (labelled DAGs: 25, 543, 29,281 for ``N = 3, 4, 5``; 7.8 x 10^11
+  for ``N = 8``), enumerated for ``N <= 5`` (:data:`MAX_ALL_EXHAUSTIVE`); beyond, the space holds
+  the stage arrangements (kind :data:`LOCAL`) and the search descends from them into the acyclic
+  patterns.
+
+Each space is a :class:`PatternSpace`: the boolean matrix ``S`` (``n_patterns x P``), the number of
+sequential stages of each pattern (``depth``: the longest chain of the dependency graph, in blocks;
+the stages a scheme needs, each a parallel update of its blocks) and a name per pattern.  Stage
+arrangements are built from set partitions (restricted growth strings) times the orders of their
+parts, so the 545,835 arrangements of 8 blocks take a fraction of a second.
+
+Importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+from .patterns import DelayPattern
+
+__all__ = [
+    "SpaceError",
+    "PatternSpace",
+    "pair_list",
+    "parse_space",
+    "orders",
+    "stages",
+    "all_acyclic",
+    "depth_of",
+    "MAX_ALL_EXHAUSTIVE",
+    "MAX_PATTERNS",
+    "DAG_COUNTS",
+    "LOCAL",
+]
+
+#: ``kind`` of the space ``all`` beyond :data:`MAX_ALL_EXHAUSTIVE` blocks: the stage arrangements,
+#: from which the search descends into the acyclic patterns pair by pair
+#: (:func:`crosscurv.numeric.pattern_search.search`).
+LOCAL = "all (local search)"
+#: Most patterns a space is enumerated with (545,835 stage arrangements of 8 blocks fit; 9 blocks'
+#: do not).
+MAX_PATTERNS = 1_000_000
+#: Largest ``N`` for which ``all`` enumerates every acyclic pattern (29,281 for ``N = 5``; 3.8
+#: million at 6).
+MAX_ALL_EXHAUSTIVE = 5
+
+
+class SpaceError(InputError):
+    """A malformed search space (``orders``, ``stages[:D]``, ``all``)."""
+
+
+def pair_list(n_blocks: int) -> list[tuple[int, int]]:
+    """The ordered pairs ``(i, j), i != j`` (0-based), row-major: the coordinates of a pattern
+    vector."""
+    return [(i, j) for i in range(n_blocks) for j in range(n_blocks) if i != j]
+
+
+@dataclass
+class PatternSpace:
+    """A set of delay patterns over ``n_blocks`` blocks as pair-indicator rows.
+
+    Attributes:
+        kind: ``"orders"``, ``"stages"`` or ``"all"``.
+        n_blocks: ``N``.
+        max_stages: ``D``, the largest number of sequential stages in the space.
+        members: ``bool (n_patterns, P)``; column ``p`` is pair ``pair_list(N)[p]``.
+        depth: ``int (n_patterns,)``: sequential stages of each pattern (JC: 1).
+        stage_of: ``int8 (n_patterns, N)``: each block's stage (0-based) for ``orders`` /
+            ``stages``, else ``None``.
+    """
+
+    kind: str
+    n_blocks: int
+    max_stages: int
+    members: np.ndarray
+    depth: np.ndarray
+    stage_of: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.members.shape[0])
+
+    @property
+    def spec(self) -> str:
+        """The command-line spelling of the space (``orders``, ``stages:3``, ``all``)."""
+        return {"stages": f"stages:{self.max_stages}", LOCAL: "all"}.get(self.kind, self.kind)
+
+    def name(self, r: int) -> str:
+        """Pattern ``r`` spelled for :func:`crosscurv.theory.patterns.parse_pattern`: ``jc``,
+        ``gs:ORDER`` for a GS order, ``stages:B,B/B/...`` for another stage arrangement, else its
+        pairs ``i<-j,...`` (1-based)."""
+        pat = self.pattern(r)
+        if pat.is_jacobi:
+            return "jc"
+        if pat.is_full_gs():
+            return "gs:" + ",".join(str(b + 1) for b in pat.order())
+        if self.stage_of is not None:
+            st = self.stage_of[r]
+            return "stages:" + "/".join(
+                ",".join(str(b + 1) for b in range(self.n_blocks) if st[b] == s)
+                for s in range(int(st.max()) + 1)
+            )
+        return ",".join(f"{i + 1}<-{j + 1}" for i, j in sorted(pat.pairs))
+
+    def stages_text(self, r: int) -> str:
+        """The stages of pattern ``r`` in sequence, e.g. ``{1,2} > {3} > {4}`` (1-based;
+        ``orders``/``stages``)."""
+        if self.stage_of is None:
+            return ""
+        st = self.stage_of[r]
+        return " > ".join(
+            "{" + ",".join(str(b + 1) for b in range(self.n_blocks) if st[b] == s) + "}"
+            for s in range(int(st.max()) + 1)
+        )
+
+    def pattern(self, r: int) -> DelayPattern:
+        """Pattern ``r`` as a :class:`DelayPattern`."""
+        pairs = pair_list(self.n_blocks)
+        return DelayPattern(
+            self.n_blocks, frozenset(pairs[p] for p in np.flatnonzero(self.members[r])), "pairs"
+        )
+
+
+def _from_stages(kind: str, n: int, d: int, st: np.ndarray) -> PatternSpace:
+    pairs = pair_list(n)
+    ii = np.array([i for i, _ in pairs], dtype=np.int64)
+    jj = np.array([j for _, j in pairs], dtype=np.int64)
+    members = st[:, jj] < st[:, ii]
+    return PatternSpace(kind, n, d, members, st.max(axis=1).astype(np.int64) + 1, st)
+
+
+def orders(n_blocks: int) -> PatternSpace:
+    """Every full GS order (``N!`` patterns, ``N`` stages each), in lexicographic order of the
+    sequence."""
+    n = _check_n(n_blocks)
+    _check_count("orders", math.factorial(n))
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int8).reshape(-1, n)
+    st = np.empty_like(perms)
+    st[np.arange(len(perms))[:, None], perms] = np.arange(n, dtype=np.int8)[None, :]
+    return _from_stages("orders", n, n, st)
+
+
+def _set_partitions(n: int) -> list[np.ndarray]:
+    """Restricted growth strings of length ``n`` grouped by their number of parts ``m`` (index ``m -
+    1``)."""
+    out: list[list] = [[] for _ in range(n)]
+
+    def grow(prefix: list, top: int) -> None:
+        if len(prefix) == n:
+            out[top].append(list(prefix))
+            return
+        for v in range(top + 2):
+            prefix.append(v)
+            grow(prefix, max(top, v))
+            prefix.pop()
+
+    grow([0], 0)
+    return [np.array(r, dtype=np.int8).reshape(-1, n) for r in out]
+
+
+def stages(n_blocks: int, max_stages: int | None = None) -> PatternSpace:
+    """Every arrangement of the blocks into at most ``max_stages`` sequential stages (default
+    ``N``).
+
+    Ordered set partitions: each set partition into ``m`` parts times the ``m!`` orders of its
+    parts.
+    """
+    n = _check_n(n_blocks)
+    d = n if max_stages is None else int(max_stages)
+    if not 1 <= d:
+        raise SpaceError(f"the number of stages must be at least 1, got {d}")
+    d = min(d, n)
+    _check_count(f"stages:{d}", sum(math.factorial(m) * _stirling2(n, m) for m in range(1, d + 1)))
+    chunks = []
+    for m, rgs in enumerate(_set_partitions(n)[:d], start=1):
+        perms = np.array(list(itertools.permutations(range(m))), dtype=np.int8).reshape(-1, m)
+        chunks.append(perms[:, rgs].reshape(-1, n))  # (m! * count, n): stage of each block
+    return _from_stages("stages", n, d, np.concatenate(chunks))
+
+
+def depth_of(n_blocks: int, members: np.ndarray) -> np.ndarray:
+    """Sequential stages of each pattern row: the longest chain of its dependency graph, in blocks;
+    ``N + 1`` for a row with a cycle (not a pattern)."""
+    pairs = pair_list(n_blocks)
+    level = np.ones((members.shape[0], n_blocks), dtype=np.int64)
+    for _ in range(
+        n_blocks
+    ):  # longest paths: N - 1 rounds settle every chain, a cycle keeps growing
+        for p, (i, j) in enumerate(pairs):
+            np.maximum(level[:, i], np.where(members[:, p], level[:, j] + 1, 1), out=level[:, i])
+    return np.minimum(level.max(axis=1), n_blocks + 1)
+
+
+def all_acyclic(n_blocks: int) -> PatternSpace:
+    """Every acyclic pattern over ``N <= MAX_ALL_EXHAUSTIVE`` blocks: the subsets of every GS
+    order's pairs, each kept once (JC first)."""
+    n = _check_n(n_blocks)
+    if n > MAX_ALL_EXHAUSTIVE:
+        raise SpaceError(
+            f"'all' enumerates the acyclic patterns for N <= {MAX_ALL_EXHAUSTIVE} blocks; the task "
+            f"has {n} (search 'stages' or 'orders')"
+        )
+    pairs = pair_list(n)
+    col = {p: c for c, p in enumerate(pairs)}
+    half = n * (n - 1) // 2
+    sub = ((np.arange(2**half)[:, None] >> np.arange(half)[None, :]) & 1).astype(bool)
+    codes = set()
+    weights = 1 << np.arange(len(pairs), dtype=np.int64)
+    for o in itertools.permutations(range(n)):
+        cols = np.array([col[(o[b], o[a])] for b in range(n) for a in range(b)], dtype=np.int64)
+        codes.update((sub.astype(np.int64) * weights[cols][None, :]).sum(axis=1).tolist())
+    code = np.array(sorted(codes), dtype=np.int64)
+    members = ((code[:, None] >> np.arange(len(pairs))[None, :]) & 1).astype(bool)
+    return PatternSpace("all", n, n, members, depth_of(n, members))
+
+
+#: Labelled DAGs on ``N`` nodes (OEIS A003024): the size of ``all``.
+DAG_COUNTS = (
+    1,
+    1,
+    3,
+    25,
+    543,
+    29281,
+    3781503,
+    1138779265,
+    783702329343,
+    1213442454842881,
+    4175098976430598143,
+)
+
+
+def parse_space(spec: str, n_blocks: int) -> PatternSpace:
+    """``orders``, ``stages`` / ``stages:D`` or ``all`` as a :class:`PatternSpace` over ``n_blocks``
+    blocks.
+
+    Raises:
+        SpaceError: an unknown space, a bad ``D``, or ``all`` beyond :data:`MAX_ALL_EXHAUSTIVE`
+        blocks.
+    """
+    s = (spec or "").strip().lower()
+    kind, sep, rest = s.partition(":")
+    if kind == "orders" and not sep:
+        return orders(n_blocks)
+    if kind == "all" and not sep:
+        if n_blocks > MAX_ALL_EXHAUSTIVE:
+            space = stages(n_blocks)
+            space.kind = LOCAL
+            return space
+        return all_acyclic(n_blocks)
+    if kind == "stages":
+        if not sep:
+            return stages(n_blocks)
+        try:
+            d = int(rest)
+        except ValueError:
+            raise SpaceError(f"stages:D needs an integer D >= 1, got {rest!r}") from None
+        if d < 1:
+            raise SpaceError(f"stages:D needs an integer D >= 1, got {d}")
+        return stages(n_blocks, d)
+    raise SpaceError(f"unknown search space {spec!r} (use orders, stages, stages:D or all)")
+
+
+def _check_n(n: int) -> int:
+    if not isinstance(n, int) or n < 2:
+        raise SpaceError(f"a pattern search needs at least 2 blocks, got {n}")
+    return n
+
+
+def _check_count(kind: str, count: int) -> None:
+    if count > MAX_PATTERNS:
+        raise SpaceError(
+            f"the space {kind} holds {count:,} patterns, more than the {MAX_PATTERNS:,} enumerated "
+            "(use stages:D with a smaller D, or fewer blocks)"
+        )
+
+
+def _stirling2(n: int, m: int) -> int:
+    """Stirling number of the second kind ``S(n, m)``."""
+    return sum((-1) ** (m - i) * math.comb(m, i) * i**n for i in range(m + 1)) // math.factorial(m)
