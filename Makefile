@@ -1,5 +1,5 @@
 # crosscurv: two commands do all the set-up on a fresh machine.
-#   make test    creates .venv if missing, installs, runs pytest (the theory checker)
+#   make test    creates .venv if missing, installs, runs ruff (the linter) and pytest (the theory checker)
 #   make test-portable  the numerically sensitive tests under emulated instruction sets and 2 threads
 #   make report  creates .venv if missing, installs, regenerates reports/
 #   make studies the seeds (default and edge presets) and regime-map sweeps into reports/sweeps/ (hours), then
@@ -47,6 +47,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile setup.py
 TEST_JOBS ?= auto
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check --quiet .
 	$(WRITE_BYTECODE) $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 # The numerically sensitive tests (marker `portable`) under the kernels of other CPUs, emulated on this one:

@@ -54,7 +54,7 @@ is an estimate of Theorem 3's bound, not a guaranteed one.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import torch
 
@@ -63,6 +63,9 @@ from .certificate import CertificateState
 from .error_estimates import DefectState, ErrorState
 from .float64_sums import norm64
 from .inplace import shares
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "propagate",

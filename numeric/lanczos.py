@@ -197,7 +197,7 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
                 best = (hi, lo, x_hi, x_lo, res)
             if res <= tol:
                 break
-            start = _start(like, {k: x_hi[k] + x_lo[k] for k in x_hi}, seed)
+            start = _start(like, {k: x_hi[k] + x_lo[k] for k in x_hi}, seed)  # noqa: F841 (next cycle)
         hi, lo, x_hi, x_lo, res = best
         x_hi, x_lo = ritz.take(x_hi), ritz.take(x_lo)
     finally:

@@ -29,7 +29,7 @@ message (pytest shows it), so they work in any test runner::
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from crosscurv.theory.patterns import DelayPattern
 

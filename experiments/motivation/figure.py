@@ -45,7 +45,6 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     first = runs[0]
     labels = first["summary"]["labels"]
     ks, seq, sim, diff = (np.asarray(a, dtype=float) for a in eval_series(first["records"]))
-    finite = [a for a in (sim, seq) if np.isfinite(a).all()]
     ax.plot(ks, sim, color=SIM, lw=1.6, label=labels["sim"])
     ax.plot(ks, seq, color=SEQ, lw=1.6, label=labels["seq"])
     gs = np.asarray([r["eval_gs"] for r in first["records"] if math.isfinite(r["eval_sim"])], dtype=float)

@@ -20,7 +20,6 @@ from crosscurv.numeric.task import Task
 from crosscurv.theory.patterns import DelayPattern
 
 from .problem import Problem
-from .tilt import tilt_task
 
 
 def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:

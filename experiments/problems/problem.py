@@ -10,6 +10,7 @@ families that build them live beside this module (:mod:`.quartic`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,6 +19,9 @@ from crosscurv.numeric.task import Task
 
 from .curvature_scale import curvature_scale, flat_order, grid_start
 from .tilt import tilt_task
+
+if TYPE_CHECKING:
+    from .quartic import QuarticPolynomial
 
 
 DTYPE = torch.float64

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -28,6 +28,9 @@ from crosscurv.theory.patterns import DelayPattern
 
 from .curvature_scale import curvature_scale
 from .problem import DTYPE, Problem
+
+if TYPE_CHECKING:
+    import mpmath
 
 
 @dataclass

@@ -73,7 +73,9 @@ def test_products_on_cuda_match_cpu(dtype):
         assert gpu.device.type == "cuda"
         v = random_direction(cpu.params, 3)
         vg = {k: t.to(dev) for k, t in v.items()}
-        back = lambda d: tree.flatten({k: t.cpu() for k, t in d.items()})
+        def back(d):
+            return tree.flatten({k: t.cpu() for k, t in d.items()})
+
         assert relerr(back(grad(gpu.loss, gpu.params)[1]), tree.flatten(grad(cpu.loss, cpu.params)[1])) < tol
         ref = tree.flatten(hvp(cpu.loss, cpu.params, v))
         for method in ("forward", "reverse"):

@@ -37,7 +37,9 @@ def quartic(seed: int = 0) -> tuple[Task, dict]:
     """
     gen = torch.Generator().manual_seed(seed)
     d = sum(BLOCK_DIMS)
-    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)
+    def rnd(*s):
+        return torch.randn(*s, generator=gen, dtype=torch.float64)
+
     b, A, C, Q = rnd(d), _symmetrise(rnd(d, d)), _symmetrise(rnd(d, d, d)), _symmetrise(rnd(d, d, d, d))
     x0 = 0.5 * rnd(d)
     keys = [f"x{i}" for i in range(len(BLOCK_DIMS))]

@@ -34,9 +34,15 @@ def test_third_derivative_of_a_cubic_is_exact_and_symmetric():
     w = {"a": torch.tensor([3.0, 0.5], dtype=torch.float64), "b": torch.tensor([-1.0], dtype=torch.float64)}
 
     def exact(u, v, w):
-        a0 = lambda z: float(z["a"][0])
-        a1 = lambda z: float(z["a"][1])
-        b = lambda z: float(z["b"][0])
+        def a0(z):
+            return float(z["a"][0])
+
+        def a1(z):
+            return float(z["a"][1])
+
+        def b(z):
+            return float(z["b"][0])
+
         return 2 * (a0(u) * a0(v) * b(w) + a0(u) * b(v) * a0(w) + b(u) * a0(v) * a0(w)) + 6 * a1(u) * a1(v) * a1(w)
 
     for method in ("forward", "reverse"):

@@ -38,7 +38,6 @@ Importing this module never imports torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import sympy
 

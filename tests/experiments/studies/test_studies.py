@@ -6,12 +6,10 @@ Every expected number below is computed by hand from the records written here.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from crosscurv.experiments.cli import main
