@@ -70,8 +70,9 @@ def advice_counts(run: dict, factor: float | None) -> dict:
 
     adv, recs, lr = run["advice"], run["records"], run["lr"]
     rows, cands = adv["per_iteration"], adv["candidates"]
-    n_blocks = len(run["advice"]["settings"]["blocks"])
-    gs = [n for n in cands if n_blocks > 1 and as_pattern(n, n_blocks).is_full_gs()]
+    names = list(run["advice"]["settings"]["blocks"])
+    n_blocks = len(names)
+    gs = [n for n in cands if n_blocks > 1 and as_pattern(n, n_blocks, names).is_full_gs()]
     inside = regime_so_far([lr * _f(r["sharpness"]) for r in rows])
     converges = _checks_converge(adv)
     first = first_step_remainders(

@@ -41,12 +41,15 @@ def test_rows_of_different_runs_carry_the_settings_that_differ(tmp_path, capsys)
     assert out[0] == "every run: seed 0, optimizer sgd"
     head = out[2].split()
     assert head[:4] == ["Task", "pattern", "lr", "Estimate"]
-    rows = [line.split() for line in out[4:10]]
-    assert [r[1:3] for r in rows] == [["gs", "0.1"]] * 3 + [
+    end = out.index("", 4)
+    rows = [line.split() for line in out[4:end]]
+    # each run: its three estimates and the majority-winner baseline (no one_step.csv here)
+    assert [r[1:3] for r in rows] == [["gs", "0.1"]] * 4 + [
         ["gs:V,U", "0.2"]
-    ] * 3  # block names, not 2,1
+    ] * 4  # block names, not 2,1
+    assert sum("majority" in " ".join(r) for r in rows) == 2
     # the footnote explains every column, as --help does
-    notes = out[11:]
+    notes = out[end + 1:]
     for column in (
         "Correct",
         "JC hits",
