@@ -778,12 +778,27 @@ def _products(point, k: int, named):
 
 
 # -- summary -------------------------------------------------------------------------
+#: ``metrics_note`` of a summary's Section 5.1 metrics.
+METRICS_NOTE = (
+    "paper Section 5.1; w(x) = JC if x > 0, GS (the scheme S) if x < 0, tie if x == 0; a measured "
+    "gap of exactly 0 is in neither n_JC nor n_GS; Correct_K needs equal winners (a zero "
+    "estimate only agrees with a zero gap); an iteration with |gap| <= gap_err (the measured gap's "
+    "error bound) is undecided: in neither n_JC nor n_GS and left out of Correct_K's denominator"
+)
+#: ``metrics_note`` of a diverged run, whose ``metrics`` are empty and ``bound_bk_coverage`` null.
+DIVERGED_METRICS_NOTE = (
+    "none over a diverged run: its last records run into the divergence (losses and estimates "
+    "growing without bound); last_finite_state is where it stood, and crosscurv table recomputes "
+    "the metrics of the records before the divergence, flagged as such"
+)
 def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, requested) -> dict:
-    metrics, coverage = {}, None
+    metrics, coverage, note = {}, None, METRICS_NOTE
     records = ctx.records
-    if records:
+    if status == "diverged":  # the records before a divergence run into it: no metrics over them
+        note = DIVERGED_METRICS_NOTE
+    elif records:
         metrics, coverage = run_metrics(records_columns(records), ESTIMATES)
-    return {
+    out = {
         "crosscurv_version": crosscurv_version(),
         "status": status,
         "message": message,
@@ -791,12 +806,7 @@ def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, reques
         "records": len(records),
         "settings": ctx.settings,
         "metrics": metrics,
-        "metrics_note": (
-            "paper Section 5.1; w(x) = JC if x > 0, GS (the scheme S) if x < 0, tie if x == 0; a measured "
-            "gap of exactly 0 is in neither n_JC nor n_GS; Correct_K needs equal winners (a zero "
-            "estimate only agrees with a zero gap); an iteration with |gap| <= gap_err (the measured gap's "
-            "error bound) is undecided: in neither n_JC nor n_GS and left out of Correct_K's denominator"
-        ),
+        "metrics_note": note,
         "bound_bk_coverage": coverage,
         "constants": {"G": ctx.est.G, "L": ctx.est.L, "note": CONSTANTS_NOTE},
         "hvp": {
@@ -809,6 +819,18 @@ def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, reques
         },
         "timing": ctx.timing(resumed_from),
     }
+    if status == "diverged":
+        out["last_finite_state"] = _last_finite_state(records)
+    return out
+
+
+def _last_finite_state(records) -> dict | None:
+    """``{"k", "loss_jc", "loss_s", "gap", "gap_err"}`` of the last record before a divergence
+    (``None``: none after ``theta^0``)."""
+    if not records:
+        return None
+    r = records[-1]
+    return {key: r.get(key) for key in ("k", "loss_jc", "loss_s", "gap", "gap_err")}
 
 
 # -- the protocol ------------------------------------------------------------------------

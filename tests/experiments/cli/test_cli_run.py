@@ -147,6 +147,30 @@ def test_divergence_exit_code_3_keeps_records(capsys, tmp_path, fac):
     assert len(read_records(os.path.join(out, "records.csv"))) == s["diverged_at"] - 1
 
 
+def test_divergence_json_ends_with_the_last_finite_state_not_metrics(tmp_path, fac):
+    """A diverged run's ``--json`` and summary.json hold no metrics (they would be taken over
+    values running into the divergence), but the divergence and the last finite state."""
+    out = str(tmp_path / "run")
+    cmd = [sys.executable, "-m", "crosscurv", "run", f"{fac}:make", "--out", out, "--lr", "1e6",
+           "--iters", "20", "--json", "--no-figure"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 3, proc.stderr
+    printed = json.loads(proc.stdout)
+    saved = read_summary(os.path.join(out, "summary.json"))
+    records = read_records(os.path.join(out, "records.csv"))
+    for s in (printed, saved):
+        assert s["status"] == "diverged" and s["diverged_at"] == len(records) + 1
+        assert s["metrics"] == {} and s["bound_bk_coverage"] is None
+        assert s["metrics_note"].startswith("none over a diverged run")
+        last = s["last_finite_state"]
+        if records:
+            assert last["k"] == records[-1]["k"] == len(records)
+            assert last["loss_jc"] == records[-1]["loss_jc"]
+            assert last["loss_s"] == records[-1]["loss_s"]
+        else:
+            assert last is None
+
+
 BAD = [
     (["--lr", "0"], "--lr: learning rate must be a finite number > 0"),
     (["--lr", "-0.1"], "--lr: learning rate must be a finite number > 0"),
