@@ -843,13 +843,30 @@ def advise(
             + _edge_note(rows, gate, lr))
     text += rule.note
     if status == "diverged":
-        text = f"the JC run diverged ({message}); " + text
+        text = diverged_recommendation(message, rows, table, text)
     message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
     adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, done_checks,
                  {"one_step_check_s": check_s})
     if out_dir is not None:
         write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
     return adv
+
+
+def diverged_recommendation(message: str, rows: Sequence[Mapping], table: Sequence[Mapping],
+                            text: str) -> str:
+    """What advise says when its JC run diverged: the divergence and the last finite state first;
+    then ``text`` (the advice over the iterations before it) only where some prediction there is
+    certified, else no advice (every prediction would rest on values running into the divergence).
+    ``rows``: the per-iteration rows (``k``, ``loss_jc``), ``table``: their decided rows."""
+    head = f"the JC run diverged ({message}); "
+    if rows:
+        head += f"last finite state: k = {rows[-1]['k']}, L_JC = {rows[-1]['loss_jc']:.6g}; "
+    else:
+        head += "no finite iteration after theta^0; "
+    if any(r.get("certified") for r in table):
+        return head + text
+    return head + ("no advice over a diverged run: no prediction before it is certified; a "
+                   "smaller --lr keeps eta * sharpness below 2, inside the stable regime.")
 
 
 # -- validation ---------------------------------------------------------------------------------

@@ -148,3 +148,20 @@ def test_validation_study_resumes_from_its_cache(tmp_path):
     assert again == text and os.stat(cached).st_mtime_ns == before
     row = json.load(open(os.path.join(out, "validation.json")))["rows"][0]
     assert row["agree_all"][1] == 2 and row["covered_embedded"][1] <= 2 * 3
+
+
+def test_a_diverged_jc_run_ends_with_the_divergence_not_advice(tmp_path, factory):
+    """With a learning rate far past the stable regime the JC run diverges: text and --json say so
+    first, with the last finite state, and advise no scheme (nothing before it is certified)."""
+    text = _cli(factory, "--lr", "1e6", "--iters", "20", "--out", str(tmp_path / "a"), timeout=120)
+    js = _cli(factory, "--lr", "1e6", "--iters", "20", "--json", "--out", str(tmp_path / "b"),
+              timeout=120)
+    assert text.returncode == js.returncode == 3, text.stderr + js.stderr
+    obj = json.loads(js.stdout)
+    assert obj["status"] == "diverged"
+    rows = obj["per_iteration"]
+    assert rows and not any(r["certified"] for r in rows)
+    for rec in (obj["recommendation"], text.stdout.splitlines()[1]):
+        assert rec.startswith("the JC run diverged (diverged at k=")
+        assert f"last finite state: k = {rows[-1]['k']}, L_JC = " in rec
+        assert "no advice over a diverged run" in rec and "use " not in rec
