@@ -551,6 +551,11 @@ def _recommendation(res: SearchResult) -> str:
         )
     elif cost["plain_space_s"] < search_s:
         head += f" Training all {len(sp):,} patterns directly would have been cheaper."
+    if res.status == "diverged":  # the divergence and the last finite state first
+        from .advice import diverged_recommendation
+
+        last = [{"k": K, "loss_jc": float(res.records.loss_jc[K - 1])}]
+        return diverged_recommendation(res.message, last, res.front, head)
     if res.status != "complete":
         head = f"the JC run {res.status} ({res.message}); " + head
     return head

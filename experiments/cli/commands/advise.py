@@ -144,6 +144,9 @@ def _search(args, task, lr, iters, setup):
 def _print_search(res, out) -> None:
     print(f"{res.status}: {res.records.iters} iterations of JC, {res.to_json()['n_patterns']:,} "
           f"patterns ({res.space.spec}); summary in {out}/search.json")
+    if res.status == "diverged" and not any(r.get("certified") for r in res.front):
+        print(res.recommendation)  # no table of predictions running into the divergence
+        return
     print("| stages | best pattern | arrangement | predicted L_S - L_JC at K | error | runner-up "
           "| margin | certified |")
     for r in res.front:

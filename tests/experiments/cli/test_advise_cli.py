@@ -165,3 +165,16 @@ def test_a_diverged_jc_run_ends_with_the_divergence_not_advice(tmp_path, factory
         assert rec.startswith("the JC run diverged (diverged at k=")
         assert f"last finite state: k = {rows[-1]['k']}, L_JC = " in rec
         assert "no advice over a diverged run" in rec and "use " not in rec
+
+
+def test_a_diverged_search_ends_with_the_divergence_not_a_front(tmp_path, factory):
+    """``--search`` with a learning rate far past the stable regime: no front table and no
+    pattern advised, the divergence and the last finite state instead."""
+    r = _cli(factory, "--lr", "1e6", "--iters", "20", "--search", "all", "--out",
+             str(tmp_path / "s"), timeout=120)
+    assert r.returncode == 3, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("diverged: ") and len(lines) == 2
+    assert lines[1].startswith("the JC run diverged (diverged at k=")
+    assert "last finite state: k = " in lines[1] and "no advice over a diverged run" in lines[1]
+    assert "use jc" not in lines[1]
