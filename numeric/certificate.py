@@ -21,7 +21,9 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
   estimate_S^j|`` over the last :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the same prediction
   forced at the approximate ``S`` point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`) and,
   while ``k <= REMAINDER_WINDOW``, of the measured one-step remainder at ``theta^0``, ``|L_S^1 -
-  L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`);
+  L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`); ``inf`` at every ``k`` where that first
+  step is not described by the expansion (both kept orders miss it by more than they keep:
+  :func:`crosscurv.numeric.advice.first_step_remainders`);
 * records, ``recursive``: the largest of the last :data:`RECORD_WINDOW` measured one-step
   remainders ``r_j = |gap^j - recursive^j|``, ``j < k`` (at least :data:`REMAINDER_WINDOW` of
   them), times their last growth ``max(1, r_{k-1} / r_{k-2})`` (one more step of it).  Theorem 2's
@@ -142,13 +144,14 @@ def advice_next_orders(
     accidental zeros) and, for ``k <= window``, the measured one-step remainder at ``theta^0``,
     ``|L_S^1 - L_JC^1 - eta^2 C_S|`` (``first_step``: the first step's dropped terms, Lemma 1's
     third-derivative term included, which the
-    embedded pair leaves out).  A NaN error gives NaN (not certified)."""
+    embedded pair leaves out); an ``inf`` first step (the expansion does not describe it:
+    :func:`crosscurv.numeric.advice.first_step_remainders`) at every ``k``.  A NaN error gives NaN
+    (not certified)."""
     last = list(recent_errors)[-window:]
     out = {}
     for n in last[-1]:
-        vals = [float(e[n]) for e in last] + (
-            [float(first_step.get(n, 0.0))] if k <= window else []
-        )
+        first = float(first_step.get(n, 0.0))
+        vals = [float(e[n]) for e in last] + ([first] if k <= window or math.isinf(first) else [])
         out[n] = math.nan if any(math.isnan(v) for v in vals) else max(vals)
     return out
 

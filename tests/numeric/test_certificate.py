@@ -160,3 +160,21 @@ def test_a_remainder_beyond_its_gap_withdraws_the_certificate():
     # without the withdrawal the last growth (x400) does not cover the prediction: it would certify
     n = record_next_orders(rec, rems)["recursive"]
     assert certify_gap(rec["recursive"], n, True) == -1.0
+
+
+def test_a_first_step_the_expansion_does_not_describe_withdraws_the_advice_at_every_k():
+    """The one-step check at theta^0 (float32 rounding of the iterates here): measured 3.2e-7 where
+    eta^2 C_S = 4.4e-8 and the eta^3 term adds 5e-10; both kept orders miss it by more than they
+    keep, so N = inf at every k, not only the first REMAINDER_WINDOW."""
+    from crosscurv.numeric.advice import first_step_remainders
+
+    bad = {"measured": 3.2e-7, "eta2": 4.39e-8, "eta3": 4.33e-8, "floor": 1.0e-7}
+    # the eta^3 term explains what eta^2 leaves out: a large but described first step
+    good = {"measured": -0.0488, "eta2": -0.0216, "eta3": -0.0511, "floor": 2.5e-15}
+    first = first_step_remainders([{"gs": bad, "chain": good}])
+    assert math.isinf(first["gs"]) and first["chain"] == pytest.approx(0.0272)
+    errs = [{"jc": 0.0, "gs": 1e-11, "chain": 1e-11}] * 3
+    late = advice_next_orders(errs, first, 30)
+    assert math.isinf(late["gs"]) and late["chain"] == 1e-11
+    est = {"jc": 0.0, "gs": 1.6e-7, "chain": 5e-7}
+    assert not certify_best(est, late, True)["certified"]
