@@ -21,11 +21,18 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
   estimate_S^j|`` over the last :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the same prediction
   forced at the approximate ``S`` point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`) and,
   while ``k <= REMAINDER_WINDOW``, of the measured one-step remainder at ``theta^0``, ``|L_S^1 -
-  L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`);
-* records, ``recursive``: the largest of the last :data:`REMAINDER_WINDOW` measured one-step
-  remainders ``r_j = |gap^j - recursive^j|``, ``j < k`` (Theorem 2's remainder, ``O(eta^3)`` per
-  step, smooth in ``j``), times their last growth ``max(1, r_{k-1} / r_{k-2})`` (one more step of
-  it);
+  L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`); ``inf`` at every ``k`` where that first
+  step is not described by the expansion (both kept orders miss it by more than they keep:
+  :func:`crosscurv.numeric.advice.first_step_remainders`);
+* records, ``recursive``: the largest of the last :data:`RECORD_WINDOW` measured one-step
+  remainders ``r_j = |gap^j - recursive^j|``, ``j < k`` (at least :data:`REMAINDER_WINDOW` of
+  them), times their last growth ``max(1, r_{k-1} / r_{k-2})`` (one more step of it).  Theorem 2's
+  remainder is ``O(eta^3)`` per step and smooth in ``j`` only where the loss is smooth along the
+  step; a non-monotone sequence (a ReLU kink crossed, the curvature changing fast near the edge)
+  is bounded by its recent maximum, not by its last values, hence a look-back longer than the
+  growth's.  ``N = inf`` (withdrawn) while a remainder of the look-back exceeds the gap it
+  corrects, ``r_j > max(|gap^j|, |gap^{j-1}|)``: the dropped order is then larger than what the
+  expansion keeps, which has no asymptotic meaning (a candidate's run diverging);
 * records, ``cumulative``: ``|recursive^k - cumulative^k| + N_recursive^k`` (the linearised state
   ``z_k`` against the measured ``Delta^{k-1}`` one step back, the propagated remainder of Theorem
   3's proof, plus the error of the estimate it is measured against: triangle inequality);
@@ -50,6 +57,7 @@ from .records import ESTIMATES
 __all__ = [
     "SAFETY",
     "REMAINDER_WINDOW",
+    "RECORD_WINDOW",
     "Verdict",
     "certify_best",
     "certify_gap",
@@ -64,6 +72,10 @@ __all__ = [
 SAFETY = 3.0
 #: measured one-step remainders the recursive estimate's ``N`` looks back over
 REMAINDER_WINDOW = 3
+#: measured one-step remainders the records' ``N`` looks back over (chosen on the zoo's tuning half:
+#: the smallest of 3, 5, 8, 12, 20 with every tuning problem and rate at 99.9% precision or more;
+#: reports/certificates.md)
+RECORD_WINDOW = 5
 
 
 class Verdict(dict):
@@ -132,27 +144,38 @@ def advice_next_orders(
     accidental zeros) and, for ``k <= window``, the measured one-step remainder at ``theta^0``,
     ``|L_S^1 - L_JC^1 - eta^2 C_S|`` (``first_step``: the first step's dropped terms, Lemma 1's
     third-derivative term included, which the
-    embedded pair leaves out).  A NaN error gives NaN (not certified)."""
+    embedded pair leaves out); an ``inf`` first step (the expansion does not describe it:
+    :func:`crosscurv.numeric.advice.first_step_remainders`) at every ``k``.  A NaN error gives NaN
+    (not certified)."""
     last = list(recent_errors)[-window:]
     out = {}
     for n in last[-1]:
-        vals = [float(e[n]) for e in last] + (
-            [float(first_step.get(n, 0.0))] if k <= window else []
-        )
+        first = float(first_step.get(n, 0.0))
+        vals = [float(e[n]) for e in last] + ([first] if k <= window or math.isinf(first) else [])
         out[n] = math.nan if any(math.isnan(v) for v in vals) else max(vals)
     return out
 
 
 def record_next_orders(
-    record: Mapping, past_remainders: Sequence[float], window: int = REMAINDER_WINDOW
+    record: Mapping,
+    past_remainders: Sequence[float],
+    window: int = RECORD_WINDOW,
+    past_gaps: Sequence[float] = (),
 ) -> dict:
     """``{estimate: N^k}`` of one record (module docstring); ``past_remainders``: ``|gap^j -
-    recursive^j|`` of
-    the records before ``k``, oldest first (``inf`` until ``window`` of them exist)."""
-    past = [float(x) for x in list(past_remainders)[-window:]]
-    rec_n = max(past) if len(past) >= window and all(math.isfinite(x) for x in past) else math.inf
+    recursive^j|`` of the records before ``k``, oldest first (``inf`` until
+    :data:`REMAINDER_WINDOW` of them exist); ``past_gaps``: their ``gap^j``, aligned with
+    ``past_remainders`` at the end, with one more record before them where it exists."""
+    rems = [float(x) for x in past_remainders]
+    past = rems[-window:]
+    enough = len(rems) >= REMAINDER_WINDOW and all(math.isfinite(x) for x in past)
+    rec_n = max(past) if enough else math.inf
     if math.isfinite(rec_n) and past[-2] > 0:  # one more step of the remainders' last growth
         rec_n *= max(1.0, past[-1] / past[-2])
+    gaps = [abs(float(g)) for g in past_gaps]
+    for j in range(1, min(len(past), len(gaps) - 1) + 1):  # the dropped order beyond the kept
+        if past[-j] > max(gaps[-j], gaps[-j - 1]):
+            rec_n = math.inf
     cum_n = abs(float(record["recursive"]) - float(record["cumulative"])) + rec_n
     return {
         "recursive": rec_n,
@@ -164,45 +187,53 @@ def record_next_orders(
 @dataclass
 class CertificateState:
     """What the records' certificates carry between records (resumable, :meth:`state_dict`): the
-    measured one-step remainders ``|gap^j - recursive^j|`` of the last :data:`REMAINDER_WINDOW`
-    records and whether
-    every record so far was inside the regime."""
+    measured one-step remainders ``|gap^j - recursive^j|`` of the last :data:`RECORD_WINDOW`
+    records, their gaps (one more), and whether every record so far was inside the regime."""
 
     remainders: list = field(default_factory=list)
     inside: bool = True
+    gaps: list = field(default_factory=list)
 
     def record(
         self,
         record: Mapping,
         in_regime_now: bool,
         factor: float = SAFETY,
-        window: int = REMAINDER_WINDOW,
+        window: int = RECORD_WINDOW,
+        withdraw: bool = True,
     ) -> dict:
         """``{estimate: certificate}`` of this record (``gap``, ``recursive``, ``cumulative``,
-        ``jc_only``), then
-        its remainder folded in; ``in_regime_now``: below the edge of stability at this record."""
+        ``jc_only``), then its remainder folded in; ``in_regime_now``: below the edge of stability
+        at this record; ``withdraw``: a remainder beyond its gap withdraws (the module's rule)."""
         self.inside = self.inside and bool(in_regime_now)
-        nxt = record_next_orders(record, self.remainders, window)
+        nxt = record_next_orders(record, self.remainders, window, self.gaps if withdraw else ())
         out = {e: certify_gap(record[e], nxt[e], self.inside, factor) for e in ESTIMATES}
-        self.remainders = (
-            self.remainders + [abs(float(record["gap"]) - float(record["recursive"]))]
-        )[-window:]
+        rem = abs(float(record["gap"]) - float(record["recursive"]))
+        # at least REMAINDER_WINDOW remainders must be known: keep that many even if window < it
+        keep = max(window, REMAINDER_WINDOW)
+        self.remainders = (self.remainders + [rem])[-keep:]
+        self.gaps = (self.gaps + [float(record["gap"])])[-(keep + 1):]
         return out
 
     def state_dict(self) -> dict:
-        return {"remainders": list(self.remainders), "inside": self.inside}
+        return {"remainders": list(self.remainders), "inside": self.inside, "gaps": list(self.gaps)}
 
     @classmethod
     def from_state_dict(cls, state) -> "CertificateState":
         state = dict(state or {})
-        return cls([float(x) for x in state.get("remainders", [])], bool(state.get("inside", True)))
+        return cls(
+            [float(x) for x in state.get("remainders", [])],
+            bool(state.get("inside", True)),
+            [float(x) for x in state.get("gaps", [])],
+        )
 
 
 def record_certificates(
     columns: Mapping[str, Sequence[float]],
     lr: float,
     factor: float = SAFETY,
-    window: int = REMAINDER_WINDOW,
+    window: int = RECORD_WINDOW,
+    withdraw: bool = True,
 ) -> dict:
     """``{estimate: [certificate per record]}`` of a plain run's columns (``gap``, the three
     estimates, ``sharpness`` and, where present, ``lambda_max``): what its ``*_cert`` columns hold
@@ -217,7 +248,11 @@ def record_certificates(
             default=math.nan,
         )
         certs = state.record(
-            {c: columns[c][i] for c in ("gap",) + ESTIMATES}, in_regime(lr, top), factor, window
+            {c: columns[c][i] for c in ("gap",) + ESTIMATES},
+            in_regime(lr, top),
+            factor,
+            window,
+            withdraw,
         )
         for e in ESTIMATES:
             out[e].append(certs[e])

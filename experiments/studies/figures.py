@@ -205,7 +205,8 @@ CERT_BINS = tuple(float(x) for x in np.concatenate([[0.0], np.logspace(-4, np.lo
 def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS,
                           kind: str = "defect") -> list[dict]:
     """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect interval of
-    :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the recorded ``{estimate}_cert``)
+    :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the certificate the records
+    hold in ``{estimate}_cert``)
     per bin of ``eta * sharpness_k``
     (:func:`crosscurv.experiments.studies.regime.regime_series`), pooled over ``runs``
     (:class:`~crosscurv.experiments.studies.collect.StudyRun`): the counts of

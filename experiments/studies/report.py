@@ -183,12 +183,15 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
                           "signed realised errors `gap - estimate` of the last 10 iterations, widened by its own "
                           "width; certified when the estimate plus that interval excludes 0, or the recorded bound "
                           "certifies, while `eta * sharpness_j < 2` for every `j <= k`) before the first crossing "
-                          "of 2 and over all iterations, the recorded bound (`*_cert`) over all iterations, and "
+                          "of 2 and over all iterations, the certificate the records hold (`*_cert`: "
+                          "`crosscurv.numeric.certificate` for runs recorded since it, `|estimate| > *_err` "
+                          "below the edge before) over all iterations, and "
                           "the defect interval's calibration (share of the iterations where it is defined that it "
                           "holds `gap - estimate`, mean over the runs). Cells: Coverage / Precision "
                           "(correct/certified of decided).", "",
                           render_certified_summary(summarize_certified(cert)), "",
-                          "Per run and estimate (`n/a` for the bound: records without the error columns, or "
+                          "Per run and estimate (`n/a` for the recorded certificate: records without the "
+                          "error columns, or "
                           "nothing certified):", "", render_certified_table(cert), ""]
             seed_points = [regime_point(r, "seeds") for rs in seed_groups(runs).values() for r in rs]
             lines += ["The regime along each run (the same K as the table): the largest `eta * sharpness_k`, "

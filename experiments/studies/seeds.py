@@ -263,7 +263,8 @@ def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | Non
 
 def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
     """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners of the
-    recorded bound (``bound``: over all decided iterations) and of the defect interval (``defect_all``,
+    certificate the records hold in ``{estimate}_cert`` (:mod:`crosscurv.numeric.certificate` for runs
+    recorded since it, ``|estimate| > {estimate}_err`` before; key ``bound``: over all decided iterations) and of the defect interval (``defect_all``,
     ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the defect interval's calibration
     (``defect_calibrated``: share of the iterations where it is defined that it holds ``gap - estimate``), the
     largest converged
@@ -327,7 +328,8 @@ def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
                      _cp(r["bound"]) if r["bound"] is not None else "n/a", _cp(r["defect_before"]),
                      _cp(r["defect_all"]), _pct(r["defect_calibrated"])])
     head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2", "winner switches",
-            "estimate", "bound: Cov. / Prec.", "defect, before the edge: Cov. / Prec.", "defect, all: Cov. / Prec.",
+            "estimate", "recorded certificate (`*_cert`): Cov. / Prec.",
+            "defect, before the edge: Cov. / Prec.", "defect, all: Cov. / Prec.",
             "defect Calibrated"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
@@ -372,6 +374,7 @@ def render_certified_summary(summary: Sequence[dict], fmt: str = "github") -> st
     body = [[TASK_LABELS.get(s["task"], s["task"]), ESTIMATE_LABELS.get(s["estimate"], s["estimate"]), str(s["runs"]),
              cell(s["before"]), cell(s["all"]), cell(s["bound"]), _pct(s["calibrated"])] for s in summary]
     head = ["Task", "Estimate", "runs", "defect, before the edge: Coverage / Precision",
-            "defect, all iterations: Coverage / Precision", "bound, all iterations: Coverage / Precision",
+            "defect, all iterations: Coverage / Precision",
+            "recorded certificate (`*_cert`), all iterations: Coverage / Precision",
             "defect Calibrated (mean)"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

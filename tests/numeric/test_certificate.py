@@ -123,3 +123,58 @@ def test_the_recommendation_names_exactly_the_certified_budgets():
     assert k_ranges(list(range(1, 30, 2)), 3) == "1, 3, 5, and 12 more iterations in 12 ranges"
     one = recommendation([row(1, "gs", True)])
     assert one == "at K = 1: use gs (certified). gs for every K <= 1, certified throughout."
+
+
+def test_a_noisy_remainder_sequence_is_bounded_by_its_recent_maximum():
+    """A large remainder RECORD_WINDOW records back still bounds N: a non-monotone sequence's last
+    values say nothing about the next one (a kink crossed, the curvature changing fast)."""
+    from crosscurv.numeric.certificate import RECORD_WINDOW
+
+    rec = {"recursive": 0.0, "cumulative": 0.0, "jc_only": 0.0}
+    rems = [0.04] + [1e-3] * (RECORD_WINDOW - 1)
+    assert record_next_orders(rec, rems)["recursive"] == 0.04
+    assert RECORD_WINDOW > REMAINDER_WINDOW
+    assert record_next_orders(rec, [0.04] + [1e-3] * RECORD_WINDOW)["recursive"] == 1e-3
+
+
+def test_a_remainder_beyond_its_gap_withdraws_the_certificate():
+    """A measured remainder larger than the gap it corrects (a candidate's run diverging): the
+    dropped order beyond the kept one, N = inf, nothing certified until it leaves the look-back."""
+    from crosscurv.numeric.certificate import RECORD_WINDOW
+
+    gaps = [-0.1, -0.4, -8.0, 1.4e3]
+    rems = [0.02, 0.05, 4.0, 1.6e3]  # the last one exceeds |gap| on both sides
+    rec = {"recursive": -6e6, "cumulative": -6e6, "jc_only": -6e6}
+    assert math.isinf(record_next_orders(rec, rems, past_gaps=gaps)["recursive"])
+    assert math.isfinite(record_next_orders(rec, rems[:-1], past_gaps=gaps[:-1])["recursive"])
+    cols = {
+        "gap": gaps + [-1e3] * RECORD_WINDOW + [-1e3],
+        "recursive": [g - r for g, r in zip(gaps, rems)] + [-1e3] * (RECORD_WINDOW + 1),
+        "sharpness": [1.0] * (len(gaps) + RECORD_WINDOW + 1),
+    }
+    cols["cumulative"] = list(cols["recursive"])
+    cols["jc_only"] = list(cols["recursive"])
+    certs = record_certificates(cols, 0.1)["recursive"]
+    assert certs[len(gaps) : len(gaps) + RECORD_WINDOW] == [0.0] * RECORD_WINDOW
+    assert certs[-1] == -1.0  # once out of the look-back, certified again
+    # without the withdrawal the last growth (x400) does not cover the prediction: it would certify
+    n = record_next_orders(rec, rems)["recursive"]
+    assert certify_gap(rec["recursive"], n, True) == -1.0
+
+
+def test_a_first_step_the_expansion_does_not_describe_withdraws_the_advice_at_every_k():
+    """The one-step check at theta^0 (float32 rounding of the iterates here): measured 3.2e-7 where
+    eta^2 C_S = 4.4e-8 and the eta^3 term adds 5e-10; both kept orders miss it by more than they
+    keep, so N = inf at every k, not only the first REMAINDER_WINDOW."""
+    from crosscurv.numeric.advice import first_step_remainders
+
+    bad = {"measured": 3.2e-7, "eta2": 4.39e-8, "eta3": 4.33e-8, "floor": 1.0e-7}
+    # the eta^3 term explains what eta^2 leaves out: a large but described first step
+    good = {"measured": -0.0488, "eta2": -0.0216, "eta3": -0.0511, "floor": 2.5e-15}
+    first = first_step_remainders([{"gs": bad, "chain": good}])
+    assert math.isinf(first["gs"]) and first["chain"] == pytest.approx(0.0272)
+    errs = [{"jc": 0.0, "gs": 1e-11, "chain": 1e-11}] * 3
+    late = advice_next_orders(errs, first, 30)
+    assert math.isinf(late["gs"]) and late["chain"] == 1e-11
+    est = {"jc": 0.0, "gs": 1.6e-7, "chain": 5e-7}
+    assert not certify_best(est, late, True)["certified"]

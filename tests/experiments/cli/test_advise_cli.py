@@ -148,6 +148,15 @@ def test_validation_study_resumes_from_its_cache(tmp_path):
     assert again == text and os.stat(cached).st_mtime_ns == before
     row = json.load(open(os.path.join(out, "validation.json")))["rows"][0]
     assert row["agree_all"][1] == 2 and row["covered_embedded"][1] <= 2 * 3
+    # regret is the headline column; a cached configuration from before regret is run again
+    assert "| regret (decided) | regret (certified) | certified wrong |" in text
+    assert row["summary"]["decided"] <= 2 and "regret_mean" in row["summary"]
+    old = json.load(open(cached))
+    del old["summary"]
+    with open(cached, "w") as fh:
+        json.dump(old, fh)
+    study(["mlp"], [0], {"mlp": 2}, out, "smoke", {"mlp": [0.05]}, command="study-test")
+    assert "summary" in json.load(open(cached))
 
 
 def test_a_diverged_jc_run_ends_with_the_divergence_not_advice(tmp_path, factory):
