@@ -7,3 +7,7 @@ package raises a subclass (``PatternError``, ``TaskError``, ``DataError``...).
 
 class InputError(ValueError):
     """Bad user input: a malformed pattern, task, file or flag value."""
+
+
+class OptimizerError(InputError):
+    """A bad ``--optimizer`` or ``--block-lr`` spec, or a state that does not fit."""
