@@ -188,6 +188,15 @@ def test_the_library_does_not_import_the_command_line():
     assert not found, "\n".join(found)
 
 
+def test_only_the_command_line_parses_arguments():
+    """argparse is imported by ``crosscurv.experiments.cli`` alone: library modules take typed parameters
+    (a study's ``python -m`` entry point is its function in :mod:`crosscurv.experiments.cli.scripts`)."""
+    found = [f"{os.path.relpath(path, REPO)}:{line}" for name, path, is_package in modules()
+             if not (name == CLI or name.startswith(CLI + "."))
+             for mod, line in imports(name, path, is_package) if mod == "argparse"]
+    assert not found, "argparse outside the command line: " + ", ".join(found)
+
+
 def test_the_check_resolves_a_relative_import_of_the_command_line(tmp_path):
     """``from ..cli import main`` in ``experiments/sweep/x.py`` is the command line."""
     f = tmp_path / "x.py"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crosscurv.experiments.cli.commands.run import parse
+from crosscurv.experiments.cli.commands.run import description_from_args, parse
 from crosscurv.experiments.runs import RunDescription, RunDescriptionError, check_setting
 
 
@@ -44,9 +44,9 @@ descriptions = st.builds(
 
 @given(descriptions)
 def test_a_description_round_trips_through_its_command_line(d):
-    """``from_args(parse(to_args(d))) == d``: the flags say everything the description holds."""
+    """``description_from_args(parse(to_args(d))) == d``: the flags say everything the description holds."""
     args = d.to_args()
-    assert RunDescription.from_args(parse(args)) == d
+    assert description_from_args(parse(args)) == d
     assert all(isinstance(a, str) for a in args) and args[0] == d.task
 
 
@@ -137,8 +137,8 @@ def test_a_summary_without_settings_is_one_line(tmp_path):
 def test_a_bad_flag_is_named_in_its_error():
     """From the command line the setting's own check speaks, led by the flag it came from."""
     with pytest.raises(RunDescriptionError, match=r"^--lr: learning rate must be a finite number > 0, got -1.0$"):
-        RunDescription.from_args(parse(["mlp", "--lr", "-1"]))
+        description_from_args(parse(["mlp", "--lr", "-1"]))
     with pytest.raises(RunDescriptionError, match=r"^--checkpoint-every: checkpoint interval must be an integer >= 1"):
-        RunDescription.from_args(parse(["mlp", "--checkpoint-every", "0"]))
+        description_from_args(parse(["mlp", "--checkpoint-every", "0"]))
     with pytest.raises(RunDescriptionError, match=r"^--optimizer: unknown optimizer 'lion'"):
-        RunDescription.from_args(parse(["mlp", "--optimizer", "lion"]))
+        description_from_args(parse(["mlp", "--optimizer", "lion"]))
