@@ -7,7 +7,7 @@ module, which takes plain typed parameters::
     python -m crosscurv.experiments.studies.trust --out DIR                  trust()
     python -m crosscurv.experiments.studies.certificates                     certificates()
     python -m crosscurv.experiments.studies.pattern_search                   pattern_search()
-    python -m crosscurv.experiments.studies.optimizers.runner run|report     optimizer_studies()
+    python -m crosscurv.experiments.studies.optimizers.runner run|report     optimizer_runner()
     python -m crosscurv.experiments.studies.optimizers.orders                optimizer_orders()
     python -m crosscurv.experiments.reports.one_step_along_jc PATH...        one_step_along_jc()
     python -m crosscurv.experiments.reports.site_check                       site_check()
@@ -28,7 +28,7 @@ import sys
 
 from crosscurv.theory.errors import InputError
 
-__all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_studies", "optimizer_orders",
+__all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_runner", "optimizer_orders",
            "one_step_along_jc", "site_check", "portability", "rounding"]
 
 
@@ -125,7 +125,7 @@ def pattern_search(argv=None) -> int:
     return 0
 
 
-def optimizer_studies(argv=None) -> int:
+def optimizer_runner(argv=None) -> int:
     from crosscurv.experiments.studies.optimizers import runner as mod
     from crosscurv.experiments.studies.optimizers.plan import ITERS, SEEDS
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from crosscurv.theory.errors import OptimizerError
 
-from .arguments import number
+from .arguments import spec_number
 
 if TYPE_CHECKING:  # torch is imported by the functions that compute, so that parsing a spec needs none
     import torch
@@ -30,7 +30,7 @@ def parse(spec: str, sep: str, args: str) -> dict:
     parts = args.split(",")
     if len(parts) != 3:
         raise OptimizerError(f"adam takes three values adam:B1,B2,EPS, got {spec!r}")
-    b1, b2, eps = (number(p, w, spec) for p, w in zip(parts, ("B1", "B2", "EPS")))
+    b1, b2, eps = (spec_number(p, w, spec) for p, w in zip(parts, ("B1", "B2", "EPS")))
     for b, w in ((b1, "B1"), (b2, "B2")):
         if not 0.0 <= b < 1.0:
             raise OptimizerError(f"adam {w} must satisfy 0 <= {w} < 1, got {b!r}")

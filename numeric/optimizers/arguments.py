@@ -1,4 +1,4 @@
-"""The numbers of an ``--optimizer`` spec (``momentum:BETA``, ``adam:B1,B2,EPS``): :func:`number`."""
+"""The numbers of an ``--optimizer`` spec (``momentum:BETA``, ``adam:B1,B2,EPS``): :func:`spec_number`."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import math
 
 from crosscurv.theory.errors import OptimizerError
 
-__all__ = ["number"]
+__all__ = ["spec_number"]
 
 
-def number(text: str, what: str, spec: str) -> float:
+def spec_number(text: str, what: str, spec: str) -> float:
     """``float(text)``, finite; :class:`OptimizerError` naming ``what`` in ``spec`` otherwise."""
     try:
         x = float(text)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from crosscurv.theory.errors import OptimizerError
 
-from .arguments import number
+from .arguments import spec_number
 
 if TYPE_CHECKING:
     from .spec import OptimizerSpec
@@ -24,7 +24,7 @@ def parse(spec: str, sep: str, args: str) -> dict:
     fields (``beta``)."""
     if not args.strip():
         raise OptimizerError(f"optimizer momentum needs its coefficient: momentum:BETA, got {spec!r}")
-    beta = number(args, "BETA", spec)
+    beta = spec_number(args, "BETA", spec)
     if not 0.0 <= beta < 1.0:
         raise OptimizerError(f"momentum coefficient must satisfy 0 <= BETA < 1, got {beta!r}")
     return {"beta": beta}

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 from crosscurv.theory.errors import OptimizerError
 
-from .arguments import number
 from .rules import RULES
 
-__all__ = ["OptimizerError", "OptimizerSpec", "ADAM_DEFAULTS", "parse_optimizer", "number"]
+__all__ = ["OptimizerError", "OptimizerSpec", "ADAM_DEFAULTS", "parse_optimizer"]
 
 
 #: ``torch.optim.Adam``'s ``(beta1, beta2, eps)``.

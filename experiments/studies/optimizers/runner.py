@@ -110,6 +110,6 @@ def run_all(out: str, seeds, iters: int, only=None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from crosscurv.experiments.cli.scripts import optimizer_studies
+    from crosscurv.experiments.cli.scripts import optimizer_runner
 
-    raise SystemExit(optimizer_studies())
+    raise SystemExit(optimizer_runner())
