@@ -33,7 +33,7 @@ import os
 import sys
 import time
 
-from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, Variant, run_dir  # noqa: F401
+from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, StudyVariant, run_dir  # noqa: F401
 
 
 def _status(path: str, iters: int) -> str:
@@ -67,7 +67,7 @@ def planned(seeds, only=None):
     return out
 
 
-def description(task: str, variant: Variant, seed: int, iters: int):
+def description(task: str, variant: StudyVariant, seed: int, iters: int):
     """The :class:`crosscurv.experiments.runs.RunDescription` of ``variant`` on ``task`` (default preset) for
     ``seed`` and ``K = iters``, one intra-op thread."""
     from crosscurv.experiments import runs
