@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from ..theory.errors import InputError
+from ..theory.errors import InputError, RunDescriptionError
 
 __all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress",
            "load", "run", "run_folder_name", "slug", "auto_threads"]
@@ -46,10 +46,6 @@ DEFAULT_OUT = object()
 DTYPES = ("float32", "float64")
 HVP = ("auto", "forward", "reverse")
 OFFLOAD = ("auto", "on", "off")
-
-
-class RunDescriptionError(InputError):
-    """A run setting out of its range (one line; the command line exits 2)."""
 
 
 def _count(what: str, value) -> int | None:

@@ -109,7 +109,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import AdviceError
 from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
@@ -147,10 +147,6 @@ COLUMNS = ("k", "pattern", "loss_jc", "sharpness", "estimate", "error", "correct
 #: The columns of an older crosscurv's ``advice.csv`` (no ``sharpness``): refused in one line.
 _OLDER_COLUMNS = ("k", "pattern", "loss_jc", "estimate", "error", "corrected", "one_step")
 _FORMAT = 2
-
-
-class AdviceError(InputError):
-    """Bad advice input (candidates, folder, resume) or a run folder that cannot be continued."""
 
 
 # -- candidates -------------------------------------------------------------------------

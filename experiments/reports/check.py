@@ -39,13 +39,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import InputError, ReportCheckError
 
 __all__ = ["ReportCheckError", "RunCheck", "CheckResult", "find_runs", "run_threads", "check_run", "check_runs"]
-
-
-class ReportCheckError(InputError):
-    """A folder that is no protocol run, or a summary that rebuilds no run."""
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crosscurv.experiments.cli import CLIError
+from crosscurv.theory.errors import InputError
 
 HELP = (
     "Regenerate reports/: symbolic derivations, the error-scaling study, the three controlled "
@@ -35,12 +35,12 @@ def check(args) -> int:
     progress on stderr; exit code 0 all agree, 1 the first disagreement (checking stops there)."""
     import sys
 
-    from crosscurv.experiments.reports.check import ReportCheckError, check_runs
+    from crosscurv.experiments.reports.check import check_runs
 
     if not args.check:
-        raise ReportCheckError("RUN_DIR and --iters only apply with --check")
+        raise InputError("RUN_DIR and --iters only apply with --check")
     if args.iters is not None and args.iters < 1:
-        raise ReportCheckError(f"--iters must be >= 1, got {args.iters}")
+        raise InputError(f"--iters must be >= 1, got {args.iters}")
     result = check_runs(args.run_dirs, args.iters, root=args.out,
                         log=lambda m: print(f"crosscurv: check {m}", file=sys.stderr, flush=True),
                         on_run=lambda rc: print("\n".join([rc.line()] + [f"  note: {n}" for n in rc.notes]),
@@ -65,11 +65,11 @@ def run(args) -> int:
     from crosscurv.experiments.reports.build import STUDIES, build_report
 
     if args.preset not in ("smoke", "default", "paper"):
-        raise CLIError(f"unknown preset {args.preset!r} (choose smoke, default or paper)")
+        raise InputError(f"unknown preset {args.preset!r} (choose smoke, default or paper)")
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     bad = [t for t in tasks if t not in STUDIES]
     if bad or not tasks:
-        raise CLIError(f"unknown study {', '.join(bad) or '(none)'} (choose from {', '.join(STUDIES)})")
+        raise InputError(f"unknown study {', '.join(bad) or '(none)'} (choose from {', '.join(STUDIES)})")
     return build_report(
         args.out,
         args.preset,
