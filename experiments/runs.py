@@ -4,8 +4,8 @@ A :class:`RunDescription` holds every setting of a ``crosscurv run`` that decide
 its records: the task, preset, pattern, learning rate ``eta``, ``K``, seed, dtype,
 device, data and weights, threads, HVP engine, offloading, optimizer, per-block
 step sizes and checkpoint cadence.  It is built from the command's parsed
-arguments (:func:`crosscurv.experiments.cli.commands.run.description_from_args`), from a run folder's
-``summary.json`` (:meth:`RunDescription.from_summary`), or directly; it is written
+arguments (:func:`crosscurv.experiments.cli.commands.run.description_from_args`), from a run
+folder's ``summary.json`` (:meth:`RunDescription.from_summary`), or directly; it is written
 back as ``crosscurv run`` arguments (:meth:`RunDescription.to_args`), so that
 ``description_from_args(parse(d.to_args())) == d``.  Every setting is checked once, when the
 description is made (the learning rate and ``K`` by

@@ -1,11 +1,12 @@
 """The package's import graph: acyclic, the library free of the command line and of argparse.
 
-The graph is read from the source with :mod:`ast`: one node per module of ``crosscurv`` (the folders
-``crosscurv/``, ``theory/``, ``numeric/``, ``experiments/``), an edge for every import of another module
-of the package, at module level or inside a function (a lazy import is an import); ``from package import
-name`` is an edge to the module ``package.name`` where there is one, else to ``package``.  Imports under
-``if TYPE_CHECKING:`` (annotations only, never run) and under ``if __name__ == "__main__":`` (a module's
-entry point, run as the separate module ``__main__``) are not edges.
+The graph is read from the source with :mod:`ast`: one node per module of ``crosscurv`` (the
+folders ``crosscurv/``, ``theory/``, ``numeric/``, ``experiments/``), an edge for every import of
+another module of the package, at module level or inside a function (a lazy import is an import);
+``from package import name`` is an edge to the module ``package.name`` where there is one, else to
+``package``.  Imports under ``if TYPE_CHECKING:`` (annotations only, never run) and under
+``if __name__ == "__main__":`` (a module's entry point, run as the separate module ``__main__``)
+are not edges.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the folders of the package (``crosscurv/`` is the namespace itself, the others its layers)
 LIBRARY = ("crosscurv", "theory", "numeric", "experiments")
 CLI = "crosscurv.experiments.cli"
-#: cycles known and left, each with its reason; the test fails on any other cycle and on one of these gone
-#: (then delete its line)
+#: cycles known and left, each with its reason; the test fails on any other cycle and on one of
+#: these gone (then delete its line)
 KNOWN_CYCLES = [
-    # advise(search=...) hands the whole search to pattern_search.search, which certifies its front with
-    # advise() and its gates: one entry point over both, in the trajectory runner's redesign, removes it
+    # advise(search=...) hands the whole search to pattern_search.search, which certifies its
+    # front with advise() and its gates: one entry point over both, in the trajectory runner's
+    # redesign, removes it
     ["crosscurv.numeric.advice", "crosscurv.numeric.pattern_search"],
 ]
 
@@ -37,7 +39,11 @@ def modules():
                     rel = rel[1:] if rel[0] == "crosscurv" else rel
                     if rel[-1] == "__init__":
                         rel = rel[:-1]
-                    yield ".".join(["crosscurv", *rel]), os.path.join(dirpath, f), f == "__init__.py"
+                    yield (
+                        ".".join(["crosscurv", *rel]),
+                        os.path.join(dirpath, f),
+                        f == "__init__.py",
+                    )
 
 
 def _skipped(test: ast.expr) -> bool:
@@ -46,13 +52,17 @@ def _skipped(test: ast.expr) -> bool:
         return True
     if isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
         return True
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def _statements(name: str, path: str, is_package: bool):
-    """``(module, names, line)`` of every import statement in ``path`` that runs when the module is used
-    (relative imports resolved; ``names`` empty for ``import module``)."""
+    """``(module, names, line)`` of every import statement in ``path`` that runs when the module
+    is used (relative imports resolved; ``names`` empty for ``import module``)."""
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read())
     package = name if is_package else name.rpartition(".")[0]
@@ -68,7 +78,7 @@ def _statements(name: str, path: str, is_package: bool):
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
@@ -77,8 +87,8 @@ def _statements(name: str, path: str, is_package: bool):
 
 
 def imports(name: str, path: str, is_package: bool):
-    """``(module, line)`` of every import in ``path`` that runs when the module is used; ``from a import
-    b`` yields ``a`` and ``a.b``."""
+    """``(module, line)`` of every import in ``path`` that runs when the module is used;
+    ``from a import b`` yields ``a`` and ``a.b``."""
     for mod, names, line in _statements(name, path, is_package):
         yield mod, line
         for n in names:  # from crosscurv.experiments import cli
@@ -88,8 +98,9 @@ def imports(name: str, path: str, is_package: bool):
 def import_graph() -> dict:
     """``{module: {module of the package it imports: first line}}``.
 
-    ``from package import name`` is an edge to the module ``package.name`` when there is one, else to
-    ``package`` (the names it defines); the parent packages every import runs first are not edges.
+    ``from package import name`` is an edge to the module ``package.name`` when there is one, else
+    to ``package`` (the names it defines); the parent packages every import runs first are not
+    edges.
     """
     found = {name: (path, pkg) for name, path, pkg in modules()}
     graph: dict = {}
@@ -105,7 +116,8 @@ def import_graph() -> dict:
 
 
 def cycles(graph: dict) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan, iterative), each sorted."""
+    """The strongly connected components with more than one module (Tarjan, iterative), each
+    sorted."""
     index: dict = {}
     low: dict = {}
     stack: list = []
@@ -148,7 +160,12 @@ def cycles(graph: dict) -> list[list[str]]:
 
 def _describe(graph: dict, comp: list[str]) -> str:
     inside = set(comp)
-    edges = [f"{a} -> {b} (line {line})" for a in comp for b, line in sorted(graph[a].items()) if b in inside]
+    edges = [
+        f"{a} -> {b} (line {line})"
+        for a in comp
+        for b, line in sorted(graph[a].items())
+        if b in inside
+    ]
     return "cycle: " + "; ".join(edges)
 
 
@@ -158,14 +175,18 @@ def test_the_package_has_no_import_cycle():
     found = cycles(graph)
     new = [c for c in found if c not in KNOWN_CYCLES]
     assert not new, "\n".join(_describe(graph, c) for c in new)
-    assert all(c in found for c in KNOWN_CYCLES), "a known cycle is gone: delete it from KNOWN_CYCLES"
+    assert all(c in found for c in KNOWN_CYCLES), (
+        "a known cycle is gone: delete it from KNOWN_CYCLES"
+    )
 
 
 def test_the_cycle_check_sees_a_lazy_import_and_skips_annotations_and_entry_points(tmp_path):
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("def f():\n    from .b import g\n")
-    b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
-                 "if __name__ == '__main__':\n    from crosscurv.experiments.cli import main\n")
+    b.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
+        "if __name__ == '__main__':\n    from crosscurv.experiments.cli import main\n"
+    )
     got_a = [m for m, _ in imports("crosscurv.x.a", str(a), False)]
     got_b = [m for m, _ in imports("crosscurv.x.b", str(b), False)]
     assert "crosscurv.x.b" in got_a and "crosscurv.x.b.g" in got_a
@@ -175,11 +196,16 @@ def test_the_cycle_check_sees_a_lazy_import_and_skips_annotations_and_entry_poin
 
 
 def test_the_library_does_not_import_the_command_line():
-    """Only ``crosscurv.experiments.cli`` itself and the entry points (``__main__`` modules and blocks)
-    import the command line."""
+    """Only ``crosscurv.experiments.cli`` itself and the entry points (``__main__`` modules and
+    blocks) import the command line."""
     found = []
     for name, path, is_package in modules():
-        if name == CLI or name.startswith(CLI + ".") or name.endswith(".__main__") or name == "crosscurv":
+        if (
+            name == CLI
+            or name.startswith(CLI + ".")
+            or name.endswith(".__main__")
+            or name == "crosscurv"
+        ):
             continue
         for mod, line in imports(name, path, is_package):
             parts = mod.split(".")
@@ -189,18 +215,25 @@ def test_the_library_does_not_import_the_command_line():
 
 
 def test_only_the_command_line_parses_arguments():
-    """argparse is imported by ``crosscurv.experiments.cli`` alone: library modules take typed parameters
-    (a study's ``python -m`` entry point is its function in :mod:`crosscurv.experiments.cli.scripts`)."""
-    found = [f"{os.path.relpath(path, REPO)}:{line}" for name, path, is_package in modules()
-             if not (name == CLI or name.startswith(CLI + "."))
-             for mod, line in imports(name, path, is_package) if mod == "argparse"]
+    """argparse is imported by ``crosscurv.experiments.cli`` alone: library modules take typed
+    parameters (a study's ``python -m`` entry point is its function in
+    :mod:`crosscurv.experiments.cli.scripts`)."""
+    found = [
+        f"{os.path.relpath(path, REPO)}:{line}"
+        for name, path, is_package in modules()
+        if not (name == CLI or name.startswith(CLI + "."))
+        for mod, line in imports(name, path, is_package)
+        if mod == "argparse"
+    ]
     assert not found, "argparse outside the command line: " + ", ".join(found)
 
 
 def test_the_check_resolves_a_relative_import_of_the_command_line(tmp_path):
     """``from ..cli import main`` in ``experiments/sweep/x.py`` is the command line."""
     f = tmp_path / "x.py"
-    f.write_text("from ..cli import main\nfrom .. import cli\nimport crosscurv.experiments.cli.threads\n")
+    f.write_text(
+        "from ..cli import main\nfrom .. import cli\nimport crosscurv.experiments.cli.threads\n"
+    )
     mods = [m for m, _ in imports("crosscurv.experiments.sweep.x", str(f), False)]
     assert "crosscurv.experiments.cli" in mods and "crosscurv.experiments.cli.main" in mods
     assert "crosscurv.experiments.cli.threads" in mods

@@ -2,18 +2,18 @@
 
 ::
 
-    InputError(ValueError)          bad input: a malformed pattern, task, file, setting or flag value
-    |-- RecordsError                a records or summary file that is missing, malformed or inconsistent
-    `-- ResumeError                 a run folder that cannot be resumed (nothing there, unreadable checkpoint)
-        `-- SettingsChangedError    ... because it holds a run with other settings or more iterations
+    InputError(ValueError)        bad input: a malformed pattern, task, file, setting or flag
+    |-- RecordsError              a records or summary file missing, malformed or inconsistent
+    `-- ResumeError               a run folder that cannot be resumed (nothing there, unreadable)
+        `-- SettingsChangedError  ... because it holds a run with other settings or more iterations
 
-The command line prints any of them as one line, ``crosscurv: error: ...``, and exits with code 2.  A
-caller that starts a run over catches :class:`SettingsChangedError` (``crosscurv report`` does); one that
-treats an unreadable file as absent catches :class:`RecordsError`.  A diverged run is no error: it is a
-result (``status`` ``"diverged"``, exit code 3).
+The command line prints any of them as one line, ``crosscurv: error: ...``, and exits with code 2.
+A caller that starts a run over catches :class:`SettingsChangedError` (``crosscurv report`` does);
+one that treats an unreadable file as absent catches :class:`RecordsError`.  A diverged run is no
+error: it is a result (``status`` ``"diverged"``, exit code 3).
 
-The other names are :class:`InputError` itself, kept where the public API exports them (the
-first group) or where the modules that raise them still spell them (the second); ``except`` any of them
+The other names are :class:`InputError` itself, kept where the public API exports them (the first
+group) or where the modules that raise them still spell them (the second); ``except`` any of them
 catches every input error.
 """
 
@@ -29,14 +29,14 @@ class RecordsError(InputError):
 
 
 class ResumeError(InputError):
-    """Nothing to resume, an unreadable run folder, or a checkpoint written with different settings."""
+    """Nothing to resume, an unreadable run folder, or a checkpoint with different settings."""
 
 
 class SettingsChangedError(ResumeError):
     """The run folder holds a run with other settings (or more iterations than asked for)."""
 
 
-# -- names of the public API (crosscurv, crosscurv.theory, crosscurv.numeric, crosscurv.numeric.optimizers)
+# -- names of the public API (crosscurv, .theory, .numeric, .numeric.optimizers)
 PatternError = InputError
 CoefficientInputError = InputError
 ModelError = InputError

@@ -54,7 +54,8 @@ class PortabilityOptions:
         out: the Markdown report written.
         cache: where each subprocess result is kept; fresh: ignore it.
         cached_only: measure nothing, report what the cache holds.
-        tables: also the table-level comparison (module docstring), against the seed sweeps ``sweeps``.
+        tables: also the table-level comparison (module docstring), against the seed sweeps
+            ``sweeps``.
         argv: the command-line arguments the report names as its command.
     """
 
@@ -89,8 +90,8 @@ def check_under(name: str, run_dir: str, iters: int, timeout: float = 7200) -> d
 
 
 def check_one(run_dir: str, iters: int) -> int:
-    """``report --check RUN_DIR --iters N`` in this process: its :class:`RunCheck` as one line of JSON on
-    standard output (the recomputed records included); returns 0 agree, 1 disagree."""
+    """``report --check RUN_DIR --iters N`` in this process: its :class:`RunCheck` as one line of
+    JSON on standard output (the recomputed records included); returns 0 agree, 1 disagree."""
     from crosscurv.experiments.reports.check import check_run
 
     rc = check_run(run_dir, iters)
@@ -178,8 +179,8 @@ def _section_checks(rows: list, iters: int) -> list:
 
 
 def write_portability(args: PortabilityOptions) -> int:
-    """Check every run of ``args.runs`` under every emulation (cached, resumable) and write the report
-    ``args.out``; returns 1 when a check (or the table-level comparison) failed, else 0.
+    """Check every run of ``args.runs`` under every emulation (cached, resumable) and write the
+    report ``args.out``; returns 1 when a check (or the table-level comparison) failed, else 0.
 
     Raises:
         crosscurv.theory.errors.InputError: an emulation name not in :data:`EMULATIONS`.

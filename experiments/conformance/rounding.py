@@ -79,8 +79,8 @@ from crosscurv.experiments.reports.numbers import number  # noqa: E402
 from crosscurv.experiments.tasks import PRESETS as TASK_PRESETS  # noqa: E402
 from crosscurv.theory.errors import InputError  # noqa: E402
 
-__all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation_table", "RoundingOptions",
-           "write_rounding"]
+__all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation_table",
+           "RoundingOptions", "write_rounding"]
 
 #: The value columns measured (``k`` is exact by construction).
 COLUMNS = ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
@@ -411,7 +411,8 @@ def _presets(text: str) -> tuple:
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, k = part.partition(":")
         if name not in TASK_PRESETS or (k and not k.isdigit()):
-            raise InputError(f"bad --presets entry {part!r} (PRESET[:K], PRESET in {', '.join(TASK_PRESETS)})")
+            raise InputError(f"bad --presets entry {part!r} (PRESET[:K], PRESET in "
+                             f"{', '.join(TASK_PRESETS)})")
         out.append((name, int(k) if k else None))
     return tuple(out)
 
@@ -421,13 +422,14 @@ class RoundingOptions:
     """What :func:`write_rounding` measures (the command-line flags of the same names).
 
     Attributes:
-        tasks: built-in tasks, comma-separated (empty for none); presets: ``PRESET:K,...`` runs of each.
+        tasks: built-in tasks, comma-separated (empty for none); presets: ``PRESET:K,...`` runs of
+            each.
         no_golden: leave out the golden cases.
         json: print every comparison as JSON (input of ``load``) instead of the table.
         load: saved ``json`` outputs whose table is printed instead of measuring.
         dtypes: the dtypes measured (``float32``, ``float64``).
-        emulate: measure under each emulated instruction set, each in its own subprocess, kept in ``cache``
-            (``cached_only``: measure nothing, report the emulations already there).
+        emulate: measure under each emulated instruction set, each in its own subprocess, kept in
+            ``cache`` (``cached_only``: measure nothing, report the emulations already there).
         out: write the Markdown report to this file (``None``: standard output).
         argv: the command-line arguments the output names as its command.
     """

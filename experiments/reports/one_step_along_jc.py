@@ -136,8 +136,8 @@ def _complete(run_dir: Path) -> bool:
 
 def replay_runs(paths: Sequence[str], fresh: bool = False) -> None:
     """:func:`replay` every run folder of ``paths`` (:func:`run_dirs`) whose :data:`SIDECAR` is not
-    complete (``fresh``: every one), with one intra-op thread; a run committed twice (the same records
-    and settings) is replayed once and its file copied.
+    complete (``fresh``: every one), with one intra-op thread; a run committed twice (the same
+    records and settings) is replayed once and its file copied.
 
     Raises:
         crosscurv.theory.errors.InputError: no run folder among ``paths``, or a run that cannot be

@@ -1,9 +1,9 @@
 """The one-step column beside a run's records: ``RUN/one_step.csv`` (:data:`SIDECAR`), read back.
 
-:mod:`crosscurv.experiments.reports.one_step_along_jc` writes it (``k, one_step, loss_jc``: Theorem 1's
-``eta^2 C_S(theta_JC^{k-1})`` and the replayed JC loss); :func:`read_one_step` aligns its column with the
-records' ``k`` for :func:`crosscurv.experiments.reports.table.load_run`, :func:`replay_drift` compares the
-replayed loss with the recorded one.
+:mod:`crosscurv.experiments.reports.one_step_along_jc` writes it (``k, one_step, loss_jc``:
+Theorem 1's ``eta^2 C_S(theta_JC^{k-1})`` and the replayed JC loss); :func:`read_one_step` aligns
+its column with the records' ``k`` for :func:`crosscurv.experiments.reports.table.load_run`,
+:func:`replay_drift` compares the replayed loss with the recorded one.
 """
 
 from __future__ import annotations

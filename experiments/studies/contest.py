@@ -225,7 +225,8 @@ def write_contest(sweeps: Sequence[str], out: str) -> str:
     from crosscurv.numeric.records import atomic_write_text
 
     read = [read_sweep(p) for p in sweeps]
-    command = "python -m crosscurv.experiments.studies.contest " + " ".join(sweeps) + f" --out {out}"
+    command = ("python -m crosscurv.experiments.studies.contest " + " ".join(sweeps)
+               + f" --out {out}")
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, render(contest_rows(read), command))
     return out

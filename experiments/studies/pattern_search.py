@@ -290,7 +290,8 @@ def report(rows: list[dict], command: str) -> str:
 
 
 def rewrite_report(out: str) -> None:
-    """Write ``OUT/search.md`` again from ``OUT/search.json`` (its runs and command), running nothing.
+    """Write ``OUT/search.md`` again from ``OUT/search.json`` (its runs and command), running
+    nothing.
 
     Raises:
         crosscurv.numeric.records.RecordsError: no readable ``OUT/search.json``.
@@ -302,10 +303,10 @@ def rewrite_report(out: str) -> None:
 
 
 def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command: str = "") -> str:
-    """The study: every zoo problem at each of :data:`ZOO_FACTORS` (``zoo_problems``) and the smoke MLP
-    at each of :data:`MLP_RUNS` in both spaces (``sample`` random patterns trained per space), one
-    intra-op thread; writes ``OUT/search.json`` and ``OUT/search.md`` (``command``: the command line
-    named in it) and returns the report's text."""
+    """The study: every zoo problem at each of :data:`ZOO_FACTORS` (``zoo_problems``) and the smoke
+    MLP at each of :data:`MLP_RUNS` in both spaces (``sample`` random patterns trained per space),
+    one intra-op thread; writes ``OUT/search.json`` and ``OUT/search.md`` (``command``: the command
+    line named in it) and returns the report's text."""
     from crosscurv.experiments.tasks.loading import load_task
     from crosscurv.numeric.records import atomic_write_text, write_summary
 

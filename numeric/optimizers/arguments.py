@@ -1,4 +1,5 @@
-"""The numbers of an ``--optimizer`` spec (``momentum:BETA``, ``adam:B1,B2,EPS``): :func:`spec_number`."""
+"""The numbers of an ``--optimizer`` spec (``momentum:BETA``, ``adam:B1,B2,EPS``):
+:func:`spec_number`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ def spec_number(text: str, what: str, spec: str) -> float:
     try:
         x = float(text)
     except ValueError:
-        raise OptimizerError(f"{what} in optimizer {spec!r} must be a number, got {text.strip()!r}") from None
+        raise OptimizerError(
+            f"{what} in optimizer {spec!r} must be a number, got {text.strip()!r}"
+        ) from None
     if not math.isfinite(x):
         raise OptimizerError(f"{what} in optimizer {spec!r} must be finite, got {text.strip()!r}")
     return x

@@ -20,8 +20,8 @@ BUFFERS = ("momentum_buffer",)
 
 
 def parse(spec: str, sep: str, args: str) -> dict:
-    """``momentum:BETA`` with ``0 <= BETA < 1``: the :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec`
-    fields (``beta``)."""
+    """``momentum:BETA`` with ``0 <= BETA < 1``: the fields (``beta``) of its
+    :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec`."""
     if not args.strip():
         raise OptimizerError(f"optimizer momentum needs its coefficient: momentum:BETA, got {spec!r}")
     beta = spec_number(args, "BETA", spec)

@@ -23,7 +23,8 @@ BUFFERS: tuple = ()
 
 
 def parse(spec: str, sep: str, args: str) -> dict:
-    """``sgd`` (no arguments): the :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec` fields (none)."""
+    """``sgd`` (no arguments): the fields of its
+    :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec` (none)."""
     if sep:
         raise OptimizerError(f"optimizer sgd takes no arguments, got {spec!r}")
     return {}

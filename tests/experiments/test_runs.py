@@ -44,7 +44,8 @@ descriptions = st.builds(
 
 @given(descriptions)
 def test_a_description_round_trips_through_its_command_line(d):
-    """``description_from_args(parse(to_args(d))) == d``: the flags say everything the description holds."""
+    """``description_from_args(parse(to_args(d))) == d``: the flags say everything the description
+    holds."""
     args = d.to_args()
     assert description_from_args(parse(args)) == d
     assert all(isinstance(a, str) for a in args) and args[0] == d.task

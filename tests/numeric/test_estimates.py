@@ -275,7 +275,8 @@ def test_the_residual_of_a_pair_is_the_norm_of_its_float64_difference():
 
     Hv = hvp(v)
     r = torch.cat([Hv[k].double() - 1.5 * v[k].double() for k in v])
-    assert pair_residual(hvp, (1.5, v), (-0.5, {k: t * 0 for k, t in v.items()})) == float(r.norm()) / 1.5
+    zero = {k: t * 0 for k, t in v.items()}
+    assert pair_residual(hvp, (1.5, v), (-0.5, zero)) == float(r.norm()) / 1.5
 
 
 def test_the_seeded_start_vector_is_the_normalised_float64_draw_bit_for_bit():

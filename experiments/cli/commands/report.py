@@ -31,8 +31,9 @@ def add_arguments(p) -> None:
 
 
 def check(args) -> int:
-    """``crosscurv report --check [RUN_DIR ...] [--iters N] [--out ROOT]``: one line per run on stdout,
-    progress on stderr; exit code 0 all agree, 1 the first disagreement (checking stops there)."""
+    """``crosscurv report --check [RUN_DIR ...] [--iters N] [--out ROOT]``: one line per run on
+    stdout, progress on stderr; exit code 0 all agree, 1 the first disagreement (checking stops
+    there)."""
     import sys
 
     from crosscurv.experiments.reports.check import check_runs
@@ -43,7 +44,8 @@ def check(args) -> int:
         raise InputError(f"--iters must be >= 1, got {args.iters}")
     result = check_runs(args.run_dirs, args.iters, root=args.out,
                         log=lambda m: print(f"crosscurv: check {m}", file=sys.stderr, flush=True),
-                        on_run=lambda rc: print("\n".join([rc.line()] + [f"  note: {n}" for n in rc.notes]),
+                        on_run=lambda rc: print("\n".join([rc.line()] + [f"  note: {n}"
+                                                                          for n in rc.notes]),
                                                 flush=True))
     if result.ok:
         print(f"all {len(result.runs)} runs agree with their committed records")
@@ -69,7 +71,8 @@ def run(args) -> int:
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     bad = [t for t in tasks if t not in STUDIES]
     if bad or not tasks:
-        raise InputError(f"unknown study {', '.join(bad) or '(none)'} (choose from {', '.join(STUDIES)})")
+        raise InputError(f"unknown study {', '.join(bad) or '(none)'} "
+                         f"(choose from {', '.join(STUDIES)})")
     return build_report(
         args.out,
         args.preset,

@@ -109,10 +109,10 @@ def add_optimizer_arguments(p) -> None:
 
 
 def description_from_args(args):
-    """The :class:`crosscurv.experiments.runs.RunDescription` of parsed ``crosscurv run`` arguments (an
-    ``argparse.Namespace``; flags a command does not have, such as ``--pattern`` for ``crosscurv advise``,
-    take their defaults).  A value out of range is refused by its setting's check, the message led by the
-    flag (``--lr: learning rate must be ...``)."""
+    """The :class:`crosscurv.experiments.runs.RunDescription` of parsed ``crosscurv run`` arguments
+    (an ``argparse.Namespace``; flags a command does not have, such as ``--pattern`` for
+    ``crosscurv advise``, take their defaults).  A value out of range is refused by its setting's
+    check, the message led by the flag (``--lr: learning rate must be ...``)."""
     import dataclasses
 
     from crosscurv.experiments.runs import RunDescription, RunDescriptionError, check_setting
@@ -233,7 +233,8 @@ def run(args) -> int:
 
 
 def parse(argv: list) -> object:
-    """``crosscurv run`` arguments as the command parses them (``description_from_args(parse(argv))``)."""
+    """``crosscurv run`` arguments as the command parses them
+    (``description_from_args(parse(argv))``)."""
     import argparse
 
     p = argparse.ArgumentParser(prog="crosscurv run")

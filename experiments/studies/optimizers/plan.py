@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["ITERS", "SEEDS", "RUNS_DIR", "StudyVariant", "OptimizerStudy", "SGD", "STUDIES", "run_dir"]
+__all__ = ["ITERS", "SEEDS", "RUNS_DIR", "StudyVariant", "OptimizerStudy", "SGD", "STUDIES",
+           "run_dir"]
 
 #: The default number of iterations (the default presets run 300-500; these studies need many runs).
 ITERS = 40
@@ -56,7 +57,8 @@ SGD = StudyVariant("sgd")
 STUDIES = (
     OptimizerStudy("lora_lrplus", "lora", "LoRA+ step-size ratios on lora",
           "eta_B / eta_A in {1, 4, 16} (eta_A = the default preset's lr, --block-lr B=4 / B=16)",
-          (SGD, StudyVariant("block-lr-B4", block_lr="B=4"), StudyVariant("block-lr-B16", block_lr="B=16"))),
+          (SGD, StudyVariant("block-lr-B4", block_lr="B=4"),
+           StudyVariant("block-lr-B16", block_lr="B=16"))),
     OptimizerStudy("fl_momentum", "fl", "Heavy ball on fl",
           "torch.optim.SGD(momentum=0.9) on both runs, the default preset's lr (--optimizer momentum:0.9)",
           (SGD, StudyVariant("momentum-0.9", optimizer="momentum:0.9"))),

@@ -33,7 +33,8 @@ import os
 import sys
 import time
 
-from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, StudyVariant, run_dir  # noqa: F401
+from crosscurv.experiments.studies.optimizers.plan import (  # noqa: F401
+    ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, StudyVariant, run_dir)
 
 
 def _status(path: str, iters: int) -> str:
