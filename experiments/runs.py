@@ -4,10 +4,10 @@ A :class:`RunDescription` holds every setting of a ``crosscurv run`` that decide
 its records: the task, preset, pattern, learning rate ``eta``, ``K``, seed, dtype,
 device, data and weights, threads, HVP engine, offloading, optimizer, per-block
 step sizes and checkpoint cadence.  It is built from the command's parsed
-arguments (:meth:`RunDescription.from_args`), from a run folder's
-``summary.json`` (:meth:`RunDescription.from_summary`), or directly; it is written
+arguments (:func:`crosscurv.experiments.cli.commands.run.description_from_args`), from a run
+folder's ``summary.json`` (:meth:`RunDescription.from_summary`), or directly; it is written
 back as ``crosscurv run`` arguments (:meth:`RunDescription.to_args`), so that
-``from_args(parse(d.to_args())) == d``.  Every setting is checked once, when the
+``description_from_args(parse(d.to_args())) == d``.  Every setting is checked once, when the
 description is made (the learning rate and ``K`` by
 :func:`crosscurv.numeric.protocol_checks.check_lr` / :func:`~crosscurv.numeric.protocol_checks.check_iters`,
 the optimizer by :func:`crosscurv.numeric.optimizers.parse_optimizer`); a bad value
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from ..theory.errors import InputError
+from ..theory.errors import InputError, RunDescriptionError
 
 __all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress",
            "load", "run", "run_folder_name", "slug", "auto_threads"]
@@ -46,10 +46,6 @@ DEFAULT_OUT = object()
 DTYPES = ("float32", "float64")
 HVP = ("auto", "forward", "reverse")
 OFFLOAD = ("auto", "on", "off")
-
-
-class RunDescriptionError(InputError):
-    """A run setting out of its range (one line; the command line exits 2)."""
 
 
 def _count(what: str, value) -> int | None:
@@ -203,22 +199,7 @@ class RunDescription:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, check_setting(f.name, getattr(self, f.name)))
 
-    # -- from and to the command line --------------------------------------------------------
-    @classmethod
-    def from_args(cls, args) -> "RunDescription":
-        """The description of parsed ``crosscurv run`` arguments (an ``argparse.Namespace``; flags a command
-        does not have, such as ``--pattern`` for ``crosscurv advise``, take their defaults).  A value out of
-        range is refused by its setting's check, the message led by the flag (``--lr: learning rate must
-        be ...``)."""
-        kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
-        for name, value in kw.items():
-            try:
-                check_setting(name, value)
-            except InputError as exc:
-                flag = "TASK" if name == "task" else "--" + name.replace("_", "-")
-                raise RunDescriptionError(f"{flag}: {exc}") from None
-        return cls(**kw)
-
+    # -- to the command line ------------------------------------------------------------------
     def to_args(self) -> list[str]:
         """``crosscurv run`` arguments (without ``run``, ``--out``, ``--resume``) that give this description."""
         out = [self.task]

@@ -109,11 +109,11 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import AdviceError
 from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
-from .advice_steps import Candidate, advice_steps
+from .advice_steps import PatternCandidate, advice_steps
 from .certificate import REMAINDER_WINDOW, SAFETY, advice_next_orders, certify_best
 from .error_estimates import in_regime
 from .estimates import solve_extremes, init_power_vector, power_step
@@ -147,10 +147,6 @@ COLUMNS = ("k", "pattern", "loss_jc", "sharpness", "estimate", "error", "correct
 #: The columns of an older crosscurv's ``advice.csv`` (no ``sharpness``): refused in one line.
 _OLDER_COLUMNS = ("k", "pattern", "loss_jc", "estimate", "error", "corrected", "one_step")
 _FORMAT = 2
-
-
-class AdviceError(InputError):
-    """Bad advice input (candidates, folder, resume) or a run folder that cannot be continued."""
 
 
 # -- candidates -------------------------------------------------------------------------
@@ -709,7 +705,7 @@ def advise(
     run_settings = _settings(task, cands, lr, iters, seed, hvp_method,
                              {**(settings or {}), **rule.settings()})
     keys = block_keys(task)
-    active = [Candidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
+    active = [PatternCandidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
               for n, p in cands if not p.is_jacobi]
     sources: dict = {}
     for c in active:

@@ -30,12 +30,12 @@ from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
 from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step
 from .point import PointCurvature
 
-__all__ = ["Candidate", "column_products", "masked_from_columns", "masked", "PlainSteps", "OptimizerSteps",
+__all__ = ["PatternCandidate", "column_products", "masked_from_columns", "masked", "PlainSteps", "OptimizerSteps",
            "advice_steps"]
 
 
 @dataclass
-class Candidate:
+class PatternCandidate:
     """A non-JC candidate: its name, pattern and ``[(i, [fresh j ascending])]`` for the blocks with a fresh set."""
 
     name: str
@@ -53,7 +53,7 @@ def column_products(point, keys: list, g: Mapping, sources: Mapping[int, list]) 
     return dict(point.products(named))
 
 
-def masked_from_columns(cand: Candidate, keys: list, cols: Mapping, like: Mapping) -> dict:
+def masked_from_columns(cand: PatternCandidate, keys: list, cols: Mapping, like: Mapping) -> dict:
     """``M_S g``: row block ``i`` sums ``[H (E_j g)]_i`` over ``j in S(i)`` in increasing ``j``."""
     out = {}
     for i, fresh in cand.plan_rows:
@@ -65,7 +65,7 @@ def masked_from_columns(cand: Candidate, keys: list, cols: Mapping, like: Mappin
     return {k: out[k] if k in out else torch.zeros_like(like[k]) for k in like}
 
 
-def masked(point, cand: Candidate, keys: list, v: Mapping) -> dict:
+def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
     """``M_S v`` at ``point`` (Lemma 1): one product per fresh block ``j`` of ``S``, rows of its readers."""
     sources: dict = {}
     for i, fresh in cand.plan_rows:

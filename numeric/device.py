@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import DeviceError
 
 __all__ = ["DeviceError", "resolve_device", "resolve_dtype", "DTYPES"]
-
-
-class DeviceError(InputError):
-    """An unknown or unavailable device, or an unsupported dtype."""
 
 
 #: Accepted ``--dtype`` values.

@@ -60,9 +60,10 @@ import torch
 
 from . import tree
 from .certificate import CertificateState
+from .eigenpairs import SHARPNESS_TOL, Extremes, init_power_vector, pair_residual
 from .error_estimates import DefectState, ErrorState
-from .float64_sums import norm64
 from .inplace import shares
+from .lanczos import lanczos_extremes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,9 +86,6 @@ __all__ = [
     "track_extremes",
 ]
 
-#: Relative residual tolerance of the converged extreme eigenpairs: ``||H v - lambda v|| <= tol * ||H||``
-#: (``||H|| = max(|lambda_max|, |lambda_min|)``), for ``lambda_max`` and ``lambda_min`` alike.
-SHARPNESS_TOL = 1e-3
 #: The extremes are converged (warm-started lobpcg refinement) every this many iterations; in between the last
 #: converged values are carried (no product), see :func:`track_extremes`.
 SHARPNESS_EVERY = 20
@@ -145,27 +143,6 @@ def bound_bk(unorms: Sequence[float], lr: float, G: float, L: float) -> float:
     return G * b + 0.5 * L * b * b
 
 
-def init_power_vector(like: Mapping, seed: int) -> dict:
-    """A seeded random unit vector keyed like ``like`` (same on every device).
-
-    Drawn in float64 on the CPU from ``torch.Generator().manual_seed(seed)`` in
-    key order, normalised, then cast to ``like``'s dtype and device.  The draw is made twice, entry by
-    entry (the norm, then the entries): the same numbers, with one float64 entry in memory at a time
-    instead of the whole float64 vector.
-    """
-    def draws():
-        gen = torch.Generator().manual_seed(int(seed))
-        for k, v in like.items():
-            yield k, torch.randn(v.shape, generator=gen, dtype=torch.float64)
-
-    total = None  # tree.norm's sum, in its order
-    for _, r in draws():
-        s = (r * r).sum()
-        total = s if total is None else total + s
-    n = torch.sqrt(total) if total is not None else None
-    return {k: (r / n).to(dtype=like[k].dtype, device=like[k].device) for k, r in draws()}
-
-
 def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict]:
     """One warm-started power-iteration step on ``H``.
 
@@ -187,32 +164,6 @@ def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict
             return rq, {k: (Hp[k] / n if shares(Hp[k], p[k]) else Hp[k].div_(n)) for k in Hp}
         return rq, {k: Hp[k] / n for k in Hp}
     return rq, dict(p)
-
-
-class Extremes:
-    """The converged extreme eigenpairs of ``H_JC^k`` and what they cost.
-
-    Attributes:
-        lam_max, lam_min: largest and smallest (most negative) eigenvalue (Python floats).
-        v_max, v_min: unit eigenvectors, dicts keyed like the parameters (their dtype and device).
-        hvps: Hessian-vector products used at this iteration.
-        residual: ``max ||H v - lambda v|| / ||H||`` of the two pairs (the tolerance reached).
-        solved: a Lanczos solve ran at this iteration (``False``: the tracked pairs passed the residual test).
-    """
-
-    def __init__(self, lam_max, lam_min, v_max, v_min, hvps, residual, solved):
-        self.lam_max, self.lam_min = float(lam_max), float(lam_min)
-        self.v_max, self.v_min = v_max, v_min
-        self.hvps, self.residual, self.solved = int(hvps), float(residual), bool(solved)
-
-    @property
-    def norm(self) -> float:
-        """``||H|| = max(|lambda_max|, |lambda_min|)``."""
-        return max(abs(self.lam_max), abs(self.lam_min))
-
-    def contraction(self, lr: float) -> float:
-        """``||I - eta H|| = max(|1 - eta lambda_max|, |1 - eta lambda_min|)`` (symmetric ``H``)."""
-        return max(abs(1.0 - lr * self.lam_max), abs(1.0 - lr * self.lam_min))
 
 
 def _flat64(v: Mapping, keys) -> "np.ndarray":
@@ -291,7 +242,7 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
         order = np.argsort(w)
         w, V = w[order], V[:, order]
     vmin, vmax = _unflat(V[:, 0], like), _unflat(V[:, -1], like)
-    res = _residual(hvp, (float(w[-1]), vmax), (float(w[0]), vmin))
+    res = pair_residual(hvp, (float(w[-1]), vmax), (float(w[0]), vmin))
     return Extremes(w[-1], w[0], vmax, vmin, count[0] + 2, res, True)
 
 
@@ -306,8 +257,6 @@ def solve_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = S
     one gradient step's memory at every model size.  Both meet the same residual test; the choice depends
     on the model alone, never on where the vectors are parked.
     """
-    from .lanczos import lanczos_extremes
-
     if _large(like):
         return lanczos_extremes(hvp, like, v0, tol, seed, store=store)
     return hessian_extremes(hvp, like, v0, tol, seed)
@@ -318,21 +267,6 @@ def _large(like: Mapping) -> bool:
 
     first = next(iter(like.values()), None)
     return first is not None and large_model(sum(t.numel() for t in like.values()), first.element_size())
-
-
-def _residual(hvp, *pairs) -> float:
-    """``max ||H v - lambda v|| / max |lambda|`` over ``(lambda, v)`` pairs (unit ``v``), one product each."""
-    scale = max(abs(lam) for lam, _ in pairs)
-    worst = 0.0
-    for lam, v in pairs:
-        Hv = hvp(v)
-        def form(x, t, vc, hv, lam=lam):  # Hv - lam v in float64, chunk by chunk
-            x.copy_(hv).sub_(t.copy_(vc).mul_(lam))
-
-        r = norm64(form, v, Hv)
-        del Hv
-        worst = max(worst, r / scale if scale > 0 else (0.0 if r == 0 else math.inf))
-    return worst
 
 
 def _one_blas_thread():

@@ -34,7 +34,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import HVPError
 
 from . import tree
 
@@ -55,10 +55,6 @@ __all__ = [
 HVP_METHODS = ("auto", "forward", "reverse", "rof")
 
 Loss = Callable[[dict], torch.Tensor]
-
-
-class HVPError(InputError):
-    """A bad HVP request: unknown method, or a vector not shaped like the parameters."""
 
 
 def _check_method(method: str) -> None:

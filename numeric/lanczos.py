@@ -34,7 +34,7 @@ from typing import Mapping
 import torch
 
 from . import tree
-from .estimates import SHARPNESS_TOL, Extremes, _residual, init_power_vector
+from .eigenpairs import SHARPNESS_TOL, Extremes, init_power_vector, pair_residual
 from .inplace import shares
 
 __all__ = ["lanczos_extremes", "LANCZOS_STEPS", "LANCZOS_CYCLES"]
@@ -191,7 +191,7 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
             # cycle runs, as the best pair so far)
             x_hi = ritz.keep(f"hi{cycle}", _assemble(basis, s_hi, m, like))
             x_lo = ritz.keep(f"lo{cycle}", _assemble(basis, s_lo, m, like))
-            res = _residual(hvp, (float(hi), x_hi), (float(lo), x_lo))
+            res = pair_residual(hvp, (float(hi), x_hi), (float(lo), x_lo))
             products += 2
             if best is None or not res >= best[4]:
                 best = (hi, lo, x_hi, x_lo, res)

@@ -89,6 +89,7 @@ from typing import Callable
 
 import torch
 
+from crosscurv.theory.errors import SettingsChangedError
 from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
@@ -162,10 +163,6 @@ CONSTANTS_NOTE = (
     "warm-started power iteration (one HVP per iteration); both can only underestimate the "
     "constants of Assumption 1, so bound_bk estimates Theorem 3's bound rather than guaranteeing it."
 )
-
-
-class SettingsChangedError(ResumeError):
-    """The run folder holds a run with other settings (or more iterations than asked for)."""
 
 
 @dataclass

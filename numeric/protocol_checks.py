@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import math
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import ProtocolError
 
 __all__ = ["ProtocolError", "check_lr", "check_iters"]
-
-
-class ProtocolError(InputError):
-    """Bad protocol input: learning rate, iterations, HVP method, or an output folder in use."""
 
 
 def check_lr(lr) -> float:

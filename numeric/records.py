@@ -57,7 +57,7 @@ import math
 import os
 from typing import Mapping, Sequence
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import RecordsError
 
 __all__ = [
     "FIELDS",
@@ -106,10 +106,6 @@ SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 
 _HEADER = ",".join(FIELDS)
-
-
-class RecordsError(InputError):
-    """A records file is missing, malformed, or inconsistent with a checkpoint."""
 
 
 def make_record(k: int, **values) -> dict:

@@ -15,15 +15,12 @@ import json
 import os
 import zipfile
 
-from .protocol_checks import ProtocolError
+from crosscurv.theory.errors import ResumeError
+
 from .records import CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, is_older_header
 
 __all__ = ["ResumeError", "one_line", "unreadable_checkpoint", "check_resumable", "check_summary", "check_records_header",
            "check_checkpoint_archive"]
-
-
-class ResumeError(ProtocolError):
-    """Nothing to resume, an unreadable run folder, or a checkpoint written with different settings."""
 
 
 def one_line(exc: BaseException) -> str:

@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import InputError, ValidationInputError
 from crosscurv.theory.patterns import DelayPattern, PatternError, as_pattern, gauss_seidel, jacobi
 
 from . import tree
@@ -57,10 +57,6 @@ __all__ = [
 ]
 
 EPS64 = float(torch.finfo(torch.float64).eps)
-
-
-class ValidationInputError(InputError):
-    """A user step or factory that cannot be validated (wrong types, wrong dtype, raises...)."""
 
 
 # ---------------------------------------------------------------------------

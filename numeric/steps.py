@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import StepError
 from crosscurv.theory.patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 
 from .chain import PrefixCache
@@ -40,10 +40,6 @@ __all__ = [
     "jacobi_step",
     "gauss_seidel_step",
 ]
-
-
-class StepError(InputError):
-    """A bad step request (non-finite learning rate)."""
 
 
 def block_keys(task) -> list[list[str]]:

@@ -24,13 +24,9 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from crosscurv.numeric.chain import Chain
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import TaskError
 
 __all__ = ["TaskError", "Task", "task_from_module", "partition_by_rule"]
-
-
-class TaskError(InputError):
-    """A task violates the contract (missing/unknown/doubly assigned parameter, bad loss...)."""
 
 
 Params = dict  # dict[str, torch.Tensor]

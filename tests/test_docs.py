@@ -74,7 +74,7 @@ def test_shell_lines_are_real_commands(words):
         assert argv and argv[0] in COMMANDS, f"no sub-command {argv[:1]}"
         if argv[1:] in (["--help"], ["-h"]):
             return
-        build_parser(only=argv[0]).parse_args(argv)  # raises CLIError on an unknown flag or value
+        build_parser(only=argv[0]).parse_args(argv)  # raises InputError on an unknown flag or value
     elif head == "make":
         for target in words[1:]:
             if "=" not in target and not target.startswith("-"):

@@ -41,14 +41,10 @@ import sympy
 from sympy import QQ, Rational
 from sympy.polys.rings import PolyRing
 
-from .errors import InputError
+from .errors import ModelError
 from .series import SeriesSpace, TruncatedSeries
 
 __all__ = ["ModelError", "BlockModel", "block_model"]
-
-
-class ModelError(InputError):
-    """A block model cannot be built as asked (block count, dimensions, order)."""
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -47,7 +47,7 @@ import sympy
 
 from ._linalg import dot as _dot, mul as _mul
 from .block_model import BlockModel, ModelError
-from .errors import InputError
+from .errors import CoefficientInputError
 from .patterns import DelayPattern, PatternError, as_pattern
 from .series import ETA, SeriesSpace, TruncatedSeries
 
@@ -67,10 +67,6 @@ __all__ = [
     "gap_coefficients",
     "loss_coefficients",
 ]
-
-
-class CoefficientInputError(InputError):
-    """Numbers handed to :func:`gap_coefficients` / :func:`loss_coefficients` do not fit."""
 
 
 # -- the exact step ---------------------------------------------------------

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
+from .errors import SpaceError
 from .patterns import DelayPattern
 
 __all__ = [
@@ -60,10 +60,6 @@ MAX_PATTERNS = 1_000_000
 #: Largest ``N`` for which ``all`` enumerates every acyclic pattern (29,281 for ``N = 5``; 3.8
 #: million at 6).
 MAX_ALL_EXHAUSTIVE = 5
-
-
-class SpaceError(InputError):
-    """A malformed search space (``orders``, ``stages[:D]``, ``all``)."""
 
 
 def pair_list(n_blocks: int) -> list[tuple[int, int]]:

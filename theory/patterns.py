@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .errors import InputError
+from .errors import PatternError
 
 __all__ = [
     "PatternError",
@@ -37,10 +37,6 @@ __all__ = [
     "as_pattern",
     "spelling",
 ]
-
-
-class PatternError(InputError):
-    """A delay pattern is malformed (self pair, out-of-range block, cycle, bad text)."""
 
 
 def _fmt_pairs(pairs: Iterable[tuple[int, int]], labels: Sequence[str] | None = None) -> str:

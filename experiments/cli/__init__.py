@@ -41,7 +41,7 @@ import sys
 
 from crosscurv.theory.errors import InputError
 
-__all__ = ["CLIError", "main", "COMMANDS", "EXIT_CODES", "EXIT_INTERNAL_ERROR"]
+__all__ = ["main", "COMMANDS", "EXIT_CODES", "EXIT_INTERNAL_ERROR"]
 
 #: a bug in crosscurv itself (sysexits.h EX_SOFTWARE); never 1, which is a negative verdict
 EXIT_INTERNAL_ERROR = 70
@@ -92,14 +92,10 @@ SUMMARIES = {
 
 
 
-class CLIError(InputError):
-    """Bad user input: printed as one line, exit code 2."""
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2; the CLI adds "crosscurv: error: "
         words = self.prog.split()
-        raise CLIError(message if len(words) == 1 else f"{words[-1]}: {message}")
+        raise InputError(message if len(words) == 1 else f"{words[-1]}: {message}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import GoldenError
 
 __all__ = [
     "GOLDEN_DIR",
@@ -29,10 +29,6 @@ __all__ = [
 GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_cases")
 #: Prefix naming a shipped case instead of a folder.
 PREFIX = "golden:"
-
-
-class GoldenError(InputError):
-    """Bad golden input: unknown case, output folder in use, unreadable case file."""
 
 
 def shipped_cases() -> list[str]:

@@ -27,19 +27,48 @@ stopped and a changed run folder is measured afresh (``--fresh``: measure everyt
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 
 from .emulation import EMULATIONS, cached, file_digest, lookup, run_under, tolerance_digest
 
-__all__ = ["EMULATIONS", "check_under", "describe", "main"]
+__all__ = ["EMULATIONS", "PortabilityOptions", "check_one", "check_under", "describe",
+           "write_portability"]
 
 RUNS = [os.path.join("reports", "runs", t) for t in ("mlp", "fl", "lora")]
 CACHE = os.path.join("build", "portability")
+
+
+@dataclass(frozen=True)
+class PortabilityOptions:
+    """What :func:`write_portability` measures (the command-line flags of the same names).
+
+    Attributes:
+        iters: records compared per run.
+        runs: the run folders (default the committed studies).
+        emulations: names of :data:`EMULATIONS` to measure under (``None``: all).
+        out: the Markdown report written.
+        cache: where each subprocess result is kept; fresh: ignore it.
+        cached_only: measure nothing, report what the cache holds.
+        tables: also the table-level comparison (module docstring), against the seed sweeps
+            ``sweeps``.
+        argv: the command-line arguments the report names as its command.
+    """
+
+    iters: int = 30
+    runs: tuple = tuple(RUNS)
+    emulations: tuple | None = None
+    out: str = os.path.join("reports", "portability.md")
+    cache: str = CACHE
+    fresh: bool = False
+    cached_only: bool = False
+    tables: bool = False
+    sweeps: str = os.path.join("reports", "sweeps")
+    argv: tuple = ()
 
 
 def check_under(name: str, run_dir: str, iters: int, timeout: float = 7200) -> dict:
@@ -60,7 +89,9 @@ def check_under(name: str, run_dir: str, iters: int, timeout: float = 7200) -> d
             "error": None if check is not None else (err[-1] if err else "no output")}
 
 
-def _one(run_dir: str, iters: int) -> int:
+def check_one(run_dir: str, iters: int) -> int:
+    """``report --check RUN_DIR --iters N`` in this process: its :class:`RunCheck` as one line of
+    JSON on standard output (the recomputed records included); returns 0 agree, 1 disagree."""
     from crosscurv.experiments.reports.check import check_run
 
     rc = check_run(run_dir, iters)
@@ -147,28 +178,19 @@ def _section_checks(rows: list, iters: int) -> list:
     return md
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=30, help="records compared per run (default 30)")
-    ap.add_argument("--runs", nargs="+", default=RUNS, help="run folders (default the committed studies)")
-    ap.add_argument("--emulations", default=None,
-                    help="comma-separated subset of the emulation names (default all)")
-    ap.add_argument("--out", default=os.path.join("reports", "portability.md"))
-    ap.add_argument("--cache", default=CACHE, help=f"where each subprocess result is kept (default {CACHE})")
-    ap.add_argument("--fresh", action="store_true", help="ignore the cache")
-    ap.add_argument("--cached-only", action="store_true",
-                    help="measure nothing: the report of the results already in the cache (the rest listed as "
-                         "not measured)")
-    ap.add_argument("--tables", action="store_true", help="also the table-level comparison (module docstring)")
-    ap.add_argument("--sweeps", default=os.path.join("reports", "sweeps"), help="the seed sweeps (default reports/sweeps)")
-    ap.add_argument("--one", default=None, metavar="RUN_DIR", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.one is not None:
-        return _one(args.one, args.iters)
-    names = list(EMULATIONS) if args.emulations is None else [n.strip() for n in args.emulations.split(",")]
+def write_portability(args: PortabilityOptions) -> int:
+    """Check every run of ``args.runs`` under every emulation (cached, resumable) and write the
+    report ``args.out``; returns 1 when a check (or the table-level comparison) failed, else 0.
+
+    Raises:
+        crosscurv.theory.errors.InputError: an emulation name not in :data:`EMULATIONS`.
+    """
+    from crosscurv.theory.errors import InputError
+
+    names = list(EMULATIONS) if args.emulations is None else list(args.emulations)
     unknown = [n for n in names if n not in EMULATIONS]
     if unknown:
-        raise SystemExit(f"portability: unknown emulation(s) {unknown} (choose from {list(EMULATIONS)})")
+        raise InputError(f"unknown emulation(s) {unknown} (choose from {list(EMULATIONS)})")
     cache = None if args.fresh else args.cache
     tolerances = tolerance_digest()
     digests = {run: file_digest(os.path.join(run, "summary.json"), os.path.join(run, "records.csv"))
@@ -191,7 +213,7 @@ def main(argv=None) -> int:
     rows = [(name, run, results[(name, run)]) for run in args.runs for name in EMULATIONS
             if (name, run) in results]
     missing = [(name, run) for run in args.runs for name in names if (name, run) not in results]
-    shown = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--cached-only"]
+    shown = [a for a in args.argv if a != "--cached-only"]
     cmd = "python -m crosscurv.experiments.conformance.portability " + " ".join(shlex.quote(a) for a in shown)
     md = ["# Portability: the committed studies under the kernels of other CPUs", "",
           f"Generated by `{cmd}` (`make portability`) on one machine, emulating the kernels of other CPUs with "
@@ -222,4 +244,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from crosscurv.experiments.cli.scripts import portability
+
+    sys.exit(portability())

@@ -65,20 +65,22 @@ Prints Markdown (``--json``: every comparison).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the command line does: idle OpenMP threads must not spin
 import torch  # noqa: E402
 
 from crosscurv.experiments.reports.numbers import number  # noqa: E402
 from crosscurv.experiments.tasks import PRESETS as TASK_PRESETS  # noqa: E402
+from crosscurv.theory.errors import InputError  # noqa: E402
 
-__all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation_table", "main"]
+__all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation_table",
+           "RoundingOptions", "write_rounding"]
 
 #: The value columns measured (``k`` is exact by construction).
 COLUMNS = ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err")
@@ -409,35 +411,54 @@ def _presets(text: str) -> tuple:
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, k = part.partition(":")
         if name not in TASK_PRESETS or (k and not k.isdigit()):
-            raise SystemExit(f"rounding: bad --presets entry {part!r} (PRESET[:K], PRESET in {', '.join(TASK_PRESETS)})")
+            raise InputError(f"bad --presets entry {part!r} (PRESET[:K], PRESET in "
+                             f"{', '.join(TASK_PRESETS)})")
         out.append((name, int(k) if k else None))
     return tuple(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", default="mlp,fl,lora", help="built-in tasks (comma-separated; empty for none)")
-    ap.add_argument("--presets", default="smoke:10,default:3",
-                    help="PRESET:K,... runs of each task (default smoke:10,default:3; K omitted: the preset's)")
-    ap.add_argument("--no-golden", action="store_true", help="leave out the golden cases")
-    ap.add_argument("--json", action="store_true", help="print every comparison as JSON (input of --load)")
-    ap.add_argument("--load", nargs="+", metavar="FILE", default=None,
-                    help="print the table of saved --json outputs (merged) instead of measuring")
-    ap.add_argument("--dtypes", default="float32,float64", help="dtypes measured (default float32,float64)")
-    ap.add_argument("--emulate", action="store_true",
-                    help="measure under each emulated instruction set (crosscurv.experiments.conformance.emulation), "
-                         "each in its own subprocess")
-    ap.add_argument("--cache", default=os.path.join("build", "rounding"),
-                    help="with --emulate: where each emulation's measurement is kept (default build/rounding)")
-    ap.add_argument("--out", default=None, metavar="FILE", help="write the Markdown report to FILE")
-    ap.add_argument("--cached-only", action="store_true",
-                    help="with --emulate: measure nothing, report the emulations already in --cache")
-    a = ap.parse_args(argv)
-    dtypes = tuple(d.strip() for d in a.dtypes.split(",") if d.strip())
+@dataclass(frozen=True)
+class RoundingOptions:
+    """What :func:`write_rounding` measures (the command-line flags of the same names).
+
+    Attributes:
+        tasks: built-in tasks, comma-separated (empty for none); presets: ``PRESET:K,...`` runs of
+            each.
+        no_golden: leave out the golden cases.
+        json: print every comparison as JSON (input of ``load``) instead of the table.
+        load: saved ``json`` outputs whose table is printed instead of measuring.
+        dtypes: the dtypes measured (``float32``, ``float64``).
+        emulate: measure under each emulated instruction set, each in its own subprocess, kept in
+            ``cache`` (``cached_only``: measure nothing, report the emulations already there).
+        out: write the Markdown report to this file (``None``: standard output).
+        argv: the command-line arguments the output names as its command.
+    """
+
+    tasks: str = "mlp,fl,lora"
+    presets: str = "smoke:10,default:3"
+    no_golden: bool = False
+    json: bool = False
+    load: tuple | None = None
+    dtypes: tuple = ("float32", "float64")
+    emulate: bool = False
+    cache: str = os.path.join("build", "rounding")
+    out: str | None = None
+    cached_only: bool = False
+    argv: tuple = ()
+
+
+def write_rounding(a: RoundingOptions) -> int:
+    """Measure (or load) the rounding of every record column and print or write its table (module
+    docstring); returns 0.
+
+    Raises:
+        crosscurv.theory.errors.InputError: a bad ``presets`` entry or dtype.
+    """
+    dtypes = tuple(a.dtypes)
     if not dtypes or any(d not in ("float32", "float64") for d in dtypes):
-        raise SystemExit(f"rounding: bad --dtypes {a.dtypes!r} (float32, float64)")
+        raise InputError(f"bad --dtypes {','.join(dtypes)!r} (float32, float64)")
     t0 = time.perf_counter()
-    argv_text = " ".join(argv if argv is not None else sys.argv[1:])
+    argv_text = " ".join(a.argv)
     if a.emulate:
         from .emulation import EMULATIONS
 
@@ -483,10 +504,12 @@ def main(argv=None) -> int:
         print(json.dumps(res, indent=1))
     else:
         print(table(res))
-        print(f"`python -m crosscurv.experiments.conformance.rounding {' '.join(argv if argv is not None else sys.argv[1:])}`: "
+        print(f"`python -m crosscurv.experiments.conformance.rounding {' '.join(a.argv)}`: "
               f"torch {torch.__version__}, {time.perf_counter() - t0:.0f} s")
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from crosscurv.experiments.cli.scripts import rounding
+
+    sys.exit(rounding())

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from crosscurv.numeric.records import RecordWriter, atomic_torch_save, json_safe, write_summary
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import MotivationError
 
 from .panel import PROBE_FIELDS, RECORD_FIELDS
 from .records import read_table, truncate_table
@@ -30,10 +30,6 @@ from .records import read_table, truncate_table
 __all__ = ["MotivationError", "build_panel", "run_panel", "RunResult"]
 
 RECORDS, PROBES, SUMMARY, CHECKPOINT = "records.csv", "probes.csv", "summary.json", "checkpoint.pt"
-
-
-class MotivationError(InputError):
-    """Bad input for the motivation study (an existing run without --resume, changed settings...)."""
 
 
 def build_panel(name: str, settings: dict, seed: int, **kw):

@@ -39,13 +39,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import InputError, ReportCheckError
 
 __all__ = ["ReportCheckError", "RunCheck", "CheckResult", "find_runs", "run_threads", "check_run", "check_runs"]
-
-
-class ReportCheckError(InputError):
-    """A folder that is no protocol run, or a summary that rebuilds no run."""
 
 
 @dataclass
@@ -670,28 +666,3 @@ def check_runs(run_dirs: Sequence[str] | None = None, iters: int | None = None, 
         if not rc.agree:
             break
     return CheckResult(out, dirs)
-
-
-def check_command(args) -> int:
-    """``crosscurv report --check [RUN_DIR ...] [--iters N] [--out ROOT]``: one line per run on stdout,
-    progress on stderr; exit code 0 all agree, 1 the first disagreement (checking stops there)."""
-    import sys
-
-    if not args.check:
-        raise ReportCheckError("RUN_DIR and --iters only apply with --check")
-    if args.iters is not None and args.iters < 1:
-        raise ReportCheckError(f"--iters must be >= 1, got {args.iters}")
-    result = check_runs(args.run_dirs, args.iters, root=args.out,
-                        log=lambda m: print(f"crosscurv: check {m}", file=sys.stderr, flush=True),
-                        on_run=lambda rc: print("\n".join([rc.line()] + [f"  note: {n}" for n in rc.notes]), flush=True))
-    if result.ok:
-        print(f"all {len(result.runs)} runs agree with their committed records")
-    else:
-        rc = result.first_disagreement
-        if rc.comparison is not None and rc.comparison.diagnoses:
-            for d in rc.comparison.diagnoses:
-                print(f"diagnosis: {d}")
-        left = len(result.run_dirs) - len(result.runs)
-        if left:
-            print(f"stopped at the first disagreement; {left} run(s) not checked")
-    return result.exit_code

@@ -27,7 +27,6 @@ Run it on run folders or sweep folders (their ``runs/*``); complete files are ke
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import json
@@ -37,43 +36,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
-__all__ = ["SIDECAR", "read_one_step", "replay_drift", "replay", "run_dirs", "main"]
+from .one_step_sidecar import FIELDS, SIDECAR, read_one_step, replay_drift
 
-#: the file beside ``records.csv`` that holds the one-step column
-SIDECAR = "one_step.csv"
-FIELDS = ("k", "one_step", "loss_jc")
-
-
-def read_one_step(run_dir: str | os.PathLike, ks) -> np.ndarray | None:
-    """``one_step`` aligned with the records' ``k`` (1-D float array, NaN where the file has no
-    row), or ``None`` when the run has no :data:`SIDECAR` or it is unreadable."""
-    path = Path(run_dir) / SIDECAR
-    if not path.is_file():
-        return None
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = {int(r["k"]): float(r["one_step"]) for r in csv.DictReader(fh)}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return np.array([rows.get(int(k), math.nan) for k in ks])
-
-
-def replay_drift(run_dir: str | os.PathLike) -> float | None:
-    """The largest relative difference of the replayed ``loss_jc`` (:data:`SIDECAR`) from the
-    recorded one, or ``None`` without the file."""
-    path = Path(run_dir) / SIDECAR
-    if not path.is_file():
-        return None
-    with open(path, newline="", encoding="utf-8") as fh:
-        replayed = {int(r["k"]): float(r["loss_jc"]) for r in csv.DictReader(fh)}
-    with open(Path(run_dir) / "records.csv", newline="", encoding="utf-8") as fh:
-        recorded = {int(r["k"]): float(r["loss_jc"]) for r in csv.DictReader(fh)}
-    common = [k for k in replayed if k in recorded and recorded[k]]
-    return max((abs(replayed[k] - recorded[k]) / abs(recorded[k]) for k in common), default=None)
-
+__all__ = ["SIDECAR", "read_one_step", "replay_drift", "replay", "replay_runs", "run_dirs"]
 
 def replay(run_dir: str | os.PathLike, log=print) -> float:
     """Replay the JC trajectory of the run in ``run_dir`` and write :data:`SIDECAR`.
@@ -165,27 +134,28 @@ def _complete(run_dir: Path) -> bool:
     return col is not None and len(col) == run.iters and not np.isnan(col[: run.iters - 1]).any()
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("paths", nargs="+", help="run folders, or sweep folders (their runs/*)")
-    ap.add_argument(
-        "--fresh", action="store_true", help="recompute files that are already complete"
-    )
-    args = ap.parse_args(argv)
+def replay_runs(paths: Sequence[str], fresh: bool = False) -> None:
+    """:func:`replay` every run folder of ``paths`` (:func:`run_dirs`) whose :data:`SIDECAR` is not
+    complete (``fresh``: every one), with one intra-op thread; a run committed twice (the same
+    records and settings) is replayed once and its file copied.
+
+    Raises:
+        crosscurv.theory.errors.InputError: no run folder among ``paths``, or a run that cannot be
+        replayed (one line).
+    """
     import torch
 
     from crosscurv.theory.errors import InputError
 
     torch.set_num_threads(1)  # the studies' thread count: one fixed order of every reduction
-    dirs = run_dirs(args.paths)
+    dirs = run_dirs(paths)
     if not dirs:
-        print("one_step_along_jc: no run folder among the paths given", file=sys.stderr)
-        return 2
+        raise InputError("no run folder among the paths given")
     # the same run committed twice (same records and settings): replayed once, the file copied
     done: dict = {}
     for d in dirs:
         key = _identity(d)
-        if not args.fresh and _complete(d):
+        if not fresh and _complete(d):
             print(f"{d}: {SIDECAR} complete, kept")
             done.setdefault(key, d)
             continue
@@ -193,13 +163,8 @@ def main(argv=None) -> int:
             shutil.copyfile(done[key] / SIDECAR, d / SIDECAR)
             print(f"{d}: the same run as {done[key]} (records and settings): {SIDECAR} copied")
             continue
-        try:
-            replay(d)
-        except InputError as exc:
-            print(f"one_step_along_jc: {exc}", file=sys.stderr)
-            return 2
+        replay(d)
         done[key] = d
-    return 0
 
 
 def _identity(run_dir: Path) -> tuple:
@@ -209,5 +174,7 @@ def _identity(run_dir: Path) -> tuple:
     return digest, json.dumps(settings, sort_keys=True)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover
+    from crosscurv.experiments.cli.scripts import one_step_along_jc
+
+    sys.exit(one_step_along_jc())

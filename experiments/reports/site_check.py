@@ -19,7 +19,6 @@ failure one line), 2 no site or no Chromium.  ::
 
 from __future__ import annotations
 
-import argparse
 import functools
 import http.server
 import json
@@ -31,7 +30,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["MIN_IMAGES", "PROBE", "check_dom", "main"]
+__all__ = ["MIN_IMAGES", "PROBE", "check_dom", "check_site"]
 
 MIN_IMAGES = 3
 CHROMIUM_FLAGS = (
@@ -114,35 +113,31 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--site", default="site", help="the built site (make docs)")
-    ap.add_argument("--page", default="results/", help="the page to check, relative to the site")
-    ap.add_argument(
-        "--out", default="build/docs-check", help="folder for the screenshot and the DOM record"
-    )
-    ap.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds each Chromium call may take"
-    )
-    args = ap.parse_args(argv)
-    site, out = Path(args.site), Path(args.out)
-    if not (site / args.page / "index.html").is_file() and not (site / args.page).is_file():
-        print(
-            f"site_check: {site / args.page} is not a built page (run `make docs` first)",
-            file=sys.stderr,
-        )
-        return 2
+def check_site(site: str = "site", page: str = "results/", out: str = "build/docs-check",
+               timeout: float = 120.0) -> tuple[list[str], str]:
+    """Serve the built ``site``, screenshot ``page`` into ``out`` and record its DOM
+    (``out/results_dom.json``) with headless Chromium (each call at most ``timeout`` seconds).
+
+    Returns ``(failures, summary)``: what :func:`check_dom` and the screenshot found wrong (one
+    line each; empty when the page passes) and, when it passes, the line that says what it shows.
+
+    Raises:
+        crosscurv.theory.errors.InputError: ``page`` is not a built page of ``site``, or no
+        Chromium is installed (one line).
+    """
+    from crosscurv.theory.errors import InputError
+
+    site, out = Path(site), Path(out)
+    if not (site / page / "index.html").is_file() and not (site / page).is_file():
+        raise InputError(f"{site / page} is not a built page (run `make docs` first)")
     chromium = _chromium()
     if chromium is None:
-        print(
-            "site_check: no Chromium found (Debian: apt-get install -y chromium)", file=sys.stderr
-        )
-        return 2
+        raise InputError("no Chromium found (Debian: apt-get install -y chromium)")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         served = Path(tmp) / "site"
         shutil.copytree(site, served, symlinks=False)
-        (served / "_site_check.html").write_text(PROBE.format(page=args.page), encoding="utf-8")
+        (served / "_site_check.html").write_text(PROBE.format(page=page), encoding="utf-8")
         handler = functools.partial(_Quiet, directory=str(served))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -157,13 +152,13 @@ def main(argv=None) -> int:
                     f"--screenshot={shot}",
                     "--window-size=1280,2400",
                     "--virtual-time-budget=10000",
-                    base + args.page,
+                    base + page,
                 ],
-                args.timeout,
+                timeout,
             )
             probe = _run(
                 [*flags, "--dump-dom", "--virtual-time-budget=20000", base + "_site_check.html"],
-                args.timeout,
+                timeout,
             )
         finally:
             server.shutdown()
@@ -184,17 +179,16 @@ def main(argv=None) -> int:
     )
     if not shot.is_file():
         fails.append(f"no screenshot was written ({probe.stderr[-200:]!r})")
-    for f in fails:
-        print(f"site_check: FAILED: {f}")
-    if not fails:
-        tables, images = dom["tables"], dom["images"]
-        print(
-            f"site_check: {args.page} shows {len(tables)} table(s) and {len(images)} image(s), "
-            "all loaded "
-            f"({', '.join(str(i['width']) + ' px' for i in images)} wide); screenshot {shot}"
-        )
-    return 1 if fails else 0
+    if fails:
+        return fails, ""
+    tables, images = dom["tables"], dom["images"]
+    return fails, (
+        f"{page} shows {len(tables)} table(s) and {len(images)} image(s), all loaded "
+        f"({', '.join(str(i['width']) + ' px' for i in images)} wide); screenshot {shot}"
+    )
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover
+    from crosscurv.experiments.cli.scripts import site_check
+
+    sys.exit(site_check())

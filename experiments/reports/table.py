@@ -104,7 +104,7 @@ def load_run(run_dir: str | Path) -> RunRecords:
     if not rows:
         raise DataError(f"{rec} holds no records")
     cols = {name: np.array([float(r[name]) for r in rows]) for name in rows[0]}
-    from crosscurv.experiments.reports.one_step_along_jc import read_one_step
+    from crosscurv.experiments.reports.one_step_sidecar import read_one_step
 
     one_step = read_one_step(run_dir, cols["k"])  # beside the records, never one of their columns
     if one_step is not None:

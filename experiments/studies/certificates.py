@@ -12,11 +12,10 @@ safety factor is chosen on the zoo's tuning half and reported on the held-out ha
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
-__all__ = ["collect", "main"]
+__all__ = ["collect"]
 
 SEEDS = (0, 1, 2)
 
@@ -47,27 +46,7 @@ def collect(
     return rows
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m crosscurv.experiments.studies.certificates",
-        description=__doc__.split("\n\n")[0],
-    )
-    ap.add_argument("--out", default="runs/certificates", help="folder of the cached runs")
-    ap.add_argument("--report", default="reports/certificates.md", help="the report written")
-    ap.add_argument(
-        "--collect-only",
-        action="store_true",
-        help="run (or read back) the runs, write nothing else",
-    )
-    args = ap.parse_args(argv)
-    rows = collect(args.out)
-    if args.collect_only:
-        return 0
-    from crosscurv.experiments.studies.certificates_report import write_report
+if __name__ == "__main__":  # pragma: no cover
+    from crosscurv.experiments.cli.scripts import certificates
 
-    write_report(rows, args.report, "make certificates-study")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(certificates())

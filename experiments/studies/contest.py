@@ -21,12 +21,12 @@ Writes ``OUT`` (markdown; the findings first), e.g.::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Sequence
 
-__all__ = ["SHARE", "TARGET_K", "contest_rows", "render", "main"]
+__all__ = ["SHARE", "TARGET_K", "contest_rows", "render", "write_contest"]
 
 #: the share each scheme must win, and the study length the shares are judged at
 SHARE, TARGET_K = 0.10, 500
@@ -214,30 +214,25 @@ def render(rows: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
-    ap.add_argument("--out", required=True, help="the markdown file to write")
-    args = ap.parse_args(argv)
+def write_contest(sweeps: Sequence[str], out: str) -> str:
+    """Read the sweep folders ``sweeps`` (``crosscurv sweep --out``), write the contest table to the
+    Markdown file ``out`` and return ``out``.
+
+    Raises:
+        crosscurv.theory.errors.InputError: a folder that is no sweep folder (one line).
+    """
     from crosscurv.experiments.studies.collect import read_sweep
     from crosscurv.numeric.records import atomic_write_text
-    from crosscurv.theory.errors import InputError
 
-    try:
-        sweeps = [read_sweep(p) for p in args.sweeps]
-    except InputError as exc:
-        print(f"contest: {exc}", file=sys.stderr)
-        return 2
-    command = (
-        "python -m crosscurv.experiments.studies.contest "
-        + " ".join(args.sweeps)
-        + f" --out {args.out}"
-    )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, render(contest_rows(sweeps), command))
-    print(f"wrote {args.out}")
-    return 0
+    read = [read_sweep(p) for p in sweeps]
+    command = ("python -m crosscurv.experiments.studies.contest " + " ".join(sweeps)
+               + f" --out {out}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, render(contest_rows(read), command))
+    return out
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover
+    from crosscurv.experiments.cli.scripts import contest
+
+    sys.exit(contest())

@@ -26,7 +26,6 @@ risks), and whether the choice was certified and right.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -35,7 +34,7 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["zoo", "validate_problem", "findings", "report", "main"]
+__all__ = ["zoo", "validate_problem", "findings", "report", "rewrite_report", "search_study"]
 
 #: lr = factor / lam (lam: the curvature scale of crosscurv.experiments.problems)
 ZOO_FACTORS = (0.25, 1.0)
@@ -290,38 +289,35 @@ def report(rows: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    import shlex
+def rewrite_report(out: str) -> None:
+    """Write ``OUT/search.md`` again from ``OUT/search.json`` (its runs and command), running
+    nothing.
 
+    Raises:
+        crosscurv.numeric.records.RecordsError: no readable ``OUT/search.json``.
+    """
+    from crosscurv.numeric.records import atomic_write_text, read_summary
+
+    saved = read_summary(os.path.join(out, "search.json"))
+    atomic_write_text(os.path.join(out, "search.md"), report(saved["rows"], saved["command"]))
+
+
+def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command: str = "") -> str:
+    """The study: every zoo problem at each of :data:`ZOO_FACTORS` (``zoo_problems``) and the smoke
+    MLP at each of :data:`MLP_RUNS` in both spaces (``sample`` random patterns trained per space),
+    one intra-op thread; writes ``OUT/search.json`` and ``OUT/search.md`` (``command``: the command
+    line named in it) and returns the report's text."""
     from crosscurv.experiments.tasks.loading import load_task
     from crosscurv.numeric.records import atomic_write_text, write_summary
 
-    ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.studies.pattern_search")
-    ap.add_argument("--out", default="reports/advise")
-    ap.add_argument("--sample", type=int, default=40, help="random patterns trained per mlp space")
-    ap.add_argument("--no-zoo", action="store_true")
-    ap.add_argument("--report-only", action="store_true",
-                    help="write OUT/search.md again from OUT/search.json (its runs and command), "
-                         "running nothing")
-    a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if a.report_only:
-        from crosscurv.numeric.records import read_summary
-
-        saved = read_summary(os.path.join(a.out, "search.json"))
-        atomic_write_text(os.path.join(a.out, "search.md"), report(saved["rows"], saved["command"]))
-        return 0
-    argv = sys.argv[1:] if argv is None else argv
-    command = "python -m crosscurv.experiments.studies.pattern_search " + " ".join(
-        shlex.quote(x) for x in argv
-    )
     rows = []
 
     def done(what):
         got = [(c["stages"], c["right"]) for c in rows[-1]["classes"]]
         print(f"search study: {what}: {got}", file=sys.stderr, flush=True)
 
-    if not a.no_zoo:
+    if zoo_problems:
         for factor in ZOO_FACTORS:
             for label, task, lam in zoo():
                 name = f"{label}, eta lam {factor}"
@@ -331,15 +327,16 @@ def main(argv=None) -> int:
     for lr, iters in MLP_RUNS:
         for space in ("stages", "orders"):
             name = f"mlp smoke lr {lr} K {iters}"
-            rows.append(validate_problem(name, task, lr, iters, space, sample=a.sample))
+            rows.append(validate_problem(name, task, lr, iters, space, sample=sample))
             done(f"{name} {space}")
-    os.makedirs(a.out, exist_ok=True)
-    write_summary(os.path.join(a.out, "search.json"), {"command": command, "rows": rows})
+    os.makedirs(out, exist_ok=True)
+    write_summary(os.path.join(out, "search.json"), {"command": command, "rows": rows})
     text = report(rows, command)
-    atomic_write_text(os.path.join(a.out, "search.md"), text)
-    print(text)
-    return 0
+    atomic_write_text(os.path.join(out, "search.md"), text)
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from crosscurv.experiments.cli.scripts import pattern_search
+
+    sys.exit(pattern_search())

@@ -20,14 +20,14 @@ Runs that already exist in ``OUT/runs`` are read, not rerun.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
+from typing import Mapping, Sequence
 
 from crosscurv.experiments.reports.numbers import percent
 
-__all__ = ["run_rows", "render", "binned", "regime_figure", "main"]
+__all__ = ["run_rows", "render", "binned", "regime_figure", "trust_study"]
 
 ESTIMATES = ("recursive", "cumulative", "jc_only")
 
@@ -156,23 +156,11 @@ def render(results: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parse_lrs(text: str | None) -> dict:
-    out: dict = {}
-    for part in (text or "").split(";"):
-        if part.strip():
-            name, vals = part.split("=", 1)
-            out[name.strip()] = [float(v) for v in vals.split(",")]
-    return out
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tasks", default="mlp,fl,lora")
-    ap.add_argument("--preset", default="default")
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--lrs", default=None, help='per task learning rates, "fl=0.05,0.01;mlp=0.01" (default: preset)')
-    args = ap.parse_args(argv)
+def trust_study(out: str, tasks: Sequence[str] = ("mlp", "fl", "lora"), preset: str = "default",
+                iters: int = 100, lrs: Mapping[str, Sequence[float]] | None = None) -> str:
+    """Run each task at each learning rate (``lrs[task]``, default the preset's; runs kept in
+    ``OUT/runs/<task>_lr<lr>`` are reused), one intra-op thread, and write ``OUT/trust.md`` with the
+    figure ``OUT/trust_regime.png``; returns the path of ``trust.md``."""
     import torch
 
     torch.set_num_threads(1)
@@ -180,25 +168,26 @@ def main(argv=None) -> int:
     from crosscurv.experiments.tasks import preset_settings
     from crosscurv.numeric.records import RECORDS_FILE, read_records, records_columns
 
-    lrs = _parse_lrs(args.lrs)
+    lrs = lrs or {}
     results, columns = [], []
-    for name in args.tasks.split(","):
-        for lr in lrs.get(name, [preset_settings(name, args.preset)["lr"]]):
-            d = os.path.join(args.out, "runs", f"{name}_lr{lr:g}")
+    for name in tasks:
+        for lr in lrs.get(name, [preset_settings(name, preset)["lr"]]):
+            d = os.path.join(out, "runs", f"{name}_lr{lr:g}")
             if not os.path.exists(os.path.join(d, RECORDS_FILE)):
-                run = runs.RunDescription(name, preset=args.preset, lr=lr, iters=args.iters, threads=1)
+                run = runs.RunDescription(name, preset=preset, lr=lr, iters=iters, threads=1)
                 res, _ = runs.run(run, d)
                 print(f"{name} lr {lr:g}: {res.message}", file=sys.stderr, flush=True)
             cols = records_columns(read_records(os.path.join(d, RECORDS_FILE)))
             results.append((name, lr, run_rows(cols, lr)))
             columns.append((name, lr, cols))
-    os.makedirs(args.out, exist_ok=True)
-    regime_figure(columns, os.path.join(args.out, "trust_regime.png"))
-    with open(os.path.join(args.out, "trust.md"), "w", encoding="utf-8") as fh:
+    os.makedirs(out, exist_ok=True)
+    regime_figure(columns, os.path.join(out, "trust_regime.png"))
+    with open(os.path.join(out, "trust.md"), "w", encoding="utf-8") as fh:
         fh.write(render(results) + "\n![precision and coverage against eta * sharpness](trust_regime.png)\n")
-    print(os.path.join(args.out, "trust.md"))
-    return 0
+    return os.path.join(out, "trust.md")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover
+    from crosscurv.experiments.cli.scripts import trust
+
+    sys.exit(trust())

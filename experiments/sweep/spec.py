@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import InputError, SweepError
 
 __all__ = ["SweepError", "SweepSpec", "AXES", "SCALARS", "parse_seeds", "read_toml", "spec_from_toml",
            "spec_from_mapping", "axis_values"]
@@ -36,10 +36,6 @@ AXES = ("task", "preset", "lr", "seed", "pattern")
 #: settings shared by every run of a sweep
 SCALARS = ("iters", "dtype")
 
-
-
-class SweepError(InputError):
-    """A bad grid (empty axis, unknown preset, lr <= 0, malformed TOML...): one line, exit 2."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,6 @@
-"""User-facing error types of ``experiments`` (printed as one line, exit code 2)."""
+"""User-facing error types of ``experiments`` (printed as one line, exit code 2):
+:mod:`crosscurv.theory.errors`."""
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import DataError
 
-
-class DataError(InputError):
-    """Data or model weights are missing or malformed (a local path that does not exist...),
-    or the library that builds the model cannot be imported."""
+__all__ = ["DataError"]

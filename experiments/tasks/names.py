@@ -5,7 +5,7 @@ preset sets)."""
 
 from __future__ import annotations
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import UnknownTaskError
 
 __all__ = ["TASK_NAMES", "PRESETS", "UnknownTaskError"]
 
@@ -14,7 +14,3 @@ TASK_NAMES = ("mlp", "fl", "lora")
 
 #: The presets every built-in task has: ``smoke``, ``default``, ``edge``, ``paper``.
 PRESETS = ("smoke", "default", "edge", "paper")
-
-
-class UnknownTaskError(InputError):
-    """An unknown built-in task or preset name, or an option the task does not take."""

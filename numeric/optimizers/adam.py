@@ -9,29 +9,34 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .spec import OptimizerError, OptimizerSpec, number
+from crosscurv.theory.errors import OptimizerError
+
+from .arguments import spec_number
 
 if TYPE_CHECKING:  # torch is imported by the functions that compute, so that parsing a spec needs none
     import torch
+
+    from .spec import OptimizerSpec
 
 USAGE = "adam[:B1,B2,EPS]"
 BUFFERS = ("exp_avg", "exp_avg_sq")
 
 
-def parse(spec: str, sep: str, args: str) -> OptimizerSpec:
-    """``adam`` (the defaults) or ``adam:B1,B2,EPS`` with ``0 <= B1, B2 < 1`` and ``EPS >= 0``."""
+def parse(spec: str, sep: str, args: str) -> dict:
+    """``adam`` (the defaults) or ``adam:B1,B2,EPS`` with ``0 <= B1, B2 < 1`` and ``EPS >= 0``: the
+    :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec` fields (``betas``, ``eps``)."""
     if not sep:
-        return OptimizerSpec("adam")
+        return {}
     parts = args.split(",")
     if len(parts) != 3:
         raise OptimizerError(f"adam takes three values adam:B1,B2,EPS, got {spec!r}")
-    b1, b2, eps = (number(p, w, spec) for p, w in zip(parts, ("B1", "B2", "EPS")))
+    b1, b2, eps = (spec_number(p, w, spec) for p, w in zip(parts, ("B1", "B2", "EPS")))
     for b, w in ((b1, "B1"), (b2, "B2")):
         if not 0.0 <= b < 1.0:
             raise OptimizerError(f"adam {w} must satisfy 0 <= {w} < 1, got {b!r}")
     if eps < 0.0:
         raise OptimizerError(f"adam EPS must be >= 0, got {eps!r}")
-    return OptimizerSpec("adam", betas=(b1, b2), eps=eps)
+    return {"betas": (b1, b2), "eps": eps}
 
 
 def describe(spec: OptimizerSpec) -> str:

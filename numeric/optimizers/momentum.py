@@ -6,22 +6,28 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .spec import OptimizerError, OptimizerSpec, number
+from crosscurv.theory.errors import OptimizerError
+
+from .arguments import spec_number
+
+if TYPE_CHECKING:
+    from .spec import OptimizerSpec
 
 USAGE = "momentum:BETA"
 BUFFERS = ("momentum_buffer",)
 
 
-def parse(spec: str, sep: str, args: str) -> OptimizerSpec:
-    """``momentum:BETA`` with ``0 <= BETA < 1``."""
+def parse(spec: str, sep: str, args: str) -> dict:
+    """``momentum:BETA`` with ``0 <= BETA < 1``: the fields (``beta``) of its
+    :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec`."""
     if not args.strip():
         raise OptimizerError(f"optimizer momentum needs its coefficient: momentum:BETA, got {spec!r}")
-    beta = number(args, "BETA", spec)
+    beta = spec_number(args, "BETA", spec)
     if not 0.0 <= beta < 1.0:
         raise OptimizerError(f"momentum coefficient must satisfy 0 <= BETA < 1, got {beta!r}")
-    return OptimizerSpec("momentum", beta=beta)
+    return {"beta": beta}
 
 
 def describe(spec: OptimizerSpec) -> str:

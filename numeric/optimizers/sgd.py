@@ -11,19 +11,23 @@ Every optimizer is a module like this one, listed in :data:`crosscurv.numeric.op
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .spec import OptimizerError, OptimizerSpec
+from crosscurv.theory.errors import OptimizerError
+
+if TYPE_CHECKING:
+    from .spec import OptimizerSpec
 
 USAGE = "sgd"
 BUFFERS: tuple = ()
 
 
-def parse(spec: str, sep: str, args: str) -> OptimizerSpec:
-    """``sgd`` (no arguments)."""
+def parse(spec: str, sep: str, args: str) -> dict:
+    """``sgd`` (no arguments): the fields of its
+    :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec` (none)."""
     if sep:
         raise OptimizerError(f"optimizer sgd takes no arguments, got {spec!r}")
-    return OptimizerSpec()
+    return {}
 
 
 def describe(spec: OptimizerSpec) -> str:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from crosscurv.theory.errors import InputError
+from crosscurv.theory.errors import OptimizerError
 
-__all__ = ["OptimizerError", "OptimizerSpec", "ADAM_DEFAULTS", "parse_optimizer", "number"]
+from .rules import RULES
 
-
-class OptimizerError(InputError):
-    """A bad ``--optimizer`` or ``--block-lr`` spec, or a state that does not fit."""
+__all__ = ["OptimizerError", "OptimizerSpec", "ADAM_DEFAULTS", "parse_optimizer"]
 
 
 #: ``torch.optim.Adam``'s ``(beta1, beta2, eps)``.
@@ -37,8 +34,6 @@ class OptimizerSpec:
     @property
     def rule(self):
         """The module of this optimizer's update rule (:data:`crosscurv.numeric.optimizers.RULES`)."""
-        from .rules import RULES
-
         return RULES[self.name]
 
     @property
@@ -53,25 +48,12 @@ class OptimizerSpec:
         return {"name": self.name, "spec": self.describe(), **self.rule.settings(self)}
 
 
-def number(text: str, what: str, spec: str) -> float:
-    """``float(text)``, finite; :class:`OptimizerError` naming ``what`` in ``spec`` otherwise."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise OptimizerError(f"{what} in optimizer {spec!r} must be a number, got {text.strip()!r}") from None
-    if not math.isfinite(x):
-        raise OptimizerError(f"{what} in optimizer {spec!r} must be finite, got {text.strip()!r}")
-    return x
-
-
 def parse_optimizer(text: str | OptimizerSpec | None) -> OptimizerSpec:
     """Parse ``NAME[:ARGS]``: ``sgd``, ``momentum:BETA`` (``0 <= BETA < 1``) or ``adam[:B1,B2,EPS]``.
 
     Raises:
         OptimizerError: one line naming what is wrong.
     """
-    from .rules import RULES
-
     if isinstance(text, OptimizerSpec):
         return text
     if text is None:
@@ -84,4 +66,4 @@ def parse_optimizer(text: str | OptimizerSpec | None) -> OptimizerSpec:
     if name not in RULES:
         usages = [r.USAGE for r in RULES.values()]
         raise OptimizerError(f"unknown optimizer {spec!r}: use {', '.join(usages[:-1])} or {usages[-1]}")
-    return RULES[name].parse(spec, sep, args)
+    return OptimizerSpec(name, **RULES[name].parse(spec, sep, args))

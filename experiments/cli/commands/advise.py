@@ -123,7 +123,7 @@ def execute(args):
 def _search(args, task, lr, iters, setup):
     """``--search``: :func:`crosscurv.numeric.pattern_search.search`; returns
     ``(SearchResult, folder, None)``."""
-    from crosscurv.experiments.cli import CLIError
+    from crosscurv.theory.errors import InputError
     from crosscurv.experiments.cli.commands.run import _Progress, _slug
     from crosscurv.numeric.advice import advise
 
@@ -131,7 +131,7 @@ def _search(args, task, lr, iters, setup):
                                  ("--validate", args.validate), ("--figure", args.figure),
                                  ("--optimizer/--block-lr", not setup.plain)) if on]
     if bad:
-        raise CLIError(f"--search cannot be combined with {', '.join(bad)}")
+        raise InputError(f"--search cannot be combined with {', '.join(bad)}")
     out = args.out or f"runs/search-{_slug(task.name)}"
     progress = _Progress(int(iters), f"search {task.name}")
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crosscurv.experiments.cli import CLIError
+from crosscurv.theory.errors import InputError
 
 HELP = (
     "Regenerate reports/: symbolic derivations, the error-scaling study, the three controlled "
@@ -30,20 +30,49 @@ def add_arguments(p) -> None:
                    help="with --check: compare the first N records of each run (default: all)")
 
 
+def check(args) -> int:
+    """``crosscurv report --check [RUN_DIR ...] [--iters N] [--out ROOT]``: one line per run on
+    stdout, progress on stderr; exit code 0 all agree, 1 the first disagreement (checking stops
+    there)."""
+    import sys
+
+    from crosscurv.experiments.reports.check import check_runs
+
+    if not args.check:
+        raise InputError("RUN_DIR and --iters only apply with --check")
+    if args.iters is not None and args.iters < 1:
+        raise InputError(f"--iters must be >= 1, got {args.iters}")
+    result = check_runs(args.run_dirs, args.iters, root=args.out,
+                        log=lambda m: print(f"crosscurv: check {m}", file=sys.stderr, flush=True),
+                        on_run=lambda rc: print("\n".join([rc.line()] + [f"  note: {n}"
+                                                                          for n in rc.notes]),
+                                                flush=True))
+    if result.ok:
+        print(f"all {len(result.runs)} runs agree with their committed records")
+    else:
+        rc = result.first_disagreement
+        if rc.comparison is not None and rc.comparison.diagnoses:
+            for d in rc.comparison.diagnoses:
+                print(f"diagnosis: {d}")
+        left = len(result.run_dirs) - len(result.runs)
+        if left:
+            print(f"stopped at the first disagreement; {left} run(s) not checked")
+    return result.exit_code
+
+
 def run(args) -> int:
     if args.check or args.run_dirs or args.iters is not None:
-        from crosscurv.experiments.reports.check import check_command
-
-        return check_command(args)
+        return check(args)
     from crosscurv.experiments.cli import main
     from crosscurv.experiments.reports.build import STUDIES, build_report
 
     if args.preset not in ("smoke", "default", "paper"):
-        raise CLIError(f"unknown preset {args.preset!r} (choose smoke, default or paper)")
+        raise InputError(f"unknown preset {args.preset!r} (choose smoke, default or paper)")
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     bad = [t for t in tasks if t not in STUDIES]
     if bad or not tasks:
-        raise CLIError(f"unknown study {', '.join(bad) or '(none)'} (choose from {', '.join(STUDIES)})")
+        raise InputError(f"unknown study {', '.join(bad) or '(none)'} "
+                         f"(choose from {', '.join(STUDIES)})")
     return build_report(
         args.out,
         args.preset,

@@ -108,11 +108,24 @@ def add_optimizer_arguments(p) -> None:
                         "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
 
 
-def _description(args):
-    """The :class:`crosscurv.experiments.runs.RunDescription` of the parsed flags (every value checked there)."""
-    from crosscurv.experiments.runs import RunDescription
+def description_from_args(args):
+    """The :class:`crosscurv.experiments.runs.RunDescription` of parsed ``crosscurv run`` arguments
+    (an ``argparse.Namespace``; flags a command does not have, such as ``--pattern`` for
+    ``crosscurv advise``, take their defaults).  A value out of range is refused by its setting's
+    check, the message led by the flag (``--lr: learning rate must be ...``)."""
+    import dataclasses
 
-    return RunDescription.from_args(args)
+    from crosscurv.experiments.runs import RunDescription, RunDescriptionError, check_setting
+
+    fields = dataclasses.fields(RunDescription)
+    kw = {f.name: getattr(args, f.name) for f in fields if hasattr(args, f.name)}
+    for name, value in kw.items():
+        try:
+            check_setting(name, value)
+        except InputError as exc:
+            flag = "TASK" if name == "task" else "--" + name.replace("_", "-")
+            raise RunDescriptionError(f"{flag}: {exc}") from None
+    return RunDescription(**kw)
 
 
 def _print_summary(summary: dict, out_dir: str, records=(), figure: str | None = None) -> None:
@@ -220,7 +233,8 @@ def run(args) -> int:
 
 
 def parse(argv: list) -> object:
-    """``crosscurv run`` arguments as the command parses them (``RunDescription.from_args(parse(argv))``)."""
+    """``crosscurv run`` arguments as the command parses them
+    (``description_from_args(parse(argv))``)."""
     import argparse
 
     p = argparse.ArgumentParser(prog="crosscurv run")
@@ -249,7 +263,7 @@ def load(args):
     from crosscurv.experiments.cli import threads as thread_choice
     from crosscurv.experiments.thread_count import AUTO
 
-    description = _description(args)
+    description = description_from_args(args)
     # --threads auto is measured by the caller once the task is built (crosscurv.experiments.runs.auto_threads)
     thread_choice.apply(None if description.threads == AUTO else description.threads)
     return runs.load(description)
@@ -264,7 +278,7 @@ def execute(args):
     from crosscurv.experiments import runs
     from crosscurv.experiments.cli import threads as thread_choice
 
-    description = _description(args)
+    description = description_from_args(args)
     progress = runs.Progress()
     try:
         return runs.run(description, args.out or runs.DEFAULT_OUT, resume=args.resume, progress=progress,

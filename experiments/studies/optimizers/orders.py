@@ -14,7 +14,7 @@ step on the LoRA-like bilinear model whose smallest gradient coordinate is
 
 from __future__ import annotations
 
-import argparse
+from typing import Sequence
 
 import torch
 
@@ -36,16 +36,14 @@ def _p(study) -> str:
     return f"{study.fitted:.2f}"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="4 grid points instead of 6")
-    ap.add_argument("--only", default=None, help="comma-separated optimizer rows to run (default all)")
-    args = ap.parse_args(argv)
-    n = 4 if args.quick else 6
+def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
+    """Print the observed orders of every optimizer row of :data:`OPTIMIZERS` (``only``: those
+    rows) on ``n`` grid points, then Adam's first step from zero moments and Adam's one step on a
+    bilinear problem."""
     print(f"| optimizer | eta0 | K0 | one_step (3) | recursion, T fixed (3) | recursion, K = {FIXED_K} (3) | "
           "cumulative (2) | jc_only (2) |")
     print("|---|---|---|---|---|---|---|---|")
-    rows = [r for r in OPTIMIZERS if args.only is None or r[0] in args.only.split(",")]
+    rows = [r for r in OPTIMIZERS if only is None or r[0] in only]
     for text, k0 in rows:
         r = optimizer_studies(text, k0, n=n)
         s = r.studies
@@ -70,8 +68,9 @@ def main(argv=None) -> int:
     st = make_study("bilinear", "one_step", etas, [e for e, _ in errs], [f for _, f in errs])
     print(f"Adam one step on bilinear(0, 3, 3, 1) (min |g_a| / max |g_a| = {float(a.min() / a.max()):.2g}): "
           f"observed order {st.fitted:.2f}, pairwise rates {', '.join(f'{x:.2f}' for x in st.order.rates)}")
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    from crosscurv.experiments.cli.scripts import optimizer_orders
+
+    raise SystemExit(optimizer_orders())

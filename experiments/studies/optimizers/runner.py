@@ -28,14 +28,13 @@ protocol) for the same seed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 
-from crosscurv.experiments.studies.optimizers.plan import ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, Variant, run_dir  # noqa: F401
-from crosscurv.experiments.studies.optimizers.report import write_report
+from crosscurv.experiments.studies.optimizers.plan import (  # noqa: F401
+    ITERS, RUNS_DIR, SEEDS, STUDIES, OptimizerStudy, StudyVariant, run_dir)
 
 
 def _status(path: str, iters: int) -> str:
@@ -69,7 +68,7 @@ def planned(seeds, only=None):
     return out
 
 
-def description(task: str, variant: Variant, seed: int, iters: int):
+def description(task: str, variant: StudyVariant, seed: int, iters: int):
     """The :class:`crosscurv.experiments.runs.RunDescription` of ``variant`` on ``task`` (default preset) for
     ``seed`` and ``K = iters``, one intra-op thread."""
     from crosscurv.experiments import runs
@@ -111,28 +110,7 @@ def run_all(out: str, seeds, iters: int, only=None) -> int:
     return failed
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="perform the runs that are not complete")
-    r.add_argument("--out", default="runs/optimizer-studies", help="run folders (default runs/optimizer-studies)")
-    r.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    r.add_argument("--iters", type=int, default=ITERS)
-    r.add_argument("--only", default=None, help="comma-separated study names (default all)")
-    p = sub.add_parser("report", help="copy records and summaries, write OUT/optimizers.md")
-    p.add_argument("--runs", default="runs/optimizer-studies", help="the run folders of `run`")
-    p.add_argument("--out", default="reports", help="report folder (default reports)")
-    p.add_argument("--iters", type=int, default=ITERS)
-    p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    args = ap.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    if args.cmd == "run":
-        only = set(args.only.split(",")) if args.only else None
-        return 1 if run_all(args.out, seeds, args.iters, only) else 0
-    path = write_report(args.runs, args.out, seeds, args.iters)
-    print(f"wrote {path}")
-    return 0
-
-
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    from crosscurv.experiments.cli.scripts import optimizer_runner
+
+    raise SystemExit(optimizer_runner())

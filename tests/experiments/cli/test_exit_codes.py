@@ -69,7 +69,7 @@ def test_an_internal_error_exits_70_with_one_line(name, monkeypatch, capsys):
 def test_report_check_internal_error_is_not_a_failed_check(monkeypatch, capsys):
     import crosscurv.experiments.reports.check as rc
 
-    monkeypatch.setattr(rc, "check_command", _crash)
+    monkeypatch.setattr(rc, "check_runs", _crash)
     monkeypatch.delenv("CROSSCURV_DEBUG", raising=False)
     assert main(["report", "--check", "reports/runs/mlp"]) == 70
     _one_internal_error_line(capsys.readouterr().err)

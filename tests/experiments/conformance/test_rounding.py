@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from crosscurv.experiments.conformance.rounding import COLUMNS, column_spread, main, measure, measured_rounding
+from crosscurv.experiments.cli.scripts import rounding as main
+from crosscurv.experiments.conformance.rounding import (COLUMNS, column_spread, measure,
+                                                       measured_rounding)
 from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, TOLERANCES, stated_rounding
 
 

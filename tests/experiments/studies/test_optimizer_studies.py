@@ -7,7 +7,8 @@ import math
 import os
 
 from crosscurv.experiments.studies.optimizers.report import estimate_winners, switch_points, winners
-from crosscurv.experiments.studies.optimizers.runner import STUDIES, main, planned
+from crosscurv.experiments.cli.scripts import optimizer_runner as main
+from crosscurv.experiments.studies.optimizers.runner import STUDIES, planned
 from crosscurv.numeric.records import RecordWriter, make_record
 
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from crosscurv.experiments.studies.pattern_search import findings, main, report
+from crosscurv.experiments.cli.scripts import pattern_search as main
+from crosscurv.experiments.studies.pattern_search import findings, report
 from crosscurv.numeric.records import RecordsError
 
 

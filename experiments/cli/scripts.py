@@ -1,0 +1,279 @@
+"""The study commands of the make targets: one ``main``-like function per ``python -m`` module.
+
+Each function parses its command line with :mod:`argparse` and calls the library function of its
+module, which takes plain typed parameters::
+
+    python -m crosscurv.experiments.studies.contest SWEEP... --out FILE       contest()
+    python -m crosscurv.experiments.studies.trust --out DIR                  trust()
+    python -m crosscurv.experiments.studies.certificates                     certificates()
+    python -m crosscurv.experiments.studies.pattern_search                   pattern_search()
+    python -m crosscurv.experiments.studies.optimizers.runner run|report     optimizer_runner()
+    python -m crosscurv.experiments.studies.optimizers.orders                optimizer_orders()
+    python -m crosscurv.experiments.reports.one_step_along_jc PATH...        one_step_along_jc()
+    python -m crosscurv.experiments.reports.site_check                       site_check()
+    python -m crosscurv.experiments.conformance.portability                  portability()
+    python -m crosscurv.experiments.conformance.rounding                     rounding()
+
+Each module's ``if __name__ == "__main__":`` block calls its function here.  ``argv`` ``None`` reads
+``sys.argv[1:]``; the return value is the exit status (bad input: one line on standard error and 2
+where the study says so; argparse's own errors exit 2 with its usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from crosscurv.theory.errors import InputError
+
+__all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_runner",
+           "optimizer_orders",
+           "one_step_along_jc", "site_check", "portability", "rounding"]
+
+
+def _argv(argv) -> list[str]:
+    return list(sys.argv[1:] if argv is None else argv)
+
+
+def _summary(module) -> str:
+    """The first line of a module's docstring (its parser's description)."""
+    return module.__doc__.splitlines()[0]
+
+
+def _one_line(name: str, exc: Exception) -> int:
+    print(f"{name}: {exc}", file=sys.stderr)
+    return 2
+
+
+def contest(argv=None) -> int:
+    from crosscurv.experiments.studies import contest as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
+    ap.add_argument("--out", required=True, help="the markdown file to write")
+    args = ap.parse_args(argv)
+    try:
+        out = mod.write_contest(args.sweeps, args.out)
+    except InputError as exc:
+        return _one_line("contest", exc)
+    print(f"wrote {out}")
+    return 0
+
+
+def _lrs(text: str | None) -> dict:
+    """``--lrs "fl=0.05,0.01;mlp=0.01"`` as ``{task: [lr, ...]}``."""
+    out: dict = {}
+    for part in (text or "").split(";"):
+        if part.strip():
+            name, vals = part.split("=", 1)
+            out[name.strip()] = [float(v) for v in vals.split(",")]
+    return out
+
+
+def trust(argv=None) -> int:
+    from crosscurv.experiments.studies import trust as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tasks", default="mlp,fl,lora")
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--lrs", default=None,
+                    help='per task learning rates, "fl=0.05,0.01;mlp=0.01" (default: preset)')
+    args = ap.parse_args(argv)
+    print(mod.trust_study(args.out, args.tasks.split(","), args.preset, args.iters, _lrs(args.lrs)))
+    return 0
+
+
+def certificates(argv=None) -> int:
+    from crosscurv.experiments.studies import certificates as mod
+
+    ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.studies.certificates",
+                                 description=mod.__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="runs/certificates", help="folder of the cached runs")
+    ap.add_argument("--report", default="reports/certificates.md", help="the report written")
+    ap.add_argument("--collect-only", action="store_true",
+                    help="run (or read back) the runs, write nothing else")
+    args = ap.parse_args(argv)
+    rows = mod.collect(args.out)
+    if args.collect_only:
+        return 0
+    from crosscurv.experiments.studies.certificates_report import write_report
+
+    write_report(rows, args.report, "make certificates-study")
+    return 0
+
+
+def pattern_search(argv=None) -> int:
+    from crosscurv.experiments.studies import pattern_search as mod
+
+    ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.studies.pattern_search")
+    ap.add_argument("--out", default="reports/advise")
+    ap.add_argument("--sample", type=int, default=40, help="random patterns trained per mlp space")
+    ap.add_argument("--no-zoo", action="store_true")
+    ap.add_argument("--report-only", action="store_true",
+                    help="write OUT/search.md again from OUT/search.json (its runs and command), "
+                         "running nothing")
+    a = ap.parse_args(argv)
+    if a.report_only:
+        mod.rewrite_report(a.out)
+        return 0
+    command = ("python -m crosscurv.experiments.studies.pattern_search "
+               + " ".join(shlex.quote(x) for x in _argv(argv)))
+    print(mod.search_study(a.out, a.sample, not a.no_zoo, command))
+    return 0
+
+
+def optimizer_runner(argv=None) -> int:
+    from crosscurv.experiments.studies.optimizers import runner as mod
+    from crosscurv.experiments.studies.optimizers.plan import ITERS, SEEDS
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="perform the runs that are not complete")
+    r.add_argument("--out", default="runs/optimizer-studies",
+                   help="run folders (default runs/optimizer-studies)")
+    r.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    r.add_argument("--iters", type=int, default=ITERS)
+    r.add_argument("--only", default=None, help="comma-separated study names (default all)")
+    p = sub.add_parser("report", help="copy records and summaries, write OUT/optimizers.md")
+    p.add_argument("--runs", default="runs/optimizer-studies", help="the run folders of `run`")
+    p.add_argument("--out", default="reports", help="report folder (default reports)")
+    p.add_argument("--iters", type=int, default=ITERS)
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    args = ap.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if args.cmd == "run":
+        only = set(args.only.split(",")) if args.only else None
+        return 1 if mod.run_all(args.out, seeds, args.iters, only) else 0
+    from crosscurv.experiments.studies.optimizers.report import write_report
+
+    print(f"wrote {write_report(args.runs, args.out, seeds, args.iters)}")
+    return 0
+
+
+def optimizer_orders(argv=None) -> int:
+    from crosscurv.experiments.studies.optimizers import orders as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("--quick", action="store_true", help="4 grid points instead of 6")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated optimizer rows to run (default all)")
+    args = ap.parse_args(argv)
+    mod.print_orders(4 if args.quick else 6, None if args.only is None else args.only.split(","))
+    return 0
+
+
+def one_step_along_jc(argv=None) -> int:
+    from crosscurv.experiments.reports import one_step_along_jc as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("paths", nargs="+", help="run folders, or sweep folders (their runs/*)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="recompute files that are already complete")
+    args = ap.parse_args(argv)
+    try:
+        mod.replay_runs(args.paths, args.fresh)
+    except InputError as exc:
+        return _one_line("one_step_along_jc", exc)
+    return 0
+
+
+def site_check(argv=None) -> int:
+    from crosscurv.experiments.reports import site_check as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("--site", default="site", help="the built site (make docs)")
+    ap.add_argument("--page", default="results/", help="the page to check, relative to the site")
+    ap.add_argument("--out", default="build/docs-check",
+                    help="folder for the screenshot and the DOM record")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds each Chromium call may take")
+    args = ap.parse_args(argv)
+    try:
+        fails, summary = mod.check_site(args.site, args.page, args.out, args.timeout)
+    except InputError as exc:
+        return _one_line("site_check", exc)
+    for f in fails:
+        print(f"site_check: FAILED: {f}")
+    if not fails:
+        print(f"site_check: {summary}")
+    return 1 if fails else 0
+
+
+def portability(argv=None) -> int:
+    from crosscurv.experiments.conformance import portability as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("--iters", type=int, default=30, help="records compared per run (default 30)")
+    ap.add_argument("--runs", nargs="+", default=mod.RUNS,
+                    help="run folders (default the committed studies)")
+    ap.add_argument("--emulations", default=None,
+                    help="comma-separated subset of the emulation names (default all)")
+    ap.add_argument("--out", default=os.path.join("reports", "portability.md"))
+    ap.add_argument("--cache", default=mod.CACHE,
+                    help=f"where each subprocess result is kept (default {mod.CACHE})")
+    ap.add_argument("--fresh", action="store_true", help="ignore the cache")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="measure nothing: the report of the results already in the cache "
+                         "(the rest listed as not measured)")
+    ap.add_argument("--tables", action="store_true",
+                    help="also the table-level comparison (module docstring)")
+    ap.add_argument("--sweeps", default=os.path.join("reports", "sweeps"),
+                    help="the seed sweeps (default reports/sweeps)")
+    ap.add_argument("--one", default=None, metavar="RUN_DIR", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one is not None:
+        return mod.check_one(args.one, args.iters)
+    emulations = (None if args.emulations is None
+                  else tuple(n.strip() for n in args.emulations.split(",")))
+    options = mod.PortabilityOptions(
+        iters=args.iters, runs=tuple(args.runs), emulations=emulations, out=args.out,
+        cache=args.cache,
+        fresh=args.fresh, cached_only=args.cached_only, tables=args.tables, sweeps=args.sweeps,
+        argv=tuple(_argv(argv)))
+    try:
+        return mod.write_portability(options)
+    except InputError as exc:
+        return _one_line("portability", exc)
+
+
+def rounding(argv=None) -> int:
+    from crosscurv.experiments.conformance import rounding as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("--tasks", default="mlp,fl,lora",
+                    help="built-in tasks (comma-separated; empty for none)")
+    ap.add_argument("--presets", default="smoke:10,default:3",
+                    help="PRESET:K,... runs of each task (default smoke:10,default:3; K omitted: "
+                         "the preset's)")
+    ap.add_argument("--no-golden", action="store_true", help="leave out the golden cases")
+    ap.add_argument("--json", action="store_true",
+                    help="print every comparison as JSON (input of --load)")
+    ap.add_argument("--load", nargs="+", metavar="FILE", default=None,
+                    help="print the table of saved --json outputs (merged) instead of measuring")
+    ap.add_argument("--dtypes", default="float32,float64",
+                    help="dtypes measured (default float32,float64)")
+    ap.add_argument("--emulate", action="store_true",
+                    help="measure under each emulated instruction set "
+                         "(crosscurv.experiments.conformance.emulation), each in its own "
+                         "subprocess")
+    ap.add_argument("--cache", default=os.path.join("build", "rounding"),
+                    help="with --emulate: where each emulation's measurement is kept (default "
+                         "build/rounding)")
+    ap.add_argument("--out", default=None, metavar="FILE", help="write the Markdown report to FILE")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="with --emulate: measure nothing, report the emulations already in "
+                         "--cache")
+    a = ap.parse_args(argv)
+    options = mod.RoundingOptions(
+        tasks=a.tasks, presets=a.presets, no_golden=a.no_golden, json=a.json,
+        load=None if a.load is None else tuple(a.load),
+        dtypes=tuple(d.strip() for d in a.dtypes.split(",") if d.strip()), emulate=a.emulate,
+        cache=a.cache, out=a.out, cached_only=a.cached_only, argv=tuple(_argv(argv)))
+    try:
+        return mod.write_rounding(options)
+    except InputError as exc:
+        return _one_line("rounding", exc)
