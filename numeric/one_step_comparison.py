@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .comparison_verdict import ComparisonVerdict
 from .records import RecordsError
 
 __all__ = ["FAMILIES", "RTOL", "OneStepComparison", "compare_one_step"]
@@ -88,7 +89,7 @@ def _flat(obj, where: str) -> list:
 
 
 @dataclass
-class OneStepComparison:
+class OneStepComparison(ComparisonVerdict):
     """Outcome of :func:`compare_one_step`.
 
     Attributes:
@@ -102,14 +103,6 @@ class OneStepComparison:
     diagnoses: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     where: str = "one_step.json"
-
-    @property
-    def ok(self) -> bool:
-        return self.first is None
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
 
     def summary(self) -> str:
         if self.ok:
@@ -130,9 +123,7 @@ class OneStepComparison:
             ),
             "",
         ]
-        lines += ["note: " + n for n in self.notes] + ["diagnosis: " + d for d in self.diagnoses]
-        lines.append(("OK: " if self.ok else "DISAGREE: ") + self.summary())
-        return "\n".join(lines)
+        return "\n".join(lines + self.verdict_lines())
 
     def to_dict(self) -> dict:
         return {
