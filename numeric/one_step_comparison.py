@@ -250,31 +250,23 @@ def _candidates(expected: Mapping, label: str | None, q: str) -> list:
         ]
     if q == "eta3_estimate" and "c3" in pat:
         c3 = float(pat["c3"])
-        out += [
-            ("eta^2 C_S - eta^3 c3: the sign of the eta^3 term", lr * lr * cs - lr**3 * c3),
-            ("the eta^2 estimate without its eta^3 term", lr * lr * cs),
-            ("eta^2/2 C_S + eta^3 c3 (Theorem 1 has eta^2 C_S)", lr * lr * cs / 2 + lr**3 * c3),
-        ]
+        out += [("eta^2 C_S - eta^3 c3: the sign of the eta^3 term", lr * lr * cs - lr**3 * c3),
+                ("the eta^2 estimate without its eta^3 term", lr * lr * cs),
+                ("eta^2/2 C_S + eta^3 c3 (Theorem 1 has eta^2 C_S)", lr * lr * cs / 2 + lr**3 * c3)]
     if q == "gap_1" and "loss_s_1" in pat:
         out.append(
-            (
-                "gap_1 = loss_jc_1 - loss_s_1: the opposite sign convention (gap = L_S - L_JC)",
-                float(expected["loss_jc_1"]) - float(pat["loss_s_1"]),
-            )
+            ("gap_1 = loss_jc_1 - loss_s_1: the opposite sign convention (gap = L_S - L_JC)",
+             float(expected["loss_jc_1"]) - float(pat["loss_s_1"]))
         )
     if q == "C_cross" and "c" in expected:
         c = expected["c"]
         out.append(
-            (
-                "C_cross = sum_{i<j} c_ij (half; C_cross = 2 sum_{i<j} c_ij, eq. cross_curvature)",
-                cross / 2,
-            )
+            ("C_cross = sum_{i<j} c_ij (half; C_cross = 2 sum_{i<j} c_ij, eq. cross_curvature)",
+             cross / 2)
         )
         out.append(
-            (
-                "C_cross = sum_ij c_ij (with the diagonal: that is g^T H g)",
-                sum(sum(row) for row in c),
-            )
+            ("C_cross = sum_ij c_ij (with the diagonal: that is g^T H g)",
+             sum(sum(row) for row in c))
         )
     return out
 

@@ -24,24 +24,10 @@ from .record_tolerances import (ALL_COLUMNS, EPS, MEASURED_ROUNDING, OPTIONAL_CO
                                 stated_rounding, tolerance_from_rounding)
 from .records import RecordsError
 
-__all__ = [
-    "TOLERANCES",
-    "MEASURED_ROUNDING",
-    "SAFETY",
-    "EPS",
-    "tolerance_from_rounding",
-    "stated_rounding",
-    "VALUE_COLUMNS",
-    "OPTIONAL_COLUMNS",
-    "ALL_COLUMNS",
-    "default_tolerances",
-    "column_scale",
-    "compared_columns",
-    "reference_tolerances",
-    "ColumnResult",
-    "RecordsComparison",
-    "compare_records",
-]
+__all__ = ["TOLERANCES", "MEASURED_ROUNDING", "SAFETY", "EPS", "tolerance_from_rounding",
+           "stated_rounding", "VALUE_COLUMNS", "OPTIONAL_COLUMNS", "ALL_COLUMNS",
+           "default_tolerances", "column_scale", "compared_columns", "reference_tolerances",
+           "ColumnResult", "RecordsComparison", "compare_records"]
 
 
 @dataclass
@@ -136,18 +122,12 @@ class RecordsComparison(ComparisonVerdict):
         }
 
 
-def compare_records(
-    theirs: Mapping[str, Sequence],
-    reference: Mapping[str, Sequence],
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    tolerances: Mapping[str, tuple] | None = None,
-    columns: Sequence[str] | None = None,
-    growth: Sequence[float] | None = None,
-    slack: Mapping[str, Sequence[float]] | None = None,
-    terms: Mapping[str, Sequence] | None = None,
-) -> RecordsComparison:
+def compare_records(theirs: Mapping[str, Sequence], reference: Mapping[str, Sequence], *,
+                    rtol: float | None = None, atol: float | None = None,
+                    tolerances: Mapping[str, tuple] | None = None,
+                    columns: Sequence[str] | None = None, growth: Sequence[float] | None = None,
+                    slack: Mapping[str, Sequence[float]] | None = None,
+                    terms: Mapping[str, Sequence] | None = None) -> RecordsComparison:
     """Compare records column by column at the iterations ``k`` both hold.
 
     Args:

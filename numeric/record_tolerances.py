@@ -1,8 +1,9 @@
 """The tolerances records are compared with: the measured rounding of each column, per dtype.
 
 A value agrees with the reference's when ``|theirs - ref| <= atol + rtol |ref|``
-(:func:`close`), with ``(rtol, atol)`` per column from :data:`TOLERANCES` (:func:`reference_tolerances`),
-and for ``gap`` the recorded error bounds ``gap_err`` added (:func:`gap_slack`).  Torch-free.
+(:func:`close`), with ``(rtol, atol)`` per column from :data:`TOLERANCES`
+(:func:`reference_tolerances`), and for ``gap`` the recorded error bounds ``gap_err`` added
+(:func:`gap_slack`).  Torch-free.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ SAFETY = 10.0
 EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 #: Measured rounding of each record column, ``(rel, beyond)``, per dtype:
-#: ``python -m crosscurv.experiments.conformance.rounding`` (the "Tolerances" table of docs/reproducibility.md; its
-#: docstring defines the measurement).  Runs of the same protocol that differ
-#: only in the order or precision of their floating-point operations (1 against
+#: ``python -m crosscurv.experiments.conformance.rounding`` (the "Tolerances" table of
+#: docs/reproducibility.md; its docstring defines the measurement).  Runs of the same protocol
+#: that differ only in the order or precision of their floating-point operations (1 against
 #: 2 threads, the other HVP engine, float32 against float64, and the
 #: independent NumPy implementation ``examples/numpy_estimator.py``) part by at
 #: most ``rel |value| + beyond scale`` (``scale``: :func:`column_scale`).
@@ -54,8 +55,8 @@ EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 #: run where it was largest.  Remeasured under the emulated instruction sets of
 #: ``make test-portable`` (``MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default``,
 #: ``MKL_CBWR=AVX2|AVX ATEN_CPU_CAPABILITY=avx2``, ``OPENBLAS_CORETYPE=Haswell``:
-#: ``env ... python -m crosscurv.experiments.conformance.rounding --tasks "" --json`` for the golden cases,
-#: ``--tasks mlp,fl,lora --presets smoke:5 --no-golden`` for the tasks), and the
+#: ``env ... python -m crosscurv.experiments.conformance.rounding --tasks "" --json`` for the
+#: golden cases, ``--tasks mlp,fl,lora --presets smoke:5 --no-golden`` for the tasks), and the
 #: float32 rows again with ``make rounding`` (smoke:10 under this CPU, the four
 #: emulations and two threads: reports/rounding.md); each entry is the largest
 #: over this CPU and the emulations.  Not used: ``gap`` computed as ``loss_s - loss_jc``
@@ -65,46 +66,66 @@ EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 #: the gradient has kinks along the segment, not rounding.
 MEASURED_ROUNDING = {
     "float32": {
-        "loss_jc": (2.0e-07, 0.0),        # rel: threads, smoke:10 (reports/rounding.md)
-        "loss_s": (1.6e-07, 1.8e-23),     # rel: float64, lora smoke
-        "gap": (0.0, 2.0e-07),            # beyond both gap_err: float64, lora smoke (the float32 segment integral's
-                                          # own rounding, 1.7 ulps of the loss; make rounding)
-        "recursive": (5.2e-04, 5.0e-10),  # rel: float64, fl smoke (Delta theta: difference of two float32 vectors);
-                                          # beyond: float64, smoke:10 (reports/rounding.md)
-        "cumulative": (3.0e-06, 2.0e-12),  # rel: float64, mlp smoke
-        "jc_only": (1.9e-06, 3.6e-12),    # rel: float64, mlp smoke
-        "bound_bk": (9.7e-06, 2.7e-22),   # rel: float64, lora smoke; beyond: threads, smoke:10 (reports/rounding.md)
-        "sharpness": (3.4e-06, 6.0e-07),  # float64, fl smoke, no AVX2 (MKL_CBWR=COMPATIBLE; beyond in units of
-                                          # the largest |sharpness|; make rounding)
-        "gap_err": (5.0e-02, 1.7e-10),    # rel: threads, mlp default (4.1e-2): an error estimate (a float64
-                                          # run's gap_err is another quantity: rounding.NOT_ROUNDING)
+        # rel: threads, smoke:10 (reports/rounding.md)
+        "loss_jc": (2.0e-07, 0.0),
+        # rel: float64, lora smoke
+        "loss_s": (1.6e-07, 1.8e-23),
+        # beyond both gap_err: float64, lora smoke (the float32 segment integral's own rounding,
+        # 1.7 ulps of the loss; make rounding)
+        "gap": (0.0, 2.0e-07),
+        # rel: float64, fl smoke (Delta theta: difference of two float32 vectors); beyond: float64,
+        # smoke:10 (reports/rounding.md)
+        "recursive": (5.2e-04, 5.0e-10),
+        # rel: float64, mlp smoke
+        "cumulative": (3.0e-06, 2.0e-12),
+        # rel: float64, mlp smoke
+        "jc_only": (1.9e-06, 3.6e-12),
+        # rel: float64, lora smoke; beyond: threads, smoke:10 (reports/rounding.md)
+        "bound_bk": (9.7e-06, 2.7e-22),
+        # float64, fl smoke, no AVX2 (MKL_CBWR=COMPATIBLE; beyond in units of the largest
+        # |sharpness|; make rounding)
+        "sharpness": (3.4e-06, 6.0e-07),
+        # rel: threads, mlp default (4.1e-2): an error estimate (a float64 run's gap_err is another
+        # quantity: rounding.NOT_ROUNDING)
+        "gap_err": (5.0e-02, 1.7e-10),
     },
     "float64": {
-        "loss_jc": (4.8e-16, 0.0),        # rel: numpy, golden quadratic gs
-        "loss_s": (4.9e-16, 0.0),         # rel: numpy, golden quadratic gs
-        "gap": (1.9e-13, 0.0),            # rel: numpy, golden quadratic partial (its gap: a subtraction)
-        "recursive": (3.3e-14, 3.7e-18),  # rel: threads, fl smoke; beyond: engine, golden quartic_momentum gs (no AVX2)
-        "cumulative": (2.7e-15, 3.8e-17),  # rel: threads, mlp smoke; beyond: engine, golden quartic_momentum gs (no AVX2)
-        "jc_only": (2.7e-15, 4.0e-18),    # rel: engine, golden quartic_momentum gs (MKL AVX2, AVX); beyond: engine, lora_bilinear gs (no AVX2)
-        "bound_bk": (2.9e-15, 1.1e-11),   # rel: engine, lora smoke; beyond: engine, golden quadratic_block_lr gs
-                                          # under MKL_CBWR=AVX2 and AVX (4.0e-16 on this CPU's own kernels)
-        "sharpness": (8.4e-16, 8.7e-17),  # threads, mlp and fl smoke
-        "gap_err": (8.6e-14, 7.9e-21),    # rel: threads, fl default
+        # rel: numpy, golden quadratic gs
+        "loss_jc": (4.8e-16, 0.0),
+        # rel: numpy, golden quadratic gs
+        "loss_s": (4.9e-16, 0.0),
+        # rel: numpy, golden quadratic partial (its gap: a subtraction)
+        "gap": (1.9e-13, 0.0),
+        # rel: threads, fl smoke; beyond: engine, golden quartic_momentum gs (no AVX2)
+        "recursive": (3.3e-14, 3.7e-18),
+        # rel: threads, mlp smoke; beyond: engine, golden quartic_momentum gs (no AVX2)
+        "cumulative": (2.7e-15, 3.8e-17),
+        # rel: engine, golden quartic_momentum gs (MKL AVX2, AVX); beyond: engine, lora_bilinear gs
+        # (no AVX2)
+        "jc_only": (2.7e-15, 4.0e-18),
+        # rel: engine, lora smoke; beyond: engine, golden quadratic_block_lr gs under MKL_CBWR=AVX2
+        # and AVX (4.0e-16 on this CPU's own kernels)
+        "bound_bk": (2.9e-15, 1.1e-11),
+        # threads, mlp and fl smoke
+        "sharpness": (8.4e-16, 8.7e-17),
+        # rel: threads, fl default
+        "gap_err": (8.6e-14, 7.9e-21),
     },
 }
 
 
 def stated_rounding(dtype: str, column: str) -> tuple:
-    """``(rel, beyond)`` of :data:`MEASURED_ROUNDING`, each at least the dtype's :data:`EPS`: the rounding the
-    tolerances promise.  A part measured as exactly 0 (a difference that is zero in exact arithmetic and came
-    out bit for bit equal on the measuring machine) is rounding on another CPU (e.g. 1.8e-32 with another
-    OpenBLAS kernel), so no stated rounding is 0."""
+    """``(rel, beyond)`` of :data:`MEASURED_ROUNDING`, each at least the dtype's :data:`EPS`: the
+    rounding the tolerances promise.  A part measured as exactly 0 (a difference that is zero in
+    exact arithmetic and came out bit for bit equal on the measuring machine) is rounding on
+    another CPU (e.g. 1.8e-32 with another OpenBLAS kernel), so no stated rounding is 0."""
     rel, beyond = MEASURED_ROUNDING[dtype][column]
     return (max(rel, EPS[dtype]), max(beyond, EPS[dtype]))
 
 
 def tolerance_from_rounding(dtype: str, rounding: tuple) -> tuple:
-    """``(rtol, atol_rel) = SAFETY * max(rel, eps), SAFETY * max(beyond, eps)`` for a measured ``(rel, beyond)``."""
+    """``(rtol, atol_rel) = SAFETY * max(rel, eps), SAFETY * max(beyond, eps)`` for a measured
+    ``(rel, beyond)``."""
     eps = EPS[dtype]
     return (SAFETY * max(rounding[0], eps), SAFETY * max(rounding[1], eps))
 
@@ -164,17 +185,20 @@ def column_scale(reference: Mapping[str, Sequence], column: str) -> float:
     return s if s > 0 else 1.0
 
 
-def compared_columns(theirs: Mapping, reference: Mapping, columns: Sequence[str] | None = None) -> list:
+def compared_columns(theirs: Mapping, reference: Mapping,
+                     columns: Sequence[str] | None = None) -> list:
     """The columns to compare: ``columns`` if given, else :data:`VALUE_COLUMNS` plus each
     :data:`OPTIONAL_COLUMNS` entry that both records hold (not all NaN)."""
     if columns:
         return list(columns)
     return list(VALUE_COLUMNS) + [c for c in OPTIONAL_COLUMNS
-                                  if c in theirs and c in reference and _finite(theirs[c]) and _finite(reference[c])]
+                                  if c in theirs and c in reference and _finite(theirs[c])
+                                  and _finite(reference[c])]
 
 
-def reference_tolerances(reference: Mapping[str, Sequence], dtype: str | None, columns: Sequence[str] | None = None,
-                         rtol: float | None = None, atol: float | None = None) -> dict:
+def reference_tolerances(reference: Mapping[str, Sequence], dtype: str | None,
+                         columns: Sequence[str] | None = None, rtol: float | None = None,
+                         atol: float | None = None) -> dict:
     """``{column: (rtol, atol)}`` (``atol`` absolute) for comparisons against ``reference``.
 
     The defaults of :data:`TOLERANCES` for ``dtype``, with ``atol_rel`` times
@@ -186,7 +210,8 @@ def reference_tolerances(reference: Mapping[str, Sequence], dtype: str | None, c
     out = {}
     for c in columns or ALL_COLUMNS:
         r, a_rel = tol[c]
-        out[c] = (r if rtol is None else rtol, a_rel * column_scale(reference, c) if atol is None else atol)
+        out[c] = (r if rtol is None else rtol,
+                  a_rel * column_scale(reference, c) if atol is None else atol)
     return out
 
 

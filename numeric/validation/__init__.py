@@ -40,22 +40,7 @@ from .numpy_step import numpy_user_step
 from .report import StepReport
 from .states import default_eta0, seeded_optimizer_states, seeded_states
 
-__all__ = [
-    "ValidationInputError",
-    "UserStep",
-    "as_user_step",
-    "numpy_user_step",
-    "check_step_output",
-    "seeded_states",
-    "seeded_optimizer_states",
-    "default_eta0",
-    "Candidate",
-    "candidate_patterns",
-    "FreshnessFit",
-    "freshness_fit",
-    "StepFactors",
-    "infer_step_factors",
-    "CandidateResult",
-    "StepReport",
-    "identify_step",
-]
+__all__ = ["ValidationInputError", "UserStep", "as_user_step", "numpy_user_step",
+           "check_step_output", "seeded_states", "seeded_optimizer_states", "default_eta0",
+           "Candidate", "candidate_patterns", "FreshnessFit", "freshness_fit", "StepFactors",
+           "infer_step_factors", "CandidateResult", "StepReport", "identify_step"]

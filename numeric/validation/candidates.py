@@ -24,16 +24,8 @@ from ..steps import scheme_step
 from ..task import Task
 from .inputs import UserStep
 
-__all__ = [
-    "Candidate",
-    "order_label",
-    "pattern_label",
-    "candidate_patterns",
-    "reference_step",
-    "CandidateResult",
-    "compare",
-    "evaluate",
-]
+__all__ = ["Candidate", "order_label", "pattern_label", "candidate_patterns", "reference_step",
+           "CandidateResult", "compare", "evaluate"]
 
 EPS64 = float(torch.finfo(torch.float64).eps)
 
@@ -99,28 +91,14 @@ def candidate_patterns(
     return out
 
 
-def reference_step(
-    task: Task,
-    params: Mapping,
-    pattern: DelayPattern,
-    lr: float,
-    factors: Sequence[float] | None,
-    spec=None,
-    opt_state=None,
-) -> dict:
+def reference_step(task: Task, params: Mapping, pattern: DelayPattern, lr: float,
+                   factors: Sequence[float] | None, spec=None, opt_state=None) -> dict:
     """The exact step of ``pattern`` with block step sizes ``lr f_i`` (plain :func:`scheme_step`
     when all are 1), with optimizer ``spec`` from ``opt_state`` when given
     (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`)."""
     if spec is not None and spec.stateful:
-        return optimizer_scheme_step(
-            task,
-            params,
-            pattern,
-            lr,
-            spec,
-            state=opt_state,
-            factors=None if factors is None else list(factors),
-        )[0]
+        return optimizer_scheme_step(task, params, pattern, lr, spec, state=opt_state,
+                                     factors=None if factors is None else list(factors))[0]
     if factors is None or all(f == 1.0 for f in factors):
         return scheme_step(task, params, pattern, lr)
     return optimizer_scheme_step(task, params, pattern, lr, "sgd", factors=list(factors))[0]
@@ -205,29 +183,12 @@ def compare(user_outs, refs, states, etas, rtol, atol_eps) -> tuple[list, list, 
     return errors, rels, within, tols
 
 
-def evaluate(
-    cand: Candidate,
-    user: UserStep,
-    states,
-    etas,
-    user_outs,
-    rtol,
-    atol_eps,
-    factors=None,
-    spec=None,
-    opt_states=None,
-) -> CandidateResult:
+def evaluate(cand: Candidate, user: UserStep, states, etas, user_outs, rtol, atol_eps, factors=None,
+             spec=None, opt_states=None) -> CandidateResult:
     refs = [
         [
-            reference_step(
-                user.task,
-                st,
-                cand.pattern,
-                h,
-                factors,
-                spec,
-                None if opt_states is None else opt_states[si],
-            )
+            reference_step(user.task, st, cand.pattern, h, factors, spec,
+                           None if opt_states is None else opt_states[si])
             for h in etas
         ]
         for si, st in enumerate(states)

@@ -179,16 +179,8 @@ def _use_fit(report: StepReport, user: UserStep, states, etas, user_outs, cands)
         else:
             cand = Candidate(pattern_label(task, pat), pat, ["inferred"])
             report.results.append(
-                evaluate(
-                    cand,
-                    user,
-                    states,
-                    etas,
-                    user_outs,
-                    report.rtol,
-                    report.atol_eps,
-                    _factor_list(report),
-                )
+                evaluate(cand, user, states, etas, user_outs, report.rtol, report.atol_eps,
+                         _factor_list(report))
             )
     elif ft.is_sign_flipped:
         report.notes.append(

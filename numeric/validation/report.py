@@ -191,21 +191,12 @@ class StepReport:
                 + (" (inferred)" if "inferred" in r.candidate.roles else "")
             )
             rows.append(
-                [
-                    tag,
-                    f"{max(r.rel_errors):.2e}",
-                    f"{r.rel_errors[-1]:.2e}",
-                    "" if not math.isfinite(r.order) else f"{r.order:.2f}",
-                    "MATCH" if r.matches else "differs",
-                ]
+                [tag, f"{max(r.rel_errors):.2e}", f"{r.rel_errors[-1]:.2e}",
+                 "" if not math.isfinite(r.order) else f"{r.order:.2f}",
+                 "MATCH" if r.matches else "differs"]
             )
-        head = [
-            "candidate",
-            "max rel. error",
-            f"rel. error at eta={self.etas[-1]:.3g}",
-            "order of difference",
-            "verdict",
-        ]
+        head = ["candidate", "max rel. error", f"rel. error at eta={self.etas[-1]:.3g}",
+                "order of difference", "verdict"]
         return tabulate(rows, headers=head, tablefmt=fmt, disable_numparse=True)
 
     def text(self, verbose: bool = False) -> str:
@@ -231,11 +222,7 @@ class StepReport:
             lines.append(f"step factors ({how}): {self.factors.text(t.block_names)}")
         if self.route is not None:
             lines.append(self.route.describe())
-        lines += [
-            "",
-            self.table(),
-            "",
-        ]
+        lines += ["", self.table(), ""]
         if self.fit is not None:
             lines += [
                 "second-order term fitted as sum_j a_ij H_ij g_j (a pattern S has a_ij = 1 for "
@@ -245,11 +232,8 @@ class StepReport:
             ]
         if verbose:
             for r in self.results:
-                lines += [
-                    f"{r.label}: error ||step - reference|| (max over states) against eta",
-                    r.study.table(),
-                    "",
-                ]
+                lines += [f"{r.label}: error ||step - reference|| (max over states) against eta",
+                          r.study.table(), ""]
         for n in self.notes:
             lines.append("note: " + n)
         lines.append("verdict: " + self.verdict())
