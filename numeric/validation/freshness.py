@@ -101,14 +101,9 @@ class FreshnessFit:
         }
 
 
-def freshness_fit(
-    user: UserStep,
-    states: Sequence[Mapping],
-    eta: float,
-    tol: float = 0.05,
-    factors: Sequence[float] | None = None,
-    route: CurvatureRoute | None = None,
-) -> FreshnessFit:
+def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: float = 0.05,
+                  factors: Sequence[float] | None = None,
+                  route: CurvatureRoute | None = None) -> FreshnessFit:
     """Fit the step's ``eta^2`` term by ``a_ij H_ij g_j`` (see :class:`FreshnessFit`).
 
     With per-block step factors ``f_i`` (block ``i`` steps with ``eta_i = f_i

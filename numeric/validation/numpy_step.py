@@ -12,15 +12,9 @@ from .inputs import UserStep, ValidationInputError, declared_pattern
 __all__ = ["numpy_user_step"]
 
 
-def numpy_user_step(
-    params: Mapping,
-    loss: Callable,
-    grad: Callable,
-    step: Callable,
-    blocks: Mapping | None = None,
-    pattern=None,
-    name: str = "numpy step",
-) -> UserStep:
+def numpy_user_step(params: Mapping, loss: Callable, grad: Callable, step: Callable,
+                    blocks: Mapping | None = None, pattern=None,
+                    name: str = "numpy step") -> UserStep:
     """A step written outside torch, as a :class:`UserStep`: NumPy callables on ``{name: float64
     array}``.
 
