@@ -157,12 +157,10 @@ class CurvatureRoute:
             return ("curvature route: autograd Hessian-vector products (checked against "
                     "differences of gradients)")
         return (
-            f"curvature route: central differences of gradients in float64 (h = "
+            "curvature route: central differences of gradients in float64 (h = "
             f"{'/'.join(f'{c:g}' for c in self.LEVELS)} ||theta|| / ||v||; largest estimated "
-            "relative error of a product "
-            f"{self.max_rel_error:.1e}, {self.products} products, {self.rough} more for the step "
-            "size), "
-            f"because {self.reason}"
+            f"relative error of a product {self.max_rel_error:.1e}, {self.products} products, "
+            f"{self.rough} more for the step size), because {self.reason}"
         )
 
     def to_dict(self) -> dict:

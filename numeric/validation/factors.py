@@ -126,6 +126,5 @@ def uniform_note(sf: StepFactors) -> list:
         return []
     return [
         f"the step moves every block {f:.6g} times as far as lr says (its first-order term is "
-        f"-{f:.6g} eta g): "
-        "a learning-rate scaling, not a scheme at this lr"
+        f"-{f:.6g} eta g): a learning-rate scaling, not a scheme at this lr"
     ]

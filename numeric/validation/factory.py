@@ -74,8 +74,7 @@ def as_user_step(obj, name: str = "step", pattern=None) -> UserStep:
     if task.dtype != torch.float64:
         raise ValidationInputError(
             f"task {task.name!r} has {str(task.dtype).replace('torch.', '')} parameters; step "
-            "validation runs in float64 "
-            "(build the task's parameters and data in float64)"
+            "validation runs in float64 (build the task's parameters and data in float64)"
         )
     task.check_loss()
     if pattern is not None:

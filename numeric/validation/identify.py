@@ -193,10 +193,9 @@ def _use_fit(report: StepReport, user: UserStep, states, etas, user_outs, cands)
     else:
         worst = max(ft.residual)
         report.notes.append(
-            "the step's second-order term is not of delay-pattern form "
-            f"(largest fit residual {worst:.2f}; coefficients not all 0 or 1): it is no scheme of "
-            "Definition 2 "
-            "(e.g. fresh weights combined with stale activations or adjoints)"
+            "the step's second-order term is not of delay-pattern form (largest fit residual "
+            f"{worst:.2f}; coefficients not all 0 or 1): it is no scheme of Definition 2 (e.g. "
+            "fresh weights combined with stale activations or adjoints)"
         )
 
 
@@ -207,7 +206,6 @@ def _explain(report: StepReport) -> None:
     if finite and max(finite) < 1.5:
         report.notes.append(
             "the step differs from every candidate at first order in eta: its gradient is not the "
-            "gradient at "
-            "the current point (a stale gradient from another point, a wrong learning-rate "
-            "scaling, or a wrong sign)"
+            "gradient at the current point (a stale gradient from another point, a wrong "
+            "learning-rate scaling, or a wrong sign)"
         )

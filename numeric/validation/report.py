@@ -98,10 +98,9 @@ class StepReport:
         if not self.deterministic:
             return (
                 "NOT A FUNCTION OF (params, lr): two identical calls differ by "
-                f"{self.nondeterminism:.2e} of the "
-                "step size, so it performs no fixed scheme (does it keep a gradient from an "
-                "earlier call, "
-                "i.e. a stale gradient, or draw random numbers?)"
+                f"{self.nondeterminism:.2e} of the step size, so it performs no fixed scheme (does "
+                "it keep a gradient from an earlier call, i.e. a stale gradient, or draw random "
+                "numbers?)"
             )
         if m:
             s = "matches " + " and ".join(m) + self.factors_label
