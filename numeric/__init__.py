@@ -43,7 +43,7 @@ _EXPORTS = {
     "ProtocolError": "protocol_checks", "ProtocolResult": "protocol", "run_protocol": "protocol",
     "FIELDS": "records", "RecordsError": "records", "read_records": "records",
     "winner_metrics": "metrics",
-    "as_user_step": "step_identification", "identify_step": "step_identification",
+    "as_user_step": "validation", "identify_step": "validation",
     "step_from_training_code": "training_step",
     "compare_records": "record_comparison",
 }

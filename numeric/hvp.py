@@ -80,7 +80,8 @@ def _tangent(v: Mapping, params: Mapping) -> dict:
     for k, p in params.items():
         t = v[k]
         if tuple(t.shape) != tuple(p.shape):
-            raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has {tuple(p.shape)}")
+            raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
+                           f"{tuple(p.shape)}")
         out[k] = t.detach().to(dtype=p.dtype, device=p.device)
     return out
 
@@ -113,7 +114,8 @@ def block_grad(loss: Loss, params: Mapping, keys: Sequence[str]) -> dict:
         if not value.requires_grad:
             return {k: torch.zeros_like(leaves[k]) for k in keys}
         gs = torch.autograd.grad(value, [leaves[k] for k in keys], allow_unused=True)
-    return {k: (g.detach() if g is not None else torch.zeros_like(leaves[k])) for k, g in zip(keys, gs)}
+    return {k: (g.detach() if g is not None else torch.zeros_like(leaves[k]))
+            for k, g in zip(keys, gs)}
 
 
 def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
@@ -136,17 +138,18 @@ def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
 
 def backward_of(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                 grad_outputs: Sequence[torch.Tensor], retain_graph: bool = False) -> tuple:
-    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``: one tensor per input, ``None`` for an input no
-    output depends on; what ``torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph=retain_graph,
-    allow_unused=True)`` returns, by the same call into autograd's engine (the same bits).
+    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``: one tensor per input, ``None`` for an
+    input no output depends on; what ``torch.autograd.grad(outputs, inputs, grad_outputs,
+    retain_graph=retain_graph, allow_unused=True)`` returns, by the same call into autograd's
+    engine (the same bits).
 
-    ``torch.autograd.grad`` checks each ``grad_outputs[i]`` against its output through torch.fx's symbolic
-    shapes, whose first import brings in SymPy (about 0.6 s per process, most of a small run's start): here
-    the shapes are compared directly.  Falls back to ``torch.autograd.grad`` for tensor
-    subclasses and where torch has no such engine entry point.
+    ``torch.autograd.grad`` checks each ``grad_outputs[i]`` against its output through torch.fx's
+    symbolic shapes, whose first import brings in SymPy (about 0.6 s per process, most of a small
+    run's start): here the shapes are compared directly.  Falls back to ``torch.autograd.grad``
+    for tensor subclasses and where torch has no such engine entry point.
 
-    Shapes and dtypes: ``grad_outputs[i]`` shaped like ``outputs[i]``, both real or both complex (else
-    ``RuntimeError``, as ``torch.autograd.grad`` checks).
+    Shapes and dtypes: ``grad_outputs[i]`` shaped like ``outputs[i]``, both real or both complex
+    (else ``RuntimeError``, as ``torch.autograd.grad`` checks).
     """
     outputs, inputs, grad_outputs = tuple(outputs), tuple(inputs), tuple(grad_outputs)
     if len(outputs) != len(grad_outputs):
@@ -157,8 +160,8 @@ def backward_of(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                                f"its output {out.dtype} {tuple(out.shape)}")
     if _ENGINE is None or any(type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter)
                               for t in outputs + inputs + grad_outputs):
-        return torch.autograd.grad(outputs, inputs, grad_outputs=grad_outputs, retain_graph=retain_graph,
-                                   allow_unused=True)
+        return torch.autograd.grad(outputs, inputs, grad_outputs=grad_outputs,
+                                   retain_graph=retain_graph, allow_unused=True)
     return _ENGINE(outputs, grad_outputs, retain_graph, False, inputs, True, accumulate_grad=False)
 
 
@@ -198,7 +201,8 @@ def _reverse_core(loss: Loss, params: Mapping, grad_outputs: list, batched: bool
         if not outs:  # gradient independent of theta: H = 0
             return value.detach(), g, zeros
         inputs = [p[k] for k in keys]
-        hs = (torch.autograd.grad(outs, inputs, grad_outputs=gos, allow_unused=True, is_grads_batched=True)
+        hs = (torch.autograd.grad(outs, inputs, grad_outputs=gos, allow_unused=True,
+                                  is_grads_batched=True)
               if batched else backward_of(outs, inputs, gos))
     return value.detach(), g, [h.detach() if h is not None else z for h, z in zip(hs, zeros)]
 
@@ -223,7 +227,8 @@ _SINGLE = {"forward": _hvp_forward, "reverse": _hvp_reverse, "rof": _hvp_rof}
 
 
 def _with_auto_fallback(method: str, run: Callable[[str], object]):
-    """``run(method)``; under ``"auto"``: ``run("reverse")``, else ``run("forward")`` if that raises."""
+    """``run(method)``; under ``"auto"``: ``run("reverse")``, else ``run("forward")`` if that
+    raises."""
     if method != "auto":
         return run(method)
     try:
@@ -237,7 +242,8 @@ def _with_auto_fallback(method: str, run: Callable[[str], object]):
 
 def resolve_method(loss: Loss, params: Mapping, method: str = "auto") -> str:
     """The concrete method ``method`` stands for at ``params``: ``"auto"`` tries one double-backward
-    product (``"reverse"``) and answers ``"forward"`` if it raises; any other method is returned as is."""
+    product (``"reverse"``) and answers ``"forward"`` if it raises; any other method is returned as
+    is."""
     _check_method(method)
     if method != "auto":
         return method
@@ -359,8 +365,10 @@ def _sync(params: Mapping) -> None:
         torch.cuda.synchronize(dev)
 
 
-def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None, methods: Sequence[str] = ("forward", "reverse", "rof"), repeats: int = 1) -> dict:
-    """Time each HVP method (after a warm-up) and name the fastest (no side effect: pass it as ``method``).
+def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None,
+             methods: Sequence[str] = ("forward", "reverse", "rof"), repeats: int = 1) -> dict:
+    """Time each HVP method (after a warm-up) and name the fastest (no side effect: pass it as
+    ``method``).
 
     Which method is fastest depends on the model and the device (on the CPU:
     double backward for the MLP and the T5-LoRA shapes, reverse-over-forward

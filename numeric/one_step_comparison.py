@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .comparison_verdict import ComparisonVerdict
 from .records import RecordsError
 
 __all__ = ["FAMILIES", "RTOL", "OneStepComparison", "compare_one_step"]
@@ -88,7 +89,7 @@ def _flat(obj, where: str) -> list:
 
 
 @dataclass
-class OneStepComparison:
+class OneStepComparison(ComparisonVerdict):
     """Outcome of :func:`compare_one_step`.
 
     Attributes:
@@ -102,14 +103,6 @@ class OneStepComparison:
     diagnoses: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     where: str = "one_step.json"
-
-    @property
-    def ok(self) -> bool:
-        return self.first is None
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
 
     def summary(self) -> str:
         if self.ok:
@@ -130,9 +123,7 @@ class OneStepComparison:
             ),
             "",
         ]
-        lines += ["note: " + n for n in self.notes] + ["diagnosis: " + d for d in self.diagnoses]
-        lines.append(("OK: " if self.ok else "DISAGREE: ") + self.summary())
-        return "\n".join(lines)
+        return "\n".join(lines + self.verdict_lines())
 
     def to_dict(self) -> dict:
         return {
@@ -259,31 +250,23 @@ def _candidates(expected: Mapping, label: str | None, q: str) -> list:
         ]
     if q == "eta3_estimate" and "c3" in pat:
         c3 = float(pat["c3"])
-        out += [
-            ("eta^2 C_S - eta^3 c3: the sign of the eta^3 term", lr * lr * cs - lr**3 * c3),
-            ("the eta^2 estimate without its eta^3 term", lr * lr * cs),
-            ("eta^2/2 C_S + eta^3 c3 (Theorem 1 has eta^2 C_S)", lr * lr * cs / 2 + lr**3 * c3),
-        ]
+        out += [("eta^2 C_S - eta^3 c3: the sign of the eta^3 term", lr * lr * cs - lr**3 * c3),
+                ("the eta^2 estimate without its eta^3 term", lr * lr * cs),
+                ("eta^2/2 C_S + eta^3 c3 (Theorem 1 has eta^2 C_S)", lr * lr * cs / 2 + lr**3 * c3)]
     if q == "gap_1" and "loss_s_1" in pat:
         out.append(
-            (
-                "gap_1 = loss_jc_1 - loss_s_1: the opposite sign convention (gap = L_S - L_JC)",
-                float(expected["loss_jc_1"]) - float(pat["loss_s_1"]),
-            )
+            ("gap_1 = loss_jc_1 - loss_s_1: the opposite sign convention (gap = L_S - L_JC)",
+             float(expected["loss_jc_1"]) - float(pat["loss_s_1"]))
         )
     if q == "C_cross" and "c" in expected:
         c = expected["c"]
         out.append(
-            (
-                "C_cross = sum_{i<j} c_ij (half; C_cross = 2 sum_{i<j} c_ij, eq. cross_curvature)",
-                cross / 2,
-            )
+            ("C_cross = sum_{i<j} c_ij (half; C_cross = 2 sum_{i<j} c_ij, eq. cross_curvature)",
+             cross / 2)
         )
         out.append(
-            (
-                "C_cross = sum_ij c_ij (with the diagonal: that is g^T H g)",
-                sum(sum(row) for row in c),
-            )
+            ("C_cross = sum_ij c_ij (with the diagonal: that is g^T H g)",
+             sum(sum(row) for row in c))
         )
     return out
 

@@ -109,7 +109,7 @@ def assert_step_is(
 ):
     """Assert that ``step(params, lr)`` performs exactly the scheme of ``pattern`` on ``task``.
 
-    Runs :func:`crosscurv.numeric.step_identification.identify_step` with ``pattern`` declared:
+    Runs :func:`crosscurv.numeric.validation.identify_step` with ``pattern`` declared:
     the step must agree with the exact step of ``pattern`` to round-off
     (``||U - R|| <= rtol ||R - theta|| + 64 eps ||theta||``) at every seeded
     state and every ``eta = eta0 * 2^-k``, and must be a function of its
@@ -124,12 +124,12 @@ def assert_step_is(
         pattern: CLI spec (``"gs"``, ``"gs:B,A"``, ``"2<-1"``...) or a
             :class:`DelayPattern`.
         seeds, eta0, n_etas, rtol, perturb, max_all_orders: see
-            :func:`crosscurv.numeric.step_identification.identify_step`.
+            :func:`crosscurv.numeric.validation.identify_step`.
 
     Returns:
-        the :class:`crosscurv.numeric.step_identification.StepReport`.
+        the :class:`crosscurv.numeric.validation.StepReport`.
     """
-    from .step_identification import as_user_step, identify_step
+    from .validation import as_user_step, identify_step
 
     user = as_user_step((task, step, pattern), name=getattr(step, "__name__", "step"))
     report = identify_step(user, seeds=seeds, eta0=eta0, n_etas=max(3, n_etas), rtol=rtol, perturb=perturb,

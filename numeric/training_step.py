@@ -1,7 +1,7 @@
 """Validate real training code: an ``nn.Module`` and a ``torch.optim`` training step as a user step.
 
 ``crosscurv validate-step`` checks a step ``step(params, lr) -> new params``
-(:mod:`crosscurv.numeric.step_identification`).  Training code is written differently:
+(:mod:`crosscurv.numeric.validation`).  Training code is written differently:
 it updates a module in place with ``optimizer.zero_grad()``,
 ``loss.backward()`` and ``optimizer.step()``, with one or several
 optimizers, param groups, ``requires_grad`` toggles, peft adapters.
@@ -49,7 +49,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from .step_identification import UserStep, ValidationInputError, _declared
+from .validation.inputs import UserStep, ValidationInputError, declared_pattern
 from .task import Task
 
 __all__ = ["step_from_training_code", "block_names_from_patterns"]
@@ -136,7 +136,7 @@ def step_from_training_code(
     pattern=None,
     name: str = "training step",
 ) -> UserStep:
-    """A :class:`~crosscurv.numeric.step_identification.UserStep` running ordinary training code (module docstring).
+    """A :class:`~crosscurv.numeric.validation.UserStep` running ordinary training code (module docstring).
 
     Args:
         model: the ``nn.Module`` (peft-wrapped included); converted to float64 in place.
@@ -218,7 +218,7 @@ def step_from_training_code(
         train_step(model, built)
         return {n: named[n].detach().clone() for n in block_of}
 
-    return UserStep(task, step, _declared(task, pattern), name)
+    return UserStep(task, step, declared_pattern(task, pattern), name)
 
 
 class _Objective(torch.nn.Module):

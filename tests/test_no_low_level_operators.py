@@ -24,7 +24,7 @@ PACKAGES = ("theory", "numeric", "experiments")
 #: - the NumPy loss bridge of ``numpy_user_step`` (its value and gradient are the user's NumPy callables;
 #:   layout test: tests/numeric/test_numpy_step.py::test_the_numpy_bridge_reads_any_layout)
 ALLOWED: set[tuple[str, str]] = {
-    ("numeric/step_identification.py", "class _Loss(autograd.Function)"),
+    ("numeric/validation/numpy_step.py", "class _Loss(autograd.Function)"),
 }
 
 

@@ -162,7 +162,7 @@ def _rounding_scale(task) -> float:
 
 def _loss_after(impl: Implementation, task, pattern, lr: float) -> float:
     """``L`` after one ``impl.step`` from a copy of ``task.params`` (the result checked, copied)."""
-    from crosscurv.numeric.step_identification import check_step_output
+    from crosscurv.numeric.validation import check_step_output
 
     params = {n: v.detach().clone() for n, v in task.params.items()}
     out = check_step_output(

@@ -155,7 +155,7 @@ def check_golden_records(impl) -> None:
 def _torch_one_step(impl, name: str) -> dict:
     """One-step results of ``impl.step`` (and ``impl.cross_curvature``) on the case's task."""
     from crosscurv.experiments.conformance.golden import load_case
-    from crosscurv.numeric.step_identification import check_step_output
+    from crosscurv.numeric.validation import check_step_output
     from crosscurv.theory.patterns import as_pattern, jacobi
 
     case, task = load_case(os.path.join(golden_dir(), name))

@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from crosscurv.numeric.step_identification import (
+from crosscurv.numeric.validation import (
     ValidationInputError,
     as_user_step,
     identify_step,

@@ -5,7 +5,7 @@ attention kernel, which has neither forward-mode nor double-backward
 derivatives; a custom ``torch.autograd.Function`` with a once-differentiable
 backward has no double backward.  The step size and the freshness fit then
 take their curvature products from central differences of gradients
-(:class:`crosscurv.numeric.step_identification.CurvatureRoute`).
+(:class:`crosscurv.numeric.hvp_differences.CurvatureRoute`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from crosscurv.numeric import Task, task_from_module
-from crosscurv.numeric.step_identification import CurvatureRoute, as_user_step, identify_step
+from crosscurv.numeric.hvp_differences import CurvatureRoute
 from crosscurv.numeric.steps import scheme_step
+from crosscurv.numeric.validation import as_user_step, identify_step
 
 FAST = dict(seeds=(0, 1), n_etas=4)
 

@@ -1,4 +1,4 @@
-"""crosscurv.numeric.step_identification: correct and deliberately wrong steps are identified, errors are one line."""
+"""crosscurv.numeric.validation: correct and deliberately wrong steps are identified, errors are one line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from crosscurv.numeric import Task
 from crosscurv.numeric.steps import scheme_step
-from crosscurv.numeric.step_identification import (
+from crosscurv.numeric.validation import (
     ValidationInputError,
     as_user_step,
     candidate_patterns,
@@ -256,3 +256,11 @@ def test_step_that_raises_is_one_line():
 
 
 # -- records ---------------------------------------------------------------------------------
+
+
+def test_the_former_import_path_reexports_the_package():
+    from crosscurv.numeric import hvp_differences, step_identification, validation
+
+    for name in validation.__all__:
+        assert getattr(step_identification, name) is getattr(validation, name), name
+    assert step_identification.CurvatureRoute is hvp_differences.CurvatureRoute

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from crosscurv.numeric import task_from_module
-from crosscurv.numeric.step_identification import as_user_step, identify_step
+from crosscurv.numeric.validation import as_user_step, identify_step
 
 FAST = dict(seeds=(0, 1), n_etas=4)
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from crosscurv.numeric import task_from_module
-from crosscurv.numeric.step_identification import as_user_step, identify_step
+from crosscurv.numeric.validation import as_user_step, identify_step
 
 FAST = dict(seeds=(0, 1), n_etas=4)
 
@@ -57,7 +57,7 @@ def test_jc_sgd_step_returning_aliases_is_jc(form):
 
 def test_returned_copy_is_not_an_alias():
     model, task, _, _ = _model_and_task()
-    from crosscurv.numeric.step_identification import check_step_output
+    from crosscurv.numeric.validation import check_step_output
 
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     out = check_step_output(model.state_dict(), params, 0.1)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from crosscurv.numeric import step_from_training_code
-from crosscurv.numeric.step_identification import ValidationInputError, as_user_step, identify_step
+from crosscurv.numeric.validation import ValidationInputError, as_user_step, identify_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = dict(seeds=(0, 1), n_etas=4)

@@ -197,7 +197,7 @@ def run(args) -> int:
                   + ("" if args.rtol is None else f"; --rtol {args.rtol:g} for every column")
                   + ("" if args.atol is None else f"; --atol {args.atol:g} for every column"))
         print(comp.text())
-    return 0 if comp.ok else 1
+    return comp.exit_code
 
 
 def _one_step(args) -> int:

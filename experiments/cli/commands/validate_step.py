@@ -10,13 +10,13 @@ called with the keyword arguments it declares among ``dtype`` (always
 * an object with attributes ``.task``, ``.step`` and optionally ``.pattern``,
 * a dict of NumPy callables ``{"params", "loss", "grad", "step"}`` (optionally ``"blocks"``,
   ``"pattern"``): a step written outside torch, checked through differences of its gradient
-  (:func:`crosscurv.numeric.step_identification.numpy_user_step`),
+  (:func:`crosscurv.numeric.validation.numpy_user_step`),
 
 where ``task`` is a float64 :class:`crosscurv.numeric.Task`, ``step(params, lr) ->
 new params`` maps a dict of tensors keyed like ``task.params`` and a float
 to a dict with the same names, shapes and dtype, and ``pattern`` is the
 declared scheme (``jc``, ``gs``, ``gs:B,A``, ``2<-1``...; ``--pattern``
-overrides it).  See :func:`crosscurv.numeric.step_identification.identify_step` for the method.
+overrides it).  See :func:`crosscurv.numeric.validation.identify_step` for the method.
 
 Exit codes: 0 the step performs the declared pattern (or, with none
 declared, some candidate) to round-off; 1 it does not, or it is not a
@@ -66,7 +66,7 @@ def add_arguments(p) -> None:
 
 
 def _seeds(text: str) -> list[int]:
-    from crosscurv.numeric.step_identification import ValidationInputError
+    from crosscurv.numeric.validation import ValidationInputError
 
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
@@ -92,7 +92,7 @@ def load_step_factory(spec: str, device=None):
 
 
 def run(args) -> int:
-    from crosscurv.numeric.step_identification import ValidationInputError, as_user_step, identify_step
+    from crosscurv.numeric.validation import ValidationInputError, as_user_step, identify_step
 
     if ":" not in args.spec:
         raise ValidationInputError(
