@@ -110,6 +110,8 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     pairs: list = []
     lines = ["# Studies over seeds and the regime map", "", *_intro(command)]
     if seeds_sw is not None:
+        lines += _stale_certificate_lines(seeds_sw.runs)
+    if seeds_sw is not None:
         lines += _seeds_lines(seeds_sw, regime_sw, out, result, found_rows, found_cert)
     if regime_sw:
         part, points = _regime_lines(regime_sw, seeds_sw, out, result)
@@ -138,6 +140,28 @@ def _intro(command: str | None) -> list[str]:
             "difference), cumulative (Theorem 3), jc_only (the cumulative estimate from the JC run alone). "
             "An iteration whose measured |gap| is within its error bound `gap_err` is undecided: no measured "
             "winner, left out of the hits and of Correct.", ""]
+
+
+def _stale_certificate_lines(runs: Sequence) -> list[str]:
+    """A line when some runs' recorded ``*_cert`` columns differ from what the current certificate
+    (:func:`crosscurv.numeric.certificate.record_certificates`) gives on their records."""
+    import numpy as np
+
+    from crosscurv.experiments.reports.table import _with_certificates
+
+    stale = 0
+    for r in runs:
+        now = _with_certificates(r.run)
+        cols = r.run.columns
+        if now is not cols and any(
+                not np.array_equal(np.asarray(cols[c]), np.asarray(now[c]), equal_nan=True)
+                for c in now if c.endswith("_cert") and c in cols):
+            stale += 1
+    if not stale:
+        return []
+    return [f"Stale: {stale} of {len(runs)} seeds-study runs hold `*_cert` columns recorded under an "
+            "older certificate. The recorded-certificate columns below show them as recorded; "
+            "Table 1 (table1.md, README.md) recomputes them with the current one.", ""]
 
 
 def _seeds_lines(seeds_sw, regime_sw, out: Path, result: StudiesResult, found_rows: dict,
