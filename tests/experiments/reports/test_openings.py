@@ -16,7 +16,7 @@ from crosscurv.experiments.reports.opening import MAX_FINDINGS, opening
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports"
 #: the longest a findings line may be (short sentences, a person reads them)
-MAX_FINDING_CHARS = 400
+MAX_FINDING_CHARS = 300
 #: words that start provenance, never findings
 PROVENANCE = re.compile(r"(Generated|Written) by|do not edit", re.IGNORECASE)
 #: the line naming the command that writes the report
