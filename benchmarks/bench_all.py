@@ -160,7 +160,8 @@ def _table_column(section: str, header_part: str) -> list[tuple[str, float]]:
     header contains ``header_part``."""
     out, col = [], None
     for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        cells = ([c.strip() for c in line.strip().strip("|").split("|")]
+                 if line.startswith("|") else [])
         if not cells:
             col = None
         elif col is None:

@@ -63,7 +63,8 @@ def write_report(path: str, lines: list[str], argv) -> None:
                        cpu)
     args = " ".join(argv if argv is not None else sys.argv[1:])
     text = render(lines, f"python benchmarks/bench_validate_step.py {args}".rstrip(),
-                  time.strftime("%Y-%m-%d"), f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}")
+                  time.strftime("%Y-%m-%d"),
+                  f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
 

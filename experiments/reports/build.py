@@ -160,8 +160,8 @@ SWEEPS_DIR = "sweeps"
 
 
 def _studies_stage(out: Path):
-    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds* and edge-*; regime-* and reference-*, the
-    regime map; threads*); ``None`` when there are none."""
+    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds* and edge-*; regime-* and
+    reference-*, the regime map; threads*); ``None`` when there are none."""
     from crosscurv.experiments.studies import write_studies_report
 
     sweeps = out / SWEEPS_DIR
@@ -249,7 +249,8 @@ def _derive_stage(out: Path, command, timings: dict, failures: list) -> None:
 
 
 def _scaling_stage(out: Path, command, quick: bool, timings: dict, failures: list) -> None:
-    """Stage 2: ``crosscurv scaling`` into ``out`` (scaling.md); exit 3 is a finding, not a failure."""
+    """Stage 2: ``crosscurv scaling`` into ``out`` (scaling.md); exit 3 is a finding, not a
+    failure."""
     _say(f"stage 2/{STAGES}: error-scaling study" + (" (quick)" if quick else ""))
     t0 = time.perf_counter()
     rc = command(["scaling", "--out", str(out)] + (["--quick"] if quick else []))

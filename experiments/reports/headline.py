@@ -269,10 +269,10 @@ def _table(rows: dict, tasks: list, source: str) -> list[str]:
 #: what the headline table's columns mean, under it
 TABLE_NOTE = (
     "Correct: share of decided iterations whose winner the row names. JC wins: iterations where "
-    "JC's loss is lower (mean over the seeds). Coverage: certified share of the decided iterations; "
-    "Precision: correct among the certified. The paper ran T5-base, full CIFAR-10/MNIST and a GPU; "
-    "ours are the CPU presets, comparable in kind. Details: `reports/table1.md`, "
-    "`reports/studies.md`."
+    "JC's loss is lower (mean over the seeds). Coverage: certified share of the decided "
+    "iterations; Precision: correct among the certified. The paper ran T5-base, full "
+    "CIFAR-10/MNIST and a GPU; ours are the CPU presets, comparable in kind. Details: "
+    "`reports/table1.md`, `reports/studies.md`."
 )
 
 
