@@ -224,6 +224,43 @@ def _stale_lines(rows: Sequence[dict]) -> list[str]:
             "(written before a diverged run got none); they are left out here."]
 
 
+def _preset_lines(rows: Sequence[dict], folder: str | None) -> list[str]:
+    """A line when runs that took their preset's learning rate (``sweep.json``'s grid has no
+    ``lr``) ran at another rate than the preset has now: written before the presets changed."""
+    import json
+
+    from crosscurv.experiments.tasks import PRESETS, preset_settings
+
+    if folder is None:
+        return []
+    try:
+        with open(os.path.join(folder, "sweep.json"), encoding="utf-8") as fh:
+            grid = json.load(fh).get("grid", {})
+    except (OSError, ValueError):
+        return []
+    if any(lr is not None for lr in grid.get("lr") or [None]):
+        return []
+    old: dict = {}  # task -> (the rate the runs had, the preset's rate now, how many runs)
+    for r in rows:
+        try:
+            now = preset_settings(r["task"], r["preset"]).get("lr")
+        except Exception:  # a task or preset this version does not know
+            continue
+        if r["lr"] is not None and now is not None and r["lr"] != now:
+            had, _, n = old.get(r["task"], (r["lr"], now, 0))
+            old[r["task"]] = (had, now, n + 1)
+    if not old:
+        return []
+    preset = rows[0]["preset"]
+    match = [p for p in PRESETS if p not in (preset, "smoke") and all(
+        preset_settings(t, p).get("lr") == had for t, (had, _, _) in old.items())]
+    return ["", f"Stale: {sum(n for *_, n in old.values())} runs say preset `{preset}` but ran "
+            "at " + ", ".join(f"{t} {_g(had)}" for t, (had, _, _) in old.items())
+            + f"; `{preset}` now has " + ", ".join(f"{_g(now)}" for _, now, _ in old.values())
+            + ". They were written before the presets changed"
+            + (f"; the `{match[0]}` preset has their rates." if match else ".")]
+
+
 def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | None = None) -> str:
     """``sweep.md``: what the sweep found, a per-run table and, for settings run over several
     seeds, mean [min, max] tables (``folder``: the sweep folder, for the diverged runs' last
@@ -252,7 +289,7 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | No
                     + [f(r[f"{e}_{k}"]) if done or r["status"] != "diverged" else ""
                        for e in ESTIMATES for k, f in (("correct", _pct), ("mae", _g))])
     lines.append(tabulate(body, headers=head, tablefmt="github", disable_numparse=True))
-    lines += _stale_lines(rows)
+    lines += _stale_lines(rows) + _preset_lines(rows, folder)
     groups = [g for g in group_over_seeds(rows) if g["n"] + g["failed"] > 1]
     if groups:
         lines += ["", "## Over seeds: mean [min, max] of the complete runs", ""]

@@ -54,3 +54,18 @@ def test_findings_and_a_diverged_run_rendered_again(tmp_path):
 def test_rerender_refuses_a_folder_without_sweep_csv(tmp_path):
     out = subprocess.run(RERENDER + [str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no sweep.csv" in out.stderr
+
+
+def test_runs_at_a_rate_their_preset_no_longer_has_are_marked(tmp_path):
+    import json
+
+    rows = [_row("fl-default-seed0", "complete", 90.0, 0.5)]  # preset default, lr 0.05
+    aggregate.write_csv(str(tmp_path / "sweep.csv"), rows)
+    for lrs, stale in (([None], True), ([0.05], False)):  # the preset's rate, or one asked for
+        (tmp_path / "sweep.json").write_text(json.dumps({"grid": {"lr": lrs}}))
+        out = subprocess.run(RERENDER + [str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        md = (tmp_path / "sweep.md").read_text()
+        line = ("Stale: 1 runs say preset `default` but ran at fl 0.05; `default` now has 0.007. "
+                "They were written before the presets changed; the `edge` preset has their rates.")
+        assert (line in md) == stale, md
