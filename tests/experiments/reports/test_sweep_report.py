@@ -63,7 +63,8 @@ def test_runs_at_a_rate_their_preset_no_longer_has_are_marked(tmp_path):
     aggregate.write_csv(str(tmp_path / "sweep.csv"), rows)
     for lrs, stale in (([None], True), ([0.05], False)):  # the preset's rate, or one asked for
         (tmp_path / "sweep.json").write_text(json.dumps({"grid": {"lr": lrs}}))
-        out = subprocess.run(RERENDER + [str(tmp_path)], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(RERENDER + [str(tmp_path)], capture_output=True, text=True,
+                             timeout=120)
         assert out.returncode == 0, out.stderr
         md = (tmp_path / "sweep.md").read_text()
         line = ("Stale: 1 runs say preset `default` but ran at fl 0.05; `default` now has 0.007. "
