@@ -178,6 +178,37 @@ def _section_checks(rows: list, iters: int) -> list:
     return md
 
 
+def findings(text: str) -> list[str]:
+    """At most five lines read off a rendered report: how many checks held, what held per task,
+    and the table-level verdicts (each emulation's recomputed Table 1 within the seeds' spread)."""
+    import re
+
+    out = []
+    held = re.search(r"^([0-9]+) of ([0-9]+) checks held \(exit 0\)\.$", text, re.M)
+    if held:
+        out.append(f"- {held.group(1)} of {held.group(2)} `report --check` runs held under the "
+                   "emulated kernels of other CPUs.")
+    for task, kinds in re.findall(r"^\* `([^`]+)`: (.*)\.$", text, re.M)[:3]:
+        parts = re.findall(r"(?:^|; )([^;]+?) under ([0-9]+) \(", kinds)
+        total = sum(int(n) for _, n in parts)
+        out.append(f"- {task}, of {total} kernel settings: "
+                   + ", ".join(f"{what} under {n}" for what, n in parts) + ".")
+    verdicts = re.findall(r"^Verdict per emulation: (.*)\.$", text, re.M)
+    if verdicts:
+        ok = sum(all(v.endswith(": pass") for v in line.split("; ")) for line in verdicts)
+        out.append(f"- Table 1 over the checked iterations: every emulation within the seeds' "
+                   f"spread for {ok} of {len(verdicts)} runs.")
+    return out[:5] or ["- No check has run yet."]
+
+
+def render(md: list) -> str:
+    """The report from its rendered lines (title first): :func:`findings` put after the title."""
+    from crosscurv.experiments.reports.opening import with_findings
+
+    text = "\n".join(md)
+    return with_findings(text, findings(text))
+
+
 def write_portability(args: PortabilityOptions) -> int:
     """Check every run of ``args.runs`` under every emulation (cached, resumable) and write the
     report ``args.out``; returns 1 when a check (or the table-level comparison) failed, else 0.
@@ -238,7 +269,7 @@ def write_portability(args: PortabilityOptions) -> int:
         failed += table_failed
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(md))
+        fh.write(render(md))
     print(args.out)
     return 1 if failed else 0
 

@@ -417,6 +417,62 @@ def _presets(text: str) -> tuple:
     return tuple(out)
 
 
+def _table_rows(section: str) -> tuple[list[str], list[list[str]]]:
+    """The header cells and the body rows of the first Markdown table in ``section``."""
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in section.splitlines() if ln.startswith("|")]
+    return (rows[0], rows[2:]) if len(rows) > 2 else ([], [])
+
+
+def _rel_part(cell: str) -> float:
+    """The ``rel`` of a ``rel / beyond`` cell."""
+    try:
+        return float(cell.split("/")[0])
+    except ValueError:
+        return float("nan")
+
+
+def findings(text: str) -> list[str]:
+    """At most five lines read off a rendered report: per dtype, how many columns the stated
+    rounding covers under every emulation and the largest measured ``rel``; which variant
+    differs most."""
+    out = []
+    per_emulation = text.split("## Per emulation", 1)[-1].split("## Per variant", 1)[0]
+    for part in per_emulation.split("**")[1::2]:  # the dtype names in bold, each before its table
+        section = per_emulation.split(f"**{part}**", 1)[1]
+        head, body = _table_rows(section)
+        if not body or "covers" not in head:
+            continue
+        n_emu = head.index("largest") - 1
+        yes = sum(r[head.index("covers")] == "yes" for r in body)
+        top = sorted(body, key=lambda r: -_rel_part(r[head.index("largest")]))[:3]
+        out.append(f"- {part}: the stated `MEASURED_ROUNDING` covers {yes} of {len(body)} columns "
+                   f"under {n_emu} kernel settings; largest `rel`: "
+                   + ", ".join(f"{r[0].strip('`')} {r[head.index('largest')].split(' /')[0]}"
+                               for r in top) + ".")
+    variants = text.split("## Per variant", 1)[-1]
+    head, body = _table_rows(variants)
+    names = [h for h in ("threads", "engine", "float64", "subtraction") if h in head]
+    if body and names:
+        most: dict = {}
+        for r in body:
+            rel = {n: _rel_part(r[head.index(n)]) for n in names}
+            if max(rel.values()) > 0:
+                worst = max(rel, key=rel.get)
+                most[worst] = most.get(worst, 0) + 1
+        out.append("- The variant that differs most, per column: "
+                   + ", ".join(f"{n} in {k}" for n, k in sorted(most.items(), key=lambda x: -x[1]))
+                   + f" of {len(body)} columns.")
+    return out[:5] or ["- Nothing measured yet."]
+
+
+def render(text: str) -> str:
+    """The report with :func:`findings` after its title."""
+    from crosscurv.experiments.reports.opening import with_findings
+
+    return with_findings(text, findings(text))
+
+
 @dataclass(frozen=True)
 class RoundingOptions:
     """What :func:`write_rounding` measures (the command-line flags of the same names).
@@ -486,7 +542,7 @@ def write_rounding(a: RoundingOptions) -> int:
         if a.out:
             os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
             with open(a.out, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.write(render(text))
             print(a.out)
         else:
             print(text)

@@ -160,8 +160,8 @@ SWEEPS_DIR = "sweeps"
 
 
 def _studies_stage(out: Path):
-    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds* and edge-*, regime-*, threads*); ``None`` when there
-    are none."""
+    """``studies.md`` from the sweeps in ``out/sweeps`` (seeds* and edge-*; regime-* and
+    reference-*, the regime map; threads*); ``None`` when there are none."""
     from crosscurv.experiments.studies import write_studies_report
 
     sweeps = out / SWEEPS_DIR
@@ -169,7 +169,8 @@ def _studies_stage(out: Path):
     def folders(pattern):
         return sorted(p for p in sweeps.glob(pattern) if (p / "runs").is_dir())
 
-    seeds, regime, threads = folders("seeds*") + folders("edge-*"), folders("regime-*"), folders("threads*")
+    seeds, threads = folders("seeds*") + folders("edge-*"), folders("threads*")
+    regime = folders("regime-*") + folders("reference-*")
     if not seeds:
         return None
     rel = lambda p: os.path.relpath(p, out.parent)  # noqa: E731
@@ -205,34 +206,67 @@ def build_report(
     """
     if command is None and (derive or scaling or motivation):
         raise ValueError("build_report needs command= to run the derive, scaling and motivation stages")
-    from crosscurv.experiments.reports.plotting import gap_figure, winner_timeline
-    from crosscurv.experiments.reports.table import load_run, paper_comparison, render_table
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     failures: list[str] = []
     t_all = time.perf_counter()
-    n = 7
-
     if derive:
-        _say(f"stage 1/{n}: symbolic derivations")
-        t0 = time.perf_counter()
-        rc = command(["derive", "--out", str(out)])
-        timings["derive"] = time.perf_counter() - t0
-        if rc != 0:
-            failures.append(f"derive exited {rc}")
+        _derive_stage(out, command, timings, failures)
     if scaling:
-        _say(f"stage 2/{n}: error-scaling study" + (" (quick)" if quick_scaling else ""))
-        t0 = time.perf_counter()
-        rc = command(["scaling", "--out", str(out)] + (["--quick"] if quick_scaling else []))
-        timings["scaling"] = time.perf_counter() - t0
-        if rc == 3:  # a finding, not a failure: an order with no point in the asymptotic window
-            _say("scaling: an order has no point in the asymptotic window (a finding: see scaling.md)")
-        elif rc != 0:
-            failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see scaling.md)")
+        _scaling_stage(out, command, quick_scaling, timings, failures)
+    runs = _runs_stage(out, tasks, preset, fresh, device, timings, failures)
+    figures, table_md, comparison = _table_stage(out, runs, timings)
+    motivation_md = None
+    if motivation:
+        motivation_md = _motivation_report_stage(out, preset, fresh, command, timings, failures)
+    studies_result = None
+    if studies:
+        studies_result = _studies_report_stage(out, timings, failures)
+    _say(f"stage 7/{STAGES}: index")
+    _write_table1(out, runs, studies_result, table_md, comparison)
+    timings["total"] = time.perf_counter() - t_all
+    _write_index(out, preset, runs, figures, table_md, comparison, timings, failures,
+                 motivation_md=motivation_md, studies_result=studies_result)
+    _say(f"wrote {out / 'README.md'}, {out / 'table1.md'} and {len(figures) * 2} figures in {timings['total']:.0f} s")
+    for f in failures:
+        _say(f"FAILED: {f}")
+    return 1 if failures else 0
 
-    _say(f"stage 3/{n}: controlled studies {', '.join(tasks)} (preset {preset}, {STUDY_THREADS} thread)")
+
+#: the stages of :func:`build_report`, for its progress lines
+STAGES = 7
+
+
+def _derive_stage(out: Path, command, timings: dict, failures: list) -> None:
+    """Stage 1: ``crosscurv derive`` into ``out`` (theory.md)."""
+    _say(f"stage 1/{STAGES}: symbolic derivations")
+    t0 = time.perf_counter()
+    rc = command(["derive", "--out", str(out)])
+    timings["derive"] = time.perf_counter() - t0
+    if rc != 0:
+        failures.append(f"derive exited {rc}")
+
+
+def _scaling_stage(out: Path, command, quick: bool, timings: dict, failures: list) -> None:
+    """Stage 2: ``crosscurv scaling`` into ``out`` (scaling.md); exit 3 is a finding, not a
+    failure."""
+    _say(f"stage 2/{STAGES}: error-scaling study" + (" (quick)" if quick else ""))
+    t0 = time.perf_counter()
+    rc = command(["scaling", "--out", str(out)] + (["--quick"] if quick else []))
+    timings["scaling"] = time.perf_counter() - t0
+    if rc == 3:  # a finding, not a failure: an order with no point in the asymptotic window
+        _say("scaling: an order has no point in the asymptotic window (a finding: see scaling.md)")
+    elif rc != 0:
+        failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see scaling.md)")
+
+
+def _runs_stage(out: Path, tasks, preset: str, fresh: bool, device: str, timings: dict,
+                failures: list) -> list:
+    """Stage 3: the controlled studies in ``out/runs/<task>``; returns the loaded runs."""
+    from crosscurv.experiments.reports.table import load_run
+
+    _say(f"stage 3/{STAGES}: controlled studies {', '.join(tasks)} (preset {preset}, {STUDY_THREADS} thread)")
     runs = []
     for task in tasks:
         run_dir = out / "runs" / task
@@ -243,8 +277,15 @@ def build_report(
             failures.append(f"run {task} exited {rc}")
         if (run_dir / "records.csv").is_file():
             runs.append(load_run(run_dir))
+    return runs
 
-    _say(f"stage 4/{n}: Table 1 and figures")
+
+def _table_stage(out: Path, runs: list, timings: dict) -> tuple[dict, str, str]:
+    """Stage 4: each run's gap figure and winner timeline, Table 1 and the paper comparison."""
+    from crosscurv.experiments.reports.plotting import gap_figure, winner_timeline
+    from crosscurv.experiments.reports.table import paper_comparison, render_table
+
+    _say(f"stage 4/{STAGES}: Table 1 and figures")
     t0 = time.perf_counter()
     figures = {}
     for run in runs:
@@ -256,67 +297,66 @@ def build_report(
     table_md = render_table(runs, "github") if runs else "(no runs)"
     comparison = paper_comparison(runs, "github") if runs else "(no runs)"
     timings["table and figures"] = time.perf_counter() - t0
+    return figures, table_md, comparison
 
-    motivation_md = None
-    if motivation:
-        _say(f"stage 5/{n}: motivation study (Figure 1; complete runs in {out / 'runs' / 'motivation'} reused)")
-        t0 = time.perf_counter()
-        rc = _motivation_stage(out, preset, fresh, command)
-        timings["motivation"] = time.perf_counter() - t0
-        if rc != 0:
-            failures.append(f"motivation exited {rc}")
-        elif (out / "motivation.md").is_file():
-            motivation_md = "motivation.md"
 
+def _motivation_report_stage(out: Path, preset: str, fresh: bool, command, timings: dict,
+                             failures: list) -> str | None:
+    """Stage 5: the motivation study; returns ``"motivation.md"`` when it wrote the report."""
+    _say(f"stage 5/{STAGES}: motivation study (Figure 1; complete runs in {out / 'runs' / 'motivation'} reused)")
+    t0 = time.perf_counter()
+    rc = _motivation_stage(out, preset, fresh, command)
+    timings["motivation"] = time.perf_counter() - t0
+    if rc != 0:
+        failures.append(f"motivation exited {rc}")
+    elif (out / "motivation.md").is_file():
+        return "motivation.md"
+    return None
+
+
+def _studies_report_stage(out: Path, timings: dict, failures: list):
+    """Stage 6: studies.md from ``out/sweeps``; a sweep folder that cannot be read is a failure
+    reported with the rest of the report standing."""
+    _say(f"stage 6/{STAGES}: studies over seeds and the regime map (from {out / SWEEPS_DIR}, if present)")
+    t0 = time.perf_counter()
     studies_result = None
-    if studies:
-        _say(f"stage 6/{n}: studies over seeds and the regime map (from {out / SWEEPS_DIR}, if present)")
-        t0 = time.perf_counter()
-        try:
-            studies_result = _studies_stage(out)
-        except Exception as exc:  # a sweep folder that cannot be read is reported, the rest of the report stands
-            failures.append(f"studies: {exc}")
-        if studies_result is None and not failures:
-            _say(f"no sweeps in {out / SWEEPS_DIR} (`make studies` computes them); stage skipped")
-        timings["studies aggregation"] = time.perf_counter() - t0
+    try:
+        studies_result = _studies_stage(out)
+    except Exception as exc:  # a sweep folder that cannot be read is reported, the rest of the report stands
+        failures.append(f"studies: {exc}")
+    if studies_result is None and not failures:
+        _say(f"no sweeps in {out / SWEEPS_DIR} (`make studies` computes them); stage skipped")
+    timings["studies aggregation"] = time.perf_counter() - t0
+    return studies_result
 
-    _say(f"stage 7/{n}: index")
+
+def _write_table1(out: Path, runs: list, studies_result, table_md: str, comparison: str) -> None:
+    """``out/table1.md``: the findings on Table 1, the provenance, seed 0 of each study, the
+    paper's numbers beside ours, then every seed."""
+    from crosscurv.experiments.reports.headline import findings
+    from crosscurv.experiments.reports.one_step_along_jc import replay_drift
+
     seeds_part = ""
     if studies_result is not None and studies_result.seeds_table:
         seeds_part = ("\n\n## Over seeds (`make studies`)\n\nRuns covered: " + studies_result.coverage
                       + " Mean [min, max] over the seeds, the paper's value beside each (details, winner timelines "
                       "and the regime map: [studies.md](studies.md)).\n\n" + studies_result.seeds_table)
-    from crosscurv.experiments.reports.headline import findings
-
-    from crosscurv.experiments.reports.one_step_along_jc import replay_drift
-
     seed_rows = studies_result.seed_rows if studies_result is not None else None
     replayed = sorted(out.glob("runs/*")) + sorted(out.glob("sweeps/seeds*/runs/*"))
     drift = [d for d in map(replay_drift, replayed) if d is not None]
     drift_note = (f" The replayed JC losses match the records within {max(drift):.2g} (relative, "
-                  "the "
-                  f"largest over the {len(drift)} runs replayed): float32 rounding drift, the same "
-                  "trajectory." if drift else "")
+                  f"the largest over the {len(drift)} runs replayed): float32 rounding drift, the "
+                  "same trajectory." if drift else "")
     (out / "table1.md").write_text(
         "# Table 1, redone\n\n" + "\n".join(findings(out, runs, seed_rows)[:3])
         + "\n\nGenerated by `make report` (`crosscurv report`) from `runs/<task>` and `sweeps/`. "
-          "Below: seed 0 "
-        "of each study, the paper's numbers beside ours, then every seed. The baseline rows are "
-        "what an "
-        "estimate must beat: the majority winner (known only afterwards) and the one-step sign of "
-        "eta^2 C_S "
-        "(`one_step.csv` beside the records, written by `python -m "
-        "crosscurv.experiments.reports.one_step_along_jc "
-        "RUN_DIR`)." + drift_note + "\n\n## Seed 0 of each study\n\n" + table_md
+        "Below: seed 0 of each study, the paper's numbers beside ours, then every seed. The "
+        "baseline rows are what an estimate must beat: the majority winner (known only afterwards) "
+        "and the one-step sign of eta^2 C_S (`one_step.csv` beside the records, written by "
+        "`python -m crosscurv.experiments.reports.one_step_along_jc RUN_DIR`)." + drift_note
+        + "\n\n## Seed 0 of each study\n\n" + table_md
         + "\n\n## Next to the paper's numbers\n\n" + comparison + seeds_part + "\n"
     )
-    timings["total"] = time.perf_counter() - t_all
-    _write_index(out, preset, runs, figures, table_md, comparison, timings, failures,
-                 motivation_md=motivation_md, studies_result=studies_result)
-    _say(f"wrote {out / 'README.md'}, {out / 'table1.md'} and {len(figures) * 2} figures in {timings['total']:.0f} s")
-    for f in failures:
-        _say(f"FAILED: {f}")
-    return 1 if failures else 0
 
 
 def _intervals(values) -> str:
@@ -428,18 +468,40 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
 
     machine = _machine()
     seed_rows = studies_result.seed_rows if studies_result is not None else None
-    headline = write_headline(out, runs, seed_rows,
-                              command=f"crosscurv report --preset {preset}")
+    bullets, rest = write_headline(out, runs, seed_rows,
+                                   command=f"crosscurv report --preset {preset}")
     lines = [
         "# crosscurv reports",
         "",
-        "## What the studies found",
+        *bullets,
         "",
-        *headline,
         "Generated by `make report` (`crosscurv report --preset %s`). Everything here is"
-        " regenerated by that command; nothing is edited by hand. The text above is also"
-        " [headline.md](headline.md), which the documentation's Results page includes." % preset,
+        " regenerated by that command; nothing is edited by hand. The findings above, the table"
+        " and the figures below are also [headline.md](headline.md), which the documentation's"
+        " Results page includes." % preset,
+        *rest,
+    ]
+    lines += _contents_lines(out, motivation_md, studies_result)
+    lines += _runs_lines(preset, runs, figures, machine)
+    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "", comparison, ""]
+    if studies_result is not None and studies_result.seeds_table:
+        lines += ["## Table 1 over seeds", "", f"Runs covered: {studies_result.coverage} Mean [min, max] over the "
+                  "seeds; `paper`: the paper's value ([studies.md](studies.md) has the winner timelines and the "
+                  "regime map).", "", studies_result.seeds_table, ""]
+    lines += [
+        "The paper's numbers come from its own runs at K = 500 with T5-base weights, the full"
+        " CIFAR-10/MNIST pipelines and a GPU; ours come from the preset above on the machine above."
+        " Differences in K, data and model size make the numbers comparable in kind, not equal.",
         "",
+    ]
+    lines += _reproducibility_lines(runs, studies_result)
+    lines += _timings_lines(runs, studies_result, timings, failures)
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def _contents_lines(out: Path, motivation_md, studies_result) -> list[str]:
+    """The index of the reports: each file, what it holds and the command that writes it."""
+    lines = [
         "## Contents",
         "",
         "- [theory.md](theory.md): the paper's expansions derived and checked symbolically (SymPy).",
@@ -466,6 +528,12 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
         for name, rel, n_done, n_left in studies_result.sweeps:
             lines.append(f"  - [{name}]({rel}): {n_done} finished runs"
                          + (f", {n_left} not finished (left out)" if n_left else ""))
+    return lines
+
+
+def _runs_lines(preset: str, runs: list, figures: dict, machine: dict) -> list[str]:
+    """The machine, then per study its settings, what it found and its two figures."""
+    lines: list[str] = []
     lines += [
         "",
         "## Machine",
@@ -501,18 +569,12 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
         if run.task in figures:
             g, w = figures[run.task]
             lines += ["", f"![gap {run.task}]({g})", "", f"![winners {run.task}]({w})", ""]
-    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "", comparison, ""]
-    if studies_result is not None and studies_result.seeds_table:
-        lines += ["## Table 1 over seeds", "", f"Runs covered: {studies_result.coverage} Mean [min, max] over the "
-                  "seeds; `paper`: the paper's value ([studies.md](studies.md) has the winner timelines and the "
-                  "regime map).", "", studies_result.seeds_table, ""]
-    lines += [
-        "The paper's numbers come from its own runs at K = 500 with T5-base weights, the full"
-        " CIFAR-10/MNIST pipelines and a GPU; ours come from the preset above on the machine above."
-        " Differences in K, data and model size make the numbers comparable in kind, not equal.",
-        "",
-    ]
-    lines += _reproducibility_lines(runs, studies_result)
+    return lines
+
+
+def _timings_lines(runs: list, studies_result, timings: dict, failures: list) -> list[str]:
+    """What each stage took here, what the runs took when computed, and the failures."""
+    lines: list[str] = []
     lines += [
         "## Timings (this machine, this run)",
         "",
@@ -532,4 +594,4 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
                   "`summary.json`):", "", studies_result.timing_table]
     if failures:
         lines += ["", "## Failures", ""] + [f"- {f}" for f in failures]
-    (out / "README.md").write_text("\n".join(lines) + "\n")
+    return lines

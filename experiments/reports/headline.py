@@ -139,27 +139,37 @@ def scaling_orders(scaling_md: Path) -> str | None:
 
 
 def advise_agreement(validation_json: Path) -> str | None:
-    """One line from ``advise/validation.json``: how often the advice named the measured best
-    scheme, inside the regime (``eta * lambda_max < 2``), per task; ``None`` without the file."""
+    """One line from ``advise/validation.json``, inside the regime (``eta * lambda_max < 2``): how
+    often the advice named the measured best scheme per task, its regret (the loss given up by
+    following it, relative to the best-to-worst spread, mean over the decided iterations) and the
+    certified iterations that were wrong; ``None`` without the file."""
     if not validation_json.is_file():
         return None
     rows = json.loads(validation_json.read_text(encoding="utf-8")).get("rows", [])
+    inside = [r for r in rows
+              if r.get("eta_sharpness_max") is not None and r["eta_sharpness_max"] < 2
+              and r.get("agree_decided")]
     per: dict = {}
-    for r in rows:
-        top = r.get("eta_sharpness_max")
-        if top is None or not top < 2 or not r.get("agree_decided"):
-            continue
+    for r in inside:
         ok, n = per.get(r["task"], (0, 0))
         per[r["task"]] = (ok + r["agree_decided"][0], n + r["agree_decided"][1])
     if not per:
         return None
     parts = [f"{LABEL.get(t, t)} {100.0 * ok / n:.0f}%" for t, (ok, n) in per.items() if n]
-    return (
-        "`crosscurv advise` named the measured best scheme in "
-        + ", ".join(parts)
-        + " of the decided iterations inside the regime. Its regret (loss given up by following "
-        "it) is not measured by the committed study."
-    )
+    line = ("`crosscurv advise` named the measured best scheme in " + ", ".join(parts)
+            + " of the decided iterations inside the regime.")
+    sms = [r["summary"] for r in inside if (r.get("summary") or {}).get("decided")]
+    dec = sum(m["decided"] for m in sms)
+    if dec:
+        regret = sum(m["regret_mean"] * m["decided"] for m in sms
+                     if m["regret_mean"] == m["regret_mean"]) / dec
+        wrong = sum(len(m["wrong_k"]) for m in sms)
+        cert = sum(m["certified"] for m in sms)
+        line += (f" Following it gives up {regret:.2g} of the best-to-worst spread (mean); "
+                 f"{wrong} of {cert} certified iterations were wrong.")
+    else:
+        line += " Its regret is not in the committed study."
+    return line
 
 
 def findings(out: Path, runs, seed_rows=None) -> list[str]:
@@ -174,75 +184,64 @@ def headline_lines(out: Path, runs, seed_rows=None) -> list[str]:
     return bullets + rest
 
 
-def _headline(out: Path, runs, seed_rows) -> tuple[list[str], list[str]]:
-    from crosscurv.experiments.reports.table import ESTIMATE_LABELS, PAPER_TABLE1
+def _per_task(rows: dict, tasks: list, est: str, paper: bool = False) -> str:
+    """``DNN 99.0%, FL 99.3%``: the mean Correct of ``est`` per task (``paper``: the paper's)."""
+    from crosscurv.experiments.reports.table import PAPER_TABLE1
 
-    rows, source = _rows(runs, seed_rows)
-    tasks = [t for t in ORDER if (t, "recursive") in rows]
-    if not tasks:
-        return [
-            "No study has finished yet: `make report` writes the runs this headline is read from."
-        ], []
-    K = max(rows[(t, "recursive")]["K"] for t in tasks)
     n_max = max(r["n"] for r in rows.values())
+    vals = []
+    for t in tasks:
+        r = rows.get((t, est))
+        if paper:
+            p = PAPER_TABLE1.get(t, {}).get(est)
+            vals.append(f"{LABEL[t]} {_pct(p['correct']) if p else 'n/a'}")
+        else:
+            few = f" ({r['n']} seed{'s' if r['n'] > 1 else ''})" if r and r["n"] < n_max else ""
+            vals.append(f"{LABEL[t]} {_pct(_mean(r['correct'])) if r else 'n/a'}{few}")
+    return ", ".join(vals)
 
-    def per_task(est, paper=False):
-        vals = []
-        for t in tasks:
-            r = rows.get((t, est))
-            if paper:
-                p = PAPER_TABLE1.get(t, {}).get(est)
-                vals.append(f"{LABEL[t]} {_pct(p['correct']) if p else 'n/a'}")
-            else:
-                few = f" ({r['n']} seed{'s' if r['n'] > 1 else ''})" if r and r["n"] < n_max else ""
-                vals.append(f"{LABEL[t]} {_pct(_mean(r['correct'])) if r else 'n/a'}{few}")
-        return ", ".join(vals)
+
+def _bullets(out: Path, rows: dict, tasks: list, source: str, K: int) -> list[str]:
+    """The findings: Table 1 beside the paper, the baselines and JC's wins, the certified winners,
+    the observed orders and the advice (each where its data is there)."""
+    from crosscurv.experiments.reports.table import PAPER_TABLE1
 
     lines = [
         f"- Table 1 ({source}, K = {K}): the recursive estimate names the lower-loss scheme in "
-        f"{per_task('recursive')} of the iterations. The paper: {per_task('recursive', True)}.",
-        f"- Baselines: always naming the majority winner scores {per_task('majority')}; the "
-        "one-step sign of "
-        f"eta^2 C_S scores {per_task('one_step')}.",
-        "- JC wins "
+        f"{_per_task(rows, tasks, 'recursive')} of the iterations. "
+        f"The paper: {_per_task(rows, tasks, 'recursive', True)}.",
+        f"- Baselines: the majority winner scores {_per_task(rows, tasks, 'majority')}; the "
+        f"one-step sign of eta^2 C_S {_per_task(rows, tasks, 'one_step')}. JC wins "
         + ", ".join(f"{LABEL[t]} {rows[(t, 'recursive')]['n_jc_mean']:.3g}" for t in tasks)
         + f" of {K} iterations (the paper: "
         + ", ".join(
-            f"{LABEL[t]} {PAPER_TABLE1[t]['recursive']['jc_hits'][1]}"
-            for t in tasks
-            if t in PAPER_TABLE1
+            f"{PAPER_TABLE1[t]['recursive']['jc_hits'][1]}" for t in tasks if t in PAPER_TABLE1
         )
-        + "). Where one scheme wins nearly always, the baseline is as good as any estimate.",
+        + "). When one scheme nearly always wins, the baseline is as good as any estimate.",
     ]
     cert = [(t, rows[(t, "recursive")]) for t in tasks]
     lines.append(
-        "- Certified winners of the recursive estimate (its recorded error bound excludes a sign "
-        "change; "
+        "- Certified winners of the recursive estimate (its certificate excludes a sign change; "
         "Table 1's Coverage and Precision): coverage "
         + ", ".join(f"{LABEL[t]} {_pct(_mean(r.get('coverage', math.nan)))}" for t, r in cert)
         + "; precision "
         + ", ".join(f"{LABEL[t]} {_pct(_mean(r.get('precision', math.nan)))}" for t, r in cert)
         + "."
     )
-    extra = [
-        x
-        for x in (
-            scaling_orders(out / "scaling.md"),
-            advise_agreement(out / "advise" / "validation.json"),
-        )
-        if x
-    ]
-    if extra:
-        lines.append("- " + " ".join(extra))
-    head = [
-        "Task",
-        "Estimate",
-        f"Correct ({source})",
-        "paper",
-        "JC wins",
-        "paper",
-        "Coverage / Precision",
-    ]
+    extra = (
+        scaling_orders(out / "scaling.md"),
+        advise_agreement(out / "advise" / "validation.json"),
+    )
+    return lines + ["- " + x for x in extra if x]
+
+
+def _table(rows: dict, tasks: list, source: str) -> list[str]:
+    """Table 1 beside the paper: Correct over the seeds, JC wins, Coverage / Precision."""
+    from crosscurv.experiments.reports.table import ESTIMATE_LABELS, PAPER_TABLE1
+
+    n_max = max(r["n"] for r in rows.values())
+    head = ["Task", "Estimate", f"Correct ({source})", "paper", "JC wins", "paper",
+            "Coverage / Precision"]
     table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in tasks:
         first = True
@@ -251,59 +250,67 @@ def _headline(out: Path, runs, seed_rows) -> tuple[list[str], list[str]]:
             if r is None:
                 continue
             p = PAPER_TABLE1.get(t, {}).get("recursive")
-            jc = r["n_jc_mean"]
             few = f" ({r['n']} seed{'s' if r['n'] > 1 else ''})" if r["n"] < n_max else ""
-            correct = _cell(r["correct"]) + few
             paper = PAPER_TABLE1.get(t, {}).get(est)
-            table.append(
-                "| "
-                + " | ".join(
-                    [
-                        LABEL[t],
-                        ESTIMATE_LABELS.get(est, est),
-                        correct,
-                        _pct(paper["correct"]) if paper else "-",
-                        f"{jc:.3g}/{r['K']}" if first else "",
-                        f"{p['jc_hits'][1]}/500" if p and first else "",
-                        f"{_cell(r.get('coverage', math.nan))} / "
-                        f"{_cell(r.get('precision', math.nan))}",
-                    ]
-                )
-                + " |"
-            )
+            cells = [
+                LABEL[t],
+                ESTIMATE_LABELS.get(est, est),
+                _cell(r["correct"]) + few,
+                _pct(paper["correct"]) if paper else "-",
+                f"{r['n_jc_mean']:.3g}/{r['K']}" if first else "",
+                f"{p['jc_hits'][1]}/500" if p and first else "",
+                f"{_cell(r.get('coverage', math.nan))} / {_cell(r.get('precision', math.nan))}",
+            ]
+            table.append("| " + " | ".join(cells) + " |")
             first = False
-    bullets, lines = lines, []
-    lines += [
-        "",
-        *table,
-        "",
-        "Correct: share of decided iterations whose winner the row names. JC wins: iterations "
-        "where JC's "
-        "loss is lower (mean over the seeds). Coverage: certified share of the decided iterations; "
-        "Precision: correct among the certified. The paper ran T5-base, full CIFAR-10/MNIST and a "
-        "GPU; "
-        "ours are the CPU presets, comparable in kind. Details: `reports/table1.md`, "
-        "`reports/studies.md`.",
-        "",
-    ]
+    return table
+
+
+#: what the headline table's columns mean, under it
+TABLE_NOTE = (
+    "Correct: share of decided iterations whose winner the row names. JC wins: iterations where "
+    "JC's loss is lower (mean over the seeds). Coverage: certified share of the decided "
+    "iterations; Precision: correct among the certified. The paper ran T5-base, full "
+    "CIFAR-10/MNIST and a GPU; ours are the CPU presets, comparable in kind. Details: "
+    "`reports/table1.md`, `reports/studies.md`."
+)
+
+
+def _figures(out: Path) -> list[str]:
+    """The :data:`FIGURES` that exist under ``OUT/figures``, each with its caption."""
+    lines = []
     for name, caption in FIGURES:
         if (out / "figures" / name).is_file():
             lines += [f"![{caption}](figures/{name})", "", f"*{caption}*", ""]
-    return bullets, lines
+    return lines
 
 
-def write_headline(out: Path, runs, seed_rows=None, command: str = "make report") -> list[str]:
-    """Write ``OUT/headline.md`` (title, the command that writes it, :func:`headline_lines`);
-    returns the lines without the title, for the README."""
+def _headline(out: Path, runs, seed_rows) -> tuple[list[str], list[str]]:
+    """The findings (:func:`_bullets`) and what follows them: the table and the figures."""
+    rows, source = _rows(runs, seed_rows)
+    tasks = [t for t in ORDER if (t, "recursive") in rows]
+    if not tasks:
+        return ["- No study has finished yet: `make report` writes the runs this headline is "
+                "read from."], []
+    K = max(rows[(t, "recursive")]["K"] for t in tasks)
+    rest = ["", *_table(rows, tasks, source), "", TABLE_NOTE, "", *_figures(out)]
+    return _bullets(out, rows, tasks, source, K), rest
+
+
+def write_headline(out: Path, runs, seed_rows=None,
+                   command: str = "make report") -> tuple[list[str], list[str]]:
+    """Write ``OUT/headline.md``: the title, the findings, the command that writes it, then the
+    table and the figures; returns the findings and what follows the command, for the README."""
     from crosscurv.numeric.records import atomic_write_text
 
-    lines = headline_lines(out, runs, seed_rows)
+    bullets, rest = _headline(Path(out), runs, seed_rows)
     text = [
         "# What the studies found",
         "",
-        f"Generated by `{command}` from the committed runs; do not edit.",
+        *bullets,
         "",
-        *lines,
+        f"Generated by `{command}` from the committed runs; do not edit.",
+        *rest,
     ]
     atomic_write_text(str(Path(out) / HEADLINE_FILE), "\n".join(text) + "\n")
-    return lines
+    return bullets, rest
