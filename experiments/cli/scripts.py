@@ -13,6 +13,7 @@ module, which takes plain typed parameters::
     python -m crosscurv.experiments.reports.site_check                       site_check()
     python -m crosscurv.experiments.conformance.portability                  portability()
     python -m crosscurv.experiments.conformance.rounding                     rounding()
+    python -m crosscurv.experiments.sweep.rerender FOLDER...                 sweep_rerender()
 
 Each module's ``if __name__ == "__main__":`` block calls its function here.  ``argv`` ``None`` reads
 ``sys.argv[1:]``; the return value is the exit status (bad input: one line on standard error and 2
@@ -30,7 +31,7 @@ from crosscurv.theory.errors import InputError
 
 __all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_runner",
            "optimizer_orders",
-           "one_step_along_jc", "site_check", "portability", "rounding"]
+           "one_step_along_jc", "site_check", "portability", "rounding", "sweep_rerender"]
 
 
 def _argv(argv) -> list[str]:
@@ -277,3 +278,19 @@ def rounding(argv=None) -> int:
         return mod.write_rounding(options)
     except InputError as exc:
         return _one_line("rounding", exc)
+
+
+def sweep_rerender(argv=None) -> int:
+    from crosscurv.experiments.sweep import rerender as mod
+
+    ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.sweep.rerender",
+                                 description="Write each sweep folder's sweep.md again from its "
+                                             "sweep.csv.")
+    ap.add_argument("folders", nargs="+", metavar="FOLDER")
+    args = ap.parse_args(argv)
+    for folder in args.folders:
+        if not os.path.isfile(os.path.join(folder, "sweep.csv")):
+            print(f"error: {folder}: no sweep.csv (not a sweep folder)", file=sys.stderr)
+            return 2
+        print(mod.rerender(folder))
+    return 0

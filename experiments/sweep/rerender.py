@@ -9,11 +9,9 @@ uses; only a diverged run's folder is read (where it stood before diverging).
 from __future__ import annotations
 
 import os
-from typing import Sequence
-
 from crosscurv.experiments.sweep import aggregate
 
-__all__ = ["rerender", "main"]
+__all__ = ["rerender"]
 
 
 def rerender(folder: str) -> str:
@@ -26,23 +24,9 @@ def rerender(folder: str) -> str:
     return path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m crosscurv.experiments.sweep.rerender FOLDER...``: re-render each sweep.md."""
-    import argparse
+if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.sweep.rerender",
-                                 description="Write each sweep folder's sweep.md again from its "
-                                             "sweep.csv.")
-    ap.add_argument("folders", nargs="+", metavar="FOLDER")
-    args = ap.parse_args(argv)
-    for folder in args.folders:
-        if not os.path.isfile(os.path.join(folder, "sweep.csv")):
-            print(f"error: {folder}: no sweep.csv (not a sweep folder)", file=sys.stderr)
-            return 2
-        print(rerender(folder))
-    return 0
+    from crosscurv.experiments.cli.scripts import sweep_rerender
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(sweep_rerender())
