@@ -306,8 +306,8 @@ def _import_from(root: str) -> None:
 OFFLOAD = None
 
 
-def main(argv=None) -> int:
-    global OFFLOAD
+def _parse(argv):
+    """The command line's options (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="mlp,fl,lora")
     ap.add_argument("--preset", default="default")
@@ -318,8 +318,145 @@ def main(argv=None) -> int:
     ap.add_argument("--iteration-only", action="store_true")
     ap.add_argument("--code", default=None, help="crosscurv checkout to time (default: this one)")
     ap.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
-                    help="the runs' offloading of the carried vectors (default auto: the protocol's policy)")
-    args = ap.parse_args(argv)
+                    help="the runs' offloading of the carried vectors "
+                         "(default auto: the protocol's policy)")
+    return ap.parse_args(argv)
+
+
+def _round(task, pattern, lr, args, gap_grads: int, r: int) -> dict:
+    """Round ``r`` (from 0): the unit, the primitives (unless ``--iteration-only``) and the run's
+    iterations, timed together; prints the round's line and returns its figures (CPU seconds)."""
+    from crosscurv.numeric.hvp import grad
+
+    # the unit and the primitives are timed before and after the run, so that a change of machine
+    # load between them shows in both (medians over all samples of the round)
+    units: list = []
+    _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+    samples: dict = {}  # the primitives' times, taken before and after the run like the unit's
+    if not args.iteration_only:
+        _primitives(task, pattern, lr, args.repeats, samples)
+    timers = None if args.iteration_only else _Timers()
+    its, per, segments = _iteration_times(task, pattern, lr, args.iters, timers)
+    if timers is not None:
+        timers.restore()
+    _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+    rd = {"unit": statistics.median(units), "iteration": statistics.median(its),
+          "mean": statistics.fmean(its)}
+    line = (f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; "
+            f"one iteration {rd['iteration'] / rd['unit']:.2f} gradients")
+    # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
+    line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
+    if timers is not None:
+        prim = _primitives(task, pattern, lr, args.repeats, samples)
+        # the gap's three inner gradients count where the run took them (plain_suffices skips them)
+        body = 2 * prim["point"] + 4 * prim["product"] + 2 * prim["chosen"] + prim["step"]
+        bound = body + gap_grads * segments * rd["unit"]
+        rd.update(per=per, segments=segments, prim=prim, bound=bound, ratio=rd["iteration"] / bound)
+        line += f", bound {bound / rd['unit']:.2f}: iteration / bound = {rd['ratio']:.3f}"
+        if "segment" in prim:  # the gap's segment as timed alone, with its float64 accumulation
+            bound_seg = body + segments * prim["segment"]
+            rd.update(bound_seg=bound_seg, ratio_seg=rd["iteration"] / bound_seg)
+            line += (f"; with the segment timed alone {bound_seg / rd['unit']:.2f}: "
+                     f"{rd['ratio_seg']:.3f}")
+    print(line, flush=True)
+    return rd
+
+
+def _rounds_list(xs) -> str:
+    return ", ".join(f"{x:.3f}" for x in xs)
+
+
+def _print_bounds(task, pattern, rounds, gap_grads: int, med) -> None:
+    """The lower bounds against the iteration and the primitives, medians over the rounds."""
+    from crosscurv.numeric.curvature import masked_product_plan
+    from crosscurv.numeric.protocol import choose_engine
+
+    ratios = [rd["ratio"] for rd in rounds]
+    segments = statistics.median(rd["segments"] for rd in rounds)
+    form = masked_product_plan(task, pattern, 'auto').form
+    print(f"  engine {choose_engine(task).name}; M_S form {form}")
+    print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {gap_grads} gap gradients x "
+          f"the share {segments:.2f} of iterations that took the segment) "
+          f"{med(lambda rd: rd['bound']):.2f} gradients; "
+          f"iteration / bound = {statistics.median(ratios):.3f} (rounds {_rounds_list(ratios)})")
+    if "ratio_seg" in rounds[0]:
+        ratios = [rd["ratio_seg"] for rd in rounds]
+        alone = med(lambda rd: rd['prim']['segment'])
+        print(f"  lower bound with the segment timed alone ({alone:.2f} "
+              f"gradients: its three gradients and five float64 dot products) "
+              f"{med(lambda rd: rd['bound_seg']):.2f} gradients; "
+              f"iteration / bound = {statistics.median(ratios):.3f} "
+              f"(rounds {_rounds_list(ratios)})")
+    chain = ("; through the loss instead of the task's chain "
+             f"{med(lambda rd: rd['prim']['step without the chain']):.2f}"
+             if "step without the chain" in rounds[0]["prim"] else "")
+    print(f"  primitives: point {med(lambda rd: rd['prim']['point']):.2f}, "
+          f"product {med(lambda rd: rd['prim']['product']):.2f}, "
+          f"M_S per fresh set {med(lambda rd: rd['prim']['fresh_set']):.2f}, "
+          f"per fresh block {med(lambda rd: rd['prim']['fresh_block']):.2f}, "
+          f"step {med(lambda rd: rd['prim']['step']):.2f} (without reusing g_S "
+          f"{med(lambda rd: rd['prim']['step without g_S']):.2f}{chain}), "
+          f"checkpoint save {med(lambda rd: rd['prim']['checkpoint']):.2f} gradients")
+
+
+def _print_breakdown(rounds, iteration: float, med) -> None:
+    """Where one iteration goes: the timed parts, the rest (the body's own work) and its floor."""
+    per = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.PARTS}
+    rest = iteration - sum(per.values())
+    print("  breakdown of one iteration (gradients, share): " + "; ".join(
+        f"{p} {v:.2f} ({100 * v / iteration:.0f}%)"
+        for p, v in list(per.items()) + [("rest", rest)]))
+    # the same iterations' mean against the mean of their timed parts: no drift between two
+    # measurements
+    in_run = [rd["mean"] / sum(rd["per"][p] for p in _Timers.PARTS) for rd in rounds]
+    print(f"  in the run: one iteration / its timed parts (the bound's primitives as the run took "
+          f"them, the segment whole) = {statistics.median(in_run):.3f} "
+          f"(rounds {_rounds_list(in_run)})")
+    sub = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.REST_PARTS}
+    print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches "
+          f"of the carried vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts "
+          f"above), vector algebra and records {rest - sum(sub.values()):.2f}")
+    if "park" not in rounds[0]["prim"]:
+        return
+    remainders = med(lambda rd: rd["prim"]["S step remainder"] + rd["prim"]["JC step remainder"])
+    parks = statistics.median(rd["per"]["parks"] for rd in rounds)
+    park = med(lambda rd: rd["prim"]["park"])
+    reductions = statistics.median(rd["per"]["reductions"] for rd in rounds)
+    reduction = med(lambda rd: rd["prim"]["reduction"])
+    floor = remainders + parks * park + reductions * reduction
+    print(f"  floor of the rest (what the body cannot skip, each timed alone): the two float64 "
+          f"step remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x "
+          f"{park:.3f} + {reductions:.1f} float32 reductions over the parameters x "
+          f"{reduction:.3f} = {floor:.2f} gradients; the rest above it {rest - floor:.2f}")
+
+
+def _bench_task(name: str, args, gap_grads: int) -> None:
+    """Every round of one task, then the medians over the rounds."""
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.theory.patterns import parse_pattern
+
+    task, settings = load_task(name, args.preset)
+    pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks,
+                            task.block_names)
+    lr = settings["lr"]
+    print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name})")
+    rounds = [_round(task, pattern, lr, args, gap_grads, r) for r in range(args.rounds)]
+    unit = statistics.median(rd["unit"] for rd in rounds)
+    iteration = statistics.median(rd["iteration"] / rd["unit"] for rd in rounds)
+    print(f"  median: one iteration {iteration:.2f} gradients (gradient {unit * 1e3:.1f} ms)")
+    if args.iteration_only:
+        return
+
+    def med(get):
+        return statistics.median(get(rd) / rd["unit"] for rd in rounds)
+
+    _print_bounds(task, pattern, rounds, gap_grads, med)
+    _print_breakdown(rounds, iteration, med)
+
+
+def main(argv=None) -> int:
+    global OFFLOAD
+    args = _parse(argv)
     OFFLOAD = {"auto": None, "on": True, "off": False}[args.offload]
     _import_from(os.path.abspath(args.code or HERE))
 
@@ -328,9 +465,6 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     from crosscurv.numeric.threads import caller_chooses
     caller_chooses()  # the API calls below keep this count
-    from crosscurv.experiments.tasks.loading import load_task
-    from crosscurv.numeric.hvp import grad
-    from crosscurv.theory.patterns import parse_pattern
 
     try:
         import crosscurv.numeric.gap  # noqa: F401
@@ -338,100 +472,12 @@ def main(argv=None) -> int:
         gap_grads = 3
     except ImportError:  # a checkout without the segment gap
         gap_grads = 0
-    print(f"crosscurv at {os.path.abspath(args.code or HERE)}; {args.threads} thread(s), CPU time, "
-          f"medians of {args.repeats}; iterations 2..{args.iters - 1} of a {args.iters}-iteration run; "
-          f"{args.rounds} round(s), each a run, its unit and (unless --iteration-only) its primitives; "
-          f"offload {args.offload}")
+    print(f"crosscurv at {os.path.abspath(args.code or HERE)}; {args.threads} thread(s), CPU "
+          f"time, medians of {args.repeats}; iterations 2..{args.iters - 1} of a "
+          f"{args.iters}-iteration run; {args.rounds} round(s), each a run, its unit and (unless "
+          f"--iteration-only) its primitives; offload {args.offload}")
     for name in args.tasks.split(","):
-        task, settings = load_task(name, args.preset)
-        pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks, task.block_names)
-        lr = settings["lr"]
-        print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name})")
-        rounds = []
-        for r in range(args.rounds):
-            # the unit and the primitives are timed before and after the run, so that a change of machine load
-            # between them shows in both (medians over all samples of the round)
-            units: list = []
-            _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-            samples: dict = {}  # the primitives' times, taken before and after the run like the unit's
-            if not args.iteration_only:
-                _primitives(task, pattern, lr, args.repeats, samples)
-            timers = None if args.iteration_only else _Timers()
-            its, per, segments = _iteration_times(task, pattern, lr, args.iters, timers)
-            if timers is not None:
-                timers.restore()
-            _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-            rd = {"unit": statistics.median(units), "iteration": statistics.median(its), "mean": statistics.fmean(its)}
-            line = f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; one iteration {rd['iteration'] / rd['unit']:.2f} gradients"
-            # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
-            line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
-            if timers is not None:
-                prim = _primitives(task, pattern, lr, args.repeats, samples)
-                # the gap's three inner gradients count where the run took them (plain_suffices skips them)
-                body = 2 * prim["point"] + 4 * prim["product"] + 2 * prim["chosen"] + prim["step"]
-                bound = body + gap_grads * segments * rd["unit"]
-                rd.update(per=per, segments=segments, prim=prim, bound=bound, ratio=rd["iteration"] / bound)
-                line += f", bound {bound / rd['unit']:.2f}: iteration / bound = {rd['ratio']:.3f}"
-                if "segment" in prim:  # the gap's segment as timed alone, with its float64 accumulation
-                    bound_seg = body + segments * prim["segment"]
-                    rd.update(bound_seg=bound_seg, ratio_seg=rd["iteration"] / bound_seg)
-                    line += f"; with the segment timed alone {bound_seg / rd['unit']:.2f}: {rd['ratio_seg']:.3f}"
-            print(line, flush=True)
-            rounds.append(rd)
-        unit = statistics.median(rd["unit"] for rd in rounds)
-        iteration = statistics.median(rd["iteration"] / rd["unit"] for rd in rounds)
-        print(f"  median: one iteration {iteration:.2f} gradients (gradient {unit * 1e3:.1f} ms)")
-        if args.iteration_only:
-            continue
-        from crosscurv.numeric.curvature import masked_product_plan
-        from crosscurv.numeric.protocol import choose_engine
-
-        def med(get):
-            return statistics.median(get(rd) / rd["unit"] for rd in rounds)
-
-        ratios = [rd["ratio"] for rd in rounds]
-        segments = statistics.median(rd["segments"] for rd in rounds)
-        print(f"  engine {choose_engine(task).name}; M_S form {masked_product_plan(task, pattern, 'auto').form}")
-        print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {gap_grads} gap gradients x the share "
-              f"{segments:.2f} of iterations that took the segment) {med(lambda rd: rd['bound']):.2f} gradients; "
-              f"iteration / bound = {statistics.median(ratios):.3f} (rounds {', '.join(f'{x:.3f}' for x in ratios)})")
-        if "ratio_seg" in rounds[0]:
-            ratios = [rd["ratio_seg"] for rd in rounds]
-            print(f"  lower bound with the segment timed alone ({med(lambda rd: rd['prim']['segment']):.2f} gradients: "
-                  f"its three gradients and five float64 dot products) {med(lambda rd: rd['bound_seg']):.2f} gradients; "
-                  f"iteration / bound = {statistics.median(ratios):.3f} (rounds {', '.join(f'{x:.3f}' for x in ratios)})")
-        chain = ("; through the loss instead of the task's chain "
-                 f"{med(lambda rd: rd['prim']['step without the chain']):.2f}"
-                 if "step without the chain" in rounds[0]["prim"] else "")
-        print(f"  primitives: point {med(lambda rd: rd['prim']['point']):.2f}, product {med(lambda rd: rd['prim']['product']):.2f}, "
-              f"M_S per fresh set {med(lambda rd: rd['prim']['fresh_set']):.2f}, "
-              f"per fresh block {med(lambda rd: rd['prim']['fresh_block']):.2f}, "
-              f"step {med(lambda rd: rd['prim']['step']):.2f} (without reusing g_S "
-              f"{med(lambda rd: rd['prim']['step without g_S']):.2f}{chain}), "
-              f"checkpoint save {med(lambda rd: rd['prim']['checkpoint']):.2f} gradients")
-        per = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.PARTS}
-        rest = iteration - sum(per.values())
-        print("  breakdown of one iteration (gradients, share): " + "; ".join(
-            f"{p} {v:.2f} ({100 * v / iteration:.0f}%)" for p, v in list(per.items()) + [("rest", rest)]))
-        # the same iterations' mean against the mean of their timed parts: no drift between two measurements
-        in_run = [rd["mean"] / sum(rd["per"][p] for p in _Timers.PARTS) for rd in rounds]
-        print(f"  in the run: one iteration / its timed parts (the bound's primitives as the run took them, the "
-              f"segment whole) = {statistics.median(in_run):.3f} (rounds {', '.join(f'{x:.3f}' for x in in_run)})")
-        sub = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.REST_PARTS}
-        print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches of the carried "
-              f"vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts above), vector algebra and "
-              f"records {rest - sum(sub.values()):.2f}")
-        if "park" in rounds[0]["prim"]:
-            remainders = med(lambda rd: rd["prim"]["S step remainder"] + rd["prim"]["JC step remainder"])
-            parks = statistics.median(rd["per"]["parks"] for rd in rounds)
-            park = med(lambda rd: rd["prim"]["park"])
-            reductions = statistics.median(rd["per"]["reductions"] for rd in rounds)
-            reduction = med(lambda rd: rd["prim"]["reduction"])
-            floor = remainders + parks * park + reductions * reduction
-            print(f"  floor of the rest (what the body cannot skip, each timed alone): the two float64 step "
-                  f"remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x {park:.3f} + "
-                  f"{reductions:.1f} float32 reductions over the parameters x {reduction:.3f} = {floor:.2f} "
-                  f"gradients; the rest above it {rest - floor:.2f}")
+        _bench_task(name, args, gap_grads)
     return 0
 
 
