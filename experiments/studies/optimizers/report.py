@@ -165,9 +165,9 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
 
 
 def _winners_section(study, runs: dict, seeds, findings: list):
-    """The measured winners per variant and seed: the table, the timelines ``tl[(label, seed)]`` and the
-    measured gaps ``meas[(label, seed)]``; appends a finding per run whose gap is in part the plain
-    difference."""
+    """The measured winners per variant and seed: the table, the timelines ``tl[(label, seed)]``
+    and the measured gaps ``meas[(label, seed)]``; appends a finding per run whose gap is in part
+    the plain difference."""
     base = study.baseline.label
     rows, tl, meas = [], {}, {}
     for v in study.variants:
@@ -209,7 +209,7 @@ def _winners_section(study, runs: dict, seeds, findings: list):
 
 def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
     """Table 1 rows of the generalized estimates and their predicted winners; with the per-run
-    ``stats[(label, seed, estimate)] = (Correct, MAE / mean |gap|)`` and the error bars ``certs``."""
+    ``stats[(label, seed, estimate)] = (Correct, MAE / mean |gap|)`` and error bars ``certs``."""
     lines: list = []
     rows = []
     stats: dict = {}
