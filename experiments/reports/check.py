@@ -425,38 +425,9 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed, verdict=verdict, **base)
     if len(res.records) < n or first[0] < 2:  # k = 1 starts from the recorded theta^0: no trajectory to part
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
-    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?  Runs from theta^0
-    # perturbed at rounding measure it (one at a time, up to PERTURBED_TWINS, the growth the largest any shows:
-    # where a ReLU input sits within rounding of zero, whether a run crosses it is a coin toss per run)
-    curve, spread, used = None, None, 0
-    twin_sharpness = [0.0] * len(res.records)  # how far the twins' own `sharpness` parts from the recomputation
-    parted = trajectory_parts_at(comp)
-    wide = comp
-    for i in range(PERTURBED_TWINS):
-        twin = _perturbed_twin(task, rerun, seed=TWIN_SEED + i)
-        if twin is None:
-            continue
-        used += 1
-        c = sensitivity(twin, recomputed)
-        curve = c if curve is None else [max(a, b) for a, b in zip(curve, c)]
-        if "sharpness" in columns:
-            twin_sharpness = [max(s, d) for s, d in zip(twin_sharpness, column_parting(twin, recomputed, "sharpness"))]
-        wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
-                               slack=_sharpness_slack(spread, twin_sharpness, columns, parted))
-        if not wide.ok and wide.first[1] == "sharpness" and spread is None:  # jumps where the Hessian does
-            torch.set_num_threads(threads)
-            try:
-                spread = sharpness_spread(task, rerun.lr, len(res.records), rerun.seed, hvp_method=rerun.hvp)
-            finally:
-                torch.set_num_threads(old_threads)
-            wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
-                                   slack=_sharpness_slack(spread, twin_sharpness, columns, parted))
-            worst = max(range(len(spread)), key=lambda i: spread[i])
-            notes.append(f"sharpness compared within twice its spread over {SHARPNESS_PROBES} power iterations at "
-                         f"points perturbed at rounding (largest {spread[worst]:.3g} at k = {worst + 1}) or "
-                         f"twice the runs perturbed at rounding's own parting in it, the larger")
-        if wide.ok:
-            break
+    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?
+    curve, used, wide, parted = _explain_parting(task, rerun, recomputed, reference, tolerances, columns,
+                                                 comp, threads, notes, n_records=len(res.records))
     if used == 0:
         notes.append("every run perturbed at rounding diverged: no sensitivity to compare with")
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
@@ -474,6 +445,58 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
                  f"rounding parts at k = {wide.first[0]}")
     return RunCheck(agree=False, first=wide.first, comparison=wide, recomputed=recomputed, verdict="disagree",
                     growth=growth, **base)
+
+
+def _explain_parting(task, rerun, recomputed: dict, reference: dict, tolerances, columns, comp,
+                     threads: int, notes: list, *, n_records: int):
+    """Whether records beyond the fixed tolerances part as the trajectory's own sensitivity to
+    rounding predicts.  Runs from ``theta^0`` perturbed at rounding measure it (one at a time, up to
+    :data:`PERTURBED_TWINS`, the growth the largest any shows: where a ReLU input sits within
+    rounding of zero, whether a run crosses it is a coin toss per run); where ``sharpness`` alone
+    stays beyond the grown tolerances, its own spread (:func:`sharpness_spread`, computed on
+    ``threads`` threads) widens them.  Returns the growth curve (``None`` when every perturbed run
+    diverged), how many runs measured it, the comparison within the grown tolerances and the ``k``
+    from which the losses part."""
+    import torch
+
+    from crosscurv.numeric.record_comparison import compare_records
+
+    old_threads = torch.get_num_threads()
+    curve, spread, used = None, None, 0
+    twin_sharpness = [0.0] * n_records  # how far the twins' `sharpness` parts from the rerun
+    parted = trajectory_parts_at(comp)
+    wide = comp
+    for i in range(PERTURBED_TWINS):
+        twin = _perturbed_twin(task, rerun, seed=TWIN_SEED + i)
+        if twin is None:
+            continue
+        used += 1
+        c = sensitivity(twin, recomputed)
+        curve = c if curve is None else [max(a, b) for a, b in zip(curve, c)]
+        if "sharpness" in columns:
+            parting = column_parting(twin, recomputed, "sharpness")
+            twin_sharpness = [max(s, d) for s, d in zip(twin_sharpness, parting)]
+        wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns,
+                               growth=curve,
+                               slack=_sharpness_slack(spread, twin_sharpness, columns, parted))
+        if not wide.ok and wide.first[1] == "sharpness" and spread is None:  # a Hessian jump
+            torch.set_num_threads(threads)
+            try:
+                spread = sharpness_spread(task, rerun.lr, n_records, rerun.seed,
+                                          hvp_method=rerun.hvp)
+            finally:
+                torch.set_num_threads(old_threads)
+            wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns,
+                                   growth=curve,
+                                   slack=_sharpness_slack(spread, twin_sharpness, columns, parted))
+            worst = max(range(len(spread)), key=lambda i: spread[i])
+            notes.append(f"sharpness compared within twice its spread over {SHARPNESS_PROBES} "
+                         f"power iterations at points perturbed at rounding (largest "
+                         f"{spread[worst]:.3g} at k = {worst + 1}) or twice the runs perturbed at "
+                         f"rounding's own parting in it, the larger")
+        if wide.ok:
+            break
+    return curve, used, wide, parted
 
 
 def _bitwise(recomputed: dict, reference: dict, columns) -> bool:
