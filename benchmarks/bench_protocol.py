@@ -49,13 +49,10 @@ and reports each round's ``iteration / bound`` and the medians: on a shared
 machine the speed drifts over minutes, so that a ratio is only trusted from
 figures taken close together.
 
-``--iteration-only`` measures just the unit and the iteration, through the
-public ``run_protocol`` alone, so that ``--code DIR`` can time another checkout
-of crosscurv (for example an older commit exported with ``git archive``) with
-the same script::
+Usage::
 
     python benchmarks/bench_protocol.py [--tasks mlp,fl,lora] [--preset default] [--iters 8]
-        [--repeats 3] [--rounds 1] [--threads 1] [--iteration-only] [--code DIR] [--offload auto|on|off]
+        [--repeats 3] [--rounds 1] [--threads 1] [--offload auto|on|off]
 
 Reports, never asserts (exit code 0).
 """
@@ -63,6 +60,7 @@ Reports, never asserts (exit code 0).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
@@ -123,69 +121,50 @@ class _Timers:
             setattr(obj, name, timed(part, orig, count))
             self._undo.append((obj, name, orig))
 
-        import crosscurv.numeric.point as point_module
+        from crosscurv.numeric import float64_sums, offload, tree
+        from crosscurv.numeric.gap import SegmentGap
+        from crosscurv.numeric.point import TermwisePoint
+        from crosscurv.numeric.update_rules import plain
 
-        # the engines' point classes (the termwise one where the checkout has it)
-        for cls in (PointCurvature, getattr(point_module, "TermwisePoint", None)):
-            if cls is None:
-                continue
+        for cls in (PointCurvature, TermwisePoint):  # the engines' point classes
             patch(cls, "__init__", "points")
             patch(cls, "masked", "masked M_S products")
             patch(cls, "hvp", "full products")  # calls from inside masked() count as masked
-        if hasattr(protocol, "scheme_step"):  # an older --code: the protocol took both steps itself
-            patch(protocol, "scheme_step", "scheme step")
-        else:  # the update rule takes them: S's by scheme_step (the bound's step), JC's inline (vector algebra)
-            from crosscurv.numeric.update_rules import plain
-
-            patch(plain, "scheme_step", "scheme step")
+        # the update rule takes the steps: S's by scheme_step (the bound's step), JC's inline
+        # (vector algebra)
+        patch(plain, "scheme_step", "scheme step")
         patch(protocol.RunContext, "checkpoint", "checkpoints")
-        try:
-            from crosscurv.numeric.gap import SegmentGap
+        patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
+        # and its two end nodes (float64 dot products with g_JC^k and g_S^k), as in the segment
+        # timed alone; the part's calls count the iterations that took the segment (interior only)
+        patch(SegmentGap, "add", "segment gap", count=False)
+        for cls in (offload.Resident, offload.Offloaded):
+            for name in ("park", "fetch", "fetch_entry"):
+                patch(cls, name, "store")
+        park = offload.Offloaded.park
 
-            patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
-            # and its two end nodes (float64 dot products with g_JC^k and g_S^k), as in the segment timed alone;
-            # the part's calls count the iterations that took the segment (interior only)
-            patch(SegmentGap, "add", "segment gap", count=False)
-        except ImportError:  # a checkout without the segment gap
-            pass
-        try:  # an older --code may have neither module
-            from crosscurv.numeric import float64_sums, offload
+        def counted_park(store, name, vector, *a, **k):
+            self.parks += vector is not None
+            return park(store, name, vector, *a, **k)
 
-            for cls in (offload.Resident, offload.Offloaded):
-                for name in ("park", "fetch", "fetch_entry"):
-                    if hasattr(cls, name):
-                        patch(cls, name, "store")
-            park = offload.Offloaded.park
+        offload.Offloaded.park = counted_park
+        self._undo.append((offload.Offloaded, "park", park))
+        patch(float64_sums, "_accumulate", "float64 sums")
 
-            def counted_park(store, name, vector, *a, **k):
-                self.parks += vector is not None
-                return park(store, name, vector, *a, **k)
+        def counted(fn):  # the reductions of the floor, where the body calls them
+            def wrapper(*a, **k):
+                self.reductions += not self._depth
+                return fn(*a, **k)
+            return wrapper
 
-            offload.Offloaded.park = counted_park
-            self._undo.append((offload.Offloaded, "park", park))
-            patch(float64_sums, "_accumulate", "float64 sums")
-        except (ImportError, AttributeError):
-            pass
-        try:  # the reductions of the floor: tree.dot (tree.norm calls it) and inplace.norm_of, where the body calls them
-            import importlib
-
-            from crosscurv.numeric import tree
-
-            def counted(fn):
-                def wrapper(*a, **k):
-                    self.reductions += not self._depth
-                    return fn(*a, **k)
-                return wrapper
-
-            self._undo.append((tree, "dot", tree.dot))
-            tree.dot = counted(tree.dot)
-            for name in ("crosscurv.numeric.inplace", "crosscurv.numeric.update_rules.plain"):
-                module = importlib.import_module(name)
-                if hasattr(module, "norm_of"):
-                    self._undo.append((module, "norm_of", module.norm_of))
-                    module.norm_of = counted(module.norm_of)
-        except (ImportError, AttributeError):
-            pass
+        # tree.dot (tree.norm calls it) and inplace.norm_of
+        self._undo.append((tree, "dot", tree.dot))
+        tree.dot = counted(tree.dot)
+        for name in ("crosscurv.numeric.inplace", "crosscurv.numeric.update_rules.plain"):
+            module = importlib.import_module(name)
+            if hasattr(module, "norm_of"):
+                self._undo.append((module, "norm_of", module.norm_of))
+                module.norm_of = counted(module.norm_of)
 
     def restore(self):
         for obj, name, orig in reversed(self._undo):
@@ -205,8 +184,8 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
             parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks, timers.reductions)
 
     with tempfile.TemporaryDirectory() as tmp:
-        extra = {} if OFFLOAD is None else {"offload": OFFLOAD}  # an older --code may not know the flag
-        run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress, **extra)
+        run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress,
+                     offload=OFFLOAD)
     ks = [k for k in range(2, iters) if k in stamps and k - 1 in stamps]
     its = [stamps[k] - stamps[k - 1] for k in ks]
     per, segments = None, None
@@ -224,6 +203,9 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
     ``samples[name]``, and the medians over all samples there (those of an earlier call included)."""
     from crosscurv.numeric import tree
     from crosscurv.numeric.curvature import masked_product_plan
+    from crosscurv.numeric.gap import SegmentGap
+    from crosscurv.numeric.inplace import step_residual
+    from crosscurv.numeric.offload import Offloaded
     from crosscurv.numeric.protocol import choose_engine
     from crosscurv.numeric.records import atomic_torch_save
     from crosscurv.numeric.steps import scheme_step
@@ -248,39 +230,30 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
 
         bare = Task(task.params, task.loss, task.blocks, task.name, task.info, task.default_pattern)
         timed("step without the chain", lambda: scheme_step(bare, p0, pattern, lr, grad_at_params=g))
-    try:  # the measured gap's segment as the iteration takes it: three inner gradients, five float64 dots
-        from crosscurv.numeric.gap import SegmentGap
+    # the measured gap's segment as the iteration takes it: three inner gradients, five float64 dots
+    theta_s = {k: v + 1e-3 for k, v in p0.items()}
+    delta = tree.sub(theta_s, p0)
 
-        theta_s = {k: v + 1e-3 for k, v in p0.items()}
-        delta = tree.sub(theta_s, p0)
+    def segment():
+        seg = SegmentGap(delta)
+        seg.add(0.0, g, delta)
+        seg.interior(task.loss, p0, delta)
+        seg.add(1.0, g, delta)
+        return seg.result()
 
-        def segment():
-            seg = SegmentGap(delta)
-            seg.add(0.0, g, delta)
-            seg.interior(task.loss, p0, delta)
-            seg.add(1.0, g, delta)
-            return seg.result()
-
-        timed("segment", segment)
-    except ImportError:  # a checkout without the segment gap
-        pass
-    try:  # the floor of the body's own work (its two float64 step remainders, a park), where the checkout has it
-        from crosscurv.numeric.inplace import step_residual
-        from crosscurv.numeric.offload import Offloaded
-
-        gd = tree.detach(g)
-        new = {k: p0[k].detach() - lr * gd[k] for k in p0}
-        timed("reduction", lambda: float(tree.dot(gd, new)))  # as the body takes a dot product or a norm
-        timed("S step remainder", lambda: step_residual(new, p0, gd, lr, gd, lr * lr))
-        timed("JC step remainder", lambda: step_residual(new, p0, gd, lr, None, 0.0))
-        store = Offloaded(task.device)
-        try:
-            store.park("v", gd)  # then overwritten in place, as the run parks a name again
-            timed("park", lambda: store.park("v", gd))
-        finally:
-            store.close()
-    except ImportError:  # an older checkout
-        pass
+    timed("segment", segment)
+    # the floor of the body's own work: its two float64 step remainders, a reduction, a park
+    gd = tree.detach(g)
+    new = {k: p0[k].detach() - lr * gd[k] for k in p0}
+    timed("reduction", lambda: float(tree.dot(gd, new)))  # as the body takes a dot product or a norm
+    timed("S step remainder", lambda: step_residual(new, p0, gd, lr, gd, lr * lr))
+    timed("JC step remainder", lambda: step_residual(new, p0, gd, lr, None, 0.0))
+    store = Offloaded(task.device)
+    try:
+        store.park("v", gd)  # then overwritten in place, as the run parks a name again
+        timed("park", lambda: store.park("v", gd))
+    finally:
+        store.close()
     vecs = {n: tree.clone(p0) for n in ("theta_j", "theta_s", "z", "y", "w", "p")}
     with tempfile.TemporaryDirectory() as tmp:
         timed("checkpoint", lambda: atomic_torch_save({"vectors": vecs}, os.path.join(tmp, "c.pt")))
@@ -289,25 +262,15 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
     return out
 
 
-def _import_from(root: str) -> None:
-    """Make ``crosscurv`` import from the checkout at ``root``: its ``crosscurv/`` package first on the path,
-    and its layer folders (``numeric/``, ``theory/``, ``experiments/``) searched as ``crosscurv``'s
-    subpackages ahead of the installed ones (an editable install maps them to its own checkout)."""
-    sys.path.insert(0, root)
-    if os.path.isfile(os.path.join(root, "crosscurv", "__init__.py")):
-        import crosscurv
-
-        if not os.path.samefile(os.path.dirname(crosscurv.__file__), os.path.join(root, "crosscurv")):
-            raise SystemExit(f"crosscurv was imported from {crosscurv.__file__}, not from {root}")
-        crosscurv.__path__.insert(0, root)
-
-
+#: The measured gap's inner gradients in an iteration that takes its segment
+#: (:mod:`crosscurv.numeric.gap`).
+GAP_GRADIENTS = 3
 #: ``run_protocol``'s ``offload`` (``None``: its default policy), from ``--offload``.
 OFFLOAD = None
 
 
-def main(argv=None) -> int:
-    global OFFLOAD
+def _parse(argv):
+    """The command line's options (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="mlp,fl,lora")
     ap.add_argument("--preset", default="default")
@@ -315,123 +278,151 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--iteration-only", action="store_true")
-    ap.add_argument("--code", default=None, help="crosscurv checkout to time (default: this one)")
     ap.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
-                    help="the runs' offloading of the carried vectors (default auto: the protocol's policy)")
-    args = ap.parse_args(argv)
+                    help="the runs' offloading of the carried vectors "
+                         "(default auto: the protocol's policy)")
+    return ap.parse_args(argv)
+
+
+def _round(task, pattern, lr, args, r: int) -> dict:
+    """Round ``r`` (from 0): the unit, the primitives and the run's iterations, timed together;
+    prints the round's line and returns its figures (CPU seconds)."""
+    from crosscurv.numeric.hvp import grad
+
+    # the unit and the primitives are timed before and after the run, so that a change of machine
+    # load between them shows in both (medians over all samples of the round)
+    units: list = []
+    _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+    samples: dict = {}  # the primitives' times, taken before and after the run like the unit's
+    _primitives(task, pattern, lr, args.repeats, samples)
+    timers = _Timers()
+    its, per, segments = _iteration_times(task, pattern, lr, args.iters, timers)
+    timers.restore()
+    _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
+    rd = {"unit": statistics.median(units), "iteration": statistics.median(its),
+          "mean": statistics.fmean(its)}
+    line = (f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; "
+            f"one iteration {rd['iteration'] / rd['unit']:.2f} gradients")
+    # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
+    line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
+    prim = _primitives(task, pattern, lr, args.repeats, samples)
+    # the gap's three inner gradients count where the run took them (plain_suffices skips them)
+    body = 2 * prim["point"] + 4 * prim["product"] + 2 * prim["chosen"] + prim["step"]
+    bound = body + GAP_GRADIENTS * segments * rd["unit"]
+    rd.update(per=per, segments=segments, prim=prim, bound=bound, ratio=rd["iteration"] / bound)
+    line += f", bound {bound / rd['unit']:.2f}: iteration / bound = {rd['ratio']:.3f}"
+    # the gap's segment as timed alone, with its float64 accumulation
+    bound_seg = body + segments * prim["segment"]
+    rd.update(bound_seg=bound_seg, ratio_seg=rd["iteration"] / bound_seg)
+    line += f"; with the segment timed alone {bound_seg / rd['unit']:.2f}: {rd['ratio_seg']:.3f}"
+    print(line, flush=True)
+    return rd
+
+
+def _rounds_list(xs) -> str:
+    return ", ".join(f"{x:.3f}" for x in xs)
+
+
+def _print_bounds(task, pattern, rounds, med) -> None:
+    """The lower bounds against the iteration and the primitives, medians over the rounds."""
+    from crosscurv.numeric.curvature import masked_product_plan
+    from crosscurv.numeric.protocol import choose_engine
+
+    ratios = [rd["ratio"] for rd in rounds]
+    segments = statistics.median(rd["segments"] for rd in rounds)
+    form = masked_product_plan(task, pattern, 'auto').form
+    print(f"  engine {choose_engine(task).name}; M_S form {form}")
+    print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {GAP_GRADIENTS} gap gradients "
+          f"x the share {segments:.2f} of iterations that took the segment) "
+          f"{med(lambda rd: rd['bound']):.2f} gradients; "
+          f"iteration / bound = {statistics.median(ratios):.3f} (rounds {_rounds_list(ratios)})")
+    ratios = [rd["ratio_seg"] for rd in rounds]
+    alone = med(lambda rd: rd['prim']['segment'])
+    print(f"  lower bound with the segment timed alone ({alone:.2f} "
+          f"gradients: its three gradients and five float64 dot products) "
+          f"{med(lambda rd: rd['bound_seg']):.2f} gradients; "
+          f"iteration / bound = {statistics.median(ratios):.3f} "
+          f"(rounds {_rounds_list(ratios)})")
+    chain = ("; through the loss instead of the task's chain "
+             f"{med(lambda rd: rd['prim']['step without the chain']):.2f}"
+             if "step without the chain" in rounds[0]["prim"] else "")
+    print(f"  primitives: point {med(lambda rd: rd['prim']['point']):.2f}, "
+          f"product {med(lambda rd: rd['prim']['product']):.2f}, "
+          f"M_S per fresh set {med(lambda rd: rd['prim']['fresh_set']):.2f}, "
+          f"per fresh block {med(lambda rd: rd['prim']['fresh_block']):.2f}, "
+          f"step {med(lambda rd: rd['prim']['step']):.2f} (without reusing g_S "
+          f"{med(lambda rd: rd['prim']['step without g_S']):.2f}{chain}), "
+          f"checkpoint save {med(lambda rd: rd['prim']['checkpoint']):.2f} gradients")
+
+
+def _print_breakdown(rounds, iteration: float, med) -> None:
+    """Where one iteration goes: the timed parts, the rest (the body's own work) and its floor."""
+    per = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.PARTS}
+    rest = iteration - sum(per.values())
+    print("  breakdown of one iteration (gradients, share): " + "; ".join(
+        f"{p} {v:.2f} ({100 * v / iteration:.0f}%)"
+        for p, v in list(per.items()) + [("rest", rest)]))
+    # the same iterations' mean against the mean of their timed parts: no drift between two
+    # measurements
+    in_run = [rd["mean"] / sum(rd["per"][p] for p in _Timers.PARTS) for rd in rounds]
+    print(f"  in the run: one iteration / its timed parts (the bound's primitives as the run took "
+          f"them, the segment whole) = {statistics.median(in_run):.3f} "
+          f"(rounds {_rounds_list(in_run)})")
+    sub = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.REST_PARTS}
+    print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches "
+          f"of the carried vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts "
+          f"above), vector algebra and records {rest - sum(sub.values()):.2f}")
+    remainders = med(lambda rd: rd["prim"]["S step remainder"] + rd["prim"]["JC step remainder"])
+    parks = statistics.median(rd["per"]["parks"] for rd in rounds)
+    park = med(lambda rd: rd["prim"]["park"])
+    reductions = statistics.median(rd["per"]["reductions"] for rd in rounds)
+    reduction = med(lambda rd: rd["prim"]["reduction"])
+    floor = remainders + parks * park + reductions * reduction
+    print(f"  floor of the rest (what the body cannot skip, each timed alone): the two float64 "
+          f"step remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x "
+          f"{park:.3f} + {reductions:.1f} float32 reductions over the parameters x "
+          f"{reduction:.3f} = {floor:.2f} gradients; the rest above it {rest - floor:.2f}")
+
+
+def _bench_task(name: str, args) -> None:
+    """Every round of one task, then the medians over the rounds."""
+    from crosscurv.experiments.tasks.loading import load_task
+    from crosscurv.theory.patterns import parse_pattern
+
+    task, settings = load_task(name, args.preset)
+    pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks,
+                            task.block_names)
+    lr = settings["lr"]
+    print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name})")
+    rounds = [_round(task, pattern, lr, args, r) for r in range(args.rounds)]
+    unit = statistics.median(rd["unit"] for rd in rounds)
+    iteration = statistics.median(rd["iteration"] / rd["unit"] for rd in rounds)
+    print(f"  median: one iteration {iteration:.2f} gradients (gradient {unit * 1e3:.1f} ms)")
+
+    def med(get):
+        return statistics.median(get(rd) / rd["unit"] for rd in rounds)
+
+    _print_bounds(task, pattern, rounds, med)
+    _print_breakdown(rounds, iteration, med)
+
+
+def main(argv=None) -> int:
+    global OFFLOAD
+    args = _parse(argv)
     OFFLOAD = {"auto": None, "on": True, "off": False}[args.offload]
-    _import_from(os.path.abspath(args.code or HERE))
 
     import torch
 
     torch.set_num_threads(args.threads)
     from crosscurv.numeric.threads import caller_chooses
     caller_chooses()  # the API calls below keep this count
-    from crosscurv.experiments.tasks.loading import load_task
-    from crosscurv.numeric.hvp import grad
-    from crosscurv.theory.patterns import parse_pattern
 
-    try:
-        import crosscurv.numeric.gap  # noqa: F401
-
-        gap_grads = 3
-    except ImportError:  # a checkout without the segment gap
-        gap_grads = 0
-    print(f"crosscurv at {os.path.abspath(args.code or HERE)}; {args.threads} thread(s), CPU time, "
-          f"medians of {args.repeats}; iterations 2..{args.iters - 1} of a {args.iters}-iteration run; "
-          f"{args.rounds} round(s), each a run, its unit and (unless --iteration-only) its primitives; "
+    print(f"crosscurv at {HERE}; {args.threads} thread(s), CPU time, medians of {args.repeats}; "
+          f"iterations 2..{args.iters - 1} of a {args.iters}-iteration run; "
+          f"{args.rounds} round(s), each a run, its unit and its primitives; "
           f"offload {args.offload}")
     for name in args.tasks.split(","):
-        task, settings = load_task(name, args.preset)
-        pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks, task.block_names)
-        lr = settings["lr"]
-        print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern {pattern.name})")
-        rounds = []
-        for r in range(args.rounds):
-            # the unit and the primitives are timed before and after the run, so that a change of machine load
-            # between them shows in both (medians over all samples of the round)
-            units: list = []
-            _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-            samples: dict = {}  # the primitives' times, taken before and after the run like the unit's
-            if not args.iteration_only:
-                _primitives(task, pattern, lr, args.repeats, samples)
-            timers = None if args.iteration_only else _Timers()
-            its, per, segments = _iteration_times(task, pattern, lr, args.iters, timers)
-            if timers is not None:
-                timers.restore()
-            _cpu(lambda: grad(task.loss, task.params), args.repeats, units)
-            rd = {"unit": statistics.median(units), "iteration": statistics.median(its), "mean": statistics.fmean(its)}
-            line = f"  round {r + 1}: gradient {rd['unit'] * 1e3:.1f} ms; one iteration {rd['iteration'] / rd['unit']:.2f} gradients"
-            # the mean counts the iterations whose Hessian extremes are converged (every few iterations)
-            line += f" (mean {statistics.fmean(its) / rd['unit']:.2f})"
-            if timers is not None:
-                prim = _primitives(task, pattern, lr, args.repeats, samples)
-                # the gap's three inner gradients count where the run took them (plain_suffices skips them)
-                body = 2 * prim["point"] + 4 * prim["product"] + 2 * prim["chosen"] + prim["step"]
-                bound = body + gap_grads * segments * rd["unit"]
-                rd.update(per=per, segments=segments, prim=prim, bound=bound, ratio=rd["iteration"] / bound)
-                line += f", bound {bound / rd['unit']:.2f}: iteration / bound = {rd['ratio']:.3f}"
-                if "segment" in prim:  # the gap's segment as timed alone, with its float64 accumulation
-                    bound_seg = body + segments * prim["segment"]
-                    rd.update(bound_seg=bound_seg, ratio_seg=rd["iteration"] / bound_seg)
-                    line += f"; with the segment timed alone {bound_seg / rd['unit']:.2f}: {rd['ratio_seg']:.3f}"
-            print(line, flush=True)
-            rounds.append(rd)
-        unit = statistics.median(rd["unit"] for rd in rounds)
-        iteration = statistics.median(rd["iteration"] / rd["unit"] for rd in rounds)
-        print(f"  median: one iteration {iteration:.2f} gradients (gradient {unit * 1e3:.1f} ms)")
-        if args.iteration_only:
-            continue
-        from crosscurv.numeric.curvature import masked_product_plan
-        from crosscurv.numeric.protocol import choose_engine
-
-        def med(get):
-            return statistics.median(get(rd) / rd["unit"] for rd in rounds)
-
-        ratios = [rd["ratio"] for rd in rounds]
-        segments = statistics.median(rd["segments"] for rd in rounds)
-        print(f"  engine {choose_engine(task).name}; M_S form {masked_product_plan(task, pattern, 'auto').form}")
-        print(f"  lower bound (2 points + 4 products + 2 M_S + 1 step + {gap_grads} gap gradients x the share "
-              f"{segments:.2f} of iterations that took the segment) {med(lambda rd: rd['bound']):.2f} gradients; "
-              f"iteration / bound = {statistics.median(ratios):.3f} (rounds {', '.join(f'{x:.3f}' for x in ratios)})")
-        if "ratio_seg" in rounds[0]:
-            ratios = [rd["ratio_seg"] for rd in rounds]
-            print(f"  lower bound with the segment timed alone ({med(lambda rd: rd['prim']['segment']):.2f} gradients: "
-                  f"its three gradients and five float64 dot products) {med(lambda rd: rd['bound_seg']):.2f} gradients; "
-                  f"iteration / bound = {statistics.median(ratios):.3f} (rounds {', '.join(f'{x:.3f}' for x in ratios)})")
-        chain = ("; through the loss instead of the task's chain "
-                 f"{med(lambda rd: rd['prim']['step without the chain']):.2f}"
-                 if "step without the chain" in rounds[0]["prim"] else "")
-        print(f"  primitives: point {med(lambda rd: rd['prim']['point']):.2f}, product {med(lambda rd: rd['prim']['product']):.2f}, "
-              f"M_S per fresh set {med(lambda rd: rd['prim']['fresh_set']):.2f}, "
-              f"per fresh block {med(lambda rd: rd['prim']['fresh_block']):.2f}, "
-              f"step {med(lambda rd: rd['prim']['step']):.2f} (without reusing g_S "
-              f"{med(lambda rd: rd['prim']['step without g_S']):.2f}{chain}), "
-              f"checkpoint save {med(lambda rd: rd['prim']['checkpoint']):.2f} gradients")
-        per = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.PARTS}
-        rest = iteration - sum(per.values())
-        print("  breakdown of one iteration (gradients, share): " + "; ".join(
-            f"{p} {v:.2f} ({100 * v / iteration:.0f}%)" for p, v in list(per.items()) + [("rest", rest)]))
-        # the same iterations' mean against the mean of their timed parts: no drift between two measurements
-        in_run = [rd["mean"] / sum(rd["per"][p] for p in _Timers.PARTS) for rd in rounds]
-        print(f"  in the run: one iteration / its timed parts (the bound's primitives as the run took them, the "
-              f"segment whole) = {statistics.median(in_run):.3f} (rounds {', '.join(f'{x:.3f}' for x in in_run)})")
-        sub = {p: med(lambda rd, p=p: rd["per"][p]) for p in _Timers.REST_PARTS}
-        print(f"  rest, the body's own work (gradients): store {sub['store']:.2f} (parks and fetches of the carried "
-              f"vectors), float64 sums {sub['float64 sums']:.2f} (outside the parts above), vector algebra and "
-              f"records {rest - sum(sub.values()):.2f}")
-        if "park" in rounds[0]["prim"]:
-            remainders = med(lambda rd: rd["prim"]["S step remainder"] + rd["prim"]["JC step remainder"])
-            parks = statistics.median(rd["per"]["parks"] for rd in rounds)
-            park = med(lambda rd: rd["prim"]["park"])
-            reductions = statistics.median(rd["per"]["reductions"] for rd in rounds)
-            reduction = med(lambda rd: rd["prim"]["reduction"])
-            floor = remainders + parks * park + reductions * reduction
-            print(f"  floor of the rest (what the body cannot skip, each timed alone): the two float64 step "
-                  f"remainders {remainders:.2f} + {parks:.1f} parks of a parameter-sized vector x {park:.3f} + "
-                  f"{reductions:.1f} float32 reductions over the parameters x {reduction:.3f} = {floor:.2f} "
-                  f"gradients; the rest above it {rest - floor:.2f}")
+        _bench_task(name, args)
     return 0
 
 

@@ -11,6 +11,9 @@ average is printed with the result: on a shared machine it decides the answer.
 Before the runs, ``--threads auto``'s measurement
 (:func:`crosscurv.experiments.thread_count.fastest_threads`: one gradient at each count) on the same task
 gives its pick, and the last column says whether that count was also the faster per protocol iteration.
+After the table, per task: whether the records of the runs with 1 and with ``--threads`` threads are
+equal bit for bit (the reason the Python API computes with the command line's count,
+:mod:`crosscurv.numeric.threads`).
 
 Usage::
 
@@ -28,6 +31,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _first_difference(a: list, b: list):
+    """The first ``k`` (from 1) whose records differ in any value (``nan`` equal to ``nan``), or
+    ``None`` when the two runs' records are equal bit for bit."""
+    for k, (ra, rb) in enumerate(zip(a, b), start=1):
+        if any(x != y and not (x != x and y != y) for x, y in zip(ra, rb)):
+            return k
+    return None if len(a) == len(b) else min(len(a), len(b)) + 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="mlp,fl")
@@ -42,6 +54,7 @@ def main(argv=None) -> int:
     from crosscurv.experiments.tasks import TASKS
     from crosscurv.experiments.thread_count import fastest_threads
     from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.numeric.records import FIELDS
     from crosscurv.theory.patterns import parse_pattern
 
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s per iteration, "
@@ -51,6 +64,7 @@ def main(argv=None) -> int:
     print(f"| task | parameters | 1 thread (s/it) | {n} threads (s/it) | {n} / 1 | auto: gradient with 1 / {n} (s) "
           f"| auto picks | the faster per iteration |")
     print("|---|---|---|---|---|---|---|---|")
+    same: dict = {}
     for name in args.tasks.split(","):
         s = dict(TASKS[name].presets[args.preset])
         task = TASKS[name].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0, data_path=None,
@@ -58,6 +72,7 @@ def main(argv=None) -> int:
         pattern = parse_pattern("gs", task.n_blocks, task.block_names)
         pick, grad_s = fastest_threads(task.loss, task.params, counts=[1, n])
         times = {1: [], args.threads: []}
+        records: dict = {}
         for _ in range(args.repeats):
             for n in (1, args.threads):
                 torch.set_num_threads(n)
@@ -68,10 +83,16 @@ def main(argv=None) -> int:
                     res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"))
                     times[n].append((time.perf_counter() - t0) / args.iters)
                 assert res.status == "complete", res.message
+                records[n] = [tuple(r[f] for f in FIELDS) for r in res.records]
         one, more = min(times[1]), min(times[n])
         faster = n if more < one else 1
         print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} | {grad_s[1]:.4f} / "
               f"{grad_s[n]:.4f} | {pick} | {faster} ({'agrees' if pick == faster else 'differs'}) |", flush=True)
+        same[name] = _first_difference(records[1], records[n])
+    print()
+    for name, k in same.items():
+        print(f"{name}: records with 1 and {n} threads "
+              + ("equal bit for bit" if k is None else f"differ from k = {k}"))
     print()
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0

@@ -212,20 +212,75 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     spec = pattern if isinstance(pattern, str) else pattern.name
     pattern = as_pattern(pattern, n_blocks)
     t_all = time.perf_counter()
-    timings: dict = {}
-    failures: list = []
-    ident: dict = {}
-    ext: dict = {}
-    expr: dict = {}
+    acc = _Checks()
 
-    # -- one step: Lemma 1, Theorem 1, eta^3 --------------------------------
-    t0 = time.perf_counter()
+    def stage(name, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(acc, *args)
+        acc.timings[name] = time.perf_counter() - t0
+        stage_done(name, acc.timings[name])
+        return out
+
+    model, pattern, L_jc = stage("one_step", _one_step_checks, n_blocks, dims, pattern)
+    n_orders, order_pair = stage("corollary1_orders", _gs_order_checks, model, n_blocks, L_jc)
+    lemma3_leading, theorem2_leading = stage("lemma3_theorem2", _recursion_checks, n_blocks, dims,
+                                             pattern)
+    theorem3 = stage("theorem3", _theorem3_checks, n_blocks, dims, pattern, K_max)
+    acc.name_unexplained_failures()
+    acc.timings["total"] = time.perf_counter() - t_all
+    return DerivationResult(
+        pattern=pattern,
+        pattern_spec=spec,
+        n_blocks=n_blocks,
+        dims=dims,
+        identities={k: bool(acc.ident[k]) for k in IDENTITY_KEYS},
+        extensions={k: bool(acc.ext[k]) for k in EXTENSION_KEYS},
+        expressions=acc.expr,
+        lemma3_leading=lemma3_leading,
+        theorem2_leading=theorem2_leading,
+        theorem3=theorem3,
+        gs_orders_checked=n_orders,
+        gs_order_pair=order_pair,
+        failures=acc.failures,
+        timings=acc.timings,
+        symbols=_symbol_note(model),
+    )
+
+
+@dataclass
+class _Checks:
+    """What the stages of :func:`derive` find: the paper's identities (``ident``), the checks beyond
+    it (``ext``), the expressions of the report (``expr``), the failures in the order found and the
+    seconds per stage."""
+
+    ident: dict = field(default_factory=dict)
+    ext: dict = field(default_factory=dict)
+    expr: dict = field(default_factory=dict)
+    failures: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    def name_unexplained_failures(self) -> None:
+        """A failure line for every check that failed without one."""
+        for key in IDENTITY_KEYS:
+            if not self.ident[key] and not any(f.startswith(key + ":") for f in self.failures):
+                self.failures.append(f"{key}: identity does not hold")
+        for key in EXTENSION_KEYS:
+            if not self.ext[key]:
+                self.failures.append(f"{key}: closed form does not match the brute-force series")
+
+
+def _one_step_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPattern):
+    """One step from a common iterate: Lemma 1 (and its next term), Theorem 1
+    ``L_S - L_JC = eta^2 C_S + O(eta^3)``, the closed forms of the loss to ``eta^3`` and of ``c_3``.
+    Returns the block model, the pattern checked against it and the JC loss series."""
+    ident, ext, expr = acc.ident, acc.ext, acc.expr
     model = BlockModel(n_blocks, dims, taylor_order=3)
     pattern = check_pattern(model, pattern)
     d = model.d
     step = one_step_update(model, pattern)
     l1 = lemma1_coefficients(model, pattern)
-    ident["lemma1"] = all(step.fresh_gradient[a].coeff(k) == l1[k][a] for a in range(d) for k in (0, 1))
+    ident["lemma1"] = all(step.fresh_gradient[a].coeff(k) == l1[k][a] for a in range(d)
+                          for k in (0, 1))
     ext["lemma1_next_term"] = all(step.fresh_gradient[a].coeff(2) == l1[2][a] for a in range(d))
     expr["lemma1_1"] = [model.to_expr(x) for x in l1[1]]
     expr["lemma1_2"] = [model.to_expr(x) for x in l1[2]]
@@ -234,7 +289,8 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     L_jc = loss_series(model, jacobi(n_blocks))
     c_s = delay_curvature(model, pattern)
     g2 = sum((x * x for x in model.g), model.zero)
-    gHg = sum((model.g[a] * model.H[a][b] * model.g[b] for a in range(d) for b in range(d)), model.zero)
+    gHg = sum((model.g[a] * model.H[a][b] * model.g[b] for a in range(d) for b in range(d)),
+              model.zero)
     half = model.const(sympy.Rational(1, 2))
     gap = L_s - L_jc
     diff_expr = sympy.expand(model.to_expr(gap.coeff(2)) - model.to_expr(c_s))
@@ -253,13 +309,16 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
     expr["eta3"] = model.to_expr(gap.coeff(3))
     for k in (1, 2, 3):
         expr[f"loss_{k}"] = model.to_expr(L_s.coeff(k))
-    timings["one_step"] = time.perf_counter() - t0
-    stage_done("one_step", timings["one_step"])
+    return model, pattern, L_jc
 
-    # -- Corollary 1 and GS order invariance ---------------------------------
-    t0 = time.perf_counter()
+
+def _gs_order_checks(acc: _Checks, model: BlockModel, n_blocks: int, L_jc):
+    """Corollary 1 (``C_S = C_cross / 2`` for every GS order) and GS order invariance below
+    ``eta^3``; the ``eta^3`` difference of two orders against its closed form.  Returns how many
+    orders were checked and the two orders compared at ``eta^3``."""
+    half = model.const(sympy.Rational(1, 2))
     c_cross = cross_curvature(model)
-    expr["C_cross"] = model.to_expr(c_cross)
+    acc.expr["C_cross"] = model.to_expr(c_cross)
     orders = gs_orders(n_blocks)
     ref = None
     cor_ok, inv_ok = True, True
@@ -268,47 +327,50 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
         gs = gauss_seidel(n_blocks, o)
         Lo = loss_series(model, gs)
         series_by_order[o] = Lo
+        named = ",".join(str(b + 1) for b in o)
         if (Lo - L_jc).coeff(2) != c_cross * half or delay_curvature(model, gs) != c_cross * half:
             cor_ok = False
-            failures.append(f"corollary1: C_S != C_cross/2 for GS order {','.join(str(b + 1) for b in o)}")
+            acc.failures.append(f"corollary1: C_S != C_cross/2 for GS order {named}")
         if ref is None:
             ref = Lo
         elif any(Lo.coeff(k) != ref.coeff(k) for k in (0, 1, 2)):
             inv_ok = False
-            failures.append(f"order_invariance: GS order {','.join(str(b + 1) for b in o)} differs below eta^3")
-    ident["corollary1"] = cor_ok
-    ident["order_invariance"] = inv_ok
+            acc.failures.append(f"order_invariance: GS order {named} differs below eta^3")
+    acc.ident["corollary1"] = cor_ok
+    acc.ident["order_invariance"] = inv_ok
     o1 = tuple(range(n_blocks))
     o2 = tuple(reversed(o1))
     diff3 = (series_by_order[o1] - series_by_order[o2]).coeff(3)
-    closed3 = eta3_gap_closed_form(model, gauss_seidel(n_blocks, o1)) - eta3_gap_closed_form(model, gauss_seidel(n_blocks, o2))
-    ext["gs_orders_eta3_closed_form"] = diff3 == closed3
-    expr["gs_orders_eta3"] = model.to_expr(diff3)
-    timings["corollary1_orders"] = time.perf_counter() - t0
-    stage_done("corollary1_orders", timings["corollary1_orders"])
+    closed3 = (eta3_gap_closed_form(model, gauss_seidel(n_blocks, o1))
+               - eta3_gap_closed_form(model, gauss_seidel(n_blocks, o2)))
+    acc.ext["gs_orders_eta3_closed_form"] = diff3 == closed3
+    acc.expr["gs_orders_eta3"] = model.to_expr(diff3)
+    return len(orders), (o1, o2)
 
-    # -- Lemma 3 / Theorem 2 ----------------------------------------------
-    t0 = time.perf_counter()
+
+def _recursion_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPattern):
+    """Lemma 3 and Theorem 2 on the quartic model; returns their leading remainders by monomial."""
     rmodel = recursion_model(n_blocks, dims)
     rec = check_recursions(rmodel, pattern)
-    ident["lemma3"] = rec.lemma3
-    ident["theorem2"] = rec.theorem2
-    ext["lemma3_leading_closed_forms"] = all(rec.closed_forms.values())
-    if rec.lemma3_offending:
-        failures.append("lemma3: forbidden remainder monomials " + ", ".join(_monomial_label(e) for e in rec.lemma3_offending))
-    if rec.theorem2_offending:
-        failures.append("theorem2: forbidden remainder monomials " + ", ".join(_monomial_label(e) for e in rec.theorem2_offending))
-    lemma3_leading = {_monomial_label(e): [rmodel.to_expr(x) for x in v] for e, v in rec.trajectory_leading.items()}
+    acc.ident["lemma3"] = rec.lemma3
+    acc.ident["theorem2"] = rec.theorem2
+    acc.ext["lemma3_leading_closed_forms"] = all(rec.closed_forms.values())
+    for name, offending in (("lemma3", rec.lemma3_offending), ("theorem2", rec.theorem2_offending)):
+        if offending:
+            acc.failures.append(f"{name}: forbidden remainder monomials "
+                                + ", ".join(_monomial_label(e) for e in offending))
+    lemma3_leading = {_monomial_label(e): [rmodel.to_expr(x) for x in v]
+                      for e, v in rec.trajectory_leading.items()}
     theorem2_leading = {_monomial_label(e): rmodel.to_expr(v) for e, v in rec.loss_leading.items()}
-    timings["lemma3_theorem2"] = time.perf_counter() - t0
-    stage_done("lemma3_theorem2", timings["lemma3_theorem2"])
+    return lemma3_leading, theorem2_leading
 
-    # -- Theorem 3 on a quadratic -------------------------------------------
-    t0 = time.perf_counter()
+
+def _theorem3_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPattern, K_max: int):
+    """Theorem 3 on a quadratic objective for ``K = 1..K_max``: one row per ``K``."""
     qmodel = quadratic_model(n_blocks, dims)
     cum = check_cumulative(qmodel, pattern, K_max=K_max)
-    ident["theorem3_quadratic"] = cum.holds
-    ext["theorem3_eta3_growth"] = cum.growth_holds
+    acc.ident["theorem3_quadratic"] = cum.holds
+    acc.ext["theorem3_eta3_growth"] = cum.growth_holds
     theorem3 = []
     for s in cum.steps:
         theorem3.append({
@@ -321,35 +383,9 @@ def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
             "growth": s.growth_holds,
         })
         if not s.holds:
-            failures.append(f"theorem3_quadratic: remainder below eta^3 at K={s.K}")
-    expr["theorem3_degree"] = cum.degree
-    timings["theorem3"] = time.perf_counter() - t0
-    stage_done("theorem3", timings["theorem3"])
-
-    for key in IDENTITY_KEYS:
-        if not ident[key] and not any(f.startswith(key + ":") for f in failures):
-            failures.append(f"{key}: identity does not hold")
-    for key in EXTENSION_KEYS:
-        if not ext[key]:
-            failures.append(f"{key}: closed form does not match the brute-force series")
-    timings["total"] = time.perf_counter() - t_all
-    return DerivationResult(
-        pattern=pattern,
-        pattern_spec=spec,
-        n_blocks=n_blocks,
-        dims=dims,
-        identities={k: bool(ident[k]) for k in IDENTITY_KEYS},
-        extensions={k: bool(ext[k]) for k in EXTENSION_KEYS},
-        expressions=expr,
-        lemma3_leading=lemma3_leading,
-        theorem2_leading=theorem2_leading,
-        theorem3=theorem3,
-        gs_orders_checked=len(orders),
-        gs_order_pair=(o1, o2),
-        failures=failures,
-        timings=timings,
-        symbols=_symbol_note(model),
-    )
+            acc.failures.append(f"theorem3_quadratic: remainder below eta^3 at K={s.K}")
+    acc.expr["theorem3_degree"] = cum.degree
+    return theorem3
 
 
 def _symbol_note(model: BlockModel) -> str:

@@ -200,7 +200,19 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
 
     L += ["## Findings in detail", ""] + _findings(runs, runs_dir) + [""]
 
-    # -- timings
+    L += _time_section(runs, runs_dir) + _figure_section(rel(fig1)) + _settings_section(runs)
+    L += _verdicts_section(runs, runs_dir) + _reversal_section(runs)
+    L += _criterion_section(runs, rel(figc))
+    text = "\n".join(L) + "\n"
+    md = out / "motivation.md"
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(text, encoding="utf-8")
+    return md
+
+
+def _time_section(runs: dict, runs_dir: str) -> list:
+    """The CPU and wall time per panel, and the verdicts' time."""
+    L: list = []
     rows, total, vtotal = [], 0.0, 0.0
     for panel, rs in runs.items():
         t = [r["summary"]["timing"] for r in rs]
@@ -228,22 +240,34 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
           "not depend on the preset or the seed and are computed once per run folder). CPU time of the process "
           "(single-threaded runs), because the reference machine was shared while measuring; wall time for "
           "reference.", ""]
+    return L
 
-    # -- figure
-    L += ["## Figure 1", "", f"![Figure 1]({rel(fig1)})", "",
+
+def _figure_section(fig1: str) -> list:
+    """Figure 1 and its legend (``fig1``: its path relative to the report)."""
+    L: list = []
+    L += ["## Figure 1", "", f"![Figure 1]({fig1})", "",
           "Blue: sequential implementation; orange: simultaneous; green dash-dotted (right axis): "
           "Delta L = L_seq - L_sim of the first seed, dotted: the other seeds (negative: sequential ahead). "
           "mlp: purple dashed is exact GS, purple dotted its difference to JC. Losses are the training objective on "
           "the evaluation set (mlp: a fixed balanced subset; fl: the federated objective over all clients; lora: "
           "all training examples without dropout).", ""]
+    return L
 
-    # -- what was run
+
+def _settings_section(runs: dict) -> list:
+    """What was run: each panel's settings."""
+    L: list = []
     L += ["## What was run", ""]
     for panel, rs in runs.items():
         s = rs[0]["summary"]
         L += [f"### {panel}: {s['labels']['seq']} vs {s['labels']['sim']}", ""] + _settings_lines(panel, rs) + [""]
+    return L
 
-    # -- verdicts
+
+def _verdicts_section(runs: dict, runs_dir: str) -> list:
+    """What each practical step computes: the validate-step verdicts per panel."""
+    L: list = []
     L += ["## What each practical step computes (`validate-step` on a deterministic version)", "",
           "Deterministic version: one fixed minibatch, no dropout, no clipping, a fresh optimizer state per call, "
           "the panel's own step code, float64 (`experiments/motivation/verdicts.py`; each factory also runs as "
@@ -268,8 +292,12 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
                          f"{_num(c['observed_order'], '.2f')}" for lab, c in near.items()]
                 L += ["  (" + "; ".join(parts) + ")"]
         L += [""]
+    return L
 
-    # -- reversal
+
+def _reversal_section(runs: dict) -> list:
+    """Whether the reversal appears, per run (and exact GS against JC on the MLP)."""
+    L: list = []
     L += ["## Does the reversal appear? (sequential ahead early, simultaneous later)", "",
           "Per run, over the evaluated steps: share of the first third where the sequential implementation is "
           "ahead (Delta L < 0), share of the last third where the simultaneous one is ahead (Delta L > 0, or the "
@@ -296,8 +324,12 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
         L += ["mlp, exact GS against JC (the scheme the in-place step is named after):", "",
               tabulate(rows, headers=["seed", "evaluations with exact GS ahead", "final L_GS", "final L_JC"],
                        tablefmt="github", disable_numparse=True), ""]
+    return L
 
-    # -- criterion
+
+def _criterion_section(runs: dict, figc: str) -> list:
+    """The one-step criterion along the practical runs and its figure (``figc``: relative path)."""
+    L: list = []
     L += ["## The one-step criterion along the practical runs", "",
           "At every probed step, at the simultaneous run's parameters and optimizer state, on that step's "
           "minibatch without dropout, in float64 (`experiments/motivation/criterion.py`): Theorem 1's "
@@ -319,11 +351,7 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
                          ", ".join(f"{p['agree']}/{p['n']}" for p in per)])
     L += [tabulate(rows, headers=["panel", "estimate vs measured", "agree (all seeds)", "per seed"],
                    tablefmt="github", disable_numparse=True), "",
-          f"![criterion]({rel(figc)})", "", "Rows:", ""]
+          f"![criterion]({figc})", "", "Rows:", ""]
     L += [f"- *{name}*: {meaning}" for name, _, _, meaning in AGREEMENTS]
     L += [""]
-    text = "\n".join(L) + "\n"
-    md = out / "motivation.md"
-    md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(text, encoding="utf-8")
-    return md
+    return L

@@ -421,38 +421,9 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed, verdict=verdict, **base)
     if len(res.records) < n or first[0] < 2:  # k = 1 starts from the recorded theta^0: no trajectory to part
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
-    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?  Runs from theta^0
-    # perturbed at rounding measure it (one at a time, up to PERTURBED_TWINS, the growth the largest any shows:
-    # where a ReLU input sits within rounding of zero, whether a run crosses it is a coin toss per run)
-    curve, spread, used = None, None, 0
-    twin_sharpness = [0.0] * len(res.records)  # how far the twins' own `sharpness` parts from the recomputation
-    parted = trajectory_parts_at(comp)
-    wide = comp
-    for i in range(PERTURBED_TWINS):
-        twin = _perturbed_twin(task, rerun, seed=TWIN_SEED + i)
-        if twin is None:
-            continue
-        used += 1
-        c = sensitivity(twin, recomputed)
-        curve = c if curve is None else [max(a, b) for a, b in zip(curve, c)]
-        if "sharpness" in columns:
-            twin_sharpness = [max(s, d) for s, d in zip(twin_sharpness, column_parting(twin, recomputed, "sharpness"))]
-        wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
-                               slack=_sharpness_slack(spread, twin_sharpness, columns, parted))
-        if not wide.ok and wide.first[1] == "sharpness" and spread is None:  # jumps where the Hessian does
-            torch.set_num_threads(threads)
-            try:
-                spread = sharpness_spread(task, rerun.lr, len(res.records), rerun.seed, hvp_method=rerun.hvp)
-            finally:
-                torch.set_num_threads(old_threads)
-            wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns, growth=curve,
-                                   slack=_sharpness_slack(spread, twin_sharpness, columns, parted))
-            worst = max(range(len(spread)), key=lambda i: spread[i])
-            notes.append(f"sharpness compared within twice its spread over {SHARPNESS_PROBES} power iterations at "
-                         f"points perturbed at rounding (largest {spread[worst]:.3g} at k = {worst + 1}) or "
-                         f"twice the runs perturbed at rounding's own parting in it, the larger")
-        if wide.ok:
-            break
+    # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?
+    curve, used, wide, parted = _explain_parting(task, rerun, recomputed, reference, tolerances, columns,
+                                                 comp, n_records=len(res.records))
     if used == 0:
         notes.append("every run perturbed at rounding diverged: no sensitivity to compare with")
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed, verdict="disagree", **base)
@@ -470,6 +441,39 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
                  f"rounding parts at k = {wide.first[0]}")
     return RunCheck(agree=False, first=wide.first, comparison=wide, recomputed=recomputed, verdict="disagree",
                     growth=growth, **base)
+
+
+def _explain_parting(task, rerun, recomputed: dict, reference: dict, tolerances, columns, comp, *,
+                     n_records: int):
+    """Whether records beyond the fixed tolerances part as the trajectory's own sensitivity to
+    rounding predicts.  Runs from ``theta^0`` perturbed at rounding measure it (one at a time, up to
+    :data:`PERTURBED_TWINS`, the growth the largest any shows: where a ReLU input sits within
+    rounding of zero, whether a run crosses it is a coin toss per run); ``sharpness`` is compared
+    within twice how far they part in it.  Returns the growth curve (``None`` when every perturbed
+    run diverged), how many runs measured it, the comparison within the grown tolerances and the
+    ``k`` from which the losses part."""
+    from crosscurv.numeric.record_comparison import compare_records
+
+    curve, used = None, 0
+    twin_sharpness = [0.0] * n_records  # how far the twins' `sharpness` parts from the rerun
+    parted = trajectory_parts_at(comp)
+    wide = comp
+    for i in range(PERTURBED_TWINS):
+        twin = _perturbed_twin(task, rerun, seed=TWIN_SEED + i)
+        if twin is None:
+            continue
+        used += 1
+        c = sensitivity(twin, recomputed)
+        curve = c if curve is None else [max(a, b) for a, b in zip(curve, c)]
+        if "sharpness" in columns:
+            parting = column_parting(twin, recomputed, "sharpness")
+            twin_sharpness = [max(s, d) for s, d in zip(twin_sharpness, parting)]
+        wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns,
+                               growth=curve,
+                               slack=_sharpness_slack(twin_sharpness, columns, parted))
+        if wide.ok:
+            break
+    return curve, used, wide, parted
 
 
 def _bitwise(recomputed: dict, reference: dict, columns) -> bool:
@@ -515,10 +519,9 @@ def trajectory_parts_at(comparison) -> int | None:
     return min(ks) if ks else None
 
 
-def _sharpness_slack(spread, twin_parting, columns, parted: int | None = None) -> dict | None:
+def _sharpness_slack(twin_parting, columns, parted: int | None = None) -> dict | None:
     """The ``slack`` of :func:`crosscurv.numeric.record_comparison.compare_records` for ``sharpness``:
-    ``2 max(s_k, t_k)``, ``s_k`` its spread at points moved by one ulp (:func:`sharpness_spread`, ``0`` until
-    measured) and ``t_k`` how far the runs perturbed at rounding part in it (:func:`column_parting`); ``inf``
+    ``2 t_k``, ``t_k`` how far the runs perturbed at rounding part in it (:func:`column_parting`); ``inf``
     from ``k = parted`` on (:func:`trajectory_parts_at`: the losses beyond the fixed tolerances).
 
     The power iteration's vector carries the whole trajectory: once the trajectories part (a ReLU kink crossed
@@ -527,8 +530,7 @@ def _sharpness_slack(spread, twin_parting, columns, parted: int | None = None) -
     before that, from ``k = 1``.  A kink crossed while the losses still agree is not covered (docs/reproducibility.md)."""
     if "sharpness" not in columns:
         return None
-    s = spread or [0.0] * len(twin_parting)
-    out = [2.0 * max(a, b) for a, b in zip(s, twin_parting)]
+    out = [2.0 * max(0.0, b) for b in twin_parting]
     if parted is not None:
         out = [math.inf if k >= parted else x for k, x in enumerate(out, start=1)]
     return {"sharpness": out}
@@ -575,56 +577,6 @@ def _perturbed(params, gen, ulps: float = 0.5) -> dict:
         sign = torch.randint(0, 2, tuple(p.shape), generator=gen).to(device=p.device, dtype=p.dtype) * 2 - 1
         out[name] = p * (1 + torch.finfo(p.dtype).eps * ulps * sign)
     return out
-
-
-#: Power iterations at points perturbed at rounding that measure the ``sharpness`` column's own spread.
-SHARPNESS_PROBES = 16
-
-
-def sharpness_spread(task, lr: float, n: int, seed: int, probes: int = SHARPNESS_PROBES, hvp_method: str = "auto"):
-    """How far the ``sharpness`` column moves when the points it is evaluated at move at rounding, per ``k``.
-
-    The column is the power iteration's ``R_k = p_k^T H(theta_JC^k) p_k``.  Where ``H`` jumps between
-    neighbouring points (a ReLU input within rounding of zero: the loss is continuous there, its Hessian is
-    not), two runs that agree to rounding in every other column can record ``R_k`` far apart, further than
-    any rounding model of the products says.  This replays the JC trajectory ``theta_JC^{k+1} = theta_JC^k -
-    eta g`` with the power iteration (start :func:`crosscurv.numeric.estimates.init_power_vector` of
-    ``seed``), and beside it ``probes`` power iterations, each with its own vector, whose Hessian at every
-    ``k`` is taken at ``theta_JC^k (1 + eps r)`` (:func:`_perturbed` by one ulp, either way; fresh signs per
-    ``k`` and probe).
-
-    Returns:
-        ``[s_1, ..., s_n]`` with ``s_k = max_j |R_k^(j) - R_k|`` over the probes with a finite value: two
-        evaluations of the column within rounding of the same point differ by at most ``2 s_k`` as far as
-        these probes see.
-    """
-    import torch
-
-    from crosscurv.numeric.estimates import init_power_vector, power_step
-    from crosscurv.numeric.protocol import choose_engine
-
-    engine = choose_engine(task, hvp_method)
-    theta = {k: v.detach().clone() for k, v in task.params.items()}
-    p = init_power_vector(theta, seed)
-    ps = [p] * probes
-    gen = torch.Generator().manual_seed(7919 + int(seed))
-    spread = []
-    for k in range(n + 1):
-        at = engine.point(task.loss, theta)
-        rq, p = power_step(p, at.hvp(p))
-        g = {name: t.detach() for name, t in at.grad.items()}
-        at.release()
-        worst = 0.0
-        for j in range(probes):
-            probe = engine.point(task.loss, _perturbed(theta, gen, ulps=1.0))
-            rj, ps[j] = power_step(ps[j], probe.hvp(ps[j]))
-            probe.release()
-            if math.isfinite(rj) and math.isfinite(rq):  # a probe with no finite value measures nothing
-                worst = max(worst, abs(rj - rq))
-        if k >= 1:
-            spread.append(worst)
-        theta = {name: theta[name] - lr * g[name] for name in theta}
-    return spread
 
 
 def check_runs(run_dirs: Sequence[str] | None = None, iters: int | None = None, *, root: str = "reports",

@@ -156,8 +156,19 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
     s = any_run.summary.get("settings", {})
     lines += [f"Task `{study.task}`, preset `{s.get('preset')}`, pattern `{s.get('pattern_spec')}`, "
               f"{s.get('dtype')}, K = {s.get('iters')}; seeds {', '.join(map(str, seeds))}.", ""]
+    win, tl, meas = _winners_section(study, runs, seeds, findings)
+    est, stats, certs = _estimates_section(study, runs, seeds, tl, meas)
+    lines += win + est
+    findings += _study_findings(study, runs, seeds, tl, meas, stats)
+    summary += _summary_rows(study, runs, seeds, tl, stats, certs)
+    return lines, findings
+
+
+def _winners_section(study, runs: dict, seeds, findings: list):
+    """The measured winners per variant and seed: the table, the timelines ``tl[(label, seed)]``
+    and the measured gaps ``meas[(label, seed)]``; appends a finding per run whose gap is in part
+    the plain difference."""
     base = study.baseline.label
-    # -- winners --------------------------------------------------------------------
     rows, tl, meas = [], {}, {}
     for v in study.variants:
         for sd in seeds:
@@ -182,7 +193,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
                     f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} iterations the gap is "
                     f"the plain difference L_S - L_JC (the runs too far apart for the segment rule to be the more "
                     f"precise, or its estimate refuted by the losses; mean abs gap {float(np.mean(np.abs(gap))):.3g}).")
-    lines += ["### Measured winners", "",
+    lines = ["### Measured winners", "",
               "The measured gap is the record's `gap`: the segment integral of the gradient where that is the more "
               "precise measurement and agrees with `L_S - L_JC`, else that difference (`crosscurv.numeric.gap.reconcile`; "
               "see the findings).", "",
@@ -193,7 +204,13 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
     for (label, sd), t in tl.items():
         lines.append(f"{label:>14s} seed{sd}  {t}")
     lines += ["```", ""]
-    # -- estimates ------------------------------------------------------------------
+    return lines, tl, meas
+
+
+def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
+    """Table 1 rows of the generalized estimates and their predicted winners; with the per-run
+    ``stats[(label, seed, estimate)] = (Correct, MAE / mean |gap|)`` and error bars ``certs``."""
+    lines: list = []
     rows = []
     stats: dict = {}
     certs: dict = {}
@@ -236,7 +253,13 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
             for e in ("recursive", "cumulative"):
                 lines.append(f"{'':>14s}        {e:<10s} {estimate_winners(run.columns[e])}")
     lines += ["```", ""]
-    # -- findings -------------------------------------------------------------------
+    return lines, stats, certs
+
+
+def _study_findings(study, runs: dict, seeds, tl: dict, meas: dict, stats: dict) -> list:
+    """The findings against the baseline and of each estimate, per variant and seed."""
+    base = study.baseline.label
+    findings: list = []
     for v in study.variants[1:]:
         for sd in seeds:
             key, bkey = (v.label, sd), (base, sd)
@@ -269,7 +292,13 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
                     findings.append(f"{study.name}, {v.label}, seed {sd}: from k = 2 on (one tangent step from the "
                                     f"measured differences) the recursive estimate has MAE/mean abs gap {_num(rel)} and "
                                     f"the gap's sign at {agree:.0f}% of the iterations: {_verdict(rel)}.")
-    # -- the summary rows: means over the seeds that have records -------------------------
+    return findings
+
+
+def _summary_rows(study, runs: dict, seeds, tl: dict, stats: dict, certs: dict) -> list:
+    """The summary rows: means over the seeds that have records."""
+    base = study.baseline.label
+    summary: list = []
     for v in study.variants:
         have = [sd for sd in seeds if (v.label, sd) in runs]
         if not have:
@@ -290,7 +319,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
             row += [f"{sum(a for a, _ in agree)}/{sum(n for _, n in agree)}" if agree else ""]
         row += ["; ".join(f"s{sd}: {','.join(map(str, switch_points(tl[(v.label, sd)]))) or '-'}" for sd in have)]
         summary.append(row)
-    return lines, findings
+    return summary
 
 
 def _count(t: str) -> str:
