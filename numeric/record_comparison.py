@@ -151,7 +151,7 @@ def compare_records(theirs: Mapping[str, Sequence], reference: Mapping[str, Sequ
             (report --check measures it).
         slack: ``{column: [s_k, ...]}`` aligned with ``theirs``: an absolute amount added to that
             column's allowed difference at each ``k`` after ``growth`` (a column's own measured
-            spread at rounding, e.g. :func:`crosscurv.experiments.reports.check.sharpness_spread`).
+            spread at rounding).
         terms: the reference's ``terms.csv`` as ``{column: values}`` with ``"k"`` (a golden run
             folder; :mod:`crosscurv.experiments.conformance.golden_terms`): enables the
             formula-level diagnoses of :mod:`crosscurv.numeric.formula_variants`.
