@@ -1,0 +1,82 @@
+"""Table 1 at a contested setting over seeds, and the LoRA grid report on pretrained weights."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .test_studies import write_run
+
+K = 500
+
+
+def _gaps(jc: int) -> list[float]:
+    """JC lower at the first ``jc`` iterations, the scheme S after: one switch."""
+    return [1.0] * jc + [-1.0] * (K - jc)
+
+
+def _sweep(tmp_path):
+    sw = tmp_path / "k500"
+    # seed 0: JC 100 of 500 (20%), one switch at k = 101: contested; the estimate always says S
+    write_run(sw, "mlp-s0", lr=0.002, seed=0, gaps=_gaps(100), est=[-1.0] * K)
+    # seed 1: JC 20 of 500 (4%): not contested; the estimate right everywhere
+    write_run(sw, "mlp-s1", lr=0.002, seed=1, gaps=_gaps(20), est=_gaps(20))
+    # seed 2: still running at k = 7: left out and listed
+    write_run(sw, "mlp-s2", lr=0.002, seed=2, gaps=[1.0] * 7, est=[1.0] * 7, status="running",
+              iters=K)
+    return sw
+
+
+def _run(module, *args):
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_contest_seeds_report_counts_contested_seeds_and_the_baselines(tmp_path):
+    out = tmp_path / "k500.md"
+    proc = _run("crosscurv.experiments.studies.contest_seeds", _sweep(tmp_path), "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    lines = text.splitlines()
+    assert lines[2] == (
+        "- mlp, eta = 0.002: 1 of 2 finished seeds contested at K = 500; JC lower in 60.0 "
+        "iterations per seed [20, 100] (the paper: 45 of 500); Correct recursive 90.0%, "
+        "cumulative 10.0%, majority 88.0%."  # cumulative = -estimate: 20% and 0%
+    )
+    assert lines[3] == "- Not finished, left out: mlp-s2 (K = 7 reached)."
+    # the majority winner is S in both seeds: 400/500 and 480/500 right
+    row = next(ln for ln in lines if "| Baseline: majority winner" in ln)
+    assert "88.0% [80.0%, 96.0%]" in row and "0/60.0 (h 0, n 20-100)" in row
+    rec = next(ln for ln in lines if "| Recursive" in ln)
+    assert "90.0% [80.0%, 100.0%]" in rec and "| 100.0%" in rec  # the paper's DNN beside ours
+    per_run = [ln for ln in lines if ln.startswith("| mlp")]
+    assert [ln.split("|")[11].strip() for ln in per_run] == ["yes", "no"]
+    bad = _run("crosscurv.experiments.studies.contest_seeds", tmp_path / "none", "--out", out)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_contest_lora_report_names_the_base_weights(tmp_path):
+    from crosscurv.experiments.studies.contest_lora import TASK
+
+    rnd, pre = tmp_path / "random", tmp_path / "pretrained"
+    write_run(rnd, "lora-a", task="lora", lr=0.003, seed=0, gaps=[-1.0] * 10, est=[-1.0] * 10)
+    # balanced, two switches, inside the regime: contested so far
+    write_run(pre, "lora-b", task=TASK, lr=0.03, seed=0, gaps=[1.0] * 4 + [-1.0] * 4 + [1.0] * 2,
+              est=[1.0] * 10)
+    # crosses eta * sharpness = 2 at k = 2: outside, whatever its switches
+    write_run(pre, "lora-c", task=TASK, lr=0.3, seed=0, gaps=[1.0, -1.0] * 5, est=[1.0] * 10,
+              sharp=[1.0, 10.0] + [1.0] * 8)
+    out = tmp_path / "lora.md"
+    proc = _run("crosscurv.experiments.studies.contest_lora", rnd, pre, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert lines[2] == (
+        "- lora (pretrained T5): eta in {0.03, 0.3}, 2 runs, K = 10-10; 1 inside the regime, 1 "
+        "with a change of winner there, 1 contested (most balanced: eta = 0.03, seed 0: JC 60%, "
+        "GS 40%, 2 switches)."
+    )
+    assert lines[3] == (
+        "- lora (random T5): eta in {0.003}, 1 runs, K = 10-10; 1 inside the regime, 0 with a "
+        "change of winner there, 0 contested."
+    )
+    assert any(ln.startswith("| lora (pretrained T5) | 0.3 ") and "| no " in ln for ln in lines)
