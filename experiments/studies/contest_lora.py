@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["TASK", "short_task", "findings", "render", "main"]
+__all__ = ["TASK", "OTHER_PANELS", "short_task", "findings", "figure1_lines", "render", "main"]
 
 #: the ``crosscurv run`` task spec of LoRA on the pretrained T5
 TASK = "crosscurv.experiments.tasks.lora_pretrained:lora_pretrained"
@@ -80,9 +80,46 @@ def _pretraining(sweeps) -> list[str]:
     return out
 
 
-def render(rows: list[dict], sweeps, command: str) -> str:
-    """The report: findings, the pretraining record, then the per-run table of
-    :func:`crosscurv.experiments.studies.contest.render` (its title dropped)."""
+#: why the other Figure 1 panels were not rerun (the CPU budget of the study)
+OTHER_PANELS = (
+    "The mlp and fl panels were not rerun. mlp: its practical in-place run diverges at the default "
+    "preset (`reports/motivation.md`), and a panel that does not diverge needs a smaller rate or "
+    "other clipping, which `crosscurv motivation` does not take as options; fl: the bundled data "
+    "is 20 CIFAR-10 images, and the paper's panel (full CIFAR-10, width 64) needs the data set "
+    "and hours of CPU that this study did not have."
+)
+
+
+def figure1_lines(motivation: str | None) -> list[str]:
+    """The lora panel's findings quoted from ``MOTIVATION/motivation.md`` (written by ``crosscurv
+    motivation --panel lora --model <the pretrained folder> --report MOTIVATION``), then
+    :data:`OTHER_PANELS`."""
+    if motivation is None:
+        return []
+    path = Path(motivation) / "motivation.md"
+    quoted = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith(("- lora:", "- The criterion"))
+    ] if path.is_file() else []
+    return [
+        "## Figure 1 on the pretrained T5",
+        "",
+        f"The lora panel of Figure 1 (practical alternating and simultaneous LoRA with Adam) on the "
+        f"pretrained T5, from `{path}`:" if quoted else f"`{path}`: not written (the panel did "
+        "not run).",
+        "",
+        *quoted,
+        "",
+        OTHER_PANELS,
+        "",
+    ]
+
+
+def render(rows: list[dict], sweeps, command: str, motivation: str | None = None) -> str:
+    """The report: findings, the pretraining record, the per-run table of
+    :func:`crosscurv.experiments.studies.contest.render` (its title dropped), then
+    :func:`figure1_lines`."""
     from crosscurv.experiments.studies import contest
 
     named = [{**r, "task": short_task(r["task"])} for r in rows]
@@ -101,6 +138,8 @@ def render(rows: list[dict], sweeps, command: str) -> str:
         "`--model` set to that folder.",
         "",
         *table[start:],
+        "",
+        *figure1_lines(motivation),
     ]
     return "\n".join(lines)
 
@@ -111,6 +150,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
     ap.add_argument("--out", required=True, help="the markdown file to write")
+    ap.add_argument("--motivation", help="the --report folder of the lora Figure 1 panel on the "
+                    "pretrained T5 (quoted)")
     args = ap.parse_args(argv)
     from crosscurv.experiments.studies.collect import read_sweep
     from crosscurv.experiments.studies.contest import contest_rows
@@ -126,9 +167,11 @@ def main(argv=None) -> int:
         "python -m crosscurv.experiments.studies.contest_lora "
         + " ".join(args.sweeps)
         + f" --out {args.out}"
+        + (f" --motivation {args.motivation}" if args.motivation else "")
     )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, render(contest_rows(sweeps), sweeps, command))
+    text = render(contest_rows(sweeps), sweeps, command, args.motivation)
+    atomic_write_text(args.out, text)
     print(f"wrote {args.out}")
     return 0
 
