@@ -80,3 +80,16 @@ def test_contest_lora_report_names_the_base_weights(tmp_path):
         "change of winner there, 0 contested."
     )
     assert any(ln.startswith("| lora (pretrained T5) | 0.3 ") and "| no " in ln for ln in lines)
+
+
+def test_contest_lora_quotes_the_lora_panel_and_says_why_not_the_others(tmp_path):
+    from crosscurv.experiments.studies.contest_lora import OTHER_PANELS, figure1_lines
+
+    (tmp_path / "motivation.md").write_text(
+        "# Motivation\n\n- lora: the reversal in 2 of 3 seeds.\n- fl: not run.\n"
+    )
+    lines = figure1_lines(str(tmp_path))
+    assert "- lora: the reversal in 2 of 3 seeds." in lines and "- fl: not run." not in lines
+    assert OTHER_PANELS in lines
+    missing = figure1_lines(str(tmp_path / "absent"))
+    assert any("not written" in ln for ln in missing) and figure1_lines(None) == []
