@@ -8,8 +8,8 @@ the lower loss in ``>= 10%`` of the decided iterations, the winner changes at le
 (:func:`crosscurv.experiments.studies.seeds.seed_rows`: ``mean [min, max]`` over seeds) with the
 two baseline rows (``majority``: always the scheme measured lower most often; ``one_step``: the
 sign of ``eta^2 C_S`` at the JC iterate, from ``one_step.csv`` beside each run's records) and the
-paper's one-run Table 1.  Runs not finished are listed with the ``K`` they reached and left out
-of Table 1.
+paper's one-run Table 1.  Runs not finished are listed with the ``K`` they reached, their shares
+*so far* in the per-run table, and left out of Table 1.
 
 Writes ``OUT`` (markdown, the findings first), e.g.::
 
@@ -23,18 +23,57 @@ import math
 import sys
 from pathlib import Path
 
-__all__ = ["study_rows", "findings", "render", "main"]
+__all__ = ["read_study", "study_rows", "findings", "unfinished", "render", "main"]
 
 
 def _complete(r) -> bool:
     return r.status == "complete" and r.K >= r.planned_K
 
 
-def study_rows(sweeps) -> tuple[list[dict], list]:
-    """``(contest rows of every run, the complete runs)`` of the sweeps given."""
+def read_study(path):
+    """The sweep folder ``path`` (:func:`~crosscurv.experiments.studies.collect.read_sweep`), and
+    its unfinished runs that have records so far, as a second
+    :class:`~crosscurv.experiments.studies.collect.SweepRuns` (their shares are *so far*).
+
+    Raises:
+        DataError: ``path`` is not a sweep folder, or holds no run with records.
+    """
+    from crosscurv.experiments.reports.table import load_run
+    from crosscurv.experiments.studies.collect import StudyRun, SweepRuns, read_sweep
+    from crosscurv.experiments.tasks.errors import DataError
+    from crosscurv.numeric.records import read_summary
+
+    path = Path(path)
+    try:
+        done = read_sweep(path)
+    except DataError:
+        if not (path / "runs").is_dir():
+            raise
+        names = sorted(d.name for d in (path / "runs").iterdir() if d.is_dir())
+        done = SweepRuns(path, [], names, {})
+    partial = []
+    for name in done.unfinished:
+        d = path / "runs" / name
+        if not (d / "summary.json").is_file() or not (d / "records.csv").is_file():
+            continue
+        if read_summary(str(d / "summary.json")).get("settings") is None:
+            continue
+        try:
+            partial.append(StudyRun(name, load_run(d)))
+        except DataError:  # no record written yet
+            continue
+    if not done.runs and not partial:
+        raise DataError(f"{path} holds no run with records")
+    return done, SweepRuns(path, partial, [], {})
+
+
+def study_rows(sweeps, partial=()) -> tuple[list[dict], list]:
+    """``(contest rows of every run, finished or not, the complete runs)`` of the sweeps given."""
     from crosscurv.experiments.studies.contest import contest_rows
 
-    rows = contest_rows(sweeps)
+    rows = [{**r, "finished": True} for r in contest_rows(sweeps)]
+    rows += [{**r, "finished": False} for r in contest_rows(partial)]
+    rows.sort(key=lambda d: (d["task"], d["lr"], d["seed"], d["K"]))
     done = [r for sw in sweeps for r in sw.runs if _complete(r)]
     return rows, done
 
@@ -51,7 +90,7 @@ def findings(rows: list[dict], table: list[dict]) -> list[str]:
     lines = []
     for task, lr in sorted({(r["task"], r["lr"]) for r in rows}):
         rs = [r for r in rows if r["task"] == task and r["lr"] == lr]
-        fin = [r for r in rs if r["contested"] in ("yes", "no")]
+        fin = [r for r in rs if r["finished"]]
         yes = [r for r in fin if r["contested"] == "yes"]
         jc_iters = [_jc_iterations(r) for r in fin]
         paper = PAPER_TABLE1.get(task, {}).get("recursive")
@@ -80,7 +119,7 @@ def findings(rows: list[dict], table: list[dict]) -> list[str]:
 
 
 def unfinished(sweeps) -> list[str]:
-    """``name (K = k reached)`` of each run not finished (left out of every table)."""
+    """``name (K = k reached)`` of each run not finished (left out of Table 1)."""
     out = []
     for sw in sweeps:
         for name in sw.unfinished:
@@ -110,7 +149,7 @@ def render(rows: list[dict], table: list[dict], command: str, left=()) -> str:
             str(len(r["switches"])), _ks(r["switches"]),
             f"{r['top']:.3g}" if r["top"] == r["top"] else "n/a",
             "never" if r["cross"] is None else str(r["cross"]),
-            r["contested"] if r["contested"] in ("yes", "no") else f"not finished ({r['contested']})",
+            r["contested"] if r["finished"] else f"not finished ({r['contested']})",
             "?" if r["seconds"] is None else f"{r['seconds']:.0f}",
         ]
         for r in rows
@@ -159,12 +198,11 @@ def main(argv=None) -> int:
     ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
     ap.add_argument("--out", required=True, help="the markdown file to write")
     args = ap.parse_args(argv)
-    from crosscurv.experiments.studies.collect import read_sweep
     from crosscurv.numeric.records import atomic_write_text
     from crosscurv.theory.errors import InputError
 
     try:
-        sweeps = [read_sweep(p) for p in args.sweeps]
+        read = [read_study(p) for p in args.sweeps]
     except InputError as exc:
         print(f"contest_seeds: {exc}", file=sys.stderr)
         return 2
@@ -173,7 +211,8 @@ def main(argv=None) -> int:
         + " ".join(args.sweeps)
         + f" --out {args.out}"
     )
-    rows, done = study_rows(sweeps)
+    sweeps = [done for done, _ in read]
+    rows, done = study_rows(sweeps, [partial for _, partial in read])
     table = _table(done)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, render(rows, table, command, unfinished(sweeps)))

@@ -21,7 +21,7 @@ def _sweep(tmp_path):
     write_run(sw, "mlp-s0", lr=0.002, seed=0, gaps=_gaps(100), est=[-1.0] * K)
     # seed 1: JC 20 of 500 (4%): not contested; the estimate right everywhere
     write_run(sw, "mlp-s1", lr=0.002, seed=1, gaps=_gaps(20), est=_gaps(20))
-    # seed 2: still running at k = 7: left out and listed
+    # seed 2: still running at k = 7, JC all along: left out of Table 1, its shares so far shown
     write_run(sw, "mlp-s2", lr=0.002, seed=2, gaps=[1.0] * 7, est=[1.0] * 7, status="running",
               iters=K)
     return sw
@@ -50,7 +50,16 @@ def test_contest_seeds_report_counts_contested_seeds_and_the_baselines(tmp_path)
     rec = next(ln for ln in lines if "| Recursive" in ln)
     assert "90.0% [80.0%, 100.0%]" in rec and "| 100.0%" in rec  # the paper's DNN beside ours
     per_run = [ln for ln in lines if ln.startswith("| mlp")]
-    assert [ln.split("|")[11].strip() for ln in per_run] == ["yes", "no"]
+    assert [ln.split("|")[11].strip() for ln in per_run] == ["yes", "no", "not finished (no)"]
+    assert per_run[2].split("|")[5].strip() == "100%"  # JC lower in all 7 so far
+    # a sweep with no finished run yet: its runs so far, no Table 1
+    only = tmp_path / "only"
+    write_run(only, "fl-s0", task="fl", lr=0.005, seed=0, gaps=[1.0, -1.0] * 3, est=[1.0] * 6,
+              status="running", iters=K)
+    proc = _run("crosscurv.experiments.studies.contest_seeds", only, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "not finished (so far)" in text and "No finished run." in text
     bad = _run("crosscurv.experiments.studies.contest_seeds", tmp_path / "none", "--out", out)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
