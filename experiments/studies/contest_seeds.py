@@ -96,7 +96,9 @@ def findings(rows: list[dict], table: list[dict]) -> list[str]:
         paper = PAPER_TABLE1.get(task, {}).get("recursive")
         text = (
             f"- {task}, eta = {lr:g}: {len(yes)} of {len(fin)} finished seeds contested at K = "
-            f"{max((r['K'] for r in fin), default=0)}"
+            f"{max(r['K'] for r in fin)}"
+            if fin
+            else f"- {task}, eta = {lr:g}: no finished seed yet"
         )
         if fin:
             text += (

@@ -60,6 +60,7 @@ def test_contest_seeds_report_counts_contested_seeds_and_the_baselines(tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "not finished (so far)" in text and "No finished run." in text
+    assert "- fl, eta = 0.005: no finished seed yet." in text
     bad = _run("crosscurv.experiments.studies.contest_seeds", tmp_path / "none", "--out", out)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
