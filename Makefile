@@ -152,7 +152,7 @@ contest-study: $(STAMP)
 	$(PY) -m crosscurv.experiments.reports.one_step_along_jc $(SWEEPS)/contest-mlp-k500 $(SWEEPS)/contest-fl-k500
 	$(PY) -m crosscurv.experiments.studies.contest_seeds $(SWEEPS)/contest-mlp-k500 $(SWEEPS)/contest-fl-k500 \
 	  --out reports/contest_k500.md
-	$(SWEEP) --task crosscurv.experiments.tasks.lora_pretrained:lora_pretrained --lr 0.003 0.01 0.03 0.1 --seed 0-1 \
+	$(SWEEP) --task crosscurv.experiments.tasks.lora_pretrained:lora_pretrained --lr 0.003 0.01 0.03 0.1 --seed 0 \
 	  --iters 100 --out $(SWEEPS)/explore-lora-pretrained $(DONE)
 	OMP_NUM_THREADS=1 $(PY) -m crosscurv motivation --panel lora --preset default --resume \
 	  --model $$($(PY) -c 'from crosscurv.experiments.tasks.lora_pretrained import ensure_pretrained as e; print(e())') \
