@@ -103,3 +103,12 @@ def test_contest_lora_quotes_the_lora_panel_and_says_why_not_the_others(tmp_path
     assert OTHER_PANELS in lines
     missing = figure1_lines(str(tmp_path / "absent"))
     assert any("not written" in ln for ln in missing) and figure1_lines(None) == []
+
+
+def test_paper_line_judges_the_papers_runs_by_the_same_rule():
+    from crosscurv.experiments.studies.contest_seeds import paper_line
+
+    line = paper_line()
+    assert "DNN JC lower in 45 of 500 (9.0%: not contested; the majority winner would score " \
+        "91.0%)" in line
+    assert "LoRA JC lower in 75 of 500 (15.0%: contested" in line
