@@ -80,6 +80,13 @@ def _pretraining(sweeps) -> list[str]:
     return out
 
 
+#: the command behind the lora panel on the pretrained T5 (``make contest-study``)
+MOTIVATION_COMMAND = (
+    "OMP_NUM_THREADS=1 crosscurv motivation --panel lora --preset default --resume --model "
+    "<the pretrained folder> --out runs/motivation-lora-pretrained --report "
+    "reports/motivation-lora-pretrained"
+)
+
 #: why the other Figure 1 panels were not rerun (the CPU budget of the study)
 OTHER_PANELS = (
     "The mlp and fl panels were not rerun. mlp: its practical in-place run diverges at the default "
@@ -106,8 +113,10 @@ def figure1_lines(motivation: str | None) -> list[str]:
         "## Figure 1 on the pretrained T5",
         "",
         f"The lora panel of Figure 1 (practical alternating and simultaneous LoRA with Adam) on the "
-        f"pretrained T5, from `{path}`:" if quoted else f"`{path}`: not written (the panel did "
-        "not run).",
+        f"pretrained T5, from `{path}` (written by `{MOTIVATION_COMMAND}`, a stage of `make "
+        "contest-study`; its own header omits `--panel` and `--model`):"
+        if quoted
+        else f"`{path}`: not written (the panel did not run).",
         "",
         *quoted,
         "",
@@ -138,7 +147,6 @@ def render(rows: list[dict], sweeps, command: str, motivation: str | None = None
         "`--model` set to that folder.",
         "",
         *table[start:],
-        "",
         *figure1_lines(motivation),
     ]
     return "\n".join(lines)
