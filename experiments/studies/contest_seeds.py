@@ -160,7 +160,6 @@ def render(rows: list[dict], table: list[dict], command: str, left=()) -> str:
     from tabulate import tabulate
 
     from crosscurv.experiments.studies.contest import SHARE, _ks, _pct
-    from crosscurv.experiments.studies.seeds import render_seeds_table
 
     body = [
         [
@@ -201,10 +200,42 @@ def render(rows: list[dict], table: list[dict], command: str, left=()) -> str:
         "only afterwards); one-step `eta^2 C_S` at the JC iterate (`one_step.csv`, written by "
         "`python -m crosscurv.experiments.reports.one_step_along_jc SWEEP`).",
         "",
-        render_seeds_table(table, paper=True) if table else "No finished run.",
-        "",
+        *(_group_tables(rows, table) if table else ["No finished run.", ""]),
     ]
     return "\n".join(lines)
+
+
+def _group_tables(rows: list[dict], table: list[dict]) -> list[str]:
+    """One Table 1 per task and rate over its finished seeds, and, where only some of them are
+    contested, a second one over the contested seeds alone."""
+    from crosscurv.experiments.studies.seeds import render_seeds_table
+
+    out = []
+    for task, lr in sorted({(t["task"], t["lr"]) for t in table}):
+        group = [t for t in table if t["task"] == task and t["lr"] == lr]
+        out += [f"### {task}, eta = {lr:g}: every finished seed", "",
+                render_seeds_table(group, paper=True), ""]
+        yes = sorted(r["seed"] for r in rows
+                     if r["task"] == task and r["lr"] == lr and r["finished"]
+                     and r["contested"] == "yes")
+        if yes and len(yes) < len(group[0]["seeds"]):
+            sub = [_restrict(t, yes) for t in group]
+            out += [f"### {task}, eta = {lr:g}: the contested seeds only", "",
+                    render_seeds_table([t for t in sub if t], paper=True), ""]
+    return out
+
+
+def _restrict(row: dict, seeds: list[int]) -> dict | None:
+    """A :func:`~crosscurv.experiments.studies.seeds.seed_rows` row over ``seeds`` only."""
+    from crosscurv.experiments.studies.seeds import SCALARS, Spread
+
+    have = {s: v for s, v in row["per_seed"].items() if s in seeds}
+    if not have:
+        return None
+    out = {**row, "seeds": sorted(have), "per_seed": have}
+    for key in SCALARS:
+        out[key] = Spread([have[s][key] for s in sorted(have)])
+    return out
 
 
 def _table(done) -> list[dict]:

@@ -49,6 +49,10 @@ def test_contest_seeds_report_counts_contested_seeds_and_the_baselines(tmp_path)
     assert "88.0% [80.0%, 96.0%]" in row and "0/60.0 (h 0, n 20-100)" in row
     rec = next(ln for ln in lines if "| Recursive" in ln)
     assert "90.0% [80.0%, 100.0%]" in rec and "| 100.0%" in rec  # the paper's DNN beside ours
+    # seed 0 alone is contested: a second table over it, where the majority scores 80%
+    at = lines.index("### mlp, eta = 0.002: the contested seeds only")
+    only = next(ln for ln in lines[at:] if "| Baseline: majority winner" in ln)
+    assert "| 1 (0) " in only and "| 80.0% " in only
     per_run = [ln for ln in lines if ln.startswith("| mlp")]
     assert [ln.split("|")[11].strip() for ln in per_run] == ["yes", "no", "not finished (no)"]
     assert per_run[2].split("|")[5].strip() == "100%"  # JC lower in all 7 so far
