@@ -143,10 +143,10 @@ contest-study: $(STAMP)
 	$(SWEEP) --task fl --lr 0.005 --seed 0-1 --iters 100 --out $(SWEEPS)/explore-fl $(DONE)
 	$(PY) -m crosscurv.experiments.studies.contest $(SWEEPS)/regime-mlp $(SWEEPS)/explore-mlp $(SWEEPS)/regime-fl \
 	  $(SWEEPS)/explore-fl --out reports/contest.md
-# Table 1 at the contested rates, K = 500 over seeds 0-4 (MLP at 0.001 and 0.002, about 3 CPU minutes a
-# seed; FL about 30: hours in all), into reports/contest_k500.md; LoRA on the T5 pretrained by
-# crosscurv.experiments.tasks.lora_pretrained (about 2 CPU minutes, cached) over a grid of rates,
-# into reports/contest_lora.md; the lora Figure 1 panel on it into reports/motivation-lora-pretrained
+# Table 1 at the contested rates, K = 500 over seeds 0-4 (MLP at 0.001 and 0.002, about 3 CPU
+# minutes a seed; FL about an hour a seed on a shared 2-core machine) into reports/contest_k500.md;
+# LoRA on the T5 pretrained by crosscurv.experiments.tasks.lora_pretrained (about 2 CPU minutes,
+# cached) over a grid of rates into reports/contest_lora.md, with the lora Figure 1 panel on it
 	$(SWEEP) --task mlp --lr 0.001 0.002 --seed 0-4 --iters 500 --out $(SWEEPS)/contest-mlp-k500 $(DONE)
 	$(SWEEP) --task fl --lr 0.005 --seed 0-4 --iters 500 --out $(SWEEPS)/contest-fl-k500 $(DONE)
 	$(PY) -m crosscurv.experiments.reports.one_step_along_jc $(SWEEPS)/contest-mlp-k500 $(SWEEPS)/contest-fl-k500
