@@ -51,7 +51,7 @@ from crosscurv.theory.pattern_spaces import DAG_COUNTS, LOCAL, PatternSpace, par
 from .pair_records import PairRecords, finite_pairs, pair_run, predict
 from .records import json_safe
 
-__all__ = ["SearchResult", "search", "best_per_depth", "local_descent"]
+__all__ = ["SearchResult", "search", "search_patterns", "best_per_depth", "local_descent"]
 
 
 def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) -> dict:
@@ -493,6 +493,10 @@ def search(
     if out_dir is not None:
         res.save(out_dir)
     return res
+
+
+#: :func:`search` under the name ``crosscurv.search_patterns`` (the package's lazy export).
+search_patterns = search
 
 
 def _fmt(x: float) -> str:
