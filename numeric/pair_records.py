@@ -136,8 +136,8 @@ def _grad_and_products(
         )
         V = directions(g)
         m = V.shape[0]
-        hv = torch.zeros_like(V)
         live = [(r, gk) for r, gk in enumerate(gs) if gk is not None and gk.requires_grad]
+        hv = None
         if live and m:
             outs = [gk for _, gk in live]
             gos = [V[:, layout[r][1] : layout[r][2]].reshape(m, *layout[r][3]) for r, _ in live]
@@ -151,10 +151,15 @@ def _grad_and_products(
                     is_grads_batched=True,
                     retain_graph=True,
                 )
-                for (k, a, b, _), h in zip(layout, hs):
-                    if h is not None:
-                        hv[:, a:b] = h.reshape(m, -1)
+                if all(h is not None for h in hs):  # one copy into the flat layout
+                    hv = torch.cat([h.reshape(m, -1) for h in hs], dim=1)
+                else:
+                    hv = torch.zeros_like(V)
+                    for (k, a, b, _), h in zip(layout, hs):
+                        if h is not None:
+                            hv[:, a:b] = h.reshape(m, -1)
             except RuntimeError:  # no batched backward for this loss: one direction at a time
+                hv = torch.zeros_like(V)
                 for r in range(m):
                     hs = torch.autograd.grad(
                         outs,
@@ -166,6 +171,8 @@ def _grad_and_products(
                     for (k, a, b, _), h in zip(layout, hs):
                         if h is not None:
                             hv[r, a:b] = h.reshape(-1)
+    if hv is None:
+        hv = torch.zeros_like(V)
     return value.detach(), g, hv
 
 
@@ -195,22 +202,25 @@ def pair_run(
         span.append((start, at))
     like = task.params[layout[0][0]]
     theta = {k: task.params[k].detach().clone() for k, *_ in layout}
-    U = torch.zeros((P, at), dtype=like.dtype, device=like.device)
+    # directions of the products, one buffer: rows 0..N-1 the columns E_j g (zero outside block
+    # j, refilled each iteration), rows N.. the states U (updated in place)
+    V = torch.zeros((n + P, at), dtype=like.dtype, device=like.device)
+    U = V[n:]
     lin, gram, curv, losses = [], [], [], []
     status, message = "complete", ""
     lr2 = lr * lr
     pi_idx = torch.tensor([i for i, _ in pairs], dtype=torch.long)
     pj_idx = torch.tensor([j for _, j in pairs], dtype=torch.long)
 
-    def directions(g: torch.Tensor) -> torch.Tensor:
-        V = torch.zeros((n + P, at), dtype=g.dtype, device=g.device)
+    def directions(g: torch.Tensor, k: int) -> torch.Tensor:
         for j, (a, b) in enumerate(span):
             V[j, a:b] = g[a:b]  # E_j g
-        V[n:] = U
-        return V
+        return V if k else V[:n]  # at k = 0 every state is zero: H u_p = 0, not computed
 
     for k in range(iters + 1):
-        value, g, hv = _grad_and_products(task.loss, theta, layout, directions)
+        value, g, hv = _grad_and_products(
+            task.loss, theta, layout, lambda g, k=k: directions(g, k)
+        )
         if not math.isfinite(float(value)):
             status, message = "diverged", f"diverged at k={k}: loss_jc = {float(value)}"
             break
@@ -227,7 +237,8 @@ def pair_run(
             if progress is not None:
                 progress(k, iters)
         if k < iters:
-            U.add_(hu, alpha=-lr)
+            if k:  # at k = 0, U = 0 and H U = 0
+                U.add_(hu, alpha=-lr)
             for p, (i, j) in enumerate(pairs):  # + eta^2 P_i H E_j g
                 a, b = span[i]
                 U[p, a:b].add_(hcol[j, a:b], alpha=lr2)

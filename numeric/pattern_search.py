@@ -65,6 +65,9 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
     """
     P = linear.shape[0]
     linear, gram, bad = finite_pairs(linear, gram)
+    screened = _screen(space, linear, gram, bad)
+    if screened is not None:
+        return _exact_best(space, linear, gram, *screened)
     m = torch.from_numpy(space.members)
     v32 = torch.empty(len(space), dtype=torch.float32)
     q, lin = torch.from_numpy(gram).float(), torch.from_numpy(linear).float()
@@ -98,6 +101,87 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
             continue  # no finite prediction with at most d stages
         keep = np.flatnonzero((space.depth <= d) & (v32 <= thr))
         exact = predict(space.members[keep], linear, gram)
+        exact = np.where(np.isfinite(exact), exact, np.inf)
+        order = np.lexsort((keep, exact))
+        b = int(keep[order[0]])
+        r = int(keep[order[1]]) if len(order) > 1 and np.isfinite(exact[order[1]]) else -1
+        out[d] = (b, float(exact[order[0]]), r, float(exact[order[1]]) if r >= 0 else math.nan)
+    return out
+
+
+#: eigen-directions of ``Q`` kept exactly by :func:`_screen` (the rest is bounded)
+SCREEN_RANK = 2
+
+
+def _screen(space: PatternSpace, linear: np.ndarray, gram: np.ndarray, bad: np.ndarray):
+    """Every pattern's prediction to within a bound, from a few pair sums (``orders`` /
+    ``stages``; ``None`` for other spaces or beyond float64).
+
+    With ``Q = sum_r lambda_r v_r v_r^T`` (eigenvalues by decreasing ``|lambda|``), ``Q_R`` its
+    first ``R = SCREEN_RANK`` terms and ``E = Q - Q_R``::
+
+        s . l + 1/2 s^T Q s = s . l + 1/2 sum_{r <= R} lambda_r (s . v_r)^2 + 1/2 s^T E s,
+        |s^T E s| <= ||E||_2 |s|     (s a 0/1 vector with |s| pairs),
+
+    and ``s . l``, ``s . v_r``, ``|s|`` and the number of non-finite pairs are pair sums
+    (:meth:`PatternSpace.pair_sums`).
+
+    Returns:
+        ``(value, bound)``: ``float64 (n_patterns,)`` each, ``|prediction - value| <= bound``
+        (``+inf`` value for a pattern holding a non-finite pair).
+    """
+    if space.blocks is None or not len(space):
+        return None
+    P = linear.shape[0]
+    lam, vec = np.linalg.eigh(gram)
+    top = np.argsort(-np.abs(lam), kind="stable")[: min(SCREEN_RANK, P)]
+    lam_r, vec_r = lam[top], vec[:, top]
+    rest = gram - (vec_r * lam_r) @ vec_r.T
+    eps = float(np.finfo(np.float64).eps)
+    norm_e = float(np.abs(np.linalg.eigvalsh(0.5 * (rest + rest.T))).max()) if P else 0.0
+    norm_e += 8 * P * eps * float(np.abs(gram).sum())  # the eigen-decomposition's own error
+    cols = [linear, vec_r, np.ones(P)] + ([bad.astype(np.float64)] if bad.any() else [])
+    z = space.pair_sums(np.column_stack(cols))
+    R = len(top)
+    value = z[:, 0] + 0.5 * (z[:, 1 : 1 + R] ** 2) @ lam_r
+    count = z[:, 1 + R]
+    # rounding of the pair sums (2 P eps per sum of |terms|) and of the squares, taken twice over
+    rnd = 8 * (P + 2) * eps * (np.abs(linear).sum() + P * np.abs(lam_r).sum())
+    bound = 0.5 * norm_e * count + rnd
+    if not (np.isfinite(value).all() and np.isfinite(bound).all()):
+        return None
+    if bad.any():
+        value = np.where(z[:, 2 + R] > 0.5, np.inf, value)
+    return value, bound
+
+
+def _exact_best(space, linear, gram, value, bound) -> dict:
+    """:func:`best_per_depth` from screened values: per ``D``, the patterns that may be among the
+    two lowest (lower bound at most the second-lowest upper bound) are evaluated exactly
+    (:func:`crosscurv.numeric.pair_records.predict`) and ranked by value, then row."""
+    out = {}
+    lo, hi = value - bound, value + bound
+    depth = space.depth
+    # rows grouped by depth (stage spaces list them by number of stages): slices, not masks
+    grouped = bool((np.diff(depth) >= 0).all())
+    two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest upper bounds per depth
+    ends = np.searchsorted(depth, np.arange(space.max_stages + 2), side="right") if grouped else None
+    for d in range(1, space.max_stages + 1):
+        ub = hi[ends[d - 1] : ends[d]] if grouped else hi[depth == d]
+        if len(ub):
+            two[d] = np.sort(np.partition(ub, 1)[:2] if len(ub) > 1 else [ub[0], np.inf])
+    for d in range(1, space.max_stages + 1):
+        if not np.isfinite(two[d]).any() and not (depth == d).any():
+            continue
+        low = np.sort(two[1 : d + 1].ravel())
+        thr = low[1] if np.isfinite(low[1]) else low[0]
+        if not np.isfinite(thr):
+            continue  # no finite prediction with at most d stages
+        if grouped:
+            keep = np.flatnonzero(lo[: ends[d]] <= thr)
+        else:
+            keep = np.flatnonzero((depth <= d) & (lo <= thr))
+        exact = predict(space.rows(keep), linear, gram)
         exact = np.where(np.isfinite(exact), exact, np.inf)
         order = np.lexsort((keep, exact))
         b = int(keep[order[0]])
@@ -166,7 +250,7 @@ class SearchResult:
         name = self.space.name(b)
         if self.space.kind == LOCAL:
             row, v, _, _, moves = local_descent(
-                self.space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], self.space.members[b], d
+                self.space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], self.space.rows([b])[0], d
             )
             name = _row_name(self.space.n_blocks, row) if moves else name
         return (name, v) if v < 0 else ("jc", 0.0)
@@ -234,7 +318,7 @@ def _front(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
             "best": space.name(b),
             "stages_text": space.stages_text(b) or space.name(b),
             "estimate": v,
-            "one_step": float(rec.one_step(space.members[b : b + 1], k)[0]),
+            "one_step": float(rec.one_step(space.rows([b]), k)[0]),
             "runner_up": space.name(r) if r >= 0 else None,
             "runner_up_estimate": rv,
             "margin": rv - v if r >= 0 else math.nan,

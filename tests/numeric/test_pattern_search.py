@@ -195,3 +195,23 @@ def test_saved_pair_records_predict_any_pattern_at_any_k(tmp_path):
         got = predict(row, z["linear"][k - 1], z["gram"][k - 1])[0]
         assert got == pytest.approx(res.predict("3<-1,2<-3", k), rel=1e-14)
     assert (tmp_path / "search.json").exists()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_screened_values_are_within_their_bound_of_every_prediction(seed):
+    from crosscurv.numeric.pattern_search import _screen
+
+    rng = np.random.default_rng(seed)
+    for space in (stages(6), stages(5, 2)):
+        P = len(pair_list(space.n_blocks))
+        lin = rng.normal(size=P) * 1e-3
+        a = rng.normal(size=(P, 2))  # rank SCREEN_RANK plus a small tail: a tight screen
+        gram = a @ a.T * 1e-4 + np.diag(rng.normal(size=P)) * 1e-6
+        bad = np.zeros(P, dtype=bool)
+        value, bound = _screen(space, lin, gram, bad)
+        exact = predict(space.members, lin, gram)
+        assert (np.abs(exact - value) <= bound).all()
+        assert bound.max() < 0.1 * np.ptp(exact)  # tight enough to screen
+        bad[3] = True
+        value, _ = _screen(space, lin, gram, bad)
+        assert (np.isinf(value) == space.members[:, 3]).all()
