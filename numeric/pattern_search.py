@@ -51,7 +51,9 @@ from crosscurv.theory.pattern_spaces import DAG_COUNTS, LOCAL, PatternSpace, par
 from .pair_records import PairRecords, finite_pairs, pair_run, predict
 from .records import json_safe
 
-__all__ = ["SearchResult", "search", "search_patterns", "best_per_depth", "local_descent"]
+__all__ = [
+    "SearchResult", "search", "search_patterns", "best_per_depth", "local_descent", "rankable"
+]
 
 
 def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) -> dict:
@@ -202,7 +204,7 @@ class SearchResult:
             "runner_up_estimate", "margin", "on_front", "error", "runner_up_error", "certified"}``
             (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than every budget with
             fewer stages; errors and ``certified`` from the certification run, NaN / ``None``
-            without one).  JC (``D = 1``, prediction 0) is always the first row.
+            without one; ``rankable``: :func:`rankable`).  JC (``D = 1``, prediction 0) is always the first row.
         per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns
         at every ``k``.
         recommendation: one paragraph naming the front.
@@ -425,6 +427,18 @@ def _gate_note(adv, lr: float) -> str:
     return _check_note(adv.one_step_checks) + edge
 
 
+def rankable(row: dict) -> bool | None:
+    """Whether a front row's choice stands out from its runner-up: ``False`` when the predicted
+    margin is within the sum of their embedded errors (the search cannot rank the two), ``True``
+    when it exceeds it, ``None`` without errors or runner-up."""
+    m, e, f = row.get("margin"), row.get("error"), row.get("runner_up_error")
+    if row.get("runner_up") is None or not all(
+        isinstance(x, float) and math.isfinite(x) for x in (m, e, f)
+    ):
+        return None
+    return bool(m > e + f)
+
+
 def _certify(task, lr, iters, front, records, space, hvp_method, seed):
     """Advise the front's patterns and their runners-up as candidates; fill errors, ``certified``
     and the consistency of the per-pair sums with :func:`crosscurv.numeric.advice.advise`'s
@@ -561,6 +575,8 @@ def search(
         t = time.process_time()
         adv, consistency = _certify(task, lr, K, front, rec, sp, hvp_method, seed)
         cost["certify_s"] = time.process_time() - t
+    for r in front:
+        r["rankable"] = rankable(r)
     res = SearchResult(
         sp,
         rec,
@@ -599,6 +615,14 @@ def _recommendation(res: SearchResult) -> str:
         cert = {True: "certified", False: "not certified", None: "no error estimate"}[
             r["certified"]
         ]
+        if r.get("rankable") is False:  # margin within the errors: no winner to name
+            parts.append(
+                f"{r['stages']} stages: cannot rank: the best predicted, {r['best']} "
+                f"{_fmt(r['estimate'])} vs JC, and the runner-up {r['runner_up']} differ by "
+                f"{_fmt(r['margin'])}, within their errors ({_fmt(r['error'])}, "
+                f"{_fmt(r['runner_up_error'])}); train the top few to choose"
+            )
+            continue
         parts.append(
             f"{r['stages']} stages: {r['best']} ({r['stages_text']}) predicted "
             f"{_fmt(r['estimate'])}"

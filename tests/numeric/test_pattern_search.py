@@ -215,3 +215,21 @@ def test_screened_values_are_within_their_bound_of_every_prediction(seed):
         bad[3] = True
         value, _ = _screen(space, lin, gram, bad)
         assert (np.isinf(value) == space.members[:, 3]).all()
+
+
+def test_a_margin_within_the_errors_is_reported_as_no_ranking():
+    from crosscurv.numeric.pattern_search import _recommendation, rankable
+
+    row = {"runner_up": "gs:2,1", "margin": 1e-8, "error": 1e-6, "runner_up_error": 2e-6}
+    assert rankable(row) is False
+    assert rankable(dict(row, margin=1e-5)) is True
+    assert rankable(dict(row, error=math.nan)) is None and rankable(dict(row, runner_up=None)) is None
+    task = _task(1)
+    res = search(task, 0.1, 4, "orders", certify=False)
+    assert all(r["rankable"] is None for r in res.front)
+    best = res.front[-1]
+    best.update(certified=False, error=abs(best["margin"]) + 1.0, runner_up_error=1.0)
+    best["rankable"] = rankable(best)
+    text = _recommendation(res)
+    assert f"{best['stages']} stages: cannot rank" in text and "train the top few" in text
+    assert f"{best['stages']} stages: {best['best']} (" not in text
