@@ -495,6 +495,8 @@ def search(
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     out_dir: str | None = None,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
 ) -> SearchResult:
     """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the
     best pattern per number of sequential stages at ``K = iters`` from one JC run (module
@@ -508,7 +510,12 @@ def search(
         hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification
         run).
         progress: ``progress(k, K)`` after each JC iteration.
-        out_dir: a folder for :meth:`SearchResult.save` (``None``: in memory only).
+        out_dir: a folder for :meth:`SearchResult.save` and the JC run's state
+            (``pair_state.pt``, :func:`crosscurv.numeric.pair_records.pair_run`; ``None``: in
+            memory only).
+        resume: continue the JC run saved in ``out_dir`` (killed, or run to a smaller ``K``) up
+            to ``iters`` instead of starting over; the result is that of an uninterrupted run.
+        checkpoint_every: iterations between saved states (default: at most one a minute).
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
@@ -520,7 +527,20 @@ def search(
     lr, iters = check_lr(lr), check_iters(iters)
     sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
     t = time.process_time()
-    rec = pair_run(task, lr, iters, progress=progress)
+    state = None
+    if out_dir is not None:
+        import os
+
+        from .pair_records import STATE_FILE
+
+        os.makedirs(out_dir, exist_ok=True)
+        state = os.path.join(out_dir, STATE_FILE)
+    elif resume:
+        from .advice import AdviceError
+
+        raise AdviceError("resume needs an output directory")
+    rec = pair_run(task, lr, iters, progress=progress, state_path=state, resume=resume,
+                   checkpoint_every=checkpoint_every)
     pair_s = time.process_time() - t
     K = rec.iters
     t = time.process_time()

@@ -233,3 +233,44 @@ def test_a_margin_within_the_errors_is_reported_as_no_ranking():
     text = _recommendation(res)
     assert f"{best['stages']} stages: cannot rank" in text and "train the top few" in text
     assert f"{best['stages']} stages: {best['best']} (" not in text
+
+
+def _same_records(a, b):
+    for key in ("loss_jc", "linear", "gram", "pair_curvature"):
+        assert np.array_equal(getattr(a, key), getattr(b, key)), key
+
+
+def test_a_resumed_search_equals_the_uninterrupted_one(tmp_path):
+    from crosscurv.numeric.advice import AdviceError
+
+    task, lr = _task(3), 0.1
+    whole = search(task, lr, 7, "stages", certify=False)
+    short = search(task, lr, 3, "stages", certify=False, out_dir=str(tmp_path / "a"))
+    assert short.records.iters == 3
+    longer = search(task, lr, 7, "stages", certify=False, out_dir=str(tmp_path / "a"), resume=True)
+    _same_records(longer.records, whole.records)
+    assert longer.front == whole.front and longer.per_iteration == whole.per_iteration
+
+    class Killed(Exception):
+        pass
+
+    def kill(k, K):
+        if k == 5:
+            raise Killed
+
+    with pytest.raises(Killed):  # killed after k = 5; states saved at k = 2, 4
+        search(task, lr, 7, "stages", certify=False, out_dir=str(tmp_path / "b"), progress=kill,
+               checkpoint_every=2)
+    seen = []
+    again = search(task, lr, 7, "stages", certify=False, out_dir=str(tmp_path / "b"), resume=True,
+                   progress=lambda k, K: seen.append(k))
+    assert seen == [4, 5, 6, 7]  # continued from the state at k = 4, not from the start
+    _same_records(again.records, whole.records)
+    assert again.front == whole.front
+
+    with pytest.raises(AdviceError, match="setting lr differs"):
+        search(task, 0.2, 7, "orders", certify=False, out_dir=str(tmp_path / "a"), resume=True)
+    with pytest.raises(AdviceError, match="extended, not shortened"):
+        search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "a"), resume=True)
+    with pytest.raises(AdviceError, match="nothing to resume"):
+        search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "c"), resume=True)

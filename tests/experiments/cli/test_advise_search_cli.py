@@ -121,3 +121,22 @@ def test_python_api_with_the_cli_defaults_gives_the_cli_answer(factory, tmp_path
     assert api["recommendation"].split(" The search took")[0] == (
         cli["recommendation"].split(" The search took")[0]
     )
+
+
+@pytest.mark.slow
+def test_search_resumes_from_its_folder(factory, tmp_path):
+    """``--resume`` continues the saved JC run to the larger ``--iters``: the same answer as one
+    uninterrupted run."""
+    run = str(tmp_path / "r")
+    first = _cli(f"{factory}:make", "--search", "orders", "--iters", "3", "--no-certify",
+                 "--out", run)
+    assert first.returncode == 0, first.stderr
+    args = (f"{factory}:make", "--search", "orders", "--iters", "6", "--no-certify", "--json")
+    resumed = _cli(*args, "--resume", "--out", run)
+    assert resumed.returncode == 0, resumed.stderr
+    whole = _cli(*args, "--out", str(tmp_path / "w"))
+    a, b = json.loads(resumed.stdout), json.loads(whole.stdout)
+    assert a["iters"] == 6 and a["front"] == b["front"] and a["per_iteration"] == b["per_iteration"]
+    bad = _cli(*args, "--resume", "--out", str(tmp_path / "none"))
+    assert bad.returncode == 2 and "nothing to resume" in bad.stderr
+    assert len([ln for ln in bad.stderr.splitlines() if ln.strip()]) == 1, bad.stderr
