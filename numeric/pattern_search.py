@@ -167,7 +167,7 @@ def _exact_best(space, linear, gram, value, bound) -> dict:
     # rows grouped by depth (stage spaces list them by number of stages): slices, not masks
     grouped = bool((np.diff(depth) >= 0).all())
     two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest upper bounds per depth
-    ends = np.searchsorted(depth, np.arange(space.max_stages + 2), side="right") if grouped else None
+    ends = np.searchsorted(depth, np.arange(space.max_stages + 2), side="right") if grouped else 0
     for d in range(1, space.max_stages + 1):
         ub = hi[ends[d - 1] : ends[d]] if grouped else hi[depth == d]
         if len(ub):
@@ -204,12 +204,14 @@ class SearchResult:
             "runner_up_estimate", "margin", "on_front", "error", "runner_up_error", "certified"}``
             (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than every budget with
             fewer stages; errors and ``certified`` from the certification run, NaN / ``None``
-            without one; ``rankable``: :func:`rankable`).  JC (``D = 1``, prediction 0) is always the first row.
+            without one; ``rankable``: :func:`rankable`).  JC (``D = 1``, prediction 0) is always
+            the first row.
         per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns
         at every ``k``.
         recommendation: one paragraph naming the front.
-        cost: ``{"pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern: s},
-            "plain_pattern_s", "plain_space_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation)
+        cost: ``{"space_s", "pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern:
+            s}, "plain_pattern_s", "plain_space_s", "ratio_8"}``: ``ratio_8`` is (building the
+            space + JC run + evaluation)
             over the plain training of 8 of the space's patterns (all of them when it holds fewer;
             estimated from the front's measured steps).
         consistency: the largest ``|advise estimate - per-pair sum|`` over the certified candidates
@@ -525,7 +527,9 @@ def search(
     from .protocol_checks import check_iters, check_lr
 
     lr, iters = check_lr(lr), check_iters(iters)
+    t = time.process_time()
     sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
+    space_s = time.process_time() - t  # building the space from its spelling
     t = time.process_time()
     state = None
     if out_dir is not None:
@@ -580,13 +584,16 @@ def search(
     per_step = float(np.mean(list(steps.values()))) if steps else math.nan
     plain_space = per_step * K * len(sp)
     cost = {
+        "space_s": space_s,
         "pair_run_s": pair_s,
         "evaluate_s": eval_s,
         "certify_s": 0.0,
         "plain_step_s": steps,
         "plain_pattern_s": per_step * K,
         "plain_space_s": plain_space,
-        "ratio_8": (pair_s + eval_s) / (min(8, len(sp)) * per_step * K) if K else math.nan,
+        "ratio_8": (
+            (space_s + pair_s + eval_s) / (min(8, len(sp)) * per_step * K) if K else math.nan
+        ),
     }
     consistency, adv = None, None
     for r in front:
@@ -660,7 +667,7 @@ def _recommendation(res: SearchResult) -> str:
         + ("; ".join(parts) if parts else "no pattern is predicted below JC: use jc")
         + "."
     )
-    search_s = cost["pair_run_s"] + cost["evaluate_s"]
+    search_s = cost.get("space_s", 0.0) + cost["pair_run_s"] + cost["evaluate_s"]
     head += (
         f" The search took {search_s:.2f} s (plus {cost['certify_s']:.2f} s certifying); plain "
         f"training of one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all "

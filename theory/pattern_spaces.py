@@ -184,15 +184,16 @@ class PatternSpace:
         """Pattern ``r`` as a :class:`DelayPattern`."""
         pairs = pair_list(self.n_blocks)
         row = self.rows(np.array([r]))[0]
-        return DelayPattern(self.n_blocks, frozenset(pairs[p] for p in np.flatnonzero(row)), "pairs")
+        chosen = frozenset(pairs[p] for p in np.flatnonzero(row))
+        return DelayPattern(self.n_blocks, chosen, "pairs")
 
 
 @dataclass
 class StageBlock:
     """The rows ``offset .. offset + m! * S - 1`` of a stage space: the ``S`` set partitions into
     ``m`` parts (``rgs``, ``int8 (S, N)``: each block's part) times the ``m!`` stage assignments of
-    the parts (``part_stage``, ``int8 (m!, m)``: each part's stage); row ``offset + a * S + b`` gives
-    block ``i`` the stage ``part_stage[a, rgs[b, i]]``."""
+    the parts (``part_stage``, ``int8 (m!, m)``: each part's stage); row ``offset + a * S + b``
+    gives block ``i`` the stage ``part_stage[a, rgs[b, i]]``."""
 
     m: int
     offset: int

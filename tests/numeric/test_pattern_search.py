@@ -223,7 +223,8 @@ def test_a_margin_within_the_errors_is_reported_as_no_ranking():
     row = {"runner_up": "gs:2,1", "margin": 1e-8, "error": 1e-6, "runner_up_error": 2e-6}
     assert rankable(row) is False
     assert rankable(dict(row, margin=1e-5)) is True
-    assert rankable(dict(row, error=math.nan)) is None and rankable(dict(row, runner_up=None)) is None
+    assert rankable(dict(row, error=math.nan)) is None
+    assert rankable(dict(row, runner_up=None)) is None
     task = _task(1)
     res = search(task, 0.1, 4, "orders", certify=False)
     assert all(r["rankable"] is None for r in res.front)

@@ -120,7 +120,8 @@ def test_pair_sums_equal_the_rows_times_the_weights(space):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
     idx = np.array([0, len(space) // 2, len(space) - 1])
     assert (space.rows(idx) == space.members[idx]).all()
-    assert (space.members.sum(axis=1) == np.rint(space.pair_sums(np.ones((w.shape[0], 1)))[:, 0])).all()
+    count = np.rint(space.pair_sums(np.ones((w.shape[0], 1)))[:, 0])
+    assert (space.members.sum(axis=1) == count).all()
 
 
 def test_rows_are_built_only_when_asked():
