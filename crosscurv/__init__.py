@@ -43,6 +43,12 @@ _EXPORTS = {
     # the built-in tasks and TASK specs
     "build_task": "crosscurv.experiments.tasks",
     "load_task": "crosscurv.experiments.tasks.loading",
+    # advise and the pattern search (a whole space of delay patterns from one JC run)
+    "advise": "crosscurv.numeric.advice",
+    "search_patterns": "crosscurv.numeric.pattern_search",
+    "SearchResult": "crosscurv.numeric.pattern_search",
+    "PatternSpace": "crosscurv.theory.pattern_spaces",
+    "parse_space": "crosscurv.theory.pattern_spaces",
 }
 
 __all__ = sorted(_EXPORTS)

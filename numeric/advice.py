@@ -689,13 +689,14 @@ def advise(
     from .protocol import check_iters, check_lr
 
     if search is not None:
-        if patterns is not None or optimizer is not None or block_lr is not None or resume:
+        if patterns is not None or optimizer is not None or block_lr is not None:
             raise AdviceError("search takes the whole space of patterns from one plain JC run: no "
-                              "patterns, optimizer, block_lr or resume with it")
+                              "patterns, optimizer or block_lr with it")
         from .pattern_search import search as search_space
 
         return search_space(task, lr, iters, search, certify=checks, hvp_method=hvp_method,
-                            seed=seed, progress=progress, out_dir=out_dir)
+                            seed=seed, progress=progress, out_dir=out_dir, resume=resume,
+                            checkpoint_every=checkpoint_every)
 
     lr, iters = check_lr(lr), check_iters(iters)
     setup = optimizer_setup(task, optimizer, block_lr)

@@ -35,7 +35,9 @@ Vectors: the states are stacked per parameter, ``{name: (P, *shape)}`` in the ta
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -44,6 +46,7 @@ import torch
 
 from crosscurv.theory.pattern_spaces import pair_list
 
+from .records import atomic_torch_save
 from .steps import block_keys
 
 __all__ = ["PairRecords", "pair_run", "predict", "finite_pairs"]
@@ -136,8 +139,8 @@ def _grad_and_products(
         )
         V = directions(g)
         m = V.shape[0]
-        hv = torch.zeros_like(V)
         live = [(r, gk) for r, gk in enumerate(gs) if gk is not None and gk.requires_grad]
+        hv = None
         if live and m:
             outs = [gk for _, gk in live]
             gos = [V[:, layout[r][1] : layout[r][2]].reshape(m, *layout[r][3]) for r, _ in live]
@@ -151,10 +154,15 @@ def _grad_and_products(
                     is_grads_batched=True,
                     retain_graph=True,
                 )
-                for (k, a, b, _), h in zip(layout, hs):
-                    if h is not None:
-                        hv[:, a:b] = h.reshape(m, -1)
+                if all(h is not None for h in hs):  # one copy into the flat layout
+                    hv = torch.cat([h.reshape(m, -1) for h in hs], dim=1)
+                else:
+                    hv = torch.zeros_like(V)
+                    for (k, a, b, _), h in zip(layout, hs):
+                        if h is not None:
+                            hv[:, a:b] = h.reshape(m, -1)
             except RuntimeError:  # no batched backward for this loss: one direction at a time
+                hv = torch.zeros_like(V)
                 for r in range(m):
                     hs = torch.autograd.grad(
                         outs,
@@ -166,18 +174,77 @@ def _grad_and_products(
                     for (k, a, b, _), h in zip(layout, hs):
                         if h is not None:
                             hv[r, a:b] = h.reshape(-1)
+    if hv is None:
+        hv = torch.zeros_like(V)
     return value.detach(), g, hv
 
 
+#: the state file of a JC run with per-pair states, in a search's folder
+STATE_FILE = "pair_state.pt"
+
+
+def _run_settings(task, lr: float, iters: int) -> dict:
+    from .protocol import theta_digest
+
+    return {"task": task.name, "blocks": list(task.block_names), "n_params": task.num_params(),
+            "dtype": str(task.dtype).replace("torch.", ""), "lr": float(lr), "iters": int(iters),
+            "theta0_sha256": theta_digest(task.params)}
+
+
+def _load_state(path: str, now: dict) -> dict:
+    """The saved state of ``path`` after checking it continues the run ``now`` describes (same
+    settings but ``iters``, which may grow, not shrink)."""
+    import json
+
+    from .advice import AdviceError
+
+    if not os.path.exists(path):
+        raise AdviceError(f"nothing to resume: {os.path.dirname(path) or '.'} has no {STATE_FILE}")
+    st = torch.load(path, map_location="cpu", weights_only=True)
+    saved = json.loads(st["settings"])
+    for key in sorted(set(saved) | set(now)):
+        if key != "iters" and saved.get(key) != now.get(key):
+            a, b = json.dumps(saved.get(key))[:60], json.dumps(now.get(key))[:60]
+            raise AdviceError(f"cannot resume {path}: setting {key} differs (saved {a}, now {b})")
+    if now["iters"] < saved["iters"]:
+        raise AdviceError(f"cannot resume {path} with {now['iters']} iterations: the run was set "
+                          f"to {saved['iters']} (a run can be extended, not shortened)")
+    return st
+
+
 def pair_run(
-    task, lr: float, iters: int, *, progress: Callable[[int, int], None] | None = None
+    task,
+    lr: float,
+    iters: int,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    state_path: str | None = None,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
 ) -> PairRecords:
     """Run JC from ``task.params`` for ``iters`` steps and gather :class:`PairRecords` (module
     docstring).
 
     A non-finite JC loss stops the run (status ``"diverged"``, the records up to the last finite
     ``k``).
+
+    Args:
+        state_path: a file (``DIR/pair_state.pt``) that receives the run's state (``theta^k``, the
+            states ``u_p^k`` and the records before ``k``) every ``checkpoint_every`` iterations
+            (default: at most once a minute) and at the end, so that a killed or shorter run can
+            be continued; ``None``: nothing saved.
+        resume: continue the run saved in ``state_path`` (same task, ``theta^0``, ``lr``; ``iters``
+            at least the saved one) up to ``iters``: the records are those of an uninterrupted run.
+
+    Raises:
+        AdviceError: ``resume`` without a saved state, or one of another run.
     """
+    import time
+
+    from .protocol import CHECKPOINT_SECONDS
+
+    now = _run_settings(task, lr, iters)
+    saved = _load_state(state_path, now) if resume else None
     n = task.n_blocks
     pairs = pair_list(n)
     P = len(pairs)
@@ -195,24 +262,59 @@ def pair_run(
         span.append((start, at))
     like = task.params[layout[0][0]]
     theta = {k: task.params[k].detach().clone() for k, *_ in layout}
-    U = torch.zeros((P, at), dtype=like.dtype, device=like.device)
+    # directions of the products, one buffer: rows 0..N-1 the columns E_j g (zero outside block
+    # j, refilled each iteration), rows N.. the states U (updated in place)
+    V = torch.zeros((n + P, at), dtype=like.dtype, device=like.device)
+    U = V[n:]
     lin, gram, curv, losses = [], [], [], []
     status, message = "complete", ""
     lr2 = lr * lr
     pi_idx = torch.tensor([i for i, _ in pairs], dtype=torch.long)
     pj_idx = torch.tensor([j for _, j in pairs], dtype=torch.long)
 
-    def directions(g: torch.Tensor) -> torch.Tensor:
-        V = torch.zeros((n + P, at), dtype=g.dtype, device=g.device)
+    def directions(g: torch.Tensor, k: int) -> torch.Tensor:
         for j, (a, b) in enumerate(span):
             V[j, a:b] = g[a:b]  # E_j g
-        V[n:] = U
-        return V
+        return V if k else V[:n]  # at k = 0 every state is zero: H u_p = 0, not computed
 
-    for k in range(iters + 1):
-        value, g, hv = _grad_and_products(task.loss, theta, layout, directions)
+    start = 0
+    if saved is not None:
+        start, status, message = int(saved["k"]), saved["status"], saved["message"]
+        theta = {name: saved["theta"][name].to(like.device) for name in theta}
+        U.copy_(saved["U"])
+        losses = saved["losses"].tolist()
+        lin, gram, curv = (list(saved[key].numpy()) for key in ("linear", "gram", "curv"))
+    settings = json.dumps(now)
+    last_save = time.perf_counter()
+
+    def save(k: int) -> None:
+        state = {
+            "k": k, "theta": theta, "U": U.clone(),
+            "losses": torch.tensor(losses, dtype=torch.float64),
+            "linear": torch.from_numpy(np.array(lin, dtype=np.float64).reshape(-1, P)),
+            "gram": torch.from_numpy(np.array(gram, dtype=np.float64).reshape(-1, P, P)),
+            "curv": torch.from_numpy(np.array(curv, dtype=np.float64).reshape(-1, P)),
+            "status": status, "message": message, "settings": settings,
+        }
+        atomic_torch_save(state, state_path)
+
+    for k in range(start, iters + 1):
+        if status != "complete":
+            break  # a saved run that diverged stays so
+        if state_path is not None and k > start:  # the state at the top of iteration k
+            due = (k % checkpoint_every == 0) if checkpoint_every else (
+                time.perf_counter() - last_save >= CHECKPOINT_SECONDS
+            )
+            if due or k == iters:
+                save(k)
+                last_save = time.perf_counter()
+        value, g, hv = _grad_and_products(
+            task.loss, theta, layout, lambda g, k=k: directions(g, k)
+        )
         if not math.isfinite(float(value)):
             status, message = "diverged", f"diverged at k={k}: loss_jc = {float(value)}"
+            if state_path is not None:
+                save(k)
             break
         hcol, hu = hv[:n], hv[n:]  # H E_j g (j = 0..N-1), H u_p
         if k >= 1:
@@ -227,7 +329,8 @@ def pair_run(
             if progress is not None:
                 progress(k, iters)
         if k < iters:
-            U.add_(hu, alpha=-lr)
+            if k:  # at k = 0, U = 0 and H U = 0
+                U.add_(hu, alpha=-lr)
             for p, (i, j) in enumerate(pairs):  # + eta^2 P_i H E_j g
                 a, b = span[i]
                 U[p, a:b].add_(hcol[j, a:b], alpha=lr2)

@@ -51,7 +51,9 @@ from crosscurv.theory.pattern_spaces import DAG_COUNTS, LOCAL, PatternSpace, par
 from .pair_records import PairRecords, finite_pairs, pair_run, predict
 from .records import json_safe
 
-__all__ = ["SearchResult", "search", "best_per_depth", "local_descent"]
+__all__ = [
+    "SearchResult", "search", "search_patterns", "best_per_depth", "local_descent", "rankable"
+]
 
 
 def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) -> dict:
@@ -65,6 +67,9 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
     """
     P = linear.shape[0]
     linear, gram, bad = finite_pairs(linear, gram)
+    screened = _screen(space, linear, gram, bad)
+    if screened is not None:
+        return _exact_best(space, linear, gram, *screened)
     m = torch.from_numpy(space.members)
     v32 = torch.empty(len(space), dtype=torch.float32)
     q, lin = torch.from_numpy(gram).float(), torch.from_numpy(linear).float()
@@ -106,6 +111,87 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
     return out
 
 
+#: eigen-directions of ``Q`` kept exactly by :func:`_screen` (the rest is bounded)
+SCREEN_RANK = 2
+
+
+def _screen(space: PatternSpace, linear: np.ndarray, gram: np.ndarray, bad: np.ndarray):
+    """Every pattern's prediction to within a bound, from a few pair sums (``orders`` /
+    ``stages``; ``None`` for other spaces or beyond float64).
+
+    With ``Q = sum_r lambda_r v_r v_r^T`` (eigenvalues by decreasing ``|lambda|``), ``Q_R`` its
+    first ``R = SCREEN_RANK`` terms and ``E = Q - Q_R``::
+
+        s . l + 1/2 s^T Q s = s . l + 1/2 sum_{r <= R} lambda_r (s . v_r)^2 + 1/2 s^T E s,
+        |s^T E s| <= ||E||_2 |s|     (s a 0/1 vector with |s| pairs),
+
+    and ``s . l``, ``s . v_r``, ``|s|`` and the number of non-finite pairs are pair sums
+    (:meth:`PatternSpace.pair_sums`).
+
+    Returns:
+        ``(value, bound)``: ``float64 (n_patterns,)`` each, ``|prediction - value| <= bound``
+        (``+inf`` value for a pattern holding a non-finite pair).
+    """
+    if space.blocks is None or not len(space):
+        return None
+    P = linear.shape[0]
+    lam, vec = np.linalg.eigh(gram)
+    top = np.argsort(-np.abs(lam), kind="stable")[: min(SCREEN_RANK, P)]
+    lam_r, vec_r = lam[top], vec[:, top]
+    rest = gram - (vec_r * lam_r) @ vec_r.T
+    eps = float(np.finfo(np.float64).eps)
+    norm_e = float(np.abs(np.linalg.eigvalsh(0.5 * (rest + rest.T))).max()) if P else 0.0
+    norm_e += 8 * P * eps * float(np.abs(gram).sum())  # the eigen-decomposition's own error
+    cols = [linear, vec_r, np.ones(P)] + ([bad.astype(np.float64)] if bad.any() else [])
+    z = space.pair_sums(np.column_stack(cols))
+    R = len(top)
+    value = z[:, 0] + 0.5 * (z[:, 1 : 1 + R] ** 2) @ lam_r
+    count = z[:, 1 + R]
+    # rounding of the pair sums (2 P eps per sum of |terms|) and of the squares, taken twice over
+    rnd = 8 * (P + 2) * eps * (np.abs(linear).sum() + P * np.abs(lam_r).sum())
+    bound = 0.5 * norm_e * count + rnd
+    if not (np.isfinite(value).all() and np.isfinite(bound).all()):
+        return None
+    if bad.any():
+        value = np.where(z[:, 2 + R] > 0.5, np.inf, value)
+    return value, bound
+
+
+def _exact_best(space, linear, gram, value, bound) -> dict:
+    """:func:`best_per_depth` from screened values: per ``D``, the patterns that may be among the
+    two lowest (lower bound at most the second-lowest upper bound) are evaluated exactly
+    (:func:`crosscurv.numeric.pair_records.predict`) and ranked by value, then row."""
+    out = {}
+    lo, hi = value - bound, value + bound
+    depth = space.depth
+    # rows grouped by depth (stage spaces list them by number of stages): slices, not masks
+    grouped = bool((np.diff(depth) >= 0).all())
+    two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest upper bounds per depth
+    ends = np.searchsorted(depth, np.arange(space.max_stages + 2), side="right") if grouped else 0
+    for d in range(1, space.max_stages + 1):
+        ub = hi[ends[d - 1] : ends[d]] if grouped else hi[depth == d]
+        if len(ub):
+            two[d] = np.sort(np.partition(ub, 1)[:2] if len(ub) > 1 else [ub[0], np.inf])
+    for d in range(1, space.max_stages + 1):
+        if not np.isfinite(two[d]).any() and not (depth == d).any():
+            continue
+        low = np.sort(two[1 : d + 1].ravel())
+        thr = low[1] if np.isfinite(low[1]) else low[0]
+        if not np.isfinite(thr):
+            continue  # no finite prediction with at most d stages
+        if grouped:
+            keep = np.flatnonzero(lo[: ends[d]] <= thr)
+        else:
+            keep = np.flatnonzero((depth <= d) & (lo <= thr))
+        exact = predict(space.rows(keep), linear, gram)
+        exact = np.where(np.isfinite(exact), exact, np.inf)
+        order = np.lexsort((keep, exact))
+        b = int(keep[order[0]])
+        r = int(keep[order[1]]) if len(order) > 1 and np.isfinite(exact[order[1]]) else -1
+        out[d] = (b, float(exact[order[0]]), r, float(exact[order[1]]) if r >= 0 else math.nan)
+    return out
+
+
 @dataclass
 class SearchResult:
     """Outcome of :func:`search`.
@@ -118,12 +204,14 @@ class SearchResult:
             "runner_up_estimate", "margin", "on_front", "error", "runner_up_error", "certified"}``
             (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than every budget with
             fewer stages; errors and ``certified`` from the certification run, NaN / ``None``
-            without one).  JC (``D = 1``, prediction 0) is always the first row.
+            without one; ``rankable``: :func:`rankable`).  JC (``D = 1``, prediction 0) is always
+            the first row.
         per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns
         at every ``k``.
         recommendation: one paragraph naming the front.
-        cost: ``{"pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern: s},
-            "plain_pattern_s", "plain_space_s", "ratio_8"}``: ``ratio_8`` is (JC run + evaluation)
+        cost: ``{"space_s", "pair_run_s", "evaluate_s", "certify_s", "plain_step_s": {pattern:
+            s}, "plain_pattern_s", "plain_space_s", "ratio_8"}``: ``ratio_8`` is (building the
+            space + JC run + evaluation)
             over the plain training of 8 of the space's patterns (all of them when it holds fewer;
             estimated from the front's measured steps).
         consistency: the largest ``|advise estimate - per-pair sum|`` over the certified candidates
@@ -166,7 +254,7 @@ class SearchResult:
         name = self.space.name(b)
         if self.space.kind == LOCAL:
             row, v, _, _, moves = local_descent(
-                self.space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], self.space.members[b], d
+                self.space.n_blocks, rec.linear[k - 1], rec.gram[k - 1], self.space.rows([b])[0], d
             )
             name = _row_name(self.space.n_blocks, row) if moves else name
         return (name, v) if v < 0 else ("jc", 0.0)
@@ -234,7 +322,7 @@ def _front(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
             "best": space.name(b),
             "stages_text": space.stages_text(b) or space.name(b),
             "estimate": v,
-            "one_step": float(rec.one_step(space.members[b : b + 1], k)[0]),
+            "one_step": float(rec.one_step(space.rows([b]), k)[0]),
             "runner_up": space.name(r) if r >= 0 else None,
             "runner_up_estimate": rv,
             "margin": rv - v if r >= 0 else math.nan,
@@ -341,6 +429,18 @@ def _gate_note(adv, lr: float) -> str:
     return _check_note(adv.one_step_checks) + edge
 
 
+def rankable(row: dict) -> bool | None:
+    """Whether a front row's choice stands out from its runner-up: ``False`` when the predicted
+    margin is within the sum of their embedded errors (the search cannot rank the two), ``True``
+    when it exceeds it, ``None`` without errors or runner-up."""
+    m, e, f = row.get("margin"), row.get("error"), row.get("runner_up_error")
+    if row.get("runner_up") is None or not all(
+        isinstance(x, float) and math.isfinite(x) for x in (m, e, f)
+    ):
+        return None
+    return bool(m > e + f)
+
+
 def _certify(task, lr, iters, front, records, space, hvp_method, seed):
     """Advise the front's patterns and their runners-up as candidates; fill errors, ``certified``
     and the consistency of the per-pair sums with :func:`crosscurv.numeric.advice.advise`'s
@@ -397,6 +497,8 @@ def search(
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     out_dir: str | None = None,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
 ) -> SearchResult:
     """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the
     best pattern per number of sequential stages at ``K = iters`` from one JC run (module
@@ -410,7 +512,12 @@ def search(
         hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification
         run).
         progress: ``progress(k, K)`` after each JC iteration.
-        out_dir: a folder for :meth:`SearchResult.save` (``None``: in memory only).
+        out_dir: a folder for :meth:`SearchResult.save` and the JC run's state
+            (``pair_state.pt``, :func:`crosscurv.numeric.pair_records.pair_run`; ``None``: in
+            memory only).
+        resume: continue the JC run saved in ``out_dir`` (killed, or run to a smaller ``K``) up
+            to ``iters`` instead of starting over; the result is that of an uninterrupted run.
+        checkpoint_every: iterations between saved states (default: at most one a minute).
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
@@ -420,9 +527,24 @@ def search(
     from .protocol_checks import check_iters, check_lr
 
     lr, iters = check_lr(lr), check_iters(iters)
-    sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
     t = time.process_time()
-    rec = pair_run(task, lr, iters, progress=progress)
+    sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
+    space_s = time.process_time() - t  # building the space from its spelling
+    t = time.process_time()
+    state = None
+    if out_dir is not None:
+        import os
+
+        from .pair_records import STATE_FILE
+
+        os.makedirs(out_dir, exist_ok=True)
+        state = os.path.join(out_dir, STATE_FILE)
+    elif resume:
+        from .advice import AdviceError
+
+        raise AdviceError("resume needs an output directory")
+    rec = pair_run(task, lr, iters, progress=progress, state_path=state, resume=resume,
+                   checkpoint_every=checkpoint_every)
     pair_s = time.process_time() - t
     K = rec.iters
     t = time.process_time()
@@ -462,13 +584,16 @@ def search(
     per_step = float(np.mean(list(steps.values()))) if steps else math.nan
     plain_space = per_step * K * len(sp)
     cost = {
+        "space_s": space_s,
         "pair_run_s": pair_s,
         "evaluate_s": eval_s,
         "certify_s": 0.0,
         "plain_step_s": steps,
         "plain_pattern_s": per_step * K,
         "plain_space_s": plain_space,
-        "ratio_8": (pair_s + eval_s) / (min(8, len(sp)) * per_step * K) if K else math.nan,
+        "ratio_8": (
+            (space_s + pair_s + eval_s) / (min(8, len(sp)) * per_step * K) if K else math.nan
+        ),
     }
     consistency, adv = None, None
     for r in front:
@@ -477,6 +602,8 @@ def search(
         t = time.process_time()
         adv, consistency = _certify(task, lr, K, front, rec, sp, hvp_method, seed)
         cost["certify_s"] = time.process_time() - t
+    for r in front:
+        r["rankable"] = rankable(r)
     res = SearchResult(
         sp,
         rec,
@@ -495,6 +622,10 @@ def search(
     return res
 
 
+#: :func:`search` under the name ``crosscurv.search_patterns`` (the package's lazy export).
+search_patterns = search
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -511,6 +642,14 @@ def _recommendation(res: SearchResult) -> str:
         cert = {True: "certified", False: "not certified", None: "no error estimate"}[
             r["certified"]
         ]
+        if r.get("rankable") is False:  # margin within the errors: no winner to name
+            parts.append(
+                f"{r['stages']} stages: cannot rank: the best predicted, {r['best']} "
+                f"{_fmt(r['estimate'])} vs JC, and the runner-up {r['runner_up']} differ by "
+                f"{_fmt(r['margin'])}, within their errors ({_fmt(r['error'])}, "
+                f"{_fmt(r['runner_up_error'])}); train the top few to choose"
+            )
+            continue
         parts.append(
             f"{r['stages']} stages: {r['best']} ({r['stages_text']}) predicted "
             f"{_fmt(r['estimate'])}"
@@ -528,7 +667,7 @@ def _recommendation(res: SearchResult) -> str:
         + ("; ".join(parts) if parts else "no pattern is predicted below JC: use jc")
         + "."
     )
-    search_s = cost["pair_run_s"] + cost["evaluate_s"]
+    search_s = cost.get("space_s", 0.0) + cost["pair_run_s"] + cost["evaluate_s"]
     head += (
         f" The search took {search_s:.2f} s (plus {cost['certify_s']:.2f} s certifying); plain "
         f"training of one pattern for K = {K} takes about {cost['plain_pattern_s']:.2f} s, of all "

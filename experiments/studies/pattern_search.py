@@ -95,6 +95,9 @@ def _class_rows(front, measured: dict, depth_of: dict) -> list[dict]:
                 "certified": f["certified"],
                 "right": f["best"] == best,
                 "error": f["error"],
+                "margin": f["margin"],
+                "runner_up_error": f["runner_up_error"],
+                "rankable": f.get("rankable"),
             }
         )
     return rows
@@ -219,12 +222,33 @@ def findings(rows: list[dict]) -> list[str]:
                 and math.isfinite(r["rank_correlation"])] for g in GROUPS}
     shown = [f"{g.split()[0]} {np.median(c):.3g}" for g, c in corr.items() if c]
     if shown:
-        out.append("- Median rank correlation, predicted vs measured gap: " + ", ".join(shown) + ".")
+        out.append("- Median rank correlation, predicted vs measured gap: " + ", ".join(shown)
+                   + _scale_note(rows) + ".")
     bad = [r for r in rows if r["status"] != "complete"]
     if bad:
         how = "/".join(sorted({r["status"] for r in bad}))
         out.append(f"- {len(bad)} of {len(rows)} JC runs {how}: listed, not counted.")
     return out
+
+
+def _scale_note(rows: list[dict]) -> str:
+    """For the sampled group: how many times the predictions the measured gaps of the named
+    patterns are, and at how many budgets the margin to the runner-up is within the errors
+    (``rankable`` false: advise says it cannot rank them); ``""`` when no row tells."""
+    cls = [c for r in rows if r["status"] == "complete" and not r["exhaustive"]
+           for c in r["classes"]]
+    ratio = [c["measured"] / c["predicted"] for c in cls
+             if c["predicted"] and math.isfinite(c["predicted"]) and math.isfinite(c["measured"])]
+    told = [c for c in cls if c.get("rankable") is not None]
+    if not ratio:
+        return ""
+    note = (f" (mlp: the named patterns' measured gaps are {min(ratio):.2g}-{max(ratio):.2g} x "
+            "their predictions")
+    if told:
+        no = sum(not c["rankable"] for c in told)
+        note += (f"; the margin to the runner-up within the errors at {no}/{len(told)} budgets, "
+                 "where advise says it cannot rank them")
+    return note + ")"
 
 
 def report(rows: list[dict], command: str) -> str:

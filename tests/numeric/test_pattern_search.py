@@ -195,3 +195,83 @@ def test_saved_pair_records_predict_any_pattern_at_any_k(tmp_path):
         got = predict(row, z["linear"][k - 1], z["gram"][k - 1])[0]
         assert got == pytest.approx(res.predict("3<-1,2<-3", k), rel=1e-14)
     assert (tmp_path / "search.json").exists()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_screened_values_are_within_their_bound_of_every_prediction(seed):
+    from crosscurv.numeric.pattern_search import _screen
+
+    rng = np.random.default_rng(seed)
+    for space in (stages(6), stages(5, 2)):
+        P = len(pair_list(space.n_blocks))
+        lin = rng.normal(size=P) * 1e-3
+        a = rng.normal(size=(P, 2))  # rank SCREEN_RANK plus a small tail: a tight screen
+        gram = a @ a.T * 1e-4 + np.diag(rng.normal(size=P)) * 1e-6
+        bad = np.zeros(P, dtype=bool)
+        value, bound = _screen(space, lin, gram, bad)
+        exact = predict(space.members, lin, gram)
+        assert (np.abs(exact - value) <= bound).all()
+        assert bound.max() < 0.1 * np.ptp(exact)  # tight enough to screen
+        bad[3] = True
+        value, _ = _screen(space, lin, gram, bad)
+        assert (np.isinf(value) == space.members[:, 3]).all()
+
+
+def test_a_margin_within_the_errors_is_reported_as_no_ranking():
+    from crosscurv.numeric.pattern_search import _recommendation, rankable
+
+    row = {"runner_up": "gs:2,1", "margin": 1e-8, "error": 1e-6, "runner_up_error": 2e-6}
+    assert rankable(row) is False
+    assert rankable(dict(row, margin=1e-5)) is True
+    assert rankable(dict(row, error=math.nan)) is None
+    assert rankable(dict(row, runner_up=None)) is None
+    task = _task(1)
+    res = search(task, 0.1, 4, "orders", certify=False)
+    assert all(r["rankable"] is None for r in res.front)
+    best = res.front[-1]
+    best.update(certified=False, error=abs(best["margin"]) + 1.0, runner_up_error=1.0)
+    best["rankable"] = rankable(best)
+    text = _recommendation(res)
+    assert f"{best['stages']} stages: cannot rank" in text and "train the top few" in text
+    assert f"{best['stages']} stages: {best['best']} (" not in text
+
+
+def _same_records(a, b):
+    for key in ("loss_jc", "linear", "gram", "pair_curvature"):
+        assert np.array_equal(getattr(a, key), getattr(b, key)), key
+
+
+def test_a_resumed_search_equals_the_uninterrupted_one(tmp_path):
+    from crosscurv.numeric.advice import AdviceError
+
+    task, lr = _task(3), 0.1
+    whole = search(task, lr, 7, "stages", certify=False)
+    short = search(task, lr, 3, "stages", certify=False, out_dir=str(tmp_path / "a"))
+    assert short.records.iters == 3
+    longer = search(task, lr, 7, "stages", certify=False, out_dir=str(tmp_path / "a"), resume=True)
+    _same_records(longer.records, whole.records)
+    assert longer.front == whole.front and longer.per_iteration == whole.per_iteration
+
+    class Killed(Exception):
+        pass
+
+    def kill(k, K):
+        if k == 5:
+            raise Killed
+
+    with pytest.raises(Killed):  # killed after k = 5; states saved at k = 2, 4
+        search(task, lr, 7, "stages", certify=False, out_dir=str(tmp_path / "b"), progress=kill,
+               checkpoint_every=2)
+    seen = []
+    again = search(task, lr, 7, "stages", certify=False, out_dir=str(tmp_path / "b"), resume=True,
+                   progress=lambda k, K: seen.append(k))
+    assert seen == [4, 5, 6, 7]  # continued from the state at k = 4, not from the start
+    _same_records(again.records, whole.records)
+    assert again.front == whole.front
+
+    with pytest.raises(AdviceError, match="setting lr differs"):
+        search(task, 0.2, 7, "orders", certify=False, out_dir=str(tmp_path / "a"), resume=True)
+    with pytest.raises(AdviceError, match="extended, not shortened"):
+        search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "a"), resume=True)
+    with pytest.raises(AdviceError, match="nothing to resume"):
+        search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "c"), resume=True)

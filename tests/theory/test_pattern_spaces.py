@@ -108,3 +108,26 @@ def test_staged_spelling_errors():
     with pytest.raises(PatternError, match="exactly once"):
         parse_pattern("stages:1,2/2", 3)
     assert isinstance(parse_pattern("stages:3/1,2", 3), DelayPattern)
+
+
+@pytest.mark.parametrize("space", [orders(5), stages(5), stages(6, 3), parse_space("all", 6)])
+def test_pair_sums_equal_the_rows_times_the_weights(space):
+    rng = np.random.default_rng(len(space))
+    w = rng.normal(size=(space.n_blocks * (space.n_blocks - 1), 3))
+    got = space.pair_sums(w)
+    ref = space.members.astype(np.float64) @ w
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
+    idx = np.array([0, len(space) // 2, len(space) - 1])
+    assert (space.rows(idx) == space.members[idx]).all()
+    count = np.rint(space.pair_sums(np.ones((w.shape[0], 1)))[:, 0])
+    assert (space.members.sum(axis=1) == count).all()
+
+
+def test_rows_are_built_only_when_asked():
+    sp = stages(5)
+    assert sp._members is None and len(sp) == 541
+    row = sp.rows(np.array([7]))[0]
+    assert sp._members is None and as_pattern(sp.name(7), 5).pairs == sp.pattern(7).pairs
+    assert (sp.members[7] == row).all() and sp._members is not None
+    assert all_acyclic(3).pair_sums(np.ones((6, 1))) is None

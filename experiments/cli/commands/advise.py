@@ -127,7 +127,7 @@ def _search(args, task, lr, iters, setup):
     from crosscurv.experiments.cli.commands.run import _Progress, _slug
     from crosscurv.numeric.advice import advise
 
-    bad = [flag for flag, on in (("--patterns", args.patterns), ("--resume", args.resume),
+    bad = [flag for flag, on in (("--patterns", args.patterns),
                                  ("--validate", args.validate), ("--figure", args.figure),
                                  ("--optimizer/--block-lr", not setup.plain)) if on]
     if bad:
@@ -136,7 +136,8 @@ def _search(args, task, lr, iters, setup):
     progress = _Progress(int(iters), f"search {task.name}")
     try:
         res = advise(task, lr, iters, search=args.search, hvp_method=args.hvp, seed=args.seed,
-                     progress=progress, checks=args.certify, out_dir=out)
+                     progress=progress, checks=args.certify, out_dir=out, resume=args.resume,
+                     checkpoint_every=args.checkpoint_every)
     finally:
         progress.close()
     return res, out, None

@@ -97,3 +97,46 @@ def test_bad_search_input_is_one_line_exit_2(factory, tmp_path, extra, msg):
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_python_api_with_the_cli_defaults_gives_the_cli_answer(factory, tmp_path):
+    """``crosscurv.search_patterns`` with the task's settings (the CLI's defaults: its ``lr`` and
+    ``iters``, certification on) names the front the CLI subprocess names, with its numbers."""
+    import crosscurv
+
+    r = _cli(f"{factory}:make", "--search", "stages", "--json", "--out", str(tmp_path / "cli"))
+    assert r.returncode == 0, r.stderr
+    cli = json.loads(r.stdout)
+    task, settings = crosscurv.load_task(f"{factory}:make")
+    res = crosscurv.search_patterns(task, settings["lr"], settings["iters"], "stages")
+    assert isinstance(res, crosscurv.SearchResult)
+    assert isinstance(res.space, crosscurv.PatternSpace) and res.space.spec == cli["space"]
+    api = res.to_json()
+    assert api["n_patterns"] == cli["n_patterns"] == len(crosscurv.parse_space("stages", 3))
+    assert [f["best"] for f in api["front"]] == [f["best"] for f in cli["front"]]
+    assert [f["runner_up"] for f in api["front"]] == [f["runner_up"] for f in cli["front"]]
+    assert [f["certified"] for f in api["front"]] == [f["certified"] for f in cli["front"]]
+    for a, c in zip(api["front"], cli["front"]):
+        assert a["estimate"] == pytest.approx(c["estimate"], rel=1e-9, abs=1e-15)
+    assert api["recommendation"].split(" The search took")[0] == (
+        cli["recommendation"].split(" The search took")[0]
+    )
+
+
+@pytest.mark.slow
+def test_search_resumes_from_its_folder(factory, tmp_path):
+    """``--resume`` continues the saved JC run to the larger ``--iters``: the same answer as one
+    uninterrupted run."""
+    run = str(tmp_path / "r")
+    first = _cli(f"{factory}:make", "--search", "orders", "--iters", "3", "--no-certify",
+                 "--out", run)
+    assert first.returncode == 0, first.stderr
+    args = (f"{factory}:make", "--search", "orders", "--iters", "6", "--no-certify", "--json")
+    resumed = _cli(*args, "--resume", "--out", run)
+    assert resumed.returncode == 0, resumed.stderr
+    whole = _cli(*args, "--out", str(tmp_path / "w"))
+    a, b = json.loads(resumed.stdout), json.loads(whole.stdout)
+    assert a["iters"] == 6 and a["front"] == b["front"] and a["per_iteration"] == b["per_iteration"]
+    bad = _cli(*args, "--resume", "--out", str(tmp_path / "none"))
+    assert bad.returncode == 2 and "nothing to resume" in bad.stderr
+    assert len([ln for ln in bad.stderr.splitlines() if ln.strip()]) == 1, bad.stderr

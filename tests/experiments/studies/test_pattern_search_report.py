@@ -39,7 +39,8 @@ def test_findings_are_counted_from_the_rows():
                         "the spread at 2/3; certified right 2/2.")
     assert found[2] == ("- mlp (sampled): named = best measured at 1/2 budgets; regret < 5% of "
                         "the spread at 1/2; none certified.")
-    assert found[3] == "- Median rank correlation, predicted vs measured gap: zoo 0.8, mlp -0.2."
+    assert found[3] == ("- Median rank correlation, predicted vs measured gap: zoo 0.8, mlp -0.2 "
+                        "(mlp: the named patterns' measured gaps are 1-1 x their predictions).")
     assert found[4] == "- 1 of 4 JC runs diverged: listed, not counted."
 
 
@@ -57,3 +58,15 @@ def test_report_only_rewrites_search_md_from_search_json(tmp_path, capsys):
     assert (tmp_path / "search.md").read_text() == report(ROWS, "python -m y")
     with pytest.raises(RecordsError):
         main(["--out", str(tmp_path / "none"), "--report-only"])
+
+
+def test_findings_say_where_the_search_cannot_rank():
+    mlp = [dict(_class(2, False, 0.5, 1.0, None), predicted=-1e-5, measured=-4e-4, rankable=False),
+           dict(_class(3, True, 0.0, 2.0, None), predicted=-2e-5, measured=-2e-4, rankable=True)]
+    rows = ROWS[:2] + [_row("mlp", False, mlp, 0.0)]
+    found = findings(rows)
+    assert len(found) <= 5
+    assert found[3] == (
+        "- Median rank correlation, predicted vs measured gap: zoo 0.8, mlp 0 (mlp: the named "
+        "patterns' measured gaps are 10-40 x their predictions; the margin to the runner-up "
+        "within the errors at 1/2 budgets, where advise says it cannot rank them).")
