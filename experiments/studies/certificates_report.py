@@ -119,14 +119,17 @@ def _cause(est, window, first, k, gs, factor) -> str:
     return CAUSES[4]
 
 
-def advice_counts(run: dict, factor: float | None, first_rule: str = "prediction") -> dict:
+def advice_counts(
+    run: dict, factor: float | None, first_rule: str = "prediction", certify=None
+) -> dict:
     """``{"right", "certified", "decided", "decided_inside", "regret_sum", "regret_n",
     "regret_cert_sum", "wrong_k", "causes", "error_ratios"}`` of one run's advice under the new
     certificate with ``factor`` (``None``: the old rule) and the first-step term ``first_rule``
     (:func:`first_step`); ``decided_inside``: decided while the JC run stayed below the edge;
     ``causes``: ``{cause: n}`` of the decided iterations inside the regime left uncertified
     (:data:`CAUSES`); ``error_ratios``: ``|gap - estimate| / error`` of every candidate at those
-    iterations (the embedded error's calibration)."""
+    iterations (the embedded error's calibration); ``certify``: the rule, default
+    :func:`crosscurv.numeric.certificate.certify_best`."""
     from crosscurv.numeric.advice import decide
     from crosscurv.numeric.certificate import (
         REMAINDER_WINDOW,
@@ -145,6 +148,7 @@ def advice_counts(run: dict, factor: float | None, first_rule: str = "prediction
     inside = regime_so_far([lr * _f(r["sharpness"]) for r in rows])
     converges = _checks_converge(adv)
     first = first_step(run, first_rule)
+    certify = certify or certify_best
     errors = [{n: _f(x) for n, x in r["errors"].items()} for r in rows]
     out = {
         "right": 0,
@@ -180,7 +184,7 @@ def advice_counts(run: dict, factor: float | None, first_rule: str = "prediction
             d = decide(est, {n: nxt[n] if math.isfinite(nxt[n]) else math.inf for n in cands})
             best, tied, cert = d["best"], [d["best"]], d["certified"] and converges and inside[i]
         else:
-            v = certify_best(est, advice_next_orders(window, first, r["k"]), inside[i], gs, factor)
+            v = certify(est, advice_next_orders(window, first, r["k"]), inside[i], gs, factor)
             best, tied, cert = v["best"], v["tied"], v["certified"]
         theory = [n for n in tied if n in gs] if best in gs else []
         reg = regret(best, gaps, errs, theory)
@@ -531,6 +535,7 @@ def write_report(runs, path: str, command: str) -> str:
     """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines),
     then how it was measured and the details; returns its text."""
     from crosscurv.experiments.studies.certificates_findings import (
+        alternative_lines,
         cause_lines,
         first_step_lines,
         summary_lines,
@@ -545,6 +550,7 @@ def write_report(runs, path: str, command: str) -> str:
     lines += cause_lines(runs, SAFETY)
     lines += _factor_lines(runs)
     lines += first_step_lines(runs, SAFETY)
+    lines += alternative_lines(runs)
     lines += _window_lines(runs)
     lines += _problem_lines(runs, new, old)
     lines += _wrong_lines(runs, new)

@@ -176,3 +176,17 @@ def test_advise_validate_leads_with_regret_and_counts_the_wrong_certificates(tmp
     assert lines[2].startswith(f"validation: {len(s['wrong_k'])} of {s['certified']} certified")
     assert s["certified"] > 0 and s["precision"] == 100.0
     assert fig.stat().st_size > 10_000
+
+
+def test_gs_orders_as_one_set_names_every_full_gs_order_where_one_is_certified():
+    from crosscurv.experiments.studies.certificates_findings import gs_orders_as_one_set
+    from crosscurv.numeric.certificate import certify_best
+
+    gs = ["gs", "gs:2,1"]
+    est, nxt = {"jc": 0.0, "gs": -1.0, "gs:2,1": -0.5}, {"jc": 0.0, "gs": 0.01, "gs:2,1": 0.01}
+    assert certify_best(est, nxt, True, gs)["tied"] == ["gs"]  # the code's rule separates them
+    v = gs_orders_as_one_set(est, nxt, True, gs)
+    assert v["certified"] and v["best"] == "gs" and v["tied"] == ["gs", "gs:2,1"]
+    # JC certified: nothing to widen; not certified: unchanged
+    assert gs_orders_as_one_set({**est, "jc": -2.0}, nxt, True, gs)["tied"] == ["jc"]
+    assert not gs_orders_as_one_set(est, nxt, False, gs)["certified"]
