@@ -206,7 +206,34 @@ def summary_lines(runs, factor) -> list:
         "- `embedded error`: the JC-only estimate's estimated error exceeds the predicted margins "
         "(and measures its real error: table below); `safety factor`: certified at F = 1 only. "
         "Where coverage at F = 1 stays below the goal, safety forbids it with this prediction.",
+        _safety_line(runs, factor),
     ]
+
+
+def _safety_line(runs, factor) -> str:
+    """Whether a smaller factor, or full GS orders as one set, would be safe (the measured
+    precisions behind "safety forbids")."""
+    from crosscurv.experiments.studies.certificates_report import choose_factor
+
+    _, table = choose_factor(runs)
+    below = [(f, worst) for f, worst, _ in table if f < factor]
+    f_gs, cells = _advise_factor(runs, gs_orders_as_one_set)
+    prec = {h: _worst_and_coverage(cells, h) for h in _HALVES}
+    pooled = {
+        h: _pct(sum(v["right"] for (hh, _), v in cells.items() if hh == h),
+                sum(v["certified"] for (hh, _), v in cells.items() if hh == h))
+        for h in _HALVES
+    }
+    parts = []
+    if below:
+        f, worst = below[-1]
+        parts.append(f"at F = {f:g} the worst tuning problem is {worst:.2f}% precise")
+    parts.append(
+        f"full GS orders as one set needs F = {f_gs:g} on the tuning half and is then "
+        f"{pooled['held-out']:.2f}% precise on the held-out half ({prec['held-out'][2]} wrong), "
+        f"{pooled['beyond']:.2f}% beyond"
+    )
+    return "- Safety: " + "; ".join(parts) + " (sections below)."
 
 
 def gs_orders_as_one_set(predictions, next_orders, inside, gs_orders=(), factor=None):
