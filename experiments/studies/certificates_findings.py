@@ -49,8 +49,13 @@ def advice_cells(runs, factor, first_rule="prediction", certify=None) -> dict:
         a = advice_counts(run, factor, first_rule, certify)
         t = out.setdefault(
             (run["half"], run["problem"]),
-            {"right": 0, "certified": 0, "decided_inside": 0,
-             "causes": dict.fromkeys(CAUSES, 0), "ratios": []},
+            {
+                "right": 0,
+                "certified": 0,
+                "decided_inside": 0,
+                "causes": dict.fromkeys(CAUSES, 0),
+                "ratios": [],
+            },
         )
         for key in ("right", "certified", "decided_inside"):
             t[key] += a[key]
@@ -63,8 +68,7 @@ def advice_cells(runs, factor, first_rule="prediction", certify=None) -> dict:
 def _worst_and_coverage(cells, half) -> tuple[float, float, int]:
     """Worst per-problem precision, pooled coverage inside the regime, wrong count of ``half``."""
     sel = [v for (h, _), v in cells.items() if h == half]
-    worst = min((_pct(v["right"], v["certified"]) for v in sel if v["certified"]),
-                default=math.nan)
+    worst = min((_pct(v["right"], v["certified"]) for v in sel if v["certified"]), default=math.nan)
     cov = _pct(sum(v["certified"] for v in sel), sum(v["decided_inside"] for v in sel))
     return worst, cov, sum(v["certified"] - v["right"] for v in sel)
 
@@ -103,7 +107,8 @@ def first_step_lines(runs, factor) -> list:
         "(`crosscurv.numeric.certificate.first_step_orders`). Rules: `prediction` (the code's): "
         "the certified JC-only estimate's own error at `k = 1`, `|L_S^1 - L_JC^1 - estimate_S^1|`, "
         "withdrawn where both kept orders of Theorem 1 / Lemma 1 miss that step by more than they "
-        "keep; `theorem1` (the previous term): the remainder of `eta^2 C_S`, a different prediction "
+        "keep; `theorem1` (the previous term): the remainder of `eta^2 C_S`, a different "
+        "prediction "
         "from the one certified; `no withdrawal`: `prediction` without the withdrawal. The term "
         f"chosen on the tuning half (the most coverage at {factor:g} with every tuning problem at "
         f"the target precision): **{rule}**. The withdrawal has no constant and is not chosen "
@@ -146,12 +151,14 @@ def cause_lines(runs, factor) -> list:
         "",
         "## Why decided iterations inside the regime go uncertified (advise)",
         "",
-        "Each uncertified decided iteration inside the regime is attributed to the first term whose "
+        "Each uncertified decided iteration inside the regime is attributed to the first term "
+        "whose "
         "removal certifies it (module docstring of "
         "`crosscurv.experiments.studies.certificates_findings`); `embedded error`: none does, the "
         "estimated first dropped order itself exceeds the predicted margins. Shares of the "
         "uncertified iterations. `actual / embedded`: median and 90% quantile of `|gap - "
-        "estimate| / error` over the candidates at those iterations (about 1: the embedded error is "
+        "estimate| / error` over the candidates at those iterations (about 1: the embedded error "
+        "is "
         "the real size of the JC-only estimate's error, not an over-estimate). `F = 1`: coverage "
         "with no safety margin at all, an upper bound of what this error estimate can certify.",
         "",
@@ -186,17 +193,24 @@ def summary_lines(runs, factor) -> list:
     for h in _HALVES:
         sel = [v for (hh, _), v in cells.items() if hh == h]
         right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
-        adv.append(f"{h} {_pct(right, cert):.2f}% / {_pct(cert, sum(v['decided_inside'] for v in sel)):.1f}%")
-    recs = [f"{h} {_pct(rec[h][0], rec[h][1]):.2f}% / {_pct(rec[h][1], rec[h][2]):.1f}%"
-            for h in _HALVES]
+        adv.append(
+            f"{h} {_pct(right, cert):.2f}% / "
+            f"{_pct(cert, sum(v['decided_inside'] for v in sel)):.1f}%"
+        )
+    recs = [
+        f"{h} {_pct(rec[h][0], rec[h][1]):.2f}% / {_pct(rec[h][1], rec[h][2]):.1f}%"
+        for h in _HALVES
+    ]
     low = []
     for (h, prob), v in cells.items():
         cov = _pct(v["certified"], v["decided_inside"])
         if cov < GOAL:
             top = max(CAUSES, key=lambda c: v["causes"][c])
             unc = sum(v["causes"].values())
-            low.append(f"{prob} ({h}) {cov:.1f}%: {top} {_pct(v['causes'][top], unc):.0f}% of the "
-                       f"uncertified, {one[prob]:.1f}% at F = 1")
+            low.append(
+                f"{prob} ({h}) {cov:.1f}%: {top} {_pct(v['causes'][top], unc):.0f}% of the "
+                f"uncertified, {one[prob]:.1f}% at F = 1"
+            )
     return [
         f"- Advise, precision / coverage of the decided iterations inside the regime (F = "
         f"{factor:g}): " + "; ".join(adv) + ".",
@@ -220,8 +234,10 @@ def _safety_line(runs, factor) -> str:
     f_gs, cells = _advise_factor(runs, gs_orders_as_one_set)
     prec = {h: _worst_and_coverage(cells, h) for h in _HALVES}
     pooled = {
-        h: _pct(sum(v["right"] for (hh, _), v in cells.items() if hh == h),
-                sum(v["certified"] for (hh, _), v in cells.items() if hh == h))
+        h: _pct(
+            sum(v["right"] for (hh, _), v in cells.items() if hh == h),
+            sum(v["certified"] for (hh, _), v in cells.items() if hh == h),
+        )
         for h in _HALVES
     }
     parts = []
@@ -244,8 +260,9 @@ def gs_orders_as_one_set(predictions, next_orders, inside, gs_orders=(), factor=
     bound their difference."""
     from crosscurv.numeric.certificate import SAFETY, Verdict, certify_best
 
-    v = certify_best(predictions, next_orders, inside, gs_orders,
-                     SAFETY if factor is None else factor)
+    v = certify_best(
+        predictions, next_orders, inside, gs_orders, SAFETY if factor is None else factor
+    )
     if v["certified"] and v["best"] in gs_orders:
         tied = v["tied"] + [n for n in gs_orders if n not in v["tied"]]
         return Verdict(best=v["best"], tied=tied, certified=True)
@@ -279,13 +296,17 @@ def alternative_lines(runs) -> list:
         "the tuning half for advise alone (its first dropped order, the embedded pair, is measured "
         "differently from the records' remainders), for the code's rule and for one that never "
         "separates full GS orders from one another (module docstring of "
-        "`crosscurv.experiments.studies.certificates_findings.gs_orders_as_one_set`: a certified GS "
-        "order then means \"a sequential order\"). Cells: precision / coverage inside the regime.",
+        "`crosscurv.experiments.studies.certificates_findings.gs_orders_as_one_set`: a certified "
+        "GS "
+        'order then means "a sequential order"). Cells: precision / coverage inside the regime.',
         "",
         "| rule | factor | " + " | ".join(_HALVES) + " | problems below the goal |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for name, rule in (("the code's", certify_best), ("GS orders as one set", gs_orders_as_one_set)):
+    for name, rule in (
+        ("the code's", certify_best),
+        ("GS orders as one set", gs_orders_as_one_set),
+    ):
         f, cells = _advise_factor(runs, rule)
         halves = []
         for h in _HALVES:
@@ -293,7 +314,12 @@ def alternative_lines(runs) -> list:
             right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
             dec = sum(v["decided_inside"] for v in sel)
             halves.append(f"{_pct(right, cert):.2f}% / {_pct(cert, dec):.1f}%")
-        low = [f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
-               for (_, p), v in cells.items() if _pct(v["certified"], v["decided_inside"]) < GOAL]
-        lines.append(f"| {name} | {f:g} | " + " | ".join(halves) + f" | {', '.join(low) or 'none'} |")
+        low = [
+            f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
+            for (_, p), v in cells.items()
+            if _pct(v["certified"], v["decided_inside"]) < GOAL
+        ]
+        lines.append(
+            f"| {name} | {f:g} | " + " | ".join(halves) + f" | {', '.join(low) or 'none'} |"
+        )
     return lines

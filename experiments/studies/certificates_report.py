@@ -70,7 +70,13 @@ def _checks_converge(adv) -> bool:
 FIRST_STEP_RULES = ("prediction", "theorem1", "no withdrawal")
 #: why a decided iteration inside the regime goes uncertified (:func:`advice_counts`), in the order
 #: they are tested
-CAUSES = ("first-step withdrawal", "first-step term", "look-back", "safety factor", "embedded error")
+CAUSES = (
+    "first-step withdrawal",
+    "first-step term",
+    "look-back",
+    "safety factor",
+    "embedded error",
+)
 
 
 def _checks(adv) -> list:
