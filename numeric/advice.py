@@ -36,10 +36,10 @@ with ``eta^2 C_S + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coeffi
 when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
 the series does not converge at this learning rate and the recommendation
 warns that it is outside the expansions' regime (or that the loss is not
-smooth there, e.g. a ReLU network whose steps cross kinks); the measured remainder is the first
-dropped order of the first three iterations' certificates.  The same ``c3`` ranks the full
-GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run
-(independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
+smooth there, e.g. a ReLU network whose steps cross kinks); the measured gap less the JC-only
+estimate at ``k = 1`` is the first dropped order of the first three iterations' certificates.
+The same ``c3`` ranks the full GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per
+run (independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
 one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
 
 The protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`) bounds the same error, but from
@@ -63,10 +63,10 @@ Per iteration the best scheme is the lowest estimate (ties: the earlier
 candidate); whether it is *certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule
 ``crosscurv run``'s records use too: every other candidate separated from it by ``SAFETY`` times the
 first dropped orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest embedded
-error of the last three iterations and, for the first three, the one-step check's measured remainder
-``|L_S^1 - L_JC^1 - eta^2 C_S|``), full GS orders it cannot separate certified as a set, while the JC
-run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every ``j <= k``;
-``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
+error of the last three iterations and, for the first three, the prediction's measured error at the
+first step ``|L_S^1 - L_JC^1 - estimate_S^1|``), full GS orders it cannot separate certified as a
+set, while the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
+every ``j <= k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
 :func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of
 the power iteration started from its eigenvector, one product per iteration: a lower bound of
 ``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Past the edge the
@@ -114,7 +114,8 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
 from .advice_steps import PatternCandidate, advice_steps
-from .certificate import REMAINDER_WINDOW, SAFETY, advice_next_orders, certify_best
+from .certificate import (REMAINDER_WINDOW, SAFETY, advice_next_orders, certify_best,
+                          first_step_orders)
 from .error_estimates import in_regime
 from .estimates import solve_extremes, init_power_vector, power_step
 from .optimizers import optimizer_setup
@@ -795,7 +796,6 @@ def advise(
         if ck_path is not None and not resume:
             checkpoint(0, 0)
         gs = full_gs_orders(cands)
-        first = first_step_remainders([check0 or {}])
         inside = _inside(rows, lr)[-1] if rows else True
         for k in ([] if done else range(start, iters + 1)):
             last = k == iters
@@ -828,6 +828,7 @@ def advise(
                 if writer is not None:
                     writer.write_rows(_rows(k, loss_jc, sharp, vals))
                 if on_record is not None:
+                    first = first_step_orders([check0 or {}], rows[0]["estimates"])
                     on_record(_decided_table(rows[-REMAINDER_WINDOW:], [inside] * len(rows[-REMAINDER_WINDOW:]), gs,
                                               first)[-1])
                 if progress is not None:
@@ -845,6 +846,7 @@ def advise(
         if writer is not None:
             writer.close()
     gate = _inside(rows, lr)
+    first = first_step_orders([check0 or {}], rows[0]["estimates"] if rows else {})
     table = _decided_table(rows, gate, gs, first)
     done_checks = [check0 or {}]
     orders = _orders(cands, done_checks) if checks and check0 else None

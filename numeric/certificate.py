@@ -20,9 +20,11 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
 * advise, the JC-only prediction: the largest of its embedded pair ``|corrected_S^j -
   estimate_S^j|`` over the last :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the same prediction
   forced at the approximate ``S`` point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`) and,
-  while ``k <= REMAINDER_WINDOW``, of the measured one-step remainder at ``theta^0``, ``|L_S^1 -
-  L_JC^1 - eta^2 C_S|`` (:func:`advice_next_orders`); ``inf`` at every ``k`` where that first
-  step is not described by the expansion (both kept orders miss it by more than they keep:
+  while ``k <= REMAINDER_WINDOW``, of the measured error of the certified prediction itself at the
+  first step, ``|L_S^1 - L_JC^1 - estimate_S^1|`` (the one-step check at ``theta^0`` measures
+  ``L_S^1 - L_JC^1`` exactly: :func:`first_step_orders`, :func:`advice_next_orders`); ``inf`` at
+  every ``k`` where that first step is not described by the expansion (both kept orders of
+  Theorem 1 and Lemma 1 miss it by more than they keep:
   :func:`crosscurv.numeric.advice.first_step_remainders`);
 * records, ``recursive``: the largest of the last :data:`RECORD_WINDOW` measured one-step
   remainders ``r_j = |gap^j - recursive^j|``, ``j < k`` (at least :data:`REMAINDER_WINDOW` of
@@ -62,6 +64,7 @@ __all__ = [
     "certify_best",
     "certify_gap",
     "advice_next_orders",
+    "first_step_orders",
     "record_next_orders",
     "CertificateState",
     "record_certificates",
@@ -133,6 +136,29 @@ def certify_gap(
     return 1.0 if v["best"] == "jc" else -1.0
 
 
+def first_step_orders(
+    checks: Sequence[Mapping], first_predictions: Mapping[str, float]
+) -> dict:
+    """``{candidate: |m_S - P_S^1|}``: the measured error of the prediction advise certifies,
+    ``P_S^1`` (its ``estimate`` at ``k = 1``), against the exact first-step gap ``m_S = L_S^1 -
+    L_JC^1`` of the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured",
+    "eta2", "eta3", "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1
+    describes that step (:func:`crosscurv.numeric.advice.first_step_remainders`: the whole run's
+    advice is withdrawn); NaN measurements skipped, ``{}`` without a check."""
+    from .advice import first_step_remainders  # the expansion's own test of the first step
+
+    withdrawn = first_step_remainders(checks)
+    out = {}
+    for chk in checks:
+        for n, c in (chk or {}).items():
+            m, p = float(c["measured"]), float(first_predictions.get(n, math.nan))
+            if not math.isfinite(m):
+                continue
+            r = math.inf if math.isinf(withdrawn.get(n, 0.0)) else abs(m - p)
+            out[n] = max(out.get(n, 0.0), r)
+    return out
+
+
 def advice_next_orders(
     recent_errors: Sequence[Mapping[str, float]],
     first_step: Mapping[str, float],
@@ -141,12 +167,10 @@ def advice_next_orders(
 ) -> dict:
     """``{candidate: N_S^k}`` of advise at iteration ``k``: the largest embedded error of the last
     ``window`` iterations (``recent_errors``, oldest first, ``k``'s last: a signed difference has
-    accidental zeros) and, for ``k <= window``, the measured one-step remainder at ``theta^0``,
-    ``|L_S^1 - L_JC^1 - eta^2 C_S|`` (``first_step``: the first step's dropped terms, Lemma 1's
-    third-derivative term included, which the
-    embedded pair leaves out); an ``inf`` first step (the expansion does not describe it:
-    :func:`crosscurv.numeric.advice.first_step_remainders`) at every ``k``.  A NaN error gives NaN
-    (not certified)."""
+    accidental zeros) and, for ``k <= window``, the measured error of the prediction at the first
+    step (``first_step``: :func:`first_step_orders`; Lemma 1's third-derivative term included,
+    which the embedded pair leaves out); an ``inf`` first step (the expansion does not describe it)
+    at every ``k``.  A NaN error gives NaN (not certified)."""
     last = list(recent_errors)[-window:]
     out = {}
     for n in last[-1]:

@@ -66,11 +66,77 @@ def _checks_converge(adv) -> bool:
     return True
 
 
-def advice_counts(run: dict, factor: float | None) -> dict:
+#: the first-step terms of advise's certificate compared on the tuning half (:func:`first_step`)
+FIRST_STEP_RULES = ("prediction", "theorem1", "no withdrawal")
+#: why a decided iteration inside the regime goes uncertified (:func:`advice_counts`), in the order
+#: they are tested
+CAUSES = (
+    "first-step withdrawal",
+    "first-step term",
+    "look-back",
+    "safety factor",
+    "embedded error",
+)
+
+
+def _checks(adv) -> list:
+    return [
+        {n: {k: _f(v) for k, v in c.items()} for n, c in (chk or {}).items()}
+        for chk in adv.get("one_step_checks") or []
+    ]
+
+
+def first_step(run: dict, rule: str = "prediction") -> dict:
+    """``{candidate: N_S^1}`` of one run's advice: ``prediction`` the code's
+    (:func:`crosscurv.numeric.certificate.first_step_orders`: the JC-only estimate's measured error
+    at the first step, ``inf`` where the expansion does not describe that step); ``theorem1`` the
+    previous term, the remainder of ``eta^2 C_S`` (:func:`crosscurv.numeric.advice.
+    first_step_remainders`); ``no withdrawal``: ``prediction`` without the ``inf``."""
+    from crosscurv.numeric.advice import first_step_remainders
+    from crosscurv.numeric.certificate import first_step_orders
+
+    adv = run["advice"]
+    checks, rows = _checks(adv), adv["per_iteration"]
+    p1 = {n: _f(x) for n, x in rows[0]["estimates"].items()} if rows else {}
+    if rule == "theorem1":
+        return first_step_remainders(checks)
+    out = first_step_orders(checks, p1)
+    if rule == "no withdrawal":
+        out = {n: abs(_f(c["measured"]) - p1.get(n, math.nan)) if math.isinf(v) else v
+               for n, v in out.items() for c in [checks[0][n]]}
+    return out
+
+
+def _cause(est, window, first, k, gs, factor) -> str:
+    """The first of :data:`CAUSES` that, removed, certifies the iteration (``embedded error``: none
+    does; the estimated first dropped order itself exceeds the predicted margins)."""
+    from crosscurv.numeric.certificate import advice_next_orders, certify_best
+
+    if any(math.isinf(v) for v in first.values()):
+        return CAUSES[0]
+    if certify_best(est, advice_next_orders(window, {}, k), True, gs, factor)["certified"]:
+        return CAUSES[1]
+    if certify_best(est, {n: abs(x) for n, x in window[-1].items()}, True, gs, factor)[
+        "certified"
+    ]:
+        return CAUSES[2]
+    if certify_best(est, advice_next_orders(window, first, k), True, gs, 1.0)["certified"]:
+        return CAUSES[3]
+    return CAUSES[4]
+
+
+def advice_counts(
+    run: dict, factor: float | None, first_rule: str = "prediction", certify=None
+) -> dict:
     """``{"right", "certified", "decided", "decided_inside", "regret_sum", "regret_n",
-    "regret_cert_sum", "wrong_k"}`` of one run's advice under the new certificate with ``factor``
-    (``None``: the old rule); ``decided_inside``: decided while the JC run stayed below the edge."""
-    from crosscurv.numeric.advice import decide, first_step_remainders
+    "regret_cert_sum", "wrong_k", "causes", "error_ratios"}`` of one run's advice under the new
+    certificate with ``factor`` (``None``: the old rule) and the first-step term ``first_rule``
+    (:func:`first_step`); ``decided_inside``: decided while the JC run stayed below the edge;
+    ``causes``: ``{cause: n}`` of the decided iterations inside the regime left uncertified
+    (:data:`CAUSES`); ``error_ratios``: ``|gap - estimate| / error`` of every candidate at those
+    iterations (the embedded error's calibration); ``certify``: the rule, default
+    :func:`crosscurv.numeric.certificate.certify_best`."""
+    from crosscurv.numeric.advice import decide
     from crosscurv.numeric.certificate import (
         REMAINDER_WINDOW,
         advice_next_orders,
@@ -87,12 +153,8 @@ def advice_counts(run: dict, factor: float | None) -> dict:
     gs = [n for n in cands if n_blocks > 1 and as_pattern(n, n_blocks, names).is_full_gs()]
     inside = regime_so_far([lr * _f(r["sharpness"]) for r in rows])
     converges = _checks_converge(adv)
-    first = first_step_remainders(
-        [
-            {n: {k: _f(v) for k, v in c.items()} for n, c in (chk or {}).items()}
-            for chk in adv.get("one_step_checks") or []
-        ]
-    )
+    first = first_step(run, first_rule)
+    certify = certify or certify_best
     errors = [{n: _f(x) for n, x in r["errors"].items()} for r in rows]
     out = {
         "right": 0,
@@ -103,6 +165,8 @@ def advice_counts(run: dict, factor: float | None) -> dict:
         "regret_n": 0,
         "regret_cert_sum": 0.0,
         "wrong_k": [],
+        "causes": dict.fromkeys(CAUSES, 0),
+        "error_ratios": [],
     }
     for i, r in enumerate(rows):
         gaps = {
@@ -121,14 +185,12 @@ def advice_counts(run: dict, factor: float | None) -> dict:
             continue
         est = {n: _f(r["estimates"][n]) for n in cands}
         nxt = {n: _f(r["errors"][n]) for n in cands}
+        window = errors[max(0, i + 1 - REMAINDER_WINDOW) : i + 1]
         if factor is None:
             d = decide(est, {n: nxt[n] if math.isfinite(nxt[n]) else math.inf for n in cands})
             best, tied, cert = d["best"], [d["best"]], d["certified"] and converges and inside[i]
         else:
-            nxt = advice_next_orders(
-                errors[max(0, i + 1 - REMAINDER_WINDOW) : i + 1], first, r["k"]
-            )
-            v = certify_best(est, nxt, inside[i], gs, factor)
+            v = certify(est, advice_next_orders(window, first, r["k"]), inside[i], gs, factor)
             best, tied, cert = v["best"], v["tied"], v["certified"]
         theory = [n for n in tied if n in gs] if best in gs else []
         reg = regret(best, gaps, errs, theory)
@@ -145,6 +207,11 @@ def advice_counts(run: dict, factor: float | None) -> dict:
             out["regret_cert_sum"] += reg
             if not right:
                 out["wrong_k"].append(r["k"])
+        elif factor is not None and inside[i]:
+            out["causes"][_cause(est, window, first, r["k"], gs, factor)] += 1
+            out["error_ratios"] += [
+                abs(gaps[n] - est[n]) / nxt[n] for n in cands[1:] if nxt[n] > 0
+            ]
     return out
 
 
@@ -321,15 +388,9 @@ def _window_lines(runs) -> list:
     return lines
 
 
-def write_report(runs, path: str, command: str) -> str:
-    """Write ``path`` (markdown) from the zoo's runs; returns its text."""
-    from crosscurv.numeric.certificate import SAFETY
-    from crosscurv.numeric.records import atomic_write_text
-
-    factor, table = choose_factor(runs)
-    lines = [
-        "# Certificates on the problem zoo",
-        "",
+def _intro_lines(runs, command: str) -> list:
+    """The title, the generating command, what is measured and how it is counted."""
+    return [
         f"Generated by `{command}` "
         "(`crosscurv.experiments.studies.certificates`; runs cached in "
         "`runs/certificates/zoo-runs/`).",
@@ -352,6 +413,15 @@ def write_report(runs, path: str, command: str) -> str:
         f"{len(runs)} runs, {sum(float(r.get('cpu_s', 0.0)) for r in runs) / 60:.1f} CPU-minutes "
         "in all "
         "(advise and every candidate's protocol run).",
+    ]
+
+
+def _factor_lines(runs) -> list:
+    """The safety factor's section: its choice on the tuning half, against the code's."""
+    from crosscurv.numeric.certificate import SAFETY
+
+    factor, table = choose_factor(runs)
+    lines = [
         "",
         "## The safety factor, chosen on the tuning half",
         "",
@@ -371,55 +441,63 @@ def write_report(runs, path: str, command: str) -> str:
             + " | ".join(f"{cov[k]:.1f}%" for k in ("advise",) + _EST)
             + " |"
         )
-    lines += _window_lines(runs)
-    new, old = _pool(runs, SAFETY), _pool(runs, None)
+    return lines
+
+
+_HEAD = (
+    "| half | problem | c | decided | advise old | advise new | advise new, coverage inside "
+    "the regime | wrong (new) | regret | regret, certified "
+    "| jc_only old | jc_only new | cumulative old | cumulative new | recursive old | recursive "
+    "new |"
+)
+_SEP = "| " + " | ".join(["---"] * 16) + " |"
+
+
+def _aggregate(new, old, idx):
+    """Old and new counts of the runs ``idx`` (:func:`_pool`'s), pooled."""
+    a_new = [sum(new[i][0][k] for i in idx) for k in ("right", "certified", "decided")]
+    a_old = [sum(old[i][0][k] for i in idx) for k in ("right", "certified", "decided")]
+    rn = sum(new[i][0]["regret_n"] for i in idx)
+    reg = sum(new[i][0]["regret_sum"] for i in idx) / rn if rn else math.nan
+    rc = sum(new[i][0]["regret_cert_sum"] for i in idx)
+    reg_c = rc / a_new[1] if a_new[1] else math.nan
+    rec = {
+        e: (
+            [sum(old[i][1][e][j] for i in idx) for j in range(3)],
+            [sum(new[i][1][e][j] for i in idx) for j in range(3)],
+        )
+        for e in _EST
+    }
+    wrong = sum(len(new[i][0]["wrong_k"]) for i in idx)
+    a_new.append(sum(new[i][0]["decided_inside"] for i in idx))
+    return a_old, a_new, reg, reg_c, rec, wrong
+
+
+def _table_row(label, new, old, idx) -> str:
+    a_old, a_new, reg, reg_c, rec, wrong = _aggregate(new, old, idx)
+    cells = [
+        *label,
+        str(a_new[2]),
+        _cell(*a_old),
+        _cell(*a_new[:3]),
+        "n/a" if not a_new[3] else f"{100.0 * a_new[1] / a_new[3]:.1f}%",
+        str(wrong),
+        f"{reg:.3g}",
+        f"{reg_c:.3g}",
+    ]
+    for e in _EST:
+        cells += [_cell(*rec[e][0]), _cell(*rec[e][1])]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _problem_lines(runs, new, old) -> list:
+    """Per problem (pooled over rates and seeds) and per problem and rate, old against new."""
+    from crosscurv.numeric.certificate import SAFETY
+
     groups: dict = defaultdict(list)
     for i, r in enumerate(runs):
         groups[(r["half"], r["problem"], r["c"])].append(i)
-
-    def agg(idx):
-        a_new = [sum(new[i][0][k] for i in idx) for k in ("right", "certified", "decided")]
-        a_old = [sum(old[i][0][k] for i in idx) for k in ("right", "certified", "decided")]
-        rn = sum(new[i][0]["regret_n"] for i in idx)
-        reg = sum(new[i][0]["regret_sum"] for i in idx) / rn if rn else math.nan
-        rc = sum(new[i][0]["regret_cert_sum"] for i in idx)
-        reg_c = rc / a_new[1] if a_new[1] else math.nan
-        rec = {
-            e: (
-                [sum(old[i][1][e][j] for i in idx) for j in range(3)],
-                [sum(new[i][1][e][j] for i in idx) for j in range(3)],
-            )
-            for e in _EST
-        }
-        wrong = sum(len(new[i][0]["wrong_k"]) for i in idx)
-        a_new.append(sum(new[i][0]["decided_inside"] for i in idx))
-        return a_old, a_new, reg, reg_c, rec, wrong
-
-    head = (
-        "| half | problem | c | decided | advise old | advise new | advise new, coverage inside "
-        "the regime | wrong (new) | regret | regret, certified "
-        "| jc_only old | jc_only new | cumulative old | cumulative new | recursive old | recursive "
-        "new |"
-    )
-    sep = "| " + " | ".join(["---"] * 16) + " |"
-
-    def row(label, idx):
-        a_old, a_new, reg, reg_c, rec, wrong = agg(idx)
-        cells = [
-            *label,
-            str(a_new[2]),
-            _cell(*a_old),
-            _cell(*a_new[:3]),
-            "n/a" if not a_new[3] else f"{100.0 * a_new[1] / a_new[3]:.1f}%",
-            str(wrong),
-            f"{reg:.3g}",
-            f"{reg_c:.3g}",
-        ]
-        for e in _EST:
-            cells += [_cell(*rec[e][0]), _cell(*rec[e][1])]
-        return "| " + " | ".join(cells) + " |"
-
-    lines += [
+    lines = [
         "",
         "## Per problem (pooled over learning rates and seeds)",
         "",
@@ -427,8 +505,8 @@ def write_report(runs, path: str, command: str) -> str:
         f"rules it "
         "replaces (module docstring of `crosscurv.experiments.studies.certificates_report`).",
         "",
-        head,
-        sep,
+        _HEAD,
+        _SEP,
     ]
     by_problem: dict = defaultdict(list)
     for (half, prob, c), idx in groups.items():
@@ -436,25 +514,52 @@ def write_report(runs, path: str, command: str) -> str:
     for half in ("tune", "held-out", "beyond"):
         for (h, prob), idx in by_problem.items():
             if h == half:
-                lines.append(row((half, prob, "all"), idx))
-        lines.append(
-            row(
-                (half, "**all**", "all"),
-                [i for (h, _), idx in by_problem.items() if h == half for i in idx],
-            )
-        )
-    lines += ["", "## Per problem and learning rate (pooled over seeds)", "", head, sep]
+                lines.append(_table_row((half, prob, "all"), new, old, idx))
+        every = [i for (h, _), idx in by_problem.items() if h == half for i in idx]
+        lines.append(_table_row((half, "**all**", "all"), new, old, every))
+    lines += ["", "## Per problem and learning rate (pooled over seeds)", "", _HEAD, _SEP]
     for (half, prob, c), idx in groups.items():
-        lines.append(row((half, prob, f"{c:g}"), idx))
+        lines.append(_table_row((half, prob, f"{c:g}"), new, old, [*idx]))
+    return lines
+
+
+def _wrong_lines(runs, new) -> list:
+    """Every certified advice iteration that was wrong under the new certificate."""
     wrong = [
         (runs[i]["problem"], runs[i]["c"], runs[i]["seed"], new[i][0]["wrong_k"])
         for i in range(len(runs))
         if new[i][0]["wrong_k"]
     ]
-    lines += ["", "## Certified advice that was wrong (new certificate)", ""]
-    lines += [
-        f"* {p} c={c:g} seed {s}: k = {', '.join(map(str, ks))}" for p, c, s, ks in wrong
-    ] or ["None."]
+    lines = ["", "## Certified advice that was wrong (new certificate)", ""]
+    return lines + (
+        [f"* {p} c={c:g} seed {s}: k = {', '.join(map(str, ks))}" for p, c, s, ks in wrong]
+        or ["None."]
+    )
+
+
+def write_report(runs, path: str, command: str) -> str:
+    """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines),
+    then how it was measured and the details; returns its text."""
+    from crosscurv.experiments.studies.certificates_findings import (
+        alternative_lines,
+        cause_lines,
+        first_step_lines,
+        summary_lines,
+    )
+    from crosscurv.numeric.certificate import SAFETY
+    from crosscurv.numeric.records import atomic_write_text
+
+    new, old = _pool(runs, SAFETY), _pool(runs, None)
+    lines = ["# Certificates on the problem zoo", ""]
+    lines += summary_lines(runs, SAFETY)
+    lines += [""] + _intro_lines(runs, command)
+    lines += cause_lines(runs, SAFETY)
+    lines += _factor_lines(runs)
+    lines += first_step_lines(runs, SAFETY)
+    lines += alternative_lines(runs)
+    lines += _window_lines(runs)
+    lines += _problem_lines(runs, new, old)
+    lines += _wrong_lines(runs, new)
     text = "\n".join(lines) + "\n"
     atomic_write_text(path, text)
     return text
