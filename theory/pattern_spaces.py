@@ -90,11 +90,35 @@ class PatternSpace:
     max_stages: int
     _members: np.ndarray | None
     depth: np.ndarray
-    stage_of: np.ndarray | None = None
+    _stage_of: np.ndarray | None = None
     blocks: list | None = None
 
     def __len__(self) -> int:
         return int(self.depth.shape[0])
+
+    @property
+    def stage_of(self) -> np.ndarray | None:
+        """``int8 (n_patterns, N)`` or ``None`` (attribute above), built from ``blocks`` on first
+        use."""
+        if self._stage_of is None and self.blocks is not None:
+            self._stage_of = np.concatenate(
+                [b.part_stage[:, b.rgs].reshape(-1, self.n_blocks) for b in self.blocks]
+            )
+        return self._stage_of
+
+    def stages_of(self, index: np.ndarray) -> np.ndarray:
+        """``stage_of[index]`` without building ``stage_of`` (``int8 (len(index), N)``)."""
+        index = np.asarray(index, dtype=np.int64)
+        if self._stage_of is not None or self.blocks is None:
+            return self.stage_of[index]
+        offsets = np.array([b.offset for b in self.blocks])
+        which = np.searchsorted(offsets, index, side="right") - 1
+        out = np.empty((len(index), self.n_blocks), dtype=np.int8)
+        for t, (r, w) in enumerate(zip(index, which)):
+            b = self.blocks[w]
+            a, c = divmod(int(r) - b.offset, b.rgs.shape[0])
+            out[t] = b.part_stage[a][b.rgs[c]]
+        return out
 
     @property
     def members(self) -> np.ndarray:
@@ -118,8 +142,8 @@ class PatternSpace:
             return "jc"
         if pat.is_full_gs():
             return "gs:" + ",".join(str(b + 1) for b in pat.order())
-        if self.stage_of is not None:
-            st = self.stage_of[r]
+        if self._stage_of is not None or self.blocks is not None:
+            st = self.stages_of([r])[0]
             return "stages:" + "/".join(
                 ",".join(str(b + 1) for b in range(self.n_blocks) if st[b] == s)
                 for s in range(int(st.max()) + 1)
@@ -129,9 +153,9 @@ class PatternSpace:
     def stages_text(self, r: int) -> str:
         """The stages of pattern ``r`` in sequence, e.g. ``{1,2} > {3} > {4}`` (1-based;
         ``orders``/``stages``)."""
-        if self.stage_of is None:
+        if self._stage_of is None and self.blocks is None:
             return ""
-        st = self.stage_of[r]
+        st = self.stages_of([r])[0]
         return " > ".join(
             "{" + ",".join(str(b + 1) for b in range(self.n_blocks) if st[b] == s) + "}"
             for s in range(int(st.max()) + 1)
@@ -173,7 +197,7 @@ class PatternSpace:
         """The pattern rows ``members[index]`` (``bool (len(index), P)``)."""
         index = np.asarray(index, dtype=np.int64)
         if self._members is None:
-            return _stage_rows(self.n_blocks, self.stage_of[index])
+            return _stage_rows(self.n_blocks, self.stages_of(index))
         return self._members[index]
 
     def pattern(self, r: int) -> DelayPattern:
@@ -226,8 +250,9 @@ def _stage_rows(n: int, st: np.ndarray) -> np.ndarray:
     return st[:, jj] < st[:, ii]
 
 
-def _from_stages(kind: str, n: int, d: int, st: np.ndarray, blocks: list) -> PatternSpace:
-    """A stage space whose rows (``members``) are built on first use; depth ``m`` per block."""
+def _from_stages(kind: str, n: int, d: int, st, blocks: list) -> PatternSpace:
+    """A stage space whose rows (``members``, and ``stage_of`` when ``st`` is ``None``) are built
+    on first use; depth ``m`` per block."""
     depth = np.concatenate(
         [np.full(len(b.part_stage) * len(b.rgs), b.m, dtype=np.int64) for b in blocks]
     )
@@ -277,13 +302,12 @@ def stages(n_blocks: int, max_stages: int | None = None) -> PatternSpace:
         raise SpaceError(f"the number of stages must be at least 1, got {d}")
     d = min(d, n)
     _check_count(f"stages:{d}", sum(math.factorial(m) * _stirling2(n, m) for m in range(1, d + 1)))
-    chunks, blocks, at = [], [], 0
+    blocks, at = [], 0
     for m, rgs in enumerate(_set_partitions(n)[:d], start=1):
         perms = np.array(list(itertools.permutations(range(m))), dtype=np.int8).reshape(-1, m)
-        chunks.append(perms[:, rgs].reshape(-1, n))  # (m! * count, n): stage of each block
-        blocks.append(StageBlock(m, at, perms, rgs))
-        at += len(chunks[-1])
-    return _from_stages("stages", n, d, np.concatenate(chunks), blocks)
+        blocks.append(StageBlock(m, at, perms, rgs))  # rows: stage perms[a, rgs[b, i]] of block i
+        at += len(perms) * len(rgs)
+    return _from_stages("stages", n, d, None, blocks)
 
 
 def depth_of(n_blocks: int, members: np.ndarray) -> np.ndarray:
