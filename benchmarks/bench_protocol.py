@@ -138,7 +138,12 @@ class _Timers:
             from crosscurv.numeric.update_rules import plain
 
             patch(plain, "scheme_step", "scheme step")
-        patch(protocol.RunContext, "checkpoint", "checkpoints")
+        if hasattr(protocol.RunContext, "checkpoint"):  # an older --code: the protocol checkpointed itself
+            patch(protocol.RunContext, "checkpoint", "checkpoints")
+        else:  # the trajectory runner writes every run's checkpoints
+            from crosscurv.numeric.trajectory import Run
+
+            patch(Run, "checkpoint", "checkpoints")
         try:
             from crosscurv.numeric.gap import SegmentGap
 
