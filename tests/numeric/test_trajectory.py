@@ -109,3 +109,38 @@ def test_divergence_keeps_the_records_before(tmp_path):
     run, out = _run(tmp_path / "d", 200, lr=3.0)
     assert out.status == "diverged" and out.diverged_at == len(run.records) + 1
     assert len(_keep(str(tmp_path / "d" / "records.csv"), 10**6)) == len(run.records)
+
+
+def test_run_options_take_keywords_and_refuse_unknown_ones():
+    from crosscurv.numeric.trajectory import RunOptions
+
+    opts = RunOptions.of(RunOptions(seed=3, out_dir="o"), {"resume": True}, "advise")
+    assert (opts.seed, opts.out_dir, opts.resume, opts.hvp_method) == (3, "o", True, "auto")
+    with pytest.raises(TypeError, match="advise\\(\\) got an unexpected keyword argument 'sede'"):
+        RunOptions.of(None, {"sede": 1}, "advise")
+
+
+def test_the_numeric_layer_imports_no_plotting():
+    import crosscurv.numeric as numeric
+
+    root = os.path.dirname(numeric.__file__)
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                    assert "import matplotlib" not in fh.read(), name
+
+
+def test_run_protocol_and_advise_take_one_options_object():
+    from crosscurv.experiments.problems.zoo import logistic
+    from crosscurv.numeric.advice import advise
+    from crosscurv.numeric.protocol import run_protocol
+    from crosscurv.numeric.trajectory import RunOptions
+
+    opts = RunOptions(seed=1, hvp_method="reverse")
+    a = run_protocol(logistic(), "gs", 1.0, 3, options=opts)
+    b = run_protocol(logistic(), "gs", 1.0, 3, seed=1, hvp_method="reverse")
+    assert a.records == b.records and a.summary["settings"]["seed"] == 1
+    c = advise(logistic(), 1.0, 3, "jc;gs", options=opts)
+    d = advise(logistic(), 1.0, 3, "jc;gs", seed=1, hvp_method="reverse")
+    assert c.per_iteration == d.per_iteration and c.settings["hvp"] == "reverse"
