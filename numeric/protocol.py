@@ -389,8 +389,46 @@ def _iteration(ctx: RunContext, k: int) -> None:
     del delta
     if k >= 1:
         S.share("theta_j", "theta_jk")  # theta_JC^k for the segment (theta_j is parked anew by the JC step)
-    # -- theta_S^k ---------------------------------------------------------------------------
-    # the graph at theta_S^k serves only the rule's forcing M_S (.): it is released before the S step
+    loss_s, gs, gs_norm, force = _s_point(ctx, k, last, meas)
+    # -- theta_JC^k --------------------------------------------------------------------------
+    theta_j = S.fetch("theta_j")
+    at_j = ctx.engine.point(loss, theta_j)
+    loss_jc = float(at_j.value)
+    if not math.isfinite(loss_jc):
+        _diverged(k, loss_jc, loss_s)
+    gj = at_j.grad
+    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k||, then ||g_S^k||, feed G
+    meas["G"] = est.observe_gradient_norm(float(tree.norm(gj)))
+    meas["G_s"] = est.observe_gradient_norm(gs_norm)
+    if k >= 1:
+        segment.add(0.0, gj, S.fetch("delta"))
+        record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
+    if not last:
+        rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
+    at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
+    del gj
+    # p, z, y and Delta are only read: z, y and w of k + 1 are formed in their products' tensors
+    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
+    if not last:
+        named.append(("delta", lambda: S.fetch("delta")))
+    _jc_products(ctx, k, last, at_j, theta_j, named, gs, force, record, meas)
+    at_j.release()
+    del at_j, theta_j, force
+    S.park("gj", None)
+    if k >= 1:
+        _segment_record(ctx, k, segment, loss_s, loss_jc, gs, record, meas)
+    del gs
+    for name in ("delta", "gs", "force"):  # no longer needed (gs and force parked by _between_uses)
+        S.park(name, None)
+    if not last:
+        rule.carry(ctx, k, meas)
+
+
+def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
+    """At ``theta_S^k``: ``(loss_S^k, g_S^k, ||g_S^k||, forcing)`` and, unless ``last``, the rule's ``S``
+    step.  The graph there serves only the rule's forcing ``M_S (.)``: it is released before the step;
+    ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
+    S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     theta_s = S.fetch("theta_s")
     at_s = ctx.engine.point(loss, theta_s)
     loss_s = float(at_s.value)
@@ -413,27 +451,15 @@ def _iteration(ctx: RunContext, k: int) -> None:
     gs = _between_uses(ctx, "gs", gs)
     if force is not None:
         force = _between_uses(ctx, "force", force)
-    # -- theta_JC^k --------------------------------------------------------------------------
-    theta_j = S.fetch("theta_j")
-    at_j = ctx.engine.point(loss, theta_j)
-    loss_jc = float(at_j.value)
-    if not math.isfinite(loss_jc):
-        _diverged(k, loss_jc, loss_s)
-    gj = at_j.grad
-    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k||, then ||g_S^k||, feed G
-    meas["G"] = est.observe_gradient_norm(float(tree.norm(gj)))
-    meas["G_s"] = est.observe_gradient_norm(gs_norm)
-    if k >= 1:
-        segment.add(0.0, gj, S.fetch("delta"))
-        record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
-    if not last:
-        rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
-    at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
-    del gj
-    # p, z, y and Delta are only read: z, y and w of k + 1 are formed in their products' tensors
-    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
-    if not last:
-        named.append(("delta", lambda: S.fetch("delta")))
+    return loss_s, gs, gs_norm, force
+
+
+def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, force,
+                 record: dict, meas: dict) -> None:
+    """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: the power
+    step and the extremes, the cumulative and JC-only estimates, and (unless ``last``) ``z``, ``y``
+    and ``w`` of ``k + 1`` formed in their products' tensors."""
+    S, est, rule = ctx.store, ctx.est, ctx.rule
     held: dict = {}  # the vector of the product in hand: a hook takes the body's only reference (held.pop)
     for name, held["v"], Hv in _products(at_j, k, named):
         v = held["v"]
@@ -464,28 +490,28 @@ def _iteration(ctx: RunContext, k: int) -> None:
         del Hv
         if name == "p":  # the extremes after the power step, whose p^T H p they fold in, before the other products
             _extremes(ctx, k, at_j, theta_j, record, meas)
-    at_j.release()
-    del at_j, theta_j, force
-    S.park("gj", None)
-    # -- the segment and the record ----------------------------------------------------------
-    if k >= 1:
-        if plain_suffices(loss_s, loss_jc, segment.dtype):
-            measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
-        else:
-            delta = S.fetch("delta")
-            segment.add(1.0, _whole(S, "gs", gs), delta)
-            segment.interior(loss, S.fetch("theta_jk"), delta, lambda q: ctx.engine.gradient(loss, q))
-            measured = segment.result()
-            del delta
-        S.park("theta_jk", None)
-        record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
-        rule.error_columns(ctx, record, meas)
-        ctx.emit(k, loss_jc, loss_s, record)
-    del gs
-    for name in ("delta", "gs", "force"):  # no longer needed (gs and force parked by _between_uses)
-        S.park(name, None)
-    if not last:
-        rule.carry(ctx, k, meas)
+
+
+def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: float, gs,
+                    record: dict, meas: dict) -> None:
+    """The measured gap of ``k >= 1`` (the segment's interior where the plain difference does not
+    suffice), the error columns, and the record to the runner."""
+    S, loss = ctx.store, ctx.task.loss
+    if plain_suffices(loss_s, loss_jc, segment.dtype):
+        # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
+        measured = (math.nan, math.nan)
+    else:
+        delta = S.fetch("delta")
+        segment.add(1.0, _whole(S, "gs", gs), delta)
+        theta_jk = S.fetch("theta_jk")
+        segment.interior(loss, theta_jk, delta, lambda q: ctx.engine.gradient(loss, q))
+        del theta_jk
+        measured = segment.result()
+        del delta
+    S.park("theta_jk", None)
+    record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
+    ctx.rule.error_columns(ctx, record, meas)
+    ctx.emit(k, loss_jc, loss_s, record)
 
 
 def _diverged(k: int, loss_jc: float, loss_s: float):
