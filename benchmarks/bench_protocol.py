@@ -92,7 +92,6 @@ class _Timers:
     REST_PARTS = ("store", "float64 sums")
 
     def __init__(self):
-        import crosscurv.numeric.protocol as protocol
         from crosscurv.numeric.point import PointCurvature
 
         self.acc = dict.fromkeys(self.PARTS + self.REST_PARTS, 0.0)
@@ -125,6 +124,7 @@ class _Timers:
         from crosscurv.numeric.gap import SegmentGap
         from crosscurv.numeric.point import TermwisePoint
         from crosscurv.numeric.update_rules import plain
+        from crosscurv.numeric.trajectory import Run
 
         for cls in (PointCurvature, TermwisePoint):  # the engines' point classes
             patch(cls, "__init__", "points")
@@ -133,7 +133,7 @@ class _Timers:
         # the update rule takes the steps: S's by scheme_step (the bound's step), JC's inline
         # (vector algebra)
         patch(plain, "scheme_step", "scheme step")
-        patch(protocol.RunContext, "checkpoint", "checkpoints")
+        patch(Run, "checkpoint", "checkpoints")  # the trajectory runner writes every checkpoint
         patch(SegmentGap, "interior", "segment gap")  # the measured gap's three inner gradients
         # and its two end nodes (float64 dot products with g_JC^k and g_S^k), as in the segment
         # timed alone; the part's calls count the iterations that took the segment (interior only)

@@ -41,6 +41,7 @@ _EXPORTS = {
     "one_step_estimate": "one_step", "one_step_gap": "one_step",
     "gauss_seidel_step": "steps", "jacobi_step": "steps", "scheme_step": "steps",
     "ProtocolError": "protocol_checks", "ProtocolResult": "protocol", "run_protocol": "protocol",
+    "RunOptions": "trajectory",
     "FIELDS": "records", "RecordsError": "records", "read_records": "records",
     "winner_metrics": "metrics",
     "as_user_step": "validation", "identify_step": "validation",

@@ -84,13 +84,12 @@ In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products, one more produ
 estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
 
 Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``,
-streamed and flushed), ``checkpoint.pt`` (the JC iterate and every ``y``,
-``yhat``; written at ``k = 0``, on a cadence and before the last iteration)
-and ``advice.json`` (settings, status, the table and the recommendation).
-``resume=True`` continues a run from its checkpoint; the records are those of
-an uninterrupted run bit for bit (on the CPU).  ``advice.csv`` is written by
-:class:`crosscurv.numeric.records.RecordWriter` with its own columns (:data:`COLUMNS`; an advice row is keyed
-by ``(k, candidate)`` and has a text column).
+streamed and flushed, :data:`COLUMNS`), ``checkpoint.pt`` (the JC iterate and every ``y``,
+``yhat``) and ``advice.json`` (settings, status, the table and the recommendation), kept by the
+trajectory runner (:mod:`crosscurv.numeric.trajectory`; the run's body:
+:mod:`crosscurv.numeric.advice_run`).  ``resume=True`` continues a run from its checkpoint, or
+extends it to a larger ``iters``; the records are those of an uninterrupted run bit for bit (on the
+CPU).
 
 How the JC run steps and what it carries per update rule (plain steps with the embedded pair, or a
 block-separable optimizer): :mod:`crosscurv.numeric.advice_steps`.
@@ -98,14 +97,11 @@ block-separable optimizer): :mod:`crosscurv.numeric.advice_steps`.
 
 from __future__ import annotations
 
-import csv
 import itertools
-import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 
@@ -113,18 +109,25 @@ from crosscurv.theory.errors import AdviceError
 from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 
 from . import tree
+from .advice_run import COLUMNS, AdviceRun, advice_records, inside_regime
+from .advice_run import read_advice_records as _read_records
 from .advice_steps import PatternCandidate, advice_steps
-from .certificate import (REMAINDER_WINDOW, SAFETY, advice_next_orders, certify_best,
+from .advice_text import check_failures as _check_failures  # noqa: F401 (pattern_search)
+from .advice_text import check_note as _check_note
+from .advice_text import diverged_recommendation, k_ranges, recommendation
+from .advice_text import edge_note as _edge_note
+from .advice_text import order_note as _order_note
+from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best,
                           first_step_orders)
-from .error_estimates import in_regime
-from .estimates import solve_extremes, init_power_vector, power_step
 from .optimizers import optimizer_setup
-from .protocol import CHECKPOINT_SECONDS, jsonable, theta_digest, choose_engine
+from .protocol import choose_engine
+from .protocol_checks import ProtocolError
+from .records import CHECKPOINT_FILE, json_safe, write_summary
 from .regret import advice_right, regret, summarise
-from .records import (RecordWriter, atomic_torch_save, atomic_write_text, format_row, json_safe, read_text,
-                      write_summary)
 from .steps import block_keys
 from .threads import computes_with_threads
+from .trajectory import (Run, RunFolder, RunOptions, check_resume_settings, run_settings,
+                         with_threads)
 
 __all__ = [
     "AdviceError",
@@ -134,20 +137,16 @@ __all__ = [
     "parse_candidates",
     "decide",
     "recommendation",
+    "k_ranges",
     "ADVICE_FILE",
     "RECORDS_FILE",
     "CHECKPOINT_FILE",
     "COLUMNS",
+    "RunOptions",
 ]
 
 RECORDS_FILE = "advice.csv"
 ADVICE_FILE = "advice.json"
-CHECKPOINT_FILE = "checkpoint.pt"
-#: Columns of ``advice.csv`` (one row per iteration and candidate, the JC row all zeros).
-COLUMNS = ("k", "pattern", "loss_jc", "sharpness", "estimate", "error", "corrected", "one_step")
-#: The columns of an older crosscurv's ``advice.csv`` (no ``sharpness``): refused in one line.
-_OLDER_COLUMNS = ("k", "pattern", "loss_jc", "estimate", "error", "corrected", "one_step")
-_FORMAT = 2
 
 
 # -- candidates -------------------------------------------------------------------------
@@ -238,80 +237,6 @@ def decide(estimates: Mapping[str, float], errors: Mapping[str, float]) -> dict:
     return {"best": best, "runner_up": second, "margin": margin, "certified": certified}
 
 
-def _segments(rows: Sequence[Mapping]) -> list[dict]:
-    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last", "certified_ks"}]``."""
-    segs: list[dict] = []
-    for r in rows:
-        if not segs or segs[-1]["best"] != r["best"]:
-            segs.append({"best": r["best"], "first": r["k"], "last": r["k"], "certified_ks": []})
-        s = segs[-1]
-        s["last"] = r["k"]
-        if r["certified"]:
-            s["certified_ks"].append(r["k"])
-            if len(r.get("tied", ())) > 1:
-                s.setdefault("set_ks", []).append(r["k"])
-    return segs
-
-
-def k_ranges(ks: Sequence[int], max_ranges: int = 5) -> str:
-    """``[3, 4, 5, 9]`` as ``"3..5, 9"``; past ``max_ranges`` ranges the rest is counted
-    (``"..., and 12 more iterations in 4 ranges"``)."""
-    runs: list[list[int]] = []
-    for k in ks:
-        if runs and k == runs[-1][1] + 1:
-            runs[-1][1] = k
-        else:
-            runs.append([k, k])
-    text = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs[:max_ranges])
-    rest = runs[max_ranges:]
-    if rest:
-        text += f", and {sum(b - a + 1 for a, b in rest)} more iterations in {len(rest)} ranges"
-    return text
-
-
-def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
-    """A sentence a person can act on, e.g. ``"jc for K <= 45, certified at K = 3..45; gs for K = 46..200,
-    certified at K = 52..120"``.
-
-    Built from the per-iteration ``best`` / ``certified`` of ``rows`` (ordered by ``k``): each range of budgets
-    with the same predicted best names exactly the budgets where it is certified
-    (:func:`crosscurv.numeric.certificate.certify_best`); with more than ``max_segments`` changes of the best
-    scheme the last ones are named and the count of changes given.
-    """
-    if not rows:
-        return "no iterations: nothing to advise"
-    segs = _segments(rows)
-    last = rows[-1]
-    parts = []
-    shown = segs if len(segs) <= max_segments else segs[-max_segments:]
-    for s in shown:
-        if s["first"] == rows[0]["k"]:
-            where = f"for K <= {s['last']}" if s is not segs[-1] else f"for every K <= {s['last']}"
-        elif s["first"] == s["last"]:
-            where = f"at K = {s['first']}"
-        else:
-            where = f"for K = {s['first']}..{s['last']}"
-        n = len(s["certified_ks"])
-        if n == s["last"] - s["first"] + 1:
-            cert = ", certified throughout"
-        elif n:
-            cert = f", certified at K = {k_ranges(s['certified_ks'])}"
-        else:
-            cert = ", not certified"
-        set_ks = s.get("set_ks", [])
-        if set_ks:
-            at = "" if set_ks == s["certified_ks"] else f" at K = {k_ranges(set_ks)}"
-            cert += f" (as one of the GS orders the errors cannot tell apart{at})"
-        parts.append(f"{s['best']} {where}{cert}")
-    parts[-1] += "."
-    head = f"at K = {last['k']}: use {last['best']} ({'certified' if last['certified'] else 'not certified'})"
-    if last["certified"] and len(last.get("tied", ())) > 1:
-        head += f", as one of the GS orders {', '.join(last['tied'])}, which the errors cannot tell apart"
-    if len(segs) > max_segments:
-        head += f"; the best scheme changes {len(segs) - 1} times, the last {max_segments} runs"
-    return head + ". " + "; ".join(parts)
-
-
 # -- the result ---------------------------------------------------------------------------
 @dataclass
 class Advice:
@@ -368,94 +293,22 @@ class Advice:
         })
 
     def figure(self, path: str, validation: Mapping | None = None) -> str:
-        """Predicted gaps with the certificate's error bands (``SAFETY`` times the first dropped order,
-        ``next_order``) per candidate (top) and the recommended scheme over ``K`` (bottom).
+        """The advice's figure in ``path`` (PNG):
+        :func:`crosscurv.experiments.reports.advice_figure.advice_figure`."""
+        from crosscurv.experiments.reports.advice_figure import advice_figure
 
-        Filled markers on the bottom panel: certified iterations.  With ``validation`` (:func:`validate`) the
-        measured gaps are drawn as dashed lines of the candidate's colour, and the certified iterations that
-        were wrong are marked in red on the bottom panel.  Returns ``path``.
-        """
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        ks = [r["k"] for r in self.per_iteration]
-        fig, (ax, bx) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-        measured = (validation or {}).get("per_iteration") or []
-        for i, name in enumerate(self.candidates):
-            est = [r["estimates"][name] for r in self.per_iteration]
-            err = [SAFETY * r["next_order"][name] for r in self.per_iteration]
-            line, = ax.plot(ks, est, label=name, lw=1.2)
-            ax.fill_between(ks, [e - d for e, d in zip(est, err)], [e + d for e, d in zip(est, err)],
-                            color=line.get_color(), alpha=0.2, lw=0)
-            if measured and name != self.candidates[0]:
-                ax.plot([t["k"] for t in measured], [t["gaps"][name] for t in measured], ls="--", lw=1.0,
-                        color=line.get_color(), label=f"{name} measured")
-        ax.axhline(0.0, color="k", lw=0.5)
-        ax.set_ylabel("L_S - L_JC")
-        ax.legend(fontsize=7, ncol=2)
-        title = f"crosscurv advise: JC-only prediction +- {SAFETY:g} x its first dropped order"
-        ax.set_title(title + (" (dashed: measured)" if measured else ""), fontsize=9)
-        idx = {n: i for i, n in enumerate(self.candidates)}
-        for certified, marker in ((True, "o"), (False, "x")):
-            sel = [r for r in self.per_iteration if bool(r["certified"]) == certified]
-            bx.scatter([r["k"] for r in sel], [idx[r["best"]] for r in sel], marker=marker, s=10,
-                       label="certified" if certified else "not certified")
-        wrong = [t for t in measured if t["certified"] and not t["right"] and t["regret"] == t["regret"]]
-        if wrong:
-            bx.scatter([t["k"] for t in wrong], [idx[t["advised"]] for t in wrong], marker="o", s=30,
-                       facecolors="none", edgecolors="red", label="certified, wrong")
-        bx.set_yticks(range(len(self.candidates)))
-        bx.set_yticklabels(self.candidates, fontsize=7)
-        bx.set_xlabel("K")
-        bx.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        return path
+        return advice_figure(self, path, validation)
 
 
 # -- records -------------------------------------------------------------------------------
-def _rows(k: int, loss_jc: float, sharpness: float, vals: Mapping[str, tuple]) -> list[dict]:
-    """The ``advice.csv`` rows of iteration ``k`` (:data:`COLUMNS`), one per candidate pattern."""
-    return [dict(zip(COLUMNS, (k, name, loss_jc, sharpness, est, err, cor, one)))
-            for name, (est, err, cor, one) in vals.items()]
-
-
 def read_advice_records(path: str) -> list[dict]:
-    """The complete rows of ``advice.csv`` as per-iteration dicts (``k`` ascending; a torn last line is ignored).
+    """The complete rows of ``advice.csv`` as per-iteration dicts (``k`` ascending; a torn last line
+    is ignored; :func:`crosscurv.numeric.advice_run.read_advice_records`).
 
     Raises:
         AdviceError: not an advice records file, or a malformed row.
     """
-    text = read_text(path, "advice records")
-    lines = text.split("\n")[:-1]
-    if lines and lines[0] == ",".join(_OLDER_COLUMNS):
-        raise AdviceError(f"{path}: advice records of an older crosscurv (no sharpness column): advise again "
-                          "into a new folder")
-    if not lines or lines[0] != ",".join(COLUMNS):
-        raise AdviceError(f"{path}: not a crosscurv advice records file")
-    out: list[dict] = []
-    try:
-        for row in csv.reader(lines[1:]):
-            k, name = int(row[0]), row[1]
-            loss_jc, sharp, est, err, cor, one = (float(x) for x in row[2:8])
-            if not out or out[-1]["k"] != k:
-                if out and k != out[-1]["k"] + 1:
-                    raise ValueError(f"k={k} after k={out[-1]['k']}")
-                out.append({"k": k, "loss_jc": loss_jc, "sharpness": sharp, "estimates": {}, "errors": {},
-                            "corrected": {}, "one_step": {}})
-            r = out[-1]
-            r["estimates"][name], r["errors"][name], r["corrected"][name], r["one_step"][name] = est, err, cor, one
-    except (ValueError, IndexError) as exc:
-        raise AdviceError(f"{path}: malformed row ({exc})") from None
-    return out
-
-
-def _complete(rows: list[dict], names: Sequence[str]) -> list[dict]:
-    """Rows whose every candidate is present (a kill between a row's candidates leaves an incomplete one)."""
-    return [r for r in rows if list(r["estimates"]) == list(names)]
+    return _read_records(path, AdviceError)
 
 
 def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (), next_order=None) -> dict:
@@ -506,36 +359,8 @@ def full_gs_orders(cands) -> list[str]:
     return [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
 
 
-def _inside(rows: Sequence[Mapping], lr: float) -> list[bool]:
-    """Per row: the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every
-    ``j <= k``, :func:`crosscurv.numeric.error_estimates.regime_so_far`)."""
-    from .error_estimates import regime_so_far
-
-    return regime_so_far([lr * float(r["sharpness"]) for r in rows])
-
-
-# -- the run ---------------------------------------------------------------------------------
-def _settings(task, cands, lr, iters, seed, hvp_method, extra) -> dict:
-    s = dict(jsonable(extra or {}))
-    s.update(task=s.get("task", task.name), task_info=jsonable(task.info),
-             blocks=dict(zip(task.block_names, task.block_sizes())), n_params=task.num_params(),
-             candidates=[{"name": n, **p.to_dict()} for n, p in cands], lr=lr, iters=iters,
-             dtype=str(task.dtype).replace("torch.", ""), device=str(task.device), seed=seed, hvp=hvp_method,
-             theta0_sha256=theta_digest(task.params))
-    s.setdefault("threads", torch.get_num_threads())  # the caller's, else the count used
-    return jsonable(s)
-
-
-def _check_settings(saved: Mapping, now: Mapping, path: str) -> None:
-    for key in sorted(set(saved) | set(now)):
-        if key in ("iters", "checkpoint_every") or (key == "threads" and key not in saved):
-            continue
-        if saved.get(key) != now.get(key):
-            a, b = json.dumps(saved.get(key))[:60], json.dumps(now.get(key))[:60]
-            raise AdviceError(f"cannot resume {path}: setting {key} differs (checkpoint {a}, now {b})")
-    if now["iters"] < saved["iters"]:
-        raise AdviceError(f"cannot resume {path} with {now['iters']} iterations: the run was set to "
-                          f"{saved['iters']} (a run can be extended, not shortened)")
+#: Per row: the JC run has stayed below the edge of stability so far.
+_inside = inside_regime
 
 
 def _orders(cands, checks: Sequence[dict]) -> dict | None:
@@ -576,85 +401,9 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str 
     return out
 
 
-def _check_failures(checks: Sequence[dict]) -> list[str]:
-    """The candidates whose one-step series does not converge: the measured one-step gap differs from
-    ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps' rounding)."""
-    bad = []
-    for check in checks:
-        for name, c in (check or {}).items():
-            m, p2, p3 = c["measured"], c["eta2"], c["eta3"]
-            if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), c["floor"]):
-                bad.append(f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with eta^3 {p3:.3g}")
-    return bad
-
-
-def _check_note(checks: Sequence[dict]) -> str:
-    """A warning where the one-step series does not converge (:func:`_check_failures`)."""
-    bad = _check_failures(checks)
-    if not bad:
-        return ""
-    return (" Warning: the one-step expansion does not converge at theta^0 (" + "; ".join(bad[:3])
-            + ("; ..." if len(bad) > 3 else "") + "): the first step is outside the expansions' regime (or the "
-            "loss is not smooth there); a certificate rests on the errors measured along the run, and the "
-            "predictions before one are not reliable.")
-
-
-def _edge_note(rows: Sequence[Mapping], inside: Sequence[bool], lr: float) -> str:
-    """Where the JC run crossed the edge of stability, after which nothing is certified."""
-    out = next((r for r, ok in zip(rows, inside) if not ok), None)
-    if out is None:
-        return ""
-    return (f" The JC run crossed the edge of stability at K = {out['k']} (eta * sharpness = "
-            f"{lr * out['sharpness']:.3g} >= 2): no prediction is certified from there.")
-
-
-def _order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
-    """Whether the full GS orders can be told apart at the last ``K`` (prediction differences vs errors)."""
-    if orders is None or last is None:
-        return ""
-    names = list(orders["eta3"])
-    est, err = last["estimates"], last["next_order"]
-    ranked = sorted(names, key=lambda n: est[n])
-    apart = all(est[b] - est[a] > SAFETY * (err[a] + err[b]) for a, b in zip(ranked, ranked[1:]))
-    orders["told_apart"] = apart
-    by3 = sorted(names, key=lambda n: orders["eta3"][n]["k0"])
-    step = ", ".join(f"{n} {lr ** 3 * orders['eta3'][n]['k0']:.3g}" for n in by3)
-    if apart:
-        note = (f" GS orders at K = {last['k']}: {' < '.join(ranked)} (predicted, differences above "
-                f"{SAFETY:g} times the errors); one-step eta^3 terms at theta^0 (all orders tie at eta^2, "
-                f"Corollary 1): {step}.")
-    elif last.get("certified") and last["best"] in names and len(last.get("tied", ())) == 1:
-        note = (f" At K = {last['k']} {last['best']} is ahead of the other GS orders by more than {SAFETY:g} "
-                f"times the errors; the others cannot be told apart; one-step eta^3 terms at theta^0: {step}.")
-    else:
-        spread = est[ranked[-1]] - est[ranked[0]]
-        note = (f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their predictions differ "
-                f"by {spread:.3g}, within {SAFETY:g} times their errors; at one step they tie at eta^2 "
-                f"(Corollary 1) and the eta^3 terms at theta^0 rank them {' < '.join(by3)} ({step}).")
-    orders["note"] = note.strip()
-    return note
-
-
 @computes_with_threads
-def advise(
-    task,
-    lr: float,
-    iters: int,
-    patterns=None,
-    *,
-    out_dir: str | None = None,
-    resume: bool = False,
-    hvp_method: str = "auto",
-    seed: int = 0,
-    settings: Mapping | None = None,
-    checkpoint_every: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    on_record: Callable[[dict], None] | None = None,
-    checks: bool = True,
-    optimizer=None,
-    block_lr=None,
-    search: str | None = None,
-) -> Advice:
+def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
+           search: str | None = None, options: RunOptions | None = None, **keywords) -> Advice:
     """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
 
     Args:
@@ -662,20 +411,17 @@ def advise(
         lr: constant learning rate ``eta > 0``.
         iters: budget ``K >= 1``.
         patterns: candidates (:func:`parse_candidates`; default :func:`default_candidates`).
-        out_dir: run folder (``None``: in memory only); ``resume``: continue it.
-        hvp_method: as :func:`crosscurv.numeric.protocol.choose_engine`.
-        seed: recorded (the prediction itself is deterministic).
-        settings: extra JSON-able settings, recorded and checked on resume.
-        checkpoint_every: iterations between checkpoints (default: at most one per
-            :data:`crosscurv.numeric.protocol.CHECKPOINT_SECONDS`); one is always written before the last iteration.
-        progress: ``progress(k, K)`` after each iteration's rows.
-        on_record: ``on_record(row)`` after each iteration's rows are written (an exception interrupts).
         checks: the one-step check at ``theta^0`` (module docstring), which also rank the
             full GS orders by their ``eta^3`` coefficients (plain steps only).
-        optimizer, block_lr: as :func:`crosscurv.numeric.protocol.run_protocol` (``"momentum:BETA"``,
-            ``"adam[:B1,B2,EPS]"``, ``"NAME=FACTOR,..."``): the JC run takes the optimizer's steps and the
-            predictions are the optimizer-aware JC-only estimate (module docstring); errors are NaN (the
-            embedded pair is derived for plain steps), so nothing is certified.
+        options, keywords: the run's :class:`crosscurv.numeric.trajectory.RunOptions`, each also
+            a keyword, as for :func:`crosscurv.numeric.protocol.run_protocol`: ``out_dir``
+            (``None``: in memory only), ``resume``, ``hvp_method``, ``seed`` (recorded; the
+            prediction itself is deterministic), ``settings``, ``checkpoint_every``,
+            ``progress(k, K)`` (after each iteration's rows), ``on_record(row)`` (the decided row,
+            after each iteration's rows are written; an exception interrupts), ``optimizer`` and
+            ``block_lr``: the JC run takes the optimizer's steps and the predictions are the
+            optimizer-aware JC-only estimate (module docstring); errors are NaN (the embedded pair
+            is derived for plain steps), so nothing is certified.
         threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
             command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
         search: ``"orders"``, ``"stages[:D]"`` or ``"all"``: instead of ``patterns``, search that
@@ -689,195 +435,107 @@ def advise(
     """
     from .protocol import check_iters, check_lr
 
+    opts = RunOptions.of(options, keywords, "advise")
     if search is not None:
-        if patterns is not None or optimizer is not None or block_lr is not None:
+        if patterns is not None or opts.optimizer is not None or opts.block_lr is not None:
             raise AdviceError("search takes the whole space of patterns from one plain JC run: no "
                               "patterns, optimizer or block_lr with it")
         from .pattern_search import search as search_space
 
-        return search_space(task, lr, iters, search, certify=checks, hvp_method=hvp_method,
-                            seed=seed, progress=progress, out_dir=out_dir, resume=resume,
-                            checkpoint_every=checkpoint_every)
+        return search_space(task, lr, iters, search, certify=checks, hvp_method=opts.hvp_method,
+                            seed=opts.seed, progress=opts.progress, out_dir=opts.out_dir,
+                            resume=opts.resume, checkpoint_every=opts.checkpoint_every)
 
     lr, iters = check_lr(lr), check_iters(iters)
-    setup = optimizer_setup(task, optimizer, block_lr)
-    rule = advice_steps(task, setup)
+    rule = advice_steps(task, optimizer_setup(task, opts.optimizer, opts.block_lr))
     cands = parse_candidates(task, patterns)
     names = [n for n, _ in cands]
-    run_settings = _settings(task, cands, lr, iters, seed, hvp_method,
-                             {**(settings or {}), **rule.settings()})
+    settings = with_threads(run_settings(
+        task, lr, iters, opts.seed, opts.hvp_method, {**(opts.settings or {}), **rule.settings()},
+        {"candidates": [{"name": n, **p.to_dict()} for n, p in cands]}))
     keys = block_keys(task)
     active = [PatternCandidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
               for n, p in cands if not p.is_jacobi]
+    gs = full_gs_orders(cands)
+
+    def on_record(row):  # the row with its decision, over the rows its certificate looks back on
+        last = run.records[-REMAINDER_WINDOW:]
+        first = first_step_orders([body.check0 or {}], run.records[0]["estimates"])
+        opts.on_record(_decided_table(last, [body.inside] * len(last), gs, first)[-1])
+
+    folder = None
+    if opts.out_dir is not None:
+        folder = RunFolder(opts.out_dir, RECORDS_FILE, ADVICE_FILE)
+    run = Run(iters, folder, advice_records(names, AdviceError), opts.checkpoint_every,
+              on_record if opts.on_record is not None else None, opts.progress)
+    try:
+        ck = _open(folder, task, settings, opts.resume)
+    except ProtocolError as exc:  # the runner's one-line refusals, as advise's own
+        raise AdviceError(str(exc)) from None
+    engine = choose_engine(task, opts.hvp_method)
+    body = AdviceRun(task, lr, settings, engine, rule, keys, _column_sources(active, keys), active,
+                     names[0], opts.seed)
+    check_s, done, start = 0.0, False, 0
+    if ck is not None:
+        done, _, start = run.resume_point(ck)
+        body.load(ck, run.records)
+    else:
+        body.start()
+        t_check = time.perf_counter()
+        body.check0 = (_one_step_check(task, cands, tree.clone(task.params), lr, 0, engine.method)
+                       if active and checks and rule.checks else {})
+        check_s = time.perf_counter() - t_check
+    out = run.execute(body, start, done, task.device)
+    first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records else {})
+    return _advice(run, body, cands, out, checks, first, {"one_step_check_s": check_s})
+
+
+def _column_sources(active, keys) -> dict:
+    """``{j: [param keys]}``: the rows of the blocks that read block ``j`` in some candidate."""
     sources: dict = {}
     for c in active:
         for i, fresh in c.plan_rows:
             for j in fresh:
                 rows = sources.setdefault(j, [])
                 rows.extend(k for k in keys[i] if k not in rows)
-    sources = dict(sorted(sources.items()))
+    return dict(sorted(sources.items()))
 
-    rec_path = ck_path = None
-    rows: list[dict] = []
-    if out_dir is not None:
-        rec_path, ck_path = os.path.join(out_dir, RECORDS_FILE), os.path.join(out_dir, CHECKPOINT_FILE)
+
+def _open(folder, task, settings: dict, resume: bool) -> dict | None:
+    """The checkpoint to resume from (checked against ``settings``), or ``None`` for a fresh run
+    (the folder checked to hold none, created)."""
     if resume:
-        if out_dir is None:
+        if folder is None:
             raise AdviceError("resume needs an output directory")
-        if not os.path.exists(ck_path):
-            raise AdviceError(f"nothing to resume: {out_dir} has no {CHECKPOINT_FILE}")
-        try:
-            ck = torch.load(ck_path, map_location=task.device, weights_only=True)
-            ck["settings"], ck["k"], ck["start"], ck["vectors"]  # noqa: B018 (presence)
-        except Exception as exc:  # truncated, foreign
-            raise AdviceError(f"{ck_path} is not a readable crosscurv advice checkpoint ({type(exc).__name__})") from None
-        _check_settings(ck["settings"], run_settings, out_dir)
-        done = bool(ck.get("done")) and iters == ck["settings"]["iters"]
-        k0 = ck["settings"]["iters"] if done else int(ck["k"])
-        start = int(ck["start"])
-        rows = _complete(read_advice_records(rec_path), names) if os.path.exists(rec_path) else []
-        if len(rows) < k0:
-            raise AdviceError(f"{rec_path} holds {len(rows)} complete iterations, the checkpoint needs {k0}")
-        rows = rows[:k0]
-        vec = ck["vectors"]
-        theta = vec["theta"]
-        ys = {c.name: vec[f"y:{c.name}"] for c in active}
-        rule.load(vec, start, [c.name for c in active])
-        pvec, lam0 = vec.get("p"), ck.get("lambda_max0")
-        check0 = ck.get("check_k0")
-    else:
-        if out_dir is not None:
-            if os.path.exists(ck_path) or os.path.exists(rec_path):
-                raise AdviceError(f"{out_dir} already holds an advice run; use --resume to continue it or choose "
-                                  "another --out")
-            try:
-                os.makedirs(out_dir, exist_ok=True)
-            except OSError as exc:
-                raise AdviceError(f"cannot create output directory {out_dir}: {exc.strerror}") from None
-        task.check_loss()
-        done, start = False, 0
-        theta = tree.clone(task.params)
-        ys = {c.name: tree.zeros_like(task.params) for c in active}
-        rule.start(task.params, [c.name for c in active])
-        pvec, lam0 = None, None
-    engine = choose_engine(task, hvp_method)
-    theta0 = tree.clone(task.params)
+        ck = folder.load_checkpoint(task.device)
+        check_resume_settings(ck["settings"], settings, folder.path)
+        return ck
+    if folder is not None:
+        folder.check_fresh()
+        folder.create()
+    task.check_loss()
+    return None
 
-    def rows_text(rs):
-        return ",".join(COLUMNS) + "\n" + "".join(
-            format_row(row, COLUMNS) + "\n" for r in rs
-            for row in _rows(r["k"], r["loss_jc"], r["sharpness"], {n: (r["estimates"][n], r["errors"][n], r["corrected"][n],
-                                                        r["one_step"][n]) for n in names}))
 
-    writer = None
-    if rec_path is not None:
-        atomic_write_text(rec_path, rows_text(rows))  # truncated to the checkpoint's k on resume
-        writer = RecordWriter(rec_path, append=True, fields=COLUMNS)
-    last_save = time.perf_counter()
-
-    def checkpoint(k: int, nxt: int, final: bool = False) -> None:
-        nonlocal last_save
-        vectors = {"theta": theta, **{f"y:{n}": v for n, v in ys.items()}, **rule.vectors()}
-        if pvec is not None:
-            vectors["p"] = pvec
-        atomic_torch_save({"format": _FORMAT, "k": k, "start": nxt, "done": final, "settings": run_settings,
-                           "vectors": vectors, "check_k0": check0,
-                           "lambda_max0": lam0}, ck_path)
-        last_save = time.perf_counter()
-
-    status, message = "complete", ""
-    check_s = 0.0
-    try:
-        if not resume:
-            t_check = time.perf_counter()
-            check0 = (_one_step_check(task, cands, theta0, lr, 0, engine.method)
-                      if active and checks and rule.checks else {})
-            check_s = time.perf_counter() - t_check
-        if ck_path is not None and not resume:
-            checkpoint(0, 0)
-        gs = full_gs_orders(cands)
-        inside = _inside(rows, lr)[-1] if rows else True
-        for k in ([] if done else range(start, iters + 1)):
-            last = k == iters
-            point = engine.point(task.loss, theta)
-            loss_jc = float(point.value)
-            if not math.isfinite(loss_jc):
-                status, message = "diverged", f"diverged at k={k}: loss_jc = {loss_jc}"
-                break
-            g = point.grad
-            # the regime gate: lambda_max(H_JC^0) converged (solve_extremes), then the power iteration
-            # started from its eigenvector, one product per iteration; the larger of the two
-            if pvec is None:
-                try:
-                    ext = solve_extremes(point.hvp, theta, seed=int(seed or 0))
-                    lam0, pvec = float(ext.lam_max), ext.v_max
-                except (ValueError, RuntimeError, ArithmeticError):  # non-finite products: no extremes
-                    lam0, pvec = math.nan, init_power_vector(theta, int(seed or 0))
-            rq, pvec = power_step(pvec, point.hvp(pvec))
-            sharp = max((x for x in (lam0, rq) if x is not None and math.isfinite(x)), default=math.nan)
-            vals = rule.iteration(engine, task, point, keys, sources, active, names[0], g, ys, theta, lr, k, last)
-            del point
-            if not last:
-                theta = rule.step(task, theta, g, lr)
-            if k >= 1:
-                inside = inside and in_regime(lr, sharp)
-                row = {"k": k, "loss_jc": loss_jc, "sharpness": sharp, "estimates": {n: v[0] for n, v in vals.items()},
-                       "errors": {n: v[1] for n, v in vals.items()}, "corrected": {n: v[2] for n, v in vals.items()},
-                       "one_step": {n: v[3] for n, v in vals.items()}}
-                rows.append(row)
-                if writer is not None:
-                    writer.write_rows(_rows(k, loss_jc, sharp, vals))
-                if on_record is not None:
-                    first = first_step_orders([check0 or {}], rows[0]["estimates"])
-                    on_record(_decided_table(rows[-REMAINDER_WINDOW:], [inside] * len(rows[-REMAINDER_WINDOW:]), gs,
-                                              first)[-1])
-                if progress is not None:
-                    progress(k, iters)
-            if not last and ck_path is not None:
-                due = (k % checkpoint_every == 0) if checkpoint_every else \
-                    time.perf_counter() - last_save >= CHECKPOINT_SECONDS
-                if due or k + 1 == iters:
-                    checkpoint(k, k + 1)
-        if status == "complete" and ck_path is not None and not done:
-            ck = torch.load(ck_path, map_location=task.device, weights_only=True)
-            ck["done"], ck["settings"] = True, run_settings
-            atomic_torch_save(ck, ck_path)
-    finally:
-        if writer is not None:
-            writer.close()
+def _advice(run, body, cands, out, checks: bool, first: Mapping, timing: dict) -> Advice:
+    """The :class:`Advice` of a finished run (also written to ``advice.json`` in its folder)."""
+    rows, lr, names = run.records, body.lr, [n for n, _ in cands]
     gate = _inside(rows, lr)
-    first = first_step_orders([check0 or {}], rows[0]["estimates"] if rows else {})
-    table = _decided_table(rows, gate, gs, first)
-    done_checks = [check0 or {}]
-    orders = _orders(cands, done_checks) if checks and check0 else None
-    text = (recommendation(table) + _order_note(orders, table[-1] if table else None, lr) + _check_note(done_checks)
-            + _edge_note(rows, gate, lr))
-    text += rule.note
-    if status == "diverged":
-        text = diverged_recommendation(message, rows, table, text)
-    message = message or f"complete: {len(table)} iterations, {len(names)} candidates"
-    adv = Advice(names, table, text, orders, status, message, run_settings, out_dir, done_checks,
-                 {"one_step_check_s": check_s})
+    table = _decided_table(rows, gate, full_gs_orders(cands), first)
+    done_checks = [body.check0 or {}]
+    orders = _orders(cands, done_checks) if checks and body.check0 else None
+    text = (recommendation(table) + _order_note(orders, table[-1] if table else None, lr)
+            + _check_note(done_checks) + _edge_note(rows, gate, lr))
+    text += body.rule.note
+    if out.status == "diverged":
+        text = diverged_recommendation(out.message, rows, table, text)
+    message = out.message or f"complete: {len(table)} iterations, {len(names)} candidates"
+    out_dir = run.folder.path if run.folder is not None else None
+    adv = Advice(names, table, text, orders, out.status, message, body.settings, out_dir,
+                 done_checks, timing)
     if out_dir is not None:
-        write_summary(os.path.join(out_dir, ADVICE_FILE), adv.to_json())
+        write_summary(run.folder.summary, adv.to_json())
     return adv
-
-
-def diverged_recommendation(message: str, rows: Sequence[Mapping], table: Sequence[Mapping],
-                            text: str) -> str:
-    """What advise says when its JC run diverged: the divergence and the last finite state first;
-    then ``text`` (the advice over the iterations before it) only where some prediction there is
-    certified, else no advice (every prediction would rest on values running into the divergence).
-    ``rows``: the per-iteration rows (``k``, ``loss_jc``), ``table``: their decided rows."""
-    head = f"the JC run diverged ({message}); "
-    if rows:
-        head += f"last finite state: k = {rows[-1]['k']}, L_JC = {rows[-1]['loss_jc']:.6g}; "
-    else:
-        head += "no finite iteration after theta^0; "
-    if any(r.get("certified") for r in table):
-        return head + text
-    return head + ("no advice over a diverged run: no prediction before it is certified; a "
-                   "smaller --lr keeps eta * sharpness below 2, inside the stable regime.")
 
 
 # -- validation ---------------------------------------------------------------------------------

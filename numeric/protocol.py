@@ -56,20 +56,11 @@ available memory (:func:`crosscurv.numeric.offload.should_offload`) or when aske
 
 Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed
 as it is written), ``summary.json`` (settings, status, metrics, timings) and
-``checkpoint.pt``.  A checkpoint holds exactly what the next iteration needs
-(the carried vectors, with an optimizer both runs' states and the estimates'
-state differences, ``q``, the ``||u^j||`` history, ``G``, ``L``) and the
-run's settings; it is written atomically at ``k = 0``, then on a cadence
-(``checkpoint_every`` records, or by default when :data:`CHECKPOINT_SECONDS`
-have passed and the last save cost less than 5% of the time since), and always
-before the last iteration (so that the run can be *extended*), after which it
-is marked done.  ``resume=True`` checks that the settings match
-(:class:`ResumeError` names the first one that differs), truncates
-``records.csv`` to the checkpoint's ``k`` and recomputes from there; ``iters``
-may grow (the run is extended: its records are those of an uninterrupted run
-to the new ``K``) but not shrink.  On the CPU the resumed records are bit for
-bit those of an uninterrupted run.  Without ``resume`` an ``out_dir`` that
-already holds a run is refused (partial output is never overwritten).
+``checkpoint.pt``, kept by the trajectory runner (:mod:`crosscurv.numeric.trajectory`: checkpoint
+cadence, resume, extension to a larger ``iters``, settings comparison).  The protocol's checkpoint
+holds exactly what the next iteration needs (the carried vectors, with an optimizer both runs'
+states and the estimates' state differences, ``q``, the ``||u^j||`` history, ``G``, ``L``).  On
+the CPU the resumed records are bit for bit those of an uninterrupted run.
 
 Divergence: a non-finite loss at iteration ``k`` stops the run with status
 ``"diverged"`` (every record ``1..k-1`` stays on disk); the CLI exits with
@@ -78,58 +69,43 @@ code 3.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-import time
-from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Callable
+from dataclasses import dataclass, field
 
 import torch
 
-from crosscurv.theory.errors import SettingsChangedError
 from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
-from .file_save import mapped_sources
-from .gap import SegmentGap, plain_suffices, reconcile
 from .estimates import (EstimateState, Extremes, init_power_vector, quadratic_from_linear,
                         recursive_estimate, track_extremes)
+from .gap import SegmentGap, plain_suffices, reconcile
 from .hvp import HVP_METHODS, grad, resolve_method
 from .metrics import run_metrics
 from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
 from .point import BatchedPoint, PointCurvature, TermwisePoint
 from .protocol_checks import ProtocolError, check_iters, check_lr
-from .run_folder import ResumeError, check_records_header, check_resumable, one_line, unreadable_checkpoint
-from .records import (
-    CHECKPOINT_FILE,
-    ESTIMATES,
-    RECORDS_FILE,
-    SUMMARY_FILE,
-    RecordsError,
-    RecordWriter,
-    atomic_torch_save,
-    count_rows,
-    make_record,
-    read_records,
-    records_columns,
-    truncate_records,
-    write_summary,
-)
+from .records import (ESTIMATES, FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordWriter, make_record,
+                      read_records, records_columns, truncate_records, write_summary)
+from .run_folder import ResumeError, check_records_header, one_line, unreadable_checkpoint
 from .steps import check_pattern
-from .threads import computes_with_threads
-from .update_rules import PlainRule, UpdateRule, update_rule
 from .task import TaskError
+from .threads import computes_with_threads
+from .trajectory import (CHECKPOINT_SECONDS, Diverged, RecordsKind, Run, RunFolder, RunOptions,
+                         SettingsChangedError, check_resume_settings, jsonable, run_settings,
+                         theta_digest, with_threads)
+from .update_rules import PlainRule, UpdateRule, update_rule
 
 __all__ = [
     "ProtocolError",
     "ResumeError",
     "SettingsChangedError",
     "ProtocolResult",
+    "RunOptions",
     "Engine",
     "choose_engine",
     "DIVERGED_EXIT_CODE",
@@ -144,19 +120,8 @@ __all__ = [
 
 #: Exit code of ``crosscurv run`` for a diverged run.
 DIVERGED_EXIT_CODE = 3
-#: Default checkpoint cadence: at most one checkpoint per this many seconds (and one before the last iteration).
-CHECKPOINT_SECONDS = 60.0
-#: A checkpoint is also deferred while the time since the last one is under this many times what it cost.
-_CHECKPOINT_COST_FACTOR = 20.0
-#: Checkpoint format (an older one is refused in one line: its run cannot be continued).
-_FORMAT = 2
-
-#: Settings that may change between a run and its resumption (``iters`` may grow: checked apart).
-_VOLATILE = ("checkpoint_every", "offload", "iters")
 #: The carried vectors, in the order a checkpoint lists them.
 _CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p", "vmax", "vmin")
-#: The optimizer settings of a run made before runs recorded them (plain steps).
-_PLAIN_OPTIMIZER = {"optimizer": {"name": "sgd", "spec": "sgd"}, "block_lr": {}}
 CONSTANTS_NOTE = (
     "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
     "gradient norms evaluated on both trajectories, L the running maximum of |p^T H_JC^k p| of a "
@@ -205,21 +170,6 @@ def _as_pattern(task, pattern) -> DelayPattern:
         pattern = parse_pattern(pattern, task.n_blocks, task.block_names)
     check_pattern(task, pattern)
     return pattern
-
-
-def jsonable(obj):
-    """``obj`` normalised through a JSON round trip (non-JSON values become strings)."""
-    return json.loads(json.dumps(obj, default=str))
-
-
-def theta_digest(params: Mapping) -> str:
-    """SHA-256 of the parameters' names, shapes and bytes: ``theta0_sha256`` in a run's summary."""
-    h = hashlib.sha256()
-    for k, v in params.items():
-        h.update(k.encode())
-        h.update(str(tuple(v.shape)).encode())
-        h.update(v.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 # -- the engine ------------------------------------------------------------------------
@@ -289,108 +239,9 @@ def choose_engine(task, hvp_method: str = "auto", chunk_size: int | None = None)
 
 # -- settings ----------------------------------------------------------------------------
 def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra, setup) -> dict:
-    s = dict(jsonable(extra or {}))
-    s.update(setup.settings())
-    s.update(
-        task=task.name if "task" not in s else s["task"],
-        task_info=jsonable(task.info),
-        blocks=dict(zip(task.block_names, task.block_sizes())),
-        n_params=task.num_params(),
-        pattern=pattern.to_dict(),
-        lr=lr,
-        iters=iters,
-        dtype=str(task.dtype).replace("torch.", ""),
-        device=str(task.device),
-        seed=seed,
-        hvp=hvp_method,
-        hvp_chunk_size=chunk_size,
-        checkpoint_every=every,
-        theta0_sha256=theta_digest(task.params),
-    )
-    return jsonable(s)
-
-
-def _first_difference(saved: Mapping, now: Mapping) -> str | None:
-    saved = {**_PLAIN_OPTIMIZER, **saved}  # runs from before the optimizer settings took plain steps
-    for key in sorted(set(saved) | set(now)):
-        if key in _VOLATILE or (key == "threads" and key not in saved):  # older API runs lack it
-            continue
-        if saved.get(key) != now.get(key):
-            a, b = json.dumps(saved.get(key)), json.dumps(now.get(key))
-            if len(a) > 60:
-                a = a[:57] + "..."
-            if len(b) > 60:
-                b = b[:57] + "..."
-            return f"{key} (checkpoint {a}, now {b})"
-    return None
-
-
-# -- the run directory -------------------------------------------------------------
-class _RunDir:
-    def __init__(self, path: str):
-        self.path = str(path)
-        self.records = os.path.join(self.path, RECORDS_FILE)
-        self.summary = os.path.join(self.path, SUMMARY_FILE)
-        self.checkpoint = os.path.join(self.path, CHECKPOINT_FILE)
-
-    def check_fresh(self) -> None:
-        if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise ProtocolError(f"output path {self.path} exists and is not a directory")
-        if os.path.exists(self.checkpoint) or (os.path.exists(self.records) and self._rows_or_foreign()):
-            raise ProtocolError(
-                f"{self.path} already holds a run (records.csv or checkpoint.pt); "
-                "use --resume to continue it or choose another --out"
-            )
-        if os.path.exists(self.records):  # a header-only file from a run killed before k = 0: nothing to lose
-            os.remove(self.records)
-
-    def _rows_or_foreign(self) -> bool:
-        """``records.csv`` holds at least one record, or is not a crosscurv records file."""
-        try:
-            return count_rows(self.records) > 0
-        except (RecordsError, UnicodeDecodeError, ValueError):
-            return True
-
-    def create(self) -> None:
-        try:
-            os.makedirs(self.path, exist_ok=True)
-        except OSError as exc:
-            raise ProtocolError(f"cannot create output directory {self.path}: {exc.strerror}") from None
-
-    def load_checkpoint(self, task) -> dict:
-        """The checkpoint, checked to be a crosscurv checkpoint of this task's shapes (else one-line ResumeError)."""
-        check_resumable(self.path)
-        bad = unreadable_checkpoint(self.checkpoint)
-        try:
-            ck = torch.load(self.checkpoint, map_location=task.device, weights_only=True)
-        except Exception as exc:  # truncated, undecodable, or pickled foreign objects
-            raise ResumeError(f"{bad} ({type(exc).__name__}: {one_line(exc)})") from None
-        if isinstance(ck, dict) and isinstance(ck.get("format"), int) and ck["format"] < _FORMAT:
-            raise ResumeError(f"{self.checkpoint} was written by an older crosscurv (checkpoint format {ck['format']}); "
-                              "it cannot be continued: rerun it")
-        if not isinstance(ck, dict) or ck.get("format") != _FORMAT:
-            raise ResumeError(f"{bad} (unknown format)")
-        try:
-            _check_vectors(ck["vectors"], task)
-            ck["estimates"] = EstimateState.from_state_dict(ck["estimates"])
-            for key in ("k", "start", "done", "settings"):
-                ck[key]  # noqa: B018 (presence)
-            if not isinstance(ck["settings"], dict):
-                raise TypeError("settings")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ResumeError(f"{bad} (missing or malformed entry {one_line(exc)})") from None
-        return ck
-
-    def records_upto(self, k: int) -> list:
-        """Keep rows ``1..k`` of ``records.csv`` (a missing file is created) and return them."""
-        try:
-            check_records_header(self.records)
-            if k == 0 and not os.path.exists(self.records):
-                RecordWriter(self.records).close()
-            truncate_records(self.records, k)
-            return read_records(self.records)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ResumeError(f"{self.records} is not a readable crosscurv records file ({type(exc).__name__})") from None
+    extra = {**jsonable(extra or {}), **setup.settings()}
+    return run_settings(task, lr, iters, seed, hvp_method, extra, {"pattern": pattern.to_dict()},
+                        {"hvp_chunk_size": chunk_size, "checkpoint_every": every})
 
 
 def _check_vectors(vectors: Mapping, task, names=_CARRIED) -> None:
@@ -405,10 +256,28 @@ def _check_vectors(vectors: Mapping, task, names=_CARRIED) -> None:
                 raise ValueError(f"vector {name}[{k}] is not shaped like the parameter")
 
 
+def _keep_records(path: str, k: int) -> list:
+    """Rows ``1..k`` of ``records.csv`` kept (a missing file is created) and returned."""
+    try:
+        check_records_header(path)
+        if k == 0 and not os.path.exists(path):
+            RecordWriter(path).close()
+        truncate_records(path, k)
+        return read_records(path)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ResumeError(f"{path} is not a readable crosscurv records file "
+                          f"({type(exc).__name__})") from None
+
+
+#: The protocol's records: one row per iteration, :data:`crosscurv.numeric.records.FIELDS`.
+RECORDS = RecordsKind(FIELDS, lambda rec: [rec], _keep_records)
+
+
 # -- the run context --------------------------------------------------------------------
 @dataclass
 class RunContext:
-    """Everything one run's iterations share (instead of long parameter lists).
+    """The protocol's body for the trajectory runner (:mod:`crosscurv.numeric.trajectory`): what one
+    run's iterations share.
 
     ``store`` holds the carried vectors between iterations (:mod:`crosscurv.numeric.offload`);
     ``est`` the scalar state of the estimates (:class:`crosscurv.numeric.estimates.EstimateState`);
@@ -424,18 +293,9 @@ class RunContext:
     store: object
     est: EstimateState
     settings: dict
-    run: _RunDir | None = None
-    writer: RecordWriter | None = None
-    every: int | None = None
-    records: list = field(default_factory=list)
-    progress: Callable[[int, int], None] | None = None
-    on_record: Callable[[dict], None] | None = None
-    prior_elapsed: float = 0.0
-    computed: int = 0
-    t0: float = field(default_factory=time.perf_counter)
-    last_save: float = field(default_factory=time.perf_counter)
-    save_cost: float = 0.0
     rule: UpdateRule = field(default_factory=PlainRule)
+    requested: str = "auto"
+    run: Run | None = None
 
     @property
     def jacobi(self) -> DelayPattern:
@@ -446,90 +306,38 @@ class RunContext:
         """Names of the vectors a checkpoint holds."""
         return _CARRIED + self.rule.carried
 
-    def clock(self) -> float:
-        return self.prior_elapsed + time.perf_counter() - self.t0
+    # -- the runner's interface -----------------------------------------------------------
+    def iteration(self, k: int, run: Run) -> None:
+        self.run = run
+        _iteration(self, k)
 
-    # -- checkpoints ----------------------------------------------------------------
-    def checkpoint(self, k: int, start: int, done: bool = False) -> None:
-        """Atomic checkpoint: ``k`` records are final, the next iteration to run is ``start``."""
-        t = time.perf_counter()
-        vectors = {name: self.store.fetch(name) for name in self.carried}
-        # a vector parked in a file is copied from it (crosscurv.numeric.file_save): its pages are never read
+    def vectors(self) -> dict:
+        return {name: self.store.fetch(name) for name in self.carried}
+
+    def state(self) -> dict:
+        return {"estimates": self.est.state_dict()}
+
+    def sources(self, vectors: Mapping):
+        """A vector parked in a file is copied from it (:mod:`crosscurv.numeric.file_save`): its
+        pages are never read."""
         files = {}
         for name, vec in vectors.items():
             path = getattr(self.store, "file_of", lambda _: None)(name)
             if path is not None and vec:
                 files[next(iter(vec.values())).untyped_storage().data_ptr()] = path
-        atomic_torch_save(
-            {
-                "format": _FORMAT,
-                "k": k,
-                "start": start,
-                "done": done,
-                "settings": self.settings,
-                "vectors": vectors,
-                "estimates": self.est.state_dict(),
-                "elapsed_s": self.clock(),
-            },
-            self.run.checkpoint,
-            sources=(lambda st: (files[st.data_ptr()], 0) if st.data_ptr() in files else None) if files else None,
-        )
-        self.last_save = time.perf_counter()
-        self.save_cost = self.last_save - t
+        if not files:
+            return None
+        return lambda st: (files[st.data_ptr()], 0) if st.data_ptr() in files else None
 
-    def after_step(self, k: int) -> None:
-        """After iteration ``k`` stepped both trajectories: checkpoint when due (always before the last one)."""
-        if self.run is None:
-            return
-        if self.every is not None:
-            due = k % self.every == 0
-        else:
-            since = time.perf_counter() - self.last_save
-            due = since >= CHECKPOINT_SECONDS and since >= _CHECKPOINT_COST_FACTOR * self.save_cost
-        if due or k + 1 == self.iters:
-            self.checkpoint(k, k + 1)
+    def summary(self, run: Run, status: str, message: str, diverged_at) -> dict:
+        return _summary(self, run, status, message, diverged_at)
 
-    def mark_done(self) -> None:
-        """The run reached ``iters``: its last checkpoint (state before iteration ``iters``) is marked done."""
-        if self.run is None:
-            return
-        cpu = self.task.device.type == "cpu"
-        # on the CPU the checkpoint is mapped, not read, and its vectors are copied file to file
-        ck = torch.load(self.run.checkpoint, map_location=self.task.device, weights_only=True, mmap=cpu)
-        ck["done"] = True
-        ck["settings"] = self.settings
-        ck["elapsed_s"] = self.clock()
-        atomic_torch_save(ck, self.run.checkpoint, sources=mapped_sources(ck, self.run.checkpoint) if cpu else None)
-
-    # -- records ----------------------------------------------------------------------
     def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
-        """Complete the record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) and hand it on:
-        memory, ``records.csv`` (flushed), the ``on_record`` hook, the progress callback."""
-        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=self.rule.bound(self.est, self.lr), **estimates)
-        self.records.append(rec)
-        self.computed += 1
-        if self.writer is not None:
-            self.writer.write(rec)
-        if self.on_record is not None:
-            self.on_record(rec)
-        if self.progress is not None:
-            self.progress(k, self.iters)
-
-    def timing(self, resumed_from) -> dict:
-        el = time.perf_counter() - self.t0
-        return {
-            "resumed_from": resumed_from,
-            "iterations_this_session": self.computed,
-            "elapsed_s_this_session": el,
-            "iterations_per_s": self.computed / el if el > 0 and self.computed else None,
-            "elapsed_s_total": self.clock(),
-        }
-
-
-class _Diverged(Exception):
-    def __init__(self, k: int, message: str):
-        super().__init__(message)
-        self.k = k
+        """The record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) to the
+        runner."""
+        bound = self.rule.bound(self.est, self.lr)
+        rec = make_record(k, loss_jc=loss_jc, loss_s=loss_s, bound_bk=bound, **estimates)
+        self.run.emit(k, rec)
 
 
 # -- one iteration -----------------------------------------------------------------------
@@ -560,7 +368,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     4. the segment's gradients, the record, and the rule's :meth:`carry` of the scalar states to ``k + 1``.
 
     Both losses are finite before anything of ``k`` is recorded or carried: a non-finite loss at either
-    point stops the run (:class:`_Diverged`, naming every non-finite loss of ``k``).  How the runs step and
+    point stops the run (:class:`crosscurv.numeric.trajectory.Diverged`, naming every non-finite
+    loss of ``k``).  How the runs step and
     the carried states advance is the run's update rule (``ctx.rule``,
     :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a block-separable optimizer); the
     estimates of ``k`` read the same quantities under every rule: ``recursive = g_JC^k . w + q``,
@@ -580,8 +389,46 @@ def _iteration(ctx: RunContext, k: int) -> None:
     del delta
     if k >= 1:
         S.share("theta_j", "theta_jk")  # theta_JC^k for the segment (theta_j is parked anew by the JC step)
-    # -- theta_S^k ---------------------------------------------------------------------------
-    # the graph at theta_S^k serves only the rule's forcing M_S (.): it is released before the S step
+    loss_s, gs, gs_norm, force = _s_point(ctx, k, last, meas)
+    # -- theta_JC^k --------------------------------------------------------------------------
+    theta_j = S.fetch("theta_j")
+    at_j = ctx.engine.point(loss, theta_j)
+    loss_jc = float(at_j.value)
+    if not math.isfinite(loss_jc):
+        _diverged(k, loss_jc, loss_s)
+    gj = at_j.grad
+    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k||, then ||g_S^k||, feed G
+    meas["G"] = est.observe_gradient_norm(float(tree.norm(gj)))
+    meas["G_s"] = est.observe_gradient_norm(gs_norm)
+    if k >= 1:
+        segment.add(0.0, gj, S.fetch("delta"))
+        record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
+    if not last:
+        rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
+    at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
+    del gj
+    # p, z, y and Delta are only read: z, y and w of k + 1 are formed in their products' tensors
+    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
+    if not last:
+        named.append(("delta", lambda: S.fetch("delta")))
+    _jc_products(ctx, k, last, at_j, theta_j, named, gs, force, record, meas)
+    at_j.release()
+    del at_j, theta_j, force
+    S.park("gj", None)
+    if k >= 1:
+        _segment_record(ctx, k, segment, loss_s, loss_jc, gs, record, meas)
+    del gs
+    for name in ("delta", "gs", "force"):  # no longer needed (gs and force parked by _between_uses)
+        S.park(name, None)
+    if not last:
+        rule.carry(ctx, k, meas)
+
+
+def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
+    """At ``theta_S^k``: ``(loss_S^k, g_S^k, ||g_S^k||, forcing)`` and, unless ``last``, the rule's ``S``
+    step.  The graph there serves only the rule's forcing ``M_S (.)``: it is released before the step;
+    ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
+    S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     theta_s = S.fetch("theta_s")
     at_s = ctx.engine.point(loss, theta_s)
     loss_s = float(at_s.value)
@@ -604,27 +451,15 @@ def _iteration(ctx: RunContext, k: int) -> None:
     gs = _between_uses(ctx, "gs", gs)
     if force is not None:
         force = _between_uses(ctx, "force", force)
-    # -- theta_JC^k --------------------------------------------------------------------------
-    theta_j = S.fetch("theta_j")
-    at_j = ctx.engine.point(loss, theta_j)
-    loss_jc = float(at_j.value)
-    if not math.isfinite(loss_jc):
-        _diverged(k, loss_jc, loss_s)
-    gj = at_j.grad
-    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k||, then ||g_S^k||, feed G
-    meas["G"] = est.observe_gradient_norm(float(tree.norm(gj)))
-    meas["G_s"] = est.observe_gradient_norm(gs_norm)
-    if k >= 1:
-        segment.add(0.0, gj, S.fetch("delta"))
-        record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
-    if not last:
-        rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
-    at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
-    del gj
-    # p, z, y and Delta are only read: z, y and w of k + 1 are formed in their products' tensors
-    named = [("p", lambda: S.fetch("p")), ("z", lambda: S.fetch("z")), ("y", lambda: S.fetch("y"))]
-    if not last:
-        named.append(("delta", lambda: S.fetch("delta")))
+    return loss_s, gs, gs_norm, force
+
+
+def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, force,
+                 record: dict, meas: dict) -> None:
+    """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: the power
+    step and the extremes, the cumulative and JC-only estimates, and (unless ``last``) ``z``, ``y``
+    and ``w`` of ``k + 1`` formed in their products' tensors."""
+    S, est, rule = ctx.store, ctx.est, ctx.rule
     held: dict = {}  # the vector of the product in hand: a hook takes the body's only reference (held.pop)
     for name, held["v"], Hv in _products(at_j, k, named):
         v = held["v"]
@@ -655,34 +490,35 @@ def _iteration(ctx: RunContext, k: int) -> None:
         del Hv
         if name == "p":  # the extremes after the power step, whose p^T H p they fold in, before the other products
             _extremes(ctx, k, at_j, theta_j, record, meas)
-    at_j.release()
-    del at_j, theta_j, force
-    S.park("gj", None)
-    # -- the segment and the record ----------------------------------------------------------
-    if k >= 1:
-        if plain_suffices(loss_s, loss_jc, segment.dtype):
-            measured = (math.nan, math.nan)  # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
-        else:
-            delta = S.fetch("delta")
-            segment.add(1.0, _whole(S, "gs", gs), delta)
-            segment.interior(loss, S.fetch("theta_jk"), delta, lambda q: ctx.engine.gradient(loss, q))
-            measured = segment.result()
-            del delta
-        S.park("theta_jk", None)
-        record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
-        rule.error_columns(ctx, record, meas)
-        ctx.emit(k, loss_jc, loss_s, record)
-    del gs
-    for name in ("delta", "gs", "force"):  # no longer needed (gs and force parked by _between_uses)
-        S.park(name, None)
-    if not last:
-        rule.carry(ctx, k, meas)
+
+
+def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: float, gs,
+                    record: dict, meas: dict) -> None:
+    """The measured gap of ``k >= 1`` (the segment's interior where the plain difference does not
+    suffice), the error columns, and the record to the runner."""
+    S, loss = ctx.store, ctx.task.loss
+    if plain_suffices(loss_s, loss_jc, segment.dtype):
+        # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
+        measured = (math.nan, math.nan)
+    else:
+        delta = S.fetch("delta")
+        segment.add(1.0, _whole(S, "gs", gs), delta)
+        theta_jk = S.fetch("theta_jk")
+        segment.interior(loss, theta_jk, delta, lambda q: ctx.engine.gradient(loss, q))
+        del theta_jk
+        measured = segment.result()
+        del delta
+    S.park("theta_jk", None)
+    record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
+    ctx.rule.error_columns(ctx, record, meas)
+    ctx.emit(k, loss_jc, loss_s, record)
 
 
 def _diverged(k: int, loss_jc: float, loss_s: float):
-    """Raise :class:`_Diverged` for iteration ``k``, naming each non-finite loss."""
+    """Raise :class:`crosscurv.numeric.trajectory.Diverged` for iteration ``k``, naming each
+    non-finite loss."""
     bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s)) if not math.isfinite(v))
-    raise _Diverged(k, f"diverged at k={k}: {bad}")
+    raise Diverged(k, f"diverged at k={k}: {bad}")
 
 
 def _between_uses(ctx: RunContext, name: str, vector: Mapping, graph_output: bool = False) -> Mapping:
@@ -788,9 +624,11 @@ DIVERGED_METRICS_NOTE = (
     "growing without bound); last_finite_state is where it stood, and crosscurv table recomputes "
     "the metrics of the records before the divergence, flagged as such"
 )
-def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, requested) -> dict:
+
+
+def _summary(ctx: RunContext, run: Run, status, message, diverged_at) -> dict:
     metrics, coverage, note = {}, None, METRICS_NOTE
-    records = ctx.records
+    records = run.records
     if status == "diverged":  # the records before a divergence run into it: no metrics over them
         note = DIVERGED_METRICS_NOTE
     elif records:
@@ -807,14 +645,14 @@ def _summary(ctx: RunContext, status, message, diverged_at, resumed_from, reques
         "bound_bk_coverage": coverage,
         "constants": {"G": ctx.est.G, "L": ctx.est.L, "note": CONSTANTS_NOTE},
         "hvp": {
-            "requested": requested,
+            "requested": ctx.requested,
             "used": ctx.engine.method,
             "engine": ctx.engine.describe(),
             "engine_name": ctx.engine.name,
             "masked_product_form": ctx.plan.form,
             "offloaded": bool(getattr(ctx.store, "offloaded", False)),
         },
-        "timing": ctx.timing(resumed_from),
+        "timing": run.timing(),
     }
     if status == "diverged":
         out["last_finite_state"] = _last_finite_state(records)
@@ -831,26 +669,28 @@ def _last_finite_state(records) -> dict | None:
 
 
 # -- the protocol ------------------------------------------------------------------------
+def _check_inputs(task, pattern, lr, iters, opts: RunOptions, chunk_size, offload):
+    """``(lr, iters, pattern)`` checked (one-line :class:`ProtocolError`, :class:`ResumeError`)."""
+    lr, iters, pattern = check_lr(lr), check_iters(iters), _as_pattern(task, pattern)
+    if opts.hvp_method not in HVP_METHODS:
+        known = ", ".join(HVP_METHODS)
+        raise ProtocolError(f"unknown HVP method {opts.hvp_method!r} (use {known})")
+    counts = (("HVP chunk size", chunk_size), ("checkpoint interval", opts.checkpoint_every))
+    for name, value in counts:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ProtocolError(f"{name} must be an integer >= 1, got {value!r}")
+    if offload is not None and not isinstance(offload, bool):
+        raise ProtocolError(f"offload must be True, False or None, got {offload!r}")
+    if opts.resume and opts.out_dir is None:
+        raise ResumeError("resume needs an output directory")
+    return lr, iters, pattern
+
+
 @computes_with_threads
-def run_protocol(
-    task,
-    pattern: DelayPattern | str,
-    lr: float,
-    iters: int,
-    *,
-    out_dir: str | None = None,
-    resume: bool = False,
-    hvp_method: str = "auto",
-    seed: int = 0,
-    settings: Mapping | None = None,
-    checkpoint_every: int | None = None,
-    chunk_size: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    on_record: Callable[[dict], None] | None = None,
-    offload: bool | None = None,
-    optimizer: str | None = None,
-    block_lr: str | Mapping | None = None,
-) -> ProtocolResult:
+def run_protocol(task, pattern: DelayPattern | str, lr: float, iters: int, *,
+                 chunk_size: int | None = None, offload: bool | None = None,
+                 options: RunOptions | None = None, **keywords) -> ProtocolResult:
     """Run JC and pattern ``S`` side by side for ``iters`` iterations (module docstring).
 
     Args:
@@ -860,32 +700,24 @@ def run_protocol(
         lr: constant learning rate ``eta > 0``.
         iters: number of iterations ``K >= 1`` (on resume it may exceed the
             run's: the run is extended).
-        out_dir: run directory (``None``: records kept in memory only).
-        resume: continue (or extend) the run in ``out_dir`` from its checkpoint.
-        hvp_method: ``"auto"``, ``"reverse"``, ``"forward"`` or ``"rof"`` (module docstring).
-        seed: seed of the power-iteration start vector (recorded).
-        settings: extra JSON-able settings recorded in the summary and checked
-            on resume (task spec, preset, sizes...).
-        checkpoint_every: records between checkpoints (default: by elapsed
-            time, :data:`CHECKPOINT_SECONDS`).
         chunk_size: at most this many HVPs per batch (batched engine).
-        progress: ``progress(k, K)`` after each record.
-        on_record: ``on_record(record)`` after each record is written (before
-            any checkpoint); an exception there interrupts the run.
         offload: park the carried vectors off the compute device between
             their uses (:mod:`crosscurv.numeric.offload`; records are unchanged).
             ``None``: when the estimated footprint exceeds half the available
             memory (:func:`crosscurv.numeric.offload.should_offload`).
-        optimizer: ``"sgd"`` (default: the paper's plain steps), ``"momentum:BETA"``
-            or ``"adam[:B1,B2,EPS]"`` (:func:`crosscurv.numeric.optimizers.parse_optimizer`;
-            ``torch.optim`` conventions, both runs from zero state).
-        block_lr: ``"NAME=FACTOR,..."`` or ``{name: factor}``: block ``NAME`` steps
-            with ``lr * FACTOR`` (unnamed blocks 1).  Plain ``sgd`` with no factor
-            other than 1 runs exactly the paper's protocol (bit for bit the same
-            records); anything else the generalized estimates
-            (:mod:`crosscurv.numeric.optimizer_estimates`) in the same columns, with
-            ``bound_bk`` the majorant of :func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`
-            (NaN for Adam).  Recorded in the settings (``optimizer``, ``block_lr``).
+        options, keywords: the run's :class:`crosscurv.numeric.trajectory.RunOptions`, each also
+            a keyword: ``out_dir`` (``None``: records in memory only), ``resume`` (continue or
+            extend the run in ``out_dir``), ``hvp_method`` (module docstring), ``seed`` (of the
+            power iteration's start vector), ``settings`` (extra JSON-able settings, recorded and
+            checked on resume), ``checkpoint_every`` (default by elapsed time), ``progress(k, K)``,
+            ``on_record(record)`` (after each record is written, before any checkpoint; an
+            exception there interrupts the run), ``optimizer`` (``"sgd"``, the default: the
+            paper's plain steps, ``"momentum:BETA"`` or ``"adam[:B1,B2,EPS]"``, both runs from zero
+            state) and ``block_lr`` (``"NAME=FACTOR,..."`` or ``{name: factor}``).  Plain ``sgd``
+            with no factor other than 1 runs exactly the paper's protocol; anything else the
+            generalized estimates (:mod:`crosscurv.numeric.optimizer_estimates`) in the same
+            columns, with ``bound_bk`` the majorant of
+            :func:`crosscurv.numeric.optimizer_estimates.optimizer_bound` (NaN for Adam).
         threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
             command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
 
@@ -897,118 +729,90 @@ def run_protocol(
         KeyboardInterrupt and any exception from ``on_record`` propagate after
         ``summary.json`` is written with status ``"interrupted"``.
     """
-    lr = check_lr(lr)
-    iters = check_iters(iters)
-    pattern = _as_pattern(task, pattern)
-    if hvp_method not in HVP_METHODS:
-        raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
-        raise ProtocolError(f"HVP chunk size must be an integer >= 1, got {chunk_size!r}")
-    if offload is not None and not isinstance(offload, bool):
-        raise ProtocolError(f"offload must be True, False or None, got {offload!r}")
-    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
-                                         or checkpoint_every < 1):
-        raise ProtocolError(f"checkpoint interval must be an integer >= 1, got {checkpoint_every!r}")
-    if resume and out_dir is None:
-        raise ResumeError("resume needs an output directory")
-    setup = optimizer_setup(task, optimizer, block_lr)
+    opts = RunOptions.of(options, keywords, "run_protocol")
+    lr, iters, pattern = _check_inputs(task, pattern, lr, iters, opts, chunk_size, offload)
+    setup = optimizer_setup(task, opts.optimizer, opts.block_lr)
     elem = torch.empty((), dtype=task.dtype).element_size()
     use_offload = should_offload(task.num_params(), elem, task.device) if offload is None else offload
-    run_settings = _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, checkpoint_every, settings,
-                                 setup)
-    run_settings["offload"] = use_offload
-    run_settings.setdefault("threads", torch.get_num_threads())  # the caller's, else the count used
-
+    settings = _run_settings(task, pattern, lr, iters, opts.seed, opts.hvp_method, chunk_size,
+                             opts.checkpoint_every, opts.settings, setup)
+    settings["offload"] = use_offload
+    with_threads(settings)
     rule = update_rule(task, setup)
-    run = _RunDir(out_dir) if out_dir is not None else None
+    folder = None
+    if opts.out_dir is not None:
+        folder = RunFolder(opts.out_dir, RECORDS_FILE, SUMMARY_FILE)
+    run = Run(iters, folder, RECORDS, opts.checkpoint_every, opts.on_record, opts.progress)
     ck = None
-    if run is not None and not resume:
-        run.check_fresh()
-    if resume:
-        ck = run.load_checkpoint(task)
-        diff = _first_difference(ck["settings"], run_settings)
-        if diff is not None:
-            raise SettingsChangedError(f"cannot resume {run.path}: setting {diff} differs")
-        planned = ck["settings"].get("iters")
-        if isinstance(planned, int) and iters < planned:
-            raise SettingsChangedError(f"cannot resume {run.path} with {iters} iterations: the run was set to {planned} "
-                              "(a run can be extended, not shortened)")
-        if rule.carried:
-            try:
-                _check_vectors(ck["vectors"], task, rule.carried)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ResumeError(f"{run.checkpoint} is not a readable crosscurv checkpoint (missing or malformed "
-                                  f"optimizer state {one_line(exc)})") from None
+    if opts.resume:
+        ck = _load(folder, task, settings, rule)
     else:
+        if folder is not None:
+            folder.check_fresh()
         task.check_loss()  # TaskError unless a finite scalar
     # decided before the run's vectors exist, so that the probe's graph is not on top of them
-    engine = choose_engine(task, hvp_method, chunk_size)
+    engine = choose_engine(task, opts.hvp_method, chunk_size)
     plan = masked_product_plan(task, pattern, "auto")
-    if run is not None and not resume:
-        run.create()
-    store = make_store(use_offload, task.device, run.path if run is not None else None)
+    if folder is not None and not opts.resume:
+        folder.create()
+    store = make_store(use_offload, task.device, folder.path if folder is not None else None)
     try:
+        ctx = RunContext(task, pattern, lr, iters, engine, plan, store, EstimateState(), settings,
+                         rule, opts.hvp_method)
         if ck is not None:
-            done = bool(ck["done"]) and iters == ck["settings"].get("iters")
-            k0 = ck["settings"]["iters"] if done else int(ck["k"])
-            start = int(ck["start"])
-            records = run.records_upto(k0)
-            est = ck["estimates"]
-            for name in _CARRIED + rule.carried:
+            done, _, start = run.resume_point(ck)
+            ctx.est = ck["estimates"]
+            for name in ctx.carried:
                 store.park(name, ck["vectors"][name])
-            prior_elapsed = float(ck.get("elapsed_s", 0.0))
             ck = None  # its vectors now live in the store only
         else:
-            done, k0, start, records, prior_elapsed = False, 0, 0, [], 0.0
-            est = EstimateState()
-            store.park("theta_j", tree.clone(task.params))
-            store.park("theta_s", tree.clone(task.params))
-            store.park("z", tree.zeros_like(task.params))
-            store.park("y", tree.zeros_like(task.params))
-            store.park("w", None)
-            store.park("p", init_power_vector(task.params, seed))
-            store.park("vmax", None)
-            store.park("vmin", None)
+            done, start = False, 0
+            _start_vectors(store, task.params, opts.seed)
             rule.start(store, task.params)
-        ctx = RunContext(task, pattern, lr, iters, engine, plan, store, est, run_settings, run=run,
-                         every=checkpoint_every, records=records, progress=progress, on_record=on_record,
-                         prior_elapsed=prior_elapsed, rule=rule)
-        if run is not None and not resume:
-            ctx.checkpoint(0, 0)
-        return _run(ctx, done, start, k0 if resume else None, hvp_method)
+        return _finish(ctx, run, run.execute(ctx, start, done, task.device))
     finally:
         store.close()
 
 
-def _run(ctx: RunContext, done: bool, start: int, resumed_from, requested) -> ProtocolResult:
-    run = ctx.run
-    if run is not None:
-        ctx.writer = RecordWriter(run.records, append=resumed_from is not None)
-        write_summary(run.summary, _summary(ctx, "running", "running", None, resumed_from, requested))
-    status, message, diverged_at = "complete", "", None
-    try:
-        if not done:
-            try:
-                for k in range(start, ctx.iters + 1):
-                    _iteration(ctx, k)
-                    if k < ctx.iters:
-                        ctx.after_step(k)
-                ctx.mark_done()
-            except _Diverged as exc:
-                status, message, diverged_at = "diverged", str(exc), exc.k
-        if status == "complete":
-            message = f"complete: {len(ctx.records)} iterations"
-    except BaseException as exc:
-        if run is not None:
-            note = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"interrupted: {type(exc).__name__}: {exc}"
-            write_summary(run.summary, _summary(ctx, "interrupted", note, None, resumed_from, requested))
-        raise
-    finally:
-        if ctx.writer is not None:
-            ctx.writer.close()
-    if status == "diverged" and run is not None:
-        message += f"; {len(ctx.records)} records kept in {run.records}"
-    summary = _summary(ctx, status, message, diverged_at, resumed_from, requested)
-    if run is not None:
-        write_summary(run.summary, summary)
-    return ProtocolResult(status, ctx.records, summary, message, diverged_at, run.path if run is not None else None)
+def _load(folder: RunFolder, task, settings: dict, rule) -> dict:
+    """The run folder's checkpoint, checked against the task's shapes and ``settings``."""
+
+    def check(ck):
+        _check_vectors(ck["vectors"], task)
+        ck["estimates"] = EstimateState.from_state_dict(ck["estimates"])
+
+    ck = folder.load_checkpoint(task.device, check)
+    check_resume_settings(ck["settings"], settings, folder.path)
+    if rule.carried:
+        try:
+            _check_vectors(ck["vectors"], task, rule.carried)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResumeError(f"{unreadable_checkpoint(folder.checkpoint)} (missing or malformed "
+                              f"optimizer state {one_line(exc)})") from None
+    return ck
+
+
+def _start_vectors(store, params: Mapping, seed: int) -> None:
+    """The carried vectors at ``k = 0``: both runs at ``theta^0``, the estimates' states zero."""
+    store.park("theta_j", tree.clone(params))
+    store.park("theta_s", tree.clone(params))
+    store.park("z", tree.zeros_like(params))
+    store.park("y", tree.zeros_like(params))
+    store.park("w", None)
+    store.park("p", init_power_vector(params, seed))
+    store.park("vmax", None)
+    store.park("vmin", None)
+
+
+def _finish(ctx: RunContext, run: Run, out) -> ProtocolResult:
+    """The run's result and final summary."""
+    message = out.message
+    if out.status == "complete":
+        message = f"complete: {len(run.records)} iterations"
+    elif run.folder is not None:
+        message += f"; {len(run.records)} records kept in {run.folder.records}"
+    summary = _summary(ctx, run, out.status, message, out.diverged_at)
+    if run.folder is not None:
+        write_summary(run.folder.summary, summary)
+    return ProtocolResult(out.status, run.records, summary, message, out.diverged_at,
+                          run.folder.path if run.folder is not None else None)
