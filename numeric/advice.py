@@ -331,29 +331,6 @@ def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Seq
             for i, (r, ok) in enumerate(zip(rows, gate))]
 
 
-def first_step_remainders(checks: Sequence[Mapping]) -> dict:
-    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (NaN measurements
-    skipped; ``{}`` without a check); ``inf`` where the expansion does not describe the measured step,
-
-        min(|m - p_2|, |m - p_3|) > max(|p_2|, |p_3|, floor)
-
-    (``m`` the measured ``L_S^1 - L_JC^1``, ``p_2 = eta^2 C_S``, ``p_3`` with Lemma 1's ``eta^3`` term,
-    ``floor`` the steps' rounding): what both kept orders leave out is larger than what they keep (the
-    measured differences are made of something else, e.g. the rounding of float32 iterates), which
-    withdraws the advice's certificate at every ``k``
-    (:func:`crosscurv.numeric.certificate.advice_next_orders`)."""
-    out = {}
-    for chk in checks:
-        for n, c in (chk or {}).items():
-            m, p2 = c["measured"], c["eta2"]
-            if math.isfinite(m):
-                p3, floor = c.get("eta3", p2), c.get("floor", 0.0)
-                dropped = min(abs(m - p2), abs(m - p3))
-                r = math.inf if dropped > max(abs(p2), abs(p3), floor) else abs(m - p2)
-                out[n] = max(out.get(n, 0.0), r)
-    return out
-
-
 def full_gs_orders(cands) -> list[str]:
     """The full GS orders among ``[(spelling, pattern)]`` (Corollary 1 ties them at ``O(eta^2)``)."""
     return [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]

@@ -25,7 +25,7 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
   ``L_S^1 - L_JC^1`` exactly: :func:`first_step_orders`, :func:`advice_next_orders`); ``inf`` at
   every ``k`` where that first step is not described by the expansion (both kept orders of
   Theorem 1 and Lemma 1 miss it by more than they keep:
-  :func:`crosscurv.numeric.advice.first_step_remainders`);
+  :func:`crosscurv.numeric.certificate.first_step_remainders`);
 * records, ``recursive``: the largest of the last :data:`RECORD_WINDOW` measured one-step
   remainders ``r_j = |gap^j - recursive^j|``, ``j < k`` (at least :data:`REMAINDER_WINDOW` of
   them), times their last growth ``max(1, r_{k-1} / r_{k-2})`` (one more step of it).  Theorem 2's
@@ -136,6 +136,29 @@ def certify_gap(
     return 1.0 if v["best"] == "jc" else -1.0
 
 
+def first_step_remainders(checks: Sequence[Mapping]) -> dict:
+    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (NaN measurements
+    skipped; ``{}`` without a check); ``inf`` where the expansion does not describe the measured step,
+
+        min(|m - p_2|, |m - p_3|) > max(|p_2|, |p_3|, floor)
+
+    (``m`` the measured ``L_S^1 - L_JC^1``, ``p_2 = eta^2 C_S``, ``p_3`` with Lemma 1's ``eta^3`` term,
+    ``floor`` the steps' rounding): what both kept orders leave out is larger than what they keep (the
+    measured differences are made of something else, e.g. the rounding of float32 iterates), which
+    withdraws the advice's certificate at every ``k``
+    (:func:`crosscurv.numeric.certificate.advice_next_orders`)."""
+    out = {}
+    for chk in checks:
+        for n, c in (chk or {}).items():
+            m, p2 = c["measured"], c["eta2"]
+            if math.isfinite(m):
+                p3, floor = c.get("eta3", p2), c.get("floor", 0.0)
+                dropped = min(abs(m - p2), abs(m - p3))
+                r = math.inf if dropped > max(abs(p2), abs(p3), floor) else abs(m - p2)
+                out[n] = max(out.get(n, 0.0), r)
+    return out
+
+
 def first_step_orders(
     checks: Sequence[Mapping], first_predictions: Mapping[str, float]
 ) -> dict:
@@ -143,10 +166,8 @@ def first_step_orders(
     ``P_S^1`` (its ``estimate`` at ``k = 1``), against the exact first-step gap ``m_S = L_S^1 -
     L_JC^1`` of the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured",
     "eta2", "eta3", "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1
-    describes that step (:func:`crosscurv.numeric.advice.first_step_remainders`: the whole run's
+    describes that step (:func:`crosscurv.numeric.certificate.first_step_remainders`: the whole run's
     advice is withdrawn); NaN measurements skipped, ``{}`` without a check."""
-    from .advice import first_step_remainders  # the expansion's own test of the first step
-
     withdrawn = first_step_remainders(checks)
     out = {}
     for chk in checks:

@@ -196,7 +196,7 @@ def _load_state(path: str, now: dict) -> dict:
     settings but ``iters``, which may grow, not shrink)."""
     import json
 
-    from .advice import AdviceError
+    from crosscurv.theory.errors import AdviceError
 
     if not os.path.exists(path):
         raise AdviceError(f"nothing to resume: {os.path.dirname(path) or '.'} has no {STATE_FILE}")

@@ -422,7 +422,9 @@ def _local_front(front: list[dict], space: PatternSpace, rec: PairRecords, k: in
 def _gate_note(adv, lr: float) -> str:
     """The certification run's regime warnings (the one-step check at ``theta^0``, the edge of
     stability), which hold for the whole front: outside them no budget is certified."""
-    from .advice import _check_note, _edge_note, _inside
+    from .advice_run import inside_regime as _inside
+    from .advice_text import check_note as _check_note
+    from .advice_text import edge_note as _edge_note
 
     rows = adv.per_iteration
     edge = _edge_note(rows, _inside(rows, lr), lr) if rows else ""
@@ -448,7 +450,9 @@ def _certify(task, lr, iters, front, records, space, hvp_method, seed):
     from crosscurv.theory.pattern_spaces import pair_list
     from crosscurv.theory.patterns import as_pattern
 
-    from .advice import _check_failures, _inside, advise, decide
+    from .advice import advise, decide
+    from .advice_run import inside_regime as _inside
+    from .advice_text import check_failures as _check_failures
 
     names = ["jc"]
     for r in front:
@@ -540,7 +544,7 @@ def search(
         os.makedirs(out_dir, exist_ok=True)
         state = os.path.join(out_dir, STATE_FILE)
     elif resume:
-        from .advice import AdviceError
+        from crosscurv.theory.errors import AdviceError
 
         raise AdviceError("resume needs an output directory")
     rec = pair_run(task, lr, iters, progress=progress, state_path=state, resume=resume,
@@ -691,7 +695,7 @@ def _recommendation(res: SearchResult) -> str:
     elif cost["plain_space_s"] < search_s:
         head += f" Training all {len(sp):,} patterns directly would have been cheaper."
     if res.status == "diverged":  # the divergence and the last finite state first
-        from .advice import diverged_recommendation
+        from .advice_text import diverged_recommendation
 
         last = [{"k": K, "loss_jc": float(res.records.loss_jc[K - 1])}]
         return diverged_recommendation(res.message, last, res.front, head)

@@ -101,7 +101,7 @@ def certificates(argv=None) -> int:
     rows = mod.collect(args.out)
     if args.collect_only:
         return 0
-    from crosscurv.experiments.studies.certificates_report import write_report
+    from crosscurv.experiments.studies.certificates_findings import write_report
 
     write_report(rows, args.report, "make certificates-study")
     return 0

@@ -20,6 +20,7 @@ from collections import defaultdict
 
 __all__ = [
     "GOAL",
+    "write_report",
     "advice_cells",
     "choose_first_step",
     "first_step_lines",
@@ -323,3 +324,27 @@ def alternative_lines(runs) -> list:
             f"| {name} | {f:g} | " + " | ".join(halves) + f" | {', '.join(low) or 'none'} |"
         )
     return lines
+
+
+def write_report(runs, path: str, command: str) -> str:
+    """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines),
+    then how it was measured and the details; returns its text."""
+    from crosscurv.experiments.studies.certificates_report import (
+        _factor_lines, _intro_lines, _pool, _problem_lines, _window_lines, _wrong_lines)
+    from crosscurv.numeric.certificate import SAFETY
+    from crosscurv.numeric.records import atomic_write_text
+
+    new, old = _pool(runs, SAFETY), _pool(runs, None)
+    lines = ["# Certificates on the problem zoo", ""]
+    lines += summary_lines(runs, SAFETY)
+    lines += [""] + _intro_lines(runs, command)
+    lines += cause_lines(runs, SAFETY)
+    lines += _factor_lines(runs)
+    lines += first_step_lines(runs, SAFETY)
+    lines += alternative_lines(runs)
+    lines += _window_lines(runs)
+    lines += _problem_lines(runs, new, old)
+    lines += _wrong_lines(runs, new)
+    text = "\n".join(lines) + "\n"
+    atomic_write_text(path, text)
+    return text

@@ -39,7 +39,6 @@ __all__ = [
     "record_counts",
     "choose_factor",
     "choose_window",
-    "write_report",
 ]
 
 #: safety factors tried on the tuning half
@@ -92,7 +91,7 @@ def first_step(run: dict, rule: str = "prediction") -> dict:
     at the first step, ``inf`` where the expansion does not describe that step); ``theorem1`` the
     previous term, the remainder of ``eta^2 C_S`` (:func:`crosscurv.numeric.advice.
     first_step_remainders`); ``no withdrawal``: ``prediction`` without the ``inf``."""
-    from crosscurv.numeric.advice import first_step_remainders
+    from crosscurv.numeric.certificate import first_step_remainders
     from crosscurv.numeric.certificate import first_step_orders
 
     adv = run["advice"]
@@ -535,31 +534,3 @@ def _wrong_lines(runs, new) -> list:
         [f"* {p} c={c:g} seed {s}: k = {', '.join(map(str, ks))}" for p, c, s, ks in wrong]
         or ["None."]
     )
-
-
-def write_report(runs, path: str, command: str) -> str:
-    """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines),
-    then how it was measured and the details; returns its text."""
-    from crosscurv.experiments.studies.certificates_findings import (
-        alternative_lines,
-        cause_lines,
-        first_step_lines,
-        summary_lines,
-    )
-    from crosscurv.numeric.certificate import SAFETY
-    from crosscurv.numeric.records import atomic_write_text
-
-    new, old = _pool(runs, SAFETY), _pool(runs, None)
-    lines = ["# Certificates on the problem zoo", ""]
-    lines += summary_lines(runs, SAFETY)
-    lines += [""] + _intro_lines(runs, command)
-    lines += cause_lines(runs, SAFETY)
-    lines += _factor_lines(runs)
-    lines += first_step_lines(runs, SAFETY)
-    lines += alternative_lines(runs)
-    lines += _window_lines(runs)
-    lines += _problem_lines(runs, new, old)
-    lines += _wrong_lines(runs, new)
-    text = "\n".join(lines) + "\n"
-    atomic_write_text(path, text)
-    return text

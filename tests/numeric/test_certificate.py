@@ -166,7 +166,7 @@ def test_a_first_step_the_expansion_does_not_describe_withdraws_the_advice_at_ev
     """The one-step check at theta^0 (float32 rounding of the iterates here): measured 3.2e-7 where
     eta^2 C_S = 4.4e-8 and the eta^3 term adds 5e-10; both kept orders miss it by more than they
     keep, so N = inf at every k, not only the first REMAINDER_WINDOW."""
-    from crosscurv.numeric.advice import first_step_remainders
+    from crosscurv.numeric.certificate import first_step_remainders
 
     bad = {"measured": 3.2e-7, "eta2": 4.39e-8, "eta3": 4.33e-8, "floor": 1.0e-7}
     # the eta^3 term explains what eta^2 leaves out: a large but described first step

@@ -106,7 +106,7 @@ def test_certificates_are_right_on_the_fast_subset(subset_runs):
 
 
 def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
-    from crosscurv.experiments.studies.certificates_report import write_report
+    from crosscurv.experiments.studies.certificates_findings import write_report
 
     text = write_report(subset_runs, str(tmp_path / "certificates.md"), "make certificates-study")
     assert (
