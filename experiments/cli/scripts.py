@@ -14,6 +14,8 @@ module, which takes plain typed parameters::
     python -m crosscurv.experiments.conformance.portability                  portability()
     python -m crosscurv.experiments.conformance.rounding                     rounding()
     python -m crosscurv.experiments.sweep.rerender FOLDER...                 sweep_rerender()
+    python -m crosscurv.experiments.studies.contest_seeds SWEEP... --out FILE contest_seeds()
+    python -m crosscurv.experiments.studies.contest_lora SWEEP... --out FILE  contest_lora()
 
 Each module's ``if __name__ == "__main__":`` block calls its function here.  ``argv`` ``None`` reads
 ``sys.argv[1:]``; the return value is the exit status (bad input: one line on standard error and 2
@@ -31,7 +33,8 @@ from crosscurv.theory.errors import InputError
 
 __all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_runner",
            "optimizer_orders",
-           "one_step_along_jc", "site_check", "portability", "rounding", "sweep_rerender"]
+           "one_step_along_jc", "site_check", "portability", "rounding", "sweep_rerender",
+           "contest_seeds", "contest_lora"]
 
 
 def _argv(argv) -> list[str]:
@@ -293,4 +296,36 @@ def sweep_rerender(argv=None) -> int:
             print(f"error: {folder}: no sweep.csv (not a sweep folder)", file=sys.stderr)
             return 2
         print(mod.rerender(folder))
+    return 0
+
+
+def contest_seeds(argv=None) -> int:
+    from crosscurv.experiments.studies import contest_seeds as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
+    ap.add_argument("--out", required=True, help="the markdown file to write")
+    args = ap.parse_args(argv)
+    try:
+        out = mod.write_contest_seeds(args.sweeps, args.out)
+    except InputError as exc:
+        return _one_line("contest_seeds", exc)
+    print(f"wrote {out}")
+    return 0
+
+
+def contest_lora(argv=None) -> int:
+    from crosscurv.experiments.studies import contest_lora as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
+    ap.add_argument("--out", required=True, help="the markdown file to write")
+    ap.add_argument("--motivation", help="the --report folder of the lora Figure 1 panel on the "
+                    "pretrained T5 (quoted)")
+    args = ap.parse_args(argv)
+    try:
+        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation)
+    except InputError as exc:
+        return _one_line("contest_lora", exc)
+    print(f"wrote {out}")
     return 0

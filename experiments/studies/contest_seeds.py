@@ -23,7 +23,7 @@ import math
 import sys
 from pathlib import Path
 
-__all__ = ["read_study", "study_rows", "findings", "unfinished", "paper_line", "render", "main"]
+__all__ = ["read_study", "study_rows", "findings", "unfinished", "paper_line", "render", "write_contest_seeds"]
 
 
 def _complete(r) -> bool:
@@ -245,34 +245,26 @@ def _table(done) -> list[dict]:
     return seed_rows(done, TABLE_ROWS) if done else []
 
 
-def main(argv=None) -> int:
-    import argparse
+def write_contest_seeds(sweep_dirs: list[str], out: str) -> str:
+    """Write the report ``out`` (markdown) from the sweep folders ``sweep_dirs`` (finished and
+    unfinished runs); returns ``out``.
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
-    ap.add_argument("--out", required=True, help="the markdown file to write")
-    args = ap.parse_args(argv)
+    Raises:
+        crosscurv.theory.errors.InputError: a folder that is not a sweep.
+    """
     from crosscurv.numeric.records import atomic_write_text
-    from crosscurv.theory.errors import InputError
 
-    try:
-        read = [read_study(p) for p in args.sweeps]
-    except InputError as exc:
-        print(f"contest_seeds: {exc}", file=sys.stderr)
-        return 2
-    command = (
-        "python -m crosscurv.experiments.studies.contest_seeds "
-        + " ".join(args.sweeps)
-        + f" --out {args.out}"
-    )
+    read = [read_study(p) for p in sweep_dirs]
+    command = ("python -m crosscurv.experiments.studies.contest_seeds " + " ".join(sweep_dirs)
+               + f" --out {out}")
     sweeps = [done for done, _ in read]
     rows, done = study_rows(sweeps, [partial for _, partial in read])
-    table = _table(done)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, render(rows, table, command, unfinished(sweeps)))
-    print(f"wrote {args.out}")
-    return 0
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, render(rows, _table(done), command, unfinished(sweeps)))
+    return out
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover
+    from crosscurv.experiments.cli.scripts import contest_seeds
+
+    sys.exit(contest_seeds())
