@@ -87,28 +87,7 @@ def best_per_depth(space: PatternSpace, linear: np.ndarray, gram: np.ndarray) ->
         if bad.any():
             v32[space.members[:, bad].any(axis=1)] = np.inf
     v32 = np.where(np.isfinite(v32), v32, np.inf)  # a non-finite prediction ranks last
-    out = {}
-    two = np.full((space.max_stages + 1, 2), np.inf)  # the two lowest values at each exact depth
-    for d in range(1, space.max_stages + 1):
-        vals = v32[space.depth == d]
-        if len(vals):
-            low = np.partition(vals, 1)[:2] if len(vals) > 1 else np.array([vals[0], np.inf])
-            two[d] = np.sort(low)
-    for d in range(1, space.max_stages + 1):
-        if not (space.depth == d).any():
-            continue
-        low = np.sort(two[1 : d + 1].ravel())
-        thr = (low[1] if np.isfinite(low[1]) else low[0]) + 2 * bound
-        if not np.isfinite(thr):
-            continue  # no finite prediction with at most d stages
-        keep = np.flatnonzero((space.depth <= d) & (v32 <= thr))
-        exact = predict(space.members[keep], linear, gram)
-        exact = np.where(np.isfinite(exact), exact, np.inf)
-        order = np.lexsort((keep, exact))
-        b = int(keep[order[0]])
-        r = int(keep[order[1]]) if len(order) > 1 and np.isfinite(exact[order[1]]) else -1
-        out[d] = (b, float(exact[order[0]]), r, float(exact[order[1]]) if r >= 0 else math.nan)
-    return out
+    return _exact_best(space, linear, gram, v32, bound)
 
 
 #: eigen-directions of ``Q`` kept exactly by :func:`_screen` (the rest is bounded)
