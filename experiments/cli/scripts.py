@@ -51,19 +51,24 @@ def _one_line(name: str, exc: Exception) -> int:
     return 2
 
 
-def contest(argv=None) -> int:
-    from crosscurv.experiments.studies import contest as mod
-
+def _sweeps_report(name: str, mod, write, argv) -> int:
+    """``python -m MODULE SWEEP... --out FILE``: ``write(sweeps, out)``, one line on bad input."""
     ap = argparse.ArgumentParser(description=_summary(mod))
     ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
     ap.add_argument("--out", required=True, help="the markdown file to write")
     args = ap.parse_args(argv)
     try:
-        out = mod.write_contest(args.sweeps, args.out)
+        out = write(args.sweeps, args.out)
     except InputError as exc:
-        return _one_line("contest", exc)
+        return _one_line(name, exc)
     print(f"wrote {out}")
     return 0
+
+
+def contest(argv=None) -> int:
+    from crosscurv.experiments.studies import contest as mod
+
+    return _sweeps_report("contest", mod, mod.write_contest, argv)
 
 
 def _lrs(text: str | None) -> dict:
@@ -302,16 +307,7 @@ def sweep_rerender(argv=None) -> int:
 def contest_seeds(argv=None) -> int:
     from crosscurv.experiments.studies import contest_seeds as mod
 
-    ap = argparse.ArgumentParser(description=_summary(mod))
-    ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
-    ap.add_argument("--out", required=True, help="the markdown file to write")
-    args = ap.parse_args(argv)
-    try:
-        out = mod.write_contest_seeds(args.sweeps, args.out)
-    except InputError as exc:
-        return _one_line("contest_seeds", exc)
-    print(f"wrote {out}")
-    return 0
+    return _sweeps_report("contest_seeds", mod, mod.write_contest_seeds, argv)
 
 
 def contest_lora(argv=None) -> int:
