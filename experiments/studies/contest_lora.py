@@ -27,25 +27,33 @@ __all__ = ["TASK", "OTHER_PANELS", "short_task", "findings", "figure1_lines", "r
 TASK = "crosscurv.experiments.tasks.lora_pretrained:lora_pretrained"
 
 
-def short_task(task: str) -> str:
-    """``lora (pretrained T5)`` for :data:`TASK`, ``lora (random T5)`` for ``lora``."""
-    return {TASK: "lora (pretrained T5)", "lora": "lora (random T5)"}.get(task, task)
+def short_task(task: str, pattern: str = "gs") -> str:
+    """``lora (pretrained T5)`` for :data:`TASK`, ``lora (random T5)`` for ``lora``; a delay
+    pattern S other than the task's ``gs`` (B, then A) is named in the parentheses, e.g. ``lora
+    (pretrained T5, S = gs:A,B)``."""
+    name = {TASK: "lora (pretrained T5)", "lora": "lora (random T5)"}.get(task, task)
+    if pattern == "gs":
+        return name
+    return name[:-1] + f", S = {pattern})" if name.endswith(")") else f"{name} (S = {pattern})"
 
 
 def findings(rows: list[dict]) -> list[str]:
-    """Per base model: the rates explored, the runs with a change of winner inside the regime,
-    and the contested ones."""
+    """Per base model and delay pattern: the rates explored, the runs with a change of winner
+    inside the regime, and the contested ones."""
     from crosscurv.experiments.studies.contest import _pct
 
+    def label(r: dict) -> str:
+        return short_task(r["task"], r.get("pattern", "gs"))
+
     lines = []
-    for task in sorted({r["task"] for r in rows}):
-        rs = [r for r in rows if r["task"] == task]
+    for name in sorted({label(r) for r in rows}):
+        rs = [r for r in rows if label(r) == name]
         inside = [r for r in rs if r["cross"] is None and r["top"] == r["top"]]
         switched = [r for r in inside if r["switches"]]
         cont = [r for r in rs if r["contested"] != "no"]
         rates = ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in rs}))
         text = (
-            f"- {short_task(task)}: eta in {{{rates}}}, {len(rs)} runs, K = "
+            f"- {name}: eta in {{{rates}}}, {len(rs)} runs, K = "
             f"{min(r['K'] for r in rs)}-{max(r['K'] for r in rs)}; {len(inside)} inside the "
             f"regime, {len(switched)} with a change of winner there, {len(cont)} contested"
         )
@@ -131,7 +139,7 @@ def render(rows: list[dict], sweeps, command: str, motivation: str | None = None
     :func:`figure1_lines`."""
     from crosscurv.experiments.studies import contest
 
-    named = [{**r, "task": short_task(r["task"])} for r in rows]
+    named = [{**r, "task": short_task(r["task"], r.get("pattern", "gs"))} for r in rows]
     table = contest.render(named, command).split("\n")
     start = next(i for i, line in enumerate(table) if line.startswith("A run is *contested*"))
     lines = [

@@ -116,3 +116,27 @@ def test_paper_line_judges_the_papers_runs_by_the_same_rule():
     assert "DNN JC lower in 45 of 500 (9.0%: not contested; the majority winner would score " \
         "91.0%)" in line
     assert "LoRA JC lower in 75 of 500 (15.0%: contested" in line
+
+
+def test_contest_lora_names_a_pattern_other_than_the_tasks(tmp_path):
+    from crosscurv.experiments.studies.contest_lora import TASK, short_task
+
+    assert short_task(TASK) == "lora (pretrained T5)"
+    assert short_task(TASK, "gs:A,B") == "lora (pretrained T5, S = gs:A,B)"
+    assert short_task("pkg:f", "chain") == "pkg:f (S = chain)"
+    pre = tmp_path / "pretrained"
+    # the task's order (B, then A): GS lower all along; A first: two switches, contested so far
+    write_run(pre, "lora-ba", task=TASK, lr=0.03, seed=0, gaps=[-1.0] * 10, est=[-1.0] * 10)
+    write_run(pre, "lora-ab", task=TASK, lr=0.03, seed=0, gaps=[1.0] * 4 + [-1.0] * 4 + [1.0] * 2,
+              est=[1.0] * 10, pattern="gs:A,B")
+    out = tmp_path / "lora.md"
+    proc = _run("crosscurv.experiments.studies.contest_lora", pre, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert lines[2].startswith("- lora (pretrained T5): eta in {0.03}, 1 runs") and \
+        lines[2].endswith("0 with a change of winner there, 0 contested.")
+    assert lines[3].startswith("- lora (pretrained T5, S = gs:A,B): eta in {0.03}, 1 runs") and \
+        "1 contested (most balanced: eta = 0.03, seed 0: JC 60%" in lines[3]
+    rows = [ln for ln in lines if ln.startswith("| lora (pretrained T5")]
+    assert [ln.split("|")[1].strip() for ln in rows] == [
+        "lora (pretrained T5)", "lora (pretrained T5, S = gs:A,B)"]
