@@ -140,3 +140,26 @@ def test_contest_lora_names_a_pattern_other_than_the_tasks(tmp_path):
     rows = [ln for ln in lines if ln.startswith("| lora (pretrained T5")]
     assert [ln.split("|")[1].strip() for ln in rows] == [
         "lora (pretrained T5)", "lora (pretrained T5, S = gs:A,B)"]
+
+
+def test_contest_seeds_puts_lora_on_the_pretrained_t5_beside_the_papers_lora(tmp_path):
+    from crosscurv.experiments.studies.contest_lora import TASK
+
+    sw = tmp_path / "lora"
+    # JC lower at k = 101-200 only: 20%, two switches, contested; the estimate says S all along
+    gaps = [-1.0] * 100 + [1.0] * 100 + [-1.0] * 300
+    write_run(sw, "pre-s0", task=TASK, lr=0.03, seed=0, gaps=gaps, est=[-1.0] * K)
+    write_run(sw, TASK.replace(":", "_") + "-default-lr0.03-seed1-K500", task=TASK, lr=0.03,
+              seed=1, gaps=[-1.0] * 3, est=[-1.0] * 3, status="running", iters=K)
+    out = tmp_path / "k500.md"
+    proc = _run("crosscurv.experiments.studies.contest_seeds", sw, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert lines[2].startswith(
+        "- lora, eta = 0.03: 1 of 1 finished seeds contested at K = 500; JC lower in 100.0 "
+        "iterations per seed [100, 100] (the paper: 75 of 500); Correct recursive 80.0%")
+    assert lines[3] == ("- Not finished, left out: lora-pretrained-default-lr0.03-seed1-K500 "
+                        "(K = 3 reached).")
+    assert any(ln.startswith("Tasks under the paper's name: `lora` is `" + TASK) for ln in lines)
+    rec = next(ln for ln in lines if ln.startswith("| LoRA ") and "| Recursive" in ln)
+    assert "| 80.0% " in rec and "| 99.6% " in rec  # ours beside the paper's LoRA
