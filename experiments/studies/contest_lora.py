@@ -151,7 +151,8 @@ def render(rows: list[dict], sweeps, command: str, motivation: str | None = None
         "not edit. The pretrained T5 is built and cached by "
         "`crosscurv.experiments.tasks.lora_pretrained` (recipe in its docstring); the LoRA task on "
         "it is the built-in `lora` at the default preset (8 sentiment sentences, r = 8) with "
-        "`--model` set to that folder.",
+        "`--model` set to that folder. Table 1 over the seeds of the K = 500 sweep, with the "
+        "baselines and the paper's LoRA row beside it: `reports/contest_k500.md`.",
         "",
         *(["## The pretrained base model", "", *_pretraining(sweeps), ""] if _pretraining(sweeps)
           else []),
