@@ -318,9 +318,11 @@ def contest_lora(argv=None) -> int:
     ap.add_argument("--out", required=True, help="the markdown file to write")
     ap.add_argument("--motivation", help="the --report folder of the lora Figure 1 panel on the "
                     "pretrained T5 (quoted)")
+    ap.add_argument("--mlp-scan", help="the report of crosscurv.experiments.motivation.rate_scan "
+                    "(quoted)")
     args = ap.parse_args(argv)
     try:
-        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation)
+        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation, args.mlp_scan)
     except InputError as exc:
         return _one_line("contest_lora", exc)
     print(f"wrote {out}")
