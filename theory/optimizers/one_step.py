@@ -1,38 +1,16 @@
 """One-step comparison for a block-separable optimizer (Theorem 1 generalized; beyond the paper).
 
-Statement (derived and checked exactly here).  From a common iterate
-``theta^k`` and a common optimizer state, let block ``i`` move by
-``-eta f_i phi_i(g_i, s_i)`` (:mod:`crosscurv.theory.optimizers`), ``phi`` smooth in the
-gradient with block-diagonal Jacobian ``J_phi`` at ``g``, and ``F`` the
-block-scalar matrix of the factors ``f_i``.  Then
+From a common iterate and optimizer state, block ``i`` moves by ``-eta f_i phi_i(g_i, s_i)``
+(``phi`` smooth in the gradient, block-diagonal Jacobian ``J_phi``, ``F`` the factors):
 
     L_S^{k+1} - L_JC^{k+1} = eta^2 C_S^phi + O(eta^3),
     C_S^phi = g^T F J_phi M_S F phi = sum_{(i,j) in S} f_i f_j (J_i^T g_i)^T H_ij phi_j,
 
-with ``phi = phi(g, s)`` the JC direction.  Derivation: the fresh gradient is
-``g~ = g - eta M_S F phi + O(eta^2)``, so the two displacements differ by
-``-eta F (phi(g~) - phi(g)) = eta^2 F J_phi M_S F phi + O(eta^3)``; the loss
-difference is ``g^T`` times that (the quadratic terms differ at ``O(eta^3)``).
-``J_phi`` acts on the *left* of ``M_S`` (it is ``J_phi^T g`` that meets
-``H_ij``) and ``F`` appears twice: once for the step of the fresh block ``j``
-that moved block ``i``'s gradient, once for block ``i``'s own step.
-
-Instances (all checked against the brute-force series):
-
-* per-block step sizes (``phi = g``): ``C_S^F = g^T F M_S F g = sum_{(i,j) in S} f_i f_j g_i^T H_ij g_j``;
-  the paper's ``C_S`` for ``F = I``;
-* fixed block-diagonal preconditioner ``P`` (``phi = P g``, ``J = P``, not
-  assumed symmetric): ``C_S^P = g^T F P M_S F P g``;
-* heavy ball with buffer ``m`` (``phi = beta m + g``, ``J = I``):
-  ``C_S^beta = g^T F M_S F (g + beta m)``;
-* Adam (``J`` diagonal, :func:`crosscurv.theory.optimizers.adam.adam_jacobian`):
-  ``C_S^Adam = sum_{(i,j) in S} f_i f_j (J_i g_i)^T H_ij phi_j``, checked on a
-  separate SymPy path (:func:`check_adam_one_step`) because Adam's map is
-  not polynomial.
-
-The ``eta^3`` coefficient is reported as computed (no closed form claimed).
-
-Importing this module never imports torch.
+since ``g~ = g - eta M_S F phi + O(eta^2)``.  Instances, each checked against the brute-force
+series: ``phi = g`` (``C_S^F = g^T F M_S F g``; the paper's ``C_S`` for ``F = I``), a fixed
+preconditioner (``C_S^P = g^T F P M_S F P g``), heavy ball (``C_S^beta = g^T F M_S F (g + beta
+m)``) and Adam (``J`` diagonal, on a separate SymPy path, :func:`check_adam_one_step`).  The
+``eta^3`` coefficient is reported as computed.  Importing this module never imports torch.
 """
 
 from __future__ import annotations
