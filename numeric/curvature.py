@@ -30,16 +30,8 @@ from .hvp import grad, hvp_batch
 from .steps import block_keys, check_pattern
 from .threads import computes_with_threads
 
-__all__ = [
-    "masked_directions",
-    "masked_product",
-    "masked_products",
-    "MaskedProductPlan",
-    "masked_product_plan",
-    "plan_for_blocks",
-    "CrossCurvature",
-    "cross_curvature_table",
-]
+__all__ = ["masked_directions", "masked_product", "masked_products", "MaskedProductPlan",
+           "masked_product_plan", "plan_for_blocks", "CrossCurvature", "cross_curvature_table"]
 
 
 def masked_directions(task, pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:

@@ -32,15 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-__all__ = [
-    "Variant",
-    "VARIANTS",
-    "PRECISION",
-    "TERM_COLUMNS",
-    "PAIR_SETS",
-    "PROPAGATIONS",
-    "match_variants",
-]
+__all__ = ["Variant", "VARIANTS", "PRECISION", "TERM_COLUMNS", "PAIR_SETS", "PROPAGATIONS",
+           "match_variants"]
 
 #: The pair sets of the forcing ``M_X g``: the pattern ``S``, its transpose ``T``, all pairs
 #: ``i != j``.

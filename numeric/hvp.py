@@ -21,18 +21,8 @@ from crosscurv.theory.errors import HVPError
 
 from . import tree
 
-__all__ = [
-    "HVP_METHODS",
-    "HVPError",
-    "grad",
-    "block_grad",
-    "hvp",
-    "hvp_batch",
-    "grad_and_hvp",
-    "tune_hvp",
-    "resolve_method",
-    "backward_of",
-]
+__all__ = ["HVP_METHODS", "HVPError", "grad", "block_grad", "hvp", "hvp_batch", "grad_and_hvp",
+           "tune_hvp", "resolve_method", "backward_of"]
 
 #: Accepted ``method`` values.
 HVP_METHODS = ("auto", "forward", "reverse", "rof")

@@ -21,24 +21,9 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-__all__ = [
-    "JC",
-    "GS",
-    "TIE",
-    "UNDEFINED",
-    "UNDECIDED",
-    "undecided",
-    "winner",
-    "Metrics",
-    "evaluate",
-    "winner_metrics",
-    "evaluate_columns",
-    "bound_coverage",
-    "run_metrics",
-    "certified_metrics",
-    "certified_columns",
-    "calibration",
-]
+__all__ = ["JC", "GS", "TIE", "UNDEFINED", "UNDECIDED", "undecided", "winner", "Metrics",
+           "evaluate", "winner_metrics", "evaluate_columns", "bound_coverage", "run_metrics",
+           "certified_metrics", "certified_columns", "calibration"]
 
 JC, GS, TIE, UNDEFINED, UNDECIDED = "JC", "GS", "tie", "undefined", "undecided"
 

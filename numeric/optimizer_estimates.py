@@ -57,22 +57,10 @@ from .optimizers import (
 )
 from .steps import block_keys
 
-__all__ = [
-    "factor_tree",
-    "optimizer_in_regime",
-    "scaled_direction",
-    "optimizer_delay_curvature",
-    "optimizer_one_step_estimate",
-    "optimizer_one_step_gap",
-    "state_difference",
-    "tangent_step",
-    "TangentStep",
-    "forcing",
-    "forcing_norm",
-    "optimizer_bound",
-    "OptimizerRun",
-    "run_optimizer_estimates",
-]
+__all__ = ["factor_tree", "optimizer_in_regime", "scaled_direction", "optimizer_delay_curvature",
+           "optimizer_one_step_estimate", "optimizer_one_step_gap", "state_difference",
+           "tangent_step", "TangentStep", "forcing", "forcing_norm", "optimizer_bound",
+           "OptimizerRun", "run_optimizer_estimates"]
 
 
 def factor_tree(task, factors: Sequence[float] | None, like: Mapping | None = None) -> dict:

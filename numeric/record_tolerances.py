@@ -13,24 +13,10 @@ from typing import Mapping, Sequence
 
 from .records import FIELDS as _ALL_FIELDS
 
-__all__ = [
-    "TOLERANCES",
-    "MEASURED_ROUNDING",
-    "SAFETY",
-    "EPS",
-    "tolerance_from_rounding",
-    "stated_rounding",
-    "VALUE_COLUMNS",
-    "OPTIONAL_COLUMNS",
-    "ALL_COLUMNS",
-    "default_tolerances",
-    "column_scale",
-    "compared_columns",
-    "reference_tolerances",
-    "close",
-    "series_close",
-    "gap_slack",
-]
+__all__ = ["TOLERANCES", "MEASURED_ROUNDING", "SAFETY", "EPS", "tolerance_from_rounding",
+           "stated_rounding", "VALUE_COLUMNS", "OPTIONAL_COLUMNS", "ALL_COLUMNS",
+           "default_tolerances", "column_scale", "compared_columns", "reference_tolerances",
+           "close", "series_close", "gap_slack"]
 
 
 #: Safety factor between the measured rounding of a column and its tolerance.

@@ -31,15 +31,8 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern, gauss_seidel, ja
 from .chain import PrefixCache
 from .hvp import block_grad, grad
 
-__all__ = [
-    "StepError",
-    "block_keys",
-    "fresh_groups",
-    "scheme_step",
-    "scheme_step_with_grads",
-    "jacobi_step",
-    "gauss_seidel_step",
-]
+__all__ = ["StepError", "block_keys", "fresh_groups", "scheme_step", "scheme_step_with_grads",
+           "jacobi_step", "gauss_seidel_step"]
 
 
 def block_keys(task) -> list[list[str]]:

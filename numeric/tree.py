@@ -14,24 +14,8 @@ from typing import Iterable, Mapping
 
 import torch
 
-__all__ = [
-    "add",
-    "sub",
-    "scale",
-    "axpy",
-    "dot",
-    "norm",
-    "zeros_like",
-    "restrict",
-    "detach",
-    "conform",
-    "clone",
-    "flatten",
-    "unflatten",
-    "stack",
-    "unstack",
-    "lazy",
-]
+__all__ = ["add", "sub", "scale", "axpy", "dot", "norm", "zeros_like", "restrict", "detach",
+           "conform", "clone", "flatten", "unflatten", "stack", "unstack", "lazy"]
 
 Tree = dict  # dict[str, torch.Tensor]
 

@@ -51,22 +51,10 @@ from .errors import CoefficientInputError
 from .patterns import DelayPattern, PatternError, as_pattern
 from .series import ETA, SeriesSpace, TruncatedSeries
 
-__all__ = [
-    "CoefficientInputError",
-    "OneStepUpdate",
-    "eta_space",
-    "one_step_update",
-    "loss_series",
-    "masked_hessian_apply",
-    "delay_curvature",
-    "cross_curvature",
-    "fresh_cubic_term",
-    "lemma1_coefficients",
-    "loss_coefficients_closed_form",
-    "eta3_gap_closed_form",
-    "gap_coefficients",
-    "loss_coefficients",
-]
+__all__ = ["CoefficientInputError", "OneStepUpdate", "eta_space", "one_step_update", "loss_series",
+           "masked_hessian_apply", "delay_curvature", "cross_curvature", "fresh_cubic_term",
+           "lemma1_coefficients", "loss_coefficients_closed_form", "eta3_gap_closed_form",
+           "gap_coefficients", "loss_coefficients"]
 
 
 # -- the exact step ---------------------------------------------------------

@@ -24,19 +24,8 @@ from typing import Iterable, Mapping, Sequence
 
 from .errors import PatternError
 
-__all__ = [
-    "PatternError",
-    "DelayPattern",
-    "jacobi",
-    "gauss_seidel",
-    "partial",
-    "chain",
-    "staged",
-    "from_pairs",
-    "parse_pattern",
-    "as_pattern",
-    "spelling",
-]
+__all__ = ["PatternError", "DelayPattern", "jacobi", "gauss_seidel", "partial", "chain", "staged",
+           "from_pairs", "parse_pattern", "as_pattern", "spelling"]
 
 
 def _fmt_pairs(pairs: Iterable[tuple[int, int]], labels: Sequence[str] | None = None) -> str:

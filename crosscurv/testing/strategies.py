@@ -55,20 +55,9 @@ from crosscurv.experiments.problems import (
 )
 from crosscurv.theory.patterns import DelayPattern, gauss_seidel
 
-__all__ = [
-    "ProblemSpec",
-    "seeds",
-    "block_quadratics",
-    "quartic_specs",
-    "tanh_mlp_specs",
-    "bilinear_specs",
-    "problem_specs",
-    "block_orders",
-    "acyclic_patterns",
-    "gs_orders",
-    "stage_patterns",
-    "cyclic_pair_sets",
-]
+__all__ = ["ProblemSpec", "seeds", "block_quadratics", "quartic_specs", "tanh_mlp_specs",
+           "bilinear_specs", "problem_specs", "block_orders", "acyclic_patterns", "gs_orders",
+           "stage_patterns", "cyclic_pair_sets"]
 
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 

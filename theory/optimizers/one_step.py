@@ -26,15 +26,9 @@ from ..series import ETA, TruncatedSeries
 from .adam import adam_direction, adam_jacobian
 from .model import OptimizerModel, optimizer_model
 
-__all__ = [
-    "OptimizerOneStepCheck",
-    "optimizer_gap_series",
-    "optimizer_delay_curvature",
-    "instance_delay_curvature",
-    "check_optimizer_one_step",
-    "AdamOneStepCheck",
-    "check_adam_one_step",
-]
+__all__ = ["OptimizerOneStepCheck", "optimizer_gap_series", "optimizer_delay_curvature",
+           "instance_delay_curvature", "check_optimizer_one_step", "AdamOneStepCheck",
+           "check_adam_one_step"]
 
 
 def optimizer_gap_series(opt: OptimizerModel, pattern: DelayPattern, degree: int = 3) -> TruncatedSeries:
