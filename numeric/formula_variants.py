@@ -1,29 +1,19 @@
 """Formula-level diagnoses: which likely mistake in an estimate reproduces a user's disagreeing
 column?
 
-A golden run folder holds, beside its records, the scalar parts of each estimate and of its likely
-variants (``terms.csv``, :mod:`crosscurv.experiments.conformance.golden_terms`).  Each
-:class:`Variant` here recomputes, from those parts alone, what an implementation with one known
-mistake records (no torch; float64 sums of a few terms per row).  With ``Delta^k = theta_S^k -
-theta_JC^k``, ``g^k``, ``H^k`` the gradient and Hessian at ``theta_JC^k``, ``u^k = M_S g_S^k`` and
-``z`` the state of Theorem 3, the reference estimates of record ``k + 1`` are (paper, Theorems
-2, 3)::
+Each :class:`Variant` recomputes, from the scalar parts of a golden run's ``terms.csv`` alone,
+what an implementation with one known mistake records (no torch).  With ``Delta^k = theta_S^k -
+theta_JC^k``, ``g^k``, ``H^k`` at ``theta_JC^k`` and ``z`` the state of Theorem 3, the reference
+estimates of record ``k + 1`` are (Theorems 2, 3)::
 
-    recursive  = g^{k+1} . (I - eta H^k) Delta^k + 1/2 Delta^k . H^k Delta^k + eta^2 g^{k+1} .
-    M_S g_S^k
-    cumulative = g^K . z_K + 1/2 z_K . H^K z_K,   z_{k+1} = (I - eta H^k) z_k + eta^2 M_S
-    g_S^k,  z_0 = 0
-    bound_bk   = G b_K + L/2 b_K^2,               b_K = eta^2 sum_j (1 + eta L)^{K-1-j} ||M_S
-    g_S^j||
+    recursive  = g^{k+1} . (I - eta H^k) Delta^k + 1/2 Delta^k . H^k Delta^k
+                 + eta^2 g^{k+1} . M_S g_S^k
+    cumulative = g^K . z_K + 1/2 z_K . H^K z_K,  z_{k+1} = (I - eta H^k) z_k + eta^2 M_S g_S^k
+    bound_bk   = G b_K + L/2 b_K^2,  b_K = eta^2 sum_j (1 + eta L)^{K-1-j} ||M_S g_S^j||
 
 A variant *matches* a column when at every common iteration ``|theirs - variant| <= allowed +
-1e-6 (|variant| + |reference|) + 1e-3 |variant - reference|`` (``allowed``: the comparison's
-tolerance
-of the column), and is considered only where it is *distinguishable* from the reference: at some
-iteration ``|variant - reference| > 10 (allowed + 1e-6 (|variant| + |reference|))``.  So an
-implementation that agrees with the reference to 1e-6 relative (a finite-difference Hessian, float32
-sums) is never given a formula diagnosis, and one with a mistake is named even if its own
-precision is only 1e-6.
+1e-6 (|variant| + |reference|) + 1e-3 |variant - reference|``, and is considered only where at
+some iteration ``|variant - reference| > 10 (allowed + 1e-6 (|variant| + |reference|))``.
 """
 
 from __future__ import annotations

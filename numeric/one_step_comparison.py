@@ -1,31 +1,12 @@
 """One-step comparison: do a user's one-step quantities agree with a golden case's
 ``one_step.json``?
 
-The quantities at ``theta^0`` with step ``eta`` (paper, Theorem 1): ``c_ij = g_i^T H_ij g_j``,
-``C_cross = sum_{i != j} c_ij``, ``gHg``, ``||g||^2``, the losses ``L(theta^0)``,
-``L(theta_JC^1)``, the
-gradient and ``theta_JC^1``, and per pattern label ``C_S = sum_{(i,j) in S} c_ij``,
-``eta2_estimate =
-eta^2 C_S``, ``c3``, ``eta3_estimate = eta^2 C_S + eta^3 c3``, ``L(theta_S^1)``, ``gap_1 =
-L(theta_S^1) -
-L(theta_JC^1)`` and ``theta_S^1``.  Their file is laid out like ``one_step.json`` and holds any
-subset.
-
-A value agrees when ``|theirs - expected| <= rtol * scale``, ``scale`` the largest ``|value|``
-of the
-expected quantities of its family (:data:`FAMILIES`: losses and gaps, parameters, gradients, the
-curvature sums, the estimates, ``c3``): each is a sum of terms of about that size, so its
-rounding is
-relative to it.  Measured: an independent NumPy implementation of the golden quadratic and
-quartic cases
-parts from ``one_step.json`` by at most ``4.1e-16 scale`` in the losses, gaps, curvature sums and
-``eta^2`` estimates (``tests/experiments/conformance/test_golden_diagnoses.py`` asserts a
-margin of at
-least 100 to :data:`RTOL`); ``RTOL`` leaves room for other orders of summation and for the
-``exp``/``log``
-of the MLP case (parameters and gradients: ``1e-13``; ``c3``, a sum of third derivatives:
-``1e-10``; not
-measured).  Torch-free.
+The quantities at ``theta^0`` with step ``eta`` (Theorem 1): ``c_ij = g_i^T H_ij g_j``,
+``C_cross``, ``gHg``, ``||g||^2``, the losses, the gradient and ``theta_JC^1``, and per pattern
+label ``C_S``, ``eta2_estimate = eta^2 C_S``, ``c3``, ``eta3_estimate``, ``L(theta_S^1)``,
+``gap_1`` and ``theta_S^1``; the user's file holds any subset.  A value agrees when
+``|theirs - expected| <= rtol * scale``, ``scale`` the largest ``|value|`` of the expected
+quantities of its family (:data:`FAMILIES`).  Torch-free.
 """
 
 from __future__ import annotations
