@@ -30,7 +30,6 @@ from .series import EPS, ETA
 
 __all__ = ["numeric_function", "exact_value", "value_map"]
 
-_SCALARS = {"eta": ETA, "eps": EPS}
 
 
 def _entry(arr, idx: tuple):
