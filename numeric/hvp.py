@@ -39,26 +39,6 @@ def _primal(params: Mapping) -> dict:
     return {k: v.detach() for k, v in params.items()}
 
 
-def _tangent(v: Mapping, params: Mapping) -> dict:
-    """``v`` checked against and cast to the parameters' keys, shapes, dtype, device."""
-    missing = [k for k in params if k not in v]
-    extra = [k for k in v if k not in params]
-    if missing or extra:
-        raise HVPError(
-            "vector keys differ from the parameters'"
-            + (f"; missing {missing}" if missing else "")
-            + (f"; unknown {extra}" if extra else "")
-        )
-    out = {}
-    for k, p in params.items():
-        t = v[k]
-        if tuple(t.shape) != tuple(p.shape):
-            raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
-                           f"{tuple(p.shape)}")
-        out[k] = t.detach().to(dtype=p.dtype, device=p.device)
-    return out
-
-
 # -- gradients -----------------------------------------------------------------
 def block_grad(loss: Loss, params: Mapping, keys: Sequence[str]) -> dict:
     """Gradient of ``loss`` with respect to the parameters in ``keys`` only, the others held
@@ -211,7 +191,7 @@ def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
     ``params``, cast to their dtype), never forming ``H``; ``method`` as in the module docstring.
     """
     _check_method(method)
-    t = _tangent(v, params)
+    t = tree.conform(v, params, HVPError)
     return _with_auto_fallback(method, lambda m: _SINGLE[m](loss, params, t))
 
 
@@ -220,7 +200,7 @@ def grad_and_hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") 
     where the method allows (not ``"rof"``): a detached 0-dim tensor and two dicts.
     """
     _check_method(method)
-    t = _tangent(v, params)
+    t = tree.conform(v, params, HVPError)
 
     def run(m):
         if m == "forward":
@@ -266,7 +246,7 @@ def hvp_batch(
     ``chunk_size`` caps the products per ``vmap`` chunk (``None``: all at once).
     """
     _check_method(method)
-    ts = [_tangent(v, params) for v in vs]
+    ts = [tree.conform(v, params, HVPError) for v in vs]
     if not ts:
         return []
     if len(ts) == 1:
@@ -296,7 +276,7 @@ def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None,
     """
     for m in methods:
         _check_method(m)
-    t = _tangent(v if v is not None else params, params)
+    t = tree.conform(v if v is not None else params, params, HVPError)
     seconds: dict[str, float | None] = {}
     for m in methods:
         if m == "auto":
