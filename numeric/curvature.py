@@ -42,6 +42,10 @@ def masked_directions(task, pattern: DelayPattern) -> list[tuple[tuple[int, ...]
         one HVP along ``P_F v`` serves all of them.  JC gives ``[]``.
     """
     check_pattern(task, pattern)
+    return _fresh_sets(pattern)
+
+
+def _fresh_sets(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
     groups: dict[tuple[int, ...], list[int]] = {}
     for i in range(pattern.n_blocks):
         f = pattern.fresh(i)
@@ -104,12 +108,7 @@ def masked_product_plan(task, pattern: DelayPattern, form: str = "auto") -> Mask
 
 def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: str = "auto") -> MaskedProductPlan:
     """:func:`masked_product_plan` from the parameter names of each block (``keys[i]``: block ``i``)."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i in range(pattern.n_blocks):
-        f = pattern.fresh(i)
-        if f:
-            groups.setdefault(f, []).append(i)
-    groups = list(groups.items())
+    groups = _fresh_sets(pattern)
     by_set = tuple(
         (tuple(k for j in fresh for k in keys[j]), tuple(k for i in rows for k in keys[i])) for fresh, rows in groups
     )
