@@ -131,18 +131,9 @@ def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: 
 def masked_products(
     task, params: Mapping, pattern: DelayPattern, vs: Sequence[Mapping], method: str = "auto", chunk_size=None
 ) -> list:
-    """``[M_S v_1, ..., M_S v_m]`` at one point, all HVPs in one batch.
-
-    Args:
-        task: the :class:`crosscurv.numeric.Task` (loss and blocks).
-        params: the point ``theta`` at which ``H = grad^2 L(theta)``.
-        pattern: delay pattern over ``task.n_blocks`` blocks.
-        vs: directions keyed like ``params``.
-        method, chunk_size: passed to :func:`crosscurv.numeric.hvp.hvp_batch`.
-
-    Returns:
-        list of dicts keyed like ``params``; ``m * n_F`` HVPs in total where
-        ``n_F`` is the number of distinct non-empty fresh sets.
+    """``[M_S v_1, ..., M_S v_m]`` at ``params``, dicts keyed like ``params``, all ``m * n_F``
+    HVPs in one batch (``n_F`` distinct non-empty fresh sets; ``method``, ``chunk_size`` as in
+    :func:`crosscurv.numeric.hvp.hvp_batch`).
     """
     groups = masked_directions(task, pattern)
     if not groups:
@@ -164,14 +155,8 @@ def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, met
 
 @dataclass
 class CrossCurvature:
-    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1).
-
-    Attributes:
-        c: ``(N, N)`` float64 CPU tensor, ``c[i, j] = g_i^T H_ij g_j`` as
-            computed (symmetric up to round-off).
-        block_names: names of the ``N`` blocks.
-        loss: ``L(theta)`` at the point (float).
-        grad_norm2: ``||g||^2`` (float64).
+    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1): ``c`` an ``(N, N)`` float64
+    CPU tensor (symmetric up to round-off), ``block_names``, ``loss`` and ``grad_norm2 = ||g||^2``.
     """
 
     c: torch.Tensor

@@ -149,20 +149,11 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
                      store=None, steps: int = LANCZOS_STEPS, cycles: int = LANCZOS_CYCLES) -> Extremes:
     """``lambda_max`` and ``lambda_min`` of ``H`` by Lanczos with its basis parked in ``store``.
 
-    Args:
-        hvp: ``hvp(v) -> H v`` (dicts keyed like ``like``).
-        like: the parameters (keys, shapes, dtype, device): the vectors' layout and dtype.
-        v0: start vector (warm start: the previous eigenvectors summed); ``None``: the seeded vector of
-            :func:`crosscurv.numeric.estimates.init_power_vector`.
-        tol: relative residual tolerance (module docstring).
-        seed: seed of the start vector when ``v0`` is ``None``.
-        store: where the basis is parked (``park``/``fetch`` of :mod:`crosscurv.numeric.offload`);
-            ``None`` keeps it in a list.
-        steps: largest Krylov dimension of a cycle (at most the dimension of the space).
-        cycles: restarts before the best pairs found so far are returned (their residual says how far).
-
-    Returns:
-        :class:`crosscurv.numeric.estimates.Extremes` with ``hvps`` counting every product.
+    ``hvp(v) -> H v`` on dicts laid out like ``like``; ``v0``: the start (default the seeded vector
+    of
+    ``seed``); ``store``: ``park``/``fetch`` of :mod:`crosscurv.numeric.offload` (``None``: a list);
+    ``steps``: largest Krylov dimension of a cycle; ``cycles``: restarts before the best pairs are
+    returned.  Returns :class:`Extremes` with ``hvps`` counting every product.
     """
     n = sum(t.numel() for t in like.values())
     steps = max(1, min(steps, n))
