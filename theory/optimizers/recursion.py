@@ -57,17 +57,9 @@ def optimizer_recursion_model(kind: str, n_blocks: int, dims=1) -> OptimizerMode
 
 @dataclass
 class OptimizerRecursionCheck:
-    """Exact remainders of the generalized recursions.
-
-    Attributes:
-        kind: optimizer kind.
-        pattern: the delay pattern.
-        trajectory_remainder: ``d`` series (``Delta theta``).
-        buffer_remainder: ``d`` series (``Delta m``; momentum only, else ``None``).
-        loss_remainder: a series.
-        trajectory_ok, buffer_ok, loss_ok: only allowed monomials present.
-        offending: ``{"trajectory"|"buffer"|"loss": [monomials]}``.
-        trajectory_leading, loss_leading: least-degree monomials.
+    """Exact remainders of the generalized recursions: ``d`` series for ``Delta theta``
+    and (momentum, else ``None``) ``Delta m``, a series for the loss; ``*_ok``: only allowed
+    monomials present, else ``offending[part]`` lists them; ``*_leading``: least-degree monomials.
     """
 
     kind: str
