@@ -83,18 +83,12 @@ def instance_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
 
 @dataclass
 class OptimizerOneStepCheck:
-    """The generalized Theorem 1 for one optimizer and pattern.
-
-    Attributes:
-        kind: the optimizer kind.
-        pattern: the delay pattern.
-        gap: ``L_S - L_JC`` as a series in ``eta`` (through ``eta^3``).
-        C_S: the closed form ``g^T F J_phi M_S F phi``.
-        low_orders_vanish: ``[eta^0]`` and ``[eta^1]`` of the gap are 0.
-        eta2_closed_form: ``[eta^2]`` gap ``== C_S`` (generic closed form).
-        eta2_instance: ``[eta^2]`` gap equals the instance's explicit formula.
-        reduces_to_paper: with every ``f_i = 1`` (and ``beta = 0`` / ``P = I``
-            where present), ``C_S^phi`` is the paper's ``g^T M_S g``.
+    """The generalized Theorem 1 for one optimizer and pattern: the ``gap`` ``L_S - L_JC``
+    (series through ``eta^3``), the closed form ``C_S = g^T F J_phi M_S F phi``, and whether
+    ``[eta^0]``, ``[eta^1]`` vanish (``low_orders_vanish``), ``[eta^2] == C_S``
+    (``eta2_closed_form``), ``[eta^2]`` equals the instance's formula (``eta2_instance``) and
+    ``C_S^phi`` is the paper's ``g^T M_S g`` with ``f_i = 1``, ``beta = 0``, ``P = I``
+    (``reduces_to_paper``).
     """
 
     kind: str
@@ -155,18 +149,10 @@ def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, patter
 # -- Adam: plain SymPy, derivatives in eta at eta = 0 ------------------------
 @dataclass
 class AdamOneStepCheck:
-    """The generalized Theorem 1 for Adam (blocks of dimension 1).
-
-    Attributes:
-        pattern: the delay pattern.
-        eta1: ``[eta^1](L_S - L_JC)`` (must be 0).
-        eta2: ``[eta^2](L_S - L_JC)`` computed from the exact Adam steps.
-        C_S: ``sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j`` with ``J`` from
-            :func:`crosscurv.theory.optimizers.adam.adam_jacobian`.
-        jacobian_matches: ``adam_jacobian`` equals ``d phi / d gamma`` of
-            :func:`crosscurv.theory.optimizers.adam.adam_direction`.
-        holds: ``eta1 == 0``, ``eta2 == C_S`` (exactly, after simplification)
-            and the Jacobian check.
+    """The generalized Theorem 1 for Adam (blocks of dimension 1): ``eta1`` (must be 0),
+    ``eta2`` from the exact Adam steps, ``C_S = sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j``,
+    ``jacobian_matches`` (``adam_jacobian`` is ``d phi / d gamma`` of ``adam_direction``) and
+    ``holds`` (all three, exactly).
     """
 
     pattern: DelayPattern
@@ -178,16 +164,11 @@ class AdamOneStepCheck:
 
 
 def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -> AdamOneStepCheck:
-    """Exact check of ``L_S - L_JC = eta^2 C_S^Adam + O(eta^3)`` for ``N`` one-dimensional blocks.
-
-    The loss is the cubic Taylor model (``g``, ``H``, ``T``); every block has
-    its own moments ``m_i``, ``v_i > 0``, factor ``f_i``, and all share
-    ``beta1, beta2, eps`` and bias corrections ``c1, c2 > 0``.  Block ``i``'s
-    direction at its fresh gradient ``g_i + e`` is expanded as
-    ``phi_i + phi_i' e + 1/2 phi_i'' e^2`` with the derivatives of
-    :func:`crosscurv.theory.optimizers.adam.adam_direction` taken by SymPy (placeholders
-    during the polynomial algebra, substituted at the end); ``e = O(eta)``
-    enters the step times ``eta``, so the loss gap is exact through ``eta^3``.
+    """Exact check of ``L_S - L_JC = eta^2 C_S^Adam + O(eta^3)`` for ``N`` one-dimensional
+    blocks on the cubic Taylor model, each block with its own moments ``m_i``, ``v_i > 0`` and
+    factor
+    ``f_i``; a block's direction at ``g_i + e`` is expanded to ``e^2`` with SymPy's derivatives of
+    :func:`adam_direction` (exact through ``eta^3`` since ``e = O(eta)`` enters times ``eta``).
     """
     from ..block_model import BlockModel
 
