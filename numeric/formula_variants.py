@@ -47,12 +47,8 @@ PRECISION = 1e-6
 
 @dataclass(frozen=True)
 class Variant:
-    """One likely mistake.
-
-    Attributes:
-        name: short identifier; mistake: what the implementation does, in words;
-        formula: the paper's formula it departs from;
-        columns: ``{record column: f(terms row) -> the value this mistake records}``.
+    """One likely mistake: ``name``, ``mistake`` (what the implementation does), ``formula`` (the
+    paper's formula it departs from) and ``columns`` (``{column: f(terms row) -> value recorded}``).
     """
 
     name: str
@@ -185,15 +181,10 @@ def match_variants(
     column: str,
     allowed: Sequence[float],
 ) -> list:
-    """The :data:`VARIANTS` that reproduce ``theirs`` for ``column`` (module docstring).
-
-    Args:
-        theirs, reference: the column's values at the common iterations.
-        terms: the ``terms.csv`` rows of those iterations, aligned with them.
-        allowed: the comparison's allowed difference at each of them.
-
-    Returns:
-        the matching variants (usually one; several where they coincide on this run).
+    """The :data:`VARIANTS` that reproduce ``theirs`` for ``column`` at the common iterations
+    (module docstring), given the reference's values, the aligned ``terms`` rows and the
+    comparison's
+    ``allowed`` difference at each.
     """
     out = []
     for var in VARIANTS:

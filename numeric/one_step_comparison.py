@@ -71,12 +71,9 @@ def _flat(obj, where: str) -> list:
 
 @dataclass
 class OneStepComparison(ComparisonVerdict):
-    """Outcome of :func:`compare_one_step`.
-
-    Attributes:
-        rows: ``(quantity, theirs, expected, |diff|, allowed)`` per compared value (arrays by their
-            largest difference); first: the first disagreeing row or ``None``; diagnoses,
-            notes: sentences.
+    """Outcome of :func:`compare_one_step`: ``rows`` ``(quantity, theirs, expected, |diff|,
+    allowed)`` per compared value (arrays by their largest difference), ``first`` disagreeing row or
+    ``None``, and ``diagnoses``, ``notes`` (sentences).
     """
 
     rows: list
@@ -135,11 +132,8 @@ def compare_one_step(
     theirs: Mapping, expected: Mapping, rtol: float | None = None
 ) -> OneStepComparison:
     """Compare ``theirs`` (laid out like ``one_step.json``, any subset) with ``expected``.
-
-    Raises:
-        RecordsError: nothing comparable in ``theirs``, a pattern label the case does not have,
-        a value
-            that is not a number, an array of another size.
+    Raises ``RecordsError``: nothing comparable, an unknown pattern label, a value that is not a
+    number, an array of another size.
     """
     scales = _scales(expected)
     rows, notes, pairs = [], [], []
