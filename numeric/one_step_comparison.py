@@ -21,34 +21,15 @@ from .records import RecordsError
 __all__ = ["FAMILIES", "RTOL", "OneStepComparison", "compare_one_step"]
 
 #: ``{quantity: family}``; per-pattern quantities under ``patterns.<label>``.
-FAMILIES = {
-    "loss_0": "loss",
-    "loss_jc_1": "loss",
-    "loss_s_1": "loss",
-    "gap_1": "loss",
-    "theta_jc_1": "theta",
-    "theta_s_1": "theta",
-    "grad_0": "grad",
-    "grad_norm2": "curvature",
-    "c": "curvature",
-    "C_cross": "curvature",
-    "gHg": "curvature",
-    "C_S": "curvature",
-    "eta2_estimate": "estimate",
-    "eta3_estimate": "estimate",
-    "c3": "c3",
-}
+FAMILIES = {**dict.fromkeys(("loss_0", "loss_jc_1", "loss_s_1", "gap_1"), "loss"),
+            **dict.fromkeys(("theta_jc_1", "theta_s_1"), "theta"), "grad_0": "grad",
+            **dict.fromkeys(("grad_norm2", "c", "C_cross", "gHg", "C_S"), "curvature"),
+            **dict.fromkeys(("eta2_estimate", "eta3_estimate"), "estimate"), "c3": "c3"}
 _TOP = ("loss_0", "grad_0", "grad_norm2", "c", "C_cross", "gHg", "loss_jc_1", "theta_jc_1")
 _PER_PATTERN = ("C_S", "eta2_estimate", "c3", "eta3_estimate", "loss_s_1", "gap_1", "theta_s_1")
 #: Relative tolerance (times the family's scale) per family.
-RTOL = {
-    "loss": 1e-13,
-    "theta": 1e-13,
-    "grad": 1e-13,
-    "curvature": 1e-12,
-    "estimate": 1e-12,
-    "c3": 1e-10,
-}
+RTOL = {"loss": 1e-13, "theta": 1e-13, "grad": 1e-13, "curvature": 1e-12, "estimate": 1e-12,
+        "c3": 1e-10}
 
 
 def _flat(obj, where: str) -> list:
@@ -92,16 +73,10 @@ class OneStepComparison(ComparisonVerdict):
     def text(self) -> str:
         from tabulate import tabulate
 
-        lines = [
-            tabulate(
-                [[q, t, r, d, a, "ok" if d <= a else "DIFFERS"] for q, t, r, d, a in self.rows],
-                headers=["quantity", "theirs", "expected", "|diff|", "allowed", ""],
-                tablefmt="github",
-                floatfmt=".6g",
-            ),
-            "",
-        ]
-        return "\n".join(lines + self.verdict_lines())
+        rows = [[q, t, r, d, a, "ok" if d <= a else "DIFFERS"] for q, t, r, d, a in self.rows]
+        table = tabulate(rows, headers=["quantity", "theirs", "expected", "|diff|", "allowed", ""],
+                         tablefmt="github", floatfmt=".6g")
+        return "\n".join([table, ""] + self.verdict_lines())
 
     def to_dict(self) -> dict:
         return {
