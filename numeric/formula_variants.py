@@ -74,15 +74,10 @@ def _bound(x: str, f: float = 1.0):
     return lambda t: f * t[f"bnd_G_{x}"] + f * f * t[f"bnd_L_{x}"]
 
 
-_THM2 = (
-    "Theorem 2: Delta L^{k+1} = g_JC^{k+1}.(I - eta H_JC^k) Delta theta^k + 1/2 Delta "
-    "theta^k.H_JC^k "
-    "Delta theta^k + eta^2 g_JC^{k+1}.M_S g_S^k"
-)
-_THM3 = (
-    "Theorem 3: z_{k+1} = (I - eta H_JC^k) z_k + eta^2 M_S^k g_S^k, z_0 = 0; "
-    "Delta L^K = g_JC^K.z_K + 1/2 z_K.H_JC^K z_K"
-)
+_THM2 = ("Theorem 2: Delta L^{k+1} = g_JC^{k+1}.(I - eta H_JC^k) Delta theta^k + 1/2 Delta "
+         "theta^k.H_JC^k Delta theta^k + eta^2 g_JC^{k+1}.M_S g_S^k")
+_THM3 = ("Theorem 3: z_{k+1} = (I - eta H_JC^k) z_k + eta^2 M_S^k g_S^k, z_0 = 0; "
+         "Delta L^K = g_JC^K.z_K + 1/2 z_K.H_JC^K z_K")
 _MS = "(M_S v)_i = sum_{j in S(i)} H_ij v_j, C_S = sum_{(i,j) in S} c_ij (Theorem 1)"
 
 
@@ -92,8 +87,7 @@ def _freshness(f: float) -> Variant:
         f"freshness_x{f:g}",
         f"the freshness terms are scaled by {f:g} ({word} M_S g_S in place of eta^2 M_S g_S)",
         "Theorem 1: L_S - L_JC = eta^2 C_S (the eta^2/2 of Corollary 1 multiplies C_cross = 2 "
-        "sum_{i<j} c_ij); "
-        + _THM2,
+        "sum_{i<j} c_ij); " + _THM2,
         {
             "recursive": _rec(f=f),
             "cumulative": _pair("cum", "S", f),

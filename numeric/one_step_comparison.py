@@ -173,12 +173,8 @@ def _candidates(expected: Mapping, label: str | None, q: str) -> list:
     out = []
     if q == "C_S":
         out += [
-            (
-                "C_S summed over all pairs i != j (C_cross) instead of the pairs of S (Theorem "
-                "1: C_S = "
-                "sum_{(i,j) in S} c_ij)",
-                cross,
-            ),
+            ("C_S summed over all pairs i != j (C_cross) instead of the pairs of S (Theorem 1: "
+             "C_S = sum_{(i,j) in S} c_ij)", cross),
             (
                 "C_S halved (Corollary 1's eta^2/2 C_cross counts each pair of full GS twice; "
                 "C_S = sum_{(i,j) in S} c_ij counts it once)",
@@ -190,8 +186,7 @@ def _candidates(expected: Mapping, label: str | None, q: str) -> list:
         out += [
             (
                 "eta^2/2 C_S instead of eta^2 C_S (Theorem 1: L_S - L_JC = eta^2 C_S; the "
-                "eta^2/2 of "
-                "Corollary 1 multiplies C_cross = 2 sum_{i<j} c_ij)",
+                "eta^2/2 of Corollary 1 multiplies C_cross = 2 sum_{i<j} c_ij)",
                 lr * lr * cs / 2,
             ),
             ("2 eta^2 C_S instead of eta^2 C_S (Theorem 1)", 2 * lr * lr * cs),

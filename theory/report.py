@@ -79,11 +79,10 @@ def _summary(r: DerivationResult, cmd: str) -> list[str]:
     held = sum(map(bool, r.identities.values()))
     beyond = sum(map(bool, r.extensions.values()))
     w(f"- {held} of the paper's {len(r.identities)} identities hold exactly (SymPy) for pattern "
-      f"`{r.pattern_spec}` "
-      f"on {r.n_blocks} blocks; {beyond} of {len(r.extensions)} checks beyond the paper hold.")
+      f"`{r.pattern_spec}` on {r.n_blocks} blocks; {beyond} of {len(r.extensions)} checks beyond "
+      "the paper hold.")
     w("- The one-step gap's next term is explicit: $L_S - L_{JC} = \\eta^2 C_S + \\eta^3 c_3 + "
-      "O(\\eta^4)$ "
-      "(the formula for $c_3$ below).")
+      "O(\\eta^4)$ (the formula for $c_3$ below).")
     if r.failures:
         w(f"- Failed: {'; '.join(r.failures)}.")
     w("")
