@@ -10,14 +10,16 @@ products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` that also advance the states:
   ``recursive = g_JC^k . w_k + q_k``;
 * ``(p_k, H p_k)``: one power step, ``sharpness = p_k^T H_JC^k p_k`` (folded into ``L``), then the
   converged extreme eigenpairs of ``H_JC^k`` (:func:`extremes`);
-* ``(z_k, H z_k)``: the cumulative estimate (Theorem 3) ``cumulative = g_JC^k . z_k + z_k . H z_k / 2``;
+* ``(z_k, H z_k)``: the cumulative estimate (Theorem 3)
+  ``cumulative = g_JC^k . z_k + z_k . H z_k / 2``;
 * ``(y_k, H y_k)``: the JC-only estimate ``jc_only = g_JC^k . y_k + y_k . H y_k / 2``;
 * ``(Delta^k, H Delta^k)``: ``q_{k+1} = Delta^k . H Delta^k / 2``.
 
 It writes the estimates into the record of ``k`` and what their error estimates measure (``G``,
-``G_s``, ``Z``, ``Y``, ``lam``, ``c``, ``top``) into ``meas`` (:mod:`crosscurv.numeric.error_estimates`, through the
-run's update rule).  It only reads the vectors and products it is handed: the body advances the
-states in their tensors afterwards.
+``G_s``, ``Z``, ``Y``, ``lam``, ``c``, ``top``) into ``meas``
+(:mod:`crosscurv.numeric.error_estimates`, through the run's update rule).  It only reads the
+vectors and products it is handed, but for ``H p_k``, in whose tensors ``p_{k+1}`` is formed; the
+body advances the other states in their products' tensors afterwards.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def extremes(ctx, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> N
     (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started from the carried ``vmax``,
     ``vmin``) into the record and ``meas`` (``lam = ||H||``, ``c = ||I - eta H||``)."""
     S, est = ctx.store, ctx.est
-    # fetched only if the solve reads them (between solves it returns them unchanged: nothing to park)
+    # fetched only if the solve reads them (between solves it returns them unchanged: nothing
+    # to park)
     vmax, vmin = (_Parked(S, "vmax"), _Parked(S, "vmin")) if S.holds("vmax") else (None, None)
     prev = None if vmax is None else Extremes(est.lam_max, est.lam_min, vmax, vmin, 0, 0.0, False)
     seed = int(ctx.settings.get("seed") or 0)

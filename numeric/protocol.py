@@ -71,7 +71,8 @@ from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
 from .paper_estimates import PaperEstimates, _Parked  # noqa: F401 (_Parked: its old home)
 from .protocol_checks import ProtocolError, check_iters, check_lr
-from .protocol_summary import crosscurv_version, protocol_summary
+from .protocol_summary import (CONSTANTS_NOTE, DIVERGED_METRICS_NOTE, METRICS_NOTE,  # noqa: F401
+                               crosscurv_version, protocol_summary)
 from .records import (FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordWriter, make_record, read_records,
                       truncate_records, write_summary)
 from .run_folder import ResumeError, check_records_header, one_line, unreadable_checkpoint
@@ -347,9 +348,10 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
 
 def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, force,
                  record: dict, meas: dict) -> None:
-    """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: the power
-    step and the extremes, the cumulative and JC-only estimates, and (unless ``last``) ``z``, ``y``
-    and ``w`` of ``k + 1`` formed in their products' tensors."""
+    """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: first by
+    the paper's estimates (``ctx.estimates``: the power step and the extremes, the cumulative and
+    JC-only estimates, ``q``), then (unless ``last``) by the rule, which forms ``z``, ``y`` and ``w``
+    of ``k + 1`` in their products' tensors."""
     rule = ctx.rule
     held: dict = {}  # the vector of the product in hand: a hook takes the body's only reference (held.pop)
     for name, held["v"], Hv in _products(at_j, k, named):

@@ -13,7 +13,8 @@ CONSTANTS_NOTE = (
     "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
     "gradient norms evaluated on both trajectories, L the running maximum of |p^T H_JC^k p| of a "
     "warm-started power iteration (one HVP per iteration); both can only underestimate the "
-    "constants of Assumption 1, so bound_bk estimates Theorem 3's bound rather than guaranteeing it."
+    "constants of Assumption 1, so bound_bk estimates Theorem 3's bound rather than guaranteeing "
+    "it."
 )
 #: ``metrics_note`` of a summary's Section 5.1 metrics.
 METRICS_NOTE = (
