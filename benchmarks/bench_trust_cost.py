@@ -41,7 +41,7 @@ sys.path.insert(0, HERE)
 @contextlib.contextmanager
 def without_trust_columns():
     """The protocol with the extremes and the error columns switched off (module docstring, ``without``)."""
-    from crosscurv.numeric import protocol
+    from crosscurv.numeric import paper_estimates
     from crosscurv.numeric.records import ESTIMATES
     from crosscurv.numeric.update_rules.plain import PlainRule
 
@@ -56,12 +56,12 @@ def without_trust_columns():
         for name in ESTIMATES:
             record[f"{name}_err"], record[f"{name}_cert"] = math.nan, 0.0
 
-    saved = protocol._extremes, PlainRule.error_columns
-    protocol._extremes, PlainRule.error_columns = extremes, error_columns
+    saved = paper_estimates.extremes, PlainRule.error_columns
+    paper_estimates.extremes, PlainRule.error_columns = extremes, error_columns
     try:
         yield
     finally:
-        protocol._extremes, PlainRule.error_columns = saved
+        paper_estimates.extremes, PlainRule.error_columns = saved
 
 
 def timed_run(task, pattern, lr, iters) -> tuple[float, list]:

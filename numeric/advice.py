@@ -119,8 +119,8 @@ from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
 from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best,
                           first_step_orders)
+from .engine import choose_engine
 from .optimizers import optimizer_setup
-from .protocol import choose_engine
 from .protocol_checks import ProtocolError
 from .records import CHECKPOINT_FILE, json_safe, write_summary
 from .regret import advice_right, regret, summarise

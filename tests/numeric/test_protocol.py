@@ -212,14 +212,14 @@ def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
 
 
 def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference, monkeypatch):
-    import crosscurv.numeric.protocol as protocol
+    import crosscurv.numeric.engine as engine
 
     class NoDoubleBackward:
         def __init__(self, *a, **k):
             raise RuntimeError("derivative for this kernel is not implemented")
 
     _, ref = reference
-    monkeypatch.setattr(protocol, "PointCurvature", NoDoubleBackward)
+    monkeypatch.setattr(engine, "PointCurvature", NoDoubleBackward)
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K)
     assert res.summary["hvp"]["used"] == "forward" and res.summary["hvp"]["engine_name"] == "batched"
     for field in ("gap", "recursive", "cumulative", "jc_only"):
