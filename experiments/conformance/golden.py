@@ -1,51 +1,11 @@
 """Framework-independent conformance cases: ``crosscurv golden --out DIR``.
 
-Four small float64 problems, each with three delay patterns (JC, full GS and
-a partial pattern), written as plain JSON and CSV so that an implementation
-in another framework (JAX, NumPy, ...) can be checked without importing
-torch:
-
-=============  ==========================================================  =======
-case           loss                                                        blocks
-=============  ==========================================================  =======
-quadratic      ``1/2 x^T A x - b^T x``                                      3
-quartic        ``1/2 x^T A x - b^T x + gamma/4 sum_m ((W x)_m)^4``          3
-tiny_mlp       tanh MLP 3-4-3-2, softmax cross-entropy, 5 examples          3
-lora_bilinear  ``||(W2 + s B2 A2)(W1 + s B1 A1) Z - T||_F^2 / (2m)``        4
-=============  ==========================================================  =======
-
-Two more cases run the quartic and quadratic problems with an optimizer (beyond
-the paper): ``quartic_momentum`` (heavy ball 0.9) and ``quadratic_block_lr``
-(per-block step sizes); their records hold the generalized estimates
-(their definitions are in the README written with the cases).
-
-Every case is *defined by its JSON*: :func:`case_task` builds the
-:class:`crosscurv.numeric.Task` from the stored numbers (float64 values written with
-``repr``, which round-trips exactly), and the expected quantities are
-computed from that task, so the files and the reference agree bit for bit.  The cases, their
-task and their JSON are :mod:`.golden_case`; this module writes the expected files.
-
-Layout of ``DIR`` (described for readers in the ``README.md`` written there)::
-
-    README.md            the format, conventions and tolerances
-    index.json           list of cases and files
-    <case>/case.json     inputs: parameters, data, loss in words and formula,
-                         blocks, patterns, lr, K, power-iteration start vector
-    <case>/one_step.json expected one-step quantities at theta^0: gradient,
-                         c_ij table, C_cross, and per pattern C_S, one-step
-                         losses and gap, eta^2 and eta^3 estimates, theta^1
-    <case>/<label>/records.csv   expected per-iteration records (protocol CSV)
-    <case>/<label>/summary.json  the protocol's summary (timings removed)
-    <case>/<label>/terms.csv     the parts of each estimate and of its likely variants
-                                 (plain cases; :mod:`.golden_terms`)
-
-The README is ``golden_readme.md`` beside this module (:func:`readme_text`).  A copy of every
-case ships with the package (:mod:`.golden_data`), so that ``crosscurv golden --out DIR`` needs
-no torch; :func:`write_golden` recomputes them (``crosscurv golden --recompute``).
-
-``<label>`` is ``jc``, ``gs`` or ``partial``; each ``<case>/<label>`` is a run
-directory usable as ``crosscurv validate-records THEIRS.csv --reference
-DIR/<case>/<label>``.
+Small float64 problems (:mod:`.golden_case`), each with the patterns ``jc``, ``gs`` and
+``partial``, written as JSON and CSV so that an implementation in another framework can be checked
+without torch. A case is defined by its JSON; the expected ``one_step.json``, ``records.csv``,
+``summary.json`` and ``terms.csv`` are computed from the task built from it. The layout and
+conventions are in ``golden_readme.md`` (the ``README.md`` written into ``DIR``); each
+``DIR/<case>/<label>`` is a reference for ``crosscurv validate-records``.
 """
 
 from __future__ import annotations
