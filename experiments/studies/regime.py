@@ -1,26 +1,11 @@
 """The regime map: when does each estimate name the winner, against the measured ``eta * sharpness``?
 
-Every run of a learning-rate grid (several seeds per rate) becomes one
-:class:`RegimePoint` with two regime indicators read off its records
-(``sharpness_k``: the power-iteration estimate of the largest eigenvalue of
-``H_JC^k``; ``eta``: the run's learning rate):
-
-* ``max_eta_sharpness = max_k eta * sharpness_k``: the largest curvature the
-  run reached, in units of the step (``2`` is the edge of stability: ``|1 -
-  eta lambda| > 1`` beyond it, so ``(I - eta H)`` amplifies);
-* ``first_cross = min {k : eta * sharpness_k >= 2}`` (``None``: never);
-
-and, per estimate (recursive, cumulative, ``jc_only``), the Section 5.1
-metrics of :func:`crosscurv.experiments.reports.table.table_rows` (``Correct_K``, hits, ``MAE``,
-...), plus ``Correct`` over the iterations before and from the first crossing.
-
-:func:`regime_sentence` states, from these numbers only, under which measured
-conditions an estimate names the winner in at least 95% of iterations
-(``Correct_K >= 95``) and where it stops: per learning rate, whether every
-seed, some or none reach 95% (with their ``eta * sharpness`` and ``Correct``
-ranges and crossings of 2), the largest ``eta * sharpness`` of a run that
-reaches 95% and the runs beyond it, and how many runs reach 95% among those
-that never cross 2 and those that do.
+Every run of a learning-rate grid becomes a :class:`RegimePoint`: ``max_eta_sharpness =
+max_k eta * sharpness_k`` (2 is the edge of stability), ``first_cross = min {k : eta *
+sharpness_k >= 2}`` (``None``: never), and per estimate the Section 5.1 metrics of
+:func:`crosscurv.experiments.reports.table.table_rows` plus ``Correct`` before and from the first
+crossing. :func:`regime_sentence` states from these numbers under which conditions an estimate
+reaches ``Correct_K >= 95`` and where it stops.
 """
 
 from __future__ import annotations

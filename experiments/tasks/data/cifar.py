@@ -114,21 +114,11 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
                  seed: int = 0) -> ImageData:
     """Fixed, normalised CIFAR-10 training examples.
 
-    Args:
-        n: number of examples; ``None`` = all 20 bundled images (or 24 from a
-            local folder, the paper's 3 clients x 8).  The bundled source has
-            only 20, so a larger ``n`` without ``path`` is an error.
-        path: optional ``cifar-10-batches-py`` folder (or its parent).
-        dtype, device: of the returned ``x``.
-        seed: ``0`` for the fixed selection, another integer for a seeded one.
-
-    Returns:
-        :class:`ImageData` with ``x`` of shape ``(n, 3, 32, 32)``, contiguous
-        (NCHW), normalised per channel, ``y`` of shape ``(n,)`` (``int64``), and ``source``.
-        With ``seed = 0`` the bundled images keep their sample-number order
-        (first ``n``); another ``seed`` draws ``n`` of them in a seeded random
-        order (so contiguous client shards change with the seed).  A local
-        folder gives :func:`balanced_indices` over the 10 classes.
+    ``n``: ``None`` = all 20 bundled images (24 from a local folder: 3 clients x 8); ``path``: a
+    ``cifar-10-batches-py`` folder (or its parent). Returns :class:`ImageData` with ``x``
+    ``(n, 3, 32, 32)`` contiguous NCHW, normalised per channel, ``y`` ``(n,)`` int64 and ``source``.
+    Bundled: ``seed = 0`` keeps the first ``n`` in file order, another seed a seeded order; a local
+    folder: :func:`balanced_indices` over the 10 classes.
     """
     if path is None:
         images, labels, source = _load_package()

