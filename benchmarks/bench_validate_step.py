@@ -42,15 +42,10 @@ def render(lines: list[str], command: str, when: str, machine: str) -> str:
 
 def write_report(path: str, lines: list[str], argv) -> None:
     """Write :func:`render`'s report of this run (command, date, CPU, torch) to ``path``."""
-    import platform
-
     import torch
+    from bench_all import cpu_model
 
-    cpu = platform.processor()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
-                       cpu)
+    cpu = cpu_model()
     args = " ".join(argv if argv is not None else sys.argv[1:])
     text = render(lines, f"python benchmarks/bench_validate_step.py {args}".rstrip(),
                   time.strftime("%Y-%m-%d"),

@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from crosscurv.experiments.runs import RunDescription, RunDescriptionError
 from crosscurv.experiments.tasks.errors import DataError
@@ -220,8 +219,3 @@ def read_sweeps(paths) -> SweepRuns:
     unfinished = [f"{sw.path.name}/{n}" if len(parts) > 1 else n for sw in parts for n in sw.unfinished]
     return SweepRuns(parts[0].path, runs, unfinished, parts[0].info, parts)
 
-
-def first_index(mask) -> int | None:
-    """Index of the first true entry of a boolean array, ``None`` when there is none."""
-    hits = np.flatnonzero(np.asarray(mask, dtype=bool))
-    return int(hits[0]) if hits.size else None
