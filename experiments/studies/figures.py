@@ -1,15 +1,9 @@
 """Figures of the studies over seeds and of the regime map (matplotlib PNG).
 
-* :func:`seeds_timeline`: for one task, the observed winner at every ``k``
-  of each seed (one row per seed: JC lower, GS lower, undecided), a row of
-  agreement across the seeds (all decided seeds name the same winner, or they
-  disagree), and below it, per estimate, the fraction of the decided seeds at
-  which the estimate names the observed winner.
-* :func:`regime_curvature_figure`: per task, ``Correct_K`` and ``MAE`` of each
-  estimate against the largest ``eta * sharpness`` a run reached (one dot per
-  run, ``eta * lambda = 2`` marked).
-* :func:`regime_crossing_figure`: the same against the first iteration where
-  ``eta * sharpness`` reaches 2 (runs that never do at the right, "never").
+:func:`seeds_timeline` (per task the observed winner of each seed at every ``k``, their agreement
+and each estimate's share of right seeds), :func:`regime_curvature_figure` (``Correct_K`` and
+``MAE`` against the largest ``eta * sharpness``) and :func:`regime_crossing_figure` (against the
+first ``k`` where it reaches 2).
 """
 
 from __future__ import annotations
