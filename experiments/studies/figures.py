@@ -198,16 +198,14 @@ CERT_BINS = tuple(float(x) for x in np.concatenate([[0.0], np.logspace(-4, np.lo
 
 def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS,
                           kind: str = "defect") -> list[dict]:
-    """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect interval of
-    :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the certificate the records
-    hold in ``{estimate}_cert``)
-    per bin of ``eta * sharpness_k``
-    (:func:`crosscurv.experiments.studies.regime.regime_series`), pooled over ``runs``
-    (:class:`~crosscurv.experiments.studies.collect.StudyRun`): the counts of
-    :func:`crosscurv.numeric.metrics.certified_metrics` of each run's iterations in the bin are summed.
+    """Coverage and precision of ``estimate``'s certified winners per bin of ``eta * sharpness_k``
+    (:func:`crosscurv.experiments.studies.regime.regime_series`), the counts of
+    :func:`crosscurv.numeric.metrics.certified_metrics` summed over ``runs``. ``kind``:
+    ``"defect"`` (:func:`crosscurv.experiments.studies.seeds.defect_columns`) or ``"bound"``
+    (``{estimate}_cert``; runs without it skipped).
 
-    Returns one dict per bin with iterations: ``lo, hi, decided, certified, correct, coverage, precision``
-    (percentages; NaN where nothing is decided or certified).  ``"bound"`` skips runs without ``{estimate}_cert``.
+    Returns one dict per bin with iterations: ``lo, hi, decided, certified, correct, coverage,
+    precision`` (percentages; NaN where nothing is decided or certified).
     """
     from crosscurv.experiments.studies.regime import regime_series
     from crosscurv.experiments.studies.seeds import defect_columns

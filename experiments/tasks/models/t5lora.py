@@ -90,14 +90,9 @@ def _quiet_transformers():
 
 
 def _full_precision_layer_norms(model) -> None:
-    """Make T5's RMS layer norms keep float64 when the model runs in float64.
-
-    ``transformers``' ``T5LayerNorm`` always accumulates the variance in
-    float32 (meant for half precision); in a float64 model that rounds every
-    layer norm to float32 precision (forward-over-reverse and double-backward
-    HVPs then agree only to ~1e-8).  Here the variance is accumulated in
-    ``promote_types(dtype, float32)``: unchanged for float32/half models,
-    float64 for float64 models.  Done by switching each instance's class.
+    """Make T5's RMS layer norms accumulate in ``promote_types(dtype, float32)`` (``transformers``'
+    always use float32, which rounds a float64 model's layer norms to float32 precision), by
+    switching each instance's class.
     """
     from transformers.models.t5.modeling_t5 import T5LayerNorm
 
