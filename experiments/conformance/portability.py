@@ -31,18 +31,8 @@ CACHE = os.path.join("build", "portability")
 
 @dataclass(frozen=True)
 class PortabilityOptions:
-    """What :func:`write_portability` measures (the command-line flags of the same names).
-
-    Attributes:
-        iters: records compared per run.
-        runs: the run folders (default the committed studies).
-        emulations: names of :data:`EMULATIONS` to measure under (``None``: all).
-        out: the Markdown report written.
-        cache: where each subprocess result is kept; fresh: ignore it.
-        cached_only: measure nothing, report what the cache holds.
-        tables: also the table-level comparison (module docstring), against the seed sweeps
-            ``sweeps``.
-        argv: the command-line arguments the report names as its command.
+    """What :func:`write_portability` measures: the command-line flags of the same names
+    (:func:`crosscurv.experiments.cli.scripts.portability`); ``argv``: the command the report names.
     """
 
     iters: int = 30
