@@ -1,4 +1,4 @@
-"""The experiments layer of crosscurv (imports :mod:`crosscurv.theory` and :mod:`crosscurv.numeric`).
+"""The experiments layer of crosscurv (imports :mod:`crosscurv.theory`, :mod:`crosscurv.numeric`).
 
 Subpackages: :mod:`.tasks`, :mod:`.problems`, :mod:`.scaling`, :mod:`.studies`, :mod:`.sweep`,
 :mod:`.motivation`, :mod:`.reports`, :mod:`.conformance`, :mod:`.cli`. Nothing is re-exported here,
