@@ -32,8 +32,8 @@ certified when the margin of its prediction to the runner-up's exceeds the sum o
 errors and the gates hold, as for single candidates (``cost["certify_s"]``).
 
 Cost against trying (``cost``): the seconds of the JC run and the evaluation, and the seconds plain
-training of the patterns would take, measured by timing a few exact scheme steps of each front
-pattern (:func:`crosscurv.numeric.advice_cost.plain_seconds`).
+training of the patterns would take, measured by timing an exact scheme step of the first and the
+last front pattern (:func:`crosscurv.numeric.advice_cost.plain_seconds`).
 """
 
 from __future__ import annotations
@@ -268,13 +268,12 @@ def _per_iteration(rec: PairRecords, front: list[dict], sp: PatternSpace) -> lis
 
 def _cost(task, lr, sp, front, K, space_s, pair_s, eval_s) -> dict:
     """:attr:`SearchResult.cost`: the search's seconds against plain training, priced by timing
-    exact steps of the first, middle and last front patterns."""
+    one exact step (after one warm-up) of the front's first and last patterns (the fewest and
+    the most stages)."""
     from .advice_cost import plain_seconds
 
     timed = [r["best"] for r in front if r["stages"] > 1]
-    steps = plain_seconds(
-        task, sorted({timed[0], timed[len(timed) // 2], timed[-1]}) if timed else [], lr, 2
-    )
+    steps = plain_seconds(task, sorted({timed[0], timed[-1]}) if timed else [], lr, 1)
     per_step = float(np.mean(list(steps.values()))) if steps else math.nan
     return {
         "space_s": space_s,
