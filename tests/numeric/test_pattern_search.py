@@ -287,3 +287,19 @@ def test_a_resumed_search_equals_the_uninterrupted_one(tmp_path):
         search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "a"), resume=True)
     with pytest.raises(AdviceError, match="nothing to resume"):
         search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "c"), resume=True)
+
+
+def test_the_search_one_step_check_is_advise_s():
+    """The certification's one-step check at theta^0 gives advise's numbers bit for bit."""
+    from crosscurv.numeric import advice, tree
+    from crosscurv.numeric.advice_steps import PatternCandidate
+    from crosscurv.numeric.pattern_search_certify import first_step_checks
+    from crosscurv.theory.patterns import as_pattern
+
+    task, lr = _task(1), 0.05
+    names = ["gs", "stages:1/2,3", "2<-1,3<-1"]
+    pats = [(n, as_pattern(n, task.n_blocks)) for n in names]
+    cands = [PatternCandidate(n, p, []) for n, p in pats]
+    ours = first_step_checks(task, cands, lr, "auto")
+    theirs = advice._one_step_check(task, pats, tree.clone(task.params), lr, 0, "auto")
+    assert ours == theirs and len(ours) == 3
