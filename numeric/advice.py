@@ -112,7 +112,6 @@ from . import tree
 from .advice_run import COLUMNS, AdviceRun, advice_records, inside_regime
 from .advice_run import read_advice_records as _read_records
 from .advice_steps import PatternCandidate, advice_steps
-from .advice_text import check_failures as _check_failures  # noqa: F401 (pattern_search)
 from .advice_text import check_note as _check_note
 from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
