@@ -107,7 +107,11 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
         run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, offload={offload},
                      checkpoint_every=1)
     """))
-    proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True, timeout=120)
+    # the killed process runs with this process's thread count, whatever an earlier in-process CLI
+    # call left in the environment: the resume compares the two
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True,
+                          timeout=120, env=env)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     assert [r["k"] for r in read_records(os.path.join(out, "records.csv"))] == [1, 2, 3, 4]
     stale = [d for d in os.listdir(out) if d.startswith(".offload-")]
