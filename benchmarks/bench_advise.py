@@ -70,26 +70,31 @@ def plain(task, cands, lr, iters) -> dict:
 
 def search_rows(a, timed: list) -> list[str]:
     """The pattern-search table: search, certification, plain training of 8 of the patterns; each
-    row's median seconds appended to ``timed`` as ``{"task", "space", "search", "certify",
-    "plain8"}``."""
+    row's median seconds appended to ``timed`` as ``{"task", "space", "iters", "search",
+    "certify", "plain8"}``, one row per budget of ``--search-iters``."""
     import numpy as np
 
     from crosscurv.experiments.tasks.loading import load_task
     from crosscurv.numeric.pattern_search import search
+    from crosscurv.numeric.pattern_search_certify import certify_front
     from crosscurv.theory.pattern_spaces import parse_space
 
     tasks = [t for t in a.search_tasks.split(",") if t]
     if not tasks:
         return []
-    lines = ["", f"Pattern search, K = {a.iters}: `search` is what `advise --search SPACE "
+    ks = [int(k) for k in (a.search_iters or str(a.iters)).split(",")]
+    budgets = ", ".join(map(str, ks))
+    lines = ["", f"Pattern search, K = {budgets}: `search` is what `advise --search SPACE "
              "--no-certify` computes: the space built from its spelling, the JC run with one "
              "state per ordered pair of blocks (N^2 Hessian-vector products per iteration, "
              "batched), the evaluation of every pattern of the space at K and the pricing of plain "
-             "steps; `certify` is the advise run over the "
-             "front's patterns and runners-up (errors and certificates); `plain 8` trains 8 "
+             "steps; `certify` is the certification of the front's patterns and runners-up "
+             "along the same JC trajectory (their embedded-pair errors, the regime gate, and "
+             "the one-step check where some margin exceeds the errors); `plain 8` trains 8 "
              "patterns of the space drawn at random (seed 0) for K steps each.", "",
-             "| task | blocks | space | patterns | search s | certify s | plain 8 s "
-             "| search/plain 8 | search+certify/plain 8 |", "|---|---|---|---|---|---|---|---|---|"]
+             "| task | blocks | space | patterns | K | search s | certify s | plain 8 s "
+             "| search/plain 8 | search+certify/plain 8 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     for name in tasks:
         task, settings = load_task(name, a.preset, device=torch.device("cpu"))
@@ -98,27 +103,28 @@ def search_rows(a, timed: list) -> list[str]:
             sp = parse_space(spec, task.n_blocks)
             rng = np.random.default_rng(0)
             eight = [sp.name(int(r)) for r in rng.choice(len(sp), min(8, len(sp)), replace=False)]
-            search(task, lr, 2, spec, certify=False)  # warm-up
+            warm = search(task, lr, 2, spec, certify=False)  # warm-up, certification included
+            certify_front(task, lr, warm.records, warm.front)
             plain(task, eight, lr, 2)
-            ts, tc, tq = [], [], []
-            for _ in range(a.rounds):
-                t = time.process_time()  # from the spelling, as the command: the space built too
-                res = search(task, lr, a.iters, spec, certify=False)
-                ts.append(time.process_time() - t)
-                t = time.process_time()
-                plain(task, eight, lr, a.iters)
-                tq.append(time.process_time() - t)
-                t = time.process_time()
-                from crosscurv.numeric.pattern_search import _certify
-
-                _certify(task, lr, a.iters, res.front, res.records, sp, "auto", 0)
-                tc.append(time.process_time() - t)
-            ms, mc, mq = (statistics.median(x) for x in (ts, tc, tq))
-            row = (f"| {name} | {task.n_blocks} | {sp.spec} | {len(sp):,} | {ms:.2f} | {mc:.2f} "
-                   f"| {mq:.2f} | {ms / mq:.2f} | {(ms + mc) / mq:.2f} |")
-            print(row, flush=True)
-            lines.append(row)
-            timed.append({"task": name, "space": sp.spec, "search": ms, "certify": mc, "plain8": mq})
+            for K in ks:
+                ts, tc, tq = [], [], []
+                for _ in range(a.rounds):
+                    t = time.process_time()  # from the spelling, as the command: the space too
+                    res = search(task, lr, K, spec, certify=False)
+                    ts.append(time.process_time() - t)
+                    t = time.process_time()
+                    plain(task, eight, lr, K)
+                    tq.append(time.process_time() - t)
+                    t = time.process_time()
+                    certify_front(task, lr, res.records, res.front)
+                    tc.append(time.process_time() - t)
+                ms, mc, mq = (statistics.median(x) for x in (ts, tc, tq))
+                row = (f"| {name} | {task.n_blocks} | {sp.spec} | {len(sp):,} | {K} | {ms:.2f} "
+                       f"| {mc:.2f} | {mq:.2f} | {ms / mq:.2f} | {(ms + mc) / mq:.2f} |")
+                print(row, flush=True)
+                lines.append(row)
+                timed.append({"task": name, "space": sp.spec, "iters": K, "search": ms,
+                              "certify": mc, "plain8": mq})
     return lines
 
 
@@ -130,7 +136,7 @@ def _span(xs, spec=".2f") -> str:
 def findings(timed: list, searched: list) -> list[str]:
     """The report's opening, at most five lines, from the median seconds: ``timed`` per task
     ``{"task", "advise", "without_check", "check", "protocol", "plain"}``, ``searched`` per search
-    row ``{"task", "space", "search", "certify", "plain8"}``."""
+    row ``{"task", "space", "iters", "search", "certify", "plain8"}``."""
     out = ["Found:"]
     if timed:
         ratio = [t["advise"] / t["protocol"] for t in timed]
@@ -141,10 +147,18 @@ def findings(timed: list, searched: list) -> list[str]:
                    f"{_span([t['advise'] / t['plain'] for t in timed])}.")
         out.append(f"- the one-step check: {_span([100 * t['check'] / t['advise'] for t in timed], '.0f')}"
                    "% of advise's time.")
-    if searched:
-        out.append(f"- search / plain 8: {_span([r['search'] / r['plain8'] for r in searched])}; "
+    if searched:  # one line: per budget K of the search rows
+        ks = sorted({r.get("iters") for r in searched}, key=lambda k: k or 0)
+
+        def per_k(ratio) -> str:
+            return ", ".join(
+                _span([ratio(r) for r in searched if r.get("iters") == K])
+                + (f" at K = {K}" if K and len(ks) > 1 else "") for K in ks)
+
+        at = f" at K = {ks[0]}" if len(ks) == 1 and ks[0] else ""
+        out.append(f"- search / plain 8{at}: {per_k(lambda r: r['search'] / r['plain8'])}; "
                    "with certification "
-                   f"{_span([(r['search'] + r['certify']) / r['plain8'] for r in searched])}.")
+                   f"{per_k(lambda r: (r['search'] + r['certify']) / r['plain8'])}.")
     return out
 
 
@@ -165,6 +179,8 @@ def main(argv=None) -> str:
     ap.add_argument("--search-tasks", default="mlp",
                     help="tasks whose pattern search is timed ('' for none)")
     ap.add_argument("--spaces", default="orders,stages")
+    ap.add_argument("--search-iters", default=None, metavar="K,K",
+                    help="budgets of the search rows (default: --iters)")
     ap.add_argument("--out", default=None, metavar="PATH", help="also write the markdown to PATH")
     a = ap.parse_args(argv)
     args = " ".join(argv if argv is not None else sys.argv[1:])

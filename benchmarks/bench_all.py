@@ -1,37 +1,18 @@
 """Run the performance benchmarks and write their results, with the machine they ran on, to one Markdown file.
 
-Every performance figure of the project is read from this file
-(``reports/performance.md``), so that no figure is copied by hand and none can
-drift from the code.  Each benchmark runs in its own subprocess with one
-intra-op thread (``OMP_NUM_THREADS=1``; the thread benchmark compares 1 and 2),
-its output is written verbatim under the command that produced it, with its
-wall time and the load average before and after (the machine may be shared:
-ratios measured within one benchmark, interleaved, are what to compare).
-
-The header names the machine (CPU model, logical CPUs), the torch version, the
-thread count, the date and the commit.  Sections:
-
-* peak memory of the protocol over one gradient step at ResNet-18 widths 16, 32, 64, and on the MLP
-  (``bench_memory.py``);
-* one protocol iteration against its lower bound, per task (``bench_protocol.py``);
-* what the error estimates and the converged extremes cost, per task (``bench_trust_cost.py``);
-* HVP cost in gradients (``bench_hvp.py``);
-* seconds per iteration with 1 and 2 threads and what ``--threads auto`` picks (``bench_threads.py``);
-* what offloading the carried vectors costs (``bench_offload.py``).
+Every performance figure of the project is read from this file (``reports/performance.md``).
+Each benchmark runs in its own subprocess with one intra-op thread; its output is written verbatim
+under its command, with its wall time and the load average before and after. The header names the
+machine, torch, the thread count, the date and the commit.
 
 Usage::
 
-    python benchmarks/bench_all.py [--out reports/performance.md] [--only memory,memory-mlp,memory-mlp-resident,protocol,reductions,trust,hvp,threads,offload]
-        [--quick]
+    python benchmarks/bench_all.py [--out reports/performance.md] [--quick]
+        [--only memory,memory-mlp,memory-mlp-resident,protocol,reductions,trust,hvp,threads,offload]
 
-``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs
-of this script (each benchmark's section from the last file holding it; the
-header, date and commit from the first), for benchmarks run as separate
-invocations (``--only``), e.g. side by side on a machine that is shared anyway.
-
-``--quick`` runs each benchmark at its smallest useful size (a check that
-the pipeline works, not figures to quote).  ``make performance`` runs it in full
-(about an hour on the 2-core reference machine).
+``--merge A.md B.md ...`` writes ``--out`` from the sections of earlier outputs (each section from
+the last file holding it; header from the first). ``--quick`` runs each benchmark at its smallest
+size (a check of the pipeline, not figures to quote).
 """
 
 from __future__ import annotations

@@ -1,46 +1,19 @@
 """HVP time / gradient time on the CPU for the three studies' model shapes (reports/performance.md).
 
-Models (random data, float32, eval mode, no dropout):
-
-* ``mlp``: the paper's 8-layer ReLU MLP 784-512-384-256-192-128-64-32-10,
-  256 random examples, cross-entropy;
-* ``resnet18``: a CIFAR ResNet-18 (3x3 stem, no max-pool, BasicBlocks
-  [2, 2, 2, 2], widths 64-512, BatchNorm with fixed running statistics),
-  24 random 32x32 images, cross-entropy, ``torch.nn.Conv2d`` as in the
-  ``fl`` task;
-* ``t5lora``: a T5-small-shaped encoder-decoder (transformers ``T5Config``:
-  d_model 512, 8 heads, d_kv 64, d_ff 2048, 6+6 layers, byte vocabulary 384,
-  eager attention) with peft LoRA ``r = 8`` on ``q`` and ``v``; only the LoRA
-  factors are trainable; 8 random sequences of 128 tokens, 4 target tokens.
-
-For each model the same run times, interleaved repeat by repeat (so machine
-load hits every variant alike), and reports medians and ratios to the
-gradient:
-
-* ``grad``: :func:`crosscurv.numeric.hvp.grad` (one backward pass);
-* ``hvp forward``: forward-over-reverse, ``jvp(grad(L))`` (:func:`crosscurv.numeric.hvp.hvp`);
-* ``hvp reverse``: double backward (:func:`crosscurv.numeric.hvp.hvp`);
-* ``hvp rof``: reverse-over-forward, ``grad`` of the directional derivative
-  ``jvp(L)`` (:func:`crosscurv.numeric.hvp.hvp`);
-* ``grad+hvp forward/reverse (one pass)``: :func:`crosscurv.numeric.hvp.grad_and_hvp`,
-  gradient and product together; the last column is the marginal cost of the
-  product, ``(t - t_grad) / t_grad``, for callers that need both (a JC step
-  and ``H z`` at the same point);
-* ``point: gradient with graph`` / ``point: hvp on the retained graph``:
-  :class:`crosscurv.numeric.point.PointCurvature`, what the protocol uses: the gradient
-  built once per point with ``create_graph=True``, then each product one
-  backward pass through that graph (the per-product cost the protocol pays);
-* ``linearize+jvp`` (with ``--linearize``): ``torch.func.linearize(grad(L))``
-  once per point, then one jvp of the linearised map: reported as the
-  linearisation cost and the per-product cost after it;
-* ``batch xM forward/reverse``: :func:`crosscurv.numeric.hvp.hvp_batch` of ``M``
-  directions, reported per product (the curvature table and ``M_S v`` use
-  these batches).
+Models (random data, float32, eval mode): ``mlp`` (the paper's 8-layer ReLU MLP, 256 examples),
+``resnet18`` (CIFAR ResNet-18, fixed BatchNorm statistics, 24 images) and ``t5lora`` (T5-small
+shape, eager attention, peft LoRA ``r = 8`` on ``q`` and ``v``, 8 sequences of 128 tokens). Per
+model, interleaved repeat by repeat, medians and ratios to ``grad``
+(:func:`crosscurv.numeric.hvp.grad`) of: ``hvp forward`` / ``reverse`` / ``rof``
+(:func:`crosscurv.numeric.hvp.hvp`), ``grad+hvp`` in one pass
+(:func:`crosscurv.numeric.hvp.grad_and_hvp`, with the product's marginal cost), the protocol's
+``point`` (gradient with graph, then one product on it:
+:class:`crosscurv.numeric.point.PointCurvature`), ``linearize+jvp`` (``--linearize``) and
+``batch xM`` (:func:`crosscurv.numeric.hvp.hvp_batch`, per product).
 
 Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,t5lora]
-[--repeats 5] [--threads N] [--batch 4] [--clock wall|cpu] [--linearize] [--json FILE]``.
-On a machine shared with other jobs, wall-clock ratios are noisy; ``--threads 1
---clock cpu`` measures this process's own CPU time instead.
+[--repeats 5] [--threads N] [--batch 4] [--clock wall|cpu] [--linearize] [--json FILE]``;
+``--threads 1 --clock cpu`` measures this process's CPU time on a shared machine.
 """
 
 from __future__ import annotations

@@ -1,44 +1,20 @@
 """Peak memory of the protocol vs one gradient step on a CIFAR ResNet-18, at several widths (target <= 3x).
 
-Each measurement runs in its own subprocess:
-
-1. build the task (``crosscurv.experiments.tasks`` ``fl``: federated CIFAR ResNet-18,
-   3 clients, the bundled CIFAR-10 images, at the base width asked for; or
-   ``--task mlp``, the 8-layer MNIST MLP, one row), and evaluate the loss once;
-2. record the resident set ``VmRSS`` as the baseline and reset the peak
-   (``echo 5 > /proc/self/clear_refs`` resets ``VmHWM`` on Linux);
-3. run the workload: ``grad`` = one gradient step ``theta - eta grad L``
-   (one forward and one backward), ``point`` = one protocol point and one
-   product at it by the run's engine (:func:`crosscurv.numeric.protocol.choose_engine`:
-   for ``fl`` the termwise engine, one client's graph at a time; for the MLP one
-   retained double-backward graph), the floor under the body's peak, or ``protocol`` = ``run_protocol`` for
-   ``--iters`` iterations with its run directory in a temporary folder;
-4. report ``VmHWM - baseline``: the extra memory the workload needed at its
-   peak (parameters, data and the interpreter are in the baseline).  For the
-   protocol the peak is also reset when the first record is written, so that a
-   second figure gives the peak of the iterations after it: iteration ``k = 0``
-   solves for the extreme eigenpairs of ``H_JC^0`` from scratch
-   (:func:`crosscurv.numeric.estimates.solve_extremes`: at these sizes Lanczos
-   with its basis parked beside the carried vectors, the solver every
-   ``SHARPNESS_EVERY`` iterations uses too, warm-started), and the later
-   iterations (no solve before ``k = 20``,
-   :data:`crosscurv.numeric.estimates.SHARPNESS_EVERY`) show what the
-   iteration body itself needs.
-
-On CUDA (``--device cuda``) ``torch.cuda.max_memory_allocated`` after
-``reset_peak_memory_stats`` is reported instead.  The ratio
-protocol/grad over the whole run is the figure of merit (target <= 3), one
-table row per width (default 16, 32 and 64, the paper's; 0.8M, 3.1M and 12.5M
-parameters).
-``--offload auto`` is the default policy (:func:`crosscurv.numeric.offload.should_offload`:
-offload once the seven carried vectors reach 16 MiB, i.e. from about 600,000
-float32 parameters, and under memory pressure); the table says what it chose.
-Exit code 1 when a width misses the target.
+Each measurement runs in its own subprocess: build the task (``fl`` at a base width, or ``--task
+mlp``) and evaluate the loss; take ``VmRSS`` as the baseline and reset ``VmHWM``
+(``/proc/self/clear_refs``); run the workload (``grad``: one gradient step; ``point``: one protocol
+point and one product by the run's engine; ``protocol``: ``run_protocol`` for ``--iters``
+iterations, its peak also reset at the first record so that the iterations after ``k = 0``'s
+eigen-solve show apart); report ``VmHWM - baseline`` (CUDA: ``torch.cuda.max_memory_allocated``).
+The figure of merit is protocol/grad per width (default 16, 32, 64: 0.8M, 3.1M, 12.5M parameters);
+``--offload auto`` is :func:`crosscurv.numeric.offload.should_offload`. Exit code 1 when a width
+misses the target.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_memory.py [--width 16 32 64] [--preset default] [--iters 3]
-        [--chunk N] [--hvp auto|forward|reverse] [--offload auto|on|off] [--device cpu|cuda] [--threads 1]
+        [--chunk N] [--hvp auto|forward|reverse] [--offload auto|on|off] [--device cpu|cuda]
+        [--threads 1]
 """
 
 from __future__ import annotations

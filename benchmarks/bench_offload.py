@@ -1,16 +1,9 @@
 """Time cost of parking the carried vectors between uses (``run_protocol(..., offload=True)``).
 
-Runs the protocol on a built-in task with offloading off and on, interleaved
-``--repeats`` times in one process (one thread), and reports the minimum wall
-time of each and their ratio.  The records are the same bit for bit (tested in
-tests/numeric/test_protocol.py); only time and peak memory differ
-(``benchmarks/bench_memory.py`` measures the memory).
-
-``--park N`` times instead one park and one fetch of the task's parameter-sized vector, ``N``
-times interleaved (CPU time, medians): the store's (:class:`crosscurv.numeric.offload.Offloaded`,
-written in place by ``pwritev``, fetched as a private map) against the simplest replacement,
-``torch.save`` to a new file renamed over the old and ``torch.load(mmap=True)`` (docs/design.md,
-Machinery).
+Runs the protocol on a built-in task with offloading off and on, interleaved ``--repeats`` times
+(one thread), and reports the minimum wall time of each and their ratio (the records are the same
+bit for bit). ``--park N`` times instead one park and one fetch of a parameter-sized vector
+(:class:`crosscurv.numeric.offload.Offloaded`) against ``torch.save`` / ``torch.load(mmap=True)``.
 
 Usage::
 

@@ -1,53 +1,23 @@
 """One protocol iteration in gradients, next to its lower bound, with a breakdown.
 
-For each task (built-in presets), in one process, single-threaded CPU time
-(``time.process_time``; the machine may be shared), medians of ``--repeats``:
+Per task (built-in presets), single-threaded CPU time (``time.process_time``), medians of
+``--repeats``:
 
-* the unit: one gradient ``grad L(theta^0)`` (:func:`crosscurv.numeric.hvp.grad`), timed before and
-  after the run (median of both);
-* one iteration of :func:`crosscurv.numeric.protocol.run_protocol` (with a run folder,
-  so checkpoints are paid as a user pays them): CPU time between consecutive
-  records, iterations ``2..K-1`` (the last one skips the products of ``k + 1``);
-* its breakdown, timed inside the same run: building the two points
-  (gradient with graph), the restricted ``M_S`` products (two per iteration),
-  the full products ``H_JC [p, z, y, Delta]``, the scheme step's block
-  gradients (along the task's chain where it declares one, :mod:`crosscurv.numeric.chain`;
-  the same step through the loss alone is printed beside it), the measured
-  gap's segment (``crosscurv.numeric.gap``: its three inner gradients and the float64 dot products of its five
-  nodes, as in the segment timed alone), checkpoints, and the rest, the body's own work,
-  itself split into the store's parks and fetches (:mod:`crosscurv.numeric.offload`), the float64 sums
-  outside the parts above (:mod:`crosscurv.numeric.float64_sums`) and the remaining vector algebra and records;
-* the floor of that rest, what the body cannot skip while it keeps its measurements and the memory target:
-  the two float64 step remainders of the error estimates (:func:`crosscurv.numeric.inplace.step_residual`,
-  the S step's with its ``eta^2 u`` term and the JC step's round-off), the run's parks of a
-  parameter-sized vector times one park, and the run's float32 reductions over the parameters (the
-  estimates' dot products and norms, :func:`crosscurv.numeric.tree.dot` and
-  :func:`crosscurv.numeric.inplace.norm_of`) times one dot product, the counts taken in the run and
-  each time alone on the task's vectors.  The JC step (``theta - eta g``, its remainder and its park) is
-  vector algebra of the rest: the bound's one step is the S step;
-* the lower bound from the same primitives timed in isolation, before and after the run like the unit
-  (medians over both, so that a drift of the machine's speed during the run moves the bound and the
-  unit alike): 2 points + 4
-  full products + 2 masked products + 1 scheme step (with ``g_S`` reused)
-  + 3 gradients (the segment gap's inner nodes, where the checkout has them)
-  times the share of the timed iterations that took the segment (the others
-  skip it: :func:`crosscurv.numeric.gap.plain_suffices`).  ``iteration / bound`` is the
-  overhead of the iteration body itself (target <= 1.1).  A second bound takes
-  the segment as timed alone instead of as three gradients: its exact float64
-  accumulation (five dot products over every parameter, which its error bound
-  relies on) is part of what the gap costs, not overhead of the body;
-* both ``M_S v`` forms (per fresh set, per fresh block) in isolation.
+* the unit: one gradient (:func:`crosscurv.numeric.hvp.grad`), timed before and after the run;
+* one iteration of :func:`crosscurv.numeric.protocol.run_protocol` with a run folder (iterations
+  ``2..K-1``), and its breakdown timed inside the same run: points, masked ``M_S`` products, full
+  products, the scheme step, the segment gap, checkpoints, and the rest (split into the store's
+  parks and fetches and the float64 sums);
+* the floor of that rest: the two float64 step remainders, the run's parks of a parameter-sized
+  vector and its float32 reductions, each timed alone;
+* the lower bound from the same primitives timed alone: 2 points + 4 full products + 2 masked
+  products + 1 scheme step + 3 gradients times the share of iterations that took the segment
+  (:func:`crosscurv.numeric.gap.plain_suffices`); ``iteration / bound`` is the body's overhead
+  (target <= 1.1); a second bound takes the segment as timed alone;
+* both ``M_S v`` forms (per fresh set, per fresh block) alone.
 
-``in the run`` divides the mean iteration by the mean of its timed parts over the same iterations
-(points, products, the step, the segment with its float64 dots, checkpoints): the body's own work as a
-share of the rest, with nothing timed at another moment, so that it holds when the machine's speed
-drifts between the run and the primitives (the parts run with the data the run leaves in cache, so
-they can cost a little more or less than alone).
-
-``--rounds R`` repeats the whole measurement (run, unit, primitives) ``R`` times
-and reports each round's ``iteration / bound`` and the medians: on a shared
-machine the speed drifts over minutes, so that a ratio is only trusted from
-figures taken close together.
+``in the run`` divides the mean iteration by the mean of its timed parts over the same
+iterations. ``--rounds R`` repeats the whole measurement and reports each round and the medians.
 
 Usage::
 

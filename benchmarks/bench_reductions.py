@@ -1,14 +1,10 @@
 """The float32 reductions of the protocol's body against fused kernels: time and rounding error.
 
-On the parameter vector of a built-in task (and a second vector, its seeded normal draw), each way of forming
-``a . b`` and the norm of ``a`` over the entries is timed (CPU time, one thread, medians, interleaved) and its
-relative error measured against the exact value (``math.fsum`` of the float64 products, exact for float32
-operands):
-
-* ``Tensor.sum`` of the products, entry by entry (:func:`crosscurv.numeric.tree.dot`, what the body uses):
-  ATen's pairwise (cascade) summation;
-* ``torch.dot`` per entry (BLAS), ``torch.linalg.vector_norm`` per entry and ``torch._foreach_norm``: one read
-  of each operand, float32 accumulation in SIMD lanes.
+On a built-in task's parameter vector (and a seeded normal draw), each way of forming ``a . b``
+and ``||a||`` is timed (CPU, one thread, medians, interleaved) and its relative error measured
+against ``math.fsum`` of the float64 products: ``Tensor.sum`` of the products per entry
+(:func:`crosscurv.numeric.tree.dot`, what the body uses), ``torch.dot``,
+``torch.linalg.vector_norm`` and ``torch._foreach_norm``.
 
 Usage::
 

@@ -1,19 +1,10 @@
 """Seconds per protocol iteration with 1 and with 2 intra-op threads, and what ``--threads auto`` picks.
 
-For each task (built-in presets), in one process: build the task, then run
-``run_protocol`` for ``--iters`` iterations with 1 thread and with ``--threads``
-threads, interleaved ``--repeats`` times (``torch.set_num_threads`` between
-runs), and report the wall time per iteration (minimum over repeats; wall time,
-since more threads only pay off on the clock) and the ratio.  ``crosscurv``
-computes with one thread unless told otherwise (:mod:`crosscurv.experiments.cli.threads`)
-because on the shared 2-core reference machine two were slower.  The load
-average is printed with the result: on a shared machine it decides the answer.
-Before the runs, ``--threads auto``'s measurement
-(:func:`crosscurv.experiments.thread_count.fastest_threads`: one gradient at each count) on the same task
-gives its pick, and the last column says whether that count was also the faster per protocol iteration.
-After the table, per task: whether the records of the runs with 1 and with ``--threads`` threads are
-equal bit for bit (the reason the Python API computes with the command line's count,
-:mod:`crosscurv.numeric.threads`).
+Per task: ``run_protocol`` for ``--iters`` iterations with 1 thread and with ``--threads``,
+interleaved ``--repeats`` times; wall time per iteration (minimum over repeats) and the ratio,
+with the load average. Before the runs, ``--threads auto``'s pick
+(:func:`crosscurv.experiments.thread_count.fastest_threads`) and whether it was the faster; after
+the table, whether the records of the two counts are equal bit for bit.
 
 Usage::
 

@@ -1,24 +1,15 @@
 """What the error estimates and the converged extremes cost: the protocol with them against without, in one run.
 
-For each task (built-in preset), in one process, single-threaded CPU time (``time.process_time``), rounds
-interleaved (the machine may be shared):
+Per task, single-threaded CPU time, rounds interleaved: ``with`` is
+:func:`crosscurv.numeric.protocol.run_protocol` as a user runs it (extreme eigenpairs of
+``H_JC^k`` and every estimate's error columns); ``without`` the same run with neither (the norms
+the error bounds read inside the scheme step are still taken). Printed per task and round: CPU
+seconds of the first record and of the later iterations, and the ratios ``with / without``:
+``steady`` (per later iteration) and ``run of K = P`` (the whole run at the preset's ``K``).
+Target: both <= 1.3.
 
-* ``with``: :func:`crosscurv.numeric.protocol.run_protocol` as a user runs it: the converged extreme eigenpairs
-  of ``H_JC^k`` (a Lanczos solve at ``k = 0``, warm-started lobpcg refinements every
-  :data:`crosscurv.numeric.estimates.SHARPNESS_EVERY` iterations) and the error columns of every estimate;
-* ``without``: the same run with the extremes not computed (the record's ``lambda_max``/``lambda_min`` NaN; the
-  regime test and ``||H||`` read from the one-product power iteration, as the protocol did before them) and the
-  error columns not formed.  The norms the error bounds read inside the scheme step (``||w||``, ``||a||``,
-  ``||a - Delta||``, ``||a + Delta||``) are still taken, so the ratio slightly understates the error columns'
-  vector work.
-
-Printed per task and round: CPU seconds of the first record (``k = 0``'s solve included), of the later
-iterations (``k = 2..K``, the refinements included at their share), and the ratios ``with / without``:
-``steady`` (per iteration after the first record: the cost of every iteration of a long run) and
-``run of K = P`` (the whole run at the preset's own ``K``, the first record's extra cost spread over it).
-Target: ``steady`` and ``run`` ratio <= 1.3.
-
-    python benchmarks/bench_trust_cost.py [--tasks mlp,fl,lora] [--preset default] [--iters 41] [--rounds 2]
+    python benchmarks/bench_trust_cost.py [--tasks mlp,fl,lora] [--preset default] [--iters 41]
+        [--rounds 2]
 
 Reports, never asserts (exit code 0).
 """
@@ -41,7 +32,7 @@ sys.path.insert(0, HERE)
 @contextlib.contextmanager
 def without_trust_columns():
     """The protocol with the extremes and the error columns switched off (module docstring, ``without``)."""
-    from crosscurv.numeric import protocol
+    from crosscurv.numeric import paper_estimates
     from crosscurv.numeric.records import ESTIMATES
     from crosscurv.numeric.update_rules.plain import PlainRule
 
@@ -56,12 +47,12 @@ def without_trust_columns():
         for name in ESTIMATES:
             record[f"{name}_err"], record[f"{name}_cert"] = math.nan, 0.0
 
-    saved = protocol._extremes, PlainRule.error_columns
-    protocol._extremes, PlainRule.error_columns = extremes, error_columns
+    saved = paper_estimates.extremes, PlainRule.error_columns
+    paper_estimates.extremes, PlainRule.error_columns = extremes, error_columns
     try:
         yield
     finally:
-        protocol._extremes, PlainRule.error_columns = saved
+        paper_estimates.extremes, PlainRule.error_columns = saved
 
 
 def timed_run(task, pattern, lr, iters) -> tuple[float, list]:

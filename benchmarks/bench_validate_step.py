@@ -1,26 +1,16 @@
 """Time ``crosscurv validate-step`` on a peft LoRA model of T5-small's size (random weights, CPU).
 
-T5-small's shape (d_model 512, d_ff 2048, 8 heads of 64, 6 encoder and 6
-decoder layers, vocabulary 32128; about 60 M parameters) with LoRA adapters
-of rank 8 on every attention's q and v (peft), built from a ``T5Config``
-with random weights (no download), in float64, Hugging Face's default
-``sdpa`` attention (so the curvature products go by differences of
-gradients).  The step is examples/peft_lora_t5.py's ``alternating`` (B, a
-fresh forward pass, A: GS in order B, A; ``size="t5-small"``) on one batch of ``--batch``
-sequences of ``--seq`` tokens, wrapped by :func:`crosscurv.numeric.step_from_training_code`,
-and identified with the command's defaults (3 seeds, 5 step sizes, the fit).
+T5-small's shape (about 60 M parameters, float64, ``sdpa`` attention, so the curvature products go
+by differences of gradients) with LoRA rank 8 on q and v; the step is examples/peft_lora_t5.py's
+``alternating`` (GS in order B, A) on one batch, wrapped by
+:func:`crosscurv.numeric.step_from_training_code` and identified with the command's defaults.
+Prints the identification's wall time (model build apart), the gradient evaluations by kind and
+the verdict. Target: under 5 minutes on 2 cores::
 
-Prints the wall time of the identification (the model build excluded and
-reported separately), the number of gradient evaluations by kind, and the
-verdict.  Target: under 5 minutes on 2 cores.  Not a test: run by hand::
+    .venv/bin/python benchmarks/bench_validate_step.py [--threads 1] [--seq 16] [--batch 2]
+        [--out FILE.md]
 
-    .venv/bin/python benchmarks/bench_validate_step.py [--threads 1] [--seq 16] [--batch 2] [--out FILE.md]
-
-``--out`` also writes the lines into a Markdown report (``reports/validate_step.md`` is written so),
-headed by the command, the date, the CPU and the torch version.
-
-Exit code 0 when the verdict is the expected GS(B, A) and the time is within
-the target, 1 otherwise.
+Exit code 0 when the verdict is GS(B, A) within the target time, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -52,15 +42,10 @@ def render(lines: list[str], command: str, when: str, machine: str) -> str:
 
 def write_report(path: str, lines: list[str], argv) -> None:
     """Write :func:`render`'s report of this run (command, date, CPU, torch) to ``path``."""
-    import platform
-
     import torch
+    from bench_all import cpu_model
 
-    cpu = platform.processor()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
-                       cpu)
+    cpu = cpu_model()
     args = " ".join(argv if argv is not None else sys.argv[1:])
     text = render(lines, f"python benchmarks/bench_validate_step.py {args}".rstrip(),
                   time.strftime("%Y-%m-%d"),

@@ -1,23 +1,12 @@
 """One protocol run: what it is (:class:`RunDescription`) and the one way to perform it (:func:`run`).
 
-A :class:`RunDescription` holds every setting of a ``crosscurv run`` that decides
-its records: the task, preset, pattern, learning rate ``eta``, ``K``, seed, dtype,
-device, data and weights, threads, HVP engine, offloading, optimizer, per-block
-step sizes and checkpoint cadence.  It is built from the command's parsed
-arguments (:func:`crosscurv.experiments.cli.commands.run.description_from_args`), from a run
-folder's ``summary.json`` (:meth:`RunDescription.from_summary`), or directly; it is written
-back as ``crosscurv run`` arguments (:meth:`RunDescription.to_args`), so that
-``description_from_args(parse(d.to_args())) == d``.  Every setting is checked once, when the
-description is made (the learning rate and ``K`` by
-:func:`crosscurv.numeric.protocol_checks.check_lr` / :func:`~crosscurv.numeric.protocol_checks.check_iters`,
-the optimizer by :func:`crosscurv.numeric.optimizers.parse_optimizer`); a bad value
-raises :class:`RunDescriptionError` (one line, exit code 2 on the command line).
-
-:func:`run` loads the task, resolves what the description leaves to the task
-(``None``: the preset's or factory's learning rate, ``K`` and pattern), sets the
-thread count and calls :func:`crosscurv.numeric.protocol.run_protocol`.  ``crosscurv
-run``, ``crosscurv report`` (its three studies), the sweep workers, ``report
---check`` (its recomputation) and the optimizer studies all go through it.
+A :class:`RunDescription` holds every setting of a ``crosscurv run`` that decides its records,
+each checked once when it is made (:data:`CHECKS`; a bad value raises
+:class:`RunDescriptionError`). It comes from the command's arguments, a ``summary.json``
+(:meth:`RunDescription.from_summary`) or a caller, and goes back to arguments with
+:meth:`RunDescription.to_args`. :func:`run` loads the task, fills what the description leaves
+open, sets the thread count and calls :func:`crosscurv.numeric.protocol.run_protocol`; ``run``,
+``report``, the sweep workers, ``report --check`` and the optimizer studies all go through it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``--threads auto``: the intra-op thread count that computes a run's own gradient fastest on this machine.
 
-Each count ``1, 2, 4, ...`` up to the CPUs this process may use (:func:`candidates`) times one gradient of
-the task at its initial parameters, the best of ``repeats`` after one warm-up; :func:`choose` keeps the
-fewest threads unless more are at least :data:`MARGIN` faster (a second thread on a busy shared core is
-often slower: ``reports/performance.md``, One and two intra-op threads).  The measurement costs
-``len(candidates) * (repeats + 1)`` gradients, once, when the run starts; a resumed run takes the count it
-recorded.  The default stays one thread (:mod:`crosscurv.experiments.cli.threads`): float32 records depend
-on the count, and past the edge of stability so can the observed winners, so a measured count, which can
-differ between machines and with the load of the moment, is chosen by the user.
+Each count of :func:`candidates` times one gradient at the initial parameters (best of
+``repeats`` after a warm-up); :func:`choose` keeps the fewest threads unless more are at least
+:data:`MARGIN` faster. A resumed run takes the count it recorded; the default stays one thread
+(:mod:`crosscurv.experiments.cli.threads`).
 """
 
 from __future__ import annotations

@@ -112,15 +112,14 @@ from . import tree
 from .advice_run import COLUMNS, AdviceRun, advice_records, inside_regime
 from .advice_run import read_advice_records as _read_records
 from .advice_steps import PatternCandidate, advice_steps
-from .advice_text import check_failures as _check_failures  # noqa: F401 (pattern_search)
 from .advice_text import check_note as _check_note
 from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
 from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best,
                           first_step_orders)
+from .engine import choose_engine
 from .optimizers import optimizer_setup
-from .protocol import choose_engine
 from .protocol_checks import ProtocolError
 from .records import CHECKPOINT_FILE, json_safe, write_summary
 from .regret import advice_right, regret, summarise

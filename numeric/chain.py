@@ -4,20 +4,11 @@ A task may declare that its loss is a composition in block order,
 
     L(theta) = head(h_N),    h_l = f_l(theta_l, h_{l-1}),    h_0 = the input,
 
-where stage ``f_l`` reads block ``l`` only (the 8-layer MLP: ``f_l`` is layer ``l``
-with its ReLU, ``head`` the cross-entropy).  A scheme step (Definition 1)
-evaluates block gradients ``grad_{B} L(theta^{(B)})`` at points that differ
-from ``theta^k`` only in the blocks already updated; along a chain the stages
-before the first block that changed since the previous evaluation keep their
-outputs, so the forward pass starts there.  For the GS sweep input to output
-on the MLP, the seven block gradients no longer run seven full forward passes
-but one in all (the first layer, which holds half the MLP's arithmetic, is
-evaluated once).  The numbers are the same bit for bit: the same operations on
-the same tensors, only not repeated (``tests/numeric/test_chain.py``).
-
-:class:`Chain` is the declaration (on :attr:`crosscurv.numeric.task.Task.chain`);
-:class:`PrefixCache` serves the block gradients of one scheme step
-(:func:`crosscurv.numeric.steps.scheme_step_with_grads`).
+stage ``f_l`` reading block ``l`` only.  A scheme step's block gradients are taken at points that
+differ from ``theta^k`` only in the blocks already updated, so the forward pass starts at the
+first stage that changed; the numbers are the same bit for bit.  :class:`Chain` is the declaration
+(:attr:`crosscurv.numeric.task.Task.chain`); :class:`PrefixCache` serves the block gradients of one
+scheme step.
 """
 
 from __future__ import annotations

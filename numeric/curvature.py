@@ -30,16 +30,8 @@ from .hvp import grad, hvp_batch
 from .steps import block_keys, check_pattern
 from .threads import computes_with_threads
 
-__all__ = [
-    "masked_directions",
-    "masked_product",
-    "masked_products",
-    "MaskedProductPlan",
-    "masked_product_plan",
-    "plan_for_blocks",
-    "CrossCurvature",
-    "cross_curvature_table",
-]
+__all__ = ["masked_directions", "masked_product", "masked_products", "MaskedProductPlan",
+           "masked_product_plan", "plan_for_blocks", "CrossCurvature", "cross_curvature_table"]
 
 
 def masked_directions(task, pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
@@ -50,6 +42,10 @@ def masked_directions(task, pattern: DelayPattern) -> list[tuple[tuple[int, ...]
         one HVP along ``P_F v`` serves all of them.  JC gives ``[]``.
     """
     check_pattern(task, pattern)
+    return _fresh_sets(pattern)
+
+
+def _fresh_sets(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
     groups: dict[tuple[int, ...], list[int]] = {}
     for i in range(pattern.n_blocks):
         f = pattern.fresh(i)
@@ -112,12 +108,7 @@ def masked_product_plan(task, pattern: DelayPattern, form: str = "auto") -> Mask
 
 def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: str = "auto") -> MaskedProductPlan:
     """:func:`masked_product_plan` from the parameter names of each block (``keys[i]``: block ``i``)."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i in range(pattern.n_blocks):
-        f = pattern.fresh(i)
-        if f:
-            groups.setdefault(f, []).append(i)
-    groups = list(groups.items())
+    groups = _fresh_sets(pattern)
     by_set = tuple(
         (tuple(k for j in fresh for k in keys[j]), tuple(k for i in rows for k in keys[i])) for fresh, rows in groups
     )
@@ -140,18 +131,9 @@ def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: 
 def masked_products(
     task, params: Mapping, pattern: DelayPattern, vs: Sequence[Mapping], method: str = "auto", chunk_size=None
 ) -> list:
-    """``[M_S v_1, ..., M_S v_m]`` at one point, all HVPs in one batch.
-
-    Args:
-        task: the :class:`crosscurv.numeric.Task` (loss and blocks).
-        params: the point ``theta`` at which ``H = grad^2 L(theta)``.
-        pattern: delay pattern over ``task.n_blocks`` blocks.
-        vs: directions keyed like ``params``.
-        method, chunk_size: passed to :func:`crosscurv.numeric.hvp.hvp_batch`.
-
-    Returns:
-        list of dicts keyed like ``params``; ``m * n_F`` HVPs in total where
-        ``n_F`` is the number of distinct non-empty fresh sets.
+    """``[M_S v_1, ..., M_S v_m]`` at ``params``, dicts keyed like ``params``, all ``m * n_F``
+    HVPs in one batch (``n_F`` distinct non-empty fresh sets; ``method``, ``chunk_size`` as in
+    :func:`crosscurv.numeric.hvp.hvp_batch`).
     """
     groups = masked_directions(task, pattern)
     if not groups:
@@ -173,14 +155,8 @@ def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, met
 
 @dataclass
 class CrossCurvature:
-    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1).
-
-    Attributes:
-        c: ``(N, N)`` float64 CPU tensor, ``c[i, j] = g_i^T H_ij g_j`` as
-            computed (symmetric up to round-off).
-        block_names: names of the ``N`` blocks.
-        loss: ``L(theta)`` at the point (float).
-        grad_norm2: ``||g||^2`` (float64).
+    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1): ``c`` an ``(N, N)`` float64
+    CPU tensor (symmetric up to round-off), ``block_names``, ``loss`` and ``grad_norm2 = ||g||^2``.
     """
 
     c: torch.Tensor

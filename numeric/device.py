@@ -1,9 +1,6 @@
 """Device and dtype selection: one code path for CUDA and CPU.
 
-``resolve_device("auto")`` picks CUDA when ``torch.cuda.is_available()`` and
-the CPU otherwise; every other function in :mod:`numeric` only follows the
-device and dtype of the parameters it is given, so nothing else branches on
-the device.
+Every other function in :mod:`numeric` follows the device and dtype of the parameters it is given.
 """
 
 from __future__ import annotations
@@ -20,15 +17,8 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def resolve_device(spec="auto") -> torch.device:
-    """Turn a ``--device`` value into a :class:`torch.device`.
-
-    Args:
-        spec: ``"auto"`` (or ``None``): CUDA when available, else CPU;
-            ``"cpu"``; ``"cuda"`` or ``"cuda:N"``; or a :class:`torch.device`.
-
-    Raises:
-        DeviceError: one line, for an unknown spec, CUDA requested on a
-            machine without CUDA, or a CUDA index that does not exist.
+    """A ``--device`` value as a :class:`torch.device`: ``"auto"``/``None`` (CUDA when available,
+    else CPU), ``"cpu"``, ``"cuda[:N]"`` or a device.  Raises :class:`DeviceError` (one line).
     """
     if spec is None:
         spec = "auto"
@@ -57,12 +47,8 @@ def resolve_device(spec="auto") -> torch.device:
 
 
 def resolve_dtype(spec) -> torch.dtype:
-    """Turn a ``--dtype`` value (``"float32"`` or ``"float64"``) into a torch dtype.
-
-    A :class:`torch.dtype` equal to one of those is returned unchanged.
-
-    Raises:
-        DeviceError: one line, for any other value.
+    """A ``--dtype`` value (``"float32"``, ``"float64"`` or such a torch dtype) as a torch dtype;
+    :class:`DeviceError` otherwise.
     """
     if isinstance(spec, torch.dtype):
         if spec in DTYPES.values():

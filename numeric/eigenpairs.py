@@ -1,13 +1,7 @@
 """The extreme eigenpairs of a Hessian: their record, residual test and seeded start vector.
 
-:class:`Extremes` holds ``lambda_max``, ``lambda_min`` of ``H`` with their unit eigenvectors; a
-pair ``(lambda, v)`` is converged when ``||H v - lambda v|| <= tol ||H||`` (:data:`SHARPNESS_TOL`,
-:func:`pair_residual`); :func:`init_power_vector` is the seeded unit vector every solver and the
-power iteration start from.  The solvers: :func:`crosscurv.numeric.estimates.hessian_extremes`
-(ARPACK), :func:`crosscurv.numeric.lanczos.lanczos_extremes` (Lanczos with a parked basis),
-:func:`crosscurv.numeric.estimates.solve_extremes` and
-:func:`crosscurv.numeric.estimates.track_extremes`.
-Vectors are dicts of tensors keyed like the parameters (their shapes, dtype and device).
+A pair ``(lambda, v)`` is converged when ``||H v - lambda v|| <= tol ||H||`` (:func:`pair_residual`,
+:data:`SHARPNESS_TOL`).  Vectors are dicts of tensors keyed like the parameters.
 """
 
 from __future__ import annotations
@@ -28,15 +22,9 @@ SHARPNESS_TOL = 1e-3
 
 
 class Extremes:
-    """The converged extreme eigenpairs of ``H_JC^k`` and what they cost.
-
-    Attributes:
-        lam_max, lam_min: largest and smallest (most negative) eigenvalue (Python floats).
-        v_max, v_min: unit eigenvectors, dicts keyed like the parameters (their dtype and device).
-        hvps: Hessian-vector products used at this iteration.
-        residual: ``max ||H v - lambda v|| / ||H||`` of the two pairs (the tolerance reached).
-        solved: a Lanczos solve ran at this iteration (``False``: the tracked pairs passed the
-            residual test).
+    """The converged extreme eigenpairs of ``H_JC^k`` and their cost: ``lam_max``, ``lam_min``
+    (floats), unit eigenvectors ``v_max``, ``v_min``, ``hvps`` used, ``residual`` (``max ||H v -
+    lambda v|| / ||H||`` of the two) and ``solved`` (a solve ran; ``False``: tracked pairs passed).
     """
 
     def __init__(self, lam_max, lam_min, v_max, v_min, hvps, residual, solved):
@@ -72,13 +60,10 @@ def pair_residual(hvp, *pairs) -> float:
 
 
 def init_power_vector(like: Mapping, seed: int) -> dict:
-    """A seeded random unit vector keyed like ``like`` (same on every device).
-
-    Drawn in float64 on the CPU from ``torch.Generator().manual_seed(seed)`` in
-    key order, normalised, then cast to ``like``'s dtype and device.  The draw is made twice,
-    entry by entry (the norm, then the entries): the same numbers, with one float64 entry in memory
-    at a time
-    instead of the whole float64 vector.
+    """A seeded random unit vector keyed like ``like`` (same on every device): drawn in
+    float64 on the CPU from ``torch.Generator().manual_seed(seed)`` in key order, normalised, cast
+    to
+    ``like``'s dtype and device, one float64 entry in memory at a time.
     """
 
     def draws():

@@ -1,20 +1,11 @@
 """``torch.save`` whose large storages are copied file to file, never read into memory.
 
-A checkpoint of an offloaded run (:mod:`crosscurv.numeric.offload`) holds vectors whose bytes already
-sit in files.  ``torch.save`` would read each one through its memory map, and every page read stays
-resident until the save returns: the save's peak would be every vector at once.  :func:`save_from_files`
-writes the same archive (``torch.load`` reads it as it reads ``torch.save``'s) in two passes:
-
-1. ``torch.save``'s own writer lays out the archive, reserving each storage's bytes without writing them
-   where ``sources(storage)`` names a file and an offset holding those bytes (other storages, small
-   tensors and anything in memory, are written as usual);
-2. each reserved record is filled from its file by the kernel (:func:`os.copy_file_range`), at the offset
-   the archive's reader reports (``torch._C.PyTorchFileReader.get_record_offset``).
-
-The archive is the one ``torch.save`` writes with the same object (same records, same order), with the
-bytes copied instead of written from memory.  It rests on ``torch.serialization._save`` and the archive
-writer's ``write_record_metadata`` (the mechanism behind ``torch.serialization.skip_data``), both of the
-pinned torch; ``tests/numeric/test_file_save.py`` checks the round trip.
+A checkpoint of an offloaded run holds vectors whose bytes already sit in files.
+:func:`save_from_files` writes the archive ``torch.save`` writes (same records, same order) in two
+passes: ``torch.save``'s own writer lays it out, reserving the bytes of each storage that
+``sources(storage)`` places in a file; then each reserved record is filled from its file by
+:func:`os.copy_file_range` at the offset the archive's reader reports.  It rests on
+``torch.serialization._save`` and ``write_record_metadata`` of the pinned torch.
 """
 
 from __future__ import annotations
@@ -65,13 +56,8 @@ def _copy(src_path: str, src_offset: int, dst_fd: int, dst_offset: int, nbytes: 
 
 
 def save_from_files(obj, path: str, sources: Sources) -> None:
-    """``torch.save(obj, path)``, each storage that ``sources`` maps to ``(file, offset)`` copied from there.
-
-    Args:
-        obj: what ``torch.save`` would save.
-        path: the archive to write (replaced).
-        sources: ``sources(storage) -> (path, offset)`` of a file whose bytes at ``offset`` are the
-            storage's (``storage.nbytes()`` of them), or ``None`` to write it from memory.
+    """``torch.save(obj, path)``, each storage that ``sources(storage) -> (path, offset)`` places
+    in a file copied from there (``None``: written from memory).
     """
     from torch import serialization as ser
 
@@ -118,13 +104,9 @@ def _head(storage: torch.UntypedStorage, n: int = 64) -> bytes:
 
 
 def mapped_sources(obj, path: str) -> Sources | None:
-    """For ``obj = torch.load(path, mmap=True)``: the :data:`Sources` naming, for each of its storages, its
-    bytes in ``path`` (so that saving ``obj`` again copies them file to file); ``None`` when its storages are
-    not one memory map of ``path``'s records (then save it as usual).
-
-    ``torch.load(..., mmap=True)`` maps the archive once and gives each record's storage as the slice of
-    that map at the record's offset: a storage's offset in the file is its address minus the map's.  The
-    placement is checked against the file (each storage's first bytes are the bytes at its offset).
+    """For ``obj = torch.load(path, mmap=True)``: the :data:`Sources` placing each of its storages
+    at its bytes in ``path`` (a storage's offset is its address minus the map's, checked against the
+    file's bytes); ``None`` when its storages are not one memory map of ``path``'s records.
     """
     reader = torch._C.PyTorchFileReader(path)
     records = [n for n in reader.get_all_records() if n.startswith("data/")]

@@ -1,24 +1,10 @@
 """Float64 sums over parameter vectors, formed chunk by chunk.
 
-The protocol measures several quantities in float64 over every parameter: the
-loss gap's node products ``g(t) . Delta`` and ``|g(t)| . |Delta|``
-(:mod:`crosscurv.numeric.gap`), the step remainders ``||theta^{k+1} - theta^k +
-eta g - eta^2 u||`` (:func:`crosscurv.numeric.inplace.step_residual`), the
-eigen-residuals ``||H v - lambda v||`` (:mod:`crosscurv.numeric.estimates`).
-Each entry of each operand is read flat (``reshape(-1)``: a view for a
-contiguous tensor) in chunks of :data:`CHUNK` elements, widened into one reused
-float64 buffer, and the chunks' sums are summed in float64.  So no
-parameter-sized float64 temporary exists (two of them, for the largest tensor,
-are about one gradient step of the MNIST MLP), and the passes run in cache.
-
-Every element is the same float64 number as with whole float64 copies (widening
-is exact, each elementwise operation is rounded once, in the same order); only
-the order of summation differs (a sum of chunk sums), a change at the
-float64 rounding of the sum (relative ``~ 1e-16``), far below any
-record column's tolerance (:mod:`crosscurv.numeric.record_comparison`).
-
-Shapes and dtypes: the operands are mappings ``name -> tensor`` with equal keys
-and shapes, of any floating dtype, on one device; the results are Python floats.
+Each entry of each operand is read flat in chunks of :data:`CHUNK` elements, widened into one
+reused float64 buffer, and the chunks' sums are summed in float64: no parameter-sized float64
+temporary exists.  Every element is the float64 number whole copies would give; only the order
+of summation differs (relative ``~ 1e-16``).  Operands are mappings ``name -> tensor`` with equal
+keys and shapes, any floating dtype, one device; results are Python floats.
 """
 
 from __future__ import annotations
@@ -35,10 +21,10 @@ CHUNK = 1 << 16
 
 
 def _chunks(vectors, scratch: bool):
-    """``(x, t, parts)`` for each chunk of each entry: ``x``, ``t`` float64 buffers of the chunk's length
-    (``t`` is ``None`` without ``scratch``), ``parts[i]`` the chunk of ``vectors[i]``'s entry flattened
-    (``None`` for a ``None`` operand); an entry of one chunk is passed whole, the buffers viewed in its
-    shape.  Called under ``torch.no_grad()`` (the operands may require grad)."""
+    """``(x, t, parts)`` per chunk of each entry: float64 buffers ``x``, ``t`` (``None`` without
+    ``scratch``) and ``parts[i]``, the chunk of ``vectors[i]``'s entry (``None`` for a ``None``
+    operand).  Called under ``torch.no_grad()``.
+    """
     like = vectors[0]
     first = next(iter(like.values()), None)
     if first is None:
@@ -61,9 +47,9 @@ def _chunks(vectors, scratch: bool):
 
 
 def _accumulate(vectors, form, *reductions, scratch: bool = True) -> list:
-    """For each reduction ``r(x)`` (a 0-dim tensor from the chunk buffer ``x``), its float64 sum over all
-    chunks, after ``form(x, t, *parts)`` wrote each chunk (``t``: a second buffer, ``None`` without
-    ``scratch``); the reductions run in order on the same buffer."""
+    """Each reduction ``r(x)`` summed in float64 over all chunks, after ``form(x, t, *parts)``
+    wrote each chunk.
+    """
     parts = [[] for _ in reductions]
     with torch.no_grad():
         for x, t, chunk in _chunks(vectors, scratch):
@@ -74,9 +60,9 @@ def _accumulate(vectors, form, *reductions, scratch: bool = True) -> list:
 
 
 def sum_sq64(form: Callable, *vectors: Mapping | None) -> torch.Tensor:
-    """``sum_n sum_i r_{n,i}^2`` in float64 (0-dim tensor), where ``form(x, t, *parts)`` writes the chunk of
-    ``r`` into the float64 buffer ``x`` (``t``: a second float64 buffer it may use) from the chunks ``parts``
-    of the operands ``vectors`` (the keys are those of ``vectors[0]``; an operand may be ``None``)."""
+    """``sum r^2`` in float64 (0-dim tensor), ``form(x, t, *parts)`` writing the chunk of ``r``
+    into ``x`` from the chunks of ``vectors`` (keys of ``vectors[0]``; an operand may be ``None``).
+    """
     return _accumulate(vectors, form, lambda x: x.mul_(x).sum())[0]
 
 
@@ -90,12 +76,8 @@ def _product(x, t, bp, ap):
 
 
 def dot_absdot64(a: Mapping, b: Mapping) -> tuple[float, float]:
-    """``(a . b, |a| . |b|)`` accumulated in float64 (keys: those of ``b``).
-
-    A product of two float32 (or bfloat16/float16) numbers is exact in float64, so ``a_i b_i`` formed in the
-    float64 copy of ``a_i`` is the product of the two float64 copies, and ``|a_i b_i| = |a_i| |b_i|``: one
-    product per element serves both sums.  For float64 operands the product is rounded once, and its
-    absolute value is ``|a_i| |b_i|`` rounded the same way.
+    """``(a . b, |a| . |b|)`` accumulated in float64 (keys: those of ``b``); one exact product
+    per element serves both sums.
     """
     dot, absdot = _accumulate((b, a), _product, torch.sum, lambda x: x.abs_().sum(), scratch=False)
     return float(dot), float(absdot)

@@ -1,29 +1,19 @@
 """Formula-level diagnoses: which likely mistake in an estimate reproduces a user's disagreeing
 column?
 
-A golden run folder holds, beside its records, the scalar parts of each estimate and of its likely
-variants (``terms.csv``, :mod:`crosscurv.experiments.conformance.golden_terms`).  Each
-:class:`Variant` here recomputes, from those parts alone, what an implementation with one known
-mistake records (no torch; float64 sums of a few terms per row).  With ``Delta^k = theta_S^k -
-theta_JC^k``, ``g^k``, ``H^k`` the gradient and Hessian at ``theta_JC^k``, ``u^k = M_S g_S^k`` and
-``z`` the state of Theorem 3, the reference estimates of record ``k + 1`` are (paper, Theorems
-2, 3)::
+Each :class:`Variant` recomputes, from the scalar parts of a golden run's ``terms.csv`` alone,
+what an implementation with one known mistake records (no torch).  With ``Delta^k = theta_S^k -
+theta_JC^k``, ``g^k``, ``H^k`` at ``theta_JC^k`` and ``z`` the state of Theorem 3, the reference
+estimates of record ``k + 1`` are (Theorems 2, 3)::
 
-    recursive  = g^{k+1} . (I - eta H^k) Delta^k + 1/2 Delta^k . H^k Delta^k + eta^2 g^{k+1} .
-    M_S g_S^k
-    cumulative = g^K . z_K + 1/2 z_K . H^K z_K,   z_{k+1} = (I - eta H^k) z_k + eta^2 M_S
-    g_S^k,  z_0 = 0
-    bound_bk   = G b_K + L/2 b_K^2,               b_K = eta^2 sum_j (1 + eta L)^{K-1-j} ||M_S
-    g_S^j||
+    recursive  = g^{k+1} . (I - eta H^k) Delta^k + 1/2 Delta^k . H^k Delta^k
+                 + eta^2 g^{k+1} . M_S g_S^k
+    cumulative = g^K . z_K + 1/2 z_K . H^K z_K,  z_{k+1} = (I - eta H^k) z_k + eta^2 M_S g_S^k
+    bound_bk   = G b_K + L/2 b_K^2,  b_K = eta^2 sum_j (1 + eta L)^{K-1-j} ||M_S g_S^j||
 
 A variant *matches* a column when at every common iteration ``|theirs - variant| <= allowed +
-1e-6 (|variant| + |reference|) + 1e-3 |variant - reference|`` (``allowed``: the comparison's
-tolerance
-of the column), and is considered only where it is *distinguishable* from the reference: at some
-iteration ``|variant - reference| > 10 (allowed + 1e-6 (|variant| + |reference|))``.  So an
-implementation that agrees with the reference to 1e-6 relative (a finite-difference Hessian, float32
-sums) is never given a formula diagnosis, and one with a mistake is named even if its own
-precision is only 1e-6.
+1e-6 (|variant| + |reference|) + 1e-3 |variant - reference|``, and is considered only where at
+some iteration ``|variant - reference| > 10 (allowed + 1e-6 (|variant| + |reference|))``.
 """
 
 from __future__ import annotations
@@ -32,15 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-__all__ = [
-    "Variant",
-    "VARIANTS",
-    "PRECISION",
-    "TERM_COLUMNS",
-    "PAIR_SETS",
-    "PROPAGATIONS",
-    "match_variants",
-]
+__all__ = ["Variant", "VARIANTS", "PRECISION", "TERM_COLUMNS", "PAIR_SETS", "PROPAGATIONS",
+           "match_variants"]
 
 #: The pair sets of the forcing ``M_X g``: the pattern ``S``, its transpose ``T``, all pairs
 #: ``i != j``.
@@ -64,12 +47,8 @@ PRECISION = 1e-6
 
 @dataclass(frozen=True)
 class Variant:
-    """One likely mistake.
-
-    Attributes:
-        name: short identifier; mistake: what the implementation does, in words;
-        formula: the paper's formula it departs from;
-        columns: ``{record column: f(terms row) -> the value this mistake records}``.
+    """One likely mistake: ``name``, ``mistake`` (what the implementation does), ``formula`` (the
+    paper's formula it departs from) and ``columns`` (``{column: f(terms row) -> value recorded}``).
     """
 
     name: str
@@ -95,15 +74,10 @@ def _bound(x: str, f: float = 1.0):
     return lambda t: f * t[f"bnd_G_{x}"] + f * f * t[f"bnd_L_{x}"]
 
 
-_THM2 = (
-    "Theorem 2: Delta L^{k+1} = g_JC^{k+1}.(I - eta H_JC^k) Delta theta^k + 1/2 Delta "
-    "theta^k.H_JC^k "
-    "Delta theta^k + eta^2 g_JC^{k+1}.M_S g_S^k"
-)
-_THM3 = (
-    "Theorem 3: z_{k+1} = (I - eta H_JC^k) z_k + eta^2 M_S^k g_S^k, z_0 = 0; "
-    "Delta L^K = g_JC^K.z_K + 1/2 z_K.H_JC^K z_K"
-)
+_THM2 = ("Theorem 2: Delta L^{k+1} = g_JC^{k+1}.(I - eta H_JC^k) Delta theta^k + 1/2 Delta "
+         "theta^k.H_JC^k Delta theta^k + eta^2 g_JC^{k+1}.M_S g_S^k")
+_THM3 = ("Theorem 3: z_{k+1} = (I - eta H_JC^k) z_k + eta^2 M_S^k g_S^k, z_0 = 0; "
+         "Delta L^K = g_JC^K.z_K + 1/2 z_K.H_JC^K z_K")
 _MS = "(M_S v)_i = sum_{j in S(i)} H_ij v_j, C_S = sum_{(i,j) in S} c_ij (Theorem 1)"
 
 
@@ -113,8 +87,7 @@ def _freshness(f: float) -> Variant:
         f"freshness_x{f:g}",
         f"the freshness terms are scaled by {f:g} ({word} M_S g_S in place of eta^2 M_S g_S)",
         "Theorem 1: L_S - L_JC = eta^2 C_S (the eta^2/2 of Corollary 1 multiplies C_cross = 2 "
-        "sum_{i<j} c_ij); "
-        + _THM2,
+        "sum_{i<j} c_ij); " + _THM2,
         {
             "recursive": _rec(f=f),
             "cumulative": _pair("cum", "S", f),
@@ -202,15 +175,10 @@ def match_variants(
     column: str,
     allowed: Sequence[float],
 ) -> list:
-    """The :data:`VARIANTS` that reproduce ``theirs`` for ``column`` (module docstring).
-
-    Args:
-        theirs, reference: the column's values at the common iterations.
-        terms: the ``terms.csv`` rows of those iterations, aligned with them.
-        allowed: the comparison's allowed difference at each of them.
-
-    Returns:
-        the matching variants (usually one; several where they coincide on this run).
+    """The :data:`VARIANTS` that reproduce ``theirs`` for ``column`` at the common iterations
+    (module docstring), given the reference's values, the aligned ``terms`` rows and the
+    comparison's
+    ``allowed`` difference at each.
     """
     out = []
     for var in VARIANTS:

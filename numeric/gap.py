@@ -1,42 +1,16 @@
-"""Loss gaps without cancellation: ``L(a) - L(b)`` as the integral of the gradient along the segment.
-
-Subtracting two measured losses of size ``|L|`` loses ``eps |L|`` (float32
-near ``ln 10``: spacing ``2.4e-7``), often more than the gap between two
-nearby trajectories.  Along the segment ``b + t (a - b)``::
+"""Loss gaps without cancellation: ``L(a) - L(b)`` as an integral of the gradient.
 
     L(a) - L(b) = int_0^1 f(t) dt,   f(t) = grad L(b + t Delta) . Delta,   Delta = a - b,
 
-whose round-off is relative to the gap, not to ``|L|`` (``Delta`` is formed
-exactly when the points are close, Sterbenz).
+whose round-off is relative to the gap, not to ``|L|``; inner products in float64.
 
-* :func:`loss_gap`: ``nodes``-point Gauss-Legendre quadrature (``nodes``
-  gradients; exact when ``f`` is a polynomial of degree ``<= 2 nodes - 1``);
-* :func:`segment_gap`: 5-point Gauss-Lobatto quadrature, whose end points are
-  the gradients a caller already has at ``b`` and ``a`` (the protocol's
-  ``g_JC^k`` and ``g_S^k``), so it costs three gradients (``t = 1/2`` and
-  ``1/2 +- sqrt(3/7)/2``), exact for ``f`` of degree ``<= 7``; with an error
-  estimate: the difference to Simpson's rule on the same points (exact to
-  degree 3), which bounds the 5-point rule's quadrature error while that is
-  the smaller of the two, plus the round-off of the products
-  ``4 eps sum_t |w_t| |g(t)| . |Delta|`` (``eps`` of the parameters' dtype).
-
-Inner products are accumulated in float64 (:mod:`crosscurv.numeric.float64_sums`).
-
-* :func:`reconcile`: the record's ``(gap, gap_err)``.  The Simpson-difference
-  estimate is a heuristic: where the gradient has kinks along the segment (ReLU
-  activations switching between the two points) and the segment is long (runs
-  far apart, late in a run), the 5-point rule's true error can exceed it many
-  times over.  The plain difference of the two measured losses,
-  ``d = L_S - L_JC``, is an independent measurement whose error is bounded by
-  their rounding, ``r`` (:func:`difference_error`).  The segment value is kept
-  where it is the more precise of the two (``err < r``) *and* agrees with
-  ``d`` within ``err + r``; otherwise ``(d, r)`` is recorded.  Where ``d`` is
-  already within ``2^-10`` of itself (``r <= 2^-10 |d|``, :func:`plain_suffices`)
-  the segment is not computed at all: the runs are far apart, the winner is
-  not in doubt, and three gradients per iteration are saved.  So a recorded
-  bound is either the losses' rounding or a segment estimate that the losses
-  do not contradict.  (A segment error smaller than ``r`` cannot be detected
-  this way; on smooth problems the estimate holds, tests/numeric/test_gap.py.)
+* :func:`loss_gap`: ``nodes``-point Gauss-Legendre quadrature (``nodes`` gradients);
+* :func:`segment_gap`: 5-point Gauss-Lobatto quadrature whose end points are gradients the caller
+  has (three more gradients), with the error estimate ``|Lobatto - Simpson|`` on the same points
+  plus ``4 eps sum_t |w_t| |g(t)| . |Delta|``;
+* :func:`reconcile`: the record's ``(gap, gap_err)``: the segment value where it is more precise
+  than the plain difference ``d = L_S - L_JC`` (error ``r``, :func:`difference_error`) and agrees
+  with it within ``err + r``, else ``(d, r)``.
 """
 
 from __future__ import annotations
@@ -71,10 +45,8 @@ DIFFERENCE_ULPS = 8
 
 
 def ulp(x: float, dtype) -> float:
-    """Spacing of floating-point numbers of ``dtype`` (a torch dtype or its name) at ``|x|``.
-
-    ``eps * 2^floor(log2 |x|)`` for a normal ``x`` (``numpy.spacing`` for float32/float64, also for
-    bfloat16/float16); the smallest normal's spacing at ``0`` or below it.
+    """Spacing of floating-point numbers of ``dtype`` (a torch dtype or its name) at ``|x|``:
+    ``eps * 2^floor(log2 |x|)``, the smallest normal's spacing at or below it.
     """
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
@@ -103,13 +75,11 @@ def plain_suffices(loss_s: float, loss_jc: float, dtype) -> bool:
 
 
 def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> tuple[float, float]:
-    """The recorded ``(gap, gap_err)`` from the segment rule's ``(gap, err)`` and the two measured losses.
+    """The recorded ``(gap, gap_err)`` from the segment rule's ``(gap, err)`` and the two losses.
 
-    With ``d = loss_s - loss_jc`` (formed in float64, exact for two float32 losses) and
-    ``r = difference_error(loss_s, loss_jc, dtype)``: ``(d, r)`` if :func:`plain_suffices` (then
-    ``gap`` and ``err`` are not looked at: pass NaN when the segment was not computed); else
-    ``(gap, err)`` if ``err < r`` and ``|gap - d| <= err + r``, else ``(d, r)`` (module docstring).
-    Idempotent.
+    With ``d = loss_s - loss_jc`` (in float64) and ``r = difference_error(...)``: ``(d, r)`` if
+    :func:`plain_suffices` (``gap``, ``err`` unread: NaN when not computed); else ``(gap, err)`` if
+    ``err < r`` and ``|gap - d| <= err + r``, else ``(d, r)``.  Idempotent.
     """
     d = float(loss_s) - float(loss_jc)
     r = difference_error(loss_s, loss_jc, dtype)
@@ -121,15 +91,8 @@ def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> t
 
 
 def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
-    """``L(theta_a) - L(theta_b)`` without the cancellation of subtracting two losses.
-
-    ``L(a) - L(b) = int_0^1 grad L(b + t (a - b)) . (a - b) dt`` by ``nodes``-point
-    Gauss-Legendre quadrature (float64 accumulation).  ``a - b`` is formed
-    exactly when the two points are close (Sterbenz), so the result carries a
-    round-off *relative to the gap*, not to ``|L|``.  Exact for a quartic
-    polynomial loss (``grad L`` is cubic along the segment); for a smooth loss
-    the quadrature error is ``O((lam |a - b|)^(2 nodes))``.  Costs ``nodes``
-    gradients.
+    """``L(theta_a) - L(theta_b)`` by ``nodes``-point Gauss-Legendre quadrature of
+    ``grad L . (a - b)`` along the segment (``nodes`` gradients; exact for a quartic loss).
     """
     import numpy as np
 
@@ -145,11 +108,8 @@ def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
 
 
 class SegmentGap:
-    """:func:`segment_gap` node by node, for a caller that meets the end-point gradients at different times.
-
-    ``SegmentGap(delta)``, then :meth:`interior` (the three gradients inside the
-    segment, from ``b``), :meth:`add` with ``t = 0`` (``grad L(b)``) and ``t = 1``
-    (``grad L(a)``) in any order, then :meth:`result`.  Only floats are kept.
+    """Node-by-node :func:`segment_gap`: :meth:`interior`, then :meth:`add` at ``t = 0`` and
+    ``t = 1`` in any order, then :meth:`result`.
     """
 
     def __init__(self, delta: Mapping):
@@ -167,8 +127,9 @@ class SegmentGap:
 
     def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping,
                  gradient: Callable[[dict], Mapping] | None = None) -> None:
-        """The three inner nodes (three gradients; none when ``Delta = 0``).  ``gradient(params)`` gives
-        ``grad L(params)`` (default: one backward pass through ``loss``, :func:`crosscurv.numeric.hvp.grad`)."""
+        """The three inner nodes (none when ``Delta = 0``); ``gradient(params)`` gives
+        ``grad L(params)`` (default :func:`crosscurv.numeric.hvp.grad` of ``loss``).
+        """
         if self.zero:
             return
         node = {k: torch.empty_like(delta[k]) for k in theta_b}  # one buffer for the three nodes
@@ -193,17 +154,9 @@ class SegmentGap:
 
 def segment_gap(loss: Callable, theta_a: Mapping, theta_b: Mapping, g_a: Mapping, g_b: Mapping,
                 delta: Mapping | None = None) -> tuple[float, float]:
-    """``(L(a) - L(b), error estimate)`` by 5-point Gauss-Lobatto quadrature of ``grad L . Delta``.
-
-    Args:
-        loss: ``loss(params) -> 0-dim tensor``.
-        theta_a, theta_b: the two points (dicts of tensors, same keys).
-        g_a, g_b: ``grad L`` at ``a`` and at ``b`` (the end nodes).
-        delta: ``a - b`` if already formed.
-
-    Returns:
-        ``(gap, err)`` as Python floats (module docstring); ``(0.0, 0.0)``
-        without any gradient when ``a == b`` exactly.  Costs three gradients.
+    """``(L(a) - L(b), error estimate)`` as floats by 5-point Gauss-Lobatto quadrature of
+    ``grad L . Delta``, given ``g_a``, ``g_b`` (the end nodes) and optionally ``delta = a - b``;
+    ``(0.0, 0.0)`` without any gradient when ``a == b``.
     """
     if delta is None:
         delta = {k: theta_a[k].detach() - theta_b[k].detach() for k in theta_b}

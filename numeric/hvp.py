@@ -1,30 +1,13 @@
 """Gradients and Hessian-vector products ``H(theta) v`` without forming ``H``.
 
-Parameter-space vectors are dicts of tensors keyed like the parameters
-(:mod:`crosscurv.numeric.tree`).  ``loss`` is a pure function ``loss(params) -> 0-dim
-tensor`` (the :class:`crosscurv.numeric.Task` contract).
+Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`); ``loss``
+is a pure function ``loss(params) -> 0-dim tensor``.  HVP methods:
 
-HVP methods:
-
-* ``"forward"``: forward-over-reverse, ``torch.func.jvp`` of ``torch.func.grad``
-  (the tangent of the gradient map along ``v`` is ``H v``);
-* ``"reverse"``: double backward, ``torch.autograd.grad`` of
-  ``grad L(theta)^T v`` built with ``create_graph=True``;
-* ``"rof"``: reverse-over-forward, ``torch.func.grad`` of the directional
-  derivative ``DL(theta)[v]`` (``torch.func.jvp`` of ``loss``): the fewest
-  matrix products (8 per dense layer against the gradient's 3, where the
-  other two need 9), fastest on convolutional nets on the CPU
-  (``benchmarks/bench_hvp.py``);
-* ``"auto"``: the same meaning everywhere in crosscurv (here, in
-  :func:`crosscurv.numeric.protocol.run_protocol` and on the command line): double
-  backward (``"reverse"``) where the model has a double derivative (on the
-  CPU the fastest and leanest, ``benchmarks/bench_hvp.py``), else
-  forward-over-reverse.  Nothing is remembered between calls: each ``"auto"``
-  call decides afresh (:func:`resolve_method` decides once, for a caller that
-  takes many products).
-
-:func:`hvp_batch` evaluates several products at one point in one batched call
-where the model allows, else one by one.
+* ``"forward"``: forward-over-reverse, ``torch.func.jvp`` of ``torch.func.grad``;
+* ``"reverse"``: double backward, ``torch.autograd.grad`` of ``grad L(theta)^T v``;
+* ``"rof"``: reverse-over-forward, ``torch.func.grad`` of ``DL(theta)[v]``;
+* ``"auto"`` (everywhere in crosscurv): ``"reverse"`` where the model has a double derivative,
+  else ``"forward"``, decided afresh at each call (:func:`resolve_method` decides once).
 """
 
 from __future__ import annotations
@@ -38,18 +21,8 @@ from crosscurv.theory.errors import HVPError
 
 from . import tree
 
-__all__ = [
-    "HVP_METHODS",
-    "HVPError",
-    "grad",
-    "block_grad",
-    "hvp",
-    "hvp_batch",
-    "grad_and_hvp",
-    "tune_hvp",
-    "resolve_method",
-    "backward_of",
-]
+__all__ = ["HVP_METHODS", "HVPError", "grad", "block_grad", "hvp", "hvp_batch", "grad_and_hvp",
+           "tune_hvp", "resolve_method", "backward_of"]
 
 #: Accepted ``method`` values.
 HVP_METHODS = ("auto", "forward", "reverse", "rof")
@@ -66,41 +39,10 @@ def _primal(params: Mapping) -> dict:
     return {k: v.detach() for k, v in params.items()}
 
 
-def _tangent(v: Mapping, params: Mapping) -> dict:
-    """``v`` checked against and cast to the parameters' keys, shapes, dtype, device."""
-    missing = [k for k in params if k not in v]
-    extra = [k for k in v if k not in params]
-    if missing or extra:
-        raise HVPError(
-            "vector keys differ from the parameters'"
-            + (f"; missing {missing}" if missing else "")
-            + (f"; unknown {extra}" if extra else "")
-        )
-    out = {}
-    for k, p in params.items():
-        t = v[k]
-        if tuple(t.shape) != tuple(p.shape):
-            raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
-                           f"{tuple(p.shape)}")
-        out[k] = t.detach().to(dtype=p.dtype, device=p.device)
-    return out
-
-
 # -- gradients -----------------------------------------------------------------
 def block_grad(loss: Loss, params: Mapping, keys: Sequence[str]) -> dict:
-    """Gradient of ``loss`` with respect to the parameters in ``keys`` only.
-
-    The other parameters are held fixed (they do not require grad, so autograd
-    skips their weight gradients).
-
-    Args:
-        loss: ``loss(params) -> 0-dim tensor``.
-        params: the point, ``dict[str, Tensor]``.
-        keys: parameter names to differentiate with respect to.
-
-    Returns:
-        ``{key: tensor}`` for ``key in keys`` (detached, shapes of the
-        parameters; zeros for a parameter the loss does not depend on).
+    """Gradient of ``loss`` with respect to the parameters in ``keys`` only, the others held
+    fixed: ``{key: tensor}``, detached (zeros where the loss does not depend on it).
     """
     keys = list(keys)
     unknown = [k for k in keys if k not in params]
@@ -119,11 +61,8 @@ def block_grad(loss: Loss, params: Mapping, keys: Sequence[str]) -> dict:
 
 
 def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
-    """Loss value and full gradient ``(L(theta), grad L(theta))`` by one backward pass.
-
-    Returns:
-        ``(value, g)``: ``value`` a detached 0-dim tensor, ``g`` a dict keyed
-        like ``params`` (detached).
+    """``(L(theta), grad L(theta))`` by one backward pass: a detached 0-dim tensor and a
+    detached dict keyed like ``params``.
     """
     keys = list(params)
     p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
@@ -138,18 +77,12 @@ def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
 
 def backward_of(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                 grad_outputs: Sequence[torch.Tensor], retain_graph: bool = False) -> tuple:
-    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``: one tensor per input, ``None`` for an
-    input no output depends on; what ``torch.autograd.grad(outputs, inputs, grad_outputs,
-    retain_graph=retain_graph, allow_unused=True)`` returns, by the same call into autograd's
-    engine (the same bits).
+    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``, one tensor per input (``None``
+    where no output depends on it): ``torch.autograd.grad(..., allow_unused=True)`` by the same
+    engine call, with the shapes compared directly (no import of torch.fx's symbolic shapes).
 
-    ``torch.autograd.grad`` checks each ``grad_outputs[i]`` against its output through torch.fx's
-    symbolic shapes, whose first import brings in SymPy (about 0.6 s per process, most of a small
-    run's start): here the shapes are compared directly.  Falls back to ``torch.autograd.grad``
-    for tensor subclasses and where torch has no such engine entry point.
-
-    Shapes and dtypes: ``grad_outputs[i]`` shaped like ``outputs[i]``, both real or both complex
-    (else ``RuntimeError``, as ``torch.autograd.grad`` checks).
+    ``grad_outputs[i]`` is shaped like ``outputs[i]``, both real or both complex, else
+    ``RuntimeError``.
     """
     outputs, inputs, grad_outputs = tuple(outputs), tuple(inputs), tuple(grad_outputs)
     if len(outputs) != len(grad_outputs):
@@ -180,9 +113,8 @@ def _hvp_forward(loss: Loss, params: Mapping, v: Mapping) -> dict:
 
 
 def _reverse_core(loss: Loss, params: Mapping, grad_outputs: list, batched: bool) -> tuple:
-    """Double backward: ``d/dtheta <grad L(theta), v>`` (``v`` stacked when ``batched``).
-
-    Returns ``(value, [grad L entries], [H v entries])`` (the gradient is a by-product).
+    """Double backward ``d/dtheta <grad L(theta), v>`` (``v`` stacked when ``batched``):
+    ``(value, [grad L entries], [H v entries])``.
     """
     keys = list(params)
     p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
@@ -255,36 +187,20 @@ def resolve_method(loss: Loss, params: Mapping, method: str = "auto") -> str:
 
 
 def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
-    """Hessian-vector product ``H(theta) v`` (``H = grad^2 L(theta)``), never forming ``H``.
-
-    Args:
-        loss: ``loss(params) -> 0-dim tensor``, twice differentiable.
-        params: the point ``theta``, ``dict[str, Tensor]``.
-        v: direction, keyed and shaped like ``params`` (cast to their dtype).
-        method: ``"forward"``, ``"reverse"``, ``"rof"`` or ``"auto"`` (module docstring).
-
-    Returns:
-        ``H v`` as a detached dict keyed like ``params``.
+    """``H(theta) v`` as a detached dict keyed like ``params`` (``v`` keyed and shaped like
+    ``params``, cast to their dtype), never forming ``H``; ``method`` as in the module docstring.
     """
     _check_method(method)
-    t = _tangent(v, params)
+    t = tree.conform(v, params, HVPError)
     return _with_auto_fallback(method, lambda m: _SINGLE[m](loss, params, t))
 
 
 def grad_and_hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> tuple:
-    """``(L(theta), grad L(theta), H(theta) v)`` in one pass where the method allows.
-
-    Forward-over-reverse returns the gradient as the primal output of the
-    jvp, and double backward builds it on the way, so a caller that needs
-    both (a JC step and ``H z`` at the same point) saves a whole gradient
-    evaluation.  ``"rof"`` has no such by-product: it runs :func:`grad`
-    and the product separately.
-
-    Returns:
-        ``(value, g, hv)``: a detached 0-dim tensor and two dicts keyed like ``params``.
+    """``(L(theta), grad L(theta), H(theta) v)``, the gradient a by-product of the product
+    where the method allows (not ``"rof"``): a detached 0-dim tensor and two dicts.
     """
     _check_method(method)
-    t = _tangent(v, params)
+    t = tree.conform(v, params, HVPError)
 
     def run(m):
         if m == "forward":
@@ -325,25 +241,12 @@ def hvp_batch(
     method: str = "auto",
     chunk_size: int | None = None,
 ) -> list:
-    """Several HVPs ``[H v_1, ..., H v_m]`` at one point.
-
-    Batched with ``torch.func.vmap`` over the directions (``"forward"``,
-    ``"rof"``; the primal pass is shared) or a batched double backward
-    (``"reverse"``, ``is_grads_batched``).  If batching fails for this loss
-    and method, the products are computed one by one (each call tries the
-    batch again: nothing is remembered).
-
-    Args:
-        loss, params, method: as in :func:`hvp`.
-        vs: list of ``m`` directions keyed like ``params``.
-        chunk_size: at most this many products per ``vmap`` chunk (memory
-            cap); ``None`` means all ``m`` at once.
-
-    Returns:
-        list of ``m`` dicts, ``H v_l`` for each direction in order.
+    """``[H v_1, ..., H v_m]`` at one point: ``vmap`` over the directions (``"forward"``,
+    ``"rof"``) or a batched double backward (``"reverse"``), one by one where batching fails;
+    ``chunk_size`` caps the products per ``vmap`` chunk (``None``: all at once).
     """
     _check_method(method)
-    ts = [_tangent(v, params) for v in vs]
+    ts = [tree.conform(v, params, HVPError) for v in vs]
     if not ts:
         return []
     if len(ts) == 1:
@@ -367,26 +270,13 @@ def _sync(params: Mapping) -> None:
 
 def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None,
              methods: Sequence[str] = ("forward", "reverse", "rof"), repeats: int = 1) -> dict:
-    """Time each HVP method (after a warm-up) and name the fastest (no side effect: pass it as
-    ``method``).
-
-    Which method is fastest depends on the model and the device (on the CPU:
-    double backward for the MLP and the T5-LoRA shapes, reverse-over-forward
-    for ResNet-18; ``benchmarks/bench_hvp.py``).  ``"auto"`` does not consult
-    it: a caller passes ``tune_hvp(...)["best"]`` explicitly.
-
-    Args:
-        loss, params: as in :func:`hvp`.
-        v: the direction to time with (default: the parameters themselves).
-        methods: candidates; one that raises is skipped.
-        repeats: timed runs per method (the minimum counts).
-
-    Returns:
-        ``{"best": method, "seconds": {method: seconds or None if it failed}}``.
+    """Time each of ``methods`` on ``v`` (default the parameters) after a warm-up, the
+    minimum of ``repeats`` runs: ``{"best": method, "seconds": {method: seconds or None}}``.
+    Raises :class:`HVPError` when no method works.
     """
     for m in methods:
         _check_method(m)
-    t = _tangent(v if v is not None else params, params)
+    t = tree.conform(v if v is not None else params, params, HVPError)
     seconds: dict[str, float | None] = {}
     for m in methods:
         if m == "auto":

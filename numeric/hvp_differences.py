@@ -24,39 +24,19 @@ __all__ = ["CurvatureRoute"]
 class CurvatureRoute:
     """How ``H(theta) v`` is computed for the step size and the freshness fit.
 
-    Route ``"autograd"``: :func:`crosscurv.numeric.hvp.hvp_batch` (double backward or
-    forward-over-reverse).  Some kernels have neither derivative (PyTorch's
-    CPU flash attention behind Hugging Face's default ``sdpa`` attention,
-    compiled modules), and a custom ``torch.autograd.Function`` whose
-    backward is not differentiable (``once_differentiable``, ``detach``
-    inside) makes double backward return a *wrong* product without an
-    error.  So the first product is also taken by central differences, and
-    a product that raises, or disagrees with the differences by more than
-    ``CHECK_RTOL`` (relative), switches to route ``"central-differences"``,
-    which needs first derivatives only:
+    Route ``"autograd"``: :func:`crosscurv.numeric.hvp.hvp_batch`.  The first product is also taken
+    by
+    central differences; a product that raises, or disagrees by more than ``CHECK_RTOL`` (relative),
+    switches to route ``"central-differences"`` (first derivatives only):
 
         D(h) v = (grad L(theta + h v) - grad L(theta - h v)) / (2 h),
 
-    in float64 at ``h = c max(||theta||, 1) / ||v||`` for ``c`` in
-    ``1e-4, 3e-5, 1e-5``.  The product is the mean of the two consecutive
-    values that agree best, and its stated error twice their distance.
-    Measured on a tiny random T5 against eager-attention autograd: the
-    error of ``D`` is O(1) at ``c = 1e-3`` and up to 12 at ``c = 1e-4`` where
-    the step crosses a ReLU kink of the feed-forward layers, ``< 1e-3`` at
-    ``c = 1e-5`` (rounding of the float32 layer-norm statistics: about
-    ``2e-9 / c``); no Richardson extrapolation, as the error is not smooth
-    in ``h``.  The freshness fit reads coefficients to ``0.05`` and the
-    step size needs one significant digit; the report states the largest
-    estimate, and a note when it exceeds ``0.05``.
+    in float64 at ``h = c max(||theta||, 1) / ||v||`` for ``c`` in :data:`LEVELS`; the product is
+    the mean of the two consecutive values that agree best, its stated error twice their distance.
 
-    Attributes:
-        name: ``"autograd"`` or ``"central-differences"``.
-        reason: why autograd was left (empty for autograd).
-        max_rel_error: largest stated error bound over the products taken
-            (central differences only).
-        products: number of products taken (with an error estimate).
-        rough: products for the power iteration of the step size (central
-            differences at the middle step only: a magnitude is all it needs).
+    Attributes: ``name`` (the route), ``reason`` (why autograd was left), ``max_rel_error`` (largest
+    stated error bound), ``products`` (products taken with an error estimate), ``rough`` (products
+    for the power iteration, central differences at the middle step only).
     """
 
     LEVELS = (1e-4, 3e-5, 1e-5)

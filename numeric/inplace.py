@@ -18,12 +18,10 @@ __all__ = ["shares", "scaled_difference_into", "add_scaled_into", "norm_of", "st
 
 
 def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
-    """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term): the scheme's remainder
-    ``eta^3 eps^k`` of Lemma 1 for the ``S`` step (with the step's round-off), the JC step's round-off without ``u``.
-
-    Each element is the float64 expression ``new - old + lr * g [- lr2 * u]`` of the widened operands, evaluated
-    left to right with every product rounded once, formed chunk by chunk in two float64 buffers
-    (:func:`crosscurv.numeric.float64_sums.norm64`)."""
+    """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term), formed
+    chunk by chunk (:func:`crosscurv.numeric.float64_sums.norm64`): the ``S`` step's remainder of
+    Lemma 1, or the JC step's round-off.
+    """
     def form(x, t, new_c, old_c, g_c, u_c):
         x.copy_(new_c).sub_(old_c)  # the float32 operand is widened inside the kernel: exactly x - float64(old)
         x.add_(t.copy_(g_c).mul_(lr))

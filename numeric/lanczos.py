@@ -1,29 +1,19 @@
-"""The extreme eigenpairs of a Hessian with a few parameter-sized vectors in memory: Lanczos, its basis parked.
+"""The extreme eigenpairs of a Hessian with a few parameter-sized vectors in memory: Lanczos.
 
-:func:`lanczos_extremes` returns ``lambda_max`` and ``lambda_min`` of a symmetric ``H`` known only through
-products ``v -> H v`` (dicts of tensors keyed like the parameters, in their dtype and on their device), to the
-residual tolerance of :func:`crosscurv.numeric.estimates.hessian_extremes`::
+:func:`lanczos_extremes` returns ``lambda_max`` and ``lambda_min`` of a symmetric ``H`` known only
+through products ``v -> H v`` (dicts of tensors keyed like the parameters), both pairs to
 
     ||H v - lambda v|| <= tol ||H||,   ||H|| = max(|lambda_max|, |lambda_min|),
 
-for both pairs.  It is the large-model form of that ARPACK solve: ARPACK keeps its Krylov basis and work
-arrays as about 24 float64 parameter-sized vectors (48 float32 ones), far more than a gradient step needs.
-Here the vectors stay in the parameters' dtype and the basis is parked in the protocol's store
-(:mod:`crosscurv.numeric.offload`: files on the CPU, host memory beside a GPU) as it is built, so at most
-two parameter-sized vectors are in memory beside the product's own graph (``w`` formed in the product's
-output, and one basis vector read back for its use; two Ritz vectors and a product when they are checked).
-
-One cycle is ``m`` steps of the symmetric Lanczos recurrence with full reorthogonalisation (Golub and Van
-Loan, *Matrix Computations*, 4th ed., Algorithm 10.1.1 with every new vector orthogonalised against the
-basis, read back once per step)::
+its basis parked in the protocol's store (:mod:`crosscurv.numeric.offload`) as it is built.  One
+cycle is ``m`` steps of the symmetric Lanczos recurrence with full reorthogonalisation (Golub and
+Van Loan, Algorithm 10.1.1)::
 
     w = H v_j - alpha_j v_j - beta_{j-1} v_{j-1},   w <- w - sum_i (v_i^T w) v_i,   beta_j = ||w||,
     v_{j+1} = w / beta_j,
 
-the Ritz pairs of the tridiagonal ``T_m`` (``scipy.linalg.eigh_tridiagonal``) giving the ends, stopped
-when both ends' residual estimates ``beta_m |s_{m,i}|`` are within half the tolerance.  The eigenvectors
-``V_m s`` are assembled from the parked basis, their residuals recomputed with one product each, and a
-cycle that missed the tolerance is restarted from the sum of its two Ritz vectors.
+the ends from the Ritz pairs of ``T_m``; a cycle that misses the tolerance restarts from the sum of
+its two Ritz vectors.
 """
 
 from __future__ import annotations
@@ -159,20 +149,11 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
                      store=None, steps: int = LANCZOS_STEPS, cycles: int = LANCZOS_CYCLES) -> Extremes:
     """``lambda_max`` and ``lambda_min`` of ``H`` by Lanczos with its basis parked in ``store``.
 
-    Args:
-        hvp: ``hvp(v) -> H v`` (dicts keyed like ``like``).
-        like: the parameters (keys, shapes, dtype, device): the vectors' layout and dtype.
-        v0: start vector (warm start: the previous eigenvectors summed); ``None``: the seeded vector of
-            :func:`crosscurv.numeric.estimates.init_power_vector`.
-        tol: relative residual tolerance (module docstring).
-        seed: seed of the start vector when ``v0`` is ``None``.
-        store: where the basis is parked (``park``/``fetch`` of :mod:`crosscurv.numeric.offload`);
-            ``None`` keeps it in a list.
-        steps: largest Krylov dimension of a cycle (at most the dimension of the space).
-        cycles: restarts before the best pairs found so far are returned (their residual says how far).
-
-    Returns:
-        :class:`crosscurv.numeric.estimates.Extremes` with ``hvps`` counting every product.
+    ``hvp(v) -> H v`` on dicts laid out like ``like``; ``v0``: the start (default the seeded vector
+    of
+    ``seed``); ``store``: ``park``/``fetch`` of :mod:`crosscurv.numeric.offload` (``None``: a list);
+    ``steps``: largest Krylov dimension of a cycle; ``cycles``: restarts before the best pairs are
+    returned.  Returns :class:`Extremes` with ``hvps`` counting every product.
     """
     n = sum(t.numel() for t in like.values())
     steps = max(1, min(steps, n))

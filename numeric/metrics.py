@@ -1,40 +1,18 @@
 """The paper's evaluation metrics (Section 5.1, "Metrics and baselines").
 
-For a run of ``K`` iterations with measured gaps
-``Delta L^k = L(theta_GS^k) - L(theta_JC^k)`` and estimates ``hat Delta L^k``
-(``k = 1..K``), with the winner function ``w(x) = JC`` for ``x > 0`` and
-``w(x) = GS`` for ``x < 0`` (positive gaps favour JC, negative gaps favour
-the sequential scheme ``S``, called GS in the paper's table):
+With measured gaps ``Delta L^k = L(theta_GS^k) - L(theta_JC^k)``, estimates ``hat Delta L^k``
+(``k = 1..K``) and the winner ``w(x) = JC`` for ``x > 0``, ``GS`` for ``x < 0``:
 
 * ``Correct_K = 100% / K * sum_k 1{w(hat Delta L^k) = w(Delta L^k)}``;
-* for ``m in {JC, GS}``: ``n_m = sum_k 1{w(Delta L^k) = m}`` and
-  ``h_m = sum_k 1{w(Delta L^k) = m} 1{w(hat Delta L^k) = m}``, shown as
-  ``h_m/n_m`` ("JC hits", "GS hits");
-* ``e_k = |hat Delta L^k - Delta L^k|``, ``MAE_K = (1/K) sum_k e_k``,
-  ``Max. AE_K = max_k e_k``.
+* ``h_m/n_m`` for ``m in {JC, GS}`` ("JC hits", "GS hits"): ``n_m = sum_k 1{w(Delta L^k) = m}``,
+  ``h_m = sum_k 1{w(Delta L^k) = m} 1{w(hat Delta L^k) = m}``;
+* ``MAE_K = (1/K) sum_k e_k``, ``Max. AE_K = max_k e_k``, ``e_k = |hat Delta L^k - Delta L^k|``.
 
-Ties (the paper leaves ``w(0)`` undefined; this is how crosscurv counts them):
-
-* ``w(0) = "tie"``.  A measured gap of exactly ``0`` is counted in neither
-  ``n_JC`` nor ``n_GS`` (so ``n_JC + n_GS`` can be less than ``K``).
-* ``Correct_K`` requires *equal* winners: an estimate of exactly ``0`` agrees
-  only with a measured gap of exactly ``0`` (so a zero estimate against a
-  nonzero gap is wrong, and a nonzero estimate against a zero gap is wrong).
-  The denominator stays ``K``.
-* A NaN estimate has no winner (``w = "undefined"``): it never agrees, and
-  it makes ``MAE`` and ``Max. AE`` NaN.
-
-Certified winners (beyond the paper, :func:`certified_metrics`): an iteration whose estimate is
-certified (``|estimate| > err`` inside the regime, :mod:`crosscurv.numeric.error_estimates`) counts in
-``Coverage`` (certified share of the decided iterations) and ``Precision`` (correct among the certified).
-
-Undecided iterations (beyond the paper): when the records carry an error
-bound ``gap_err_k`` of the measured gap (:mod:`crosscurv.numeric.gap`), an iteration with
-``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k`` has no measured winner: it is
-counted as ``undecided``, in neither ``n_JC`` nor ``n_GS``, and left out of
-``Correct_K``, whose denominator becomes ``K - undecided``.  (An exact tie with
-an exact gap, ``gap_err_k = 0``, stays a tie.)  ``MAE`` and ``Max. AE`` still
-run over all ``K`` iterations.
+Ties: ``w(0) = "tie"``, in neither ``n_JC`` nor ``n_GS``; a zero estimate agrees only with a zero
+gap.  A NaN estimate never agrees and makes ``MAE``, ``Max. AE`` NaN.  Undecided (beyond the
+paper): ``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k``; in neither ``n_m`` and left out of
+``Correct_K`` (denominator ``K - undecided``), still in ``MAE``.  Certified winners
+(:func:`certified_metrics`): ``Coverage`` and ``Precision`` over the decided iterations.
 """
 
 from __future__ import annotations
@@ -43,30 +21,17 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-__all__ = [
-    "JC",
-    "GS",
-    "TIE",
-    "UNDEFINED",
-    "UNDECIDED",
-    "undecided",
-    "winner",
-    "Metrics",
-    "evaluate",
-    "winner_metrics",
-    "evaluate_columns",
-    "bound_coverage",
-    "run_metrics",
-    "certified_metrics",
-    "certified_columns",
-    "calibration",
-]
+__all__ = ["JC", "GS", "TIE", "UNDEFINED", "UNDECIDED", "undecided", "winner", "Metrics",
+           "evaluate", "winner_metrics", "evaluate_columns", "bound_coverage", "run_metrics",
+           "certified_metrics", "certified_columns", "calibration"]
 
 JC, GS, TIE, UNDEFINED, UNDECIDED = "JC", "GS", "tie", "undefined", "undecided"
 
 
 def winner(x: float) -> str:
-    """``w(x)``: ``"JC"`` if ``x > 0``, ``"GS"`` if ``x < 0``, ``"tie"`` if ``x == 0``, ``"undefined"`` for NaN."""
+    """``w(x)``: ``"JC"`` if ``x > 0``, ``"GS"`` if ``x < 0``, ``"tie"`` at 0, ``"undefined"`` for
+    NaN.
+    """
     x = float(x)
     if x > 0:
         return JC
@@ -192,18 +157,12 @@ def evaluate_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str
 
 def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: Sequence[float],
                       gap_errs: Sequence[float] | None = None) -> dict:
-    """Coverage and precision of the certified winners (:mod:`crosscurv.numeric.error_estimates`).
+    """Coverage and precision of the certified winners over the decided iterations.
 
-    ``certs[k]`` is ``+1`` (JC certified), ``-1`` (``S`` certified) or ``0`` (not certified; NaN counts
-    as ``0``: records written before the certificates).  Over the *decided* iterations (a measured
-    winner JC or GS: not undecided, not an exact tie):
-
-    * ``Coverage = 100% * #certified / #decided``;
-    * ``Precision = 100% * #(certified and certified winner = measured winner) / #certified``
-      (NaN when nothing is certified).
-
-    Returns:
-        ``{"decided", "certified", "correct", "coverage", "precision"}``.
+    ``certs[k]`` is ``+1`` (JC certified), ``-1`` (``S``) or ``0``/NaN (not certified).
+    ``Coverage = 100% * #certified / #decided``; ``Precision = 100% * #(certified winner = measured)
+    / #certified`` (NaN when nothing is certified).  Returns ``{"decided", "certified", "correct",
+    "coverage", "precision"}``.
     """
     gap = [float(x) for x in gaps]
     c = [float(x) for x in certs]
@@ -229,8 +188,7 @@ def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: 
 
 
 def certified_columns(columns: Mapping[str, Sequence[float]], names: Sequence[str]) -> dict:
-    """``{name: certified_metrics(...)}`` for each estimate whose ``NAME_cert`` column is present (records
-    written before the certificates have none: ``{}``)."""
+    """``{name: certified_metrics(...)}`` for each estimate with a ``NAME_cert`` column."""
     out = {}
     for name in names:
         cert = columns.get(f"{name}_cert")
@@ -241,8 +199,9 @@ def certified_columns(columns: Mapping[str, Sequence[float]], names: Sequence[st
 
 
 def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Sequence[float]) -> float:
-    """Share (percent) of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN counts as not covered;
-    NaN when every ``err_k`` is NaN: records without the error columns)."""
+    """Percent of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN when every
+    ``err_k`` is NaN).
+    """
     g, e, r = [float(x) for x in gaps], [float(x) for x in estimates], [float(x) for x in errors]
     if not (len(g) == len(e) == len(r)):
         raise ValueError(f"{len(e)} estimates and {len(r)} errors against {len(g)} gaps")
@@ -252,11 +211,8 @@ def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Seque
 
 
 def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
-    """How often ``|gap_k| <= bound_k`` (Theorem 3's bound holds up to ``O(K eta^3)``).
-
-    Returns:
-        ``{"covered": c, "K": K, "max_ratio": max_k |gap_k| / bound_k}`` (the
-        ratio skips ``bound_k = 0``; NaN bounds count as not covered).
+    """``{"covered": c, "K": K, "max_ratio": max_k |gap_k| / bound_k}``: how often
+    ``|gap_k| <= bound_k`` (Theorem 3); the ratio skips ``bound_k = 0``, NaN bounds are not covered.
     """
     b = [float(x) for x in bounds]
     g = [abs(float(x)) for x in gaps]
@@ -268,10 +224,8 @@ def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
 
 
 def run_metrics(columns: Mapping[str, Sequence[float]], names: Sequence[str]) -> tuple[dict, dict]:
-    """A run summary's ``(metrics, bound_bk_coverage)`` from its record columns.
-
-    ``metrics``: ``{estimate: evaluate(...).as_dict()}`` for each of ``names`` (hit tuples as lists,
-    as JSON holds them); ``bound_bk_coverage``: :func:`bound_coverage` of ``gap`` by ``bound_bk``.
+    """A run summary's ``(metrics, bound_bk_coverage)``: ``{estimate: evaluate(...)
+    .as_dict()}`` (hit tuples as lists) and :func:`bound_coverage` of ``gap`` by ``bound_bk``.
     """
     metrics = {name: m.as_dict() for name, m in evaluate_columns(columns, names).items()}
     for m in metrics.values():

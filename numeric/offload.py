@@ -1,28 +1,12 @@
 """Where the protocol parks parameter-sized vectors between their uses.
 
-The protocol carries about six parameter-sized vectors from one iteration to
-the next (``theta_S``, the cumulative state ``z``, the JC-only state ``y``,
-the pending recursive term ``w``, the power vector ``p``) but uses them one at a
-time.  While the graph at ``theta_JC`` is alive (the memory peak), only the
-vector in use needs to be on the compute device.
+* :class:`Resident`: keeps everything where it is.
+* :class:`Offloaded`: a parked vector goes to host memory (GPU runs) or to a file of its raw bytes
+  in a private temporary folder (CPU runs, lossless), fetched back when used.
 
-* :class:`Resident`: keeps everything where it is (no copies, no cost).
-* :class:`Offloaded`: moves a parked vector off the compute device: to host
-  memory when the device is a GPU, to a file in a private temporary folder
-  when it is the CPU (the raw bytes of its tensors, lossless, so offloading
-  never changes a record).  Each vector is fetched back when it is used.
-
-Both have the same interface: ``park(name, vector)`` stores the dict of
-tensors under ``name`` and the caller drops its reference; ``fetch(name)``
-returns it (keyed and shaped as parked, on the compute device; the caller may
-update it in place and park it again: ``fetch(name, writable=True)`` where it will, which on the CPU
-reads the file into new memory instead of mapping it, so that the update does not pay a
-copy-on-write fault per page); ``fetch_entry(name, key)`` returns one entry; ``share(name, other)``
-parks under ``other`` the vector parked under ``name`` without copying it (both names read it until
-either is parked anew); ``holds(name)`` says whether a vector (not ``None``) is parked there without
-fetching it; ``close()`` removes the files.
-A run killed while parking leaves its folder behind; the next store created in the same run folder
-(a resumed run) removes it.
+Both: ``park(name, vector)``, ``fetch(name, writable=False)`` (keyed and shaped as parked, on the
+compute device; ``writable`` where the caller updates it in place), ``fetch_entry(name, key)``,
+``share(name, other)`` (no copy), ``holds(name)`` and ``close()``.
 """
 
 from __future__ import annotations
@@ -117,21 +101,13 @@ def _write_all(fd: int, buffers: list) -> None:
 class Offloaded:
     """Parked vectors live in host memory (GPU runs) or in files (CPU runs).
 
-    On the CPU a fetched vector is a private memory map of its file (``torch.UntypedStorage.from_file``
-    with ``shared=False``): its pages come from the page cache without a copy, count in the resident set
-    while the vector is alive and are unmapped with it; an in-place update copies the pages it writes
-    and never reaches the file.  A writable fetch and an entry fetch read the file into new tensors
-    instead.  Parking overwrites the name's file in place, unless a fetched map of it is still alive (the
-    map would see the new bytes) or another name shares it (:meth:`share`): then another file of the name
-    that neither reads is overwritten, created if there is none, so that a name alternates between two
-    files rather than allocating a new one (its page cache) each time.  The files are removed by
-    :meth:`close`.
-
-    Args:
-        device: the compute device of the vectors.
-        directory: parent folder for the files of a CPU run (default: the
-            system's temporary folder); a private sub-folder is created in it
-            and removed by :meth:`close`.
+    On the CPU a fetched vector is a private memory map of its file (an in-place update never
+    reaches
+    the file); a writable or entry fetch reads the file into new tensors.  Parking overwrites the
+    name's file in place unless a live map reads it or another name shares it; then it alternates to
+    another file of the name.  ``directory`` is the parent of the private folder (default: the
+    system's
+    temporary folder), removed by :meth:`close`.
     """
 
     offloaded = True
@@ -209,23 +185,24 @@ class Offloaded:
         return self._host.get(name) is not None
 
     def share(self, name: str, other: str) -> None:
-        """Park under ``other`` the vector parked under ``name`` without copying it: on the CPU ``other`` reads
-        ``name``'s file, which is not overwritten while ``other`` shares it (parking either name anew
-        writes another file), in host memory the same tensors (parked copies, never updated in place)."""
+        """Park under ``other`` the vector parked under ``name`` without copying it (its file
+        is not overwritten while shared).
+        """
         self._shared.pop(other, None)
         self._host[other] = self._host[name]
         if self._dir is not None and self._host[name] is not None:
             self._shared[other] = self._file(name)
 
     def file_of(self, name: str) -> str | None:
-        """The file holding the vector parked under ``name`` (its tensors' bytes, as :meth:`fetch` maps them);
-        ``None`` when it is not in a file (GPU runs park in host memory) or nothing is parked."""
+        """The file holding the vector parked under ``name``; ``None`` when it is not in a
+        file or nothing is parked.
+        """
         return None if self._dir is None or not self.holds(name) else self._file(name)
 
     def fetch(self, name: str, writable: bool = False) -> dict | None:
-        """The vector parked under ``name``: on the CPU a private map of its file, or with ``writable`` its
-        bytes read into new tensors (an in-place update of a mapped page costs a copy-on-write fault per
-        page, several times the cost of reading the file into new memory and updating that)."""
+        """The vector parked under ``name``: on the CPU a private map of its file, or with
+        ``writable`` its bytes read into new tensors.
+        """
         layout = self._host[name]
         if layout is None:
             return None
@@ -236,8 +213,9 @@ class Offloaded:
         return self._map(name, layout)
 
     def fetch_entry(self, name: str, key: str):
-        """Entry ``key`` of the vector parked under ``name``: on the CPU its bytes read into a new tensor
-        (the other entries are never read; a map per entry would cost a mapping per read)."""
+        """Entry ``key`` of the vector parked under ``name`` (on the CPU read into a new
+        tensor).
+        """
         layout = self._host[name]
         if self._dir is None:
             return layout[key].to(self.device)
@@ -248,8 +226,9 @@ class Offloaded:
         return self._read_entries(name, layout, (key,), fd)[key]
 
     def _read_entries(self, name: str, layout: Mapping, keys, fd: int | None = None) -> dict:
-        """The entries ``keys`` of the vector in ``name``'s file, read into new tensors (through ``fd``, a
-        descriptor open on the file, else one opened for this read)."""
+        """The entries ``keys`` of ``name``'s file read into new tensors (through
+        ``fd`` when given).
+        """
         out = {}
         own = fd is None
         if own:
@@ -314,8 +293,9 @@ OFFLOAD_MIN_BYTES = 16 * 2 ** 20
 
 
 def available_memory(device) -> int | None:
-    """Bytes the compute device can still give: free GPU memory (``torch.cuda.mem_get_info``) or the
-    host's ``MemAvailable`` (``/proc/meminfo``); ``None`` where it cannot be read."""
+    """Bytes the compute device can still give (free GPU memory or the host's
+    ``MemAvailable``); ``None`` where it cannot be read.
+    """
     device = torch.device(device)
     try:
         if device.type == "cuda":
@@ -330,23 +310,16 @@ def available_memory(device) -> int | None:
 
 
 def large_model(n_params: int, element_size: int) -> bool:
-    """A model whose carried vectors, ``CARRIED_VECTORS * n_params * element_size`` bytes, reach
-    :data:`OFFLOAD_MIN_BYTES` (about 600,000 float32 parameters): its vectors are parked by default
-    (:func:`should_offload`) and its extreme eigenpairs solved with a parked basis
-    (:func:`crosscurv.numeric.estimates.solve_extremes`), so that its peak memory stays a fixed multiple of
-    one gradient step."""
+    """Whether the carried vectors, ``CARRIED_VECTORS * n_params * element_size`` bytes,
+    reach :data:`OFFLOAD_MIN_BYTES`: then vectors and the eigenpair basis are parked by default.
+    """
     return CARRIED_VECTORS * n_params * element_size >= OFFLOAD_MIN_BYTES
 
 
 def should_offload(n_params: int, element_size: int, device, available: int | None = None) -> bool:
-    """The default offload policy: by the size of the model, so that the protocol's peak memory stays a
-    fixed multiple of one gradient step whatever the machine.
-
-    Offload when the carried vectors, ``CARRIED_VECTORS * n_params * element_size`` bytes, reach
-    :data:`OFFLOAD_MIN_BYTES`; a smaller model is offloaded only under memory pressure (its estimated
+    """The default offload policy: :func:`large_model`, or for a smaller model its
     footprint, ``(CARRIED_VECTORS + PEAK_VECTORS)`` parameter-sized vectors, above half of
-    :func:`available_memory`; ``available`` overrides that reading, which is taken only for such a
-    small model).
+    :func:`available_memory` (``available`` overrides that reading).
     """
     if large_model(n_params, element_size):
         return True

@@ -1,25 +1,13 @@
 """One-step gap estimates from a common point (Theorem 1, and one order beyond it).
 
-From the same ``theta^k`` (gradient ``g``, Hessian ``H``, third derivative
-``T``), the exact step of an acyclic pattern ``S`` and the JC step satisfy
+From the same ``theta^k`` (``g``, ``H``, third derivative ``T``), the exact step of an acyclic
+pattern ``S`` and the JC step satisfy
 
     L_S^{k+1} - L_JC^{k+1} = eta^2 C_S + eta^3 c3 + O(eta^4),
+    C_S = g^T M_S g,   c3 = - g^T (M_S + H) M_S g - 1/2 sum_i D^3 L[E_i g, P_i g, P_i g],
 
-with ``C_S = g^T M_S g`` (Theorem 1) and
-
-    c3 = - g^T (M_S + H) M_S g - 1/2 sum_i D^3 L[E_i g, P_i g, P_i g],
-
-where ``E_i g`` keeps block ``i`` of ``g`` and ``P_i g`` the blocks
-``j in S(i)``.  (Derivation: the fresh gradient is
-``g_tilde = g - eta M_S g + eta^2 (M_S^2 g + t/2) + O(eta^3)`` with
-``t_i = [T(., P_i g, P_i g)]_i``; substitute ``Delta = -eta g_tilde`` into the
-cubic Taylor expansion of ``L`` and subtract the JC expansion; the
-``T[g, g, g]`` terms cancel.)  ``crosscurv.theory.one_step.gap_coefficients`` derives the
-same coefficients symbolically; the tests compare the two.
-
-Cost: ``n_F`` HVPs for ``M_S g``, ``n_F + 1`` for ``M_S^2 g`` and ``H M_S g``
-(one batch), and ``n_F`` third derivatives (nested ``jvp``), where ``n_F`` is
-the number of distinct non-empty fresh sets.
+``E_i g`` keeping block ``i`` of ``g`` and ``P_i g`` the blocks ``j in S(i)``; the same
+coefficients as ``crosscurv.theory.one_step.gap_coefficients``.
 """
 
 from __future__ import annotations
@@ -42,19 +30,8 @@ __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
 
 
 def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping | None = None, method: str = "auto") -> dict:
-    """The coefficients ``{2: C_S, 3: c3}`` of the one-step gap at ``params``.
-
-    Args:
-        task: the :class:`crosscurv.numeric.Task`.
-        params: the common point ``theta^k``.
-        pattern: acyclic delay pattern over ``task.n_blocks`` blocks, or its
-            spec (``"gs"``, ``"2<-1"``...; :func:`crosscurv.theory.patterns.as_pattern`).
-        g: the gradient at ``params`` if known (else computed).
-        method: HVP method (:func:`crosscurv.numeric.hvp.hvp`).
-
-    Returns:
-        ``{2: C_S, 3: c3}`` as Python floats (dots accumulated in float64),
-        the same keys as ``crosscurv.theory.one_step.gap_coefficients``.
+    """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` as Python floats
+    (dots in float64); ``g``: the gradient at ``params`` if known; ``method``: the HVP method.
     """
     pattern = check_pattern(task, pattern)
     groups = masked_directions(task, pattern)

@@ -1,31 +1,12 @@
 """One-step comparison: do a user's one-step quantities agree with a golden case's
 ``one_step.json``?
 
-The quantities at ``theta^0`` with step ``eta`` (paper, Theorem 1): ``c_ij = g_i^T H_ij g_j``,
-``C_cross = sum_{i != j} c_ij``, ``gHg``, ``||g||^2``, the losses ``L(theta^0)``,
-``L(theta_JC^1)``, the
-gradient and ``theta_JC^1``, and per pattern label ``C_S = sum_{(i,j) in S} c_ij``,
-``eta2_estimate =
-eta^2 C_S``, ``c3``, ``eta3_estimate = eta^2 C_S + eta^3 c3``, ``L(theta_S^1)``, ``gap_1 =
-L(theta_S^1) -
-L(theta_JC^1)`` and ``theta_S^1``.  Their file is laid out like ``one_step.json`` and holds any
-subset.
-
-A value agrees when ``|theirs - expected| <= rtol * scale``, ``scale`` the largest ``|value|``
-of the
-expected quantities of its family (:data:`FAMILIES`: losses and gaps, parameters, gradients, the
-curvature sums, the estimates, ``c3``): each is a sum of terms of about that size, so its
-rounding is
-relative to it.  Measured: an independent NumPy implementation of the golden quadratic and
-quartic cases
-parts from ``one_step.json`` by at most ``4.1e-16 scale`` in the losses, gaps, curvature sums and
-``eta^2`` estimates (``tests/experiments/conformance/test_golden_diagnoses.py`` asserts a
-margin of at
-least 100 to :data:`RTOL`); ``RTOL`` leaves room for other orders of summation and for the
-``exp``/``log``
-of the MLP case (parameters and gradients: ``1e-13``; ``c3``, a sum of third derivatives:
-``1e-10``; not
-measured).  Torch-free.
+The quantities at ``theta^0`` with step ``eta`` (Theorem 1): ``c_ij = g_i^T H_ij g_j``,
+``C_cross``, ``gHg``, ``||g||^2``, the losses, the gradient and ``theta_JC^1``, and per pattern
+label ``C_S``, ``eta2_estimate = eta^2 C_S``, ``c3``, ``eta3_estimate``, ``L(theta_S^1)``,
+``gap_1`` and ``theta_S^1``; the user's file holds any subset.  A value agrees when
+``|theirs - expected| <= rtol * scale``, ``scale`` the largest ``|value|`` of the expected
+quantities of its family (:data:`FAMILIES`).  Torch-free.
 """
 
 from __future__ import annotations
@@ -40,34 +21,15 @@ from .records import RecordsError
 __all__ = ["FAMILIES", "RTOL", "OneStepComparison", "compare_one_step"]
 
 #: ``{quantity: family}``; per-pattern quantities under ``patterns.<label>``.
-FAMILIES = {
-    "loss_0": "loss",
-    "loss_jc_1": "loss",
-    "loss_s_1": "loss",
-    "gap_1": "loss",
-    "theta_jc_1": "theta",
-    "theta_s_1": "theta",
-    "grad_0": "grad",
-    "grad_norm2": "curvature",
-    "c": "curvature",
-    "C_cross": "curvature",
-    "gHg": "curvature",
-    "C_S": "curvature",
-    "eta2_estimate": "estimate",
-    "eta3_estimate": "estimate",
-    "c3": "c3",
-}
+FAMILIES = {**dict.fromkeys(("loss_0", "loss_jc_1", "loss_s_1", "gap_1"), "loss"),
+            **dict.fromkeys(("theta_jc_1", "theta_s_1"), "theta"), "grad_0": "grad",
+            **dict.fromkeys(("grad_norm2", "c", "C_cross", "gHg", "C_S"), "curvature"),
+            **dict.fromkeys(("eta2_estimate", "eta3_estimate"), "estimate"), "c3": "c3"}
 _TOP = ("loss_0", "grad_0", "grad_norm2", "c", "C_cross", "gHg", "loss_jc_1", "theta_jc_1")
 _PER_PATTERN = ("C_S", "eta2_estimate", "c3", "eta3_estimate", "loss_s_1", "gap_1", "theta_s_1")
 #: Relative tolerance (times the family's scale) per family.
-RTOL = {
-    "loss": 1e-13,
-    "theta": 1e-13,
-    "grad": 1e-13,
-    "curvature": 1e-12,
-    "estimate": 1e-12,
-    "c3": 1e-10,
-}
+RTOL = {"loss": 1e-13, "theta": 1e-13, "grad": 1e-13, "curvature": 1e-12, "estimate": 1e-12,
+        "c3": 1e-10}
 
 
 def _flat(obj, where: str) -> list:
@@ -90,12 +52,9 @@ def _flat(obj, where: str) -> list:
 
 @dataclass
 class OneStepComparison(ComparisonVerdict):
-    """Outcome of :func:`compare_one_step`.
-
-    Attributes:
-        rows: ``(quantity, theirs, expected, |diff|, allowed)`` per compared value (arrays by their
-            largest difference); first: the first disagreeing row or ``None``; diagnoses,
-            notes: sentences.
+    """Outcome of :func:`compare_one_step`: ``rows`` ``(quantity, theirs, expected, |diff|,
+    allowed)`` per compared value (arrays by their largest difference), ``first`` disagreeing row or
+    ``None``, and ``diagnoses``, ``notes`` (sentences).
     """
 
     rows: list
@@ -114,16 +73,10 @@ class OneStepComparison(ComparisonVerdict):
     def text(self) -> str:
         from tabulate import tabulate
 
-        lines = [
-            tabulate(
-                [[q, t, r, d, a, "ok" if d <= a else "DIFFERS"] for q, t, r, d, a in self.rows],
-                headers=["quantity", "theirs", "expected", "|diff|", "allowed", ""],
-                tablefmt="github",
-                floatfmt=".6g",
-            ),
-            "",
-        ]
-        return "\n".join(lines + self.verdict_lines())
+        rows = [[q, t, r, d, a, "ok" if d <= a else "DIFFERS"] for q, t, r, d, a in self.rows]
+        table = tabulate(rows, headers=["quantity", "theirs", "expected", "|diff|", "allowed", ""],
+                         tablefmt="github", floatfmt=".6g")
+        return "\n".join([table, ""] + self.verdict_lines())
 
     def to_dict(self) -> dict:
         return {
@@ -154,11 +107,8 @@ def compare_one_step(
     theirs: Mapping, expected: Mapping, rtol: float | None = None
 ) -> OneStepComparison:
     """Compare ``theirs`` (laid out like ``one_step.json``, any subset) with ``expected``.
-
-    Raises:
-        RecordsError: nothing comparable in ``theirs``, a pattern label the case does not have,
-        a value
-            that is not a number, an array of another size.
+    Raises ``RecordsError``: nothing comparable, an unknown pattern label, a value that is not a
+    number, an array of another size.
     """
     scales = _scales(expected)
     rows, notes, pairs = [], [], []
@@ -223,12 +173,8 @@ def _candidates(expected: Mapping, label: str | None, q: str) -> list:
     out = []
     if q == "C_S":
         out += [
-            (
-                "C_S summed over all pairs i != j (C_cross) instead of the pairs of S (Theorem "
-                "1: C_S = "
-                "sum_{(i,j) in S} c_ij)",
-                cross,
-            ),
+            ("C_S summed over all pairs i != j (C_cross) instead of the pairs of S (Theorem 1: "
+             "C_S = sum_{(i,j) in S} c_ij)", cross),
             (
                 "C_S halved (Corollary 1's eta^2/2 C_cross counts each pair of full GS twice; "
                 "C_S = sum_{(i,j) in S} c_ij counts it once)",
@@ -240,8 +186,7 @@ def _candidates(expected: Mapping, label: str | None, q: str) -> list:
         out += [
             (
                 "eta^2/2 C_S instead of eta^2 C_S (Theorem 1: L_S - L_JC = eta^2 C_S; the "
-                "eta^2/2 of "
-                "Corollary 1 multiplies C_cross = 2 sum_{i<j} c_ij)",
+                "eta^2/2 of Corollary 1 multiplies C_cross = 2 sum_{i<j} c_ij)",
                 lr * lr * cs / 2,
             ),
             ("2 eta^2 C_S instead of eta^2 C_S (Theorem 1)", 2 * lr * lr * cs),

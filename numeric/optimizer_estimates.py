@@ -57,22 +57,10 @@ from .optimizers import (
 )
 from .steps import block_keys
 
-__all__ = [
-    "factor_tree",
-    "optimizer_in_regime",
-    "scaled_direction",
-    "optimizer_delay_curvature",
-    "optimizer_one_step_estimate",
-    "optimizer_one_step_gap",
-    "state_difference",
-    "tangent_step",
-    "TangentStep",
-    "forcing",
-    "forcing_norm",
-    "optimizer_bound",
-    "OptimizerRun",
-    "run_optimizer_estimates",
-]
+__all__ = ["factor_tree", "optimizer_in_regime", "scaled_direction", "optimizer_delay_curvature",
+           "optimizer_one_step_estimate", "optimizer_one_step_gap", "state_difference",
+           "tangent_step", "TangentStep", "forcing", "forcing_norm", "optimizer_bound",
+           "OptimizerRun", "run_optimizer_estimates"]
 
 
 def factor_tree(task, factors: Sequence[float] | None, like: Mapping | None = None) -> dict:
@@ -154,22 +142,10 @@ def forcing(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec, s
 
 
 class TangentStep:
-    """The coefficients of one tangent step at iteration ``k`` (module docstring), applied by :meth:`apply`.
-
-    The step is linear in ``(z, zs, dg)`` with coefficients fixed by the
-    optimizer, ``lr``, the factors and (Adam) the JC run's state and gradient
-    at ``k``; splitting it from the products lets the protocol form the
-    coefficients while ``g_JC^k`` is at hand and apply them once the forcing
-    ``M_S F phi_S`` is known.
-
-    Args:
-        spec: the optimizer; lr: base step; f: :func:`factor_tree`.
-        jc_state, g_jc: the JC run's state and gradient at this iteration
-            (Adam's coefficients; unused otherwise).
-
-    Attributes:
-        coefficients: Adam's ``{"a_m": ..., "a_v": ..., "g": ...}`` (trees keyed
-            like the parameters; ``g`` is ``g_JC``), empty otherwise.
+    """The coefficients of one tangent step at iteration ``k`` (module docstring), applied by
+    :meth:`apply`: linear in ``(z, zs, dg)``, its coefficients fixed by the optimizer, ``lr``, ``f``
+    and (Adam) the JC run's state and gradient; ``coefficients``: Adam's ``{"a_m", "a_v", "g"}``
+    (trees), empty otherwise.
     """
 
     def __init__(self, spec: OptimizerSpec, lr, f: Mapping, jc_state: OptimizerState | None = None,
@@ -186,18 +162,9 @@ class TangentStep:
 
 def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping, force: Mapping,
                  jc_state: OptimizerState, g_jc: Mapping) -> tuple[dict, dict]:
-    """One step of the linearized ``S - JC`` difference (module docstring).
-
-    Args:
-        spec: the optimizer; lr: base step; f: :func:`factor_tree`.
-        z: parameter difference (estimate or measured); zs: state difference
-            ``{buffer: tree}`` (:func:`state_difference`; zeros to start).
-        Hz: ``H_JC z``; force: ``M_S F phi_S`` (:func:`forcing`).
-        jc_state, g_jc: the JC run's state and gradient at this iteration
-            (Adam's coefficients; unused otherwise).
-
-    Returns:
-        ``(z', zs')`` (:class:`TangentStep` with ``dg = Hz - lr force``).
+    """One step of the linearized ``S - JC`` difference (module docstring): ``(z', zs')`` from
+    the parameter difference ``z``, the state difference ``zs`` (:func:`state_difference`),
+    ``Hz = H_JC z`` and ``force = M_S F phi_S`` (:func:`forcing`), ``dg = Hz - lr force``.
     """
     dg = {k: Hz[k] - lr * force[k] for k in z}
     return TangentStep(spec, lr, f, jc_state, g_jc).apply(z, zs, dg)

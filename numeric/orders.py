@@ -1,17 +1,11 @@
 """Observed orders of convergence (pyadjoint's Taylor-test style).
 
-Given step sizes ``eta_k`` (decreasing) and errors ``r(eta_k)``, the
-pairwise rate between neighbours is
+With step sizes ``eta_k`` (decreasing) and errors ``r(eta_k)``, the pairwise rate is
 
     rate_k = log(|r(eta_k)| / |r(eta_{k+1})|) / log(eta_k / eta_{k+1}),
 
-which is ``log2(r(eta)/r(eta/2))`` on the grid ``eta0 * 2^-k``; the fitted
-order is the least-squares slope of ``log|r|`` against ``log eta``.  An error
-that is ``O(eta^p)`` with a non-zero leading coefficient has rates tending
-to ``p``.
-
-Points whose error lies below a round-off floor carry no information about
-the order; they are *dropped* (and reported), never tolerated.
+and the fitted order the least-squares slope of ``log|r|`` against ``log eta``.  Points whose
+error lies below a round-off floor are dropped (and reported), never tolerated.
 """
 
 from __future__ import annotations
@@ -49,15 +43,10 @@ def fitted_order(etas: Sequence[float], errors: Sequence[float]) -> float:
 
 @dataclass
 class OrderStudy:
-    """Errors on a step-size grid with their pairwise rates and fitted slope.
-
-    Attributes:
-        etas, errors: the points kept (above the floor), largest ``eta`` first.
-        rates: pairwise rates between kept neighbours.
-        slope: least-squares order over the kept points.
-        dropped: ``(eta, error)`` pairs removed for lying below ``floor``.
-        floor: the round-off floor used (0 when none).
-        coefficients: ``error / eta^p`` for the expected order ``p`` when given.
+    """Errors on a step-size grid: the kept ``etas``, ``errors`` (largest ``eta`` first), their
+    pairwise ``rates`` and ``slope``, the ``dropped`` ``(eta, error)`` pairs at or below ``floor``,
+    and
+    ``coefficients = error / eta^p`` for an expected order ``p``.
     """
 
     etas: list
@@ -104,13 +93,8 @@ def observe_order(
     floor: float = 0.0,
     expected: float | None = None,
 ) -> OrderStudy:
-    """Drop points with ``|error| <= floor``, then compute rates and the fitted order.
-
-    Args:
-        etas: step sizes, decreasing.
-        errors: remainders ``r(eta)`` (signed values allowed; magnitudes used).
-        floor: round-off floor; points at or below it are dropped.
-        expected: the theoretical order ``p``; fills ``coefficients = r/eta^p``.
+    """:class:`OrderStudy` of ``errors`` (magnitudes) on ``etas`` (decreasing), points with
+    ``|error| <= floor`` dropped; ``expected`` fills ``coefficients``.
     """
     if len(etas) != len(errors):
         raise ValueError("etas and errors differ in length")

@@ -212,6 +212,97 @@ def _load_state(path: str, now: dict) -> dict:
     return st
 
 
+def _layout(task) -> tuple[list, list, int]:
+    """``(layout, span, D)``: ``layout`` ``[(name, start, stop, shape)]`` the flat coordinates of
+    each parameter, block by block; ``span[i]`` block ``i``'s ``[start, stop)``; ``D`` in all."""
+    layout, span, at = [], [], 0
+    for ks in block_keys(task):
+        start = at
+        for k in ks:
+            v = task.params[k]
+            layout.append((k, at, at + v.numel(), tuple(v.shape)))
+            at += v.numel()
+        span.append((start, at))
+    return layout, span, at
+
+
+class _PairState:
+    """The JC run's state at the top of iteration ``k``: ``theta``, the directions ``V`` (rows
+    ``0..N-1`` the columns ``E_j g``, refilled each iteration; rows ``N..`` the states ``U``,
+    updated in place) and the records before ``k``."""
+
+    def __init__(self, task, lr: float):
+        self.layout, self.span, dim = _layout(task)
+        self.n, self.pairs, self.lr = task.n_blocks, pair_list(task.n_blocks), lr
+        like = task.params[self.layout[0][0]]
+        self.theta = {k: task.params[k].detach().clone() for k, *_ in self.layout}
+        self.V = torch.zeros((self.n + len(self.pairs), dim), dtype=like.dtype, device=like.device)
+        self.U = self.V[self.n:]
+        self.lin, self.gram, self.curv, self.losses = [], [], [], []
+        self.k, self.status, self.message = 0, "complete", ""
+        self.pi = torch.tensor([i for i, _ in self.pairs], dtype=torch.long)
+        self.pj = torch.tensor([j for _, j in self.pairs], dtype=torch.long)
+        # the pairs (i, .) are rows rows_of[i] of U, reading the columns js_of[i]
+        self.rows_of = [[p for p, (i, _) in enumerate(self.pairs) if i == b] for b in range(self.n)]
+        self.js_of = [[j for i, j in self.pairs if i == b] for b in range(self.n)]
+
+    def directions(self, g: torch.Tensor, k: int) -> torch.Tensor:
+        for j, (a, b) in enumerate(self.span):
+            self.V[j, a:b] = g[a:b]  # E_j g
+        return self.V if k else self.V[: self.n]  # at k = 0 every state is zero: H u_p = 0
+
+    def record(self, value, g: torch.Tensor, hcol: torch.Tensor, hu: torch.Tensor) -> None:
+        """``L``, ``l = U g``, ``Q = sym(U H U^T)`` and ``c_ij = g_i . (H E_j g)_i`` at ``k``."""
+        self.losses.append(float(value))
+        self.lin.append((self.U @ g).double().numpy())
+        q = (self.U @ hu.T).double()
+        self.gram.append((0.5 * (q + q.T)).numpy())
+        cmat = torch.stack([hcol[:, a:b] @ g[a:b] for a, b in self.span]).double()
+        self.curv.append(cmat[self.pi, self.pj].numpy())
+
+    def advance(self, k: int, g: torch.Tensor, hcol: torch.Tensor, hu: torch.Tensor) -> None:
+        """``u_p <- u_p - eta H u_p + eta^2 P_i H E_j g``, ``theta <- theta - eta g``."""
+        if k:  # at k = 0, U = 0 and H U = 0
+            self.U.add_(hu, alpha=-self.lr)
+        lr2 = self.lr * self.lr
+        for i, (a, b) in enumerate(self.span):
+            if self.rows_of[i]:
+                r0, r1 = self.rows_of[i][0], self.rows_of[i][-1] + 1
+                self.U[r0:r1, a:b].add_(hcol[self.js_of[i], a:b], alpha=lr2)
+        g_of = {name: g[a:b].view(shape) for name, a, b, shape in self.layout}
+        self.theta = {name: self.theta[name] - self.lr * g_of[name] for name in self.theta}
+
+    def save(self, path: str, settings: str) -> None:
+        P = len(self.pairs)
+        atomic_torch_save({
+            "k": self.k, "theta": self.theta, "U": self.U.clone(),
+            "losses": torch.tensor(self.losses, dtype=torch.float64),
+            "linear": torch.from_numpy(np.array(self.lin, dtype=np.float64).reshape(-1, P)),
+            "gram": torch.from_numpy(np.array(self.gram, dtype=np.float64).reshape(-1, P, P)),
+            "curv": torch.from_numpy(np.array(self.curv, dtype=np.float64).reshape(-1, P)),
+            "status": self.status, "message": self.message, "settings": settings,
+        }, path)
+
+    def load(self, saved: dict) -> None:
+        self.k, self.status, self.message = int(saved["k"]), saved["status"], saved["message"]
+        dev = self.V.device
+        self.theta = {name: saved["theta"][name].to(dev) for name in self.theta}
+        self.U.copy_(saved["U"])
+        self.losses = saved["losses"].tolist()
+        self.lin, self.gram, self.curv = (list(saved[key].numpy())
+                                          for key in ("linear", "gram", "curv"))
+
+    def records(self) -> PairRecords:
+        K, P = len(self.losses), len(self.pairs)
+        return PairRecords(
+            self.n, self.lr, np.array(self.losses, dtype=np.float64),
+            np.array(self.lin, dtype=np.float64).reshape(K, P),
+            np.array(self.gram, dtype=np.float64).reshape(K, P, P),
+            np.array(self.curv, dtype=np.float64).reshape(K, P),
+            self.status, self.message, self.pairs,
+        )
+
+
 def pair_run(
     task,
     lr: float,
@@ -244,108 +335,35 @@ def pair_run(
     from .protocol import CHECKPOINT_SECONDS
 
     now = _run_settings(task, lr, iters)
-    saved = _load_state(state_path, now) if resume else None
-    n = task.n_blocks
-    pairs = pair_list(n)
-    P = len(pairs)
-    layout, span, at = (
-        [],
-        [],
-        0,
-    )  # flat coordinates, block by block: block i is [span[i][0], span[i][1])
-    for ks in block_keys(task):
-        start = at
-        for k in ks:
-            v = task.params[k]
-            layout.append((k, at, at + v.numel(), tuple(v.shape)))
-            at += v.numel()
-        span.append((start, at))
-    like = task.params[layout[0][0]]
-    theta = {k: task.params[k].detach().clone() for k, *_ in layout}
-    # directions of the products, one buffer: rows 0..N-1 the columns E_j g (zero outside block
-    # j, refilled each iteration), rows N.. the states U (updated in place)
-    V = torch.zeros((n + P, at), dtype=like.dtype, device=like.device)
-    U = V[n:]
-    lin, gram, curv, losses = [], [], [], []
-    status, message = "complete", ""
-    lr2 = lr * lr
-    pi_idx = torch.tensor([i for i, _ in pairs], dtype=torch.long)
-    pj_idx = torch.tensor([j for _, j in pairs], dtype=torch.long)
-
-    def directions(g: torch.Tensor, k: int) -> torch.Tensor:
-        for j, (a, b) in enumerate(span):
-            V[j, a:b] = g[a:b]  # E_j g
-        return V if k else V[:n]  # at k = 0 every state is zero: H u_p = 0, not computed
-
-    start = 0
-    if saved is not None:
-        start, status, message = int(saved["k"]), saved["status"], saved["message"]
-        theta = {name: saved["theta"][name].to(like.device) for name in theta}
-        U.copy_(saved["U"])
-        losses = saved["losses"].tolist()
-        lin, gram, curv = (list(saved[key].numpy()) for key in ("linear", "gram", "curv"))
-    settings = json.dumps(now)
-    last_save = time.perf_counter()
-
-    def save(k: int) -> None:
-        state = {
-            "k": k, "theta": theta, "U": U.clone(),
-            "losses": torch.tensor(losses, dtype=torch.float64),
-            "linear": torch.from_numpy(np.array(lin, dtype=np.float64).reshape(-1, P)),
-            "gram": torch.from_numpy(np.array(gram, dtype=np.float64).reshape(-1, P, P)),
-            "curv": torch.from_numpy(np.array(curv, dtype=np.float64).reshape(-1, P)),
-            "status": status, "message": message, "settings": settings,
-        }
-        atomic_torch_save(state, state_path)
-
+    st = _PairState(task, lr)
+    if resume:
+        st.load(_load_state(state_path, now))
+    start, settings, last_save = st.k, json.dumps(now), time.perf_counter()
     for k in range(start, iters + 1):
-        if status != "complete":
+        if st.status != "complete":
             break  # a saved run that diverged stays so
+        st.k = k
         if state_path is not None and k > start:  # the state at the top of iteration k
             due = (k % checkpoint_every == 0) if checkpoint_every else (
                 time.perf_counter() - last_save >= CHECKPOINT_SECONDS
             )
             if due or k == iters:
-                save(k)
+                st.save(state_path, settings)
                 last_save = time.perf_counter()
         value, g, hv = _grad_and_products(
-            task.loss, theta, layout, lambda g, k=k: directions(g, k)
+            task.loss, st.theta, st.layout, lambda g, k=k: st.directions(g, k)
         )
         if not math.isfinite(float(value)):
-            status, message = "diverged", f"diverged at k={k}: loss_jc = {float(value)}"
+            st.status, st.message = "diverged", f"diverged at k={k}: loss_jc = {float(value)}"
             if state_path is not None:
-                save(k)
+                st.save(state_path, settings)
             break
-        hcol, hu = hv[:n], hv[n:]  # H E_j g (j = 0..N-1), H u_p
+        hcol, hu = hv[: st.n], hv[st.n:]  # H E_j g (j = 0..N-1), H u_p
         if k >= 1:
-            losses.append(float(value))
-            lin.append((U @ g).double().numpy())
-            q = (U @ hu.T).double()
-            gram.append((0.5 * (q + q.T)).numpy())
-            cmat = torch.stack(
-                [hcol[:, a:b] @ g[a:b] for a, b in span]
-            ).double()  # c_ij = g_i . (H E_j g)_i
-            curv.append(cmat[pi_idx, pj_idx].numpy())
+            st.record(value, g, hcol, hu)
             if progress is not None:
                 progress(k, iters)
         if k < iters:
-            if k:  # at k = 0, U = 0 and H U = 0
-                U.add_(hu, alpha=-lr)
-            for p, (i, j) in enumerate(pairs):  # + eta^2 P_i H E_j g
-                a, b = span[i]
-                U[p, a:b].add_(hcol[j, a:b], alpha=lr2)
-            g_of = {name: g[a:b].view(shape) for name, a, b, shape in layout}
-            theta = {name: theta[name] - lr * g_of[name] for name in theta}
+            st.advance(k, g, hcol, hu)
         del hv, hcol, hu
-    K = len(losses)
-    return PairRecords(
-        n,
-        lr,
-        np.array(losses, dtype=np.float64),
-        np.array(lin, dtype=np.float64).reshape(K, P),
-        np.array(gram, dtype=np.float64).reshape(K, P, P),
-        np.array(curv, dtype=np.float64).reshape(K, P),
-        status,
-        message,
-        pairs,
-    )
+    return st.records()

@@ -1,45 +1,20 @@
 """What the protocol asks of one point ``theta``: loss, gradient, ``H v`` and ``M_S v``.
 
-The per-point interface (:class:`Point`) has three implementations, the
-engines of :func:`crosscurv.numeric.protocol.run_protocol`:
+The per-point interface (:class:`Point`) has three implementations, the engines of
+:func:`crosscurv.numeric.protocol.run_protocol`:
 
-* :class:`PointCurvature` (engine ``"graph"``): one retained double-backward
-  graph, every product one backward pass through it (below);
-* :class:`TermwisePoint` (engine ``"termwise"``): for a loss written as a sum of
-  terms (``Task.loss_terms``, one per client or data shard), every gradient and
-  product accumulated term by term, one term's graph alive at a time;
-* :class:`BatchedPoint` (engine ``"batched"``): the gradient by one backward
-  pass, the products batched by :func:`crosscurv.numeric.hvp.hvp_batch` (forward-over-reverse
-  or any method of :mod:`crosscurv.numeric.hvp`), for models without a double derivative.
+* :class:`PointCurvature` (engine ``"graph"``): the gradient built once with ``create_graph=True``,
+  every product one backward pass through that retained graph,
+  ``[H v]_R = d/dtheta_R <g(theta), v> = H_{R,F} v_F`` for ``v`` supported on ``F``; a masked
+  product ``(M_S v)_i = H_{i,S(i)} v_{S(i)}`` (Lemma 1) reads only the fresh blocks of ``v``;
+* :class:`TermwisePoint` (engine ``"termwise"``): for a loss written as a sum of terms
+  (``Task.loss_terms``), every gradient and product accumulated term by term, one term's graph
+  alive at a time;
+* :class:`BatchedPoint` (engine ``"batched"``): the gradient by one backward pass, the products
+  batched by :func:`crosscurv.numeric.hvp.hvp_batch`, for models without a double derivative.
 
-Both serve ``value``, ``grad``, ``hvp(v)``, ``products(named)`` (several
-products, consumed in order) and ``masked(plan, v)`` (``M_S v``, Lemma 1, by a
-:class:`crosscurv.numeric.curvature.MaskedProductPlan`), and ``release()``.
-
-The protocol needs, at each iterate ``theta``, the gradient ``g = grad L(theta)``
-and several products with ``H = grad^2 L(theta)`` (the power vector, the
-cumulative and JC-only states, the trajectory difference, and the block-masked
-products ``M_S v`` of Lemma 1).  Evaluating each product from scratch repeats the
-forward and backward pass every time.  :class:`PointCurvature` builds the
-gradient once with ``create_graph=True`` (double backward, method ``"reverse"``
-of :mod:`crosscurv.numeric.hvp`) and serves every product as one backward pass through
-that retained graph::
-
-    H v = d/dtheta <g(theta), v>                      (the backward of g along v: hvp.backward_of)
-    [H v]_R = H_{R,F} v_F   for v supported on F      (only the rows R are differentiated)
-
-The restricted form is exactly what ``M_S`` needs: ``(M_S v)_i = H_{i,S(i)} v_{S(i)}``
-(paper, Lemma 1), so a masked product reads only the fresh blocks of ``v``
-(no zero-padded copies) and differentiates only the rows that use it.
-
-Cost (``benchmarks/bench_hvp.py``, CPU, one thread): building the point costs
-one gradient; each product on it costs about 1.5 gradients on the 8-layer MLP,
-where a product from scratch costs 2.6-3.2.  Memory: the retained graph holds
-the activations and the backward's intermediates until :meth:`release` (or
-until the object is dropped); each product allocates only its output.
-
-Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`);
-a vector may hold only some of the keys (the others are zero).
+Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`); a vector
+may hold only some of the keys (the others are zero).
 """
 
 from __future__ import annotations
@@ -73,8 +48,10 @@ class Point:
         for name, get in named:
             yield name, self.hvp(get())
 
-    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:  # pragma: no cover - interface
-        raise NotImplementedError
+    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
+        """``M_S v`` by ``plan``: one restricted product per entry, reading ``v``'s columns only."""
+        return plan.assemble(v, (self.hvp({k: v[k] for k in cols}, rows)
+                                 for cols, rows in plan.products))
 
     def release(self) -> None:
         pass
@@ -136,16 +113,8 @@ class PointCurvature(Point):
         _check_vector(self._shapes, v)
 
     def hvp(self, v: Mapping, rows: Iterable[str] | None = None) -> dict:
-        """``[H v]_R``: the rows ``R`` of ``H v``, with ``v`` zero outside its keys.
-
-        Args:
-            v: direction, ``{key: tensor}`` for some or all parameter keys
-                (a missing key is a zero block; nothing is padded).
-            rows: parameter keys of the result (default: all).
-
-        Returns:
-            detached dict keyed by ``rows``: ``sum_{j in keys(v)} H_{R,j} v_j``.
-        """
+        """``[H v]_R = sum_{j in keys(v)} H_{R,j} v_j``, detached, keyed by ``rows`` (default all);
+        a key missing from ``v`` is a zero block."""
         if self._p is None:
             raise RuntimeError("PointCurvature used after release()")
         self._check(v)
@@ -162,10 +131,6 @@ class PointCurvature(Point):
             hs = backward_of(outs, [self._p[k] for k in rows], gos, retain_graph=True)
         return {k: (h.detach() if h is not None else torch.zeros_like(self._p[k])) for k, h in zip(rows, hs)}
 
-    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
-        """``M_S v`` by ``plan``: one restricted product per entry, each read from ``v``'s columns only."""
-        return plan.assemble(v, (self.hvp({k: v[k] for k in cols}, rows) for cols, rows in plan.products))
-
     def release(self) -> None:
         """Free the retained graph (the gradient and value stay)."""
         self._g = {}
@@ -173,11 +138,8 @@ class PointCurvature(Point):
 
 
 def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) -> dict:
-    """``[H_t v]_R`` for one term ``t``: double backward through a graph built for this product and freed after it.
-
-    Only the columns of ``v`` are differentiated in the first backward and only the rows ``R`` in the
-    second (the other parameters are constants).  Returns a detached dict keyed by ``rows``.
-    """
+    """``[H_t v]_R`` for one term ``t`` through a graph built for this product, detached, keyed by
+    ``rows``."""
     leaves = set(v) | set(rows)
     p = {k: (t.detach().requires_grad_(True) if k in leaves else t.detach()) for k, t in params.items()}
     with torch.enable_grad():
@@ -211,13 +173,8 @@ def _accumulate(into: dict | None, part: dict, inputs: Iterable[torch.Tensor] = 
 class TermwisePoint(Point):
     """``L(theta) = sum_t L_t(theta)``, its gradient and ``H(theta) v`` accumulated term by term.
 
-    ``value = sum_t L_t``, ``grad = sum_t grad L_t`` (one backward pass per term) and
-    ``[H v]_R = sum_t [H_t v]_R`` (one double backward per term and product, through a graph built for
-    that product and freed after it), all summed in term order.  At any time at most one term's graph is
-    alive: the memory follows one term's activations (a client's, a data shard's) beside the vectors in
-    use, however many products the point serves.  Each product repeats each term's forward and first
-    backward, so a product costs about a product from scratch (``benchmarks/bench_hvp.py``: about 2.6
-    gradients on the CIFAR ResNet-18 against 2.2 on a retained graph).
+    ``value = sum_t L_t``, ``grad = sum_t grad L_t`` and ``[H v]_R = sum_t [H_t v]_R``, summed in
+    term order; at most one term's graph is alive at a time.
 
     Args:
         terms: the loss terms, ``term(params) -> 0-dim tensor`` (``Task.loss_terms``), summed in order.
@@ -257,10 +214,6 @@ class TermwisePoint(Point):
         for term in self.terms:
             out = _accumulate(out, _term_product(term, self._p, t, rows), [*t.values(), *self._p.values()])
         return out
-
-    def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
-        """``M_S v`` by ``plan``: one restricted product per entry, each read from ``v``'s columns only."""
-        return plan.assemble(v, (self.hvp({k: v[k] for k in cols}, rows) for cols, rows in plan.products))
 
     def release(self) -> None:
         """Drop the point's parameters (the gradient and value stay); no graph outlives a product."""
@@ -305,20 +258,7 @@ class BatchedPoint(Point):
 
 def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]], pattern: DelayPattern,
                       v: Mapping) -> dict:
-    """``M_S v`` at ``point`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j``.
-
-    One product per distinct non-empty fresh set ``F``, reading only ``v_F``
-    and differentiating only the blocks ``i`` with ``S(i) = F``; blocks with an
-    empty fresh set are zero (``point.masked`` takes any
-    :class:`crosscurv.numeric.curvature.MaskedProductPlan`).
-
-    Args:
-        point: the :class:`PointCurvature` at ``theta``.
-        block_keys: parameter names of each block, in block order.
-        pattern: delay pattern over ``len(block_keys)`` blocks.
-        v: direction keyed like the parameters.
-
-    Returns:
-        ``M_S v`` as a dict with every parameter key.
-    """
+    """``M_S v`` at ``point`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j``, one product per
+    distinct non-empty fresh set; ``block_keys`` names each block's parameters, in block order.
+    Returns a dict with every parameter key."""
     return point.masked(plan_for_blocks(block_keys, pattern, "fresh_set"), v)

@@ -1,18 +1,11 @@
 """Random draws that are the same bits on every x86-64 CPU: normals drawn in float64, then cast.
 
-PyTorch's float32 normal sampler (``torch.randn``, ``Tensor.normal_``, ``nn.init.xavier_normal_``,
-``trunc_normal_``) takes a vectorised code path on CPUs with AVX2 and a scalar one without (and under
-``ATEN_CPU_CAPABILITY=default``): the same seed gives other float32 values (38,819 of 1e5 differ).
-The float64 sampler is scalar on every instruction set, so drawing in float64 and rounding to the
-target dtype gives one result everywhere.  ``uniform_(a, b)`` (``nn.init.kaiming_uniform_``, the default
-initialisation of ``nn.Linear`` and ``nn.Conv2d``) draws ``u`` in ``[0, 1)`` the same everywhere but
-scales a float32 ``u * (b - a) + a`` in float64 with AVX2 and in float32 without (about half of 1e6
-values differ); :func:`portable_uniform_` always scales in float64, which is the AVX2 result bit for
-bit.  Every initial parameter and random input of the built-in tasks, test problems and golden
-cases is drawn through this module, so ``theta0_sha256`` means the same on every machine.
-
-:data:`INIT` names this initializer; tasks record it in their description (``task_info["init"]``),
-so a record folder made with another initializer is recognised as such.
+PyTorch's float32 normal sampler takes another code path with AVX2 than without (the same seed,
+other values), and ``uniform_(a, b)`` scales in float64 with AVX2 and in float32 without.  Drawing
+normals in float64 (scalar everywhere) and scaling uniforms in float64 gives one result everywhere
+(AVX2's).  Every initial parameter and random input of the built-in tasks, test problems and golden
+cases is drawn here, so ``theta0_sha256`` means the same on every machine; :data:`INIT` names this
+initializer in a task's description.
 """
 
 from __future__ import annotations
@@ -52,11 +45,9 @@ def portable_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
 @torch.no_grad()
 def portable_uniform_(tensor: torch.Tensor, a: float, b: float,
                       generator: torch.Generator | None = None) -> torch.Tensor:
-    """In-place ``tensor ~ U(a, b)`` like ``Tensor.uniform_(a, b)``, the same bits on every CPU.
-
-    Consumes the generator exactly as ``uniform_`` does (``u = rand`` in ``tensor.dtype``, on the CPU);
-    with ``a``, ``b`` and ``b - a`` rounded to ``tensor.dtype``, returns ``u * (b - a) + a`` computed in
-    float64 and rounded once: ``uniform_``'s AVX2 result (measured equal on 1e6 float32 values).
+    """In-place ``tensor ~ U(a, b)`` like ``Tensor.uniform_(a, b)``, the same bits on every CPU:
+    ``u = rand`` in ``tensor.dtype`` (the generator consumed as ``uniform_`` does), then
+    ``u * (b - a) + a`` in float64, rounded once.
     """
     u = torch.rand(tuple(tensor.shape), generator=generator, dtype=tensor.dtype)
     lo = torch.tensor(float(a), dtype=tensor.dtype)
@@ -68,12 +59,10 @@ def portable_uniform_(tensor: torch.Tensor, a: float, b: float,
 
 @torch.no_grad()
 def portable_default_init_(module: torch.nn.Module, generator: torch.Generator | None = None) -> torch.nn.Module:
-    """Redraw the ``nn.Linear`` and ``nn.Conv*`` layers of ``module`` as their ``reset_parameters`` does
-    (``kaiming_uniform_(a=sqrt(5))`` weights, ``U(+-1/sqrt(fan_in))`` biases: both ``U(+-1/sqrt(fan_in))``),
-    in module order, weight then bias, with :func:`portable_uniform_`.
-
-    Called with the generator in the state it had when the layers were built (e.g. reseeded), it gives
-    the AVX2 build's weights on every CPU.  Other parameters (normalisation layers) are left as they are.
+    """Redraw the ``nn.Linear`` and ``nn.Conv*`` layers of ``module`` as their
+    ``reset_parameters`` does (weights and biases ``U(+-1/sqrt(fan_in))``), in module order, weight
+    then
+    bias, with :func:`portable_uniform_`; other parameters are left as they are.
     """
     layers = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
     for m in module.modules():

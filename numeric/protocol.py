@@ -14,36 +14,19 @@ Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point inter
   scheme step reuses ``g_S^k`` for the blocks with an empty fresh set);
 * at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the
   products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector,
-  cumulative state, JC-only state, trajectory difference), the JC run's step;
+  cumulative state, JC-only state, trajectory difference), the JC run's step.
 
-the converged extreme eigenpairs of ``H_JC^k`` (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started
-from the carried ``vmax``, ``vmin``); it writes the record of iteration ``k >= 1`` (:mod:`crosscurv.numeric.records`;
-the estimates of :mod:`crosscurv.numeric.estimates`, their error estimates and certified winners of
-:mod:`crosscurv.numeric.error_estimates`, measured from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two steps'
-remainders, no extra product), then carries the estimates' scalar state to ``k + 1``.  At
-``k = K`` the products that only serve ``k + 1`` are skipped.  The HVP
-``H_JC^k z_k`` serves both the quadratic term of the cumulative estimate at
-``k`` and the propagation of ``z`` to ``k + 1``, so a run costs ``O(K)`` HVPs.
+The paper's estimates observe the iteration (:class:`crosscurv.numeric.paper_estimates.PaperEstimates`):
+they are handed ``g_JC^k`` and each product as the body takes it, before the body advances the
+states in the product's tensors, so that ``H_JC^k z_k`` serves both the cumulative estimate at ``k``
+and ``z_{k+1}`` and a run costs ``O(K)`` HVPs.  The record of ``k >= 1``
+(:mod:`crosscurv.numeric.records`) adds the measured gap and the estimates' error estimates
+(:mod:`crosscurv.numeric.error_estimates`, from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two
+steps' remainders, no extra product).  At ``k = K`` the products that only serve ``k + 1`` are
+skipped.
 
-Engines (chosen once per run, recorded in the summary under ``"hvp"``):
-
-* ``"graph"`` (:class:`crosscurv.numeric.point.PointCurvature`): the gradient is built
-  once with ``create_graph=True`` and every product at that point is one
-  backward pass through the retained graph; one graph is alive at a time;
-* ``"termwise"`` (:class:`crosscurv.numeric.point.TermwisePoint`): for a task whose loss is
-  a sum of terms (``Task.loss_terms``: the ``fl`` task's clients), the gradient and every
-  product accumulated term by term by double backward, one term's graph alive at a time
-  (the memory of one term's activations, at the price of repeating each term's forward
-  and first backward per product);
-* ``"batched"`` (:class:`crosscurv.numeric.point.BatchedPoint`): the gradient by one
-  backward pass, the products at a point in one batched call of
-  :func:`crosscurv.numeric.hvp.hvp_batch` (``chunk_size`` caps the batch).
-
-``hvp_method`` ``"reverse"`` asks for the graph engine, ``"forward"`` /
-``"rof"`` for the batched one with that method, and ``"auto"`` (default) takes
-the termwise engine for a task with loss terms, else has the meaning it has
-everywhere (:func:`crosscurv.numeric.hvp.resolve_method`): double backward when one
-product works at ``theta^0`` (the graph engine), else forward-over-reverse (batched).  ``M_S v`` follows a
+The products are taken by the run's engine (:mod:`crosscurv.numeric.engine`: one retained graph,
+term by term, or batched), chosen once per run.  ``M_S v`` follows a
 :class:`crosscurv.numeric.curvature.MaskedProductPlan` (one product per fresh block or
 per fresh set, whichever needs fewer; recorded).
 
@@ -80,17 +63,18 @@ from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
-from .estimates import (EstimateState, Extremes, init_power_vector, quadratic_from_linear,
-                        recursive_estimate, track_extremes)
+from .engine import Engine, choose_engine
+from .estimates import EstimateState, init_power_vector
 from .gap import SegmentGap, plain_suffices, reconcile
-from .hvp import HVP_METHODS, grad, resolve_method
-from .metrics import run_metrics
+from .hvp import HVP_METHODS
 from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
-from .point import BatchedPoint, PointCurvature, TermwisePoint
+from .paper_estimates import PaperEstimates, _Parked  # noqa: F401 (_Parked: its old home)
 from .protocol_checks import ProtocolError, check_iters, check_lr
-from .records import (ESTIMATES, FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordWriter, make_record,
-                      read_records, records_columns, truncate_records, write_summary)
+from .protocol_summary import (CONSTANTS_NOTE, DIVERGED_METRICS_NOTE, METRICS_NOTE,  # noqa: F401
+                               crosscurv_version, protocol_summary)
+from .records import (FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordWriter, make_record, read_records,
+                      truncate_records, write_summary)
 from .run_folder import ResumeError, check_records_header, one_line, unreadable_checkpoint
 from .steps import check_pattern
 from .task import TaskError
@@ -101,33 +85,15 @@ from .trajectory import (CHECKPOINT_SECONDS, Diverged, RecordsKind, Run, RunFold
 from .update_rules import PlainRule, UpdateRule, update_rule
 
 __all__ = [
-    "ProtocolError",
-    "ResumeError",
-    "SettingsChangedError",
-    "ProtocolResult",
-    "RunOptions",
-    "Engine",
-    "choose_engine",
-    "DIVERGED_EXIT_CODE",
-    "CHECKPOINT_SECONDS",
-    "run_protocol",
-    "check_lr",
-    "check_iters",
-    "jsonable",
-    "theta_digest",
-    "crosscurv_version",
+    "ProtocolError", "ResumeError", "SettingsChangedError", "ProtocolResult", "RunOptions", "Engine",
+    "choose_engine", "DIVERGED_EXIT_CODE", "CHECKPOINT_SECONDS", "run_protocol", "check_lr",
+    "check_iters", "jsonable", "theta_digest", "crosscurv_version",
 ]
 
 #: Exit code of ``crosscurv run`` for a diverged run.
 DIVERGED_EXIT_CODE = 3
 #: The carried vectors, in the order a checkpoint lists them.
 _CARRIED = ("theta_j", "theta_s", "z", "y", "w", "p", "vmax", "vmin")
-CONSTANTS_NOTE = (
-    "G and L are a-posteriori estimates, not certified constants: G is the running maximum of the "
-    "gradient norms evaluated on both trajectories, L the running maximum of |p^T H_JC^k p| of a "
-    "warm-started power iteration (one HVP per iteration); both can only underestimate the "
-    "constants of Assumption 1, so bound_bk estimates Theorem 3's bound rather than guaranteeing it."
-)
 
 
 @dataclass
@@ -155,86 +121,12 @@ class ProtocolResult:
         return DIVERGED_EXIT_CODE if self.status == "diverged" else 0
 
 
-def crosscurv_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("crosscurv")
-    except Exception:  # not installed (running from a checkout)
-        return "unknown"
-
-
 def _as_pattern(task, pattern) -> DelayPattern:
     """``pattern`` as a :class:`DelayPattern` over the task's blocks (a string is its command-line spelling)."""
     if isinstance(pattern, str):
         pattern = parse_pattern(pattern, task.n_blocks, task.block_names)
     check_pattern(task, pattern)
     return pattern
-
-
-# -- the engine ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Engine:
-    """How the products at a point are taken (module docstring), chosen once per run.
-
-    Attributes:
-        name: ``"graph"``, ``"termwise"`` or ``"batched"``.
-        method: the concrete HVP method (``"reverse"`` for the graph and termwise engines).
-        chunk_size: at most this many products per batch (batched engine).
-        terms: the task's loss terms (termwise engine), whose sum is the ``loss`` the points are asked for.
-    """
-
-    name: str
-    method: str
-    chunk_size: int | None = None
-    terms: tuple = ()
-
-    def point(self, loss, params: Mapping):
-        """The :class:`crosscurv.numeric.point.Point` at ``params`` (the termwise engine sums its ``terms``,
-        which add up to ``loss``)."""
-        if self.name == "graph":
-            return PointCurvature(loss, params)
-        if self.name == "termwise":
-            return TermwisePoint(self.terms, params)
-        return BatchedPoint(loss, params, self.method, self.chunk_size)
-
-    def gradient(self, loss, params: Mapping) -> dict:
-        """``grad L(params)`` alone (no graph kept): term by term for the termwise engine, else one backward pass."""
-        if self.name == "termwise":
-            return TermwisePoint(self.terms, params).grad
-        return grad(loss, params)[1]
-
-    def describe(self) -> str:
-        if self.name == "graph":
-            return "one retained double-backward graph per point"
-        if self.name == "termwise":
-            return f"double backward term by term, one of the loss's {len(self.terms)} terms' graph at a time"
-        return "batched products (crosscurv.numeric.hvp.hvp_batch)"
-
-
-def choose_engine(task, hvp_method: str = "auto", chunk_size: int | None = None) -> Engine:
-    """The engine for ``hvp_method`` (``"auto"``: the termwise engine for a task with loss terms if one
-    product works at ``theta^0`` that way, else :func:`crosscurv.numeric.hvp.resolve_method` at ``theta^0``)."""
-    if hvp_method not in HVP_METHODS:
-        raise ProtocolError(f"unknown HVP method {hvp_method!r} (use {', '.join(HVP_METHODS)})")
-    terms = tuple(getattr(task, "loss_terms", None) or ())
-    if hvp_method == "auto" and len(terms) > 1:
-        try:  # every term twice differentiable by double backward
-            point = TermwisePoint(terms, task.params)
-            point.hvp(point.grad)
-            return Engine("termwise", "reverse", terms=terms)
-        except Exception:  # some term has no double derivative: the engines below decide
-            pass
-    method = resolve_method(task.loss, task.params, hvp_method) if hvp_method == "auto" else hvp_method
-    if method == "reverse" and (hvp_method == "auto" or chunk_size is None):
-        try:  # the graph engine needs one double-backward product on a retained graph
-            if hvp_method == "auto":
-                point = PointCurvature(task.loss, task.params)
-                point.hvp(point.grad)
-            return Engine("graph", "reverse")
-        except Exception:  # no double derivative through a retained graph
-            method = "forward"
-    return Engine("batched", method, chunk_size)
 
 
 # -- settings ----------------------------------------------------------------------------
@@ -296,6 +188,10 @@ class RunContext:
     rule: UpdateRule = field(default_factory=PlainRule)
     requested: str = "auto"
     run: Run | None = None
+    estimates: PaperEstimates = field(init=False)
+
+    def __post_init__(self):
+        self.estimates = PaperEstimates(self)
 
     @property
     def jacobi(self) -> DelayPattern:
@@ -330,7 +226,7 @@ class RunContext:
         return lambda st: (files[st.data_ptr()], 0) if st.data_ptr() in files else None
 
     def summary(self, run: Run, status: str, message: str, diverged_at) -> dict:
-        return _summary(self, run, status, message, diverged_at)
+        return protocol_summary(self, run, status, message, diverged_at)
 
     def emit(self, k: int, loss_jc: float, loss_s: float, estimates: dict) -> None:
         """The record of iteration ``k`` (``bound_bk`` with the current ``G``, ``L``) to the
@@ -348,7 +244,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error bound
     ``gap_err``, checked against ``loss_s - loss_jc`` by :func:`crosscurv.numeric.gap.reconcile`; where that
     difference alone is within ``2^-10`` of itself the segment is skipped
-    (:func:`crosscurv.numeric.gap.plain_suffices`); ``sharpness`` is the power iteration's ``p_k^T H_JC^k p_k``.
+    (:func:`crosscurv.numeric.gap.plain_suffices`).
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
     offloading only the vectors in use sit beside a graph):
@@ -369,13 +265,12 @@ def _iteration(ctx: RunContext, k: int) -> None:
 
     Both losses are finite before anything of ``k`` is recorded or carried: a non-finite loss at either
     point stops the run (:class:`crosscurv.numeric.trajectory.Diverged`, naming every non-finite
-    loss of ``k``).  How the runs step and
-    the carried states advance is the run's update rule (``ctx.rule``,
-    :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a block-separable optimizer); the
-    estimates of ``k`` read the same quantities under every rule: ``recursive = g_JC^k . w + q``,
-    ``cumulative = g_JC^k . z + z . H z / 2``, ``jc_only = g_JC^k . y + y . H y / 2``, ``q <- Delta . H Delta / 2``.
+    loss of ``k``).  How the runs step and the carried states advance is the run's update rule
+    (``ctx.rule``, :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a
+    block-separable optimizer); the estimates of ``k`` (``ctx.estimates``,
+    :mod:`crosscurv.numeric.paper_estimates`) read the same quantities under every rule.
     """
-    S, est, loss, rule = ctx.store, ctx.est, ctx.task.loss, ctx.rule
+    S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     last = k == ctx.iters
     record: dict = {}
     meas: dict = {}
@@ -397,12 +292,9 @@ def _iteration(ctx: RunContext, k: int) -> None:
     if not math.isfinite(loss_jc):
         _diverged(k, loss_jc, loss_s)
     gj = at_j.grad
-    # what the error estimates measure at k (crosscurv.numeric.error_estimates); ||g_JC^k||, then ||g_S^k||, feed G
-    meas["G"] = est.observe_gradient_norm(float(tree.norm(gj)))
-    meas["G_s"] = est.observe_gradient_norm(gs_norm)
+    ctx.estimates.gradients(k, gj, gs_norm, record, meas)
     if k >= 1:
         segment.add(0.0, gj, S.fetch("delta"))
-        record["recursive"] = float(recursive_estimate(gj, S.fetch("w"), est.q))
     if not last:
         rule.jc_step(ctx, k, at_j, theta_j, gj, meas)
     at_j.grad = _between_uses(ctx, "gj", gj, graph_output=True)
@@ -456,40 +348,26 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
 
 def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, force,
                  record: dict, meas: dict) -> None:
-    """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: the power
-    step and the extremes, the cumulative and JC-only estimates, and (unless ``last``) ``z``, ``y``
-    and ``w`` of ``k + 1`` formed in their products' tensors."""
-    S, est, rule = ctx.store, ctx.est, ctx.rule
+    """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: first by
+    the paper's estimates (``ctx.estimates``: the power step and the extremes, the cumulative and
+    JC-only estimates, ``q``), then (unless ``last``) by the rule, which forms ``z``, ``y`` and ``w``
+    of ``k + 1`` in their products' tensors."""
+    rule = ctx.rule
     held: dict = {}  # the vector of the product in hand: a hook takes the body's only reference (held.pop)
     for name, held["v"], Hv in _products(at_j, k, named):
-        v = held["v"]
-        if name == "p":
-            S.park("p", est.observe_power(v, Hv))
-            record["sharpness"] = est.rayleigh
-        elif name == "z":
-            meas["Z"] = float(tree.norm(v))
-            if k >= 1:
-                record["cumulative"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
-            if not last:
-                del v
-                rule.advance_z(ctx, held.pop("v"), Hv, force)
-        elif name == "y":
-            meas["Y"] = float(tree.norm(v))
-            if k >= 1:
-                record["jc_only"] = float(quadratic_from_linear(tree.dot(at_j.grad, v), v, Hv))
-            if not last:
-                del v
-                rule.advance_y(ctx, at_j, held.pop("v"), Hv)
-        else:  # delta (k < K), the last product: the graph is released before w is formed
-            est.q = 0.5 * tree.dot(v, Hv)
-            del v
+        ctx.estimates.product(k, name, held["v"], Hv, at_j.grad, record, meas)
+        if name == "delta":  # the last product (k < K): the graph is released before w is formed
             at_j.release()
+        if name == "z" and not last:
+            rule.advance_z(ctx, held.pop("v"), Hv, force)
+        elif name == "y" and not last:
+            rule.advance_y(ctx, at_j, held.pop("v"), Hv)
+        elif name == "delta":
             rule.advance_delta(ctx, at_j, held.pop("v"), Hv, gs, force, meas)
         held.clear()
-        v = None
         del Hv
         if name == "p":  # the extremes after the power step, whose p^T H p they fold in, before the other products
-            _extremes(ctx, k, at_j, theta_j, record, meas)
+            ctx.estimates.extremes(k, at_j, theta_j, record, meas)
 
 
 def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: float, gs,
@@ -539,53 +417,6 @@ def _whole(S, name: str, vector: Mapping) -> Mapping:
     return S.fetch(name) if S.holds(name) else vector
 
 
-def _extremes(ctx: RunContext, k: int, at_j, theta_j: Mapping, record: dict, meas: dict) -> None:
-    """The converged extreme eigenpairs of ``H_JC^k`` (:func:`crosscurv.numeric.estimates.track_extremes`, warm-started from
-    the carried ``vmax``, ``vmin``) into the record and ``meas`` (``lam = ||H||``, ``c = ||I - eta H||``)."""
-    S, est = ctx.store, ctx.est
-    # fetched only if the solve reads them (between solves it returns them unchanged: nothing to park)
-    vmax, vmin = (_Parked(S, "vmax"), _Parked(S, "vmin")) if S.holds("vmax") else (None, None)
-    prev = None if vmax is None else Extremes(est.lam_max, est.lam_min, vmax, vmin, 0, 0.0, False)
-    try:
-        ext = track_extremes(at_j.hvp, theta_j, prev, k, seed=int(ctx.settings.get("seed") or 0), store=S)
-    except (ValueError, RuntimeError, ArithmeticError):  # non-finite products (a diverging run): no extremes
-        ext = Extremes(math.nan, math.nan, vmax, vmin, 0, math.nan, False)
-    est.lam_max, est.lam_min = ext.lam_max, ext.lam_min
-    if ext.v_max is not vmax:
-        S.park("vmax", ext.v_max)
-    if ext.v_min is not vmin:
-        S.park("vmin", ext.v_min)
-    record["lambda_max"], record["lambda_min"], record["sharpness_hvps"] = ext.lam_max, ext.lam_min, ext.hvps
-    # between converged iterations the power iteration's p^T H_JC^k p (a lower bound of lambda_max(H_JC^k),
-    # taken anyway) keeps the regime test and ||H|| current
-    top = ext.lam_max if not math.isfinite(est.rayleigh) else max(ext.lam_max, est.rayleigh)
-    low = ext.lam_min if not math.isfinite(est.rayleigh) else min(ext.lam_min, est.rayleigh)
-    meas["top"] = top
-    meas["lam"] = max(abs(top), abs(low))
-    meas["c"] = max(abs(1.0 - ctx.lr * top), abs(1.0 - ctx.lr * low))
-
-
-class _Parked(Mapping):
-    """A vector parked in a store under ``name``, read-only, fetched on its first use."""
-
-    def __init__(self, store, name: str):
-        self._store, self._name, self._v = store, name, None
-
-    def _vector(self) -> dict:
-        if self._v is None:
-            self._v = self._store.fetch(self._name)
-        return self._v
-
-    def __getitem__(self, key):
-        return self._vector()[key]
-
-    def __iter__(self):
-        return iter(self._vector())
-
-    def __len__(self) -> int:
-        return len(self._vector())
-
-
 def _products(point, k: int, named):
     """``(name, v, H v)`` for ``named = [(name, get), ...]`` in order, each ``v = get()`` fetched once.
 
@@ -608,64 +439,6 @@ def _products(point, k: int, named):
     for name, get in named[len(taken):]:
         v = get()
         yield name, v, tree.zeros_like(v)
-
-
-# -- summary -------------------------------------------------------------------------
-#: ``metrics_note`` of a summary's Section 5.1 metrics.
-METRICS_NOTE = (
-    "paper Section 5.1; w(x) = JC if x > 0, GS (the scheme S) if x < 0, tie if x == 0; a measured "
-    "gap of exactly 0 is in neither n_JC nor n_GS; Correct_K needs equal winners (a zero "
-    "estimate only agrees with a zero gap); an iteration with |gap| <= gap_err (the measured gap's "
-    "error bound) is undecided: in neither n_JC nor n_GS and left out of Correct_K's denominator"
-)
-#: ``metrics_note`` of a diverged run, whose ``metrics`` are empty and ``bound_bk_coverage`` null.
-DIVERGED_METRICS_NOTE = (
-    "none over a diverged run: its last records run into the divergence (losses and estimates "
-    "growing without bound); last_finite_state is where it stood, and crosscurv table recomputes "
-    "the metrics of the records before the divergence, flagged as such"
-)
-
-
-def _summary(ctx: RunContext, run: Run, status, message, diverged_at) -> dict:
-    metrics, coverage, note = {}, None, METRICS_NOTE
-    records = run.records
-    if status == "diverged":  # the records before a divergence run into it: no metrics over them
-        note = DIVERGED_METRICS_NOTE
-    elif records:
-        metrics, coverage = run_metrics(records_columns(records), ESTIMATES)
-    out = {
-        "crosscurv_version": crosscurv_version(),
-        "status": status,
-        "message": message,
-        "diverged_at": diverged_at,
-        "records": len(records),
-        "settings": ctx.settings,
-        "metrics": metrics,
-        "metrics_note": note,
-        "bound_bk_coverage": coverage,
-        "constants": {"G": ctx.est.G, "L": ctx.est.L, "note": CONSTANTS_NOTE},
-        "hvp": {
-            "requested": ctx.requested,
-            "used": ctx.engine.method,
-            "engine": ctx.engine.describe(),
-            "engine_name": ctx.engine.name,
-            "masked_product_form": ctx.plan.form,
-            "offloaded": bool(getattr(ctx.store, "offloaded", False)),
-        },
-        "timing": run.timing(),
-    }
-    if status == "diverged":
-        out["last_finite_state"] = _last_finite_state(records)
-    return out
-
-
-def _last_finite_state(records) -> dict | None:
-    """``{"k", "loss_jc", "loss_s", "gap", "gap_err"}`` of the last record before a divergence
-    (``None``: none after ``theta^0``)."""
-    if not records:
-        return None
-    r = records[-1]
-    return {key: r.get(key) for key in ("k", "loss_jc", "loss_s", "gap", "gap_err")}
 
 
 # -- the protocol ------------------------------------------------------------------------
@@ -811,7 +584,7 @@ def _finish(ctx: RunContext, run: Run, out) -> ProtocolResult:
         message = f"complete: {len(run.records)} iterations"
     elif run.folder is not None:
         message += f"; {len(run.records)} records kept in {run.folder.records}"
-    summary = _summary(ctx, run, out.status, message, out.diverged_at)
+    summary = protocol_summary(ctx, run, out.status, message, out.diverged_at)
     if run.folder is not None:
         write_summary(run.folder.summary, summary)
     return ProtocolResult(out.status, run.records, summary, message, out.diverged_at,

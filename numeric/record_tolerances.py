@@ -13,24 +13,10 @@ from typing import Mapping, Sequence
 
 from .records import FIELDS as _ALL_FIELDS
 
-__all__ = [
-    "TOLERANCES",
-    "MEASURED_ROUNDING",
-    "SAFETY",
-    "EPS",
-    "tolerance_from_rounding",
-    "stated_rounding",
-    "VALUE_COLUMNS",
-    "OPTIONAL_COLUMNS",
-    "ALL_COLUMNS",
-    "default_tolerances",
-    "column_scale",
-    "compared_columns",
-    "reference_tolerances",
-    "close",
-    "series_close",
-    "gap_slack",
-]
+__all__ = ["TOLERANCES", "MEASURED_ROUNDING", "SAFETY", "EPS", "tolerance_from_rounding",
+           "stated_rounding", "VALUE_COLUMNS", "OPTIONAL_COLUMNS", "ALL_COLUMNS",
+           "default_tolerances", "column_scale", "compared_columns", "reference_tolerances",
+           "close", "series_close", "gap_slack"]
 
 
 #: Safety factor between the measured rounding of a column and its tolerance.
@@ -41,29 +27,13 @@ SAFETY = 10.0
 #: at least one rounding, and every column is computed from loss-sized numbers).
 EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
-#: Measured rounding of each record column, ``(rel, beyond)``, per dtype:
-#: ``python -m crosscurv.experiments.conformance.rounding`` (the "Tolerances" table of
-#: docs/reproducibility.md; its docstring defines the measurement).  Runs of the same protocol
-#: that differ only in the order or precision of their floating-point operations (1 against
-#: 2 threads, the other HVP engine, float32 against float64, and the
-#: independent NumPy implementation ``examples/numpy_estimator.py``) part by at
-#: most ``rel |value| + beyond scale`` (``scale``: :func:`column_scale`).
-#: Runs: the built-in tasks (mlp, fl, lora) at the smoke presets over K = 10 and
-#: the default presets over K = 3 (float32 and float64), and the golden cases
-#: (float64, their K; the optimizer cases with their optimizer).
-#: Each value is rounded up to two digits; the comment names the variant and
-#: run where it was largest.  Remeasured under the emulated instruction sets of
-#: ``make test-portable`` (``MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default``,
-#: ``MKL_CBWR=AVX2|AVX ATEN_CPU_CAPABILITY=avx2``, ``OPENBLAS_CORETYPE=Haswell``:
-#: ``env ... python -m crosscurv.experiments.conformance.rounding --tasks "" --json`` for the
-#: golden cases, ``--tasks mlp,fl,lora --presets smoke:5 --no-golden`` for the tasks), and the
-#: float32 rows again with ``make rounding`` (smoke:10 under this CPU, the four
-#: emulations and two threads: reports/rounding.md); each entry is the largest
-#: over this CPU and the emulations.  Not used: ``gap`` computed as ``loss_s - loss_jc``
-#: (variant ``subtraction``), which parts from the recorded segment integral by
-#: up to 11% of the gap beyond both ``gap_err`` on the ReLU tasks (mlp, fl, lora smoke,
-#: float32 and float64): quadrature error that ``gap_err`` does not bound where
-#: the gradient has kinks along the segment, not rounding.
+#: Measured rounding of each record column, ``(rel, beyond)``, per dtype: runs that differ only in
+#: the order or precision of their floating-point operations (threads, HVP engine, float32 against
+#: float64, the NumPy implementation, the emulated instruction sets of ``make test-portable``) part
+#: by at most ``rel |value| + beyond scale`` (:func:`column_scale`), rounded up to two digits; the
+#: comment names the variant and run where it was largest.  Measured by
+#: ``python -m crosscurv.experiments.conformance.rounding`` and ``make rounding``
+#: (docs/reproducibility.md, reports/rounding.md).
 MEASURED_ROUNDING = {
     "float32": {
         # rel: threads, smoke:10 (reports/rounding.md)
@@ -130,23 +100,11 @@ def tolerance_from_rounding(dtype: str, rounding: tuple) -> tuple:
     return (SAFETY * max(rounding[0], eps), SAFETY * max(rounding[1], eps))
 
 
-#: Default tolerances per reference dtype and column: ``(rtol, atol_rel)``; a
-#: value agrees when ``|theirs - ref| <= atol_rel * scale + rtol * |ref|`` with
-#: ``scale`` the reference's largest ``|loss_jc|``/``|loss_s|`` (for
-#: ``sharpness``: its largest ``|sharpness|``; :func:`column_scale`), and for
-#: ``gap`` the ``gap_err`` of both records added (:func:`compare_records`).
-#: Each is :data:`SAFETY` times the column's :data:`MEASURED_ROUNDING`, at least
-#: :data:`EPS` (:func:`tolerance_from_rounding`).  These hold over the measured
-#: horizons (K = 10 on the smoke presets, 3 on the default ones); float32
-#: trajectories part further with every iteration (fastest past the edge of
-#: stability, ``eta * sharpness > 2``), so long float32 runs agree up to some
-#: iteration and then not: ``crosscurv report --check`` names it.
-#: Earlier versions used ``(1e-4, 1e-5)`` for float32 and ``(1e-9, 1e-12)`` for
-#: float64 in every column (neither measured): ``atol`` 8x (float32) and 250-450x
-#: (float64) above these, float64's ``rtol`` 550x to 2e5x; but float32's
-#: ``rtol = 1e-4`` was *below* the measured relative rounding of ``recursive``
-#: (5.2e-4) and ``gap_err`` (5.0e-2), covered only because their values are small
-#: against the loss-scaled ``atol``.
+#: Default tolerances per reference dtype and column: ``(rtol, atol_rel)``; a value agrees when
+#: ``|theirs - ref| <= atol_rel * scale + rtol * |ref|`` (:func:`column_scale`), for ``gap`` with
+#: the ``gap_err`` of both records added.  Each is :data:`SAFETY` times the column's
+#: :data:`MEASURED_ROUNDING`, at least :data:`EPS`; they hold over the measured horizons (K = 10 on
+#: the smoke presets, 3 on the default ones).
 TOLERANCES = {dt: {c: tolerance_from_rounding(dt, m) for c, m in cols.items()}
               for dt, cols in MEASURED_ROUNDING.items()}
 

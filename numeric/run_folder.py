@@ -1,12 +1,8 @@
 """Whether a run folder can be resumed, checked from its files without importing torch.
 
-A run folder (:mod:`crosscurv.numeric.trajectory`) holds ``records.csv``, ``summary.json`` and
-``checkpoint.pt``.  :func:`check_resumable` refuses, in one line (:class:`ResumeError`), a folder that is
-missing, has no checkpoint, or whose summary, records header or checkpoint archive cannot be read: what
-can be told from the files alone.  ``crosscurv run --resume`` checks this before it imports torch and
-builds the task, so a damaged folder is answered at once; the protocol makes the same checks when it
-loads the checkpoint (:meth:`crosscurv.numeric.trajectory.RunFolder.load_checkpoint`), then reads the
-checkpoint's contents, which only torch can.
+:func:`check_resumable` refuses in one line (:class:`ResumeError`) a folder that is missing, has no
+checkpoint, or whose summary, records header or checkpoint archive cannot be read; ``crosscurv run
+--resume`` checks it before it imports torch.
 """
 
 from __future__ import annotations

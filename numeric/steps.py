@@ -1,20 +1,13 @@
 """Exact block-gradient steps for a delay pattern (paper, Definitions 1 and 2).
 
-Exact scheme step (docs/design.md): with ``theta = theta^k`` and learning rate
-``eta``, block ``i`` is updated as
+With ``theta = theta^k`` and learning rate ``eta``, block ``i`` is updated as
 
     theta_i^{k+1} = theta_i^k - eta * grad_i L(theta^{(i)}),
 
-where ``theta^{(i)}`` holds the *new* value ``theta_j^{k+1}`` exactly for the
-blocks ``j`` with ``(i, j) in S`` and the *old* value ``theta_j^k`` for every
-other block.  For full GS this is the usual in-place sweep; for a partial
-pattern it is not: a block updated earlier in the sweep but not in ``S(i)``
-is seen stale.  JC (``S`` empty) is one full gradient at ``theta^k``.
-
-Only the gradients a sub-step needs are computed: blocks with the same fresh
-set ``S(i)`` see the same state, so they share one gradient evaluation with
-respect to their parameters only (:func:`crosscurv.numeric.hvp.block_grad`).  JC costs
-one gradient; full GS over ``N`` blocks costs ``N`` block gradients.
+where ``theta^{(i)}`` holds the new ``theta_j^{k+1}`` exactly for the blocks ``j`` with
+``(i, j) in S`` and the old ``theta_j^k`` for every other block.  Blocks with the same fresh set
+share one gradient with respect to their parameters only
+(:func:`crosscurv.numeric.hvp.block_grad`): JC costs one gradient, full GS ``N`` block gradients.
 """
 
 from __future__ import annotations
@@ -31,15 +24,8 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern, gauss_seidel, ja
 from .chain import PrefixCache
 from .hvp import block_grad, grad
 
-__all__ = [
-    "StepError",
-    "block_keys",
-    "fresh_groups",
-    "scheme_step",
-    "scheme_step_with_grads",
-    "jacobi_step",
-    "gauss_seidel_step",
-]
+__all__ = ["StepError", "block_keys", "fresh_groups", "scheme_step", "scheme_step_with_grads",
+           "jacobi_step", "gauss_seidel_step"]
 
 
 def block_keys(task) -> list[list[str]]:
@@ -48,22 +34,15 @@ def block_keys(task) -> list[list[str]]:
 
 
 def check_pattern(task, pattern: DelayPattern | str) -> DelayPattern:
-    """``pattern`` (or its spec, block names allowed) as a :class:`DelayPattern` over ``task.n_blocks`` blocks.
-
-    Raises:
-        PatternError: a malformed spec or a pattern over another number of blocks.
+    """``pattern`` (or its spec, block names allowed) as a :class:`DelayPattern` over
+    ``task.n_blocks`` blocks; raises ``PatternError``.
     """
     return as_pattern(pattern, task.n_blocks, task.block_names)
 
 
 def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
-    """Blocks grouped by fresh set, in an order valid for a sweep.
-
-    Returns:
-        ``[(F, members), ...]``: ``F = S(i)`` (sorted 0-based block indices)
-        shared by every block ``i`` in ``members``; each group comes after
-        every group holding a block of its ``F`` (the groups follow
-        ``pattern.order()``, placed at their first member).
+    """``[(F, members), ...]``: the blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based),
+    each group after every group holding a block of its ``F``.
     """
     return pattern.groups_by_fresh_set()
 
@@ -79,27 +58,13 @@ def _check_lr(lr) -> None:
 
 def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
                            grad_at_params: Mapping | None = None, update=None) -> tuple[dict, dict]:
-    """One exact step of scheme ``S`` and the gradients it used.
+    """One exact step of scheme ``S``: ``(theta^{k+1}, g_tilde)``, detached dicts
+    keyed like ``params``, ``theta^{k+1} = theta^k - eta * g_tilde``, ``g_tilde`` the fresh block
+    gradients ``grad_i L(theta^{(i)})``.
 
-    Args:
-        task: a :class:`crosscurv.numeric.Task` (its ``loss`` and ``blocks``).
-        params: the current point ``theta^k`` (``dict[str, Tensor]``).
-        pattern: acyclic delay pattern over ``task.n_blocks`` blocks.
-        lr: learning rate ``eta`` (float or 0-dim tensor).
-        grad_at_params: ``grad L(theta^k)`` if the caller has it: the blocks
-            with an empty fresh set see ``theta^k`` itself, so they take their
-            gradient from it instead of a new evaluation.
-        update: ``update(keys, old, grads) -> {key: new value}`` for the
-            parameters ``keys`` given the point ``old`` and their fresh
-            gradients ``grads`` (a block-separable optimizer,
-            :func:`crosscurv.numeric.optimizers.optimizer_scheme_step`); default the
-            plain step ``old - lr * grad``.
-
-    Returns:
-        ``(theta^{k+1}, g_tilde)``: both dicts keyed like ``params``,
-        detached; ``g_tilde`` stacks the fresh block gradients
-        ``grad_i L(theta^{(i)})`` (``g_tilde = g`` for JC), so
-        ``theta^{k+1} = theta^k - eta * g_tilde``.
+    ``grad_at_params``: ``grad L(theta^k)`` if the caller has it (the blocks with an empty fresh set
+    use it).  ``update(keys, old, grads) -> {key: new value}``: a block-separable optimizer
+    (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`); default ``old - lr * grad``.
     """
     pattern = check_pattern(task, pattern)
     _check_lr(lr)

@@ -1,7 +1,7 @@
 """pytest helpers for projects that implement block schemes or the paper's estimates.
 
-Plain functions raising :class:`AssertionError` with the evidence in the
-message (pytest shows it), so they work in any test runner::
+Plain functions raising :class:`AssertionError` with the evidence in the message; their public
+home is :mod:`crosscurv.testing`::
 
     from crosscurv.testing import assert_observed_order, assert_step_is
 
@@ -12,18 +12,6 @@ message (pytest shows it), so they work in any test runner::
         etas = [0.1 * 2.0**-k for k in range(5)]
         errors = [abs(my_gap(e) - my_estimate(e)) for e in etas]
         assert_observed_order(errors, etas, 3, floor=1e-14)
-
-* :func:`assert_observed_order` -- errors on a step-size grid shrink at the
-  stated order (pyadjoint's Taylor test: pairwise rates, least-squares
-  slope, points below a round-off floor *dropped*, not tolerated).
-* :func:`assert_step_is` -- a step function performs exactly the scheme of a
-  delay pattern (agreement to round-off at every state and step size; a
-  step that agrees only to ``O(eta^2)`` fails, and the message shows the
-  error table against every candidate scheme).
-
-:mod:`crosscurv.testing` is their public home: it exports them beside the checks of the paper
-(its pytest plugin) and ``assert_records_match`` (records against a golden case, the verdict of
-``validate-records``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Intra-op threads of the Python API: the command line's default, one thread.
 
-The entry points that compute trajectories or curvature (:func:`crosscurv.numeric.run_protocol`,
-:func:`crosscurv.numeric.advice.advise` and :func:`~crosscurv.numeric.advice.validate`,
-:func:`crosscurv.numeric.cross_curvature_table`, :func:`crosscurv.numeric.one_step_estimate`,
-:func:`crosscurv.numeric.one_step_gap`, :func:`crosscurv.numeric.identify_step`) take a keyword
-``threads`` and compute with that many intra-op threads for the duration of the call, then give
-the caller's count back (:func:`computes_with_threads`).  ``threads=None`` (the default) is, in order:
-
-1. the count already in force, inside another such call or in a program that chooses the count
-   itself (:func:`caller_chooses`: the ``crosscurv`` command, from ``--threads``,
-   ``OMP_NUM_THREADS`` or its default; the benchmarks);
-2. ``OMP_NUM_THREADS`` when the environment sets it;
-3. :data:`DEFAULT_THREADS` (1), the command line's default.
-
-So a script and ``crosscurv run`` compute with the same count and write the same float32 records,
-and a script on busy shared cores does not wait on torch's one thread per core (``advise`` on a
-150-parameter problem: 8.6 s with torch's two threads on two busy cores, 1.5 s with one).
-``threads=torch.get_num_threads()`` keeps a count set with ``torch.set_num_threads``.
+The entry points that compute trajectories or curvature take a keyword ``threads`` and compute
+with that many intra-op threads for the call (:func:`computes_with_threads`).  ``threads=None`` is,
+in order: the count already in force (inside another such call, or where :func:`caller_chooses`:
+the ``crosscurv`` command, the benchmarks); ``OMP_NUM_THREADS``; :data:`DEFAULT_THREADS` (1).  So
+a script and ``crosscurv run`` write the same float32 records.
 """
 
 from __future__ import annotations

@@ -1,44 +1,13 @@
 """Validate real training code: an ``nn.Module`` and a ``torch.optim`` training step as a user step.
 
-``crosscurv validate-step`` checks a step ``step(params, lr) -> new params``
-(:mod:`crosscurv.numeric.validation`).  Training code is written differently:
-it updates a module in place with ``optimizer.zero_grad()``,
-``loss.backward()`` and ``optimizer.step()``, with one or several
-optimizers, param groups, ``requires_grad`` toggles, peft adapters.
-:func:`step_from_training_code` turns such code, unchanged, into a step::
-
-    def train_step(model, opt):            # ordinary training code
-        opt.zero_grad()
-        model(**batch).loss.backward()
-        opt.step()
-
-    def factory():
-        model = build_model().double()     # float64: the harness compares to round-off
-        return step_from_training_code(
-            model, train_step,
-            objective=lambda m: m(**batch).loss,
-            blocks={"B": "*lora_B*", "A": "*lora_A*"},
-            optimizers=lambda m: torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=1.0),
-            pattern="jc")
-
-For every call ``step(params, lr)`` the helper
-
-1. restores the module: the parameters of the blocks from ``params`` (under
-   ``no_grad``), every other parameter and buffer to its value at
-   construction, every ``requires_grad`` flag, ``.grad = None``;
-2. builds the optimizers afresh with ``optimizers(model)`` (no momentum or
-   Adam state carried between calls) and sets each param group's ``lr`` to
-   ``lr * f_b``, ``f_b`` the ``lr_factors`` entry of the group's block (1
-   by default);
-3. runs ``train_step(model, optimizers)``;
-4. returns copies of the blocks' parameters.
-
-The task's loss ``L(theta)`` is ``objective(model)`` evaluated with
-``theta`` substituted by ``torch.func.functional_call`` (the objective the
-step is a method for; for FedAvg the mean of the clients' losses).  The
-module is converted to float64 in place if it is not.  Dropout must be off
-(``model.eval()`` or a dropout rate of 0): a step that draws random numbers
-is no function of ``(params, lr)``, and the report says so.
+:func:`step_from_training_code` turns training code that updates a module in place
+(``zero_grad``, ``backward``, ``optimizer.step()``; several optimizers, param groups, peft
+adapters) into a step ``step(params, lr) -> new params`` (docs/validation.md).  Each call
+restores the module (the blocks' parameters from ``params``, every other parameter, buffer,
+``requires_grad`` flag and ``.grad`` as at construction), builds the optimizers afresh with each
+param group's ``lr`` set to ``lr * f_b``, runs ``train_step(model, optimizers)`` and returns
+copies of the blocks' parameters.  The task's loss is ``objective(model)`` with ``theta``
+substituted by ``torch.func.functional_call``.  Dropout must be off.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Parameter-space vectors as dicts of tensors (``dict[str, Tensor]``).
-
-Every vector in parameter space (a gradient, a direction ``v``, the
-trajectory difference ``Delta theta``, the cumulative state ``z``) has the
-same keys and shapes as the task's ``params``.  These helpers keep that
-representation, so no flat ``d``-vector, let alone a ``d x d`` matrix, is
-ever needed.
+"""Parameter-space vectors as dicts of tensors (``dict[str, Tensor]``), keyed and shaped like
+the task's ``params``: no flat ``d``-vector or ``d x d`` matrix is ever formed.
 """
 
 from __future__ import annotations
@@ -14,35 +9,15 @@ from typing import Iterable, Mapping
 
 import torch
 
-__all__ = [
-    "add",
-    "sub",
-    "scale",
-    "axpy",
-    "dot",
-    "norm",
-    "zeros_like",
-    "restrict",
-    "detach",
-    "conform",
-    "clone",
-    "flatten",
-    "unflatten",
-    "stack",
-    "unstack",
-    "lazy",
-]
+__all__ = ["add", "sub", "scale", "axpy", "dot", "norm", "zeros_like", "restrict", "detach",
+           "conform", "clone", "flatten", "unflatten", "stack", "unstack", "lazy"]
 
 Tree = dict  # dict[str, torch.Tensor]
 
 
 class lazy(abc.Mapping):
-    """The vector ``{k: entry(k) for k in keys}`` with each entry formed when it is read (and not kept): a
-    consumer that reads it entry by entry (a store parking it to a file) holds one entry at a time.
-
-    Args:
-        keys: the keys, in order (a mapping's keys or any iterable of names).
-        entry: ``entry(k) -> Tensor``.
+    """The vector ``{k: entry(k) for k in keys}`` with each entry formed when it is read (and not
+    kept): a consumer reading it entry by entry holds one entry at a time.
     """
 
     def __init__(self, keys: Iterable[str], entry):
@@ -111,11 +86,8 @@ def detach(a: Mapping) -> Tree:
 
 
 def conform(v: Mapping, like: Mapping, error: type = ValueError) -> Tree:
-    """``v`` checked against ``like``'s keys and shapes, detached and cast to its dtype and device.
-
-    Raises:
-        error: keys differ (missing and unknown ones named) or an entry's
-            shape differs (one line).
+    """``v`` checked against ``like``'s keys and shapes, detached and cast to its dtype and device;
+    raises ``error`` (one line) when keys or shapes differ.
     """
     missing = [k for k in like if k not in v]
     extra = [k for k in v if k not in like]

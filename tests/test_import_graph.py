@@ -20,12 +20,7 @@ LIBRARY = ("crosscurv", "theory", "numeric", "experiments")
 CLI = "crosscurv.experiments.cli"
 #: cycles known and left, each with its reason; the test fails on any other cycle and on one of
 #: these gone (then delete its line)
-KNOWN_CYCLES = [
-    # advise(search=...) hands the whole search to pattern_search.search, which certifies its
-    # front with advise() and its gates: one entry point over both, in the trajectory runner's
-    # redesign, removes it
-    ["crosscurv.numeric.advice", "crosscurv.numeric.pattern_search"],
-]
+KNOWN_CYCLES: list = []
 
 
 def modules():

@@ -42,13 +42,11 @@ _EXPORTS = {
     "DerivationResult": "derivation", "derive": "derivation",
 }
 
-__all__ = [
-    "DelayPattern", "as_pattern", "parse_pattern", "jacobi", "gauss_seidel", "chain", "partial", "from_pairs",
-    "derive", "DerivationResult",
-    "BlockModel", "delay_curvature", "cross_curvature", "loss_series", "check_recursions", "check_cumulative",
-    "gap_coefficients", "loss_coefficients",
-    "InputError", "PatternError", "ModelError", "CoefficientInputError",
-]
+__all__ = ["DelayPattern", "as_pattern", "parse_pattern", "jacobi", "gauss_seidel", "chain",
+           "partial", "from_pairs", "derive", "DerivationResult", "BlockModel", "delay_curvature",
+           "cross_curvature", "loss_series", "check_recursions", "check_cumulative",
+           "gap_coefficients", "loss_coefficients", "InputError", "PatternError", "ModelError",
+           "CoefficientInputError"]
 
 
 def __getattr__(name: str):

@@ -1,31 +1,14 @@
 """Symbolic block model: the loss as its Taylor model around the common iterate.
 
-Parameters ``theta`` are split into ``N`` blocks of small dimension (``dims``
-each, or one dimension per block).  Around the expansion point (the common
-iterate ``theta^k``, placed at the origin) the loss is the Taylor polynomial
+``theta`` is split into ``N`` blocks of small dimension; around the common iterate ``theta^k``
+(placed at the origin) the loss is
 
     L(theta^k + x) = L^k + g^T x + 1/2 x^T H x + 1/6 T[x, x, x] + 1/24 Q[x, x, x, x]
 
-with *generic* symbolic data: a gradient vector ``g`` (one symbol per
-coordinate), a symmetric Hessian ``H`` (one symbol per unordered pair; its
-blocks are the paper's ``H_ij``), a symmetric third-derivative tensor ``T``
-(one symbol per multiset of three coordinates) and, for ``taylor_order=4``, a
-symmetric fourth-derivative tensor ``Q``.  ``L^k`` is dropped: only
-differences of losses are ever used.
-
-Everything is explicit small matrices of ordinary symbols (never
-``MatrixSymbol``, whose powers collapse and whose ``coeff`` silently returns
-0).  Arithmetic runs in a sparse polynomial ring over QQ
-(:class:`sympy.polys.rings.PolyRing`), so a zero test is exact and cheap.
-
-Truncation of the Taylor model.  With a displacement ``x`` of order ``h`` (a
-monomial in ``eta``/``eps`` of total degree >= 1), the derivative of order
-``m`` contributes to the loss at total degree ``>= m`` and to the gradient at
-total degree ``>= m - 1``.  A model of order ``p`` is therefore *exact* for
-any smooth loss in every loss coefficient of total degree ``<= p`` and every
-gradient coefficient of total degree ``<= p - 1``; the modules that use it
-state which order they need.
-
+with generic symbols: ``g``, a symmetric ``H`` (blocks ``H_ij``), symmetric ``T`` and, for
+``taylor_order=4``, ``Q``; ``L^k`` is dropped.  Arithmetic runs in a sparse polynomial ring over
+QQ, so a zero test is exact.  A model of order ``p`` is exact for any smooth loss in every loss
+coefficient of total degree ``<= p`` and every gradient coefficient of degree ``<= p - 1``.
 Importing this module never imports torch.
 """
 
@@ -59,31 +42,14 @@ def _multiset_weight(idx: tuple) -> Rational:
 
 
 class BlockModel:
-    """Generic Taylor model of a loss over ``N`` parameter blocks.
+    """Generic Taylor model of a loss over ``N >= 2`` parameter blocks.
 
-    Args:
-        n_blocks: number of blocks ``N >= 2``.
-        dims: block dimension ``D`` (an int, the same for every block) or a
-            sequence of ``N`` positive ints.
-        taylor_order: 2 (quadratic: ``g``, ``H``), 3 (adds ``T``) or 4 (adds ``Q``).
-        vectors: names of extra symbolic ``d``-vectors (e.g. ``("delta",)`` for
-            the direction of the trajectory difference in Lemma 3).
-        extra: names of extra scalar symbols (e.g. an optimizer's ``beta``,
-            per-block step-size factors, preconditioner entries), generators
-            of the same ring; :attr:`extra` maps each name to its generator.
-
-    Attributes:
-        d: total dimension.
-        block_dims: dimension of each block.
-        blocks: flat coordinate indices of each block (0-based).
-        block_of: block of each flat coordinate.
-        ring: the polynomial ring over QQ in all model symbols.
-        g: list of ``d`` ring generators (the gradient ``g`` at the iterate).
-        H: ``d x d`` nested list of ring generators, symmetric (``H[a][b] is H[b][a]``).
-        symbols: every model symbol, in ring order.
-
-    Raises:
-        ModelError: ``N < 2``, a non-positive dimension, or a bad order.
+    ``dims``: one block dimension for all or ``N`` of them; ``taylor_order``: 2 (``g``, ``H``), 3
+    (``T``) or 4 (``Q``); ``vectors``: names of extra symbolic ``d``-vectors (``("delta",)`` in
+    Lemma 3); ``extra``: names of extra scalar generators (:attr:`extra` maps them).  Attributes:
+    ``d``, ``block_dims``, ``blocks`` (flat indices per block), ``block_of``, ``ring`` (over QQ),
+    ``g`` (``d`` generators), ``H`` (``d x d``, symmetric), ``symbols``.  Raises
+    :class:`ModelError`.
     """
 
     def __init__(self, n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = (),
@@ -234,59 +200,37 @@ class BlockModel:
         raise ValueError("state holds no TruncatedSeries; pass the space explicitly")
 
     def gradient(self, state: Sequence, components: Sequence[int] | None = None, space: SeriesSpace | None = None) -> dict[int, TruncatedSeries]:
-        """Gradient of the Taylor model at ``theta^k + state``.
-
-        ``grad_a = g_a + sum_b H_ab x_b + 1/2 sum_bc T_abc x_b x_c + 1/6 sum_bce Q_abce x_b x_c x_e``
-        (terms present up to ``taylor_order``).
-
-        Args:
-            state: length-``d`` sequence of :class:`TruncatedSeries` (``None``
-                entries mean 0) -- the displacement ``x`` from the iterate.
-            components: flat indices ``a`` wanted (default: all).
-            space: the series space (taken from ``state`` if omitted).
-
-        Returns:
-            ``{a: grad_a}`` as truncated series.
-        """
+        """``{a: grad_a}`` (series) of the Taylor model at ``theta^k + state`` for the flat indices
+        ``components`` (default all); ``state``: ``d`` series (``None`` is 0),
+        ``grad_a = g_a + H_ab x_b + 1/2 T_abc x_b x_c + 1/6 Q_abce x_b x_c x_e``."""
         space = space or self._space_of(state)
         comps = range(self.d) if components is None else components
         prods = self._products(state, space, self.taylor_order - 1)
+        tables = {1: self.H_symbols, 2: self.T_symbols, 3: self.Q_symbols}
         out = {}
         for a in comps:
             acc = _Accumulator(space, self.ring)
             acc.add_constant(self.g[a])
             for idx, p in prods.items():
-                k = len(idx)
-                if k == 1:
-                    key = (a, idx[0])
-                    acc.add(p, self._gidx[self.H_symbols[tuple(sorted(key))]])
-                elif k == 2:
-                    acc.add(p, self._gidx[self.T_symbols[tuple(sorted((a,) + idx))]], _multiset_weight(idx))
-                else:
-                    acc.add(p, self._gidx[self.Q_symbols[tuple(sorted((a,) + idx))]], _multiset_weight(idx))
+                sym = tables[len(idx)][tuple(sorted((a,) + idx))]
+                acc.add(p, self._gidx[sym], _multiset_weight(idx))
             out[a] = acc.result()
         return out
 
     def hessian(self, state: Sequence, entries: Sequence[tuple[int, int]] | None = None, space: SeriesSpace | None = None) -> dict[tuple[int, int], TruncatedSeries]:
-        """Hessian entries of the Taylor model at ``theta^k + state``.
-
-        ``H(x)_ab = H_ab + sum_c T_abc x_c + 1/2 sum_ce Q_abce x_c x_e``.
-
-        Returns:
-            ``{(a, b): H(x)_ab}`` for the requested entries (default: all).
-        """
+        """``{(a, b): H(x)_ab}`` for ``entries`` (default all) at ``theta^k + state``:
+        ``H(x)_ab = H_ab + sum_c T_abc x_c + 1/2 sum_ce Q_abce x_c x_e``."""
         space = space or self._space_of(state)
         want = [(a, b) for a in range(self.d) for b in range(self.d)] if entries is None else list(entries)
         prods = self._products(state, space, self.taylor_order - 2) if self.taylor_order >= 3 else {}
+        tables = {1: self.T_symbols, 2: self.Q_symbols}
         out = {}
         for a, b in want:
             acc = _Accumulator(space, self.ring)
             acc.add_constant(self.H[a][b])
             for idx, p in prods.items():
-                if len(idx) == 1:
-                    acc.add(p, self._gidx[self.T_symbols[tuple(sorted((a, b) + idx))]])
-                else:
-                    acc.add(p, self._gidx[self.Q_symbols[tuple(sorted((a, b) + idx))]], _multiset_weight(idx))
+                sym = tables[len(idx)][tuple(sorted((a, b) + idx))]
+                acc.add(p, self._gidx[sym], _multiset_weight(idx))
             out[(a, b)] = acc.result()
         return out
 
@@ -313,16 +257,10 @@ class BlockModel:
         (symbols ``x1..xd``); used by tests to check :meth:`gradient` by ``diff``."""
         xs = sympy.symbols(f"x0:{self.d}", real=True)
         expr = sympy.S.Zero
+        tables = {2: self.H_symbols, 3: self.T_symbols, 4: self.Q_symbols}
         for m in range(1, self.taylor_order + 1):
             for idx in combinations_with_replacement(range(self.d), m):
-                if m == 1:
-                    c = self.g_symbols[idx[0]]
-                elif m == 2:
-                    c = self.H_symbols[idx]
-                elif m == 3:
-                    c = self.T_symbols[idx]
-                else:
-                    c = self.Q_symbols[idx]
+                c = self.g_symbols[idx[0]] if m == 1 else tables[m][idx]
                 expr += _multiset_weight(idx) * c * sympy.Mul(*[xs[a] for a in idx])
         return expr
 

@@ -47,17 +47,10 @@ def quadratic_model(n_blocks: int, dims=1) -> BlockModel:
 
 @dataclass
 class CumulativeStep:
-    """Theorem 3 at one horizon ``K``.
-
-    Attributes:
-        K: number of steps.
-        trajectory_order: lowest power of ``eta`` in ``r_K`` (``None``: ``r_K = 0``
-            up to the truncation degree).
-        loss_order: same for the loss remainder.
-        trajectory_eta3: ``[eta^3] r_K`` (``d`` ring elements).
-        loss_eta3: ``[eta^3]`` of the loss remainder (ring element).
-        trajectory_growth: ``[eta^3] r_K == -K M_S^2 g``.
-        loss_growth: ``[eta^3] loss remainder == -K g^T M_S^2 g``.
+    """Theorem 3 at one horizon ``K``: ``trajectory_order``/``loss_order`` (lowest power of
+    ``eta`` in ``r_K`` and in the loss remainder; ``None``: zero up to the truncation degree), their
+    ``[eta^3]`` coefficients ``trajectory_eta3``/``loss_eta3``, and ``trajectory_growth``
+    (``[eta^3] r_K == -K M_S^2 g``), ``loss_growth`` (``== -K g^T M_S^2 g``).
     """
 
     K: int
@@ -106,16 +99,8 @@ def _order(series_list) -> int | None:
 
 
 def check_cumulative(model: BlockModel, pattern: DelayPattern, K_max: int = 4, degree: int = 4) -> CumulativeCheck:
-    """Unroll both trajectories and ``z_K`` exactly (series in ``eta``) and compare.
-
-    Args:
-        model: a :func:`quadratic_model` (Taylor order 2).
-        pattern: acyclic delay pattern.
-        K_max: largest horizon (``K = 1..K_max``).
-        degree: truncation degree in ``eta`` (>= 3; 4 shows the next order).
-
-    Returns:
-        :class:`CumulativeCheck` with one :class:`CumulativeStep` per ``K``.
+    """Unroll both trajectories and ``z_K`` exactly (series in ``eta`` to ``degree``) on a
+    :func:`quadratic_model` and compare: one :class:`CumulativeStep` per ``K = 1..K_max``.
     """
     pattern = check_pattern(model, pattern)
     if model.taylor_order != 2:

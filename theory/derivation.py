@@ -93,24 +93,13 @@ def _monomial_label(exps: tuple, names=("eta", "eps")) -> str:
 
 @dataclass
 class DerivationResult:
-    """Everything :func:`derive` found.
-
-    Attributes:
-        pattern: the delay pattern.
-        pattern_spec: the pattern as given (text, or its name).
-        n_blocks, dims: the block model.
-        identities: ``{key: bool}`` for :data:`IDENTITY_KEYS`.
-        extensions: ``{key: bool}`` for :data:`EXTENSION_KEYS`.
-        expressions: named SymPy expressions (``C_S``, ``C_cross``,
-            ``eta3``, ``gs_orders_eta3``, ``loss_1..3``, ``lemma1_1/2`` ...).
-        lemma3_leading: ``{label: [expr per coordinate]}`` (least total degree).
-        theorem2_leading: ``{label: expr}``.
-        theorem3: one dict per ``K`` (orders, ``eta^3`` coefficients, growth).
-        gs_orders_checked: number of GS orders in corollary1 / order_invariance.
-        gs_order_pair: the two GS orders whose ``eta^3`` difference is reported (1-based).
-        failures: one line per failed check.
-        timings: seconds per stage and ``total``.
-        symbols: the model's symbol naming convention, for the report.
+    """Everything :func:`derive` found: the ``pattern`` (and ``pattern_spec`` as given), the
+    block model (``n_blocks``, ``dims``), ``{key: bool}`` for :data:`IDENTITY_KEYS` (``identities``)
+    and :data:`EXTENSION_KEYS` (``extensions``), named SymPy ``expressions`` (``C_S``, ``C_cross``,
+    ``eta3``, ``loss_1..3``, ...), the least-degree remainders of Lemma 3 and Theorem 2, one dict
+    per
+    ``K`` for Theorem 3, the GS orders checked and the pair compared at ``eta^3`` (1-based),
+    ``failures``, ``timings`` and the ``symbols`` naming convention.
     """
 
     pattern: DelayPattern

@@ -30,7 +30,6 @@ from .series import EPS, ETA
 
 __all__ = ["numeric_function", "exact_value", "value_map"]
 
-_SCALARS = {"eta": ETA, "eps": EPS}
 
 
 def _entry(arr, idx: tuple):
@@ -81,17 +80,9 @@ def _args(expr: sympy.Expr, model: BlockModel) -> list:
 
 
 def numeric_function(expr, model: BlockModel, module: str = "numpy") -> Callable:
-    """Lambdify ``expr`` (or a list / SymPy Matrix of expressions) to a function of arrays.
-
-    Args:
-        expr: SymPy expression (or sequence / Matrix) in the model symbols,
-            ``eta`` and ``epsilon``.
-        model: the :class:`BlockModel` whose symbols appear in ``expr``.
-        module: ``"numpy"`` (float64) or ``"mpmath"``.
-
-    Returns:
-        ``f(g=None, H=None, T=None, Q=None, delta=None, eta=None, eps=None)``
-        returning a scalar (or a list for a sequence input).
+    """Lambdify ``expr`` (or a sequence / Matrix of them) in the ``model`` symbols, ``eta`` and
+    ``epsilon``: ``f(g=None, H=None, T=None, Q=None, delta=None, eta=None, eps=None)`` with
+    ``module`` ``"numpy"`` (float64) or ``"mpmath"``, a scalar (a list for a sequence).
     """
     if module not in ("numpy", "mpmath"):
         raise InputError(f"module must be 'numpy' or 'mpmath', got {module!r}")

@@ -1,40 +1,22 @@
 """One exact step of an acyclic delay pattern, its expansions and closed forms.
 
-Paper, Lemma 1, Theorem 1, Corollary 1, and one order further.
+Paper, Lemma 1, Theorem 1, Corollary 1, and one order further.  From ``theta^k`` (the model's
+origin) block ``i`` evaluates its gradient where exactly the blocks ``j in S(i)`` hold their new
+values and moves by ``-eta`` times that fresh gradient; through the Taylor model of
+:mod:`crosscurv.theory.block_model` every quantity is a truncated power series in ``eta``.  With
+``M_S`` keeping the Hessian blocks ``H_ij``, ``(i, j) in S``, ``P_i g`` the blocks ``j in S(i)`` of
+``g``, ``E_i g`` block ``i`` and ``t_i = 1/2 T_i[P_i g, P_i g]``:
 
-The exact scheme step (docs/design.md, "Exact scheme step"): from the common iterate
-``theta^k`` (the model's origin), blocks are processed in an update order of
-``S``; block ``i`` evaluates its gradient at the state in which exactly the
-blocks ``j in S(i) = {j : (i, j) in S}`` hold their new values and every other
-block its old value, then moves by ``-eta`` times that *fresh gradient*.  With
-the Taylor model of :mod:`crosscurv.theory.block_model`, every quantity is a truncated
-power series in ``eta`` computed exactly (:mod:`crosscurv.theory.series`).
+* Lemma 1: ``g~_i = g_i - eta (M_S g)_i + eta^2 [(M_S^2 g)_i + t_i] + O(eta^3)``;
+* Theorem 1: ``L_S^{k+1} - L^k = -eta |g|^2 + eta^2 (1/2 g^T H g + C_S) + eta^3 l_3 + O(eta^4)``,
+  ``C_S = g^T M_S g``, ``l_3 = -g^T M_S^2 g - g^T t - g^T H M_S g - 1/6 T[g, g, g]``;
+* the gap ``L_S - L_JC = eta^2 C_S + eta^3 c_3 + O(eta^4)``,
+  ``c_3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``;
+* Corollary 1: for full GS in any order ``C_S = C_cross / 2``, ``C_cross = g^T (H - D) g``.
 
-Closed forms (all at ``theta^k``; ``M_S`` keeps the Hessian blocks ``H_ij`` with
-``(i, j) in S``; ``P_i g`` keeps the blocks ``j in S(i)`` of ``g`` and zeroes the
-rest; ``E_i g`` keeps block ``i``; ``t_i = 1/2 T_i[P_i g, P_i g]`` with ``T_i``
-the rows of ``T`` in block ``i``):
-
-* Lemma 1 and its next term:
-  ``g~_i = g_i - eta (M_S g)_i + eta^2 [(M_S^2 g)_i + t_i] + O(eta^3)``.
-* Theorem 1: ``L_S^{k+1} - L^k = -eta |g|^2 + eta^2 (1/2 g^T H g + C_S)
-  + eta^3 l_3 + O(eta^4)`` with ``C_S = g^T M_S g`` and
-  ``l_3 = -g^T M_S^2 g - g^T t - g^T H M_S g - 1/6 T[g, g, g]``; JC is ``S = {}``.
-* The gap: ``L_S - L_JC = eta^2 C_S + eta^3 c_3 + O(eta^4)``,
-  ``c_3 = -g^T (M_S + H) M_S g - sum_i g_i^T t_i``
-  ``    = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``.
-* Corollary 1: for full GS in any order, ``C_S = C_cross / 2`` with
-  ``C_cross = g^T (H - D) g``.
-
-Why the cubic Taylor model suffices: the displacement is ``O(eta)``, so the
-fourth derivative enters the loss at ``eta^4`` and the fresh gradient at
-``eta^3`` (hence the displacement at ``eta^4``); every coefficient up to
-``eta^3`` is exact for any smooth loss.
-
-Numeric access: :func:`gap_coefficients` and :func:`loss_coefficients` take
-numbers (float64 arrays, mpmath values, or exact SymPy values) and evaluate
-the closed forms; ``mode="sympy"`` with ``g = H = T = None`` returns the
-symbolic expression.  Importing this module never imports torch.
+The cubic Taylor model makes every coefficient up to ``eta^3`` exact for any smooth loss.
+:func:`gap_coefficients` and :func:`loss_coefficients` evaluate the closed forms on numbers
+(float64, mpmath or SymPy).  Importing this module never imports torch.
 """
 
 from __future__ import annotations
@@ -51,22 +33,10 @@ from .errors import CoefficientInputError
 from .patterns import DelayPattern, PatternError, as_pattern
 from .series import ETA, SeriesSpace, TruncatedSeries
 
-__all__ = [
-    "CoefficientInputError",
-    "OneStepUpdate",
-    "eta_space",
-    "one_step_update",
-    "loss_series",
-    "masked_hessian_apply",
-    "delay_curvature",
-    "cross_curvature",
-    "fresh_cubic_term",
-    "lemma1_coefficients",
-    "loss_coefficients_closed_form",
-    "eta3_gap_closed_form",
-    "gap_coefficients",
-    "loss_coefficients",
-]
+__all__ = ["CoefficientInputError", "OneStepUpdate", "eta_space", "one_step_update", "loss_series",
+           "masked_hessian_apply", "delay_curvature", "cross_curvature", "fresh_cubic_term",
+           "lemma1_coefficients", "loss_coefficients_closed_form", "eta3_gap_closed_form",
+           "gap_coefficients", "loss_coefficients"]
 
 
 # -- the exact step ---------------------------------------------------------
@@ -118,29 +88,14 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
                     direction=None, factors: Sequence | None = None) -> OneStepUpdate:
     """Exact step of the acyclic pattern ``S`` through the Taylor model.
 
-    Block ``i`` (in ``order``, default ``pattern.order()``; any order that
-    respects ``S`` gives the same step) evaluates its gradient at
-    ``base + x^(i)``, where ``x^(i)_j`` is block ``j``'s new displacement if
-    ``j in S(i)`` and 0 otherwise, and moves by ``-eta`` times it; with a
-    block-separable optimizer (:mod:`crosscurv.theory.optimizers`) it moves by
-    ``-eta f_i phi_i(g~_i)`` instead.
-
-    Args:
-        model: the :class:`BlockModel`.
-        pattern: acyclic delay pattern over ``model.n_blocks`` blocks.
-        space: series space (default: ``eta`` up to ``eta^3``).
-        base: starting displacement from the expansion point (length ``d``;
-            default 0).  Lemma 3 starts the ``S`` step at ``eps * delta``.
-        order: a block order respecting ``S`` (0-based).
-        direction: ``direction(i, fresh) -> {a: phi_a}`` for the coordinates
-            ``a`` of block ``i``, given ``fresh = {a: g~_a}`` (series); default
-            the identity (plain gradient steps).
-        factors: per-block step-size factors ``f_i`` (ring elements; default
-            1): block ``i`` moves by ``-eta f_i phi_i``.
-
-    Returns:
-        :class:`OneStepUpdate`; ``displacement`` is exact up to the space's
-        truncation degree.
+    Block ``i`` (in ``order``, default ``pattern.order()``) evaluates its gradient at
+    ``base + x^(i)``, ``x^(i)_j`` block ``j``'s new displacement if ``j in S(i)`` else 0, and moves
+    by
+    ``-eta f_i phi_i(g~_i)``: ``direction(i, {a: g~_a}) -> {a: phi_a}`` (default the identity) and
+    ``factors`` ``f_i`` (default 1).  ``space`` defaults to ``eta`` up to ``eta^3``; ``base`` is the
+    starting displacement (Lemma 3 starts at ``eps * delta``).  The returned displacement is exact
+    up
+    to the space's truncation degree.
     """
     pattern = check_pattern(model, pattern)
     order = _check_order(pattern, order)
@@ -392,36 +347,14 @@ def _symbolic_model(block_dims) -> BlockModel:
 
 
 def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T, mode: str = "float") -> dict:
-    """The one-step gap coefficients ``{2: C_S, 3: c_3}`` of ``L_S^{k+1} - L_JC^{k+1}``.
+    """``{2: C_S, 3: c_3}`` of ``L_S^{k+1} - L_JC^{k+1} = eta^2 C_S + eta^3 c_3 + O(eta^4)``.
 
-    ``L_S^{k+1} - L_JC^{k+1} = eta^2 C_S + eta^3 c_3 + O(eta^4)`` (Theorem 1
-    and one order further), with
-
-        C_S = g^T M_S g,
-        c_3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g].
-
-    Args:
-        pattern: acyclic :class:`DelayPattern` (or CLI text such as ``"gs"``)
-            over ``len(block_dims)`` blocks.
-        block_dims: dimension of each block; they partition ``d = sum(block_dims)``
-            coordinates in order.
-        g: gradient at ``theta^k``, shape ``(d,)``.
-        H: Hessian at ``theta^k``, shape ``(d, d)``, symmetric.
-        T: third-derivative tensor at ``theta^k``, shape ``(d, d, d)``,
-            symmetric; ``T[a, b, c] = d^3 L / d theta_a d theta_b d theta_c``.
-        mode: ``"float"`` (numpy float64 in, Python floats out), ``"mpmath"``
-            (mpmath matrices / nested lists / numbers in, ``mpmath.mpf`` out,
-            at the current ``mpmath.mp.dps``) or ``"sympy"`` (exact: SymPy
-            numbers or symbols in, expanded SymPy expressions out; with
-            ``g = H = T = None`` the generic symbolic expression in the
-            :class:`BlockModel` symbols ``g1, H12, T123, ...``).
-
-    Returns:
-        ``{2: C_S, 3: c_3}``.
-
-    Raises:
-        CoefficientInputError: shapes or mode do not fit; PatternError for a
-            malformed pattern.
+    ``C_S = g^T M_S g``, ``c_3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``, from
+    ``g`` (shape ``(d,)``), symmetric ``H`` (``(d, d)``) and ``T`` (``(d, d, d)``) at ``theta^k``,
+    ``d = sum(block_dims)``.  ``mode``: ``"float"`` (float64 in, floats out), ``"mpmath"``
+    (``mpmath.mpf`` at the current precision) or ``"sympy"`` (exact; with ``g = H = T = None`` the
+    generic expression in the :class:`BlockModel` symbols).  Raises
+    :class:`CoefficientInputError` (shapes, mode) or ``PatternError``.
     """
     if mode == "sympy" and g is None and H is None and T is None:
         model = _symbolic_model(block_dims)

@@ -264,29 +264,39 @@ def orders(n_blocks: int) -> PatternSpace:
     sequence."""
     n = _check_n(n_blocks)
     _check_count("orders", math.factorial(n))
-    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int8).reshape(-1, n)
+    perms = _permutations(n)
     st = np.empty_like(perms)
     st[np.arange(len(perms))[:, None], perms] = np.arange(n, dtype=np.int8)[None, :]
     one = StageBlock(n, 0, st, np.arange(n, dtype=np.int8)[None, :])  # parts = single blocks
     return _from_stages("orders", n, n, st, [one])
 
 
+def _permutations(m: int) -> np.ndarray:
+    """``int8 (m!, m)``: every permutation of ``0..m-1`` in lexicographic order (as
+    ``itertools.permutations``): the first entry ``v`` ascending, then the permutations of the
+    rest, ``q + (q >= v)`` for ``q`` those of ``0..m-2``."""
+    out = np.zeros((1, 0), dtype=np.int8)
+    for size in range(1, m + 1):
+        out = np.concatenate(
+            [np.column_stack([np.full(len(out), v, dtype=np.int8), out + (out >= v)])
+             for v in range(size)]
+        ).astype(np.int8)
+    return out
+
+
 def _set_partitions(n: int) -> list[np.ndarray]:
-    """Restricted growth strings of length ``n`` grouped by their number of parts ``m`` (index ``m -
-    1``)."""
-    out: list[list] = [[] for _ in range(n)]
-
-    def grow(prefix: list, top: int) -> None:
-        if len(prefix) == n:
-            out[top].append(list(prefix))
-            return
-        for v in range(top + 2):
-            prefix.append(v)
-            grow(prefix, max(top, v))
-            prefix.pop()
-
-    grow([0], 0)
-    return [np.array(r, dtype=np.int8).reshape(-1, n) for r in out]
+    """Restricted growth strings of length ``n`` (lexicographic order) grouped by their number of
+    parts ``m`` (index ``m - 1``): each string extended by every value from 0 to its maximum + 1.
+    """
+    rgs = np.zeros((1, 1), dtype=np.int8)
+    top = np.zeros(1, dtype=np.int64)
+    for _ in range(n - 1):
+        reps = top + 2
+        start = np.repeat(np.cumsum(reps) - reps, reps)
+        value = (np.arange(int(reps.sum())) - start).astype(np.int8)
+        rgs = np.column_stack([np.repeat(rgs, reps, axis=0), value])
+        top = np.maximum(np.repeat(top, reps), value)
+    return [rgs[top == m - 1].reshape(-1, n) for m in range(1, n + 1)]
 
 
 def stages(n_blocks: int, max_stages: int | None = None) -> PatternSpace:
@@ -304,7 +314,7 @@ def stages(n_blocks: int, max_stages: int | None = None) -> PatternSpace:
     _check_count(f"stages:{d}", sum(math.factorial(m) * _stirling2(n, m) for m in range(1, d + 1)))
     blocks, at = [], 0
     for m, rgs in enumerate(_set_partitions(n)[:d], start=1):
-        perms = np.array(list(itertools.permutations(range(m))), dtype=np.int8).reshape(-1, m)
+        perms = _permutations(m)
         blocks.append(StageBlock(m, at, perms, rgs))  # rows: stage perms[a, rgs[b, i]] of block i
         at += len(perms) * len(rgs)
     return _from_stages("stages", n, d, None, blocks)

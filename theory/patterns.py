@@ -24,19 +24,8 @@ from typing import Iterable, Mapping, Sequence
 
 from .errors import PatternError
 
-__all__ = [
-    "PatternError",
-    "DelayPattern",
-    "jacobi",
-    "gauss_seidel",
-    "partial",
-    "chain",
-    "staged",
-    "from_pairs",
-    "parse_pattern",
-    "as_pattern",
-    "spelling",
-]
+__all__ = ["PatternError", "DelayPattern", "jacobi", "gauss_seidel", "partial", "chain", "staged",
+           "from_pairs", "parse_pattern", "as_pattern", "spelling"]
 
 
 def _fmt_pairs(pairs: Iterable[tuple[int, int]], labels: Sequence[str] | None = None) -> str:
@@ -119,21 +108,11 @@ class DelayPattern:
         return [x for j in self.fresh(i) for x in per_block[j]]
 
     def groups_by_fresh_set(self, *, include_empty: bool = True) -> list[tuple[tuple[int, ...], list[int]]]:
-        """Blocks grouped by fresh set, in an order valid for a sweep.
-
-        Blocks with the same fresh set ``F = S(i)`` see the same state in the
-        exact scheme step, so they share one gradient evaluation, and their
-        rows of ``M_S v`` come from one product ``H (P_F v)``.
-
-        Args:
-            include_empty: keep the group of blocks with ``S(i) = {}`` (they
-                see the old state; they contribute no row to ``M_S``).
-
-        Returns:
-            ``[(F, members), ...]``: ``F`` sorted 0-based block indices shared
-            by every block in ``members``; each group comes after every group
-            holding a block of its ``F`` (groups follow :meth:`order`, placed
-            at their first member).
+        """``[(F, members), ...]``: blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based),
+        in an order valid for a sweep (groups follow :meth:`order`, placed at their first member);
+        ``include_empty`` keeps the group with ``S(i) = {}``.  A group shares one gradient in the
+        scheme
+        step and one product ``H (P_F v)`` for ``M_S v``.
         """
         groups: dict[tuple[int, ...], list[int]] = {}
         for i in self.order():

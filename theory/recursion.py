@@ -1,49 +1,22 @@
 """Lemma 3 (trajectory recursion) and Theorem 2 (loss recursion), checked exactly.
 
-Setting.  Expand everything around ``theta_JC^k`` (the model's origin: ``g``,
-``H``, ``T``, ``Q`` are ``g_JC^k``, ``H_JC^k``, ...).  The other trajectory sits at
-``theta_S^k = eps * delta`` with a symbolic direction ``delta``, so the paper's
-``||Delta theta^k|| = O(eta)`` becomes a second small parameter ``eps``.  Then,
-exactly through the Taylor model:
+Everything is expanded around ``theta_JC^k`` (the model's origin); the other trajectory sits at
+``theta_S^k = eps * delta`` with a symbolic ``delta``, so ``||Delta theta^k|| = O(eta)`` becomes a
+second small parameter ``eps``.  ``theta_JC^{k+1} = -eta g``, ``theta_S^{k+1}`` is the exact ``S``
+step started at ``eps delta``; ``M_S``, ``g_S`` at ``theta_S^k``, ``H_JC^k = H``.
 
-* ``theta_JC^{k+1} = -eta g`` and ``theta_S^{k+1} = eps delta + (exact S step
-  started at eps delta)`` (:func:`crosscurv.theory.one_step.one_step_update` with ``base``);
-* ``g_S^k = grad L(eps delta)`` and ``M_S`` built from the Hessian blocks at
-  ``theta_S^k = eps delta``; ``H_JC^k = H``; ``g_JC^{k+1} = grad L(-eta g)``
-  (as in the paper: ``M_S, g_S`` at ``theta_S``, ``H_JC`` at ``theta_JC``).
+Lemma 3 (eq. traj_evolution): every monomial ``eta^a eps^b`` of
 
-Lemma 3 (eq. traj_evolution) -- remainder
+    r = Delta theta^{k+1} - [(I - eta H) Delta theta^k + eta^2 M_S g_S^k]
 
-    r = Delta theta^{k+1} - [(I - eta H) Delta theta^k + eta^2 M_S g_S^k].
-
-Claim checked: every monomial ``eta^a eps^b`` of ``r`` has ``a >= 1, b >= 2``
-(the ``eta ||Delta theta||^2`` part) or ``a >= 3`` (the ``eta^3`` part).
-
-Theorem 2 (eq. loss_evolution) -- remainder
+has ``a >= 1, b >= 2`` or ``a >= 3``.  Theorem 2 (eq. loss_evolution): every monomial of
 
     R = Delta L^{k+1} - [g_JC^{k+1 T} (I - eta H) Delta theta^k
-        + 1/2 Delta theta^{k T} H Delta theta^k + eta^2 g_JC^{k+1 T} M_S g_S^k].
+        + 1/2 Delta theta^{k T} H Delta theta^k + eta^2 g_JC^{k+1 T} M_S g_S^k]
 
-Claim checked: every monomial has total degree ``a + b >= 3``.
-
-Why the truncation is enough.  We use the *quartic* Taylor model and keep
-monomials of total degree ``a + b <= 4``.  Every displacement is ``O(eta + eps)``,
-so a derivative of order ``m >= 5`` would enter the loss at total degree
-``>= 5`` and gradients / Hessian-vector terms -- which the recursions multiply
-by at least one more power of ``eta`` or ``eps`` (``-eta g~``, ``eta^2 M_S g_S``,
-``Delta theta`` itself) -- again at degree ``>= 5``.  Hence every kept coefficient
-(degree ``<= 4``) is exact for *any* smooth loss, not just for the polynomial
-model.  The monomials the claims forbid are ``a = 0`` (any ``b``), and
-``(a, b)`` in ``{(1,0), (1,1), (2,0), (2,1)}`` for Lemma 3, and total degree
-``<= 2`` for Theorem 2: all of degree ``<= 3`` except ``a = 0, b >= 4``.  At
-``eta = 0`` both steps are the identity, so ``r`` and ``R`` restricted to
-``a = 0`` are ``eps delta - eps delta = 0`` and ``L(eps delta) - L(0) -
-[g^T eps delta + 1/2 eps^2 delta^T H delta]`` = the Taylor remainder of order 3,
-which is degree ``>= 3`` for every ``b``; the check covers ``b <= 4`` explicitly.
-The degree-3 coefficients (the *leading* remainder terms) are exact and
-reported; the cubic model alone would already make them exact, the fourth
-order makes the degree-4 coefficients exact as well.
-
+has total degree ``a + b >= 3``.  With the quartic Taylor model and monomials of total degree
+``<= 4`` kept, every kept coefficient is exact for any smooth loss (a derivative of order ``>= 5``
+enters at degree ``>= 5``); at ``a = 0`` both remainders are Taylor remainders of order 3.
 Importing this module never imports torch.
 """
 
@@ -95,19 +68,10 @@ def recursion_space(model: BlockModel, degree: int = RECURSION_DEGREE) -> Series
 class RecursionCheck:
     """Exact remainders of the trajectory and loss recursions.
 
-    Attributes:
-        pattern: the delay pattern.
-        trajectory_remainder: ``d`` series in ``(eta, eps)`` (Lemma 3's ``r``).
-        loss_remainder: series in ``(eta, eps)`` (Theorem 2's ``R``).
-        lemma3: every monomial of ``r`` allowed by :func:`lemma3_allowed`.
-        theorem2: every monomial of ``R`` allowed by :func:`theorem2_allowed`.
-        lemma3_offending / theorem2_offending: forbidden monomials found.
-        trajectory_leading: ``{(a, b): [d ring elements]}``, the monomials of
-            ``r`` of least total degree.
-        loss_leading: ``{(a, b): ring element}``, same for ``R``.
-        closed_forms: named exact checks of the leading terms (see
-            :func:`check_recursions`).
-        degree: the truncation degree.
+    ``trajectory_remainder``: ``d`` series in ``(eta, eps)`` (Lemma 3's ``r``); ``loss_remainder``:
+    Theorem 2's ``R``; ``lemma3``/``theorem2``: every monomial allowed, else the forbidden ones in
+    ``*_offending``; ``*_leading``: the monomials of least total degree, ``{(a, b):
+    coefficient(s)}``.
     """
 
     pattern: DelayPattern
@@ -134,26 +98,16 @@ def _leading(series_list: list) -> dict:
 
 def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = RECURSION_DEGREE,
                      freshness_at: str = "S") -> RecursionCheck:
-    """Compute the Lemma 3 / Theorem 2 remainders exactly and check their monomials.
+    """The Lemma 3 / Theorem 2 remainders, exact to total degree ``degree`` in
+    ``(eta, eps)``, and their monomials checked.
 
-    Args:
-        model: a :func:`recursion_model` (Taylor order 4, vector ``delta``).
-        pattern: acyclic delay pattern.
-        degree: total-degree truncation in ``(eta, eps)`` (default 4; see the
-            module docstring for why 4 makes every kept coefficient exact).
-        freshness_at: ``"S"`` (the paper: ``M_S`` and ``g_S`` at ``theta_S^k``)
-            or ``"JC"`` (both at ``theta_JC^k``, the replacement the proof of
-            Lemma 3 remarks on).  With ``"JC"`` the forcing differs by
-            ``eta^2 eps (...)``, an ``O(eta^2 ||Delta theta||)`` term that is
-            ``O(eta^3)`` only through Lemma 2 -- so the monomial ``eta^2 eps``
-            appears and the structural claim of Lemma 3 fails, while Theorem 2's
-            total-degree claim still holds.
-
-    Returns:
-        :class:`RecursionCheck`.  ``closed_forms`` holds, as booleans:
-        ``trajectory_eta_eps2`` (coefficient of ``eta eps^2`` in ``r`` is
-        ``-1/2 T[delta, delta]``) and ``trajectory_eta3`` (coefficient of
-        ``eta^3`` in ``r`` is ``-(M_S^2 g + t)``, Lemma 1's next term).
+    ``model`` is a :func:`recursion_model`.  ``freshness_at``: ``"S"`` (the paper: ``M_S`` and
+    ``g_S``
+    at ``theta_S^k``) or ``"JC"`` (both at ``theta_JC^k``: the forcing differs by ``eta^2 eps
+    (...)``,
+    so Lemma 3's structural claim fails while Theorem 2's holds).  ``closed_forms`` of the result:
+    ``trajectory_eta_eps2`` (the ``eta eps^2`` coefficient of ``r`` is ``-1/2 T[delta, delta]``) and
+    ``trajectory_eta3`` (the ``eta^3`` coefficient is ``-(M_S^2 g + t)``).
     """
     pattern = check_pattern(model, pattern)
     if model.taylor_order < 4 or "delta" not in model.vectors:

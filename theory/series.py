@@ -1,22 +1,10 @@
 """Truncated power series in the paper's small parameters (``eta``, and ``eps``).
 
-Every expansion in ``theory`` is a polynomial in the step size ``eta`` (and, for
-the multi-step recursions of Lemma 3 / Theorem 2, in the scale ``eps`` of the
-trajectory difference ``Delta theta^k = eps * delta``).  Calling
-``sympy.series`` on large expressions is slow and fragile, so we carry the
-coefficients explicitly:
-
     s = sum_{(a, b)} c_{ab} eta^a eps^b,      a + b <= max_degree,
 
-stored as a dict ``{(a, b): c_ab}`` (one exponent per variable).  The
-coefficients are elements of a commutative ring; ``theory`` uses
-:class:`sympy.polys.rings.PolyElement` (canonical sparse polynomials over QQ in
-the model's symbols), for which ``c == 0`` is an exact zero test.
-
-Truncation is by *total* degree.  Monomials of total degree ``> max_degree``
-form an ideal, so sums and products of truncated series are exact up to
-``max_degree``: no coefficient that is kept is ever wrong.
-
+stored as ``{(a, b): c_ab}`` with coefficients in a commutative ring (``theory`` uses canonical
+sparse polynomials over QQ, so ``c == 0`` is an exact zero test).  Monomials of total degree
+``> max_degree`` form an ideal, so every kept coefficient of a sum or product is exact.
 Importing this module never imports torch.
 """
 
@@ -37,13 +25,8 @@ EPS = sympy.Symbol("epsilon")
 
 @dataclass(frozen=True)
 class SeriesSpace:
-    """Where a truncated series lives: its variables and its truncation degree.
-
-    Attributes:
-        variables: the small parameters, e.g. ``(ETA,)`` or ``(ETA, EPS)``.
-        max_degree: monomials ``prod v_k^{a_k}`` with ``sum a_k > max_degree``
-            are dropped.
-        zero: the coefficient ring's zero (``0`` or a ring's ``zero``).
+    """Where a truncated series lives: its ``variables`` (``(ETA,)`` or ``(ETA, EPS)``),
+    ``max_degree`` (monomials of higher total degree are dropped) and the ring's ``zero``.
     """
 
     variables: tuple
@@ -84,17 +67,9 @@ def _is_zero(c) -> bool:
 
 
 class TruncatedSeries:
-    """A truncated multivariate power series with ring coefficients.
-
-    Supports ``+``, ``-``, unary ``-`` and ``*`` with another series of the
-    same :class:`SeriesSpace` or with a coefficient (anything the ring
-    multiplies by).  Zero coefficients are never stored, so ``terms`` lists
-    exactly the monomials present.
-
-    Attributes:
-        space: the :class:`SeriesSpace`.
-        terms: ``{exponents: coefficient}``, exponents a tuple of ints, one per
-            variable of ``space``.
+    """A truncated multivariate power series with ring coefficients: ``+``, ``-`` and ``*``
+    with a series of the same :class:`SeriesSpace` or a coefficient; ``terms``: ``{exponents:
+    coefficient}`` holding exactly the monomials present (no zero coefficient is stored).
     """
 
     __slots__ = ("space", "terms")
@@ -177,10 +152,8 @@ class TruncatedSeries:
         return TruncatedSeries(self.space, {e: f(c) for e, c in self.terms.items()})
 
     def as_expr(self, to_expr: Callable | None = None) -> sympy.Expr:
-        """The series as a SymPy expression ``sum c * eta^a * eps^b``.
-
-        ``to_expr`` turns a coefficient into an expression (default:
-        ``c.as_expr()`` when available, else ``sympify(c)``).
+        """The series as a SymPy expression ``sum c * eta^a * eps^b``, each coefficient
+        through ``to_expr`` (default ``c.as_expr()``, else ``sympify(c)``).
         """
         if to_expr is None:
             to_expr = lambda c: c.as_expr() if hasattr(c, "as_expr") else sympy.sympify(c)  # noqa: E731

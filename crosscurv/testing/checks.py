@@ -57,22 +57,10 @@ from .implementation import (
     reference_implementation,
 )
 
-__all__ = [
-    "Check",
-    "CHECKS",
-    "check_problems",
-    "golden_dir",
-    "set_golden_dir",
-    "check_step_is_scheme",
-    "check_one_step_remainder",
-    "check_recursion_remainder",
-    "check_cumulative_order",
-    "check_gs_order_invariance",
-    "check_golden_records",
-    "check_golden_one_step",
-    "GOLDEN_CASES",
-    "GOLDEN_LABELS",
-]
+__all__ = ["Check", "CHECKS", "check_problems", "golden_dir", "set_golden_dir",
+           "check_step_is_scheme", "check_one_step_remainder", "check_recursion_remainder",
+           "check_cumulative_order", "check_gs_order_invariance", "check_golden_records",
+           "check_golden_one_step", "GOLDEN_CASES", "GOLDEN_LABELS"]
 
 #: Points of every step-size grid ``eta0 2^-k``, ``k = 0..GRID-1``.
 GRID = 6

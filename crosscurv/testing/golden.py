@@ -32,15 +32,8 @@ import json
 import os
 import warnings
 
-__all__ = [
-    "GOLDEN_CASES",
-    "GOLDEN_LABELS",
-    "golden_dir",
-    "set_golden_dir",
-    "golden_case",
-    "check_golden_records",
-    "check_golden_one_step",
-]
+__all__ = ["GOLDEN_CASES", "GOLDEN_LABELS", "golden_dir", "set_golden_dir", "golden_case",
+           "check_golden_records", "check_golden_one_step"]
 
 #: The golden cases of the paper's protocol (plain block-gradient steps) and their patterns.
 GOLDEN_CASES = ("quadratic", "quartic", "tiny_mlp", "lora_bilinear")

@@ -41,14 +41,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = [
-    "Implementation",
-    "as_implementation",
-    "reference_implementation",
-    "records_columns",
-    "PAPER_COLUMNS",
-    "FUNCTIONS",
-]
+__all__ = ["Implementation", "as_implementation", "reference_implementation", "records_columns",
+           "PAPER_COLUMNS", "FUNCTIONS"]
 
 #: What an implementation may provide, in the order of :class:`Implementation`'s fields.
 FUNCTIONS = ("step", "cross_curvature", "protocol", "records", "one_step")

@@ -1,34 +1,13 @@
 """Hypothesis strategies for delay patterns and small block problems, for your own property tests.
 
-Strategies draw *instances*, never a step grid: a family, a seed and a few sizes (a
-:class:`ProblemSpec`, printed on failure, whose ``build()`` makes the float64 problem with
-:mod:`crosscurv.experiments.problems`; ``build().task`` is a :class:`crosscurv.numeric.Task`), and
-delay patterns over ``n`` blocks (:class:`crosscurv.theory.DelayPattern`). Arrays are built from the
-drawn seed with ``numpy.random.default_rng`` or a seeded ``torch.Generator`` (Hypothesis reseeds the
-global RNGs per example, so nothing relies on them); matrices are SPD or bounded by construction.
+Strategies draw instances, never a step grid: a :class:`ProblemSpec` (family, seed, sizes; printed
+on failure, ``build().task`` a :class:`crosscurv.numeric.Task` in float64) and delay patterns over
+``n`` blocks.  Arrays come from the drawn seed, never from the global RNGs.
 
-Problems (``N`` blocks):
-
-* :func:`block_quadratics`: ``1/2 x^T A x - b^T x``, ``A`` symmetric positive definite with coupled
-  blocks, of given or drawn block sizes (the Hessian is ``A`` everywhere, so ``L_S - L_JC`` is a
-  polynomial in ``eta``);
-* :func:`quartic_specs`: a random quartic polynomial, one block per group of 1-3 coordinates (or the
-  given block sizes);
-* :func:`tanh_mlp_specs`: a small tanh MLP in float64, its weight/bias tensors randomly grouped into
-  ``N`` blocks;
-* :func:`bilinear_specs`: the LoRA-like two-block model ``(W0 + s B A) X ~ Y``;
-* :func:`problem_specs`: any of the last three.
-
-Patterns (``S`` a set of pairs ``(i, j)``: block ``i`` uses the fresh block ``j``, Definition 2):
-
-* :func:`acyclic_patterns`: any acyclic pattern (a random DAG);
-* :func:`gs_orders`: full Gauss-Seidel in a random block order;
-* :func:`stage_patterns`: the blocks in ordered stages, simultaneous inside a stage, each stage
-  using every block of the stages before it (JC is one stage, full GS ``N`` stages);
-* :func:`block_orders`, :func:`cyclic_pair_sets`: block orders, and pair sets with a cycle (which no
-  scheme can perform: what a pattern parser must refuse).
-
-Example::
+Problems: :func:`block_quadratics`, :func:`quartic_specs`, :func:`tanh_mlp_specs`,
+:func:`bilinear_specs` and :func:`problem_specs` (any of the last three).  Patterns:
+:func:`acyclic_patterns`, :func:`gs_orders`, :func:`stage_patterns`, :func:`block_orders` and
+:func:`cyclic_pair_sets` (what a pattern parser must refuse).  Example::
 
     from hypothesis import given, strategies as st
     from crosscurv.testing import strategies as cst
@@ -55,20 +34,9 @@ from crosscurv.experiments.problems import (
 )
 from crosscurv.theory.patterns import DelayPattern, gauss_seidel
 
-__all__ = [
-    "ProblemSpec",
-    "seeds",
-    "block_quadratics",
-    "quartic_specs",
-    "tanh_mlp_specs",
-    "bilinear_specs",
-    "problem_specs",
-    "block_orders",
-    "acyclic_patterns",
-    "gs_orders",
-    "stage_patterns",
-    "cyclic_pair_sets",
-]
+__all__ = ["ProblemSpec", "seeds", "block_quadratics", "quartic_specs", "tanh_mlp_specs",
+           "bilinear_specs", "problem_specs", "block_orders", "acyclic_patterns", "gs_orders",
+           "stage_patterns", "cyclic_pair_sets"]
 
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 

@@ -1,15 +1,9 @@
 """``crosscurv`` command line: one sub-command per module in ``crosscurv.experiments.cli.commands``.
 
 Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``.  Modules are imported lazily, so ``crosscurv derive``
-never imports torch.
-
-Error contract: bad input (flags, patterns, tasks, files) prints one line
-``crosscurv: error: ...`` on stderr and exits with code 2, never a traceback.
-An internal error (a bug in crosscurv, not in what it checks) prints one line
-``crosscurv: internal error: ...`` and exits with code 70 (``EX_SOFTWARE`` of
-sysexits.h), so a script never reads a crash as a negative verdict.
-Set ``CROSSCURV_DEBUG=1`` to see tracebacks.
+``run(args) -> int``; modules are imported lazily, so ``crosscurv derive`` never imports torch.
+Bad input prints one line ``crosscurv: error: ...``; an internal error one line
+``crosscurv: internal error: ...`` (``CROSSCURV_DEBUG=1`` shows tracebacks).
 
 Exit codes, the same in every command (:data:`EXIT_CODES`):
 
@@ -17,18 +11,13 @@ Exit codes, the same in every command (:data:`EXIT_CODES`):
 - 1: the check failed / the verdict is negative (``derive``, ``scaling``,
   ``validate-step``, ``validate-records``, ``report --check``);
 - 2: bad input (one line ``crosscurv: error: ...``);
-- 3: a result that is neither a pass nor a failure: a run diverged (``run``), a sweep has a run that diverged
+- 3: neither a pass nor a failure: a run diverged (``run``), a sweep has a run that diverged
   or failed (``sweep``), an order has no point in the asymptotic window (``scaling``);
 - 70: internal error (one line ``crosscurv: internal error: ...``);
 - 130: interrupted (Ctrl-C; ``--resume`` continues a run or sweep).
 
-Threads: unless the user sets ``OMP_WAIT_POLICY``, the command line sets it to
-``PASSIVE`` before torch is first imported.  OpenMP threads that spin while
-they wait make a shared machine look hung (the ``fl`` smoke task with two
-threads on two busy cores crawled with the default policy and ran normally
-with passive waiting).  And it computes
-with one intra-op thread unless the user says otherwise (``--threads N``,
-``--threads auto`` for the count measured fastest, ``OMP_NUM_THREADS``):
+``OMP_WAIT_POLICY`` is set to ``PASSIVE`` (unless the user set it) before torch is imported:
+spinning OpenMP threads make a shared machine look hung. Threads:
 :mod:`crosscurv.experiments.cli.threads`.
 """
 

@@ -1,28 +1,11 @@
 """How many intra-op threads a ``crosscurv`` command computes with, and why.
 
-The command line uses **one** intra-op thread unless told otherwise: float32
-reductions depend on the thread count, so one thread makes a run's records the
-same on every machine whatever its core count, and a run never waits on cores
-that other processes are using.  On an idle machine more threads can be faster
-(``reports/performance.md``, One and two intra-op threads, written by
-``benchmarks/bench_threads.py`` under the load it states): ask for them with
-``--threads N``; the run records the count.  In order of precedence:
-
-1. ``--threads N`` on the command (``crosscurv run``), or ``--threads auto``: the count that computes the
-   task's gradient fastest on this machine, measured when the run starts
-   (:mod:`crosscurv.experiments.thread_count`);
-2. ``OMP_NUM_THREADS`` set by the user (or by a sweep worker) before the
-   command started;
-3. a Python caller that imported torch before calling
-   :func:`crosscurv.experiments.cli.main`: its own ``torch.get_num_threads()``;
-4. otherwise 1 (``default``).
-
-:func:`choose_default` runs in :func:`crosscurv.experiments.cli.main` before torch is
-imported (it sets ``OMP_NUM_THREADS`` so that torch starts with that many
-threads, and marks the value as its own choice so that a child process does
-not mistake it for the user's); :func:`apply` sets ``--threads``.
-:func:`describe` is the line ``crosscurv run`` prints with its summary and ``SOURCE`` what
-``summary.json`` records as ``settings["threads_source"]``.
+One thread unless told otherwise (float32 reductions depend on the count, so one thread gives the
+same records on every machine). Precedence: ``--threads N|auto``
+(:mod:`crosscurv.experiments.thread_count`); ``OMP_NUM_THREADS`` set before the command; a Python
+caller's own ``torch.get_num_threads()``; else 1. :func:`choose_default` runs in
+:func:`crosscurv.experiments.cli.main` before torch is imported, :func:`apply` sets ``--threads``,
+:func:`describe` is the line ``crosscurv run`` prints and ``SOURCE`` what ``summary.json`` records.
 """
 
 from __future__ import annotations

@@ -1,51 +1,11 @@
 """Framework-independent conformance cases: ``crosscurv golden --out DIR``.
 
-Four small float64 problems, each with three delay patterns (JC, full GS and
-a partial pattern), written as plain JSON and CSV so that an implementation
-in another framework (JAX, NumPy, ...) can be checked without importing
-torch:
-
-=============  ==========================================================  =======
-case           loss                                                        blocks
-=============  ==========================================================  =======
-quadratic      ``1/2 x^T A x - b^T x``                                      3
-quartic        ``1/2 x^T A x - b^T x + gamma/4 sum_m ((W x)_m)^4``          3
-tiny_mlp       tanh MLP 3-4-3-2, softmax cross-entropy, 5 examples          3
-lora_bilinear  ``||(W2 + s B2 A2)(W1 + s B1 A1) Z - T||_F^2 / (2m)``        4
-=============  ==========================================================  =======
-
-Two more cases run the quartic and quadratic problems with an optimizer (beyond
-the paper): ``quartic_momentum`` (heavy ball 0.9) and ``quadratic_block_lr``
-(per-block step sizes); their records hold the generalized estimates
-(their definitions are in the README written with the cases).
-
-Every case is *defined by its JSON*: :func:`case_task` builds the
-:class:`crosscurv.numeric.Task` from the stored numbers (float64 values written with
-``repr``, which round-trips exactly), and the expected quantities are
-computed from that task, so the files and the reference agree bit for bit.  The cases, their
-task and their JSON are :mod:`.golden_case`; this module writes the expected files.
-
-Layout of ``DIR`` (described for readers in the ``README.md`` written there)::
-
-    README.md            the format, conventions and tolerances
-    index.json           list of cases and files
-    <case>/case.json     inputs: parameters, data, loss in words and formula,
-                         blocks, patterns, lr, K, power-iteration start vector
-    <case>/one_step.json expected one-step quantities at theta^0: gradient,
-                         c_ij table, C_cross, and per pattern C_S, one-step
-                         losses and gap, eta^2 and eta^3 estimates, theta^1
-    <case>/<label>/records.csv   expected per-iteration records (protocol CSV)
-    <case>/<label>/summary.json  the protocol's summary (timings removed)
-    <case>/<label>/terms.csv     the parts of each estimate and of its likely variants
-                                 (plain cases; :mod:`.golden_terms`)
-
-The README is ``golden_readme.md`` beside this module (:func:`readme_text`).  A copy of every
-case ships with the package (:mod:`.golden_data`), so that ``crosscurv golden --out DIR`` needs
-no torch; :func:`write_golden` recomputes them (``crosscurv golden --recompute``).
-
-``<label>`` is ``jc``, ``gs`` or ``partial``; each ``<case>/<label>`` is a run
-directory usable as ``crosscurv validate-records THEIRS.csv --reference
-DIR/<case>/<label>``.
+Small float64 problems (:mod:`.golden_case`), each with the patterns ``jc``, ``gs`` and
+``partial``, written as JSON and CSV so that an implementation in another framework can be checked
+without torch. A case is defined by its JSON; the expected ``one_step.json``, ``records.csv``,
+``summary.json`` and ``terms.csv`` are computed from the task built from it. The layout and
+conventions are in ``golden_readme.md`` (the ``README.md`` written into ``DIR``); each
+``DIR/<case>/<label>`` is a reference for ``crosscurv validate-records``.
 """
 
 from __future__ import annotations
@@ -111,93 +71,57 @@ def _case_json(case: GoldenCase, task: Task) -> dict:
 
 
 def _one_step(case: GoldenCase, task: Task) -> dict:
+    """``one_step.json``: the one-step quantities at ``theta^0`` (an optimizer case: its first step
+    from zero state, README, optimizer section)."""
     from crosscurv.numeric.curvature import cross_curvature_table
     from crosscurv.numeric.hvp import grad
     from crosscurv.numeric.one_step import one_step_estimate
-    from crosscurv.numeric.steps import scheme_step
-
-    lr = case.lr
-    value, g = grad(task.loss, task.params)
-    table = cross_curvature_table(task, task.params, g)
-    out = {
-        "lr": lr,
-        "loss_0": float(value),
-        "grad_0": {k: tensor_json(v) for k, v in g.items()},
-        "grad_norm2": table.grad_norm2,
-        "block_names": task.block_names,
-        "c": table.c.tolist(),
-        "C_cross": table.C_cross,
-        "gHg": table.gHg,
-        "patterns": {},
-    }
-    with torch.no_grad():
-        theta_jc = scheme_step(task, task.params, as_pattern("jc", task.n_blocks), lr)
-        loss_jc = float(task.loss(theta_jc))
-    out["loss_jc_1"] = loss_jc
-    out["theta_jc_1"] = {k: tensor_json(v) for k, v in theta_jc.items()}
-    for label, spec in case.patterns.items():
-        p = as_pattern(spec, task.n_blocks, task.block_names)
-        th = scheme_step(task, task.params, p, lr)
-        with torch.no_grad():
-            ls = float(task.loss(th))
-        est = one_step_estimate(task, task.params, p, lr, g)
-        out["patterns"][label] = {
-            "spec": spec,
-            "C_S": table.C_S(p),
-            "loss_s_1": ls,
-            "gap_1": ls - loss_jc,
-            "eta2_estimate": est["eta2"],
-            "c3": est["c3"],
-            "eta3_estimate": est["eta3"],
-            "theta_s_1": {k: tensor_json(v) for k, v in th.items()},
-        }
-    return out
-
-
-def _one_step_optimizer(case: GoldenCase, task: Task) -> dict:
-    """``one_step.json`` of an optimizer case: the first step from zero state (README, optimizer
-    section)."""
-    from crosscurv.numeric.curvature import cross_curvature_table
-    from crosscurv.numeric.hvp import grad
     from crosscurv.numeric.optimizer_estimates import optimizer_one_step_estimate
     from crosscurv.numeric.optimizers import optimizer_scheme_step, optimizer_setup
+    from crosscurv.numeric.steps import scheme_step
 
-    setup = optimizer_setup(task, case.optimizer, case.block_lr)
-    lr, factors = case.lr, list(setup.factors)
+    lr, plain = case.lr, case.plain
+    out = {"lr": lr}
+    if not plain:
+        setup = optimizer_setup(task, case.optimizer, case.block_lr)
+        factors = list(setup.factors)
+        out.update(optimizer=setup.spec.to_dict(),
+                   block_factors=dict(zip(task.block_names, factors)))
     value, g = grad(task.loss, task.params)
     table = cross_curvature_table(task, task.params, g)
-    out = {
-        "lr": lr,
-        "optimizer": setup.spec.to_dict(),
-        "block_factors": dict(zip(task.block_names, factors)),
-        "loss_0": float(value),
-        "grad_0": {k: tensor_json(v) for k, v in g.items()},
-        "block_names": task.block_names,
-        "c": table.c.tolist(),
-        "C_cross": table.C_cross,
-        "patterns": {},
-    }
-    theta_jc, _, _ = optimizer_scheme_step(task, task.params, as_pattern("jc", task.n_blocks), lr,
-                                           setup.spec,
-                                           None, factors)
-    with torch.no_grad():
-        loss_jc = float(task.loss(theta_jc))
+    out.update(loss_0=float(value), grad_0={k: tensor_json(v) for k, v in g.items()})
+    if plain:
+        out["grad_norm2"] = table.grad_norm2
+    out.update(block_names=task.block_names, c=table.c.tolist(), C_cross=table.C_cross)
+    if plain:
+        out["gHg"] = table.gHg
+    out["patterns"] = {}
+
+    def step_and_loss(p):
+        if plain:
+            th = scheme_step(task, task.params, p, lr)
+        else:
+            th = optimizer_scheme_step(task, task.params, p, lr, setup.spec, None, factors)[0]
+        with torch.no_grad():
+            return th, float(task.loss(th))
+
+    theta_jc, loss_jc = step_and_loss(as_pattern("jc", task.n_blocks))
     out["loss_jc_1"] = loss_jc
     out["theta_jc_1"] = {k: tensor_json(v) for k, v in theta_jc.items()}
     for label, spec in case.patterns.items():
         p = as_pattern(spec, task.n_blocks, task.block_names)
-        th, _, _ = optimizer_scheme_step(task, task.params, p, lr, setup.spec, None, factors)
-        with torch.no_grad():
-            ls = float(task.loss(th))
-        est = optimizer_one_step_estimate(task, task.params, p, lr, setup.spec, None, factors, g)
-        out["patterns"][label] = {
-            "spec": spec,
-            "C_S": est["C_S"],
-            "loss_s_1": ls,
-            "gap_1": ls - loss_jc,
-            "eta2_estimate": est["eta2"],
-            "theta_s_1": {k: tensor_json(v) for k, v in th.items()},
-        }
+        th, ls = step_and_loss(p)
+        if plain:
+            est = one_step_estimate(task, task.params, p, lr, g)
+            row = {"C_S": table.C_S(p), "loss_s_1": ls, "gap_1": ls - loss_jc,
+                   "eta2_estimate": est["eta2"], "c3": est["c3"], "eta3_estimate": est["eta3"]}
+        else:
+            est = optimizer_one_step_estimate(task, task.params, p, lr, setup.spec, None, factors,
+                                              g)
+            row = {"C_S": est["C_S"], "loss_s_1": ls, "gap_1": ls - loss_jc,
+                   "eta2_estimate": est["eta2"]}
+        out["patterns"][label] = {"spec": spec, **row,
+                                  "theta_s_1": {k: tensor_json(v) for k, v in th.items()}}
     return out
 
 
@@ -274,7 +198,7 @@ def write_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
         cdir = os.path.join(out_dir, name)
         os.makedirs(cdir, exist_ok=True)
         _write_json(os.path.join(cdir, "case.json"), _case_json(case, task))
-        one_step = _one_step(case, task) if case.plain else _one_step_optimizer(case, task)
+        one_step = _one_step(case, task)
         _write_json(os.path.join(cdir, "one_step.json"), one_step)
         files = [f"{name}/case.json", f"{name}/one_step.json"]
         for label in LABELS:

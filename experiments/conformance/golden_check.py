@@ -1,30 +1,15 @@
 """Checking an implementation against a golden case, without torch: the Python API of
 ``validate-records``.
 
-Two checks, each returning a verdict object with ``ok``, ``exit_code`` (0 agree, 1 disagree),
-``diagnoses`` and ``text()``; bad input (a missing file or column, a non-numeric value, an unknown
-case) raises :class:`crosscurv.theory.errors.InputError` (the command line's exit 2):
-
-* :func:`check_records` ``(theirs, reference)`` -- per-iteration records against a run folder
-  (``crosscurv run``'s, or a golden ``<case>/<label>``), with the formula-level diagnoses where the
-  folder holds ``terms.csv`` (every plain golden run does);
-* :func:`check_one_step` ``(theirs, reference)`` -- one-step quantities (``c_ij``, ``C_S``, the
-  ``eta^2`` and ``eta^3`` estimates, one-step losses and parameters) against a golden case's
-  ``one_step.json`` (:mod:`crosscurv.numeric.one_step_comparison`).
-
-``reference`` is a folder or ``golden:<case>[/<label>]`` for the cases shipped with the package
-(:mod:`.golden_data`)::
-
-    from crosscurv.experiments.conformance.golden_check import check_records, check_one_step
+:func:`check_records` (per-iteration records against a run folder, with formula-level diagnoses
+where it holds ``terms.csv``) and :func:`check_one_step` (one-step quantities against a golden
+``one_step.json``) return a verdict with ``ok``, ``exit_code``, ``diagnoses`` and ``text()``;
+:func:`assert_records_match` and :func:`assert_one_step_match` raise :class:`AssertionError` with
+it. ``reference`` is a folder or ``golden:<case>[/<label>]``; bad input raises
+:class:`crosscurv.theory.errors.InputError`::
 
     verdict = check_records("mine.csv", "golden:quadratic/gs")
     assert verdict.ok, verdict.text()
-    verdict = check_one_step({"patterns": {"gs": {"C_S": my_cs, "eta2_estimate": my_eta2}}},
-                             "golden:quadratic")
-
-:func:`assert_records_match` and :func:`assert_one_step_match` are the same checks as assertions
-for tests (exported by :mod:`crosscurv.testing`): they raise :class:`AssertionError` with the
-verdict, its diagnoses first.
 """
 
 from __future__ import annotations
@@ -231,14 +216,18 @@ def check_one_step(theirs, reference: str, *, rtol: float | None = None):
     return comp
 
 
-def _assertion_text(verdict) -> str:
-    """The verdict of a failed check: its summary and diagnoses first, then the table."""
+def _asserted(verdict):
+    """``verdict`` when it agrees; else AssertionError with its summary and diagnoses, then the
+    table."""
+    __tracebackhide__ = True
+    if verdict.ok:
+        return verdict
     if not hasattr(verdict, "table"):  # a one-step comparison: its text is its table
-        return "DISAGREE: " + verdict.summary() + "\n\n" + verdict.text()
+        raise AssertionError("DISAGREE: " + verdict.summary() + "\n\n" + verdict.text())
     lines = ["DISAGREE: " + verdict.summary()]
     lines += ["diagnosis: " + d for d in verdict.diagnoses]
     lines += ["note: " + n for n in verdict.notes]
-    return "\n".join(lines + ["", verdict.table()])
+    raise AssertionError("\n".join(lines + ["", verdict.table()]))
 
 
 def assert_records_match(
@@ -263,10 +252,7 @@ def assert_records_match(
         RecordsError: bad input.
     """
     __tracebackhide__ = True
-    verdict = check_records(theirs, reference, rtol=rtol, atol=atol, columns=columns)
-    if not verdict.ok:
-        raise AssertionError(_assertion_text(verdict))
-    return verdict
+    return _asserted(check_records(theirs, reference, rtol=rtol, atol=atol, columns=columns))
 
 
 def assert_one_step_match(theirs, reference: str, *, rtol: float | None = None):
@@ -277,10 +263,7 @@ def assert_one_step_match(theirs, reference: str, *, rtol: float | None = None):
         RecordsError: bad input.
     """
     __tracebackhide__ = True
-    verdict = check_one_step(theirs, reference, rtol=rtol)
-    if not verdict.ok:
-        raise AssertionError(_assertion_text(verdict))
-    return verdict
+    return _asserted(check_one_step(theirs, reference, rtol=rtol))
 
 
 def _json(text: str, where: str) -> dict:

@@ -1,33 +1,23 @@
-"""The parts of each estimate of a golden run, and of its likely variants:
-``<case>/<label>/terms.csv``.
+"""The parts of each estimate of a golden run and of its variants: ``<case>/<label>/terms.csv``.
 
-For a plain run (the paper's steps) of a small task, every estimate of the records is a sum of
-scalar
-terms.  With ``Delta^k = theta_S^k - theta_JC^k``, ``g^k = grad L(theta_JC^k)``, ``H^k`` the
-Hessian at
-``theta_JC^k`` (dense, float64), ``D^k`` its block diagonal, ``u_X^k = M_X(theta_S^k) g_S^k``
-for the pairs
-``X`` of the pattern ``S`` (``S``), of its transpose (``T``: ``(j, i)`` for ``(i, j)`` in
-``S``) and of every
-ordered pair of distinct blocks (``all``), and ``m_X^k = M_X(theta_JC^k) g^k``, row ``k =
-1..K`` holds
+With ``Delta^k = theta_S^k - theta_JC^k``, ``g^k = grad L(theta_JC^k)``, ``H^k`` the dense float64
+Hessian at ``theta_JC^k``, ``D^k`` its block diagonal, ``u_X^k = M_X(theta_S^k) g_S^k`` for the
+pairs ``X`` of the pattern (``S``), of its transpose (``T``) and of all ordered pairs (``all``),
+and ``m_X^k = M_X(theta_JC^k) g^k``, row ``k = 1..K`` holds
 
 * ``rec_prop = g^k . (I - eta H^{k-1}) Delta^{k-1}``, ``rec_lin = g^k . Delta^{k-1}``,
   ``rec_quad = 1/2 Delta^{k-1} . H^{k-1} Delta^{k-1}``, ``rec_fresh_X = eta^2 g^k . u_X^{k-1}``
-  (Theorem 2: ``recursive = rec_prop + rec_quad + rec_fresh_S``);
-  ``rec_prop_now``, ``rec_quad_now``: the same with ``Delta^k`` in place of ``Delta^{k-1}``;
-* ``cum_lin_V = g^k . z_V^k``, ``cum_quad_V = 1/2 z_V^k . H^k z_V^k`` (Theorem 3:
-  ``cumulative = cum_lin_S + cum_quad_S``) for the propagations ``V``: ``S``, ``T``, ``all``
-  (``z_{k+1} = (I - eta H^k) z_k + eta^2 u_V^k``), ``diag`` (``(I - eta D^k)`` in place of
-  ``(I - eta H^k)``, forcing ``u_S``) and ``none`` (``z_{k+1} = z_k + eta^2 u_S^k``), ``z_0 = 0``;
-* ``jco_lin_V``, ``jco_quad_V``: the same for ``jc_only`` (forcing ``m_V``; ``jc_only = jco_lin_S +
-  jco_quad_S``);
-* ``bnd_G_X = G b_X^k``, ``bnd_L_X = L/2 (b_X^k)^2`` with ``b_X^k = eta^2 sum_{j<k} (1 + eta
-  L)^{k-1-j}
-  ||u_X^j||`` and the protocol's ``G``, ``L`` (``bound_bk = bnd_G_S + bnd_L_S``).
+  (``recursive = rec_prop + rec_quad + rec_fresh_S``); ``rec_prop_now``, ``rec_quad_now`` with
+  ``Delta^k`` in place of ``Delta^{k-1}``;
+* ``cum_lin_V = g^k . z_V^k``, ``cum_quad_V = 1/2 z_V^k . H^k z_V^k``
+  (``cumulative = cum_lin_S + cum_quad_S``) for ``V`` in ``S``, ``T``, ``all``
+  (``z_{k+1} = (I - eta H^k) z_k + eta^2 u_V^k``), ``diag`` (``D^k`` for ``H^k``, forcing
+  ``u_S``) and ``none`` (``z_{k+1} = z_k + eta^2 u_S^k``), ``z_0 = 0``;
+* ``jco_lin_V``, ``jco_quad_V``: the same forced by ``m_V`` (``jc_only = jco_lin_S + jco_quad_S``);
+* ``bnd_G_X = G b_X^k``, ``bnd_L_X = L/2 (b_X^k)^2``,
+  ``b_X^k = eta^2 sum_{j<k} (1 + eta L)^{k-1-j} ||u_X^j||`` (``bound_bk = bnd_G_S + bnd_L_S``).
 
-:mod:`crosscurv.numeric.formula_variants` reads these columns (without torch) to recompute the
-estimates an implementation with a known mistake would record.
+:mod:`crosscurv.numeric.formula_variants` reads these columns (without torch).
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """What ``crosscurv report --check`` says about the committed studies under the kernels of other CPUs.
 
-    python -m crosscurv.experiments.conformance.portability [--iters N] [--runs DIR ...] [--out reports/portability.md]
-        [--emulations NAME,...] [--tables] [--fresh] [--cached-only]
+    python -m crosscurv.experiments.conformance.portability [--iters N] [--runs DIR ...]
+        [--out reports/portability.md] [--emulations NAME,...] [--tables] [--fresh] [--cached-only]
 
-Each committed run folder (default ``reports/runs/{mlp,fl,lora}``) is checked in its own subprocess under
-each emulated instruction set of :data:`EMULATIONS` (the environment variables that make ATen, MKL and
-OpenBLAS dispatch to the kernels of another CPU, and two OpenMP threads): the subprocess runs
-:func:`crosscurv.experiments.reports.check.check_run` (what ``crosscurv report --check RUN --iters N``
-runs) and prints its :class:`~crosscurv.experiments.reports.check.RunCheck` as JSON.  Per task and
-emulation the report says which promise held ("bitwise", "within tolerance to k = N", "parts at k = P, as
-the trajectory's own sensitivity predicts", or a disagreement), the first ``k`` beyond the fixed tolerances
-and whether the tolerances grown as a run perturbed at rounding parts (the check's own
-:func:`~crosscurv.experiments.reports.check.sensitivity`) explain it.
-
-``--tables`` adds the table-level comparison of :mod:`.tables`: the records each check recomputed under
-each emulation, taken as a rerun to the check's horizon, and their Table 1 quantities (Correct per estimate,
-hits, switch points) compared with the committed runs' over the same iterations, within their spread over
-the seed runs of ``reports/sweeps``.
-
-Every subprocess result is kept in ``--cache`` (default ``build/portability``), keyed by the emulation, the
-run folder's files, the number of iterations and the tolerances in force, so an interrupted ``make portability`` resumes where it
-stopped and a changed run folder is measured afresh (``--fresh``: measure everything again;
-``--cached-only``: measure nothing, report what the cache holds and list the rest as not measured).
-``make portability`` writes ``reports/portability.md``.
+Each committed run folder is checked (:func:`crosscurv.experiments.reports.check.check_run`) in its
+own subprocess under each emulated instruction set of :data:`EMULATIONS`; per task and emulation
+the report says which promise held. ``--tables`` adds the table-level comparison of
+:mod:`.tables`. Results are cached in ``--cache`` keyed by emulation, run files, iterations and
+tolerances, so ``make portability`` resumes (``--fresh``: measure again; ``--cached-only``:
+report the cache).
 """
 
 from __future__ import annotations
@@ -45,18 +31,8 @@ CACHE = os.path.join("build", "portability")
 
 @dataclass(frozen=True)
 class PortabilityOptions:
-    """What :func:`write_portability` measures (the command-line flags of the same names).
-
-    Attributes:
-        iters: records compared per run.
-        runs: the run folders (default the committed studies).
-        emulations: names of :data:`EMULATIONS` to measure under (``None``: all).
-        out: the Markdown report written.
-        cache: where each subprocess result is kept; fresh: ignore it.
-        cached_only: measure nothing, report what the cache holds.
-        tables: also the table-level comparison (module docstring), against the seed sweeps
-            ``sweeps``.
-        argv: the command-line arguments the report names as its command.
+    """What :func:`write_portability` measures: the command-line flags of the same names
+    (:func:`crosscurv.experiments.cli.scripts.portability`); ``argv``: the command the report names.
     """
 
     iters: int = 30

@@ -475,19 +475,8 @@ def render(text: str) -> str:
 
 @dataclass(frozen=True)
 class RoundingOptions:
-    """What :func:`write_rounding` measures (the command-line flags of the same names).
-
-    Attributes:
-        tasks: built-in tasks, comma-separated (empty for none); presets: ``PRESET:K,...`` runs of
-            each.
-        no_golden: leave out the golden cases.
-        json: print every comparison as JSON (input of ``load``) instead of the table.
-        load: saved ``json`` outputs whose table is printed instead of measuring.
-        dtypes: the dtypes measured (``float32``, ``float64``).
-        emulate: measure under each emulated instruction set, each in its own subprocess, kept in
-            ``cache`` (``cached_only``: measure nothing, report the emulations already there).
-        out: write the Markdown report to this file (``None``: standard output).
-        argv: the command-line arguments the output names as its command.
+    """What :func:`write_rounding` measures: the command-line flags of the same names
+    (:func:`crosscurv.experiments.cli.scripts.rounding`); ``argv`` is the command the output names.
     """
 
     tasks: str = "mlp,fl,lora"

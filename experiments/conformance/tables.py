@@ -1,27 +1,13 @@
 """Table 1 of a rerun on another CPU compared with the committed one, within the spread over seeds.
 
-A rerun of a committed study under the kernels of another CPU parts from the committed trajectory at rounding
-and, where the trajectory is sensitive, further; its records are then no longer comparable value by value, but
-its *table* is: the quantities of Table 1 (paper, Section 5.1) that a reader takes away.  Per run, over its
-first ``K`` iterations (:func:`table_quantities`):
+Per run, over its first ``K`` iterations (:func:`table_quantities`): ``correct/E`` (``Correct_K``
+of estimate ``E``, percent), ``jc_hits/E``, ``s_hits/E``, ``switches`` (switch points of the
+observed winner, :func:`crosscurv.experiments.studies.optimizers.report.switch_points`) and
+``first_switch`` (``nan`` when none). A rerun agrees (:func:`compare_tables`) when
 
-* ``correct/E``: ``Correct_K`` of estimate ``E`` (percent; recursive, cumulative, ``jc_only``);
-* ``jc_hits/E``, ``s_hits/E``: the hits ``h_JC`` and ``h_S`` of estimate ``E``;
-* ``switches``: the number of switch points of the observed winner (the iterations whose decided winner,
-  ``J`` for ``gap > gap_err``, ``G`` for ``gap < -gap_err``, differs from the previous decided one:
-  :func:`crosscurv.experiments.studies.optimizers.report.switch_points`), and ``first_switch``, the first
-  of them (``nan`` when there is none).
+    pass  <=>  |rerun - committed| <= max_s q_s - min_s q_s
 
-The seeds of a study (the same settings, other seeds) show how much these quantities vary with things a
-reader does not care about; a rerun agrees at table level when each quantity differs from the committed one
-by at most its spread over the seeds (:func:`compare_tables`):
-
-    pass  <=>  |rerun - committed| <= max_s q_s - min_s q_s.
-
-``first_switch`` passes also when neither run has a switch point, and fails when only one has.
-:func:`recomputed_section` compares the records that ``report --check`` recomputed under each emulation
-(:mod:`.portability`: a rerun of the study to the check's horizon) this way, as a section of
-``reports/portability.md``.
+over the seeds ``s`` of the study; ``first_switch`` also passes when neither run switches.
 """
 
 from __future__ import annotations

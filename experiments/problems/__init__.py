@@ -1,16 +1,8 @@
 """The toy problems: the error-scaling study's instances, the golden cases' and the tests' losses.
 
-* :mod:`.toys`: the toy losses written once (quadratic, quartic ridge, MLP forward, LoRA weight),
-  which the golden cases (:mod:`crosscurv.experiments.conformance.golden`), the networks below and
-  the tests' cases build from;
-* :mod:`.problem`: the :class:`Problem` type (a float64 task, its start and
-  curvature scale);
-* :mod:`.curvature_scale`: the curvature scale and the step-size grid it sets;
-* :mod:`.quartic`: random quartic polynomials with an exact ``mpmath`` calculus;
-* :mod:`.networks`: a small tanh MLP, a bilinear LoRA-like model, the paper's
-  MNIST MLP;
-* :mod:`.cubic_guard`: the non-degeneracy guard of the ``eta^3`` coefficient
-  (a cubic tilt).
+:mod:`.toys` (the losses written once), :mod:`.problem` (a float64 task, its start and curvature
+scale), :mod:`.curvature_scale`, :mod:`.quartic` (random quartics with exact ``mpmath``
+calculus), :mod:`.networks` and :mod:`.cubic_guard` (the ``eta^3`` non-degeneracy guard).
 """
 
 from .cubic_guard import CubicGuard, c3_terms, guard_cubic, tilt_weights

@@ -70,13 +70,7 @@ def tilt_weights(task: Task, pattern: DelayPattern, u: dict, params=None) -> lis
 
 
 def _tilt_directions(task: Task) -> list[dict]:
-    """Candidate tilt directions, unit vectors ``u`` with ``u.E_i g`` proportional to chosen weights.
-
-    ``u = sum_i alpha_i E_i g / ||E_i g||^2`` (normalised), so ``u.E_i g`` is
-    proportional to ``alpha_i``; the weightings (equal, increasing, decreasing,
-    alternating, geometric both ways) make the tilt's block contributions
-    differ between two patterns whatever the block gradients' sizes.
-    """
+    """Unit tilt directions ``u = sum_i alpha_i E_i g / ||E_i g||^2`` (normalised), 6 weightings."""
     from crosscurv.numeric.hvp import grad
 
     _, g = grad(task.loss, task.params)
@@ -106,18 +100,9 @@ def _tilt_directions(task: Task) -> list[dict]:
 
 @dataclass
 class CubicGuard:
-    """Outcome of :func:`guard_cubic`.
-
-    Attributes:
-        problem: the (possibly tilted) instance.
-        sigma: the tilt applied (0 when none was needed).
-        coefficient: the guarded ``eta^3`` coefficient after the tilt.
-        magnitude: the sum of the magnitudes of its terms.
-        kappa: the required ratio ``|coefficient| / magnitude``.
-        least: the required ``|coefficient|`` (absolute part of the guard).
-        achieved: whether both requirements hold (a tilt is capped so that it at
-            most doubles the curvature scale; beyond that the guard gives up
-            and says so here).
+    """Outcome of :func:`guard_cubic`: the (possibly tilted) ``problem``, the tilt ``sigma`` (0:
+    none), the guarded ``coefficient`` after it, the ``magnitude`` (sum of its terms' magnitudes),
+    the required ratio ``kappa`` and absolute size ``least``, and whether both hold (``achieved``).
     """
 
     problem: Problem
@@ -144,34 +129,18 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
                 absolute: float = 1e-3) -> CubicGuard:
     """Make the leading ``eta^3`` coefficient non-degenerate by construction.
 
-    The coefficient guarded is ``sum_p sign_p * c3(pattern_p)``: ``[(S, +1)]``
-    for the one-step gap ``L_S - L_JC``, ``[(GS_o1, +1), (GS_o2, -1)]`` for the
-    difference of two full GS orders.  A random instance can have this
-    coefficient near zero (its terms cancel, or vanish structurally, e.g. when
-    a block enters the loss quadratically); then the remainder's next order
-    dominates on any fixed grid and the observed rates are meaningless.  The
-    guard requires
+    The coefficient guarded is ``sum_p sign_p * c3(pattern_p)`` (``[(S, +1)]`` for the one-step
+    gap, ``[(GS_o1, +1), (GS_o2, -1)]`` for two GS orders). The guard requires
 
-    * ``|coefficient| >= kappa * sum |terms|`` (terms of :func:`c3_terms`: at most
-      ``1 - kappa`` of it cancelled), and
-    * ``|coefficient| >= absolute * lam^2 * sum_p sum_i ||E_i g|| ||P_i^p g||``
-      (``lam`` the untilted curvature scale; the sum is the natural size of the
-      terms, which all couple a block's gradient to its fresh blocks').
+    * ``|coefficient| >= kappa * sum |terms|`` (terms of :func:`c3_terms`), and
+    * ``|coefficient| >= absolute * lam^2 * sum_p sum_i ||E_i g|| ||P_i^p g||`` (``lam`` the
+      untilted curvature scale).
 
-    When either fails it adds the cubic tilt ``sigma/6 (u.(theta - theta^0))^3``
-    (:func:`tilt_task`), which leaves ``g`` and ``H`` (so ``C_S``) unchanged at
-    ``theta^0`` and shifts the third-derivative terms linearly in ``sigma``.
-    Among a few block-weighted gradient directions ``u``
-    (:func:`_tilt_directions`) and tilt sizes on a geometric grid, it takes the
-    smallest ``|sigma|`` that meets both requirements, capped at
-    ``lam / |u.g|`` (which at most doubles ``lam``); if none does, it applies
-    the capped tilt that comes closest and reports ``achieved=False``.
-
-    ``local=True`` guards ``l0 = c3 + g^T H M_S g = -g^T M_S^2 g - 1/2 sum_i T[E_i g, P_i g, P_i g]``
-    instead: the ``eta^3`` coefficient of the recursion remainder of Theorem 2
-    at ``k = 1`` (where ``Delta theta^0 = 0`` and the recursive estimate is
-    ``eta^2 g_JC^1 . M_S g``), hence the leading local error that the
-    recursion, cumulative and JC-only estimates accumulate over a short horizon.
+    When either fails it adds the smallest cubic tilt ``sigma/6 (u.(theta - theta^0))^3``
+    (:func:`tilt_task`; ``g``, ``H`` and ``C_S`` at ``theta^0`` unchanged) over the directions of
+    :func:`_tilt_directions` and a geometric grid of sizes, capped at ``lam / |u.g|``; if none
+    meets both, the closest capped tilt with ``achieved=False``. ``local=True`` guards
+    ``l0 = c3 + g^T H M_S g`` instead, the ``eta^3`` coefficient of Theorem 2's remainder at k = 1.
     """
     from crosscurv.numeric.hvp import grad
 

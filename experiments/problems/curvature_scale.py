@@ -24,19 +24,11 @@ DENSE_SCALE_MAX = 256
 def curvature_scale(task: Task, params=None, iters: int = 12, seed: int = 0) -> float:
     """``lam = ||H|| + ||g|| ||D^3 L[g_hat]|| + ||g|| ||D^4 L[g_hat, g_hat]||^(1/2)`` at ``params``.
 
-    The three norms are spectral norms of symmetric ``d x d`` matrices: the
-    Hessian ``H``, ``D^3 L(theta)[g_hat, ., .]`` and ``D^4 L(theta)[g_hat, g_hat, ., .]``
-    with ``g_hat = g/||g||``.  ``lam`` is the inverse step size on which the
-    one-step expansion varies: the displacement is about ``eta g``, so
-    ``eta H``, ``eta D^3 L[eta g]/eta`` and ``eta^2 D^4 L[g, g]`` are its
-    dimensionless small quantities.
-
-    Tasks with at most :data:`DENSE_SCALE_MAX` parameters: the matrices are
-    formed (``torch.func.hessian`` of ``L``, ``DL[g_hat]`` and ``D^2 L[g_hat, g_hat]``)
-    and the norms are exact.  Larger tasks: ``iters`` power-iteration steps
-    on matrix-vector products (HVPs and their directional derivatives by
-    nested ``jvp``), which never overestimate a norm.  A derivative that
-    forward mode cannot take contributes 0.
+    Spectral norms of the symmetric ``d x d`` matrices ``H``, ``D^3 L[g_hat, ., .]`` and
+    ``D^4 L[g_hat, g_hat, ., .]`` (``g_hat = g/||g||``): ``lam`` is the inverse step size on which
+    the one-step expansion varies. Exact (dense) for at most :data:`DENSE_SCALE_MAX` parameters,
+    else ``iters`` power-iteration steps on matrix-free products (never an overestimate); a
+    derivative forward mode cannot take contributes 0.
     """
     from crosscurv.numeric.hvp import grad, hvp
 

@@ -1,18 +1,10 @@
 """Small networks as problem instances: a tanh MLP, a bilinear LoRA-like model, the paper's MNIST MLP.
 
-* :func:`tanh_mlp_problem`: a small tanh MLP (mean-squared error on seeded
-  Gaussian data), its weight and bias tensors randomly grouped into ``N``
-  blocks.
-* :func:`bilinear_problem`: a LoRA-like two-block model
-  ``1/(2n) ||(W0 + s B A) X - Y||_F^2`` with blocks ``B`` then ``A``.
-* :func:`mnist_mlp_problem`: the paper's 8-layer ReLU MLP on real MNIST digits
-  (:mod:`crosscurv.experiments.tasks.models.mlp`, :func:`crosscurv.experiments.tasks.data.load_mnist`), one
-  block per layer; :func:`relu_kink_radius` says how far the expansions of a
-  piecewise-linear network can be trusted.
-
-All randomness comes from ``numpy.random.default_rng(seed)`` (or a forked,
-seeded torch RNG for the MNIST network), so an instance is a pure function of
-its arguments whatever the global RNG state.
+:func:`tanh_mlp_problem` (MSE on seeded Gaussian data, tensors grouped into ``N`` blocks),
+:func:`bilinear_problem` (``1/(2n) ||(W0 + s B A) X - Y||_F^2``, blocks ``B`` then ``A``),
+:func:`mnist_mlp_problem` (the paper's 8-layer ReLU MLP on MNIST, one block per layer) and
+:func:`relu_kink_radius` (how far its expansions hold). Every instance is a pure function of its
+arguments (seeded generators, never the global RNG state).
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """``crosscurv report``: every generated result of the suite into one folder.
 
-Stages, each streamed to the terminal as it runs:
-
-1. ``derive``: the symbolic identities (``theory.md``);
-2. ``scaling``: observed orders of the remainders (``scaling.md``, figures);
-3. the three controlled studies (``runs/<task>/records.csv``,
-   ``summary.json``): the run ``crosscurv run TASK --preset P --threads 1``
-   (:data:`STUDY_THREADS`) through :func:`crosscurv.experiments.runs.run`;
-4. Table 1 (``table1.md``), gap (with ``eta * sharpness``) and
-   winner-timeline figures per task;
-5. the motivation study (``motivation.md``; ``crosscurv motivation --report``,
-   which reuses the complete runs in ``runs/motivation``);
-6. the studies over seeds and the regime map (``studies.md``), aggregated
-   from the sweeps in ``sweeps/`` when they are there (``make studies``
-   computes them; this stage runs nothing);
-7. ``README.md``: an index stating data, model weights, preset and machine,
-   with our Table 1 next to the paper's and Table 1 over seeds.
-
-A study whose directory already holds a *complete* run with the same
-settings (preset, K, seed 0, one thread) is reused; an interrupted one is
-resumed (``--resume``), so a killed ``make report`` loses at most the
-iteration in flight.  ``--fresh`` recomputes the studies and the motivation
-runs (not the sweeps).
+Stages, each streamed as it runs: ``derive`` (``theory.md``), ``scaling`` (``scaling.md``), the
+three controlled studies (``runs/<task>``, through :func:`crosscurv.experiments.runs.run` with
+:data:`STUDY_THREADS`), Table 1 and figures (``table1.md``), the motivation study
+(``motivation.md``), the studies over seeds from ``sweeps/`` (``studies.md``; nothing run) and the
+index ``README.md``. A complete study with the same settings is reused, an interrupted one
+resumed; ``--fresh`` recomputes the studies and the motivation runs (not the sweeps).
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The headline results: what the committed studies found, in a few short lines, a table and three
 figures.
 
-:func:`write_headline` writes ``OUT/headline.md``; ``reports/README.md`` opens with the same text
-and the documentation's Results page includes the file as generated (``docs/results.md``).  Every
-number is read from the committed records and reports:
-
-* Table 1 beside the paper: ``Correct`` of each estimate and of the two baselines
-  (:data:`crosscurv.experiments.reports.table.BASELINE_ROWS`), and the JC wins ``n_JC``, over the
-  seeds of the studies inside the regime (:func:`crosscurv.experiments.studies.seeds.seed_rows`),
-  else seed 0;
-* the certified winners' ``Coverage`` and ``Precision`` (the recorded bound, ``*_cert``);
-* the observed orders, from the summary table of ``OUT/scaling.md`` (written by ``crosscurv
-  scaling``);
-* ``crosscurv advise`` against the measured best, from ``OUT/advise/validation.json``.
-
-The image links are relative to ``OUT`` (``figures/...``), which ``docs/figures`` mirrors, so the
-same text renders in both places.
+:func:`write_headline` writes ``OUT/headline.md`` (opening ``reports/README.md`` and included by
+``docs/results.md``) from the committed records and reports: Table 1 beside the paper over the
+seeds inside the regime (:func:`crosscurv.experiments.studies.seeds.seed_rows`), the certified
+winners' ``Coverage`` and ``Precision``, the observed orders of ``OUT/scaling.md`` and
+``crosscurv advise`` against the measured best (``OUT/advise/validation.json``). Image links are
+relative to ``OUT``, which ``docs/figures`` mirrors.
 """
 
 from __future__ import annotations

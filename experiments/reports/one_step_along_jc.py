@@ -1,26 +1,13 @@
 """The one-step predictor along JC, beside a finished run: Theorem 1's ``eta^2 C_S`` at each JC
 iterate.
 
-Table 1's one-step baseline predicts the winner of iteration ``k`` by the sign of
-
     one_step_k = eta^2 C_S(theta_JC^{k-1}),   C_S = g^T M_S g,   k = 1..K,
 
-Theorem 1's estimate of the gap one step opens from the JC iterate before ``k`` (at ``k = 1``: from
-the common start ``theta^0``, exactly Theorem 1).  It ignores everything the recursive and
-cumulative estimates carry (the trajectory difference, its propagation), so it is what they must
-beat.
-
-A run's records do not hold it (the protocol forms ``M_S g_JC^k`` for ``jc_only`` but records no
-``g . M_S g``), so it is computed afterwards by replaying the JC trajectory from the run's settings
-(:meth:`crosscurv.experiments.runs.RunDescription.from_summary`: the same task, built-in or
-the user's factory, preset, seed, dtype, learning rate, HVP engine): one gradient and one ``M_S g``
-per iteration, a few percent of the protocol's cost.  The replay writes ``RUN/one_step.csv``
-(``k, one_step, loss_jc``: ``loss_jc`` the replayed loss, float32 values as Python reprs) beside
-``records.csv``, whose columns it never touches; the replayed loss is checked against the recorded
-``loss_jc`` (the largest relative difference is printed).
-:func:`read_one_step` gives the column back to :func:`crosscurv.experiments.reports.table.load_run`.
-
-Run it on run folders or sweep folders (their ``runs/*``); complete files are kept::
+Table 1's one-step baseline. Records do not hold it, so the JC trajectory is replayed from the
+run's settings (:meth:`crosscurv.experiments.runs.RunDescription.from_summary`) into
+``RUN/one_step.csv`` (``k, one_step, loss_jc``; the replayed loss is checked against the recorded
+one); :func:`read_one_step` gives the column back to
+:func:`crosscurv.experiments.reports.table.load_run`. Complete files are kept::
 
     python -m crosscurv.experiments.reports.one_step_along_jc reports/runs/mlp reports/sweeps/seeds
 """

@@ -1,16 +1,8 @@
 """Figures of the controlled studies (paper, Figures 2 and 3), matplotlib PNG.
 
-* :func:`gap_figure`: measured ``Delta L^k = L_S^k - L_JC^k`` against the
-  recursive, cumulative and ``jc_only`` estimates over ``k`` (symlog axis, so
-  sign changes stay visible), with Theorem 3's magnitude bound shaded; given
-  the learning rate, a panel below shows the regime indicator ``eta *
-  sharpness_k`` with the edge of stability ``eta * lambda = 2`` marked.
-* :func:`winner_timeline`: one row per source (observed, cumulative,
-  recursive, jc_only), coloured by the predicted winner at each ``k``
-  (``JC`` when the gap is positive, ``S`` when negative, grey for a tie).
-* :func:`run_figure`: one run on one page (``crosscurv run`` writes it as
-  ``figure.png`` beside the records): the two losses, the measured gap with
-  the estimates and their error bands, and the winner timeline.
+:func:`gap_figure` (measured ``L_S^k - L_JC^k`` against the estimates on a symlog axis, Theorem
+3's bound shaded, ``eta * sharpness_k`` below), :func:`winner_timeline` (the winner per ``k`` of
+each source) and :func:`run_figure` (one run on one page: ``crosscurv run``'s ``figure.png``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The documentation site as a reader sees it: the built Results page in headless Chromium.
 
-Serves the built site (``make docs`` writes ``site/``) on ``127.0.0.1`` and opens it in headless
-Chromium (the Debian package ``chromium``):
-
-* a screenshot of the Results page (``OUT/results.png``), to look at;
-* the page's DOM after loading, read through a same-origin probe page (written into the served copy
-  only) that opens the Results page in a frame and records, once every image has settled, the tables
-  of the article, their header cells, and each image's ``src``, ``complete`` and ``naturalWidth``
-  (``OUT/results_dom.json``).
-
-The check passes when the article holds Table 1 beside the paper (a table with the columns
-``Correct`` and ``paper`` and a row of the recursive estimate) and at least :data:`MIN_IMAGES`
-images, every one of which loaded (``naturalWidth > 0``).  Exit codes: 0 passed, 1 failed (each
-failure one line), 2 no site or no Chromium.  ::
+Serves ``site/`` on ``127.0.0.1``, screenshots the Results page (``OUT/results.png``) and records
+its tables and images through a same-origin probe page (``OUT/results_dom.json``). Passes when the
+article holds Table 1 beside the paper (columns ``Correct`` and ``paper``, a row of the recursive
+estimate) and at least :data:`MIN_IMAGES` images, all loaded. Exit codes: 0 passed, 1 failed (one
+line each), 2 no site or no Chromium.  ::
 
     python -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
 """

@@ -1,27 +1,13 @@
 """Table 1 of the paper, redone from run directories.
 
-For every run directory (``records.csv`` + ``summary.json`` written by
-``crosscurv run``) and every estimate column (cumulative, recursive and, as
-a third row beyond the paper, ``jc_only``) the paper's Section 5.1 metrics
-are computed from the records: ``Correct_K``, ``JC hits`` and ``GS hits`` as
-``h_m/n_m``, ``MAE`` and ``Max. AE``, and the number of *undecided* iterations
-(measured ``|gap|`` within its error bound ``gap_err``: no measured winner,
-left out of the hits and of ``Correct_K``; :mod:`crosscurv.numeric.metrics`).  Beyond the paper, from the
-certified winners (:mod:`crosscurv.numeric.certificate`, recomputed from the columns of a plain run):
-``Coverage`` (certified share of the decided iterations) and ``Precision`` (correct among the certified),
-and, last, ``Calibrated`` (share of iterations with ``|estimate - gap| <= err``, the a-posteriori bound); ``n/a`` for records written before those columns.  The best value per metric within a
-task is marked (bold in markdown, ``*`` in plain text), ties included, as in
-the paper.
-
-Two baseline rows per task (:data:`BASELINE_ROWS`) show what the estimates add: ``majority``,
-the best constant predictor (it always names the winner of most decided iterations, known only
-afterwards: its ``Correct`` is that winner's share; no MAE, it estimates no gap), and
-``one_step``, the sign of Theorem 1's ``eta^2 C_S`` at the JC iterate before each ``k``
-(:mod:`crosscurv.experiments.reports.one_step_along_jc`;
-its row is left out for a run without ``one_step.csv``).
-
-:data:`PAPER_TABLE1` holds the numbers the paper reports (K = 500), so
-reports can show ours and theirs side by side.
+Per run directory and estimate column (cumulative, recursive and, beyond the paper,
+``jc_only``): the Section 5.1 metrics (``Correct_K``, ``JC hits``, ``GS hits``, ``MAE``,
+``Max. AE``) and the undecided iterations (``|gap| <= gap_err``; :mod:`crosscurv.numeric.metrics`),
+then ``Coverage`` and ``Precision`` of the certified winners (:mod:`crosscurv.numeric.certificate`)
+and ``Calibrated`` (``|estimate - gap| <= err``; ``n/a`` for older records). The best value per
+metric within a task is marked (bold in markdown, ``*`` in plain text), ties included. Baseline
+rows (:data:`BASELINE_ROWS`): ``majority`` (the best constant predictor) and ``one_step``
+(:mod:`crosscurv.experiments.reports.one_step_along_jc`). :data:`PAPER_TABLE1`: the paper's numbers.
 """
 
 from __future__ import annotations

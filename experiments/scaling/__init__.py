@@ -1,17 +1,10 @@
 """Error-scaling studies: observed orders of the paper's remainders (Taylor tests), one concept per module.
 
-* :mod:`.study`: the :class:`Study` type (errors on the grid ``eta0 * 2^-k``,
-  the round-off floor, the fitted order);
-* :mod:`.loss_gap`: loss differences without cancellation;
-* :mod:`.studies`: the float64 studies (one step, trajectories, GS order);
-* :mod:`.exact_mp`: the exact ``mpmath`` studies of quartic polynomials;
-* :mod:`.suite`: the recipe of each problem and :func:`scaling_suite`, what
-  ``crosscurv scaling`` runs;
-* :mod:`.markdown`: ``scaling.md``; :mod:`.figures`: its figures.
-
-``eta0`` is derived from the instance's curvature scale ``lam``
-(:func:`crosscurv.experiments.problems.curvature_scale`): the largest power of two
-with ``eta0 * lam <= factor``.
+:mod:`.study` (the :class:`Study` type), :mod:`.loss_gap` (loss differences without
+cancellation), :mod:`.studies` (float64), :mod:`.exact_mp` (exact ``mpmath``), :mod:`.suite`
+(what ``crosscurv scaling`` runs), :mod:`.markdown` and :mod:`.figures` (``scaling.md``).
+``eta0`` is the largest power of two with ``eta0 * lam <= factor``
+(:func:`crosscurv.experiments.problems.curvature_scale`).
 """
 
 from .exact_mp import one_step_study_mp, protocol_mp

@@ -21,13 +21,10 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
                       label: str | None = None) -> Study:
     """:func:`one_step_study` for a quartic polynomial, in ``mpmath`` at ``dps`` digits.
 
-    Steps, losses, ``C_S`` and ``c3`` (:func:`crosscurv.theory.one_step.gap_coefficients`,
-    ``mode="mpmath"``) are all computed at ``dps`` digits from the
-    polynomial's float64 coefficients (exact in ``mpmath``), so ``eta0`` can lie
-    far below the float64 floor.  Floor: ``2^(8 - prec) (|L_S| + |L_JC|)``.
-    Errors in ``Study.points`` are rounded to float for the tables; the exact
-    values are in ``info["errors_mp"]`` (strings) and the coefficients in
-    ``info["C_S_mp"]``, ``info["c3_mp"]``.
+    Steps, losses, ``C_S`` and ``c3`` are computed at ``dps`` digits from the polynomial's float64
+    coefficients, so ``eta0`` can lie far below the float64 floor; floor
+    ``2^(8 - prec) (|L_S| + |L_JC|)``. Exact values: ``info["errors_mp"]``, ``info["C_S_mp"]``,
+    ``info["c3_mp"]`` (strings).
     """
     import mpmath
 

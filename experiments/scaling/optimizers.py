@@ -1,24 +1,11 @@
 """Observed orders of the optimizer generalizations (beyond the paper): ``crosscurv scaling``'s optimizer studies.
 
-For a block-separable optimizer (:mod:`crosscurv.numeric.optimizers`: per-block step-size
-factors ``F``, heavy ball, Adam) on a small float64 problem:
-
-* ``one_step``: ``(L_S - L_JC) - eta^2 C_S^phi`` after one step from a *warm*
-  common point and state (two JC steps at ``eta0``), ``C_S^phi = g^T F J_phi M_S F phi``
-  (:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`); expected order 3;
-* ``recursion`` / ``cumulative`` / ``jc_only``: ``gap - estimate`` at ``k = K`` of
-  the controlled protocol with the optimizer (:func:`crosscurv.numeric.protocol.run_protocol`
-  with ``optimizer=`` / ``block_lr=``: what ``crosscurv run --optimizer`` computes)
-  at a fixed horizon ``K = K0 2^k``, ``eta = eta0 2^-k``; expected 3 / 2 / 2;
-* ``recursion_fixed_K``: ``gap - recursive`` at ``K = 8`` for every ``eta``; expected 3.
-
-The gap is :func:`.loss_gap.loss_gap` between the final iterates, retraced by the
-optimizer's exact steps (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`, no
-products).  Floors as in :mod:`.studies`.  These orders are findings, not part
-of the command's exit code: the derivations (``theory.optimizer_*``) cover
-per-block step sizes and heavy ball; for Adam only the one-step result is
-derived, and heavy ball needs ``K >> 1/(1 - beta)`` before its trajectory
-orders appear.
+For a block-separable optimizer (:mod:`crosscurv.numeric.optimizers`) on a small float64 problem:
+``one_step`` (``(L_S - L_JC) - eta^2 C_S^phi`` from a warm point and state,
+``C_S^phi = g^T F J_phi M_S F phi``; expected order 3), ``recursion`` / ``cumulative`` /
+``jc_only`` (``gap - estimate`` at ``K = K0 2^k``, ``eta = eta0 2^-k``; expected 3 / 2 / 2) and
+``recursion_fixed_K`` (at ``K = 8``; expected 3). Gaps: :func:`.loss_gap.loss_gap`; floors as in
+:mod:`.studies`. These orders are findings, not part of the command's exit code.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """The smooth piece of a ReLU MLP's loss that contains ``theta^0``.
 
-The loss of the MNIST MLP (:func:`crosscurv.experiments.problems.mnist_mlp_problem`) is a smooth function of
-the parameters on each region where no hidden pre-activation ``z`` of any example changes sign; the region
-that contains ``theta^0`` reaches to the kink radius
-(:func:`crosscurv.experiments.problems.relu_kink_radius`).  On it every ``relu(z_l)`` equals ``m_l * z_l``
-with the constant 0/1 mask ``m_l = [z_l(theta^0) > 0]``, so
+With the constant masks ``m_l = [z_l(theta^0) > 0]`` of the hidden pre-activations,
 
     L_piece(theta) = CE(W_N h_{N-1} + b_N, y),  h_l = m_l * (W_l h_{l-1} + b_l),  h_0 = x
 
-is the network's loss there, and everywhere it is a C^infinity function (polynomial logits under softmax
-cross-entropy) whose derivatives of every order at ``theta^0`` are the network's: the same ``g``, ``H``,
-``T``, hence the same ``C_S`` and ``c3`` (Theorem 1).  Its Taylor expansion is therefore the one the
-theorems make for the network, and it can be observed on step sizes far above the kink radius, where
-float64 resolves it.
+equals the network's loss up to the kink radius
+(:func:`crosscurv.experiments.problems.relu_kink_radius`) and is C^infinity everywhere, with the
+network's ``g``, ``H``, ``T`` at ``theta^0`` (so its ``C_S`` and ``c3``): its expansion can be
+observed at step sizes far above the kink radius.
 """
 
 from __future__ import annotations

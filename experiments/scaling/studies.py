@@ -1,22 +1,15 @@
 """The float64 error-scaling studies (paper: Theorem 1, Theorem 2, Theorem 3, Corollary 1).
 
-* :func:`one_step_study`: ``r(eta) = (L_S^{k+1} - L_JC^{k+1}) - eta^2 C_S`` from a
-  common point; theory: ``r = c3 eta^3 + O(eta^4)`` with ``c3`` from
-  :func:`crosscurv.theory.one_step.gap_coefficients` (:func:`predicted_coefficients`);
-  expected order 3.
-* :func:`trajectory_studies`: JC and ``S`` trajectories to a fixed horizon
-  ``T = eta K`` (``K = K0 2^k``, :func:`crosscurv.numeric.protocol.run_protocol`), at
-  ``k = K``: the recursion remainder ``gap - recursive`` (Theorem 2, local,
-  ``O(eta^3)``, expected 3), the cumulative error ``gap - cumulative``
-  (Theorem 3, ``O(K eta^3) = O(T eta^2)``, expected 2) and the same for
-  ``jc_only``; plus the cumulative error against ``K`` at the smallest ``eta``.
-* :func:`order_invariance_study`: ``L_GS(order 1) - L_GS(order 2)`` from a
-  common point; both orders have ``C_S = C_cross / 2``, so the difference is
-  ``O(eta^3)`` with coefficient ``c3(order 1) - c3(order 2)``; expected 3.
+* :func:`one_step_study`: ``r(eta) = (L_S - L_JC) - eta^2 C_S = c3 eta^3 + O(eta^4)`` from a
+  common point (:func:`predicted_coefficients`); expected order 3.
+* :func:`trajectory_studies`: at a fixed horizon ``T = eta K``, ``gap - recursive`` (Theorem 2,
+  expected 3), ``gap - cumulative`` and ``gap - jc_only`` (Theorem 3, ``O(T eta^2)``, expected 2).
+* :func:`order_invariance_study`: ``L_GS(order 1) - L_GS(order 2)``, ``O(eta^3)`` with
+  coefficient ``c3(order 1) - c3(order 2)`` (Corollary 1); expected 3.
 
-Every loss difference goes through :func:`.loss_gap.loss_gap`; the floors are
-``FLOOR_ULPS * eps * (|gap| + ||theta (*) g||)`` (with ``sqrt(K)`` on the second
-term for errors that accumulate the trajectories' rounding).
+Loss differences: :func:`.loss_gap.loss_gap`; floors
+``FLOOR_ULPS * eps * (|gap| + ||theta (*) g||)`` (``sqrt(K)`` on the second term where the
+trajectories' rounding accumulates).
 """
 
 from __future__ import annotations
@@ -73,10 +66,9 @@ def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS
                    eta0: float | None = None, label: str | None = None, coefficients: dict | None = None) -> Study:
     """Theorem 1's remainder ``r(eta) = (L_S - L_JC) - eta^2 C_S`` on the grid (module docstring).
 
-    ``C_S`` and the predicted ``c3`` come from :func:`predicted_coefficients`
-    (or ``coefficients``).  The gap is :func:`loss_gap` between the two float64
-    steps; floor: :func:`roundoff_floor` of ``|gap| + ||theta^0 (*) g^0||``
-    (:func:`rounding_scale`: the rounding of the stepped parameters).
+    ``C_S`` and ``c3``: :func:`predicted_coefficients` (or ``coefficients``); the gap:
+    :func:`loss_gap` of the two float64 steps; floor: :func:`roundoff_floor` of
+    ``|gap| + ||theta^0 (*) g^0||``.
     """
     task = problem.task
     p0 = task.params
@@ -99,24 +91,15 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
                        progress: Callable[[str], None] | None = None) -> dict:
     """Theorems 2 and 3 at a fixed horizon ``T = eta0 k0`` (module docstring).
 
-    For each ``eta_k = eta0 2^-k`` the controlled protocol runs ``K = k0 2^k``
-    iterations (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and the
-    estimates are read at ``k = K``; the gap ``L(theta_S^K) - L(theta_JC^K)`` is
-    recomputed without cancellation by :func:`loss_gap` from the same float64
-    iterates (retraced by :func:`_states`, the protocol's exact steps).
-    Floors (:func:`roundoff_floor`): for the recursion remainder
-    ``|gap| + ||theta^0 (*) g^0||`` (the recursive estimate uses the *measured*
-    ``Delta theta^{K-1}``, so only the rounding of the last step is
-    unexplained); for the cumulative and JC-only errors
-    ``|gap| + sqrt(K) ||theta^0 (*) g^0||`` (their states ignore the measured
-    trajectories, whose independent per-step roundings accumulate like a
-    random walk).  ``tests/properties`` checks the floors against exact
-    ``mpmath`` trajectories of quartic polynomials.
+    For each ``eta_k = eta0 2^-k`` the protocol runs ``K = k0 2^k`` iterations in memory and the
+    estimates are read at ``k = K``; the gap is recomputed by :func:`loss_gap` from the same float64
+    iterates (:func:`_states`). Floors (:func:`roundoff_floor`): ``|gap| + ||theta^0 (*) g^0||`` for
+    the recursion remainder, ``|gap| + sqrt(K) ||theta^0 (*) g^0||`` for the cumulative and JC-only
+    errors (their per-step roundings accumulate like a random walk).
 
     Returns:
-        ``{"recursion", "cumulative", "jc_only", "cumulative_vs_K"}`` ->
-        :class:`Study`; the last one holds the error at ``k = 1, 2, 4, ..., K``
-        of the smallest-``eta`` run, against ``K``.
+        ``{"recursion", "cumulative", "jc_only", "cumulative_vs_K"}`` -> :class:`Study`; the last
+        holds the error at ``k = 1, 2, 4, ..., K`` of the smallest-``eta`` run, against ``K``.
     """
     from crosscurv.numeric.protocol import run_protocol
 

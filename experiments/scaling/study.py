@@ -49,18 +49,6 @@ EXPECTED = {
 }
 
 
-#: What each error is, for tables and figures.
-DESCRIPTIONS = {
-    "one_step": "one-step remainder (L_S - L_JC) - eta^2 C_S (Theorem 1)",
-    "recursion": "recursion remainder gap - recursive at k = K, eta K = T (Theorem 2)",
-    "recursion_fixed_K": "recursion remainder gap - recursive at a fixed k = K for every eta (Theorem 2, local)",
-    "cumulative": "cumulative error gap - cumulative at k = K, eta K = T (Theorem 3)",
-    "jc_only": "JC-only cumulative error gap - jc_only at k = K, eta K = T",
-    "order_invariance": "GS order difference L_GS(order 1) - L_GS(order 2) (Corollary 1)",
-    "cumulative_vs_K": "cumulative error gap - cumulative against K at fixed eta (Theorem 3)",
-}
-
-
 def eta_grid(eta0: float, n: int = N_POINTS) -> list[float]:
     """``[eta0 * 2^-k for k = 0..n-1]`` (exact in binary floating point)."""
     return [float(eta0) * 2.0**-k for k in range(n)]

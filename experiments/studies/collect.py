@@ -1,18 +1,10 @@
 """The runs of a sweep folder (``crosscurv sweep --out DIR``) as studies read them.
 
-A sweep folder holds ``DIR/runs/<name>/records.csv`` and ``summary.json`` per
-run (and ``DIR/sweep.json``, the sweep's settings).  :func:`read_sweep` reads
-every run whose summary has a final status (``complete``, or ``diverged``: its
-records stop at the divergence) through :func:`crosscurv.experiments.reports.table.load_run`
-(the one record reader, :func:`crosscurv.numeric.records.read_records`); runs still
-running or interrupted are counted and left out, so a study can be aggregated
-while its sweep is still filling.
-
-:class:`StudyRun` adds what the studies need to a run: its settings, read once
-from its summary as a :class:`crosscurv.experiments.runs.RunDescription` (task,
-preset, learning rate ``eta``, seed, pattern, K, dtype, intra-op threads) and
-:meth:`StudyRun.prefix`, the run's first ``K`` records (a run's first ``K``
-records are the records of a ``K``-iteration run with the same settings).
+:func:`read_sweep` reads every run of ``DIR/runs/*`` with a final status (``complete`` or
+``diverged``) through :func:`crosscurv.experiments.reports.table.load_run`; unfinished runs are
+counted and left out. :class:`StudyRun` adds its settings (a
+:class:`crosscurv.experiments.runs.RunDescription`) and :meth:`StudyRun.prefix`, its first ``K``
+records (those of a ``K``-iteration run with the same settings).
 """
 
 from __future__ import annotations
@@ -22,7 +14,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from crosscurv.experiments.runs import RunDescription, RunDescriptionError
 from crosscurv.experiments.tasks.errors import DataError
@@ -228,8 +219,3 @@ def read_sweeps(paths) -> SweepRuns:
     unfinished = [f"{sw.path.name}/{n}" if len(parts) > 1 else n for sw in parts for n in sw.unfinished]
     return SweepRuns(parts[0].path, runs, unfinished, parts[0].info, parts)
 
-
-def first_index(mask) -> int | None:
-    """Index of the first true entry of a boolean array, ``None`` when there is none."""
-    hits = np.flatnonzero(np.asarray(mask, dtype=bool))
-    return int(hits[0]) if hits.size else None

@@ -1,15 +1,9 @@
 """Figures of the studies over seeds and of the regime map (matplotlib PNG).
 
-* :func:`seeds_timeline`: for one task, the observed winner at every ``k``
-  of each seed (one row per seed: JC lower, GS lower, undecided), a row of
-  agreement across the seeds (all decided seeds name the same winner, or they
-  disagree), and below it, per estimate, the fraction of the decided seeds at
-  which the estimate names the observed winner.
-* :func:`regime_curvature_figure`: per task, ``Correct_K`` and ``MAE`` of each
-  estimate against the largest ``eta * sharpness`` a run reached (one dot per
-  run, ``eta * lambda = 2`` marked).
-* :func:`regime_crossing_figure`: the same against the first iteration where
-  ``eta * sharpness`` reaches 2 (runs that never do at the right, "never").
+:func:`seeds_timeline` (per task the observed winner of each seed at every ``k``, their agreement
+and each estimate's share of right seeds), :func:`regime_curvature_figure` (``Correct_K`` and
+``MAE`` against the largest ``eta * sharpness``) and :func:`regime_crossing_figure` (against the
+first ``k`` where it reaches 2).
 """
 
 from __future__ import annotations
@@ -204,16 +198,14 @@ CERT_BINS = tuple(float(x) for x in np.concatenate([[0.0], np.logspace(-4, np.lo
 
 def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] = CERT_BINS,
                           kind: str = "defect") -> list[dict]:
-    """Coverage and precision of ``estimate``'s certified winners (``kind``: ``"defect"``, the defect interval of
-    :func:`crosscurv.experiments.studies.seeds.defect_columns`, or ``"bound"``, the certificate the records
-    hold in ``{estimate}_cert``)
-    per bin of ``eta * sharpness_k``
-    (:func:`crosscurv.experiments.studies.regime.regime_series`), pooled over ``runs``
-    (:class:`~crosscurv.experiments.studies.collect.StudyRun`): the counts of
-    :func:`crosscurv.numeric.metrics.certified_metrics` of each run's iterations in the bin are summed.
+    """Coverage and precision of ``estimate``'s certified winners per bin of ``eta * sharpness_k``
+    (:func:`crosscurv.experiments.studies.regime.regime_series`), the counts of
+    :func:`crosscurv.numeric.metrics.certified_metrics` summed over ``runs``. ``kind``:
+    ``"defect"`` (:func:`crosscurv.experiments.studies.seeds.defect_columns`) or ``"bound"``
+    (``{estimate}_cert``; runs without it skipped).
 
-    Returns one dict per bin with iterations: ``lo, hi, decided, certified, correct, coverage, precision``
-    (percentages; NaN where nothing is decided or certified).  ``"bound"`` skips runs without ``{estimate}_cert``.
+    Returns one dict per bin with iterations: ``lo, hi, decided, certified, correct, coverage,
+    precision`` (percentages; NaN where nothing is decided or certified).
     """
     from crosscurv.experiments.studies.regime import regime_series
     from crosscurv.experiments.studies.seeds import defect_columns

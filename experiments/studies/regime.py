@@ -1,26 +1,11 @@
 """The regime map: when does each estimate name the winner, against the measured ``eta * sharpness``?
 
-Every run of a learning-rate grid (several seeds per rate) becomes one
-:class:`RegimePoint` with two regime indicators read off its records
-(``sharpness_k``: the power-iteration estimate of the largest eigenvalue of
-``H_JC^k``; ``eta``: the run's learning rate):
-
-* ``max_eta_sharpness = max_k eta * sharpness_k``: the largest curvature the
-  run reached, in units of the step (``2`` is the edge of stability: ``|1 -
-  eta lambda| > 1`` beyond it, so ``(I - eta H)`` amplifies);
-* ``first_cross = min {k : eta * sharpness_k >= 2}`` (``None``: never);
-
-and, per estimate (recursive, cumulative, ``jc_only``), the Section 5.1
-metrics of :func:`crosscurv.experiments.reports.table.table_rows` (``Correct_K``, hits, ``MAE``,
-...), plus ``Correct`` over the iterations before and from the first crossing.
-
-:func:`regime_sentence` states, from these numbers only, under which measured
-conditions an estimate names the winner in at least 95% of iterations
-(``Correct_K >= 95``) and where it stops: per learning rate, whether every
-seed, some or none reach 95% (with their ``eta * sharpness`` and ``Correct``
-ranges and crossings of 2), the largest ``eta * sharpness`` of a run that
-reaches 95% and the runs beyond it, and how many runs reach 95% among those
-that never cross 2 and those that do.
+Every run of a learning-rate grid becomes a :class:`RegimePoint`: ``max_eta_sharpness =
+max_k eta * sharpness_k`` (2 is the edge of stability), ``first_cross = min {k : eta *
+sharpness_k >= 2}`` (``None``: never), and per estimate the Section 5.1 metrics of
+:func:`crosscurv.experiments.reports.table.table_rows` plus ``Correct`` before and from the first
+crossing. :func:`regime_sentence` states from these numbers under which conditions an estimate
+reaches ``Correct_K >= 95`` and where it stops.
 """
 
 from __future__ import annotations
@@ -73,14 +58,10 @@ def _sharpness(columns) -> np.ndarray:
 
 
 def regime_series(columns, lr: float | None) -> tuple[np.ndarray, int | None] | None:
-    """``(eta * sharpness_k per iteration, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
+    """``(eta * sharpness_k per iteration, first k with eta * sharpness_k >= 2 or None)`` of a run.
 
-    ``sharpness_k`` is ``max(lambda_max_k, sharpness_k)`` where the records hold the converged
-    ``lambda_max`` (:func:`crosscurv.numeric.estimates.track_extremes`; the power iteration's ``sharpness`` is a lower
-    bound of the largest eigenvalue, and keeps the value current between converged iterations), else the
-    power iteration's ``sharpness`` alone (records written before ``lambda_max``).
-    ``None`` when ``lr`` is not given or the records carry no finite ``sharpness``
-    (files written before the column existed).
+    ``sharpness_k`` is ``max(lambda_max_k, sharpness_k)`` where the records hold ``lambda_max``,
+    else the power iteration's ``sharpness``; ``None`` without ``lr`` or a finite ``sharpness``.
     """
     if lr is None or "sharpness" not in columns:
         return None
@@ -322,18 +303,16 @@ MARGIN = 0.5
 
 
 def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: float, K: int) -> float:
-    """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a ``K``-iteration run
-    at ``lr`` is predicted to reach from a reference run at ``lr_ref`` (``lambda_max`` per record ``k = 1, 2, ...``).
+    """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a
+    ``K``-iteration run at ``lr`` is predicted to reach from a reference run at ``lr_ref``.
 
-    The prediction reads the reference's converged ``lambda_max`` as a function of the gradient-flow time
-    ``t = eta k`` (the two runs follow the same flow to first order in ``eta``) over the time the new run covers,
-    ``t <= K lr``.  Only the part of the reference before its own first ``lr_ref * lambda_max >= 2`` counts:
-    past the edge a run's sharpness is capped near ``2 / lr_ref`` (self-stabilisation), below what the flow
-    reaches (measured: the LoRA edge run at 0.03 stays near 78, the run at 0.01 passes 160).
+    The reference's ``lambda_max`` is read as a function of the gradient-flow time ``t = eta k``
+    up to ``K lr``, only before its own first ``lr_ref * lambda_max >= 2`` (past the edge
+    sharpness self-stabilises near ``2 / lr_ref``).
 
     Raises:
-        ValueError: the reference does not cover the time ``K * lr`` below the edge (too short, or it crossed
-            the edge earlier), or holds no finite value there.
+        ValueError: the reference does not cover ``K * lr`` below the edge, or has no finite
+            value there.
     """
     n = int(math.floor(K * lr / lr_ref + 1e-9))
     lam = np.asarray(lambda_max, dtype=float)
@@ -350,15 +329,12 @@ def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: flo
 
 def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, grid: Sequence[float] = LR_GRID,
                          margin: float = MARGIN, more: Sequence[tuple] = ()) -> tuple[float | None, dict]:
-    """The rule that sets the default presets' learning rates: the largest ``lr`` of ``grid`` whose
-    :func:`predicted_max_eta_lambda` over ``K`` iterations is at most ``margin * EDGE`` (a factor ``1 / margin``
-    below the edge of stability), predicted from a reference run at ``lr_ref`` (the ``edge`` preset) or from any
-    of ``more`` references ``(lambda_max, lr_ref)`` (runs at lower rates); a rate no reference covers below the
-    edge has no prediction and is not chosen.
+    """The largest ``lr`` of ``grid`` whose :func:`predicted_max_eta_lambda` over ``K`` iterations
+    is at most ``margin * EDGE``, from the reference at ``lr_ref`` or any of ``more``
+    ``(lambda_max, lr_ref)``; a rate no reference covers is not chosen (the presets' rule).
 
     Returns:
-        ``(lr or None, {lr: prediction})``: the prediction of each covered grid rate (the smallest over the
-        references that cover it); ``None``: no rate qualifies.
+        ``(lr or None, {lr: prediction})``, each covered rate's smallest prediction.
     """
     preds: dict = {}
     for lam, ref in [(lambda_max, lr_ref), *more]:

@@ -1,19 +1,12 @@
 """Table 1 over seeds: mean and [min, max] of every metric per task and estimate.
 
-For every task of a seeds sweep (one run per seed, same settings otherwise)
-and every estimate (recursive, cumulative, ``jc_only``), the paper's Section
-5.1 metrics of each run come from :func:`crosscurv.experiments.reports.table.table_rows` (the
-same code as Table 1): ``Correct_K``, JC hits ``h_JC/n_JC``, GS hits
-``h_GS/n_GS``, ``MAE``, ``Max. AE`` and the number of undecided iterations
-(``|gap| <= gap_err``).  Over the ``n`` seeds each becomes
+Per task of a seeds sweep and estimate, the metrics of each run come from
+:func:`crosscurv.experiments.reports.table.table_rows`; over the ``n`` seeds each becomes
 
     mean = (1/n) sum_s m_s,   [min_s m_s, max_s m_s]
 
-(hits: the mean and range of ``h`` and of ``n`` separately; ``Coverage``, ``Precision`` and
-``Calibrated`` of :func:`crosscurv.experiments.reports.table.table_rows`, ``n/a`` for runs without those columns; a NaN
-``Correct_K``, every iteration undecided, is left out of its mean and says so).
-The paper's Table 1 (:data:`crosscurv.experiments.reports.table.PAPER_TABLE1`, one run at
-K = 500) stands beside ours.
+(hits: ``h`` and ``n`` separately; ``n/a`` for runs without a column; a NaN ``Correct_K`` is left
+out of its mean and says so), beside :data:`crosscurv.experiments.reports.table.PAPER_TABLE1`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """How far two runs of the same study with different thread counts agree before they part.
 
-Float32 reductions are summed in an order that depends on the number of
-intra-op threads, so a run with 1 thread and one with 2 threads of the same
-settings (same code, seed, dtype, machine) differ in the last digits once a
-reduction is split differently; past the edge of stability (``eta *
-sharpness > 2``) such differences grow.  This is the measured proxy for
-"another machine of the same kind with another thread setting".
-
-:func:`compare_runs` compares two runs over their common records ``k =
-1..K``: the first ``k`` where any column differs (bit for bit, NaN equal to
-NaN), the first ``k`` where the observed winner differs (JC, GS, tie or
-undecided; :mod:`crosscurv.numeric.metrics`), the winner counts (``n_JC``, ``n_GS``,
-undecided) of each, and per estimate ``Correct`` and ``MAE`` of each with the
-relative ``MAE`` difference ``|MAE_b - MAE_a| / MAE_a``.
+Float32 reductions depend on the intra-op thread count, so runs with 1 and 2 threads differ in
+the last digits, and past the edge of stability the differences grow. :func:`compare_runs` gives,
+over the common records, the first ``k`` where any column differs (bit for bit) and where the
+observed winner differs, the winner counts of each, and per estimate ``Correct`` and ``MAE`` with
+``|MAE_b - MAE_a| / MAE_a``.
 """
 
 from __future__ import annotations

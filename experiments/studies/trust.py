@@ -1,21 +1,13 @@
 """Calibration, coverage and precision of the error estimates, per task, learning rate and estimate.
 
-For each built-in task (default preset unless told) and learning rate, one protocol run
-(:func:`crosscurv.experiments.runs.run`, K iterations, seed 0, one thread) written to ``OUT/runs/TASK_lrLR``;
-then, from its records (:mod:`crosscurv.numeric.error_estimates`):
+Per built-in task and learning rate, one run (:func:`crosscurv.experiments.runs.run`, seed 0, one
+thread) in ``OUT/runs/TASK_lrLR`` (existing runs are read, not rerun); from its records:
+``Calibrated`` (``|estimate - gap| <= err``), ``Coverage`` / ``Precision`` of the certified
+winners (:func:`crosscurv.numeric.metrics.certified_metrics`) overall, before and after the first
+``eta * max(lambda_max, sharpness) >= 2``, and the regime. Writes ``OUT/trust.md`` and
+``OUT/trust_regime.png`` (:func:`regime_figure`)::
 
-* ``Calibrated``: share of iterations with ``|estimate - gap| <= err``;
-* ``Coverage`` / ``Precision`` of the certified winners (:func:`crosscurv.numeric.metrics.certified_metrics`),
-  over all iterations, before the first ``k`` with ``eta * max(lambda_max, sharpness) >= 2`` and after it;
-* the regime: the largest ``eta * lambda_max``, the first crossing of 2, and the mean Hessian-vector
-  products per iteration of the extremes (``sharpness_hvps``).
-
-Writes ``OUT/trust.md`` (generated; numbers are never copied by hand) and ``OUT/trust_regime.png``
-(:func:`regime_figure`: precision and coverage against ``eta * sharpness_k``)::
-
-    python -m crosscurv.experiments.studies.trust --out reports/trust --tasks mlp,fl --iters 100 [--lrs fl=0.05,0.01]
-
-Runs that already exist in ``OUT/runs`` are read, not rerun.
+    python -m crosscurv.experiments.studies.trust --out reports/trust --tasks mlp,fl --iters 100
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Sweeps: grids of ``crosscurv run`` runs executed as Ray tasks, and their aggregate.
 
-* :mod:`~crosscurv.experiments.sweep.spec`: the grid (command line or TOML file);
-* :mod:`~crosscurv.experiments.sweep.grid`: its expansion into named runs;
-* :mod:`~crosscurv.experiments.sweep.state`: start, resume or reuse a run folder;
-* :mod:`~crosscurv.experiments.sweep.worker`: one run in a Ray task (:func:`crosscurv.experiments.runs.run`);
-* :mod:`~crosscurv.experiments.sweep.ray_backend`: Ray start-up and task submission;
-* :mod:`~crosscurv.experiments.sweep.aggregate`, :mod:`~crosscurv.experiments.sweep.figures`:
-  ``sweep.csv``, ``sweep.md`` and the agreement figure;
-* :mod:`~crosscurv.experiments.sweep.runner`: :func:`run_sweep`, all of it.
-
-Ray is imported only when runs are executed.
+:mod:`.spec` (the grid), :mod:`.grid` (named runs), :mod:`.state` (start, resume or reuse),
+:mod:`.worker` (one run in a Ray task), :mod:`.ray_backend`, :mod:`.aggregate` and :mod:`.figures`
+(``sweep.csv``, ``sweep.md``), :mod:`.runner` (:func:`run_sweep`). Ray is imported only to run.
 """
 
 from crosscurv.experiments.sweep.grid import RunPoint, expand

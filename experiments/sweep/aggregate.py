@@ -1,18 +1,9 @@
 """A sweep's results: ``sweep.csv`` (one row per run) and ``sweep.md`` (tables).
 
-Each row holds the run's requested and effective settings, how the sweep
-handled it (``action``: new, resume, restart, reuse), its status (``complete``,
-``diverged``, ``interrupted``, ``failed``), exit code and error line, and,
-read from the run's ``summary.json`` (:func:`crosscurv.numeric.records.read_summary`),
-the paper's Section 5.1 metrics of every estimate (``<estimate>_correct``,
-``_jc_hits``/``_n_jc``, ``_s_hits``/``_n_s``, ``_mae``, ``_max_ae``) and the
-regime indicators ``eta_L = lr * L`` and ``eta_G = lr * G`` (``G``, ``L``: the
-run's a-posteriori gradient-norm and curvature estimates; ``eta * L`` near or
-above 2 is where the expansions stop applying).
-
-``sweep.md`` shows one row per run and, for every setting repeated over
-several seeds, the mean and min-max range of ``Correct`` and ``MAE`` per
-estimate.
+A row holds the run's requested and effective settings, ``action`` (new, resume, restart, reuse),
+status, exit code and error line, and from its ``summary.json`` the Section 5.1 metrics of every
+estimate and the regime indicators ``eta_L = lr * L``, ``eta_G = lr * G``. ``sweep.md`` shows one
+row per run and, per setting repeated over seeds, the mean and range of ``Correct`` and ``MAE``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Ray Core execution of sweep runs: one remote task per run.
 
-* :func:`connect` starts a local Ray instance on demand (``num_cpus`` slots,
-  no dashboard, quiet logs, workers at the driver's priority) or joins a running cluster (``address``); it
-  tells whether this call started Ray, so that only the caller who started it
-  shuts it down.  A Ray instance already started in this process (a notebook,
-  a test fixture) is used as it is.
-* :func:`run_tasks` submits at most ``workers`` runs at a time, each a Ray
-  task asking for ``threads`` CPUs and, where the cluster has GPUs, one GPU;
-  it calls ``on_done(item, outcome)`` as each run finishes, in the order they
-  finish.  A task that raises or whose worker dies becomes an outcome with
-  ``exit_code None`` and the error's first line; the other runs go on.
-  Ray does not retry a task (``max_retries=0``): a run that crashes its
-  worker would crash it again.
+:func:`connect` starts a local Ray instance on demand or joins one (``address``, or one already
+started in this process) and says whether it started it. :func:`run_tasks` submits at most
+``workers`` runs at a time (``threads`` CPUs each, one GPU where there are), calls
+``on_done(item, outcome)`` as each finishes; a task that raises or loses its worker becomes an
+outcome with ``exit_code None`` and its error's first line (``max_retries=0``).
 """
 
 from __future__ import annotations

@@ -131,6 +131,45 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         KeyboardInterrupt: after cancelling the runs in flight and writing ``sweep.csv``.
     """
     t_start = time.perf_counter()
+    workers, threads, out, runs_dir = _check_options(spec, out, workers, threads, resume)
+    points = expand(spec)
+    if address is not None:
+        from crosscurv.experiments.sweep.ray_backend import check_address
+
+        check_address(address)  # an unreachable cluster fails here, before anything is written
+    os.makedirs(runs_dir, exist_ok=True)
+    rows, todo = _plan(points, runs_dir)
+    csv_path, md_path = os.path.join(out, "sweep.csv"), os.path.join(out, "sweep.md")
+
+    def ordered() -> list[dict]:
+        return [rows[p.name] for p in points if p.name in rows]
+
+    bar = _Progress(len(points), progress)
+    for r in ordered():
+        bar.done(r)
+    info = {"grid": spec.to_dict(), "runs": len(points), "resume": resume,
+            "reused": len(points) - len(todo)}
+    ray_start_s, runs_s = 0.0, 0.0
+    if todo:
+        ray_start_s, runs_s = _execute(todo, rows, ordered, bar, info, out, runs_dir, workers,
+                                       threads, address)
+    else:
+        bar.close()
+    final = ordered()
+    aggregate.write_csv(csv_path, final)
+    aggregate.write_markdown(md_path, final, title=f"Sweep {os.path.basename(out)}")
+    figure = agreement(final, os.path.join(out, "sweep_agreement.png"))
+    timing = {"ray_start_s": ray_start_s, "runs_s": runs_s,
+              "total_s": time.perf_counter() - t_start, "executed": len(todo)}
+    info.update(timing=timing, complete=sum(r["status"] == "complete" for r in final))
+    _write_info(out, info)
+    code = 0 if all(r["status"] == "complete" for r in final) else SWEEP_FAILED_EXIT_CODE
+    return SweepResult(final, code, out, csv_path, md_path, str(figure) if figure else None, timing)
+
+
+def _check_options(spec, out, workers, threads, resume) -> tuple:
+    """``(workers, threads, out, runs_dir)`` checked: ``out`` absolute, and holding no runs unless
+    ``resume`` (:class:`SweepError`)."""
     if not isinstance(spec, SweepSpec):
         raise SweepError(f"spec must be a SweepSpec, got {type(spec).__name__}")
     workers = _check_count("workers", workers)
@@ -141,13 +180,12 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
         raise SweepError(f"sweep folder {out} exists and is not a directory")
     if not resume and os.path.isdir(runs_dir) and os.listdir(runs_dir):
         raise SweepError(f"{out} already holds a sweep; use --resume to continue it or choose another --out")
-    points = expand(spec)
-    if address is not None:
-        from crosscurv.experiments.sweep.ray_backend import check_address
+    return workers, threads, out, runs_dir
 
-        check_address(address)  # an unreachable cluster fails here, before anything is written
-    os.makedirs(runs_dir, exist_ok=True)
 
+def _plan(points, runs_dir: str) -> tuple[dict, list]:
+    """``(rows, todo)``: the rows of the runs reused or in conflict, by name, and the
+    ``(point, action)`` of the runs to start or resume (a run to restart cleared first)."""
     rows: dict[str, dict] = {}
     todo: list[tuple[RunPoint, str]] = []
     for p in points:
@@ -163,78 +201,64 @@ def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads:
             if action == state.RESTART:
                 state.clear_for_restart(run_dir)
             todo.append((p, action))
+    return rows, todo
 
-    csv_path, md_path = os.path.join(out, "sweep.csv"), os.path.join(out, "sweep.md")
-    fig_path = os.path.join(out, "sweep_agreement.png")
 
-    def ordered() -> list[dict]:
-        return [rows[p.name] for p in points if p.name in rows]
-
-    bar = _Progress(len(points), progress)
-    for r in ordered():
-        bar.done(r)
-    info = {"grid": spec.to_dict(), "runs": len(points), "resume": resume,
-            "reused": len(points) - len(todo)}
+def _execute(todo, rows, ordered, bar, info, out, runs_dir, workers, threads, address) -> tuple:
+    """The runs of ``todo`` as Ray tasks, each finished run's row into ``rows`` and ``sweep.csv``
+    at once; ``(ray_start_s, runs_s)``.  On an interrupt the unfinished runs get rows and
+    ``sweep.csv`` is written before it propagates; a Ray instance started here is stopped."""
     ray_start_s, runs_s, started = 0.0, 0.0, False
     try:
-        if todo:
-            from crosscurv.experiments.sweep import ray_backend
+        from crosscurv.experiments.sweep import ray_backend
 
-            local_cpus = os.cpu_count() or 1
-            if address is None:
-                workers = workers or min(local_cpus, len(todo))
-                threads = threads or DEFAULT_THREADS
-            ray = ray_backend.connect(num_cpus=(workers or local_cpus) * (threads or 1), address=address)
-            started, ray_start_s = ray.started, ray.seconds
-            cluster_cpus = int(ray.resources.get("CPU", 1))
+        local_cpus = os.cpu_count() or 1
+        if address is None:
+            workers = workers or min(local_cpus, len(todo))
             threads = threads or DEFAULT_THREADS
-            workers = workers or max(1, cluster_cpus // threads)
-            info.update(workers=workers, threads=threads, address=address, ray_started=started,
-                        ray_start_s=ray_start_s, cluster=ray.resources)
-            _write_info(out, info)
+        ray = ray_backend.connect(num_cpus=(workers or local_cpus) * (threads or 1), address=address)
+        started, ray_start_s = ray.started, ray.seconds
+        cluster_cpus = int(ray.resources.get("CPU", 1))
+        threads = threads or DEFAULT_THREADS
+        workers = workers or max(1, cluster_cpus // threads)
+        info.update(workers=workers, threads=threads, address=address, ray_started=started,
+                    ray_start_s=ray_start_s, cluster=ray.resources)
+        _write_info(out, info)
 
-            def make_call(item):
-                p, action = item
-                run_dir = os.path.join(runs_dir, p.name)
-                return (p.description(), run_dir, action == state.RESUME, threads, os.path.join(run_dir, "run.log"))
+        def make_call(item):
+            p, action = item
+            run_dir = os.path.join(runs_dir, p.name)
+            return (p.description(), run_dir, action == state.RESUME, threads,
+                    os.path.join(run_dir, "run.log"))
 
-            def on_done(item, outcome):
-                p, action = item
-                run_dir = os.path.join(runs_dir, p.name)
-                summary = state.read_run_summary(run_dir)
-                rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action, outcome, summary)
-                aggregate.write_csv(csv_path, ordered())
-                bar.done(rows[p.name])
+        def on_done(item, outcome):
+            p, action = item
+            summary = state.read_run_summary(os.path.join(runs_dir, p.name))
+            rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action, outcome,
+                                             summary)
+            aggregate.write_csv(os.path.join(out, "sweep.csv"), ordered())
+            bar.done(rows[p.name])
 
-            t_runs = time.perf_counter()
-            try:
-                ray_backend.run_tasks(todo, make_call, workers, threads, on_done)
-            except KeyboardInterrupt:
-                for p, action in todo:
-                    if p.name not in rows:
-                        rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action,
-                                                         {"exit_code": 130, "error": "sweep interrupted"},
-                                                         state.read_run_summary(os.path.join(runs_dir, p.name)))
-                aggregate.write_csv(csv_path, ordered())
-                raise
-            runs_s = time.perf_counter() - t_runs
+        t_runs = time.perf_counter()
+        try:
+            ray_backend.run_tasks(todo, make_call, workers, threads, on_done)
+        except KeyboardInterrupt:
+            for p, action in todo:
+                if p.name not in rows:
+                    summary = state.read_run_summary(os.path.join(runs_dir, p.name))
+                    rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action,
+                                                     {"exit_code": 130, "error": "sweep interrupted"},
+                                                     summary)
+            aggregate.write_csv(os.path.join(out, "sweep.csv"), ordered())
+            raise
+        runs_s = time.perf_counter() - t_runs
     finally:
         bar.close()
         if started:
             import ray as _ray
 
             _ray.shutdown()
-
-    final = ordered()
-    aggregate.write_csv(csv_path, final)
-    aggregate.write_markdown(md_path, final, title=f"Sweep {os.path.basename(out)}")
-    figure = agreement(final, fig_path)
-    timing = {"ray_start_s": ray_start_s, "runs_s": runs_s, "total_s": time.perf_counter() - t_start,
-              "executed": len(todo)}
-    info.update(timing=timing, complete=sum(r["status"] == "complete" for r in final))
-    _write_info(out, info)
-    code = 0 if all(r["status"] == "complete" for r in final) else SWEEP_FAILED_EXIT_CODE
-    return SweepResult(final, code, out, csv_path, md_path, str(figure) if figure else None, timing)
+    return ray_start_s, runs_s
 
 
 def agreement(rows, path):

@@ -1,22 +1,15 @@
 """The grid of a sweep: which ``crosscurv run`` settings to combine.
 
-A :class:`SweepSpec` holds one list per axis (tasks, presets, learning
-rates, seeds, delay patterns) and the optional scalar settings every run
-shares (``iters``, ``dtype``).  It comes from command-line flags
-(:func:`spec_from_args`) or a small TOML file (:func:`spec_from_toml`), for
-example::
+A :class:`SweepSpec` holds one list per axis (tasks, presets, learning rates, seeds, patterns;
+an axis left out holds one ``None``, the run's default) and the scalars every run shares
+(``iters``, ``dtype``), from flags (:func:`spec_from_args`) or a TOML file
+(:func:`spec_from_toml`; flags replace the same axis)::
 
     task = ["mlp", "fl"]          # built-in names, module:factory or file.py:factory
-    preset = "smoke"              # smoke, default or paper (omitted: the run's default)
     lr = [0.01, 0.02, 0.05]       # omitted: each preset's learning rate
     seed = "0-4"                  # a list of integers or an inclusive range "A-B"
-    pattern = ["gs", "jc"]        # omitted: each task's default pattern
-    iters = 50                    # omitted: each preset's K
-    dtype = "float32"
 
-Every axis accepts one value or a list; an axis left out holds one ``None``
-(the run's own default).  Flags given on the command line replace the same
-axis of the file.  Bad grids raise :class:`SweepError` (one line, exit 2).
+Bad grids raise :class:`SweepError` (one line, exit 2).
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """What a sweep does with a run folder it finds: start, resume, reuse, or refuse.
 
-* no folder, or no checkpoint and no final summary: start the run afresh;
-* ``summary.json`` with a final status (``complete``, or ``diverged``: the
-  run is deterministic, a rerun would diverge again) and the requested
-  settings: reuse it without running anything;
-* a checkpoint and no final status (the run was interrupted, or killed hard
-  and its summary still says ``running``): resume it (``crosscurv run
-  --resume``, which checks every setting against the checkpoint);
-* records but neither a checkpoint nor a final status (an interrupted run whose
-  checkpoint is gone: a fresh clone holds records and summaries, never
-  checkpoints): it cannot be continued, so its records and summary are
-  removed (:func:`clear_for_restart`) and it starts afresh;
-* a final summary whose settings differ from the request: refuse (reported
-  as a failed run, the folder is left as it is).
+No folder or nothing final: start; a final summary (``complete`` or ``diverged``) with the
+requested settings: reuse; a checkpoint and no final status: resume (``crosscurv run --resume``);
+records without checkpoint or final status: clear them (:func:`clear_for_restart`) and start; a
+final summary with other settings: refuse (a failed run, the folder left as it is).
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Resolve the ``TASK`` argument of ``crosscurv run`` to a :class:`crosscurv.numeric.Task`.
 
-``TASK`` is one of
-
-* a built-in task name (``mlp``, ``fl``, ``lora``: :mod:`crosscurv.experiments.tasks`),
-  built at a preset;
-* ``module:factory``: ``factory`` imported from an importable module (the
-  current directory is searched first);
-* ``path/to/file.py:factory``: ``factory`` from a Python file (which may
-  import the modules beside it: its folder is first on ``sys.path`` while the
-  file loads, while the factory runs and while the task's loss is first checked,
-  as ``python file.py`` would have it).
-
-A user factory is called with the keyword arguments it declares among
-``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path``
-(all of them if it takes ``**kwargs``); a setting the user left open (``None``,
-e.g. no ``--dtype``) is not passed to a parameter with a default, so the
-factory's own default (``dtype=torch.float64``) stands.  It returns a
-:class:`crosscurv.numeric.Task`
-or ``(task, settings)`` where ``settings`` is a dict that may set ``lr``,
-``iters`` and ``pattern`` defaults and anything else to record.
-
-Every failure (unknown task, module that cannot be imported, missing or
-non-callable factory, a factory that raises or returns the wrong type, a
-loss that is not a finite scalar) is a one-line :class:`crosscurv.numeric.TaskError`.
+``TASK`` is a built-in task name (:mod:`crosscurv.experiments.tasks`), ``module:factory`` (the
+current directory searched first) or ``path/to/file.py:factory`` (its folder first on
+``sys.path`` while it loads and runs). A factory is called with the keyword arguments it declares
+among ``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path`` (settings left
+``None`` are not passed to a parameter with a default) and returns a Task or
+``(task, settings)``. Every failure is a one-line :class:`crosscurv.numeric.TaskError`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
-"""Block-separable optimizers: specs, state, the update rules and the scheme step (beyond the paper).
+"""Block-separable optimizers: specs, state, the update rules and the scheme step (beyond the
+paper).
 
-Block ``i`` moves by ``-eta_i phi_i(g_i, s_i)`` with ``eta_i = lr * f_i`` (the
-factors of ``--block-lr NAME=FACTOR,...``, unnamed blocks 1) and its state
-``s_i`` updated from the same gradient (:mod:`crosscurv.theory.optimizers` for the
-symbolic side).  The update rules reproduce ``torch.optim`` operation by
-operation (single-tensor path, no weight decay), one module per optimizer:
-
-* :mod:`.sgd`: ``theta - eta_i g`` (exactly the plain step of :mod:`crosscurv.numeric.steps`);
-* :mod:`.momentum`: ``momentum:BETA`` (``torch.optim.SGD(momentum=BETA)``);
-* :mod:`.adam`: ``adam[:B1,B2,EPS]`` (``torch.optim.Adam``).
-
-A new optimizer is a new module with the names of :mod:`.sgd` and one entry in
-:data:`RULES` (:mod:`.rules`).  The rest of the package: :mod:`.spec` (``--optimizer``),
-:mod:`.blocks` (``--block-lr`` and :class:`OptimizerSetup`), :mod:`.state`
-(:class:`OptimizerState`), :mod:`.scheme` (the scheme step, ``phi`` and ``J_phi``) and
-:mod:`.functional` (:class:`FunctionalOptimizer`: the rules as maps on dicts of tensors, with
-weight decay and per-tensor clipping, for training loops outside the protocol).
+Block ``i`` moves by ``-eta_i phi_i(g_i, s_i)``, ``eta_i = lr * f_i`` (``--block-lr``), its state
+updated from the same gradient; the rules reproduce ``torch.optim`` operation by operation, one
+module per optimizer (:mod:`.sgd`, :mod:`.momentum`, :mod:`.adam`; a new one is a module with the
+names of :mod:`.sgd` and an entry in :data:`RULES`).  :mod:`.spec` (``--optimizer``),
+:mod:`.blocks` (``--block-lr``, :class:`OptimizerSetup`), :mod:`.state`, :mod:`.scheme` (the
+scheme step, ``phi``, ``J_phi``), :mod:`.functional` (the rules as maps on dicts of tensors).
 """
 
 from crosscurv.lazy import lazy_exports

@@ -16,13 +16,8 @@ __all__ = ["parse_block_lr", "block_factors", "param_lrs", "OptimizerSetup", "op
 
 
 def parse_block_lr(text: str | Mapping | None, block_names: Sequence[str]) -> dict:
-    """Parse ``NAME=FACTOR,...`` into ``{block name: factor}`` (only the named blocks).
-
-    ``NAME`` is a block name or its 1-based index; ``FACTOR`` a finite number
-    ``> 0``.  An empty text means no factors.
-
-    Raises:
-        OptimizerError: unknown or repeated block, missing ``=``, bad factor.
+    """``NAME=FACTOR,...`` as ``{block name: factor}`` (``NAME`` a block name or 1-based
+    index, ``FACTOR`` finite ``> 0``; empty text: none).  Raises :class:`OptimizerError`.
     """
     names = [str(b) for b in block_names]
     if text is None:
@@ -79,13 +74,8 @@ def param_lrs(task, lr, factors: Sequence[float] | None = None) -> dict:
 
 @dataclass(frozen=True)
 class OptimizerSetup:
-    """A run's optimizer: the spec and the block step-size factors, as :func:`optimizer_setup` checked them.
-
-    Attributes:
-        spec: the :class:`OptimizerSpec`.
-        factors: ``f_i`` of every block, in block order.
-        named: ``{block name: f_i}`` of the blocks whose factor is not 1 (the
-            canonical form of ``--block-lr``, recorded in run summaries).
+    """A run's checked optimizer: ``spec``, ``factors`` (``f_i`` in block order) and ``named``
+    (``{block name: f_i}`` for ``f_i != 1``, as run summaries record ``--block-lr``).
     """
 
     spec: OptimizerSpec

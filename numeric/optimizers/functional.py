@@ -1,23 +1,11 @@
-"""The optimizers as pure maps on dicts of tensors: ``(params, grads, state) -> (new params, new state)``.
+"""The optimizers as pure maps on dicts of tensors: ``(params, grads, state) -> (new params, new
+state)``.
 
-:class:`FunctionalOptimizer` moves the parameters named in ``grads`` with the rule
-module of its :class:`~crosscurv.numeric.optimizers.OptimizerSpec` (:mod:`.sgd`,
-:mod:`.momentum`, :mod:`.adam`: ``torch.optim``'s arithmetic) after two gradient
-transforms that ``torch.optim`` users apply (no run of the protocol uses them):
-
-* per-tensor clipping ``Pi_tau(g) = g min(1, tau / ||g||_F)`` (``Pi_tau(0) = 0``),
-  :func:`clip_tensor`;
-* L2 weight decay ``g + wd theta`` (``torch.optim.SGD`` / ``torch.optim.Adam``'s
-  ``weight_decay``, not decoupled).
-
-So the rule sees ``g' = Pi_tau(g) + wd theta`` and the step is ``theta - lr phi(g', s)``.
-Each parameter keeps its own state and step count, as ``torch.optim`` does: a
-block-sequential scheme updates one block, recomputes a gradient at the mixed
-point and updates the next block with the same formulas as a simultaneous step.
-
-:meth:`FunctionalOptimizer.direction` is ``d(g) = phi(Pi_tau(g) + wd theta, s)``, a
-function of the gradient that ``torch.func.jvp`` differentiates (Adam's ``sqrt`` has
-derivative 0 where the second moment is 0).
+:class:`FunctionalOptimizer` moves the parameters named in ``grads`` with ``torch.optim``'s
+arithmetic after per-tensor clipping ``Pi_tau(g) = g min(1, tau / ||g||_F)`` and L2 weight decay:
+the step is ``theta - lr phi(g', s)``, ``g' = Pi_tau(g) + wd theta``; each parameter keeps its own
+state and step count.  :meth:`FunctionalOptimizer.direction` is ``d(g) = phi(g', s)``, a function
+``torch.func.jvp`` differentiates.
 """
 
 from __future__ import annotations

@@ -22,20 +22,10 @@ __all__ = ["optimizer_update", "optimizer_scheme_step", "direction", "direction_
 
 def optimizer_update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping,
                      state: OptimizerState, new_state: OptimizerState, lrs: Mapping) -> dict:
-    """New values of the parameters ``keys`` and their new state (``torch.optim`` arithmetic).
-
-    Args:
-        spec: the optimizer.
-        keys: parameter names to move (one block, or all for JC).
-        params: the point the step starts from.
-        grads: the gradients to use for ``keys`` (fresh ones for scheme ``S``).
-        state: the state at the start of the step (read only).
-        new_state: receives the updated buffers of ``keys`` (its ``step`` must
-            already be ``state.step + 1``).
-        lrs: ``{name: lr_i}`` (:func:`~crosscurv.numeric.optimizers.param_lrs`).
-
-    Returns:
-        ``{key: new value}`` (new tensors; nothing is modified in place).
+    """``{key: new value}`` (new tensors) for the parameters ``keys`` moved from ``params`` with
+    ``grads`` by ``torch.optim`` arithmetic; ``state`` is read only, ``new_state`` (whose ``step``
+    is
+    already ``state.step + 1``) receives the updated buffers; ``lrs``: ``{name: lr_i}``.
     """
     return spec.rule.update(spec, keys, params, grads, state, new_state, lrs)
 
@@ -43,24 +33,13 @@ def optimizer_update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, 
 def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec: OptimizerSpec | str,
                           state: OptimizerState | None = None, factors: Sequence[float] | None = None,
                           grad_at_params: Mapping | None = None):
-    """One exact step of scheme ``S`` with a block-separable optimizer.
+    """One exact step of scheme ``S`` with a block-separable optimizer:
+    ``(theta^{k+1}, new_state, g_tilde)``, ``g_tilde`` the fresh gradient each block used.
 
-    Args:
-        task: the :class:`crosscurv.numeric.Task`.
-        params: ``theta^k``.
-        pattern: acyclic delay pattern (``jc`` for Jacobi).
-        lr: base learning rate ``eta``.
-        spec: :class:`OptimizerSpec` or its text.
-        state: the run's state at ``theta^k`` (default: the initial state).
-        factors: per-block step-size factors (default all 1).
-        grad_at_params: ``grad L(theta^k)`` if known (JC and the blocks with an
-            empty fresh set use it instead of a new evaluation, as in
-            :func:`crosscurv.numeric.steps.scheme_step_with_grads`).
-
-    Returns:
-        ``(theta^{k+1}, new_state, g_tilde)``; ``g_tilde`` holds the fresh
-        gradient each block used (the full gradient for JC).  With ``sgd`` and
-        no factors this is exactly :func:`crosscurv.numeric.steps.scheme_step_with_grads`.
+    ``state``: the run's state at ``theta^k`` (default the initial one); ``factors``: per-block
+    step-size factors (default 1); ``grad_at_params`` as in
+    :func:`crosscurv.numeric.steps.scheme_step_with_grads`, which this is exactly for ``sgd``
+    without factors.
     """
     spec = parse_optimizer(spec)
     state = OptimizerState() if state is None else state

@@ -17,13 +17,8 @@ ADAM_DEFAULTS = (0.9, 0.999, 1e-8)
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """What ``--optimizer`` asks for.
-
-    Attributes:
-        name: a key of :data:`crosscurv.numeric.optimizers.RULES` (``"sgd"``, ``"momentum"``, ``"adam"``).
-        beta: heavy-ball coefficient (``momentum``).
-        betas: Adam's ``(beta1, beta2)``.
-        eps: Adam's ``eps``.
+    """What ``--optimizer`` asks for: ``name`` (a key of :data:`RULES`), ``beta`` (heavy ball),
+    ``betas`` and ``eps`` (Adam).
     """
 
     name: str = "sgd"

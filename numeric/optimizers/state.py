@@ -12,13 +12,9 @@ __all__ = ["OptimizerState"]
 
 @dataclass
 class OptimizerState:
-    """One run's optimizer state.
-
-    Attributes:
-        step: steps taken (Adam's bias corrections use ``step + 1`` at the next one).
-        buffers: ``{"momentum_buffer": {param: Tensor}}`` or
-            ``{"exp_avg": {...}, "exp_avg_sq": {...}}``; missing entries mean
-            torch's initial state (no buffer / zeros).
+    """One run's optimizer state: ``step`` (steps taken) and ``buffers``
+    (``{"momentum_buffer": {param: Tensor}}`` or ``{"exp_avg": ..., "exp_avg_sq": ...}``; a missing
+    entry is torch's initial state).
     """
 
     step: int = 0

@@ -46,7 +46,7 @@ class RunOptions:
     Attributes:
         out_dir: run folder (``None``: in memory only); ``resume``: continue (or extend) it.
         hvp_method: ``"auto"``, ``"reverse"``, ``"forward"`` or ``"rof"``
-            (:func:`crosscurv.numeric.protocol.choose_engine`).
+            (:func:`crosscurv.numeric.engine.choose_engine`).
         seed: seed of the power-iteration start vector (recorded).
         settings: extra JSON-able settings, recorded and checked on resume.
         checkpoint_every: iterations between checkpoints (``None``: by elapsed time,

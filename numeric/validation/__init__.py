@@ -1,32 +1,19 @@
 """Step identification: which block scheme does a user's step function perform?
 
-Given a :class:`crosscurv.numeric.Task` and a user function ``step(params, lr) -> new
-params``, run it from a few seeded states and step sizes ``eta_k = eta0 *
-2^-k`` and compare it with the exact steps of :mod:`crosscurv.numeric.steps`
-(Definitions 1 and 2 of the paper): JC, full GS in every block order
-(``N <= 4``; else the declared order only), the declared pattern, and the
-pattern inferred from the step's own second-order term.  A step *matches* a
-candidate only when it agrees to round-off at every state and every ``eta``
--- agreeing to ``O(eta^2)`` is not agreeing: by Lemma 1 every scheme agrees
-with JC to first order and differs from it at order 2 (``theta^{k+1} = theta
-- eta g + eta^2 M_S g + O(eta^3)``).  Otherwise the report names the nearest
-candidate and the observed order of the difference in ``eta``
-(:func:`crosscurv.numeric.orders.observe_order`).  This is what ``crosscurv
-validate-step`` runs.
+A user's ``step(params, lr) -> new params`` is run from a few seeded states and step sizes
+``eta_k = eta0 * 2^-k`` (float64, on the task's device) and compared with the exact steps of
+:mod:`crosscurv.numeric.steps`: JC, full GS in every block order (``N <= 4``; else the declared
+order), the declared pattern and the pattern inferred from the step's second-order term.  A step
+*matches* a candidate only when it agrees to round-off at every state and ``eta`` (every scheme
+agrees with JC to first order, Lemma 1); otherwise the report names the nearest candidate and the
+observed order of the difference.  This is what ``crosscurv validate-step`` runs; bad input raises
+:class:`ValidationInputError` with one line.
 
-Everything here runs in float64 on the task's device.  Bad input (a step
-returning other names, shapes or dtypes, non-finite values) raises
-:class:`ValidationInputError` with one line naming the problem.
-
-Modules: :mod:`.inputs` (the step and the checks of what it returns), :mod:`.factory` (what a
-factory may return), :mod:`.numpy_step` (a step in NumPy), :mod:`.states` (the seeded states and
-the default ``eta0``), :mod:`.candidates` (the reference schemes and the observed order of each
-difference), :mod:`.factors` and :mod:`.freshness` (the fits of the first- and second-order
-terms), :mod:`.report` (the verdict in words), :mod:`.identify` (the driver).  Curvature products
-for models without double backward: :class:`crosscurv.numeric.hvp_differences.CurvatureRoute`.
+Modules: :mod:`.inputs` (the step and its checks), :mod:`.factory`, :mod:`.numpy_step`,
+:mod:`.states` (seeded states, default ``eta0``), :mod:`.candidates` (the reference schemes),
+:mod:`.factors` and :mod:`.freshness` (the first- and second-order fits), :mod:`.report` (the
+verdict in words), :mod:`.identify` (the driver).
 """
-
-from __future__ import annotations
 
 from __future__ import annotations
 

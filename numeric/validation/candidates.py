@@ -32,13 +32,9 @@ EPS64 = float(torch.finfo(torch.float64).eps)
 
 @dataclass
 class Candidate:
-    """A reference scheme the step is compared with.
-
-    Attributes:
-        label: e.g. ``"jc"``, ``"gs:B,A"``, ``"pattern {2<-1}"``.
-        pattern: its :class:`DelayPattern`.
-        roles: why it is a candidate (``"jc"``, ``"gs order"``,
-            ``"declared"``, ``"inferred"``).
+    """A reference scheme the step is compared with: its ``label`` (``"jc"``, ``"gs:B,A"``,
+    ``"pattern {2<-1}"``), ``pattern`` and ``roles`` (``"jc"``, ``"gs order"``, ``"declared"``,
+    ``"inferred"``).
     """
 
     label: str
@@ -62,11 +58,9 @@ def pattern_label(task: Task, pattern: DelayPattern) -> str:
 def candidate_patterns(
     task: Task, declared: DelayPattern | None = None, max_all_orders: int = 4
 ) -> list[Candidate]:
-    """JC, full GS in every block order (``N <= max_all_orders``), and the declared pattern.
-
-    For ``N > max_all_orders`` only the declared pattern's order (index
-    order when nothing is declared) is tried for GS.  Patterns with the same
-    pairs are one candidate (for ``N = 1`` GS is JC).
+    """JC, full GS in every block order (``N <= max_all_orders``; else only the declared
+    pattern's order, or index order) and the declared pattern; patterns with the same pairs are one
+    candidate.
     """
     n = task.n_blocks
     out: list[Candidate] = []
@@ -106,16 +100,10 @@ def reference_step(task: Task, params: Mapping, pattern: DelayPattern, lr: float
 
 @dataclass
 class CandidateResult:
-    """The step against one candidate on the whole grid.
-
-    Attributes:
-        candidate: the :class:`Candidate`.
-        etas: the step sizes (largest first).
-        errors: ``max_s ||U(theta_s, eta) - R(theta_s, eta)||`` per ``eta``.
-        rel_errors: ``max_s`` of that error over ``||R(theta_s, eta) - theta_s||``.
-        within: per ``eta``, whether every state is within the match tolerance.
-        study: observed order of ``errors`` in ``eta`` over the points above
-            the match tolerance (:class:`crosscurv.numeric.orders.OrderStudy`).
+    """The step against one candidate on the whole grid: ``etas`` (largest first), ``errors``
+    (``max_s ||U - R||`` per ``eta``), ``rel_errors`` (over ``||R - theta_s||``), ``within`` (every
+    state within the match tolerance) and ``study``, the observed order of the errors above the
+    tolerance (:class:`crosscurv.numeric.orders.OrderStudy`).
     """
 
     candidate: Candidate

@@ -19,27 +19,12 @@ class StepFactors:
     """Per-block step factors ``f_i`` of a step: block ``i`` moves by ``-eta f_i g_i`` to first
     order.
 
-    Read from the first-order term (Lemma 1 with block step sizes ``eta_i =
-    f_i eta``: ``U(theta, eta) = theta - eta F g + O(eta^2)``, ``F =
-    diag(f_i I)``): per block, ``c_i = (theta_i - U_i(theta, eta)) / eta``
-    Richardson-extrapolated over ``eta`` and ``2 eta`` (``2 c(eta) - c(2
-    eta) = f_i g_i + O(eta^2)``), and ``f_i`` fitted by least squares over
-    the states, ``f_i = sum_s <c_i, g_i> / sum_s ||g_i||^2``.  A fitted value
-    within ``1e-3`` (relative) of a fraction ``p/q`` with ``q <= 12`` is read
-    as that fraction.
-
-    Example (FedAvg over ``C`` clients): client ``c`` takes ``u_c <- u_c - eta
-    grad_u L_c`` and ``v_c <- v - eta grad_v L_c``; the server keeps the mean
-    ``v <- (1/C) sum_c v_c``.  Against the mean objective ``L = (1/C) sum_c
-    L_c``, ``grad_{u_c} L = grad_u L_c / C`` and ``grad_v L = (1/C) sum_c
-    grad_v L_c``, so ``u_c <- u_c - (C eta) grad_{u_c} L`` and ``v <- v - eta
-    grad_v L``: the JC step with factors ``personal = C, shared = 1``.
-
-    Attributes:
-        factors: ``f_i`` per block (block order).
-        raw: the fitted values before rounding.
-        residual: per block, ``||c_i - f_i g_i|| / ||c_i||`` (max over states).
-        source: ``"--block-lr"`` or ``"inferred"``.
+    Per block, ``c_i = (theta_i - U_i(theta, eta)) / eta`` Richardson-extrapolated over ``eta`` and
+    ``2 eta`` (``= f_i g_i + O(eta^2)``), ``f_i = sum_s <c_i, g_i> / sum_s ||g_i||^2`` over the
+    states, read as a fraction ``p/q``, ``q <= 12``, within ``1e-3``.  (FedAvg over ``C`` clients is
+    the JC step with factors ``personal = C, shared = 1``.)  Attributes: ``factors``, ``raw``
+    (before
+    rounding), ``residual`` (``||c_i - f_i g_i|| / ||c_i||``, max over states), ``source``.
     """
 
     factors: list

@@ -21,19 +21,12 @@ __all__ = ["FreshnessFit", "freshness_fit", "scale_blocks"]
 class FreshnessFit:
     """The step's second-order term fitted by cross-Hessian products (Lemma 1).
 
-    A scheme ``S`` satisfies ``theta^{k+1} = theta - eta g + eta^2 F + O(eta^3)``
-    with ``F_i = sum_{j in S(i)} H_ij g_j``.  For the user's step, ``F`` is
-    estimated by Richardson extrapolation of ``(U(theta, eta) - theta + eta g)
-    / eta^2`` at the two smallest step sizes, and block by block fitted by
-    least squares over all states as ``F_i ~ sum_{j != i} a_ij H_ij g_j``.
-
-    Attributes:
-        coef: ``N x N`` list; ``coef[i][j] = a_ij`` (``None`` on the diagonal
-            and where ``H_ij g_j`` vanishes at every state, so ``a_ij`` is not
-            determined).
-        residual: per block ``i``, ``||F_i - sum_j a_ij H_ij g_j|| / scale_i``.
-        block_names: the task's block names.
-        tol: how close to an integer a coefficient must be to be read as one.
+    A scheme satisfies ``theta^{k+1} = theta - eta g + eta^2 F + O(eta^3)``, ``F_i = sum_{j in S(i)}
+    H_ij g_j``.  The user's ``F`` (Richardson extrapolation of ``(U(theta, eta) - theta + eta g) /
+    eta^2`` at the two smallest step sizes) is fitted block by block over all states as
+    ``F_i ~ sum_{j != i} a_ij H_ij g_j``: ``coef[i][j] = a_ij`` (``None`` on the diagonal and where
+    ``H_ij g_j`` vanishes), ``residual[i] = ||F_i - sum_j a_ij H_ij g_j|| / scale_i``, ``tol``: how
+    close to an integer a coefficient must be to be read as one.
     """
 
     coef: list
@@ -104,22 +97,9 @@ class FreshnessFit:
 def freshness_fit(user: UserStep, states: Sequence[Mapping], eta: float, tol: float = 0.05,
                   factors: Sequence[float] | None = None,
                   route: CurvatureRoute | None = None) -> FreshnessFit:
-    """Fit the step's ``eta^2`` term by ``a_ij H_ij g_j`` (see :class:`FreshnessFit`).
-
-    With per-block step factors ``f_i`` (block ``i`` steps with ``eta_i = f_i
-    eta``) a scheme ``S`` satisfies ``theta_i^{k+1} = theta_i - eta f_i g_i +
-    eta^2 f_i sum_{j in S(i)} f_j H_ij g_j + O(eta^3)``, so the columns are
-    ``f_i H_ij (f_j g_j)`` and a pattern still has ``a_ij`` in ``{0, 1}``.
-
-    Args:
-        user: the step and its task.
-        states: the points (float64).
-        eta: the smaller of the two step sizes used (the other is ``2 eta``).
-        tol: integer-closeness threshold.
-        factors: ``f_i`` per block (default all 1).
-        route: how the curvature products are taken (:class:`CurvatureRoute`).
-
-    Cost: per state, two user steps, one gradient and one batch of ``N`` HVPs.
+    """Fit the step's ``eta^2`` term by ``a_ij f_i H_ij (f_j g_j)`` at ``eta`` and ``2 eta``
+    (:class:`FreshnessFit`); ``factors``: ``f_i`` per block (default 1); ``route``: how the
+    curvature products are taken.
     """
     task = user.task
     route = CurvatureRoute(task.loss) if route is None else route

@@ -48,15 +48,10 @@ def declared_pattern(task: Task, spec) -> DelayPattern | None:
 
 
 def check_step_output(out, params: Mapping, lr: float, where: str = "step") -> dict:
-    """Check a step's result against the input ``params``; return a detached copy.
-
-    The copy matters: training code often returns ``model.state_dict()``,
-    ``dict(model.named_parameters())`` or ``{n: p.detach()}``, tensors that
-    alias the model's parameters and are overwritten by the next call.
-
-    Raises:
-        ValidationInputError: not a mapping, other names, a non-tensor value, other
-            shapes, dtypes or device, or non-finite values (one line each).
+    """A detached copy of a step's result, checked against the input ``params`` (training
+    code often returns tensors that alias the model's parameters).  Raises
+    :class:`ValidationInputError`: not a mapping, other names, a non-tensor, other shapes, dtypes or
+    device, or non-finite values.
     """
     if not isinstance(out, Mapping):
         raise ValidationInputError(

@@ -15,25 +15,14 @@ __all__ = ["numpy_user_step"]
 def numpy_user_step(params: Mapping, loss: Callable, grad: Callable, step: Callable,
                     blocks: Mapping | None = None, pattern=None,
                     name: str = "numpy step") -> UserStep:
-    """A step written outside torch, as a :class:`UserStep`: NumPy callables on ``{name: float64
-    array}``.
+    """A step written outside torch, as a :class:`UserStep`: NumPy callables on
+    ``{name: float64 array}``.
 
-    Args:
-        params: ``{name: ndarray}`` (float64), a point the loss is defined at (the seeded states
-        perturb it).
-        loss: ``loss(params) -> float``; grad: ``grad(params) -> {name: ndarray}`` (the gradient of
-        ``loss``);
-        step: ``step(params, lr) -> {name: ndarray}``, the step under test (it may modify
-        ``params``).
-        blocks: ``{block: [param names]}`` in block order (default: one block per parameter).
-        pattern: the declared pattern, as for :func:`as_user_step`.
-
-    The loss becomes a :class:`crosscurv.numeric.Task` whose backward calls ``grad`` and has no
-    second
-    derivative (``once_differentiable``), so the Hessian-vector products of the step size and the
-    freshness fit are central differences of ``grad`` (:class:`CurvatureRoute`, its
-    first-derivative route);
-    the verdict compares the step with reference steps built from ``grad`` alone.
+    ``params``: a point the loss is defined at; ``loss(params) -> float``; ``grad(params) -> {name:
+    ndarray}``; ``step(params, lr) -> {name: ndarray}`` (it may modify ``params``); ``blocks``:
+    ``{block: [param names]}`` (default one block per parameter); ``pattern`` as for
+    :func:`as_user_step`.  The task's backward calls ``grad`` and has no second derivative, so the
+    curvature products are central differences of ``grad`` (:class:`CurvatureRoute`).
     """
     import numpy as np
     from torch.autograd.function import once_differentiable

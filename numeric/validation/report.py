@@ -18,20 +18,12 @@ __all__ = ["StepReport"]
 
 @dataclass
 class StepReport:
-    """Outcome of :func:`identify_step`.
-
-    Attributes:
-        name: the step's label; task: the task; declared: declared pattern or ``None``.
-        etas, seeds, perturb, rtol, atol_eps: the grid and the match tolerance
-            (``||U - R|| <= rtol ||R - theta|| + atol_eps * eps64 * ||theta||``).
-        results: one :class:`CandidateResult` per candidate.
-        fit: the :class:`FreshnessFit` (``None`` when not computed).
-        deterministic: whether two calls with the same input agreed.
-        nondeterminism: the difference of those two calls (relative to the step).
-        notes: further findings, one sentence each.
-        factors: the per-block step factors every candidate uses
-            (:class:`StepFactors`, from ``block_lr`` or inferred), or ``None``.
-        route: the :class:`CurvatureRoute` of the curvature products (``None`` if none were taken).
+    """Outcome of :func:`identify_step`: the step's ``name``, ``task``, ``declared`` pattern, the
+    grid (``etas``, ``seeds``, ``perturb``) and match tolerance (``||U - R|| <= rtol ||R - theta|| +
+    atol_eps * eps64 * ||theta||``), one :class:`CandidateResult` per candidate, the
+    :class:`FreshnessFit` (or ``None``), whether two identical calls agreed (``deterministic``,
+    ``nondeterminism``), ``notes``, the ``factors`` every candidate uses and the curvature
+    ``route``.
     """
 
     name: str
@@ -141,16 +133,11 @@ class StepReport:
 
     @property
     def diagnosis(self) -> str:
-        """A short code for what was found.
-
-        ``"declared"`` (matches the declared pattern), ``"match"`` (matches a
-        candidate, nothing declared), ``"wrong-order"`` (declared full GS,
-        matches GS in another order), ``"jc-instead"`` (declared a sequential
-        scheme, matches JC), ``"other-pattern"`` (matches another pattern, e.g.
-        the inferred partial one), ``"sign-flip"`` (freshness term of the wrong
-        sign), ``"not-a-scheme"`` (second-order term not of delay-pattern
-        form), ``"first-order"`` (differs from every candidate at first
-        order), ``"nondeterministic"``, or ``"no-match"``.
+        """A short code for what was found: ``"declared"``, ``"match"`` (nothing declared),
+        ``"wrong-order"`` (declared full GS, GS in another order), ``"jc-instead"``,
+        ``"other-pattern"``,
+        ``"sign-flip"`` (freshness term of the wrong sign), ``"not-a-scheme"``, ``"first-order"``
+        (differs from every candidate at first order), ``"nondeterministic"`` or ``"no-match"``.
         """
         if not self.deterministic:
             return "nondeterministic"

@@ -17,16 +17,9 @@ __all__ = ["seeded_states", "seeded_optimizer_states", "spectral_radius", "defau
 
 
 def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float = 0.5) -> list[dict]:
-    """Points ``theta_s = theta^0 + perturb * sigma_t * xi_s`` around the task's parameters.
-
-    ``xi_s`` is standard normal noise from ``torch.Generator().manual_seed(s)``
-    (drawn in float64 on the CPU, so the states are the same on every
-    device); ``sigma_t`` is the RMS of tensor ``t``, or the RMS of all
-    parameters when ``t`` is zero (e.g. LoRA's ``B = 0``, where the block
-    couplings would otherwise vanish), or 1 when everything is zero.
-
-    Returns:
-        one ``dict[str, Tensor]`` per seed (dtype/device of the task).
+    """One point per seed, ``theta_s = theta^0 + perturb * sigma_t * xi_s`` (dtype and device of
+    the task): ``xi_s`` standard normal from ``torch.Generator().manual_seed(s)`` in float64 on the
+    CPU; ``sigma_t`` the RMS of tensor ``t``, else of all parameters (LoRA's ``B = 0``), else 1.
     """
     flat = torch.cat([v.detach().reshape(-1).to(torch.float64).cpu() for v in task.params.values()])
     rms_all = float(flat.pow(2).mean().sqrt()) if flat.numel() else 0.0

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from crosscurv.numeric import Task
-from crosscurv.numeric.advice import advise
+from crosscurv.numeric.advice import advise, decide
 from crosscurv.numeric.pair_records import pair_run, predict
 from crosscurv.numeric.pattern_search import best_per_depth, local_descent, search
+from crosscurv.numeric.pattern_search_certify import front_candidates
 from crosscurv.theory.pattern_spaces import all_acyclic, pair_list, stages
 
 SIZES = (2, 1, 2)
@@ -133,15 +134,26 @@ def test_best_per_depth_is_exact_on_a_large_space_with_near_ties(seed):
             assert r == -1
 
 
-def test_search_certifies_its_front_with_advise_and_agrees_with_it():
+def test_search_certifies_its_front_with_advise_errors_and_decisions():
+    """The certification along the search's JC run gives each named pattern advise's embedded
+    error (to rounding: advise's estimate is its own state, the search's the per-pair sum) and
+    advise's decision between each budget's best and runner-up."""
     task, lr, K = _task(3), 0.05, 4
     res = advise(task, lr, K, search="stages")
-    assert res.consistency["max_abs_difference"] <= 1e-12 * max(
-        1e-9, res.consistency["max_abs_estimate"]
-    )
+    names = ["jc"] + [n for n in front_candidates(res.front)]
+    adv = advise(task, lr, K, names)
+    last = adv.per_iteration[-1]
+    checked = 0
     for row in res.front[1:]:
-        if row["on_front"]:
-            assert math.isfinite(row["error"]) and row["certified"] in (True, False)
+        if not row["on_front"]:
+            continue
+        for n, err in ((row["best"], row["error"]), (row["runner_up"], row["runner_up_error"])):
+            assert err == pytest.approx(last["errors"][n], rel=1e-9, abs=1e-15)
+        d = decide({n: last["estimates"][n] for n in (row["best"], row["runner_up"])},
+                   {n: last["errors"][n] for n in (row["best"], row["runner_up"])})
+        assert row["certified"] == (d["certified"] and d["best"] == row["best"])
+        checked += 1
+    assert checked >= 2 and any(r["certified"] for r in res.front)
     assert "over 13 patterns (stages:3)" in res.recommendation
     assert res.cost["pair_run_s"] > 0 and res.cost["plain_pattern_s"] > 0
 
@@ -275,3 +287,19 @@ def test_a_resumed_search_equals_the_uninterrupted_one(tmp_path):
         search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "a"), resume=True)
     with pytest.raises(AdviceError, match="nothing to resume"):
         search(task, lr, 5, "orders", certify=False, out_dir=str(tmp_path / "c"), resume=True)
+
+
+def test_the_search_one_step_check_is_advise_s():
+    """The certification's one-step check at theta^0 gives advise's numbers bit for bit."""
+    from crosscurv.numeric import advice, tree
+    from crosscurv.numeric.advice_steps import PatternCandidate
+    from crosscurv.numeric.pattern_search_certify import first_step_checks
+    from crosscurv.theory.patterns import as_pattern
+
+    task, lr = _task(1), 0.05
+    names = ["gs", "stages:1/2,3", "2<-1,3<-1"]
+    pats = [(n, as_pattern(n, task.n_blocks)) for n in names]
+    cands = [PatternCandidate(n, p, []) for n, p in pats]
+    ours = first_step_checks(task, cands, lr, "auto")
+    theirs = advice._one_step_check(task, pats, tree.clone(task.params), lr, 0, "auto")
+    assert ours == theirs and len(ours) == 3

@@ -107,7 +107,11 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
         run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, offload={offload},
                      checkpoint_every=1)
     """))
-    proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True, timeout=120)
+    # the killed process runs with this process's thread count, whatever an earlier in-process CLI
+    # call left in the environment: the resume compares the two
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    proc = subprocess.run([sys.executable, str(script), out], cwd=REPO, capture_output=True,
+                          timeout=120, env=env)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     assert [r["k"] for r in read_records(os.path.join(out, "records.csv"))] == [1, 2, 3, 4]
     stale = [d for d in os.listdir(out) if d.startswith(".offload-")]
@@ -212,14 +216,14 @@ def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
 
 
 def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference, monkeypatch):
-    import crosscurv.numeric.protocol as protocol
+    import crosscurv.numeric.engine as engine
 
     class NoDoubleBackward:
         def __init__(self, *a, **k):
             raise RuntimeError("derivative for this kernel is not implemented")
 
     _, ref = reference
-    monkeypatch.setattr(protocol, "PointCurvature", NoDoubleBackward)
+    monkeypatch.setattr(engine, "PointCurvature", NoDoubleBackward)
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K)
     assert res.summary["hvp"]["used"] == "forward" and res.summary["hvp"]["engine_name"] == "batched"
     for field in ("gap", "recursive", "cumulative", "jc_only"):

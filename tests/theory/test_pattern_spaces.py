@@ -131,3 +131,21 @@ def test_rows_are_built_only_when_asked():
     assert sp._members is None and as_pattern(sp.name(7), 5).pairs == sp.pattern(7).pairs
     assert (sp.members[7] == row).all() and sp._members is not None
     assert all_acyclic(3).pair_sums(np.ones((6, 1))) is None
+
+
+def test_permutations_and_set_partitions_are_enumerated_in_lexicographic_order():
+    """The row order of orders/stages (names, ties broken by the lower row) is the
+    lexicographic order of itertools and of the recursive restricted growth strings."""
+    from crosscurv.theory.pattern_spaces import _permutations, _set_partitions, _stirling2
+
+    for m in range(1, 7):
+        assert _permutations(m).tolist() == [list(p) for p in itertools.permutations(range(m))]
+    for n in range(1, 8):
+        groups = _set_partitions(n)
+        every = sorted(r for g in groups for r in g.tolist())
+        for m, g in enumerate(groups, start=1):
+            rows = g.tolist()
+            assert rows == sorted(rows) and len(rows) == _stirling2(n, m)
+            assert all(max(r) == m - 1 and r[0] == 0 for r in rows)
+            assert all(r[i] <= max(r[:i]) + 1 for r in rows for i in range(1, n))
+        assert len(every) == len({tuple(r) for r in every})

@@ -48,15 +48,10 @@ __all__ = ["OptimizerCumulativeCheck", "check_optimizer_cumulative"]
 
 @dataclass
 class OptimizerCumulativeCheck:
-    """The generalized Theorem 3 on a quadratic for ``K = 1..K_max``.
-
-    Attributes:
-        kind: optimizer kind.
-        pattern: the delay pattern.
-        steps: per ``K``: ``{"K", "trajectory_order", "loss_order", "growth"}``
-            (orders: lowest power of ``eta`` present, ``None`` if zero through
-            the truncation degree; ``growth``: the ``eta^3`` coefficients equal
-            the module docstring's closed forms).
+    """The generalized Theorem 3 on a quadratic: per ``K = 1..K_max``
+    ``{"K", "trajectory_order", "loss_order", "growth"}`` (lowest power of ``eta`` present, ``None``
+    if zero through the truncation degree; ``growth``: the ``eta^3`` coefficients equal the module
+    docstring's closed forms).
     """
 
     kind: str

@@ -19,19 +19,11 @@ __all__ = ["OptimizerModel", "optimizer_model"]
 
 @dataclass
 class OptimizerModel:
-    """A :class:`BlockModel` together with a block-separable direction map.
-
-    Attributes:
-        model: the block model (its ring holds the optimizer's symbols).
-        kind: one of :data:`~crosscurv.theory.optimizers.OPTIMIZER_KINDS`.
-        factors: ``N`` ring elements ``f_i`` (``1`` without per-block factors).
-        beta: the momentum coefficient (ring generator) for ``momentum``.
-        buffer: the momentum buffer ``m`` at the step's start (``d`` ring
-            generators) for ``momentum``.
-        p, J, K: the generic map's symbols (``p``: ``d`` generators; ``J``:
-            ``{(a, b): gen}`` for ``a, b`` in one block; ``K``: ``{(a, b, c): gen}``
-            with ``b <= c`` in one block).
-        P: preconditioner entries ``{(a, b): gen}`` (``a, b`` in one block).
+    """A :class:`BlockModel` (its ring holds the optimizer's symbols) with a block-separable
+    direction map of ``kind``: ``factors`` ``f_i`` (1 without per-block factors); ``beta`` and the
+    buffer ``m`` (momentum); ``p``, ``J`` (``{(a, b): gen}``), ``K`` (``{(a, b, c): gen}``, ``b <=
+    c``)
+    (generic); ``P`` (preconditioner); all indices within one block.
     """
 
     model: BlockModel
@@ -97,17 +89,11 @@ class OptimizerModel:
 
 def optimizer_model(n_blocks: int, dims=1, kind: str = "sgd", *, taylor_order: int = 3, step_factors: bool = True,
                     vectors: Sequence[str] = ()) -> OptimizerModel:
-    """Build a :class:`BlockModel` with the optimizer's symbols and its :class:`OptimizerModel`.
-
-    Args:
-        n_blocks, dims, taylor_order, vectors: as for :class:`BlockModel`.
-        kind: one of :data:`~crosscurv.theory.optimizers.OPTIMIZER_KINDS`.
-        step_factors: give every block a symbolic step-size factor ``f_i``
-            (else every ``f_i = 1``).
-
-    Symbols added: ``f1..fN``; ``P_a_b`` (preconditioner); ``beta`` and the
-    vector ``m`` (momentum); the vector ``p``, ``J_a_b``, ``K_a_b_c``
-    (generic), with ``a, b, c`` 1-based flat coordinates of one block.
+    """A :class:`BlockModel` with the optimizer's symbols, as an :class:`OptimizerModel`:
+    ``f1..fN`` (symbolic factors when ``step_factors``, else 1), ``P_a_b``, ``beta`` and ``m``, or
+    ``p``, ``J_a_b``, ``K_a_b_c`` (1-based flat coordinates of one block); the other arguments as
+    for
+    :class:`BlockModel`.
     """
     if kind not in OPTIMIZER_KINDS:
         raise ModelError(f"optimizer kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")

@@ -1,38 +1,16 @@
 """One-step comparison for a block-separable optimizer (Theorem 1 generalized; beyond the paper).
 
-Statement (derived and checked exactly here).  From a common iterate
-``theta^k`` and a common optimizer state, let block ``i`` move by
-``-eta f_i phi_i(g_i, s_i)`` (:mod:`crosscurv.theory.optimizers`), ``phi`` smooth in the
-gradient with block-diagonal Jacobian ``J_phi`` at ``g``, and ``F`` the
-block-scalar matrix of the factors ``f_i``.  Then
+From a common iterate and optimizer state, block ``i`` moves by ``-eta f_i phi_i(g_i, s_i)``
+(``phi`` smooth in the gradient, block-diagonal Jacobian ``J_phi``, ``F`` the factors):
 
     L_S^{k+1} - L_JC^{k+1} = eta^2 C_S^phi + O(eta^3),
     C_S^phi = g^T F J_phi M_S F phi = sum_{(i,j) in S} f_i f_j (J_i^T g_i)^T H_ij phi_j,
 
-with ``phi = phi(g, s)`` the JC direction.  Derivation: the fresh gradient is
-``g~ = g - eta M_S F phi + O(eta^2)``, so the two displacements differ by
-``-eta F (phi(g~) - phi(g)) = eta^2 F J_phi M_S F phi + O(eta^3)``; the loss
-difference is ``g^T`` times that (the quadratic terms differ at ``O(eta^3)``).
-``J_phi`` acts on the *left* of ``M_S`` (it is ``J_phi^T g`` that meets
-``H_ij``) and ``F`` appears twice: once for the step of the fresh block ``j``
-that moved block ``i``'s gradient, once for block ``i``'s own step.
-
-Instances (all checked against the brute-force series):
-
-* per-block step sizes (``phi = g``): ``C_S^F = g^T F M_S F g = sum_{(i,j) in S} f_i f_j g_i^T H_ij g_j``;
-  the paper's ``C_S`` for ``F = I``;
-* fixed block-diagonal preconditioner ``P`` (``phi = P g``, ``J = P``, not
-  assumed symmetric): ``C_S^P = g^T F P M_S F P g``;
-* heavy ball with buffer ``m`` (``phi = beta m + g``, ``J = I``):
-  ``C_S^beta = g^T F M_S F (g + beta m)``;
-* Adam (``J`` diagonal, :func:`crosscurv.theory.optimizers.adam.adam_jacobian`):
-  ``C_S^Adam = sum_{(i,j) in S} f_i f_j (J_i g_i)^T H_ij phi_j``, checked on a
-  separate SymPy path (:func:`check_adam_one_step`) because Adam's map is
-  not polynomial.
-
-The ``eta^3`` coefficient is reported as computed (no closed form claimed).
-
-Importing this module never imports torch.
+since ``g~ = g - eta M_S F phi + O(eta^2)``.  Instances, each checked against the brute-force
+series: ``phi = g`` (``C_S^F = g^T F M_S F g``; the paper's ``C_S`` for ``F = I``), a fixed
+preconditioner (``C_S^P = g^T F P M_S F P g``), heavy ball (``C_S^beta = g^T F M_S F (g + beta
+m)``) and Adam (``J`` diagonal, on a separate SymPy path, :func:`check_adam_one_step`).  The
+``eta^3`` coefficient is reported as computed.  Importing this module never imports torch.
 """
 
 from __future__ import annotations
@@ -48,15 +26,9 @@ from ..series import ETA, TruncatedSeries
 from .adam import adam_direction, adam_jacobian
 from .model import OptimizerModel, optimizer_model
 
-__all__ = [
-    "OptimizerOneStepCheck",
-    "optimizer_gap_series",
-    "optimizer_delay_curvature",
-    "instance_delay_curvature",
-    "check_optimizer_one_step",
-    "AdamOneStepCheck",
-    "check_adam_one_step",
-]
+__all__ = ["OptimizerOneStepCheck", "optimizer_gap_series", "optimizer_delay_curvature",
+           "instance_delay_curvature", "check_optimizer_one_step", "AdamOneStepCheck",
+           "check_adam_one_step"]
 
 
 def optimizer_gap_series(opt: OptimizerModel, pattern: DelayPattern, degree: int = 3) -> TruncatedSeries:
@@ -111,18 +83,12 @@ def instance_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
 
 @dataclass
 class OptimizerOneStepCheck:
-    """The generalized Theorem 1 for one optimizer and pattern.
-
-    Attributes:
-        kind: the optimizer kind.
-        pattern: the delay pattern.
-        gap: ``L_S - L_JC`` as a series in ``eta`` (through ``eta^3``).
-        C_S: the closed form ``g^T F J_phi M_S F phi``.
-        low_orders_vanish: ``[eta^0]`` and ``[eta^1]`` of the gap are 0.
-        eta2_closed_form: ``[eta^2]`` gap ``== C_S`` (generic closed form).
-        eta2_instance: ``[eta^2]`` gap equals the instance's explicit formula.
-        reduces_to_paper: with every ``f_i = 1`` (and ``beta = 0`` / ``P = I``
-            where present), ``C_S^phi`` is the paper's ``g^T M_S g``.
+    """The generalized Theorem 1 for one optimizer and pattern: the ``gap`` ``L_S - L_JC``
+    (series through ``eta^3``), the closed form ``C_S = g^T F J_phi M_S F phi``, and whether
+    ``[eta^0]``, ``[eta^1]`` vanish (``low_orders_vanish``), ``[eta^2] == C_S``
+    (``eta2_closed_form``), ``[eta^2]`` equals the instance's formula (``eta2_instance``) and
+    ``C_S^phi`` is the paper's ``g^T M_S g`` with ``f_i = 1``, ``beta = 0``, ``P = I``
+    (``reduces_to_paper``).
     """
 
     kind: str
@@ -183,18 +149,10 @@ def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, patter
 # -- Adam: plain SymPy, derivatives in eta at eta = 0 ------------------------
 @dataclass
 class AdamOneStepCheck:
-    """The generalized Theorem 1 for Adam (blocks of dimension 1).
-
-    Attributes:
-        pattern: the delay pattern.
-        eta1: ``[eta^1](L_S - L_JC)`` (must be 0).
-        eta2: ``[eta^2](L_S - L_JC)`` computed from the exact Adam steps.
-        C_S: ``sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j`` with ``J`` from
-            :func:`crosscurv.theory.optimizers.adam.adam_jacobian`.
-        jacobian_matches: ``adam_jacobian`` equals ``d phi / d gamma`` of
-            :func:`crosscurv.theory.optimizers.adam.adam_direction`.
-        holds: ``eta1 == 0``, ``eta2 == C_S`` (exactly, after simplification)
-            and the Jacobian check.
+    """The generalized Theorem 1 for Adam (blocks of dimension 1): ``eta1`` (must be 0),
+    ``eta2`` from the exact Adam steps, ``C_S = sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j``,
+    ``jacobian_matches`` (``adam_jacobian`` is ``d phi / d gamma`` of ``adam_direction``) and
+    ``holds`` (all three, exactly).
     """
 
     pattern: DelayPattern
@@ -206,16 +164,11 @@ class AdamOneStepCheck:
 
 
 def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -> AdamOneStepCheck:
-    """Exact check of ``L_S - L_JC = eta^2 C_S^Adam + O(eta^3)`` for ``N`` one-dimensional blocks.
-
-    The loss is the cubic Taylor model (``g``, ``H``, ``T``); every block has
-    its own moments ``m_i``, ``v_i > 0``, factor ``f_i``, and all share
-    ``beta1, beta2, eps`` and bias corrections ``c1, c2 > 0``.  Block ``i``'s
-    direction at its fresh gradient ``g_i + e`` is expanded as
-    ``phi_i + phi_i' e + 1/2 phi_i'' e^2`` with the derivatives of
-    :func:`crosscurv.theory.optimizers.adam.adam_direction` taken by SymPy (placeholders
-    during the polynomial algebra, substituted at the end); ``e = O(eta)``
-    enters the step times ``eta``, so the loss gap is exact through ``eta^3``.
+    """Exact check of ``L_S - L_JC = eta^2 C_S^Adam + O(eta^3)`` for ``N`` one-dimensional
+    blocks on the cubic Taylor model, each block with its own moments ``m_i``, ``v_i > 0`` and
+    factor
+    ``f_i``; a block's direction at ``g_i + e`` is expanded to ``e^2`` with SymPy's derivatives of
+    :func:`adam_direction` (exact through ``eta^3`` since ``e = O(eta)`` enters times ``eta``).
     """
     from ..block_model import BlockModel
 

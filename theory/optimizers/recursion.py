@@ -1,54 +1,28 @@
-"""Trajectory and loss recursions for block-separable optimizers (Lemma 3 and Theorem 2 generalized).
+"""Trajectory and loss recursions for block-separable optimizers (Lemma 3, Theorem 2 generalized).
 
-Expansion point ``theta_JC^k`` (the model's origin), ``Delta theta^k = eps delta``;
-``F`` the block-scalar step-size factors, ``eta_i = eta f_i``.
-
-Stateless optimizers (per-block step sizes, a fixed block-diagonal
-preconditioner ``P``; ``A = F P`` is the step's linear map, ``A = F`` for
-plain per-block step sizes):
+Expansion point ``theta_JC^k`` (the model's origin), ``Delta theta^k = eps delta``; ``F`` the
+block step-size factors.  Stateless optimizers (``A = F P``, ``P`` a fixed block-diagonal
+preconditioner; ``A = I`` is the paper's case):
 
     Delta theta^{k+1} = (I - eta A H_JC^k) Delta theta^k + eta^2 A M_S A g_S^k
                         + O(eta ||Delta theta||^2 + eta^3),
     Delta L^{k+1} = g_JC^{k+1 T} (I - eta A H_JC^k) Delta theta^k
                     + 1/2 Delta theta^{kT} H_JC^k Delta theta^k
-                    + eta^2 g_JC^{k+1 T} A M_S A g_S^k + O(eta^3),
+                    + eta^2 g_JC^{k+1 T} A M_S A g_S^k + O(eta^3).
 
-with ``M_S`` and ``g_S`` at ``theta_S^k`` as in the paper (``A = I`` gives the
-paper's Lemma 3 and Theorem 2).
-
-Heavy ball (``torch.optim.SGD(momentum=beta)``: ``m' = beta m + g~``,
-``theta' = theta - eta F m'``).  The two runs' buffers differ too; with
-``Delta m^k = m_S^k - m_JC^k = eps mu`` (``O(eta)`` like ``Delta theta``) and
-``phi_S^k = beta m_S^k + g_S^k`` (the ``S`` run's direction with its own,
-non-fresh gradient):
+Heavy ball (``m' = beta m + g~``, ``theta' = theta - eta F m'``), with ``Delta m^k = eps mu`` and
+``phi_S^k = beta m_S^k + g_S^k``:
 
     Delta m^{k+1} = beta Delta m^k + H_JC^k Delta theta^k - eta M_S F phi_S^k
-                    + O(||Delta theta||^2 + eta ||Delta theta|| ... ) [monomials eps^b, b >= 2, or eta^a, a >= 2]
-    Delta theta^{k+1} = Delta theta^k - eta F Delta m^{k+1}
-                      = (I - eta F H_JC^k) Delta theta^k - eta beta F Delta m^k
+                    + [monomials eps^b, b >= 2, or eta^a, a >= 2],
+    Delta theta^{k+1} = (I - eta F H_JC^k) Delta theta^k - eta beta F Delta m^k
                         + eta^2 F M_S F phi_S^k + O(eta ||Delta theta||^2 + eta^3),
     Delta L^{k+1} = g_JC^{k+1 T} [(I - eta F H_JC^k) Delta theta^k - eta beta F Delta m^k]
                     + 1/2 Delta theta^{kT} H_JC^k Delta theta^k
                     + eta^2 g_JC^{k+1 T} F M_S F phi_S^k + O(eta^3).
 
-In parameter units, ``Delta u^k = eta F Delta m^k`` (``O(eta^2)``) obeys
-``Delta u^{k+1} = beta Delta u^k + eta F H_JC^k Delta theta^k - eta^2 F M_S F phi_S^k``
-and ``Delta theta^{k+1} = Delta theta^k - Delta u^{k+1}``: the paper's pair
-with one more state.
-
-Checked exactly like :mod:`crosscurv.theory.recursion`: quartic Taylor model, series in
-``(eta, eps)`` truncated at total degree 4 (every kept coefficient exact), and
-the remainders' monomials ``eta^a eps^b`` must be of Lemma 3's class
-(``a >= 1, b >= 2`` or ``a >= 3``) for ``Delta theta``, of class ``b >= 2`` or
-``a >= 2`` for ``Delta m``, and of total degree ``>= 3`` for the loss.
-
-Adam is not covered: its state ``(m, v, t)`` enters ``phi`` through
-``sqrt(v)``, so the linearized recursion needs ``d phi / d m`` and
-``d phi / d v`` along both runs (the pair becomes a triple whose coupling
-matrix is state dependent) and the Taylor model of ``phi`` in ``v`` is not
-polynomial; see ``theory/optimizers/`` for its one-step comparison.
-
-Importing this module never imports torch.
+Checked exactly as in :mod:`crosscurv.theory.recursion` (quartic model, total degree 4).  Adam is
+not covered (its direction is not polynomial in ``v``).  Importing this module never imports torch.
 """
 
 from __future__ import annotations
@@ -83,17 +57,9 @@ def optimizer_recursion_model(kind: str, n_blocks: int, dims=1) -> OptimizerMode
 
 @dataclass
 class OptimizerRecursionCheck:
-    """Exact remainders of the generalized recursions.
-
-    Attributes:
-        kind: optimizer kind.
-        pattern: the delay pattern.
-        trajectory_remainder: ``d`` series (``Delta theta``).
-        buffer_remainder: ``d`` series (``Delta m``; momentum only, else ``None``).
-        loss_remainder: a series.
-        trajectory_ok, buffer_ok, loss_ok: only allowed monomials present.
-        offending: ``{"trajectory"|"buffer"|"loss": [monomials]}``.
-        trajectory_leading, loss_leading: least-degree monomials.
+    """Exact remainders of the generalized recursions: ``d`` series for ``Delta theta``
+    and (momentum, else ``None``) ``Delta m``, a series for the loss; ``*_ok``: only allowed
+    monomials present, else ``offending[part]`` lists them; ``*_leading``: least-degree monomials.
     """
 
     kind: str

@@ -1,15 +1,8 @@
 """``crosscurv derive``: derive and verify the paper's expansions symbolically (SymPy).
 
-Runs :func:`crosscurv.theory.derivation.derive` for ``--blocks N`` blocks of dimension
-``--dims D`` and the pattern ``--pattern P``, prints a readable summary (or,
-with ``--json``, one JSON object), writes ``DIR/theory.md`` (``--out``,
-default ``reports``) and says what it wrote.
-
-Exit codes: 0 every check holds, 1 some identity (or beyond-the-paper closed
-form) fails, 2 bad input (``N < 2``, ``D`` not 1 or 2, ``N * D`` above
-:data:`crosscurv.theory.derivation.MAX_TOTAL_DIM`, a malformed pattern), printed as
-one line by the CLI.  On a terminal each finished stage is reported on
-stderr.  Never imports torch.
+Runs :func:`crosscurv.theory.derivation.derive`, prints a summary (``--json``: one object) and
+writes ``DIR/theory.md``. Exit codes: 0 every check holds, 1 an identity fails, 2 bad input.
+Never imports torch.
 """
 
 from __future__ import annotations

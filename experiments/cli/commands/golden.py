@@ -1,13 +1,8 @@
 """``crosscurv golden``: write framework-independent conformance cases.
 
-Writes six small float64 cases (quadratic, quartic polynomial, tiny MLP, bilinear LoRA-like
-model, and
-two optimizer cases), each with JC, full GS and a partial pattern, as plain JSON and CSV with a
-README
-that explains the format.  By default the cases shipped with the package are copied
-(:mod:`crosscurv.experiments.conformance.golden_data`; no torch is imported); ``--recompute``
-computes them with torch (:mod:`crosscurv.experiments.conformance.golden`).  Exit codes: 0 written,
-2 bad input (unknown case, output folder not empty without ``--force``).
+Copies the cases shipped with the package (:mod:`crosscurv.experiments.conformance.golden_data`,
+no torch), or computes them with ``--recompute`` (:mod:`crosscurv.experiments.conformance.golden`).
+Exit codes: 0 written, 2 bad input.
 """
 
 from __future__ import annotations

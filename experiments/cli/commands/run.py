@@ -1,26 +1,10 @@
 """``crosscurv run``: the controlled JC vs pattern-S protocol on one task (paper, Section 5.1).
 
-Writes ``records.csv`` (streamed, one row per iteration: ``k, loss_jc,
-loss_s, gap, recursive, cumulative, jc_only, bound_bk``), ``summary.json``
-(effective settings, status, the Section 5.1 metrics of each estimate,
-iterations per second, G and L estimates), ``checkpoint.pt`` and, once the
-run ends, ``figure.png`` (:func:`crosscurv.experiments.reports.plotting.run_figure`;
-``--no-figure``: none) into ``--out``.  It ends with the answer: both final
-losses, which is lower at ``K`` and by how much, where the winner changed and
-each estimate's Correct (:mod:`crosscurv.experiments.reports.answer`); a
-diverged run with its last finite state instead, and no metrics.
-Exit codes: 0 complete, 2 bad input (one line, nothing
-overwritten), 3 diverged (records so far kept), 130 interrupted (resume with
-``--resume``).  ``--resume --iters K2`` with ``K2`` above the run's ``K``
-extends a finished or interrupted run to ``K2`` (the records equal those of an
-uninterrupted run to ``K2``); every other setting must match.  ``--optimizer
-momentum:BETA|adam[:B1,B2,EPS]`` and ``--block-lr NAME=FACTOR,...`` run both
-trajectories with that optimizer and record the generalized estimates in the
-same columns (plain ``sgd`` without factors: the paper's protocol unchanged).
-
-The flags that decide the records are a :class:`crosscurv.experiments.runs.RunDescription`
-(every value checked there), performed by :func:`crosscurv.experiments.runs.run`; this module
-parses, prints and picks the exit code.
+Writes ``records.csv``, ``summary.json``, ``checkpoint.pt`` and ``figure.png`` into ``--out`` and
+prints the answer (:mod:`crosscurv.experiments.reports.answer`). Exit codes: 0 complete, 2 bad
+input, 3 diverged, 130 interrupted (``--resume``; ``--resume --iters K2`` extends a run). The flags
+that decide the records are a :class:`crosscurv.experiments.runs.RunDescription`, performed by
+:func:`crosscurv.experiments.runs.run`; this module parses, prints and picks the exit code.
 """
 
 from __future__ import annotations

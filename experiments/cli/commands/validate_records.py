@@ -1,40 +1,10 @@
-"""``crosscurv validate-records THEIRS.csv``: compare a user's per-iteration records with the reference.
+"""``crosscurv validate-records THEIRS.csv``: compare a user's records with the reference.
 
-The reference is a run directory (``--reference RUN_DIR`` holding
-``records.csv`` and ``summary.json``, e.g. from ``crosscurv run`` or
-``crosscurv golden``) or is computed on the fly (``--task T --pattern P --lr
-ETA --iters K [--preset ...]``, optionally kept with ``--save-reference DIR``).
-
-The on-the-fly reference takes ``--optimizer`` and ``--block-lr`` as ``crosscurv run``
-does (a run directory's reference carries its optimizer in ``summary.json``).
-
-``RUN_DIR`` may be ``golden:<case>/<label>``, a golden case shipped with the
-package (:mod:`crosscurv.experiments.conformance.golden_data`); a golden run
-folder holds ``terms.csv``, from which a disagreement is diagnosed at the
-level of the formula (:mod:`crosscurv.numeric.formula_variants`); so does an
-on-the-fly reference of a plain float64 task of at most
-:data:`TERMS_MAX_PARAMS` parameters.
-
-``THEIRS.csv`` needs a header with the paper's columns ``k, loss_jc, loss_s,
-gap, recursive, cumulative`` (any order, extra columns ignored);
-``jc_only``, ``bound_bk``, ``sharpness`` and ``gap_err`` are compared when
-both files have them.  ``THEIRS.json`` holds one-step results laid out like a
-golden ``one_step.json`` (``c``, ``C_S``, the ``eta^2`` and ``eta^3``
-estimates...), checked against ``--reference CASE_DIR`` or ``golden:<case>``
-(:mod:`crosscurv.numeric.one_step_comparison`).  Neither check imports torch.  Values are compared
-at the iterations ``k`` both files hold:
-``|theirs - ref| <= atol + rtol |ref|`` with, unless ``--rtol/--atol`` are
-given, the per-column defaults of the reference's dtype
-(:data:`crosscurv.numeric.record_comparison.TOLERANCES`: ten times the measured rounding
-of each column), ``atol = atol_rel * scale``, ``scale`` = the largest
-``|loss_jc|`` or ``|loss_s|`` of the reference (for ``sharpness`` its largest
-``|sharpness|``); for ``gap`` the ``gap_err`` of both files is added.
-
-Exit codes: 0 every compared value agrees; 1 a disagreement (the first
-iteration and column are named, with a likely diagnosis where
-recognisable); 2 bad input (missing file or reference, a reference run
-directory whose records an older crosscurv wrote, missing columns,
-non-numeric values, bad flags).
+The reference is a run folder (``--reference RUN_DIR``, or ``golden:<case>/<label>``) or is
+computed on the fly (``--task/--pattern/--lr/--iters``); ``THEIRS.json`` holds one-step results
+checked against a golden case. Values agree when ``|theirs - ref| <= atol + rtol |ref|`` with the
+reference dtype's :data:`crosscurv.numeric.record_comparison.TOLERANCES` unless ``--rtol/--atol``.
+Exit codes: 0 agree, 1 a disagreement (first iteration, column and likely diagnosis), 2 bad input.
 """
 
 from __future__ import annotations

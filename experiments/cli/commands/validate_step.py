@@ -1,28 +1,11 @@
 """``crosscurv validate-step SPEC``: which block scheme does a user's step perform?
 
-``SPEC`` is ``module:factory`` or ``path/to/file.py:factory`` (resolved like
-``crosscurv run``'s user tasks, :mod:`crosscurv.experiments.tasks.loading`).  The factory is
-called with the keyword arguments it declares among ``dtype`` (always
-``torch.float64``) and ``device`` (``--device``), and returns one of
-
-* ``(task, step)`` or ``(task, step, pattern)``,
-* a dict with keys ``task``, ``step`` and optionally ``pattern``,
-* an object with attributes ``.task``, ``.step`` and optionally ``.pattern``,
-* a dict of NumPy callables ``{"params", "loss", "grad", "step"}`` (optionally ``"blocks"``,
-  ``"pattern"``): a step written outside torch, checked through differences of its gradient
-  (:func:`crosscurv.numeric.validation.numpy_user_step`),
-
-where ``task`` is a float64 :class:`crosscurv.numeric.Task`, ``step(params, lr) ->
-new params`` maps a dict of tensors keyed like ``task.params`` and a float
-to a dict with the same names, shapes and dtype, and ``pattern`` is the
-declared scheme (``jc``, ``gs``, ``gs:B,A``, ``2<-1``...; ``--pattern``
-overrides it).  See :func:`crosscurv.numeric.validation.identify_step` for the method.
-
-Exit codes: 0 the step performs the declared pattern (or, with none
-declared, some candidate) to round-off; 1 it does not, or it is not a
-function of its input; 2 bad input (one line: the factory cannot be imported
-or raises, the step returns other names, shapes or dtypes or non-finite
-values, ...).
+``SPEC`` is ``module:factory`` or ``path/to/file.py:factory`` (as ``crosscurv run --task``); the
+factory returns ``(task, step[, pattern])``, a dict or an object with those names, or a dict of
+NumPy callables ``{"params", "loss", "grad", "step"}``. ``step(params, lr)`` maps a dict of float64
+tensors keyed like ``task.params`` to new ones; the method is
+:func:`crosscurv.numeric.validation.identify_step`. Exit codes: 0 the step performs the declared
+pattern (or some candidate), 1 it does not, 2 bad input.
 """
 
 from __future__ import annotations

@@ -2,14 +2,9 @@
 
     python -m crosscurv.experiments.studies.optimizers.orders [--quick] [--only SPEC,...]
 
-The studies of :mod:`crosscurv.experiments.scaling.optimizers` (what ``crosscurv scaling``
-reports for its default rows) for more rows: per-block SGD, heavy ball at
-``beta = 0.5`` and ``0.9`` with short and long horizons, Adam; tanh MLP
-``tanh_mlp_problem(0, (3, 4, 4, 2), n_blocks=3)``, pattern ``gs``, block
-factors ``1, 4, 0.5``, float64.  Plus Adam's first step from zero moments
-(``J_phi ~ eps / g^2``: ``C_S^Adam`` against the plain ``C_S``) and Adam's one
-step on the LoRA-like bilinear model whose smallest gradient coordinate is
-0.0066 of its largest.  Prints Markdown.
+The studies of :mod:`crosscurv.experiments.scaling.optimizers` for more rows (per-block SGD, heavy
+ball 0.5 and 0.9 at short and long horizons, Adam) on ``tanh_mlp_problem(0, (3, 4, 4, 2),
+n_blocks=3)``, plus Adam's first step from zero moments and on the bilinear model. Prints Markdown.
 """
 
 from __future__ import annotations

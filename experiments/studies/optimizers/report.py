@@ -1,17 +1,9 @@
 """``optimizers.md``: the optimizer studies of :mod:`crosscurv.experiments.studies.optimizers.runner`, from their records.
 
-For every study and variant (and seed) it states, from the copied
-``records.csv`` / ``summary.json`` only:
-
-* the *measured gap* (:func:`measured_gap`: the record's ``gap``, which is the plain
-  difference ``loss_s - loss_jc`` where that is the better measurement) and the
-  *measured winner* per iteration (``J``: ``gap > 0``, JC ahead; ``G``: ``gap < 0``,
-  the scheme ahead; ``.``: undecided, ``|gap| <= gap_err``), its switch points
-  and how often it agrees with plain ``sgd`` of the same seed;
-* the Table 1 rows of the three generalized estimates
-  (:func:`crosscurv.experiments.reports.table.table_rows`: Correct, JC hits, GS hits, MAE, Max. AE,
-  undecided) and ``MAE / mean |gap|`` (the error on the gap's own scale);
-* findings computed from those numbers (no sentence is written by hand).
+Per study, variant and seed, from the copied records only: the measured gap (:func:`measured_gap`)
+and winner per iteration (``J``: ``gap > 0``; ``G``: ``gap < 0``; ``.``: ``|gap| <= gap_err``),
+its switch points and agreement with plain ``sgd`` of the same seed; the Table 1 rows of the
+generalized estimates with ``MAE / mean |gap|``; and findings computed from those numbers.
 """
 
 from __future__ import annotations

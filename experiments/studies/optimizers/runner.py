@@ -1,29 +1,16 @@
 """The optimizer studies: does the JC/GS winner move, and do the generalized estimates follow the gap?
 
-    python -m crosscurv.experiments.studies.optimizers.runner run [--out DIR] [--seeds 0,1] [--iters K] [--only NAMES]
+    python -m crosscurv.experiments.studies.optimizers.runner run [--out DIR] [--seeds 0,1]
+        [--iters K] [--only NAMES]
     python -m crosscurv.experiments.studies.optimizers.runner report [--runs DIR] [--out reports]
 
-``run`` performs every run of :data:`STUDIES` that is not complete yet, one at a
-time in this process (:func:`crosscurv.experiments.runs.run`, one intra-op thread;
-resumed where a run was cut short; interleaved by seed, so that an interrupted
-campaign has whole seeds);
-``report`` copies each run's ``records.csv`` and ``summary.json`` (never a
-checkpoint) into ``OUT/optimizers/runs/<task>/<variant>/seed<s>`` and writes
-``OUT/optimizers.md`` from those copies: per study and variant the winner
-timeline against plain ``sgd`` of the same seed, the switch points, and the
-Table 1 rows (:func:`crosscurv.experiments.reports.table.table_rows`) of the generalized
-estimates; the findings are computed from the records, whatever they are.
-
-Studies (default presets; ``K`` below the presets' to fit a shared CPU):
-
-* ``lora_lrplus``: LoRA+ step-size ratios ``eta_B / eta_A`` in {1, 4, 16}
-  (``--block-lr B=4``, ``B=16``; ``eta_A`` = the preset's ``lr``);
-* ``fl_momentum``: heavy ball ``beta = 0.9`` (``--optimizer momentum:0.9``) on ``fl``;
-* ``lora_adam``: Adam on ``lora`` at ``lr = 1e-3`` (Adam moves every coordinate by
-  about ``lr``; the preset's is a plain-SGD step size).
-
-Every study compares with plain ``sgd`` at the preset's ``lr`` (the paper's
-protocol) for the same seed.
+``run`` performs every incomplete run of :data:`STUDIES` (:func:`crosscurv.experiments.runs.run`,
+one thread, resumed, interleaved by seed); ``report`` copies each run's records and summary into
+``OUT/optimizers/runs/<task>/<variant>/seed<s>`` and writes ``OUT/optimizers.md`` from them: per
+study and variant the winner timeline against plain ``sgd`` of the same seed, the switch points
+and the Table 1 rows of the generalized estimates. Studies: ``lora_lrplus`` (LoRA+ ratios
+``eta_B / eta_A`` in {1, 4, 16}), ``fl_momentum`` (heavy ball 0.9), ``lora_adam`` (Adam at
+``lr = 1e-3``).
 """
 
 from __future__ import annotations

