@@ -20,7 +20,6 @@ Writes ``REPORT`` (markdown, the findings first), e.g.::
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -97,7 +96,11 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
     from crosscurv.experiments.motivation.presets import panel_settings
     from crosscurv.experiments.motivation.runner import load_run, run_panel
     from crosscurv.numeric.records import atomic_write_text
+    from crosscurv.theory.errors import InputError
 
+    if not rates or not seeds or any(not (x > 0 and math.isfinite(x)) for x in rates):
+        raise InputError(f"rates must be positive finite numbers and seeds non-empty, got "
+                         f"{list(rates)!r}, {list(seeds)!r}")
     torch.set_num_threads(1)
     rows = []
     for lr in rates:
@@ -115,36 +118,7 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
     return rows
 
 
-def main(argv=None) -> int:
-    from crosscurv.experiments.cli.scripts import _one_line
-    from crosscurv.theory.errors import InputError
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rates", default=",".join(f"{x:g}" for x in RATES),
-                    help="comma-separated SGD rates (default: %(default)s)")
-    ap.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
-    ap.add_argument("--preset", choices=("smoke", "default"), default="default")
-    ap.add_argument("--out", required=True, help="the run folder")
-    ap.add_argument("--report", required=True, help="the markdown file to write")
-    args = ap.parse_args(argv)
-    try:
-        try:
-            rates = [float(x) for x in args.rates.split(",") if x.strip()]
-            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-        except ValueError:
-            raise InputError(f"--rates and --seeds take comma-separated numbers, got "
-                             f"{args.rates!r}, {args.seeds!r}") from None
-        if not rates or not seeds or any(not (x > 0 and math.isfinite(x)) for x in rates):
-            raise InputError(f"--rates must list positive finite numbers, got {args.rates!r}")
-        command = ("python -m crosscurv.experiments.motivation.rate_scan --rates "
-                   f"{args.rates} --seeds {args.seeds} --preset {args.preset} --out {args.out} "
-                   f"--report {args.report}")
-        run_scan(rates, seeds, args.out, args.report, args.preset, command)
-    except InputError as exc:
-        return _one_line("rate_scan", exc)
-    print(f"wrote {args.report}")
-    return 0
-
-
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from crosscurv.experiments.cli.scripts import rate_scan
+
+    sys.exit(rate_scan())
