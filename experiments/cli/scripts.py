@@ -16,6 +16,7 @@ module, which takes plain typed parameters::
     python -m crosscurv.experiments.sweep.rerender FOLDER...                 sweep_rerender()
     python -m crosscurv.experiments.studies.contest_seeds SWEEP... --out FILE contest_seeds()
     python -m crosscurv.experiments.studies.contest_lora SWEEP... --out FILE  contest_lora()
+    python -m crosscurv.experiments.motivation.rate_scan --out D --report F  rate_scan()
 
 Each module's ``if __name__ == "__main__":`` block calls its function here.  ``argv`` ``None`` reads
 ``sys.argv[1:]``; the return value is the exit status (bad input: one line on standard error and 2
@@ -34,7 +35,7 @@ from crosscurv.theory.errors import InputError
 __all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_runner",
            "optimizer_orders",
            "one_step_along_jc", "site_check", "portability", "rounding", "sweep_rerender",
-           "contest_seeds", "contest_lora"]
+           "contest_seeds", "contest_lora", "rate_scan"]
 
 
 def _argv(argv) -> list[str]:
@@ -318,10 +319,40 @@ def contest_lora(argv=None) -> int:
     ap.add_argument("--out", required=True, help="the markdown file to write")
     ap.add_argument("--motivation", help="the --report folder of the lora Figure 1 panel on the "
                     "pretrained T5 (quoted)")
+    ap.add_argument("--mlp-scan", help="the report of crosscurv.experiments.motivation.rate_scan "
+                    "(quoted)")
     args = ap.parse_args(argv)
     try:
-        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation)
+        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation, args.mlp_scan)
     except InputError as exc:
         return _one_line("contest_lora", exc)
     print(f"wrote {out}")
+    return 0
+
+
+def rate_scan(argv=None) -> int:
+    from crosscurv.experiments.motivation import rate_scan as mod
+
+    ap = argparse.ArgumentParser(description=_summary(mod))
+    ap.add_argument("--rates", default=",".join(f"{x:g}" for x in mod.RATES),
+                    help="comma-separated SGD rates (default: %(default)s)")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
+    ap.add_argument("--preset", choices=("smoke", "default"), default="default")
+    ap.add_argument("--out", required=True, help="the run folder")
+    ap.add_argument("--report", required=True, help="the markdown file to write")
+    args = ap.parse_args(argv)
+    try:
+        try:
+            rates = [float(x) for x in args.rates.split(",") if x.strip()]
+            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--rates and --seeds take comma-separated numbers, got "
+                             f"{args.rates!r}, {args.seeds!r}") from None
+        command = ("python -m crosscurv.experiments.motivation.rate_scan --rates "
+                   f"{args.rates} --seeds {args.seeds} --preset {args.preset} --out {args.out} "
+                   f"--report {args.report}")
+        mod.run_scan(rates, seeds, args.out, args.report, args.preset, command)
+    except InputError as exc:
+        return _one_line("rate_scan", exc)
+    print(f"wrote {args.report}")
     return 0

@@ -42,7 +42,8 @@ def _switch_ks(columns) -> list[int]:
 
 def contest_rows(sweeps) -> list[dict]:
     """One dict per run of the :class:`~crosscurv.experiments.studies.collect.SweepRuns` given
-    (module docstring): ``sweep, task, lr, seed, K, jc, gs`` (shares of the decided iterations),
+    (module docstring): ``sweep, task, pattern, lr, seed, K, jc, gs`` (shares of the decided
+    iterations; ``pattern`` the delay pattern S of the run, e.g. ``gs``),
     ``switches`` (their ``k``), ``top`` (largest ``eta * sharpness``), ``cross`` (first ``k`` at 2
     or ``None``), ``jc_lo``, ``gs_lo`` (the shares at :data:`TARGET_K` bounded below), ``contested``
     (``"yes"``, ``"so far"`` or ``"no"``), ``seconds`` (the run's wall time)."""
@@ -73,6 +74,7 @@ def contest_rows(sweeps) -> list[dict]:
                 {
                     "sweep": sw.path.name,
                     "task": r.task,
+                    "pattern": r.pattern,
                     "lr": r.lr,
                     "seed": r.seed,
                     "K": K,
@@ -87,7 +89,7 @@ def contest_rows(sweeps) -> list[dict]:
                     "seconds": r.seconds,
                 }
             )
-    out.sort(key=lambda d: (d["task"], d["lr"], d["seed"], d["K"]))
+    out.sort(key=lambda d: (d["task"], d["pattern"], d["lr"], d["seed"], d["K"]))
     return out
 
 

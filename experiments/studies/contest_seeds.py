@@ -23,7 +23,16 @@ import math
 import sys
 from pathlib import Path
 
-__all__ = ["read_study", "study_rows", "findings", "unfinished", "paper_line", "render", "write_contest_seeds"]
+__all__ = ["read_study", "study_rows", "findings", "unfinished", "paper_line", "paper_task",
+           "render", "write_contest_seeds"]
+
+
+def paper_task(task: str) -> str:
+    """The paper's task a study task is compared with: ``lora`` for LoRA on the pretrained T5
+    (:data:`crosscurv.experiments.studies.contest_lora.TASK`), else ``task`` itself."""
+    from crosscurv.experiments.studies.contest_lora import TASK
+
+    return "lora" if task == TASK else task
 
 
 def _complete(r) -> bool:
@@ -71,8 +80,10 @@ def study_rows(sweeps, partial=()) -> tuple[list[dict], list]:
     """``(contest rows of every run, finished or not, the complete runs)`` of the sweeps given."""
     from crosscurv.experiments.studies.contest import contest_rows
 
-    rows = [{**r, "finished": True} for r in contest_rows(sweeps)]
-    rows += [{**r, "finished": False} for r in contest_rows(partial)]
+    rows = [{**r, "task": paper_task(r["task"]), "run_task": r["task"], "finished": True}
+            for r in contest_rows(sweeps)]
+    rows += [{**r, "task": paper_task(r["task"]), "run_task": r["task"], "finished": False}
+             for r in contest_rows(partial)]
     rows.sort(key=lambda d: (d["task"], d["lr"], d["seed"], d["K"]))
     done = [r for sw in sweeps for r in sw.runs if _complete(r)]
     return rows, done
@@ -127,8 +138,17 @@ def unfinished(sweeps) -> list[str]:
         for name in sw.unfinished:
             rec = sw.path / "runs" / name / "records.csv"
             k = max(0, len(rec.read_text().splitlines()) - 1) if rec.is_file() else 0
-            out.append(f"{name} (K = {k} reached)")
+            out.append(f"{_short_name(name)} (K = {k} reached)")
     return out
+
+
+def _short_name(name: str) -> str:
+    """A run folder's name with the pretrained LoRA factory's module path cut to
+    ``lora-pretrained`` (the findings line stays short)."""
+    from crosscurv.experiments.studies.contest_lora import TASK
+
+    prefix = TASK.replace(":", "_")
+    return "lora-pretrained" + name[len(prefix):] if name.startswith(prefix) else name
 
 
 def _jc_iterations(r: dict) -> int:
@@ -188,6 +208,7 @@ def render(rows: list[dict], table: list[dict], command: str, left=()) -> str:
         "at shorter K, and for the MLP also half its lowest: the JC phase is early in training, "
         "and a smaller rate stretches it over more iterations. Only there can Table 1 fail; a predictor that always "
         "names the majority winner is the row to beat.",
+        *_renamed(rows),
         "",
         paper_line(),
         "",
@@ -203,6 +224,18 @@ def render(rows: list[dict], table: list[dict], command: str, left=()) -> str:
         *(_group_tables(rows, table) if table else ["No finished run.", ""]),
     ]
     return "\n".join(lines)
+
+
+def _renamed(rows: list[dict]) -> list[str]:
+    """A line naming the study tasks shown under the paper's task name (:func:`paper_task`)."""
+    named = sorted({(r["task"], r["run_task"]) for r in rows if r["task"] != r["run_task"]})
+    return [
+        "",
+        "Tasks under the paper's name: "
+        + "; ".join(f"`{t}` is `{run}` (its base weights pretrained by "
+                    f"`{run.split(':')[0]}`, not random)" for t, run in named)
+        + ".",
+    ] if named else []
 
 
 def _group_tables(rows: list[dict], table: list[dict]) -> list[str]:
@@ -242,7 +275,8 @@ def _table(done) -> list[dict]:
     from crosscurv.experiments.reports.table import TABLE_ROWS
     from crosscurv.experiments.studies.seeds import seed_rows
 
-    return seed_rows(done, TABLE_ROWS) if done else []
+    rows = seed_rows(done, TABLE_ROWS) if done else []
+    return [{**t, "task": paper_task(t["task"])} for t in rows]
 
 
 def write_contest_seeds(sweep_dirs: list[str], out: str) -> str:

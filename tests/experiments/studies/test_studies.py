@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def write_run(folder, name, *, task="mlp", lr=0.1, seed=0, gaps, est, errs=None, sharp=None, status="complete",
-              preset="default", iters=None, threads=None, seconds=10.0):
+              preset="default", iters=None, threads=None, seconds=10.0, pattern="gs"):
     """A run folder as ``crosscurv run`` writes it: recursive = est, cumulative = -est, jc_only = est."""
     d = folder / "runs" / name
     d.mkdir(parents=True)
@@ -35,7 +35,7 @@ def write_run(folder, name, *, task="mlp", lr=0.1, seed=0, gaps, est, errs=None,
         for k, (g, e, ge, s) in enumerate(zip(gaps, est, errs, sharp), start=1):
             w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=-e, jc_only=e,
                                 bound_bk=10.0, sharpness=s, gap_err=ge))
-    settings = {"task": task, "preset": preset, "lr": lr, "seed": seed, "pattern_spec": "gs", "dtype": "float32",
+    settings = {"task": task, "preset": preset, "lr": lr, "seed": seed, "pattern_spec": pattern, "dtype": "float32",
                 "iters": iters or len(gaps)}
     if threads is not None:
         settings["threads"] = threads
