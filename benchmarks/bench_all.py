@@ -1,9 +1,10 @@
-"""Run the performance benchmarks and write their results, with the machine they ran on, to one Markdown file.
+"""Run the performance benchmarks and write their results, with the machine they ran on, to one
+Markdown file.
 
-Every performance figure of the project is read from this file (``reports/performance.md``).
-Each benchmark runs in its own subprocess with one intra-op thread; its output is written verbatim
-under its command, with its wall time and the load average before and after. The header names the
-machine, torch, the thread count, the date and the commit.
+Every performance figure of the project is read from this file (``reports/performance.md``). Each
+benchmark runs in its own subprocess with one intra-op thread; its output is written verbatim under
+its command, with its wall time and the load average before and after. The header names the machine,
+torch, the thread count, the date and the commit.
 
 Usage::
 
@@ -32,54 +33,73 @@ PY = sys.executable
 #: name -> (title, what it measures, full argv, quick argv)
 BENCHMARKS = {
     "memory": ("Peak memory of the protocol over one gradient step",
-               "The `fl` ResNet-18 at base widths 16, 32 and 64 with the default offload policy (target <= 3x).",
+               "The `fl` ResNet-18 at base widths 16, 32 and 64 with the default offload "
+               "policy (target <= 3x).",
                ["benchmarks/bench_memory.py", "--width", "16", "32", "64"],
                ["benchmarks/bench_memory.py", "--width", "4", "--iters", "1"]),
     "memory-mlp": ("Peak memory of the protocol on the MLP",
-                   "The `mlp` task (782,186 parameters, no loss terms: one retained graph) with the default offload "
+                   "The `mlp` task (782,186 parameters, no loss terms: one retained graph) "
+                   "with the default offload "
                    "policy (target <= 3x).",
                    ["benchmarks/bench_memory.py", "--task", "mlp"],
-                   ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters", "1"]),
+                   ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters",
+                   "1"]),
     "memory-mlp-resident": ("Peak memory of the protocol on the MLP, nothing parked",
-                            "The same run with `--offload off`: the carried vectors stay in memory, which is what "
-                            "the default policy's parking saves on this model (and what its parks and fetches cost "
+                            "The same run with `--offload off`: the carried vectors stay in "
+                            "memory, which is what "
+                            "the default policy's parking saves on this model (and what its "
+                            "parks and fetches cost "
                             "in time: What offloading costs).",
                             ["benchmarks/bench_memory.py", "--task", "mlp", "--offload", "off"],
-                            ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters", "1",
+                            ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke",
+                            "--iters", "1",
                              "--offload", "off"]),
     "protocol": ("One protocol iteration against its lower bound",
-                 "Per task: one iteration in gradients, its lower bound from the same primitives timed alone, "
+                 "Per task: one iteration in gradients, its lower bound from the same "
+                 "primitives timed alone, "
                  "`iteration / bound` per round and the breakdown (target <= 1.1).",
-                 ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds", "2"],
-                 ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
+                 ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds",
+                 "2"],
+                 ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters",
+                 "4",
                   "--repeats", "1"]),
     "reductions": ("Float32 reductions: the body's and fused kernels",
-                   "A dot product and a norm over the MLP's parameter vector as the body forms them (pairwise "
+                   "A dot product and a norm over the MLP's parameter vector as the body "
+                   "forms them (pairwise "
                    "`Tensor.sum`) and by fused kernels (`torch.dot`, `torch.linalg.vector_norm`, "
                    "`torch._foreach_norm`): CPU time and error against the exact value.",
                    ["benchmarks/bench_reductions.py", "--repeats", "30"],
                    ["benchmarks/bench_reductions.py", "--preset", "smoke", "--repeats", "2"]),
     "trust": ("What the error estimates and the converged extremes cost",
-              "Per task: the protocol with the error columns and the converged extreme eigenpairs against the same "
+              "Per task: the protocol with the error columns and the converged extreme "
+              "eigenpairs against the same "
               "run without them, interleaved, CPU time (target <= 1.3x).",
               ["benchmarks/bench_trust_cost.py", "--iters", "41", "--rounds", "2"],
-              ["benchmarks/bench_trust_cost.py", "--tasks", "mlp", "--preset", "smoke", "--iters", "4",
+              ["benchmarks/bench_trust_cost.py", "--tasks", "mlp", "--preset", "smoke", "--iters",
+              "4",
                "--rounds", "1"]),
     "hvp": ("HVP cost in gradients",
-            "One Hessian-vector product against one gradient of the same loss, the three task models; the row "
+            "One Hessian-vector product against one gradient of the same loss, the three "
+            "task models; the row "
             "`grad+hvp (retained graph)` is what the protocol pays per product.",
             ["benchmarks/bench_hvp.py", "--repeats", "3", "--threads", "1", "--clock", "cpu"],
-            ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu", "--models", "mlp",
+            ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu",
+            "--models", "mlp",
              "--batch", "0"]),
     "threads": ("One and two intra-op threads",
-                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's default is 1), "
+                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the "
+                "CLI's default is 1), "
                 "and the count `--threads auto` picks from one gradient at each.",
-                ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats", "2"],
-                ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats", "1"]),
+                ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats",
+                "2"],
+                ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats",
+                "1"]),
     "offload": ("What offloading costs",
-                "Protocol wall time with the carried vectors resident and parked, interleaved, min of repeats.",
+                "Protocol wall time with the carried vectors resident and parked, "
+                "interleaved, min of repeats.",
                 ["benchmarks/bench_offload.py", "--task", "mlp", "--iters", "6", "--repeats", "3"],
-                ["benchmarks/bench_offload.py", "--task", "mlp", "--preset", "smoke", "--iters", "2", "--repeats", "1"]),
+                ["benchmarks/bench_offload.py", "--task", "mlp", "--preset", "smoke", "--iters",
+                "2", "--repeats", "1"]),
 }
 
 
@@ -98,7 +118,8 @@ def machine() -> dict:
     import torch
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+            capture_output=True, text=True,
                                 timeout=30).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
@@ -110,7 +131,8 @@ def machine() -> dict:
 def run_one(name: str, quick: bool) -> dict:
     title, what, full, small = BENCHMARKS[name]
     argv = small if quick else full
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get(
+        "PYTHONPATH", ""))
     env.pop("CROSSCURV_DEFAULT_THREADS", None)
     load0 = os.getloadavg()[0]
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
@@ -209,19 +231,26 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
              f"- date: {started} (UTC)",
              f"- machine: {info['cpu']}, {info['cpus']} logical CPUs, GPU: {info['gpu']}",
              f"- torch {info['torch']}, Python {info['python']}, crosscurv commit {info['commit']}",
-             "- threads: 1 intra-op thread per benchmark (`OMP_NUM_THREADS=1`), except the thread comparison",
-             "- the machine may be shared: compare ratios measured inside one benchmark (interleaved), not "
-             "absolute times across sections; each section gives the load average before and after it", ""]
+             "- threads: 1 intra-op thread per benchmark (`OMP_NUM_THREADS=1`), except the "
+             "thread comparison",
+             "- the machine may be shared: compare ratios measured inside one benchmark "
+             "(interleaved), not "
+             "absolute times across sections; each section gives the load average before and "
+             "after it", ""]
     if quick:
-        lines += ["**Quick run: smallest sizes, a check of the pipeline; no figure here is to be quoted.**", ""]
+        lines += ["**Quick run: smallest sizes, a check of the pipeline; no figure here is to be "
+            "quoted.**", ""]
     for r in results:
-        status = "" if r["rc"] == 0 else f" (exit code {r['rc']}{': target missed' if r['rc'] == 1 else ''})"
+        status = "" if r[
+            "rc"] == 0 else f" (exit code {r['rc']}{': target missed' if r['rc'] == 1 else ''})"
         lines += [f"## {r['title']}", "", r["what"], "",
                   f"`{r['command']}`: {r['wall']:.0f} s wall, load average {r['load'][0]:.1f} -> "
-                  f"{r['load'][1]:.1f}{status}" + (f"; run {r['started']} UTC at commit {r['commit']}"
+                  f"{r['load'][1]:.1f}{status}" + (
+                  f"; run {r['started']} UTC at commit {r['commit']}"
                                                      if r.get("started") else ""), ""]
         out = r["out"]
-        if r["name"] in ("memory", "memory-mlp", "memory-mlp-resident", "reductions", "threads") and r["rc"] in (0, 1):
+        if r["name"] in ("memory", "memory-mlp", "memory-mlp-resident", "reductions",
+                "threads") and r["rc"] in (0, 1):
             lines += [out, ""]  # already Markdown
         else:
             lines += ["```", out or "(no output)", "```", ""]
@@ -233,7 +262,8 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
 
 
 def merge(paths: list[str]) -> str:
-    """One report from the sections of several: the first file's header, then each known section in order."""
+    """One report from the sections of several: the first file's header, then each known section in
+    order."""
     titles = {spec[0]: name for name, spec in BENCHMARKS.items()}
     header, sections, sources = None, {}, 0
     for path in paths:
@@ -241,17 +271,22 @@ def merge(paths: list[str]) -> str:
             parts = ("\n" + fh.read()).split("\n## ")
         if header is None:
             header = parts[0].lstrip("\n")
-        merged = re.search(r"^- assembled by `bench_all.py --merge` from ([0-9]+) reports", parts[0], re.M)
-        sources += int(merged.group(1)) if merged else 1  # a merged report counts the reports it was made of
+        merged = re.search(r"^- assembled by `bench_all.py --merge` from ([0-9]+) reports", parts[
+            0], re.M)
+        # a merged report counts the reports it was made of
+        sources += int(merged.group(1)) if merged else 1
         for part in parts[1:]:
             title = part.split("\n", 1)[0].strip()
             if title not in titles:
                 raise SystemExit(f"bench_all: {path}: unknown section {title!r}")
             sections[titles[title]] = "## " + part.rstrip() + "\n"
     body = [sections[n] for n in BENCHMARKS if n in sections]
-    note = (f"- assembled by `bench_all.py --merge` from {sources} reports of `--only` invocations; the date and "
-            "commit above are the first one's; each section names its own command and load average, and its own "
-            "date and commit where it has them (a section without them ran at the date and commit above)")
+    note = (f"- assembled by `bench_all.py --merge` from {sources} reports of `--only` "
+        "invocations; the date and "
+            "commit above are the first one's; each section names its own command and load "
+            "average, and its own "
+            "date and commit where it has them (a section without them ran at the date and "
+            "commit above)")
     header_lines = header.rstrip().split("\n")
     quick = any(line.startswith(("Generated by", "Written by")) and " --quick`" in line
                 for line in header_lines)
@@ -266,8 +301,10 @@ def merge(paths: list[str]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join("reports", "performance.md"))
-    ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of " + ",".join(BENCHMARKS))
-    ap.add_argument("--quick", action="store_true", help="smallest sizes: a pipeline check, not figures")
+    ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of "
+        + ",".join(BENCHMARKS))
+    ap.add_argument("--quick", action="store_true",
+        help="smallest sizes: a pipeline check, not figures")
     ap.add_argument("--merge", nargs="+", default=None, metavar="MD",
                     help="write --out from the sections of earlier outputs (no benchmark runs)")
     args = ap.parse_args(argv)
@@ -290,7 +327,8 @@ def main(argv=None) -> int:
         text = render(info, results, started, args.quick)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         tmp = args.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:  # written after each benchmark: a long run shows progress
+        # written after each benchmark: a long run shows progress
+        with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, args.out)
     print(f"bench_all: wrote {args.out}", file=sys.stderr)

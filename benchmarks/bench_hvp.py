@@ -79,14 +79,16 @@ class ResNet18(nn.Module):
         self.bn = nn.BatchNorm2d(64)
         stages, cin = [], 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            stages.append(nn.Sequential(_Basic(cin, cout, stride, conv), _Basic(cout, cout, 1, conv)))
+            stages.append(nn.Sequential(_Basic(cin, cout, stride, conv), _Basic(cout, cout, 1,
+                conv)))
             cin = cout
         self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(512, num_classes)
 
     def forward(self, x):
         h = self.stages(F.relu(self.bn(self.conv(x))))
-        return self.fc(h.mean(dim=(2, 3)))  # global average pool; vmap has a batching rule for mean (not for adaptive_avg_pool2d)
+        # global average pool; vmap has a batching rule for mean (not for adaptive_avg_pool2d)
+        return self.fc(h.mean(dim=(2, 3)))
 
 
 def resnet_problem(gen: torch.Generator):
@@ -114,7 +116,8 @@ def t5lora_problem(gen: torch.Generator):
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     base = transformers.T5ForConditionalGeneration(cfg)
-    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q", "v"])).eval()
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=[
+        "q", "v"])).eval()
     params = {k: v.detach().clone() for k, v in model.named_parameters() if v.requires_grad}
     for k, v in params.items():  # non-zero B so no product vanishes structurally
         v.normal_(0.0, 0.02, generator=gen)
@@ -126,7 +129,8 @@ def t5lora_problem(gen: torch.Generator):
 
     def loss(p):
         out = torch.func.functional_call(
-            model, p, (), {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": dec, "use_cache": False},
+            model, p, (), {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": dec,
+            "use_cache": False},
             strict=False,
         )
         return F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), labels.reshape(-1))
@@ -164,9 +168,12 @@ def variants(loss, params, vs, batch, linearize=False):
         out["linearize (once per point)"] = lin_build
         out["linearized jvp"] = lambda: state["fn"](v)
     if batch > 1:
-        out[f"batch x{batch} forward (per product)"] = lambda: hvp_batch(loss, params, vs[:batch], "forward")
-        out[f"batch x{batch} reverse (per product)"] = lambda: hvp_batch(loss, params, vs[:batch], "reverse")
-        out[f"batch x{batch} rof (per product)"] = lambda: hvp_batch(loss, params, vs[:batch], "rof")
+        out[f"batch x{batch} forward (per product)"] = lambda: hvp_batch(loss, params, vs[:batch],
+            "forward")
+        out[f"batch x{batch} reverse (per product)"] = lambda: hvp_batch(loss, params, vs[:batch],
+            "reverse")
+        out[f"batch x{batch} rof (per product)"] = lambda: hvp_batch(loss, params, vs[:batch],
+            "rof")
     return out
 
 
@@ -185,10 +192,12 @@ def check(loss, params, v) -> float:
     return num / den
 
 
-def bench(name: str, repeats: int, batch: int, seed: int = 0, clock=time.perf_counter, linearize=False) -> dict:
+def bench(name: str, repeats: int, batch: int, seed: int = 0, clock=time.perf_counter,
+        linearize=False) -> dict:
     gen = torch.Generator().manual_seed(seed)
     params, loss, desc = PROBLEMS[name](gen)
-    vs = [{k: torch.randn(t.shape, generator=gen) for k, t in params.items()} for _ in range(max(batch, 1))]
+    vs = [{k: torch.randn(t.shape, generator=gen) for k, t in params.items()} for _ in range(max(
+        batch, 1))]
     agree = check(loss, params, vs[0])
     fns = variants(loss, params, vs, batch, linearize)
     failed = {}
@@ -229,13 +238,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="mlp,resnet18,t5lora")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all the machine gives)")
-    ap.add_argument("--batch", type=int, default=4, help="directions per hvp_batch call (0/1: skip)")
+    ap.add_argument("--threads", type=int, default=None,
+        help="torch threads (default: all the machine gives)")
+    ap.add_argument("--batch", type=int, default=4,
+        help="directions per hvp_batch call (0/1: skip)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="wall: perf_counter; cpu: this process's CPU time (robust on a loaded machine, "
+                    help="wall: perf_counter; cpu: this process's CPU time (robust on a loaded "
+                    "machine, "
                          "best with --threads 1)")
     ap.add_argument("--linearize", action="store_true",
-                    help="also time torch.func.linearize of the gradient map (slow to trace on large models)")
+                    help="also time torch.func.linearize of the gradient map (slow to trace on "
+                    "large models)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
     from tabulate import tabulate
@@ -246,20 +259,24 @@ def main(argv=None) -> int:
     caller_chooses()  # the API calls below keep this count
     results = []
     print(f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads, float32, "
-          f"{args.repeats} repeats (median), {args.clock} clock, load average {os.getloadavg()[0]:.1f}")
+          f"{args.repeats} repeats (median), {args.clock} clock, load average "
+          f"{os.getloadavg()[0]:.1f}")
     for name in args.models.split(","):
         clock = time.perf_counter if args.clock == "wall" else time.process_time
         r = bench(name.strip(), args.repeats, args.batch, clock=clock, linearize=args.linearize)
         results.append(r)
         print(f"\n{name}: {r['description']}, {r['n_params']:,} trainable parameters; "
               f"HVP variants agree to {r['max_rel_disagreement']:.1e} (relative)")
-        print(tabulate(r["rows"], headers=["variant", "median ms", "/ grad (median)", "/ grad (best)",
+        print(tabulate(r["rows"], headers=["variant", "median ms", "/ grad (median)",
+            "/ grad (best)",
                                            "(t - grad) / grad"],
-                       floatfmt=(".0f", ".1f", ".2f", ".2f", ".2f"), tablefmt="github", missingval=""))
+                       floatfmt=(".0f", ".1f", ".2f", ".2f", ".2f"), tablefmt="github",
+                       missingval=""))
         for k, why in r["failed"].items():
             print(f"  {k}: not available ({why})")
     if args.json:
-        meta = {"threads": threads, "torch": torch.__version__, "clock": args.clock, "repeats": args.repeats}
+        meta = {"threads": threads, "torch": torch.__version__, "clock": args.clock,
+            "repeats": args.repeats}
         Path(args.json).write_text(json.dumps({**meta, "results": results}, indent=1))
     return 0
 

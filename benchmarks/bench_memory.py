@@ -1,4 +1,6 @@
-"""Peak memory of the protocol vs one gradient step on a CIFAR ResNet-18, at several widths (target <= 3x).
+"""Peak memory of the protocol vs one gradient step on a CIFAR ResNet-18, at several widths (target
+<=
+3x).
 
 Each measurement runs in its own subprocess: build the task (``fl`` at a base width, or ``--task
 mlp``) and evaluate the loss; take ``VmRSS`` as the baseline and reset ``VmHWM``
@@ -85,7 +87,8 @@ def _child(args) -> dict:
             return torch.cuda.max_memory_allocated()
         return _status_kb("VmHWM") * 1024
 
-    def first_record(k, total):  # the peak so far (iteration 0 with its eigensolve), then a fresh peak
+    # the peak so far (iteration 0 with its eigensolve), then a fresh peak
+    def first_record(k, total):
         if "first" not in marks and measuring:
             marks["first"] = peak_now()
             if cuda:
@@ -107,12 +110,14 @@ def _child(args) -> dict:
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 res = run_protocol(task, pattern, lr, args.iters, out_dir=os.path.join(tmp, "run"),
-                                   hvp_method=args.hvp, chunk_size=args.chunk, progress=first_record,
+                                   hvp_method=args.hvp, chunk_size=args.chunk,
+                                   progress=first_record,
                                    offload={"auto": None, "on": True, "off": False}[args.offload])
             assert res.status == "complete", res.message
             offloaded.append(bool(res.summary["settings"]["offload"]))
 
-    workload()  # warm-up: lazily loaded kernels and one-time functorch set-up are not the workload's
+    # warm-up: lazily loaded kernels and one-time functorch set-up are not the workload's
+    workload()
     gc.collect()
     if cuda:
         torch.cuda.synchronize()
@@ -146,8 +151,10 @@ def _child(args) -> dict:
 
 
 def _measure(mode: str, args, width: int | None) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--task", args.task, "--preset", args.preset,
-           "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(args.threads),
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--task", args.task,
+        "--preset", args.preset,
+           "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(
+           args.threads),
            "--offload", args.offload]
     if width is not None:
         cmd += ["--width", str(width)]
@@ -167,7 +174,8 @@ def measure(args, width: int | None) -> dict:
     pt = _measure("point", args, width)
     p = _measure("protocol", args, width)
     later = p.get("later_bytes")
-    return {"width": g["width"], "n_params": g["n_params"], "offloaded": p["offloaded"], "how": g["how"],
+    return {"width": g["width"], "n_params": g["n_params"], "offloaded": p["offloaded"], "how": g[
+        "how"],
             "grad_mib": g["extra_bytes"] / 2 ** 20, "protocol_mib": p["extra_bytes"] / 2 ** 20,
             "point_ratio": pt["extra_bytes"] / g["extra_bytes"], "engine": pt["engine"],
             "ratio": p["extra_bytes"] / g["extra_bytes"], "examples": g["examples"],
@@ -177,23 +185,33 @@ def measure(args, width: int | None) -> dict:
 
 def table(rows: list[dict], args) -> str:
     """The rows as a Markdown table, with a line saying what was measured and how."""
-    what = "fl ResNet-18, client examples" if args.task == "fl" else "mlp (8-layer MNIST MLP), examples"
-    head = (f"{what} {rows[0]['examples']}, float32, {args.device}, hvp {args.hvp} (engine {rows[0]['engine']}), "
-            f"chunk {args.chunk}, offload {args.offload}, K = {args.iters}, {args.threads} thread(s); "
+    what = ("fl ResNet-18, client examples" if args.task == "fl"
+        else "mlp (8-layer MNIST MLP), examples")
+    head = (f"{what} {rows[0]['examples']}, float32, {args.device}, hvp {args.hvp} (engine "
+        f"{rows[0]['engine']}), "
+            f"chunk {args.chunk}, offload {args.offload}, K = {args.iters}, {args.threads} "
+            "thread(s); "
             f"measured as {rows[0]['how']}, above the baseline after set-up")
-    lines = [head, "", "| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) | protocol / gradient "
-             f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first record / gradient step "
+    lines = [head, "", "| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) "
+        "| protocol / gradient "
+             f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first "
+             "record / gradient step "
              "| one point and one product / gradient step |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         later = ("| n/a | n/a |" if r.get("later_mib") is None
                  else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |") + f" {r['point_ratio']:.2f} |"
-        lines.append(f"| {r['width'] if r['width'] is not None else '-'} | {r['n_params']:,} | {'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
+        lines.append(f"| {r['width'] if r['width'] is not None else '-'} | {r['n_params']:,} | "
+            f"{'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
                      f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")
-    lines += ["", "The whole run includes iteration 0's eigensolve from scratch (crosscurv.numeric.estimates.solve_extremes); "
-              "after the first record, the iterations without a solve (the iteration body). The target applies "
-              "to the whole run: exit code 1 when a width misses it. One point and one product: the run's "
-              "engine (crosscurv.numeric.protocol.choose_engine) at the parameters, its gradient and one "
+    lines += ["", "The whole run includes iteration 0's eigensolve from scratch "
+        "(crosscurv.numeric.estimates.solve_extremes); "
+              "after the first record, the iterations without a solve (the iteration body). "
+              "The target applies "
+              "to the whole run: exit code 1 when a width misses it. One point and one "
+              "product: the run's "
+              "engine (crosscurv.numeric.protocol.choose_engine) at the parameters, its "
+              "gradient and one "
               "Hessian-vector product, the floor under the body's peak before any carried vector."]
     return "\n".join(lines)
 
@@ -201,25 +219,32 @@ def table(rows: list[dict], args) -> str:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="Each width gives two ratios: the whole run (iteration 0 solves for the Hessian's extreme eigenpairs "
-               "from scratch, the solver of crosscurv.numeric.estimates.solve_extremes) and the iterations after the first "
+        epilog="Each width gives two ratios: the whole run (iteration 0 solves for the Hessian's "
+        "extreme eigenpairs "
+               "from scratch, the solver of crosscurv.numeric.estimates.solve_extremes) and "
+               "the iterations after the first "
                "record. "
                f"Exit code 1 when a width's whole-run ratio is above {TARGET:g}.")
     ap.add_argument("--task", default="fl", choices=("fl", "mlp"),
-                    help="fl (default: the ResNet-18 at each --width) or mlp (the 8-layer MNIST MLP, one row)")
+                    help="fl (default: the ResNet-18 at each --width) or mlp (the 8-layer MNIST "
+                    "MLP, one row)")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--width", type=int, nargs="+", default=[16, 32, 64],
                     help="ResNet-18 base widths, one row each (default: 16 32 64)")
     ap.add_argument("--iters", type=int, default=3, help="protocol iterations K (default 3)")
-    ap.add_argument("--chunk", type=int, default=None, help="HVPs per vmap chunk (default: all at once)")
+    ap.add_argument("--chunk", type=int, default=None,
+        help="HVPs per vmap chunk (default: all at once)")
     ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
     ap.add_argument("--offload", default="auto", choices=("auto", "on", "off"),
-                    help="park carried vectors between uses (default auto: crosscurv.numeric.offload.should_offload, on once "
-                         "the 7 carried vectors reach 16 MiB, about 600,000 float32 parameters, or under memory "
+                    help="park carried vectors between uses (default auto: "
+                    "crosscurv.numeric.offload.should_offload, on once "
+                         "the 7 carried vectors reach 16 MiB, about 600,000 float32 "
+                         "parameters, or under memory "
                          "pressure)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--child", choices=("grad", "point", "protocol"), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("grad", "point", "protocol"), default=None,
+        help=argparse.SUPPRESS)
     ap.add_argument("--mode", default=None, help=argparse.SUPPRESS)
     return ap
 
@@ -236,8 +261,10 @@ def main(argv=None) -> int:
     for w in widths:  # each row on stderr as soon as it is measured: a long run shows its progress
         rows.append(measure(args, w))
         r = rows[-1]
-        later = "" if r["later_ratio"] is None else f", after the first record {r['later_ratio']:.2f}x"
-        print(f"bench_memory: {args.task} width {r['width']}: protocol {r['ratio']:.2f}x one gradient step{later}",
+        later = "" if r[
+            "later_ratio"] is None else f", after the first record {r['later_ratio']:.2f}x"
+        print(f"bench_memory: {args.task} width {r['width']}: protocol {r['ratio']:.2f}x one "
+            f"gradient step{later}",
               file=sys.stderr, flush=True)
     print(table(rows, args))
     return 0 if all(r["ratio"] <= TARGET for r in rows) else 1

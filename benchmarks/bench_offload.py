@@ -62,12 +62,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="fl")
     ap.add_argument("--preset", default="default")
-    ap.add_argument("--width", type=int, default=None, help="fl only: ResNet-18 base width (default: the preset's)")
+    ap.add_argument("--width", type=int, default=None,
+        help="fl only: ResNet-18 base width (default: the preset's)")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--park", type=int, default=0, metavar="N",
-                    help="time N parks and fetches by the store and by torch.save/torch.load instead")
+                    help="time N parks and fetches by the store and by torch.save/torch.load "
+                    "instead")
     args = ap.parse_args(argv)
 
     import torch
@@ -98,11 +100,13 @@ def main(argv=None) -> int:
         for off in (False, True):
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
-                res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"), offload=off)
+                res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp,
+                    "run"), offload=off)
                 times[off].append(time.perf_counter() - t0)
             assert res.status == "complete", res.message
     off, on = min(times[False]), min(times[True])
-    print(f"task {args.task} (preset {args.preset}, {task.num_params():,} parameters), K={args.iters}, "
+    print(f"task {args.task} (preset {args.preset}, {task.num_params():,} parameters), "
+        f"K={args.iters}, "
           f"{torch.get_num_threads()} thread(s), min of {args.repeats}")
     print(f"offload off: {off:.2f} s   on: {on:.2f} s   on/off = {on / off:.3f}")
     return 0

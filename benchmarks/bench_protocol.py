@@ -56,9 +56,12 @@ def _cpu(fn, repeats: int, samples: list | None = None) -> float:
 class _Timers:
     """process_time accumulated per part, by wrapping the protocol's primitives in place."""
 
-    PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap", "checkpoints")
-    #: the body's own work ("rest") split further: the store's parks and fetches, the float64 sums outside
-    #: the parts above (the JC and S steps' remainders where the steps are not timed, the extremes' residuals)
+    PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap",
+        "checkpoints")
+    # : the body's own work ("rest") split further: the store's parks and fetches, the float64 sums
+    # outside
+    # : the parts above (the JC and S steps' remainders where the steps are not timed, the extremes'
+    # residuals)
     REST_PARTS = ("store", "float64 sums")
 
     def __init__(self):
@@ -67,7 +70,8 @@ class _Timers:
         self.acc = dict.fromkeys(self.PARTS + self.REST_PARTS, 0.0)
         self.calls = dict.fromkeys(self.PARTS + self.REST_PARTS, 0)
         self.parks = 0  # parks of a vector (not of None) in the store, the floor's count
-        self.reductions = 0  # float32 dot products and norms over the parameters outside the timed parts
+        # float32 dot products and norms over the parameters outside the timed parts
+        self.reductions = 0
         self._undo = []
         self._depth = 0
 
@@ -142,7 +146,8 @@ class _Timers:
 
 
 def _iteration_times(task, pattern, lr, iters, timers=None):
-    """CPU seconds of iterations 2..iters-1 of one run (with a run folder), and the breakdown per iteration."""
+    """CPU seconds of iterations 2..iters-1 of one run (with a run folder), and the breakdown per
+    iteration."""
     from crosscurv.numeric.protocol import run_protocol
 
     stamps = {}
@@ -151,7 +156,8 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     def progress(k, total):
         stamps[k] = time.process_time()
         if timers is not None:
-            parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks, timers.reductions)
+            parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks,
+                timers.reductions)
 
     with tempfile.TemporaryDirectory() as tmp:
         run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress,
@@ -161,16 +167,21 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     per, segments = None, None
     if timers is not None and ks:
         n = len(ks)
-        per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS + timers.REST_PARTS}
-        per["parks"] = (parts[ks[-1]][2] - parts[ks[0] - 1][2]) / n  # parks of a vector per iteration
-        per["reductions"] = (parts[ks[-1]][3] - parts[ks[0] - 1][3]) / n  # float32 reductions per iteration
-        segments = (parts[ks[-1]][1] - parts[ks[0] - 1][1]) / n  # share of iterations that took the segment
+        per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS
+            + timers.REST_PARTS}
+        # parks of a vector per iteration
+        per["parks"] = (parts[ks[-1]][2] - parts[ks[0] - 1][2]) / n
+        # float32 reductions per iteration
+        per["reductions"] = (parts[ks[-1]][3] - parts[ks[0] - 1][3]) / n
+        # share of iterations that took the segment
+        segments = (parts[ks[-1]][1] - parts[ks[0] - 1][1]) / n
     return its, per, segments
 
 
 def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
-    """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds): each sample appended to
-    ``samples[name]``, and the medians over all samples there (those of an earlier call included)."""
+    """The lower bound's primitives at ``theta^0``, each timed alone (CPU seconds): each sample
+    appended to ``samples[name]``, and the medians over all samples there (those of an earlier call
+    included)."""
     from crosscurv.numeric import tree
     from crosscurv.numeric.curvature import masked_product_plan
     from crosscurv.numeric.gap import SegmentGap
@@ -195,11 +206,13 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
         timed(form, lambda plan=plan: point.masked(plan, g))
     timed("step", lambda: scheme_step(task, p0, pattern, lr, grad_at_params=g))
     timed("step without g_S", lambda: scheme_step(task, p0, pattern, lr))
-    if getattr(task, "chain", None) is not None:  # the same step through the loss alone (crosscurv.numeric.chain)
+    # the same step through the loss alone (crosscurv.numeric.chain)
+    if getattr(task, "chain", None) is not None:
         from crosscurv.numeric import Task
 
         bare = Task(task.params, task.loss, task.blocks, task.name, task.info, task.default_pattern)
-        timed("step without the chain", lambda: scheme_step(bare, p0, pattern, lr, grad_at_params=g))
+        timed("step without the chain", lambda: scheme_step(bare, p0, pattern, lr,
+            grad_at_params=g))
     # the measured gap's segment as the iteration takes it: three inner gradients, five float64 dots
     theta_s = {k: v + 1e-3 for k, v in p0.items()}
     delta = tree.sub(theta_s, p0)
@@ -215,7 +228,8 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
     # the floor of the body's own work: its two float64 step remainders, a reduction, a park
     gd = tree.detach(g)
     new = {k: p0[k].detach() - lr * gd[k] for k in p0}
-    timed("reduction", lambda: float(tree.dot(gd, new)))  # as the body takes a dot product or a norm
+    # as the body takes a dot product or a norm
+    timed("reduction", lambda: float(tree.dot(gd, new)))
     timed("S step remainder", lambda: step_residual(new, p0, gd, lr, gd, lr * lr))
     timed("JC step remainder", lambda: step_residual(new, p0, gd, lr, None, 0.0))
     store = Offloaded(task.device)

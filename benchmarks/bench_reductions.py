@@ -50,18 +50,22 @@ def main(argv=None) -> int:
     g = torch.Generator().manual_seed(0)
     b = {k: torch.randn(v.shape, generator=g, dtype=torch.float64).float() for k, v in a.items()}
 
-    def exact(x, y) -> float:  # a product of two float32 numbers is exact in float64; fsum rounds once
+    # a product of two float32 numbers is exact in float64; fsum rounds once
+    def exact(x, y) -> float:
         return math.fsum(p for k in x for p in (x[k].double() * y[k].double()).reshape(-1).tolist())
 
     dots = {
         "Tensor.sum of the products (tree.dot)": lambda: float(tree.dot(a, b)),
-        "torch.dot per entry": lambda: sum(float(torch.dot(a[k].reshape(-1), b[k].reshape(-1))) for k in a),
+        "torch.dot per entry": lambda: sum(float(torch.dot(a[k].reshape(-1), b[k].reshape(-1)))
+        for k in a),
     }
     norms = {
         "Tensor.sum of the squares (tree.norm)": lambda: float(tree.norm(a)),
-        "torch.linalg.vector_norm per entry": lambda: math.sqrt(sum(float(torch.linalg.vector_norm(v)) ** 2
+        "torch.linalg.vector_norm per entry": lambda: math.sqrt(sum(float(torch.linalg.vector_norm(
+        v)) ** 2
                                                                     for v in a.values())),
-        "torch._foreach_norm": lambda: float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(a.values()))))),
+        "torch._foreach_norm": lambda: float(torch.linalg.vector_norm(torch.stack(
+        torch._foreach_norm(list(a.values()))))),
     }
     ref_dot, ref_norm = exact(a, b), math.sqrt(exact(a, a))
     samples = {}
@@ -69,8 +73,10 @@ def main(argv=None) -> int:
         for name, fn in {**dots, **norms}.items():
             _time_cpu(fn, samples.setdefault(name, []))
     n = sum(v.numel() for v in a.values())
-    print(f"{args.task} ({args.preset}): {n:,} float32 parameters in {len(a)} entries; 1 thread, CPU time, "
-          f"medians of {args.repeats}; error relative to the exact value (math.fsum of float64 products)")
+    print(f"{args.task} ({args.preset}): {n:,} float32 parameters in {len(a)} entries; 1 "
+        "thread, CPU time, "
+          f"medians of {args.repeats}; error relative to the exact value (math.fsum of "
+          "float64 products)")
     print()
     print("| quantity | kernel | time (ms) | time / the body's | relative error |")
     print("|---|---|---|---|---|")

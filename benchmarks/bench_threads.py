@@ -1,8 +1,9 @@
-"""Seconds per protocol iteration with 1 and with 2 intra-op threads, and what ``--threads auto`` picks.
+"""Seconds per protocol iteration with 1 and with 2 intra-op threads, and what ``--threads auto``
+picks.
 
 Per task: ``run_protocol`` for ``--iters`` iterations with 1 thread and with ``--threads``,
-interleaved ``--repeats`` times; wall time per iteration (minimum over repeats) and the ratio,
-with the load average. Before the runs, ``--threads auto``'s pick
+interleaved ``--repeats`` times; wall time per iteration (minimum over repeats) and the ratio, with
+the load average. Before the runs, ``--threads auto``'s pick
 (:func:`crosscurv.experiments.thread_count.fastest_threads`) and whether it was the faster; after
 the table, whether the records of the two counts are equal bit for bit.
 
@@ -48,17 +49,20 @@ def main(argv=None) -> int:
     from crosscurv.numeric.records import FIELDS
     from crosscurv.theory.patterns import parse_pattern
 
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s per iteration, "
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s "
+        "per iteration, "
           f"min of {args.repeats}, K = {args.iters}")
     print()
     n = args.threads
-    print(f"| task | parameters | 1 thread (s/it) | {n} threads (s/it) | {n} / 1 | auto: gradient with 1 / {n} (s) "
+    print(f"| task | parameters | 1 thread (s/it) | {n} threads (s/it) | {n} / 1 | auto: "
+        f"gradient with 1 / {n} (s) "
           f"| auto picks | the faster per iteration |")
     print("|---|---|---|---|---|---|---|---|")
     same: dict = {}
     for name in args.tasks.split(","):
         s = dict(TASKS[name].presets[args.preset])
-        task = TASKS[name].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0, data_path=None,
+        task = TASKS[name].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0,
+            data_path=None,
                                  model_path=None)
         pattern = parse_pattern("gs", task.n_blocks, task.block_names)
         pick, grad_s = fastest_threads(task.loss, task.params, counts=[1, n])
@@ -71,13 +75,15 @@ def main(argv=None) -> int:
                 caller_chooses()  # the API calls below keep this count
                 with tempfile.TemporaryDirectory() as tmp:
                     t0 = time.perf_counter()
-                    res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(tmp, "run"))
+                    res = run_protocol(task, pattern, s["lr"], args.iters, out_dir=os.path.join(
+                        tmp, "run"))
                     times[n].append((time.perf_counter() - t0) / args.iters)
                 assert res.status == "complete", res.message
                 records[n] = [tuple(r[f] for f in FIELDS) for r in res.records]
         one, more = min(times[1]), min(times[n])
         faster = n if more < one else 1
-        print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} | {grad_s[1]:.4f} / "
+        print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} | "
+            f"{grad_s[1]:.4f} / "
               f"{grad_s[n]:.4f} | {pick} | {faster} ({'agrees' if pick == faster else 'differs'}) |", flush=True)
         same[name] = _first_difference(records[1], records[n])
     print()

@@ -27,8 +27,10 @@ _EXPORTS = {
     # delay patterns and the symbolic derivation
     **{name: "crosscurv.theory" for name in (
         "DelayPattern", "as_pattern", "parse_pattern", "jacobi", "gauss_seidel", "chain", "partial",
-        "from_pairs", "derive", "DerivationResult", "BlockModel", "delay_curvature", "cross_curvature",
-        "loss_series", "check_recursions", "check_cumulative", "gap_coefficients", "loss_coefficients",
+        "from_pairs", "derive", "DerivationResult", "BlockModel", "delay_curvature",
+        "cross_curvature",
+        "loss_series", "check_recursions", "check_cumulative", "gap_coefficients",
+        "loss_coefficients",
         "InputError", "PatternError",
     )},
     # the numeric surface (crosscurv.numeric.__all__)

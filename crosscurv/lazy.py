@@ -1,6 +1,6 @@
-"""Public names of a package imported on first use (PEP 562), so that importing the package imports none of
-the modules that define them: ``import crosscurv`` and the modules that need no torch (reading a run's
-files) stay free of it.
+"""Public names of a package imported on first use (PEP 562), so that importing the package imports
+none of the modules that define them: ``import crosscurv`` and the modules that need no torch
+(reading a run's files) stay free of it.
 
 A package declares ``name -> module`` and assigns what :func:`lazy_exports` returns::
 
@@ -20,11 +20,12 @@ def lazy_exports(package: str, exports: Mapping[str, str], submodules: bool = Fa
     """``(__getattr__, __dir__)`` for the package ``package``.
 
     Args:
-        package: the package's ``__name__``.
-        exports: public name -> the module (full dotted name) that defines it; the first look-up imports the
+        package: the package's ``__name__``. exports: public name -> the module (full dotted name)
+        that defines it; the first look-up imports the
             module and stores the value in the package, so later look-ups skip ``__getattr__``.
         submodules: an unknown name that is a submodule of the package resolves to it
-            (``crosscurv.numeric.tree``), as it would after an eager import of the package's modules.
+            (``crosscurv.numeric.tree``), as it would after an eager import of the package's
+            modules.
 
     Raises (from ``__getattr__``):
         AttributeError: a name that is neither exported nor (with ``submodules``) a submodule.

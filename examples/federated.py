@@ -1,25 +1,25 @@
-"""Personalised federated learning written with torch.optim: FedSim, FedAlt and FedAvg over C clients.
+"""Personalised federated learning written with torch.optim: FedSim, FedAlt and FedAvg over C
+clients.
 
-A model with a shared feature layer and one personal head per client; client
-``c`` has its own batch and loss ``L_c(u_c, v)`` (``u_c`` its head, ``v``
-the shared layer).  The steps are the usual local-update-then-average code,
-with two optimizers and ``requires_grad`` toggling, no crosscurv code inside.
-The objective the harness compares against is the mean ``L = (1/C) sum_c
-L_c``; blocks ``personal`` (all heads) and ``shared``.
+A model with a shared feature layer and one personal head per client; client ``c`` has its own batch
+and loss ``L_c(u_c, v)`` (``u_c`` its head, ``v`` the shared layer).  The steps are the usual
+local-update-then-average code, with two optimizers and ``requires_grad`` toggling, no crosscurv
+code inside. The objective the harness compares against is the mean ``L = (1/C) sum_c L_c``; blocks
+``personal`` (all heads) and ``shared``.
 
-Against ``L`` a client's head moves ``C`` times as far as the step size says
-(``grad_{u_c} L = grad_{u_c} L_c / C``), while the averaged shared layer
-moves by ``-eta grad_v L``: per-block step factors ``personal = C, shared = 1``,
-which ``crosscurv validate-step`` infers from the first-order term:
+Against ``L`` a client's head moves ``C`` times as far as the step size says (``grad_{u_c} L =
+grad_{u_c} L_c / C``), while the averaged shared layer moves by ``-eta grad_v L``: per-block step
+factors ``personal = C, shared = 1``, which ``crosscurv validate-step`` infers from the first-order
+term:
 
-* :func:`fedsim` -- each client takes one gradient of ``L_c`` for its head
-  and the shared layer (two optimizers, one backward), the server averages
-  the shared layer: JC with step factors personal=2, shared=1;
-* :func:`fedalt` -- each client first updates its head with the shared
-  layer frozen, then the shared layer with its head frozen and a *fresh
-  forward pass*: GS in block order (personal, shared), factors as above;
-* :func:`fedavg` -- FedAvg with one SGD optimizer per client over all its
-  parameters, ``clients`` clients: JC with factors personal=C, shared=1.
+* :func:`fedsim` -- each client takes one gradient of ``L_c`` for its head and the shared layer (two
+  optimizers, one backward), the server averages the shared layer: JC with step factors personal=2,
+  shared=1;
+* :func:`fedalt` -- each client first updates its head with the shared layer frozen, then the shared
+  layer with its head frozen and a *fresh forward pass*: GS in block order (personal, shared),
+  factors as above;
+* :func:`fedavg` -- FedAvg with one SGD optimizer per client over all its parameters, ``clients``
+  clients: JC with factors personal=C, shared=1.
 
     crosscurv validate-step examples/federated.py:fedalt
 """
@@ -105,7 +105,8 @@ def fedalt(clients: int = 2):
             opts["personal"].zero_grad()
             client_loss(model, c).backward()
             opts["personal"].step()
-            model.features.requires_grad_(True)  # shared update, personal frozen, fresh forward pass
+            # shared update, personal frozen, fresh forward pass
+            model.features.requires_grad_(True)
             model.heads[c].requires_grad_(False)
             opts["shared"].zero_grad()
             client_loss(model, c).backward()
@@ -122,7 +123,8 @@ def fedavg(clients: int = 2):
     model, client_loss, mean_loss = _setup(clients)
 
     def optimizers(model):
-        return [torch.optim.SGD(list(model.features.parameters()) + list(model.heads[c].parameters()), lr=0.1)
+        return [torch.optim.SGD(list(model.features.parameters()) + list(model.heads[
+            c].parameters()), lr=0.1)
                 for c in range(clients)]
 
     def train_step(model, opts):

@@ -23,7 +23,8 @@ from crosscurv.numeric import step_from_training_code
 
 def _setup(seed: int = 0):
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4), torch.nn.Tanh(),
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4),
+        torch.nn.Tanh(),
                                 torch.nn.Linear(4, 3)).double()
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(6, 4, generator=gen, dtype=torch.float64)
@@ -58,7 +59,8 @@ def recomputed():
             _step_group(opt, k)
 
     return step_from_training_code(model, train_step, loss, "param_groups", optimizers=optimizers,
-                                   pattern="gs:layer3,layer2,layer1", name="layer-wise SGD, recomputed")
+                                   pattern="gs:layer3,layer2,layer1",
+                                   name="layer-wise SGD, recomputed")
 
 
 def one_backward():
@@ -74,4 +76,5 @@ def one_backward():
             _step_group(opt, k)
 
     return step_from_training_code(model, train_step, loss, "param_groups", optimizers=optimizers,
-                                   pattern="gs:layer3,layer2,layer1", name="layer-wise SGD, one backward")
+                                   pattern="gs:layer3,layer2,layer1",
+                                   name="layer-wise SGD, one backward")

@@ -50,7 +50,8 @@ def lora_task(seed: int = 0) -> Task:
         return 0.5 * ((Y - T) ** 2).sum() / M
 
     task = Task({"B": B, "A": A}, loss, {"B": ["B"], "A": ["A"]}, name="lora-like",
-                info={"model": "Y = (W0 + s B A) Z", "loss": "||Y - T||^2 / (2m)"}, default_pattern="gs:B,A")
+                info={"model": "Y = (W0 + s B A) Z", "loss": "||Y - T||^2 / (2m)"},
+                default_pattern="gs:B,A")
     task.data = {"W0": W0, "Z": Z, "T": T}  # the user's step needs the batch
     return task
 
@@ -62,7 +63,9 @@ def _adjoint(data, A, B):
 
 
 def alternating():
-    """Correct alternating update: B, then recompute the network at (A^t, B^{t+1}) for A (GS, order B, A)."""
+    """Correct alternating update: B, then recompute the network at (A^t, B^{t+1}) for A (GS, order
+    B,
+    A)."""
     task = lora_task()
     d = task.data
 
@@ -78,7 +81,8 @@ def alternating():
 
 
 def mislabelled_alternating():
-    """Called "alternating": assigns B then A, but both gradients come from one pass at (A^t, B^t) (JC)."""
+    """Called "alternating": assigns B then A, but both gradients come from one pass at (A^t, B^t)
+    (JC)."""
     task = lora_task()
     d = task.data
 

@@ -40,7 +40,8 @@ def mlp_task(seed: int = 0) -> Task:
     params, blocks = {}, {}
     for l in range(1, len(WIDTHS)):
         fan_in, fan_out = WIDTHS[l - 1], WIDTHS[l]
-        params[f"W{l}"] = torch.randn(fan_out, fan_in, **kw) * (2.0 / (fan_in + fan_out)) ** 0.5  # Xavier normal
+        # Xavier normal
+        params[f"W{l}"] = torch.randn(fan_out, fan_in, **kw) * (2.0 / (fan_in + fan_out)) ** 0.5
         params[f"b{l}"] = 0.1 * torch.randn(fan_out, **kw)
         blocks[f"layer{l}"] = [f"W{l}", f"b{l}"]
     X = torch.randn(M, WIDTHS[0], **kw)
@@ -105,7 +106,8 @@ def jc_backprop():
 
 
 def inplace_backprop():
-    """'GS-like' (paper panel (a)): one backward recursion with updated weights, stale states and residual."""
+    """'GS-like' (paper panel (a)): one backward recursion with updated weights, stale states and
+    residual."""
     task = mlp_task()
     X, Y = task.data["X"], task.data["Y"]
 
@@ -116,14 +118,16 @@ def inplace_backprop():
         for l in range(N_LAYERS, 0, -1):
             _update(p, l, delta, hs[l - 1], lr)  # layer l now holds theta_l^{t+1}
             if l > 1:
-                delta = (delta @ p[f"W{l}"]) * (1 - torch.tanh(zs[l - 1]) ** 2)  # UPDATED W_l, stale z_{l-1}
+                # UPDATED W_l, stale z_{l-1}
+                delta = (delta @ p[f"W{l}"]) * (1 - torch.tanh(zs[l - 1]) ** 2)
         return p
 
     return task, step, "gs:layer3,layer2,layer1"
 
 
 def exact_gs_backprop():
-    """Output-to-input GS: forward states and adjoints recomputed at each mixed state (eq. E.1.14)."""
+    """Output-to-input GS: forward states and adjoints recomputed at each mixed state (eq. E.1.14).
+    """
     task = mlp_task()
     X, Y = task.data["X"], task.data["Y"]
 

@@ -45,7 +45,8 @@ def load_quadratic(case_dir: str):
     with open(os.path.join(case_dir, "case.json"), encoding="utf-8") as fh:
         case = json.load(fh)
     if case["model"] != "quadratic":
-        raise ValueError(f"{case_dir} is a {case['model']} case; this example handles the quadratic one")
+        raise ValueError(f"{case_dir} is a {case['model']} case; this example handles the "
+            "quadratic one")
     names = list(case["params"])
     sizes = [int(np.prod(case["params"][n]["shape"])) for n in names]
     x0 = np.concatenate([_arr(case["params"][n]).ravel() for n in names])
@@ -59,7 +60,9 @@ def load_quadratic(case_dir: str):
 
 
 def pattern_step(A, b, x, blocks, pairs, order, lr):
-    """Exact step of a pattern: block i's gradient at the state where exactly its fresh blocks are new."""
+    """Exact step of a pattern: block i's gradient at the state where exactly its fresh blocks are
+    new.
+    """
     new = x.copy()
     for i in order:
         state = x.copy()
@@ -147,4 +150,5 @@ def write_csv(rows: list[dict], path: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) not in (4, 5):
         sys.exit("usage: python examples/numpy_estimator.py CASE_DIR LABEL OUT.csv [BUG]")
-    write_csv(run(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) == 5 else None), sys.argv[3])
+    write_csv(run(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) == 5 else None), sys.argv[
+        3])

@@ -1,26 +1,24 @@
-"""Block steps with deliberate bugs, for the validation harness's tests and as a gallery of failure modes.
+"""Block steps with deliberate bugs, for the validation harness's tests and as a gallery of failure
+modes.
 
 Task: a coupled quartic over three blocks ``x = (x1, x2, x3)``,
 
     L(x) = 1/2 x^T A x - b^T x + 1/4 sum_m (w_m^T x)^4,
 
-whose cross-Hessian blocks and third derivatives are all non-zero.  Every
-step below *claims* full Gauss-Seidel in block order 1, 2, 3 (declared
-``gs``) and uses autograd the way training code does:
+whose cross-Hessian blocks and third derivatives are all non-zero.  Every step below *claims* full
+Gauss-Seidel in block order 1, 2, 3 (declared ``gs``) and uses autograd the way training code does:
 
 * :func:`correct_gs` -- the real thing (reference for the others);
-* :func:`wrong_order` -- sweeps the blocks 3, 2, 1: exactly GS, but in the
-  other order;
-* :func:`stale_gradient` -- block 3 reuses the gradient computed at the
-  start of the sweep instead of recomputing it: exactly the partial pattern
-  ``{2<-1}``;
-* :func:`wrong_sign` -- builds the fresh state as ``x_j + eta g_j``: the
-  freshness term ``eta^2 M_S g`` enters with the wrong sign;
-* :func:`cached_gradient` -- keeps block 1's gradient from the previous call
-  (a stale gradient across calls): not even a function of its input;
-* :func:`linearised_gs` -- ``x - eta (g - eta L g)`` (Lemma 1's first-order
-  correction with HVPs): matches GS to ``O(eta^2)`` but not exactly -- it
-  differs from GS at ``O(eta^3)``, and the harness does not call it GS.
+* :func:`wrong_order` -- sweeps the blocks 3, 2, 1: exactly GS, but in the other order;
+* :func:`stale_gradient` -- block 3 reuses the gradient computed at the start of the sweep instead
+  of recomputing it: exactly the partial pattern ``{2<-1}``;
+* :func:`wrong_sign` -- builds the fresh state as ``x_j + eta g_j``: the freshness term ``eta^2 M_S
+  g`` enters with the wrong sign;
+* :func:`cached_gradient` -- keeps block 1's gradient from the previous call (a stale gradient
+  across calls): not even a function of its input;
+* :func:`linearised_gs` -- ``x - eta (g - eta L g)`` (Lemma 1's first-order correction with HVPs):
+  matches GS to ``O(eta^2)`` but not exactly -- it differs from GS at ``O(eta^3)``, and the harness
+  does not call it GS.
 """
 
 from __future__ import annotations
@@ -48,7 +46,8 @@ def quartic_task(seed: int = 0) -> Task:
 
     names = ["x1", "x2", "x3"]
     parts = torch.split(x0, SIZES)
-    return Task(dict(zip(names, parts)), loss, {n: [n] for n in names}, name="coupled-quartic", default_pattern="gs")
+    return Task(dict(zip(names, parts)), loss, {n: [n] for n in names}, name="coupled-quartic",
+        default_pattern="gs")
 
 
 def _grad(loss, params, name):

@@ -1,12 +1,13 @@
-"""One protocol run: what it is (:class:`RunDescription`) and the one way to perform it (:func:`run`).
+"""One protocol run: what it is (:class:`RunDescription`) and the one way to perform it
+(:func:`run`).
 
-A :class:`RunDescription` holds every setting of a ``crosscurv run`` that decides its records,
-each checked once when it is made (:data:`CHECKS`; a bad value raises
-:class:`RunDescriptionError`). It comes from the command's arguments, a ``summary.json``
-(:meth:`RunDescription.from_summary`) or a caller, and goes back to arguments with
-:meth:`RunDescription.to_args`. :func:`run` loads the task, fills what the description leaves
-open, sets the thread count and calls :func:`crosscurv.numeric.protocol.run_protocol`; ``run``,
-``report``, the sweep workers, ``report --check`` and the optimizer studies all go through it.
+A :class:`RunDescription` holds every setting of a ``crosscurv run`` that decides its records, each
+checked once when it is made (:data:`CHECKS`; a bad value raises :class:`RunDescriptionError`). It
+comes from the command's arguments, a ``summary.json`` (:meth:`RunDescription.from_summary`) or a
+caller, and goes back to arguments with :meth:`RunDescription.to_args`. :func:`run` loads the task,
+fills what the description leaves open, sets the thread count and calls
+:func:`crosscurv.numeric.protocol.run_protocol`; ``run``, ``report``, the sweep workers, ``report
+--check`` and the optimizer studies all go through it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Callable, Mapping
 
 from ..theory.errors import InputError, RunDescriptionError
 
-__all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT", "DEFAULT_THREADS", "Progress",
+__all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT",
+    "DEFAULT_THREADS", "Progress",
            "load", "run", "run_folder_name", "slug", "auto_threads"]
 
 #: Intra-op threads of a run when nothing else decides (the command line's default,
@@ -107,7 +109,8 @@ def _block_lr(value):
     return value
 
 
-#: the one check of each setting: ``setting -> check(value) -> value`` (raises a one-line InputError)
+# : the one check of each setting: ``setting -> check(value) -> value`` (raises a one-line
+# InputError)
 CHECKS = {
     "task": lambda v: _text("task", v),
     "preset": _preset,
@@ -130,8 +133,9 @@ CHECKS = {
 
 
 def check_setting(name: str, value):
-    """``value`` of the setting ``name`` (a :class:`RunDescription` field) checked (the learning rate as a
-    float); the one-line error of :class:`RunDescription` otherwise."""
+    """``value`` of the setting ``name`` (a :class:`RunDescription` field) checked (the learning
+    rate
+    as a float); the one-line error of :class:`RunDescription` otherwise."""
     return CHECKS[name](value)
 
 
@@ -140,24 +144,22 @@ class RunDescription:
     """Every setting of one ``crosscurv run`` that decides its records.
 
     Attributes (the ``crosscurv run`` flag in brackets; ``None``: the task's or preset's own value):
-        task: built-in name (``mlp``, ``fl``, ``lora``), ``module:factory`` or ``path/to/file.py:factory`` [TASK].
-        preset: ``smoke``, ``default`` or ``paper`` [``--preset``].
-        pattern: delay pattern in :func:`crosscurv.theory.patterns.parse_pattern` syntax [``--pattern``].
-        lr: constant learning rate ``eta > 0`` [``--lr``].
-        iters: iterations ``K >= 1`` [``--iters``].
-        seed: initialisation, data subset and power-iteration seed [``--seed``].
-        dtype: ``float32`` or ``float64`` [``--dtype``].
-        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` [``--device``].
-        data, model: local data folder and model weights of a built-in task [``--data``, ``--model``].
-        threads: intra-op threads (``None``: the calling process's count; ``"auto"``: the count that computes
-            the task's gradient fastest, measured when the run starts, :mod:`crosscurv.experiments.thread_count`)
-            [``--threads``].
-        hvp: Hessian-vector products, ``auto``, ``forward`` or ``reverse`` [``--hvp``].
-        hvp_chunk: at most this many forward-over-reverse products per batch [``--hvp-chunk``].
-        offload: ``auto``, ``on`` or ``off`` [``--offload``].
-        optimizer: ``sgd``, ``momentum:BETA`` or ``adam[:B1,B2,EPS]`` [``--optimizer``].
-        block_lr: ``NAME=FACTOR,...`` per-block step sizes [``--block-lr``].
-        checkpoint_every: records between checkpoints [``--checkpoint-every``].
+        task: built-in name (``mlp``, ``fl``, ``lora``), ``module:factory`` or
+        ``path/to/file.py:factory`` [TASK]. preset: ``smoke``, ``default`` or ``paper``
+        [``--preset``]. pattern: delay pattern in :func:`crosscurv.theory.patterns.parse_pattern`
+        syntax [``--pattern``]. lr: constant learning rate ``eta > 0`` [``--lr``]. iters: iterations
+        ``K >= 1`` [``--iters``]. seed: initialisation, data subset and power-iteration seed
+        [``--seed``]. dtype: ``float32`` or ``float64`` [``--dtype``]. device: ``auto``, ``cpu``,
+        ``cuda`` or ``cuda:N`` [``--device``]. data, model: local data folder and model weights of a
+        built-in task [``--data``, ``--model``]. threads: intra-op threads (``None``: the calling
+        process's count; ``"auto"``: the count that computes
+            the task's gradient fastest, measured when the run starts,
+            :mod:`crosscurv.experiments.thread_count`) [``--threads``].
+        hvp: Hessian-vector products, ``auto``, ``forward`` or ``reverse`` [``--hvp``]. hvp_chunk:
+        at most this many forward-over-reverse products per batch [``--hvp-chunk``]. offload:
+        ``auto``, ``on`` or ``off`` [``--offload``]. optimizer: ``sgd``, ``momentum:BETA`` or
+        ``adam[:B1,B2,EPS]`` [``--optimizer``]. block_lr: ``NAME=FACTOR,...`` per-block step sizes
+        [``--block-lr``]. checkpoint_every: records between checkpoints [``--checkpoint-every``].
 
     Raises:
         RunDescriptionError, crosscurv.numeric.protocol.ProtocolError,
@@ -190,7 +192,8 @@ class RunDescription:
 
     # -- to the command line ------------------------------------------------------------------
     def to_args(self) -> list[str]:
-        """``crosscurv run`` arguments (without ``run``, ``--out``, ``--resume``) that give this description."""
+        """``crosscurv run`` arguments (without ``run``, ``--out``, ``--resume``) that give this
+        description."""
         out = [self.task]
         for f in dataclasses.fields(self):
             if f.name == "task":
@@ -205,8 +208,9 @@ class RunDescription:
     # -- from a run folder ---------------------------------------------------------------------
     @classmethod
     def from_summary(cls, summary: str | os.PathLike | Mapping) -> "RunDescription":
-        """The description of a finished (or interrupted) run: its ``summary.json`` (a path, a run folder or
-        the parsed object).  Settings the summary does not record take their defaults (plain ``sgd``).
+        """The description of a finished (or interrupted) run: its ``summary.json`` (a path, a run
+        folder or the parsed object).  Settings the summary does not record take their defaults
+        (plain ``sgd``).
 
         Raises:
             RunDescriptionError: a summary without a settings object or without task, learning rate,
@@ -223,7 +227,8 @@ class RunDescription:
             summary = read_summary(path)
         settings = summary.get("settings") if isinstance(summary, Mapping) else None
         if not isinstance(settings, Mapping):
-            raise RunDescriptionError(f"{where} has no settings object: not a crosscurv run summary")
+            raise RunDescriptionError(
+                f"{where} has no settings object: not a crosscurv run summary")
         missing = [k for k in ("task", "lr", "dtype", "seed") if k not in settings]
         if "pattern_spec" not in settings and "pattern" not in settings:
             missing.append("pattern")
@@ -233,7 +238,8 @@ class RunDescription:
         if pattern is None:
             recorded = settings["pattern"]
             pattern = (recorded if isinstance(recorded, str)
-                       else ",".join(f"{i}<-{j}" for i, j in (recorded or {}).get("pairs", [])) or "jc")
+                       else ",".join(f"{i}<-{j}" for i, j in (recorded or {}).get("pairs", []))
+                       or "jc")
         optimizer = settings.get("optimizer") or "sgd"
         if isinstance(optimizer, Mapping):
             optimizer = optimizer.get("spec", "sgd")
@@ -247,11 +253,13 @@ class RunDescription:
                 task=settings["task"], preset=settings.get("preset"), pattern=str(pattern),
                 lr=float(lr) if isinstance(lr, int) and not isinstance(lr, bool) else lr,
                 iters=settings.get("iters"), seed=settings["seed"], dtype=settings["dtype"],
-                device=settings.get("device"), data=settings.get("data_path"), model=settings.get("model_path"),
+                device=settings.get("device"), data=settings.get("data_path"), model=settings.get(
+                "model_path"),
                 threads=settings.get("threads"), hvp=settings.get("hvp") or "auto",
                 hvp_chunk=settings.get("hvp_chunk_size"),
                 offload="auto" if offload is None else ("on" if offload else "off"),
-                optimizer=optimizer, block_lr=block_lr, checkpoint_every=settings.get("checkpoint_every"),
+                optimizer=optimizer, block_lr=block_lr, checkpoint_every=settings.get(
+                "checkpoint_every"),
             )
         except InputError as exc:
             raise RunDescriptionError(f"{where}: {exc}") from None
@@ -268,14 +276,17 @@ def slug(text: str) -> str:
 
 
 def run_folder_name(task, pattern, setup) -> str:
-    """The default run folder ``runs/<task>-<pattern>[-<optimizer>]`` (``crosscurv run`` without ``--out``)."""
-    return f"runs/{slug(task.name)}-{slug(pattern.name)}" + ("" if setup.plain else "-" + slug(setup.describe()))
+    """The default run folder ``runs/<task>-<pattern>[-<optimizer>]`` (``crosscurv run`` without
+    ``--out``)."""
+    return f"runs/{slug(task.name)}-{slug(pattern.name)}" + ("" if setup.plain else "-" + slug(
+        setup.describe()))
 
 
 class Progress:
-    """``progress(k, K)`` of a run: a tqdm bar on a terminal, otherwise a line every ~10% of ``K`` on ``file``
-    (default standard error).  Made without ``total`` and ``label``, it takes them from :func:`run` once the
-    task is loaded (:meth:`start`)."""
+    """``progress(k, K)`` of a run: a tqdm bar on a terminal, otherwise a line every ~10% of ``K``
+    on
+    ``file`` (default standard error).  Made without ``total`` and ``label``, it takes them from
+    :func:`run` once the task is loaded (:meth:`start`)."""
 
     def __init__(self, total: int | None = None, label: str | None = None, file=None):
         self.file = file if file is not None else sys.stderr
@@ -301,7 +312,8 @@ class Progress:
     def __call__(self, k: int, total: int) -> None:
         if self.total is None:
             self.start(total, "run")
-        if self.start_k is None:  # first record of this session (k - 1 records came before, e.g. on resume)
+        # first record of this session (k - 1 records came before, e.g. on resume)
+        if self.start_k is None:
             self.start_k = k - 1
         if self.bar is not None:
             self.bar.update(k - self.bar.n)
@@ -318,13 +330,13 @@ class Progress:
 
 
 def load(description: RunDescription):
-    """``(task, settings, lr, iters)``: the task of ``description`` built, the settings its summary records
-    (the preset's or factory's, with ``preset``), and the learning rate and ``K`` (the description's, else
-    the task's).
+    """``(task, settings, lr, iters)``: the task of ``description`` built, the settings its summary
+    records (the preset's or factory's, with ``preset``), and the learning rate and ``K`` (the
+    description's, else the task's).
 
     Raises:
-        crosscurv.theory.errors.InputError: the task cannot be built, or sets no learning rate or ``K`` that
-        the description leaves open.
+        crosscurv.theory.errors.InputError: the task cannot be built, or sets no learning rate or
+        ``K`` that the description leaves open.
     """
     from ..numeric.device import resolve_device, resolve_dtype
     from ..numeric.protocol import ProtocolError
@@ -333,7 +345,8 @@ def load(description: RunDescription):
     d = description
     device = resolve_device(d.device) if d.device is not None else None
     dtype = resolve_dtype(d.dtype) if d.dtype is not None else None
-    task, settings = load_task(d.task, d.preset, device=device, dtype=dtype, seed=d.seed, data_path=d.data,
+    task, settings = load_task(d.task, d.preset, device=device, dtype=dtype, seed=d.seed,
+        data_path=d.data,
                                model_path=d.model)
     if d.preset is None and is_builtin(d.task):
         settings["preset"] = settings.get("preset", "default")
@@ -347,7 +360,8 @@ def load(description: RunDescription):
 
 
 def _saved_settings(out: str, names=("summary.json",)) -> dict:
-    """The settings recorded in the run folder ``out``: those of the first file of ``names`` there that
+    """The settings recorded in the run folder ``out``: those of the first file of ``names`` there
+    that
     holds them (``{}`` where none does)."""
     for name in names:
         try:
@@ -361,8 +375,8 @@ def _saved_settings(out: str, names=("summary.json",)) -> dict:
 
 
 def _saved_threads_source(out: str, threads: int, source: str | None) -> str | None:
-    """On resume: the reason the run was started with (same thread count), so that resuming compares equal
-    settings; a run started before the reason was recorded records none."""
+    """On resume: the reason the run was started with (same thread count), so that resuming compares
+    equal settings; a run started before the reason was recorded records none."""
     saved = _saved_settings(out)
     if "threads" in saved and saved.get("threads") == threads:
         return saved.get("threads_source")
@@ -371,43 +385,50 @@ def _saved_threads_source(out: str, threads: int, source: str | None) -> str | N
 
 def auto_threads(task, out, resume: bool) -> tuple[int, dict]:
     """``--threads auto``: ``(count, {"count": seconds per gradient})`` measured on the task
-    (:func:`crosscurv.experiments.thread_count.fastest_threads`), or, resuming the run folder ``out`` (of
-    ``crosscurv run`` or ``crosscurv advise``), the count and seconds it recorded when it started with
-    ``auto``."""
+    (:func:`crosscurv.experiments.thread_count.fastest_threads`), or, resuming the run folder
+    ``out`` (of ``crosscurv run`` or ``crosscurv advise``), the count and seconds it recorded when
+    it started with ``auto``."""
     from ..numeric.advice import ADVICE_FILE
     from .thread_count import fastest_threads
 
     # a crosscurv run keeps its settings in summary.json, a crosscurv advise run in advice.json
-    saved = _saved_settings(out, ("summary.json", ADVICE_FILE)) if resume and out is not None else {}
-    if isinstance(saved.get("threads_auto_seconds"), dict) and isinstance(saved.get("threads"), int):
+    saved = _saved_settings(out, ("summary.json",
+        ADVICE_FILE)) if resume and out is not None else {}
+    if isinstance(saved.get("threads_auto_seconds"), dict) and isinstance(saved.get("threads"),
+            int):
         return saved["threads"], dict(saved["threads_auto_seconds"])
     n, seconds = fastest_threads(task.loss, task.params)
     return n, {str(k): v for k, v in seconds.items()}
 
 
 def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
-        progress: Callable[[int, int], None] | None = None, task=None, threads_source: str | None = None):
+        progress: Callable[[int, int], None] | None = None, task=None, threads_source: str
+        | None = None):
     """Perform the run ``description`` describes; returns ``(ProtocolResult, run folder)``.
 
     Args:
-        description: the run.
-        out: run folder (records, summary, checkpoint); :data:`DEFAULT_OUT`: ``runs/<task>-<pattern>``
+        description: the run. out: run folder (records, summary, checkpoint); :data:`DEFAULT_OUT`:
+        ``runs/<task>-<pattern>``
             (:func:`run_folder_name`); ``None``: records kept in memory only.
-        resume: continue (or, with a larger ``iters``, extend) the run in ``out`` from its checkpoint.
-        progress: ``progress(k, K)`` after each record; its ``start(K, label)``, where it has one (a
+        resume: continue (or, with a larger ``iters``, extend) the run in ``out`` from its
+        checkpoint. progress: ``progress(k, K)`` after each record; its ``start(K, label)``, where
+        it has one (a
             :class:`Progress`), is called once the task is loaded.
-        task: the task already built (``report --check`` rebuilds it from the recorded sizes); ``None``:
+        task: the task already built (``report --check`` rebuilds it from the recorded sizes);
+        ``None``:
             built from the description (:func:`load`).
         threads_source: why the run computes with the current thread count, recorded as
-            ``settings["threads_source"]`` (:mod:`crosscurv.experiments.cli.threads`); a description that sets
-            ``threads`` records ``"--threads"``.  A resumed run keeps the reason it was started with.
+            ``settings["threads_source"]`` (:mod:`crosscurv.experiments.cli.threads`); a description
+            that sets ``threads`` records ``"--threads"``.  A resumed run keeps the reason it was
+            started with.
 
     The thread count of the description holds for the run and is restored afterwards.
 
     Raises:
         crosscurv.theory.errors.InputError: bad input (a changed setting on resume:
-        :class:`crosscurv.numeric.protocol.SettingsChangedError`; a folder that cannot be resumed, answered
-        before torch is imported where ``out`` is given: :func:`crosscurv.numeric.run_folder.check_resumable`).
+        :class:`crosscurv.numeric.protocol.SettingsChangedError`; a folder that cannot be resumed,
+        answered before torch is imported where ``out`` is given:
+        :func:`crosscurv.numeric.run_folder.check_resumable`).
     """
     if resume and out is not None and out is not DEFAULT_OUT:
         from ..numeric.run_folder import check_resumable
@@ -458,7 +479,8 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
             settings["threads_source"] = threads_source
         result = run_protocol(
             task, pattern, lr, iters, out_dir=out, resume=resume, hvp_method=d.hvp, seed=d.seed,
-            settings=settings, checkpoint_every=d.checkpoint_every, chunk_size=d.hvp_chunk, progress=progress,
+            settings=settings, checkpoint_every=d.checkpoint_every, chunk_size=d.hvp_chunk,
+            progress=progress,
             offload={"auto": None, "on": True, "off": False}[d.offload], optimizer=setup.spec,
             block_lr=setup.named, threads=torch.get_num_threads(),
         )

@@ -1,95 +1,90 @@
-"""Which block scheme to use at budget ``K``, predicted from one JC trajectory (paper, Theorems 1-3).
+"""Which block scheme to use at budget ``K``, predicted from one JC trajectory (paper, Theorems
+1-3).
 
-For every candidate delay pattern ``S`` and every ``k <= K`` the predicted gap
-``L_S^k - L_JC^k`` is Theorem 3's estimate with ``g_S``, ``M_S`` evaluated on the
+For every candidate delay pattern ``S`` and every ``k <= K`` the predicted gap ``L_S^k - L_JC^k`` is
+Theorem 3's estimate with ``g_S``, ``M_S`` evaluated on the
 JC trajectory (the *JC-only* estimate of :mod:`crosscurv.numeric.estimates`)::
 
-    y_0 = 0,   y_{k+1} = (I - eta H_JC^k) y_k + eta^2 M_S(theta_JC^k) g_JC^k,
-    estimate_S^k = g_JC^k . y_k + 1/2 y_k . H_JC^k y_k            (JC: 0).
+    y_0 = 0,   y_{k+1} = (I - eta H_JC^k) y_k + eta^2 M_S(theta_JC^k) g_JC^k, estimate_S^k = g_JC^k
+    . y_k + 1/2 y_k . H_JC^k y_k            (JC: 0).
 
-A-posteriori error (an embedded pair): the same kind of prediction from a
-state ``yhat`` whose forcing keeps what the JC-only estimate drops to first
-order, evaluated at ``theta_hat^k = theta_JC^k + yhat_k`` (the approximate
+A-posteriori error (an embedded pair): the same kind of prediction from a state ``yhat`` whose
+forcing keeps what the JC-only estimate drops to first order, evaluated at ``theta_hat^k =
+theta_JC^k + yhat_k`` (the approximate
 ``theta_S^k``)::
 
-    yhat_0 = 0,
-    yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
+    yhat_0 = 0, yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
                  + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
-    corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k,
-    error_S^k = |corrected_S^k - estimate_S^k|.
+    corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k, error_S^k = |corrected_S^k -
+    estimate_S^k|.
 
-Against the JC-only state this keeps the full gradient difference
-``g_S - g_JC`` (``H Delta`` and its third-derivative part), ``M_S`` at the
-``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta M_S^2 g`` term; the
-loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``.
-Not kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of
-order ``eta^3`` per step like the kept ones.  On a quadratic loss (no third
-derivative) ``corrected`` is exact up to ``O(eta^3)`` per step and ``error``
-is the error of the JC-only estimate to leading order
-(``tests/numeric/test_advice.py``); on non-quadratic losses the dropped term
-can dominate and ``error`` then *underestimates* the actual error
-(docs/advise.md): an estimate of the first neglected terms, not a bound.
+Against the JC-only state this keeps the full gradient difference ``g_S - g_JC`` (``H Delta`` and
+its third-derivative part), ``M_S`` at the ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta
+M_S^2 g`` term; the loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``. Not
+kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
+per step like the kept ones.  On a quadratic loss (no third derivative) ``corrected`` is exact up to
+``O(eta^3)`` per step and ``error`` is the error of the JC-only estimate to leading order
+(``tests/numeric/test_advice.py``); on non-quadratic losses the dropped term can dominate and
+``error`` then *underestimates* the actual error (docs/advise.md): an estimate of the first
+neglected terms, not a bound.
 
-One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap from the JC point
-(:func:`crosscurv.numeric.steps.scheme_step`, :func:`crosscurv.numeric.gap.loss_gap`) is compared
-with ``eta^2 C_S + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coefficients`);
-when the remainder exceeds the ``eta^3`` term itself (and the steps' rounding)
-the series does not converge at this learning rate and the recommendation
-warns that it is outside the expansions' regime (or that the loss is not
-smooth there, e.g. a ReLU network whose steps cross kinks); the measured gap less the JC-only
-estimate at ``k = 1`` is the first dropped order of the first three iterations' certificates.
-The same ``c3`` ranks the full GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per
-run (independent of ``K``): per candidate a scheme step, a 5-node loss gap and the
-one-step coefficients (``3 n_F`` HVPs and ``n_F`` third derivatives).
+One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap
+from the JC point (:func:`crosscurv.numeric.steps.scheme_step`,
+:func:`crosscurv.numeric.gap.loss_gap`) is compared with ``eta^2 C_S + eta^3 c3``
+(:func:`crosscurv.numeric.one_step.one_step_coefficients`); when the remainder exceeds the ``eta^3``
+term itself (and the steps' rounding) the series does not converge at this learning rate and the
+recommendation warns that it is outside the expansions' regime (or that the loss is not smooth
+there, e.g. a ReLU network whose steps cross kinks); the measured gap less the JC-only estimate at
+``k = 1`` is the first dropped order of the first three iterations' certificates. The same ``c3``
+ranks the full GS orders, which tie at ``O(eta^2)`` (Corollary 1).  Cost, once per run (independent
+of ``K``): per candidate a scheme step, a 5-node loss gap and the one-step coefficients (``3 n_F``
+HVPs and ``n_F`` third derivatives).
 
-The protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`) bounds the same error, but from
-quantities measured on the ``S`` run (``rho_hat`` from ``g_S - g_JC - H_JC Delta``, the ``S`` step's
-remainder ``e_k``) and the converged extremes of ``H_JC``; advise has no ``S`` run, hence its own
-estimate (docs/advise.md).  :func:`validate` counts how often each covers the actual error.
+The protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`) bounds the same error, but
+from quantities measured on the ``S`` run (``rho_hat`` from ``g_S - g_JC - H_JC Delta``, the ``S``
+step's remainder ``e_k``) and the converged extremes of ``H_JC``; advise has no ``S`` run, hence its
+own estimate (docs/advise.md).  :func:`validate` counts how often each covers the actual error.
 
 Optimizers (``optimizer`` / ``block_lr``, :mod:`crosscurv.numeric.optimizers`): the JC run takes the
 optimizer's steps and each candidate's state ``(y, ys)`` (parameters and optimizer-state difference)
 takes the tangent step of :class:`crosscurv.numeric.optimizer_estimates.TangentStep` forced by
 ``M_S F phi(g_JC^k, s_JC^k)`` (from the same shared columns, of ``F phi`` instead of ``g``)::
 
-    (y, ys)_{k+1} = TangentStep_k((y, ys)_k, H_JC^k y_k - eta M_S F phi),
-    estimate_S^k = g_JC^k . y_k + 1/2 y_k . H_JC^k y_k,
+    (y, ys)_{k+1} = TangentStep_k((y, ys)_k, H_JC^k y_k - eta M_S F phi), estimate_S^k = g_JC^k .
+    y_k + 1/2 y_k . H_JC^k y_k,
 
 the protocol's optimizer-aware ``jc_only`` column; the one-step column is ``eta^2 C_S^phi``
-(:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).  There is no embedded pair
-for optimizers (errors NaN, nothing certified) and no one-step check.
+(:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).  There is no embedded
+pair for optimizers (errors NaN, nothing certified) and no one-step check.
 
-Per iteration the best scheme is the lowest estimate (ties: the earlier
-candidate); whether it is *certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule
-``crosscurv run``'s records use too: every other candidate separated from it by ``SAFETY`` times the
-first dropped orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest embedded
-error of the last three iterations and, for the first three, the prediction's measured error at the
-first step ``|L_S^1 - L_JC^1 - estimate_S^1|``), full GS orders it cannot separate certified as a
-set, while the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for
-every ``j <= k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
-:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k`` of
-the power iteration started from its eigenvector, one product per iteration: a lower bound of
+Per iteration the best scheme is the lowest estimate (ties: the earlier candidate); whether it is
+*certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule ``crosscurv run``'s
+records use too: every other candidate separated from it by ``SAFETY`` times the first dropped
+orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest embedded error of the
+last three iterations and, for the first three, the prediction's measured error at the first step
+``|L_S^1 - L_JC^1 - estimate_S^1|``), full GS orders it cannot separate certified as a set, while
+the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every ``j <=
+k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
+:func:`crosscurv.numeric.estimates.solve_extremes`, and the Rayleigh quotient ``p_k^T H_JC^k p_k``
+of the power iteration started from its eigenvector, one product per iteration: a lower bound of
 ``lambda_max(H_JC^k)`` that follows it while the top eigenvector turns slowly).  Past the edge the
 embedded error is no estimate of the real one (``reports/advise/validation.md``); the precision and
 coverage of the certificate are measured on the problem zoo (``reports/certificates.md``).
 
-Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are
-fresh for some block in some candidate, ``n_S`` the fresh blocks of
-candidate ``S``): at ``theta_JC^k`` one gradient (with its graph), ``B``
-products ``H (E_j g)`` shared by every candidate (each gives the rows
-``(M_S g)_i`` of every ``S`` with ``j in S(i)``), one product ``H y`` per
-candidate; at each ``theta_hat^k`` one gradient and ``n_S`` restricted products.
-In all ``1 + P'`` gradients and ``B + sum_S (1 + n_S)`` products, one more product for the power iteration
-(and about 30 at ``k = 0`` for the extremes); the one-step
-estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
+Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are fresh for some block in
+some candidate, ``n_S`` the fresh blocks of candidate ``S``): at ``theta_JC^k`` one gradient (with
+its graph), ``B`` products ``H (E_j g)`` shared by every candidate (each gives the rows ``(M_S
+g)_i`` of every ``S`` with ``j in S(i)``), one product ``H y`` per candidate; at each
+``theta_hat^k`` one gradient and ``n_S`` restricted products. In all ``1 + P'`` gradients and ``B +
+sum_S (1 + n_S)`` products, one more product for the power iteration (and about 30 at ``k = 0`` for
+the extremes); the one-step estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
 
-Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``,
-streamed and flushed, :data:`COLUMNS`), ``checkpoint.pt`` (the JC iterate and every ``y``,
-``yhat``) and ``advice.json`` (settings, status, the table and the recommendation), kept by the
-trajectory runner (:mod:`crosscurv.numeric.trajectory`; the run's body:
-:mod:`crosscurv.numeric.advice_run`).  ``resume=True`` continues a run from its checkpoint, or
-extends it to a larger ``iters``; the records are those of an uninterrupted run bit for bit (on the
-CPU).
+Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``, streamed and flushed,
+:data:`COLUMNS`), ``checkpoint.pt`` (the JC iterate and every ``y``, ``yhat``) and ``advice.json``
+(settings, status, the table and the recommendation), kept by the trajectory runner
+(:mod:`crosscurv.numeric.trajectory`; the run's body: :mod:`crosscurv.numeric.advice_run`).
+``resume=True`` continues a run from its checkpoint, or extends it to a larger ``iters``; the
+records are those of an uninterrupted run bit for bit (on the CPU).
 
 How the JC run steps and what it carries per update rule (plain steps with the embedded pair, or a
 block-separable optimizer): :mod:`crosscurv.numeric.advice_steps`.
@@ -150,7 +145,8 @@ ADVICE_FILE = "advice.json"
 
 # -- candidates -------------------------------------------------------------------------
 def default_candidates(n_blocks: int) -> list[str]:
-    """``jc``, ``gs`` in block order and reversed, every other GS order when ``N <= 4``, and ``chain``.
+    """``jc``, ``gs`` in block order and reversed, every other GS order when ``N <= 4``, and
+    ``chain``.
 
     Spellings are the command line's (``gs:3,2,1``); candidates with the same pairs are kept once
     (for ``N = 2`` the chain is GS).
@@ -160,7 +156,8 @@ def default_candidates(n_blocks: int) -> list[str]:
     if n >= 2:
         specs += ["gs", "gs:" + ",".join(str(b) for b in range(n, 0, -1))]
         if n <= 4:
-            specs += ["gs:" + ",".join(str(b + 1) for b in o) for o in itertools.permutations(range(n))]
+            specs += ["gs:" + ",".join(str(b + 1) for b in o) for o in itertools.permutations(range(
+                n))]
         specs.append("chain")
     out, seen = [], set()
     for s in specs:
@@ -202,7 +199,8 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
         if patterns is None:  # the defaults spelled in the task's block names (gs:V,U, not gs:2,1)
             name = spelling(pat, task.block_names)
         if pat.pairs in seen:
-            raise AdviceError(f"patterns {seen[pat.pairs]!r} and {name!r} are the same scheme {pat.describe()}")
+            raise AdviceError(f"patterns {seen[pat.pairs]!r} and {name!r} are the same scheme "
+                f"{pat.describe()}")
         seen[pat.pairs] = name
         out.append((name, pat))
     if not any(p.is_jacobi for _, p in out):
@@ -214,12 +212,13 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
 
 # -- the decision ------------------------------------------------------------------------
 def decide(estimates: Mapping[str, float], errors: Mapping[str, float]) -> dict:
-    """The best candidate at one ``k`` (lowest estimate; ties: the first) and whether it is certified.
+    """The best candidate at one ``k`` (lowest estimate; ties: the first) and whether it is
+    certified.
 
     Returns:
-        ``{"best", "runner_up", "margin", "certified"}``: certified when
-        ``estimate[runner_up] - estimate[best] > error[best] + error[runner_up]``
-        (``False`` with a single candidate or a non-finite estimate).
+        ``{"best", "runner_up", "margin", "certified"}``: certified when ``estimate[runner_up] -
+        estimate[best] > error[best] + error[runner_up]`` (``False`` with a single candidate or a
+        non-finite estimate).
     """
     names = list(estimates)
     if any(not math.isfinite(estimates[n]) for n in names):
@@ -242,21 +241,21 @@ class Advice:
     """Outcome of :func:`advise`.
 
     Attributes:
-        candidates: candidate spellings, JC first.
-        per_iteration: ``[{"k", "loss_jc", "sharpness", "estimates", "errors", "corrected", "one_step", "best",
-            "runner_up", "margin", "next_order", "tied", "certified"}]`` for ``k = 1..K`` (dicts keyed by
-            spelling, floats; ``sharpness``: ``lambda_max(H_JC^k)`` as the regime gate reads it; ``next_order``,
-            ``tied``, ``certified``: :func:`crosscurv.numeric.certificate.certify_best`'s).
-        recommendation: the sentence of :func:`recommendation` (plus the GS-order note).
-        orders: for two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
+        candidates: candidate spellings, JC first. per_iteration: ``[{"k", "loss_jc", "sharpness",
+        "estimates", "errors", "corrected", "one_step", "best",
+            "runner_up", "margin", "next_order", "tied", "certified"}]`` for ``k = 1..K`` (dicts
+            keyed by spelling, floats; ``sharpness``: ``lambda_max(H_JC^k)`` as the regime gate
+            reads it; ``next_order``, ``tied``, ``certified``:
+            :func:`crosscurv.numeric.certificate.certify_best`'s).
+        recommendation: the sentence of :func:`recommendation` (plus the GS-order note). orders: for
+        two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
             "note"}`` (else ``None``).
         one_step_checks: ``[at theta^0]`` (:func:`_one_step_check`): the measured one-step
-            gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the recommendation warns
-            where the remainder exceeds the ``eta^3`` term.
-        status: ``"complete"`` or ``"diverged"``.
-        settings: what the run used (JSON-able).
-        timing: ``{"one_step_check_s"}``: seconds of this call's one-step check (0 when none ran).
-        out_dir: the run folder or ``None``.
+            gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the
+            recommendation warns where the remainder exceeds the ``eta^3`` term.
+        status: ``"complete"`` or ``"diverged"``. settings: what the run used (JSON-able). timing:
+        ``{"one_step_check_s"}``: seconds of this call's one-step check (0 when none ran). out_dir:
+        the run folder or ``None``.
     """
 
     candidates: list
@@ -271,8 +270,9 @@ class Advice:
     timing: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """The ``--json`` object: ``recommendation``, ``per_iteration`` (``k``, ``estimates``, ``errors``,
-        ``best``, ``certified``) and the extras (``candidates``, ``status``, ``orders``, ``corrected``...)."""
+        """The ``--json`` object: ``recommendation``, ``per_iteration`` (``k``, ``estimates``,
+        ``errors``, ``best``, ``certified``) and the extras (``candidates``, ``status``, ``orders``,
+        ``corrected``...)."""
         return json_safe({
             "recommendation": self.recommendation,
             "status": self.status,
@@ -310,14 +310,18 @@ def read_advice_records(path: str) -> list[dict]:
     return _read_records(path, AdviceError)
 
 
-def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (), next_order=None) -> dict:
-    """``r`` with :func:`decide`'s ``runner_up`` and ``margin`` and the certificate's ``next_order``, ``best``,
-    ``tied`` and ``certified`` (:func:`crosscurv.numeric.certificate.certify_best` with ``next_order``, default
-    ``r``'s embedded errors; inside while ``trusted``: the run's regime gate, :func:`_inside`)."""
+def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (),
+        next_order=None) -> dict:
+    """``r`` with :func:`decide`'s ``runner_up`` and ``margin`` and the certificate's
+    ``next_order``,
+    ``best``, ``tied`` and ``certified`` (:func:`crosscurv.numeric.certificate.certify_best` with
+    ``next_order``, default ``r``'s embedded errors; inside while ``trusted``: the run's regime
+    gate, :func:`_inside`)."""
     d = decide(r["estimates"], r["errors"])
     nxt = dict(r["errors"] if next_order is None else next_order)
     v = certify_best(r["estimates"], nxt, trusted, gs_orders)
-    return {**r, **d, "next_order": nxt, "best": v["best"], "tied": v["tied"], "certified": v["certified"]}
+    return {**r, **d, "next_order": nxt, "best": v["best"], "tied": v["tied"], "certified": v[
+        "certified"]}
 
 
 def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Sequence[str],
@@ -325,13 +329,15 @@ def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Seq
     """Every row with its decision (:func:`_with_decision`), the first dropped order of
     :func:`crosscurv.numeric.certificate.advice_next_orders` over the rows up to it."""
     errs = [r["errors"] for r in rows]
-    return [_with_decision(r, ok, gs_orders, advice_next_orders(errs[max(0, i + 1 - REMAINDER_WINDOW):i + 1],
+    return [_with_decision(r, ok, gs_orders, advice_next_orders(errs[max(0, i + 1
+        - REMAINDER_WINDOW):i + 1],
                                                                 first_step, r["k"]))
             for i, (r, ok) in enumerate(zip(rows, gate))]
 
 
 def full_gs_orders(cands) -> list[str]:
-    """The full GS orders among ``[(spelling, pattern)]`` (Corollary 1 ties them at ``O(eta^2)``)."""
+    """The full GS orders among ``[(spelling, pattern)]`` (Corollary 1 ties them at ``O(eta^2)``).
+    """
     return [n for n, p in cands if p.n_blocks > 1 and p.is_full_gs()]
 
 
@@ -348,12 +354,15 @@ def _orders(cands, checks: Sequence[dict]) -> dict | None:
 
 
 def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str = "auto") -> dict:
-    """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3", "c3", "floor"}}``.
+    """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3",
+    "c3",
+    "floor"}}``.
 
-    For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact steps
-    (:func:`crosscurv.numeric.steps.scheme_step`) and :func:`crosscurv.numeric.gap.loss_gap` (no cancellation); ``eta2 = eta^2 C_S``
-    (Theorem 1) and ``eta3 = eta2 + eta^3 c3`` (:func:`crosscurv.numeric.one_step.one_step_coefficients`); ``floor`` the
-    rounding of the two steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|``.
+    For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact
+    steps (:func:`crosscurv.numeric.steps.scheme_step`) and :func:`crosscurv.numeric.gap.loss_gap`
+    (no cancellation); ``eta2 = eta^2 C_S`` (Theorem 1) and ``eta3 = eta2 + eta^3 c3``
+    (:func:`crosscurv.numeric.one_step.one_step_coefficients`); ``floor`` the rounding of the two
+    steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|``.
     """
     from .gap import loss_gap
     from .hvp import grad
@@ -363,7 +372,8 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str 
     _, g = grad(task.loss, theta)
     jc = {n: theta[n] - lr * g[n] for n in theta}
     eps = torch.finfo(next(iter(theta.values())).dtype).eps
-    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum() for n in theta))
+    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
+        for n in theta))
     out = {}
     for name, p in cands:
         if p.is_jacobi:
@@ -372,7 +382,8 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str 
             s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
         coef = one_step_coefficients(task, theta, p, g=g, method=method)
         eta2 = lr * lr * coef[2]
-        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": eta2, "eta3": eta2 + lr ** 3 * coef[3],
+        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": eta2, "eta3": eta2
+            + lr ** 3 * coef[3],
                      "c3": coef[3], "floor": floor}
     return out
 
@@ -380,24 +391,24 @@ def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str 
 @computes_with_threads
 def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
            search: str | None = None, options: RunOptions | None = None, **keywords) -> Advice:
-    """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run (module docstring).
+    """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run
+    (module docstring).
 
     Args:
-        task: a :class:`crosscurv.numeric.Task`; ``task.params`` is ``theta^0``.
-        lr: constant learning rate ``eta > 0``.
-        iters: budget ``K >= 1``.
-        patterns: candidates (:func:`parse_candidates`; default :func:`default_candidates`).
-        checks: the one-step check at ``theta^0`` (module docstring), which also rank the
+        task: a :class:`crosscurv.numeric.Task`; ``task.params`` is ``theta^0``. lr: constant
+        learning rate ``eta > 0``. iters: budget ``K >= 1``. patterns: candidates
+        (:func:`parse_candidates`; default :func:`default_candidates`). checks: the one-step check
+        at ``theta^0`` (module docstring), which also rank the
             full GS orders by their ``eta^3`` coefficients (plain steps only).
         options, keywords: the run's :class:`crosscurv.numeric.trajectory.RunOptions`, each also
             a keyword, as for :func:`crosscurv.numeric.protocol.run_protocol`: ``out_dir``
             (``None``: in memory only), ``resume``, ``hvp_method``, ``seed`` (recorded; the
-            prediction itself is deterministic), ``settings``, ``checkpoint_every``,
-            ``progress(k, K)`` (after each iteration's rows), ``on_record(row)`` (the decided row,
-            after each iteration's rows are written; an exception interrupts), ``optimizer`` and
-            ``block_lr``: the JC run takes the optimizer's steps and the predictions are the
-            optimizer-aware JC-only estimate (module docstring); errors are NaN (the embedded pair
-            is derived for plain steps), so nothing is certified.
+            prediction itself is deterministic), ``settings``, ``checkpoint_every``, ``progress(k,
+            K)`` (after each iteration's rows), ``on_record(row)`` (the decided row, after each
+            iteration's rows are written; an exception interrupts), ``optimizer`` and ``block_lr``:
+            the JC run takes the optimizer's steps and the predictions are the optimizer-aware
+            JC-only estimate (module docstring); errors are NaN (the embedded pair is derived for
+            plain steps), so nothing is certified.
         threads: intra-op threads of the call (``None``: ``OMP_NUM_THREADS`` if set, else 1, as the
             command line; :mod:`crosscurv.numeric.threads`); recorded as ``settings["threads"]``.
         search: ``"orders"``, ``"stages[:D]"`` or ``"all"``: instead of ``patterns``, search that
@@ -430,7 +441,8 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
         task, lr, iters, opts.seed, opts.hvp_method, {**(opts.settings or {}), **rule.settings()},
         {"candidates": [{"name": n, **p.to_dict()} for n, p in cands]}))
     keys = block_keys(task)
-    active = [PatternCandidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(i)])
+    active = [PatternCandidate(n, p, [(i, list(p.fresh(i))) for i in range(p.n_blocks) if p.fresh(
+        i)])
               for n, p in cands if not p.is_jacobi]
     gs = full_gs_orders(cands)
 
@@ -462,7 +474,8 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
                        if active and checks and rule.checks else {})
         check_s = time.perf_counter() - t_check
     out = run.execute(body, start, done, task.device)
-    first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records else {})
+    first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records
+        else {})
     return _advice(run, body, cands, out, checks, first, {"one_step_check_s": check_s})
 
 
@@ -516,30 +529,34 @@ def _advice(run, body, cands, out, checks: bool, first: Mapping, timing: dict) -
 
 # -- validation ---------------------------------------------------------------------------------
 def measured_best(gaps: Mapping[str, float], gap_errs: Mapping[str, float]) -> dict:
-    """The measured best candidate at one ``k`` (lowest measured ``L_S - L_JC``, JC ``0``) and whether the
-    measurement decides it (margin to the runner-up above the sum of their ``gap_err``)."""
+    """The measured best candidate at one ``k`` (lowest measured ``L_S - L_JC``, JC ``0``) and
+    whether
+    the measurement decides it (margin to the runner-up above the sum of their ``gap_err``)."""
     d = decide(gaps, gap_errs)
     return {"best": d["best"], "decided": d["certified"]}
 
 
 @computes_with_threads
 def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -> dict:
-    """Run every non-JC candidate's trajectory beside JC (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and
-    measure what the advice gives up (:mod:`crosscurv.numeric.regret`) and how often it was right.
+    """Run every non-JC candidate's trajectory beside JC
+    (:func:`crosscurv.numeric.protocol.run_protocol`, in memory) and measure what the advice gives
+    up (:mod:`crosscurv.numeric.regret`) and how often it was right.
 
     Returns:
-        ``{"summary", "per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps", "gap_errs",
-        "right", "regret"}],
-        "agree_all": [n, of], "agree_certified": [n, of], "agree_decided": [n, of], "eta_sharpness_max",
-        "covered_embedded": [n, of], "covered_certified": [n, of], "status"}``: ``covered_*`` count the
-        (iteration, candidate) pairs whose actual error ``|jc_only - gap|`` is within this advice's embedded
-        error and within the protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`, computed from the
-        ``S`` run), over the pairs where that error is finite; ``decided`` iterations are those where the measured margin exceeds the measurements'
-        error (``gap_err``); ``eta_sharpness_max`` is ``eta`` times the largest ``lambda_max(H_JC^k)`` along the
-        run (the records' converged ``lambda_max``, or the power iteration's ``sharpness`` where that is larger;
-        above 2: past the edge of stability); ``summary``: :func:`crosscurv.numeric.regret.summarise` (regret
-        relative to the spread of the candidates, the full GS orders the certificate could not tell apart
-        counted as ties; precision and coverage of the certificate; the certified iterations that were wrong).
+        ``{"summary", "per_iteration": [{"k", "advised", "certified", "measured", "decided", "gaps",
+        "gap_errs", "right", "regret"}], "agree_all": [n, of], "agree_certified": [n, of],
+        "agree_decided": [n, of], "eta_sharpness_max", "covered_embedded": [n, of],
+        "covered_certified": [n, of], "status"}``: ``covered_*`` count the (iteration, candidate)
+        pairs whose actual error ``|jc_only - gap|`` is within this advice's embedded error and
+        within the protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`, computed
+        from the ``S`` run), over the pairs where that error is finite; ``decided`` iterations are
+        those where the measured margin exceeds the measurements' error (``gap_err``);
+        ``eta_sharpness_max`` is ``eta`` times the largest ``lambda_max(H_JC^k)`` along the run (the
+        records' converged ``lambda_max``, or the power iteration's ``sharpness`` where that is
+        larger; above 2: past the edge of stability); ``summary``:
+        :func:`crosscurv.numeric.regret.summarise` (regret relative to the spread of the candidates,
+        the full GS orders the certificate could not tell apart counted as ties; precision and
+        coverage of the certificate; the certified iterations that were wrong).
     """
     from .protocol import run_protocol
 
@@ -558,7 +575,8 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         if res.status != "complete":
             status = f"{n}: {res.status}"
         if math.isnan(sharp):  # lambda_max(H_JC^k) along the JC run (the same in every run)
-            sharp = max((x for r in res.records for x in (r["lambda_max"], r["sharpness"]) if math.isfinite(x)),
+            sharp = max((x for r in res.records for x in (r["lambda_max"], r["sharpness"])
+                if math.isfinite(x)),
                         default=math.nan)
         for r in res.records:
             gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]
@@ -576,9 +594,11 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         g, e = {n: gaps[n][i] for n in gaps}, {n: errs[n][i] for n in errs}
         m = measured_best(g, e)
         theory = [n for n in r.get("tied", [r["best"]]) if n in gs] if r["best"] in gs else []
-        table.append({"k": r["k"], "advised": r["best"], "certified": r["certified"], "measured": m["best"],
+        table.append({"k": r["k"], "advised": r["best"], "certified": r["certified"], "measured": m[
+            "best"],
                       "decided": m["decided"], "gaps": g, "gap_errs": e,
-                      "right": advice_right(r["best"], g, e, theory), "regret": regret(r["best"], g, e, theory)})
+                      "right": advice_right(r["best"], g, e, theory), "regret": regret(r["best"],
+                      g, e, theory)})
 
     def count(rows):
         return [sum(1 for t in rows if t["advised"] == t["measured"]), len(rows)]

@@ -1,17 +1,20 @@
 """How the JC run of ``crosscurv advise`` steps and predicts, one class per update rule.
 
-:class:`PlainSteps` is the paper's ``theta - eta g`` with the embedded pair of :mod:`crosscurv.numeric.advice`
-(the JC-only state ``y`` and the corrected state ``yhat`` at ``theta_hat = theta_JC + yhat``);
-:class:`OptimizerSteps` is a block-separable optimizer (per-block step factors, heavy ball, Adam) with the
-optimizer-aware JC-only estimate and no embedded pair.  Both share the candidates' ``M_S`` rows
-(:func:`column_products`: one product ``H (E_j v)`` per fresh block ``j``, shared by every candidate).
+:class:`PlainSteps` is the paper's ``theta - eta g`` with the embedded pair of
+:mod:`crosscurv.numeric.advice` (the JC-only state ``y`` and the corrected state ``yhat`` at
+``theta_hat = theta_JC + yhat``); :class:`OptimizerSteps` is a block-separable optimizer (per-block
+step factors, heavy ball, Adam) with the optimizer-aware JC-only estimate and no embedded pair.
+Both share the candidates' ``M_S`` rows (:func:`column_products`: one product ``H (E_j v)`` per
+fresh block ``j``, shared by every candidate).
 
 The interface :func:`crosscurv.numeric.advice.advise` calls, in this order each run:
 
 * ``start(like, names)`` or ``load(vectors, step, names)`` (a resumed run), then per iteration
-  ``iteration(...)`` (the candidates' ``(estimate, error, corrected, one_step)`` at ``theta_JC^k``; it releases
-  the point) and ``step(...)`` (``theta_JC^{k+1}``); ``vectors()`` what a checkpoint keeps;
-* ``checks``: whether the one-step check at ``theta^0`` applies; ``note``: what the recommendation adds.
+  ``iteration(...)`` (the candidates' ``(estimate, error, corrected, one_step)`` at ``theta_JC^k``;
+  it releases the point) and ``step(...)`` (``theta_JC^{k+1}``); ``vectors()`` what a checkpoint
+  keeps;
+* ``checks``: whether the one-step check at ``theta^0`` applies; ``note``: what the recommendation
+  adds.
 """
 
 from __future__ import annotations
@@ -30,13 +33,16 @@ from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
 from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step
 from .point import PointCurvature
 
-__all__ = ["PatternCandidate", "column_products", "masked_from_columns", "masked", "PlainSteps", "OptimizerSteps",
+__all__ = ["PatternCandidate", "column_products", "masked_from_columns", "masked", "PlainSteps",
+    "OptimizerSteps",
            "advice_steps"]
 
 
 @dataclass
 class PatternCandidate:
-    """A non-JC candidate: its name, pattern and ``[(i, [fresh j ascending])]`` for the blocks with a fresh set."""
+    """A non-JC candidate: its name, pattern and ``[(i, [fresh j ascending])]`` for the blocks with
+    a
+    fresh set."""
 
     name: str
     pattern: DelayPattern
@@ -44,11 +50,13 @@ class PatternCandidate:
 
 
 def column_products(point, keys: list, g: Mapping, sources: Mapping[int, list]) -> dict:
-    """``{j: H (E_j g)}`` restricted to the rows of the blocks that read ``j`` (restricted products on the graph
-    engine, full batched products otherwise)."""
+    """``{j: H (E_j g)}`` restricted to the rows of the blocks that read ``j`` (restricted products
+    on
+    the graph engine, full batched products otherwise)."""
     if isinstance(point, PointCurvature):
         return {j: point.hvp({k: g[k] for k in keys[j]}, rows) for j, rows in sources.items()}
-    named = [(j, (lambda j=j: {k: (g[k] if k in set(keys[j]) else torch.zeros_like(g[k])) for k in g}))
+    named = [(j, (lambda j=j: {k: (g[k] if k in set(keys[j]) else torch.zeros_like(g[k]))
+        for k in g}))
              for j in sources]
     return dict(point.products(named))
 
@@ -66,7 +74,8 @@ def masked_from_columns(cand: PatternCandidate, keys: list, cols: Mapping, like:
 
 
 def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
-    """``M_S v`` at ``point`` (Lemma 1): one product per fresh block ``j`` of ``S``, rows of its readers."""
+    """``M_S v`` at ``point`` (Lemma 1): one product per fresh block ``j`` of ``S``, rows of its
+    readers."""
     sources: dict = {}
     for i, fresh in cand.plan_rows:
         for j in fresh:
@@ -76,7 +85,8 @@ def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
 
 
 class PlainSteps:
-    """The paper's steps ``theta - eta g``: the JC-only estimate and its embedded pair (``yhat`` per candidate).
+    """The paper's steps ``theta - eta g``: the JC-only estimate and its embedded pair (``yhat`` per
+    candidate).
 
     ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``).
     """
@@ -100,16 +110,18 @@ class PlainSteps:
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
         self.yhat = {n: vec[f"yhat:{n}"] for n in names}
 
-    def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k, last) -> dict:
-        """Every candidate's ``(estimate, error, corrected, eta^2 C_S)`` at ``theta_JC^k``, and the steps of its
-        ``y`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``); releases ``point`` before the
-        ``theta_hat`` points are built."""
+    def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
+            last) -> dict:
+        """Every candidate's ``(estimate, error, corrected, eta^2 C_S)`` at ``theta_JC^k``, and the
+        steps of its ``y`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``); releases ``point``
+        before the ``theta_hat`` points are built."""
         lr2 = lr * lr
         yh = self.yhat
         cols = column_products(point, keys, g, sources) if active else {}
         vals: dict = {jc_name: (0.0, 0.0, 0.0, 0.0)}
         mgs: dict = {}
-        for c in active:  # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
+        # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
+        for c in active:
             mg = mgs[c.name] = masked_from_columns(c, keys, cols, g)
             one = lr2 * float(tree.dot(g, mg))
             if k >= 1:
@@ -121,13 +133,15 @@ class PlainSteps:
             if not last:
                 y = propagate(ys[c.name], hy, None, lr)
                 ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
-                if k == 0:  # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
+                # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
+                if k == 0:
                     u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
                     yh[c.name] = {n: lr2 * u[n] for n in g}
             del hy
         point.release()
         del point
-        for c in active:  # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
+        # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
+        for c in active:
             est, one = vals[c.name]
             if k == 0:
                 vals[c.name] = (0.0, 0.0, 0.0, one)
@@ -151,11 +165,12 @@ class PlainSteps:
 
 
 class OptimizerSteps:
-    """The JC run's block-separable optimizer (not plain ``sgd``) and the candidates' state differences.
+    """The JC run's block-separable optimizer (not plain ``sgd``) and the candidates' state
+    differences.
 
-    ``state``: the JC run's :class:`crosscurv.numeric.optimizers.OptimizerState` (step ``k`` at iteration
-    ``k``); ``ys``: ``{candidate: {buffer: tree}}``, the optimizer-state part of each JC-only state
-    (:class:`crosscurv.numeric.optimizer_estimates.TangentStep`), zeros at ``k = 0``.
+    ``state``: the JC run's :class:`crosscurv.numeric.optimizers.OptimizerState` (step ``k`` at
+    iteration ``k``); ``ys``: ``{candidate: {buffer: tree}}``, the optimizer-state part of each
+    JC-only state (:class:`crosscurv.numeric.optimizer_estimates.TangentStep`), zeros at ``k = 0``.
     """
 
     checks = False
@@ -166,8 +181,10 @@ class OptimizerSteps:
         self.f = factor_tree(task, self.factors)
         self.state = OptimizerState()
         self.ys: dict = {}
-        self.note = (f" Optimizer {setup.describe()}: the predictions are the optimizer-aware JC-only estimate and "
-                     "carry no error estimate (the embedded pair is derived for plain steps), so none is certified.")
+        self.note = (f" Optimizer {setup.describe()}: the predictions are the optimizer-aware "
+            "JC-only estimate and "
+                     "carry no error estimate (the embedded pair is derived for plain "
+                     "steps), so none is certified.")
 
     def settings(self) -> dict:
         return self.setup.settings()
@@ -183,16 +200,19 @@ class OptimizerSteps:
         return out
 
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
-        self.state = OptimizerState(step, {b: vec[f"sj:{b}"] for b in self.setup.buffers if f"sj:{b}" in vec})
+        self.state = OptimizerState(step, {b: vec[f"sj:{b}"] for b in self.setup.buffers
+            if f"sj:{b}" in vec})
         self.ys = {n: {b: vec[f"ys:{n}:{b}"] for b in self.setup.buffers} for n in names}
 
-    def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k, last) -> dict:
-        """At ``theta_JC^k``: every candidate's ``(estimate, NaN, NaN, eta^2 C_S^phi)`` and its state's tangent
-        step; releases ``point``.
+    def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
+            last) -> dict:
+        """At ``theta_JC^k``: every candidate's ``(estimate, NaN, NaN, eta^2 C_S^phi)`` and its
+        state's
+        tangent step; releases ``point``.
 
-        The forcing ``M_S F phi(g_JC^k, s_JC^k)`` comes from the shared columns ``H E_j (F phi)``; the JC-only
-        state steps ``(y, ys) <- TangentStep(y, ys, H y - eta M_S F phi)`` (what the protocol's ``jc_only``
-        column does with an optimizer); ``C_S^phi = g^T F J_phi M_S F phi``
+        The forcing ``M_S F phi(g_JC^k, s_JC^k)`` comes from the shared columns ``H E_j (F phi)``;
+        the JC-only state steps ``(y, ys) <- TangentStep(y, ys, H y - eta M_S F phi)`` (what the
+        protocol's ``jc_only`` column does with an optimizer); ``C_S^phi = g^T F J_phi M_S F phi``
         (:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).
         """
         sj, f, lr2, nan = self.state, self.f, lr * lr, math.nan
@@ -218,8 +238,10 @@ class OptimizerSteps:
         return vals
 
     def step(self, task, theta: Mapping, g: Mapping, lr: float) -> dict:
-        """The JC run's optimizer step from ``theta`` (``g`` its gradient); advances :attr:`state`."""
-        new, self.state, _ = optimizer_scheme_step(task, theta, jacobi(task.n_blocks), lr, self.spec, self.state,
+        """The JC run's optimizer step from ``theta`` (``g`` its gradient); advances :attr:`state`.
+        """
+        new, self.state, _ = optimizer_scheme_step(task, theta, jacobi(task.n_blocks), lr,
+            self.spec, self.state,
                                                    self.factors, grad_at_params=g)
         return new
 

@@ -22,7 +22,8 @@ __all__ = [
 
 
 def _segments(rows: Sequence[Mapping]) -> list[dict]:
-    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last", "certified_ks"}]``."""
+    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last",
+    "certified_ks"}]``."""
     segs: list[dict] = []
     for r in rows:
         if not segs or segs[-1]["best"] != r["best"]:
@@ -53,13 +54,13 @@ def k_ranges(ks: Sequence[int], max_ranges: int = 5) -> str:
 
 
 def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
-    """A sentence a person can act on, e.g. ``"jc for K <= 45, certified at K = 3..45; gs for K = 46..200,
-    certified at K = 52..120"``.
+    """A sentence a person can act on, e.g. ``"jc for K <= 45, certified at K = 3..45; gs for K =
+    46..200, certified at K = 52..120"``.
 
-    Built from the per-iteration ``best`` / ``certified`` of ``rows`` (ordered by ``k``): each range of budgets
-    with the same predicted best names exactly the budgets where it is certified
-    (:func:`crosscurv.numeric.certificate.certify_best`); with more than ``max_segments`` changes of the best
-    scheme the last ones are named and the count of changes given.
+    Built from the per-iteration ``best`` / ``certified`` of ``rows`` (ordered by ``k``): each range
+    of budgets with the same predicted best names exactly the budgets where it is certified
+    (:func:`crosscurv.numeric.certificate.certify_best`); with more than ``max_segments`` changes of
+    the best scheme the last ones are named and the count of changes given.
     """
     if not rows:
         return "no iterations: nothing to advise"
@@ -87,24 +88,29 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
             cert += f" (as one of the GS orders the errors cannot tell apart{at})"
         parts.append(f"{s['best']} {where}{cert}")
     parts[-1] += "."
-    head = f"at K = {last['k']}: use {last['best']} ({'certified' if last['certified'] else 'not certified'})"
+    head = (f"at K = {last['k']}: use {last['best']} "
+        f"({'certified' if last['certified'] else 'not certified'})")
     if last["certified"] and len(last.get("tied", ())) > 1:
-        head += f", as one of the GS orders {', '.join(last['tied'])}, which the errors cannot tell apart"
+        head += (f", as one of the GS orders {', '.join(last['tied'])}, which the errors cannot "
+            "tell apart")
     if len(segs) > max_segments:
         head += f"; the best scheme changes {len(segs) - 1} times, the last {max_segments} runs"
     return head + ". " + "; ".join(parts)
 
 
 def check_failures(checks: Sequence[dict]) -> list[str]:
-    """The candidates whose one-step series does not converge: the measured one-step gap differs from
-    ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps' rounding)."""
+    """The candidates whose one-step series does not converge: the measured one-step gap differs
+    from
+    ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps'
+    rounding)."""
     bad = []
     for check in checks:
         for name, c in (check or {}).items():
             m, p2, p3 = c["measured"], c["eta2"], c["eta3"]
             if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), c["floor"]):
                 bad.append(
-                    f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with eta^3 {p3:.3g}"
+                    f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with "
+                    f"eta^3 {p3:.3g}"
                 )
     return bad
 
@@ -119,7 +125,8 @@ def check_note(checks: Sequence[dict]) -> str:
         + "; ".join(bad[:3])
         + ("; ..." if len(bad) > 3 else "")
         + "): the first step is outside the expansions' regime (or the "
-        "loss is not smooth there); a certificate rests on the errors measured along the run, and the "
+        "loss is not smooth there); a certificate rests on the errors measured along the "
+        "run, and the "
         "predictions before one are not reliable."
     )
 
@@ -136,7 +143,8 @@ def edge_note(rows: Sequence[Mapping], inside: Sequence[bool], lr: float) -> str
 
 
 def order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
-    """Whether the full GS orders can be told apart at the last ``K`` (prediction differences vs errors)."""
+    """Whether the full GS orders can be told apart at the last ``K`` (prediction differences vs
+    errors)."""
     if orders is None or last is None:
         return ""
     names = list(orders["eta3"])
@@ -149,18 +157,22 @@ def order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
     if apart:
         note = (
             f" GS orders at K = {last['k']}: {' < '.join(ranked)} (predicted, differences above "
-            f"{SAFETY:g} times the errors); one-step eta^3 terms at theta^0 (all orders tie at eta^2, "
+            f"{SAFETY:g} times the errors); one-step eta^3 terms at theta^0 (all orders tie "
+            "at eta^2, "
             f"Corollary 1): {step}."
         )
     elif last.get("certified") and last["best"] in names and len(last.get("tied", ())) == 1:
         note = (
-            f" At K = {last['k']} {last['best']} is ahead of the other GS orders by more than {SAFETY:g} "
-            f"times the errors; the others cannot be told apart; one-step eta^3 terms at theta^0: {step}."
+            f" At K = {last['k']} {last['best']} is ahead of the other GS orders by more "
+            f"than {SAFETY:g} "
+            "times the errors; the others cannot be told apart; one-step eta^3 terms at "
+            f"theta^0: {step}."
         )
     else:
         spread = est[ranked[-1]] - est[ranked[0]]
         note = (
-            f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their predictions differ "
+            f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their "
+            "predictions differ "
             f"by {spread:.3g}, within {SAFETY:g} times their errors; at one step they tie at eta^2 "
             f"(Corollary 1) and the eta^3 terms at theta^0 rank them {' < '.join(by3)} ({step})."
         )

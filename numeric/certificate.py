@@ -137,15 +137,16 @@ def certify_gap(
 
 
 def first_step_remainders(checks: Sequence[Mapping]) -> dict:
-    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (NaN measurements
-    skipped; ``{}`` without a check); ``inf`` where the expansion does not describe the measured step,
+    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (NaN
+    measurements skipped; ``{}`` without a check); ``inf`` where the expansion does not describe the
+    measured step,
 
         min(|m - p_2|, |m - p_3|) > max(|p_2|, |p_3|, floor)
 
-    (``m`` the measured ``L_S^1 - L_JC^1``, ``p_2 = eta^2 C_S``, ``p_3`` with Lemma 1's ``eta^3`` term,
-    ``floor`` the steps' rounding): what both kept orders leave out is larger than what they keep (the
-    measured differences are made of something else, e.g. the rounding of float32 iterates), which
-    withdraws the advice's certificate at every ``k``
+    (``m`` the measured ``L_S^1 - L_JC^1``, ``p_2 = eta^2 C_S``, ``p_3`` with Lemma 1's ``eta^3``
+    term, ``floor`` the steps' rounding): what both kept orders leave out is larger than what they
+    keep (the measured differences are made of something else, e.g. the rounding of float32
+    iterates), which withdraws the advice's certificate at every ``k``
     (:func:`crosscurv.numeric.certificate.advice_next_orders`)."""
     out = {}
     for chk in checks:
@@ -163,11 +164,12 @@ def first_step_orders(
     checks: Sequence[Mapping], first_predictions: Mapping[str, float]
 ) -> dict:
     """``{candidate: |m_S - P_S^1|}``: the measured error of the prediction advise certifies,
-    ``P_S^1`` (its ``estimate`` at ``k = 1``), against the exact first-step gap ``m_S = L_S^1 -
-    L_JC^1`` of the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured",
-    "eta2", "eta3", "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1
-    describes that step (:func:`crosscurv.numeric.certificate.first_step_remainders`: the whole run's
-    advice is withdrawn); NaN measurements skipped, ``{}`` without a check."""
+    ``P_S^1``
+    (its ``estimate`` at ``k = 1``), against the exact first-step gap ``m_S = L_S^1 - L_JC^1`` of
+    the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured", "eta2", "eta3",
+    "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1 describes that step
+    (:func:`crosscurv.numeric.certificate.first_step_remainders`: the whole run's advice is
+    withdrawn); NaN measurements skipped, ``{}`` without a check."""
     withdrawn = first_step_remainders(checks)
     out = {}
     for chk in checks:

@@ -27,17 +27,17 @@ Stage = Callable[[Mapping, torch.Tensor], torch.Tensor]
 
 @dataclass(frozen=True)
 class Chain:
-    """``L(theta) = head(f_N(theta, ... f_1(theta, input)))``, stage ``l`` reading block ``l``'s parameters only.
+    """``L(theta) = head(f_N(theta, ... f_1(theta, input)))``, stage ``l`` reading block ``l``'s
+    parameters only.
 
     Args:
         stages: ``f_1, ..., f_N``, one per block in the task's block order; ``f_l(params, h)``
-            takes the full parameter dict (it reads block ``l``'s entries) and ``h_{l-1}``
-            (a tensor), and returns ``h_l``.
-        input: ``h_0`` (a tensor; it never requires grad).
-        head: ``h_N -> L``, a 0-dim tensor.
+            takes the full parameter dict (it reads block ``l``'s entries) and ``h_{l-1}`` (a
+            tensor), and returns ``h_l``.
+        input: ``h_0`` (a tensor; it never requires grad). head: ``h_N -> L``, a 0-dim tensor.
 
-    ``loss(params)`` must equal the task's loss function: :meth:`crosscurv.numeric.task.Task.check_loss`
-    compares the two at ``theta^0``.
+    ``loss(params)`` must equal the task's loss function:
+    :meth:`crosscurv.numeric.task.Task.check_loss` compares the two at ``theta^0``.
     """
 
     stages: Sequence[Stage]
@@ -71,7 +71,8 @@ class PrefixCache:
         self.chain = chain
         self.keys = [list(k) for k in keys]
         self._stage_of = {k: l for l, ks in enumerate(self.keys) for k in ks}
-        self._h: list[torch.Tensor] = [chain.input.detach()]  # _h[l] = h_l (detached) of the cached point
+        # _h[l] = h_l (detached) of the cached point
+        self._h: list[torch.Tensor] = [chain.input.detach()]
         self._seen: list[tuple] = []  # the parameter tensors of stage l at the cached point
 
     def _first_changed(self, params: Mapping) -> int:
@@ -81,7 +82,8 @@ class PrefixCache:
         return len(self._seen)
 
     def block_grad(self, params: Mapping, wrt: Sequence[str]) -> dict:
-        """``grad_wrt L(params)``: :func:`crosscurv.numeric.hvp.block_grad` of the loss run forward from the cached prefix."""
+        """``grad_wrt L(params)``: :func:`crosscurv.numeric.hvp.block_grad` of the loss run forward
+        from the cached prefix."""
         wrt = list(wrt)
         unknown = [k for k in wrt if k not in self._stage_of]
         if unknown:

@@ -85,8 +85,9 @@ class MaskedProductPlan:
     products: tuple
 
     def assemble(self, like: Mapping, restricted: Iterable[Mapping]) -> dict:
-        """``M_S v`` keyed like ``like`` from the products' rows (``restricted[m]`` holds ``products[m]``'s rows;
-        an iterator is consumed one product at a time); rows no product reaches are zero."""
+        """``M_S v`` keyed like ``like`` from the products' rows (``restricted[m]`` holds
+        ``products[m]``'s rows; an iterator is consumed one product at a time); rows no product
+        reaches are zero."""
         out: dict = {}
         for (_, rows), hv in zip(self.products, restricted):
             for k in rows:
@@ -106,18 +107,23 @@ def masked_product_plan(task, pattern: DelayPattern, form: str = "auto") -> Mask
     return plan_for_blocks(block_keys(task), pattern, form)
 
 
-def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: str = "auto") -> MaskedProductPlan:
-    """:func:`masked_product_plan` from the parameter names of each block (``keys[i]``: block ``i``)."""
+def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern,
+        form: str = "auto") -> MaskedProductPlan:
+    """:func:`masked_product_plan` from the parameter names of each block (``keys[i]``: block
+    ``i``).
+    """
     groups = _fresh_sets(pattern)
     by_set = tuple(
-        (tuple(k for j in fresh for k in keys[j]), tuple(k for i in rows for k in keys[i])) for fresh, rows in groups
+        (tuple(k for j in fresh for k in keys[j]), tuple(k for i in rows for k in keys[i]))
+        for fresh, rows in groups
     )
     readers: dict[int, list[int]] = {}
     for i in range(pattern.n_blocks):
         for j in pattern.fresh(i):
             readers.setdefault(j, []).append(i)
     by_block = tuple(
-        (tuple(keys[j]), tuple(k for i in rows for k in keys[i])) for j, rows in sorted(readers.items())
+        (tuple(keys[j]), tuple(k for i in rows for k in keys[i])) for j, rows in sorted(
+        readers.items())
     )
     if form == "auto":
         form = "fresh_block" if len(by_block) <= len(by_set) else "fresh_set"
@@ -129,7 +135,8 @@ def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern, form: 
 
 
 def masked_products(
-    task, params: Mapping, pattern: DelayPattern, vs: Sequence[Mapping], method: str = "auto", chunk_size=None
+    task, params: Mapping, pattern: DelayPattern, vs: Sequence[Mapping], method: str = "auto",
+    chunk_size=None
 ) -> list:
     """``[M_S v_1, ..., M_S v_m]`` at ``params``, dicts keyed like ``params``, all ``m * n_F``
     HVPs in one batch (``n_F`` distinct non-empty fresh sets; ``method``, ``chunk_size`` as in
@@ -148,8 +155,10 @@ def masked_products(
     return [_assemble(keys, groups, prods[a * n : (a + 1) * n], params) for a in range(len(vs))]
 
 
-def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, method: str = "auto", chunk_size=None) -> dict:
-    """``M_S v`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j`` (see :func:`masked_products`)."""
+def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, method: str = "auto",
+        chunk_size=None) -> dict:
+    """``M_S v`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j`` (see :func:`masked_products`).
+    """
     return masked_products(task, params, pattern, [v], method, chunk_size)[0]
 
 
@@ -165,9 +174,12 @@ class CrossCurvature:
     grad_norm2: float = float("nan")
 
     def C_S(self, pattern: DelayPattern | str) -> float:
-        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1); ``pattern`` may be a spec such as ``"gs"``."""
+        """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1); ``pattern`` may be a spec such
+        as
+        ``"gs"``."""
         pattern = as_pattern(pattern, self.c.shape[0], self.block_names)
-        return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((), dtype=torch.float64)))
+        return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((),
+            dtype=torch.float64)))
 
     @property
     def C_cross(self) -> float:
@@ -191,7 +203,8 @@ class CrossCurvature:
 
 
 @computes_with_threads
-def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None = None, method: str = "auto", chunk_size=None) -> CrossCurvature:
+def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None = None,
+        method: str = "auto", chunk_size=None) -> CrossCurvature:
     """Compute ``c_ij = g_i^T H_ij g_j`` for all block pairs with ``N`` HVPs.
 
     Column ``j`` comes from ``u_j = H (E_j g)`` (``E_j g``: block ``j`` of

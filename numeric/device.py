@@ -34,7 +34,8 @@ def resolve_device(spec="auto") -> torch.device:
     kind, sep, index = s.partition(":")
     if kind == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceError(f"device {spec!r} requested but CUDA is not available here (use auto or cpu)")
+            raise DeviceError(f"device {spec!r} requested but CUDA is not available here (use "
+                "auto or cpu)")
         if not sep:
             return torch.device("cuda")
         if not index.isdigit():

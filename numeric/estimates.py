@@ -86,7 +86,8 @@ __all__ = [
     "track_extremes",
 ]
 
-#: The extremes are converged (warm-started lobpcg refinement) every this many iterations; in between the last
+# : The extremes are converged (warm-started lobpcg refinement) every this many iterations; in
+# between the last
 #: converged values are carried (no product), see :func:`track_extremes`.
 SHARPNESS_EVERY = 20
 
@@ -147,15 +148,13 @@ def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict
     """One warm-started power-iteration step on ``H``.
 
     Args:
-        p: current unit vector.
-        Hp: ``H p``.
-        into: form ``p_next`` in ``Hp``'s tensors (the caller's ``Hp`` is consumed; an entry sharing memory
+        p: current unit vector. Hp: ``H p``. into: form ``p_next`` in ``Hp``'s tensors (the caller's
+        ``Hp`` is consumed; an entry sharing memory
             with ``p`` is formed out of place); the same values either way.
 
     Returns:
-        ``(rayleigh, p_next)``: ``rayleigh = p^T H p`` as a Python float and
-        ``p_next = H p / ||H p||`` (``p`` itself when ``H p`` is zero or not
-        finite).
+        ``(rayleigh, p_next)``: ``rayleigh = p^T H p`` as a Python float and ``p_next = H p / ||H
+        p||`` (``p`` itself when ``H p`` is zero or not finite).
     """
     rq = float(tree.dot(p, Hp))
     n = float(tree.norm(Hp))
@@ -177,12 +176,14 @@ def _unflat(x, like: Mapping) -> dict:
     out, i = {}, 0
     for k, t in like.items():
         n = t.numel()
-        out[k] = torch.as_tensor(x[i:i + n], dtype=torch.float64).reshape(t.shape).to(dtype=t.dtype, device=t.device)
+        out[k] = torch.as_tensor(x[i:i + n], dtype=torch.float64).reshape(t.shape).to(
+            dtype=t.dtype, device=t.device)
         i += n
     return out
 
 
-def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL, seed: int = 0,
+def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL,
+    seed: int = 0,
                      maxiter: int | None = None) -> Extremes:
     """``lambda_max`` and ``lambda_min`` of ``H`` by implicitly restarted Lanczos on HVPs.
 
@@ -233,7 +234,8 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
         ncv = min(n, 20)
         try:
             with _one_blas_thread():
-                w, V = eigsh(op, k=2, which="BE", v0=start, tol=tol, ncv=ncv, maxiter=maxiter or max(100, 10 * n))
+                w, V = eigsh(op, k=2, which="BE", v0=start, tol=tol, ncv=ncv, maxiter=maxiter
+                    or max(100, 10 * n))
         except ArpackNoConvergence as exc:
             w, V = exc.eigenvalues, exc.eigenvectors
             if len(w) < 2:
@@ -246,16 +248,17 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
     return Extremes(w[-1], w[0], vmax, vmin, count[0] + 2, res, True)
 
 
-def solve_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL, seed: int = 0,
+def solve_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL,
+    seed: int = 0,
                    store=None) -> Extremes:
     """The extreme eigenpairs of ``H`` to ``tol``, by the solver the model's size calls for.
 
-    A model below :func:`crosscurv.numeric.offload.large_model`'s size: :func:`hessian_extremes` (ARPACK,
-    its basis and work arrays about 24 float64 parameter-sized vectors); a large one:
-    :func:`crosscurv.numeric.lanczos.lanczos_extremes` (Lanczos in the parameters' dtype, its basis parked in
-    ``store``, at most three parameter-sized vectors in memory), so that the solve costs a fixed multiple of
-    one gradient step's memory at every model size.  Both meet the same residual test; the choice depends
-    on the model alone, never on where the vectors are parked.
+    A model below :func:`crosscurv.numeric.offload.large_model`'s size: :func:`hessian_extremes`
+    (ARPACK, its basis and work arrays about 24 float64 parameter-sized vectors); a large one:
+    :func:`crosscurv.numeric.lanczos.lanczos_extremes` (Lanczos in the parameters' dtype, its basis
+    parked in ``store``, at most three parameter-sized vectors in memory), so that the solve costs a
+    fixed multiple of one gradient step's memory at every model size.  Both meet the same residual
+    test; the choice depends on the model alone, never on where the vectors are parked.
     """
     if _large(like):
         return lanczos_extremes(hvp, like, v0, tol, seed, store=store)
@@ -266,21 +269,24 @@ def _large(like: Mapping) -> bool:
     from .offload import large_model
 
     first = next(iter(like.values()), None)
-    return first is not None and large_model(sum(t.numel() for t in like.values()), first.element_size())
+    return first is not None and large_model(sum(t.numel() for t in like.values()),
+        first.element_size())
 
 
 def _one_blas_thread():
-    """SciPy's BLAS (ARPACK's and lobpcg's vector algebra) limited to one thread while the extremes are
-    computed: a BLAS thread pool splits its sums by thread count, so without the limit the extremes of one
-    run on one machine would depend on how many BLAS threads the process happened to start with (a Ray
-    worker imports NumPy before the sweep sets its thread count)."""
+    """SciPy's BLAS (ARPACK's and lobpcg's vector algebra) limited to one thread while the extremes
+    are
+    computed: a BLAS thread pool splits its sums by thread count, so without the limit the extremes
+    of one run on one machine would depend on how many BLAS threads the process happened to start
+    with (a Ray worker imports NumPy before the sweep sets its thread count)."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
 
 
 def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxiter: int):
-    """One end of the spectrum by ``scipy.sparse.linalg.lobpcg`` (block size 1) warm-started from ``v``.
+    """One end of the spectrum by ``scipy.sparse.linalg.lobpcg`` (block size 1) warm-started from
+    ``v``.
 
     Returns ``(lambda, unit eigenvector, residual norm, products used)``; the residual is
     ``||H x - lambda x||`` recomputed from lobpcg's last products (no extra product).
@@ -297,50 +303,62 @@ def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxi
     def matmat(X):
         X = np.asarray(X).reshape(n, -1)
         count[0] += X.shape[1]
-        return np.column_stack([_flat64(hvp(_unflat(X[:, j], like)), keys) for j in range(X.shape[1])])
+        return np.column_stack([_flat64(hvp(_unflat(X[:, j], like)), keys) for j in range(X.shape[
+            1])])
 
     op = LinearOperator((n, n), matvec=lambda x: matmat(x)[:, 0], matmat=matmat, dtype=np.float64)
     x0 = _flat64(v, keys).reshape(n, 1)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "not reaching the requested tolerance" is read from the residual below
+        # "not reaching the requested tolerance" is read from the residual below
+        warnings.simplefilter("ignore")
         with _one_blas_thread():
-            lam, X, rnorms = lobpcg(op, x0, tol=atol, maxiter=maxiter, largest=largest, retResidualNormsHistory=True)
+            lam, X, rnorms = lobpcg(op, x0, tol=atol, maxiter=maxiter, largest=largest,
+                retResidualNormsHistory=True)
     res = float(np.ravel(rnorms[-1])[0]) if len(rnorms) else math.inf
     x = X[:, 0] / np.linalg.norm(X[:, 0])
     return float(lam[0]), _unflat(x, like), res, count[0]
 
 
-def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int, tol: float = SHARPNESS_TOL,
-                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20, store=None) -> Extremes:
-    """The extreme eigenpairs of ``H_JC^k`` converged to ``tol`` every ``every`` iterations, warm-started.
+def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int,
+    tol: float = SHARPNESS_TOL,
+                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20,
+                   store=None) -> Extremes:
+    """The extreme eigenpairs of ``H_JC^k`` converged to ``tol`` every ``every`` iterations,
+    warm-started.
 
-    * ``k = 0`` (``previous`` is ``None``, or not finite): :func:`solve_extremes` solves (ARPACK Lanczos, or
-      for a large model Lanczos with its basis parked in ``store``);
+    * ``k = 0`` (``previous`` is ``None``, or not finite): :func:`solve_extremes` solves (ARPACK
+      Lanczos, or for a large model Lanczos with its basis parked in ``store``);
     * ``k % every == 0``, large model: :func:`solve_extremes` from ``v0 = v_max + v_min``;
-    * ``k % every == 0``, otherwise: each end is refined by ``scipy.sparse.linalg.lobpcg`` (block size 1, at most
-      ``maxiter`` iterations) from the previous eigenvector until ``||H v - lambda v|| <= tol ||H_prev|| / 2``
-      (accepted up to ``tol max(||H_prev||, ||H||)``);
-      an end that does not get there starts a Lanczos solve from ``v0 = v_max + v_min``.  Each
-      returned Rayleigh quotient is then within its residual of an eigenvalue of ``H`` (Krylov-Weinstein);
-    * otherwise nothing is computed: ``previous`` is returned with ``hvps = 0`` (the values of the last
-      converged iteration; the protocol folds in its one-product power iteration, a lower bound of
-      ``lambda_max(H_JC^k)``, where a current value matters: the regime test and ``||H||``).
+    * ``k % every == 0``, otherwise: each end is refined by ``scipy.sparse.linalg.lobpcg`` (block
+      size 1, at most ``maxiter`` iterations) from the previous eigenvector until ``||H v - lambda
+      v|| <= tol ||H_prev|| / 2`` (accepted up to ``tol max(||H_prev||, ||H||)``); an end that does
+      not get there starts a Lanczos solve from ``v0 = v_max + v_min``.  Each returned Rayleigh
+      quotient is then within its residual of an eigenvalue of ``H`` (Krylov-Weinstein);
+    * otherwise nothing is computed: ``previous`` is returned with ``hvps = 0`` (the values of the
+      last converged iteration; the protocol folds in its one-product power iteration, a lower bound
+      of ``lambda_max(H_JC^k)``, where a current value matters: the regime test and ``||H||``).
 
     ``hvps`` counts every product of this iteration.
     """
     if previous is None or not math.isfinite(previous.norm):
-        v0 = None if previous is None else {n: previous.v_max[n] + previous.v_min[n] for n in previous.v_max}
+        v0 = None if previous is None else {n: previous.v_max[n] + previous.v_min[n]
+            for n in previous.v_max}
         return solve_extremes(hvp, like, v0, tol, seed, store)
     if every > 1 and k % every:
-        return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0, previous.residual,
+        return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0,
+            previous.residual,
                         False)
-    if _large(like):  # lobpcg's float64 work arrays are several parameter-sized vectors: the parked basis instead
-        return solve_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m] for m in previous.v_max}, tol,
+    # lobpcg's float64 work arrays are several parameter-sized vectors: the parked basis instead
+    if _large(like):
+        return solve_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m]
+            for m in previous.v_max}, tol,
                               seed, store)
     n = sum(t.numel() for t in like.values())
-    atol = 0.5 * tol * previous.norm  # half the tolerance: lobpcg's last reported residual may lag its result
+    # half the tolerance: lobpcg's last reported residual may lag its result
+    atol = 0.5 * tol * previous.norm
     if n < 10 or atol <= 0:  # lobpcg needs n >= 5 x block size with room to spare
-        return hessian_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m] for m in previous.v_max}, tol,
+        return hessian_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m]
+            for m in previous.v_max}, tol,
                                 seed)
     lmax, vmax, rmax, cmax = _lobpcg_end(hvp, like, previous.v_max, True, atol, maxiter)
     lmin, vmin, rmin, cmin = _lobpcg_end(hvp, like, previous.v_min, False, atol, maxiter)
@@ -356,22 +374,23 @@ def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int, tol:
 class EstimateState:
     """The scalars the estimates carry from iteration ``k`` to ``k + 1`` (resumable).
 
-    The parameter-sized vectors (``z``, ``y``, the pending recursive term ``w``,
-    the power vector ``p``) live in the protocol's store
-    (:mod:`crosscurv.numeric.offload`), updated by :func:`propagate`; this holds the rest.
+    The parameter-sized vectors (``z``, ``y``, the pending recursive term ``w``, the power vector
+    ``p``) live in the protocol's store (:mod:`crosscurv.numeric.offload`), updated by
+    :func:`propagate`; this holds the rest.
 
     Attributes:
         q: pending quadratic term ``1/2 Delta^{k-1} . H_JC^{k-1} Delta^{k-1}``
             (``None`` at ``k = 0``).
-        unorms: ``[||u^0||, ..., ||u^{k-1}||]`` (Python floats).
-        G, L: running estimates (module docstring).
-        rayleigh: the last power-iteration estimate ``p^T H_JC^k p``.
-        lam_max, lam_min: the last converged extreme eigenvalues (:func:`track_extremes`; their
+        unorms: ``[||u^0||, ..., ||u^{k-1}||]`` (Python floats). G, L: running estimates (module
+        docstring). rayleigh: the last power-iteration estimate ``p^T H_JC^k p``. lam_max, lam_min:
+        the last converged extreme eigenvalues (:func:`track_extremes`; their
             eigenvectors are carried in the store as ``vmax``, ``vmin``).
-        errors: the error estimates' scalars (:class:`crosscurv.numeric.error_estimates.ErrorState`).
-        defects: the realised defects of the last records (:class:`crosscurv.numeric.error_estimates.DefectState`;
+        errors: the error estimates' scalars
+        (:class:`crosscurv.numeric.error_estimates.ErrorState`). defects: the realised defects of
+        the last records (:class:`crosscurv.numeric.error_estimates.DefectState`;
             the error columns of optimizer runs).
-        certificates: what the records' certificates carry (:class:`crosscurv.numeric.certificate.CertificateState`).
+        certificates: what the records' certificates carry
+        (:class:`crosscurv.numeric.certificate.CertificateState`).
     """
 
     def __init__(self):
@@ -387,14 +406,16 @@ class EstimateState:
         self.certificates = CertificateState()
 
     def observe_gradient_norm(self, n: float) -> float:
-        """Fold ``n = ||g||`` of a gradient into ``G`` (a non-finite norm is skipped); returns ``n``."""
+        """Fold ``n = ||g||`` of a gradient into ``G`` (a non-finite norm is skipped); returns
+        ``n``.
+        """
         if math.isfinite(n):
             self.G = max(self.G, n)
         return n
 
     def observe_power(self, p: Mapping, Hp: Mapping) -> dict:
-        """One power step with ``H_JC^k p``: fold ``|p^T H p|`` into ``L``; returns the next vector, formed in
-        ``Hp``'s tensors (``Hp`` is consumed)."""
+        """One power step with ``H_JC^k p``: fold ``|p^T H p|`` into ``L``; returns the next vector,
+        formed in ``Hp``'s tensors (``Hp`` is consumed)."""
         self.rayleigh, p_next = power_step(p, Hp, into=True)
         if math.isfinite(self.rayleigh):
             self.L = max(self.L, abs(self.rayleigh))
@@ -406,9 +427,12 @@ class EstimateState:
 
     def state_dict(self) -> dict:
         """What :meth:`from_state_dict` needs to continue bit for bit (for ``torch.save``)."""
-        return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L, "rayleigh": self.rayleigh,
-                "lam_max": self.lam_max, "lam_min": self.lam_min, "errors": self.errors.state_dict(),
-                "defects": self.defects.state_dict(), "certificates": self.certificates.state_dict()}
+        return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L,
+            "rayleigh": self.rayleigh,
+                "lam_max": self.lam_max, "lam_min": self.lam_min,
+                "errors": self.errors.state_dict(),
+                "defects": self.defects.state_dict(),
+                "certificates": self.certificates.state_dict()}
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> "EstimateState":

@@ -48,7 +48,8 @@ def _copy(src_path: str, src_offset: int, dst_fd: int, dst_offset: int, nbytes: 
             raise OSError(f"{src_path} holds fewer than {src_offset + nbytes} bytes")
         done = 0
         while done < nbytes:
-            n = os.copy_file_range(src.fileno(), dst_fd, min(_CHUNK, nbytes - done), src_offset + done,
+            n = os.copy_file_range(src.fileno(), dst_fd, min(_CHUNK, nbytes - done), src_offset
+                + done,
                                    dst_offset + done)
             if n <= 0:
                 raise OSError(f"copying {src_path} stopped after {done} of {nbytes} bytes")
@@ -76,14 +77,15 @@ def save_from_files(obj, path: str, sources: Sources) -> None:
 
 
 def file_offsets(path: str, names) -> dict:
-    """``{record name: byte offset of its data in the archive at path}`` (names as ``torch.save`` writes them,
-    ``"data/0"``...)."""
+    """``{record name: byte offset of its data in the archive at path}`` (names as ``torch.save``
+    writes them, ``"data/0"``...)."""
     reader = torch._C.PyTorchFileReader(path)
     return {name: reader.get_record_offset(name) for name in names}
 
 
 def _storages(obj, out: dict) -> dict:
-    """``{data_ptr: storage}`` of every non-empty tensor storage inside dicts, lists and tuples of ``obj``."""
+    """``{data_ptr: storage}`` of every non-empty tensor storage inside dicts, lists and tuples of
+    ``obj``."""
     if isinstance(obj, torch.Tensor):
         st = obj.untyped_storage()
         if st.nbytes():
@@ -117,10 +119,12 @@ def mapped_sources(obj, path: str) -> Sources | None:
     first = min(stores)
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
-        for off in offsets:  # the lowest storage sits at one of the records: the one that places each on
+        # the lowest storage sits at one of the records: the one that places each on
+        for off in offsets:
             found = {ptr: ptr - first + off for ptr in stores}  # a record holding its bytes
             if set(found.values()) <= set(offsets) and all(
-                    found[ptr] + st.nbytes() <= size and _head(st) == os.pread(fh.fileno(), len(_head(st)), found[ptr])
+                    found[ptr] + st.nbytes() <= size and _head(st) == os.pread(fh.fileno(), len(
+                    _head(st)), found[ptr])
                     for ptr, st in stores.items()):
                 break
         else:

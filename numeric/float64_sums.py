@@ -15,7 +15,8 @@ import torch
 
 __all__ = ["CHUNK", "sum_sq64", "norm64", "dot64", "absdot64", "dot_absdot64"]
 
-#: Elements per chunk (512 KiB of float64): large enough that the per-chunk kernel launches cost little,
+# : Elements per chunk (512 KiB of float64): large enough that the per-chunk kernel launches cost
+# little,
 #: small enough that a chunk stays in cache.
 CHUNK = 1 << 16
 
@@ -38,12 +39,14 @@ def _chunks(vectors, scratch: bool):
         total = first.numel()
         if total <= size:  # one chunk: the entries themselves, the buffers viewed in their shape
             shape = first.shape
-            yield (x_buf[:total].view(shape), None if t_buf is None else t_buf[:total].view(shape), entries)
+            yield (x_buf[:total].view(shape), None if t_buf is None else t_buf[:total].view(shape),
+                entries)
             continue
         flat = [None if e is None else e.reshape(-1) for e in entries]
         for s in range(0, total, size):
             e = min(s + size, total)
-            yield x_buf[:e - s], None if t_buf is None else t_buf[:e - s], [None if f is None else f[s:e] for f in flat]
+            yield x_buf[:e - s], None if t_buf is None else t_buf[:e - s], [None if f is None
+                else f[s:e] for f in flat]
 
 
 def _accumulate(vectors, form, *reductions, scratch: bool = True) -> list:
@@ -67,12 +70,15 @@ def sum_sq64(form: Callable, *vectors: Mapping | None) -> torch.Tensor:
 
 
 def norm64(form: Callable, *vectors: Mapping | None) -> float:
-    """``sqrt(`` :func:`sum_sq64` ``)``: the float64 norm of the vector that ``form`` writes chunk by chunk."""
+    """``sqrt(`` :func:`sum_sq64` ``)``: the float64 norm of the vector that ``form`` writes chunk
+    by
+    chunk."""
     return float(torch.sqrt(sum_sq64(form, *vectors)))
 
 
 def _product(x, t, bp, ap):
-    x.copy_(ap).mul_(bp)  # bp widened inside the kernel: exactly the product of the two float64 copies
+    # bp widened inside the kernel: exactly the product of the two float64 copies
+    x.copy_(ap).mul_(bp)
 
 
 def dot_absdot64(a: Mapping, b: Mapping) -> tuple[float, float]:

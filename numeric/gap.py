@@ -24,13 +24,16 @@ from .float64_sums import dot64, dot_absdot64
 from .hvp import grad
 
 __all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES", "LOBATTO_WEIGHTS",
-           "DIFFERENCE_ULPS", "ulp", "difference_error", "PLAIN_PRECISION", "plain_suffices", "reconcile"]
+           "DIFFERENCE_ULPS", "ulp", "difference_error", "PLAIN_PRECISION", "plain_suffices",
+           "reconcile"]
 
-#: Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7 along the segment).
+# : Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7
+# along the segment).
 GAP_NODES = 4
 
 _R = math.sqrt(3.0 / 7.0)
-#: 5-point Gauss-Lobatto nodes on [0, 1] and their weights (on [-1, 1]: 0, +-sqrt(3/7), +-1; 32/45, 49/90, 1/10).
+# : 5-point Gauss-Lobatto nodes on [0, 1] and their weights (on [-1, 1]: 0, +-sqrt(3/7), +-1; 32/45,
+# 49/90, 1/10).
 LOBATTO_NODES = (0.0, 0.5 - 0.5 * _R, 0.5, 0.5 + 0.5 * _R, 1.0)
 LOBATTO_WEIGHTS = (0.05, 49.0 / 180.0, 16.0 / 45.0, 49.0 / 180.0, 0.05)
 #: Simpson's rule on the same end points and midpoint.
@@ -38,8 +41,10 @@ _SIMPSON = {0.0: 1.0 / 6.0, 0.5: 4.0 / 6.0, 1.0: 1.0 / 6.0}
 
 
 #: Units in the last place (of the larger loss, in the run's dtype) that bound the rounding of
-#: ``loss_s - loss_jc``.  Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its float64
-#: value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``, column ``loss_jc``/``loss_s``), so
+# : ``loss_s - loss_jc``.  Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its
+# float64
+# : value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``, column
+# ``loss_jc``/``loss_s``), so
 #: the difference within about 3 ulps; 8 leaves a factor 2.7.
 DIFFERENCE_ULPS = 8
 
@@ -59,7 +64,8 @@ def ulp(x: float, dtype) -> float:
 
 
 def difference_error(loss_s: float, loss_jc: float, dtype) -> float:
-    """Bound on the rounding of ``loss_s - loss_jc``: :data:`DIFFERENCE_ULPS` ulps of the larger ``|loss|``."""
+    """Bound on the rounding of ``loss_s - loss_jc``: :data:`DIFFERENCE_ULPS` ulps of the larger
+    ``|loss|``."""
     return DIFFERENCE_ULPS * ulp(max(abs(loss_s), abs(loss_jc)), dtype)
 
 
@@ -71,7 +77,8 @@ PLAIN_PRECISION = 2.0 ** -10
 
 def plain_suffices(loss_s: float, loss_jc: float, dtype) -> bool:
     """``difference_error(loss_s, loss_jc, dtype) <= PLAIN_PRECISION * |loss_s - loss_jc|``."""
-    return difference_error(loss_s, loss_jc, dtype) <= PLAIN_PRECISION * abs(float(loss_s) - float(loss_jc))
+    return difference_error(loss_s, loss_jc, dtype) <= PLAIN_PRECISION * abs(float(loss_s) - float(
+        loss_jc))
 
 
 def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> tuple[float, float]:
@@ -147,7 +154,8 @@ class SegmentGap:
         gap = math.fsum(w * self._f[t] for t, w in zip(LOBATTO_NODES, LOBATTO_WEIGHTS))
         simpson = math.fsum(w * self._f[t] for t, w in _SIMPSON.items())
         mag = 0.0
-        for i in (1, 2, 3, 0, 4):  # a fixed order (inner nodes, then the ends), whatever the order of add()
+        # a fixed order (inner nodes, then the ends), whatever the order of add()
+        for i in (1, 2, 3, 0, 4):
             mag += LOBATTO_WEIGHTS[i] * self._absdot[LOBATTO_NODES[i]]
         return gap, abs(gap - simpson) + 4.0 * self.eps * mag
 

@@ -17,13 +17,15 @@ from .float64_sums import norm64
 __all__ = ["shares", "scaled_difference_into", "add_scaled_into", "norm_of", "step_residual"]
 
 
-def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None, lr2: float) -> float:
+def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None,
+        lr2: float) -> float:
     """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term), formed
     chunk by chunk (:func:`crosscurv.numeric.float64_sums.norm64`): the ``S`` step's remainder of
     Lemma 1, or the JC step's round-off.
     """
     def form(x, t, new_c, old_c, g_c, u_c):
-        x.copy_(new_c).sub_(old_c)  # the float32 operand is widened inside the kernel: exactly x - float64(old)
+        # the float32 operand is widened inside the kernel: exactly x - float64(old)
+        x.copy_(new_c).sub_(old_c)
         x.add_(t.copy_(g_c).mul_(lr))
         if u_c is not None:
             x.sub_(t.copy_(u_c).mul_(lr2))
@@ -31,7 +33,8 @@ def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping 
 
 
 def shares(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` live in the same storage (an in-place update of one would change the other)."""
+    """Whether ``a`` and ``b`` live in the same storage (an in-place update of one would change the
+    other)."""
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
@@ -46,7 +49,9 @@ def scaled_difference_into(s: Mapping, Hs: dict, lr: float) -> dict:
 
 
 def add_scaled_into(x: dict, f: dict, c: float, keep: bool = False) -> dict:
-    """``x + c * f`` formed in ``x`` (``f`` overwritten by ``c * f`` unless ``keep``); returns ``x``."""
+    """``x + c * f`` formed in ``x`` (``f`` overwritten by ``c * f`` unless ``keep``); returns
+    ``x``.
+    """
     for n in x:
         if keep or shares(x[n], f[n]):
             t = c * f[n]
@@ -60,9 +65,10 @@ def add_scaled_into(x: dict, f: dict, c: float, keep: bool = False) -> dict:
 
 
 def norm_of(keys, entry, owned: bool = False) -> float:
-    """``float(tree.norm(x))`` for the vector ``x = {n: entry(n) for n in keys}``, each entry formed when
-    it is summed (the same products and the same order of summation as :func:`crosscurv.numeric.tree.dot`).
-    ``owned``: ``entry(n)`` returns a tensor of its own, squared in place (no second buffer)."""
+    """``float(tree.norm(x))`` for the vector ``x = {n: entry(n) for n in keys}``, each entry formed
+    when it is summed (the same products and the same order of summation as
+    :func:`crosscurv.numeric.tree.dot`). ``owned``: ``entry(n)`` returns a tensor of its own,
+    squared in place (no second buffer)."""
     total = None
     for n in keys:
         x = entry(n)

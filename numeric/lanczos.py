@@ -29,14 +29,16 @@ from .inplace import shares
 
 __all__ = ["lanczos_extremes", "LANCZOS_STEPS", "LANCZOS_CYCLES"]
 
-#: Largest Krylov dimension of one cycle (the basis parked: it costs disk or host memory, not device memory).
+# : Largest Krylov dimension of one cycle (the basis parked: it costs disk or host memory, not
+# device memory).
 LANCZOS_STEPS = 80
 #: Cycles (explicit restarts from the last Ritz vectors) before the best pairs found are returned.
 LANCZOS_CYCLES = 8
 
 
 def _dot(a: Mapping, b: Mapping) -> float:
-    """``a^T b`` as a Python float: each block's ``torch.dot`` in the vectors' dtype, summed in float64."""
+    """``a^T b`` as a Python float: each block's ``torch.dot`` in the vectors' dtype, summed in
+    float64."""
     return math.fsum(float(torch.dot(a[k].reshape(-1), b[k].reshape(-1))) for k in a)
 
 
@@ -47,13 +49,15 @@ def _axpy_(y: dict, alpha: float, x: Mapping) -> None:
 
 
 def _owned(h: torch.Tensor, *held: torch.Tensor) -> torch.Tensor:
-    """``h`` itself, or a copy where it shares memory with a tensor still in use (an ``hvp`` may hand back
-    its input): the recurrence then updates it in place."""
+    """``h`` itself, or a copy where it shares memory with a tensor still in use (an ``hvp`` may
+    hand
+    back its input): the recurrence then updates it in place."""
     return h.clone() if any(shares(h, t) for t in held) else h
 
 
 class _Basis:
-    """The Lanczos vectors ``v_0, v_1, ...``, parked in ``store`` (or kept in a list without one)."""
+    """The Lanczos vectors ``v_0, v_1, ...``, parked in ``store`` (or kept in a list without one).
+    """
 
     def __init__(self, store):
         self._store, self._kept = store, []
@@ -76,7 +80,8 @@ class _Basis:
 
 
 def _start(like: Mapping, v0: Mapping | None, seed: int) -> dict:
-    """``v0 / ||v0||`` in ``like``'s dtype (the seeded vector where ``v0`` is missing, zero or not finite)."""
+    """``v0 / ||v0||`` in ``like``'s dtype (the seeded vector where ``v0`` is missing, zero or not
+    finite)."""
     if v0 is not None:
         v = {k: v0[k].detach().to(dtype=like[k].dtype, device=like[k].device).clone() for k in like}
         n = math.sqrt(max(_dot(v, v), 0.0))
@@ -86,13 +91,13 @@ def _start(like: Mapping, v0: Mapping | None, seed: int) -> dict:
 
 
 def _cycle(hvp, like: Mapping, basis: _Basis, tol: float, steps: int):
-    """One Lanczos cycle from the unit vector put in ``basis`` as ``v_0``:
-    ``(theta_min, theta_max, s_min, s_max, m, products)``.
+    """One Lanczos cycle from the unit vector put in ``basis`` as ``v_0``: ``(theta_min, theta_max,
+    s_min, s_max, m, products)``.
 
-    Beside the product and the new vector ``w``, one basis vector at a time is held: ``v_j`` is dropped
-    once its product and ``alpha_j`` are taken, and every ``v_i`` of the recurrence and of the
-    reorthogonalisation is fetched from the basis for its use (parked: a map of its file; kept in a list
-    without a store: the vector itself)."""
+    Beside the product and the new vector ``w``, one basis vector at a time is held: ``v_j`` is
+    dropped once its product and ``alpha_j`` are taken, and every ``v_i`` of the recurrence and of
+    the reorthogonalisation is fetched from the basis for its use (parked: a map of its file; kept
+    in a list without a store: the vector itself)."""
     import numpy as np
     from scipy.linalg import eigh_tridiagonal
 
@@ -111,7 +116,8 @@ def _cycle(hvp, like: Mapping, basis: _Basis, tol: float, steps: int):
             v_prev = basis.get(j - 1)
             _axpy_(w, -betas[-1], v_prev)
             del v_prev
-        for i in range(j + 1):  # full reorthogonalisation (classical Gram-Schmidt against the parked basis)
+        # full reorthogonalisation (classical Gram-Schmidt against the parked basis)
+        for i in range(j + 1):
             vi = basis.get(i)
             c = _dot(w, vi)
             _axpy_(w, -c, vi)
@@ -122,7 +128,8 @@ def _cycle(hvp, like: Mapping, basis: _Basis, tol: float, steps: int):
         beta = math.sqrt(max(_dot(w, w), 0.0))
         if not (math.isfinite(alpha) and math.isfinite(beta)):
             raise ArithmeticError("non-finite Hessian-vector product in the Lanczos recurrence")
-        theta, S = eigh_tridiagonal(np.array(alphas), np.array(betas)) if j else (np.array(alphas), np.ones((1, 1)))
+        theta, S = eigh_tridiagonal(np.array(alphas), np.array(betas)) if j else (np.array(alphas),
+            np.ones((1, 1)))
         scale = max(abs(theta[0]), abs(theta[-1]))
         est = beta * max(abs(S[-1, 0]), abs(S[-1, -1]))
         if est <= 0.5 * tol * scale or beta <= 1e-30 or j + 1 == steps:
@@ -145,8 +152,10 @@ def _assemble(basis: _Basis, coeffs, m: int, like: Mapping) -> dict:
     return {k: t.div_(n) for k, t in x.items()} if n > 0 else x
 
 
-def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL, seed: int = 0,
-                     store=None, steps: int = LANCZOS_STEPS, cycles: int = LANCZOS_CYCLES) -> Extremes:
+def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL,
+    seed: int = 0,
+                     store=None, steps: int = LANCZOS_STEPS,
+                     cycles: int = LANCZOS_CYCLES) -> Extremes:
     """``lambda_max`` and ``lambda_min`` of ``H`` by Lanczos with its basis parked in ``store``.
 
     ``hvp(v) -> H v`` on dicts laid out like ``like``; ``v0``: the start (default the seeded vector
@@ -168,7 +177,8 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
             lo, hi, s_lo, s_hi, m, c = _cycle(hvp, like, basis, tol, steps)
             used = max(used, m)
             products += c
-            # the Ritz vectors wait in the store while the other one's product runs (and while a later
+            # the Ritz vectors wait in the store while the other one's product runs (and while a
+            # later
             # cycle runs, as the best pair so far)
             x_hi = ritz.keep(f"hi{cycle}", _assemble(basis, s_hi, m, like))
             x_lo = ritz.keep(f"lo{cycle}", _assemble(basis, s_lo, m, like))
@@ -188,7 +198,8 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
 
 
 class _Ritz:
-    """Ritz vectors parked in ``store`` and read back entry by entry where used (kept as they are without one)."""
+    """Ritz vectors parked in ``store`` and read back entry by entry where used (kept as they are
+    without one)."""
 
     def __init__(self, store):
         self._store, self._names = store, []

@@ -91,11 +91,14 @@ class Metrics:
 
 
 def undecided(gap: float, err: float) -> bool:
-    """``gap_err > 0`` and ``|gap| <= gap_err``: the measured winner is within the gap's error bound."""
+    """``gap_err > 0`` and ``|gap| <= gap_err``: the measured winner is within the gap's error
+    bound.
+    """
     return err > 0 and abs(gap) <= err
 
 
-def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float] | None = None) -> Metrics:
+def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float]
+        | None = None) -> Metrics:
     """Metrics of ``estimates`` against the measured ``gaps`` (same length ``K >= 1``).
 
     ``gap_errs``: per-iteration error bounds of the gaps (module docstring);
@@ -139,7 +142,8 @@ def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequen
     )
 
 
-def winner_metrics(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float] | None = None) -> dict:
+def winner_metrics(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float]
+        | None = None) -> dict:
     """:func:`evaluate` as a dict: ``K, correct, jc_hits, s_hits, mae, max_ae, ties, undecided``.
 
     ``jc_hits`` and ``s_hits`` are ``(h, n)`` tuples; ``correct`` is in percent.
@@ -167,7 +171,8 @@ def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: 
     gap = [float(x) for x in gaps]
     c = [float(x) for x in certs]
     if not (len(gap) == len(c) == len(estimates)):
-        raise ValueError(f"{len(c)} certificates and {len(estimates)} estimates against {len(gap)} gaps")
+        raise ValueError(f"{len(c)} certificates and {len(estimates)} estimates against "
+            f"{len(gap)} gaps")
     errs = [0.0] * len(gap) if gap_errs is None else [float(x) for x in gap_errs]
     decided = certified = correct = 0
     for g, e, ck in zip(gap, errs, c):
@@ -198,7 +203,8 @@ def certified_columns(columns: Mapping[str, Sequence[float]], names: Sequence[st
     return out
 
 
-def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Sequence[float]) -> float:
+def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Sequence[
+        float]) -> float:
     """Percent of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN when every
     ``err_k`` is NaN).
     """

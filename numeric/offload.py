@@ -20,7 +20,8 @@ from typing import Mapping
 
 import torch
 
-__all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX", "available_memory", "should_offload",
+__all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX", "available_memory",
+    "should_offload",
            "CARRIED_VECTORS", "PEAK_VECTORS", "OFFLOAD_MIN_BYTES", "large_model"]
 
 #: Name prefix of the folders of parked vectors (inside a run folder).
@@ -70,17 +71,21 @@ class Resident:
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """The bytes of a CPU tensor as a flat ``uint8`` tensor sharing its memory (a contiguous copy if needed)."""
+    """The bytes of a CPU tensor as a flat ``uint8`` tensor sharing its memory (a contiguous copy if
+    needed)."""
     return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 #: At most this many buffers per ``pwritev`` call (the system's ``IOV_MAX``).
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os,
+    "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
 
 
 def _write_all(fd: int, buffers: list) -> None:
-    """Write ``buffers`` (bytes-like objects) one after the other from offset 0 of the file ``fd``: one
-    ``pwritev`` call per :data:`_IOV_MAX` buffers, continued where the system wrote less than asked."""
+    """Write ``buffers`` (bytes-like objects) one after the other from offset 0 of the file ``fd``:
+    one
+    ``pwritev`` call per :data:`_IOV_MAX` buffers, continued where the system wrote less than asked.
+    """
     views = [memoryview(b).cast("B") for b in buffers if len(b)]
     pos, i = 0, 0
     while i < len(views):
@@ -89,7 +94,8 @@ def _write_all(fd: int, buffers: list) -> None:
         if n <= 0:
             raise OSError(f"could not write a parked vector (pwritev returned {n})")
         pos += n
-        for view in batch:  # skip the buffers written whole; keep the rest of a buffer written in part
+        # skip the buffers written whole; keep the rest of a buffer written in part
+        for view in batch:
             if n >= len(view):
                 n -= len(view)
                 i += 1
@@ -117,9 +123,12 @@ class Offloaded:
         self._host: dict[str, dict | None] = {}
         self._dir = None
         self._gen: dict[str, int] = {}  # which of its files 0, 1, ... holds a name
-        self._files: dict[str, int] = {}  # how many files a name has (another while a fetched map reads one)
-        self._mapped: dict[str, list] = {}  # file -> weak references to the storages of its fetched maps
-        self._readers: dict[str, int] = {}  # file -> descriptor open for entry reads (closed with the file)
+        # how many files a name has (another while a fetched map reads one)
+        self._files: dict[str, int] = {}
+        # file -> weak references to the storages of its fetched maps
+        self._mapped: dict[str, list] = {}
+        # file -> descriptor open for entry reads (closed with the file)
+        self._readers: dict[str, int] = {}
         self._shared: dict[str, str] = {}  # name -> the file of another name it shares (share())
         if self.device.type == "cpu":
             if directory is not None:
@@ -135,11 +144,14 @@ class Offloaded:
         return self._shared.get(name) or self._path(name)
 
     def _busy(self, path: str) -> bool:
-        """Whether the file ``path`` must not be overwritten: a live map reads it or a name shares it."""
+        """Whether the file ``path`` must not be overwritten: a live map reads it or a name shares
+        it.
+        """
         return self._read_by_map(path) or path in self._shared.values()
 
     def _read_by_map(self, path: str) -> bool:
-        """Whether a fetched map of the file ``path`` is still alive (it would see the file overwritten)."""
+        """Whether a fetched map of the file ``path`` is still alive (it would see the file
+        overwritten)."""
         refs = [ref for ref in self._mapped.pop(path, ()) if ref() is not None]
         if refs:
             self._mapped[path] = refs
@@ -153,11 +165,15 @@ class Offloaded:
         if self._dir is None:  # GPU: to host memory
             self._host[name] = {k: v.to("cpu") for k, v in vector.items()}
             return
-        # CPU: the raw bytes of each tensor, one after the other (each at a multiple of its element size),
-        # in one file; keys, shapes, dtypes and offsets stay in memory.  Lossless (the bytes themselves).
-        # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more (freeing
+        # CPU: the raw bytes of each tensor, one after the other (each at a multiple of its element
+        # size),
+        # in one file; keys, shapes, dtypes and offsets stay in memory.  Lossless (the bytes
+        # themselves).
+        # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more
+        # (freeing
         # and refilling the page cache).
-        if self._busy(self._path(name)):  # another file of the name, one that no live map or other name reads
+        # another file of the name, one that no live map or other name reads
+        if self._busy(self._path(name)):
             n = self._files.get(name, 1)
             self._gen[name] = next((g for g in range(n) if not self._busy(self._path(name, g))), n)
             self._files[name] = max(n, self._gen[name] + 1)
@@ -221,7 +237,8 @@ class Offloaded:
             return layout[key].to(self.device)
         path = self._file(name)
         fd = self._readers.get(path)
-        if fd is None:  # one descriptor per file for its entry reads: a vector read entry by entry opens it once
+        # one descriptor per file for its entry reads: a vector read entry by entry opens it once
+        if fd is None:
             fd = self._readers[path] = os.open(path, os.O_RDONLY)
         return self._read_entries(name, layout, (key,), fd)[key]
 
@@ -253,18 +270,21 @@ class Offloaded:
 
     def _map(self, name: str, layout: Mapping) -> dict:
         """The vector in ``name``'s file, as tensors of one private map of it."""
-        size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype, off in layout.values()), default=0)
+        size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype,
+            off in layout.values()), default=0)
         if size == 0:
             return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
         path = self._file(name)
         if os.path.getsize(path) < size:
             raise OSError(f"parked vector {name!r} is truncated")
         storage = torch.UntypedStorage.from_file(path, shared=False, nbytes=size)
-        self._mapped[path] = [ref for ref in self._mapped.get(path, ()) if ref() is not None] + [weakref.ref(storage)]
+        self._mapped[path] = [ref for ref in self._mapped.get(path, ()) if ref() is not None] + [
+            weakref.ref(storage)]
         out = {}
         for k, (shape, dtype, offset) in layout.items():
             t = torch.empty(0, dtype=dtype)
-            out[k] = t.set_(storage, offset // t.element_size(), shape) if math.prod(shape) else torch.empty(shape, dtype=dtype)
+            out[k] = t.set_(storage, offset // t.element_size(), shape) if math.prod(
+                shape) else torch.empty(shape, dtype=dtype)
         return out
 
     def close(self) -> None:
@@ -278,16 +298,23 @@ class Offloaded:
             self._dir = None
 
 
-#: Parameter-sized vectors the protocol carries between iterations (theta_JC, theta_S, z, y, w, p, M_S g_JC).
+# : Parameter-sized vectors the protocol carries between iterations (theta_JC, theta_S, z, y, w, p,
+# M_S g_JC).
 CARRIED_VECTORS = 7
-#: Parameter-sized temporaries beside them at the peak (gradient, a product, a step, a difference), and
-#: the retained graph counted as about as many again (benchmarks/bench_memory.py measures the real peak).
+# : Parameter-sized temporaries beside them at the peak (gradient, a product, a step, a difference),
+# and
+# : the retained graph counted as about as many again (benchmarks/bench_memory.py measures the real
+# peak).
 PEAK_VECTORS = 8
-#: Offload by default once the carried vectors hold this many bytes (about 600,000 float32 parameters).
-#: One gradient step needs the activations and two parameter-sized vectors, so the carried vectors alone
+# : Offload by default once the carried vectors hold this many bytes (about 600,000 float32
+# parameters).
+# : One gradient step needs the activations and two parameter-sized vectors, so the carried vectors
+# alone
 #: are 3.5 gradient steps for a model whose activations are small against its parameters (the MLP,
-#: ResNet-18 at widths 16-64 on 20 images: benchmarks/bench_memory.py): a fixed ratio to the gradient step
-#: can only be kept by parking them.  Below this size the carried vectors are a few MiB, less than the
+# : ResNet-18 at widths 16-64 on 20 images: benchmarks/bench_memory.py): a fixed ratio to the
+# gradient step
+# : can only be kept by parking them.  Below this size the carried vectors are a few MiB, less than
+# the
 #: interpreter's own noise, and parking them would cost time for nothing.
 OFFLOAD_MIN_BYTES = 16 * 2 ** 20
 

@@ -29,7 +29,8 @@ from .threads import computes_with_threads
 __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
 
 
-def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping | None = None, method: str = "auto") -> dict:
+def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping
+        | None = None, method: str = "auto") -> dict:
     """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` as Python floats
     (dots in float64); ``g``: the gradient at ``params`` if known; ``method``: the HVP method.
     """
@@ -51,21 +52,24 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g:
 
     hg = hvp_batch(task.loss, params, [tree.restrict(g, fk) for fk in fresh_keys], method)
     mg = rows_of(hg)  # M_S g
-    prods = hvp_batch(task.loss, params, [tree.restrict(mg, fk) for fk in fresh_keys] + [mg], method)
+    prods = hvp_batch(task.loss, params, [tree.restrict(mg, fk) for fk in fresh_keys] + [mg],
+        method)
     mmg = rows_of(prods[:-1])  # M_S^2 g
     hmg = prods[-1]  # H M_S g
 
     cubic = 0.0
     for fk, rk in zip(fresh_keys, row_keys):
         pg = tree.restrict(g, fk)
-        cubic += float(third_derivative(task.loss, params, tree.restrict(g, rk), pg, pg, method).to(torch.float64))
+        cubic += float(third_derivative(task.loss, params, tree.restrict(g, rk), pg, pg, method).to(
+            torch.float64))
     c_s = dot64(g, mg)
     c3 = -(dot64(g, mmg) + dot64(g, hmg)) - 0.5 * cubic
     return {2: c_s, 3: c3}
 
 
 @computes_with_threads
-def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g: Mapping | None = None, method: str = "auto") -> dict:
+def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g: Mapping
+        | None = None, method: str = "auto") -> dict:
     """One-step estimates of ``L_S^{k+1} - L_JC^{k+1}`` from ``params``.
 
     Returns:
@@ -81,7 +85,8 @@ def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g:
 
 @computes_with_threads
 def one_step_gap(task, params: Mapping, pattern: DelayPattern | str, lr) -> float:
-    """The measured gap ``L(S step) - L(JC step)`` from ``params`` (exact steps, :mod:`crosscurv.numeric.steps`)."""
+    """The measured gap ``L(S step) - L(JC step)`` from ``params`` (exact steps,
+    :mod:`crosscurv.numeric.steps`)."""
     pattern = check_pattern(task, pattern)
     with torch.no_grad():
         ls = task.loss(scheme_step(task, params, pattern, lr))

@@ -78,13 +78,16 @@ def _scale(v: Mapping, f: Mapping) -> dict:
 
 
 def scaled_direction(spec: OptimizerSpec, state: OptimizerState, g: Mapping, f: Mapping) -> dict:
-    """``F phi(g, s)``: the move of every block in units of ``-eta`` (:func:`crosscurv.numeric.optimizers.direction`)."""
+    """``F phi(g, s)``: the move of every block in units of ``-eta``
+    (:func:`crosscurv.numeric.optimizers.direction`)."""
     return _scale(direction(spec, state, g), f)
 
 
 # -- one step ---------------------------------------------------------------------
-def optimizer_delay_curvature(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec | str,
-                              state: OptimizerState | None = None, factors: Sequence[float] | None = None,
+def optimizer_delay_curvature(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec
+    | str,
+                              state: OptimizerState | None = None, factors: Sequence[float]
+                              | None = None,
                               g: Mapping | None = None, method: str = "auto") -> float:
     """``C_S^phi = g^T F J_phi M_S F phi(g, s)`` at ``params`` (float64 accumulation).
 
@@ -115,7 +118,8 @@ def optimizer_one_step_estimate(task, params, pattern, lr, spec, state=None, fac
 def optimizer_one_step_gap(task, params, pattern, lr, spec, state=None, factors=None) -> float:
     """Measured ``L(S step) - L(JC step)`` from ``params`` and a common ``state``."""
     s_new, _, _ = optimizer_scheme_step(task, params, pattern, lr, spec, state, factors)
-    j_new, _, _ = optimizer_scheme_step(task, params, jacobi(task.n_blocks), lr, spec, state, factors)
+    j_new, _, _ = optimizer_scheme_step(task, params, jacobi(task.n_blocks), lr, spec, state,
+        factors)
     with torch.no_grad():
         return float(task.loss(s_new).to(torch.float64) - task.loss(j_new).to(torch.float64))
 
@@ -124,19 +128,23 @@ def optimizer_one_step_gap(task, params, pattern, lr, spec, state=None, factors=
 _STATE_NAMES = STATE_BUFFERS
 
 
-def state_difference(spec: OptimizerSpec, s_state: OptimizerState, j_state: OptimizerState, like: Mapping) -> dict:
+def state_difference(spec: OptimizerSpec, s_state: OptimizerState, j_state: OptimizerState,
+        like: Mapping) -> dict:
     """``Delta s = s_S - s_JC`` per buffer (missing buffers are torch's initial zeros)."""
     out = {}
     for name in _STATE_NAMES[spec.name]:
         a, b = s_state.buffers.get(name, {}), j_state.buffers.get(name, {})
-        out[name] = {k: (a[k] if k in a else torch.zeros_like(v)) - (b[k] if k in b else torch.zeros_like(v))
+        out[name] = {k: (a[k] if k in a else torch.zeros_like(v)) - (b[k] if k in b
+            else torch.zeros_like(v))
                      for k, v in like.items()}
     return out
 
 
-def forcing(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec, state: OptimizerState,
+def forcing(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec,
+    state: OptimizerState,
             g: Mapping, factors: Sequence[float] | None, method: str = "auto") -> dict:
-    """``M_S F phi(g, s)`` at ``params`` (``n_F`` HVPs): the freshness forcing of the tangent step."""
+    """``M_S F phi(g, s)`` at ``params`` (``n_F`` HVPs): the freshness forcing of the tangent step.
+    """
     f = factor_tree(task, factors)
     return masked_product(task, params, pattern, scaled_direction(spec, state, g, f), method)
 
@@ -155,12 +163,16 @@ class TangentStep:
                              else spec.rule.tangent_coefficients(spec, jc_state, g_jc))
 
     def apply(self, z: Mapping, zs: Mapping, dg: Mapping) -> tuple[dict, dict]:
-        """``(z', zs')`` from the differences ``z``, ``zs`` and the gradient difference ``dg = H_JC z - eta M_S F phi_S``
-        (the optimizer's ``tangent_apply``, e.g. :func:`crosscurv.numeric.optimizers.momentum.tangent_apply`)."""
-        return self.spec.rule.tangent_apply(self.spec, self.lr, self.f, self.coefficients, z, zs, dg)
+        """``(z', zs')`` from the differences ``z``, ``zs`` and the gradient difference ``dg = H_JC
+        z -
+        eta M_S F phi_S`` (the optimizer's ``tangent_apply``, e.g.
+        :func:`crosscurv.numeric.optimizers.momentum.tangent_apply`)."""
+        return self.spec.rule.tangent_apply(self.spec, self.lr, self.f, self.coefficients, z, zs,
+            dg)
 
 
-def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping, force: Mapping,
+def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping,
+    force: Mapping,
                  jc_state: OptimizerState, g_jc: Mapping) -> tuple[dict, dict]:
     """One step of the linearized ``S - JC`` difference (module docstring): ``(z', zs')`` from
     the parameter difference ``z``, the state difference ``zs`` (:func:`state_difference`),
@@ -172,29 +184,38 @@ def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, H
 
 # -- the magnitude bound -------------------------------------------------------------
 def forcing_norm(spec: OptimizerSpec, f: Mapping, force: Mapping) -> float:
-    """The norm :func:`optimizer_bound` accumulates: ``||F M_S F phi_S||`` (sgd), ``||M_S F phi_S||`` (momentum, Adam)."""
+    """The norm :func:`optimizer_bound` accumulates: ``||F M_S F phi_S||`` (sgd), ``||M_S F
+    phi_S||``
+    (momentum, Adam)."""
     v = _scale(force, f) if spec.rule.BOUND_SCALES_FORCING else force
     return float(tree.norm(v))
 
 
 def optimizer_in_regime(spec: OptimizerSpec, lr: float, f_max: float, lam_max: float) -> bool:
-    """``lambda_max(H_JC^k) < edge``: the optimizer's step is stable along the top curvature (below its edge of
-    stability; ``edge_curvature`` of the optimizer's module: ``2 / (eta f_max)`` for ``sgd``,
-    ``2 (1 + beta) / (eta f_max)`` for heavy ball, not derived for Adam, which is never inside)."""
+    """``lambda_max(H_JC^k) < edge``: the optimizer's step is stable along the top curvature (below
+    its
+    edge of stability; ``edge_curvature`` of the optimizer's module: ``2 / (eta f_max)`` for
+    ``sgd``, ``2 (1 + beta) / (eta f_max)`` for heavy ball, not derived for Adam, which is never
+    inside)."""
     edge = spec.rule.edge_curvature(spec, lr, f_max)
     return math.isfinite(lam_max) and math.isfinite(edge) and lam_max < edge
 
 
-def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, G: float, L: float) -> float:
-    """Theorem 3's magnitude bound ``G a_k + L/2 a_k^2`` carried to the optimizer's tangent recursion (float64).
+def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, G: float,
+        L: float) -> float:
+    """Theorem 3's magnitude bound ``G a_k + L/2 a_k^2`` carried to the optimizer's tangent
+    recursion
+    (float64).
 
-    ``a_k`` majorizes ``||z_k||`` of the tangent recursion from ``z_0 = 0``
-    when ``||H_JC|| <= L`` (``n_j`` = :func:`forcing_norm` at ``j``):
+    ``a_k`` majorizes ``||z_k||`` of the tangent recursion from ``z_0 = 0`` when ``||H_JC|| <= L``
+    (``n_j`` = :func:`forcing_norm` at ``j``):
 
-    * ``sgd`` (block factors ``F``, ``f_max = max f_i``): ``z' = (I - eta F H) z + eta^2 F M_S F g_S``, so
-      ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` (the paper's ``b_k`` when ``F = I``);
-    * ``momentum``: ``zm' = beta zm + H z - eta M_S F phi_S``, ``z' = z - eta F zm'``, so with
-      ``c_k >= ||zm_k||``: ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}``;
+    * ``sgd`` (block factors ``F``, ``f_max = max f_i``): ``z' = (I - eta F H) z + eta^2 F M_S F
+      g_S``, so ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` (the paper's ``b_k`` when ``F =
+      I``);
+    * ``momentum``: ``zm' = beta zm + H z - eta M_S F phi_S``, ``z' = z - eta F zm'``, so with ``c_k
+      >= ||zm_k||``: ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max
+      c_{k+1}``;
     * ``adam``: not bounded this way (its coefficients ``1/(c1 D)`` have no a-priori bound): NaN.
     """
     a = spec.rule.bound_majorant(spec, norms, lr, f_max, L)
@@ -205,14 +226,17 @@ def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_ma
 
 # -- a reference loop (tests and studies) ---------------------------------------------
 class OptimizerRun(list):
-    """Per-iteration records ``{k, gap, recursive, cumulative, jc_only, loss_jc, loss_s}`` plus the final states."""
+    """Per-iteration records ``{k, gap, recursive, cumulative, jc_only, loss_jc, loss_s}`` plus the
+    final states."""
 
     theta_jc: dict
     theta_s: dict
 
 
-def run_optimizer_estimates(task, pattern: DelayPattern, lr, K: int, spec: OptimizerSpec | str = "sgd",
-                            factors: Sequence[float] | None = None, method: str = "auto") -> OptimizerRun:
+def run_optimizer_estimates(task, pattern: DelayPattern, lr, K: int, spec: OptimizerSpec
+    | str = "sgd",
+                            factors: Sequence[float] | None = None,
+                            method: str = "auto") -> OptimizerRun:
     """JC and ``S`` runs with the optimizer from one start and zero state, and the three estimates.
 
     A plain in-memory loop (no streaming, no resume): the reference the

@@ -31,7 +31,8 @@ def pairwise_rates(etas: Sequence[float], errors: Sequence[float]) -> list[float
 
 def fitted_order(etas: Sequence[float], errors: Sequence[float]) -> float:
     """Least-squares slope of ``log|r|`` on ``log eta`` (nan with fewer than 2 usable points)."""
-    pts = [(math.log(float(e)), math.log(abs(float(r)))) for e, r in zip(etas, errors) if float(r) != 0.0]
+    pts = [(math.log(float(e)), math.log(abs(float(r)))) for e, r in zip(etas, errors) if float(r)
+        != 0.0]
     if len(pts) < 2:
         return float("nan")
     mx = sum(x for x, _ in pts) / len(pts)
@@ -76,7 +77,8 @@ class OrderStudy:
         """The error table (tabulate), dropped points listed below it."""
         from tabulate import tabulate
 
-        head = ["eta", "error", "rate", f"error/eta^{self.expected:g}" if self.expected else "error/eta^p"]
+        head = ["eta", "error", "rate", f"error/eta^{self.expected:g}" if self.expected
+            else "error/eta^p"]
         text = tabulate(self.rows(), headers=head, tablefmt=fmt, floatfmt=".4g", missingval="")
         text += f"\nleast-squares order {self.slope:.4f}, min pairwise rate {self.min_rate:.4f}"
         if self.dropped:
@@ -105,4 +107,5 @@ def observe_order(
     ke = [e for e, _ in kept]
     kr = [r for _, r in kept]
     coeffs = [r / e**expected for e, r in kept] if expected is not None else []
-    return OrderStudy(ke, kr, pairwise_rates(ke, kr), fitted_order(ke, kr), dropped, floor, expected, coeffs)
+    return OrderStudy(ke, kr, pairwise_rates(ke, kr), fitted_order(ke, kr), dropped, floor,
+        expected, coeffs)

@@ -35,7 +35,8 @@ Named = Sequence  # [(name, callable returning the vector), ...]
 
 
 class Point:
-    """The per-point interface: ``value``, ``grad``, ``hvp``, ``products``, ``masked``, ``release``."""
+    """The per-point interface: ``value``, ``grad``, ``hvp``, ``products``, ``masked``, ``release``.
+    """
 
     value: torch.Tensor
     grad: dict
@@ -44,7 +45,8 @@ class Point:
         raise NotImplementedError
 
     def products(self, named: Named) -> Iterator[tuple[str, dict]]:
-        """``(name, H v)`` for each ``(name, get)`` in order; ``get()`` returns ``v`` (called when needed)."""
+        """``(name, H v)`` for each ``(name, get)`` in order; ``get()`` returns ``v`` (called when
+        needed)."""
         for name, get in named:
             yield name, self.hvp(get())
 
@@ -65,7 +67,8 @@ def _check_vector(shapes: Mapping, v: Mapping) -> None:
         if k not in shapes:
             raise HVPError(f"vector entry {k!r} is not a parameter")
         if tuple(t.shape) != shapes[k]:
-            raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has {shapes[k]}")
+            raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
+                f"{shapes[k]}")
 
 
 def _check_rows(shapes: Mapping, rows: Iterable[str] | None) -> list:
@@ -99,7 +102,8 @@ class PointCurvature(Point):
         with torch.enable_grad():
             value = loss(self._p)
             if value.requires_grad:
-                gs = torch.autograd.grad(value, [self._p[k] for k in self.keys], create_graph=True, allow_unused=True)
+                gs = torch.autograd.grad(value, [self._p[k] for k in self.keys], create_graph=True,
+                    allow_unused=True)
             else:
                 gs = [None] * len(self.keys)
         self.value = value.detach()
@@ -129,7 +133,8 @@ class PointCurvature(Point):
             return {k: torch.zeros_like(self._p[k]) for k in rows}
         with torch.enable_grad():
             hs = backward_of(outs, [self._p[k] for k in rows], gos, retain_graph=True)
-        return {k: (h.detach() if h is not None else torch.zeros_like(self._p[k])) for k, h in zip(rows, hs)}
+        return {k: (h.detach() if h is not None else torch.zeros_like(self._p[k])) for k, h in zip(
+            rows, hs)}
 
     def release(self) -> None:
         """Free the retained graph (the gradient and value stay)."""
@@ -141,13 +146,15 @@ def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) 
     """``[H_t v]_R`` for one term ``t`` through a graph built for this product, detached, keyed by
     ``rows``."""
     leaves = set(v) | set(rows)
-    p = {k: (t.detach().requires_grad_(True) if k in leaves else t.detach()) for k, t in params.items()}
+    p = {k: (t.detach().requires_grad_(True) if k in leaves else t.detach()) for k,
+        t in params.items()}
     with torch.enable_grad():
         value = term(p)
         outs, gos = [], []
         if value.requires_grad:
             cols = list(v)
-            gs = torch.autograd.grad(value, [p[k] for k in cols], create_graph=True, allow_unused=True)
+            gs = torch.autograd.grad(value, [p[k] for k in cols], create_graph=True,
+                allow_unused=True)
             for k, gk in zip(cols, gs):
                 if gk is not None and gk.requires_grad:
                     outs.append(gk)
@@ -157,10 +164,10 @@ def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) 
 
 
 def _accumulate(into: dict | None, part: dict, inputs: Iterable[torch.Tensor] = ()) -> dict:
-    """``into += part`` entry by entry, in place.  The first time, ``part`` itself becomes the sum, except
-    entries that cannot take an in-place sum: a copy replaces an entry that shares memory with one of
-    ``inputs`` (autograd may hand back a ``grad_outputs`` tensor unchanged) or is not contiguous (an
-    expanded gradient)."""
+    """``into += part`` entry by entry, in place.  The first time, ``part`` itself becomes the sum,
+    except entries that cannot take an in-place sum: a copy replaces an entry that shares memory
+    with one of ``inputs`` (autograd may hand back a ``grad_outputs`` tensor unchanged) or is not
+    contiguous (an expanded gradient)."""
     if into is None:
         taken = {x.untyped_storage().data_ptr() for x in inputs}
         return {k: (t if t.is_contiguous() and t.untyped_storage().data_ptr() not in taken
@@ -177,13 +184,12 @@ class TermwisePoint(Point):
     term order; at most one term's graph is alive at a time.
 
     Args:
-        terms: the loss terms, ``term(params) -> 0-dim tensor`` (``Task.loss_terms``), summed in order.
-        params: the point ``theta``, ``dict[str, Tensor]`` (not modified).
+        terms: the loss terms, ``term(params) -> 0-dim tensor`` (``Task.loss_terms``), summed in
+        order. params: the point ``theta``, ``dict[str, Tensor]`` (not modified).
 
     Attributes:
-        value: ``sum_t L_t(theta)``, detached 0-dim tensor.
-        grad: ``sum_t grad L_t(theta)``, detached dict keyed like ``params``.
-        keys: the parameter names, in order.
+        value: ``sum_t L_t(theta)``, detached 0-dim tensor. grad: ``sum_t grad L_t(theta)``,
+        detached dict keyed like ``params``. keys: the parameter names, in order.
     """
 
     def __init__(self, terms: Sequence[Loss], params: Mapping):
@@ -202,35 +208,41 @@ class TermwisePoint(Point):
         self.value, self.grad = value, g
 
     def hvp(self, v: Mapping, rows: Iterable[str] | None = None) -> dict:
-        """``[H v]_R`` with ``v`` zero outside its keys (as :meth:`PointCurvature.hvp`), summed over the terms."""
+        """``[H v]_R`` with ``v`` zero outside its keys (as :meth:`PointCurvature.hvp`), summed over
+        the terms."""
         if self._p is None:
             raise RuntimeError("TermwisePoint used after release()")
         _check_vector(self._shapes, v)
         rows = _check_rows(self._shapes, rows)
-        t = {k: x.detach().to(dtype=self._p[k].dtype, device=self._p[k].device) for k, x in v.items()}
+        t = {k: x.detach().to(dtype=self._p[k].dtype, device=self._p[k].device) for k,
+            x in v.items()}
         if not t or not rows:
             return {k: torch.zeros_like(self._p[k]) for k in rows}
         out = None
         for term in self.terms:
-            out = _accumulate(out, _term_product(term, self._p, t, rows), [*t.values(), *self._p.values()])
+            out = _accumulate(out, _term_product(term, self._p, t, rows), [*t.values(),
+                *self._p.values()])
         return out
 
     def release(self) -> None:
-        """Drop the point's parameters (the gradient and value stay); no graph outlives a product."""
+        """Drop the point's parameters (the gradient and value stay); no graph outlives a product.
+        """
         self._p = None
 
 
 class BatchedPoint(Point):
-    """The batched engine at one point: gradient by one backward pass, products by :mod:`crosscurv.numeric.hvp`.
+    """The batched engine at one point: gradient by one backward pass, products by
+    :mod:`crosscurv.numeric.hvp`.
 
     Args:
-        loss, params: as :class:`PointCurvature`.
-        method: a concrete HVP method (``"forward"``, ``"reverse"``, ``"rof"``).
-        chunk_size: at most this many products per batch; ``1`` takes them one
+        loss, params: as :class:`PointCurvature`. method: a concrete HVP method (``"forward"``,
+        ``"reverse"``, ``"rof"``). chunk_size: at most this many products per batch; ``1`` takes
+        them one
             at a time (nothing stacked: the lean-memory setting).
     """
 
-    def __init__(self, loss, params: Mapping, method: str = "forward", chunk_size: int | None = None):
+    def __init__(self, loss, params: Mapping, method: str = "forward", chunk_size: int
+            | None = None):
         self._loss, self._params, self.method, self.chunk = loss, params, method, chunk_size
         self.value, self.grad = grad(loss, params)
 
@@ -249,14 +261,16 @@ class BatchedPoint(Point):
             yield names.pop(0), out.pop(0)
 
     def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
-        dirs = [{k: (v[k] if k in set(cols) else torch.zeros_like(v[k])) for k in v} for cols, _ in plan.products]
+        dirs = [{k: (v[k] if k in set(cols) else torch.zeros_like(v[k])) for k in v} for cols,
+            _ in plan.products]
         if not dirs:
             return tree.zeros_like(v)
         prods = hvp_batch(self._loss, self._params, dirs, self.method, self.chunk)
         return plan.assemble(v, prods)
 
 
-def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]], pattern: DelayPattern,
+def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]],
+    pattern: DelayPattern,
                       v: Mapping) -> dict:
     """``M_S v`` at ``point`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j``, one product per
     distinct non-empty fresh set; ``block_keys`` names each block's parameters, in block order.

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["INIT", "portable_default_init_", "portable_normal_", "portable_randn", "portable_uniform_"]
+__all__ = ["INIT", "portable_default_init_", "portable_normal_", "portable_randn",
+    "portable_uniform_"]
 
 #: the initializer's name and version, recorded by every built-in task
 INIT = "float64-normal-v1"
 
 
-def portable_randn(*shape, generator: torch.Generator | None = None, dtype=torch.float32, device="cpu",
+def portable_randn(*shape, generator: torch.Generator | None = None, dtype=torch.float32,
+    device="cpu",
                    mean: float = 0.0, std: float = 1.0) -> torch.Tensor:
-    """``mean + std * N(0, 1)`` of ``shape``: drawn on the CPU in float64 (``generator``, or the global
-    CPU generator when ``None``), scaled in float64, then rounded once to ``dtype`` on ``device``."""
+    """``mean + std * N(0, 1)`` of ``shape``: drawn on the CPU in float64 (``generator``, or the
+    global
+    CPU generator when ``None``), scaled in float64, then rounded once to ``dtype`` on ``device``.
+    """
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = tuple(shape[0])
     z = torch.randn(*shape, generator=generator, dtype=torch.float64)
@@ -58,7 +62,8 @@ def portable_uniform_(tensor: torch.Tensor, a: float, b: float,
 
 
 @torch.no_grad()
-def portable_default_init_(module: torch.nn.Module, generator: torch.Generator | None = None) -> torch.nn.Module:
+def portable_default_init_(module: torch.nn.Module, generator: torch.Generator
+        | None = None) -> torch.nn.Module:
     """Redraw the ``nn.Linear`` and ``nn.Conv*`` layers of ``module`` as their
     ``reset_parameters`` does (weights and biases ``U(+-1/sqrt(fan_in))``), in module order, weight
     then
@@ -68,7 +73,8 @@ def portable_default_init_(module: torch.nn.Module, generator: torch.Generator |
     for m in module.modules():
         if isinstance(m, layers):
             fan_in = m.weight[0].numel()
-            bound = 1.0 / fan_in ** 0.5  # kaiming_uniform_(a=sqrt(5)): gain sqrt(1/3) times sqrt(3 / fan_in)
+            # kaiming_uniform_(a=sqrt(5)): gain sqrt(1/3) times sqrt(3 / fan_in)
+            bound = 1.0 / fan_in ** 0.5
             portable_uniform_(m.weight, -bound, bound, generator)
             if m.bias is not None:
                 portable_uniform_(m.bias, -bound, bound, generator)

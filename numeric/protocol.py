@@ -1,53 +1,51 @@
 """The controlled protocol (paper, Section 5.1, "Controlled trajectories").
 
-JC and pattern-``S`` trajectories start from the same ``theta^0`` (the task's
-parameters) and take exact full-batch steps (:func:`crosscurv.numeric.steps.scheme_step`)
-with a constant learning rate ``eta``, no momentum (the paper's setting; with
-``optimizer`` / ``block_lr`` both runs use a block-separable optimizer from zero
-state and the estimates are its generalizations, see :func:`run_protocol`).
-How the runs step and the carried states advance is the run's update rule
-(:mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or the optimizer).
-Iteration ``k = 0..K`` is one body (:func:`_iteration`) over the per-point interface of
+JC and pattern-``S`` trajectories start from the same ``theta^0`` (the task's parameters) and take
+exact full-batch steps (:func:`crosscurv.numeric.steps.scheme_step`) with a constant learning rate
+``eta``, no momentum (the paper's setting; with ``optimizer`` / ``block_lr`` both runs use a
+block-separable optimizer from zero state and the estimates are its generalizations, see
+:func:`run_protocol`). How the runs step and the carried states advance is the run's update rule
+(:mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or the optimizer). Iteration ``k =
+0..K`` is one body (:func:`_iteration`) over the per-point interface of
 :mod:`crosscurv.numeric.point` (value, gradient, ``H v``, ``M_S v``):
 
-* at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``, then the ``S`` run's step (the
-  scheme step reuses ``g_S^k`` for the blocks with an empty fresh set);
-* at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the
-  products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` (power-iteration vector,
-  cumulative state, JC-only state, trajectory difference), the JC run's step.
+* at ``theta_S^k``: the loss, ``g_S^k`` and ``u^k = M_S(theta_S^k) g_S^k``, then the ``S`` run's
+  step (the scheme step reuses ``g_S^k`` for the blocks with an empty fresh set);
+* at ``theta_JC^k``: the loss, ``g_JC^k``, ``M_S(theta_JC^k) g_JC^k`` and the products ``H_JC^k
+  [p_k, z_k, y_k, Delta^k]`` (power-iteration vector, cumulative state, JC-only state, trajectory
+  difference), the JC run's step.
 
-The paper's estimates observe the iteration (:class:`crosscurv.numeric.paper_estimates.PaperEstimates`):
-they are handed ``g_JC^k`` and each product as the body takes it, before the body advances the
-states in the product's tensors, so that ``H_JC^k z_k`` serves both the cumulative estimate at ``k``
-and ``z_{k+1}`` and a run costs ``O(K)`` HVPs.  The record of ``k >= 1``
-(:mod:`crosscurv.numeric.records`) adds the measured gap and the estimates' error estimates
-(:mod:`crosscurv.numeric.error_estimates`, from ``g_S^k - g_JC^k - H_JC^k Delta^k`` and the two
-steps' remainders, no extra product).  At ``k = K`` the products that only serve ``k + 1`` are
-skipped.
+The paper's estimates observe the iteration
+(:class:`crosscurv.numeric.paper_estimates.PaperEstimates`): they are handed ``g_JC^k`` and each
+product as the body takes it, before the body advances the states in the product's tensors, so that
+``H_JC^k z_k`` serves both the cumulative estimate at ``k`` and ``z_{k+1}`` and a run costs ``O(K)``
+HVPs.  The record of ``k >= 1`` (:mod:`crosscurv.numeric.records`) adds the measured gap and the
+estimates' error estimates (:mod:`crosscurv.numeric.error_estimates`, from ``g_S^k - g_JC^k - H_JC^k
+Delta^k`` and the two steps' remainders, no extra product).  At ``k = K`` the products that only
+serve ``k + 1`` are skipped.
 
 The products are taken by the run's engine (:mod:`crosscurv.numeric.engine`: one retained graph,
 term by term, or batched), chosen once per run.  ``M_S v`` follows a
-:class:`crosscurv.numeric.curvature.MaskedProductPlan` (one product per fresh block or
-per fresh set, whichever needs fewer; recorded).
+:class:`crosscurv.numeric.curvature.MaskedProductPlan` (one product per fresh block or per fresh
+set, whichever needs fewer; recorded).
 
-The carried vectors (``theta_JC``, ``theta_S``, ``z``, ``y``, the pending
-recursive term ``w``, the power vector ``p``, the extreme eigenvectors ``vmax``, ``vmin``, ``M_S g_JC``,
-and within an iteration ``g_JC^k`` and ``g_JC^k + H_JC^k Delta^k`` for the error estimates) always live in one
-store (:mod:`crosscurv.numeric.offload`): resident, or parked off the compute device
-between uses when the estimated footprint does not fit comfortably in the
-available memory (:func:`crosscurv.numeric.offload.should_offload`) or when asked.
+The carried vectors (``theta_JC``, ``theta_S``, ``z``, ``y``, the pending recursive term ``w``, the
+power vector ``p``, the extreme eigenvectors ``vmax``, ``vmin``, ``M_S g_JC``, and within an
+iteration ``g_JC^k`` and ``g_JC^k + H_JC^k Delta^k`` for the error estimates) always live in one
+store (:mod:`crosscurv.numeric.offload`): resident, or parked off the compute device between uses
+when the estimated footprint does not fit comfortably in the available memory
+(:func:`crosscurv.numeric.offload.should_offload`) or when asked.
 
-Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed
-as it is written), ``summary.json`` (settings, status, metrics, timings) and
-``checkpoint.pt``, kept by the trajectory runner (:mod:`crosscurv.numeric.trajectory`: checkpoint
-cadence, resume, extension to a larger ``iters``, settings comparison).  The protocol's checkpoint
-holds exactly what the next iteration needs (the carried vectors, with an optimizer both runs'
-states and the estimates' state differences, ``q``, the ``||u^j||`` history, ``G``, ``L``).  On
-the CPU the resumed records are bit for bit those of an uninterrupted run.
+Run directory (``out_dir``): ``records.csv`` (one row per iteration, flushed as it is written),
+``summary.json`` (settings, status, metrics, timings) and ``checkpoint.pt``, kept by the trajectory
+runner (:mod:`crosscurv.numeric.trajectory`: checkpoint cadence, resume, extension to a larger
+``iters``, settings comparison).  The protocol's checkpoint holds exactly what the next iteration
+needs (the carried vectors, with an optimizer both runs' states and the estimates' state
+differences, ``q``, the ``||u^j||`` history, ``G``, ``L``).  On the CPU the resumed records are bit
+for bit those of an uninterrupted run.
 
-Divergence: a non-finite loss at iteration ``k`` stops the run with status
-``"diverged"`` (every record ``1..k-1`` stays on disk); the CLI exits with
-code 3.
+Divergence: a non-finite loss at iteration ``k`` stops the run with status ``"diverged"`` (every
+record ``1..k-1`` stays on disk); the CLI exits with code 3.
 """
 
 from __future__ import annotations
@@ -85,7 +83,8 @@ from .trajectory import (CHECKPOINT_SECONDS, Diverged, RecordsKind, Run, RunFold
 from .update_rules import PlainRule, UpdateRule, update_rule
 
 __all__ = [
-    "ProtocolError", "ResumeError", "SettingsChangedError", "ProtocolResult", "RunOptions", "Engine",
+    "ProtocolError", "ResumeError", "SettingsChangedError", "ProtocolResult", "RunOptions",
+    "Engine",
     "choose_engine", "DIVERGED_EXIT_CODE", "CHECKPOINT_SECONDS", "run_protocol", "check_lr",
     "check_iters", "jsonable", "theta_digest", "crosscurv_version",
 ]
@@ -122,7 +121,8 @@ class ProtocolResult:
 
 
 def _as_pattern(task, pattern) -> DelayPattern:
-    """``pattern`` as a :class:`DelayPattern` over the task's blocks (a string is its command-line spelling)."""
+    """``pattern`` as a :class:`DelayPattern` over the task's blocks (a string is its command-line
+    spelling)."""
     if isinstance(pattern, str):
         pattern = parse_pattern(pattern, task.n_blocks, task.block_names)
     check_pattern(task, pattern)
@@ -130,7 +130,8 @@ def _as_pattern(task, pattern) -> DelayPattern:
 
 
 # -- settings ----------------------------------------------------------------------------
-def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra, setup) -> dict:
+def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra,
+        setup) -> dict:
     extra = {**jsonable(extra or {}), **setup.settings()}
     return run_settings(task, lr, iters, seed, hvp_method, extra, {"pattern": pattern.to_dict()},
                         {"hvp_chunk_size": chunk_size, "checkpoint_every": every})
@@ -173,7 +174,8 @@ class RunContext:
 
     ``store`` holds the carried vectors between iterations (:mod:`crosscurv.numeric.offload`);
     ``est`` the scalar state of the estimates (:class:`crosscurv.numeric.estimates.EstimateState`);
-    ``rule`` the run's update rule (:mod:`crosscurv.numeric.update_rules`: the paper's plain steps or an optimizer).
+    ``rule`` the run's update rule (:mod:`crosscurv.numeric.update_rules`: the paper's plain steps
+    or an optimizer).
     """
 
     task: object
@@ -238,35 +240,37 @@ class RunContext:
 
 # -- one iteration -----------------------------------------------------------------------
 def _iteration(ctx: RunContext, k: int) -> None:
-    """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k + 1``.
+    """Iteration ``k``: the record of ``k`` (``k >= 1``) and, unless ``k = K``, the state of ``k +
+    1``.
 
-    The record's ``gap`` is the segment integral of :class:`crosscurv.numeric.gap.SegmentGap` (three gradients
-    inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``), with its error bound
-    ``gap_err``, checked against ``loss_s - loss_jc`` by :func:`crosscurv.numeric.gap.reconcile`; where that
-    difference alone is within ``2^-10`` of itself the segment is skipped
-    (:func:`crosscurv.numeric.gap.plain_suffices`).
+    The record's ``gap`` is the segment integral of :class:`crosscurv.numeric.gap.SegmentGap` (three
+    gradients inside the segment ``theta_JC^k -> theta_S^k``, its ends ``g_JC^k`` and ``g_S^k``),
+    with its error bound ``gap_err``, checked against ``loss_s - loss_jc`` by
+    :func:`crosscurv.numeric.gap.reconcile`; where that difference alone is within ``2^-10`` of
+    itself the segment is skipped (:func:`crosscurv.numeric.gap.plain_suffices`).
 
     Order (each vector fetched from ``ctx.store`` when used and parked when updated, so that with
     offloading only the vectors in use sit beside a graph):
 
-    1. ``Delta^k = theta_S^k - theta_JC^k`` (parked; ``theta_JC^k`` is kept for the segment under another
-       name, without a copy: ``share``);
-    2. at ``theta_S^k``: the loss, ``g_S^k`` and the rule's forcing ``M_S (.)`` (the graph there is released
-       at once), then the rule's ``S`` step (``theta_S^{k+1}``), while ``g_S^k`` and the forcing are at hand;
-       with offloading both are then parked and read back entry by entry at each later use
-       (:func:`_between_uses`);
-    3. at ``theta_JC^k``: the loss, ``g_JC^k`` (held by the point until it is released; with the termwise
-       engine and offloading, parked and read back entry by entry), the recursive estimate and the JC step,
-       then the products ``H_JC^k [p, z, y, Delta]``, each consumed before the next (``g.z`` and ``g.y`` from
-       the vector fetched for its product; ``z``, ``y`` and ``w`` of ``k + 1`` are formed there, the forcing
-       of ``theta_S^k`` being known), the extremes right after the power step, and the graph released
-       before ``w`` is formed;
-    4. the segment's gradients, the record, and the rule's :meth:`carry` of the scalar states to ``k + 1``.
+    1. ``Delta^k = theta_S^k - theta_JC^k`` (parked; ``theta_JC^k`` is kept for the segment under
+       another name, without a copy: ``share``);
+    2. at ``theta_S^k``: the loss, ``g_S^k`` and the rule's forcing ``M_S (.)`` (the graph there is
+       released at once), then the rule's ``S`` step (``theta_S^{k+1}``), while ``g_S^k`` and the
+       forcing are at hand; with offloading both are then parked and read back entry by entry at
+       each later use (:func:`_between_uses`);
+    3. at ``theta_JC^k``: the loss, ``g_JC^k`` (held by the point until it is released; with the
+       termwise engine and offloading, parked and read back entry by entry), the recursive estimate
+       and the JC step, then the products ``H_JC^k [p, z, y, Delta]``, each consumed before the next
+       (``g.z`` and ``g.y`` from the vector fetched for its product; ``z``, ``y`` and ``w`` of ``k +
+       1`` are formed there, the forcing of ``theta_S^k`` being known), the extremes right after the
+       power step, and the graph released before ``w`` is formed;
+    4. the segment's gradients, the record, and the rule's :meth:`carry` of the scalar states to ``k
+       + 1``.
 
-    Both losses are finite before anything of ``k`` is recorded or carried: a non-finite loss at either
-    point stops the run (:class:`crosscurv.numeric.trajectory.Diverged`, naming every non-finite
-    loss of ``k``).  How the runs step and the carried states advance is the run's update rule
-    (``ctx.rule``, :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a
+    Both losses are finite before anything of ``k`` is recorded or carried: a non-finite loss at
+    either point stops the run (:class:`crosscurv.numeric.trajectory.Diverged`, naming every
+    non-finite loss of ``k``).  How the runs step and the carried states advance is the run's update
+    rule (``ctx.rule``, :mod:`crosscurv.numeric.update_rules`: the paper's plain steps, or a
     block-separable optimizer); the estimates of ``k`` (``ctx.estimates``,
     :mod:`crosscurv.numeric.paper_estimates`) read the same quantities under every rule.
     """
@@ -275,15 +279,18 @@ def _iteration(ctx: RunContext, k: int) -> None:
     record: dict = {}
     meas: dict = {}
     # -- Delta^k -----------------------------------------------------------------------------
-    # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its end nodes
-    # with g_S^k and g_JC^k, the rest once both losses say whether the segment is needed; Delta^k also
+    # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its
+    # end nodes
+    # with g_S^k and g_JC^k, the rest once both losses say whether the segment is needed; Delta^k
+    # also
     # serves H_JC^k Delta^k
     delta = tree.sub(S.fetch("theta_s"), S.fetch("theta_j"))
     segment = SegmentGap(delta) if k >= 1 else None
     S.park("delta", delta)
     del delta
     if k >= 1:
-        S.share("theta_j", "theta_jk")  # theta_JC^k for the segment (theta_j is parked anew by the JC step)
+        # theta_JC^k for the segment (theta_j is parked anew by the JC step)
+        S.share("theta_j", "theta_jk")
     loss_s, gs, gs_norm, force = _s_point(ctx, k, last, meas)
     # -- theta_JC^k --------------------------------------------------------------------------
     theta_j = S.fetch("theta_j")
@@ -317,9 +324,9 @@ def _iteration(ctx: RunContext, k: int) -> None:
 
 
 def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
-    """At ``theta_S^k``: ``(loss_S^k, g_S^k, ||g_S^k||, forcing)`` and, unless ``last``, the rule's ``S``
-    step.  The graph there serves only the rule's forcing ``M_S (.)``: it is released before the step;
-    ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
+    """At ``theta_S^k``: ``(loss_S^k, g_S^k, ||g_S^k||, forcing)`` and, unless ``last``, the rule's
+    ``S`` step.  The graph there serves only the rule's forcing ``M_S (.)``: it is released before
+    the step; ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
     S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     theta_s = S.fetch("theta_s")
     at_s = ctx.engine.point(loss, theta_s)
@@ -350,10 +357,11 @@ def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, 
                  record: dict, meas: dict) -> None:
     """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: first by
     the paper's estimates (``ctx.estimates``: the power step and the extremes, the cumulative and
-    JC-only estimates, ``q``), then (unless ``last``) by the rule, which forms ``z``, ``y`` and ``w``
-    of ``k + 1`` in their products' tensors."""
+    JC-only estimates, ``q``), then (unless ``last``) by the rule, which forms ``z``, ``y`` and
+    ``w`` of ``k + 1`` in their products' tensors."""
     rule = ctx.rule
-    held: dict = {}  # the vector of the product in hand: a hook takes the body's only reference (held.pop)
+    # the vector of the product in hand: a hook takes the body's only reference (held.pop)
+    held: dict = {}
     for name, held["v"], Hv in _products(at_j, k, named):
         ctx.estimates.product(k, name, held["v"], Hv, at_j.grad, record, meas)
         if name == "delta":  # the last product (k < K): the graph is released before w is formed
@@ -366,7 +374,8 @@ def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, 
             rule.advance_delta(ctx, at_j, held.pop("v"), Hv, gs, force, meas)
         held.clear()
         del Hv
-        if name == "p":  # the extremes after the power step, whose p^T H p they fold in, before the other products
+        # the extremes after the power step, whose p^T H p they fold in, before the other products
+        if name == "p":
             ctx.estimates.extremes(k, at_j, theta_j, record, meas)
 
 
@@ -395,15 +404,18 @@ def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: fl
 def _diverged(k: int, loss_jc: float, loss_s: float):
     """Raise :class:`crosscurv.numeric.trajectory.Diverged` for iteration ``k``, naming each
     non-finite loss."""
-    bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s)) if not math.isfinite(v))
+    bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s))
+        if not math.isfinite(v))
     raise Diverged(k, f"diverged at k={k}: {bad}")
 
 
-def _between_uses(ctx: RunContext, name: str, vector: Mapping, graph_output: bool = False) -> Mapping:
-    """``vector`` parked under ``name`` and read back entry by entry at each use, where that saves memory:
-    with an offloaded store, unless ``vector`` is the output of a graph still held (a retained graph's
-    gradient, ``graph_output``: the graph keeps it alive; the termwise engine holds none); else ``vector``
-    itself.  Its readers only read it (an entry written in place would not reach the store)."""
+def _between_uses(ctx: RunContext, name: str, vector: Mapping,
+        graph_output: bool = False) -> Mapping:
+    """``vector`` parked under ``name`` and read back entry by entry at each use, where that saves
+    memory: with an offloaded store, unless ``vector`` is the output of a graph still held (a
+    retained graph's gradient, ``graph_output``: the graph keeps it alive; the termwise engine holds
+    none); else ``vector`` itself.  Its readers only read it (an entry written in place would not
+    reach the store)."""
     S = ctx.store
     if not getattr(S, "offloaded", False) or (graph_output and ctx.engine.name != "termwise"):
         return vector
@@ -412,16 +424,19 @@ def _between_uses(ctx: RunContext, name: str, vector: Mapping, graph_output: boo
 
 
 def _whole(S, name: str, vector: Mapping) -> Mapping:
-    """``vector`` whole: where :func:`_between_uses` parked it under ``name``, one fetch of it (on the CPU a map
-    of its file, cheaper than reading it entry by entry where no graph is alive beside it); else itself."""
+    """``vector`` whole: where :func:`_between_uses` parked it under ``name``, one fetch of it (on
+    the
+    CPU a map of its file, cheaper than reading it entry by entry where no graph is alive beside
+    it); else itself."""
     return S.fetch(name) if S.holds(name) else vector
 
 
 def _products(point, k: int, named):
-    """``(name, v, H v)`` for ``named = [(name, get), ...]`` in order, each ``v = get()`` fetched once.
+    """``(name, v, H v)`` for ``named = [(name, get), ...]`` in order, each ``v = get()`` fetched
+    once.
 
-    At ``k = 0`` only the power vector's product is taken: ``z``, ``y`` and ``Delta`` are exactly zero
-    there, and so are their products.
+    At ``k = 0`` only the power vector's product is taken: ``z``, ``y`` and ``Delta`` are exactly
+    zero there, and so are their products.
     """
     fetched: dict = {}
 
@@ -506,7 +521,8 @@ def run_protocol(task, pattern: DelayPattern | str, lr: float, iters: int, *,
     lr, iters, pattern = _check_inputs(task, pattern, lr, iters, opts, chunk_size, offload)
     setup = optimizer_setup(task, opts.optimizer, opts.block_lr)
     elem = torch.empty((), dtype=task.dtype).element_size()
-    use_offload = should_offload(task.num_params(), elem, task.device) if offload is None else offload
+    use_offload = should_offload(task.num_params(), elem,
+        task.device) if offload is None else offload
     settings = _run_settings(task, pattern, lr, iters, opts.seed, opts.hvp_method, chunk_size,
                              opts.checkpoint_every, opts.settings, setup)
     settings["offload"] = use_offload

@@ -1,7 +1,7 @@
 """The protocol's checks of its scalar inputs and the error they raise, without importing torch.
 
-A command line or a run description checks ``--lr`` and ``--iters`` with these before it builds a task,
-so bad input is answered in one line in a fraction of the seconds torch takes to import;
+A command line or a run description checks ``--lr`` and ``--iters`` with these before it builds a
+task, so bad input is answered in one line in a fraction of the seconds torch takes to import;
 :func:`crosscurv.numeric.protocol.run_protocol` applies the same checks (and re-exports them).
 """
 

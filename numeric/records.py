@@ -1,51 +1,46 @@
-"""The run directory of the controlled protocol: ``records.csv``, ``summary.json``, ``checkpoint.pt``.
+"""The run directory of the controlled protocol: ``records.csv``, ``summary.json``,
+``checkpoint.pt``.
 
-Per-iteration record (docs/protocol.md), one CSV row per
-iteration ``k = 1..K`` with the columns of :data:`FIELDS`:
+Per-iteration record (docs/protocol.md), one CSV row per iteration ``k = 1..K`` with the columns of
+:data:`FIELDS`:
 
 * ``k``: iteration (number of complete block sweeps);
 * ``loss_jc``, ``loss_s``: measured losses ``L(theta_JC^k)``, ``L(theta_S^k)``;
-* ``gap``: the measured ``L(theta_S^k) - L(theta_JC^k)``, without the
-  cancellation of subtracting the two losses: the integral of the gradient
-  along the segment ``theta_JC^k -> theta_S^k`` (:func:`crosscurv.numeric.gap.segment_gap`,
-  5-point Gauss-Lobatto, float64 accumulation) where that is the more precise
-  measurement and agrees with ``loss_s - loss_jc``, else that difference
+* ``gap``: the measured ``L(theta_S^k) - L(theta_JC^k)``, without the cancellation of subtracting
+  the two losses: the integral of the gradient along the segment ``theta_JC^k -> theta_S^k``
+  (:func:`crosscurv.numeric.gap.segment_gap`, 5-point Gauss-Lobatto, float64 accumulation) where
+  that is the more precise measurement and agrees with ``loss_s - loss_jc``, else that difference
   (:func:`crosscurv.numeric.gap.reconcile`);
-* ``recursive``: Theorem 2 (loss evolution recursion) with the measured
-  ``Delta theta^{k-1}``;
+* ``recursive``: Theorem 2 (loss evolution recursion) with the measured ``Delta theta^{k-1}``;
 * ``cumulative``: Theorem 3 (signed cumulative terminal comparison);
 * ``jc_only``: the cumulative estimate built from the JC trajectory alone;
 * ``bound_bk``: Theorem 3's magnitude bound ``G b_k + L b_k^2 / 2``;
-* ``sharpness``: the power-iteration estimate ``p_k^T H_JC^k p_k`` of the
-  largest eigenvalue of ``H_JC^k`` (``eta * sharpness`` is the regime
-  indicator; ``2`` is the edge of stability);
-* ``gap_err``: an error bound of ``gap`` (the segment rule's quadrature and
-  round-off estimate, or the losses' rounding for a plain difference); an
-  iteration with ``|gap| <= gap_err`` is *undecided* (:mod:`crosscurv.numeric.metrics`).
+* ``sharpness``: the power-iteration estimate ``p_k^T H_JC^k p_k`` of the largest eigenvalue of
+  ``H_JC^k`` (``eta * sharpness`` is the regime indicator; ``2`` is the edge of stability);
+* ``gap_err``: an error bound of ``gap`` (the segment rule's quadrature and round-off estimate, or
+  the losses' rounding for a plain difference); an iteration with ``|gap| <= gap_err`` is
+  *undecided* (:mod:`crosscurv.numeric.metrics`).
 
 * ``lambda_max``, ``lambda_min``: the largest and the most negative eigenvalue of ``H_JC^k``,
   converged to a relative residual ``crosscurv.numeric.estimates.SHARPNESS_TOL`` by Lanczos on HVPs
-  (:func:`crosscurv.numeric.estimates.track_extremes`; ``eta * lambda_max`` is the converged regime indicator);
-  ``sharpness_hvps``: the Hessian-vector products they cost at ``k``;
+  (:func:`crosscurv.numeric.estimates.track_extremes`; ``eta * lambda_max`` is the converged regime
+  indicator); ``sharpness_hvps``: the Hessian-vector products they cost at ``k``;
 * ``recursive_err``, ``cumulative_err``, ``jc_only_err``: a-posteriori error estimates of the three
-  estimates (:mod:`crosscurv.numeric.error_estimates`; for optimizer runs the bar of the defect interval of the
-  records before, ``inf`` until it has ten);
-* ``recursive_cert``, ``cumulative_cert``, ``jc_only_cert``: the certified winner (``1`` JC, ``-1`` the
-  scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``; for optimizer runs
-  ``lambda_max`` at or beyond the optimizer's own edge of stability, and Adam never).
+  estimates (:mod:`crosscurv.numeric.error_estimates`; for optimizer runs the bar of the defect
+  interval of the records before, ``inf`` until it has ten);
+* ``recursive_cert``, ``cumulative_cert``, ``jc_only_cert``: the certified winner (``1`` JC, ``-1``
+  the scheme ``S``, ``0`` not certified: ``|estimate| <= err`` or ``eta * lambda_max >= 2``; for
+  optimizer runs ``lambda_max`` at or beyond the optimizer's own edge of stability, and Adam never).
 
-Records an older crosscurv wrote (the first columns of :data:`FIELDS` only,
-:func:`is_older_header`) are refused in one line: recompute the run.  Records of
-another implementation are read by :func:`read_columns` (:data:`CORE_FIELDS` and
-any optional columns).
+Records an older crosscurv wrote (the first columns of :data:`FIELDS` only, :func:`is_older_header`)
+are refused in one line: recompute the run.  Records of another implementation are read by
+:func:`read_columns` (:data:`CORE_FIELDS` and any optional columns).
 
-Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan``
-and ``inf`` included), so :func:`read_records` returns exactly the values that
-were computed.  Rows are flushed as they are written, so a killed run leaves
-every complete row on disk.  Files that are replaced (the checkpoint, the
-summary, a truncated CSV) are written to a temporary file in the same folder
-and moved into place with :func:`os.replace`, so a kill never leaves a torn
-file behind.
+Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan`` and ``inf`` included),
+so :func:`read_records` returns exactly the values that were computed.  Rows are flushed as they are
+written, so a killed run leaves every complete row on disk.  Files that are replaced (the
+checkpoint, the summary, a truncated CSV) are written to a temporary file in the same folder and
+moved into place with :func:`os.replace`, so a kill never leaves a torn file behind.
 """
 
 from __future__ import annotations
@@ -89,15 +84,19 @@ __all__ = [
 ]
 
 #: CSV columns, in order.
-FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk", "sharpness", "gap_err",
-          "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err", "jc_only_err",
+FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk",
+    "sharpness", "gap_err",
+          "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err",
+          "jc_only_err",
           "recursive_cert", "cumulative_cert", "jc_only_cert")
-#: The columns every records file holds, crosscurv's or another implementation's (:func:`read_columns`): the
+# : The columns every records file holds, crosscurv's or another implementation's
+# (:func:`read_columns`): the
 #: losses, the measured gap, the paper's three estimates and Theorem 3's bound.
 CORE_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
-#: ``{estimate: its error column}`` and ``{estimate: its certified-winner column}`` (:mod:`crosscurv.numeric.error_estimates`).
+# : ``{estimate: its error column}`` and ``{estimate: its certified-winner column}``
+# (:mod:`crosscurv.numeric.error_estimates`).
 ERROR_COLUMNS = {e: f"{e}_err" for e in ESTIMATES}
 CERT_COLUMNS = {e: f"{e}_cert" for e in ESTIMATES}
 
@@ -119,14 +118,17 @@ def make_record(k: int, **values) -> dict:
     extra = set(values) - set(FIELDS[1:])
     if extra:
         raise ValueError(f"unknown record fields: {sorted(extra)}")
-    return {"k": int(k), **{f: float(values[f] if f in CORE_FIELDS else values.get(f, math.nan)) for f in FIELDS[1:]}}
+    return {"k": int(k), **{f: float(values[f] if f in CORE_FIELDS else values.get(f, math.nan))
+        for f in FIELDS[1:]}}
 
 
 def format_row(record: Mapping, fields: Sequence[str] = FIELDS) -> str:
-    """The CSV line (no newline) of a row dict with the columns ``fields``: ``k`` as an integer, text as
-    it is (CSV-quoted where it holds a comma or quote), every other value as a float in round-trip
-    ``repr`` form (``nan``, ``inf`` included)."""
-    cells = [str(int(record[f])) if f == "k" else record[f] if isinstance(record[f], str) else repr(float(record[f]))
+    """The CSV line (no newline) of a row dict with the columns ``fields``: ``k`` as an integer,
+    text
+    as it is (CSV-quoted where it holds a comma or quote), every other value as a float in
+    round-trip ``repr`` form (``nan``, ``inf`` included)."""
+    cells = [str(int(record[f])) if f == "k" else record[f] if isinstance(record[f], str) else repr(
+        float(record[f]))
              for f in fields]
     if not any(("," in c or '"' in c or "\n" in c) for c in cells):
         return ",".join(cells)
@@ -139,7 +141,8 @@ def parse_row(line: str, where: str = "records.csv") -> dict:
     """Inverse of :func:`format_row`; :class:`RecordsError` for a malformed line."""
     parts = line.strip().split(",")
     if len(parts) != len(FIELDS):
-        raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: {line.strip()!r}")
+        raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: "
+            f"{line.strip()!r}")
     try:
         return make_record(int(parts[0]), **{f: float(p) for f, p in zip(FIELDS[1:], parts[1:])})
     except ValueError:
@@ -147,18 +150,19 @@ def parse_row(line: str, where: str = "records.csv") -> dict:
 
 
 class RecordWriter:
-    """Append rows to a streamed CSV table (a run's ``records.csv`` by default), flushing after every row.
+    """Append rows to a streamed CSV table (a run's ``records.csv`` by default), flushing after
+    every
+    row.
 
     The one writer of every per-iteration table crosscurv streams (the protocol's records, the
     motivation runs' records and probes, advise's ``advice.csv``): a header line, one row per
-    :meth:`write` in :func:`format_row` form, flushed as soon as it is written, so a killed run leaves
-    every complete row on disk.
+    :meth:`write` in :func:`format_row` form, flushed as soon as it is written, so a killed run
+    leaves every complete row on disk.
 
     Args:
-        path: the CSV file.
-        append: keep the existing rows (the file must start with the header);
-            otherwise the file is created with the header (it must not exist
-            or be empty: partial output is never overwritten here).
+        path: the CSV file. append: keep the existing rows (the file must start with the header);
+            otherwise the file is created with the header (it must not exist or be empty: partial
+            output is never overwritten here).
         fields: the columns (default :data:`FIELDS`, the protocol's records).
     """
 
@@ -169,7 +173,8 @@ class RecordWriter:
             with open(path, "r", encoding="utf-8") as fh:
                 first = fh.readline().strip()
             if first != header:
-                what = "a crosscurv records file" if self.fields == FIELDS else f"a table with the columns {header!r}"
+                what = ("a crosscurv records file" if self.fields == FIELDS
+                    else f"a table with the columns {header!r}")
                 raise RecordsError(f"{path}: not {what} (header {first!r})")
             self._fh = open(path, "a", encoding="utf-8", newline="")
         else:
@@ -228,8 +233,8 @@ def read_text(path: str, what: str = "records file") -> str:
 
 def is_older_header(header: str) -> bool:
     """Whether ``header`` is the header of records an older crosscurv wrote: the first columns of
-    :data:`FIELDS` (at least :data:`CORE_FIELDS`), fewer than this version writes.  Such records are refused (one
-    line: recompute the run), never read."""
+    :data:`FIELDS` (at least :data:`CORE_FIELDS`), fewer than this version writes.  Such records are
+    refused (one line: recompute the run), never read."""
     names = header.strip().split(",")
     return len(CORE_FIELDS) <= len(names) < len(FIELDS) and tuple(names) == FIELDS[:len(names)]
 
@@ -240,7 +245,8 @@ def _complete_lines(path: str) -> list[str]:
     complete = lines[:-1]  # the last piece has no newline: torn or empty
     header = complete[0].strip() if complete else ""
     if is_older_header(header):
-        raise RecordsError(f"{path}: records of an older crosscurv ({header.count(',') + 1} columns, not the "
+        raise RecordsError(f"{path}: records of an older crosscurv ({header.count(',') + 1} "
+            "columns, not the "
                            f"{len(FIELDS)} of this version); recompute the run with this crosscurv")
     if header != _HEADER:
         raise RecordsError(f"{path}: not a crosscurv records file")
@@ -248,10 +254,12 @@ def _complete_lines(path: str) -> list[str]:
 
 
 def read_records(path: str) -> list[dict]:
-    """Every complete row of a run's ``records.csv`` as record dicts (a torn last line from a kill is ignored).
+    """Every complete row of a run's ``records.csv`` as record dicts (a torn last line from a kill
+    is
+    ignored).
 
-    This is the strict reader of the files crosscurv writes (header exactly
-    :data:`FIELDS`); :func:`read_columns` reads records written by others.
+    This is the strict reader of the files crosscurv writes (header exactly :data:`FIELDS`);
+    :func:`read_columns` reads records written by others.
 
     Raises:
         RecordsError: missing or undecodable file, wrong header, malformed
@@ -268,7 +276,8 @@ def read_records(path: str) -> list[dict]:
     return out
 
 
-def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequence[str] = ()) -> dict:
+def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequence[
+        str] = ()) -> dict:
     """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
 
     Columns may come in any order; extra columns are ignored; the last line
@@ -293,7 +302,8 @@ def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequ
     missing = [c for c in columns if c not in header]
     columns = list(columns) + [c for c in optional if c in header and c not in columns]
     if missing:
-        raise RecordsError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
+        raise RecordsError(f"{path}: missing column(s) {', '.join(missing)} (header: "
+            f"{','.join(header)})")
     idx = {c: header.index(c) for c in columns}
     out = {c: [] for c in columns}
     if len(rows) < 2:
@@ -305,7 +315,8 @@ def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequ
             try:
                 v = float(cell)
             except ValueError:
-                raise RecordsError(f"{path}: line {n}, column {c}: not a number ({cell!r})") from None
+                raise RecordsError(
+                    f"{path}: line {n}, column {c}: not a number ({cell!r})") from None
             if c == "k":
                 if not math.isfinite(v) or v != int(v):
                     raise RecordsError(f"{path}: line {n}: k must be an integer, got {cell!r}")
@@ -340,7 +351,9 @@ def truncate_records(path: str, k: int) -> None:
 
 
 def write_records(path: str, rows: Sequence[Mapping]) -> None:
-    """Replace ``path`` by the header and ``rows`` (atomic: a kill leaves the old file or the new one)."""
+    """Replace ``path`` by the header and ``rows`` (atomic: a kill leaves the old file or the new
+    one).
+    """
     buf = io.StringIO()
     buf.write(_HEADER + "\n")
     for rec in rows:
@@ -362,8 +375,9 @@ def atomic_write_text(path: str, text: str) -> None:
 
 
 def atomic_torch_save(obj, path: str, sources=None) -> None:
-    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`.  ``sources``: the storages
-    whose bytes are copied from files (:func:`crosscurv.numeric.file_save.save_from_files`)."""
+    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`.  ``sources``: the
+    storages whose bytes are copied from files
+    (:func:`crosscurv.numeric.file_save.save_from_files`)."""
     import torch
 
     tmp = _tmp_path(path)

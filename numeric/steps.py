@@ -77,9 +77,11 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     keys = block_keys(task)
     new: dict[str, torch.Tensor] = {}
     used: dict[str, torch.Tensor] = {}
-    # a chained loss (crosscurv.numeric.chain) runs each block gradient's forward pass from the first updated stage
+    # a chained loss (crosscurv.numeric.chain) runs each block gradient's forward pass from the
+    # first updated stage
     chain = getattr(task, "chain", None)
-    block_gradient = PrefixCache(chain, keys).block_grad if chain is not None else partial(block_grad, task.loss)
+    block_gradient = PrefixCache(chain, keys).block_grad if chain is not None else partial(
+        block_grad, task.loss)
     for fresh, members in fresh_groups(pattern):
         state = dict(old)
         for j in fresh:
@@ -97,7 +99,8 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
     return {k: new[k] for k in old}, {k: used[k] for k in old}
 
 
-def scheme_step(task, params: Mapping, pattern: DelayPattern, lr, grad_at_params: Mapping | None = None) -> dict:
+def scheme_step(task, params: Mapping, pattern: DelayPattern, lr, grad_at_params: Mapping
+        | None = None) -> dict:
     """``theta^{k+1}`` of scheme ``S`` from ``theta^k`` (see :func:`scheme_step_with_grads`)."""
     return scheme_step_with_grads(task, params, pattern, lr, grad_at_params)[0]
 

@@ -104,13 +104,16 @@ class Task:
             raise TaskError(f"parameters mix dtypes/devices: {sorted(map(str, dtypes | devices))}")
         if self.chain is not None:
             if not isinstance(self.chain, Chain):
-                raise TaskError(f"chain must be a crosscurv.numeric.chain.Chain, got {type(self.chain).__name__}")
+                raise TaskError("chain must be a crosscurv.numeric.chain.Chain, got "
+                    f"{type(self.chain).__name__}")
             if len(self.chain.stages) != len(self.blocks):
-                raise TaskError(f"chain has {len(self.chain.stages)} stages for {len(self.blocks)} blocks")
+                raise TaskError(f"chain has {len(self.chain.stages)} stages for "
+                    f"{len(self.blocks)} blocks")
         if self.loss_terms is not None:
             if isinstance(self.loss_terms, (str, Mapping)) or not isinstance(self.loss_terms, Sequence) \
                     or not self.loss_terms:
-                raise TaskError("loss_terms must be a non-empty sequence of functions term(params) -> scalar tensor")
+                raise TaskError("loss_terms must be a non-empty sequence of functions "
+                    "term(params) -> scalar tensor")
             for i, term in enumerate(self.loss_terms):
                 if not callable(term):
                     raise TaskError(f"loss_terms[{i}] is not callable ({type(term).__name__})")
@@ -168,20 +171,22 @@ class Task:
         return v
 
     def _check_terms(self, p: Params, v: float) -> None:
-        """``sum_t term_t(params)`` equals ``loss(params)`` up to the rounding of the sum's ``T`` additions:
-        ``|sum - L| <= 4 T eps sum_t |term_t|`` (``eps`` of the parameters' dtype)."""
+        """``sum_t term_t(params)`` equals ``loss(params)`` up to the rounding of the sum's ``T``
+        additions: ``|sum - L| <= 4 T eps sum_t |term_t|`` (``eps`` of the parameters' dtype)."""
         values = []
         for i, term in enumerate(self.loss_terms):
             try:
                 with torch.no_grad():
                     t = term(p)
             except Exception as exc:  # user code: report, do not crash
-                raise TaskError(f"loss_terms[{i}](params) raised {type(exc).__name__}: {exc}") from exc
+                raise TaskError(
+                    f"loss_terms[{i}](params) raised {type(exc).__name__}: {exc}") from exc
             if not isinstance(t, torch.Tensor) or t.numel() != 1 or t.dim() != 0:
                 raise TaskError(f"loss_terms[{i}](params) must return a scalar tensor")
             values.append(float(t))
         total = math.fsum(values)
-        tol = 4 * len(values) * torch.finfo(self.dtype).eps * max(math.fsum(abs(x) for x in values), abs(v))
+        tol = 4 * len(values) * torch.finfo(self.dtype).eps * max(math.fsum(abs(x)
+            for x in values), abs(v))
         if not abs(total - v) <= tol:
             raise TaskError(f"the loss terms sum to {total!r}, not to loss(params) = {v!r} "
                             f"(rounding allows {tol:.3g})")
@@ -194,8 +199,10 @@ class Task:
         their factory's ``device``/``dtype`` arguments).
         """
         params = {k: v.detach().to(device=device, dtype=dtype) for k, v in self.params.items()}
-        # the chain is not carried over: its input tensor stays where it was built (steps fall back to the loss)
-        return Task(params, self.loss, self.blocks, self.name, dict(self.info), self.default_pattern,
+        # the chain is not carried over: its input tensor stays where it was built (steps fall back
+        # to the loss)
+        return Task(params, self.loss, self.blocks, self.name, dict(self.info),
+            self.default_pattern,
                     loss_terms=self.loss_terms)
 
 

@@ -77,7 +77,8 @@ def assert_observed_order(
         problems.append(f"least-squares order {slope:.4f}")
     low = [r for r in study.rates if not (math.isfinite(r) and r >= order - tol)]
     if low:
-        problems.append(f"pairwise rates below {order - tol:g}: " + ", ".join(f"{r:.3f}" for r in low))
+        problems.append(f"pairwise rates below {order - tol:g}: " + ", ".join(f"{r:.3f}"
+            for r in low))
     if problems:
         raise AssertionError(f"{head}; observed " + "; ".join(problems) + "\n" + study.table())
     return study
@@ -120,8 +121,10 @@ def assert_step_is(
     from .validation import as_user_step, identify_step
 
     user = as_user_step((task, step, pattern), name=getattr(step, "__name__", "step"))
-    report = identify_step(user, seeds=seeds, eta0=eta0, n_etas=max(3, n_etas), rtol=rtol, perturb=perturb,
+    report = identify_step(user, seeds=seeds, eta0=eta0, n_etas=max(3, n_etas), rtol=rtol,
+        perturb=perturb,
                            max_all_orders=max_all_orders, fit=True)
     if not report.ok:
-        raise AssertionError(f"step does not perform {report.declared_label}: {report.verdict()}\n\n{report.text()}")
+        raise AssertionError(f"step does not perform {report.declared_label}: "
+            f"{report.verdict()}\n\n{report.text()}")
     return report

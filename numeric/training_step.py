@@ -46,7 +46,8 @@ def block_names_from_patterns(names: Sequence[str], blocks: Mapping) -> dict:
         ValidationInputError: a block that matches no parameter, or no blocks.
     """
     if not isinstance(blocks, Mapping) or not blocks:
-        raise ValidationInputError("blocks must be a non-empty mapping {block name: pattern(s)} or 'param_groups'")
+        raise ValidationInputError("blocks must be a non-empty mapping {block name: pattern(s)} "
+            "or 'param_groups'")
     rules = []
     for b, pats in blocks.items():
         pats = [pats] if isinstance(pats, str) else list(pats)
@@ -70,15 +71,18 @@ def _as_list(opts) -> list:
         return [opts]
     if isinstance(opts, Mapping):
         opts = list(opts.values())
-    if isinstance(opts, (list, tuple)) and opts and all(isinstance(o, torch.optim.Optimizer) for o in opts):
+    if isinstance(opts, (list, tuple)) and opts and all(isinstance(o, torch.optim.Optimizer)
+            for o in opts):
         return list(opts)
     raise ValidationInputError(
-        f"optimizers(model) must return a torch.optim.Optimizer, or a list, tuple or dict of them; got {type(opts).__name__}"
+        "optimizers(model) must return a torch.optim.Optimizer, or a list, tuple or dict of "
+        f"them; got {type(opts).__name__}"
     )
 
 
 def _group_blocks(model: torch.nn.Module, optimizers: Callable) -> dict:
-    """``{block: [names]}`` with one block per param group, in the order the optimizers list them."""
+    """``{block: [names]}`` with one block per param group, in the order the optimizers list them.
+    """
     ids = {id(p): n for n, p in model.named_parameters()}
     out: dict = {}
     for opt in _as_list(optimizers(model)):
@@ -105,24 +109,23 @@ def step_from_training_code(
     pattern=None,
     name: str = "training step",
 ) -> UserStep:
-    """A :class:`~crosscurv.numeric.validation.UserStep` running ordinary training code (module docstring).
+    """A :class:`~crosscurv.numeric.validation.UserStep` running ordinary training code (module
+    docstring).
 
     Args:
-        model: the ``nn.Module`` (peft-wrapped included); converted to float64 in place.
-        train_step: ``train_step(model, optimizers)``: the user's update,
+        model: the ``nn.Module`` (peft-wrapped included); converted to float64 in place. train_step:
+        ``train_step(model, optimizers)``: the user's update,
             ``optimizers`` being what ``optimizers(model)`` returned.
         objective: ``objective(model) -> 0-dim tensor``: the loss the step
             minimises, computed from the module (the task's ``L``).
         blocks: ``{block: pattern or [patterns]}`` (:func:`block_names_from_patterns`)
-            or ``"param_groups"``: one block per param group of the
-            optimizers (named by the group's ``"name"`` entry, else
-            ``group1``, ``group2``...).
+            or ``"param_groups"``: one block per param group of the optimizers (named by the group's
+            ``"name"`` entry, else ``group1``, ``group2``...).
         optimizers: ``optimizers(model)`` -> a ``torch.optim.Optimizer`` or a
             list/tuple/dict of them, built with any ``lr`` (it is set on each call).
         lr_factors: ``{block: f}``: the param groups of block ``b`` get
             ``lr * f`` (default 1).
-        pattern: the declared delay pattern (``"jc"``, ``"gs:B,A"``, ...).
-        name: label for reports.
+        pattern: the declared delay pattern (``"jc"``, ``"gs:B,A"``, ...). name: label for reports.
 
     Returns:
         a :class:`UserStep` (what a ``validate-step`` factory may return).
@@ -134,12 +137,14 @@ def step_from_training_code(
         raise ValidationInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not callable(train_step) or not callable(objective) or not callable(optimizers):
         raise ValidationInputError("train_step, objective and optimizers must be callables")
-    if any(t.is_floating_point() and t.dtype != torch.float64 for t in list(model.parameters()) + list(model.buffers())):
+    if any(t.is_floating_point() and t.dtype != torch.float64 for t in list(model.parameters())
+            + list(model.buffers())):
         model.to(torch.float64)
     named = dict(model.named_parameters())
     if isinstance(blocks, str):
         if blocks != "param_groups":
-            raise ValidationInputError(f"blocks must be a mapping of name patterns or 'param_groups', got {blocks!r}")
+            raise ValidationInputError("blocks must be a mapping of name patterns or "
+                f"'param_groups', got {blocks!r}")
         groups = _group_blocks(model, optimizers)
     else:
         groups = block_names_from_patterns(list(named), blocks)
@@ -147,7 +152,8 @@ def step_from_training_code(
     factors = {b: 1.0 for b in groups}
     for b, f in (lr_factors or {}).items():
         if b not in groups:
-            raise ValidationInputError(f"lr_factors names unknown block {b!r}; blocks are {', '.join(groups)}")
+            raise ValidationInputError(f"lr_factors names unknown block {b!r}; blocks are "
+                f"{', '.join(groups)}")
         f = float(f)
         if not f > 0:
             raise ValidationInputError(f"lr_factors[{b!r}] must be > 0, got {f}")
@@ -162,9 +168,11 @@ def step_from_training_code(
     params = {n: saved[n].clone() for n in block_of}
 
     def loss(p):
-        return torch.func.functional_call(wrapper, {"model." + k: v for k, v in p.items()}, (), strict=False)
+        return torch.func.functional_call(wrapper, {"model." + k: v for k, v in p.items()}, (),
+            strict=False)
 
-    task = Task(params, loss, {b: list(ns) for b, ns in groups.items()}, name=f"{type(model).__name__} ({name})")
+    task = Task(params, loss, {b: list(ns) for b, ns in groups.items()},
+        name=f"{type(model).__name__} ({name})")
 
     def step(theta, lr):
         with torch.no_grad():
@@ -182,7 +190,8 @@ def step_from_training_code(
                 fs = {factors[b] for b in bs}
                 if len(fs) > 1:
                     raise ValidationInputError(
-                        f"a param group spans blocks {', '.join(sorted(bs))} with different lr_factors")
+                        f"a param group spans blocks {', '.join(sorted(bs))} with different "
+                        "lr_factors")
                 g["lr"] = lr * (fs.pop() if fs else 1.0)
         train_step(model, built)
         return {n: named[n].detach().clone() for n in block_of}
@@ -191,7 +200,9 @@ def step_from_training_code(
 
 
 class _Objective(torch.nn.Module):
-    """``forward() = objective(model)``, so ``functional_call`` can substitute the model's parameters."""
+    """``forward() = objective(model)``, so ``functional_call`` can substitute the model's
+    parameters.
+    """
 
     def __init__(self, model: torch.nn.Module, objective: Callable):
         super().__init__()

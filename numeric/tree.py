@@ -56,8 +56,8 @@ def axpy(alpha, x: Mapping, y: Mapping) -> Tree:
 
 
 def dot(a: Mapping, b: Mapping) -> torch.Tensor:
-    """Euclidean inner product ``a^T b`` (0-dim tensor; zero for no entries).  With ``b is a`` each entry is
-    read once (a lazily read entry is fetched once, not twice)."""
+    """Euclidean inner product ``a^T b`` (0-dim tensor; zero for no entries).  With ``b is a`` each
+    entry is read once (a lazily read entry is fetched once, not twice)."""
     total = None
     for k in a:
         x = a[k]
@@ -101,7 +101,8 @@ def conform(v: Mapping, like: Mapping, error: type = ValueError) -> Tree:
     for k, p in like.items():
         t = v[k]
         if tuple(t.shape) != tuple(p.shape):
-            raise error(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has {tuple(p.shape)}")
+            raise error(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
+                f"{tuple(p.shape)}")
         out[k] = t.detach().to(dtype=p.dtype, device=p.device)
     return out
 

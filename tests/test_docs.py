@@ -47,7 +47,8 @@ def shell_commands(body: str) -> list[list[str]]:
             words = shlex.split(part, comments=True)
             while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
                 words = words[1:]
-            cut = next((i for i, w in enumerate(words) if w[:1] in "<>" or w[:2] in ("2>", "1>")), len(words))
+            cut = next((i for i, w in enumerate(words) if w[:1] in "<>" or w[:2] in ("2>", "1>")),
+                len(words))
             words = words[:cut]
             if words:
                 out.append(words)
@@ -89,26 +90,30 @@ def _python_pages():
 def test_python_blocks_run(page):
     code = "\n".join(blocks(page, "python"))
     env = dict(os.environ, MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+        text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_readme_quick_start_runs(tmp_path):
     """The quick start's commands, in a scratch folder, as a user types them."""
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1].split(
+        "\n## ", 1)[0]
     (body,) = blocks_in(section, "sh")
     exe = Path(sys.executable).parent / "crosscurv"
     for words in shell_commands(body):
         assert os.path.basename(words[0]) == "crosscurv"
-        proc = subprocess.run([str(exe), *words[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([str(exe), *words[1:]], cwd=tmp_path, capture_output=True, text=True,
+            timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "runs" / "mlp" / "records.csv").is_file()
     assert "Correct" in proc.stdout
 
 
 def test_the_site_builds_strictly(tmp_path):
-    """``make docs``' build: MkDocs in strict mode, so a broken link, anchor or API reference fails."""
+    """``make docs``' build: MkDocs in strict mode, so a broken link, anchor or API reference fails.
+    """
     api = tmp_path / "api" / "crosscurv"
     api.mkdir(parents=True)
     for name in ("__init__.py", "__main__.py", "testing"):
@@ -116,9 +121,11 @@ def test_the_site_builds_strictly(tmp_path):
     for layer in ("theory", "numeric", "experiments"):
         (api / layer).symlink_to(REPO / layer)
     config = tmp_path / "mkdocs.yml"
-    text = (REPO / "mkdocs.yml").read_text().replace("paths: [build/api]", f"paths: [{tmp_path / 'api'}]")
+    text = (REPO / "mkdocs.yml").read_text().replace("paths: [build/api]",
+        f"paths: [{tmp_path / 'api'}]")
     config.write_text(text.replace("docs_dir: docs", f"docs_dir: {REPO / 'docs'}"))
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d",
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config),
+        "-d",
                            str(tmp_path / "site")], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
     assert proc.returncode == 0, proc.stderr[-3000:]

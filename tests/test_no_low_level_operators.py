@@ -1,15 +1,13 @@
 """The packages call no low-level operator that assumes a memory layout.
 
 The suite once had a hand-written convolution double backward on
-``torch.ops.aten.convolution_backward``; when ``crosscurv run fl --preset
-smoke`` crashed inside that kernel it was the first suspect (the cause was a
-channels-last batch, README, Performance).  Public ``torch`` /
-``torch.nn.functional`` operators and autograd's own derivative formulas check
-and adapt their operands' layout; direct ``aten`` calls and custom
-``autograd.Function`` rules skip those checks, and their derivatives need
-their own proofs.  So the suite uses none: this test fails if one appears, and whoever adds one must also
-add it here with a test that feeds it non-contiguous, expanded and
-channels-last operands in float32 and float64.
+``torch.ops.aten.convolution_backward``; when ``crosscurv run fl --preset smoke`` crashed inside
+that kernel it was the first suspect (the cause was a channels-last batch, README, Performance).
+Public ``torch`` / ``torch.nn.functional`` operators and autograd's own derivative formulas check
+and adapt their operands' layout; direct ``aten`` calls and custom ``autograd.Function`` rules skip
+those checks, and their derivatives need their own proofs.  So the suite uses none: this test fails
+if one appears, and whoever adds one must also add it here with a test that feeds it non-contiguous,
+expanded and channels-last operands in float32 and float64.
 """
 
 from __future__ import annotations
@@ -21,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("theory", "numeric", "experiments")
 
 #: (file, construct) pairs that are allowed, each with its layout test:
-#: - the NumPy loss bridge of ``numpy_user_step`` (its value and gradient are the user's NumPy callables;
+# : - the NumPy loss bridge of ``numpy_user_step`` (its value and gradient are the user's NumPy
+# callables;
 #:   layout test: tests/numeric/test_numpy_step.py::test_the_numpy_bridge_reads_any_layout)
 ALLOWED: set[tuple[str, str]] = {
     ("numeric/validation/numpy_step.py", "class _Loss(autograd.Function)"),
@@ -74,4 +73,5 @@ def test_no_package_module_calls_low_level_operators():
                     offenders.append(f"{rel} {use}")
     assert not offenders, (
         "low-level operators bypass the layout checks of the public torch API; "
-        "use torch / torch.nn.functional, or allow-list them with a layout test:\n" + "\n".join(offenders))
+        "use torch / torch.nn.functional, or allow-list them with a layout test:\n" + "\n".join(
+        offenders))

@@ -52,7 +52,8 @@ class BlockModel:
     :class:`ModelError`.
     """
 
-    def __init__(self, n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = (),
+    def __init__(self, n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3,
+        vectors: Sequence[str] = (),
                  extra: Sequence[str] = ()):
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 2:
             raise ModelError(f"the block model needs at least 2 blocks, got {n_blocks!r}")
@@ -60,7 +61,8 @@ class BlockModel:
             block_dims = (dims,) * n_blocks
         else:
             block_dims = tuple(dims)
-        if len(block_dims) != n_blocks or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in block_dims):
+        if len(block_dims) != n_blocks or not all(isinstance(x, int) and not isinstance(x, bool)
+                and x >= 1 for x in block_dims):
             raise ModelError(f"block dimensions must be {n_blocks} positive integers, got {dims!r}")
         if taylor_order not in (2, 3, 4):
             raise ModelError(f"taylor_order must be 2, 3 or 4, got {taylor_order!r}")
@@ -89,8 +91,10 @@ class BlockModel:
         if uniform and D == 1 and self.n_blocks <= 9:
             return [str(b + 1) for b in self.block_of], ""
         if uniform and D <= len(_LETTERS) and self.n_blocks <= 9:
-            return [f"{self.block_of[a] + 1}{_LETTERS[a - self.blocks[self.block_of[a]][0]]}" for a in range(self.d)], ""
-        return [f"{self.block_of[a] + 1}.{a - self.blocks[self.block_of[a]][0] + 1}" for a in range(self.d)], ","
+            return [f"{self.block_of[a] + 1}{_LETTERS[a - self.blocks[self.block_of[a]][0]]}"
+                for a in range(self.d)], ""
+        return [f"{self.block_of[a] + 1}.{a - self.blocks[self.block_of[a]][0] + 1}" for a in range(
+            self.d)], ","
 
     def _name(self, base: str, idx: tuple) -> str:
         labels, sep = self._labels_cache
@@ -123,7 +127,8 @@ class BlockModel:
         if self.taylor_order >= 4:
             for idx in combinations_with_replacement(range(d), 4):
                 self.Q_symbols[idx] = add("Q", idx)
-        self.vector_symbols = {name: [add(name, (a,)) for a in range(d)] for name in self.vector_names}
+        self.vector_symbols = {name: [add(name, (a,)) for a in range(d)]
+            for name in self.vector_names}
         self.extra_symbols = {}
         taken = {str(x) for x in syms}
         for name in self.extra_names:
@@ -176,7 +181,8 @@ class BlockModel:
                 f"taylor_order={self.taylor_order}, vectors={self.vector_names})")
 
     # -- Taylor model at a displaced state -----------------------------------
-    def _products(self, state: Sequence, space: SeriesSpace, max_len: int) -> dict[tuple, TruncatedSeries]:
+    def _products(self, state: Sequence, space: SeriesSpace, max_len: int) -> dict[tuple,
+            TruncatedSeries]:
         """Products ``prod_{a in idx} state[a]`` for sorted index tuples up to ``max_len``."""
         nz = [a for a in range(self.d) if state[a] is not None and not _is_zero_series(state[a])]
         prods: dict[tuple, TruncatedSeries] = {(a,): state[a] for a in nz}
@@ -199,7 +205,8 @@ class BlockModel:
                 return s.space
         raise ValueError("state holds no TruncatedSeries; pass the space explicitly")
 
-    def gradient(self, state: Sequence, components: Sequence[int] | None = None, space: SeriesSpace | None = None) -> dict[int, TruncatedSeries]:
+    def gradient(self, state: Sequence, components: Sequence[int] | None = None, space: SeriesSpace
+            | None = None) -> dict[int, TruncatedSeries]:
         """``{a: grad_a}`` (series) of the Taylor model at ``theta^k + state`` for the flat indices
         ``components`` (default all); ``state``: ``d`` series (``None`` is 0),
         ``grad_a = g_a + H_ab x_b + 1/2 T_abc x_b x_c + 1/6 Q_abce x_b x_c x_e``."""
@@ -217,12 +224,15 @@ class BlockModel:
             out[a] = acc.result()
         return out
 
-    def hessian(self, state: Sequence, entries: Sequence[tuple[int, int]] | None = None, space: SeriesSpace | None = None) -> dict[tuple[int, int], TruncatedSeries]:
+    def hessian(self, state: Sequence, entries: Sequence[tuple[int, int]] | None = None,
+            space: SeriesSpace | None = None) -> dict[tuple[int, int], TruncatedSeries]:
         """``{(a, b): H(x)_ab}`` for ``entries`` (default all) at ``theta^k + state``:
         ``H(x)_ab = H_ab + sum_c T_abc x_c + 1/2 sum_ce Q_abce x_c x_e``."""
         space = space or self._space_of(state)
-        want = [(a, b) for a in range(self.d) for b in range(self.d)] if entries is None else list(entries)
-        prods = self._products(state, space, self.taylor_order - 2) if self.taylor_order >= 3 else {}
+        want = [(a, b) for a in range(self.d) for b in range(self.d)] if entries is None else list(
+            entries)
+        prods = self._products(state, space, self.taylor_order
+            - 2) if self.taylor_order >= 3 else {}
         tables = {1: self.T_symbols, 2: self.Q_symbols}
         out = {}
         for a, b in want:
@@ -309,7 +319,8 @@ class _Accumulator:
         w = self._conv(weight)
         one = w == 1
         for e, poly in s.terms.items():
-            items = ((m[:k] + (m[k] + 1,) + m[k + 1:], c if one else c * w) for m, c in poly.items())
+            items = ((m[:k] + (m[k] + 1,) + m[k + 1:], c if one else c * w) for m,
+                c in poly.items())
             self._merge(self._into(e), items)
 
     def result(self) -> TruncatedSeries:
@@ -321,7 +332,8 @@ def _is_zero_series(s) -> bool:
     return isinstance(s, TruncatedSeries) and s.is_zero
 
 
-def block_model(n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3, vectors: Sequence[str] = (),
+def block_model(n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3,
+    vectors: Sequence[str] = (),
                 extra: Sequence[str] = ()) -> BlockModel:
     """Build a :class:`BlockModel` (see its docstring)."""
     return BlockModel(n_blocks, dims, taylor_order, vectors, extra)

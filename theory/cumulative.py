@@ -98,7 +98,8 @@ def _order(series_list) -> int | None:
     return min(degs) if degs else None
 
 
-def check_cumulative(model: BlockModel, pattern: DelayPattern, K_max: int = 4, degree: int = 4) -> CumulativeCheck:
+def check_cumulative(model: BlockModel, pattern: DelayPattern, K_max: int = 4,
+        degree: int = 4) -> CumulativeCheck:
     """Unroll both trajectories and ``z_K`` exactly (series in ``eta`` to ``degree``) on a
     :func:`quadratic_model` and compare: one :class:`CumulativeStep` per ``K = 1..K_max``.
     """
@@ -128,7 +129,8 @@ def check_cumulative(model: BlockModel, pattern: DelayPattern, K_max: int = 4, d
         theta_j = [theta_j[a] - eta * g_j[a] for a in range(d)]
         r = [(theta_s[a] - theta_j[a]) - z[a] for a in range(d)]
         g_j_new = model.gradient(theta_j, space=space)
-        estimate = _dot([g_j_new[a] for a in range(d)], z) + _dot(z, [_dot(model.H[a], z) for a in range(d)]) * model.const(sympy.Rational(1, 2))
+        estimate = _dot([g_j_new[a] for a in range(d)], z) + _dot(z, [_dot(model.H[a], z)
+            for a in range(d)]) * model.const(sympy.Rational(1, 2))
         loss_rem = (model.loss(theta_s, space) - model.loss(theta_j, space)) - estimate
         r3 = [s.coeff(3) for s in r]
         out.steps.append(CumulativeStep(

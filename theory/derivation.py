@@ -55,13 +55,16 @@ from .one_step import (
 from .patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 from .recursion import check_recursions, recursion_model
 
-__all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "MAX_TOTAL_DIM", "DerivationResult", "derive", "gs_orders"]
+__all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "MAX_TOTAL_DIM", "DerivationResult", "derive",
+    "gs_orders"]
 
 #: one boolean per result of the paper, in this order
-IDENTITY_KEYS = ("lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic")
+IDENTITY_KEYS = ("lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2",
+    "theorem3_quadratic")
 #: checks beyond the paper
 EXTENSION_KEYS = ("lemma1_next_term", "eta3_closed_form", "loss_eta3_closed_form",
-                  "gs_orders_eta3_closed_form", "lemma3_leading_closed_forms", "theorem3_eta3_growth")
+                  "gs_orders_eta3_closed_form", "lemma3_leading_closed_forms",
+                  "theorem3_eta3_growth")
 
 ALLOWED_DIMS = (1, 2)
 #: The largest total dimension ``d = N * D`` :func:`derive` accepts.  The
@@ -167,14 +170,17 @@ def _validate(n_blocks, dims, max_dim: int | None = MAX_TOTAL_DIM) -> None:
         raise ModelError(f"block dimension (--dims) must be 1 or 2, got {dims!r}")
     if max_dim is not None and n_blocks * dims > max_dim:
         raise ModelError(
-            f"--blocks {n_blocks} x --dims {dims} = {n_blocks * dims} coordinates is above the symbolic limit of "
-            f"{max_dim}: the exact derivation's time grows about 3x per coordinate (1-2 minutes at 8); "
+            f"--blocks {n_blocks} x --dims {dims} = {n_blocks * dims} coordinates is above "
+            "the symbolic limit of "
+            f"{max_dim}: the exact derivation's time grows about 3x per coordinate (1-2 "
+            "minutes at 8); "
             "crosscurv scaling and crosscurv run check the same results numerically at any size"
         )
 
 
 def derive(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs", *, K_max: int = 4,
-           max_dim: int | None = MAX_TOTAL_DIM, progress: Callable[[str, float], None] | None = None) -> DerivationResult:
+           max_dim: int | None = MAX_TOTAL_DIM, progress: Callable[[str, float], None]
+           | None = None) -> DerivationResult:
     """Derive and check the paper's expansions for ``N`` blocks of dimension ``dims``.
 
     Args:
@@ -378,5 +384,6 @@ def _theorem3_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPatte
 
 
 def _symbol_note(model: BlockModel) -> str:
-    ex = [model.g_symbols[0], model.H_symbols[(0, model.d - 1)], model.T_symbols.get((0, 0, model.d - 1))]
+    ex = [model.g_symbols[0], model.H_symbols[(0, model.d - 1)], model.T_symbols.get((0, 0, model.d
+        - 1))]
     return ", ".join(str(s) for s in ex if s is not None)

@@ -54,7 +54,8 @@ def _entry(arr, idx: tuple):
 
 
 def value_map(model: BlockModel, symbols, arrays: dict) -> list:
-    """Values for ``symbols`` read from ``arrays`` (``g``, ``H``, ``T``, ``Q``, ``delta``, ``eta``, ``eps``)."""
+    """Values for ``symbols`` read from ``arrays`` (``g``, ``H``, ``T``, ``Q``, ``delta``, ``eta``,
+    ``eps``)."""
     vals = []
     for s in symbols:
         if s == ETA or s == EPS:
@@ -88,11 +89,13 @@ def numeric_function(expr, model: BlockModel, module: str = "numpy") -> Callable
         raise InputError(f"module must be 'numpy' or 'mpmath', got {module!r}")
     many = isinstance(expr, (list, tuple, sympy.MatrixBase))
     exprs = list(expr) if many else [sympy.sympify(expr)]
-    args = sorted(set().union(*[set(_args(e, model)) for e in exprs]), key=lambda s: (list(model.symbols) + [ETA, EPS]).index(s))
+    args = sorted(set().union(*[set(_args(e, model)) for e in exprs]), key=lambda s: (list(
+        model.symbols) + [ETA, EPS]).index(s))
     fn = sympy.lambdify(args, exprs if many else exprs[0], modules=module)
 
     def f(g=None, H=None, T=None, Q=None, delta=None, eta=None, eps=None):
-        vals = value_map(model, args, {"g": g, "H": H, "T": T, "Q": Q, "delta": delta, "eta": eta, "eps": eps})
+        vals = value_map(model, args, {"g": g, "H": H, "T": T, "Q": Q, "delta": delta, "eta": eta,
+            "eps": eps})
         return fn(*vals)
 
     f.__doc__ = f"Numeric ({module}) value of {str(expr)[:200]}"
@@ -101,7 +104,8 @@ def numeric_function(expr, model: BlockModel, module: str = "numpy") -> Callable
 
 
 def exact_value(expr, model: BlockModel, **arrays) -> sympy.Expr:
-    """``expr`` with the model symbols replaced by exact entries of ``arrays`` (same keys as above)."""
+    """``expr`` with the model symbols replaced by exact entries of ``arrays`` (same keys as above).
+    """
     expr = sympy.sympify(expr)
     args = _args(expr, model)
     vals = value_map(model, args, arrays)

@@ -55,7 +55,8 @@ def _check_order(pattern: DelayPattern, order: Sequence[int] | None) -> tuple[in
         return pattern.order()
     order = tuple(int(b) for b in order)
     if sorted(order) != list(range(pattern.n_blocks)):
-        raise PatternError(f"update order must be a permutation of 1..{pattern.n_blocks}, got {[b + 1 for b in order]}")
+        raise PatternError(f"update order must be a permutation of 1..{pattern.n_blocks}, got "
+            f"{[b + 1 for b in order]}")
     pos = {b: r for r, b in enumerate(order)}
     bad = sorted((i, j) for i, j in pattern.pairs if pos[j] > pos[i])
     if bad:
@@ -84,7 +85,8 @@ class OneStepUpdate:
 
 
 def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace | None = None,
-                    base: Sequence[TruncatedSeries] | None = None, order: Sequence[int] | None = None,
+                    base: Sequence[TruncatedSeries] | None = None, order: Sequence[int]
+                    | None = None,
                     direction=None, factors: Sequence | None = None) -> OneStepUpdate:
     """Exact step of the acyclic pattern ``S`` through the Taylor model.
 
@@ -124,7 +126,8 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
     return OneStepUpdate(pattern, order, fresh, disp, None if base is None else base_l)
 
 
-def loss_series(model: BlockModel, pattern: DelayPattern, degree: int = 3, order: Sequence[int] | None = None) -> TruncatedSeries:
+def loss_series(model: BlockModel, pattern: DelayPattern, degree: int = 3, order: Sequence[int]
+        | None = None) -> TruncatedSeries:
     """``L_S^{k+1} - L^k`` as a series in ``eta`` up to ``eta^degree`` (brute force)."""
     space = eta_space(model, degree)
     step = one_step_update(model, pattern, space, order=order)
@@ -133,14 +136,15 @@ def loss_series(model: BlockModel, pattern: DelayPattern, degree: int = 3, order
 
 # -- closed forms (ring elements) -----------------------------------------
 def masked_hessian_apply(model: BlockModel, pattern: DelayPattern, v: Sequence, H=None) -> list:
-    """``M_S v``: ``(M_S v)_a = sum_{j in S(i)} sum_{b in block j} H_ab v_b`` for ``a`` in block ``i``.
+    """``M_S v``: ``(M_S v)_a = sum_{j in S(i)} sum_{b in block j} H_ab v_b`` for ``a`` in block
+    ``i``.
 
-    ``H`` defaults to the model Hessian; pass a ``d x d`` nested list (or a
-    dict ``{(a, b): h}``) of ring elements / series to use another one (e.g.
-    the Hessian at ``theta_S`` in Lemma 3).
+    ``H`` defaults to the model Hessian; pass a ``d x d`` nested list (or a dict ``{(a, b): h}``) of
+    ring elements / series to use another one (e.g. the Hessian at ``theta_S`` in Lemma 3).
     """
     pattern = check_pattern(model, pattern)
-    get = (lambda a, b: H[(a, b)]) if isinstance(H, dict) else (lambda a, b: (model.H if H is None else H)[a][b])
+    get = (lambda a, b: H[(a, b)]) if isinstance(H, dict) else (lambda a, b: (model.H if H is None
+        else H)[a][b])
     out = []
     for a in range(model.d):
         i = model.block_of[a]
@@ -168,7 +172,8 @@ def cross_curvature(model: BlockModel):
 
 
 def fresh_cubic_term(model: BlockModel, pattern: DelayPattern) -> list:
-    """``t``: ``t_a = 1/2 sum_{b,c} T_abc (P_i g)_b (P_i g)_c`` for ``a`` in block ``i`` (zero if no ``T``)."""
+    """``t``: ``t_a = 1/2 sum_{b,c} T_abc (P_i g)_b (P_i g)_c`` for ``a`` in block ``i`` (zero if no
+    ``T``)."""
     pattern = check_pattern(model, pattern)
     out = [model.zero] * model.d
     if model.taylor_order < 3:
@@ -257,7 +262,8 @@ def _as_array(x, mode: str, ndim: int, name: str) -> np.ndarray:
         import mpmath
         if isinstance(x, mpmath.matrix):
             rows = [[x[r, c] for c in range(x.cols)] for r in range(x.rows)]
-            x = [r[0] for r in rows] if ndim == 1 and x.cols == 1 else ([v for r in rows for v in r] if ndim == 1 else rows)
+            x = [r[0] for r in rows] if ndim == 1 and x.cols == 1 else ([v for r in rows
+                for v in r] if ndim == 1 else rows)
     except ImportError:  # pragma: no cover - mpmath ships with sympy
         pass
     if isinstance(x, sympy.MatrixBase):
@@ -293,13 +299,15 @@ def _prepare(pattern, block_dims, g, H, T, mode, need_T=True):
         raise CoefficientInputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
     dims = tuple(int(x) for x in block_dims)
     if not dims or any(x < 1 for x in dims):
-        raise CoefficientInputError(f"block_dims must be positive integers, got {tuple(block_dims)}")
+        raise CoefficientInputError(
+            f"block_dims must be positive integers, got {tuple(block_dims)}")
     pattern = as_pattern(pattern, len(dims))
     d = sum(dims)
     g = _as_array(g, mode, 1, "g")
     H = _as_array(H, mode, 2, "H")
     if g.shape != (d,) or H.shape != (d, d):
-        raise CoefficientInputError(f"expected g of shape ({d},) and H of shape ({d}, {d}), got {g.shape} and {H.shape}")
+        raise CoefficientInputError(f"expected g of shape ({d},) and H of shape ({d}, {d}), got "
+            f"{g.shape} and {H.shape}")
     if need_T:
         T = _as_array(T, mode, 3, "T")
         if T.shape != (d, d, d):
@@ -346,7 +354,8 @@ def _symbolic_model(block_dims) -> BlockModel:
     return BlockModel(len(block_dims), tuple(int(x) for x in block_dims), 3)
 
 
-def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T, mode: str = "float") -> dict:
+def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T,
+        mode: str = "float") -> dict:
     """``{2: C_S, 3: c_3}`` of ``L_S^{k+1} - L_JC^{k+1} = eta^2 C_S + eta^3 c_3 + O(eta^4)``.
 
     ``C_S = g^T M_S g``, ``c_3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``, from
@@ -359,7 +368,8 @@ def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, 
     if mode == "sympy" and g is None and H is None and T is None:
         model = _symbolic_model(block_dims)
         pattern = check_pattern(model, pattern)
-        return {2: model.to_expr(delay_curvature(model, pattern)), 3: model.to_expr(eta3_gap_closed_form(model, pattern))}
+        return {2: model.to_expr(delay_curvature(model, pattern)), 3: model.to_expr(
+            eta3_gap_closed_form(model, pattern))}
     pattern, dims, blocks, g, H, T = _prepare(pattern, block_dims, g, H, T, mode)
     mg, mmg, hmg, t = _numeric_parts(pattern, blocks, g, H, T)
     c2 = g.dot(mg)
@@ -367,7 +377,8 @@ def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, 
     return {2: _finish(c2, mode), 3: _finish(c3, mode)}
 
 
-def loss_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T, mode: str = "float") -> dict:
+def loss_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T,
+        mode: str = "float") -> dict:
     """Coefficients ``{1, 2, 3}`` of ``L_S^{k+1} - L^k`` in powers of ``eta`` (Theorem 1, extended).
 
         1: -|g|^2
@@ -381,13 +392,15 @@ def loss_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g,
     if mode == "sympy" and g is None and H is None and T is None:
         model = _symbolic_model(block_dims)
         pattern = check_pattern(model, pattern)
-        return {k: model.to_expr(v) for k, v in loss_coefficients_closed_form(model, pattern).items()}
+        return {k: model.to_expr(v) for k, v in loss_coefficients_closed_form(model,
+            pattern).items()}
     pattern, dims, blocks, g, H, T = _prepare(pattern, block_dims, g, H, T, mode)
     mg, mmg, hmg, t = _numeric_parts(pattern, blocks, g, H, T)
     hg = H.dot(g)
     tggg = np.tensordot(T, g, axes=([2], [0])).dot(g).dot(g)
     half = 0.5 if mode == "float" else sympy.Rational(1, 2) if mode == "sympy" else _to_mpf(0.5)
-    sixth = 1.0 / 6.0 if mode == "float" else sympy.Rational(1, 6) if mode == "sympy" else _to_mpf(1) / 6
+    sixth = 1.0 / 6.0 if mode == "float" else sympy.Rational(1, 6) if mode == "sympy" else _to_mpf(
+        1) / 6
     l1 = -g.dot(g)
     l2 = g.dot(hg) * half + g.dot(mg)
     l3 = -g.dot(mmg) - g.dot(t) - g.dot(hmg) - tggg * sixth

@@ -99,15 +99,17 @@ class DelayPattern:
         return tuple(sorted(j for a, j in self.pairs if a == i))
 
     def fresh_items(self, i: int, per_block: Sequence[Sequence]) -> list:
-        """The items of block ``i``'s fresh blocks: ``per_block[j]`` concatenated over ``j in S(i)``.
+        """The items of block ``i``'s fresh blocks: ``per_block[j]`` concatenated over ``j in
+        S(i)``.
 
-        ``per_block[j]`` lists what block ``j`` holds (its parameter names in
-        ``numeric``, its coordinates in ``theory``); the result is what the
-        restriction ``P_{S(i)}`` keeps, in block order.
+        ``per_block[j]`` lists what block ``j`` holds (its parameter names in ``numeric``, its
+        coordinates in ``theory``); the result is what the restriction ``P_{S(i)}`` keeps, in block
+        order.
         """
         return [x for j in self.fresh(i) for x in per_block[j]]
 
-    def groups_by_fresh_set(self, *, include_empty: bool = True) -> list[tuple[tuple[int, ...], list[int]]]:
+    def groups_by_fresh_set(self, *, include_empty: bool = True) -> list[tuple[tuple[int, ...],
+            list[int]]]:
         """``[(F, members), ...]``: blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based),
         in an order valid for a sweep (groups follow :meth:`order`, placed at their first member);
         ``include_empty`` keeps the group with ``S(i) = {}``.  A group shares one gradient in the
@@ -271,7 +273,8 @@ def staged(n_blocks: int, stages: Sequence[Sequence[int]]) -> DelayPattern:
     return DelayPattern(n_blocks, pairs, name, tuple(flat))
 
 
-def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int] | None = None) -> DelayPattern:
+def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int]
+        | None = None) -> DelayPattern:
     """A partial GS pattern: a subset of the full GS pattern of ``order``.
 
     Raises :class:`PatternError` naming the pairs that full GS in ``order``
@@ -289,13 +292,16 @@ def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int
     return DelayPattern(n_blocks, probe.pairs, "partial", full.preferred_order)
 
 
-def from_pairs(n_blocks: int, pairs: Iterable[tuple[int, int]], *, one_based: bool = False, name: str = "pairs") -> DelayPattern:
+def from_pairs(n_blocks: int, pairs: Iterable[tuple[int, int]], *, one_based: bool = False,
+        name: str = "pairs") -> DelayPattern:
     """An arbitrary acyclic pattern from explicit pairs (0-based unless ``one_based``)."""
     shift = 1 if one_based else 0
-    return DelayPattern(n_blocks, frozenset((int(i) - shift, int(j) - shift) for i, j in pairs), name)
+    return DelayPattern(n_blocks, frozenset((int(i) - shift, int(j) - shift) for i, j in pairs),
+        name)
 
 
-def _parse_block(token: str, n_blocks: int, block_names: Sequence[str] | None, check_range: bool = True) -> int:
+def _parse_block(token: str, n_blocks: int, block_names: Sequence[str] | None,
+        check_range: bool = True) -> int:
     token = token.strip()
     if not token:
         raise PatternError("empty block reference")
@@ -311,7 +317,8 @@ def _parse_block(token: str, n_blocks: int, block_names: Sequence[str] | None, c
     return b - 1
 
 
-def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str] | None = None) -> DelayPattern:
+def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str]
+        | None = None) -> DelayPattern:
     """Parse the command-line pattern syntax (1-based, like the paper).
 
     Accepted forms:
@@ -420,10 +427,12 @@ def as_pattern(spec, n_blocks: int, names: Sequence[str] | None = None) -> Delay
     """
     if isinstance(spec, DelayPattern):
         if spec.n_blocks != n_blocks:
-            raise PatternError(f"pattern {spec.describe()} is over {spec.n_blocks} blocks, the model has {n_blocks}")
+            raise PatternError(f"pattern {spec.describe()} is over {spec.n_blocks} blocks, the "
+                f"model has {n_blocks}")
         return spec
     if isinstance(spec, str):
         return parse_pattern(spec, n_blocks, names)
     raise PatternError(
-        f"expected a DelayPattern or a pattern spec such as 'gs' or '2<-1', got {type(spec).__name__}"
+        "expected a DelayPattern or a pattern spec such as 'gs' or '2<-1', got "
+        f"{type(spec).__name__}"
     )

@@ -45,7 +45,9 @@ RECURSION_DEGREE = 4
 
 
 def lemma3_allowed(a: int, b: int) -> bool:
-    """Lemma 3: a remainder monomial ``eta^a eps^b`` is allowed iff ``a >= 1, b >= 2`` or ``a >= 3``."""
+    """Lemma 3: a remainder monomial ``eta^a eps^b`` is allowed iff ``a >= 1, b >= 2`` or ``a >=
+    3``.
+    """
     return (a >= 1 and b >= 2) or a >= 3
 
 
@@ -111,7 +113,8 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
     """
     pattern = check_pattern(model, pattern)
     if model.taylor_order < 4 or "delta" not in model.vectors:
-        raise ModelError("the recursion checks need recursion_model(): Taylor order 4 and a 'delta' vector")
+        raise ModelError("the recursion checks need recursion_model(): Taylor order 4 and a "
+            "'delta' vector")
     space = recursion_space(model, degree)
     d = model.d
     eta = space.variable(0)
@@ -128,7 +131,8 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
         raise ModelError(f"freshness_at must be 'S' or 'JC', got {freshness_at!r}")
     at = dtheta0 if freshness_at == "S" else [space.zero_series() for _ in range(d)]
     g_s = model.gradient(at, space=space)                              # g_S^k
-    wanted = [(a, b) for a in range(d) for b in pattern.fresh_items(model.block_of[a], model.blocks)]
+    wanted = [(a, b) for a in range(d) for b in pattern.fresh_items(model.block_of[a],
+        model.blocks)]
     h_s = model.hessian(at, entries=wanted, space=space)               # blocks of M_S at theta_S
     mg_s = masked_hessian_apply(model, pattern, [g_s[a] for a in range(d)], H=h_s)
     mg_s = [x if isinstance(x, TruncatedSeries) else space.constant(x) for x in mg_s]
@@ -152,7 +156,8 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
 
     # closed forms of Lemma 3's leading terms
     half = model.const(sympy.Rational(1, 2))
-    tdd = [sum((model.T(a, b, c) * delta[b] * delta[c] for b in range(d) for c in range(d)), model.zero) * half
+    tdd = [sum((model.T(a, b, c) * delta[b] * delta[c] for b in range(d) for c in range(d)),
+        model.zero) * half
            for a in range(d)]
     mg = masked_hessian_apply(model, pattern, model.g)
     mmg = masked_hessian_apply(model, pattern, mg)
@@ -161,7 +166,8 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
         "trajectory_eta_eps2": all(traj_rem[a].coeff(1, 2) == -tdd[a] for a in range(d)),
         "trajectory_eta3": all(traj_rem[a].coeff(3, 0) == -(mmg[a] + t[a]) for a in range(d)),
     }
-    loss_leading = {e: loss_rem.coeff(*e) for e in loss_rem.monomials() if sum(e) == loss_rem.min_degree()}
+    loss_leading = {e: loss_rem.coeff(*e) for e in loss_rem.monomials() if sum(e)
+        == loss_rem.min_degree()}
     return RecursionCheck(
         pattern=pattern,
         trajectory_remainder=traj_rem,

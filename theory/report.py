@@ -23,22 +23,31 @@ __all__ = ["render_markdown", "render_summary", "write_markdown", "IDENTITY_TEXT
 #: what each identity states (LaTeX)
 IDENTITY_TEXT = {
     "lemma1": r"Lemma 1: $\tilde g_i = g_i - \eta\,(M_S g)_i + O(\eta^2)$",
-    "theorem1": r"Theorem 1: $L^{k+1}_{S,JC} - L^k = -\eta\lVert g\rVert^2 + \tfrac{\eta^2}{2} g^\top H g\,(+\,\eta^2 C_S) + O(\eta^3)$, "
+    "theorem1": r"Theorem 1: $L^{k+1}_{S,JC} - L^k = -\eta\lVert g\rVert^2 + \tfrac{\eta^2}{2} "
+    r"g^\top H g\,(+\,\eta^2 C_S) + O(\eta^3)$, "
                 r"$L_S - L_{JC} = \eta^2 C_S + O(\eta^3)$ exactly",
-    "corollary1": r"Corollary 1: $C_{S_{GS}} = C_{\mathrm{cross}}/2$ for full GS in every checked block order",
-    "order_invariance": r"Update order: all checked GS orders give the same $L^{k+1}$ through $\eta^2$",
-    "lemma3": r"Lemma 3: trajectory-recursion remainder has only $\eta^a\epsilon^b$ with $a\ge1,b\ge2$ or $a\ge3$",
+    "corollary1": r"Corollary 1: $C_{S_{GS}} = C_{\mathrm{cross}}/2$ for full GS in every "
+    r"checked block order",
+    "order_invariance": r"Update order: all checked GS orders give the same $L^{k+1}$ through "
+    r"$\eta^2$",
+    "lemma3": r"Lemma 3: trajectory-recursion remainder has only $\eta^a\epsilon^b$ with "
+    r"$a\ge1,b\ge2$ or $a\ge3$",
     "theorem2": r"Theorem 2: loss-recursion remainder has only $\eta^a\epsilon^b$ with $a+b\ge3$",
-    "theorem3_quadratic": r"Theorem 3 (quadratic): $\Delta\theta^K - z_K$ and the loss remainder are $O(\eta^3)$, $K=1..4$",
+    "theorem3_quadratic": r"Theorem 3 (quadratic): $\Delta\theta^K - z_K$ and the loss remainder "
+    r"are $O(\eta^3)$, $K=1..4$",
 }
 
 EXTENSION_TEXT = {
     "lemma1_next_term": r"$[\eta^2]\,\tilde g = M_S^2 g + t$, $t_i = \tfrac12 T_i[P_i g, P_i g]$",
-    "eta3_closed_form": r"$[\eta^3](L_S - L_{JC}) = c_3 = -g^\top(M_S + H)M_S g - \tfrac12\sum_i T[E_i g, P_i g, P_i g]$",
-    "loss_eta3_closed_form": r"$[\eta^3](L_S - L^k) = -g^\top M_S^2 g - g^\top t - g^\top H M_S g - \tfrac16 T[g,g,g]$",
+    "eta3_closed_form": r"$[\eta^3](L_S - L_{JC}) = c_3 = -g^\top(M_S + H)M_S g - \tfrac12\sum_i "
+    r"T[E_i g, P_i g, P_i g]$",
+    "loss_eta3_closed_form": r"$[\eta^3](L_S - L^k) = -g^\top M_S^2 g - g^\top t - g^\top H M_S "
+    r"g - \tfrac16 T[g,g,g]$",
     "gs_orders_eta3_closed_form": r"$[\eta^3](L_{GS(o)} - L_{GS(o')}) = c_3(o) - c_3(o')$",
-    "lemma3_leading_closed_forms": r"Lemma 3 leading terms: $[\eta\epsilon^2]\,r = -\tfrac12 T[\delta,\delta]$, $[\eta^3]\,r = -(M_S^2 g + t)$",
-    "theorem3_eta3_growth": r"Theorem 3 growth: $[\eta^3](\Delta\theta^K - z_K) = -K M_S^2 g$, $[\eta^3](\text{loss rem.}) = -K g^\top M_S^2 g$",
+    "lemma3_leading_closed_forms": r"Lemma 3 leading terms: $[\eta\epsilon^2]\,r = -\tfrac12 "
+    r"T[\delta,\delta]$, $[\eta^3]\,r = -(M_S^2 g + t)$",
+    "theorem3_eta3_growth": r"Theorem 3 growth: $[\eta^3](\Delta\theta^K - z_K) = -K M_S^2 g$, "
+    r"$[\eta^3](\text{loss rem.}) = -K g^\top M_S^2 g$",
 }
 
 
@@ -64,7 +73,8 @@ def render_markdown(r: DerivationResult, command: str | None = None, optimizers=
     ``optimizers``: an optional :class:`crosscurv.theory.optimizers.OptimizerDerivation`
     whose section is placed before the timings.
     """
-    cmd = command or f"crosscurv derive --blocks {r.n_blocks} --dims {r.dims} --pattern '{r.pattern_spec}'"
+    cmd = (command or f"crosscurv derive --blocks {r.n_blocks} --dims {r.dims} --pattern "
+        f"'{r.pattern_spec}'")
     deg = r.expressions.get("theorem3_degree", 4)
     out = _summary(r, cmd) + _setting(r) + _check_tables(r) + _one_step(r) + _recursions(r)
     out += _theorem3(r, deg) + _timings(r, optimizers)
@@ -96,16 +106,22 @@ def _setting(r: DerivationResult) -> list[str]:
     w = out.append
     p = r.pattern
     w("## Setting\n")
-    w(f"- Block model: $N = {r.n_blocks}$ blocks of dimension {r.dims} ($d = {r.n_blocks * r.dims}$), "
-      "loss = its Taylor model around the common iterate $\\theta^k$ with generic symbolic gradient $g$, "
+    w(f"- Block model: $N = {r.n_blocks}$ blocks of dimension {r.dims} ($d = "
+        f"{r.n_blocks * r.dims}$), "
+      "loss = its Taylor model around the common iterate $\\theta^k$ with generic symbolic "
+      "gradient $g$, "
       "symmetric Hessian $H$ (blocks $H_{ij}$), symmetric third-derivative tensor $T$ "
       "(and fourth-derivative tensor $Q$ for Lemma 3 / Theorem 2). "
       f"Symbols look like {', '.join('`' + s.strip() + '`' for s in r.symbols.split(','))}.")
-    w(f"- Pattern `{r.pattern_spec}`: $S = {_pattern_latex(p)}$ (block $i$ uses fresh block $j$ for $i \\leftarrow j$), "
+    w(f"- Pattern `{r.pattern_spec}`: $S = {_pattern_latex(p)}$ (block $i$ uses fresh "
+        "block $j$ for $i \\leftarrow j$), "
       f"update order {', '.join(str(b + 1) for b in p.order())}.")
-    w("- Exact scheme step: block $i$'s gradient is evaluated where exactly the blocks $j \\in S(i)$ hold their "
-      "new values; everything is a truncated power series in $\\eta$ (and $\\epsilon$), computed exactly.")
-    w("- $M_S$ keeps the Hessian blocks $H_{ij}$ with $(i,j) \\in S$; $P_i g$ keeps blocks $j \\in S(i)$ of $g$; "
+    w("- Exact scheme step: block $i$'s gradient is evaluated where exactly the blocks $j "
+        "\\in S(i)$ hold their "
+      "new values; everything is a truncated power series in $\\eta$ (and $\\epsilon$), "
+      "computed exactly.")
+    w("- $M_S$ keeps the Hessian blocks $H_{ij}$ with $(i,j) \\in S$; $P_i g$ keeps blocks "
+        "$j \\in S(i)$ of $g$; "
       "$E_i g$ keeps block $i$.")
     w("")
     return out
@@ -143,13 +159,15 @@ def _one_step(r: DerivationResult) -> list[str]:
     e = r.expressions
     w("## One step from a common iterate\n")
     w("Fresh gradient (Lemma 1 and the next term), coordinate by coordinate:\n")
-    w(f"$$[\\eta^1]\\,\\tilde g = {_vec_latex(e['lemma1_1'])}, \\qquad [\\eta^2]\\,\\tilde g = {_vec_latex(e['lemma1_2'])}$$")
+    w(f"$$[\\eta^1]\\,\\tilde g = {_vec_latex(e['lemma1_1'])}, \\qquad [\\eta^2]\\,\\tilde "
+        f"g = {_vec_latex(e['lemma1_2'])}$$")
     w("")
     w("Loss after one step of $S$, $L_S^{k+1} - L^k = \\sum_m \\eta^m \\ell_m + O(\\eta^4)$:\n")
     for k in (1, 2, 3):
         w(f"$$\\ell_{k} = {_latex(e[f'loss_{k}'])}$$\n")
     w("Theorem 1 and Corollary 1:\n")
-    w(f"$$C_S = g^\\top M_S g = {_latex(e['C_S'])}, \\qquad C_{{\\mathrm{{cross}}}} = g^\\top(H - D)g = {_latex(e['C_cross'])}$$")
+    w(f"$$C_S = g^\\top M_S g = {_latex(e['C_S'])}, \\qquad C_{{\\mathrm{{cross}}}} = "
+        f"g^\\top(H - D)g = {_latex(e['C_cross'])}$$")
     w("")
     w("### The $\\eta^3$ coefficient of $L_S - L_{JC}$\n")
     w("$$L_S^{k+1} - L_{JC}^{k+1} = \\eta^2 C_S + \\eta^3 c_3 + O(\\eta^4), \\qquad "
@@ -158,7 +176,8 @@ def _one_step(r: DerivationResult) -> list[str]:
     w("Expanded (brute-force series, equal to the closed form):\n")
     w(f"$$c_3 = {_latex(e['eta3'])}$$\n")
     o1, o2 = r.gs_order_pair
-    w(f"Two GS orders ({','.join(str(b + 1) for b in o1)} vs {','.join(str(b + 1) for b in o2)}) agree through $\\eta^2$ "
+    w(f"Two GS orders ({','.join(str(b + 1) for b in o1)} vs "
+        f"{','.join(str(b + 1) for b in o2)}) agree through $\\eta^2$ "
       "and differ at $\\eta^3$ by")
     w("")
     w(f"$$[\\eta^3]\\,(L_{{GS(o)}} - L_{{GS(o')}}) = {_latex(e['gs_orders_eta3'])}$$\n")
@@ -170,8 +189,10 @@ def _recursions(r: DerivationResult) -> list[str]:
     out: list[str] = []
     w = out.append
     w("## Multi-step recursions (Lemma 3, Theorem 2)\n")
-    w("Expansion point $\\theta_{JC}^k$, $\\Delta\\theta^k = \\epsilon\\,\\delta$; $M_S$ and $g_S$ at $\\theta_S^k$, "
-      "$H_{JC}$ at $\\theta_{JC}^k$; quartic Taylor model, series truncated at total degree 4 in $(\\eta, \\epsilon)$ "
+    w("Expansion point $\\theta_{JC}^k$, $\\Delta\\theta^k = \\epsilon\\,\\delta$; $M_S$ "
+        "and $g_S$ at $\\theta_S^k$, "
+      "$H_{JC}$ at $\\theta_{JC}^k$; quartic Taylor model, series truncated at total degree "
+      "4 in $(\\eta, \\epsilon)$ "
       "(every kept coefficient is exact for any smooth loss; see `theory/recursion.py`).")
     w("")
     w("Leading terms of the trajectory remainder "
@@ -179,7 +200,8 @@ def _recursions(r: DerivationResult) -> list[str]:
     w("")
     for label, vec in r.lemma3_leading.items():
         w(f"$$[{_mono_latex(label)}]\\,r = {_vec_latex(vec)}$$\n")
-    w("Leading terms of the loss remainder $R = \\Delta L^{k+1} - (\\text{propagation} + \\text{quadratic} + \\text{freshness})$:")
+    w("Leading terms of the loss remainder $R = \\Delta L^{k+1} - (\\text{propagation} + "
+        "\\text{quadratic} + \\text{freshness})$:")
     w("")
     for label, ex in r.theorem2_leading.items():
         w(f"$$[{_mono_latex(label)}]\\,R = {_latex(ex)}$$\n")
@@ -191,20 +213,27 @@ def _theorem3(r: DerivationResult, deg: int) -> list[str]:
     out: list[str] = []
     w = out.append
     w("## Theorem 3 on a quadratic objective\n")
-    w("$z_{k+1} = (I - \\eta H) z_k + \\eta^2 M_S g_S^k$, $z_0 = 0$, against the exact $\\Delta\\theta^K$; "
-      "loss estimate $g_{JC}^{K\\top} z_K + \\tfrac12 z_K^\\top H z_K$ against the exact $\\Delta L^K$.")
+    w("$z_{k+1} = (I - \\eta H) z_k + \\eta^2 M_S g_S^k$, $z_0 = 0$, against the exact "
+        "$\\Delta\\theta^K$; "
+      "loss estimate $g_{JC}^{K\\top} z_K + \\tfrac12 z_K^\\top H z_K$ against the exact "
+      "$\\Delta L^K$.")
     w("")
-    w("| K | lowest order of $\\Delta\\theta^K - z_K$ | lowest order of loss remainder | $[\\eta^3]$ loss remainder | $\\eta^3$ coefficients $= K\\times$ ($K=1$) |")
+    w("| K | lowest order of $\\Delta\\theta^K - z_K$ | lowest order of loss remainder | "
+        "$[\\eta^3]$ loss remainder | $\\eta^3$ coefficients $= K\\times$ ($K=1$) |")
     w("|---|---|---|---|---|")
     for s in r.theorem3:
-        w(f"| {s['K']} | {_order_text(s['trajectory_order'], deg)} | {_order_text(s['loss_order'], deg)} | "
+        w(f"| {s['K']} | {_order_text(s['trajectory_order'], deg)} | "
+            f"{_order_text(s['loss_order'], deg)} | "
           f"${_latex(s['loss_eta3'])}$ | {'yes' if s['growth'] else 'no'} |")
     w("")
     if r.theorem3:
-        w(f"$$[\\eta^3]\\,(\\Delta\\theta^1 - z_1) = {_vec_latex(r.theorem3[0]['trajectory_eta3'])}$$")
+        w("$$[\\eta^3]\\,(\\Delta\\theta^1 - z_1) = "
+            f"{_vec_latex(r.theorem3[0]['trajectory_eta3'])}$$")
         w("")
-    w("The $\\eta^3$ coefficient of the trajectory remainder is $-K\\,M_S^2 g$ (linear growth in $K$, the "
-      "$O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where $z_K$ is exact.")
+    w("The $\\eta^3$ coefficient of the trajectory remainder is $-K\\,M_S^2 g$ (linear "
+        "growth in $K$, the "
+      "$O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where "
+      "$z_K$ is exact.")
     w("")
     return out
 
@@ -238,7 +267,8 @@ def _mono_latex(label: str) -> str:
     return label.replace("eta", "\\eta").replace("eps", "\\epsilon").replace(" ", "\\,")
 
 
-def write_markdown(r: DerivationResult, path: str | Path, command: str | None = None, optimizers=None) -> Path:
+def write_markdown(r: DerivationResult, path: str | Path, command: str | None = None,
+        optimizers=None) -> Path:
     """Write :func:`render_markdown` to ``path`` (parent folders created).
 
     Raises:
@@ -267,7 +297,8 @@ def render_summary(r: DerivationResult) -> str:
     for k in EXTENSION_KEYS:
         lines.append(f"  [{'ok' if r.extensions[k] else 'FAIL'}] {k}")
     lines.append(f"C_S = {r.expressions['C_S']}")
-    lines.append("eta^3 coefficient of L_S - L_JC:  c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]")
+    lines.append("eta^3 coefficient of L_S - L_JC:  c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i "
+        "g, P_i g, P_i g]")
     lines.append(f"  = {r.eta3_coefficient}")
     for s in r.theorem3:
         z = f"0 through eta^{r.expressions.get('theorem3_degree', 4)}"

@@ -145,7 +145,8 @@ class TruncatedSeries:
 
     def truncate(self, degree: int) -> "TruncatedSeries":
         """Drop monomials of total degree ``> degree`` (same space)."""
-        return TruncatedSeries(self.space, {e: c for e, c in self.terms.items() if sum(e) <= degree})
+        return TruncatedSeries(self.space, {e: c for e, c in self.terms.items() if sum(e)
+            <= degree})
 
     def map(self, f: Callable) -> "TruncatedSeries":
         """Apply ``f`` to every coefficient."""

@@ -51,7 +51,8 @@ def long_functions(path: str, limit: int) -> list[tuple[str, int]]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))))
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     total, big, longf = 0, [], []

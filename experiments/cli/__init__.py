@@ -38,12 +38,15 @@ EXIT_INTERNAL_ERROR = 70
 #: exit status -> meaning, the same for every command (``crosscurv --help`` prints it)
 EXIT_CODES = {
     0: "success: the check passed, the verdict is positive, the run completed",
-    1: "the check failed / the verdict is negative (derive, scaling, validate-step, validate-records, "
+    1: "the check failed / the verdict is negative (derive, scaling, validate-step, "
+    "validate-records, "
        "report --check)",
     2: "bad input: one line 'crosscurv: error: ...'",
-    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep); an order has no point in the "
+    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep); an order has "
+    "no point in the "
        "asymptotic window, none is outside its tolerance (scaling)",
-    EXIT_INTERNAL_ERROR: "internal error, a bug in crosscurv: one line 'crosscurv: internal error: ...'",
+    EXIT_INTERNAL_ERROR: "internal error, a bug in crosscurv: one line 'crosscurv: internal "
+    "error: ...'",
     130: "interrupted",
 }
 
@@ -74,7 +77,8 @@ SUMMARIES = {
     "validate-records": "compare a user's per-iteration records with the reference",
     "golden": "write framework-independent conformance cases",
     "sweep": "a grid of runs (tasks x presets x lrs x seeds x patterns) on Ray, aggregated",
-    "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they compute",
+    "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they "
+    "compute",
     "studies": "Table 1 over seeds, the regime map and the thread comparison, from sweep folders",
     "advise": "which block scheme to use at budget K, predicted from one JC run",
 }
@@ -88,8 +92,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    epilog = "exit codes (every command):\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
-    parser = _Parser(prog="crosscurv", description="Cross-curvature verification suite.", epilog=epilog,
+    epilog = "exit codes (every command):\n" + "\n".join(f"  {code:>3}  {text}" for code,
+        text in EXIT_CODES.items())
+    parser = _Parser(prog="crosscurv", description="Cross-curvature verification suite.",
+        epilog=epilog,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, modname in COMMANDS.items():
@@ -107,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read once, when torch is first imported
     from crosscurv.experiments.cli import threads
-    threads.choose_default()  # 1 intra-op thread unless the user chose (crosscurv.experiments.cli.threads)
+    # 1 intra-op thread unless the user chose (crosscurv.experiments.cli.threads)
+    threads.choose_default()
     debug = bool(os.environ.get("CROSSCURV_DEBUG"))
     chosen = next((a for a in argv if a in COMMANDS), None)
     try:
@@ -132,12 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
-    except Exception as exc:  # a bug in crosscurv itself: say so, in one line, with its own exit status
+    # a bug in crosscurv itself: say so, in one line, with its own exit status
+    except Exception as exc:
         if debug:
             raise
         text = str(exc).strip().splitlines()
         msg = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-        print(f"crosscurv: internal error: {msg} (CROSSCURV_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print(f"crosscurv: internal error: {msg} (CROSSCURV_DEBUG=1 shows the traceback)",
+            file=sys.stderr)
         return EXIT_INTERNAL_ERROR
 
 

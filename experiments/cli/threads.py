@@ -15,7 +15,8 @@ import sys
 
 __all__ = ["DEFAULT_THREADS", "MARKER", "SOURCE", "choose_default", "apply", "current", "describe"]
 
-#: Intra-op threads when nothing else decides (the runs' default, :data:`crosscurv.experiments.runs.DEFAULT_THREADS`).
+# : Intra-op threads when nothing else decides (the runs' default,
+# :data:`crosscurv.experiments.runs.DEFAULT_THREADS`).
 from crosscurv.experiments.runs import DEFAULT_THREADS  # noqa: E402
 #: Environment variable holding the ``OMP_NUM_THREADS`` value this module set itself.
 MARKER = "CROSSCURV_DEFAULT_THREADS"
@@ -25,10 +26,12 @@ MARKER = "CROSSCURV_DEFAULT_THREADS"
 SOURCE = "default"
 
 _WHY = {
-    "default": "the default: the same float32 records on every machine, no waiting on shared cores; "
+    "default": "the default: the same float32 records on every machine, no waiting on shared "
+    "cores; "
                "set --threads or OMP_NUM_THREADS to change it",
     "--threads": "as asked by --threads",
-    "--threads auto": "--threads auto: the fastest on this machine for this task's gradient, measured at the start",
+    "--threads auto": "--threads auto: the fastest on this machine for this task's gradient, "
+    "measured at the start",
     "OMP_NUM_THREADS": "from OMP_NUM_THREADS",
     "caller": "the calling process's torch.set_num_threads",
 }
@@ -56,7 +59,8 @@ def choose_default() -> str:
 
     caller_chooses()  # the command's API calls keep the count chosen here
     users = _users_omp()
-    if users is not None and "torch" in sys.modules and sys.modules["torch"].get_num_threads() != _int(users):
+    if users is not None and "torch" in sys.modules and sys.modules[
+            "torch"].get_num_threads() != _int(users):
         SOURCE = "caller"  # the caller changed torch's count after OMP_NUM_THREADS was read
         return SOURCE
     if users is not None:
@@ -76,8 +80,8 @@ def choose_default() -> str:
 
 
 def apply(threads: int | None, source: str = "--threads") -> None:
-    """``--threads N``: use ``N`` intra-op threads (``None``: keep :func:`choose_default`'s choice); ``source``
-    becomes :data:`SOURCE` (``"--threads auto"`` for a measured count)."""
+    """``--threads N``: use ``N`` intra-op threads (``None``: keep :func:`choose_default`'s choice);
+    ``source`` becomes :data:`SOURCE` (``"--threads auto"`` for a measured count)."""
     global SOURCE
     if threads is None:
         return
@@ -95,7 +99,8 @@ def current() -> int:
 
 
 def describe(n: int | None = None, source: str | None = None) -> str:
-    """One line: ``1 intra-op thread (the default: ...)`` (default: the current count and :data:`SOURCE`)."""
+    """One line: ``1 intra-op thread (the default: ...)`` (default: the current count and
+    :data:`SOURCE`)."""
     n = current() if n is None else int(n)
     source = SOURCE if source is None else source
     return f"{n} intra-op thread{'s' if n != 1 else ''} ({_WHY.get(source, source)})"

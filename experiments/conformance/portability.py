@@ -1,14 +1,14 @@
-"""What ``crosscurv report --check`` says about the committed studies under the kernels of other CPUs.
+"""What ``crosscurv report --check`` says about the committed studies under the kernels of other
+CPUs.
 
     python -m crosscurv.experiments.conformance.portability [--iters N] [--runs DIR ...]
         [--out reports/portability.md] [--emulations NAME,...] [--tables] [--fresh] [--cached-only]
 
 Each committed run folder is checked (:func:`crosscurv.experiments.reports.check.check_run`) in its
-own subprocess under each emulated instruction set of :data:`EMULATIONS`; per task and emulation
-the report says which promise held. ``--tables`` adds the table-level comparison of
-:mod:`.tables`. Results are cached in ``--cache`` keyed by emulation, run files, iterations and
-tolerances, so ``make portability`` resumes (``--fresh``: measure again; ``--cached-only``:
-report the cache).
+own subprocess under each emulated instruction set of :data:`EMULATIONS`; per task and emulation the
+report says which promise held. ``--tables`` adds the table-level comparison of :mod:`.tables`.
+Results are cached in ``--cache`` keyed by emulation, run files, iterations and tolerances, so
+``make portability`` resumes (``--fresh``: measure again; ``--cached-only``: report the cache).
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ class PortabilityOptions:
 
 
 def check_under(name: str, run_dir: str, iters: int, timeout: float = 7200) -> dict:
-    """``report --check RUN_DIR --iters N`` under emulation ``name`` (:data:`.emulation.EMULATIONS`), in a subprocess.
+    """``report --check RUN_DIR --iters N`` under emulation ``name``
+    (:data:`.emulation.EMULATIONS`),
+    in a subprocess.
 
     Returns ``{"exit": code, "check": RunCheck.to_dict() or None, "error": last stderr line or None,
     "seconds": wall time}``; exit 0 agree, 1 disagree, anything else an error of the check itself.
@@ -72,13 +74,16 @@ def check_one(run_dir: str, iters: int) -> int:
 
     rc = check_run(run_dir, iters)
     out = rc.to_dict()
-    out["recomputed"] = None if rc.recomputed is None else {c: [float(x) for x in v] for c, v in rc.recomputed.items()}
+    out["recomputed"] = None if rc.recomputed is None else {c: [float(x) for x in v] for c,
+        v in rc.recomputed.items()}
     print(json.dumps(out, default=float))
     return 0 if rc.agree else 1
 
 
 def _beyond_fixed(check: dict) -> int | None:
-    """The first ``k`` beyond the fixed (measured-rounding) tolerances, or ``None`` where every value was within."""
+    """The first ``k`` beyond the fixed (measured-rounding) tolerances, or ``None`` where every
+    value
+    was within."""
     if check["verdict"] == "parts as predicted":
         return check["parts_at"]
     for note in check.get("notes", []):
@@ -90,11 +95,14 @@ def _beyond_fixed(check: dict) -> int | None:
 
 
 def describe(result: dict) -> dict:
-    """One row of the report from :func:`check_under`'s result: ``{"held", "beyond_fixed", "explained",
-    "growth", "first"}`` (strings; ``explained``: whether the grown tolerances explain where it parts)."""
+    """One row of the report from :func:`check_under`'s result: ``{"held", "beyond_fixed",
+    "explained",
+    "growth", "first"}`` (strings; ``explained``: whether the grown tolerances explain where it
+    parts)."""
     check = result["check"]
     if check is None:
-        return {"held": f"no verdict: exit {result['exit']}: {result['error']}", "beyond_fixed": "-",
+        return {"held": f"no verdict: exit {result['exit']}: {result['error']}",
+            "beyond_fixed": "-",
                 "explained": "-", "growth": "-", "first": "-"}
     verdict, n = check["verdict"], check["iterations"]
     beyond = _beyond_fixed(check)
@@ -103,7 +111,8 @@ def describe(result: dict) -> dict:
     if check.get("first_disagreement"):
         f = check["first_disagreement"]
         first = f"k = {f['k']}, `{f['column']}`"
-        if f["column"] != "theta0" and f.get("tolerance") is not None and f.get("committed") is not None:
+        if f["column"] != "theta0" and f.get("tolerance") is not None and f.get(
+                "committed") is not None:
             d = abs(f["recomputed"] - f["committed"])
             first += f": {d:.2e} > {f['tolerance']:.2e}"
     if verdict == "bitwise":
@@ -115,7 +124,8 @@ def describe(result: dict) -> dict:
     else:
         held = "disagree" + (f" at {first}" if first != "-" else "")
         explained = "no" if beyond is not None and beyond >= 2 else "-"
-    return {"held": held, "beyond_fixed": "-" if beyond is None else str(beyond), "explained": explained,
+    return {"held": held, "beyond_fixed": "-" if beyond is None else str(beyond),
+        "explained": explained,
             "growth": growth, "first": first}
 
 
@@ -125,16 +135,23 @@ def _task(run_dir: str) -> str:
 
 def _section_checks(rows: list, iters: int) -> list:
     md = ["## `report --check` under each emulation", "",
-          f"`crosscurv report --check RUN --iters {iters}` (its verdict, computed in a subprocess under the "
-          "environment in the first column). *Beyond fixed from*: the first `k` whose values lie beyond the "
-          "fixed tolerances (the measured rounding of `MEASURED_ROUNDING` times its safety factor); "
-          "*explained*: whether the tolerances grown as a run started from `theta0` perturbed at its unit "
-          "roundoff parts (per iteration: *growth*, the geometric mean) cover every value to the horizon.", "",
-          "| run | kernels | exit | what held | beyond fixed from | explained by the grown tolerances | growth | "
+          f"`crosscurv report --check RUN --iters {iters}` (its verdict, computed in a "
+          "subprocess under the "
+          "environment in the first column). *Beyond fixed from*: the first `k` whose values "
+          "lie beyond the "
+          "fixed tolerances (the measured rounding of `MEASURED_ROUNDING` times its safety "
+          "factor); "
+          "*explained*: whether the tolerances grown as a run started from `theta0` "
+          "perturbed at its unit "
+          "roundoff parts (per iteration: *growth*, the geometric mean) cover every value to "
+          "the horizon.", "",
+          "| run | kernels | exit | what held | beyond fixed from | explained by the grown "
+          "tolerances | growth | "
           "first disagreement | s |", "|---|---|---|---|---|---|---|---|---|"]
     for name, run, res in rows:
         d = describe(res)
-        md.append(f"| `{run}` | {name} | {res['exit']} | {d['held']} | {d['beyond_fixed']} | {d['explained']} | "
+        md.append(f"| `{run}` | {name} | {res['exit']} | {d['held']} | {d['beyond_fixed']} | "
+            f"{d['explained']} | "
                   f"{d['growth']} | {d['first']} | {res['seconds']:.0f} |")
     held = sum(1 for _, _, r in rows if r["exit"] == 0)
     md += ["", f"{held} of {len(rows)} checks held (exit 0).", ""]
@@ -203,9 +220,11 @@ def write_portability(args: PortabilityOptions) -> int:
     digests = {run: file_digest(os.path.join(run, "summary.json"), os.path.join(run, "records.csv"))
                for run in args.runs}
     results = {}
-    for name in names:  # emulation by emulation, in the order given, so a partial measurement covers whole ones
+    # emulation by emulation, in the order given, so a partial measurement covers whole ones
+    for name in names:
         for run in args.runs:
-            key = {"what": "check", "emulation": name, "run": run, "digest": digests[run], "iters": args.iters,
+            key = {"what": "check", "emulation": name, "run": run, "digest": digests[run],
+                "iters": args.iters,
                    "tolerances": tolerances}
             if args.cached_only:
                 res = lookup(cache, key)
@@ -214,23 +233,30 @@ def write_portability(args: PortabilityOptions) -> int:
             else:
                 res = cached(cache, key, lambda: check_under(name, run, args.iters))
             d = describe(res)
-            print(f"[portability] {run}: {name}: exit {res['exit']}: {d['held']} ({res['seconds']:.0f} s)",
+            print(f"[portability] {run}: {name}: exit {res['exit']}: {d['held']} "
+                f"({res['seconds']:.0f} s)",
                   file=sys.stderr, flush=True)
             results[(name, run)] = res
     rows = [(name, run, results[(name, run)]) for run in args.runs for name in EMULATIONS
             if (name, run) in results]
     missing = [(name, run) for run in args.runs for name in names if (name, run) not in results]
     shown = [a for a in args.argv if a != "--cached-only"]
-    cmd = "python -m crosscurv.experiments.conformance.portability " + " ".join(shlex.quote(a) for a in shown)
+    cmd = "python -m crosscurv.experiments.conformance.portability " + " ".join(shlex.quote(a)
+        for a in shown)
     md = ["# Portability: the committed studies under the kernels of other CPUs", "",
-          f"Generated by `{cmd}` (`make portability`) on one machine, emulating the kernels of other CPUs with "
-          "environment variables. Two promises (docs/reproducibility.md): on the same machine, build and thread "
-          "count, a rerun is bitwise equal; on another machine, `crosscurv report --check` says which of "
-          "\"bitwise\", \"within tolerance to k = ...\" or \"parts at k = ..., as the trajectory's own sensitivity "
+          f"Generated by `{cmd}` (`make portability`) on one machine, emulating the kernels "
+          "of other CPUs with "
+          "environment variables. Two promises (docs/reproducibility.md): on the same "
+          "machine, build and thread "
+          "count, a rerun is bitwise equal; on another machine, `crosscurv report --check` "
+          "says which of "
+          "\"bitwise\", \"within tolerance to k = ...\" or \"parts at k = ..., as the "
+          "trajectory's own sensitivity "
           "predicts\" holds, and exits 1 where none does.", ""]
     md += _section_checks(rows, args.iters)
     if missing:
-        md += ["Not measured at this horizon (the measurement was stopped before them; `make portability` measures "
+        md += ["Not measured at this horizon (the measurement was stopped before them; `make "
+            "portability` measures "
                "them): " + "; ".join(f"`{r}` under {n}" for n, r in missing) + ".", ""]
     failed = sum(1 for _, _, r in rows if r["exit"] != 0)
     if args.tables:

@@ -25,12 +25,14 @@ ESTIMATES = ("recursive", "cumulative", "jc_only")
 def _switch_points(columns: Mapping[str, Sequence[float]]) -> list:
     from crosscurv.experiments.studies.optimizers.report import switch_points, winners
 
-    return switch_points(winners(columns["gap"], columns.get("gap_err", [0.0] * len(columns["gap"]))))
+    return switch_points(winners(columns["gap"], columns.get("gap_err", [0.0] * len(columns[
+        "gap"]))))
 
 
 def table_quantities(columns: Mapping[str, Sequence[float]], K: int | None = None,
                      estimates: Sequence[str] = ESTIMATES) -> dict:
-    """``{quantity: value}`` of the module docstring over the first ``K`` records (all when ``None``).
+    """``{quantity: value}`` of the module docstring over the first ``K`` records (all when
+    ``None``).
 
     ``columns``: ``{column: values}`` of a run's records (at least ``gap`` and the estimate columns;
     ``gap_err`` where the records have it).
@@ -39,7 +41,8 @@ def table_quantities(columns: Mapping[str, Sequence[float]], K: int | None = Non
 
     n = len(columns["gap"]) if K is None else int(K)
     if n > len(columns["gap"]):
-        raise ValueError(f"the records hold {len(columns['gap'])} iterations, fewer than the K = {n} asked for")
+        raise ValueError(f"the records hold {len(columns['gap'])} iterations, fewer than the K = "
+            f"{n} asked for")
     cols = {c: [float(x) for x in v[:n]] for c, v in columns.items()}
     out = {}
     for est in estimates:
@@ -56,8 +59,9 @@ def table_quantities(columns: Mapping[str, Sequence[float]], K: int | None = Non
 
 
 def seed_spread(seed_quantities: Sequence[dict]) -> dict:
-    """``{quantity: (lo, hi, n)}`` over the seeds' :func:`table_quantities` (``nan`` values left out; a quantity
-    ``nan`` in every seed: ``(nan, nan, 0)``)."""
+    """``{quantity: (lo, hi, n)}`` over the seeds' :func:`table_quantities` (``nan`` values left
+    out; a
+    quantity ``nan`` in every seed: ``(nan, nan, 0)``)."""
     keys = list(dict.fromkeys(k for q in seed_quantities for k in q))
     out = {}
     for k in keys:
@@ -67,8 +71,9 @@ def seed_spread(seed_quantities: Sequence[dict]) -> dict:
 
 
 def compare_tables(rerun: dict, committed: dict, spread: dict) -> list[dict]:
-    """One row per quantity of ``committed``: ``{"quantity", "committed", "rerun", "difference", "spread",
-    "passed"}`` (the rule of the module docstring; ``spread`` from :func:`seed_spread`)."""
+    """One row per quantity of ``committed``: ``{"quantity", "committed", "rerun", "difference",
+    "spread", "passed"}`` (the rule of the module docstring; ``spread`` from :func:`seed_spread`).
+    """
     rows = []
     for q, c in committed.items():
         r = rerun.get(q, math.nan)
@@ -86,10 +91,11 @@ def compare_tables(rerun: dict, committed: dict, spread: dict) -> list[dict]:
     return rows
 
 
-# -- the report section ------------------------------------------------------------------------------------
+# -- the report section
+# ------------------------------------------------------------------------------------
 def _seed_columns(sweeps: str, task: str, settings: dict) -> tuple[list, list]:
-    """``([(seed, columns)], [sweep folders used])``: the seed runs under ``sweeps`` with ``settings``'s task,
-    preset, learning rate, pattern and dtype."""
+    """``([(seed, columns)], [sweep folders used])``: the seed runs under ``sweeps`` with
+    ``settings``'s task, preset, learning rate, pattern and dtype."""
     from crosscurv.experiments.studies.collect import read_sweep
 
     out, used = [], []
@@ -100,8 +106,10 @@ def _seed_columns(sweeps: str, task: str, settings: dict) -> tuple[list, list]:
             continue
         sw = read_sweep(os.path.join(sweeps, name))
         for r in sw.runs:
-            if (r.task, r.preset, r.pattern, r.dtype) == (task, settings["preset"], settings.get("pattern_spec"),
-                                                          settings["dtype"]) and r.lr == float(settings["lr"]):
+            if (r.task, r.preset, r.pattern, r.dtype) == (task, settings["preset"], settings.get(
+                "pattern_spec"),
+                                                          settings["dtype"]) and r.lr == float(
+                                                          settings["lr"]):
                 out.append((r.seed, r.run.columns))
                 if name not in used:
                     used.append(name)
@@ -115,18 +123,23 @@ def _num(x: float) -> str:
 
 
 def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tuple:
-    """``(Markdown lines, number of (run, emulation) pairs that failed)``: for each run, its first ``K`` records
-    as recomputed under each emulation (``recomputed[run] = [(emulation, columns)]``, ``K`` their length)
-    compared at table level with the committed records' first ``K``, within the spread of the seed runs."""
+    """``(Markdown lines, number of (run, emulation) pairs that failed)``: for each run, its first
+    ``K`` records as recomputed under each emulation (``recomputed[run] = [(emulation, columns)]``,
+    ``K`` their length) compared at table level with the committed records' first ``K``, within the
+    spread of the seed runs."""
     import json
 
     from crosscurv.experiments.reports.table import load_run
 
     md = ["## Table 1 over the checked iterations, within the spread over seeds", "",
-          "The records `report --check` recomputed under each emulation, taken as a rerun of the study to the "
-          "check's horizon `K`: Table 1's quantities over `k = 1..K` (Correct per estimate, the hits `h_JC` "
-          "and `h_GS` per estimate, and the number and first of the observed winner's switch points) against "
-          "the committed run's over the same iterations. A quantity passes when they differ by at most its spread "
+          "The records `report --check` recomputed under each emulation, taken as a rerun of "
+          "the study to the "
+          "check's horizon `K`: Table 1's quantities over `k = 1..K` (Correct per estimate, "
+          "the hits `h_JC` "
+          "and `h_GS` per estimate, and the number and first of the observed winner's switch "
+          "points) against "
+          "the committed run's over the same iterations. A quantity passes when they differ "
+          "by at most its spread "
           "(largest minus smallest) over the seed runs of the same settings in "
           f"`{sweeps}`, each cut to the same `K` (`crosscurv.experiments.conformance.tables`).", ""]
     failed = 0
@@ -144,17 +157,24 @@ def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tu
         spread = seed_spread([table_quantities(c, K) for _, c in seeds])
         compared = [(n, compare_tables(table_quantities(c, K), q_c, spread)) for n, c in items]
         own = [sd for sd, c in seeds if sd == settings["seed"]]
-        same = any(sd == settings["seed"] and list(c["gap"][:K]) == list(committed["gap"][:K]) for sd, c in seeds)
+        same = any(sd == settings["seed"] and list(c["gap"][:K]) == list(committed["gap"][:K])
+            for sd, c in seeds)
         note = ""
         if own and not same:
-            note = (f" The seed run with the committed run's seed ({settings['seed']}) is not the committed run (its "
-                    "records differ: the seed sweeps and the committed run were made by different versions), so the "
-                    "committed values can lie outside the seed range; the spread is what is compared.")
+            note = (f" The seed run with the committed run's seed ({settings['seed']}) is not "
+                "the committed run (its "
+                    "records differ: the seed sweeps and the committed run were made by "
+                    "different versions), so the "
+                    "committed values can lie outside the seed range; the spread is what is "
+                    "compared.")
         md += [f"### `{run_dir}`, K = {K}", "",
-               f"Seeds: {', '.join(str(sd) for sd, _ in seeds) or 'none'} ({', '.join(used) or 'no seed sweep found'})."
-               + (" Fewer than two seed runs: no spread, so every quantity must be equal." if len(seeds) < 2 else "")
+               f"Seeds: {', '.join(str(sd) for sd, _ in seeds) or 'none'} "
+               f"({', '.join(used) or 'no seed sweep found'})."
+               + (" Fewer than two seed runs: no spread, so every quantity must be equal." if len(
+               seeds) < 2 else "")
                + note,
-               "", "| quantity | committed | seed range | spread | " + " | ".join(n for n, _ in compared) + " |",
+               "", "| quantity | committed | seed range | spread | " + " | ".join(n for n,
+               _ in compared) + " |",
                "|---" * (4 + len(compared)) + "|"]
         for i, q in enumerate(q_c):
             lo, hi, _ = spread.get(q, (math.nan, math.nan, 0))
@@ -163,7 +183,8 @@ def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tu
                 r = rows[i]
                 cells.append(f"{_num(r['rerun'])} {'pass' if r['passed'] else '**fail**'}")
             width = hi - lo if not math.isnan(lo) else 0.0
-            md.append(f"| {q} | {_num(q_c[q])} | [{_num(lo)}, {_num(hi)}] | {_num(width)} | " + " | ".join(cells) + " |")
+            md.append(f"| {q} | {_num(q_c[q])} | [{_num(lo)}, {_num(hi)}] | {_num(width)} | "
+                + " | ".join(cells) + " |")
         verdicts = []
         for n, rows in compared:
             bad = [r["quantity"] for r in rows if not r["passed"]]

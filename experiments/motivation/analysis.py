@@ -1,7 +1,8 @@
-"""What the runs show: the reversal (sequential ahead early, simultaneous later) and the criterion's agreement.
+"""What the runs show: the reversal (sequential ahead early, simultaneous later) and the criterion's
+agreement.
 
-Sign convention (Figure 1's right axes): ``Delta L = L_seq - L_sim``; negative
-means the sequential implementation is ahead.
+Sign convention (Figure 1's right axes): ``Delta L = L_seq - L_sim``; negative means the sequential
+implementation is ahead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ __all__ = ["eval_series", "reversal", "agreement", "AGREEMENTS"]
 
 
 def eval_series(records: Sequence[Mapping]) -> tuple[list, list, list, list]:
-    """``(k, eval_seq, eval_sim, eval_diff)`` at the evaluated steps (rows with a finite ``eval_sim``)."""
+    """``(k, eval_seq, eval_sim, eval_diff)`` at the evaluated steps (rows with a finite
+    ``eval_sim``).
+    """
     rows = [r for r in records if math.isfinite(r["eval_sim"])]
     return ([r["k"] for r in rows], [r["eval_seq"] for r in rows], [r["eval_sim"] for r in rows],
             [r["eval_diff"] for r in rows])
@@ -51,8 +54,10 @@ def reversal(records: Sequence[Mapping], fraction: float = 1 / 3) -> dict:
     for i in range(1, n):
         if signs[i] != signs[i - 1]:
             last_change = ks[i]
-    return {"points": n, "seq_ahead_early": early, "sim_ahead_late": late, "reversal": early > 0.5 and late > 0.5,
-            "last_change": last_change, "final": diff[-1], "final_seq": seq[-1], "final_sim": sim[-1],
+    return {"points": n, "seq_ahead_early": early, "sim_ahead_late": late, "reversal": early > 0.5
+        and late > 0.5,
+            "last_change": last_change, "final": diff[-1], "final_seq": seq[-1], "final_sim": sim[
+            -1],
             "min_diff": min((d for d in diff if math.isfinite(d)), default=float("nan")),
             "max_diff": max((d for d in diff if math.isfinite(d)), default=float("nan"))}
 
@@ -73,11 +78,13 @@ AGREEMENTS = (
 
 
 def agreement(probes: Sequence[Mapping]) -> dict:
-    """Per row of :data:`AGREEMENTS`: the share of probes where estimate and measurement name the same winner.
+    """Per row of :data:`AGREEMENTS`: the share of probes where estimate and measurement name the
+    same
+    winner.
 
-    Uses :func:`crosscurv.numeric.winner_metrics` (the paper's ``Correct_K``; an estimate of
-    exactly 0 agrees only with a measured 0).  Rows whose measured column is
-    all NaN (``meas_gs`` outside ``mlp``) are left out.
+    Uses :func:`crosscurv.numeric.winner_metrics` (the paper's ``Correct_K``; an estimate of exactly
+    0 agrees only with a measured 0).  Rows whose measured column is all NaN (``meas_gs`` outside
+    ``mlp``) are left out.
     """
     out = {}
     for name, est, meas, meaning in AGREEMENTS:

@@ -39,7 +39,9 @@ __all__ = ["probe_point", "to_float64"]
 
 
 def to_float64(obj):
-    """``obj`` with every floating tensor (in nested dicts, lists, tuples) cast to float64 (probes run in float64)."""
+    """``obj`` with every floating tensor (in nested dicts, lists, tuples) cast to float64 (probes
+    run
+    in float64)."""
     if isinstance(obj, torch.Tensor):
         return obj.to(torch.float64) if obj.is_floating_point() else obj
     if isinstance(obj, dict):
@@ -49,29 +51,31 @@ def to_float64(obj):
     return obj
 
 
-def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step: Callable, sim_step: Callable,
-                gs_step: Callable | None = None, extra_grad: Callable | None = None, method: str = "reverse") -> dict:
+def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step: Callable,
+    sim_step: Callable,
+                gs_step: Callable | None = None, extra_grad: Callable | None = None,
+                method: str = "reverse") -> dict:
     """The criterion and the measured next-step differences at ``params``.
 
     Args:
         task: :class:`crosscurv.numeric.Task` whose ``loss`` is the deterministic minibatch
-            objective ``L_B`` (including any weight-decay penalty) and whose
-            blocks and ``default_pattern`` give the sequential scheme ``S``.
-        params: the point (the simultaneous run's parameters).
-        lr: the step size ``eta``.
-        optimizer, opt_state: the practical optimiser (:class:`crosscurv.numeric.optimizers.FunctionalOptimizer`) and its state
+            objective ``L_B`` (including any weight-decay penalty) and whose blocks and
+            ``default_pattern`` give the sequential scheme ``S``.
+        params: the point (the simultaneous run's parameters). lr: the step size ``eta``. optimizer,
+        opt_state: the practical optimiser
+        (:class:`crosscurv.numeric.optimizers.FunctionalOptimizer`) and its state
             at ``params``; its ``direction(params, grads, state)`` is ``d``.
         seq_step, sim_step: ``params -> new params``: the practical steps from
             this state on this minibatch (sequential, simultaneous).
-        gs_step: optional exact-GS practical step (``mlp``).
-        extra_grad: ``g -> g_opt``, the part of ``g`` the optimiser receives
-            (default identity; the ``fl`` task's penalty is added by the
-            optimiser itself, so there ``g_opt = g - wd theta``).
+        gs_step: optional exact-GS practical step (``mlp``). extra_grad: ``g -> g_opt``, the part of
+        ``g`` the optimiser receives
+            (default identity; the ``fl`` task's penalty is added by the optimiser itself, so there
+            ``g_opt = g - wd theta``).
         method: HVP method (``"reverse"``: double backward works for every panel).
 
     Returns:
-        the ``probes.csv`` row without ``k``: ``lr, C_S, C_opt, est_plain, est,
-        meas_seq, meas_gs, meas_plain, meas_plain_8`` (the last: exact plain steps at ``lr / 8``).
+        the ``probes.csv`` row without ``k``: ``lr, C_S, C_opt, est_plain, est, meas_seq, meas_gs,
+        meas_plain, meas_plain_8`` (the last: exact plain steps at ``lr / 8``).
     """
     pattern = parse_pattern(task.default_pattern, task.n_blocks, task.block_names)
     _, g = grad(task.loss, params)
@@ -90,8 +94,11 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
     with torch.no_grad():
         base_sim = float(task.loss(sim_step(params)).to(torch.float64))
         meas_seq = float(task.loss(seq_step(params)).to(torch.float64)) - base_sim
-        meas_gs = float("nan") if gs_step is None else float(task.loss(gs_step(params)).to(torch.float64)) - base_sim
+        meas_gs = float("nan") if gs_step is None else float(task.loss(gs_step(params)).to(
+            torch.float64)) - base_sim
     meas_plain = one_step_gap(task, params, pattern, lr)
     meas_plain_8 = one_step_gap(task, params, pattern, lr / 8)
-    return {"lr": float(lr), "C_S": c_s, "C_opt": c_opt, "est_plain": lr * lr * c_s, "est": lr * lr * c_opt,
-            "meas_seq": meas_seq, "meas_gs": meas_gs, "meas_plain": meas_plain, "meas_plain_8": meas_plain_8}
+    return {"lr": float(lr), "C_S": c_s, "C_opt": c_opt, "est_plain": lr * lr * c_s, "est": lr * lr
+        * c_opt,
+            "meas_seq": meas_seq, "meas_gs": meas_gs, "meas_plain": meas_plain,
+            "meas_plain_8": meas_plain_8}

@@ -1,12 +1,12 @@
-"""Figure 1's layout: per panel both training-loss curves and ``Delta L = L_seq - L_sim`` on a right axis.
+"""Figure 1's layout: per panel both training-loss curves and ``Delta L = L_seq - L_sim`` on a right
+axis.
 
-Blue: the sequential implementation (GS-like, FedAlt, alternating); orange:
-the simultaneous one (JC, FedSim); green dash-dotted on the right axis: their
-difference (the paper's colours).  ``mlp`` adds exact GS (purple, dashed) and
-its difference to JC (purple dotted, right axis).  The curves are the first
-seed's; the other seeds' differences are drawn thin.  When a sequential run
-diverges, the left axis stays on the finite curves and the right axis turns
-symmetric-logarithmic, both flagged on the panel.
+Blue: the sequential implementation (GS-like, FedAlt, alternating); orange: the simultaneous one
+(JC, FedSim); green dash-dotted on the right axis: their difference (the paper's colours).  ``mlp``
+adds exact GS (purple, dashed) and its difference to JC (purple dotted, right axis).  The curves are
+the first seed's; the other seeds' differences are drawn thin.  When a sequential run diverges, the
+left axis stays on the finite curves and the right axis turns symmetric-logarithmic, both flagged on
+the panel.
 """
 
 from __future__ import annotations
@@ -26,11 +26,14 @@ from .analysis import eval_series
 __all__ = ["figure1", "criterion_figure", "SEQ", "SIM", "DIFF", "GS"]
 
 SEQ, SIM, DIFF, GS = "#1f77b4", "#ff7f0e", "#2ca02c", "#7b3fb0"
-TITLES = {"mlp": "(a) 8-layer MLP, MNIST", "fl": "(b) federated ResNet-18, CIFAR-10", "lora": "(c) T5 LoRA, sentiment"}
+TITLES = {"mlp": "(a) 8-layer MLP, MNIST", "fl": "(b) federated ResNet-18, CIFAR-10",
+    "lora": "(c) T5 LoRA, sentiment"}
 
 
 def _symlog_ticks(values) -> tuple[float, list]:
-    """``(linthresh, ticks)`` for a symmetric-log axis over ``values``: at most ~4 decades labelled per side."""
+    """``(linthresh, ticks)`` for a symmetric-log axis over ``values``: at most ~4 decades labelled
+    per
+    side."""
     nz = np.abs(values[np.isfinite(values) & (values != 0)])
     if not nz.size:
         return 1e-12, [0.0]
@@ -47,15 +50,18 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     ks, seq, sim, diff = (np.asarray(a, dtype=float) for a in eval_series(first["records"]))
     ax.plot(ks, sim, color=SIM, lw=1.6, label=labels["sim"])
     ax.plot(ks, seq, color=SEQ, lw=1.6, label=labels["seq"])
-    gs = np.asarray([r["eval_gs"] for r in first["records"] if math.isfinite(r["eval_sim"])], dtype=float)
+    gs = np.asarray([r["eval_gs"] for r in first["records"] if math.isfinite(r["eval_sim"])],
+        dtype=float)
     has_gs = np.isfinite(gs).any()
     if has_gs:
         ax.plot(ks, gs, color=GS, lw=1.2, ls="--", label=labels.get("gs") or "exact GS")
-    top = max(float(np.nanmax(sim[np.isfinite(sim)])), float(np.nanmax(gs[np.isfinite(gs)])) if has_gs else 0.0)
+    top = max(float(np.nanmax(sim[np.isfinite(sim)])), float(np.nanmax(gs[np.isfinite(gs)]))
+        if has_gs else 0.0)
     notes = []
     if not np.isfinite(seq).all() or np.nanmax(np.abs(seq)) > 3 * top:
         ax.set_ylim(0, 1.15 * top)
-        notes.append(f"{labels['seq'].split(' (')[0]} leaves the axis: max loss {np.nanmax(seq):.2g}")
+        notes.append(f"{labels['seq'].split(' (')[0]} leaves the axis: max loss "
+            f"{np.nanmax(seq):.2g}")
     ax.set_xlabel(first["summary"]["step_unit"])
     ax.set_ylabel("training loss")
     ax.set_title(TITLES.get(panel, panel), fontsize=10)
@@ -66,7 +72,8 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
         kk, _, _, dd = (np.asarray(a, dtype=float) for a in eval_series(run["records"]))
         seed = run["summary"]["seed"]
         right.plot(kk, dd, color=DIFF, ls="-." if j == 0 else ":", lw=1.6 if j == 0 else 0.8,
-                   alpha=1.0 if j == 0 else 0.6, label=r"$\Delta L$ seed %d" % seed if j < 3 else None)
+                   alpha=1.0 if j == 0 else 0.6, label=r"$\Delta L$ seed %d" % seed if j < 3
+                   else None)
         all_d.append(dd[np.isfinite(dd)])
     if has_gs:
         right.plot(ks, gs - sim, color=GS, ls=":", lw=1.0, label=r"exact GS $-$ JC")
@@ -90,7 +97,8 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
 
 
 def figure1(runs: Mapping[str, Sequence[Mapping]], path) -> Path:
-    """The panels of ``runs`` (``{panel: [loaded runs, first seed first]}``) side by side; saved as PNG."""
+    """The panels of ``runs`` (``{panel: [loaded runs, first seed first]}``) side by side; saved as
+    PNG."""
     names = list(runs)
     fig, axes = plt.subplots(1, len(names), figsize=(5.4 * len(names), 4.6), dpi=110, squeeze=False)
     for ax, panel in zip(axes[0], names):
@@ -104,7 +112,8 @@ def figure1(runs: Mapping[str, Sequence[Mapping]], path) -> Path:
 
 
 def criterion_figure(runs: Mapping[str, Sequence[Mapping]], path) -> Path:
-    """Per panel: the optimizer-aware estimate ``eta^2 C_opt`` against the measured next-step difference (all seeds)."""
+    """Per panel: the optimizer-aware estimate ``eta^2 C_opt`` against the measured next-step
+    difference (all seeds)."""
     names = list(runs)
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), dpi=110, squeeze=False)
     for ax, panel in zip(axes[0], names):

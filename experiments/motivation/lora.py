@@ -1,22 +1,21 @@
-"""Panel (c): LoRA on T5, simultaneous vs alternating factor updates (paper, App. "Simultaneous and Alternating").
+"""Panel (c): LoRA on T5, simultaneous vs alternating factor updates (paper, App. "Simultaneous and
+Alternating").
 
-``Y = (W_0 + s B A) Z`` with ``s = alpha / r`` on ``q`` and ``v`` of the
-encoder self-, decoder self- and decoder cross-attention
-(:mod:`crosscurv.experiments.tasks.models.t5lora`, peft), ``r = 8``, ``alpha = 16``, adapter
-dropout 0.1 on the adapter branch's input, ``A ~ N(0, 2/d_in)``, ``B = 0``.
-Text-to-text sentiment classification (``"sentiment classification: "``
-prefix, targets ``negative`` / ``positive``).  Two blocks: all ``B``, all ``A``.
+``Y = (W_0 + s B A) Z`` with ``s = alpha / r`` on ``q`` and ``v`` of the encoder self-, decoder
+self- and decoder cross-attention (:mod:`crosscurv.experiments.tasks.models.t5lora`, peft), ``r =
+8``, ``alpha = 16``, adapter dropout 0.1 on the adapter branch's input, ``A ~ N(0, 2/d_in)``, ``B =
+0``. Text-to-text sentiment classification (``"sentiment classification: "`` prefix, targets
+``negative`` / ``positive``).  Two blocks: all ``B``, all ``A``.
 
-* simultaneous (JC): one forward/backward at ``(A^t, B^t)`` gives both
-  gradients; one optimiser update of both;
-* alternating (GS, order ``B, A``): ``B``'s gradient and update first, then
-  a *fresh forward pass* at ``(A^t, B^{t+1})`` for ``A``'s gradient and update.
+* simultaneous (JC): one forward/backward at ``(A^t, B^t)`` gives both gradients; one optimiser
+  update of both;
+* alternating (GS, order ``B, A``): ``B``'s gradient and update first, then a *fresh forward pass*
+  at ``(A^t, B^{t+1})`` for ``A``'s gradient and update.
 
-Optimiser: the paper does not state it; this panel uses Adam (``torch.optim.Adam``
-defaults, no weight decay), the usual choice for LoRA fine-tuning, with one
-moment estimate per factor tensor.  Adapter dropout draws its masks from a
-generator seeded by ``(seed, step)``; the alternating step's second pass
-reuses the first pass's masks, so the two schemes differ only in freshness.
+Optimiser: the paper does not state it; this panel uses Adam (``torch.optim.Adam`` defaults, no
+weight decay), the usual choice for LoRA fine-tuning, with one moment estimate per factor tensor.
+Adapter dropout draws its masks from a generator seeded by ``(seed, step)``; the alternating step's
+second pass reuses the first pass's masks, so the two schemes differ only in freshness.
 """
 
 from __future__ import annotations
@@ -69,7 +68,8 @@ class LoRAModel:
 
 
 def step_simultaneous(lm: LoRAModel, p, blocks, idx, opt, state, dropout_seed=None):
-    """JC: both factor gradients from one pass at ``(A^t, B^t)``, then one update. Returns ``(new, state, loss)``."""
+    """JC: both factor gradients from one pass at ``(A^t, B^t)``, then one update. Returns ``(new,
+    state, loss)``."""
     keys = blocks["B"] + blocks["A"]
     loss, g = lm.grads(p, keys, idx, dropout_seed)
     new, state = opt.update(p, g, state)
@@ -80,26 +80,31 @@ def step_alternating(lm: LoRAModel, p, blocks, idx, opt, state, dropout_seed=Non
     """GS ``B, A``: update ``B``, then a fresh forward/backward at ``(A^t, B^{t+1})`` for ``A``."""
     loss, gB = lm.grads(p, blocks["B"], idx, dropout_seed)
     p, state = opt.update(p, gB, state)
-    _, gA = lm.grads(p, blocks["A"], idx, dropout_seed)  # fresh network evaluation, same dropout masks
+    # fresh network evaluation, same dropout masks
+    _, gA = lm.grads(p, blocks["A"], idx, dropout_seed)
     p, state = opt.update(p, gA, state)
     return p, state, loss
 
 
-def lora_model(settings: dict, seed: int, *, dtype=torch.float32, device="cpu", data_path=None, model_path=None):
+def lora_model(settings: dict, seed: int, *, dtype=torch.float32, device="cpu", data_path=None,
+        model_path=None):
     """``(LoRAModel, params, blocks, info)`` of the panel's settings."""
     from crosscurv.experiments.tasks.data import LABEL_WORDS, load_sst2
     from crosscurv.experiments.tasks.models import t5lora
 
-    data = load_sst2(settings["examples"] if data_path is None else settings["examples_full"], path=data_path)
+    data = load_sst2(settings["examples"] if data_path is None else settings["examples_full"],
+        path=data_path)
     with seeded(seed):
         if model_path is None:
             base, tokenizer, model_source = t5lora.random_t5(t5lora.T5Size(**settings["t5"]))
         else:
             base, tokenizer, model_source = t5lora.pretrained_t5(model_path)
-    model = t5lora.add_lora(base, r=settings["rank"], alpha=settings["alpha"], dropout=settings["dropout"],
+    model = t5lora.add_lora(base, r=settings["rank"], alpha=settings["alpha"], dropout=settings[
+        "dropout"],
                             generator=torch.Generator().manual_seed(seed))
     model = model.to(device=device, dtype=dtype).eval()
-    batch = t5lora.encode_examples(tokenizer, data.sentences, data.labels, seq_len=settings["seq_len"],
+    batch = t5lora.encode_examples(tokenizer, data.sentences, data.labels, seq_len=settings[
+        "seq_len"],
                                    label_words=LABEL_WORDS)
     target_len = batch.pop("target_len")
     batch = {k: v.to(device) for k, v in batch.items()}
@@ -112,7 +117,8 @@ def lora_model(settings: dict, seed: int, *, dtype=torch.float32, device="cpu", 
         "data_source": data.source,
         "model_source": model_source,
         "examples": len(data),
-        "model": f"T5 + LoRA (r={settings['rank']}, alpha={settings['alpha']}, adapter dropout {settings['dropout']}, "
+        "model": f"T5 + LoRA (r={settings['rank']}, alpha={settings['alpha']}, adapter dropout "
+        f"{settings['dropout']}, "
                  f"bias none) on q/v of encoder self-, decoder self- and decoder cross-attention "
                  f"({len(names) // 2} modules); A ~ N(0, 2/d_in), B = 0",
         "trainable_params": sum(v.numel() for v in params.values()),
@@ -130,7 +136,8 @@ class LoRAPanel(Panel):
     sim_label = "simultaneous"
     step_unit = "step"
 
-    def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32, data_path=None,
+    def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32,
+        data_path=None,
                  model_path=None):
         self.s, self.seed = settings, seed
         self.lm, p0, self.blocks, info = lora_model(settings, seed, dtype=dtype, device=device,
@@ -146,10 +153,13 @@ class LoRAPanel(Panel):
         self.states = {r: self.opt.init_state(p0) for r in self.runs}
         self._perm = (None, None)
         self._lm64 = None
-        self.info = {**info, "optimizer": self.opt.describe() + " (the paper states none; chosen here)",
+        self.info = {**info, "optimizer": self.opt.describe()
+            + " (the paper states none; chosen here)",
                      "batch": self.batch, "steps_per_epoch": self.steps_per_epoch,
-                     "dropout_masks": "seeded by (seed, step); the alternating step's fresh pass reuses them",
-                     "evaluation": "mean target-token cross-entropy on all training examples, no dropout"}
+                     "dropout_masks": "seeded by (seed, step); the alternating step's fresh pass "
+                     "reuses them",
+                     "evaluation": "mean target-token cross-entropy on all training examples, no "
+                     "dropout"}
 
     def _idx(self, k: int):
         epoch, pos = divmod(k - 1, self.steps_per_epoch)
@@ -163,7 +173,8 @@ class LoRAPanel(Panel):
         ds = derive_seed(self.seed, 5, k)
         losses = {}
         for r, fn in (("seq", step_alternating), ("sim", step_simultaneous)):
-            self.runs[r], self.states[r], losses[r] = fn(self.lm, self.runs[r], self.blocks, idx, self.opt,
+            self.runs[r], self.states[r], losses[r] = fn(self.lm, self.runs[r], self.blocks, idx,
+                self.opt,
                                                          self.states[r], ds)
         nan = float("nan")
         row = {"k": k, "epoch": epoch + (k - epoch * self.steps_per_epoch) / self.steps_per_epoch,
@@ -173,7 +184,8 @@ class LoRAPanel(Panel):
             everything = torch.arange(self.n)
             with torch.no_grad():
                 ev = {r: float(self.lm.loss(self.runs[r], everything)) for r in self.runs}
-            row.update(eval_seq=ev["seq"], eval_sim=ev["sim"], eval_gs=nan, eval_diff=ev["seq"] - ev["sim"])
+            row.update(eval_seq=ev["seq"], eval_sim=ev["sim"], eval_gs=nan, eval_diff=ev["seq"]
+                - ev["sim"])
         else:
             row.update(eval_seq=nan, eval_sim=nan, eval_gs=nan, eval_diff=nan)
         return row
@@ -186,7 +198,8 @@ class LoRAPanel(Panel):
         lm = self._lm64
         _, idx = self._idx(k)
         p, st = to_float64(self.runs["sim"]), to_float64(self.states["sim"])
-        task = Task(dict(p), lambda q: lm.loss(q, idx), dict(self.blocks), "lora-minibatch", {}, "gs")
+        task = Task(dict(p), lambda q: lm.loss(q, idx), dict(self.blocks), "lora-minibatch", {},
+            "gs")
         return probe_point(task, p, self.opt.lr, self.opt, st,
                            lambda q: step_alternating(lm, q, self.blocks, idx, self.opt, st)[0],
                            lambda q: step_simultaneous(lm, q, self.blocks, idx, self.opt, st)[0])

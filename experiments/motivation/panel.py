@@ -34,7 +34,8 @@ RECORD_FIELDS = ("k", "epoch", "loss_seq", "loss_sim", "loss_gs", "diff",
 #:   with the practical optimiser (``meas_gs``, ``mlp`` only) and of the exact
 #:   plain-gradient GS and JC steps (``meas_plain``), all on the same minibatch; ``meas_plain_8``:
 #:   the latter at ``lr / 8`` (is the criterion's sign right once the step is small?).
-PROBE_FIELDS = ("k", "lr", "C_S", "C_opt", "est_plain", "est", "meas_seq", "meas_gs", "meas_plain", "meas_plain_8")
+PROBE_FIELDS = ("k", "lr", "C_S", "C_opt", "est_plain", "est", "meas_seq", "meas_gs", "meas_plain",
+    "meas_plain_8")
 
 
 def derive_seed(*parts: int) -> int:
@@ -74,7 +75,8 @@ class Panel:
         raise NotImplementedError
 
     def probe(self, k: int) -> dict:  # pragma: no cover - interface
-        """The criterion at the simultaneous run's state before step ``k``; the ``probes.csv`` row."""
+        """The criterion at the simultaneous run's state before step ``k``; the ``probes.csv`` row.
+        """
         raise NotImplementedError
 
     def state_dict(self) -> dict:  # pragma: no cover - interface

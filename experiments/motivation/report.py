@@ -34,9 +34,11 @@ COMMAND = "crosscurv motivation --preset default --out reports/runs/motivation -
 
 _PAPER = {
     "mlp": "full MNIST (60,000 images), 40 epochs, batch 128, SGD lr 1e-3, per-tensor clipping at 5",
-    "fl": "CIFAR-10 (50,000 images), 20 clients, Dirichlet(0.5), 10 sampled per round, 60 rounds, batch 64, "
+    "fl": "CIFAR-10 (50,000 images), 20 clients, Dirichlet(0.5), 10 sampled per round, 60 "
+    "rounds, batch 64, "
           "SGD lr 1e-3, momentum 0.9, weight decay 1e-4, width-64 ResNet-18",
-    "lora": "T5-base, first 2,000 SST-2 training examples, 128/2 tokens, r = 8, alpha = 16, dropout 0.1; "
+    "lora": "T5-base, first 2,000 SST-2 training examples, 128/2 tokens, r = 8, alpha = 16, "
+    "dropout 0.1; "
             "optimizer and batch not stated",
 }
 
@@ -45,7 +47,8 @@ def load_runs(runs_dir: str, panels, seeds=None) -> dict:
     """``{panel: [loaded run, ...]}`` (seed order) of the complete runs in ``runs_dir``."""
     out = {}
     for panel in panels:
-        dirs = sorted(glob.glob(os.path.join(runs_dir, panel, "seed*")), key=lambda d: int(d.rsplit("seed", 1)[1]))
+        dirs = sorted(glob.glob(os.path.join(runs_dir, panel, "seed*")), key=lambda d: int(d.rsplit(
+            "seed", 1)[1]))
         runs = []
         for d in dirs:
             if seeds is not None and int(d.rsplit("seed", 1)[1]) not in seeds:
@@ -69,8 +72,10 @@ def _settings_lines(panel: str, runs: list) -> list:
     lines.append(f"- model: {info['model']}")
     lines.append(f"- optimizer: {info['optimizer']}")
     if panel == "fl":
-        lines.append(f"- clients: {info['clients']} (sizes of seed {s['seed']}: {info['client_sizes']}), "
-                     f"{info['sampled_per_round']} sampled per round, batch {info['batch']}; {info['local']}; "
+        lines.append(f"- clients: {info['clients']} (sizes of seed {s['seed']}: "
+            f"{info['client_sizes']}), "
+                     f"{info['sampled_per_round']} sampled per round, batch {info['batch']}; "
+                     f"{info['local']}; "
                      f"{info['aggregation']}")
     else:
         lines.append(f"- {info['examples']} training examples, batch {info['batch']}, "
@@ -78,7 +83,8 @@ def _settings_lines(panel: str, runs: list) -> list:
     st = s["settings"]["settings"]
     ev, pr = s.get("eval_every", st.get("eval_every")), s.get("probe_every", st.get("probe_every"))
     lines.append(f"- {n_steps} {s['step_unit']}s, evaluation every {ev}, criterion probe every "
-                 f"{pr} {s['step_unit']}s; seeds {', '.join(str(r['summary']['seed']) for r in runs)}")
+                 f"{pr} {s['step_unit']}s; seeds "
+                 f"{', '.join(str(r['summary']['seed']) for r in runs)}")
     lines.append(f"- the paper: {_PAPER[panel]}")
     p = panel_settings(panel, "paper")
     lines.append(f"- `--preset paper` keeps the paper's sizes: {json.dumps(p, sort_keys=True)}")
@@ -86,7 +92,9 @@ def _settings_lines(panel: str, runs: list) -> list:
 
 
 def _findings(runs: dict, runs_dir: str) -> list:
-    """Sentences computed from the runs (reversal per panel, the mlp divergence, verdicts, criterion)."""
+    """Sentences computed from the runs (reversal per panel, the mlp divergence, verdicts,
+    criterion).
+    """
     out = []
     for panel, rs in runs.items():
         revs = [reversal(r["records"]) for r in rs]
@@ -102,13 +110,16 @@ def _findings(runs: dict, runs_dir: str) -> list:
             for r in rs:
                 ev = [x for x in r["records"] if math.isfinite(x["eval_sim"])]
                 first = ev[0]["eval_sim"]
-                k = next((x["k"] for x in ev if not math.isfinite(x["eval_seq"]) or x["eval_seq"] > 2 * first), None)
+                k = next((x["k"] for x in ev if not math.isfinite(x["eval_seq"]) or x["eval_seq"]
+                    > 2 * first), None)
                 gs = sum(x["eval_gs"] < x["eval_sim"] for x in ev)
                 blow.append((k, max(x["eval_seq"] for x in ev), gs, len(ev)))
             n_blow = sum(b[0] is not None for b in blow)
-            line += (f" In {n_blow} of {len(rs)} seeds the in-place run's loss passes twice its initial value "
+            line += (f" In {n_blow} of {len(rs)} seeds the in-place run's loss passes twice its "
+                "initial value "
                      f"(at steps {', '.join(str(b[0]) for b in blow)}; largest evaluated loss "
-                     f"{max(b[1] for b in blow):.3g}), so its late deficit is a divergence of the in-place "
+                     f"{max(b[1] for b in blow):.3g}), so its late deficit is a divergence "
+                     "of the in-place "
                      f"recursion, not a slower descent; exact GS is ahead of JC at "
                      f"{', '.join(f'{b[2]}/{b[3]}' for b in blow)} evaluations.")
         out.append(line)
@@ -118,7 +129,8 @@ def _findings(runs: dict, runs_dir: str) -> list:
             with open(vpath, encoding="utf-8") as fh:
                 res = json.load(fh)["results"]
             out.append(f"- **{panel} verdicts**: " + "; ".join(
-                f"{r['label']} matches {', '.join(r['matches']) or 'no scheme'}" for r in res) + ".")
+                f"{r['label']} matches {', '.join(r['matches']) or 'no scheme'}" for r in res)
+                + ".")
     for panel, rs in runs.items():
         parts = []
         for name, *_ in AGREEMENTS:
@@ -127,7 +139,8 @@ def _findings(runs: dict, runs_dir: str) -> list:
             if per:
                 a, n = sum(p["agree"] for p in per), sum(p["n"] for p in per)
                 parts.append(f"{name} {a}/{n}")
-        out.append(f"- **{panel} criterion** (same winner as measured, all seeds): " + "; ".join(parts) + ".")
+        out.append(f"- **{panel} criterion** (same winner as measured, all seeds): " + "; ".join(
+            parts) + ".")
     return out
 
 
@@ -165,7 +178,8 @@ def _summary(runs: dict) -> list:
     return out[:5]
 
 
-def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "default", panels=("mlp", "fl", "lora"),
+def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "default", panels=(
+    "mlp", "fl", "lora"),
                             seeds=None) -> Path:
     """Write ``out_dir/motivation.md`` and ``out_dir/figures/motivation_{figure1,criterion}.png``.
 
@@ -192,10 +206,12 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
 
     this = f"crosscurv motivation --preset {preset} --out {runs_dir} --report {out_dir}"
     L = ["# Motivation study: Figure 1 with the practical implementations", "", *_summary(runs), "",
-         f"Generated by `{this}`" + ("" if this == COMMAND else f" (the committed report: `{COMMAND}`)")
+         f"Generated by `{this}`" + ("" if this == COMMAND
+         else f" (the committed report: `{COMMAND}`)")
          + ". Every number below is computed from the run folders by "
          "`crosscurv.experiments.motivation.report.write_motivation_report`.", "",
-         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}; runs single-threaded "
+         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}; "
+         "runs single-threaded "
          "when started with `OMP_NUM_THREADS=1`.", ""]
 
     L += ["## Findings in detail", ""] + _findings(runs, runs_dir) + [""]
@@ -229,16 +245,21 @@ def _time_section(runs: dict, runs_dir: str) -> list:
             vsec = v.get("cpu_seconds", v["seconds"])
             vtotal += vsec
         total += sum(cpu)
-        rows.append([panel, len(rs), f"{sum(cpu):.1f}", f"{sum(cpu) / len(rs):.1f}", f"{sum(wall):.1f}",
+        rows.append([panel, len(rs), f"{sum(cpu):.1f}", f"{sum(cpu) / len(rs):.1f}",
+            f"{sum(wall):.1f}",
                      f"{sum(probe):.1f}", _num(vsec, ".1f"),
                      ",".join(map(str, sorted(threads))) + (" (resumed)" if resumed else "")])
     L += ["## Time per panel", "",
-          tabulate(rows, headers=["panel", "seeds", "training CPU s (all seeds)", "CPU s per seed", "wall s",
+          tabulate(rows, headers=["panel", "seeds", "training CPU s (all seeds)", "CPU s per seed",
+          "wall s",
                                   "of which probes CPU s", "verdicts CPU s", "threads"],
                    tablefmt="github", disable_numparse=True), "",
-          f"Training, all panels and seeds: {total:.1f} CPU seconds; verdicts {vtotal:.1f} CPU seconds (they do "
-          "not depend on the preset or the seed and are computed once per run folder). CPU time of the process "
-          "(single-threaded runs), because the reference machine was shared while measuring; wall time for "
+          f"Training, all panels and seeds: {total:.1f} CPU seconds; verdicts {vtotal:.1f} "
+          "CPU seconds (they do "
+          "not depend on the preset or the seed and are computed once per run folder). CPU "
+          "time of the process "
+          "(single-threaded runs), because the reference machine was shared while measuring; "
+          "wall time for "
           "reference.", ""]
     return L
 
@@ -248,9 +269,12 @@ def _figure_section(fig1: str) -> list:
     L: list = []
     L += ["## Figure 1", "", f"![Figure 1]({fig1})", "",
           "Blue: sequential implementation; orange: simultaneous; green dash-dotted (right axis): "
-          "Delta L = L_seq - L_sim of the first seed, dotted: the other seeds (negative: sequential ahead). "
-          "mlp: purple dashed is exact GS, purple dotted its difference to JC. Losses are the training objective on "
-          "the evaluation set (mlp: a fixed balanced subset; fl: the federated objective over all clients; lora: "
+          "Delta L = L_seq - L_sim of the first seed, dotted: the other seeds (negative: "
+          "sequential ahead). "
+          "mlp: purple dashed is exact GS, purple dotted its difference to JC. Losses are "
+          "the training objective on "
+          "the evaluation set (mlp: a fixed balanced subset; fl: the federated objective "
+          "over all clients; lora: "
           "all training examples without dropout).", ""]
     return L
 
@@ -261,7 +285,8 @@ def _settings_section(runs: dict) -> list:
     L += ["## What was run", ""]
     for panel, rs in runs.items():
         s = rs[0]["summary"]
-        L += [f"### {panel}: {s['labels']['seq']} vs {s['labels']['sim']}", ""] + _settings_lines(panel, rs) + [""]
+        L += [f"### {panel}: {s['labels']['seq']} vs {s['labels']['sim']}", ""] + _settings_lines(
+            panel, rs) + [""]
     return L
 
 
@@ -269,9 +294,12 @@ def _verdicts_section(runs: dict, runs_dir: str) -> list:
     """What each practical step computes: the validate-step verdicts per panel."""
     L: list = []
     L += ["## What each practical step computes (`validate-step` on a deterministic version)", "",
-          "Deterministic version: one fixed minibatch, no dropout, no clipping, a fresh optimizer state per call, "
-          "the panel's own step code, float64 (`experiments/motivation/verdicts.py`; each factory also runs as "
-          "`crosscurv validate-step crosscurv.experiments.motivation.verdicts:NAME`). A step *matches* a scheme only if it "
+          "Deterministic version: one fixed minibatch, no dropout, no clipping, a fresh "
+          "optimizer state per call, "
+          "the panel's own step code, float64 (`experiments/motivation/verdicts.py`; each "
+          "factory also runs as "
+          "`crosscurv validate-step crosscurv.experiments.motivation.verdicts:NAME`). A step "
+          "*matches* a scheme only if it "
           "agrees to round-off at every state and step size.", ""]
     for panel in runs:
         vpath = os.path.join(runs_dir, panel, "verdicts.json")
@@ -282,7 +310,8 @@ def _verdicts_section(runs: dict, runs_dir: str) -> list:
         L += [f"### {panel}", "",
               tabulate([[r["label"], f"`{r['factory'].split(':')[1]}`", r["declared"] or "",
                          ", ".join(r["matches"]) or "none", r["diagnosis"]] for r in res],
-                       headers=["step", "factory", "declared", "matches", "diagnosis"], tablefmt="github",
+                       headers=["step", "factory", "declared", "matches", "diagnosis"],
+                       tablefmt="github",
                        disable_numparse=True), ""]
         for r in res:
             L += [f"- **{r['label']}**: {r['verdict']}"]
@@ -299,19 +328,25 @@ def _reversal_section(runs: dict) -> list:
     """Whether the reversal appears, per run (and exact GS against JC on the MLP)."""
     L: list = []
     L += ["## Does the reversal appear? (sequential ahead early, simultaneous later)", "",
-          "Per run, over the evaluated steps: share of the first third where the sequential implementation is "
-          "ahead (Delta L < 0), share of the last third where the simultaneous one is ahead (Delta L > 0, or the "
-          "sequential run diverged), the first step from which the sign no longer changes, and the final losses. "
+          "Per run, over the evaluated steps: share of the first third where the sequential "
+          "implementation is "
+          "ahead (Delta L < 0), share of the last third where the simultaneous one is ahead "
+          "(Delta L > 0, or the "
+          "sequential run diverged), the first step from which the sign no longer changes, "
+          "and the final losses. "
           "Reversal = both shares above 1/2.", ""]
     rows = []
     for panel, rs in runs.items():
         for r in rs:
             v = reversal(r["records"])
             rows.append([panel, r["summary"]["seed"], f"{100 * v['seq_ahead_early']:.0f}%",
-                         f"{100 * v['sim_ahead_late']:.0f}%", "none" if v["last_change"] is None else v["last_change"],
-                         _num(v["final_seq"], ".4g"), _num(v["final_sim"], ".4g"), _num(v["final"], ".3g"),
+                         f"{100 * v['sim_ahead_late']:.0f}%", "none" if v["last_change"] is None
+                         else v["last_change"],
+                         _num(v["final_seq"], ".4g"), _num(v["final_sim"], ".4g"), _num(v["final"],
+                         ".3g"),
                          "yes" if v["reversal"] else "no"])
-    L += [tabulate(rows, headers=["panel", "seed", "seq ahead early", "sim ahead late", "sign settles at",
+    L += [tabulate(rows, headers=["panel", "seed", "seq ahead early", "sim ahead late",
+        "sign settles at",
                                   "final L_seq", "final L_sim", "final Delta L", "reversal"],
                    tablefmt="github", disable_numparse=True), ""]
     if "mlp" in runs:
@@ -322,7 +357,8 @@ def _reversal_section(runs: dict) -> list:
             rows.append([r["summary"]["seed"], f"{gs_ahead}/{len(ev)}",
                          _num(ev[-1]["eval_gs"], ".4g"), _num(ev[-1]["eval_sim"], ".4g")])
         L += ["mlp, exact GS against JC (the scheme the in-place step is named after):", "",
-              tabulate(rows, headers=["seed", "evaluations with exact GS ahead", "final L_GS", "final L_JC"],
+              tabulate(rows, headers=["seed", "evaluations with exact GS ahead", "final L_GS",
+              "final L_JC"],
                        tablefmt="github", disable_numparse=True), ""]
     return L
 
@@ -331,13 +367,20 @@ def _criterion_section(runs: dict, figc: str) -> list:
     """The one-step criterion along the practical runs and its figure (``figc``: relative path)."""
     L: list = []
     L += ["## The one-step criterion along the practical runs", "",
-          "At every probed step, at the simultaneous run's parameters and optimizer state, on that step's "
-          "minibatch without dropout, in float64 (`experiments/motivation/criterion.py`): Theorem 1's "
-          "`eta^2 C_S` with `C_S = g^T M_S g` (masked Hessian-vector products, `crosscurv.numeric.masked_product`), and "
-          "the optimizer-aware form `eta^2 g^T J M_S d` (`d`: the optimizer's update direction, `J = dd/dg` "
-          "by one `torch.func.jvp`; plain SGD gives back `C_S`, momentum and weight decay give `g^T M_S d`, "
-          "clipping and Adam a non-trivial `J`). Measured: the loss after one step of each scheme from that "
-          "same state on that minibatch. Agreement = same winner (the paper's `Correct_K`; an estimate of "
+          "At every probed step, at the simultaneous run's parameters and optimizer state, "
+          "on that step's "
+          "minibatch without dropout, in float64 (`experiments/motivation/criterion.py`): "
+          "Theorem 1's "
+          "`eta^2 C_S` with `C_S = g^T M_S g` (masked Hessian-vector products, "
+          "`crosscurv.numeric.masked_product`), and "
+          "the optimizer-aware form `eta^2 g^T J M_S d` (`d`: the optimizer's update "
+          "direction, `J = dd/dg` "
+          "by one `torch.func.jvp`; plain SGD gives back `C_S`, momentum and weight decay "
+          "give `g^T M_S d`, "
+          "clipping and Adam a non-trivial `J`). Measured: the loss after one step of each "
+          "scheme from that "
+          "same state on that minibatch. Agreement = same winner (the paper's `Correct_K`; "
+          "an estimate of "
           "exactly 0 agrees only with a measured 0).", ""]
     rows = []
     for panel, rs in runs.items():

@@ -23,11 +23,13 @@ from .problem import Problem
 
 
 def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:
-    """The terms of the one-step ``eta^3`` coefficient ``c3`` (``crosscurv.theory.one_step``), each a float.
+    """The terms of the one-step ``eta^3`` coefficient ``c3`` (``crosscurv.theory.one_step``), each
+    a
+    float.
 
-    ``[-g^T M_S^2 g, -g^T H M_S g, -1/2 T[E_i g, P_i g, P_i g] for each block i]``
-    (``E_i g`` keeps block ``i`` of ``g``, ``P_i g`` the blocks of ``S(i)``); their sum
-    is ``c3``.  Computed with the matrix-free products of :mod:`numeric`.
+    ``[-g^T M_S^2 g, -g^T H M_S g, -1/2 T[E_i g, P_i g, P_i g] for each block i]`` (``E_i g`` keeps
+    block ``i`` of ``g``, ``P_i g`` the blocks of ``S(i)``); their sum is ``c3``.  Computed with the
+    matrix-free products of :mod:`numeric`.
     """
     from crosscurv.numeric.curvature import masked_product
     from crosscurv.numeric.hvp import grad, hvp
@@ -46,7 +48,8 @@ def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:
             terms.append(0.0)
             continue
         pg = tree.restrict(g, fresh)
-        terms.append(-0.5 * float(third_derivative(task.loss, p, tree.restrict(g, keys[i]), pg, pg)))
+        terms.append(-0.5 * float(third_derivative(task.loss, p, tree.restrict(g, keys[i]), pg,
+            pg)))
     return terms
 
 
@@ -115,7 +118,8 @@ class CubicGuard:
 
 
 def _term_layout(task: Task, signed, local: bool) -> tuple[list[float], list[tuple[int, int]]]:
-    """Signed terms of all patterns, and for each term ``(pattern index, block)`` (block -1: not a T-term)."""
+    """Signed terms of all patterns, and for each term ``(pattern index, block)`` (block -1: not a
+    T-term)."""
     terms, where = [], []
     for p, (pattern, sign) in enumerate(signed):
         t = c3_terms(task, pattern)
@@ -153,7 +157,8 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
         for i in range(task.n_blocks):
             fresh = pattern.fresh_items(i, keys)
             if fresh:
-                natural += float(tree.norm(tree.restrict(g, keys[i]))) * float(tree.norm(tree.restrict(g, fresh)))
+                natural += float(tree.norm(tree.restrict(g, keys[i]))) * float(tree.norm(
+                    tree.restrict(g, fresh)))
     least = absolute * problem.scale**2 * natural
 
     def judge(vals):
@@ -186,4 +191,5 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
     tilted = problem.tilted(sigma, u)
     terms2, _ = _term_layout(tilted.task, signed_patterns, local)
     coef2, mag2, score2 = judge(terms2)
-    return CubicGuard(tilted, sigma, coef2, mag2, kappa, least, bool(achieved and score2 >= 1.0 - 1e-6))
+    return CubicGuard(tilted, sigma, coef2, mag2, kappa, least, bool(achieved and score2 >= 1.0
+        - 1e-6))

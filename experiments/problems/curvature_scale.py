@@ -125,11 +125,12 @@ def grid_start(scale: float, factor: float = 1.0 / 16) -> float:
 
 
 def dense_derivatives(task: Task, params=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense ``g (d,)``, ``H (d, d)``, ``T (d, d, d)`` of ``task.loss`` at ``params`` (small tasks only).
+    """Dense ``g (d,)``, ``H (d, d)``, ``T (d, d, d)`` of ``task.loss`` at ``params`` (small tasks
+    only).
 
-    Coordinates are the parameters flattened in block order (block 0's
-    tensors first), matching ``block_dims`` = :meth:`Task.block_sizes`.
-    Computed with ``torch.func`` in float64; for tests and references.
+    Coordinates are the parameters flattened in block order (block 0's tensors first), matching
+    ``block_dims`` = :meth:`Task.block_sizes`. Computed with ``torch.func`` in float64; for tests
+    and references.
     """
     p = {k: v.detach() for k, v in (task.params if params is None else params).items()}
     names = [n for b in task.block_names for n in task.blocks[b]]

@@ -1,4 +1,5 @@
-"""Small networks as problem instances: a tanh MLP, a bilinear LoRA-like model, the paper's MNIST MLP.
+"""Small networks as problem instances: a tanh MLP, a bilinear LoRA-like model, the paper's MNIST
+MLP.
 
 :func:`tanh_mlp_problem` (MSE on seeded Gaussian data, tensors grouped into ``N`` blocks),
 :func:`bilinear_problem` (``1/(2n) ||(W0 + s B A) X - Y||_F^2``, blocks ``B`` then ``A``),
@@ -23,7 +24,9 @@ from .toys import adapted_weight, mlp_forward
 
 
 def _random_groups(rng, n_items: int, n_groups: int) -> list[list[int]]:
-    """A random partition of ``range(n_items)`` into ``n_groups`` non-empty groups (item order kept)."""
+    """A random partition of ``range(n_items)`` into ``n_groups`` non-empty groups (item order
+    kept).
+    """
     perm = rng.permutation(n_items)
     groups = [[int(perm[g])] for g in range(n_groups)]
     for item in perm[n_groups:]:
@@ -31,7 +34,8 @@ def _random_groups(rng, n_items: int, n_groups: int) -> list[list[int]]:
     return [sorted(g) for g in groups]
 
 
-def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: int = 2, n_examples: int = 8) -> Problem:
+def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: int = 2,
+        n_examples: int = 8) -> Problem:
     """A small tanh MLP, MSE loss ``1/(2n) sum ||f(x_m) - y_m||^2`` on seeded Gaussian data.
 
     Weights ``W_l ~ N(0, 1/fan_in)``, biases ``N(0, 0.1^2)``; inputs ``x ~ N(0, I)``,
@@ -45,7 +49,8 @@ def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: 
     names, params = [], {}
     for l in range(n_layers):
         fan_in, fan_out = widths[l], widths[l + 1]
-        params[f"l{l + 1}.weight"] = torch.tensor(rng.standard_normal((fan_out, fan_in)) / math.sqrt(fan_in), dtype=DTYPE)
+        params[f"l{l + 1}.weight"] = torch.tensor(rng.standard_normal((fan_out, fan_in))
+            / math.sqrt(fan_in), dtype=DTYPE)
         params[f"l{l + 1}.bias"] = torch.tensor(0.1 * rng.standard_normal(fan_out), dtype=DTYPE)
         names += [f"l{l + 1}.weight", f"l{l + 1}.bias"]
     if not 1 <= n_blocks <= len(names):
@@ -66,7 +71,8 @@ def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: 
     return Problem(task, "tanh_mlp", curvature_scale(task), None, info)
 
 
-def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_examples: int = 12, alpha: float = 2.0) -> Problem:
+def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_examples: int = 12,
+        alpha: float = 2.0) -> Problem:
     """LoRA-like two-block model ``L(B, A) = 1/(2n) ||(W0 + (alpha/r) B A) X - Y||_F^2``.
 
     ``W0 (d_out x d_in)`` frozen with entries ``N(0, 1/d_in)``; ``A (r x d_in)``
@@ -98,7 +104,8 @@ def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_
     return Problem(task, "bilinear", curvature_scale(task), None, info)
 
 
-def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] | None = None, device="cpu",
+def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] | None = None,
+    device="cpu",
                       scale_iters: int = 12) -> Problem:
     """The 8-layer ReLU MLP of the layer-wise study on ``examples`` real MNIST digits, float64.
 

@@ -56,10 +56,11 @@ class Problem:
         return grid_start(self.scale, factor)
 
     def tilted(self, sigma: float, u: dict) -> "Problem":
-        """The same instance plus the cubic tilt ``sigma/6 (u.(theta - theta^0))^3`` (:func:`tilt_task`).
+        """The same instance plus the cubic tilt ``sigma/6 (u.(theta - theta^0))^3``
+        (:func:`tilt_task`).
 
-        For the quartic family the tilt becomes part of the polynomial, so the
-        exact ``mpmath`` path sees it too.
+        For the quartic family the tilt becomes part of the polynomial, so the exact ``mpmath`` path
+        sees it too.
         """
         info = dict(self.info, tilt_sigma=float(sigma))
         if self.poly is not None:

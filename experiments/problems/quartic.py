@@ -100,7 +100,8 @@ class QuarticPolynomial:
             x = torch.cat([p[n] for n in names])
             vx = consts["V"] @ x
             wx = consts["W"] @ x
-            val = consts["a"] @ x + 0.5 * (x @ (consts["A"] @ x)) + (consts["s"] * vx**3).sum() / 6 + (wx**4).sum() / 24
+            val = consts["a"] @ x + 0.5 * (x @ (consts["A"] @ x)) + (consts["s"]
+                * vx**3).sum() / 6 + (wx**4).sum() / 24
             if sigma:
                 val = val + sigma * (consts["u"] @ x - ux0) ** 3 / 6
             return val
@@ -243,11 +244,12 @@ class QuarticPolynomial:
         return g, H, T
 
     def scheme_step_mp(self, pattern: DelayPattern, eta, x: Sequence | None = None) -> list:
-        """The exact step of ``pattern`` (docs/design.md) from ``x`` (default ``x0``), in ``mpmath``.
+        """The exact step of ``pattern`` (docs/design.md) from ``x`` (default ``x0``), in
+        ``mpmath``.
 
-        Block ``i``'s gradient is evaluated where exactly the blocks ``j`` with
-        ``(i, j) in S`` hold their new values; blocks are visited in
-        ``pattern.order()`` so every fresh value exists when needed.
+        Block ``i``'s gradient is evaluated where exactly the blocks ``j`` with ``(i, j) in S`` hold
+        their new values; blocks are visited in ``pattern.order()`` so every fresh value exists when
+        needed.
         """
         import mpmath
 

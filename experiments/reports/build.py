@@ -23,9 +23,12 @@ from typing import Callable
 __all__ = ["build_report", "STUDIES", "STUDY_THREADS"]
 
 STUDIES = ("mlp", "fl", "lora")
-#: Intra-op threads of the report's studies.  Float32 reductions are summed in an order that depends on the
-#: thread count; with one thread it is fixed, so the records are the same on every machine of the same kind
-#: whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make studies`` use one too).
+# : Intra-op threads of the report's studies.  Float32 reductions are summed in an order that
+# depends on the
+# : thread count; with one thread it is fixed, so the records are the same on every machine of the
+# same kind
+# : whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make studies`` use one
+# too).
 STUDY_THREADS = 1
 
 
@@ -62,13 +65,14 @@ def _study_threads(n: int = STUDY_THREADS):
 
 
 def _reusable(summary: dict, task: str, preset: str) -> str | None:
-    """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the preset, its
-    learning rate and K, seed 0 and :data:`STUDY_THREADS` threads (runs written before the thread count was
-    recorded are taken as they are)."""
+    """Why a run's summary cannot stand for the study (``None``: it can): complete or diverged, the
+    preset, its learning rate and K, seed 0 and :data:`STUDY_THREADS` threads (runs written before
+    the thread count was recorded are taken as they are)."""
     from crosscurv.experiments.runs import RunDescription, RunDescriptionError
     from crosscurv.experiments.tasks import preset_settings
 
-    if summary.get("status") not in ("complete", "diverged"):  # a rerun of a diverged run diverges again
+    # a rerun of a diverged run diverges again
+    if summary.get("status") not in ("complete", "diverged"):
         return f"status {summary.get('status')!r}"
     try:
         have = RunDescription.from_summary(summary)
@@ -84,8 +88,10 @@ def _reusable(summary: dict, task: str, preset: str) -> str | None:
     return None
 
 
-def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) -> tuple[int, float]:
-    """Run (or reuse/resume) one study with :data:`STUDY_THREADS` threads; returns (exit code, seconds)."""
+def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) -> tuple[int,
+        float]:
+    """Run (or reuse/resume) one study with :data:`STUDY_THREADS` threads; returns (exit code,
+    seconds)."""
     t0 = time.perf_counter()
     summary = run_dir / "summary.json"
     if fresh and run_dir.exists():
@@ -97,7 +103,8 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
             s = {}
         why = _reusable(s, task, preset) if isinstance(s, dict) else "unreadable summary"
         if why is None:
-            _say(f"{task}: {s.get('status')} run found in {run_dir}, reused (use --fresh to recompute)")
+            _say(f"{task}: {s.get('status')} run found in {run_dir}, reused (use --fresh to "
+                "recompute)")
             return 0, 0.0
         _say(f"{task}: the run in {run_dir} is not this study ({why})")
     from crosscurv.experiments import runs
@@ -117,7 +124,8 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
             _say(f"{task}: resuming the interrupted run in {run_dir}")
             try:
                 result = run(resume=True)
-            except SettingsChangedError as exc:  # only a change of settings starts over; any other error is reported
+            # only a change of settings starts over; any other error is reported
+            except SettingsChangedError as exc:
                 _say(f"{task}: could not resume ({exc}); starting over")
                 shutil.rmtree(run_dir)
                 result = run(resume=False)
@@ -130,13 +138,15 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
 
 
 def _motivation_stage(out: Path, preset: str, fresh: bool, command) -> int:
-    """``motivation.md`` and its figures: ``crosscurv motivation`` reuses the complete runs (and verdicts) in
-    ``out/runs/motivation`` and computes the others, with :data:`STUDY_THREADS` threads."""
+    """``motivation.md`` and its figures: ``crosscurv motivation`` reuses the complete runs (and
+    verdicts) in ``out/runs/motivation`` and computes the others, with :data:`STUDY_THREADS`
+    threads."""
     runs_dir = out / "runs" / "motivation"
     if fresh and runs_dir.exists():
         shutil.rmtree(runs_dir)
     with _study_threads():
-        return command(["motivation", "--preset", preset, "--out", str(runs_dir), "--report", str(out)])
+        return command(["motivation", "--preset", preset, "--out", str(runs_dir), "--report", str(
+            out)])
 
 
 #: the sweep folders under ``reports/sweeps`` that ``make studies`` writes
@@ -183,13 +193,15 @@ def build_report(
 ) -> int:
     """Run every stage into ``out``; returns 0 when every stage succeeded.
 
-    ``motivation=False`` skips the motivation study; ``studies=False`` skips the aggregation of ``out/sweeps``.
-    The derivation, scaling and motivation stages are ``crosscurv`` sub-commands: ``command(argv)`` runs one
-    and returns its exit code (``crosscurv report`` passes the command line's entry point); without it,
-    those stages cannot run (``derive``, ``scaling`` and ``motivation`` must be false).
+    ``motivation=False`` skips the motivation study; ``studies=False`` skips the aggregation of
+    ``out/sweeps``. The derivation, scaling and motivation stages are ``crosscurv`` sub-commands:
+    ``command(argv)`` runs one and returns its exit code (``crosscurv report`` passes the command
+    line's entry point); without it, those stages cannot run (``derive``, ``scaling`` and
+    ``motivation`` must be false).
     """
     if command is None and (derive or scaling or motivation):
-        raise ValueError("build_report needs command= to run the derive, scaling and motivation stages")
+        raise ValueError("build_report needs command= to run the derive, scaling and motivation "
+            "stages")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
@@ -212,7 +224,8 @@ def build_report(
     timings["total"] = time.perf_counter() - t_all
     _write_index(out, preset, runs, figures, table_md, comparison, timings, failures,
                  motivation_md=motivation_md, studies_result=studies_result)
-    _say(f"wrote {out / 'README.md'}, {out / 'table1.md'} and {len(figures) * 2} figures in {timings['total']:.0f} s")
+    _say(f"wrote {out / 'README.md'}, {out / 'table1.md'} and {len(figures) * 2} figures in "
+        f"{timings['total']:.0f} s")
     for f in failures:
         _say(f"FAILED: {f}")
     return 1 if failures else 0
@@ -242,7 +255,8 @@ def _scaling_stage(out: Path, command, quick: bool, timings: dict, failures: lis
     if rc == 3:  # a finding, not a failure: an order with no point in the asymptotic window
         _say("scaling: an order has no point in the asymptotic window (a finding: see scaling.md)")
     elif rc != 0:
-        failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see scaling.md)")
+        failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see "
+            "scaling.md)")
 
 
 def _runs_stage(out: Path, tasks, preset: str, fresh: bool, device: str, timings: dict,
@@ -250,7 +264,8 @@ def _runs_stage(out: Path, tasks, preset: str, fresh: bool, device: str, timings
     """Stage 3: the controlled studies in ``out/runs/<task>``; returns the loaded runs."""
     from crosscurv.experiments.reports.table import load_run
 
-    _say(f"stage 3/{STAGES}: controlled studies {', '.join(tasks)} (preset {preset}, {STUDY_THREADS} thread)")
+    _say(f"stage 3/{STAGES}: controlled studies {', '.join(tasks)} (preset {preset}, "
+        f"{STUDY_THREADS} thread)")
     runs = []
     for task in tasks:
         run_dir = out / "runs" / task
@@ -287,7 +302,8 @@ def _table_stage(out: Path, runs: list, timings: dict) -> tuple[dict, str, str]:
 def _motivation_report_stage(out: Path, preset: str, fresh: bool, command, timings: dict,
                              failures: list) -> str | None:
     """Stage 5: the motivation study; returns ``"motivation.md"`` when it wrote the report."""
-    _say(f"stage 5/{STAGES}: motivation study (Figure 1; complete runs in {out / 'runs' / 'motivation'} reused)")
+    _say(f"stage 5/{STAGES}: motivation study (Figure 1; complete runs in "
+        f"{out / 'runs' / 'motivation'} reused)")
     t0 = time.perf_counter()
     rc = _motivation_stage(out, preset, fresh, command)
     timings["motivation"] = time.perf_counter() - t0
@@ -301,12 +317,14 @@ def _motivation_report_stage(out: Path, preset: str, fresh: bool, command, timin
 def _studies_report_stage(out: Path, timings: dict, failures: list):
     """Stage 6: studies.md from ``out/sweeps``; a sweep folder that cannot be read is a failure
     reported with the rest of the report standing."""
-    _say(f"stage 6/{STAGES}: studies over seeds and the regime map (from {out / SWEEPS_DIR}, if present)")
+    _say(f"stage 6/{STAGES}: studies over seeds and the regime map (from {out / SWEEPS_DIR}, "
+        "if present)")
     t0 = time.perf_counter()
     studies_result = None
     try:
         studies_result = _studies_stage(out)
-    except Exception as exc:  # a sweep folder that cannot be read is reported, the rest of the report stands
+    # a sweep folder that cannot be read is reported, the rest of the report stands
+    except Exception as exc:
         failures.append(f"studies: {exc}")
     if studies_result is None and not failures:
         _say(f"no sweeps in {out / SWEEPS_DIR} (`make studies` computes them); stage skipped")
@@ -322,9 +340,12 @@ def _write_table1(out: Path, runs: list, studies_result, table_md: str, comparis
 
     seeds_part = ""
     if studies_result is not None and studies_result.seeds_table:
-        seeds_part = ("\n\n## Over seeds (`make studies`)\n\nRuns covered: " + studies_result.coverage
-                      + " Mean [min, max] over the seeds, the paper's value beside each (details, winner timelines "
-                      "and the regime map: [studies.md](studies.md)).\n\n" + studies_result.seeds_table)
+        seeds_part = ("\n\n## Over seeds (`make studies`)\n\nRuns covered: "
+            + studies_result.coverage
+                      + " Mean [min, max] over the seeds, the paper's value beside each "
+                      "(details, winner timelines "
+                      "and the regime map: [studies.md](studies.md)).\n\n"
+                      + studies_result.seeds_table)
     seed_rows = studies_result.seed_rows if studies_result is not None else None
     replayed = sorted(out.glob("runs/*")) + sorted(out.glob("sweeps/seeds*/runs/*"))
     drift = [d for d in map(replay_drift, replayed) if d is not None]
@@ -375,16 +396,19 @@ def _findings(run, settings: dict) -> list[str]:
         regime = (
             "small: the expansions' regime"
             if lr * L < 1
-            else "not small: (I - eta H) amplifies, so propagated (cumulative, jc_only) estimates can drift"
+            else "not small: (I - eta H) amplifies, so propagated (cumulative, jc_only) "
+            "estimates can drift"
         )
-        lines.append(f"- eta x L (largest curvature seen along the run, a-posteriori) = {lr * L:.3g}, {regime}")
+        lines.append("- eta x L (largest curvature seen along the run, a-posteriori) = "
+            f"{lr * L:.3g}, {regime}")
     from crosscurv.experiments.studies.regime import regime_series
 
     series = regime_series(cols, lr)
     if series is not None:
         es, cross = series
         top = int(np.nanargmax(es))
-        lines.append(f"- eta x sharpness_k (the regime indicator per iteration): largest {es[top]:.3g} at"
+        lines.append("- eta x sharpness_k (the regime indicator per iteration): largest "
+            f"{es[top]:.3g} at"
                      f" k = {int(cols['k'][top])}; "
                      + ("never reaches 2 (the edge of stability)" if cross is None
                         else f"first reaches 2 (the edge of stability) at k = {cross}"))
@@ -404,18 +428,21 @@ def _hvp_line(summary: dict) -> str | None:
         return None
     engine = f" ({hv['engine']})" if hv.get("engine") else ""
     offload = (summary.get("settings") or {}).get("offload")
-    tail = "" if offload is None else f"; carried vectors offloaded between uses: {'yes' if offload else 'no'}"
+    tail = ("" if offload is None else "; carried vectors offloaded between uses: "
+        f"{'yes' if offload else 'no'}")
     return f"- Hessian-vector products: {hv['used']}{engine}{tail}"
 
 
-#: float64 against float32, CPU seconds per iteration, one thread (``crosscurv run TASK --dtype float64
+# : float64 against float32, CPU seconds per iteration, one thread (``crosscurv run TASK --dtype
+# float64
 #: --iters 6`` against the same with float32; docs/reproducibility.md)
 FLOAT64_COST = {"mlp": 1.9, "fl": 3.2, "lora": 2.0}
 
 
 def _reproducibility_lines(runs, studies_result) -> list[str]:
     """What makes the committed studies reproduce, and the measured agreement of 1 and 2 threads."""
-    threads = sorted({str(r.summary.get("settings", {}).get("threads", "not recorded")) for r in runs})
+    threads = sorted({str(r.summary.get("settings", {}).get("threads", "not recorded"))
+        for r in runs})
     lines = [
         "## Reproducibility",
         "",
@@ -437,8 +464,10 @@ def _reproducibility_lines(runs, studies_result) -> list[str]:
     ]
     if studies_result is not None and studies_result.threads_table:
         lines += [
-            "How far the same study with another thread count agrees (the measured proxy for another machine "
-            "with another thread setting; a 1-thread rerun is the control), from [studies.md](studies.md):",
+            "How far the same study with another thread count agrees (the measured proxy for "
+            "another machine "
+            "with another thread setting; a 1-thread rerun is the control), from "
+            "[studies.md](studies.md):",
             "",
             studies_result.threads_table,
             "",
@@ -446,7 +475,8 @@ def _reproducibility_lines(runs, studies_result) -> list[str]:
     return lines
 
 
-def _write_index(out, preset, runs, figures, table_md, comparison, timings, failures, *, motivation_md=None,
+def _write_index(out, preset, runs, figures, table_md, comparison, timings, failures, *,
+    motivation_md=None,
                  studies_result=None) -> None:
     from crosscurv.experiments.reports.headline import write_headline
 
@@ -467,10 +497,13 @@ def _write_index(out, preset, runs, figures, table_md, comparison, timings, fail
     ]
     lines += _contents_lines(out, motivation_md, studies_result)
     lines += _runs_lines(preset, runs, figures, machine)
-    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "", comparison, ""]
+    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "",
+        comparison, ""]
     if studies_result is not None and studies_result.seeds_table:
-        lines += ["## Table 1 over seeds", "", f"Runs covered: {studies_result.coverage} Mean [min, max] over the "
-                  "seeds; `paper`: the paper's value ([studies.md](studies.md) has the winner timelines and the "
+        lines += ["## Table 1 over seeds", "", f"Runs covered: {studies_result.coverage} Mean "
+            "[min, max] over the "
+                  "seeds; `paper`: the paper's value ([studies.md](studies.md) has the "
+                  "winner timelines and the "
                   "regime map).", "", studies_result.seeds_table, ""]
     lines += [
         "The paper's numbers come from its own runs at K = 500 with T5-base weights, the full"
@@ -492,22 +525,29 @@ def _contents_lines(out: Path, motivation_md, studies_result) -> list[str]:
         "- [scaling.md](scaling.md): observed orders of the one-step, recursion, cumulative and"
         " order-invariance remainders, with log-log figures.",
         "- [table1.md](table1.md): Table 1 redone, next to the paper's numbers, and over seeds.",
-        "- `runs/<task>/records.csv`, `runs/<task>/summary.json`: the per-iteration records of each study.",
+        "- `runs/<task>/records.csv`, `runs/<task>/summary.json`: the per-iteration records "
+        "of each study.",
     ]
     if motivation_md:
-        lines.append(f"- [{motivation_md}]({motivation_md}): the motivation study (the paper's Figure 1 with the "
+        lines.append(f"- [{motivation_md}]({motivation_md}): the motivation study (the paper's "
+            "Figure 1 with the "
                      "practical implementations); its runs in `runs/motivation/`.")
-    if (out / "optimizers.md").is_file():  # written by `python -m crosscurv.experiments.studies.optimizers.runner report`
-        lines.append("- [optimizers.md](optimizers.md): the optimizer studies (LoRA+ step-size ratios, heavy ball "
-                     "on FL, Adam on LoRA), generated by `python -m crosscurv.experiments.studies.optimizers.runner report`; records "
+    # written by `python -m crosscurv.experiments.studies.optimizers.runner report`
+    if (out / "optimizers.md").is_file():
+        lines.append("- [optimizers.md](optimizers.md): the optimizer studies (LoRA+ step-size "
+            "ratios, heavy ball "
+                     "on FL, Adam on LoRA), generated by `python -m "
+                     "crosscurv.experiments.studies.optimizers.runner report`; records "
                      "in `optimizers/runs/`.")
     if (out / "contest.md").is_file():  # written by `make contest-study`
         lines.append("- [contest.md](contest.md): where the winner is in doubt inside the regime "
                      "(both schemes win a share): the settings at which Table 1 can fail; "
                      "`make contest-study`.")
     if studies_result is not None:
-        lines.append("- [studies.md](studies.md): Table 1 over seeds, winner timelines over seeds, the regime map "
-                     "(agreement and MAE against the measured `eta * sharpness`) and the thread comparison; "
+        lines.append("- [studies.md](studies.md): Table 1 over seeds, winner timelines over "
+            "seeds, the regime map "
+                     "(agreement and MAE against the measured `eta * sharpness`) and the "
+                     "thread comparison; "
                      "computed by `make studies` (the sweeps) and aggregated by this command from:")
         for name, rel, n_done, n_left in studies_result.sweeps:
             lines.append(f"  - [{name}]({rel}): {n_done} finished runs"
@@ -533,10 +573,12 @@ def _runs_lines(preset: str, runs: list, figures: dict, machine: dict) -> list[s
         lines += [f"### {run.task}", ""]
         pat = s.get("pattern", {})
         pairs = pat.get("pairs") or []
-        shown = "{" + ", ".join(f"{i}<-{j}" for i, j in pairs) + "}" if len(pairs) <= 6 else f"{len(pairs)} pairs"
+        shown = "{" + ", ".join(f"{i}<-{j}" for i, j in pairs) + "}" if len(
+            pairs) <= 6 else f"{len(pairs)} pairs"
         lines += [
             f"- status: {run.summary.get('status', '?')}, K = {run.iters}, lr = {s.get('lr')},"
-            f" dtype = {s.get('dtype')}, device = {s.get('device')}, threads = {s.get('threads', 'not recorded')},"
+            f" dtype = {s.get('dtype')}, device = {s.get('device')}, threads = "
+            f"{s.get('threads', 'not recorded')},"
             f" seed = {s.get('seed')}, pattern `{pat.get('name')}` = {shown}"
             f" (update order {', '.join(map(str, pat.get('order', [])))}), blocks {s.get('blocks')}",
         ]
@@ -546,7 +588,8 @@ def _runs_lines(preset: str, runs: list, figures: dict, machine: dict) -> list[s
         line = _hvp_line(run.summary)
         if line:
             lines.append(line)
-        other = {k: v for k, v in info.items() if k not in ("data", "data_source", "model", "weights", "sizes", "split", "hvp_method")}
+        other = {k: v for k, v in info.items() if k not in ("data", "data_source", "model",
+            "weights", "sizes", "split", "hvp_method")}
         if other:
             lines.append(f"- details: `{json.dumps(other, default=str)}`")
         lines += _findings(run, s)
@@ -571,10 +614,12 @@ def _timings_lines(runs: list, studies_result, timings: dict, failures: list) ->
     if recorded:
         lines += ["", "When they were computed, the studies' runs took "
                   + ", ".join(f"{t} {v:.0f} s" for t, v in recorded)
-                  + f" ({sum(v for _, v in recorded) / 60:.1f} min in all; `summary.json` timing, wall seconds); "
+                  + f" ({sum(v for _, v in recorded) / 60:.1f} min in all; `summary.json` "
+                  "timing, wall seconds); "
                   "a reused run costs nothing here, `--fresh` recomputes them."]
     if studies_result is not None and studies_result.timing_table:
-        lines += ["", "The sweeps of `make studies` (not run by this command; wall seconds per run from each "
+        lines += ["", "The sweeps of `make studies` (not run by this command; wall seconds per "
+            "run from each "
                   "`summary.json`):", "", studies_result.timing_table]
     if failures:
         lines += ["", "## Failures", ""] + [f"- {f}" for f in failures]

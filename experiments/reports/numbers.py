@@ -1,4 +1,6 @@
-"""How the reports write a number: one formatter for every table cell and sentence under ``reports/``."""
+"""How the reports write a number: one formatter for every table cell and sentence under
+``reports/``.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ def _missing(x) -> bool:
 
 
 def number(x, spec: str = ".3g", missing: str = "nan", infinite: str | None = None) -> str:
-    """``x`` written with the format ``spec``; ``missing`` for ``None`` and NaN, ``infinite`` (when given) for +-inf.
+    """``x`` written with the format ``spec``; ``missing`` for ``None`` and NaN, ``infinite`` (when
+    given) for +-inf.
 
-    ``number(0.012345) == "0.0123"``, ``number(None) == "nan"``, ``number(2.0, ".1e") == "2.0e+00"``,
-    ``number(float("inf"), infinite="nan") == "nan"``.
+    ``number(0.012345) == "0.0123"``, ``number(None) == "nan"``, ``number(2.0, ".1e") ==
+    "2.0e+00"``, ``number(float("inf"), infinite="nan") == "nan"``.
     """
     if _missing(x):
         return missing
@@ -25,6 +28,6 @@ def number(x, spec: str = ".3g", missing: str = "nan", infinite: str | None = No
 
 
 def percent(x, missing: str = "nan") -> str:
-    """A percentage with one decimal (``x`` already in percent): ``percent(12.345) == "12.3%"``; ``missing`` for
-    ``None`` and NaN."""
+    """A percentage with one decimal (``x`` already in percent): ``percent(12.345) == "12.3%"``;
+    ``missing`` for ``None`` and NaN."""
     return missing if _missing(x) else f"{x:.1f}%"

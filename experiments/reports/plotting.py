@@ -45,18 +45,18 @@ def _linthresh(values: np.ndarray) -> float:
 
 def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_label: str = "GS",
                lr: float | None = None) -> Path:
-    """Measured and estimated signed gaps over ``k`` and, with ``lr``, the regime indicator below them.
+    """Measured and estimated signed gaps over ``k`` and, with ``lr``, the regime indicator below
+    them.
 
     Args:
         records: columns ``k, gap, recursive, cumulative, jc_only, bound_bk``
             (and ``sharpness``) as 1-D float arrays of equal length ``K``.
-        path: PNG file to write (parent folders are created).
-        title: panel title.
-        s_label: name of the sequential scheme in the legend.
-        lr: the run's learning rate ``eta``: adds a panel with ``eta *
-            sharpness_k`` (the power-iteration estimate of the largest
-            eigenvalue of ``H_JC^k``), the line ``eta * lambda = 2`` and the
-            first iteration that reaches it (dotted in both panels).
+        path: PNG file to write (parent folders are created). title: panel title. s_label: name of
+        the sequential scheme in the legend. lr: the run's learning rate ``eta``: adds a panel with
+        ``eta *
+            sharpness_k`` (the power-iteration estimate of the largest eigenvalue of ``H_JC^k``),
+            the line ``eta * lambda = 2`` and the first iteration that reaches it (dotted in both
+            panels).
     """
     k = np.asarray(records["k"])
     gap = np.asarray(records["gap"], dtype=float)
@@ -71,18 +71,22 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
     bound = np.asarray(records.get("bound_bk", np.full_like(gap, np.nan)), dtype=float)
     overflow = np.flatnonzero(np.isinf(bound))
     bound = np.where(np.isfinite(bound), bound, np.nan)  # an overflowed bound (inf) is not drawn
-    stacked = np.concatenate([gap] + [np.asarray(records[c], dtype=float) for c in ESTIMATES if c in records])
+    stacked = np.concatenate([gap] + [np.asarray(records[c], dtype=float) for c in ESTIMATES
+        if c in records])
     reach = np.abs(stacked[np.isfinite(stacked)])
     if np.isfinite(bound).any():
-        # drawn up to 1e3 times the gaps' reach: beyond it the shading is off the axis anyway (and huge
+        # drawn up to 1e3 times the gaps' reach: beyond it the shading is off the axis anyway (and
+        # huge
         # finite values overflow matplotlib's transforms)
         cap = 1e3 * float(reach.max()) if reach.size and reach.max() > 0 else np.inf
         shown = np.minimum(bound, cap)
-        ax.fill_between(k, -shown, shown, color="#cccccc", alpha=0.35, lw=0, label="Thm 3 bound $G b_K + L b_K^2/2$")
+        ax.fill_between(k, -shown, shown, color="#cccccc", alpha=0.35, lw=0,
+            label="Thm 3 bound $G b_K + L b_K^2/2$")
     ax.plot(k, gap, color="#192D46", lw=2.0, label=f"measured $L_{{{s_label}}}-L_{{JC}}$")
     for col, (label, colour) in ESTIMATES.items():
         if col in records:
-            ax.plot(k, np.asarray(records[col], dtype=float), color=colour, lw=1.2, ls="--", label=label)
+            ax.plot(k, np.asarray(records[col], dtype=float), color=colour, lw=1.2, ls="--",
+                label=label)
     ax.axhline(0.0, color="black", lw=0.6)
     ax.set_yscale("symlog", linthresh=_linthresh(stacked))
     finite = np.abs(stacked[np.isfinite(stacked)])
@@ -93,7 +97,8 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
         ax.set_ylim(-top, top)
         if np.isfinite(bound).any() and np.nanmax(bound) > top:
             inf = f"; inf from k={int(k[overflow[0]])}" if overflow.size else ""
-            ax.text(0.99, 0.02, "bound exceeds the axis (max %.2g%s)" % (np.nanmax(bound), inf), transform=ax.transAxes,
+            ax.text(0.99, 0.02, "bound exceeds the axis (max %.2g%s)" % (np.nanmax(bound), inf),
+                transform=ax.transAxes,
                     ha="right", va="bottom", fontsize=7, color="#555555")
     ax.set_ylabel(r"$\Delta L_K$ (symlog)")
     ax.set_title(title + "  (positive: JC lower, negative: %s lower)" % s_label, fontsize=9)
@@ -103,8 +108,10 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
         ax.set_xlabel("iteration $K$")
     else:
         es, cross = regime
-        rx.plot(k, es, color="#192D46", lw=1.2, label=r"$\eta\,$sharpness$_k$ (power iteration on $H_{JC}^k$)")
-        rx.axhline(EDGE, color="#C0392B", lw=1.0, ls="--", label=r"$\eta\lambda = 2$ (edge of stability)")
+        rx.plot(k, es, color="#192D46", lw=1.2,
+            label=r"$\eta\,$sharpness$_k$ (power iteration on $H_{JC}^k$)")
+        rx.axhline(EDGE, color="#C0392B", lw=1.0, ls="--",
+            label=r"$\eta\lambda = 2$ (edge of stability)")
         if cross is not None:
             for a in (ax, rx):
                 a.axvline(cross, color="#C0392B", lw=0.8, ls=":")
@@ -134,10 +141,12 @@ def _draw_winners(ax, records: Mapping[str, np.ndarray], rows: Sequence[str], s_
     names = {"gap": "Obs.", "cumulative": "Cum.", "recursive": "Rec.", "jc_only": "JC-only"}
     codes = np.vstack([_winner_codes(records[s]) for s in rows])
     n_undecided = 0
-    if "gap" in rows and "gap_err" in records:  # a measured gap within its error bound names no winner
+    # a measured gap within its error bound names no winner
+    if "gap" in rows and "gap_err" in records:
         from crosscurv.numeric.metrics import undecided
 
-        mask = np.array([undecided(g, e) for g, e in zip(records["gap"], records["gap_err"])], dtype=bool)
+        mask = np.array([undecided(g, e) for g, e in zip(records["gap"], records["gap_err"])],
+            dtype=bool)
         codes[rows.index("gap"), mask] = 0
         n_undecided = int(mask.sum())
     k = np.asarray(records["k"])

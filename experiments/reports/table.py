@@ -39,16 +39,22 @@ TASK_LABELS = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
 #: The paper's Table 1 (K = 500): task -> estimate -> metrics.
 PAPER_TABLE1 = {
     "mlp": {
-        "cumulative": {"correct": 98.0, "jc_hits": (45, 45), "s_hits": (445, 455), "mae": 5.58e-4, "max_ae": 2.09e-3},
-        "recursive": {"correct": 100.0, "jc_hits": (45, 45), "s_hits": (455, 455), "mae": 1.15e-4, "max_ae": 4.86e-4},
+        "cumulative": {"correct": 98.0, "jc_hits": (45, 45), "s_hits": (445, 455), "mae": 5.58e-4,
+        "max_ae": 2.09e-3},
+        "recursive": {"correct": 100.0, "jc_hits": (45, 45), "s_hits": (455, 455), "mae": 1.15e-4,
+        "max_ae": 4.86e-4},
     },
     "fl": {
-        "cumulative": {"correct": 83.4, "jc_hits": (25, 28), "s_hits": (392, 472), "mae": 2.95e-1, "max_ae": 2.28e1},
-        "recursive": {"correct": 93.2, "jc_hits": (25, 28), "s_hits": (441, 472), "mae": 1.79e-2, "max_ae": 3.86e-1},
+        "cumulative": {"correct": 83.4, "jc_hits": (25, 28), "s_hits": (392, 472), "mae": 2.95e-1,
+        "max_ae": 2.28e1},
+        "recursive": {"correct": 93.2, "jc_hits": (25, 28), "s_hits": (441, 472), "mae": 1.79e-2,
+        "max_ae": 3.86e-1},
     },
     "lora": {
-        "cumulative": {"correct": 97.6, "jc_hits": (74, 75), "s_hits": (414, 425), "mae": 5.31e-2, "max_ae": 4.54e0},
-        "recursive": {"correct": 99.6, "jc_hits": (74, 75), "s_hits": (424, 425), "mae": 5.97e-4, "max_ae": 1.01e-1},
+        "cumulative": {"correct": 97.6, "jc_hits": (74, 75), "s_hits": (414, 425), "mae": 5.31e-2,
+        "max_ae": 4.54e0},
+        "recursive": {"correct": 99.6, "jc_hits": (74, 75), "s_hits": (424, 425), "mae": 5.97e-4,
+        "max_ae": 1.01e-1},
     },
 }
 
@@ -125,25 +131,31 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
             continue
         m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
         c = cert.get(est)
-        extra = {"coverage": math.nan, "precision": math.nan, "certified": None, "calibrated": math.nan}
+        extra = {"coverage": math.nan, "precision": math.nan, "certified": None,
+            "calibrated": math.nan}
         if c is not None:
-            extra = {"coverage": c["coverage"], "precision": c["precision"], "certified": (c["correct"], c["certified"]),
-                     "calibrated": calibration(run.columns["gap"], run.columns[est], run.columns[f"{est}_err"])}
+            extra = {"coverage": c["coverage"], "precision": c["precision"], "certified": (c[
+                "correct"], c["certified"]),
+                     "calibrated": calibration(run.columns["gap"], run.columns[est], run.columns[
+                     f"{est}_err"])}
         out.append({"task": run.task, "estimate": est, **m, **extra})
     return out
 
 
 def _with_certificates(run: RunRecords) -> dict:
-    """The run's columns with ``*_cert`` recomputed by :func:`crosscurv.numeric.certificate.record_certificates`
-    for a plain run (what ``crosscurv run`` records now, so records written before the certificate changed show
-    it too); an optimizer run's, or one without the columns or a measured sharpness, as recorded."""
+    """The run's columns with ``*_cert`` recomputed by
+    :func:`crosscurv.numeric.certificate.record_certificates` for a plain run (what ``crosscurv
+    run`` records now, so records written before the certificate changed show it too); an optimizer
+    run's, or one without the columns or a measured sharpness, as recorded."""
     from crosscurv.numeric.certificate import record_certificates
 
     s = run.summary.get("settings") if isinstance(run.summary.get("settings"), dict) else {}
     opt = s.get("optimizer")
-    plain = opt is None or (isinstance(opt, dict) and opt.get("spec") == "sgd" and not s.get("block_lr"))
+    plain = opt is None or (isinstance(opt, dict) and opt.get("spec") == "sgd" and not s.get(
+        "block_lr"))
     need = ("gap", "recursive", "cumulative", "jc_only", "sharpness", "recursive_cert")
-    if (not plain or not isinstance(s.get("lr"), (int, float)) or not all(c in run.columns for c in need)
+    if (not plain or not isinstance(s.get("lr"), (int, float)) or not all(c in run.columns
+        for c in need)
             or not np.isfinite(run.columns["sharpness"]).all()):
         return run.columns
     certs = record_certificates(run.columns, float(s["lr"]))
@@ -157,7 +169,8 @@ def _best_flags(rows: list[dict]) -> list[dict]:
         return v[0] if isinstance(v, (tuple, list)) else v
 
     flags = [dict() for _ in rows]
-    for key, better in (("correct", max), ("jc_hits", max), ("s_hits", max), ("mae", min), ("max_ae", min)):
+    for key, better in (("correct", max), ("jc_hits", max), ("s_hits", max), ("mae", min), (
+            "max_ae", min)):
         vals = [val(r, key) for r in rows]
         finite = [v for v in vals if v == v]
         if not finite:
@@ -203,7 +216,8 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github",
                 + (["n/a", "n/a"] if r["estimate"] == "majority"  # a constant estimates no gap
                    else [_fmt(k, r[k], f.get(k, False), markdown) for k in ("mae", "max_ae")])
                 + [str(r.get("undecided", 0))]
-                + [percent(r.get(k), missing="n/a") for k in ("coverage", "precision", "calibrated")]
+                + [percent(r.get(k), missing="n/a") for k in ("coverage", "precision",
+                "calibrated")]
             )
     head = ["Task", *settings, "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓",
             "Max. AE ↓", "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
@@ -238,8 +252,10 @@ def paper_comparison(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                     f"{p['max_ae']:.3g}",
                 ]
             )
-    head = ["Task", "Estimate", "Correct (ours)", "Correct (paper)", "JC hits (ours)", "JC hits (paper)",
-            "GS hits (ours)", "GS hits (paper)", "MAE (ours)", "MAE (paper)", "Max. AE (ours)", "Max. AE (paper)"]
+    head = ["Task", "Estimate", "Correct (ours)", "Correct (paper)", "JC hits (ours)",
+        "JC hits (paper)",
+            "GS hits (ours)", "GS hits (paper)", "MAE (ours)", "MAE (paper)", "Max. AE (ours)",
+            "Max. AE (paper)"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 
@@ -258,7 +274,8 @@ COLUMN_NOTES = {
     "Undecided": "iterations whose |gap| is within its measurement error gap_err: no measured "
                  "winner, left out of Correct and the hits",
     "Coverage": "share of the decided iterations where the estimate's winner is certified (the "
-                "estimate exceeds its certificate's error bar, docs/error_estimates.md, and the run "
+                "estimate exceeds its certificate's error bar, docs/error_estimates.md, and "
+                "the run "
                 "is below the edge of stability)",
     "Precision": "share of the certified winners that are the measured winner",
     "Calibrated": "share of the iterations where |estimate - gap| is within the estimate's "

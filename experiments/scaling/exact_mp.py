@@ -17,7 +17,8 @@ from ..problems import Problem
 from .study import N_POINTS, Study, eta_grid, make_study
 
 
-def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n: int = N_POINTS, dps: int = 50,
+def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n: int = N_POINTS,
+    dps: int = 50,
                       label: str | None = None) -> Study:
     """:func:`one_step_study` for a quartic polynomial, in ``mpmath`` at ``dps`` digits.
 
@@ -54,14 +55,17 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
             "errors_mp": [mpmath.nstr(r, dps) for r in exact],
             "C_S_mp": mpmath.nstr(coef[2], dps),
             "c3_mp": mpmath.nstr(coef[3], dps),
-            "remainder_after_c3": [float(r - mpmath.mpf(x) ** 3 * coef[3]) for r, x in zip(exact, etas)],
+            "remainder_after_c3": [float(r - mpmath.mpf(x) ** 3 * coef[3]) for r, x in zip(exact,
+            etas)],
         }
         c3 = float(coef[3])
-    return make_study(label or f"{problem.task.name} (mpmath {dps} digits)", "one_step", etas, errors, floors,
+    return make_study(label or f"{problem.task.name} (mpmath {dps} digits)", "one_step", etas,
+        errors, floors,
                        predicted=c3, info=info)
 
 
-def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int, *, dps: int = 40) -> list:
+def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int, *,
+        dps: int = 40) -> list:
     """The controlled protocol for a quartic polynomial, exactly, in ``mpmath`` (a reference).
 
     An independent implementation of the records of :func:`crosscurv.numeric.protocol.run_protocol`
@@ -96,7 +100,8 @@ def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int,
 
         def matvec(H, v, masked=False):
             if masked:
-                return [mpmath.fsum(H[a][c] * v[c] for c in range(d) if mask[a][c]) for a in range(d)]
+                return [mpmath.fsum(H[a][c] * v[c] for c in range(d) if mask[a][c]) for a in range(
+                    d)]
             return [mpmath.fsum(H[a][c] * v[c] for c in range(d)) for a in range(d)]
 
         def dot(u, v):

@@ -22,7 +22,8 @@ _TITLES = {
 }
 
 
-_SECTIONS = ("one_step", "one_step_apriori", "recursion", "cumulative", "jc_only", "cumulative_vs_K", "order_invariance")
+_SECTIONS = ("one_step", "one_step_apriori", "recursion", "cumulative", "jc_only",
+    "cumulative_vs_K", "order_invariance")
 
 
 def _fmt_order(study: Study, official: bool, tolerance: float) -> str:
@@ -80,38 +81,60 @@ def _method(tolerance: float) -> list:
     return [
         "## What is measured",
         "",
-        "Every error is evaluated on the grid `eta0 * 2^-k`, `k = 0..5`. Points whose error is at or below the "
-        f"round-off floor (`{FLOOR_ULPS} eps x scale`, see below) are dropped and listed, never used. For the points "
-        "kept the tables give the pairwise rates `log2(e(eta)/e(eta/2))`, the least-squares order (the *fitted "
-        "order*) and `error/eta^p`; where theory gives the leading coefficient it is compared with the measured "
-        "`error/eta^p` at the smallest `eta` and with its Richardson extrapolation `2 q(eta/2) - q(eta)`.",
+        "Every error is evaluated on the grid `eta0 * 2^-k`, `k = 0..5`. Points whose error "
+        "is at or below the "
+        f"round-off floor (`{FLOOR_ULPS} eps x scale`, see below) are dropped and listed, "
+        "never used. For the points "
+        "kept the tables give the pairwise rates `log2(e(eta)/e(eta/2))`, the least-squares "
+        "order (the *fitted "
+        "order*) and `error/eta^p`; where theory gives the leading coefficient it is "
+        "compared with the measured "
+        "`error/eta^p` at the smallest `eta` and with its Richardson extrapolation `2 "
+        "q(eta/2) - q(eta)`.",
         "",
-        "* **one-step**: `r(eta) = (L_S - L_JC) - eta^2 C_S` after one step from a common point; theory "
+        "* **one-step**: `r(eta) = (L_S - L_JC) - eta^2 C_S` after one step from a common "
+        "point; theory "
         "(Theorem 1 and `crosscurv.theory.one_step`): `r = c3 eta^3 + O(eta^4)`, "
         "`c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]`. Expected order 3.",
-        "* **recursion**: `gap - recursive` at `k = K` with `eta K = T` fixed (`K = K0 2^k`): Theorem 2's local "
+        "* **recursion**: `gap - recursive` at `k = K` with `eta K = T` fixed (`K = K0 "
+        "2^k`): Theorem 2's local "
         "remainder, expected order 3.",
-        "* **cumulative** / **JC-only**: `gap - cumulative` (Theorem 3) and `gap - jc_only` at `k = K`, `eta K = T`: "
-        "`O(K eta^3) = O(T eta^2)`, expected order 2. Also the cumulative error against `K` at the smallest `eta` "
+        "* **cumulative** / **JC-only**: `gap - cumulative` (Theorem 3) and `gap - jc_only` "
+        "at `k = K`, `eta K = T`: "
+        "`O(K eta^3) = O(T eta^2)`, expected order 2. Also the cumulative error against `K` "
+        "at the smallest `eta` "
         "(grows about linearly while `K eta` is small).",
         "* **order invariance**: `L_GS(order 1) - L_GS(order 2)` after one step: both orders have "
-        "`C_S = C_cross/2`, so the difference is `O(eta^3)` with coefficient `c3(order 1) - c3(order 2)`. "
+        "`C_S = C_cross/2`, so the difference is `O(eta^3)` with coefficient `c3(order 1) - "
+        "c3(order 2)`. "
         "Expected order 3.",
         "",
-        "Gaps are computed without cancellation: `L(a) - L(b) = int_0^1 grad L(b + t(a-b)).(a-b) dt` by 4-point "
-        "Gauss-Legendre quadrature (`crosscurv.experiments.scaling.loss_gap`), so their round-off is relative to the gap, "
-        "not to `|L|`. Floors: `16 eps (|gap| + ||theta0 (*) g0||)` (the second term: rounding every coordinate of "
-        "the stepped parameters), with `sqrt(K) ||theta0 (*) g0||` for the cumulative errors whose states ignore the "
-        "measured trajectories; `tests/properties` checks these floors against exact `mpmath` computations on "
-        "quartic polynomials. `eta0` is the largest power of two with `eta0 lam <= factor` for the problem's "
-        "curvature scale `lam = ||H|| + ||g|| ||D^3L[g^]|| + ||g|| ||D^4L[g^,g^]||^1/2` unless a note says otherwise.",
+        "Gaps are computed without cancellation: `L(a) - L(b) = int_0^1 grad L(b + "
+        "t(a-b)).(a-b) dt` by 4-point "
+        "Gauss-Legendre quadrature (`crosscurv.experiments.scaling.loss_gap`), so their "
+        "round-off is relative to the gap, "
+        "not to `|L|`. Floors: `16 eps (|gap| + ||theta0 (*) g0||)` (the second term: "
+        "rounding every coordinate of "
+        "the stepped parameters), with `sqrt(K) ||theta0 (*) g0||` for the cumulative errors "
+        "whose states ignore the "
+        "measured trajectories; `tests/properties` checks these floors against exact "
+        "`mpmath` computations on "
+        "quartic polynomials. `eta0` is the largest power of two with `eta0 lam <= factor` "
+        "for the problem's "
+        "curvature scale `lam = ||H|| + ||g|| ||D^3L[g^]|| + ||g|| ||D^4L[g^,g^]||^1/2` "
+        "unless a note says otherwise.",
         "",
-        f"Tolerance: `|p - 3| <= {tolerance}` for one-step, recursion and order invariance, `|p - 2| <= "
-        f"{tolerance}` for cumulative, `p` the fitted order. Each official order has one of three outcomes: *ok* "
+        f"Tolerance: `|p - 3| <= {tolerance}` for one-step, recursion and order invariance, "
+        "`|p - 2| <= "
+        f"{tolerance}` for cumulative, `p` the fitted order. Each official order has one of "
+        "three outcomes: *ok* "
         "(fitted, within the tolerance), **outside** (fitted, outside it: the check failed) or "
-        f"*{NO_WINDOW}* (fewer than two grid points lie above the round-off floor, on a ReLU network below "
-        "its kink radius: no order can be fitted; a finding about the instance in float64, neither a pass nor a "
-        "failure). Exit code of `crosscurv scaling`: 0 every official order ok; 1 one is outside; 3 none "
+        f"*{NO_WINDOW}* (fewer than two grid points lie above the round-off floor, on a ReLU "
+        "network below "
+        "its kink radius: no order can be fitted; a finding about the instance in float64, "
+        "neither a pass nor a "
+        "failure). Exit code of `crosscurv scaling`: 0 every official order ok; 1 one is "
+        "outside; 3 none "
         f"outside, but one or more has {NO_WINDOW} (`crosscurv report` goes on and reports it).",
         "",
     ]
@@ -122,24 +145,29 @@ def _summary(results: Sequence, bad, none, tolerance: float, figures: Sequence[s
     lines = [
         "## Summary of fitted orders",
         "",
-        "| problem | one-step (3) | recursion (3) | cumulative (2) | order invariance (3) | JC-only (2) | time |",
+        "| problem | one-step (3) | recursion (3) | cumulative (2) | order invariance (3) | "
+        "JC-only (2) | time |",
         "|---|---|---|---|---|---|---|",
     ]
     for res in results:
         s = res.studies
         lines.append(
-            f"| {res.key} | {_fmt_order(s['one_step'], True, tolerance)} | {_fmt_order(s['recursion'], True, tolerance)} | "
-            f"{_fmt_order(s['cumulative'], True, tolerance)} | {_fmt_order(s['order_invariance'], True, tolerance)} | "
+            f"| {res.key} | {_fmt_order(s['one_step'], True, tolerance)} | "
+            f"{_fmt_order(s['recursion'], True, tolerance)} | "
+            f"{_fmt_order(s['cumulative'], True, tolerance)} | "
+            f"{_fmt_order(s['order_invariance'], True, tolerance)} | "
             f"{_fmt_order(s['jc_only'], False, tolerance)} | {res.seconds:.0f} s |"
         )
     lines += [""]
     if not bad and not none:
         lines.append("All orders are within tolerance.")
     if bad:
-        lines.append("Outside tolerance: " + ", ".join(f"{k} {q}" for k, q in bad) + " (see the notes of that problem).")
+        lines.append("Outside tolerance: " + ", ".join(f"{k} {q}" for k, q in bad)
+            + " (see the notes of that problem).")
     if none:
         lines.append(f"Finding, {NO_WINDOW}: " + ", ".join(f"{k} {q}" for k, q in none)
-                     + " (see the notes of that problem)." + ("" if bad else " Every fitted order is within tolerance."))
+                     + " (see the notes of that problem)." + ("" if bad
+                     else " Every fitted order is within tolerance."))
     lines.append("")
     if figures:
         lines += ["Figures: " + ", ".join(f"[{_basename(f)}]({f})" for f in figures), ""]
@@ -170,7 +198,8 @@ def _problem_section(res) -> list:
                 extra.append(f"{key} {val:g}" if isinstance(val, float) else f"{key} {val}")
         if "C_S_order1" in st.info:
             extra.append(
-                f"C_S(order 1) = {st.info['C_S_order1']:.10g}, C_S(order 2) = {st.info['C_S_order2']:.10g}, "
+                f"C_S(order 1) = {st.info['C_S_order1']:.10g}, C_S(order 2) = "
+                f"{st.info['C_S_order2']:.10g}, "
                 f"C_cross/2 = {st.info['C_cross_half']:.10g}"
             )
         if "C_S" in st.info:
@@ -191,7 +220,9 @@ _OPT_TITLES = {
 
 
 def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[str]:
-    """The section of the optimizer studies (:mod:`.optimizers`): summary of fitted orders, then every table."""
+    """The section of the optimizer studies (:mod:`.optimizers`): summary of fitted orders, then
+    every
+    table."""
     if not results:
         return []
     from .optimizers import FIXED_K
@@ -200,12 +231,17 @@ def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[s
     lines = [
         "## Optimizers beyond the paper",
         "",
-        "The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` (docs/optimizers.md, 'Optimizers beyond the "
-        f"paper') on the tanh MLP of the property tests (3-4-4-2, float64, 3 blocks, pattern gs), block step-size "
+        "The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` "
+        "(docs/optimizers.md, 'Optimizers beyond the "
+        "paper') on the tanh MLP of the property tests (3-4-4-2, float64, 3 blocks, pattern "
+        "gs), block step-size "
         f"factors F = {', '.join(f'{f:g}' for f in first.info['factors'])}: the one-step remainder "
-        "`(L_S - L_JC) - eta^2 g^T F J_phi M_S F phi` from a warm common point and state (two JC steps), and "
-        "`gap - estimate` of the controlled protocol run with the optimizer, at `k = K` with `eta K = T` fixed "
-        f"(`K = K0 2^k`) and at a fixed `K = {FIXED_K}`. Expected orders in parentheses; these are findings and "
+        "`(L_S - L_JC) - eta^2 g^T F J_phi M_S F phi` from a warm common point and state "
+        "(two JC steps), and "
+        "`gap - estimate` of the controlled protocol run with the optimizer, at `k = K` with "
+        "`eta K = T` fixed "
+        f"(`K = K0 2^k`) and at a fixed `K = {FIXED_K}`. Expected orders in parentheses; "
+        "these are findings and "
         "do not set the exit code.",
         "",
         "| optimizer | eta0 | K0 | " + " | ".join(_OPT_TITLES.values()) + " | time |",
@@ -213,7 +249,8 @@ def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[s
     ]
     for r in results:
         cells = [_fmt_order(r.studies[q], True, tolerance) for q in _OPT_TITLES]
-        lines.append(f"| `{r.spec}` | {r.eta0:.3g} | {r.k0} | " + " | ".join(cells) + f" | {r.seconds:.0f} s |")
+        lines.append(f"| `{r.spec}` | {r.eta0:.3g} | {r.k0} | " + " | ".join(cells)
+            + f" | {r.seconds:.0f} s |")
     lines.append("")
     for r in results:
         for q, title in _OPT_TITLES.items():

@@ -1,11 +1,12 @@
-"""Observed orders of the optimizer generalizations (beyond the paper): ``crosscurv scaling``'s optimizer studies.
+"""Observed orders of the optimizer generalizations (beyond the paper): ``crosscurv scaling``'s
+optimizer studies.
 
 For a block-separable optimizer (:mod:`crosscurv.numeric.optimizers`) on a small float64 problem:
-``one_step`` (``(L_S - L_JC) - eta^2 C_S^phi`` from a warm point and state,
-``C_S^phi = g^T F J_phi M_S F phi``; expected order 3), ``recursion`` / ``cumulative`` /
-``jc_only`` (``gap - estimate`` at ``K = K0 2^k``, ``eta = eta0 2^-k``; expected 3 / 2 / 2) and
-``recursion_fixed_K`` (at ``K = 8``; expected 3). Gaps: :func:`.loss_gap.loss_gap`; floors as in
-:mod:`.studies`. These orders are findings, not part of the command's exit code.
+``one_step`` (``(L_S - L_JC) - eta^2 C_S^phi`` from a warm point and state, ``C_S^phi = g^T F J_phi
+M_S F phi``; expected order 3), ``recursion`` / ``cumulative`` / ``jc_only`` (``gap - estimate`` at
+``K = K0 2^k``, ``eta = eta0 2^-k``; expected 3 / 2 / 2) and ``recursion_fixed_K`` (at ``K = 8``;
+expected 3). Gaps: :func:`.loss_gap.loss_gap`; floors as in :mod:`.studies`. These orders are
+findings, not part of the command's exit code.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
 from .loss_gap import loss_gap, rounding_scale
 from .study import N_POINTS, eta_grid, make_study, roundoff_floor
 
-__all__ = ["OPTIMIZER_ROWS", "FACTORS", "FIXED_K", "OptimizerResult", "optimizer_problem", "one_step_errors",
+__all__ = ["OPTIMIZER_ROWS", "FACTORS", "FIXED_K", "OptimizerResult", "optimizer_problem",
+    "one_step_errors",
            "trajectory_errors", "optimizer_studies", "optimizer_suite"]
 
 #: Block step-size factors of every row (the problem has 3 blocks).
 FACTORS = (1.0, 4.0, 0.5)
-#: ``(optimizer, K0)`` of ``crosscurv scaling``: heavy ball at ``beta = 0.5`` with ``K0 = 8``, where the grid is
-#: asymptotic (``beta = 0.9`` needs ``K >> 10``: ``python -m crosscurv.experiments.studies.optimizers.orders``).
+# : ``(optimizer, K0)`` of ``crosscurv scaling``: heavy ball at ``beta = 0.5`` with ``K0 = 8``,
+# where the grid is
+# : asymptotic (``beta = 0.9`` needs ``K >> 10``: ``python -m
+# crosscurv.experiments.studies.optimizers.orders``).
 OPTIMIZER_ROWS = (("sgd", 4), ("momentum:0.5", 8), ("adam", 4))
 #: The fixed ``K`` of ``recursion_fixed_K``.
 FIXED_K = 8
@@ -73,8 +77,10 @@ def _final_states(task, pattern, spec, factors, eta, K):
     return tj, ts
 
 
-def trajectory_errors(task, pattern: DelayPattern, spec, factors, etas, k0: int = 4, fixed_K: int | None = None):
-    """``{estimate: [(error, floor)]}`` of the protocol with the optimizer at ``k = K`` for every ``eta``.
+def trajectory_errors(task, pattern: DelayPattern, spec, factors, etas, k0: int = 4, fixed_K: int
+        | None = None):
+    """``{estimate: [(error, floor)]}`` of the protocol with the optimizer at ``k = K`` for every
+    ``eta``.
 
     ``K = k0 2^j`` (fixed horizon) or ``fixed_K``.
     """
@@ -128,7 +134,8 @@ def optimizer_studies(spec: str, k0: int, *, n: int = N_POINTS, factors: Sequenc
     info = {"pattern": pattern.describe(), "eta0": eta0, "k0": k0, "factors": list(factors)}
     say(f"optimizer {spec}: one step")
     one, c = one_step_errors(task, pattern, spec, list(factors), etas)
-    studies = {"one_step": make_study(label, "one_step", etas, [e for e, _ in one], [f for _, f in one],
+    studies = {"one_step": make_study(label, "one_step", etas, [e for e, _ in one], [f for _,
+        f in one],
                                       info=dict(info, C_S=c))}
     say(f"optimizer {spec}: trajectories, T = {eta0 * k0:.3g}")
     tr = trajectory_errors(task, pattern, spec, list(factors), etas, k0=k0)
@@ -138,19 +145,23 @@ def optimizer_studies(spec: str, k0: int, *, n: int = N_POINTS, factors: Sequenc
                                ("recursion_fixed_K", "recursive", fk, {"K": FIXED_K}),
                                ("cumulative", "cumulative", tr, {"T": eta0 * k0}),
                                ("jc_only", "jc_only", tr, {"T": eta0 * k0})):
-        studies[q] = make_study(label, q, etas, [e for e, _ in src[key]], [f for _, f in src[key]], fixed=fixed,
+        studies[q] = make_study(label, q, etas, [e for e, _ in src[key]], [f for _, f in src[key]],
+            fixed=fixed,
                                 info=info)
     return OptimizerResult(spec, k0, eta0, studies, info, time.perf_counter() - t0)
 
 
 def optimizer_suite(rows=OPTIMIZER_ROWS, *, quick: bool = False, progress=None) -> list:
-    """:func:`optimizer_studies` for every ``(optimizer, K0)`` of ``rows`` (``quick``: 4 grid points)."""
+    """:func:`optimizer_studies` for every ``(optimizer, K0)`` of ``rows`` (``quick``: 4 grid
+    points).
+    """
     n = 4 if quick else N_POINTS
     return [optimizer_studies(spec, k0, n=n, progress=progress) for spec, k0 in rows]
 
 
 def parse_rows(text: str | None):
-    """``--optimizers``: ``none``, or ``;``-separated ``SPEC[@K0]`` (``sgd;momentum:0.9@32;adam:0.9,0.99,1e-8``)."""
+    """``--optimizers``: ``none``, or ``;``-separated ``SPEC[@K0]``
+    (``sgd;momentum:0.9@32;adam:0.9,0.99,1e-8``)."""
     from crosscurv.theory.errors import InputError
 
     if text is None:

@@ -23,7 +23,9 @@ __all__ = ["relu_piece"]
 
 
 def _masks(params: dict, x: torch.Tensor, n_layers: int) -> list:
-    """``[m_1, ..., m_{N-1}]``: ``m_l = [z_l > 0]`` at ``params`` (``(n, d_l)``, the dtype of ``x``)."""
+    """``[m_1, ..., m_{N-1}]``: ``m_l = [z_l > 0]`` at ``params`` (``(n, d_l)``, the dtype of
+    ``x``).
+    """
     h, out = x, []
     with torch.no_grad():
         for l in range(1, n_layers):
@@ -34,12 +36,13 @@ def _masks(params: dict, x: torch.Tensor, n_layers: int) -> list:
 
 
 def relu_piece(problem: Problem) -> Problem:
-    """The MNIST MLP ``problem`` with every hidden ReLU frozen to its activation pattern at ``theta^0``.
+    """The MNIST MLP ``problem`` with every hidden ReLU frozen to its activation pattern at
+    ``theta^0``.
 
-    Same parameters, blocks, data and curvature scale (its derivatives at ``theta^0`` are the network's:
-    module docstring); ``task.name`` ``"mnist_mlp_piece"``.  The labels are read again with
-    :func:`crosscurv.experiments.tasks.data.load_mnist` (the problem keeps only its inputs), and checked to
-    give the network's loss at ``theta^0`` to rounding.
+    Same parameters, blocks, data and curvature scale (its derivatives at ``theta^0`` are the
+    network's: module docstring); ``task.name`` ``"mnist_mlp_piece"``.  The labels are read again
+    with :func:`crosscurv.experiments.tasks.data.load_mnist` (the problem keeps only its inputs),
+    and checked to give the network's loss at ``theta^0`` to rounding.
     """
     from crosscurv.experiments.tasks.data import load_mnist
 
@@ -52,15 +55,18 @@ def relu_piece(problem: Problem) -> Problem:
     masks = _masks(task.params, x, n_layers)
 
     def loss(p: dict) -> torch.Tensor:
-        """Softmax cross-entropy of the MLP whose hidden units are ``m_l * z_l`` (masks of ``theta^0``)."""
+        """Softmax cross-entropy of the MLP whose hidden units are ``m_l * z_l`` (masks of
+        ``theta^0``)."""
         h = x
         for l in range(1, n_layers):
             h = masks[l - 1] * F.linear(h, p[f"layer{l}.weight"], p[f"layer{l}.bias"])
-        return F.cross_entropy(F.linear(h, p[f"layer{n_layers}.weight"], p[f"layer{n_layers}.bias"]), y)
+        return F.cross_entropy(F.linear(h, p[f"layer{n_layers}.weight"], p[
+            f"layer{n_layers}.bias"]), y)
 
     at0, net0 = float(loss(task.params)), float(task.loss(task.params))
     if abs(at0 - net0) > 64 * torch.finfo(x.dtype).eps * abs(net0):
-        raise RuntimeError(f"relu_piece: loss {at0!r} at theta0 differs from the network's {net0!r}")
+        raise RuntimeError(
+            f"relu_piece: loss {at0!r} at theta0 differs from the network's {net0!r}")
     info = dict(problem.info, family="mnist_mlp_piece")
     piece = Task(task.params, loss, task.blocks, "mnist_mlp_piece", info, task.default_pattern)
     return Problem(piece, "mnist_mlp", problem.scale, None, info, dict(problem.extras, masks=masks))

@@ -48,7 +48,8 @@ def predicted_coefficients(problem: Problem, pattern: DelayPattern, params=None)
 
 
 def _states(task, pattern: DelayPattern, eta: float, iters: int, keep: Sequence[int] = ()) -> dict:
-    """``{k: (theta_JC^k, theta_S^k)}`` for ``k in keep`` and ``k = iters`` (exact steps, as the protocol takes them)."""
+    """``{k: (theta_JC^k, theta_S^k)}`` for ``k in keep`` and ``k = iters`` (exact steps, as the
+    protocol takes them)."""
     jc = jacobi(task.n_blocks)
     tj = {k: v.detach() for k, v in task.params.items()}
     ts = dict(tj)
@@ -62,8 +63,10 @@ def _states(task, pattern: DelayPattern, eta: float, iters: int, keep: Sequence[
     return out
 
 
-def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS, factor: float = 1.0 / 16,
-                   eta0: float | None = None, label: str | None = None, coefficients: dict | None = None) -> Study:
+def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS,
+    factor: float = 1.0 / 16,
+                   eta0: float | None = None, label: str | None = None, coefficients: dict
+                   | None = None) -> Study:
     """Theorem 1's remainder ``r(eta) = (L_S - L_JC) - eta^2 C_S`` on the grid (module docstring).
 
     ``C_S`` and ``c3``: :func:`predicted_coefficients` (or ``coefficients``); the gap:
@@ -83,11 +86,14 @@ def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS
         errors.append(gap - eta * eta * coef[2])
         floors.append(roundoff_floor(abs(gap) + scale0, task.dtype))
     return make_study(label or task.name, "one_step", etas, errors, floors, predicted=coef[3],
-                       info={"pattern": pattern.describe(), "C_S": coef[2], "eta0": eta0, "factor": factor})
+                       info={"pattern": pattern.describe(), "C_S": coef[2], "eta0": eta0,
+                       "factor": factor})
 
 
-def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS, factor: float = 1.0 / 8,
-                       k0: int = 4, eta0: float | None = None, hvp_method: str = "auto", label: str | None = None,
+def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS,
+    factor: float = 1.0 / 8,
+                       k0: int = 4, eta0: float | None = None, hvp_method: str = "auto", label: str
+                       | None = None,
                        progress: Callable[[str], None] | None = None) -> dict:
     """Theorems 2 and 3 at a fixed horizon ``T = eta0 k0`` (module docstring).
 
@@ -132,7 +138,8 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
     name = label or task.name
     info = {"pattern": pattern.describe(), "eta0": eta0, "k0": k0, "T": horizon, "factor": factor}
     out = {
-        q: make_study(name, q, etas, errs[q], floors["recursion" if q == "recursion" else "cumulative"],
+        q: make_study(name, q, etas, errs[q], floors["recursion" if q == "recursion"
+        else "cumulative"],
                        fixed={"T": horizon}, info=info)
         for q in ("recursion", "cumulative", "jc_only")
     }
@@ -141,13 +148,16 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
     recs = {r["k"]: r for r in records}
     kerr = [gaps[k] - recs[k]["cumulative"] for k in ks]
     kfl = [roundoff_floor(abs(gaps[k]) + math.sqrt(k) * scale0, task.dtype) for k in ks]
-    vs_k = make_study(name, "cumulative_vs_K", ks, kerr, kfl, variable="K", fixed={"eta": etas[-1]}, info=info)
+    vs_k = make_study(name, "cumulative_vs_K", ks, kerr, kfl, variable="K", fixed={"eta": etas[
+        -1]}, info=info)
     out["cumulative_vs_K"] = vs_k
     return out
 
 
-def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequence[int], *, n: int = N_POINTS,
-                           factor: float = 1.0 / 16, eta0: float | None = None, label: str | None = None) -> Study:
+def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequence[int], *,
+    n: int = N_POINTS,
+                           factor: float = 1.0 / 16, eta0: float | None = None, label: str
+                           | None = None) -> Study:
     """``L_GS(order1) - L_GS(order2)`` after one step from ``theta^0`` (module docstring).
 
     ``info`` holds both ``C_S`` values and ``C_cross / 2`` (Corollary 1: all
@@ -179,4 +189,5 @@ def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequ
         "eta0": eta0,
         "factor": factor,
     }
-    return make_study(label or task.name, "order_invariance", etas, errors, floors, predicted=c1[3] - c2[3], info=info)
+    return make_study(label or task.name, "order_invariance", etas, errors, floors, predicted=c1[3]
+        - c2[3], info=info)

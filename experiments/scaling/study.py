@@ -31,8 +31,10 @@ N_POINTS = 6
 TOLERANCE = 0.15
 
 
-#: The outcome of a study whose order is undefined: fewer than two grid points lie above the round-off floor
-#: (and, on a ReLU network, below its kink radius), so no order can be fitted.  A finding, neither a pass
+# : The outcome of a study whose order is undefined: fewer than two grid points lie above the
+# round-off floor
+# : (and, on a ReLU network, below its kink radius), so no order can be fitted.  A finding, neither
+# a pass
 #: nor a failure (``crosscurv scaling`` exits 3 when it is the only one).
 NO_WINDOW = "no point in the asymptotic window"
 
@@ -133,21 +135,24 @@ class Study:
         return math.isfinite(self.fitted)
 
     def within(self, tolerance: float | None = None) -> bool:
-        """``|fitted - expected| <= tolerance`` (default :data:`TOLERANCE`; ``False`` when the order is undefined)."""
+        """``|fitted - expected| <= tolerance`` (default :data:`TOLERANCE`; ``False`` when the order
+        is
+        undefined)."""
         tolerance = TOLERANCE if tolerance is None else tolerance
         p = self.fitted
         return math.isfinite(p) and abs(p - self.expected) <= tolerance
 
     def outcome(self, tolerance: float | None = None) -> str:
-        """``"ok"`` (fitted order within ``tolerance``), ``"outside"`` (fitted and outside) or :data:`NO_WINDOW`
-        (no order: fewer than two points above the floor)."""
+        """``"ok"`` (fitted order within ``tolerance``), ``"outside"`` (fitted and outside) or
+        :data:`NO_WINDOW` (no order: fewer than two points above the floor)."""
         if not self.determined:
             return NO_WINDOW
         return "ok" if self.within(tolerance) else "outside"
 
     # -- output ----------------------------------------------------------------
     def table(self, fmt: str = "github") -> str:
-        """All points (dropped ones marked), rates, ``error/x^p``; then the order and coefficients."""
+        """All points (dropped ones marked), rates, ``error/x^p``; then the order and coefficients.
+        """
         from tabulate import tabulate
 
         kept = [pt for pt in self.points if pt["kept"]]
@@ -162,12 +167,14 @@ class Study:
                 rows.append([x, e, pt["floor"], rate, coef, ""])
             else:
                 rows.append([x, e, pt["floor"], None, None, "dropped (below floor)"])
-        head = [self.variable, "error", "floor", "rate", f"error/{self.variable}^{self.expected:g}", ""]
+        head = [self.variable, "error", "floor", "rate",
+            f"error/{self.variable}^{self.expected:g}", ""]
         text = tabulate(rows, headers=head, tablefmt=fmt, floatfmt=".4g", missingval="")
         lines = [text, ""]
         lines.append(
             f"least-squares order {self.fitted:.3f} (expected {self.expected:g}), "
-            f"min pairwise rate {self.min_rate:.3f}, {len(kept)}/{len(self.points)} points above the floor"
+            f"min pairwise rate {self.min_rate:.3f}, {len(kept)}/{len(self.points)} points "
+            "above the floor"
         )
         if self.predicted is not None:
             meas = self.measured
@@ -178,7 +185,8 @@ class Study:
             if ext is not None:
                 parts.append(f"Richardson-extrapolated {ext:.6g}")
             if ext is not None and self.predicted != 0:
-                parts.append(f"relative difference {abs(ext - self.predicted) / abs(self.predicted):.2g}")
+                parts.append("relative difference "
+                    f"{abs(ext - self.predicted) / abs(self.predicted):.2g}")
             lines.append(", ".join(parts))
         return "\n".join(lines)
 
@@ -209,7 +217,8 @@ def make_study(problem: str, quantity: str, xs, errors, floors, *, variable="eta
     :data:`EXPECTED` of ``quantity``.
     """
     points = [
-        {"x": float(x), "error": float(e), "floor": float(f), "kept": bool(math.isfinite(e) and abs(e) > f)}
+        {"x": float(x), "error": float(e), "floor": float(f), "kept": bool(math.isfinite(e) and abs(
+        e) > f)}
         for x, e, f in zip(xs, errors, floors)
     ]
     kx = [pt["x"] for pt in points if pt["kept"]]

@@ -48,7 +48,8 @@ class StudyRun:
 
     @property
     def description(self) -> RunDescription:
-        """The run's settings, read once from its summary (:meth:`crosscurv.experiments.runs.RunDescription.from_summary`)."""
+        """The run's settings, read once from its summary
+        (:meth:`crosscurv.experiments.runs.RunDescription.from_summary`)."""
         if self._description is None:
             self._description = RunDescription.from_summary(self.run.summary)
         return self._description
@@ -111,7 +112,8 @@ class StudyRun:
             raise DataError(f"run {self.name} holds {self.K} records, fewer than the {K} asked for")
         summary = json.loads(json.dumps(self.run.summary))
         summary.setdefault("settings", {})["iters"] = K
-        if K < self.K:  # the first K records of a run that went further are a complete K-iteration run
+        # the first K records of a run that went further are a complete K-iteration run
+        if K < self.K:
             summary["status"] = "complete"
         cut = RunRecords(self.run.path, self.columns(K), summary)
         return StudyRun(self.name, cut, self.threads)
@@ -123,9 +125,11 @@ class SweepRuns:
 
     path: Path
     runs: list
-    unfinished: list = field(default_factory=list)  # names of runs still running, interrupted or failed
+    # names of runs still running, interrupted or failed
+    unfinished: list = field(default_factory=list)
     info: dict = field(default_factory=dict)  # sweep.json
-    parts: list = field(default_factory=list)  # the folders pooled by :func:`read_sweeps` (their SweepRuns)
+    # the folders pooled by :func:`read_sweeps` (their SweepRuns)
+    parts: list = field(default_factory=list)
 
     def tasks(self) -> list[str]:
         """Tasks in order of first appearance."""
@@ -162,7 +166,8 @@ def read_sweep(path: str | os.PathLike) -> SweepRuns:
         raise DataError(f"sweep folder {path} does not exist")
     runs_dir = path / "runs"
     if not runs_dir.is_dir():
-        raise DataError(f"{path} is not a sweep folder (no runs/ folder; `crosscurv sweep --out {path}` writes one)")
+        raise DataError(f"{path} is not a sweep folder (no runs/ folder; `crosscurv sweep --out "
+            f"{path}` writes one)")
     info = _read_info(path)
     threads = info.get("threads") if isinstance(info.get("threads"), int) else None
     finished, unfinished = [], []
@@ -196,10 +201,11 @@ def _identity(r: StudyRun) -> tuple:
 
 
 def read_sweeps(paths) -> SweepRuns:
-    """Several sweep folders pooled as one (a study split over folders, e.g. seed 0 at K = 500 in one and
-    seeds 1-4 at K = 100 in another).  A run that appears in several folders (same task, preset, learning
-    rate, pattern, dtype and seed) is taken once, the one with the most records.  ``parts`` holds each
-    folder's own :class:`SweepRuns`; ``path`` is the first folder's.
+    """Several sweep folders pooled as one (a study split over folders, e.g. seed 0 at K = 500 in
+    one
+    and seeds 1-4 at K = 100 in another).  A run that appears in several folders (same task, preset,
+    learning rate, pattern, dtype and seed) is taken once, the one with the most records.  ``parts``
+    holds each folder's own :class:`SweepRuns`; ``path`` is the first folder's.
 
     Raises:
         DataError: as :func:`read_sweep`, for any of the folders; or no folder given.
@@ -216,6 +222,7 @@ def read_sweeps(paths) -> SweepRuns:
             if key not in best or r.K > best[key].K:
                 best[key] = r
     runs = sorted(best.values(), key=lambda r: (r.task, r.lr, r.seed, r.name))
-    unfinished = [f"{sw.path.name}/{n}" if len(parts) > 1 else n for sw in parts for n in sw.unfinished]
+    unfinished = [f"{sw.path.name}/{n}" if len(parts) > 1 else n for sw in parts
+        for n in sw.unfinished]
     return SweepRuns(parts[0].path, runs, unfinished, parts[0].info, parts)
 

@@ -81,7 +81,8 @@ def _pretraining(sweeps) -> list[str]:
             seen.add(folder)
             rec = json.loads((Path(folder) / "recipe.json").read_text(encoding="utf-8"))
             out.append(
-                f"- Pretraining (`{Path(folder).name}`): {json.dumps(rec['recipe'], sort_keys=True)};"
+                f"- Pretraining (`{Path(folder).name}`): "
+                f"{json.dumps(rec['recipe'], sort_keys=True)};"
                 f" {rec['texts']} texts; span loss {rec['loss_first20']:.3f} (first 20 steps) -> "
                 f"{rec['loss_last20']:.3f} (last 20); {rec['seconds']:.0f} s on one thread; "
                 f"weights SHA-256 {rec['weights_sha256'][:16]}."
@@ -148,7 +149,8 @@ def figure1_lines(motivation: str | None, mlp_scan: str | None = None) -> list[s
     return [
         "## Figure 1 on the pretrained T5",
         "",
-        f"The lora panel of Figure 1 (practical alternating and simultaneous LoRA with Adam) on the "
+        "The lora panel of Figure 1 (practical alternating and simultaneous LoRA with Adam) "
+        "on the "
         f"pretrained T5, from `{path}` (written by `{MOTIVATION_COMMAND}`, a stage of `make "
         "contest-study`; its own header omits `--panel` and `--model`):"
         if quoted

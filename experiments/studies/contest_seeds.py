@@ -206,7 +206,8 @@ def render(rows: list[dict], table: list[dict], command: str, left=()) -> str:
         "of the decided iterations (`|gap| > gap_err`), the winner changes at least once, and "
         "`eta * sharpness_k` stays below 2. The rates: those `reports/contest.md` found contested "
         "at shorter K, and for the MLP also half its lowest: the JC phase is early in training, "
-        "and a smaller rate stretches it over more iterations. Only there can Table 1 fail; a predictor that always "
+        "and a smaller rate stretches it over more iterations. Only there can Table 1 fail; "
+        "a predictor that always "
         "names the majority winner is the row to beat.",
         *_renamed(rows),
         "",

@@ -1,8 +1,9 @@
-"""The regime map: when does each estimate name the winner, against the measured ``eta * sharpness``?
+"""The regime map: when does each estimate name the winner, against the measured ``eta *
+sharpness``?
 
-Every run of a learning-rate grid becomes a :class:`RegimePoint`: ``max_eta_sharpness =
-max_k eta * sharpness_k`` (2 is the edge of stability), ``first_cross = min {k : eta *
-sharpness_k >= 2}`` (``None``: never), and per estimate the Section 5.1 metrics of
+Every run of a learning-rate grid becomes a :class:`RegimePoint`: ``max_eta_sharpness = max_k eta *
+sharpness_k`` (2 is the edge of stability), ``first_cross = min {k : eta * sharpness_k >= 2}``
+(``None``: never), and per estimate the Section 5.1 metrics of
 :func:`crosscurv.experiments.reports.table.table_rows` plus ``Correct`` before and from the first
 crossing. :func:`regime_sentence` states from these numbers under which conditions an estimate
 reaches ``Correct_K >= 95`` and where it stops.
@@ -19,8 +20,10 @@ import numpy as np
 
 from crosscurv.experiments.reports.table import ESTIMATE_ROWS, table_rows
 
-__all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators", "observed_switches", "regime_point",
-           "regime_points", "regime_sentence", "small_step_note", "render_regime_table", "render_crossing_table",
+__all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators",
+    "observed_switches", "regime_point",
+           "regime_points", "regime_sentence", "small_step_note", "render_regime_table",
+           "render_crossing_table",
            "LR_GRID", "MARGIN", "predicted_max_eta_lambda", "regime_learning_rate"]
 
 #: the edge of stability of ``eta * lambda``
@@ -44,11 +47,13 @@ class RegimePoint:
     max_eta_sharpness: float
     first_cross: int | None
     switches: int
-    metrics: dict = field(default_factory=dict)  # estimate -> table_rows dict (+ correct_before, correct_after)
+    # estimate -> table_rows dict (+ correct_before, correct_after)
+    metrics: dict = field(default_factory=dict)
 
 
 def _sharpness(columns) -> np.ndarray:
-    """Per iteration ``max(lambda_max_k, sharpness_k)`` over the finite ones (NaN where neither is finite)."""
+    """Per iteration ``max(lambda_max_k, sharpness_k)`` over the finite ones (NaN where neither is
+    finite)."""
     s = np.asarray(columns["sharpness"], dtype=float)
     lam = columns.get("lambda_max")
     if lam is None:
@@ -74,7 +79,8 @@ def regime_series(columns, lr: float | None) -> tuple[np.ndarray, int | None] | 
 
 
 def regime_indicators(columns, lr: float) -> tuple[float, int | None]:
-    """``(max_k eta * sharpness_k, first k with eta * sharpness_k >= 2 or None)`` of a run's columns.
+    """``(max_k eta * sharpness_k, first k with eta * sharpness_k >= 2 or None)`` of a run's
+    columns.
 
     NaN sharpness is skipped; no finite sharpness gives ``(nan, None)``.
     """
@@ -86,7 +92,8 @@ def regime_indicators(columns, lr: float) -> tuple[float, int | None]:
 
 
 def _observed(columns) -> list[str]:
-    """The observed winner per iteration: ``JC``, ``GS``, ``tie`` or ``undecided`` (``crosscurv.numeric.metrics``)."""
+    """The observed winner per iteration: ``JC``, ``GS``, ``tie`` or ``undecided``
+    (``crosscurv.numeric.metrics``)."""
     from crosscurv.numeric.metrics import UNDECIDED, undecided, winner
 
     gaps = columns["gap"]
@@ -95,7 +102,9 @@ def _observed(columns) -> list[str]:
 
 
 def observed_switches(columns) -> int:
-    """How often the observed winner changes between JC and GS (ties and undecided iterations skipped)."""
+    """How often the observed winner changes between JC and GS (ties and undecided iterations
+    skipped).
+    """
     seq = [w for w in _observed(columns) if w in ("JC", "GS")]
     return sum(1 for a, b in zip(seq, seq[1:]) if a != b)
 
@@ -108,7 +117,8 @@ def _correct_on(columns, est: str, idx) -> float:
     if idx.size == 0:
         return math.nan
     errs = columns.get("gap_err")
-    return evaluate(columns["gap"][idx], columns[est][idx], None if errs is None else errs[idx]).correct
+    return evaluate(columns["gap"][idx], columns[est][idx], None if errs is None else errs[
+        idx]).correct
 
 
 def regime_point(srun, source: str, estimates: Sequence[str] = ESTIMATE_ROWS) -> RegimePoint:
@@ -155,7 +165,8 @@ def regime_points(regime_sweeps: Sequence, seeds_sweep=None) -> list[RegimePoint
             if r.seed not in seeds or r.lr in lrs or r.preset not in presets:
                 continue
             if r.K >= K:
-                points.append(regime_point(r.prefix(K), f"{seeds_sweep.path.name} (first {K} records)"))
+                points.append(regime_point(r.prefix(K),
+                    f"{seeds_sweep.path.name} (first {K} records)"))
             elif r.status == "diverged":
                 points.append(regime_point(r, f"{seeds_sweep.path.name} (diverged at {r.K + 1})"))
     points.sort(key=lambda p: (p.task, p.lr, p.seed))
@@ -194,7 +205,8 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
 
     hits = [p for p in pts if ok(p)]
     if not hits:
-        best = max(pts, key=lambda p: p.metrics[estimate]["correct"] if p.metrics[estimate]["correct"] == p.metrics[
+        best = max(pts, key=lambda p: p.metrics[estimate]["correct"] if p.metrics[estimate][
+            "correct"] == p.metrics[
             estimate]["correct"] else -1)
         return (f"{estimate}: >= 95% in none of the {len(pts)} runs; best "
                 f"{best.metrics[estimate]['correct']:.1f}% "
@@ -218,22 +230,29 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
 
 
 def small_step_note(points: Sequence[RegimePoint]) -> str:
-    """Whether the winner still changes in the runs well inside the regime (``eta * sharpness < 0.5`` throughout)."""
-    inside = [p for p in points if p.max_eta_sharpness == p.max_eta_sharpness and p.max_eta_sharpness < INSIDE]
+    """Whether the winner still changes in the runs well inside the regime (``eta * sharpness <
+    0.5``
+    throughout)."""
+    inside = [p for p in points if p.max_eta_sharpness == p.max_eta_sharpness
+        and p.max_eta_sharpness < INSIDE]
     if not inside:
         low = min((p for p in points if p.max_eta_sharpness == p.max_eta_sharpness),
                   key=lambda p: p.max_eta_sharpness, default=None)
         if low is None:
             return "no run has a measured sharpness."
-        return (f"no run stays below eta*sharpness = {INSIDE:g} for its whole length (the lowest largest value is "
-                f"{low.max_eta_sharpness:.3g}, eta = {low.lr:g}): the grid does not reach well inside the regime.")
+        return (f"no run stays below eta*sharpness = {INSIDE:g} for its whole length (the lowest "
+            "largest value is "
+                f"{low.max_eta_sharpness:.3g}, eta = {low.lr:g}): the grid does not reach "
+                "well inside the regime.")
     changed = [p for p in inside if p.switches > 0]
     lrs = _fmt_lrs(p.lr for p in inside)
     if not changed:
-        return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); in none of them "
+        return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); "
+            "in none of them "
                 f"does the observed winner change within K = {max(p.K for p in inside)}.")
     sw = Counter(p.switches for p in changed)
-    return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); the observed winner "
+    return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); the "
+        "observed winner "
             f"changes in {len(changed)} of them ("
             + ", ".join(f"{c} run(s) with {s} switch(es)" for s, c in sorted(sw.items())) + ").")
 
@@ -248,8 +267,9 @@ def _spread(vals, fmt) -> str:
 
 def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] = ESTIMATE_ROWS,
                         fmt: str = "github") -> str:
-    """One row per task and learning rate: seeds, regime indicators, and per estimate ``Correct`` and ``MAE``
-    as mean [min, max] over the seeds."""
+    """One row per task and learning rate: seeds, regime indicators, and per estimate ``Correct``
+    and
+    ``MAE`` as mean [min, max] over the seeds."""
     from tabulate import tabulate
 
     groups: dict = {}
@@ -259,16 +279,20 @@ def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] 
     for (task, lr), ps in groups.items():
         crosses = ", ".join("never" if p.first_cross is None else str(p.first_cross) for p in ps)
         statuses = Counter(p.status for p in ps)
-        note = "" if set(statuses) == {"complete"} else " (" + ", ".join(f"{c} {s}" for s, c in statuses.items()) + ")"
+        note = "" if set(statuses) == {"complete"} else " (" + ", ".join(f"{c} {s}" for s,
+            c in statuses.items()) + ")"
         row = [task, f"{lr:g}", f"{len(ps)} ({', '.join(str(p.seed) for p in ps)}){note}",
                _spread([p.K for p in ps], lambda x: f"{x:g}"),
                _spread([p.max_eta_sharpness for p in ps], lambda x: f"{x:.3g}"), crosses,
                _spread([p.switches for p in ps], lambda x: f"{x:.3g}")]
         for est in estimates:
-            row.append(_spread([p.metrics[est]["correct"] for p in ps if est in p.metrics], lambda x: f"{x:.1f}%"))
-            row.append(_spread([p.metrics[est]["mae"] for p in ps if est in p.metrics], lambda x: f"{x:.3g}"))
+            row.append(_spread([p.metrics[est]["correct"] for p in ps if est in p.metrics],
+                lambda x: f"{x:.1f}%"))
+            row.append(_spread([p.metrics[est]["mae"] for p in ps if est in p.metrics],
+                lambda x: f"{x:.3g}"))
         body.append(row)
-    head = ["task", "eta", "seeds", "K", "max eta*sharpness", "first k with eta*sharpness >= 2", "winner switches"]
+    head = ["task", "eta", "seeds", "K", "max eta*sharpness", "first k with eta*sharpness >= 2",
+        "winner switches"]
     for est in estimates:
         head += [f"{est} Correct", f"{est} MAE"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
@@ -276,7 +300,8 @@ def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] 
 
 def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str] = ESTIMATE_ROWS,
                           fmt: str = "github") -> str:
-    """One row per run: K, largest ``eta * sharpness`` and where, the first ``k`` it reaches 2, and per
+    """One row per run: K, largest ``eta * sharpness`` and where, the first ``k`` it reaches 2, and
+    per
     estimate ``Correct`` over the iterations before that ``k`` and from it (``-``: none there)."""
     from tabulate import tabulate
 
@@ -289,7 +314,8 @@ def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str
                "never" if p.first_cross is None else str(p.first_cross)]
         for est in estimates:
             m = p.metrics.get(est)
-            row.append("-" if m is None else f"{pct(m['correct_before'])} / {pct(m['correct_after'])}")
+            row.append("-" if m is None
+                else f"{pct(m['correct_before'])} / {pct(m['correct_after'])}")
         body.append(row)
     head = ["task", "eta", "seed", "K", "max eta*sharpness", "first k with eta*sharpness >= 2"] + [
         f"{e} Correct before / from it" for e in estimates]
@@ -298,11 +324,13 @@ def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str
 
 #: the learning-rate grid the default presets are chosen from (a 1-1.5-2-3-5-7 series per decade)
 LR_GRID = (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002)
-#: the margin below the edge the rule asks for: predicted ``max_k eta * lambda_max <= MARGIN * EDGE``
+# : the margin below the edge the rule asks for: predicted ``max_k eta * lambda_max <= MARGIN *
+# EDGE``
 MARGIN = 0.5
 
 
-def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: float, K: int) -> float:
+def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: float,
+        K: int) -> float:
     """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a
     ``K``-iteration run at ``lr`` is predicted to reach from a reference run at ``lr_ref``.
 
@@ -319,7 +347,8 @@ def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: flo
     crossed = np.flatnonzero(np.isfinite(lam) & (lr_ref * lam >= EDGE))
     valid = int(crossed[0]) if crossed.size else lam.size  # records k = 1..valid are below the edge
     if n > valid:
-        raise ValueError(f"the reference covers t <= {valid * lr_ref:g} below the edge, the run needs t <= {K * lr:g}")
+        raise ValueError(f"the reference covers t <= {valid * lr_ref:g} below the edge, the run "
+            f"needs t <= {K * lr:g}")
     window = lam[:max(n, 1)]
     window = window[np.isfinite(window)]
     if window.size == 0:
@@ -327,8 +356,10 @@ def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: flo
     return float(lr * window.max())
 
 
-def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, grid: Sequence[float] = LR_GRID,
-                         margin: float = MARGIN, more: Sequence[tuple] = ()) -> tuple[float | None, dict]:
+def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, grid: Sequence[
+    float] = LR_GRID,
+                         margin: float = MARGIN, more: Sequence[tuple] = ()) -> tuple[float | None,
+                         dict]:
     """The largest ``lr`` of ``grid`` whose :func:`predicted_max_eta_lambda` over ``K`` iterations
     is at most ``margin * EDGE``, from the reference at ``lr_ref`` or any of ``more``
     ``(lambda_max, lr_ref)``; a rate no reference covers is not chosen (the presets' rule).

@@ -16,19 +16,23 @@ from typing import Sequence
 
 import numpy as np
 
-from crosscurv.experiments.reports.table import ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1, TASK_LABELS, table_rows
+from crosscurv.experiments.reports.table import (ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1,
+    TASK_LABELS, table_rows)
 
-__all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage", "is_edge_run", "split_edge",
+__all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage",
+    "is_edge_run", "split_edge",
            "certified_rows", "render_certified_table", "defect_columns", "summarize_certified",
            "render_certified_summary"]
 
 #: metrics aggregated over seeds (``jc_hits``/``s_hits`` are split into ``h`` and ``n``)
-SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage", "precision",
+SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage",
+    "precision",
            "calibrated")
 
 
 class Spread(tuple):
-    """``(mean, min, max, n)`` of one metric over seeds (NaN values left out; ``n`` = values used)."""
+    """``(mean, min, max, n)`` of one metric over seeds (NaN values left out; ``n`` = values used).
+    """
 
     __slots__ = ()
 
@@ -45,19 +49,21 @@ class Spread(tuple):
 
 
 def seed_groups(runs) -> dict:
-    """``{(task, preset, lr, pattern, dtype): [runs]}`` of :class:`~crosscurv.experiments.studies.collect.StudyRun`
-    (one group per setting repeated over seeds, one run per seed), in the order of the runs.  A run of the
-    :func:`is_edge_run` study counts as preset ``edge`` under either name (a seed held twice: the longer run).
+    """``{(task, preset, lr, pattern, dtype): [runs]}`` of
+    :class:`~crosscurv.experiments.studies.collect.StudyRun` (one group per setting repeated over
+    seeds, one run per seed), in the order of the runs.  A run of the :func:`is_edge_run` study
+    counts as preset ``edge`` under either name (a seed held twice: the longer run).
 
-    The runs of a group are cut to the group's smallest planned ``K`` (a run's first ``K`` records are a
-    ``K``-iteration run's records), so that every seed covers the same iterations; a diverged run keeps the
-    records it has.
+    The runs of a group are cut to the group's smallest planned ``K`` (a run's first ``K`` records
+    are a ``K``-iteration run's records), so that every seed covers the same iterations; a diverged
+    run keeps the records it has.
     """
     groups: dict = {}
     for r in runs:
         preset = "edge" if is_edge_run(r) else r.preset
         group = groups.setdefault((r.task, preset, r.lr, r.pattern, r.dtype), {})
-        if r.seed not in group or r.K > group[r.seed].K:  # the same run under both names of the edge preset
+        # the same run under both names of the edge preset
+        if r.seed not in group or r.K > group[r.seed].K:
             group[r.seed] = r
     groups = {key: list(members.values()) for key, members in groups.items()}
     for key, members in groups.items():
@@ -141,10 +147,12 @@ def _g(x: float) -> str:
 
 
 def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = True) -> str:
-    """Table 1 over seeds (markdown ``github`` or plain ``simple``), the paper's numbers beside ours.
+    """Table 1 over seeds (markdown ``github`` or plain ``simple``), the paper's numbers beside
+    ours.
 
     Cells are ``mean [min, max]`` over the seeds (a single value when all seeds agree); hits are
-    ``mean h/mean n`` with the ranges of ``h`` and ``n``; the paper's values are from one run at K = 500.
+    ``mean h/mean n`` with the ranges of ``h`` and ``n``; the paper's values are from one run at K =
+    500.
     """
     from tabulate import tabulate
 
@@ -157,7 +165,8 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
             ESTIMATE_LABELS.get(r["estimate"], r["estimate"]),
             str(r["K"]) if r["K"] == r["K_max"] else f"{r['K']}-{r['K_max']}",
             f"{len(seeds)} ({_seed_list(seeds)})",
-            _spread(r["correct"], _pct) + ("" if r["correct"].n == len(seeds) else f" ({r['correct'].n} seeds)"),
+            _spread(r["correct"], _pct) + ("" if r["correct"].n == len(seeds)
+            else f" ({r['correct'].n} seeds)"),
         ]
         if paper:
             cells.append(_pct(p["correct"]) if p else "-")
@@ -175,14 +184,18 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
         if paper:
             cells.append(_g(p["max_ae"]) if p else "-")
         cells.append(_spread(r["undecided"], lambda x: f"{x:.3g}"))
-        cells += [_spread(r[key], _pct) if key in r and r[key].n else "n/a" for key in ("coverage", "precision",
+        cells += [_spread(r[key], _pct) if key in r and r[key].n else "n/a" for key in ("coverage",
+            "precision",
                                                                                            "calibrated")]
         body.append(cells)
     if paper:
-        head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "paper", "JC hits ↑", "paper", "GS hits ↑", "paper",
-                "MAE ↓", "paper", "Max. AE ↓", "paper", "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
+        head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "paper", "JC hits ↑", "paper",
+            "GS hits ↑", "paper",
+                "MAE ↓", "paper", "Max. AE ↓", "paper", "Undecided", "Coverage ↑", "Precision ↑",
+                "Calibrated ↑"]
     else:
-        head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓", "Max. AE ↓",
+        head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓",
+            "Max. AE ↓",
                 "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
@@ -196,8 +209,9 @@ def _seed_list(seeds) -> str:
 
 
 def describe_coverage(sweep) -> str:
-    """One sentence: per task, the runs and seeds the table covers, at which K, which runs were cut to it,
-    and what was left out (unfinished)."""
+    """One sentence: per task, the runs and seeds the table covers, at which K, which runs were cut
+    to
+    it, and what was left out (unfinished)."""
     parts = []
     for task in sweep.tasks():
         rs = [r for r in sweep.runs if r.task == task]
@@ -218,19 +232,24 @@ def describe_coverage(sweep) -> str:
 
 
 def is_edge_run(run) -> bool:
-    """Whether a seeds-study run belongs to the edge-of-stability study: the ``edge`` preset, or (runs made
-    before that preset had its name) a built-in task's ``default`` sizes at the ``edge`` learning rate."""
+    """Whether a seeds-study run belongs to the edge-of-stability study: the ``edge`` preset, or
+    (runs
+    made before that preset had its name) a built-in task's ``default`` sizes at the ``edge``
+    learning rate."""
     from crosscurv.experiments.tasks import TASKS, preset_settings
 
     if run.preset == "edge":
         return True
     if run.preset != "default" or run.task not in TASKS:
         return False
-    return run.lr == preset_settings(run.task, "edge")["lr"] != preset_settings(run.task, "default")["lr"]
+    return run.lr == preset_settings(run.task, "edge")["lr"] != preset_settings(run.task,
+        "default")["lr"]
 
 
 def split_edge(runs) -> tuple[list, list]:
-    """``(runs inside the regime's study, edge-of-stability runs)`` of :func:`is_edge_run`, order kept."""
+    """``(runs inside the regime's study, edge-of-stability runs)`` of :func:`is_edge_run`, order
+    kept.
+    """
     inside, edge = [], []
     for r in runs:
         (edge if is_edge_run(r) else inside).append(r)
@@ -238,10 +257,11 @@ def split_edge(runs) -> tuple[list, list]:
 
 
 def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | None:
-    """``(intervals, certificates)`` of ``estimate`` by :func:`crosscurv.numeric.error_estimates.defect_certificates`
-    (the defect interval, or the recorded bound ``{estimate}_err`` where the records hold it; regime:
-    ``eta * sharpness_k`` of :func:`crosscurv.experiments.studies.regime.regime_series` below 2 at every
-    ``j <= k``); ``None`` without a sharpness column."""
+    """``(intervals, certificates)`` of ``estimate`` by
+    :func:`crosscurv.numeric.error_estimates.defect_certificates` (the defect interval, or the
+    recorded bound ``{estimate}_err`` where the records hold it; regime: ``eta * sharpness_k`` of
+    :func:`crosscurv.experiments.studies.regime.regime_series` below 2 at every ``j <= k``);
+    ``None`` without a sharpness column."""
     from crosscurv.experiments.studies.regime import regime_series
     from crosscurv.numeric.error_estimates import defect_certificates
 
@@ -255,13 +275,14 @@ def defect_columns(columns, lr: float, estimate: str) -> tuple[list, list] | Non
 
 
 def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
-    """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified winners of the
-    certificate the records hold in ``{estimate}_cert`` (:mod:`crosscurv.numeric.certificate` for runs
-    recorded since it, ``|estimate| > {estimate}_err`` before; key ``bound``: over all decided iterations) and of the defect interval (``defect_all``,
-    ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the defect interval's calibration
-    (``defect_calibrated``: share of the iterations where it is defined that it holds ``gap - estimate``), the
-    largest converged
-    ``eta * lambda_max`` (NaN for records without it), the first crossing of 2 and the observed winner switches."""
+    """Per run (cut like :func:`seed_groups`) and estimate: Coverage and Precision of the certified
+    winners of the certificate the records hold in ``{estimate}_cert``
+    (:mod:`crosscurv.numeric.certificate` for runs recorded since it, ``|estimate| >
+    {estimate}_err`` before; key ``bound``: over all decided iterations) and of the defect interval
+    (``defect_all``, ``defect_before``: before the first ``k`` with ``eta * sharpness_k >= 2``), the
+    defect interval's calibration (``defect_calibrated``: share of the iterations where it is
+    defined that it holds ``gap - estimate``), the largest converged ``eta * lambda_max`` (NaN for
+    records without it), the first crossing of 2 and the observed winner switches."""
     from crosscurv.experiments.studies.regime import observed_switches, regime_series
     from crosscurv.numeric.error_estimates import defect_calibration
     from crosscurv.numeric.metrics import certified_metrics
@@ -277,7 +298,8 @@ def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]
             K = len(cols["k"])
             cut = K if cross is None else cross - 1
             lam = cols.get("lambda_max")
-            top = float(r.lr * np.nanmax(lam)) if lam is not None and np.isfinite(lam).any() else math.nan
+            top = float(r.lr * np.nanmax(lam)) if lam is not None and np.isfinite(
+                lam).any() else math.nan
             for e in estimates:
                 dc = defect_columns(cols, r.lr, e)
                 if dc is None:
@@ -288,12 +310,15 @@ def certified_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]
                 has_bound = f"{e}_cert" in cols and np.isfinite(cols[f"{e}_cert"]).any()
                 g, x, ge = cols["gap"], cols[e], cols["gap_err"]
                 out.append({
-                    "task": r.task, "lr": r.lr, "seed": r.seed, "K": r.K, "status": r.status, "estimate": e,
+                    "task": r.task, "lr": r.lr, "seed": r.seed, "K": r.K, "status": r.status,
+                    "estimate": e,
                     "cross": cross, "max_eta_lambda": top, "switches": observed_switches(cols),
                     "bound": certified_metrics(g, x, cols[f"{e}_cert"], ge) if has_bound else None,
                     "defect_all": certified_metrics(g, x, cert, ge),
-                    "defect_before": certified_metrics(g[:cut], x[:cut], cert[:cut], ge[:cut]) if cut else None,
-                    "defect_calibrated": defect_calibration(g[defined], x[defined], [intervals[i] for i in defined])
+                    "defect_before": certified_metrics(g[:cut], x[:cut], cert[:cut], ge[:cut])
+                    if cut else None,
+                    "defect_calibrated": defect_calibration(g[defined], x[defined], [intervals[i]
+                    for i in defined])
                     if defined else math.nan,
                 })
     return out
@@ -308,19 +333,23 @@ def _cp(m) -> str:
 
 
 def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
-    """One line per run and estimate: regime indicators, ``Coverage / Precision`` of the bound's certificates,
-    of the defect interval's before the first crossing of 2 and over the run, and the defect calibration."""
+    """One line per run and estimate: regime indicators, ``Coverage / Precision`` of the bound's
+    certificates, of the defect interval's before the first crossing of 2 and over the run, and the
+    defect calibration."""
     from tabulate import tabulate
 
     body = []
     for r in rows:
         body.append([r["task"], f"{r['lr']:g}", str(r["seed"]),
                      str(r["K"]) + ("" if r["status"] == "complete" else f" ({r['status']})"),
-                     "n/a" if r["max_eta_lambda"] != r["max_eta_lambda"] else f"{r['max_eta_lambda']:.3g}",
-                     "never" if r["cross"] is None else str(r["cross"]), str(r["switches"]), r["estimate"],
+                     "n/a" if r["max_eta_lambda"] != r["max_eta_lambda"]
+                     else f"{r['max_eta_lambda']:.3g}",
+                     "never" if r["cross"] is None else str(r["cross"]), str(r["switches"]), r[
+                     "estimate"],
                      _cp(r["bound"]) if r["bound"] is not None else "n/a", _cp(r["defect_before"]),
                      _cp(r["defect_all"]), _pct(r["defect_calibrated"])])
-    head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2", "winner switches",
+    head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2",
+        "winner switches",
             "estimate", "recorded certificate (`*_cert`): Cov. / Prec.",
             "defect, before the edge: Cov. / Prec.", "defect, all: Cov. / Prec.",
             "defect Calibrated"]
@@ -328,17 +357,20 @@ def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
 
 
 def summarize_certified(rows: Sequence[dict]) -> list[dict]:
-    """Per task and estimate, pooled over the runs: counts summed, ``before`` (defect, before the first crossing),
-    ``all`` (defect, every iteration) and ``bound`` (every iteration) as Coverage / Precision, and the mean
-    defect calibration."""
+    """Per task and estimate, pooled over the runs: counts summed, ``before`` (defect, before the
+    first
+    crossing), ``all`` (defect, every iteration) and ``bound`` (every iteration) as Coverage /
+    Precision, and the mean defect calibration."""
     groups: dict = {}
     for r in rows:
-        g = groups.setdefault((r["task"], r["estimate"]), {"runs": 0, "cal": [], "before": [0, 0, 0],
+        g = groups.setdefault((r["task"], r["estimate"]), {"runs": 0, "cal": [], "before": [0, 0,
+            0],
                                                            "all": [0, 0, 0], "bound": [0, 0, 0]})
         g["runs"] += 1
         if r["defect_calibrated"] == r["defect_calibrated"]:
             g["cal"].append(r["defect_calibrated"])
-        for key, m in (("before", r["defect_before"]), ("all", r["defect_all"]), ("bound", r["bound"])):
+        for key, m in (("before", r["defect_before"]), ("all", r["defect_all"]), ("bound", r[
+                "bound"])):
             if m is not None:
                 g[key][0] += m["decided"]
                 g[key][1] += m["certified"]
@@ -348,15 +380,19 @@ def summarize_certified(rows: Sequence[dict]) -> list[dict]:
         def metrics(c):
             d, n, ok = c
             return {"decided": d, "certified": n, "correct": ok,
-                    "coverage": 100.0 * n / d if d else math.nan, "precision": 100.0 * ok / n if n else math.nan}
-        out.append({"task": task, "estimate": est, "runs": g["runs"], "before": metrics(g["before"]),
+                    "coverage": 100.0 * n / d if d else math.nan, "precision": 100.0 * ok / n if n
+                    else math.nan}
+        out.append({"task": task, "estimate": est, "runs": g["runs"], "before": metrics(g[
+            "before"]),
                     "all": metrics(g["all"]), "bound": metrics(g["bound"]),
                     "calibrated": math.fsum(g["cal"]) / len(g["cal"]) if g["cal"] else math.nan})
     return out
 
 
 def render_certified_summary(summary: Sequence[dict], fmt: str = "github") -> str:
-    """:func:`summarize_certified` as a table (``correct/certified of decided`` with each percentage)."""
+    """:func:`summarize_certified` as a table (``correct/certified of decided`` with each
+    percentage).
+    """
     from tabulate import tabulate
 
     def cell(m):
@@ -364,8 +400,10 @@ def render_certified_summary(summary: Sequence[dict], fmt: str = "github") -> st
             return "-"
         return f"{_cp(m)} ({m['correct']}/{m['certified']} of {m['decided']})"
 
-    body = [[TASK_LABELS.get(s["task"], s["task"]), ESTIMATE_LABELS.get(s["estimate"], s["estimate"]), str(s["runs"]),
-             cell(s["before"]), cell(s["all"]), cell(s["bound"]), _pct(s["calibrated"])] for s in summary]
+    body = [[TASK_LABELS.get(s["task"], s["task"]), ESTIMATE_LABELS.get(s["estimate"], s[
+        "estimate"]), str(s["runs"]),
+             cell(s["before"]), cell(s["all"]), cell(s["bound"]), _pct(s["calibrated"])]
+             for s in summary]
     head = ["Task", "Estimate", "runs", "defect, before the edge: Coverage / Precision",
             "defect, all iterations: Coverage / Precision",
             "recorded certificate (`*_cert`), all iterations: Coverage / Precision",

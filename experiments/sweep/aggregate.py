@@ -17,7 +17,8 @@ from typing import Sequence
 from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.numeric.records import ESTIMATES
 
-#: exit code of ``crosscurv run`` for a diverged run (``crosscurv.numeric.protocol.DIVERGED_EXIT_CODE``)
+# : exit code of ``crosscurv run`` for a diverged run
+# (``crosscurv.numeric.protocol.DIVERGED_EXIT_CODE``)
 DIVERGED_EXIT_CODE = 3
 
 __all__ = ["COLUMNS", "METRIC_KEYS", "run_row", "write_csv", "render_markdown", "group_over_seeds",
@@ -43,7 +44,8 @@ def run_row(point, run_dir: str, action: str, outcome: dict | None, summary: dic
     row.update(
         name=point.name, task=point.task,
         preset=s.get("preset", point.preset), pattern=s.get("pattern_spec", point.pattern),
-        lr=_num(s.get("lr", point.lr)), seed=s.get("seed", point.seed), iters=s.get("iters", point.iters),
+        lr=_num(s.get("lr", point.lr)), seed=s.get("seed", point.seed), iters=s.get("iters",
+        point.iters),
         dtype=s.get("dtype", point.dtype), action=action, run_dir=run_dir,
     )
     outcome = outcome or {}
@@ -57,7 +59,8 @@ def run_row(point, run_dir: str, action: str, outcome: dict | None, summary: dic
         status = "failed" if code != 130 else "interrupted"
     if status == "diverged" and not error:
         error = (summary or {}).get("message", "")
-    row.update(status=status or "failed", exit_code=code, error=error, seconds=_num(outcome.get("seconds")))
+    row.update(status=status or "failed", exit_code=code, error=error, seconds=_num(outcome.get(
+        "seconds")))
     if summary:
         row["records"] = summary.get("records")
         row["diverged_at"] = summary.get("diverged_at")
@@ -70,7 +73,8 @@ def run_row(point, run_dir: str, action: str, outcome: dict | None, summary: dic
                 continue
             row.update({f"{est}_correct": _num(m.get("correct")), f"{est}_mae": _num(m.get("mae")),
                         f"{est}_max_ae": _num(m.get("max_ae"))})
-            for key, n_key, pair in (("jc_hits", "n_jc", m.get("jc_hits")), ("s_hits", "n_s", m.get("s_hits"))):
+            for key, n_key, pair in (("jc_hits", "n_jc", m.get("jc_hits")), ("s_hits", "n_s", m.get(
+                    "s_hits"))):
                 if pair:
                     row[f"{est}_{key}"], row[f"{est}_{n_key}"] = int(pair[0]), int(pair[1])
     return row
@@ -85,7 +89,8 @@ def _csv_value(v) -> str:
 
 
 def write_csv(path: str, rows: Sequence[dict]) -> None:
-    """``sweep.csv``: header :data:`COLUMNS`, one line per row, floats in round-trip form (atomic)."""
+    """``sweep.csv``: header :data:`COLUMNS`, one line per row, floats in round-trip form (atomic).
+    """
     import io
 
     from crosscurv.numeric.records import atomic_write_text
@@ -266,11 +271,14 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | No
                  "renders this file again from `sweep.csv`. Do not edit.")
     lines.append("")
     n_ok = sum(r["status"] == "complete" for r in rows)
-    lines.append(f"{len(rows)} runs, {n_ok} complete. Correct and MAE per estimate (paper, Section 5.1); "
-                 "eta*L = learning rate x the run's largest curvature estimate L (the expansions need it "
+    lines.append(f"{len(rows)} runs, {n_ok} complete. Correct and MAE per estimate (paper, "
+        "Section 5.1); "
+                 "eta*L = learning rate x the run's largest curvature estimate L (the "
+                 "expansions need it "
                  "well below 2).")
     lines.append("")
-    head = ["run", "status", "K", "eta*L"] + [f"{e} {m}" for e in ESTIMATES for m in ("Correct", "MAE")]
+    head = ["run", "status", "K", "eta*L"] + [f"{e} {m}" for e in ESTIMATES for m in ("Correct",
+        "MAE")]
     body = []
     for r in rows:
         done = r["status"] == "complete"
@@ -291,7 +299,8 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | No
             seeds = f"{g['n']}" + (f" (+{g['failed']} not complete)" if g["failed"] else "")
             body.append([g["task"], g["preset"] or "", g["pattern"] or "", _g(g["lr"]), seeds,
                          _range(g["eta_L"], _g)]
-                        + [_range(g[f"{e}_{k}"], f) for e in ESTIMATES for k, f in (("correct", _pct), ("mae", _g))])
+                        + [_range(g[f"{e}_{k}"], f) for e in ESTIMATES for k, f in (("correct",
+                        _pct), ("mae", _g))])
         lines.append(tabulate(body, headers=head, tablefmt="github", disable_numparse=True))
     return "\n".join(lines) + "\n"
 

@@ -44,16 +44,21 @@ class RunPoint:
                 "pattern": self.pattern, "iters": self.iters, "dtype": self.dtype}
 
     def description(self, threads: int | None = None):
-        """The :class:`crosscurv.experiments.runs.RunDescription` of this run (with ``threads`` intra-op threads)."""
+        """The :class:`crosscurv.experiments.runs.RunDescription` of this run (with ``threads``
+        intra-op threads)."""
         from crosscurv.experiments.runs import RunDescription
 
         return RunDescription(self.task, preset=self.preset, pattern=self.pattern,
-                              lr=None if self.lr is None else float(self.lr), iters=self.iters, seed=self.seed,
+                              lr=None if self.lr is None else float(self.lr), iters=self.iters,
+                              seed=self.seed,
                               dtype=self.dtype, threads=threads)
 
     def argv(self, out_dir: str, resume: bool = False) -> list[str]:
-        """The ``crosscurv`` command line of this run (``crosscurv run ... --out OUT_DIR [--resume]``)."""
-        return ["run", *self.description().to_args(), "--out", str(out_dir)] + (["--resume"] if resume else [])
+        """The ``crosscurv`` command line of this run (``crosscurv run ... --out OUT_DIR
+        [--resume]``).
+        """
+        return ["run", *self.description().to_args(), "--out", str(out_dir)] + (["--resume"]
+            if resume else [])
 
 
 def _slug(text: str) -> str:
@@ -93,7 +98,9 @@ def _digest(p: RunPoint) -> str:
 
 
 def expand(spec: SweepSpec) -> list[RunPoint]:
-    """All grid points, in the order tasks x presets x lrs x seeds x patterns, each with a unique name."""
+    """All grid points, in the order tasks x presets x lrs x seeds x patterns, each with a unique
+    name.
+    """
     points = [
         RunPoint(task=t, preset=pr, lr=lr, seed=s, pattern=pa, iters=spec.iters, dtype=spec.dtype)
         for t, pr, lr, s, pa in itertools.product(*(getattr(spec, a) for a in AXES))

@@ -23,14 +23,17 @@ _OBJECT_STORE_BYTES = 200 * 1024 * 1024
 
 
 class RayStart:
-    """How :func:`connect` found Ray: ``started`` (by this call), ``seconds`` it took, ``resources``."""
+    """How :func:`connect` found Ray: ``started`` (by this call), ``seconds`` it took,
+    ``resources``.
+    """
 
     def __init__(self, started: bool, seconds: float, resources: dict):
         self.started, self.seconds, self.resources = started, seconds, resources
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
-    """:class:`SweepError` unless ``address`` is ``auto`` or a ``HOST:PORT`` that accepts a TCP connection.
+    """:class:`SweepError` unless ``address`` is ``auto`` or a ``HOST:PORT`` that accepts a TCP
+    connection.
 
     ``ray.init`` retries an unreachable address for minutes; this fails in seconds.
     """
@@ -44,11 +47,14 @@ def check_address(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise SweepError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+        raise SweepError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
 def connect(num_cpus: int, address: str | None = None) -> RayStart:
-    """Use the Ray instance of this process, join ``address``, or start a local one with ``num_cpus`` CPUs."""
+    """Use the Ray instance of this process, join ``address``, or start a local one with
+    ``num_cpus``
+    CPUs."""
     if address:
         check_address(address)
     import ray
@@ -59,22 +65,27 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
     kw = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
               configure_logging=True)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    # a local instance's workers run the sweep's runs at the driver's priority (Ray's default niceness 15
-    # starves them beside any other busy process on the machine); read by the raylet this call starts
+    # a local instance's workers run the sweep's runs at the driver's priority (Ray's default
+    # niceness 15
+    # starves them beside any other busy process on the machine); read by the raylet this call
+    # starts
     os.environ.setdefault("RAY_worker_niceness", "0")
     try:
         if address:
-            # workers import crosscurv as this driver does: where the cluster shares this file system,
+            # workers import crosscurv as this driver does: where the cluster shares this file
+            # system,
             # from the same folder; elsewhere crosscurv must be installed on every node
             code_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             path = os.pathsep.join(p for p in (code_root, os.environ.get("PYTHONPATH", "")) if p)
             ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
         else:
             # "local": always a new instance, never a cluster that `ray start` left on this machine
-            ray.init(address="local", num_cpus=int(num_cpus), object_store_memory=_OBJECT_STORE_BYTES, **kw)
+            ray.init(address="local", num_cpus=int(num_cpus),
+                object_store_memory=_OBJECT_STORE_BYTES, **kw)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
-        raise SweepError(f"cannot {where}: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
+        raise SweepError(f"cannot {where}: "
+            f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
     return RayStart(True, time.perf_counter() - t0, dict(ray.cluster_resources()))
 
 
@@ -94,11 +105,11 @@ def _first_line(exc: BaseException) -> str:
 
 def run_tasks(items: Sequence, make_call: Callable, workers: int, threads: int,
               on_done: Callable[[object, dict], None]) -> None:
-    """Run :func:`crosscurv.experiments.sweep.worker.execute_run` with the arguments ``make_call(item)`` as Ray
-    tasks, ``workers`` at a time.
+    """Run :func:`crosscurv.experiments.sweep.worker.execute_run` with the arguments
+    ``make_call(item)`` as Ray tasks, ``workers`` at a time.
 
-    On ``KeyboardInterrupt`` the runs in flight are cancelled (their folders
-    keep a checkpoint, so a rerun resumes them) and the interrupt propagates.
+    On ``KeyboardInterrupt`` the runs in flight are cancelled (their folders keep a checkpoint, so a
+    rerun resumes them) and the interrupt propagates.
     """
     import ray
 

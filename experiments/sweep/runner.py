@@ -1,17 +1,18 @@
-"""``run_sweep``: every grid point as a run (:func:`crosscurv.experiments.runs.run`) on Ray, then the aggregate.
+"""``run_sweep``: every grid point as a run (:func:`crosscurv.experiments.runs.run`) on Ray, then
+the
+aggregate.
 
 Layout of ``OUT``::
 
-    OUT/sweep.json          the grid, the Ray set-up and timings
-    OUT/sweep.csv           one row per run (crosscurv.experiments.sweep.aggregate)
-    OUT/sweep.md            per-run table, mean [min, max] over seeds
-    OUT/sweep_agreement.png Correct_K against the learning rate per estimate
+    OUT/sweep.json          the grid, the Ray set-up and timings OUT/sweep.csv           one row per
+    run (crosscurv.experiments.sweep.aggregate) OUT/sweep.md            per-run table, mean [min,
+    max] over seeds OUT/sweep_agreement.png Correct_K against the learning rate per estimate
     OUT/runs/<name>/        records.csv, summary.json, checkpoint.pt, run.log
 
-Rerunning a sweep into the same ``OUT`` needs ``resume=True`` (``--resume``):
-complete runs are reused, interrupted ones resumed, the others started
-(:mod:`crosscurv.experiments.sweep.state`).  ``sweep.csv`` is rewritten after every
-finished run, so a killed sweep keeps the rows of the runs it finished.
+Rerunning a sweep into the same ``OUT`` needs ``resume=True`` (``--resume``): complete runs are
+reused, interrupted ones resumed, the others started (:mod:`crosscurv.experiments.sweep.state`).
+``sweep.csv`` is rewritten after every finished run, so a killed sweep keeps the rows of the runs it
+finished.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class _Progress:
         best = row.get("cumulative_correct")
         took = f" in {row['seconds']:.1f} s" if row.get("seconds") is not None else ""
         what = row["status"] + (" (reused)" if row["action"] == state.REUSE else "")
-        extra = f", cumulative {best:.1f}%" if best is not None and row["status"] == "complete" else ""
+        extra = f", cumulative {best:.1f}%" if best is not None and row[
+            "status"] == "complete" else ""
         err = f": {row['error']}" if row["status"] != "complete" and row["error"] else ""
         line = f"crosscurv: sweep [{self.n}/{self.total}] {row['name']}: {what}{took}{extra}{err}"
         if self.bar is not None:
@@ -105,26 +107,27 @@ def _check_count(name: str, value) -> int | None:
 
 
 def run_sweep(spec: SweepSpec, out: str, *, workers: int | None = None, threads: int | None = None,
-              address: str | None = None, resume: bool = False, progress: bool = True) -> SweepResult:
+              address: str | None = None, resume: bool = False,
+              progress: bool = True) -> SweepResult:
     """Run every point of ``spec`` as a Ray task and aggregate the results into ``out``.
 
     Args:
-        spec: the grid.
-        out: sweep folder (created); its runs go to ``out/runs/<name>/``.
-        workers: runs at a time (default: the CPU count of this machine, or of
+        spec: the grid. out: sweep folder (created); its runs go to ``out/runs/<name>/``. workers:
+        runs at a time (default: the CPU count of this machine, or of
             the cluster with ``address``).
         threads: intra-op threads of each run (default 1, as for ``crosscurv run``:
-            :data:`crosscurv.experiments.runs.DEFAULT_THREADS`); each Ray task asks for that many CPUs.
+            :data:`crosscurv.experiments.runs.DEFAULT_THREADS`); each Ray task asks for that many
+            CPUs.
         address: a running Ray cluster to join (``ray start --head`` / ``auto``);
-            ``None`` starts a local instance for this sweep and stops it after.
-            A Ray instance already initialised in this process is used as it is.
+            ``None`` starts a local instance for this sweep and stops it after. A Ray instance
+            already initialised in this process is used as it is.
         resume: continue a sweep already in ``out`` (reuse complete runs,
             resume interrupted ones); without it ``out`` must hold no runs.
         progress: print one line per finished run on stderr.
 
     Returns:
-        A :class:`SweepResult`.  Runs that diverge, fail or crash their worker
-        are reported in its rows; the others finish.
+        A :class:`SweepResult`.  Runs that diverge, fail or crash their worker are reported in its
+        rows; the others finish.
 
     Raises:
         SweepError: bad grid or options, or ``out`` holds runs and ``resume`` is false.
@@ -179,7 +182,8 @@ def _check_options(spec, out, workers, threads, resume) -> tuple:
     if os.path.exists(out) and not os.path.isdir(out):
         raise SweepError(f"sweep folder {out} exists and is not a directory")
     if not resume and os.path.isdir(runs_dir) and os.listdir(runs_dir):
-        raise SweepError(f"{out} already holds a sweep; use --resume to continue it or choose another --out")
+        raise SweepError(f"{out} already holds a sweep; use --resume to continue it or choose "
+            "another --out")
     return workers, threads, out, runs_dir
 
 
@@ -216,7 +220,8 @@ def _execute(todo, rows, ordered, bar, info, out, runs_dir, workers, threads, ad
         if address is None:
             workers = workers or min(local_cpus, len(todo))
             threads = threads or DEFAULT_THREADS
-        ray = ray_backend.connect(num_cpus=(workers or local_cpus) * (threads or 1), address=address)
+        ray = ray_backend.connect(num_cpus=(workers or local_cpus) * (threads or 1),
+            address=address)
         started, ray_start_s = ray.started, ray.seconds
         cluster_cpus = int(ray.resources.get("CPU", 1))
         threads = threads or DEFAULT_THREADS
@@ -247,7 +252,8 @@ def _execute(todo, rows, ordered, bar, info, out, runs_dir, workers, threads, ad
                 if p.name not in rows:
                     summary = state.read_run_summary(os.path.join(runs_dir, p.name))
                     rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action,
-                                                     {"exit_code": 130, "error": "sweep interrupted"},
+                                                     {"exit_code": 130,
+                                                     "error": "sweep interrupted"},
                                                      summary)
             aggregate.write_csv(os.path.join(out, "sweep.csv"), ordered())
             raise
@@ -270,4 +276,5 @@ def agreement(rows, path):
 def _write_info(out: str, info: dict) -> None:
     from crosscurv.numeric.records import atomic_write_text, json_safe
 
-    atomic_write_text(os.path.join(out, "sweep.json"), json.dumps(json_safe(info), indent=2, default=str) + "\n")
+    atomic_write_text(os.path.join(out, "sweep.json"), json.dumps(json_safe(info), indent=2,
+        default=str) + "\n")

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Sequence
 
 from crosscurv.theory.errors import InputError, SweepError
 
-__all__ = ["SweepError", "SweepSpec", "AXES", "SCALARS", "parse_seeds", "read_toml", "spec_from_toml",
+__all__ = ["SweepError", "SweepSpec", "AXES", "SCALARS", "parse_seeds", "read_toml",
+    "spec_from_toml",
            "spec_from_mapping", "axis_values"]
 
 #: list-valued axes of the grid, in expansion order
@@ -87,7 +88,9 @@ _RANGE = re.compile(r"^\s*(-?\d+)\s*-\s*(-?\d+)\s*$")
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"3"`` -> ``[3]``; ``"0-4"`` -> ``[0, 1, 2, 3, 4]`` (inclusive); :class:`SweepError` otherwise."""
+    """``"3"`` -> ``[3]``; ``"0-4"`` -> ``[0, 1, 2, 3, 4]`` (inclusive); :class:`SweepError`
+    otherwise.
+    """
     s = str(text).strip()
     m = _RANGE.match(s)
     if m:
@@ -115,7 +118,8 @@ def validate(spec: SweepSpec) -> None:
     for a in AXES:
         vals = getattr(spec, a)
         if not isinstance(vals, tuple) or not vals:
-            raise SweepError(f"the grid needs at least one {a}" if a == "task" else f"axis {a} is empty")
+            raise SweepError(f"the grid needs at least one {a}" if a == "task"
+                else f"axis {a} is empty")
         dup = _dups(vals)
         if dup:
             raise SweepError(f"axis {a} repeats {dup[0]!r}")
@@ -126,7 +130,8 @@ def validate(spec: SweepSpec) -> None:
             from crosscurv.experiments.tasks.names import TASK_NAMES as names
 
             if t not in names:
-                raise SweepError(f"unknown task {t!r} (built-in: {', '.join(names)}; or module:factory)")
+                raise SweepError(f"unknown task {t!r} (built-in: {', '.join(names)}; or "
+                    "module:factory)")
     for axis in ("preset", "lr", "seed", "pattern"):
         for value in getattr(spec, axis):
             if value is not None or axis == "seed":
@@ -136,7 +141,8 @@ def validate(spec: SweepSpec) -> None:
 
 
 def _check(setting: str, value) -> None:
-    """The run's own check of one setting (:func:`crosscurv.experiments.runs.check_setting`), as a SweepError."""
+    """The run's own check of one setting (:func:`crosscurv.experiments.runs.check_setting`), as a
+    SweepError."""
     from crosscurv.experiments.runs import check_setting
 
     try:

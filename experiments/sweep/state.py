@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 
-from crosscurv.numeric.records import CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, RecordsError, read_summary
+from crosscurv.numeric.records import (CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, RecordsError,
+    read_summary)
 
-__all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "RESTART", "read_run_summary", "run_action",
+__all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "RESTART", "read_run_summary",
+    "run_action",
            "settings_difference", "clear_for_restart"]
 
 #: summary statuses that no rerun would change
@@ -23,7 +25,8 @@ NEW, RESUME, REUSE, CONFLICT, RESTART = "new", "resume", "reuse", "conflict", "r
 
 
 def read_run_summary(run_dir: str) -> dict | None:
-    """``summary.json`` of a run folder (``crosscurv.numeric.records.read_summary``), ``None`` if absent or torn."""
+    """``summary.json`` of a run folder (``crosscurv.numeric.records.read_summary``), ``None`` if
+    absent or torn."""
     path = os.path.join(run_dir, SUMMARY_FILE)
     if not os.path.isfile(path):
         return None
@@ -35,9 +38,10 @@ def read_run_summary(run_dir: str) -> dict | None:
 
 
 def settings_difference(point, settings: dict) -> str | None:
-    """The first requested setting of ``point`` that ``settings`` (a summary's) does not match: the point's
-    :class:`~crosscurv.experiments.runs.RunDescription` against the summary's (settings the point leaves to
-    the run are not compared; nor is the task of a factory, which records its own name)."""
+    """The first requested setting of ``point`` that ``settings`` (a summary's) does not match: the
+    point's :class:`~crosscurv.experiments.runs.RunDescription` against the summary's (settings the
+    point leaves to the run are not compared; nor is the task of a factory, which records its own
+    name)."""
     from crosscurv.experiments.runs import RunDescription
     from crosscurv.theory.errors import InputError
 
@@ -56,23 +60,27 @@ def settings_difference(point, settings: dict) -> str | None:
 
 
 def run_action(point, run_dir: str) -> tuple[str, str | None]:
-    """``(action, reason)``: :data:`NEW`, :data:`RESUME`, :data:`REUSE`, :data:`RESTART` or :data:`CONFLICT`."""
+    """``(action, reason)``: :data:`NEW`, :data:`RESUME`, :data:`REUSE`, :data:`RESTART` or
+    :data:`CONFLICT`."""
     if not os.path.isdir(run_dir):
         return NEW, None
     summary = read_run_summary(run_dir)
     if summary is not None and summary.get("status") in FINAL_STATUSES:
         diff = settings_difference(point, summary.get("settings", {}))
         if diff is not None:
-            return CONFLICT, f"{run_dir} holds a {summary['status']} run with other settings ({diff})"
+            return (CONFLICT, f"{run_dir} holds a {summary['status']} run with other settings "
+                f"({diff})")
         return REUSE, None
     if os.path.exists(os.path.join(run_dir, CHECKPOINT_FILE)):
         return RESUME, None
     if os.path.exists(os.path.join(run_dir, RECORDS_FILE)):
-        return RESTART, f"{run_dir} holds records of an interrupted run without its checkpoint: started afresh"
+        return (RESTART, f"{run_dir} holds records of an interrupted run without its checkpoint: "
+            "started afresh")
     return NEW, None
 
 
-#: What an interrupted run without its checkpoint leaves that a fresh start would refuse to overwrite.
+# : What an interrupted run without its checkpoint leaves that a fresh start would refuse to
+# overwrite.
 _RESTART_FILES = (RECORDS_FILE, SUMMARY_FILE, "run.log")
 
 

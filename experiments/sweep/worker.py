@@ -1,12 +1,13 @@
-"""The body of one sweep task: one run (:func:`crosscurv.experiments.runs.run`) in the current process.
+"""The body of one sweep task: one run (:func:`crosscurv.experiments.runs.run`) in the current
+process.
 
-A sweep run and the same ``crosscurv run`` typed by hand perform the same run:
-both go through :func:`crosscurv.experiments.runs.run` with the same
-:class:`~crosscurv.experiments.runs.RunDescription`.  The run's output goes to
-``run.log`` in its folder: the equivalent command line, the progress lines and
-a last line saying how it ended (``crosscurv: error: ...`` for bad input,
-``crosscurv: diverged at k=...``), with the exit code ``crosscurv run`` would
-give (0 complete, 2 bad input, 3 diverged, 70 internal error, 130 interrupted).
+A sweep run and the same ``crosscurv run`` typed by hand perform the same run: both go through
+:func:`crosscurv.experiments.runs.run` with the same
+:class:`~crosscurv.experiments.runs.RunDescription`.  The run's output goes to ``run.log`` in its
+folder: the equivalent command line, the progress lines and a last line saying how it ended
+(``crosscurv: error: ...`` for bad input, ``crosscurv: diverged at k=...``), with the exit code
+``crosscurv run`` would give (0 complete, 2 bad input, 3 diverged, 70 internal error, 130
+interrupted).
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ __all__ = ["LOG_FILE", "execute_run", "last_error"]
 
 LOG_FILE = "run.log"
 
-#: exit codes of ``crosscurv run`` (crosscurv.experiments.cli.EXIT_CODES) for the outcomes a worker reports
+# : exit codes of ``crosscurv run`` (crosscurv.experiments.cli.EXIT_CODES) for the outcomes a worker
+# reports
 BAD_INPUT, INTERNAL_ERROR, INTERRUPTED = 2, 70, 130
 
 
 def set_threads(threads: int) -> None:
-    """Intra-op thread count of this process (OpenMP/MKL for libraries loaded later, and torch now)."""
+    """Intra-op thread count of this process (OpenMP/MKL for libraries loaded later, and torch now).
+    """
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
-    os.environ.pop("CROSSCURV_DEFAULT_THREADS", None)  # the sweep's choice, not the CLI default (crosscurv.experiments.cli.threads)
+    # the sweep's choice, not the CLI default (crosscurv.experiments.cli.threads)
+    os.environ.pop("CROSSCURV_DEFAULT_THREADS", None)
     import torch
 
     torch.set_num_threads(int(threads))
@@ -45,7 +49,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def execute_run(description, out_dir: str, resume: bool, threads: int, log_path: str) -> dict:
-    """Run ``description`` into ``out_dir`` with ``threads`` threads, its output appended to ``log_path``.
+    """Run ``description`` into ``out_dir`` with ``threads`` threads, its output appended to
+    ``log_path``.
 
     Returns:
         ``{"exit_code": int, "error": str, "seconds": float, "pid": int, "threads": int}``
@@ -76,7 +81,8 @@ def execute_run(description, out_dir: str, resume: bool, threads: int, log_path:
         except KeyboardInterrupt:
             code, error = INTERRUPTED, "crosscurv: interrupted"
             line = error
-        except Exception as exc:  # a bug in crosscurv: reported in the sweep's table, the other runs go on
+        # a bug in crosscurv: reported in the sweep's table, the other runs go on
+        except Exception as exc:
             code = INTERNAL_ERROR
             error = line = f"crosscurv: internal error: {type(exc).__name__}: {_one_line(exc)}"
         finally:

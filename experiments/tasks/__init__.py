@@ -17,8 +17,11 @@ from crosscurv.lazy import lazy_exports
 __all__ = ["TASKS", "PRESETS", "TaskSpec", "UnknownTaskError", "build_task", "preset_settings"]
 
 
-# the names above on first use: the tasks from crosscurv.experiments.tasks.builtin (which imports torch), the
-# preset names and their error from .names (which does not), so that checking a --preset or a submodule that
+# the names above on first use: the tasks from crosscurv.experiments.tasks.builtin (which imports
+# torch), the
+# preset names and their error from .names (which does not), so that checking a --preset or a
+# submodule that
 # needs no torch (crosscurv.experiments.tasks.errors) does not import torch through this package
 __getattr__, __dir__ = lazy_exports(__name__, {**dict.fromkeys(__all__, f"{__name__}.builtin"),
-                                               **dict.fromkeys(("PRESETS", "UnknownTaskError"), f"{__name__}.names")})
+                                               **dict.fromkeys(("PRESETS", "UnknownTaskError"),
+                                               f"{__name__}.names")})

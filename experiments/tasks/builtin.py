@@ -33,7 +33,8 @@ class TaskSpec:
 
 
 def frozen_digest(model, params) -> str:
-    """SHA-256 of ``model``'s parameters that are not in ``params`` (the frozen weights), in name order."""
+    """SHA-256 of ``model``'s parameters that are not in ``params`` (the frozen weights), in name
+    order."""
     import hashlib
 
     h = hashlib.sha256()
@@ -124,14 +125,17 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         return F.cross_entropy(torch.func.functional_call(model, p, (xi,), {"client": i}), yi)
 
     def loss(p: dict) -> torch.Tensor:
-        """Mean client objective ``(1/M) sum_i F_i(u, v_i)``, ``F_i`` = client i's mean cross-entropy."""
+        """Mean client objective ``(1/M) sum_i F_i(u, v_i)``, ``F_i`` = client i's mean
+        cross-entropy.
+        """
         total = None
         for i in range(m):
             fi = client(p, i)
             total = fi if total is None else total + fi
         return total / m
 
-    # the same objective one client at a time, F_i / M: the protocol's default engine holds one client's graph
+    # the same objective one client at a time, F_i / M: the protocol's default engine holds one
+    # client's graph
     terms = [functools.partial(lambda p, i: client(p, i) / m, i=i) for i in range(m)]
 
     personal = [k for k in params if k.startswith("client")]
@@ -150,7 +154,8 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "init": INIT,
         "width": s["width"],
     }
-    return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs", loss_terms=terms)
+    return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs",
+        loss_terms=terms)
 
 
 # -- lora --------------------------------------------------------------------
@@ -184,7 +189,8 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
     info = {
         "data_source": data.source,
         "model_source": model_source,
-        "model": f"T5 + LoRA (r={s['rank']}, alpha={s['alpha']}, dropout 0, bias none) on q/v of encoder "
+        "model": f"T5 + LoRA (r={s['rank']}, alpha={s['alpha']}, dropout 0, bias none) on q/v of "
+        "encoder "
         f"self-, decoder self- and decoder cross-attention ({n_modules} modules); "
         "A ~ N(0, 2/d_in), B = 0",
         "examples": len(data),
@@ -201,30 +207,47 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 
 
 # -- registry and presets ------------------------------------------------------
-# Cost of the protocol per iteration: 2 gradient steps (JC: 1 gradient, GS: N block gradients) + ~(N + 4)
-# HVPs; K = 500 on one thread costs minutes (mlp) to about half an hour (fl) per run on the shared 2-core CPU
+# Cost of the protocol per iteration: 2 gradient steps (JC: 1 gradient, GS: N block gradients) + ~(N
+# + 4)
+# HVPs; K = 500 on one thread costs minutes (mlp) to about half an hour (fl) per run on the shared
+# 2-core CPU
 # (reports/studies.md, "What the runs cost").
-# Learning rates. ``default``: the rule of crosscurv.experiments.studies.regime.regime_learning_rate, the
+# Learning rates. ``default``: the rule of
+# crosscurv.experiments.studies.regime.regime_learning_rate, the
 # largest rate of LR_GRID (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002) whose largest
-# eta * lambda_max over K = 500, predicted from a reference run's converged lambda_max at the same gradient-flow
-# time eta * k, and only from the part of the reference below its own edge, is at most 1 (a factor 2 below the
-# edge of stability). References: the edge run (reports/sweeps/edge-seed0), for lora also its run at 0.01
+# eta * lambda_max over K = 500, predicted from a reference run's converged lambda_max at the same
+# gradient-flow
+# time eta * k, and only from the part of the reference below its own edge, is at most 1 (a factor 2
+# below the
+# edge of stability). References: the edge run (reports/sweeps/edge-seed0), for lora also its run at
+# 0.01
 # (reports/sweeps/reference-lora), whose sharpness passes 160 where the edge run's stays near 78:
-#   mlp 0.007 (prediction 0.45; 0.01 -> 1.80)    fl 0.007 (0.10; 0.01 not covered: the edge run crosses at t = 4)
-#   lora 0.003 (0.56; 0.005 not covered: the run at 0.01 reaches eta * lambda_max = 2.17 at k = 220, t = 2.2)
-# LoRA's observed winner does not change below the edge: at 0.01 it first changes at k = 225, after the crossing,
-# so a rate below it, which follows the same flow to t = 500 eta < 2.25, is not expected to see a change in K = 500.
-# tests/experiments/tasks/test_presets_regime.py checks the rule and eta * lambda_max(theta^0) <= 1; the K = 500
+# mlp 0.007 (prediction 0.45; 0.01 -> 1.80)    fl 0.007 (0.10; 0.01 not covered: the edge run
+# crosses at t = 4)
+# lora 0.003 (0.56; 0.005 not covered: the run at 0.01 reaches eta * lambda_max = 2.17 at k = 220, t
+# = 2.2)
+# LoRA's observed winner does not change below the edge: at 0.01 it first changes at k = 225, after
+# the crossing,
+# so a rate below it, which follows the same flow to t = 500 eta < 2.25, is not expected to see a
+# change in K = 500.
+# tests/experiments/tasks/test_presets_regime.py checks the rule and eta * lambda_max(theta^0) <= 1;
+# the K = 500
 # runs over seeds (reports/studies.md) are the confirmation.
-# ``edge``: the rates first probed for a GS-JC winner that changes early (mlp 0.01, fl 0.05, lora 0.03);
-# they drive FL and LoRA past eta * lambda_max = 2 within k = 10-80 and FL seed 0 diverges at k = 431
+# ``edge``: the rates first probed for a GS-JC winner that changes early (mlp 0.01, fl 0.05, lora
+# 0.03);
+# they drive FL and LoRA past eta * lambda_max = 2 within k = 10-80 and FL seed 0 diverges at k =
+# 431
 # (reports/sweeps/edge-*): the edge-of-stability study.
 # Paper presets reuse the edge learning rates; they were not probed at the paper's sizes.
 _MLP_PRESETS = {
-    "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05, "iters": 5},
-    "default": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.007, "iters": 500},
-    "edge": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
-    "paper": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01, "iters": 500},
+    "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05,
+    "iters": 5},
+    "default": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.007,
+    "iters": 500},
+    "edge": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01,
+    "iters": 500},
+    "paper": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01,
+    "iters": 500},
 }
 _FL_PRESETS = {
     "smoke": {"clients": 3, "width": 4, "examples_per_client": 2, "lr": 0.05, "iters": 5},
@@ -278,7 +301,8 @@ def preset_settings(name: str, preset: str = "default") -> dict:
             for k, v in s.items()}
 
 
-def build_task(name: str, preset: str = "default", *, device="cpu", dtype=torch.float32, seed: int = 0,
+def build_task(name: str, preset: str = "default", *, device="cpu", dtype=torch.float32,
+    seed: int = 0,
                data_path=None, model_path=None) -> tuple[Task, dict]:
     """Build a built-in task at a preset.
 

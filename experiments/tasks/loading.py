@@ -35,7 +35,8 @@ def is_builtin(spec: str) -> bool:
 def _split(spec: str) -> tuple[str, str]:
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
-        raise TaskError(f"bad task {spec!r}: use a built-in name, module:factory or path/to/file.py:factory")
+        raise TaskError(f"bad task {spec!r}: use a built-in name, module:factory or "
+            "path/to/file.py:factory")
     return where, attr
 
 
@@ -70,7 +71,9 @@ def search_folder(spec: str) -> str | None:
 
 
 def _import_file(path: str):
-    """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import its neighbours."""
+    """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import
+    its
+    neighbours."""
     if not os.path.isfile(path):
         raise TaskError(f"task file {path!r} does not exist")
     name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
@@ -82,7 +85,8 @@ def _import_file(path: str):
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
     except Exception as exc:
-        raise TaskError(f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TaskError(
+            f"cannot import {path!r}: {type(exc).__name__}: {_first_line(exc)}") from None
     return module
 
 
@@ -91,7 +95,8 @@ def _import_module(name: str):
         with _first_on_path(None if os.getcwd() in sys.path else os.getcwd()):
             return importlib.import_module(name)
     except Exception as exc:
-        raise TaskError(f"cannot import module {name!r}: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TaskError(
+            f"cannot import module {name!r}: {type(exc).__name__}: {_first_line(exc)}") from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -138,7 +143,8 @@ def call_factory(factory, spec: str, offered: dict):
         with _first_on_path(search_folder(spec)):
             return factory(**kwargs)
     except Exception as exc:
-        raise TaskError(f"task factory {spec} raised {type(exc).__name__}: {_first_line(exc)}") from None
+        raise TaskError(
+            f"task factory {spec} raised {type(exc).__name__}: {_first_line(exc)}") from None
 
 
 def load_task(
@@ -212,11 +218,13 @@ def load_task(
             result, extra = result
         if not isinstance(result, Task):
             raise TaskError(
-                f"task factory {spec} returned {type(result).__name__}, expected a crosscurv.numeric.Task "
+                f"task factory {spec} returned {type(result).__name__}, expected a "
+                "crosscurv.numeric.Task "
                 "(or a (Task, settings dict) pair)"
             )
         task = result
-        if (device is not None and task.device != device) or (dtype is not None and task.dtype != dtype):
+        if (device is not None and task.device != device) or (dtype is not None and task.dtype
+                != dtype):
             task = task.to(device=device, dtype=dtype)
         settings = {**extra, "task": spec, "factory": spec, "preset": preset}
     with _first_on_path(search_folder(spec)):

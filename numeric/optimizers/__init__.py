@@ -11,18 +11,23 @@ scheme step, ``phi``, ``J_phi``), :mod:`.functional` (the rules as maps on dicts
 
 from crosscurv.lazy import lazy_exports
 
-#: public name -> the module of this package that defines it (imported on first use, so that checking an
+# : public name -> the module of this package that defines it (imported on first use, so that
+# checking an
 #: ``--optimizer`` spelling needs no torch)
 _EXPORTS = {
-    **dict.fromkeys(("OptimizerSetup", "block_factors", "optimizer_setup", "param_lrs", "parse_block_lr"), "blocks"),
+    **dict.fromkeys(("OptimizerSetup", "block_factors", "optimizer_setup", "param_lrs",
+    "parse_block_lr"), "blocks"),
     **dict.fromkeys(("FunctionalOptimizer", "clip_tensor", "functional_optimizer"), "functional"),
     **dict.fromkeys(("OPTIMIZERS", "RULES", "STATE_BUFFERS"), "rules"),
-    **dict.fromkeys(("direction", "direction_jacobian_apply", "optimizer_scheme_step", "optimizer_update"), "scheme"),
-    **dict.fromkeys(("ADAM_DEFAULTS", "OptimizerError", "OptimizerSpec", "parse_optimizer"), "spec"),
+    **dict.fromkeys(("direction", "direction_jacobian_apply", "optimizer_scheme_step",
+    "optimizer_update"), "scheme"),
+    **dict.fromkeys(("ADAM_DEFAULTS", "OptimizerError", "OptimizerSpec", "parse_optimizer"),
+    "spec"),
     "OptimizerState": "state",
 }
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()},
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name,
+    module in _EXPORTS.items()},
                                    submodules=True)

@@ -1,7 +1,8 @@
-"""``adam[:B1,B2,EPS]``: ``torch.optim.Adam`` (defaults 0.9, 0.999, 1e-8; no weight decay, no amsgrad).
+"""``adam[:B1,B2,EPS]``: ``torch.optim.Adam`` (defaults 0.9, 0.999, 1e-8; no weight decay, no
+amsgrad).
 
-``m = lerp(m, g, 1 - B1)``, ``v = B2 v + (1 - B2) g^2``, step ``t``,
-``theta - (eta_i / (1 - B1^t)) m / (sqrt(v) / sqrt(1 - B2^t) + EPS)``.
+``m = lerp(m, g, 1 - B1)``, ``v = B2 v + (1 - B2) g^2``, step ``t``, ``theta - (eta_i / (1 - B1^t))
+m / (sqrt(v) / sqrt(1 - B2^t) + EPS)``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from crosscurv.theory.errors import OptimizerError
 
 from .arguments import spec_number
 
-if TYPE_CHECKING:  # torch is imported by the functions that compute, so that parsing a spec needs none
+# torch is imported by the functions that compute, so that parsing a spec needs none
+if TYPE_CHECKING:
     import torch
 
     from .spec import OptimizerSpec
@@ -54,7 +56,8 @@ def bias_corrections(spec: OptimizerSpec, step: int) -> tuple[float, float]:
     return 1 - b1**t, (1 - b2**t) ** 0.5
 
 
-def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state, new_state,
+def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state,
+    new_state,
            lrs: Mapping) -> dict:
     """New values of ``keys`` at step ``new_state.step``; their moments go to ``new_state``."""
     import torch
@@ -68,7 +71,8 @@ def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Map
     for k in keys:
         g = grads[k]
         m = (ea[k].clone() if k in ea else torch.zeros_like(params[k])).lerp_(g, 1 - b1)
-        v = (eas[k].clone() if k in eas else torch.zeros_like(params[k])).mul_(b2).addcmul_(g, g, value=1 - b2)
+        v = (eas[k].clone() if k in eas else torch.zeros_like(params[k])).mul_(b2).addcmul_(g, g,
+            value=1 - b2)
         dea[k], deas[k] = m, v
         denom = (v.sqrt() / bc2_sqrt).add_(spec.eps)
         out[k] = params[k].clone().addcdiv_(m, denom, value=-(lrs[k] / bc1))
@@ -76,18 +80,22 @@ def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Map
 
 
 def sqrt0(v: torch.Tensor) -> torch.Tensor:
-    """``sqrt(v)`` for ``v >= 0`` (the same values), with derivative 0 instead of ``inf`` where ``v = 0``."""
+    """``sqrt(v)`` for ``v >= 0`` (the same values), with derivative 0 instead of ``inf`` where ``v
+    =
+    0``."""
     import torch
 
     pos = v > 0
-    return torch.where(pos, torch.sqrt(torch.where(pos, v, torch.ones_like(v))), torch.zeros_like(v))
+    return torch.where(pos, torch.sqrt(torch.where(pos, v, torch.ones_like(v))), torch.zeros_like(
+        v))
 
 
 def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
     """``phi = (m'/c1) / (sqrt(v')/sqrt(c2) + eps)`` at step ``state.step + 1``.
 
-    Differentiable in ``grads`` (``torch.func.jvp``): its derivative is :func:`jacobian_apply`'s ``J``, with
-    the same convention at Adam's kink (``sqrt`` taken with derivative 0 where ``v' = 0``).
+    Differentiable in ``grads`` (``torch.func.jvp``): its derivative is :func:`jacobian_apply`'s
+    ``J``, with the same convention at Adam's kink (``sqrt`` taken with derivative 0 where ``v' =
+    0``).
     """
     import torch
 
@@ -105,8 +113,8 @@ def direction(spec: OptimizerSpec, state, grads: Mapping) -> dict:
 def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> dict:
     """Diagonal ``J = (1 - b1) / (c1 D) - (m'/c1) (1 - b2) g / (c2 r D^2)`` applied to ``v``.
 
-    ``r = sqrt(v'/c2)``, ``D = r + eps`` (:func:`crosscurv.theory.optimizers.adam_jacobian`); where ``r = 0``
-    (zero gradient and zero second moment, Adam's kink) the second term is taken as 0.
+    ``r = sqrt(v'/c2)``, ``D = r + eps`` (:func:`crosscurv.theory.optimizers.adam_jacobian`); where
+    ``r = 0`` (zero gradient and zero second moment, Adam's kink) the second term is taken as 0.
     """
     import torch
 
@@ -120,7 +128,8 @@ def jacobian_apply(spec: OptimizerSpec, state, grads: Mapping, v: Mapping) -> di
         vv = (eas[k] if k in eas else torch.zeros_like(g)) * b2 + (1 - b2) * g * g
         r = (vv / c2).sqrt()
         D = r + spec.eps
-        second = torch.where(r > 0, (m / c1) * (1 - b2) * g / (c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
+        second = torch.where(r > 0, (m / c1) * (1 - b2) * g / (c2 * torch.where(r > 0, r,
+            torch.ones_like(r)) * D * D),
                              torch.zeros_like(r))
         out[k] = ((1 - b1) / (c1 * D) - second) * v[k]
     return out
@@ -132,8 +141,9 @@ BOUND_SCALES_FORCING = False
 
 
 def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
-    """``{"a_m": d phi/d m', "a_v": d phi/d v', "g": g_JC}`` at the JC run's moments (trees keyed like the
-    parameters); ``a_v`` is 0 where ``r = 0``."""
+    """``{"a_m": d phi/d m', "a_v": d phi/d v', "g": g_JC}`` at the JC run's moments (trees keyed
+    like
+    the parameters); ``a_v`` is 0 where ``r = 0``."""
     import torch
 
     b1, b2 = spec.betas
@@ -147,14 +157,17 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
         r = (v / c2).sqrt()
         D = r + spec.eps
         a_m[k] = 1.0 / (c1 * D)
-        a_v[k] = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r)) * D * D),
+        a_v[k] = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r))
+            * D * D),
                              torch.zeros_like(r))
     return {"a_m": a_m, "a_v": a_v, "g": dict(g_jc)}
 
 
-def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping, zs: Mapping,
+def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping,
+    zs: Mapping,
                   dg: Mapping) -> tuple[dict, dict]:
-    """``zm' = b1 zm + (1 - b1) dg``, ``zv' = b2 zv + 2 (1 - b2) g dg``, ``z' = z - eta F (a_m zm' + a_v zv')``."""
+    """``zm' = b1 zm + (1 - b1) dg``, ``zv' = b2 zv + 2 (1 - b2) g dg``, ``z' = z - eta F (a_m zm' +
+    a_v zv')``."""
     b1, b2 = spec.betas
     a_m, a_v, g = coefficients["a_m"], coefficients["a_v"], coefficients["g"]
     zm, zv, out = {}, {}, {}
@@ -165,12 +178,15 @@ def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z:
     return out, {"exp_avg": zm, "exp_avg_sq": zv}
 
 
-def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
+def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
+        L: float) -> float:
     """Not bounded this way (the coefficients ``1/(c1 D)`` have no a-priori bound): NaN."""
     return math.nan
 
 
 def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
-    """Not derived from ``lambda_max(H)`` alone (Adam's step scales each coordinate by ``1/(sqrt(v) + eps)``, so
-    its edge is one of the preconditioned Hessian): NaN, so no Adam run is certified inside the regime."""
+    """Not derived from ``lambda_max(H)`` alone (Adam's step scales each coordinate by ``1/(sqrt(v)
+    +
+    eps)``, so its edge is one of the preconditioned Hessian): NaN, so no Adam run is certified
+    inside the regime."""
     return math.nan

@@ -1,4 +1,5 @@
-"""Per-block step sizes (``--block-lr NAME=FACTOR,...``) and a run's checked optimizer (:class:`OptimizerSetup`).
+"""Per-block step sizes (``--block-lr NAME=FACTOR,...``) and a run's checked optimizer
+(:class:`OptimizerSetup`).
 
 Block ``i`` moves with ``eta_i = lr * f_i``; unnamed blocks have ``f_i = 1``.
 """
@@ -25,14 +26,16 @@ def parse_block_lr(text: str | Mapping | None, block_names: Sequence[str]) -> di
     items = text.items() if isinstance(text, Mapping) else None
     if items is None:
         if not isinstance(text, str):
-            raise OptimizerError(f"--block-lr must be text NAME=FACTOR,..., got {type(text).__name__}")
+            raise OptimizerError("--block-lr must be text NAME=FACTOR,..., got "
+                f"{type(text).__name__}")
         if not text.strip():
             return {}
         items = []
         for part in text.split(","):
             key, eq, val = part.partition("=")
             if not eq or not key.strip() or not val.strip():
-                raise OptimizerError(f"--block-lr entries must be NAME=FACTOR, got {part.strip()!r}")
+                raise OptimizerError(
+                    f"--block-lr entries must be NAME=FACTOR, got {part.strip()!r}")
             items.append((key.strip(), val.strip()))
     out: dict = {}
     for key, val in items:
@@ -41,13 +44,16 @@ def parse_block_lr(text: str | Mapping | None, block_names: Sequence[str]) -> di
             if key.isdigit() and 1 <= int(key) <= len(names):
                 key = names[int(key) - 1]
             else:
-                raise OptimizerError(f"--block-lr names unknown block {key!r}; blocks are {', '.join(names)}")
+                raise OptimizerError(f"--block-lr names unknown block {key!r}; blocks are "
+                    f"{', '.join(names)}")
         try:
             f = float(val)
         except (TypeError, ValueError):
-            raise OptimizerError(f"--block-lr factor for block {key!r} must be a number, got {val!r}") from None
+            raise OptimizerError(f"--block-lr factor for block {key!r} must be a number, got "
+                f"{val!r}") from None
         if not math.isfinite(f) or f <= 0.0:
-            raise OptimizerError(f"--block-lr factor for block {key!r} must be finite and > 0, got {val!r}")
+            raise OptimizerError(f"--block-lr factor for block {key!r} must be finite and > 0, "
+                f"got {val!r}")
         if key in out:
             raise OptimizerError(f"--block-lr names block {key!r} twice")
         out[key] = f
@@ -61,7 +67,8 @@ def block_factors(task, block_lr: str | Mapping | None = None) -> list[float]:
 
 
 def param_lrs(task, lr, factors: Sequence[float] | None = None) -> dict:
-    """``{parameter name: lr * f_i}`` (``lr`` itself where ``f_i == 1``, so plain runs keep their numbers)."""
+    """``{parameter name: lr * f_i}`` (``lr`` itself where ``f_i == 1``, so plain runs keep their
+    numbers)."""
     factors = [1.0] * task.n_blocks if factors is None else list(factors)
     if len(factors) != task.n_blocks:
         raise OptimizerError(f"{len(factors)} step-size factors for {task.n_blocks} blocks")
@@ -110,7 +117,8 @@ class OptimizerSetup:
 
 def optimizer_setup(task, optimizer: str | OptimizerSpec | None = None,
                     block_lr: str | Mapping | None = None) -> OptimizerSetup:
-    """Check ``--optimizer`` and ``--block-lr`` against ``task``'s blocks (factors of 1 are dropped).
+    """Check ``--optimizer`` and ``--block-lr`` against ``task``'s blocks (factors of 1 are
+    dropped).
 
     Raises:
         OptimizerError: one line naming the bad spec.
@@ -118,4 +126,5 @@ def optimizer_setup(task, optimizer: str | OptimizerSpec | None = None,
     spec = parse_optimizer(optimizer)
     named = parse_block_lr(block_lr, task.block_names)
     factors = tuple(named.get(b, 1.0) for b in task.block_names)
-    return OptimizerSetup(spec, factors, {b: f for b, f in zip(task.block_names, factors) if f != 1.0})
+    return OptimizerSetup(spec, factors, {b: f for b, f in zip(task.block_names, factors) if f
+        != 1.0})

@@ -23,14 +23,16 @@ __all__ = ["clip_tensor", "FunctionalOptimizer", "functional_optimizer"]
 
 
 def clip_tensor(g: torch.Tensor, tau: float | None) -> torch.Tensor:
-    """``Pi_tau(g) = g * min(1, tau / ||g||_F)`` (``Pi_tau(0) = 0``); ``g`` itself when ``tau`` is ``None``.
+    """``Pi_tau(g) = g * min(1, tau / ||g||_F)`` (``Pi_tau(0) = 0``); ``g`` itself when ``tau`` is
+    ``None``.
 
     Same shape and dtype as ``g``; differentiable in ``g``.
     """
     if tau is None or not math.isfinite(tau):
         return g
     n = torch.linalg.vector_norm(g)
-    factor = torch.where(n > tau, tau / torch.clamp(n, min=torch.finfo(g.dtype).tiny), torch.ones_like(n))
+    factor = torch.where(n > tau, tau / torch.clamp(n, min=torch.finfo(g.dtype).tiny),
+        torch.ones_like(n))
     return g * factor
 
 
@@ -39,13 +41,12 @@ class FunctionalOptimizer:
     """An optimizer with step size ``lr``, weight decay ``wd`` and per-tensor clipping ``tau``.
 
     Attributes:
-        spec: the update rule (``sgd``, ``momentum:BETA``, ``adam:B1,B2,EPS``).
-        lr: the step size ``eta``.
-        weight_decay: ``wd >= 0`` (``g' = Pi_tau(g) + wd theta``).
-        clip: ``tau > 0``, or ``None`` for no clipping.
+        spec: the update rule (``sgd``, ``momentum:BETA``, ``adam:B1,B2,EPS``). lr: the step size
+        ``eta``. weight_decay: ``wd >= 0`` (``g' = Pi_tau(g) + wd theta``). clip: ``tau > 0``, or
+        ``None`` for no clipping.
 
-    The state is ``{"step": {name: t}, "buffers": {buffer: {name: Tensor}}}`` (``torch.optim``'s buffer
-    names; a missing entry is ``torch.optim``'s initial state).
+    The state is ``{"step": {name: t}, "buffers": {buffer: {name: Tensor}}}`` (``torch.optim``'s
+    buffer names; a missing entry is ``torch.optim``'s initial state).
     """
 
     spec: OptimizerSpec
@@ -77,7 +78,9 @@ class FunctionalOptimizer:
         return {"step": {}, "buffers": {}}
 
     def _gradient(self, params: Mapping, grads: Mapping) -> dict:
-        """``g' = Pi_tau(g) + wd theta`` (``torch.optim``'s ``g.add(theta, alpha=wd)``) for the names in ``grads``."""
+        """``g' = Pi_tau(g) + wd theta`` (``torch.optim``'s ``g.add(theta, alpha=wd)``) for the
+        names
+        in ``grads``."""
         out = {}
         for k, g in grads.items():
             g = clip_tensor(g, self.clip)
@@ -103,7 +106,8 @@ class FunctionalOptimizer:
         for k, g in self._gradient(params, grads).items():
             old = self._key_state(state, k)
             nxt = OptimizerState(old.step + 1, {})
-            new.update(self.spec.rule.update(self.spec, [k], params, {k: g}, old, nxt, {k: self.lr}))
+            new.update(self.spec.rule.update(self.spec, [k], params, {k: g}, old, nxt, {
+                k: self.lr}))
             steps[k] = nxt.step
             for n, d in nxt.buffers.items():
                 buffers.setdefault(n, {})[k] = d[k]

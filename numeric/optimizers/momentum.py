@@ -1,7 +1,7 @@
 """``momentum:BETA``: heavy ball, ``torch.optim.SGD(momentum=BETA)`` (dampening 0, no Nesterov).
 
-``buf = g`` at the first step, then ``buf = BETA buf + g``; ``theta - eta_i buf``.  ``phi(g, s) = BETA buf + g``
-(``g`` without a buffer), so ``J_phi = I``.
+``buf = g`` at the first step, then ``buf = BETA buf + g``; ``theta - eta_i buf``.  ``phi(g, s) =
+BETA buf + g`` (``g`` without a buffer), so ``J_phi = I``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def parse(spec: str, sep: str, args: str) -> dict:
     """``momentum:BETA`` with ``0 <= BETA < 1``: the fields (``beta``) of its
     :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec`."""
     if not args.strip():
-        raise OptimizerError(f"optimizer momentum needs its coefficient: momentum:BETA, got {spec!r}")
+        raise OptimizerError("optimizer momentum needs its coefficient: momentum:BETA, got "
+            f"{spec!r}")
     beta = spec_number(args, "BETA", spec)
     if not 0.0 <= beta < 1.0:
         raise OptimizerError(f"momentum coefficient must satisfy 0 <= BETA < 1, got {beta!r}")
@@ -38,15 +39,18 @@ def settings(spec: OptimizerSpec) -> dict:
     return {"beta": spec.beta}
 
 
-def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state, new_state,
+def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state,
+    new_state,
            lrs: Mapping) -> dict:
-    """New values of ``keys``; their new buffers go to ``new_state`` (``torch.optim.SGD``'s arithmetic)."""
+    """New values of ``keys``; their new buffers go to ``new_state`` (``torch.optim.SGD``'s
+    arithmetic)."""
     out = {}
     old = state.buffers.get("momentum_buffer", {})
     dst = new_state.buffers.setdefault("momentum_buffer", {})
     for k in keys:
         g = grads[k]
-        buf = g.detach().clone() if k not in old else old[k].clone().mul_(spec.beta).add_(g, alpha=1)
+        buf = g.detach().clone() if k not in old else old[k].clone().mul_(spec.beta).add_(g,
+            alpha=1)
         dst[k] = buf
         out[k] = params[k].clone().add_(buf, alpha=-lrs[k])
     return out
@@ -73,16 +77,18 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc) -> dict:
     return {}
 
 
-def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping, zs: Mapping,
+def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping,
+    zs: Mapping,
                   dg: Mapping) -> tuple[dict, dict]:
     """``zm' = beta zm + dg``, ``z' = z - eta F zm'``."""
     zm = {k: spec.beta * zs["momentum_buffer"][k] + dg[k] for k in z}
     return {k: z[k] - lr * f[k] * zm[k] for k in z}, {"momentum_buffer": zm}
 
 
-def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
-    """``a_K`` with ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}`` from zero
-    (``c_k >= ||zm_k||``)."""
+def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
+        L: float) -> float:
+    """``a_K`` with ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}``
+    from zero (``c_k >= ||zm_k||``)."""
     a = 0.0
     m = 0.0
     for n in norms:
@@ -92,7 +98,8 @@ def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max
 
 
 def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
-    """The largest curvature ``lambda`` at which heavy ball is stable on ``lambda/2 x^2``: the roots of
-    ``r^2 - (1 + beta - eta f lambda) r + beta`` lie inside the unit circle while
-    ``0 < eta f lambda < 2 (1 + beta)``, so ``lambda < 2 (1 + beta) / (eta f_max)``."""
+    """The largest curvature ``lambda`` at which heavy ball is stable on ``lambda/2 x^2``: the roots
+    of
+    ``r^2 - (1 + beta - eta f lambda) r + beta`` lie inside the unit circle while ``0 < eta f lambda
+    < 2 (1 + beta)``, so ``lambda < 2 (1 + beta) / (eta f_max)``."""
     return 2.0 * (1.0 + spec.beta) / (lr * f_max)

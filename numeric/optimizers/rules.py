@@ -1,4 +1,5 @@
-"""The optimizers, by name: each is one module of this package (:mod:`.sgd`, :mod:`.momentum`, :mod:`.adam`).
+"""The optimizers, by name: each is one module of this package (:mod:`.sgd`, :mod:`.momentum`,
+:mod:`.adam`).
 
 A new optimizer is a new module with the same names (see :mod:`.sgd`) and one line here.
 """

@@ -1,9 +1,11 @@
-"""The optimizer's step of a scheme and its direction map, dispatched to the optimizer's rule module.
+"""The optimizer's step of a scheme and its direction map, dispatched to the optimizer's rule
+module.
 
-The scheme step (:func:`optimizer_scheme_step`) is :func:`crosscurv.numeric.steps.scheme_step_with_grads`
-with the optimizer as its update: block ``i``'s gradient is evaluated where exactly the blocks of ``S(i)``
-hold their new values, and both the move and the state update use that fresh gradient.  JC and ``S`` keep
-separate states (:class:`~crosscurv.numeric.optimizers.OptimizerState`), equal at the start.
+The scheme step (:func:`optimizer_scheme_step`) is
+:func:`crosscurv.numeric.steps.scheme_step_with_grads` with the optimizer as its update: block
+``i``'s gradient is evaluated where exactly the blocks of ``S(i)`` hold their new values, and both
+the move and the state update use that fresh gradient.  JC and ``S`` keep separate states
+(:class:`~crosscurv.numeric.optimizers.OptimizerState`), equal at the start.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ def optimizer_update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, 
     return spec.rule.update(spec, keys, params, grads, state, new_state, lrs)
 
 
-def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec: OptimizerSpec | str,
-                          state: OptimizerState | None = None, factors: Sequence[float] | None = None,
+def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec: OptimizerSpec
+    | str,
+                          state: OptimizerState | None = None, factors: Sequence[float]
+                          | None = None,
                           grad_at_params: Mapping | None = None):
     """One exact step of scheme ``S`` with a block-separable optimizer:
     ``(theta^{k+1}, new_state, g_tilde)``, ``g_tilde`` the fresh gradient each block used.
@@ -57,12 +61,16 @@ def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec
 
 
 def direction(spec: OptimizerSpec, state: OptimizerState, grads: Mapping) -> dict:
-    """``phi(g, s)``: the step the run would take with gradients ``grads`` is ``-lr_i phi`` (float64 arithmetic
-    in the estimates): ``g`` for ``sgd``, ``beta buf + g`` for ``momentum``, Adam's bias-corrected ratio."""
+    """``phi(g, s)``: the step the run would take with gradients ``grads`` is ``-lr_i phi`` (float64
+    arithmetic in the estimates): ``g`` for ``sgd``, ``beta buf + g`` for ``momentum``, Adam's
+    bias-corrected ratio."""
     return spec.rule.direction(spec, state, grads)
 
 
-def direction_jacobian_apply(spec: OptimizerSpec, state: OptimizerState, grads: Mapping, v: Mapping) -> dict:
-    """``J_phi v``: the Jacobian of :func:`direction` in the gradient, at ``grads``, applied to ``v`` (identity
-    for ``sgd`` and ``momentum``, diagonal for Adam: :func:`crosscurv.numeric.optimizers.adam.jacobian_apply`)."""
+def direction_jacobian_apply(spec: OptimizerSpec, state: OptimizerState, grads: Mapping,
+        v: Mapping) -> dict:
+    """``J_phi v``: the Jacobian of :func:`direction` in the gradient, at ``grads``, applied to
+    ``v``
+    (identity for ``sgd`` and ``momentum``, diagonal for Adam:
+    :func:`crosscurv.numeric.optimizers.adam.jacobian_apply`)."""
     return spec.rule.jacobian_apply(spec, state, grads, v)

@@ -1,4 +1,5 @@
-"""``sgd``: ``theta - eta_i g`` (exactly the plain step of :mod:`crosscurv.numeric.steps`); no state.
+"""``sgd``: ``theta - eta_i g`` (exactly the plain step of :mod:`crosscurv.numeric.steps`); no
+state.
 
 Every optimizer is a module like this one, listed in :data:`crosscurv.numeric.optimizers.RULES`:
 ``USAGE`` (the spec's form), ``BUFFERS`` (``torch.optim``'s state names), :func:`parse`,
@@ -39,7 +40,8 @@ def settings(spec: OptimizerSpec) -> dict:
     return {}
 
 
-def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state, new_state,
+def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state,
+    new_state,
            lrs: Mapping) -> dict:
     """``{key: theta_key - lr_key g_key}`` (new tensors)."""
     return {k: params[k] - lrs[k] * grads[k] for k in keys}
@@ -65,15 +67,18 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc) -> dict:
     return {}
 
 
-def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping, zs: Mapping,
+def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping,
+    zs: Mapping,
                   dg: Mapping) -> tuple[dict, dict]:
     """``z' = z - eta F dg`` (no state difference)."""
     return {k: z[k] - lr * f[k] * dg[k] for k in z}, {}
 
 
-def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, L: float) -> float:
-    """``a_K`` of ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` from ``a_0 = 0`` (the paper's ``b_k`` when
-    ``F = I``)."""
+def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
+        L: float) -> float:
+    """``a_K`` of ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` from ``a_0 = 0`` (the paper's
+    ``b_k``
+    when ``F = I``)."""
     a = 0.0
     c = 1.0 + lr * f_max * L
     for n in norms:
@@ -83,6 +88,8 @@ def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max
 
 
 def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
-    """The largest curvature ``lambda`` at which the step is stable on ``lambda/2 x^2``: ``|1 - eta f lambda| < 1``
-    for every factor ``f <= f_max`` holds while ``lambda < 2 / (eta f_max)`` (the edge of stability)."""
+    """The largest curvature ``lambda`` at which the step is stable on ``lambda/2 x^2``: ``|1 - eta
+    f
+    lambda| < 1`` for every factor ``f <= f_max`` holds while ``lambda < 2 / (eta f_max)`` (the edge
+    of stability)."""
     return 2.0 / (lr * f_max)

@@ -28,7 +28,8 @@ class OptimizerSpec:
 
     @property
     def rule(self):
-        """The module of this optimizer's update rule (:data:`crosscurv.numeric.optimizers.RULES`)."""
+        """The module of this optimizer's update rule (:data:`crosscurv.numeric.optimizers.RULES`).
+        """
         return RULES[self.name]
 
     @property
@@ -44,7 +45,8 @@ class OptimizerSpec:
 
 
 def parse_optimizer(text: str | OptimizerSpec | None) -> OptimizerSpec:
-    """Parse ``NAME[:ARGS]``: ``sgd``, ``momentum:BETA`` (``0 <= BETA < 1``) or ``adam[:B1,B2,EPS]``.
+    """Parse ``NAME[:ARGS]``: ``sgd``, ``momentum:BETA`` (``0 <= BETA < 1``) or
+    ``adam[:B1,B2,EPS]``.
 
     Raises:
         OptimizerError: one line naming what is wrong.
@@ -60,5 +62,6 @@ def parse_optimizer(text: str | OptimizerSpec | None) -> OptimizerSpec:
     name = name.strip().lower()
     if name not in RULES:
         usages = [r.USAGE for r in RULES.values()]
-        raise OptimizerError(f"unknown optimizer {spec!r}: use {', '.join(usages[:-1])} or {usages[-1]}")
+        raise OptimizerError(f"unknown optimizer {spec!r}: use {', '.join(usages[:-1])} or "
+            f"{usages[-1]}")
     return OptimizerSpec(name, **RULES[name].parse(spec, sep, args))

@@ -21,7 +21,8 @@ class OptimizerState:
     buffers: dict = field(default_factory=dict)
 
     def clone(self) -> "OptimizerState":
-        return OptimizerState(self.step, {n: {k: v.detach().clone() for k, v in d.items()} for n, d in self.buffers.items()})
+        return OptimizerState(self.step, {n: {k: v.detach().clone() for k, v in d.items()} for n,
+            d in self.buffers.items()})
 
     def state_dict(self) -> dict:
         return {"step": self.step, "buffers": {n: dict(d) for n, d in self.buffers.items()}}

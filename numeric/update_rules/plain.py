@@ -1,15 +1,19 @@
-"""The paper's plain steps: ``theta - eta g`` for JC, the scheme step of pattern ``S`` (Definition 1, Lemma 1).
+"""The paper's plain steps: ``theta - eta g`` for JC, the scheme step of pattern ``S`` (Definition
+1,
+Lemma 1).
 
-The carried states advance by Lemma 3's linearised recursion (:func:`crosscurv.numeric.estimates.propagate`),
-formed in place (:mod:`crosscurv.numeric.inplace`, the same bits):
+The carried states advance by Lemma 3's linearised recursion
+(:func:`crosscurv.numeric.estimates.propagate`), formed in place (:mod:`crosscurv.numeric.inplace`,
+the same bits):
 
-* ``z <- (z - eta H_JC^k z) + eta^2 u^k`` with ``u^k = M_S(theta_S^k) g_S^k`` (Theorem 3's cumulative state);
+* ``z <- (z - eta H_JC^k z) + eta^2 u^k`` with ``u^k = M_S(theta_S^k) g_S^k`` (Theorem 3's
+  cumulative state);
 * ``y <- (y - eta H_JC^k y) + eta^2 M_S(theta_JC^k) g_JC^k`` (the JC-only state);
 * ``w <- (Delta^k - eta H_JC^k Delta^k) + eta^2 u^k`` (the recursive term of ``k + 1``, Theorem 2).
 
-The error estimates (:mod:`crosscurv.numeric.error_estimates`) are measured along the way with no extra
-product: ``||g_S^k - g_JC^k - H_JC^k Delta^k||`` (the gradient expansion's remainder ``w^k``, eq.
-grad_diff_expansion) and the two steps' remainders.
+The error estimates (:mod:`crosscurv.numeric.error_estimates`) are measured along the way with no
+extra product: ``||g_S^k - g_JC^k - H_JC^k Delta^k||`` (the gradient expansion's remainder ``w^k``,
+eq. grad_diff_expansion) and the two steps' remainders.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import torch
 
 from crosscurv.numeric import error_estimates as errs
 from crosscurv.numeric import tree
-from crosscurv.numeric.inplace import add_scaled_into, norm_of, scaled_difference_into, step_residual
+from crosscurv.numeric.inplace import (add_scaled_into, norm_of, scaled_difference_into,
+    step_residual)
 from crosscurv.numeric.records import ESTIMATES
 from crosscurv.numeric.steps import scheme_step
 
@@ -69,10 +74,12 @@ class PlainRule(UpdateRule):
         # ||w^k|| = ||g_S^k - (g_JC^k + H_JC^k Delta^k)||, eq. grad_diff_expansion
         wnorm = norm_of(gs, lambda n: _sub_from(gs[n], g0[n] + Hdelta[n]), owned=True)
         D = float(tree.norm(delta))
-        meas["rho"] = errs.rho_sample(wnorm, 8.0 * eps * (meas["G_s"] + meas["G"] + meas["norm_hd"]), D)
+        meas["rho"] = errs.rho_sample(wnorm, 8.0 * eps * (meas["G_s"] + meas["G"] + meas[
+            "norm_hd"]), D)
         meas["wnorm"], meas["D"] = wnorm, D
         # w = propagate(Delta, H Delta, u, lr) = (Delta - lr H Delta) + lr^2 u, formed in H Delta
-        w = add_scaled_into(scaled_difference_into(delta, Hdelta, lr), force, lr * lr, keep=not _read_anew(force))
+        w = add_scaled_into(scaled_difference_into(delta, Hdelta, lr), force, lr * lr,
+            keep=not _read_anew(force))
         meas["A"] = float(tree.norm(w))
         meas["d"] = norm_of(w, lambda n: w[n] - delta[n], owned=True)
         meas["P"] = norm_of(w, lambda n: w[n] + delta[n], owned=True)
@@ -81,7 +88,8 @@ class PlainRule(UpdateRule):
     def error_columns(self, ctx, record, meas):
         E, lr = ctx.est.errors, ctx.lr
         err = {
-            "recursive": errs.recursive_error(lr, E.rho, E.sigma, meas["G"], E.G, E.lam, meas["lam"], E.A, E.d,
+            "recursive": errs.recursive_error(lr, E.rho, E.sigma, meas["G"], E.G, E.lam, meas[
+            "lam"], E.A, E.d,
                                               E.P),
             "cumulative": errs.cumulative_error(meas["G"], meas["lam"], meas["Z"], E.R, E.rho),
             "jc_only": errs.jc_only_error(meas["G"], meas["lam"], meas["Y"], E.E, E.rho),
@@ -98,13 +106,15 @@ class PlainRule(UpdateRule):
         est = ctx.est
         est.unorms.append(meas["unorm"])
         est.errors.rho = max(est.errors.rho, meas["rho"])
-        _carry_errors(ctx, meas, meas["D"], meas["round_s"] + meas["round_j"], meas["A"], meas["d"], meas["P"],
+        _carry_errors(ctx, meas, meas["D"], meas["round_s"] + meas["round_j"], meas["A"], meas[
+            "d"], meas["P"],
                       meas["wnorm"])
 
 
 def _read_anew(v: Mapping) -> bool:
-    """Whether each read of an entry of ``v`` returns a new tensor (a vector parked between uses and read back
-    entry by entry, :func:`crosscurv.numeric.protocol._between_uses`), which its reader may overwrite."""
+    """Whether each read of an entry of ``v`` returns a new tensor (a vector parked between uses and
+    read back entry by entry, :func:`crosscurv.numeric.protocol._between_uses`), which its reader
+    may overwrite."""
     return isinstance(v, tree.lazy)
 
 
@@ -113,9 +123,11 @@ def _sub_from(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.sub(a, b, out=b)
 
 
-def _carry_errors(ctx, meas: Mapping, D: float, e: float, A: float, d: float, P: float, wnorm: float) -> None:
-    """Advance the error estimates' state from ``k`` to ``k + 1`` (:class:`crosscurv.numeric.error_estimates.ErrorState`);
-    ``sigma_k`` from the measured ``||w^k||`` (:func:`crosscurv.numeric.error_estimates.measured_step_remainder`)."""
+def _carry_errors(ctx, meas: Mapping, D: float, e: float, A: float, d: float, P: float,
+        wnorm: float) -> None:
+    """Advance the error estimates' state from ``k`` to ``k + 1``
+    (:class:`crosscurv.numeric.error_estimates.ErrorState`); ``sigma_k`` from the measured
+    ``||w^k||`` (:func:`crosscurv.numeric.error_estimates.measured_step_remainder`)."""
     E, lr = ctx.est.errors, ctx.lr
     lam, c, G = meas["lam"], meas["c"], meas["G"]
     sigma = errs.measured_step_remainder(lr, wnorm, e)

@@ -11,8 +11,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_advise  # noqa: E402
 
 TIMED = [
-    {"task": "a", "advise": 1.0, "without_check": 0.8, "check": 0.25, "protocol": 4.0, "plain": 0.5},
-    {"task": "b", "advise": 3.0, "without_check": 2.0, "check": 0.75, "protocol": 5.0, "plain": 1.0},
+    {"task": "a", "advise": 1.0, "without_check": 0.8, "check": 0.25, "protocol": 4.0,
+    "plain": 0.5},
+    {"task": "b", "advise": 3.0, "without_check": 2.0, "check": 0.75, "protocol": 5.0,
+    "plain": 1.0},
 ]
 SEARCHED = [{"task": "a", "space": "orders", "search": 1.0, "certify": 1.0, "plain8": 2.0}]
 

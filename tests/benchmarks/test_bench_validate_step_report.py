@@ -1,4 +1,5 @@
-"""bench_validate_step's report: the verdict and the time first, then the command and the details."""
+"""bench_validate_step's report: the verdict and the time first, then the command and the details.
+"""
 
 from __future__ import annotations
 

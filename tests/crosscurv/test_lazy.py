@@ -11,14 +11,15 @@ from crosscurv.lazy import lazy_exports
 
 @pytest.fixture()
 def package(tmp_path, monkeypatch):
-    """A package ``lazypkg`` exporting ``VALUE`` from ``lazypkg.impl`` lazily; ``lazypkg.broken`` imports a
-    module that does not exist."""
+    """A package ``lazypkg`` exporting ``VALUE`` from ``lazypkg.impl`` lazily; ``lazypkg.broken``
+    imports a module that does not exist."""
     root = tmp_path / "lazypkg"
     root.mkdir()
     (root / "__init__.py").write_text(
         "from crosscurv.lazy import lazy_exports\n"
         "__all__ = ['VALUE']\n"
-        "__getattr__, __dir__ = lazy_exports(__name__, {'VALUE': 'lazypkg.impl'}, submodules=True)\n")
+        "__getattr__, __dir__ = lazy_exports(__name__, {'VALUE': 'lazypkg.impl'}, "
+        "submodules=True)\n")
     (root / "impl.py").write_text("IMPORTS = []\nIMPORTS.append(1)\nVALUE = 42\n")
     (root / "other.py").write_text("X = 1\n")
     (root / "broken.py").write_text("import no_such_module_anywhere\n")
@@ -44,7 +45,8 @@ def test_submodules_resolve_and_unknown_names_are_attribute_errors(package):
     assert lazypkg.other.X == 1
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         lazypkg.nothing
-    with pytest.raises(ModuleNotFoundError, match="no_such_module_anywhere"):  # a real import error is not hidden
+    # a real import error is not hidden
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_anywhere"):
         lazypkg.broken
 
 

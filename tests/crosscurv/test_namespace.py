@@ -1,4 +1,5 @@
-"""One import namespace: everything is under ``crosscurv``, and nothing of ours takes a generic name.
+"""One import namespace: everything is under ``crosscurv``, and nothing of ours takes a generic
+name.
 
 The layers live in the repository folders ``theory/``, ``numeric/`` and ``experiments/`` and install
 as ``crosscurv.theory``, ``crosscurv.numeric`` and ``crosscurv.experiments`` (setup.py), so a user's
@@ -18,23 +19,28 @@ CROSSCURV = str(Path(sys.executable).parent / "crosscurv")
 
 
 def _python(code: str, cwd, **env):
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
+        timeout=120,
                           env={**os.environ, **env})
 
 
 def test_generic_names_are_free(tmp_path):
-    """Outside the repository, ``import experiments`` / ``numeric`` / ``theory`` find nothing of ours."""
+    """Outside the repository, ``import experiments`` / ``numeric`` / ``theory`` find nothing of
+    ours.
+    """
     for name in ("experiments", "numeric", "theory"):
         proc = _python(f"import {name}", tmp_path)
         assert proc.returncode == 1 and "ModuleNotFoundError" in proc.stderr, (name, proc.stderr)
 
 
 def test_the_api_is_re_exported_lazily(tmp_path):
-    """``import crosscurv`` is cheap (no torch); a re-exported name imports its layer on first use."""
+    """``import crosscurv`` is cheap (no torch); a re-exported name imports its layer on first use.
+    """
     code = textwrap.dedent("""
         import sys, crosscurv
         assert "torch" not in sys.modules
-        assert crosscurv.parse_pattern("gs:2,1", 2).pairs == crosscurv.gauss_seidel(2, order=[1, 0]).pairs
+        assert crosscurv.parse_pattern("gs:2,1", 2).pairs == crosscurv.gauss_seidel(2, order=[1, \
+0]).pairs
         assert "torch" not in sys.modules
         from crosscurv.numeric import Task
         assert crosscurv.Task is Task and "Task" in dir(crosscurv)
@@ -65,11 +71,14 @@ def test_a_users_own_experiments_package_is_a_task_spec(tmp_path):
         from crosscurv import Task
 
         def make(seed=0, dtype=None):
-            p = {"x": torch.tensor([1.0, -0.5], dtype=torch.float64), "y": torch.tensor([0.3], dtype=torch.float64)}
-            loss = lambda q: (q["x"] ** 2).sum() + (q["x"].sum() * q["y"]).sum() + q["y"].pow(4).sum()
+            p = {"x": torch.tensor([1.0, -0.5], dtype=torch.float64), "y": torch.tensor([0.3], \
+dtype=torch.float64)}
+            loss = lambda q: (q["x"] ** 2).sum() + (q["x"].sum() * q["y"]).sum() + \
+q["y"].pow(4).sum()
             return Task(p, loss, {"bx": ["x"], "by": ["y"]}, name="mine"), {"lr": 0.05, "iters": 3}
     """))
-    proc = subprocess.run([CROSSCURV, "run", "experiments.mystep:make", "--out", str(tmp_path / "run"), "--json"],
+    proc = subprocess.run([CROSSCURV, "run", "experiments.mystep:make", "--out", str(tmp_path
+        / "run"), "--json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr

@@ -1,1 +1,2 @@
-"""crosscurv tests: experiments (a package, so same-named test modules in different folders do not clash)."""
+"""crosscurv tests: experiments (a package, so same-named test modules in different folders do not
+clash)."""

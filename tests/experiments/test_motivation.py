@@ -1,9 +1,9 @@
-"""The motivation study (crosscurv.experiments.motivation): the practical steps, the criterion, records, resume, CLI.
+"""The motivation study (crosscurv.experiments.motivation): the practical steps, the criterion,
+records, resume, CLI.
 
-Exactness claims are checked against the suite's exact scheme steps
-(crosscurv.numeric.scheme_step) in float64; the optimizer-aware criterion against the
-measured one-step difference as eta -> 0; the CLI in a subprocess with the
-smoke preset.
+Exactness claims are checked against the suite's exact scheme steps (crosscurv.numeric.scheme_step)
+in float64; the optimizer-aware criterion against the measured one-step difference as eta -> 0; the
+CLI in a subprocess with the smoke preset.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _close(a, b, tol=1e-12):
 def _tiny_mlp():
     gen = torch.Generator().manual_seed(3)
     params = mlp.mlp_params((6, 5, 5, 4, 3), 1, F64)
-    params = {k: v + 0.1 * torch.randn(v.shape, generator=gen, dtype=F64) for k, v in params.items()}
+    params = {k: v + 0.1 * torch.randn(v.shape, generator=gen, dtype=F64) for k,
+        v in params.items()}
     x = torch.randn(7, 6, generator=gen, dtype=F64)
     y = torch.arange(7) % 3
     return mlp.mlp_task(params, x, y), x, y
@@ -58,7 +59,8 @@ def test_mlp_jc_and_exact_gs_are_the_exact_schemes_and_inplace_is_neither():
     opt = SGD(lr)
     p = task.params
     outs = {name: fn(p, x, y, opt, opt.init_state(p))[0]
-            for name, fn in (("jc", mlp.step_jc), ("gs", mlp.step_exact_gs), ("inplace", mlp.step_inplace))}
+            for name, fn in (("jc", mlp.step_jc), ("gs", mlp.step_exact_gs), ("inplace",
+            mlp.step_inplace))}
     jc = scheme_step(task, p, parse_pattern("jc", 4), lr)
     gs = scheme_step(task, p, parse_pattern(task.default_pattern, 4, task.block_names), lr)
     assert task.default_pattern == "gs:layer4,layer3,layer2,layer1"
@@ -92,7 +94,8 @@ def test_fedalt_one_step_per_phase_is_gs_and_fedsim_is_jc(fl_client):
     model, u, v, x, y = fl_client
     wd, lr = 1e-2, 0.05
     task = fl.client_task(model, u, v, x, y, wd)
-    opt = SGD(lr, momentum=0.9, weight_decay=wd)  # fresh buffer: the first step has no momentum term
+    # fresh buffer: the first step has no momentum term
+    opt = SGD(lr, momentum=0.9, weight_decay=wd)
     uu, vv, _, _ = fl.local_alt_step(model, u, v, x, y, opt, opt.init_state(None))
     su, sv, _, _ = fl.local_sim_step(model, u, v, x, y, opt, opt.init_state(None))
     gs = scheme_step(task, task.params, parse_pattern("gs", 2, task.block_names), lr)
@@ -115,11 +118,14 @@ def test_dirichlet_split_partitions_every_example_once():
 # -- panel (c): alternating LoRA is gs:B,A ------------------------------------------------
 @pytest.fixture(scope="module")
 def lora_small():
-    s = {"t5": {"d_model": 16, "d_kv": 4, "num_heads": 2, "d_ff": 16, "num_layers": 1}, "rank": 2, "alpha": 4,
+    s = {"t5": {"d_model": 16, "d_kv": 4, "num_heads": 2, "d_ff": 16, "num_layers": 1}, "rank": 2,
+        "alpha": 4,
          "dropout": 0.1, "examples": 2, "examples_full": 2, "seq_len": 12}
     lm, params, blocks, _ = lora.lora_model(s, 0, dtype=F64)
     gen = torch.Generator().manual_seed(1)
-    params = {k: v + 0.3 * torch.randn(v.shape, generator=gen, dtype=F64) for k, v in params.items()}  # B != 0
+    # B != 0
+    params = {k: v + 0.3 * torch.randn(v.shape, generator=gen, dtype=F64) for k,
+        v in params.items()}
     idx = torch.arange(2)
     task = Task(params, lambda q: lm.loss(q, idx), blocks, "lora", {}, "gs")
     return lm, task, blocks, idx
@@ -131,7 +137,8 @@ def test_alternating_lora_is_gs_b_then_a_and_simultaneous_is_jc(lora_small):
     opt = SGD(lr)
     alt = lora.step_alternating(lm, task.params, blocks, idx, opt, opt.init_state(None))[0]
     sim = lora.step_simultaneous(lm, task.params, blocks, idx, opt, opt.init_state(None))[0]
-    assert _close(alt, scheme_step(task, task.params, parse_pattern("gs:B,A", 2, task.block_names), lr))
+    assert _close(alt, scheme_step(task, task.params, parse_pattern("gs:B,A", 2, task.block_names),
+        lr))
     assert _close(sim, scheme_step(task, task.params, parse_pattern("jc", 2), lr))
 
 
@@ -147,7 +154,8 @@ def _smooth_task():
     gen = torch.Generator().manual_seed(2)
     A = torch.randn(5, 5, generator=gen, dtype=F64)
     A = A @ A.T / 5 + torch.eye(5, dtype=F64)
-    p = {"x": torch.randn(2, generator=gen, dtype=F64), "y": torch.randn(3, generator=gen, dtype=F64)}
+    p = {"x": torch.randn(2, generator=gen, dtype=F64), "y": torch.randn(3, generator=gen,
+        dtype=F64)}
 
     def loss(q):
         t = torch.cat([q["x"], q["y"]])
@@ -160,15 +168,17 @@ def _smooth_task():
 @pytest.mark.parametrize("make_opt,zero_leading", [
     (lambda lr: SGD(lr), False), (lambda lr: SGD(lr, momentum=0.9, weight_decay=0.1), False),
     (lambda lr: Adam(lr), False),
-    (lambda lr: SGD(lr, clip=0.5), True),  # the criterion is zero in exact arithmetic (2.8e-21 or 0.0 measured)
+    # the criterion is zero in exact arithmetic (2.8e-21 or 0.0 measured)
+    (lambda lr: SGD(lr, clip=0.5), True),
 ])
 def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make_opt, zero_leading):
-    """``L(seq) - L(sim) = eta^2 g^T J M_S d + O(eta^3)`` for the optimiser's own steps (momentum buffer and
-    Adam moments non-zero, clipping active): the ratio tends to 1, the error falls like eta^3.
+    """``L(seq) - L(sim) = eta^2 g^T J M_S d + O(eta^3)`` for the optimiser's own steps (momentum
+    buffer and Adam moments non-zero, clipping active): the ratio tends to 1, the error falls like
+    eta^3.
 
-    With clipping active the criterion is zero in exact arithmetic; its computed value is rounding (2.8e-21
-    on one CPU, exactly 0.0 on another), so it is compared with a bound of eps times the size of its terms
-    (``eta^2 ||g||^2``), and the practical gap must then be ``O(eta^3)``."""
+    With clipping active the criterion is zero in exact arithmetic; its computed value is rounding
+    (2.8e-21 on one CPU, exactly 0.0 on another), so it is compared with a bound of eps times the
+    size of its terms (``eta^2 ||g||^2``), and the practical gap must then be ``O(eta^3)``."""
     from crosscurv.numeric import block_grad
 
     task = _smooth_task()
@@ -194,7 +204,8 @@ def test_optimizer_aware_criterion_is_the_leading_term_of_the_practical_gap(make
 
         row = probe_point(task, task.params, lr, opt, st, seq, sim)
         errs.append(abs(row["meas_seq"] - row["est"]))
-        rounding = 64 * torch.finfo(F64).eps * lr**2 * g2  # rounding of a sum of eta^2 g^T(..)-sized terms
+        # rounding of a sum of eta^2 g^T(..)-sized terms
+        rounding = 64 * torch.finfo(F64).eps * lr**2 * g2
         assert (abs(row["est"]) <= rounding) == zero_leading, (row["est"], rounding)
     rates = [math.log2(errs[i] / errs[i + 1]) for i in range(len(errs) - 1)]
     assert min(rates) > 2.6, (errs, rates)  # O(eta^3) remainder: the eta^2 term is right
@@ -226,7 +237,8 @@ def test_plain_sgd_criterion_equals_c_s_and_exact_gap_is_measured():
 # -- analysis --------------------------------------------------------------------------------
 def _rows(diffs):
     nan = float("nan")
-    return [{"k": i + 1, "eval_seq": 1 + d, "eval_sim": 1.0, "eval_diff": d, "eval_gs": nan} for i, d in enumerate(diffs)]
+    return [{"k": i + 1, "eval_seq": 1 + d, "eval_sim": 1.0, "eval_diff": d, "eval_gs": nan} for i,
+        d in enumerate(diffs)]
 
 
 def test_reversal_and_agreement_counts():
@@ -234,12 +246,15 @@ def test_reversal_and_agreement_counts():
     assert yes["reversal"] and yes["last_change"] == 4
     no = reversal(_rows([-1, -1, -1, -1, -1, -1]))
     assert not no["reversal"] and no["last_change"] is None
-    probes = [{"est_plain": 1.0, "meas_plain": 2.0, "est": -1.0, "meas_seq": 1.0, "meas_gs": float("nan"), "meas_plain_8": -1.0},
-              {"est_plain": 0.0, "meas_plain": 2.0, "est": 1.0, "meas_seq": 1.0, "meas_gs": float("nan"), "meas_plain_8": 0.0}]
+    probes = [{"est_plain": 1.0, "meas_plain": 2.0, "est": -1.0, "meas_seq": 1.0, "meas_gs": float(
+        "nan"), "meas_plain_8": -1.0},
+              {"est_plain": 0.0, "meas_plain": 2.0, "est": 1.0, "meas_seq": 1.0, "meas_gs": float(
+              "nan"), "meas_plain_8": 0.0}]
     a = agreement(probes)
     assert a["Thm 1 on the exact plain steps"]["agree"] == 1
     assert a["optimizer-aware on the practical steps"]["agree"] == 1
-    assert a["Thm 1 on the exact plain steps at eta/8"]["agree"] == 1  # a 0 estimate agrees with a measured 0 only
+    # a 0 estimate agrees with a measured 0 only
+    assert a["Thm 1 on the exact plain steps at eta/8"]["agree"] == 1
     assert "optimizer-aware on exact GS (mlp)" not in a
 
 
@@ -259,7 +274,8 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path):
 
     with pytest.raises(_Stop):
         run_panel("mlp", s, 0, cut, checkpoint_every=3, progress=stop)
-    assert len(read_table(os.path.join(cut, "records.csv"))[1]) == 5  # rows 4-5 are past the checkpoint
+    # rows 4-5 are past the checkpoint
+    assert len(read_table(os.path.join(cut, "records.csv"))[1]) == 5
     with open(os.path.join(cut, "records.csv"), "a") as fh:
         fh.write("6,0.7,2.3")  # a torn line from a kill
     with pytest.raises(MotivationError, match="--resume"):
@@ -276,8 +292,10 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path):
 
 # -- the command line ------------------------------------------------------------------------
 def _cli(*args, timeout=300):
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "crosscurv", "motivation", *args], cwd=REPO, env=env,
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "crosscurv", "motivation", *args], cwd=REPO,
+        env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -294,7 +312,8 @@ def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
     assert os.path.getsize(os.path.join(rep, "figures", "motivation_figure1.png")) > 10_000
     from crosscurv.experiments.cli import main
 
-    assert main(["motivation", "--panel", "fl", "--preset", "smoke", "--out", out, "--no-verdicts"]) == 0
+    assert main(["motivation", "--panel", "fl", "--preset", "smoke", "--out", out,
+        "--no-verdicts"]) == 0
     assert "complete run found" in capsys.readouterr().out
 
 
@@ -312,7 +331,8 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
 
     assert main(["motivation", *args, "--out", str(tmp_path / "o"), "--no-verdicts"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("crosscurv: error:") and message in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("crosscurv: error:") and message in lines[
+        0], lines
 
 
 def test_cli_refuses_existing_records_without_resume(tmp_path, capsys):
@@ -322,7 +342,8 @@ def test_cli_refuses_existing_records_without_resume(tmp_path, capsys):
     d = out / "mlp" / "seed0"
     d.mkdir(parents=True)
     (d / "records.csv").write_text("k,epoch\n1,0.1\n")
-    assert main(["motivation", "--panel", "mlp", "--preset", "smoke", "--out", str(out), "--no-verdicts"]) == 2
+    assert main(["motivation", "--panel", "mlp", "--preset", "smoke", "--out", str(out),
+        "--no-verdicts"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--resume" in err[0]
     assert (d / "records.csv").read_text() == "k,epoch\n1,0.1\n"  # nothing overwritten

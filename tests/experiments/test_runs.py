@@ -1,5 +1,6 @@
-"""The run description (``crosscurv.experiments.runs``): flags -> description -> flags, summary -> description,
-one check per setting (the library free of the command line: tests/test_import_graph.py)."""
+"""The run description (``crosscurv.experiments.runs``): flags -> description -> flags, summary ->
+description, one check per setting (the library free of the command line:
+tests/test_import_graph.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ descriptions = st.builds(
     hvp=st.sampled_from(["auto", "forward", "reverse"]),
     hvp_chunk=_maybe(st.integers(1, 10**6)),
     offload=st.sampled_from(["auto", "on", "off"]),
-    optimizer=st.sampled_from(["sgd", "momentum:0.9", "momentum:0", "adam", "adam:0.9,0.999,1e-08"]),
+    optimizer=st.sampled_from(["sgd", "momentum:0.9", "momentum:0", "adam",
+    "adam:0.9,0.999,1e-08"]),
     block_lr=_maybe(st.sampled_from(["B=4", "1=2.5,2=0.5", "layer1=2"])),
     checkpoint_every=_maybe(st.integers(1, 10**6)),
 )
@@ -92,7 +94,8 @@ def quad(seed=0, dtype=None):
     g = torch.Generator().manual_seed(seed)
     A = torch.randn(4, 4, generator=g, dtype=torch.float64)
     A = A @ A.T / 4 + torch.eye(4, dtype=torch.float64)
-    p = {"x": torch.randn(2, generator=g, dtype=torch.float64), "y": torch.randn(2, generator=g, dtype=torch.float64)}
+    p = {"x": torch.randn(2, generator=g, dtype=torch.float64), "y": torch.randn(2, generator=g, \
+dtype=torch.float64)}
 
     def loss(q):
         t = torch.cat([q["x"], q["y"]])
@@ -109,12 +112,14 @@ def test_a_run_folder_gives_back_its_description_with_the_tasks_defaults_resolve
     from crosscurv.numeric.records import read_records
 
     (tmp_path / "tasks.py").write_text(textwrap.dedent(FACTORY))
-    asked = RunDescription(f"{tmp_path}/tasks.py:quad", seed=2, optimizer="momentum:0.5", block_lr="by=2",
+    asked = RunDescription(f"{tmp_path}/tasks.py:quad", seed=2, optimizer="momentum:0.5",
+        block_lr="by=2",
                            threads=1)
     result, out = runs.run(asked, str(tmp_path / "run"))
     assert result.status == "complete" and out == str(tmp_path / "run")
     back = RunDescription.from_summary(out)
-    assert back == asked.replace(lr=0.1, iters=3, pattern="gs", dtype="float64", device="cpu", offload="off",
+    assert back == asked.replace(lr=0.1, iters=3, pattern="gs", dtype="float64", device="cpu",
+        offload="off",
                                  block_lr="by=2.0")
     # rerun in memory from the description read back: the same records, bit for bit
     again, _ = runs.run(back, None)
@@ -129,17 +134,22 @@ def test_a_summary_without_settings_is_one_line(tmp_path):
         RunDescription.from_summary({"status": "complete"})
     with pytest.raises(RunDescriptionError, match="settings lack lr, pattern"):
         RunDescription.from_summary({"settings": {"task": "mlp", "dtype": "float32", "seed": 0}})
-    with pytest.raises(RunDescriptionError, match="^summary: learning rate must be a finite number > 0"):
-        RunDescription.from_summary({"settings": {"task": "mlp", "dtype": "float32", "seed": 0, "lr": -1,
+    with pytest.raises(RunDescriptionError,
+            match="^summary: learning rate must be a finite number > 0"):
+        RunDescription.from_summary({"settings": {"task": "mlp", "dtype": "float32", "seed": 0,
+            "lr": -1,
                                                   "pattern_spec": "gs"}})
 
 
-# -- the library does not import the command line ----------------------------------------------------
+# -- the library does not import the command line
+# ----------------------------------------------------
 def test_a_bad_flag_is_named_in_its_error():
     """From the command line the setting's own check speaks, led by the flag it came from."""
-    with pytest.raises(RunDescriptionError, match=r"^--lr: learning rate must be a finite number > 0, got -1.0$"):
+    with pytest.raises(RunDescriptionError, match=r"^--lr: learning rate must be a finite number "
+            r"> 0, got -1.0$"):
         description_from_args(parse(["mlp", "--lr", "-1"]))
-    with pytest.raises(RunDescriptionError, match=r"^--checkpoint-every: checkpoint interval must be an integer >= 1"):
+    with pytest.raises(RunDescriptionError, match=r"^--checkpoint-every: checkpoint interval "
+            r"must be an integer >= 1"):
         description_from_args(parse(["mlp", "--checkpoint-every", "0"]))
     with pytest.raises(RunDescriptionError, match=r"^--optimizer: unknown optimizer 'lion'"):
         description_from_args(parse(["mlp", "--optimizer", "lion"]))

@@ -1,7 +1,8 @@
-"""``crosscurv sweep`` without Ray: grid parsing (flags, TOML), expansion, run-folder states, aggregation.
+"""``crosscurv sweep`` without Ray: grid parsing (flags, TOML), expansion, run-folder states,
+aggregation.
 
-Bad grids must give one stderr line ``crosscurv: error: ...`` and exit code 2
-before anything runs (nothing is written).
+Bad grids must give one stderr line ``crosscurv: error: ...`` and exit code 2 before anything runs
+(nothing is written).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import textwrap
 import pytest
 
 from crosscurv.experiments.cli import main
-from crosscurv.experiments.sweep import SweepError, SweepSpec, expand, spec_from_mapping, spec_from_toml
+from crosscurv.experiments.sweep import (SweepError, SweepSpec, expand, spec_from_mapping,
+    spec_from_toml)
 from crosscurv.experiments.sweep import aggregate, state
 from crosscurv.experiments.sweep.grid import RunPoint
 from crosscurv.numeric.records import read_summary
@@ -59,37 +61,47 @@ def test_toml_grid_and_flags_replace_its_axes(tmp_path, capsys):
                     'pattern = ["gs", "2<-1"]\niters = 7\ndtype = "float64"\n')
     spec = spec_from_toml(str(grid))
     assert spec.task == ("mlp", "fl") and spec.preset == ("smoke",) and spec.lr == (0.01, 1.0)
-    assert spec.seed == (0, 1, 2) and spec.pattern == ("gs", "2<-1") and spec.iters == 7 and spec.dtype == "float64"
+    assert spec.seed == (0, 1, 2) and spec.pattern == ("gs",
+        "2<-1") and spec.iters == 7 and spec.dtype == "float64"
     assert spec.size == 2 * 1 * 2 * 3 * 2
 
     class Args:  # what argparse gives `crosscurv sweep --grid grid.toml --seed 5 7-8 --lr 0.2`
-        grid, task, preset, pattern, iters, dtype = str(tmp_path / "grid.toml"), None, None, None, None, None
+        grid, task, preset, pattern, iters, dtype = str(tmp_path
+            / "grid.toml"), None, None, None, None, None
         seed, lr = ["5", "7-8"], ["0.2"]
 
     spec2 = build_spec(Args)
-    assert spec2.seed == (5, 7, 8) and spec2.lr == (0.2,) and spec2.task == ("mlp", "fl") and spec2.iters == 7
+    assert spec2.seed == (5, 7, 8) and spec2.lr == (0.2,) and spec2.task == ("mlp",
+        "fl") and spec2.iters == 7
 
 
 def test_defaults_are_each_runs_own():
     spec = SweepSpec(task=("mlp",))
     (p,) = expand(spec)
-    assert (p.preset, p.lr, p.seed, p.pattern, p.iters, p.dtype) == (None, None, 0, None, None, None)
+    assert (p.preset, p.lr, p.seed, p.pattern, p.iters, p.dtype) == (None, None, 0, None, None,
+        None)
     assert p.name == "mlp-seed0"
     assert p.argv("/o") == ["run", "mlp", "--out", "/o"]
 
 
 def test_expansion_order_names_and_argv():
-    spec = spec_from_mapping({"task": ["mlp", "pkg.mod:factory"], "preset": "smoke", "lr": [0.05, 1e-3],
+    spec = spec_from_mapping({"task": ["mlp", "pkg.mod:factory"], "preset": "smoke", "lr": [0.05,
+        1e-3],
                               "seed": [0, 1], "pattern": ["gs", "2<-1,3<-2"], "iters": 3})
     pts = expand(spec)
     assert len(pts) == spec.size == 16
-    assert [p.name for p in pts[:4]] == ["mlp-smoke-lr0.05-seed0-gs-K3", "mlp-smoke-lr0.05-seed0-2from1_3from2-K3",
-                                         "mlp-smoke-lr0.05-seed1-gs-K3", "mlp-smoke-lr0.05-seed1-2from1_3from2-K3"]
+    assert [p.name for p in pts[:4]] == ["mlp-smoke-lr0.05-seed0-gs-K3",
+        "mlp-smoke-lr0.05-seed0-2from1_3from2-K3",
+                                         "mlp-smoke-lr0.05-seed1-gs-K3",
+                                         "mlp-smoke-lr0.05-seed1-2from1_3from2-K3"]
     assert pts[-1].name == "pkg.mod_factory-smoke-lr0.001-seed1-2from1_3from2-K3"
     assert len({p.name for p in pts}) == 16 and expand(spec) == pts  # unique and stable
-    assert pts[1].argv("/o/x", resume=True) == ["run", "mlp", "--preset", "smoke", "--pattern", "2<-1,3<-2",
-                                                "--lr", "0.05", "--iters", "3", "--out", "/o/x", "--resume"]
-    assert pts[-1].argv("/o/y") == ["run", "pkg.mod:factory", "--preset", "smoke", "--pattern", "2<-1,3<-2",
+    assert pts[1].argv("/o/x", resume=True) == ["run", "mlp", "--preset", "smoke", "--pattern",
+        "2<-1,3<-2",
+                                                "--lr", "0.05", "--iters", "3", "--out", "/o/x",
+                                                "--resume"]
+    assert pts[-1].argv("/o/y") == ["run", "pkg.mod:factory", "--preset", "smoke", "--pattern",
+        "2<-1,3<-2",
                                     "--lr", "0.001", "--iters", "3", "--seed", "1", "--out", "/o/y"]
 
 
@@ -131,12 +143,14 @@ def test_bad_toml_grids(tmp_path, toml, message):
         (["--task", "mlp", "--seed", "4-2"], "seed range '4-2' is empty"),
         (["--task", "mlp", "--seed", "x"], "seed must be an integer or a range"),
         (["--task", "mlp", "mlp"], "axis task repeats 'mlp'"),
-        (["--task", "mlp", "--preset", "huge"], "preset must be one of smoke, default, edge, paper, got 'huge'"),
+        (["--task", "mlp", "--preset", "huge"], "preset must be one of smoke, default, edge, "
+        "paper, got 'huge'"),
         (["--task", "mlp", "--workers", "0"], "workers must be an integer >= 1"),
         (["--task", "mlp", "--threads", "-2"], "threads must be an integer >= 1"),
         (["--grid", "missing.toml"], "grid file missing.toml does not exist"),
         (["--task", "mlp", "--bogus"], "unrecognized arguments: --bogus"),
-        (["--task", "mlp", "--address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
+        (["--task", "mlp", "--address", "127.0.0.1:1"],
+        "cannot reach the Ray cluster at 127.0.0.1:1"),
         (["--task", "mlp", "--address", "nohost"], "--address must be auto or HOST:PORT"),
     ],
 )
@@ -145,15 +159,18 @@ def test_bad_grids_one_line_exit_2_nothing_written(tmp_path, capsys, argv, messa
     rc = main(["sweep", *argv, "--out", str(out)])
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("crosscurv: error: ") and message in lines[0], err
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith(
+        "crosscurv: error: ") and message in lines[0], err
     assert not out.exists()
 
 
 def test_bad_grid_in_a_subprocess(tmp_path):
     """As users run it: one line, exit 2, no traceback, no Ray started."""
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "sweep", "--task", "mlp", "--lr", "0", "--out",
-                           str(tmp_path / "s")], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "sweep", "--task", "mlp", "--lr",
+        "0", "--out",
+                           str(tmp_path / "s")], capture_output=True, text=True, timeout=120,
+                           env=env, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert proc.stderr.startswith("crosscurv: error: learning rate must be a finite number > 0")
 
@@ -164,9 +181,11 @@ def test_existing_sweep_needs_resume(tmp_path, capsys):
     assert rc == 2 and "already holds a sweep; use --resume" in capsys.readouterr().err
 
 
-# -- run-folder states and aggregation on real runs (user task, milliseconds each) ------------------
+# -- run-folder states and aggregation on real runs (user task, milliseconds each)
+# ------------------
 def _point(task, lr, seed, iters=None):
-    return RunPoint(task=task, preset=None, lr=lr, seed=seed, pattern=None, iters=iters, name=f"r{lr}-{seed}")
+    return RunPoint(task=task, preset=None, lr=lr, seed=seed, pattern=None, iters=iters,
+        name=f"r{lr}-{seed}")
 
 
 def test_run_actions(tmp_path, quad, capsys):
@@ -185,7 +204,8 @@ def test_run_actions(tmp_path, quad, capsys):
     (tmp_path / "a" / "summary.json").write_text('{"status": "comp')  # torn: no summary
     assert state.run_action(p, d) == (state.RESUME, None)
     assert s["status"] == "complete"
-    # records of an interrupted run whose checkpoint is gone (a fresh clone): started afresh, nothing kept
+    # records of an interrupted run whose checkpoint is gone (a fresh clone): started afresh,
+    # nothing kept
     (tmp_path / "a" / "summary.json").write_text('{"status": "running", "settings": {}}')
     os.remove(os.path.join(d, "checkpoint.pt"))
     action, reason = state.run_action(p, d)
@@ -212,11 +232,14 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
     rows = []
     for p, d in runs:
         outcome = {"exit_code": 3 if p.lr == 1000.0 else 0, "error": "", "seconds": 0.5}
-        rows.append(aggregate.run_row(p, str(d), state.NEW, outcome, state.read_run_summary(str(d))))
+        rows.append(aggregate.run_row(p, str(d), state.NEW, outcome, state.read_run_summary(str(
+            d))))
     for (p, d), r in zip(runs[:-1], rows[:-1]):
         s = read_summary(str(d / "summary.json"))
-        assert r["status"] == "complete" and r["exit_code"] == 0 and r["records"] == 6 and r["iters"] == 6
-        assert r["lr"] == p.lr and r["seed"] == p.seed and r["pattern"] == "gs" and r["dtype"] == "float64"
+        assert r["status"] == "complete" and r["exit_code"] == 0 and r["records"] == 6 and r[
+            "iters"] == 6
+        assert r["lr"] == p.lr and r["seed"] == p.seed and r["pattern"] == "gs" and r[
+            "dtype"] == "float64"
         assert r["eta_L"] == p.lr * s["constants"]["L"] and r["eta_G"] == p.lr * s["constants"]["G"]
         for est in ("recursive", "cumulative", "jc_only"):
             m = s["metrics"][est]
@@ -226,10 +249,12 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
     bad = rows[-1]
     assert bad["status"] == "diverged" and bad["diverged_at"] == 4 and bad["records"] == 3
     assert "diverged at k=4" in bad["error"]
-    reused = aggregate.run_row(runs[-1][0], "x", state.REUSE, None, state.read_run_summary(str(runs[-1][1])))
+    reused = aggregate.run_row(runs[-1][0], "x", state.REUSE, None, state.read_run_summary(str(runs[
+        -1][1])))
     assert (reused["status"], reused["exit_code"], reused["action"]) == ("diverged", 3, "reuse")
     assert "diverged at k=4" in reused["error"]  # the summary's message
-    assert aggregate.run_row(runs[0][0], "x", state.REUSE, None, state.read_run_summary(str(runs[0][1])))[
+    assert aggregate.run_row(runs[0][0], "x", state.REUSE, None, state.read_run_summary(str(runs[0][
+        1])))[
         "exit_code"] == 0
 
     path = tmp_path / "sweep.csv"
@@ -241,7 +266,8 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
     assert back[-1]["status"] == "diverged" and back[-1]["exit_code"] == "3"
 
     groups = aggregate.group_over_seeds(rows)
-    assert [(g["lr"], g["n"], g["failed"]) for g in groups] == [(0.05, 3, 0), (0.1, 3, 0), (1000.0, 0, 1)]
+    assert [(g["lr"], g["n"], g["failed"]) for g in groups] == [(0.05, 3, 0), (0.1, 3, 0), (1000.0,
+        0, 1)]
     vals = [r["cumulative_mae"] for r in rows[:3]]
     mean, lo, hi = groups[0]["cumulative_mae"]
     assert math.isclose(mean, sum(vals) / 3) and (lo, hi) == (min(vals), max(vals))

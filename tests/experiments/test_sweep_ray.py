@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from crosscurv.experiments.sweep import SWEEP_FAILED_EXIT_CODE, SweepError, expand, run_sweep, spec_from_mapping
+from crosscurv.experiments.sweep import (SWEEP_FAILED_EXIT_CODE, SweepError, expand, run_sweep,
+    spec_from_mapping)
 from crosscurv.numeric.records import count_rows, read_records, read_summary
 
 pytestmark = pytest.mark.slow  # Ray start-ups: tens of seconds on the shared 2-core machine
@@ -34,12 +35,14 @@ ENV = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH
 
 
 def _cli(*argv, timeout=300, **env):
-    return subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True,
+        text=True,
                           timeout=timeout, env=dict(ENV, **env))
 
 
 def _run_one_thread(*argv) -> int:
-    """``crosscurv run`` in this process with 1 intra-op thread, as each sweep worker here runs it."""
+    """``crosscurv run`` in this process with 1 intra-op thread, as each sweep worker here runs it.
+    """
     import torch
 
     from crosscurv.experiments.cli import main
@@ -72,7 +75,8 @@ def test_cli_sweep_equals_runs_one_by_one_and_resume_reuses(tmp_path, capsys):
     for r in rows:
         run_dir = out / r["run_dir"]
         ref = tmp_path / "ref" / r["name"]
-        assert _run_one_thread("run", "mlp", "--preset", "smoke", "--lr", r["lr"], "--seed", r["seed"],
+        assert _run_one_thread("run", "mlp", "--preset", "smoke", "--lr", r["lr"], "--seed", r[
+            "seed"],
                                "--out", str(ref)) == 0
         assert read_records(str(run_dir / "records.csv")) == read_records(str(ref / "records.csv"))
         s = read_summary(str(run_dir / "summary.json"))
@@ -85,7 +89,8 @@ def test_cli_sweep_equals_runs_one_by_one_and_resume_reuses(tmp_path, capsys):
 
     again = _cli(*argv)
     assert again.returncode == 2 and "already holds a sweep; use --resume" in again.stderr
-    stamps = {p: os.stat(out / "runs" / p / "records.csv").st_mtime_ns for p in os.listdir(out / "runs")}
+    stamps = {p: os.stat(out / "runs" / p / "records.csv").st_mtime_ns for p in os.listdir(out
+        / "runs")}
     resumed = _cli(*argv, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "2/2 runs complete (0 run now, 2 reused)" in resumed.stdout and "Ray start-up" not in resumed.stdout
@@ -95,7 +100,8 @@ def test_cli_sweep_equals_runs_one_by_one_and_resume_reuses(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray instance with 2 CPUs for the in-process tests; ``run_sweep`` uses it as it is."""
+    """One local Ray instance with 2 CPUs for the in-process tests; ``run_sweep`` uses it as it is.
+    """
     ray = pytest.importorskip("ray")
     from crosscurv.experiments.sweep.ray_backend import connect
 
@@ -114,7 +120,8 @@ def quad(seed=0, dtype=None):
     g = torch.Generator().manual_seed(seed)
     A = torch.randn(4, 4, generator=g, dtype=torch.float64)
     A = A @ A.T / 4 + torch.eye(4, dtype=torch.float64)
-    p = {"x": torch.randn(2, generator=g, dtype=torch.float64), "y": torch.randn(2, generator=g, dtype=torch.float64)}
+    p = {"x": torch.randn(2, generator=g, dtype=torch.float64), "y": torch.randn(2, generator=g, \
+dtype=torch.float64)}
 
     def loss(q):
         t = torch.cat([q["x"], q["y"]])
@@ -136,13 +143,16 @@ def test_failed_runs_are_reported_and_the_others_finish(tmp_path, local_ray, cap
     by = {(r["task"].rpartition(":")[2], r["lr"]): r for r in res.rows}
     ok, div = by[("quad", 0.1)], by[("quad", 1000.0)]
     assert ok["status"] == "complete" and ok["records"] == 6 and ok["exit_code"] == 0
-    assert div["status"] == "diverged" and div["exit_code"] == 3 and "diverged at k=" in div["error"]
+    assert div["status"] == "diverged" and div["exit_code"] == 3 and "diverged at k=" in div[
+        "error"]
     for lr in (0.1, 1000.0):
         crash = by[("crash", lr)]
-        assert crash["status"] == "failed" and crash["exit_code"] is None and crash["records"] is None
+        assert crash["status"] == "failed" and crash["exit_code"] is None and crash[
+            "records"] is None
         assert "Worker" in crash["error"] or "died" in crash["error"], crash["error"]
     rows = _read_csv(res.csv)
-    assert len(rows) == 4 and sorted(r["status"] for r in rows) == ["complete", "diverged", "failed", "failed"]
+    assert len(rows) == 4 and sorted(r["status"] for r in rows) == ["complete", "diverged",
+        "failed", "failed"]
     err = capsys.readouterr().err
     assert err.count("crosscurv: sweep [") == 4 and "diverged at k=" in err
     assert "failed" in (tmp_path / "sw" / "sweep.md").read_text()
@@ -151,7 +161,8 @@ def test_failed_runs_are_reported_and_the_others_finish(tmp_path, local_ray, cap
 def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ray, capsys):
     spec = spec_from_mapping({"task": "mlp", "preset": "smoke", "seed": [0, 1], "iters": 40})
     out = tmp_path / "sw"
-    done = run_sweep(spec_from_mapping({"task": "mlp", "preset": "smoke", "seed": 1, "iters": 40}), str(out),
+    done = run_sweep(spec_from_mapping({"task": "mlp", "preset": "smoke", "seed": 1, "iters": 40}),
+        str(out),
                      workers=2, threads=1)
     assert done.exit_code == 0 and [r["action"] for r in done.rows] == ["new"]
     killed_point = expand(spec)[0]
@@ -165,7 +176,8 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while count_rows(str(killed / "records.csv")) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        while count_rows(str(killed
+                / "records.csv")) < 2 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -191,7 +203,8 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
 
 
 def test_local_workers_run_at_the_drivers_priority(local_ray):
-    """A local instance's workers are not reniced below the driver (Ray's default is niceness 15), so a
+    """A local instance's workers are not reniced below the driver (Ray's default is niceness 15),
+    so a
     sweep's runs are not starved by any other busy process on the machine."""
     @local_ray.remote(num_cpus=1)
     def niceness():

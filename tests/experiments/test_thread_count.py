@@ -22,7 +22,8 @@ def test_more_threads_only_when_faster_by_the_margin():
     assert choose({1: 1.0, 2: 0.95}) == 2
     assert choose({1: 1.0, 2: 1.3}) == 1  # two measured slower than one
     assert choose({1: 1.0, 2: 0.9, 4: 0.88}) == 2  # 4 within the margin of 2
-    assert choose({4: 0.5, 1: 1.0, 2: 1.2}) == 4  # compared with the best so far, whatever the order given
+    # compared with the best so far, whatever the order given
+    assert choose({4: 0.5, 1: 1.0, 2: 1.2}) == 4
     with pytest.raises(ValueError):
         choose({})
 

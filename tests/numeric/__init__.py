@@ -1,1 +1,3 @@
-"""crosscurv tests: numeric (a package, so same-named test modules in different folders do not clash)."""
+"""crosscurv tests: numeric (a package, so same-named test modules in different folders do not
+clash).
+"""

@@ -4,22 +4,23 @@ Each case builds a :class:`crosscurv.numeric.Task` in float64 small enough for a
 ``torch.func.hessian`` (``d <= 51``):
 
 * ``tanh_mlp``: 3-4-3-3-2 tanh MLP, MSE on 6 points, one block per layer (4 blocks);
-* ``bilinear_lora``: ``W0 + B A`` (``W0`` frozen, rank 2) on fixed data, MSE with a
-  tanh read-out, blocks ``B`` and ``A`` (2 blocks);
-* ``tiny_conv``: ``Conv2d(1, 2, 3)`` + tanh + ``Linear(8, 3)``, cross-entropy on
-  four 4x4 images, built through :func:`crosscurv.numeric.task_from_module`
-  (blocks ``conv``, ``fc.weight``, ``fc.bias``).
+* ``bilinear_lora``: ``W0 + B A`` (``W0`` frozen, rank 2) on fixed data, MSE with a tanh read-out,
+  blocks ``B`` and ``A`` (2 blocks);
+* ``tiny_conv``: ``Conv2d(1, 2, 3)`` + tanh + ``Linear(8, 3)``, cross-entropy on four 4x4 images,
+  built through :func:`crosscurv.numeric.task_from_module` (blocks ``conv``, ``fc.weight``,
+  ``fc.bias``).
 
-Outside ``CASES`` (too large for a dense Hessian, float32 like the built-in tasks):
-``relu_mlp``, a ReLU network whose gradient has kinks along a segment (the measured
-gap's hard case, :mod:`crosscurv.numeric.gap`).
+Outside ``CASES`` (too large for a dense Hessian, float32 like the built-in tasks): ``relu_mlp``, a
+ReLU network whose gradient has kinks along a segment (the measured gap's hard case,
+:mod:`crosscurv.numeric.gap`).
 
-The losses are built from :mod:`crosscurv.experiments.problems.toys` (the toy losses the golden cases and
-the scaling study use).  Random inputs and parameters come from :mod:`crosscurv.numeric.portable_random` (float64 draws,
-rounded to the case's dtype): the same bits on every CPU.
+The losses are built from :mod:`crosscurv.experiments.problems.toys` (the toy losses the golden
+cases and the scaling study use).  Random inputs and parameters come from
+:mod:`crosscurv.numeric.portable_random` (float64 draws, rounded to the case's dtype): the same bits
+on every CPU.
 
-The dense helpers flatten parameters in key order (:func:`crosscurv.numeric.tree.flatten`)
-and are for tests only.
+The dense helpers flatten parameters in key order (:func:`crosscurv.numeric.tree.flatten`) and are
+for tests only.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def tiny_conv(seed: int = 0, dtype=DTYPE, device="cpu") -> Task:
 def relu_mlp(seed: int = 0, dtype=torch.float32) -> Task:
     """8-32-32-3 ReLU MLP, cross-entropy on 128 random points, one block per layer (3 blocks)."""
     gen = _gen(seed)
-    x, y = portable_randn(128, 8, generator=gen, dtype=dtype), torch.randint(0, 3, (128,), generator=gen)
+    x, y = portable_randn(128, 8, generator=gen, dtype=dtype), torch.randint(0, 3, (128,),
+        generator=gen)
     params = {"w1": portable_randn(8, 32, generator=gen, dtype=dtype) / 2,
               "w2": portable_randn(32, 32, generator=gen, dtype=dtype) / 4,
               "w3": portable_randn(32, 3, generator=gen, dtype=dtype) / 4}
@@ -124,7 +126,9 @@ CASES = {"tanh_mlp": tanh_mlp, "bilinear_lora": bilinear_lora, "tiny_conv": tiny
 
 
 def patterns_for(n: int) -> dict:
-    """Delay patterns exercised on an ``n``-block case (JC, GS both ways, chain, partial, shared fresh sets)."""
+    """Delay patterns exercised on an ``n``-block case (JC, GS both ways, chain, partial, shared
+    fresh
+    sets)."""
     pats = {
         "jc": jacobi(n),
         "gs": gauss_seidel(n),
@@ -153,7 +157,8 @@ def flat_loss(task: Task, like=None):
 
 
 def dense_hessian(task: Task, params=None) -> torch.Tensor:
-    """``(d, d)`` Hessian by ``torch.func.hessian`` in the parameters' dtype (float64 cases; tests only)."""
+    """``(d, d)`` Hessian by ``torch.func.hessian`` in the parameters' dtype (float64 cases; tests
+    only)."""
     p = task.params if params is None else params
     f = tree.flatten(p)
     return torch.func.hessian(flat_loss(task, p))(f)
@@ -237,7 +242,8 @@ _DENSE_CACHE: dict = {}
 
 
 def cached_dense(name: str):
-    """``(task, H, g)`` of case ``name`` at its parameters: dense float64 Hessian and gradient, computed once."""
+    """``(task, H, g)`` of case ``name`` at its parameters: dense float64 Hessian and gradient,
+    computed once."""
     if name not in _DENSE_CACHE:
         task = CASES[name]()
         _DENSE_CACHE[name] = (task, dense_hessian(task), dense_gradient(task))
@@ -254,7 +260,9 @@ def param_offsets(task: Task) -> dict:
 
 
 def check_restricted_products(point, task: Task, H: torch.Tensor, tol: float) -> None:
-    """``point.hvp(v_C, rows=R)`` is the dense ``sum_{c in C} H[R, c] v_c`` for several column and row sets."""
+    """``point.hvp(v_C, rows=R)`` is the dense ``sum_{c in C} H[R, c] v_c`` for several column and
+    row
+    sets."""
     sl = param_offsets(task)
     keys = list(task.params)
     v = random_direction(task.params, 5)

@@ -1,5 +1,5 @@
-"""crosscurv.numeric.advice: the JC-only predictions against a dense float64 reference, the embedded error on a quadratic,
-the decision, candidates, and resume bit for bit."""
+"""crosscurv.numeric.advice: the JC-only predictions against a dense float64 reference, the embedded
+error on a quadratic, the decision, candidates, and resume bit for bit."""
 
 from __future__ import annotations
 
@@ -10,19 +10,23 @@ import torch
 
 from crosscurv.experiments.problems.toys import coupled_quadratic
 from crosscurv.numeric import Task, tree
-from crosscurv.numeric.advice import AdviceError, advise, decide, default_candidates, parse_candidates, read_advice_records
+from crosscurv.numeric.advice import (AdviceError, advise, decide, default_candidates,
+    parse_candidates, read_advice_records)
 from crosscurv.numeric.protocol import run_protocol
 from tests.numeric.cases import dense_gradient, dense_hessian, dense_mask, tanh_mlp
 from crosscurv.theory.patterns import PatternError, as_pattern
 
 
 def _quadratic() -> Task:
-    """``1/2 x^T A x - b^T x`` over blocks of 2, 3 and 2 coordinates (``A`` coupled, eigenvalues >= 0.3)."""
+    """``1/2 x^T A x - b^T x`` over blocks of 2, 3 and 2 coordinates (``A`` coupled, eigenvalues >=
+    0.3)."""
     return coupled_quadratic([2, 3, 2], seed=3, shift=0.3)[0]
 
 
 def test_predictions_match_dense_reference():
-    """y_{k+1} = (I - eta H) y_k + eta^2 M_S g, prediction g.y + y.H y / 2, all dense along the JC run."""
+    """y_{k+1} = (I - eta H) y_k + eta^2 M_S g, prediction g.y + y.H y / 2, all dense along the JC
+    run.
+    """
     task = tanh_mlp()
     lr, K = 0.2, 6
     pats = ["gs", "gs:4,3,2,1", "chain", "2<-1,4<-2"]
@@ -39,7 +43,8 @@ def test_predictions_match_dense_reference():
                 assert got == pytest.approx(want, rel=1e-10, abs=1e-15), (k, p)
                 # Theorem 1's one-step estimate eta^2 g.M_S g
                 m = dense_mask(task, as_pattern(p, 4))
-                assert adv.per_iteration[k - 1]["one_step"][p] == pytest.approx(lr**2 * float(g @ (m * h) @ g), rel=1e-10)
+                assert adv.per_iteration[k - 1]["one_step"][p] == pytest.approx(lr**2 * float(g @ (
+                    m * h) @ g), rel=1e-10)
             ys[p] = y - lr * h @ y + lr**2 * (dense_mask(task, as_pattern(p, 4)) * h) @ g
         theta = tree.unflatten(tree.flatten(theta) - lr * g, theta)
     assert adv.per_iteration[0]["estimates"]["jc"] == 0.0
@@ -50,15 +55,16 @@ def test_jc_only_equals_protocol_column():
     adv = advise(task, 0.3, 8, "jc;gs;chain", checks=False)
     for p in ("gs", "chain"):
         recs = run_protocol(task, p, 0.3, 8).records
-        assert [r["jc_only"] for r in recs] == pytest.approx([r["estimates"][p] for r in adv.per_iteration],
+        assert [r["jc_only"] for r in recs] == pytest.approx([r["estimates"][p]
+            for r in adv.per_iteration],
                                                              rel=1e-12, abs=1e-16)
 
 
 @pytest.mark.parametrize("lr", [0.1, 0.03])
 def test_error_is_the_actual_error_on_a_quadratic(lr):
-    """On a quadratic the corrected state keeps every O(eta^3) term: it is >= 30x closer to the measured gap than
-    the JC-only estimate, and error = |corrected - jc_only| is the JC-only estimate's actual error to within 5%
-    of its size."""
+    """On a quadratic the corrected state keeps every O(eta^3) term: it is >= 30x closer to the
+    measured gap than the JC-only estimate, and error = |corrected - jc_only| is the JC-only
+    estimate's actual error to within 5% of its size."""
     task = _quadratic()
     K = int(3 / lr)
     adv = advise(task, lr, K, "jc;gs;gs:3,2,1;chain", checks=False)
@@ -114,13 +120,17 @@ def test_resume_equals_uninterrupted(tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), checkpoint_every=2, on_record=stop_at_6)
-    again = advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), resume=True, checkpoint_every=2)
+        advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), checkpoint_every=2,
+            on_record=stop_at_6)
+    again = advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), resume=True,
+        checkpoint_every=2)
     assert again.per_iteration == full.per_iteration
-    assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b" / "advice.csv").read_bytes()
+    assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b"
+        / "advice.csv").read_bytes()
     # extending a finished run: the rows of an uninterrupted run to the new K
     longer = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "c"), checkpoint_every=2)
-    ext = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True, checkpoint_every=2)
+    ext = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True,
+        checkpoint_every=2)
     assert ext.per_iteration == longer.per_iteration
     assert read_advice_records(str(tmp_path / "a" / "advice.csv"))[-1]["k"] == 12
     with pytest.raises(AdviceError, match="setting lr differs"):
@@ -140,7 +150,8 @@ def test_gs_orders_note_and_figure(tmp_path):
 
 
 def test_one_step_check_warns_outside_the_regime():
-    """The smoke MLP (ReLU): at its preset lr the one-step gap is far from eta^2 C_S (kinks), at lr 5e-4 not."""
+    """The smoke MLP (ReLU): at its preset lr the one-step gap is far from eta^2 C_S (kinks), at lr
+    5e-4 not."""
     from crosscurv.experiments.tasks.loading import load_task
 
     task, settings = load_task("mlp", "smoke", device=torch.device("cpu"))
@@ -152,7 +163,8 @@ def test_one_step_check_warns_outside_the_regime():
     assert c["k"] == 0 and abs(c["measured"] - c["eta3"]) <= c["floor"]
     c = far.one_step_checks[0]["gs"]
     assert abs(c["measured"] - c["eta3"]) > max(10 * abs(c["eta3"] - c["eta2"]), c["floor"])
-    # in float64 the one-step gap at lr 5e-4 agrees with eta^2 C_S + eta^3 c3 well inside the eta^3 term
+    # in float64 the one-step gap at lr 5e-4 agrees with eta^2 C_S + eta^3 c3 well inside the eta^3
+    # term
     task64, _ = load_task("mlp", "smoke", device=torch.device("cpu"), dtype=torch.float64)
     c = advise(task64, 5e-4, 1, "jc;gs").one_step_checks[0]["gs"]
     assert abs(c["measured"] - c["eta3"]) <= 0.1 * abs(c["eta3"] - c["eta2"])
@@ -161,27 +173,34 @@ def test_one_step_check_warns_outside_the_regime():
 
 
 def test_batched_engine_gives_the_same_advice():
-    """The batched (forward-over-reverse) engine: the same predictions and errors as the graph engine."""
+    """The batched (forward-over-reverse) engine: the same predictions and errors as the graph
+    engine.
+    """
     task = tanh_mlp()
     a = advise(task, 0.2, 5, "jc;gs;chain;2<-1", checks=False)
     b = advise(task, 0.2, 5, "jc;gs;chain;2<-1", hvp_method="forward", checks=False)
     for ra, rb in zip(a.per_iteration, b.per_iteration):
         for key in ("estimates", "errors", "corrected", "one_step"):
             assert list(ra[key]) == list(rb[key])
-            assert list(ra[key].values()) == pytest.approx(list(rb[key].values()), rel=1e-9, abs=1e-15)
+            assert list(ra[key].values()) == pytest.approx(list(rb[key].values()), rel=1e-9,
+                abs=1e-15)
         assert ra["best"] == rb["best"]
 
 
-# -- optimizers and block learning rates ----------------------------------------------------------------
-@pytest.mark.parametrize("optimizer, block_lr", [("momentum:0.9", None), ("adam", None), ("sgd", "layer2=2.0"),
+# -- optimizers and block learning rates
+# ----------------------------------------------------------------
+@pytest.mark.parametrize("optimizer, block_lr", [("momentum:0.9", None), ("adam", None), ("sgd",
+    "layer2=2.0"),
                                                  ("adam:0.8,0.99,1e-6", "1=0.5")])
 def test_optimizer_predictions_are_the_protocol_jc_only(optimizer, block_lr):
-    """With an optimizer / block factors the prediction is the protocol's optimizer-aware jc_only column."""
+    """With an optimizer / block factors the prediction is the protocol's optimizer-aware jc_only
+    column."""
     task = tanh_mlp()
     adv = advise(task, 0.05, 6, "jc;gs;chain", optimizer=optimizer, block_lr=block_lr)
     for p in ("gs", "chain"):
         recs = run_protocol(task, p, 0.05, 6, optimizer=optimizer, block_lr=block_lr).records
-        assert [r["estimates"][p] for r in adv.per_iteration] == pytest.approx([r["jc_only"] for r in recs],
+        assert [r["estimates"][p] for r in adv.per_iteration] == pytest.approx([r["jc_only"]
+            for r in recs],
                                                                                rel=1e-12, abs=1e-16)
         assert [r["loss_jc"] for r in adv.per_iteration] == [r["loss_jc"] for r in recs]
     assert all(math.isnan(r["errors"]["gs"]) and not r["certified"] for r in adv.per_iteration)
@@ -201,23 +220,29 @@ def test_optimizer_one_step_column_is_eta2_c_s_phi():
     for k in range(3):
         if k >= 1:
             for p in ("gs", "2<-1"):
-                want = lr ** 2 * optimizer_delay_curvature(task, theta, as_pattern(p, 4), spec, state, factors)
-                assert adv.per_iteration[k - 1]["one_step"][p] == pytest.approx(want, rel=1e-10, abs=1e-18)
-        theta, state, _ = optimizer_scheme_step(task, theta, as_pattern("jc", 4), lr, spec, state, factors)
+                want = lr ** 2 * optimizer_delay_curvature(task, theta, as_pattern(p, 4), spec,
+                    state, factors)
+                assert adv.per_iteration[k - 1]["one_step"][p] == pytest.approx(want, rel=1e-10,
+                    abs=1e-18)
+        theta, state, _ = optimizer_scheme_step(task, theta, as_pattern("jc", 4), lr, spec, state,
+            factors)
 
 
-@pytest.mark.parametrize("optimizer, block_lr", [("momentum:0.5", None), ("sgd", "layer2=2.0,layer4=0.5"),
+@pytest.mark.parametrize("optimizer, block_lr", [("momentum:0.5", None), ("sgd",
+    "layer2=2.0,layer4=0.5"),
                                                  ("momentum:0.5", "1=3")])
 def test_optimizer_prediction_error_is_third_order(optimizer, block_lr):
-    """At fixed K the measured gap of the optimizer's trajectories is O(eta^2) and the JC-only prediction's error
-    O(eta^3) (one step: eta^2 C_S^phi + O(eta^3); the tangent recursion drops terms of third order): halving eta
-    divides the gap by 4 and the error by 8 (observed orders 1.95-1.98 and 2.77-3.06)."""
+    """At fixed K the measured gap of the optimizer's trajectories is O(eta^2) and the JC-only
+    prediction's error O(eta^3) (one step: eta^2 C_S^phi + O(eta^3); the tangent recursion drops
+    terms of third order): halving eta divides the gap by 4 and the error by 8 (observed orders
+    1.95-1.98 and 2.77-3.06)."""
     task = tanh_mlp()
     out = {}
     for lr in (0.002, 0.001):
         adv = advise(task, lr, 3, "jc;gs;chain", optimizer=optimizer, block_lr=block_lr)
         for p in ("gs", "chain"):
-            gap = run_protocol(task, p, lr, 3, optimizer=optimizer, block_lr=block_lr).records[-1]["gap"]
+            gap = run_protocol(task, p, lr, 3, optimizer=optimizer, block_lr=block_lr).records[-1][
+                "gap"]
             out[lr, p] = (gap, abs(gap - adv.per_iteration[-1]["estimates"][p]))
     for p in ("gs", "chain"):
         (g1, e1), (g2, e2) = out[0.002, p], out[0.001, p]
@@ -241,33 +266,40 @@ def test_optimizer_resume_equals_uninterrupted(tmp_path):
     with pytest.raises(Stop):
         advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "b"), on_record=stop_at_5, **kw)
     again = advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "b"), resume=True, **kw)
-    assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b" / "advice.csv").read_bytes()
-    assert [r["estimates"] for r in again.per_iteration] == [r["estimates"] for r in full.per_iteration]
+    assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b"
+        / "advice.csv").read_bytes()
+    assert [r["estimates"] for r in again.per_iteration] == [r["estimates"]
+        for r in full.per_iteration]
     with pytest.raises(AdviceError, match="setting optimizer differs"):
-        advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True, optimizer="momentum:0.9",
+        advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True,
+            optimizer="momentum:0.9",
                block_lr="layer1=2.0")
 
 
 def test_nothing_is_certified_past_the_edge_of_stability():
-    """The same quadratic certified inside the regime, advised at a rate past its edge (eta lambda_max > 2):
-    the sharpness is the quadratic's lambda_max (dense reference), and no iteration from the first past the edge
-    is certified, which the recommendation says."""
+    """The same quadratic certified inside the regime, advised at a rate past its edge (eta
+    lambda_max
+    > 2): the sharpness is the quadratic's lambda_max (dense reference), and no iteration from the
+    first past the edge is certified, which the recommendation says."""
     task = _quadratic()
     lam = float(torch.linalg.eigvalsh(dense_hessian(task, task.params)).max())
     inside = advise(task, 0.1, 30, "jc;gs;chain", checks=False)
     assert all(r["sharpness"] == pytest.approx(lam, rel=1e-3) for r in inside.per_iteration[20:])
-    assert any(r["certified"] for r in inside.per_iteration) and "edge of stability" not in inside.recommendation
+    assert any(r["certified"]
+        for r in inside.per_iteration) and "edge of stability" not in inside.recommendation
     lr = 2.05 / lam
     past = advise(task, lr, 30, "jc;gs;chain", checks=False)
     first = next(r["k"] for r in past.per_iteration if lr * r["sharpness"] >= 2)
-    assert first == 1  # lambda_max(H_JC^0) converged at k = 0 (the power iteration from its eigenvector after)
+    # lambda_max(H_JC^0) converged at k = 0 (the power iteration from its eigenvector after)
+    assert first == 1
     assert not any(r["certified"] for r in past.per_iteration if r["k"] >= first)
     assert f"crossed the edge of stability at K = {first}" in past.recommendation
 
 
 def test_a_first_step_remainder_withholds_the_first_certificates(monkeypatch):
-    """The measured one-step remainder at theta^0 is the first dropped order of the first REMAINDER_WINDOW
-    iterations: a large one withholds their certificates, and the recommendation warns."""
+    """The measured one-step remainder at theta^0 is the first dropped order of the first
+    REMAINDER_WINDOW iterations: a large one withholds their certificates, and the recommendation
+    warns."""
     import crosscurv.numeric.advice as advice
     from crosscurv.numeric.certificate import REMAINDER_WINDOW
 

@@ -1,4 +1,6 @@
-"""``backward_of``: the bits of ``torch.autograd.grad`` with ``grad_outputs``, without importing SymPy."""
+"""``backward_of``: the bits of ``torch.autograd.grad`` with ``grad_outputs``, without importing
+SymPy.
+"""
 
 import subprocess
 import sys
@@ -10,7 +12,8 @@ from crosscurv.numeric.hvp import backward_of
 
 
 def _graph(dtype):
-    """A float ``dtype`` MLP-shaped gradient with its graph kept: ``(params, [g entries])``; ``c`` unused."""
+    """A float ``dtype`` MLP-shaped gradient with its graph kept: ``(params, [g entries])``; ``c``
+    unused."""
     gen = torch.Generator().manual_seed(3)
     w1 = torch.randn(7, 5, generator=gen, dtype=dtype, requires_grad=True)
     w2 = torch.randn(3, 7, generator=gen, dtype=dtype, requires_grad=True)
@@ -46,7 +49,9 @@ def test_a_misshapen_grad_output_is_refused():
 
 
 def test_a_product_at_a_point_does_not_import_sympy():
-    """A run's products never import SymPy (torch.fx's symbolic shapes): a fresh interpreter, as a user runs it."""
+    """A run's products never import SymPy (torch.fx's symbolic shapes): a fresh interpreter, as a
+    user
+    runs it."""
     code = (
         "import sys, torch\n"
         "from crosscurv.numeric.point import PointCurvature\n"
@@ -55,7 +60,8 @@ def test_a_product_at_a_point_does_not_import_sympy():
         "pt = PointCurvature(loss, w)\n"
         "hv = pt.hvp({'a': torch.ones(3, 2), 'b': torch.ones(2)})\n"
         "assert hv['a'].shape == (3, 2)\n"
-        "print(sorted(m for m in ('sympy', 'torch.fx.experimental.symbolic_shapes') if m in sys.modules))\n"
+        "print(sorted(m for m in ('sympy', 'torch.fx.experimental.symbolic_shapes') if m in "
+        "sys.modules))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,11 +1,14 @@
-"""``M_S v`` (Lemma 1), ``c_ij``, ``C_S`` (Theorem 1) and ``C_cross`` (Corollary 1) vs dense float64."""
+"""``M_S v`` (Lemma 1), ``c_ij``, ``C_S`` (Theorem 1) and ``C_cross`` (Corollary 1) vs dense
+float64.
+"""
 
 import pytest
 import torch
 
 import crosscurv.numeric.curvature as curvature
 from crosscurv.numeric import tree
-from crosscurv.numeric.curvature import CrossCurvature, cross_curvature_table, masked_directions, masked_product, masked_products
+from crosscurv.numeric.curvature import (CrossCurvature, cross_curvature_table, masked_directions,
+    masked_product, masked_products)
 from crosscurv.numeric.hvp import grad
 from crosscurv.theory.patterns import PatternError, gauss_seidel
 from tests.numeric.cases import (
@@ -63,7 +66,8 @@ def test_one_hvp_per_distinct_fresh_set(monkeypatch):
 
     monkeypatch.setattr(curvature, "hvp_batch", spy)
     pats = patterns_for(4)
-    expected = {"jc": None, "gs": 3, "gs_reversed": 3, "chain": 3, "partial_2<-1": 1, "shared_fresh": 1, "skip": 3}
+    expected = {"jc": None, "gs": 3, "gs_reversed": 3, "chain": 3, "partial_2<-1": 1,
+        "shared_fresh": 1, "skip": 3}
     for name, n in expected.items():
         seen.clear()
         v = random_direction(task.params, 0)
@@ -102,7 +106,8 @@ def test_cross_curvature_table_matches_dense(case, method):
         assert table.C_S(pattern) == pytest.approx(cs, rel=TOL, abs=TOL * scale), name
     # Corollary 1: every full GS order gives C_cross / 2
     assert table.C_S(gauss_seidel(n)) == pytest.approx(table.C_cross / 2, rel=1e-9)
-    assert table.C_S(gauss_seidel(n, list(reversed(range(n))))) == pytest.approx(table.C_cross / 2, rel=1e-9)
+    assert table.C_S(gauss_seidel(n, list(reversed(range(n))))) == pytest.approx(table.C_cross / 2,
+        rel=1e-9)
 
 
 def test_table_with_given_gradient_and_at_other_points():
@@ -113,7 +118,8 @@ def test_table_with_given_gradient_and_at_other_points():
     table = cross_curvature_table(task, p, g=g)
     gf = tree.flatten(g)
     idx = block_index(task)
-    assert table.c[0, 1] == pytest.approx(float(gf[idx == 0] @ H[idx == 0][:, idx == 1] @ gf[idx == 1]), rel=TOL)
+    assert table.c[0, 1] == pytest.approx(float(gf[idx == 0] @ H[idx == 0][:, idx == 1] @ gf[idx
+        == 1]), rel=TOL)
     assert table.c[0, 1] == pytest.approx(float(table.c[1, 0]), rel=1e-12)  # H_ij = H_ji^T
     assert set(table.to_dict()) >= {"c", "C_cross", "block_names"}
 

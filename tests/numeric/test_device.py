@@ -56,7 +56,8 @@ def test_dtypes():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_products_on_cuda_match_cpu(dtype):
-    """Same code path on the GPU: gradient, HVP (both methods, batched), M_S v, c_ij, a step, D^3L."""
+    """Same code path on the GPU: gradient, HVP (both methods, batched), M_S v, c_ij, a step, D^3L.
+    """
     from crosscurv.numeric import tree
     from crosscurv.numeric.curvature import cross_curvature_table, masked_product
     from crosscurv.numeric.hvp import grad, hvp, hvp_batch
@@ -76,7 +77,8 @@ def test_products_on_cuda_match_cpu(dtype):
         def back(d):
             return tree.flatten({k: t.cpu() for k, t in d.items()})
 
-        assert relerr(back(grad(gpu.loss, gpu.params)[1]), tree.flatten(grad(cpu.loss, cpu.params)[1])) < tol
+        assert relerr(back(grad(gpu.loss, gpu.params)[1]), tree.flatten(grad(cpu.loss, cpu.params)[
+            1])) < tol
         ref = tree.flatten(hvp(cpu.loss, cpu.params, v))
         for method in ("forward", "reverse"):
             assert relerr(back(hvp(gpu.loss, gpu.params, vg, method)), ref) < tol

@@ -91,8 +91,10 @@ def _closed_forms(task, d, lr, K):
         delta = d["fs"][k - 1] - d["fj"][k - 1]
         H = d["Hj"][k - 1]
         g1 = d["gj"][k]
-        rec.append(float(g1 @ (eye - lr * H) @ delta + 0.5 * delta @ H @ delta + lr**2 * g1 @ d["Ms"][k - 1]))
-        # Theorem 3: z_k = eta^2 sum_j Phi_{k,j+1} M_S^j g_S^j, Phi_{k,j+1} = prod_{l=j+1}^{k-1} (I - eta H_l)
+        rec.append(float(g1 @ (eye - lr * H) @ delta + 0.5 * delta @ H @ delta + lr**2 * g1 @ d[
+            "Ms"][k - 1]))
+        # Theorem 3: z_k = eta^2 sum_j Phi_{k,j+1} M_S^j g_S^j, Phi_{k,j+1} = prod_{l=j+1}^{k-1} (I
+        # - eta H_l)
         for key, out in (("Ms", cum), ("Mj", jco)):
             z = torch.zeros(n, dtype=F64)
             for j in range(k):
@@ -114,7 +116,8 @@ def _close(a, b, rel=REL):
 
 # -- problems -------------------------------------------------------------------------
 def quadratic_task(seed: int = 0) -> tuple[Task, torch.Tensor]:
-    """``1/2 t^T A t - b^T t`` over 3 blocks (shapes 2x2, 3, 2); ``A`` SPD with a separated top eigenvalue."""
+    """``1/2 t^T A t - b^T t`` over 3 blocks (shapes 2x2, 3, 2); ``A`` SPD with a separated top
+    eigenvalue."""
     gen = torch.Generator().manual_seed(seed)
     n = 9
     q, _ = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=F64))
@@ -131,7 +134,8 @@ def quadratic_task(seed: int = 0) -> tuple[Task, torch.Tensor]:
         t = torch.cat([p["W"].reshape(-1), p["v"], p["c"]])
         return 0.5 * t @ (A @ t) - b @ t
 
-    return Task(params, loss, {"first": ["W"], "second": ["v"], "third": ["c"]}, name="quadratic"), A
+    return Task(params, loss, {"first": ["W"], "second": ["v"], "third": ["c"]},
+        name="quadratic"), A
 
 
 def sqrt_coupling_task() -> Task:
@@ -151,7 +155,8 @@ def sqrt_coupling_task() -> Task:
 
 
 # -- tests ----------------------------------------------------------------------------
-@pytest.mark.parametrize("pairs", [None, [(1, 0), (2, 0)], [(2, 1)]], ids=["gs", "shared_fresh", "3<-2"])
+@pytest.mark.parametrize("pairs", [None, [(1, 0), (2, 0)], [(2, 1)]], ids=["gs", "shared_fresh",
+    "3<-2"])
 def test_quadratic_estimates_equal_closed_forms(pairs):
     task, A = quadratic_task()
     pattern = gauss_seidel(3) if pairs is None else from_pairs(3, pairs)
@@ -178,7 +183,8 @@ def test_quadratic_estimates_equal_closed_forms(pairs):
 
 
 def test_two_block_quadratic_cumulative_is_exact():
-    """For two blocks on a quadratic the S step is exactly theta - eta g + eta^2 M_S g, so Theorem 3 has no remainder."""
+    """For two blocks on a quadratic the S step is exactly theta - eta g + eta^2 M_S g, so Theorem 3
+    has no remainder."""
     task, _ = quadratic_task(1)
     two = Task(task.params, task.loss, {"a": ["W"], "b": ["v", "c"]}, name="quadratic2")
     res = run_protocol(two, gauss_seidel(2), 0.1, 12)
@@ -280,7 +286,9 @@ def test_the_residual_of_a_pair_is_the_norm_of_its_float64_difference():
 
 
 def test_the_seeded_start_vector_is_the_normalised_float64_draw_bit_for_bit():
-    """Drawn entry by entry twice (norm, then entries): the whole float64 draw normalised, then cast."""
+    """Drawn entry by entry twice (norm, then entries): the whole float64 draw normalised, then
+    cast.
+    """
     from crosscurv.numeric.estimates import init_power_vector
 
     like = {"w": torch.zeros(300, 70), "b": torch.zeros(5, dtype=F64), "e": torch.zeros(0, 3)}

@@ -1,4 +1,6 @@
-"""crosscurv.numeric.file_save: the archive torch.load reads as torch.save's, its parked bytes copied file to file."""
+"""crosscurv.numeric.file_save: the archive torch.load reads as torch.save's, its parked bytes
+copied
+file to file."""
 
 import os
 
@@ -12,7 +14,8 @@ from crosscurv.numeric.records import atomic_torch_save
 
 def _vec(seed, n=1000):
     g = torch.Generator().manual_seed(seed)
-    return {"w": torch.randn(n, 7, generator=g), "b": torch.randn(13, generator=g), "e": torch.zeros(0, 3)}
+    return {"w": torch.randn(n, 7, generator=g), "b": torch.randn(13, generator=g),
+        "e": torch.zeros(0, 3)}
 
 
 def _same(a, b):
@@ -20,7 +23,8 @@ def _same(a, b):
 
 
 def _sources(store, vectors):
-    files = {next(iter(v.values())).untyped_storage().data_ptr(): store.file_of(n) for n, v in vectors.items()}
+    files = {next(iter(v.values())).untyped_storage().data_ptr(): store.file_of(n) for n,
+        v in vectors.items()}
     return lambda st: (files[st.data_ptr()], 0) if st.data_ptr() in files else None
 
 
@@ -67,18 +71,22 @@ def _peak_kib(fn) -> int:
     return kb("VmHWM") - base
 
 
-@pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux /proc/self/clear_refs")
+@pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK),
+    reason="needs Linux /proc/self/clear_refs")
 def test_a_parked_vector_is_saved_without_entering_memory(tmp_path):
-    """64 MiB parked: torch.save reads all of it through its map, the file-to-file save none of it."""
+    """64 MiB parked: torch.save reads all of it through its map, the file-to-file save none of it.
+    """
     store = Offloaded("cpu", str(tmp_path))
     store.park("x", {"w": torch.ones(16 * 2 ** 20)})
     path = str(tmp_path / "ck.pt")
 
     def save(streamed):
         vectors = {"x": store.fetch("x")}
-        atomic_torch_save({"vectors": vectors}, path, sources=_sources(store, vectors) if streamed else None)
+        atomic_torch_save({"vectors": vectors}, path, sources=_sources(store, vectors) if streamed
+            else None)
 
     plain, streamed = _peak_kib(lambda: save(False)), _peak_kib(lambda: save(True))
     assert plain > 48 * 1024 and streamed < 16 * 1024, (plain, streamed)
-    assert torch.equal(torch.load(path, weights_only=True)["vectors"]["x"]["w"], torch.ones(16 * 2 ** 20))
+    assert torch.equal(torch.load(path, weights_only=True)["vectors"]["x"]["w"], torch.ones(16
+        * 2 ** 20))
     store.close()

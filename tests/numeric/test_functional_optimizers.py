@@ -1,9 +1,10 @@
-"""The functional optimizer (crosscurv.numeric.optimizers.functional) against torch.optim in float64.
+"""The functional optimizer (crosscurv.numeric.optimizers.functional) against torch.optim in
+float64.
 
 Momentum and Adam, with and without weight decay, are compared bit for bit (the rule modules repeat
-torch.optim's operations); plain SGD to round-off (the suite's ``theta - lr g``).  Per-tensor clipping,
-which torch.optim does not have, is checked against its equation; the direction's derivative against
-the rule's closed-form Jacobian.
+torch.optim's operations); plain SGD to round-off (the suite's ``theta - lr g``).  Per-tensor
+clipping, which torch.optim does not have, is checked against its equation; the direction's
+derivative against the rule's closed-form Jacobian.
 """
 
 from __future__ import annotations
@@ -39,15 +40,18 @@ def _torch_opt(name, params, lr, kw):
 
 def _assert_same(name, kw, ours, ref):
     if name == "sgd" and not kw.get("momentum"):
-        torch.testing.assert_close(ours, ref, rtol=1e-13, atol=1e-15)  # theta - lr g vs add_(g, alpha=-lr)
+        # theta - lr g vs add_(g, alpha=-lr)
+        torch.testing.assert_close(ours, ref, rtol=1e-13, atol=1e-15)
     else:
         assert torch.equal(ours, ref), (ours - ref).abs().max()
 
 
 def _problem(seed=0, steps=5):
     gen = torch.Generator().manual_seed(seed)
-    w0 = {"a": torch.randn(4, 3, generator=gen, dtype=F64), "b": torch.randn(5, generator=gen, dtype=F64)}
-    grads = [{k: torch.randn(v.shape, generator=gen, dtype=F64) for k, v in w0.items()} for _ in range(steps)]
+    w0 = {"a": torch.randn(4, 3, generator=gen, dtype=F64), "b": torch.randn(5, generator=gen,
+        dtype=F64)}
+    grads = [{k: torch.randn(v.shape, generator=gen, dtype=F64) for k, v in w0.items()}
+        for _ in range(steps)]
     return w0, grads
 
 
@@ -70,8 +74,10 @@ def test_joint_steps_match_torch_optim(name, kw):
 
 @pytest.mark.parametrize("name,kw", SETTINGS)
 def test_block_by_block_steps_keep_torch_optims_per_parameter_state(name, kw):
-    """Updating ``b`` twice as often as ``a`` in separate calls is torch.optim stepping with only the moved
-    parameter's gradient set: each parameter keeps its own step count (Adam's bias correction) and buffers."""
+    """Updating ``b`` twice as often as ``a`` in separate calls is torch.optim stepping with only
+    the
+    moved parameter's gradient set: each parameter keeps its own step count (Adam's bias correction)
+    and buffers."""
     w0, grads = _problem(seed=1, steps=6)
     leaves = {k: torch.nn.Parameter(v.clone()) for k, v in w0.items()}
     topt = _torch_opt(name, list(leaves.values()), 0.05, kw)
@@ -110,7 +116,8 @@ def test_clip_is_the_papers_projection():
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_clipping_then_weight_decay_is_the_step(momentum):
-    """The rule receives ``g' = Pi_tau(g) + wd theta``: ``theta - lr g'`` (SGD), the heavy ball on ``g'``."""
+    """The rule receives ``g' = Pi_tau(g) + wd theta``: ``theta - lr g'`` (SGD), the heavy ball on
+    ``g'``."""
     w0, grads = _problem()
     lr, wd, tau = 0.1, 0.05, 0.5
     opt = functional_optimizer("sgd", lr, momentum=momentum, weight_decay=wd, clip=tau)
@@ -139,8 +146,8 @@ def test_direction_is_the_step(name, kw):
 
 
 def test_adam_direction_derivative_is_the_rules_jacobian_also_at_zero_gradients():
-    """``torch.func.jvp`` of the direction equals :func:`direction_jacobian_apply` (the closed-form diagonal
-    ``J``), finite where a gradient entry and its second moment are 0 (Adam's kink)."""
+    """``torch.func.jvp`` of the direction equals :func:`direction_jacobian_apply` (the closed-form
+    diagonal ``J``), finite where a gradient entry and its second moment are 0 (Adam's kink)."""
     w0, grads = _problem(seed=3)
     g = {k: v.clone() for k, v in grads[1].items()}
     g["a"][0] = 0.0
@@ -148,7 +155,8 @@ def test_adam_direction_derivative_is_the_rules_jacobian_also_at_zero_gradients(
     first = {k: v.clone() for k, v in grads[0].items()}
     first["a"][0] = 0.0
     _, st = opt.update(w0, first, opt.init_state())
-    v = {k: torch.randn(t.shape, generator=torch.Generator().manual_seed(4), dtype=F64) for k, t in g.items()}
+    v = {k: torch.randn(t.shape, generator=torch.Generator().manual_seed(4), dtype=F64) for k,
+        t in g.items()}
     _, jv = torch.func.jvp(lambda gg: opt.direction(w0, gg, st), (g,), (v,))
     state = OptimizerState(1, st["buffers"])
     ref = direction_jacobian_apply(opt.spec, state, g, v)

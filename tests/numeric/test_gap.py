@@ -1,5 +1,5 @@
-"""Loss gaps without cancellation (crosscurv.numeric.gap): exact on polynomials, error bounds that hold, float32 gaps
-far below the spacing of the losses."""
+"""Loss gaps without cancellation (crosscurv.numeric.gap): exact on polynomials, error bounds that
+hold, float32 gaps far below the spacing of the losses."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def _poly(dtype=torch.float64):
 
     def loss(p):
         a, b = p["a"], p["b"]
-        return (a ** 6).sum() / 6 + (a ** 4).sum() * b.sum() + 0.5 * (b ** 2).sum() + a.sum() * b.sum()
+        return (a ** 6).sum() / 6 + (a ** 4).sum() * b.sum() + 0.5 * (
+            b ** 2).sum() + a.sum() * b.sum()
 
     return Task(params, loss, {"a": ["a"], "b": ["b"]}, name="poly")
 
@@ -46,23 +47,30 @@ def test_identical_points_give_an_exact_zero_without_gradients():
 
 
 def test_float32_gap_far_below_the_loss_spacing_is_resolved():
-    """Two float32 points a few parameter ulps apart: their losses' difference is a whole number of loss
-    ulps; the segment integral is within its bound of the float64 truth and the bound is far below an ulp."""
+    """Two float32 points a few parameter ulps apart: their losses' difference is a whole number of
+    loss ulps; the segment integral is within its bound of the float64 truth and the bound is far
+    below an ulp."""
     task64 = _poly()
-    b64 = {"a": torch.tensor([0.7, -0.6], dtype=torch.float64), "b": torch.tensor([1.2], dtype=torch.float64)}
-    step = {"a": torch.tensor([1e-6, -2e-6], dtype=torch.float64), "b": torch.tensor([5e-7], dtype=torch.float64)}
+    b64 = {"a": torch.tensor([0.7, -0.6], dtype=torch.float64), "b": torch.tensor([1.2],
+        dtype=torch.float64)}
+    step = {"a": torch.tensor([1e-6, -2e-6], dtype=torch.float64), "b": torch.tensor([5e-7],
+        dtype=torch.float64)}
     b32 = {k: v.float() for k, v in b64.items()}
     a32 = {k: (b64[k] + step[k]).float() for k in b64}
-    exact = _exact_gap(task64, {k: v.double() for k, v in a32.items()}, {k: v.double() for k, v in b32.items()})
+    exact = _exact_gap(task64, {k: v.double() for k, v in a32.items()}, {k: v.double() for k,
+        v in b32.items()})
     task32 = Task(b32, task64.loss, task64.blocks)
-    gap, err = segment_gap(task32.loss, a32, b32, grad(task32.loss, a32)[1], grad(task32.loss, b32)[1])
-    ulp = float(np.spacing(np.float32(float(task32.loss(b32).detach()))))  # float32 spacing of the loss
+    gap, err = segment_gap(task32.loss, a32, b32, grad(task32.loss, a32)[1], grad(task32.loss, b32)[
+        1])
+    # float32 spacing of the loss
+    ulp = float(np.spacing(np.float32(float(task32.loss(b32).detach()))))
     assert exact != 0.0
     assert abs(gap - exact) <= err
     assert err < 0.01 * ulp
     with torch.no_grad():
         plain = float(task32.loss(a32)) - float(task32.loss(b32))
-    assert abs(gap - exact) < 0.01 * abs(plain - exact) + 1e-12  # the plain difference is off by up to an ulp
+    # the plain difference is off by up to an ulp
+    assert abs(gap - exact) < 0.01 * abs(plain - exact) + 1e-12
 
 
 @pytest.mark.parametrize("nodes", [2, 4])
@@ -75,8 +83,10 @@ def test_gauss_legendre_loss_gap_matches_the_segment_gap(nodes):
     assert loss_gap(task, a, b, nodes) == pytest.approx(gap, rel=tol)
 
 
-# -- reconcile: the recorded (gap, gap_err) ------------------------------------------------------------------
-@pytest.mark.parametrize("dtype, np_dtype", [(torch.float32, np.float32), (torch.float64, np.float64)])
+# -- reconcile: the recorded (gap, gap_err)
+# ------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, np_dtype", [(torch.float32, np.float32), (torch.float64,
+    np.float64)])
 def test_ulp_is_numpy_spacing(dtype, np_dtype):
     rng = np.random.default_rng(0)
     for x in np.concatenate([rng.lognormal(0, 5, 200), [1.0, 2.0, 0.5, 2.3, 1e-30]]):
@@ -98,7 +108,8 @@ def test_reconcile_falls_back_to_the_difference_where_the_segment_is_refuted_or_
     r = difference_error(ls, lj, "float32")
     # the segment claims 1e-9 but is 1e-3 off: refuted
     assert reconcile(0.251, 1e-9, ls, lj, "float32") == (0.25, r)
-    # the segment agrees but its estimate is above the losses' rounding: the difference is the better one
+    # the segment agrees but its estimate is above the losses' rounding: the difference is the
+    # better one
     assert reconcile(0.25, 2 * r, ls, lj, "float32") == (0.25, r)
     # a legacy record without an estimate
     assert reconcile(0.25, float("nan"), ls, lj, "float32") == (0.25, r)
@@ -116,10 +127,12 @@ def test_reconcile_is_idempotent():
 
 
 def _relu_mlp(seed: int) -> Task:
-    """A float32 ReLU MLP on random data: the gradient has kinks along a segment (the 5-point rule's weak case)."""
+    """A float32 ReLU MLP on random data: the gradient has kinks along a segment (the 5-point rule's
+    weak case)."""
     gen = torch.Generator().manual_seed(seed)
     x, y = torch.randn(256, 10, generator=gen), torch.randint(0, 3, (256,), generator=gen)
-    params = {"w1": torch.randn(10, 64, generator=gen) / 3, "w2": torch.randn(64, 64, generator=gen) / 8,
+    params = {"w1": torch.randn(10, 64, generator=gen) / 3, "w2": torch.randn(64, 64,
+        generator=gen) / 8,
               "w3": torch.randn(64, 3, generator=gen) / 8}
 
     def loss(p):
@@ -132,31 +145,37 @@ def _relu_mlp(seed: int) -> Task:
 
 @pytest.mark.parametrize("scale", [1e-4, 1e-2, 0.3])
 def test_reconciled_bound_holds_on_a_relu_network_near_and_far(scale):
-    """Float32 ReLU points a short and a long way apart: the recorded (gap, gap_err) is within its bound of
-    the float64 difference of the exact losses at the same float32 points."""
+    """Float32 ReLU points a short and a long way apart: the recorded (gap, gap_err) is within its
+    bound of the float64 difference of the exact losses at the same float32 points."""
     for seed in range(4):
         task = _relu_mlp(seed)
         b = task.params
         gen = torch.Generator().manual_seed(100 + seed)
-        a = {k: (v + scale * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k, v in b.items()}
-        exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k, v in b.items()})
+        a = {k: (v + scale * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k,
+            v in b.items()}
+        exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k,
+            v in b.items()})
         with torch.no_grad():
             ls, lj = float(task.loss(a)), float(task.loss(b))
-        gap, err = reconcile(*segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss, b)[1]),
+        gap, err = reconcile(*segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss,
+            b)[1]),
                              ls, lj, torch.float32)
         assert abs(gap - exact) <= err, (seed, gap, err, exact)
 
 
 def test_the_segment_estimate_alone_does_not_bound_a_relu_gap():
-    """The finding reconcile answers: on the same ReLU points the Simpson-difference estimate is exceeded by
-    the 5-point rule's true error at some seeds (kinks along the segment), while the reconciled bound holds."""
+    """The finding reconcile answers: on the same ReLU points the Simpson-difference estimate is
+    exceeded by the 5-point rule's true error at some seeds (kinks along the segment), while the
+    reconciled bound holds."""
     missed = 0
     for seed in range(20):
         task = _relu_mlp(seed)
         b = task.params
         gen = torch.Generator().manual_seed(100 + seed)
-        a = {k: (v + 1e-2 * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k, v in b.items()}
-        exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k, v in b.items()})
+        a = {k: (v + 1e-2 * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k,
+            v in b.items()}
+        exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k,
+            v in b.items()})
         gap, err = segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss, b)[1])
         missed += abs(gap - exact) > err
         with torch.no_grad():
@@ -167,7 +186,8 @@ def test_the_segment_estimate_alone_does_not_bound_a_relu_gap():
 
 
 def test_the_inner_nodes_are_b_plus_t_delta_bit_for_bit():
-    """The three nodes share one buffer: each is ``b + t Delta`` with the bits of that expression."""
+    """The three nodes share one buffer: each is ``b + t Delta`` with the bits of that expression.
+    """
     from crosscurv.numeric.gap import LOBATTO_NODES, SegmentGap
 
     gen = torch.Generator().manual_seed(1)

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from crosscurv.numeric import tree
-from crosscurv.numeric.hvp import HVPError, block_grad, grad, grad_and_hvp, hvp, hvp_batch, resolve_method, tune_hvp
+from crosscurv.numeric.hvp import (HVPError, block_grad, grad, grad_and_hvp, hvp, hvp_batch,
+    resolve_method, tune_hvp)
 from tests.numeric.cases import CASES, dense_gradient, dense_hessian, random_direction, relerr
 
 TOL = 1e-10
@@ -190,7 +191,8 @@ def test_auto_is_double_backward_else_forward_over_reverse_and_remembers_nothing
         assert relerr(g["x"], 3 * p["x"] ** 2) < TOL and relerr(hv["x"], expected) < TOL
     import crosscurv.numeric.hvp as module
 
-    assert not [n for n in vars(module) if n in ("_auto_choice", "_no_vmap", "hvp_choice")]  # no hidden memory
+    # no hidden memory
+    assert not [n for n in vars(module) if n in ("_auto_choice", "_no_vmap", "hvp_choice")]
 
 
 def test_batch_falls_back_to_loop_when_vmap_fails():
@@ -227,8 +229,10 @@ def test_bad_requests_raise_one_line_errors():
 
 
 def test_parameters_the_loss_ignores_get_zero_products():
-    p = {"a": torch.tensor([1.0, 2.0], dtype=torch.float64), "unused": torch.ones(3, dtype=torch.float64)}
-    v = {"a": torch.tensor([1.0, -1.0], dtype=torch.float64), "unused": torch.ones(3, dtype=torch.float64)}
+    p = {"a": torch.tensor([1.0, 2.0], dtype=torch.float64), "unused": torch.ones(3,
+        dtype=torch.float64)}
+    v = {"a": torch.tensor([1.0, -1.0], dtype=torch.float64), "unused": torch.ones(3,
+        dtype=torch.float64)}
 
     def loss(q):
         return (q["a"] ** 4).sum()

@@ -5,12 +5,14 @@ import torch
 
 from crosscurv.numeric import tree
 from crosscurv.numeric.estimates import propagate
-from crosscurv.numeric.inplace import add_scaled_into, norm_of, scaled_difference_into, step_residual
+from crosscurv.numeric.inplace import (add_scaled_into, norm_of, scaled_difference_into,
+    step_residual)
 
 
 def _vec(seed, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return {"w": torch.randn(37, 53, generator=g).to(dtype), "b": torch.randn(1001, generator=g).to(dtype)}
+    return {"w": torch.randn(37, 53, generator=g).to(dtype), "b": torch.randn(1001, generator=g).to(
+        dtype)}
 
 
 def _clone(v):
@@ -27,19 +29,22 @@ def test_in_place_updates_give_the_bits_of_the_expressions_they_replace(dtype):
     lr = 0.0371
     lr2 = lr * lr
     want = propagate(s, Hs, f, lr)  # (s - lr Hs) + lr^2 f
-    got = add_scaled_into(scaled_difference_into(s, _clone(Hs), lr), _clone(f), lr2)  # as the plain rule forms z
+    # as the plain rule forms z
+    got = add_scaled_into(scaled_difference_into(s, _clone(Hs), lr), _clone(f), lr2)
     assert _same(got, want)
     Hc = _clone(Hs)
     out = scaled_difference_into(s, Hc, lr)
     assert out is Hc and _same(out, propagate(s, Hs, None, lr))
     kept = _clone(f)
-    assert _same(add_scaled_into(_clone(s), kept, lr2, keep=True), {n: s[n] + lr2 * f[n] for n in s})
+    assert _same(add_scaled_into(_clone(s), kept, lr2, keep=True), {n: s[n] + lr2 * f[n]
+        for n in s})
     assert _same(kept, f)  # keep=True leaves the forcing as it was
 
 
 def test_shared_buffers_are_formed_out_of_place():
     s = _vec(3)
-    alias = dict(s)  # H s handed back as the very tensors of s (autograd may return grad_outputs unchanged)
+    # H s handed back as the very tensors of s (autograd may return grad_outputs unchanged)
+    alias = dict(s)
     want = propagate(s, s, None, 0.5)
     same = _clone(s)
     assert _same(scaled_difference_into(same, same, 0.5), want)
@@ -66,11 +71,13 @@ def test_step_residual_is_the_float64_expression_and_reads_its_inputs_only(dtype
     keep = [_clone(x) for x in (new, old, g, u)]
 
     def expression(with_u):
-        x = {n: new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64) for n in new}
+        x = {n: new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64)
+            for n in new}
         if with_u:
             x = {n: x[n] - lr2 * u[n].to(torch.float64) for n in x}
         return float(tree.norm(x))
 
     assert step_residual(new, old, g, lr, u, lr2) == expression(True)
     assert step_residual(new, old, g, lr, None, 0.0) == expression(False)
-    assert all(_same(a, b) for a, b in zip((new, old, g, u), keep))  # float64 inputs too are never written
+    # float64 inputs too are never written
+    assert all(_same(a, b) for a, b in zip((new, old, g, u), keep))

@@ -11,7 +11,8 @@ from crosscurv.numeric.offload import Offloaded
 
 
 def _problem(spectrum, dtype, seed=0):
-    """A dense symmetric matrix with the given eigenvalues and an ``hvp`` on a two-block parameter dict."""
+    """A dense symmetric matrix with the given eigenvalues and an ``hvp`` on a two-block parameter
+    dict."""
     rng = np.random.default_rng(seed)
     n = len(spectrum)
     Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
@@ -19,7 +20,8 @@ def _problem(spectrum, dtype, seed=0):
     A = 0.5 * (A + A.T)
     At = torch.tensor(A, dtype=dtype)
     split = n // 3
-    like = {"w": torch.zeros(split, dtype=dtype), "b": torch.zeros(n - split, dtype=dtype).reshape(-1, 1)}
+    like = {"w": torch.zeros(split, dtype=dtype), "b": torch.zeros(n - split, dtype=dtype).reshape(
+        -1, 1)}
 
     def hvp(v):
         y = At @ torch.cat([v["w"].reshape(-1), v["b"].reshape(-1)])
@@ -32,18 +34,21 @@ def _check_against_dense(A, ext: Extremes, tol: float):
     w = np.linalg.eigvalsh(A)
     scale = max(abs(w[0]), abs(w[-1]))
     assert ext.residual <= tol
-    # Krylov-Weinstein: a Rayleigh quotient with residual r is within r of an eigenvalue; at the ends, of the end
+    # Krylov-Weinstein: a Rayleigh quotient with residual r is within r of an eigenvalue; at the
+    # ends, of the end
     assert abs(ext.lam_max - w[-1]) <= tol * scale
     assert abs(ext.lam_min - w[0]) <= tol * scale
     for lam, v in ((ext.lam_max, ext.v_max), (ext.lam_min, ext.v_min)):
-        x = np.concatenate([v["w"].double().reshape(-1).numpy(), v["b"].double().reshape(-1).numpy()])
+        x = np.concatenate([v["w"].double().reshape(-1).numpy(), v["b"].double().reshape(
+            -1).numpy()])
         assert abs(np.linalg.norm(x) - 1) < 1e-5
         assert np.linalg.norm(A @ x - lam * x) <= tol * scale * 1.01
 
 
 SPECTRA = {
     "separated": lambda rng: np.concatenate([rng.uniform(-3, 5, 298), [9.0, -6.0]]),
-    "clustered ends": lambda rng: np.concatenate([rng.uniform(-1, 1, 296), [2.0, 1.999, -1.5, -1.4995]]),
+    "clustered ends": lambda rng: np.concatenate([rng.uniform(-1, 1, 296), [2.0, 1.999, -1.5,
+    -1.4995]]),
     "one-sided": lambda rng: np.concatenate([rng.uniform(0.1, 1.0, 299), [3.0]]),
 }
 
@@ -100,7 +105,8 @@ def test_a_space_smaller_than_the_krylov_dimension_is_solved_exactly():
 def test_non_finite_products_raise():
     _, like, _ = _problem([1.0, 2.0, 3.0, 4.0], torch.float64)
     with pytest.raises(ArithmeticError):
-        lanczos_extremes(lambda v: {k: torch.full_like(t, float("nan")) for k, t in v.items()}, like)
+        lanczos_extremes(lambda v: {k: torch.full_like(t, float("nan")) for k, t in v.items()},
+            like)
 
 
 def test_the_solver_follows_the_model_size(monkeypatch):
@@ -112,18 +118,23 @@ def test_the_solver_follows_the_model_size(monkeypatch):
     assert offload.large_model(n, 4)
     calls = []
     real = estimates.hessian_extremes
-    monkeypatch.setattr(estimates, "hessian_extremes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(estimates, "hessian_extremes", lambda *a, **k: calls.append(1) or real(*a,
+        **k))
     large = solve_extremes(hvp, like)
-    tracked = track_extremes(hvp, like, large, 20)  # the warm-started refinement of a large model: Lanczos too
+    # the warm-started refinement of a large model: Lanczos too
+    tracked = track_extremes(hvp, like, large, 20)
     assert calls == []
     for ext in (small, large, tracked):
         _check_against_dense(A, ext, SHARPNESS_TOL)
 
 
 def test_a_product_that_hands_back_its_input_leaves_the_basis_intact():
-    """``H = diag(I, 3 I)`` by an ``hvp`` that returns its argument's first block itself (as autograd may hand
-    back a ``grad_output``): the recurrence forms ``w`` in a copy of it, never in ``v_j``."""
+    """``H = diag(I, 3 I)`` by an ``hvp`` that returns its argument's first block itself (as
+    autograd
+    may hand back a ``grad_output``): the recurrence forms ``w`` in a copy of it, never in ``v_j``.
+    """
     like = {"a": torch.zeros(5, dtype=torch.float64), "b": torch.zeros(3, dtype=torch.float64)}
     ext = lanczos_extremes(lambda v: {"a": v["a"], "b": 3.0 * v["b"]}, like, seed=1)
-    assert ext.lam_max == pytest.approx(3.0, rel=1e-9) and ext.lam_min == pytest.approx(1.0, rel=1e-9)
+    assert ext.lam_max == pytest.approx(3.0, rel=1e-9) and ext.lam_min == pytest.approx(1.0,
+        rel=1e-9)
     assert ext.residual <= SHARPNESS_TOL

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from crosscurv.numeric.metrics import GS, JC, TIE, UNDEFINED, bound_coverage, evaluate, winner, winner_metrics
+from crosscurv.numeric.metrics import (GS, JC, TIE, UNDEFINED, bound_coverage, evaluate, winner,
+    winner_metrics)
 
 
 def test_winner_function():
@@ -54,7 +55,8 @@ def test_nan_estimate_never_agrees_and_poisons_errors():
 
 def test_dict_form_and_table_row():
     d = winner_metrics([1.0, -1.0, -1.0, -1.0], [2.0, -1.0, 1.0, -3.0])
-    assert d == {"K": 4, "correct": 75.0, "jc_hits": (1, 1), "s_hits": (2, 3), "mae": 1.25, "max_ae": 2.0, "ties": 0,
+    assert d == {"K": 4, "correct": 75.0, "jc_hits": (1, 1), "s_hits": (2, 3), "mae": 1.25,
+        "max_ae": 2.0, "ties": 0,
                  "undecided": 0}
     row = evaluate([1.0, -1.0], [1.0, -1.0]).row()
     assert row[:3] == ["100.0%", "1/1", "1/1"]
@@ -72,7 +74,8 @@ def test_gaps_within_their_error_bound_are_undecided():
     assert m.mae == pytest.approx(sum(abs(a - b) for a, b in zip(est, gaps)) / 6)  # MAE over all K
     assert math.isnan(evaluate([1e-9], [1.0], [1e-8]).correct)  # nothing decided
     nan_errs = evaluate(gaps, est, [float("nan")] * 6)
-    assert nan_errs.undecided == 0 and nan_errs.ties == 2  # no bound (an older records file): all decided
+    # no bound (an older records file): all decided
+    assert nan_errs.undecided == 0 and nan_errs.ties == 2
     with pytest.raises(ValueError):
         evaluate([1.0], [1.0], [0.1, 0.2])
 

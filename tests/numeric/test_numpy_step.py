@@ -130,13 +130,15 @@ def test_the_fit_reads_the_pattern_through_differences_of_the_gradient():
 
 
 def test_the_numpy_bridge_reads_any_layout():
-    """The NumPy loss bridge (a custom autograd rule) gives the user's value and gradient whatever the
+    """The NumPy loss bridge (a custom autograd rule) gives the user's value and gradient whatever
+    the
     layout of its operands: non-contiguous, expanded and channels-last float64 tensors; float32
     parameters are refused."""
     import torch
 
     def loss(p):
-        return float(sum((v ** 2 * np.arange(1, v.size + 1).reshape(v.shape)).sum() for v in p.values()))
+        return float(sum((v ** 2 * np.arange(1, v.size + 1).reshape(v.shape)).sum()
+            for v in p.values()))
 
     def grad(p):
         return {n: 2 * v * np.arange(1, v.size + 1).reshape(v.shape) for n, v in p.items()}

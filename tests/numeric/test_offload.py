@@ -5,13 +5,15 @@ import os
 import pytest
 import torch
 
-from crosscurv.numeric.offload import (CARRIED_VECTORS, OFFLOAD_MIN_BYTES, PEAK_VECTORS, Offloaded, Resident, make_store,
+from crosscurv.numeric.offload import (CARRIED_VECTORS, OFFLOAD_MIN_BYTES, PEAK_VECTORS, Offloaded,
+    Resident, make_store,
                              should_offload)
 
 
 def _vec(dtype):
     g = torch.Generator().manual_seed(0)
-    return {"w": torch.randn(3, 4, generator=g).to(dtype), "b": torch.randn(4, generator=g).to(dtype)}
+    return {"w": torch.randn(3, 4, generator=g).to(dtype), "b": torch.randn(4, generator=g).to(
+        dtype)}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -27,7 +29,8 @@ def test_offloaded_round_trip_is_bit_exact_and_keeps_keys_and_shapes(tmp_path, d
         assert out[k].dtype == dtype and out[k].shape == v[k].shape and torch.equal(out[k], v[k])
     assert torch.equal(store.fetch("z")["w"], v["w"])  # fetching does not consume
     for k in v:  # one entry alone, the same bits
-        assert torch.equal(store.fetch_entry("z", k), v[k]) and store.fetch_entry("z", k).dtype == dtype
+        assert torch.equal(store.fetch_entry("z", k), v[k]) and store.fetch_entry("z",
+            k).dtype == dtype
     store.park("z", {k: t * 2 for k, t in v.items()})  # parking again replaces
     assert torch.equal(store.fetch("z")["b"], v["b"] * 2)
     store.park("w", None)
@@ -63,9 +66,11 @@ def test_offloaded_keeps_strided_empty_and_shrinking_vectors(tmp_path):
     v = {"t": base.t(), "e": torch.empty(0, 3), "s": torch.tensor(2.5, dtype=torch.float64)}
     store.park("v", v)
     out = store.fetch("v")
-    assert all(out[k].shape == v[k].shape and out[k].dtype == v[k].dtype and torch.equal(out[k], v[k]) for k in v)
+    assert all(out[k].shape == v[k].shape and out[k].dtype == v[k].dtype and torch.equal(out[k], v[
+        k]) for k in v)
     del out  # no map of the file is alive: parking again overwrites it in place
-    store.park("v", {"t": base[:1]})  # a smaller vector under the same name: the file shrinks with it
+    # a smaller vector under the same name: the file shrinks with it
+    store.park("v", {"t": base[:1]})
     (folder,) = os.listdir(tmp_path)
     assert os.path.getsize(tmp_path / folder / "v.bin") == 6 * 4
     assert list(store.fetch("v")) == ["t"] and torch.equal(store.fetch("v")["t"], base[:1])
@@ -73,27 +78,32 @@ def test_offloaded_keeps_strided_empty_and_shrinking_vectors(tmp_path):
 
 
 def test_the_default_policy_follows_the_model_size_not_the_free_memory():
-    """Offload once the carried vectors reach OFFLOAD_MIN_BYTES, however much memory is free; a smaller
+    """Offload once the carried vectors reach OFFLOAD_MIN_BYTES, however much memory is free; a
+    smaller
     model only under memory pressure (its estimated footprint above half of what is available)."""
     at = -(-OFFLOAD_MIN_BYTES // (CARRIED_VECTORS * 4))  # the smallest float32 model that offloads
     plenty = 1 << 50
     assert should_offload(at, 4, "cpu", available=plenty) is True
     assert should_offload(at - 1, 4, "cpu", available=plenty) is False
-    assert should_offload((at + 1) // 2, 8, "cpu", available=plenty) is True  # bytes count, not parameters
+    # bytes count, not parameters
+    assert should_offload((at + 1) // 2, 8, "cpu", available=plenty) is True
     assert should_offload(100_000_000, 4, "cpu", available=plenty) is True
     small = 100_000
     need = (CARRIED_VECTORS + PEAK_VECTORS) * small * 4
     assert should_offload(small, 4, "cpu", available=4 * need) is False
     assert should_offload(small, 4, "cpu", available=need) is True
     assert should_offload(10, 8, "cpu") is False  # a tiny model on this machine
-    # the models of the built-in presets: the 0.8M-parameter MLP and ResNet-18 at widths 16-64 offload
-    assert should_offload(782_186, 4, "cpu", available=plenty) and should_offload(787_258, 4, "cpu", available=plenty)
+    # the models of the built-in presets: the 0.8M-parameter MLP and ResNet-18 at widths 16-64
+    # offload
+    assert should_offload(782_186, 4, "cpu", available=plenty) and should_offload(787_258, 4,
+        "cpu", available=plenty)
 
 
 def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tmp_path):
-    """A fetched vector updated in place leaves the parked one as it was; parking its name again while it
-    is alive writes another file and leaves the fetched vector as it was; a name alternates between its
-    files (a third only while maps of both are alive)."""
+    """A fetched vector updated in place leaves the parked one as it was; parking its name again
+    while
+    it is alive writes another file and leaves the fetched vector as it was; a name alternates
+    between its files (a third only while maps of both are alive)."""
     store = Offloaded("cpu", str(tmp_path))
     v = _vec(torch.float32)
     store.park("z", v)
@@ -109,7 +119,8 @@ def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tm
     store.park("z", {k: t + 2 for k, t in v.items()})
     assert sorted(os.listdir(tmp_path / folder)) == ["z.1.bin", "z.2.bin", "z.bin"]
     assert torch.equal(second["b"], v["b"] + 1) and torch.equal(store.fetch("z")["b"], v["b"] + 2)
-    del second  # z.1.bin is free again: the next park while z.2.bin is mapped writes it, no fourth file
+    # z.1.bin is free again: the next park while z.2.bin is mapped writes it, no fourth file
+    del second
     third = store.fetch("z")
     store.park("z", {k: t + 3 for k, t in v.items()})
     assert sorted(os.listdir(tmp_path / folder)) == ["z.1.bin", "z.2.bin", "z.bin"]
@@ -120,26 +131,32 @@ def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tm
 
 
 def test_a_shared_vector_is_read_from_the_same_file_until_either_name_is_parked_anew(tmp_path):
-    """``share`` writes nothing; parking the first name again writes another file (the shared one is kept for
-    the second name), parking the second name gives it its own file, and ``None`` ends the sharing."""
+    """``share`` writes nothing; parking the first name again writes another file (the shared one is
+    kept for the second name), parking the second name gives it its own file, and ``None`` ends the
+    sharing."""
     store = Offloaded("cpu", str(tmp_path))
     v = _vec(torch.float32)
     store.park("theta", v)
     (folder,) = os.listdir(tmp_path)
     store.share("theta", "kept")
-    assert os.listdir(tmp_path / folder) == ["theta.bin"] and store.file_of("kept") == store.file_of("theta")
+    assert os.listdir(tmp_path / folder) == ["theta.bin"] and store.file_of(
+        "kept") == store.file_of("theta")
     assert store.holds("kept") and torch.equal(store.fetch("kept")["w"], v["w"])
     assert torch.equal(store.fetch_entry("kept", "b"), v["b"])
-    store.park("theta", {k: t + 1 for k, t in v.items()})  # "kept" reads theta.bin: another file for theta
+    # "kept" reads theta.bin: another file for theta
+    store.park("theta", {k: t + 1 for k, t in v.items()})
     assert sorted(os.listdir(tmp_path / folder)) == ["theta.1.bin", "theta.bin"]
-    assert torch.equal(store.fetch("kept")["w"], v["w"]) and torch.equal(store.fetch("theta")["w"], v["w"] + 1)
+    assert torch.equal(store.fetch("kept")["w"], v["w"]) and torch.equal(store.fetch("theta")["w"],
+        v["w"] + 1)
     assert torch.equal(store.fetch("kept", writable=True)["b"], v["b"])
     store.share("theta", "kept")  # now theta.1.bin; theta.bin is free again
     store.park("theta", {k: t + 2 for k, t in v.items()})
     assert sorted(os.listdir(tmp_path / folder)) == ["theta.1.bin", "theta.bin"]
-    assert torch.equal(store.fetch("kept")["b"], v["b"] + 1) and torch.equal(store.fetch("theta")["b"], v["b"] + 2)
+    assert torch.equal(store.fetch("kept")["b"], v["b"] + 1) and torch.equal(store.fetch("theta")[
+        "b"], v["b"] + 2)
     store.park("kept", {k: t * 5 for k, t in v.items()})  # its own file now
-    assert store.file_of("kept") != store.file_of("theta") and torch.equal(store.fetch("kept")["w"], v["w"] * 5)
+    assert store.file_of("kept") != store.file_of("theta") and torch.equal(store.fetch("kept")[
+        "w"], v["w"] * 5)
     store.park("kept", None)
     assert not store.holds("kept") and torch.equal(store.fetch("theta")["w"], v["w"] + 2)
     store.share("kept", "other")  # sharing nothing parks nothing
@@ -158,14 +175,16 @@ def test_a_resident_store_shares_the_same_tensors():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_writable_fetches_and_entries_are_read_into_memory_of_their_own(tmp_path, dtype):
-    """``fetch(name, writable=True)`` and ``fetch_entry`` give the parked bytes in new tensors: an update in
-    place changes neither the parked vector nor the file, and parking the name again reuses its file."""
+    """``fetch(name, writable=True)`` and ``fetch_entry`` give the parked bytes in new tensors: an
+    update in place changes neither the parked vector nor the file, and parking the name again
+    reuses its file."""
     store = Offloaded("cpu", str(tmp_path))
     v = _vec(dtype)
     v["empty"] = torch.zeros(0, 3, dtype=dtype)
     store.park("z", v)
     out = store.fetch("z", writable=True)
-    assert list(out) == list(v) and all(torch.equal(out[k], v[k]) and out[k].dtype == dtype for k in v)
+    assert list(out) == list(v) and all(torch.equal(out[k], v[k]) and out[k].dtype == dtype
+        for k in v)
     assert all(torch.equal(store.fetch_entry("z", k), v[k]) for k in v)
     out["w"].mul_(3.0)
     assert torch.equal(store.fetch("z")["w"], v["w"])
@@ -181,7 +200,8 @@ def test_writable_fetches_and_entries_are_read_into_memory_of_their_own(tmp_path
 
 
 def test_a_vector_read_entry_by_entry_opens_its_file_once(tmp_path, monkeypatch):
-    """Entry reads share one descriptor per file (closed with the store); the bytes are the parked ones."""
+    """Entry reads share one descriptor per file (closed with the store); the bytes are the parked
+    ones."""
     store = Offloaded("cpu", str(tmp_path))
     v = _vec(torch.float32)
     store.park("g", v)
@@ -192,7 +212,8 @@ def test_a_vector_read_entry_by_entry_opens_its_file_once(tmp_path, monkeypatch)
         for k in v:
             assert torch.equal(store.fetch_entry("g", k), v[k])
     assert len(opened) == 1
-    store.park("g", {k: t + 1 for k, t in v.items()})  # overwritten in place: the descriptor reads the new bytes
+    # overwritten in place: the descriptor reads the new bytes
+    store.park("g", {k: t + 1 for k, t in v.items()})
     assert torch.equal(store.fetch_entry("g", "w"), v["w"] + 1)
     (fd,) = store._readers.values()
     store.close()
@@ -201,13 +222,16 @@ def test_a_vector_read_entry_by_entry_opens_its_file_once(tmp_path, monkeypatch)
 
 
 def test_parking_writes_each_vector_in_few_calls_and_survives_short_writes(tmp_path, monkeypatch):
-    """A vector's entries (padding included) go to its file in one ``pwritev`` per ``IOV_MAX`` buffers, and
-    a call that writes less than asked is continued where it stopped: the bytes read back are the parked ones."""
+    """A vector's entries (padding included) go to its file in one ``pwritev`` per ``IOV_MAX``
+    buffers,
+    and a call that writes less than asked is continued where it stopped: the bytes read back are
+    the parked ones."""
     import crosscurv.numeric.offload as offload
 
     g = torch.Generator().manual_seed(1)
     v = {"a": torch.randn(5, generator=g).to(torch.bfloat16), "b": torch.randn(3, 7, generator=g),
-         "c": torch.randn(2, generator=g, dtype=torch.float64), "d": torch.randn(11, generator=g)[::2]}
+         "c": torch.randn(2, generator=g, dtype=torch.float64), "d": torch.randn(11, generator=g)[
+         ::2]}
     calls = []
     real = os.pwritev
 
@@ -225,7 +249,8 @@ def test_parking_writes_each_vector_in_few_calls_and_survives_short_writes(tmp_p
     monkeypatch.setattr(os, "pwritev", short)
     monkeypatch.setattr(offload, "_IOV_MAX", 2)
     store.park("v", v)
-    assert max(calls) <= 2 and len(calls) >= sum(t.numel() * t.element_size() for t in v.values()) // 13
+    assert max(calls) <= 2 and len(calls) >= sum(t.numel() * t.element_size()
+        for t in v.values()) // 13
     monkeypatch.setattr(os, "pwritev", real)
     monkeypatch.setattr(offload, "_IOV_MAX", 1024)
     calls.clear()
@@ -241,7 +266,8 @@ def test_parking_a_whole_vector_is_one_system_call(tmp_path, monkeypatch):
     v = {f"t{i}": torch.full((i + 1,), float(i)) for i in range(40)}
     calls = []
     real = os.pwritev
-    monkeypatch.setattr(os, "pwritev", lambda fd, bufs, off: calls.append(len(bufs)) or real(fd, bufs, off))
+    monkeypatch.setattr(os, "pwritev", lambda fd, bufs, off: calls.append(len(bufs)) or real(fd,
+        bufs, off))
     monkeypatch.setattr(os, "pwrite", lambda *a: pytest.fail("one pwrite per entry"))
     store.park("v", v)
     assert calls == [40]

@@ -1,11 +1,12 @@
-"""One-step gap coefficients: numeric ``eta^2`` and ``eta^3`` vs ``crosscurv.theory.one_step`` and vs exact steps.
+"""One-step gap coefficients: numeric ``eta^2`` and ``eta^3`` vs ``crosscurv.theory.one_step`` and
+vs
+exact steps.
 
 * ``C_S`` and ``c3`` computed with HVPs and nested jvp equal
-  ``crosscurv.theory.one_step.gap_coefficients`` evaluated on the dense float64
-  ``g, H, T`` of the same objective (a random quartic polynomial, and the small
-  networks of ``cases.py``).
-* Taylor test (pyadjoint style) against the exact steps of :mod:`crosscurv.numeric.steps`:
-  ``gap - eta^2 C_S = O(eta^3)`` and ``gap - eta^2 C_S - eta^3 c3 = O(eta^4)``.
+  ``crosscurv.theory.one_step.gap_coefficients`` evaluated on the dense float64 ``g, H, T`` of the
+  same objective (a random quartic polynomial, and the small networks of ``cases.py``).
+* Taylor test (pyadjoint style) against the exact steps of :mod:`crosscurv.numeric.steps`: ``gap -
+  eta^2 C_S = O(eta^3)`` and ``gap - eta^2 C_S - eta^3 c3 = O(eta^4)``.
 """
 
 import itertools
@@ -40,7 +41,8 @@ def quartic(seed: int = 0) -> tuple[Task, dict]:
     def rnd(*s):
         return torch.randn(*s, generator=gen, dtype=torch.float64)
 
-    b, A, C, Q = rnd(d), _symmetrise(rnd(d, d)), _symmetrise(rnd(d, d, d)), _symmetrise(rnd(d, d, d, d))
+    b, A, C, Q = rnd(d), _symmetrise(rnd(d, d)), _symmetrise(rnd(d, d, d)), _symmetrise(rnd(d, d,
+        d, d))
     x0 = 0.5 * rnd(d)
     keys = [f"x{i}" for i in range(len(BLOCK_DIMS))]
     cuts = [0] + list(itertools.accumulate(BLOCK_DIMS))
@@ -55,7 +57,8 @@ def quartic(seed: int = 0) -> tuple[Task, dict]:
         )
 
     params = {k: x0[cuts[i] : cuts[i + 1]].clone() for i, k in enumerate(keys)}
-    g = b + A @ x0 + torch.einsum("abc,b,c->a", C, x0, x0) / 2 + torch.einsum("abcd,b,c,d->a", Q, x0, x0, x0) / 6
+    g = b + A @ x0 + torch.einsum("abc,b,c->a", C, x0, x0) / 2 + torch.einsum("abcd,b,c,d->a", Q,
+        x0, x0, x0) / 6
     H = A + torch.einsum("abc,c->ab", C, x0) + torch.einsum("abcd,c,d->ab", Q, x0, x0) / 2
     T = C + torch.einsum("abcd,d->abc", Q, x0)
     return Task(params, loss, {k: [k] for k in keys}, name="quartic"), {"g": g, "H": H, "T": T}
@@ -109,7 +112,8 @@ def _taylor(task, pattern, eta0, n=7):
     r2 = [gp - e**2 * coef[2] for gp, e in zip(gaps, etas)]
     r3 = [gp - e**2 * coef[2] - e**3 * coef[3] for gp, e in zip(gaps, etas)]
     floor = 1e3 * torch.finfo(torch.float64).eps * abs(float(task.loss(task.params)))
-    return observe_order(etas, r2, floor=floor, expected=3), observe_order(etas, r3, floor=floor, expected=4)
+    return observe_order(etas, r2, floor=floor, expected=3), observe_order(etas, r3, floor=floor,
+        expected=4)
 
 
 @pytest.mark.parametrize("name", ["gs", "skip", "shared"])

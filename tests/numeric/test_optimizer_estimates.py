@@ -1,4 +1,5 @@
-"""crosscurv.numeric.optimizer_estimates against dense float64 references and the actual optimizer steps."""
+"""crosscurv.numeric.optimizer_estimates against dense float64 references and the actual optimizer
+steps."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from crosscurv.numeric.optimizer_estimates import (
     state_difference,
     tangent_step,
 )
-from crosscurv.numeric.optimizers import OptimizerState, direction, optimizer_scheme_step, parse_optimizer
+from crosscurv.numeric.optimizers import (OptimizerState, direction, optimizer_scheme_step,
+    parse_optimizer)
 from tests.numeric.cases import bilinear_lora, dense_hessian, dense_mask, relerr, tanh_mlp
 from crosscurv.theory.patterns import jacobi, parse_pattern
 
@@ -92,20 +94,25 @@ def test_one_step_remainder_is_third_order(spec_text):
 
 @pytest.mark.parametrize("spec_text", SPECS)
 def test_tangent_step_is_the_linearized_step(spec_text):
-    """With no forcing, the tangent step is the derivative of the JC optimizer step in (theta, state)."""
+    """With no forcing, the tangent step is the derivative of the JC optimizer step in (theta,
+    state).
+    """
     task = tanh_mlp(seed=2)
     spec = parse_optimizer(spec_text)
     lr = 0.05
     p, st = _warm(task, spec, FACTORS, steps=3)
-    z = tree.unflatten(torch.randn(sum(v.numel() for v in p.values()), generator=torch.Generator().manual_seed(0),
+    z = tree.unflatten(torch.randn(sum(v.numel() for v in p.values()),
+        generator=torch.Generator().manual_seed(0),
                                    dtype=torch.float64), p)
-    zs = {name: {k: torch.randn_like(v) * 0.1 for k, v in p.items()} for name in state_difference(spec, st, st, p)}
+    zs = {name: {k: torch.randn_like(v) * 0.1 for k, v in p.items()} for name in state_difference(
+        spec, st, st, p)}
     if spec.name == "adam":  # a second-moment perturbation that keeps v > 0
         zs["exp_avg_sq"] = {k: st.buffers["exp_avg_sq"][k] * 0.3 for k in p}
 
     def stepped(eps):
         q = {k: p[k] + eps * z[k] for k in p}
-        s = OptimizerState(st.step, {n: {k: st.buffers[n][k] + eps * zs[n][k] for k in p} for n in zs})
+        s = OptimizerState(st.step, {n: {k: st.buffers[n][k] + eps * zs[n][k] for k in p}
+            for n in zs})
         new, s_new, _ = optimizer_scheme_step(task, q, jacobi(task.n_blocks), lr, spec, s, FACTORS)
         return new, s_new
 
@@ -114,7 +121,8 @@ def test_tangent_step_is_the_linearized_step(spec_text):
     fd = {k: (a[k] - b[k]) / (2 * h) for k in p}
     _, g = grad(task.loss, p)
     zero = tree.zeros_like(p)
-    lin, lin_s = tangent_step(spec, lr, factor_tree(task, FACTORS), z, zs, hvp(task.loss, p, z), zero, st, g)
+    lin, lin_s = tangent_step(spec, lr, factor_tree(task, FACTORS), z, zs, hvp(task.loss, p, z),
+        zero, st, g)
     assert relerr(tree.flatten(lin), tree.flatten(fd)) < 1e-7
     for name in lin_s:
         fds = {k: (sa.buffers[name][k] - sb.buffers[name][k]) / (2 * h) for k in p}
@@ -144,7 +152,8 @@ def test_sgd_without_factors_is_the_paper_recursion():
     fm = forcing(task, task.params, pattern, spec, OptimizerState(), g, None)
     out, _ = tangent_step(spec, 0.1, factor_tree(task, None), z, {}, hz, fm, OptimizerState(), g)
     for k in z:
-        torch.testing.assert_close(out[k], z[k] - 0.1 * hz[k] + 0.01 * fm[k], rtol=1e-14, atol=1e-15)
+        torch.testing.assert_close(out[k], z[k] - 0.1 * hz[k] + 0.01 * fm[k], rtol=1e-14,
+            atol=1e-15)
 
 
 @pytest.mark.parametrize("spec_text", ["sgd", "momentum:0.5", "adam"])

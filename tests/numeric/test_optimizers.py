@@ -1,4 +1,5 @@
-"""crosscurv.numeric.optimizers: spec parsing, torch.optim-exact updates, the scheme step with optimizer state."""
+"""crosscurv.numeric.optimizers: spec parsing, torch.optim-exact updates, the scheme step with
+optimizer state."""
 
 from __future__ import annotations
 
@@ -109,11 +110,14 @@ def _torch_optimizer(spec, params, lr):
 
 
 def _torch_run(task, spec, lr, factors, steps, order=None):
-    """torch.optim on leaf copies: JC (order None, one optimizer, all groups) or an in-place GS sweep."""
+    """torch.optim on leaf copies: JC (order None, one optimizer, all groups) or an in-place GS
+    sweep.
+    """
     leaves = {k: v.detach().clone().requires_grad_(True) for k, v in task.params.items()}
     groups = [[leaves[k] for k in task.blocks[b]] for b in task.block_names]
     if order is None:
-        opt = _torch_optimizer(spec, [{"params": g, "lr": lr * f} for g, f in zip(groups, factors)], lr)
+        opt = _torch_optimizer(spec, [{"params": g, "lr": lr * f} for g, f in zip(groups,
+            factors)], lr)
         for _ in range(steps):
             opt.zero_grad()
             task.loss(leaves).backward()
@@ -153,7 +157,8 @@ def test_gauss_seidel_steps_match_an_in_place_torch_sweep(spec_text):
     lr = 0.03
     p, state = dict(task.params), OptimizerState()
     for _ in range(3):
-        p, state, _ = optimizer_scheme_step(task, p, gauss_seidel(task.n_blocks, order), lr, spec, state, f)
+        p, state, _ = optimizer_scheme_step(task, p, gauss_seidel(task.n_blocks, order), lr, spec,
+            state, f)
     ref = _torch_run(task, spec, lr, f, 3, order=order)
     _assert_matches_torch(spec, p, ref)
 
@@ -193,9 +198,11 @@ def test_partial_pattern_uses_fresh_gradients_for_move_and_state(spec_text):
     buf = "momentum_buffer" if spec.name == "momentum" else "exp_avg"
     for k in keys[1]:
         if spec.name == "momentum":
-            assert torch.equal(s2.buffers[buf][k], s1.buffers[buf][k].clone().mul_(spec.beta).add_(g2[k]))
+            assert torch.equal(s2.buffers[buf][k], s1.buffers[buf][k].clone().mul_(spec.beta).add_(
+                g2[k]))
         else:
-            assert torch.equal(s2.buffers[buf][k], s1.buffers[buf][k].clone().lerp_(g2[k], 1 - spec.betas[0]))
+            assert torch.equal(s2.buffers[buf][k], s1.buffers[buf][k].clone().lerp_(g2[k], 1
+                - spec.betas[0]))
 
 
 @pytest.mark.parametrize("spec_text", SPECS)
@@ -220,14 +227,17 @@ def test_state_round_trip():
 
 
 def test_every_optimizer_is_one_module_with_the_rule_interface():
-    """Each entry of RULES is a module with the names of optimizers/sgd.py; its specs print back to themselves."""
+    """Each entry of RULES is a module with the names of optimizers/sgd.py; its specs print back to
+    themselves."""
     from crosscurv.numeric.optimizers import RULES, STATE_BUFFERS
 
     assert list(RULES) == ["sgd", "momentum", "adam"]
     for name, rule in RULES.items():
         assert rule.__name__ == f"crosscurv.numeric.optimizers.{name}"
-        for attr in ("USAGE", "BUFFERS", "parse", "describe", "settings", "update", "direction", "jacobian_apply",
-                     "tangent_coefficients", "tangent_apply", "BOUND_SCALES_FORCING", "bound_majorant"):
+        for attr in ("USAGE", "BUFFERS", "parse", "describe", "settings", "update", "direction",
+            "jacobian_apply",
+                     "tangent_coefficients", "tangent_apply", "BOUND_SCALES_FORCING",
+                     "bound_majorant"):
             assert hasattr(rule, attr), (name, attr)
         spec = parse_optimizer(rule.USAGE.split("[")[0].replace("BETA", "0.5"))
         assert spec.name == name and parse_optimizer(spec.describe()) == spec

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from crosscurv.numeric import cross_curvature_table, gauss_seidel_step, one_step_estimate, one_step_gap, scheme_step
+from crosscurv.numeric import (cross_curvature_table, gauss_seidel_step, one_step_estimate,
+    one_step_gap, scheme_step)
 from crosscurv.numeric.steps import scheme_step_with_grads
 from crosscurv.theory.patterns import PatternError, chain, gauss_seidel
 from tests.numeric.cases import CASES
@@ -44,6 +45,7 @@ def test_bad_specs_are_pattern_errors():
     task = CASES["bilinear_lora"]()
     table = cross_curvature_table(task)
     for call in (lambda: table.C_S("gs:1"), lambda: scheme_step(task, task.params, "1<-1", 0.1),
-                 lambda: one_step_estimate(task, task.params, "bogus", 0.1), lambda: table.C_S(gauss_seidel(3))):
+                 lambda: one_step_estimate(task, task.params, "bogus", 0.1), lambda: table.C_S(
+                 gauss_seidel(3))):
         with pytest.raises(PatternError):
             call()

@@ -1,4 +1,6 @@
-"""One retained graph per point: value, gradient, ``H v``, row/column-restricted products and ``M_S v`` vs dense float64."""
+"""One retained graph per point: value, gradient, ``H v``, row/column-restricted products and ``M_S
+v``
+vs dense float64."""
 
 import pytest
 import torch
@@ -66,15 +68,19 @@ def test_bad_vectors_and_use_after_release():
     with pytest.raises(HVPError, match="unknown row"):
         point.hvp({k: torch.zeros_like(task.params[k])}, rows=["nope"])
     point.release()
-    assert relerr(tree.flatten(point.grad), dense(("tanh_mlp"))[2]) < TOL  # the gradient outlives the graph
+    # the gradient outlives the graph
+    assert relerr(tree.flatten(point.grad), dense(("tanh_mlp"))[2]) < TOL
     with pytest.raises(RuntimeError, match="release"):
         point.hvp(point.grad)
 
 
 def test_linear_and_constant_losses_have_zero_curvature():
     a = torch.arange(3.0, dtype=torch.float64)
-    lin = Task({"a": a.clone(), "b": torch.ones(2, dtype=torch.float64)}, lambda p: (p["a"] * a).sum(), {"x": ["a"], "y": ["b"]})
+    lin = Task({"a": a.clone(), "b": torch.ones(2, dtype=torch.float64)}, lambda p: (p["a"]
+        * a).sum(), {"x": ["a"], "y": ["b"]})
     point = PointCurvature(lin.loss, lin.params)
-    assert torch.equal(point.grad["a"], a) and torch.equal(point.grad["b"], torch.zeros(2, dtype=torch.float64))
-    out = point.hvp({"a": torch.ones(3, dtype=torch.float64), "b": torch.ones(2, dtype=torch.float64)})
+    assert torch.equal(point.grad["a"], a) and torch.equal(point.grad["b"], torch.zeros(2,
+        dtype=torch.float64))
+    out = point.hvp({"a": torch.ones(3, dtype=torch.float64), "b": torch.ones(2,
+        dtype=torch.float64)})
     assert all(torch.count_nonzero(t) == 0 for t in out.values())

@@ -1,4 +1,6 @@
-"""Term-by-term points (``Task.loss_terms``): value, gradient, ``H v``, restricted products and ``M_S v`` vs dense float64."""
+"""Term-by-term points (``Task.loss_terms``): value, gradient, ``H v``, restricted products and
+``M_S
+v`` vs dense float64."""
 
 import functools
 
@@ -36,7 +38,8 @@ def _linear(p, a):
 
 
 def termwise_case(name: str) -> Task:
-    """Case ``name`` plus a quartic and a linear term, written both as one loss and as three terms."""
+    """Case ``name`` plus a quartic and a linear term, written both as one loss and as three terms.
+    """
     base = CASES[name]()
     w = [0.1 * (i + 1) for i in range(len(base.params))]
     a = random_direction(base.params, 21)
@@ -63,7 +66,8 @@ def _dense(name):
 def test_value_gradient_and_products_sum_the_terms(case):
     task, H, g = _dense(case)
     point = TermwisePoint(task.loss_terms, task.params)
-    assert abs(float(point.value) - float(task.loss(task.params))) < 1e-12 * max(1.0, abs(float(point.value)))
+    assert abs(float(point.value) - float(task.loss(task.params))) < 1e-12 * max(1.0, abs(float(
+        point.value)))
     assert relerr(tree.flatten(point.grad), g) < TOL
     for seed in (1, 2):
         v = random_direction(task.params, seed)
@@ -85,16 +89,19 @@ def test_masked_product_matches_dense_and_the_retained_graph(case):
     for name, pattern in patterns_for(task.n_blocks).items():
         if pattern.is_jacobi:
             continue
-        out = masked_product_at(TermwisePoint(task.loss_terms, task.params), block_keys(task), pattern, v)
+        out = masked_product_at(TermwisePoint(task.loss_terms, task.params), block_keys(task),
+            pattern, v)
         flat = tree.flatten(out)
         assert relerr(flat, (H * dense_mask(task, pattern)) @ tree.flatten(v)) < TOL, name
-        graph = masked_product_at(PointCurvature(task.loss, task.params), block_keys(task), pattern, v)
+        graph = masked_product_at(PointCurvature(task.loss, task.params), block_keys(task),
+            pattern, v)
         assert relerr(flat, tree.flatten(graph)) < TOL, name
 
 
 def test_a_term_handing_back_its_direction_is_not_written():
-    """``L = |x|^2 / 2`` in two equal halves: each term's ``H_t v`` may be ``v`` itself, and the sum is taken
-    in place; the direction must come back unchanged and the product must be ``v``."""
+    """``L = |x|^2 / 2`` in two equal halves: each term's ``H_t v`` may be ``v`` itself, and the sum
+    is
+    taken in place; the direction must come back unchanged and the product must be ``v``."""
     x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
     half = [lambda p: 0.25 * (p["x"] ** 2).sum(), lambda p: 0.25 * (p["x"] ** 2).sum()]
     task = Task({"x": x}, lambda p: 0.5 * (p["x"] ** 2).sum(), {"x": ["x"]}, loss_terms=half)
@@ -142,7 +149,8 @@ def test_auto_takes_the_termwise_engine_and_agrees_with_the_graph():
     assert choose_engine(plain).name == "graph"
     a = run_protocol(task, "gs", 0.05, 6)
     b = run_protocol(task, "gs", 0.05, 6, hvp_method="reverse")
-    assert a.summary["hvp"]["engine_name"] == "termwise" and b.summary["hvp"]["engine_name"] == "graph"
+    assert a.summary["hvp"]["engine_name"] == "termwise" and b.summary["hvp"][
+        "engine_name"] == "graph"
     for ra, rb in zip(a.records, b.records):
         for col in ("gap", "recursive", "cumulative", "jc_only", "sharpness", "lambda_max"):
             assert abs(ra[col] - rb[col]) <= 1e-9 * max(1.0, abs(rb[col])), (col, ra["k"])
@@ -151,8 +159,10 @@ def test_auto_takes_the_termwise_engine_and_agrees_with_the_graph():
 
 @pytest.mark.parametrize("optimizer", [None, "momentum:0.9"])
 def test_offloading_a_termwise_run_changes_no_record(optimizer):
-    """With the termwise engine and an offloaded store the gradients and the forcing wait in the store between
-    their uses and the checkpoints copy files: the records are bit for bit those of the resident run."""
+    """With the termwise engine and an offloaded store the gradients and the forcing wait in the
+    store
+    between their uses and the checkpoints copy files: the records are bit for bit those of the
+    resident run."""
     import math
 
     task = termwise_case("tanh_mlp")
@@ -162,7 +172,8 @@ def test_offloading_a_termwise_run_changes_no_record(optimizer):
     for ra, rb in zip(a.records, b.records):
         for col, x in ra.items():
             y = rb[col]
-            assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)), (col, ra["k"])
+            assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)), (col, ra[
+                "k"])
 
 
 def test_an_offloaded_termwise_run_resumes_from_its_checkpoint(tmp_path):

@@ -1,4 +1,5 @@
-"""The controlled protocol: exact zeros for JC, streaming, bit-for-bit resume, divergence, refusals."""
+"""The controlled protocol: exact zeros for JC, streaming, bit-for-bit resume, divergence, refusals.
+"""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def test_resume_equals_uninterrupted_bit_for_bit(tmp_path, reference, every, kil
     with pytest.raises(Kill):
         run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, checkpoint_every=every,
                      on_record=_kill_after(kill_at))
-    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, checkpoint_every=every)
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True,
+        checkpoint_every=every)
     assert res.status == "complete"
     # the kill came after row `kill_at` was written but before its checkpoint; rows after the
     # last checkpoint were truncated and recomputed
@@ -104,7 +106,8 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
             if rec["k"] == 4:  # after the row is flushed, before its checkpoint
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, offload={offload},
+        run_protocol(tanh_mlp(), gauss_seidel(4), {LR}, {K}, out_dir=sys.argv[1], on_record=hook, \
+offload={offload},
                      checkpoint_every=1)
     """))
     # the killed process runs with this process's thread count, whatever an earlier in-process CLI
@@ -116,10 +119,12 @@ def test_resume_after_a_hard_kill_of_the_process(tmp_path, reference, offload):
     assert [r["k"] for r in read_records(os.path.join(out, "records.csv"))] == [1, 2, 3, 4]
     stale = [d for d in os.listdir(out) if d.startswith(".offload-")]
     assert len(stale) == (1 if offload else 0)  # the killed run could not clean up
-    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, offload=offload)
+    res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True,
+        offload=offload)
     assert res.summary["timing"]["resumed_from"] == 3
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
-    assert sorted(os.listdir(out)) == ["checkpoint.pt", "records.csv", "summary.json"]  # stale folder removed
+    # stale folder removed
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "records.csv", "summary.json"]
 
 
 def test_resuming_a_complete_run_computes_nothing(reference, tmp_path):
@@ -156,12 +161,14 @@ def test_existing_run_is_never_overwritten_and_missing_checkpoint_is_refused(tmp
         run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=ref_out)
     assert _bytes(os.path.join(ref_out, "records.csv")) == before
     with pytest.raises(ResumeError, match="nothing to resume"):
-        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=str(tmp_path / "empty"), resume=True)
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=str(tmp_path / "empty"),
+            resume=True)
 
 
 def _quartic_task():
     """``sum a^4 + sum b^4 + a.b``: explodes doubly exponentially for a large step."""
-    params = {"a": torch.tensor([1.0, 0.5], dtype=torch.float64), "b": torch.tensor([0.8], dtype=torch.float64)}
+    params = {"a": torch.tensor([1.0, 0.5], dtype=torch.float64), "b": torch.tensor([0.8],
+        dtype=torch.float64)}
 
     def loss(p):
         return (p["a"] ** 4).sum() + (p["b"] ** 4).sum() + p["a"].sum() * p["b"].sum()
@@ -202,7 +209,8 @@ def test_bad_inputs():
         run_protocol(bad, jacobi(1), 0.1, 3)
 
 
-@pytest.mark.parametrize("method,chunk", [("forward", None), ("forward", 1), ("rof", 2), ("reverse", None)])
+@pytest.mark.parametrize("method,chunk", [("forward", None), ("forward", 1), ("rof", 2), (
+    "reverse", None)])
 def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
     _, ref = reference
     assert ref.summary["hvp"]["used"] == "reverse" and "graph" in ref.summary["hvp"]["engine"]
@@ -215,7 +223,8 @@ def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
         assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-12 * scale, field
 
 
-def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference, monkeypatch):
+def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference,
+        monkeypatch):
     import crosscurv.numeric.engine as engine
 
     class NoDoubleBackward:
@@ -225,7 +234,8 @@ def test_auto_falls_back_to_batched_forward_products_without_double_backward(ref
     _, ref = reference
     monkeypatch.setattr(engine, "PointCurvature", NoDoubleBackward)
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K)
-    assert res.summary["hvp"]["used"] == "forward" and res.summary["hvp"]["engine_name"] == "batched"
+    assert res.summary["hvp"]["used"] == "forward" and res.summary["hvp"][
+        "engine_name"] == "batched"
     for field in ("gap", "recursive", "cumulative", "jc_only"):
         a, b = [r[field] for r in res.records], [r[field] for r in ref.records]
         assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-12 * max(abs(x) for x in b), field
@@ -235,10 +245,12 @@ def test_offloading_the_carried_vectors_changes_no_record_and_leaves_no_files(re
     ref_out, ref = reference
     out = str(tmp_path / "run")
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, offload=True)
-    assert res.summary["settings"]["offload"] is True and ref.summary["settings"]["offload"] is False
+    assert res.summary["settings"]["offload"] is True and ref.summary["settings"][
+        "offload"] is False
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
     assert sorted(os.listdir(out)) == ["checkpoint.pt", "records.csv", "summary.json"]
-    mem = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, offload=True)  # no run directory: a temporary folder
+    # no run directory: a temporary folder
+    mem = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, offload=True)
     assert [r["cumulative"] for r in mem.records] == [r["cumulative"] for r in ref.records]
     with pytest.raises(ProtocolError, match="offload"):
         run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, offload="yes")
@@ -248,16 +260,18 @@ def test_resume_may_switch_offloading(reference, tmp_path):
     ref_out, _ = reference
     out = str(tmp_path / "run")
     with pytest.raises(Kill):
-        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, offload=True, on_record=_kill_after(3))
+        run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, offload=True,
+            on_record=_kill_after(3))
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, offload=False)
     assert res.status == "complete"
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
 
 
-def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_rayleigh_quotient(reference):
-    """float64: gap agrees with loss_s - loss_jc (whose own round-off is ~eps |L|) within gap_err; gap_err is
-    small against the gap; sharpness_k lies in the dense spectrum of H(theta_JC^k) and the run's L is the
-    largest |sharpness| seen (or the k = 0 quotient)."""
+def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_rayleigh_quotient(
+        reference):
+    """float64: gap agrees with loss_s - loss_jc (whose own round-off is ~eps |L|) within gap_err;
+    gap_err is small against the gap; sharpness_k lies in the dense spectrum of H(theta_JC^k) and
+    the run's L is the largest |sharpness| seen (or the k = 0 quotient)."""
     from crosscurv.numeric.steps import jacobi_step
 
     _, ref = reference
@@ -267,7 +281,8 @@ def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_ra
     for r in ref.records:
         plain = r["loss_s"] - r["loss_jc"]
         assert abs(r["gap"] - plain) <= r["gap_err"] + 4 * eps * abs(r["loss_jc"]), r
-        assert 0 < r["gap_err"] < 1e-3 * abs(r["gap"]), r  # conservative (Simpson's error), still small
+        # conservative (Simpson's error), still small
+        assert 0 < r["gap_err"] < 1e-3 * abs(r["gap"]), r
     L = ref.summary["constants"]["L"]
     assert max(abs(r["sharpness"]) for r in ref.records) <= L
     for k in range(1, K + 1):
@@ -276,7 +291,8 @@ def test_measured_gap_is_the_loss_difference_within_its_bound_and_sharpness_a_ra
             ev = torch.linalg.eigvalsh(dense_hessian(task, theta))
             s = ref.records[k - 1]["sharpness"]
             assert float(ev[0]) - 1e-12 <= s <= float(ev[-1]) + 1e-12
-    assert ref.records[-1]["sharpness"] == pytest.approx(float(ev[-1]), rel=0.05)  # the power iteration converged
+    # the power iteration converged
+    assert ref.records[-1]["sharpness"] == pytest.approx(float(ev[-1]), rel=0.05)
 
 
 def test_undecided_iterations_are_counted_in_the_summary(reference):
@@ -296,7 +312,8 @@ def test_a_pattern_may_be_given_by_its_command_line_spelling(reference):
 
 def _vec(seed, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return {"w": torch.randn(37, 53, generator=g).to(dtype), "b": torch.randn(1001, generator=g).to(dtype)}
+    return {"w": torch.randn(37, 53, generator=g).to(dtype), "b": torch.randn(1001, generator=g).to(
+        dtype)}
 
 
 def _same(a, b):
@@ -322,8 +339,10 @@ def test_a_parked_vector_is_fetched_on_first_use_only(tmp_path, offloaded):
 
 
 def test_a_product_is_freed_before_the_next_product_is_taken():
-    """The body's products ``H_JC [p, z, y, Delta]`` come one at a time: once the body drops a product, nothing
-    holds it while the next one is taken (two products beside the graph would raise the peak memory)."""
+    """The body's products ``H_JC [p, z, y, Delta]`` come one at a time: once the body drops a
+    product,
+    nothing holds it while the next one is taken (two products beside the graph would raise the peak
+    memory)."""
     import weakref
 
     from crosscurv.numeric.point import PointCurvature

@@ -1,4 +1,6 @@
-"""The protocol's measured gap (crosscurv.numeric.gap): the segment integral only where it can matter."""
+"""The protocol's measured gap (crosscurv.numeric.gap): the segment integral only where it can
+matter.
+"""
 
 from __future__ import annotations
 

@@ -49,7 +49,8 @@ def _bytes(path):
 
 def _run(spec, **kw):
     task = tanh_mlp()
-    return run_protocol(task, parse_pattern(PATTERN, task.n_blocks), LR, kw.pop("iters", K), optimizer=spec,
+    return run_protocol(task, parse_pattern(PATTERN, task.n_blocks), LR, kw.pop("iters", K),
+        optimizer=spec,
                         block_lr=kw.pop("block_lr", FACTORS), **kw)
 
 
@@ -58,16 +59,22 @@ def test_protocol_records_are_the_reference_loop(spec):
     res = _run(spec, hvp_method="reverse")
     assert res.status == "complete"
     task = tanh_mlp()
-    ref = run_optimizer_estimates(task, parse_pattern(PATTERN, task.n_blocks), LR, K, spec, FACTOR_LIST,
+    ref = run_optimizer_estimates(task, parse_pattern(PATTERN, task.n_blocks), LR, K, spec,
+        FACTOR_LIST,
                                   method="reverse")
     for a, b in zip(res.records, ref, strict=True):
         for c in ("loss_jc", "loss_s", "recursive", "cumulative", "jc_only"):
-            assert math.isclose(a[c], b[c], rel_tol=1e-10, abs_tol=1e-15), (spec, a["k"], c, a[c], b[c])
-        # the protocol's gap is the segment integral (no cancellation), within its error estimate of the
-        # difference; Adam moves every coordinate by ~lr, the runs drift apart and the 5-point rule leaves the
-        # regime where |Lobatto - Simpson| bounds its error (found here: 4.4e-8 against gap_err 1.6e-8 at k = 6
+            assert math.isclose(a[c], b[c], rel_tol=1e-10, abs_tol=1e-15), (spec, a["k"], c, a[c],
+                b[c])
+        # the protocol's gap is the segment integral (no cancellation), within its error estimate of
+        # the
+        # difference; Adam moves every coordinate by ~lr, the runs drift apart and the 5-point rule
+        # leaves the
+        # regime where |Lobatto - Simpson| bounds its error (found here: 4.4e-8 against gap_err
+        # 1.6e-8 at k = 6
         # for adam:0.8,0.99,1e-3, 5e-6 of the gap)
-        slack = a["gap_err"] if not spec.startswith("adam") else max(a["gap_err"], 1e-5 * abs(b["gap"]))
+        slack = a["gap_err"] if not spec.startswith("adam") else max(a["gap_err"], 1e-5 * abs(b[
+            "gap"]))
         assert abs(a["gap"] - b["gap"]) <= slack + 1e-15, (spec, a, b)
         assert a["recursive"] != 0.0 and a["cumulative"] != 0.0
     s = res.summary["settings"]
@@ -126,10 +133,12 @@ def test_resume_refuses_another_optimizer_or_factor(tmp_path):
 
 
 def test_plain_sgd_is_the_papers_protocol_exactly(tmp_path):
-    """``sgd`` and factors of 1 take the original path: the records are those of a run without the arguments."""
+    """``sgd`` and factors of 1 take the original path: the records are those of a run without the
+    arguments."""
     task = tanh_mlp()
     plain = run_protocol(task, PATTERN, LR, K)
-    for kw in ({"optimizer": "sgd"}, {"optimizer": "sgd", "block_lr": "layer2=1"}, {"block_lr": {}}):
+    for kw in ({"optimizer": "sgd"}, {"optimizer": "sgd", "block_lr": "layer2=1"}, {
+            "block_lr": {}}):
         assert run_protocol(tanh_mlp(), PATTERN, LR, K, **kw).records == plain.records
     assert plain.summary["settings"]["optimizer"] == {"name": "sgd", "spec": "sgd"}
     assert plain.summary["settings"]["block_lr"] == {}
@@ -140,14 +149,16 @@ def test_plain_sgd_is_the_papers_protocol_exactly(tmp_path):
 def test_a_run_from_before_the_optimizer_settings_resumes(tmp_path):
     out = str(tmp_path / "run")
     with pytest.raises(Kill):
-        run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, checkpoint_every=1, on_record=_kill_after(3))
+        run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, checkpoint_every=1,
+            on_record=_kill_after(3))
     path = os.path.join(out, "checkpoint.pt")
     ck = torch.load(path, weights_only=True)
     for key in ("optimizer", "block_lr"):
         del ck["settings"][key]
     torch.save(ck, path)
     res = run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, resume=True)
-    assert res.status == "complete" and res.records == run_protocol(tanh_mlp(), PATTERN, LR, K).records
+    assert res.status == "complete" and res.records == run_protocol(tanh_mlp(), PATTERN, LR,
+        K).records
     with pytest.raises(SettingsChangedError, match="optimizer"):
         run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, resume=True, optimizer="adam")
 
@@ -181,7 +192,8 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
     norms = [0.3, 1.2, 0.7, 2.0]
     assert math.isclose(optimizer_bound(parse_optimizer("sgd"), norms, 0.1, 1.0, 2.0, 3.0),
                         bound_bk(norms, 0.1, 2.0, 3.0), rel_tol=1e-14)
-    # a convex quadratic: the power iteration finds ||H|| and G bounds every gradient, so the bound majorizes the
+    # a convex quadratic: the power iteration finds ||H|| and G bounds every gradient, so the bound
+    # majorizes the
     # linearized gap the cumulative estimate measures (heavy ball with a block factor)
     gen = torch.Generator().manual_seed(3)
     Q = torch.randn(4, 4, generator=gen, dtype=torch.float64)
@@ -203,18 +215,20 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
 @pytest.mark.parametrize("name,label", [("tiny_mlp", "partial"), ("lora_bilinear", "gs")])
 @pytest.mark.parametrize("kw", [{}, {"optimizer": "sgd"}])
 def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, name, label, kw):
-    """``tests/numeric/data/plain_*.csv`` were written by the protocol before it took optimizers (float64 golden
-    cases, seed 0; their ``gap``/``gap_err`` since brought up to date by :func:`crosscurv.numeric.gap.reconcile`, the
-    columns measured since then NaN); the plain path must reproduce them within the float64
-    record tolerances (the file was written on another CPU: its last digits depend on the kernels; bitwise
-    agreement is promised only within one machine, tested by the resume and extension tests)."""
+    """``tests/numeric/data/plain_*.csv`` were written by the protocol before it took optimizers
+    (float64 golden cases, seed 0; their ``gap``/``gap_err`` since brought up to date by
+    :func:`crosscurv.numeric.gap.reconcile`, the columns measured since then NaN); the plain path
+    must reproduce them within the float64 record tolerances (the file was written on another CPU:
+    its last digits depend on the kernels; bitwise agreement is promised only within one machine,
+    tested by the resume and extension tests)."""
     from crosscurv.experiments.conformance.golden import build_case, case_task
     from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
     from crosscurv.numeric.records import read_records, records_columns
 
     case = build_case(name)
     res = run_protocol(case_task(case), case.patterns[label], case.lr, case.iters, seed=0, **kw)
-    expected = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", f"plain_{name}_{label}.csv")
+    expected = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+        f"plain_{name}_{label}.csv")
     ref = records_columns(read_records(expected))
     mine = records_columns(res.records)
     assert mine["k"] == ref["k"]
@@ -224,10 +238,11 @@ def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, nam
 
 @pytest.mark.parametrize("spec", ["momentum:0.9", "adam"])
 def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, tmp_path):
-    """The error columns of an optimizer run: the symmetric bar of the defect interval of the records before
-    (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; the certificates those of
-    crosscurv.numeric.certificate inside the optimizer's regime (never for Adam); a run killed after its window
-    filled resumes to the same bytes."""
+    """The error columns of an optimizer run: the symmetric bar of the defect interval of the
+    records
+    before (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; the
+    certificates those of crosscurv.numeric.certificate inside the optimizer's regime (never for
+    Adam); a run killed after its window filled resumes to the same bytes."""
     from crosscurv.numeric.certificate import CertificateState
     from crosscurv.numeric.error_estimates import DEFECT_WINDOW, defect_error, defect_interval
     from crosscurv.numeric.optimizer_estimates import optimizer_in_regime
@@ -241,25 +256,29 @@ def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, t
     for name in ESTIMATES:
         bars = [defect_error(lo, hi) for lo, hi in defect_interval(cols["gap"], cols[name])]
         assert cols[f"{name}_err"] == bars, name
-        assert all(math.isinf(e) for e in bars[:DEFECT_WINDOW]) and all(math.isfinite(e) for e in bars[DEFECT_WINDOW:])
+        assert all(math.isinf(e) for e in bars[:DEFECT_WINDOW]) and all(math.isfinite(e)
+            for e in bars[DEFECT_WINDOW:])
     state = CertificateState()
-    for r in res.records:  # the certificate of crosscurv.numeric.certificate, with the optimizer's regime
+    # the certificate of crosscurv.numeric.certificate, with the optimizer's regime
+    for r in res.records:
         want = state.record(r, optimizer_in_regime(opt, LR, 4.0, r["lambda_max"]))
         assert all(r[f"{name}_cert"] == want[name] for name in ESTIMATES), (r["k"], want)
     if spec == "adam":
         assert all(r[f"{e}_cert"] == 0.0 for r in res.records for e in ESTIMATES)
     out = str(tmp_path / "run")
     with pytest.raises(Kill):
-        _run(spec, out_dir=out, iters=n, checkpoint_every=2, on_record=_kill_after(DEFECT_WINDOW + 2))
+        _run(spec, out_dir=out, iters=n, checkpoint_every=2, on_record=_kill_after(DEFECT_WINDOW
+            + 2))
     _run(spec, out_dir=out, iters=n, resume=True, checkpoint_every=2)
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
-    assert records_columns(read_records(os.path.join(out, "records.csv")))["k"] == list(range(1, n + 1))
+    assert records_columns(read_records(os.path.join(out, "records.csv")))["k"] == list(range(1, n
+        + 1))
 
 
 @pytest.mark.parametrize("spec,beta", [("sgd", 0.0), ("momentum:0.5", 0.5), ("momentum:0.9", 0.9)])
 def test_the_edge_curvature_is_where_the_step_stops_contracting_a_quadratic(spec, beta):
-    """On ``lambda/2 x^2`` the optimizer's step (its own update, torch.optim's arithmetic) contracts just below
-    ``edge_curvature`` and grows just above it; Adam's is not derived (NaN)."""
+    """On ``lambda/2 x^2`` the optimizer's step (its own update, torch.optim's arithmetic) contracts
+    just below ``edge_curvature`` and grows just above it; Adam's is not derived (NaN)."""
     from crosscurv.numeric.optimizers import OptimizerState
     from crosscurv.numeric.optimizers.rules import RULES
 

@@ -1,4 +1,5 @@
-"""crosscurv.numeric.record_comparison: agreement within dtype tolerances, the first disagreement, diagnoses."""
+"""crosscurv.numeric.record_comparison: agreement within dtype tolerances, the first disagreement,
+diagnoses."""
 
 from __future__ import annotations
 
@@ -46,10 +47,12 @@ def test_diagnoses():
     lag["cumulative"] = [0.0] + ref["cumulative"][:-1]
     comp = compare_records(lag, ref, rtol=1e-9, atol=1e-12)
     assert comp.first[:2] == (1, "cumulative")
-    assert any("column cumulative is shifted by one iteration" in x and "k-1" in x for x in comp.diagnoses)
+    assert any("column cumulative is shifted by one iteration" in x and "k-1" in x
+        for x in comp.diagnoses)
     flip = {c: list(v) for c, v in ref.items()}
     flip["gap"] = [-x for x in ref["gap"]]
-    assert any("opposite sign" in x for x in compare_records(flip, ref, rtol=1e-9, atol=1e-12).diagnoses)
+    assert any("opposite sign" in x for x in compare_records(flip, ref, rtol=1e-9,
+        atol=1e-12).diagnoses)
     swap = {c: list(v) for c, v in ref.items()}
     swap["recursive"], swap["cumulative"] = ref["cumulative"], ref["recursive"]
     d = compare_records(swap, ref, rtol=1e-9, atol=1e-12).diagnoses
@@ -78,13 +81,16 @@ def test_tolerances_are_the_measured_rounding_times_the_safety_factor():
 
     assert set(TOLERANCES) == {"float32", "float64"}
     for dt, cols in TOLERANCES.items():
-        assert set(cols) == {"loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk",
+        assert set(cols) == {"loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only",
+            "bound_bk",
                              "sharpness", "gap_err"}
         for c, (rtol, atol) in cols.items():
             rel, beyond = MEASURED_ROUNDING[dt][c]
-            assert rtol == SAFETY * max(rel, EPS[dt]) and atol == SAFETY * max(beyond, EPS[dt]), (dt, c)
+            assert rtol == SAFETY * max(rel, EPS[dt]) and atol == SAFETY * max(beyond, EPS[dt]), (
+                dt, c)
     # float32 is the coarser dtype in every column
-    assert all(TOLERANCES["float32"][c][0] > TOLERANCES["float64"][c][0] for c in TOLERANCES["float64"])
+    assert all(TOLERANCES["float32"][c][0] > TOLERANCES["float64"][c][0] for c in TOLERANCES[
+        "float64"])
 
 
 def test_gap_agrees_within_both_error_bounds():

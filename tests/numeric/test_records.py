@@ -25,7 +25,8 @@ from crosscurv.numeric.records import (
     write_summary,
 )
 
-AWKWARD = [1 / 3, -2.0**-1074, 1e308, -0.0, math.pi * 1e-300, 0.1 + 0.2, float("inf"), -float("inf")]
+AWKWARD = [1 / 3, -2.0**-1074, 1e308, -0.0, math.pi * 1e-300, 0.1 + 0.2, float("inf"), -float(
+    "inf")]
 
 
 def _rec(k: int, base: float) -> dict:
@@ -38,7 +39,8 @@ def test_row_round_trip_is_exact_for_awkward_floats():
         rec = make_record(3, **{f: x for f in FIELDS[1:]})
         back = parse_row(format_row(rec))
         for f in FIELDS[1:]:
-            assert back[f] == x and math.copysign(1, back[f]) == math.copysign(1, x), (f, x, back[f])
+            assert back[f] == x and math.copysign(1, back[f]) == math.copysign(1, x), (f, x, back[
+                f])
         assert back["k"] == 3
     nan = parse_row(format_row(make_record(1, **{f: float("nan") for f in FIELDS[1:]})))
     assert all(math.isnan(nan[f]) for f in FIELDS[1:])
@@ -80,8 +82,9 @@ def test_writer_refuses_to_overwrite_and_checks_header_on_append(tmp_path):
 
 
 def test_the_writer_takes_any_columns_and_quotes_text_as_csv_does(tmp_path):
-    """Tables with their own columns (advise's, the motivation runs'): ``k`` an integer, text CSV-quoted where
-    it needs it, floats in round-trip form; read back by the csv module to the same values."""
+    """Tables with their own columns (advise's, the motivation runs'): ``k`` an integer, text
+    CSV-quoted where it needs it, floats in round-trip form; read back by the csv module to the same
+    values."""
     import csv
 
     cols = ("k", "pattern", "loss", "err")
@@ -92,7 +95,8 @@ def test_the_writer_takes_any_columns_and_quotes_text_as_csv_does(tmp_path):
     with RecordWriter(path, fields=cols) as w:
         w.write_rows(rows[:2])
         w.write(rows[2])
-    assert format_row(rows[2], cols) == "2,jc," + repr(1 / 3) + ",0.0"  # nothing to quote: plain join
+    # nothing to quote: plain join
+    assert format_row(rows[2], cols) == "2,jc," + repr(1 / 3) + ",0.0"
     with open(path, newline="") as fh:
         back = list(csv.reader(fh))
     assert back[0] == list(cols) and [r[1] for r in back[1:]] == ["gs:3,2,1", 'a"b', "jc"]
@@ -144,7 +148,8 @@ def test_summary_is_strict_json_with_non_finite_as_null(tmp_path):
     text = write_summary(path, {"a": float("nan"), "b": [1.5, float("inf")], "c": {"d": -0.0}})
     assert "NaN" not in text and "Infinity" not in text
     assert read_summary(path) == {"a": None, "b": [1.5, None], "c": {"d": -0.0}}
-    assert json.loads(text) == json_safe({"a": float("nan"), "b": [1.5, float("inf")], "c": {"d": -0.0}})
+    assert json.loads(text) == json_safe({"a": float("nan"), "b": [1.5, float("inf")], "c": {
+        "d": -0.0}})
 
 
 READ_COLS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk")
@@ -158,9 +163,11 @@ def test_read_columns(tmp_path):
     assert got["k"] == [1, 2] and got["gap"] == [0.5, 0.25] and math.isnan(got["recursive"][0])
     bad = [
         ("", "is empty"),
-        ("k,loss_jc\n1,2\n", "missing column\\(s\\) loss_s, gap, recursive, cumulative, jc_only, bound_bk"),
+        ("k,loss_jc\n1,2\n", "missing column\\(s\\) loss_s, gap, recursive, cumulative, jc_only, "
+        "bound_bk"),
         (",".join(READ_COLS) + "\n", "no rows"),
-        (",".join(READ_COLS) + "\n1,2,3,oops,5,6,7,8\n", "line 2, column gap: not a number \\('oops'\\)"),
+        (",".join(READ_COLS) + "\n1,2,3,oops,5,6,7,8\n",
+        "line 2, column gap: not a number \\('oops'\\)"),
         (",".join(READ_COLS) + "\n1.5,2,3,4,5,6,7,8\n", "k must be an integer"),
         (",".join(READ_COLS) + "\n1,2,3,4,5,6,7,8\n1,2,3,4,5,6,7,8\n", "k=1 appears twice"),
         (",".join(READ_COLS) + "\n1,2,3,4,5,6,7\n", "column bound_bk: not a number \\(''\\)"),
@@ -178,11 +185,14 @@ def test_read_columns(tmp_path):
 
 @pytest.mark.parametrize("n", [8, 10])
 def test_records_of_an_older_crosscurv_are_refused_in_one_line(tmp_path, n):
-    """The eight- and ten-column files of earlier versions are named as such, not read with NaN columns."""
+    """The eight- and ten-column files of earlier versions are named as such, not read with NaN
+    columns."""
     path = tmp_path / "records.csv"
     path.write_text(",".join(FIELDS[:n]) + "\n" + ",".join(["1"] + ["0.5"] * (n - 1)) + "\n")
-    with pytest.raises(RecordsError, match=rf"records of an older crosscurv \({n} columns, not the {len(FIELDS)} "
-                                           r"of this version\); recompute the run with this crosscurv$"):
+    with pytest.raises(RecordsError, match=rf"records of an older crosscurv \({n} columns, not "
+        rf"the {len(FIELDS)} "
+                                           r"of this version\); recompute the run with this "
+                                           r"crosscurv$"):
         read_records(str(path))
 
 
@@ -192,7 +202,8 @@ def test_only_a_prefix_of_this_versions_columns_is_an_older_header():
     assert all(is_older_header(",".join(FIELDS[:n])) for n in range(len(CORE_FIELDS), len(FIELDS)))
     assert not is_older_header(",".join(FIELDS))  # this version's
     assert not is_older_header(",".join(FIELDS[:len(CORE_FIELDS) - 1]))  # not even the core columns
-    assert not is_older_header(",".join(FIELDS[:9][::-1]))  # the columns in another order: a foreign file
+    # the columns in another order: a foreign file
+    assert not is_older_header(",".join(FIELDS[:9][::-1]))
     assert not is_older_header("k,epoch,loss")
 
 

@@ -1,4 +1,5 @@
-"""What a run folder must hold to be resumed, checked from its files (crosscurv.numeric.run_folder)."""
+"""What a run folder must hold to be resumed, checked from its files (crosscurv.numeric.run_folder).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import pytest
 import torch
 
 from crosscurv.numeric.records import FIELDS
-from crosscurv.numeric.run_folder import (ResumeError, check_checkpoint_archive, check_records_header,
+from crosscurv.numeric.run_folder import (ResumeError, check_checkpoint_archive,
+    check_records_header,
                                           check_resumable)
 
 
 def _folder(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
-    torch.save({"format": 2, "vectors": {"theta_j": {"w": torch.ones(300)}}}, folder / "checkpoint.pt")
+    torch.save({"format": 2, "vectors": {"theta_j": {"w": torch.ones(300)}}}, folder
+        / "checkpoint.pt")
     (folder / "summary.json").write_text(json.dumps({"settings": {"lr": 0.1}}))
     (folder / "records.csv").write_text(",".join(FIELDS) + "\n")
     return folder
@@ -30,7 +33,8 @@ def test_a_whole_folder_passes_and_each_damage_is_named(tmp_path):
         check_resumable(tmp_path / "missing")
     data = (folder / "checkpoint.pt").read_bytes()
     (folder / "checkpoint.pt").write_bytes(data[: len(data) // 2])  # a torch.save archive cut short
-    with pytest.raises(ResumeError, match=r"checkpoint.pt is not a readable crosscurv checkpoint \(BadZipFile"):
+    with pytest.raises(ResumeError, match=r"checkpoint.pt is not a readable crosscurv checkpoint "
+            r"\(BadZipFile"):
         check_resumable(folder)
     (folder / "checkpoint.pt").unlink()
     with pytest.raises(ResumeError, match="has no checkpoint.pt"):
@@ -43,7 +47,8 @@ def test_summary_and_records_are_read_as_the_protocol_reads_them(tmp_path):
     with pytest.raises(ResumeError, match="summary.json is not a crosscurv summary"):
         check_resumable(folder)
     (folder / "summary.json").write_bytes(b"\xff\x00")
-    with pytest.raises(ResumeError, match=r"summary.json is not a readable crosscurv summary \(UnicodeDecodeError\)"):
+    with pytest.raises(ResumeError, match=r"summary.json is not a readable crosscurv summary "
+            r"\(UnicodeDecodeError\)"):
         check_resumable(folder)
     (folder / "summary.json").unlink()  # a run killed before its first summary: still resumable
     check_resumable(folder)

@@ -1,9 +1,9 @@
-"""Models without second derivatives still get a verdict: curvature by central differences of gradients.
+"""Models without second derivatives still get a verdict: curvature by central differences of
+gradients.
 
-Hugging Face T5 with its default ``sdpa`` attention runs PyTorch's CPU flash
-attention kernel, which has neither forward-mode nor double-backward
-derivatives; a custom ``torch.autograd.Function`` with a once-differentiable
-backward has no double backward.  The step size and the freshness fit then
+Hugging Face T5 with its default ``sdpa`` attention runs PyTorch's CPU flash attention kernel, which
+has neither forward-mode nor double-backward derivatives; a custom ``torch.autograd.Function`` with
+a once-differentiable backward has no double backward.  The step size and the freshness fit then
 take their curvature products from central differences of gradients
 (:class:`crosscurv.numeric.hvp_differences.CurvatureRoute`).
 """
@@ -57,7 +57,8 @@ def test_central_differences_match_the_dense_hessian():
     H = torch.autograd.functional.hessian(lambda x: ref.loss({"a": x[:2], "b": x[2:]}), flat)
     route = CurvatureRoute(task.loss)
     gen = torch.Generator().manual_seed(1)
-    vs = [{"a": torch.randn(2, generator=gen, dtype=torch.float64), "b": torch.randn(3, generator=gen, dtype=torch.float64)}
+    vs = [{"a": torch.randn(2, generator=gen, dtype=torch.float64), "b": torch.randn(3,
+        generator=gen, dtype=torch.float64)}
           for _ in range(3)]
     hvs = route.batch(p, vs)
     assert route.name == "central-differences" and "disagrees" in route.reason
@@ -79,18 +80,21 @@ def test_custom_function_without_double_backward_gets_a_verdict():
     assert r.ok and r.matches == ["gs:B,A"], r.text()
     assert r.route is not None and r.route.name == "central-differences"
     assert "curvature route: central differences of gradients" in r.text()
-    assert r.fit is not None and r.fit.coef[0][1] == pytest.approx(1.0, abs=1e-3)  # A sees the fresh B
+    # A sees the fresh B
+    assert r.fit is not None and r.fit.coef[0][1] == pytest.approx(1.0, abs=1e-3)
 
 
 def tiny_t5():
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    cfg = T5Config(vocab_size=16, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_decoder_layers=1, num_heads=2,
+    cfg = T5Config(vocab_size=16, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_decoder_layers=1,
+        num_heads=2,
                    dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)
     model = T5ForConditionalGeneration(cfg).double()
     gen = torch.Generator().manual_seed(0)
-    batch = dict(input_ids=torch.randint(1, 16, (2, 5), generator=gen), labels=torch.randint(1, 16, (2, 3), generator=gen))
+    batch = dict(input_ids=torch.randint(1, 16, (2, 5), generator=gen), labels=torch.randint(1, 16,
+        (2, 3), generator=gen))
     return model, batch
 
 
@@ -98,7 +102,8 @@ def test_t5_with_sdpa_attention_gets_a_verdict():
     model, batch = tiny_t5()
     assert model.config._attn_implementation == "sdpa"
     task = task_from_module(model, lambda forward, p: forward(**batch).loss,
-                            [("encoder", r"^encoder\.|^shared\."), ("decoder", r"^decoder\.|^lm_head\.")], name="t5-tiny")
+                            [("encoder", r"^encoder\.|^shared\."), ("decoder",
+                            r"^decoder\.|^lm_head\.")], name="t5-tiny")
 
     def alternating(params, lr):  # encoder, then a fresh forward pass for the decoder
         p = dict(params)
@@ -115,12 +120,14 @@ def test_t5_with_sdpa_attention_gets_a_verdict():
 
 
 def test_compiled_module_gets_a_verdict():
-    """``torch.compile`` (dynamo and AOTAutograd, here with the compiler-free ``aot_eager`` backend) has no
-    double backward through its compiled graph: the step still gets its verdict, by gradient differences."""
+    """``torch.compile`` (dynamo and AOTAutograd, here with the compiler-free ``aot_eager`` backend)
+    has no double backward through its compiled graph: the step still gets its verdict, by gradient
+    differences."""
     from torch import nn
 
     torch.manual_seed(0)
-    model = torch.compile(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double(), backend="aot_eager")
+    model = torch.compile(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double(),
+        backend="aot_eager")
     x, y = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, 2, dtype=torch.float64)
     task = task_from_module(model, lambda forward, p: torch.nn.functional.mse_loss(forward(x), y),
                             [("A", r"0\."), ("B", r"2\.")], name="compiled")

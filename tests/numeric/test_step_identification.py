@@ -1,4 +1,5 @@
-"""crosscurv.numeric.validation: correct and deliberately wrong steps are identified, errors are one line."""
+"""crosscurv.numeric.validation: correct and deliberately wrong steps are identified, errors are one
+line."""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def test_inplace_backprop_is_neither_jc_nor_gs(mlp):
     # measured: differs from JC and from the declared GS (output to input) at second order
     assert r.result("jc").order == pytest.approx(2.0, abs=0.15)
     assert r.result("gs:layer3,layer2,layer1").order == pytest.approx(2.0, abs=0.15)
-    assert min(r.result("jc").rel_errors) > 1e-5 and min(r.result("gs:layer3,layer2,layer1").rel_errors) > 1e-5
+    assert min(r.result("jc").rel_errors) > 1e-5 and min(r.result(
+        "gs:layer3,layer2,layer1").rel_errors) > 1e-5
     assert max(r.fit.residual) > 0.1  # its eta^2 term is no sum of a_ij H_ij g_j
     assert "no delay pattern" in r.verdict()
 
@@ -181,9 +183,11 @@ def test_candidate_patterns():
     t5 = _quad_task(5)
     decl = parse_pattern("gs:5,4,3,2,1", 5)
     c5 = candidate_patterns(t5, decl)
-    assert [c.label for c in c5] == ["jc", "gs:x4,x3,x2,x1,x0"] and c5[1].roles == ["gs order", "declared"]
+    assert [c.label for c in c5] == ["jc", "gs:x4,x3,x2,x1,x0"] and c5[1].roles == ["gs order",
+        "declared"]
     partial = parse_pattern("2<-1", 5)
-    assert [c.label for c in candidate_patterns(t5, partial)] == ["jc", "gs:x0,x1,x2,x3,x4", "{x1<-x0}"]
+    assert [c.label for c in candidate_patterns(t5, partial)] == ["jc", "gs:x0,x1,x2,x3,x4",
+        "{x1<-x0}"]
 
 
 def test_seeded_states_are_reproducible_and_perturb_zero_tensors():
@@ -219,7 +223,8 @@ def test_as_user_step_forms_and_errors():
         as_user_step(("task", step))
     with pytest.raises(ValidationInputError, match="not callable"):
         as_user_step((task, 3))
-    with pytest.raises(ValidationInputError, match="float32 parameters; step validation runs in float64"):
+    with pytest.raises(ValidationInputError,
+            match="float32 parameters; step validation runs in float64"):
         as_user_step((_quad_task(2, torch.float32), step))
     with pytest.raises(ValidationInputError, match="without 'task' and 'step'"):
         as_user_step({"task": task})
@@ -238,7 +243,8 @@ def test_step_output_errors():
         ({**ok, "b": ok["b"].reshape(3)}, "'b' with shape \\(3,\\), the parameter has \\(3, 1\\)"),
         ({**ok, "a": ok["a"].float()}, "'a' as float32, the parameter is float64"),
         ({**ok, "a": [1.0, 2.0]}, "'a' as list, not a tensor"),
-        ({**ok, "a": torch.tensor([1.0, math.nan], dtype=torch.float64)}, "non-finite values in 'a'"),
+        ({**ok, "a": torch.tensor([1.0, math.nan], dtype=torch.float64)},
+        "non-finite values in 'a'"),
     ]
     for out, msg in cases:
         with pytest.raises(ValidationInputError, match=msg):

@@ -18,7 +18,8 @@ FAST = dict(seeds=(0, 1), n_etas=4)
 
 def _setup():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)).double()
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4,
+        2)).double()
     x, y = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 2, dtype=torch.float64)
     task = task_from_module(model, lambda forward, p: ((forward(x) - y) ** 2).mean(),
                             [("hidden", r"^0\."), ("out", r"^2\.")], name="mlp2")
@@ -36,7 +37,8 @@ def _setup():
                     opt.state[p]["momentum_buffer"] = state["momentum_buffer"][n].clone()
                 else:
                     opt.state[p] = {"step": torch.tensor(float(state["step"])),
-                                    "exp_avg": state["exp_avg"][n].clone(), "exp_avg_sq": state["exp_avg_sq"][n].clone()}
+                                    "exp_avg": state["exp_avg"][n].clone(), "exp_avg_sq": state[
+                                    "exp_avg_sq"][n].clone()}
 
     def loss():
         return ((model(x) - y) ** 2).mean()
@@ -49,7 +51,8 @@ def _make(kind, order):
     groups = {"hidden": list(model[0].parameters()), "out": list(model[2].parameters())}
 
     def opt(ps, lr):
-        return torch.optim.SGD(ps, lr=lr, momentum=0.9) if kind == "momentum" else torch.optim.Adam(ps, lr=lr)
+        return torch.optim.SGD(ps, lr=lr, momentum=0.9) if kind == "momentum" else torch.optim.Adam(
+            ps, lr=lr)
 
     def step(params, lr, state):
         if order == "jc":

@@ -1,4 +1,5 @@
-"""Exact scheme steps (Definitions 1-2, docs/design.md, "Exact scheme step") against closed forms."""
+"""Exact scheme steps (Definitions 1-2, docs/design.md, "Exact scheme step") against closed forms.
+"""
 
 import pytest
 import torch
@@ -21,7 +22,9 @@ ETA = 0.13
 
 
 def quadratic(n=N, seed=0):
-    """``L = 1/2 x^T A x - b^T x`` with scalar blocks ``x1..xn`` (A SPD, dense): ``(task, A, b, x^0)``."""
+    """``L = 1/2 x^T A x - b^T x`` with scalar blocks ``x1..xn`` (A SPD, dense): ``(task, A, b,
+    x^0)``.
+    """
     task, A, b = coupled_quadratic([1] * n, seed)
     return task, A, b, vec(task.params)
 
@@ -90,7 +93,9 @@ def test_any_acyclic_pattern_closed_form(pattern):
 
 
 def test_partial_sees_stale_blocks_not_the_in_place_state():
-    """S = {3<-1} (0-based (2,0)): block 2 uses new x0 but OLD x1, although x1 was updated before it."""
+    """S = {3<-1} (0-based (2,0)): block 2 uses new x0 but OLD x1, although x1 was updated before
+    it.
+    """
     task, A, b, x = quadratic()
     pattern = from_pairs(N, [(2, 0)])
     new = vec(scheme_step(task, task.params, pattern, ETA))
@@ -116,7 +121,8 @@ def _affected(pattern, reference, n):
     "pairs",
     [
         [(1, 0)],  # blocks 2..4 lose fresh values
-        [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (4, 0), (4, 1), (4, 2)],  # GS minus 4<-3 (0-based (4,3))
+        # GS minus 4<-3 (0-based (4,3))
+        [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (4, 0), (4, 1), (4, 2)],
         [(2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (4, 0), (4, 1), (4, 2), (4, 3)],  # GS minus (1,0)
     ],
 )
@@ -150,7 +156,8 @@ def test_step_with_grads_returns_the_fresh_gradients():
 
 
 def _sequential_loop(task, params, pattern, lr):
-    """Hand-written reference: for each block in order, the FULL gradient at its exact state, keep block i."""
+    """Hand-written reference: for each block in order, the FULL gradient at its exact state, keep
+    block i."""
     names = task.block_names
     old = {k: v.clone() for k, v in params.items()}
     new = {}

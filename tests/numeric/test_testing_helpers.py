@@ -1,4 +1,6 @@
-"""crosscurv.numeric.testing: the pytest helpers pass on correct inputs and fail with the evidence in the message."""
+"""crosscurv.numeric.testing: the pytest helpers pass on correct inputs and fail with the evidence
+in
+the message."""
 
 from __future__ import annotations
 
@@ -61,7 +63,8 @@ def _task():
     A = coupled_spd(randn, 4, 1.0)
     W = randn(2, 4)
     params = {"u": randn(2), "v": randn(2)}
-    return Task(params, quartic_ridge_loss(A, torch.zeros(4, dtype=torch.float64), W, 1.0, ["u", "v"]),
+    return Task(params, quartic_ridge_loss(A, torch.zeros(4, dtype=torch.float64), W, 1.0, ["u",
+        "v"]),
                 {"u": ["u"], "v": ["v"]})
 
 
@@ -88,7 +91,8 @@ def test_assert_step_is_rejects_mislabelled_lora():
     spec.loader.exec_module(mod)
     task, step, _ = mod.mislabelled_alternating()
     assert_step_is(step, task, "jc")
-    with pytest.raises(AssertionError, match="matches jc; it does NOT perform the declared pattern gs:B,A"):
+    with pytest.raises(AssertionError, match="matches jc; it does NOT perform the declared "
+            "pattern gs:B,A"):
         assert_step_is(step, task, "gs:B,A")
 
 

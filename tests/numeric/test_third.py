@@ -24,14 +24,18 @@ def test_third_derivative_matches_dense_tensor(case, method):
 
 
 def test_third_derivative_of_a_cubic_is_exact_and_symmetric():
-    x = {"a": torch.tensor([0.3, -0.7], dtype=torch.float64), "b": torch.tensor([1.1], dtype=torch.float64)}
+    x = {"a": torch.tensor([0.3, -0.7], dtype=torch.float64), "b": torch.tensor([1.1],
+        dtype=torch.float64)}
 
     def loss(p):  # a0^2 b + a1^3 : T[u,v,w] = 2 sym(u_a0 v_a0 w_b) + 6 u_a1 v_a1 w_a1
         return p["a"][0] ** 2 * p["b"][0] + p["a"][1] ** 3
 
-    u = {"a": torch.tensor([1.0, 2.0], dtype=torch.float64), "b": torch.tensor([0.5], dtype=torch.float64)}
-    v = {"a": torch.tensor([-1.0, 1.0], dtype=torch.float64), "b": torch.tensor([2.0], dtype=torch.float64)}
-    w = {"a": torch.tensor([3.0, 0.5], dtype=torch.float64), "b": torch.tensor([-1.0], dtype=torch.float64)}
+    u = {"a": torch.tensor([1.0, 2.0], dtype=torch.float64), "b": torch.tensor([0.5],
+        dtype=torch.float64)}
+    v = {"a": torch.tensor([-1.0, 1.0], dtype=torch.float64), "b": torch.tensor([2.0],
+        dtype=torch.float64)}
+    w = {"a": torch.tensor([3.0, 0.5], dtype=torch.float64), "b": torch.tensor([-1.0],
+        dtype=torch.float64)}
 
     def exact(u, v, w):
         def a0(z):
@@ -43,11 +47,13 @@ def test_third_derivative_of_a_cubic_is_exact_and_symmetric():
         def b(z):
             return float(z["b"][0])
 
-        return 2 * (a0(u) * a0(v) * b(w) + a0(u) * b(v) * a0(w) + b(u) * a0(v) * a0(w)) + 6 * a1(u) * a1(v) * a1(w)
+        return 2 * (a0(u) * a0(v) * b(w) + a0(u) * b(v) * a0(w) + b(u) * a0(v) * a0(w)) + 6 * a1(
+            u) * a1(v) * a1(w)
 
     for method in ("forward", "reverse"):
         for args in ((u, v, w), (w, u, v), (v, w, u)):
-            assert float(third_derivative(loss, x, *args, method=method)) == pytest.approx(exact(u, v, w), rel=1e-14)
+            assert float(third_derivative(loss, x, *args, method=method)) == pytest.approx(exact(u,
+                v, w), rel=1e-14)
 
 
 def test_bad_directions_and_methods_are_one_line_hvp_errors():
@@ -67,4 +73,5 @@ def test_bad_directions_and_methods_are_one_line_hvp_errors():
         third_derivative(task.loss, p, ones, wrong, ones)
     # float32 directions are cast to the parameters' dtype
     f32 = {k: v.float() for k, v in ones.items()}
-    assert third_derivative(task.loss, p, f32, ones, ones) == third_derivative(task.loss, p, ones, ones, ones)
+    assert third_derivative(task.loss, p, f32, ones, ones) == third_derivative(task.loss, p, ones,
+        ones, ones)

@@ -1,7 +1,8 @@
-"""crosscurv.numeric.training_step: ordinary nn.Module / torch.optim training code gets the right verdict.
+"""crosscurv.numeric.training_step: ordinary nn.Module / torch.optim training code gets the right
+verdict.
 
-Every factory of examples/peft_lora_t5.py, federated.py and layerwise_sgd.py
-is identified here (the CLI runs a few in tests/experiments/test_validate_real_code.py).
+Every factory of examples/peft_lora_t5.py, federated.py and layerwise_sgd.py is identified here (the
+CLI runs a few in tests/experiments/test_validate_real_code.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ FAST = dict(seeds=(0, 1), n_etas=4)
 
 
 def _example(name):
-    spec = importlib.util.spec_from_file_location("crosscurv_example_" + name, os.path.join(ROOT, "examples", name + ".py"))
+    spec = importlib.util.spec_from_file_location("crosscurv_example_" + name, os.path.join(ROOT,
+        "examples", name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -55,7 +57,8 @@ def test_peft_lora_simultaneous_is_jc(lora):
 def test_peft_lora_alternating_is_gs_b_then_a(lora):
     r = _identify(lora.alternating(), seeds=(0,), n_etas=3)
     assert r.ok and r.matches == ["gs:B,A"], r.text()
-    assert r.fit.coef[1][0] == pytest.approx(1.0, abs=0.01) and r.fit.coef[0][1] == pytest.approx(0.0, abs=0.01)
+    assert r.fit.coef[1][0] == pytest.approx(1.0, abs=0.01) and r.fit.coef[0][1] == pytest.approx(
+        0.0, abs=0.01)
 
 
 def test_peft_lora_stale_gradient_is_jc_not_gs(lora):
@@ -76,7 +79,8 @@ def test_peft_model_restored_between_calls(lora):
 # -- federated: per-block step factors -----------------------------------------------------------
 def test_fedsim_is_jc_with_personal_factor_two(fed):
     r = _identify(fed.fedsim())
-    assert r.ok and r.matches == ["jc"] and r.factors.factors == [2.0, 1.0] and r.factors.source == "inferred"
+    assert r.ok and r.matches == ["jc"] and r.factors.factors == [2.0,
+        1.0] and r.factors.source == "inferred"
     assert r.verdict().startswith("matches jc with step factors personal=2, shared=1")
 
 
@@ -109,7 +113,8 @@ def test_factors_are_in_the_freshness_fit(fed):
 # -- layer-wise SGD with param groups ----------------------------------------------------------
 def test_layerwise_param_groups(layerwise):
     r = _identify(layerwise.recomputed())
-    assert r.ok and r.matches == ["gs:layer3,layer2,layer1"] and r.task.block_names == ["layer3", "layer2", "layer1"]
+    assert r.ok and r.matches == ["gs:layer3,layer2,layer1"] and r.task.block_names == ["layer3",
+        "layer2", "layer1"]
     r = _identify(layerwise.one_backward())
     assert r.matches == ["jc"] and r.diagnosis == "jc-instead"
 
@@ -128,16 +133,20 @@ def test_lr_factors_scale_the_groups():
         opt.step()
 
     user = step_from_training_code(model, train_step, loss, {"out": "2.*", "hidden": "re:^0\\."},
-                                   optimizers=lambda m: torch.optim.SGD([{"params": m[0].parameters()},
-                                                                         {"params": m[2].parameters()}], lr=1.0),
+                                   optimizers=lambda m: torch.optim.SGD([{"params": m[
+                                   0].parameters()},
+                                                                         {"params": m[
+                                                                         2].parameters()}], lr=1.0),
                                    lr_factors={"out": 4})
     assert model[0].weight.dtype == torch.float64  # converted in place
     r = _identify(user)
     assert r.ok and r.matches == ["jc"] and r.factors.factors == [4.0, 1.0]
     one_group = step_from_training_code(model, train_step, loss, {"out": "2.*", "hidden": "0.*"},
-                                        optimizers=lambda m: torch.optim.SGD(m.parameters(), lr=1.0),
+                                        optimizers=lambda m: torch.optim.SGD(m.parameters(),
+                                        lr=1.0),
                                         lr_factors={"out": 4})
-    with pytest.raises(ValidationInputError, match="spans blocks hidden, out with different lr_factors"):
+    with pytest.raises(ValidationInputError,
+            match="spans blocks hidden, out with different lr_factors"):
         _identify(one_group)
 
 
@@ -151,10 +160,13 @@ def test_bad_blocks_are_one_line():
         pass
 
     with pytest.raises(ValidationInputError, match="match no parameter: x \\(nothing\\*\\)"):
-        step_from_training_code(model, noop, lambda m: m.weight.sum(), {"w": "weight", "x": "nothing*"}, **kw())
+        step_from_training_code(model, noop, lambda m: m.weight.sum(), {"w": "weight",
+            "x": "nothing*"}, **kw())
     with pytest.raises(ValidationInputError, match="unknown block 'z'"):
-        step_from_training_code(model, noop, lambda m: m.weight.sum(), {"w": "weight"}, **kw(lr_factors={"z": 2}))
+        step_from_training_code(model, noop, lambda m: m.weight.sum(), {"w": "weight"}, **kw(
+            lr_factors={"z": 2}))
     with pytest.raises(ValidationInputError, match="'param_groups'"):
         step_from_training_code(model, noop, lambda m: m.weight.sum(), "groups", **kw())
     with pytest.raises(ValidationInputError, match="must return a torch.optim.Optimizer"):
-        step_from_training_code(model, noop, lambda m: m.weight.sum(), "param_groups", optimizers=lambda m: 3)
+        step_from_training_code(model, noop, lambda m: m.weight.sum(), "param_groups",
+            optimizers=lambda m: 3)

@@ -1,4 +1,5 @@
-"""crosscurv.numeric.update_rules: which rule a run gets, and the order in which the iteration body calls its hooks."""
+"""crosscurv.numeric.update_rules: which rule a run gets, and the order in which the iteration body
+calls its hooks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from crosscurv.numeric.update_rules import OptimizerRule, PlainRule, UpdateRule,
 from crosscurv.theory.patterns import gauss_seidel
 from tests.numeric.cases import tanh_mlp
 
-HOOKS = ("s_forcing", "s_step", "jc_step", "advance_z", "advance_y", "advance_delta", "error_columns", "bound",
+HOOKS = ("s_forcing", "s_step", "jc_step", "advance_z", "advance_y", "advance_delta",
+    "error_columns", "bound",
          "carry")
 
 
@@ -27,7 +29,8 @@ def test_a_run_gets_the_plain_rule_only_for_the_papers_steps(optimizer, block_lr
         block_lr = {task.block_names[0]: 1.0}
     rule = update_rule(task, optimizer_setup(task, optimizer, block_lr))
     assert type(rule) is kind and isinstance(rule, UpdateRule)
-    assert bool(rule.carried) == (optimizer != "sgd")  # state buffers are carried only for momentum and Adam
+    # state buffers are carried only for momentum and Adam
+    assert bool(rule.carried) == (optimizer != "sgd")
 
 
 def test_the_interface_has_no_default_for_a_step():
@@ -57,16 +60,19 @@ class _Recording(UpdateRule):
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum:0.5"])
-def test_the_body_calls_the_hooks_in_the_documented_order_and_the_records_are_unchanged(monkeypatch, optimizer):
-    """Per iteration ``k < K``: s_forcing, s_step, jc_step, advance_z/y/delta, then (``k >= 1``) error_columns
-    and bound, then carry; at ``k = K`` only error_columns and bound (module docstring of
-    crosscurv.numeric.update_rules.base)."""
+def test_the_body_calls_the_hooks_in_the_documented_order_and_the_records_are_unchanged(
+        monkeypatch, optimizer):
+    """Per iteration ``k < K``: s_forcing, s_step, jc_step, advance_z/y/delta, then (``k >= 1``)
+    error_columns and bound, then carry; at ``k = K`` only error_columns and bound (module docstring
+    of crosscurv.numeric.update_rules.base)."""
     K = 3
     want = protocol.run_protocol(tanh_mlp(), gauss_seidel(4), 0.2, K, optimizer=optimizer)
     calls: list = []
-    monkeypatch.setattr(protocol, "update_rule", lambda task, setup: _Recording(update_rule(task, setup), calls))
+    monkeypatch.setattr(protocol, "update_rule", lambda task, setup: _Recording(update_rule(task,
+        setup), calls))
     got = protocol.run_protocol(tanh_mlp(), gauss_seidel(4), 0.2, K, optimizer=optimizer)
-    assert [repr(r) for r in got.records] == [repr(r) for r in want.records]  # bit for bit, NaN included
+    # bit for bit, NaN included
+    assert [repr(r) for r in got.records] == [repr(r) for r in want.records]
     steps = ["s_forcing", "s_step", "jc_step", "advance_z", "advance_y", "advance_delta"]
     expected = steps + ["carry"]  # k = 0: no record
     for _ in range(1, K):

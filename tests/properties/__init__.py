@@ -1,1 +1,2 @@
-"""crosscurv tests: properties (a package, so same-named test modules in different folders do not clash)."""
+"""crosscurv tests: properties (a package, so same-named test modules in different folders do not
+clash)."""

@@ -1,17 +1,16 @@
-"""Properties: S = {} is JC exactly; acyclic patterns are executable in their order; cycles are rejected.
+"""Properties: S = {} is JC exactly; acyclic patterns are executable in their order; cycles are
+rejected.
 
-* ``S = {}`` reproduces JC *exactly* (bit for bit, not to a tolerance): the
-  exact step is ``theta - eta g``; the one-step gap, ``C_S`` and theory's
-  coefficients are exactly 0; the controlled protocol's gap and all three
-  estimates are exactly 0 at every iteration.
-* Every acyclic pattern's update order respects its pairs (block ``j`` comes
-  before block ``i`` for each ``(i, j)``), and the exact step does not depend
-  on which valid order executes it: an independent sweep in a *different*
-  random topological order, each block's gradient evaluated at the state
-  where exactly its fresh blocks are new (docs/design.md), gives the same step.
-* Every pair set containing a cycle is rejected with a :class:`PatternError`
-  naming a cycle, through :class:`DelayPattern`, :func:`from_pairs` and the
-  command-line syntax ``i<-j,...`` of :func:`parse_pattern`.
+* ``S = {}`` reproduces JC *exactly* (bit for bit, not to a tolerance): the exact step is ``theta -
+  eta g``; the one-step gap, ``C_S`` and theory's coefficients are exactly 0; the controlled
+  protocol's gap and all three estimates are exactly 0 at every iteration.
+* Every acyclic pattern's update order respects its pairs (block ``j`` comes before block ``i`` for
+  each ``(i, j)``), and the exact step does not depend on which valid order executes it: an
+  independent sweep in a *different* random topological order, each block's gradient evaluated at
+  the state where exactly its fresh blocks are new (docs/design.md), gives the same step.
+* Every pair set containing a cycle is rejected with a :class:`PatternError` naming a cycle, through
+  :class:`DelayPattern`, :func:`from_pairs` and the command-line syntax ``i<-j,...`` of
+  :func:`parse_pattern`.
 """
 
 from __future__ import annotations
@@ -82,7 +81,8 @@ def _topological_orders(pattern: DelayPattern, rnd: random.Random) -> list[int]:
     """A random order of the blocks with every ``j`` before every ``i`` for ``(i, j)`` in ``S``."""
     done, order = set(), []
     while len(order) < pattern.n_blocks:
-        ready = [b for b in range(pattern.n_blocks) if b not in done and set(pattern.fresh(b)) <= done]
+        ready = [b for b in range(pattern.n_blocks) if b not in done and set(pattern.fresh(b))
+            <= done]
         b = rnd.choice(ready)
         done.add(b)
         order.append(b)

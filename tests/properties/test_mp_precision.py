@@ -59,7 +59,8 @@ def test_one_step_exact_below_the_float64_floor(spec, data):
     # and r / eta^3 -> c3 at rate eta: r - c3 eta^3 is fourth order
     etas = [pt["x"] for pt in study.points]
     after = observe_order(etas, study.info["remainder_after_c3"], expected=4)
-    assert len(after.etas) == GRID_POINTS and after.min_rate >= 3.9, after.table() + describe(study, **context)
+    assert len(after.etas) == GRID_POINTS and after.min_rate >= 3.9, after.table() + describe(
+        study, **context)
 
 
 @examples(0.5)
@@ -74,7 +75,8 @@ def test_float64_floor_bounds_the_one_step_roundoff(spec, data):
             # the float64 C_S differs from the exact one by round-off too; both are in p64's error
             err = abs(mpmath.mpf(p64["error"]) - mpmath.mpf(rmp))
             assert err <= p64["floor"], (
-                f"eta={p64['x']:.4g}: float64 error {float(err):.3g} above the floor {p64['floor']:.3g} "
+                f"eta={p64['x']:.4g}: float64 error {float(err):.3g} above the floor "
+                f"{p64['floor']:.3g} "
                 f"({FLOOR_ULPS} ulps)" + describe(f64, spec=spec, pattern=pattern.describe())
             )
 
@@ -89,10 +91,13 @@ def test_float64_trajectory_errors_match_the_exact_protocol_within_the_floors(sp
     for j, eta in enumerate(pt["x"] for pt in studies["recursion"].points):
         K = 4 * 2**j
         exact = protocol_mp(problem, pattern, eta, K, dps=30)[-1]
-        for key, name in (("recursion", "recursive"), ("cumulative", "cumulative"), ("jc_only", "jc_only")):
+        for key, name in (("recursion", "recursive"), ("cumulative", "cumulative"), ("jc_only",
+                "jc_only")):
             pt = studies[key].points[j]
             err_mp = exact["gap"] - exact[name]
             assert abs(pt["error"] - float(err_mp)) <= pt["floor"], (
-                f"{key} at eta={eta:g}, K={K}: float64 {pt['error']:.6g}, exact {float(err_mp):.6g}, "
-                f"floor {pt['floor']:.3g}" + describe(studies[key], spec=spec, pattern=pattern.describe())
+                f"{key} at eta={eta:g}, K={K}: float64 {pt['error']:.6g}, exact "
+                f"{float(err_mp):.6g}, "
+                f"floor {pt['floor']:.3g}" + describe(studies[key], spec=spec,
+                pattern=pattern.describe())
             )

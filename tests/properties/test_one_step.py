@@ -46,7 +46,8 @@ def test_one_step_remainder_is_third_order_with_theory_coefficient(spec, data):
     coef = predicted_coefficients(problem, pattern)
     c_s = cross_curvature_table(problem.task).C_S(pattern)
     assert math.isclose(c_s, coef[2], rel_tol=1e-10, abs_tol=1e-14), (c_s, coef[2])
-    study = one_step_study(problem, pattern, n=GRID_POINTS, factor=FACTOR, coefficients={2: c_s, 3: coef[3]})
+    study = one_step_study(problem, pattern, n=GRID_POINTS, factor=FACTOR, coefficients={2: c_s,
+        3: coef[3]})
     context = dict(spec=spec, pattern=pattern.describe(), tilt=guard.sigma, guarded=guard.achieved)
     assert_min_rate(study, 2.9, **context)
     assert_tends_to_prediction(study, **context)

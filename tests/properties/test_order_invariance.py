@@ -1,20 +1,20 @@
-"""Property: full GS in any two block orders agrees to O(eta^3) (Corollary 1, update-order argument).
+"""Property: full GS in any two block orders agrees to O(eta^3) (Corollary 1, update-order
+argument).
 
-A full GS sweep in any order contains exactly one orientation of every block
-pair and ``g_i^T H_ij g_j = g_j^T H_ji g_i``, so every order has
-``C_S = C_cross / 2``; started at the same point, two orders give losses that
-differ by ``O(eta^3)``, with coefficient ``c3(order 1) - c3(order 2)``
-(:func:`crosscurv.theory.one_step.gap_coefficients`).  Checked on random instances and
-two random distinct orders:
+A full GS sweep in any order contains exactly one orientation of every block pair and ``g_i^T H_ij
+g_j = g_j^T H_ji g_i``, so every order has ``C_S = C_cross / 2``; started at the same point, two
+orders give losses that differ by ``O(eta^3)``, with coefficient ``c3(order 1) - c3(order 2)``
+(:func:`crosscurv.theory.one_step.gap_coefficients`).  Checked on random instances and two random
+distinct orders:
 
-* both ``eta^2`` coefficients equal ``C_cross / 2`` (theory on dense
-  derivatives, and :mod:`crosscurv.numeric.curvature`);
-* ``L_GS(order 1) - L_GS(order 2)`` has every pairwise rate ``>= 2.9`` on
-  ``eta0 * 2^-k``, ``k = 0..5`` (points at or below the round-off floor
-  dropped), and its ``eta^3`` coefficient tends to the predicted difference.
+* both ``eta^2`` coefficients equal ``C_cross / 2`` (theory on dense derivatives, and
+  :mod:`crosscurv.numeric.curvature`);
+* ``L_GS(order 1) - L_GS(order 2)`` has every pairwise rate ``>= 2.9`` on ``eta0 * 2^-k``, ``k =
+  0..5`` (points at or below the round-off floor dropped), and its ``eta^3`` coefficient tends to
+  the predicted difference.
 
-An instance whose coefficient difference nearly cancels gets a cubic tilt
-first (:func:`crosscurv.experiments.problems.guard_cubic`).
+An instance whose coefficient difference nearly cancels gets a cubic tilt first
+(:func:`crosscurv.experiments.problems.guard_cubic`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def test_two_gs_orders_agree_to_third_order(spec, data):
     study = order_invariance_study(guard.problem, order1, order2, n=GRID_POINTS, factor=FACTOR)
     info = study.info
     scale = abs(info["C_cross_half"]) + abs(info["C_S_order1"]) + 1e-300
-    context = dict(spec=spec, order1=info["order1"], order2=info["order2"], tilt=guard.sigma, guarded=guard.achieved)
+    context = dict(spec=spec, order1=info["order1"], order2=info["order2"], tilt=guard.sigma,
+        guarded=guard.achieved)
     for key in ("C_S_order1", "C_S_order2", "C_S_order1_numeric", "C_S_order2_numeric"):
         assert _close(info[key], info["C_cross_half"], scale), (key, info)
     assert_min_rate(study, 2.9, **context)

@@ -34,18 +34,22 @@ from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples,
 #: ``eta0 * lam`` of the trajectory grid and the iterations ``K0`` at ``eta0`` (``T = eta0 K0``).
 FACTOR = 1.0 / 32
 K0 = 4
-#: The guard's absolute threshold on ``l0`` (``|l0| >= LOCAL_ABSOLUTE lam^2 sum_i ||E_i g|| ||P_i g||``):
+# : The guard's absolute threshold on ``l0`` (``|l0| >= LOCAL_ABSOLUTE lam^2 sum_i ||E_i g|| ||P_i
+# g||``):
 #: larger than the one-step guard's 1e-3 because along a trajectory the error's next order
-#: also collects the JC-only forcing mismatch ``eta^2 (M_S g_S - M_S g_JC)``, which ``l0`` must dominate.
+# : also collects the JC-only forcing mismatch ``eta^2 (M_S g_S - M_S g_JC)``, which ``l0`` must
+# dominate.
 LOCAL_ABSOLUTE = 1e-2
 
 
 def trajectory_case(spec, data):
-    """The guarded instance, its pattern and the trajectory studies (shared with test_cumulative)."""
+    """The guarded instance, its pattern and the trajectory studies (shared with test_cumulative).
+    """
     problem = spec.build()
     pattern = data.draw(acyclic_patterns(problem.task.n_blocks), label="pattern")
     guard = guard_cubic(problem, [(pattern, 1)], local=True, absolute=LOCAL_ABSOLUTE)
-    studies = trajectory_studies(guard.problem, pattern, n=GRID_POINTS, factor=FACTOR, k0=K0, hvp_method="reverse")
+    studies = trajectory_studies(guard.problem, pattern, n=GRID_POINTS, factor=FACTOR, k0=K0,
+        hvp_method="reverse")
     context = dict(spec=spec, pattern=pattern.describe(), tilt=guard.sigma, guarded=guard.achieved)
     return studies, context
 

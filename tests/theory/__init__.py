@@ -1,1 +1,3 @@
-"""crosscurv tests: theory (a package, so same-named test modules in different folders do not clash)."""
+"""crosscurv tests: theory (a package, so same-named test modules in different folders do not
+clash).
+"""

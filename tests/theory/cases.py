@@ -32,7 +32,8 @@ def gs_all_orders(n: int):
 def patterns_for(n: int, all_gs_orders: bool = True):
     """``[(id, DelayPattern)]`` covering JC, GS (all orders), partial, chain, explicit pairs."""
     out = [("jc", jacobi(n))]
-    gs = gs_all_orders(n) if all_gs_orders else [gauss_seidel(n), gauss_seidel(n, list(reversed(range(n))))]
+    gs = gs_all_orders(n) if all_gs_orders else [gauss_seidel(n), gauss_seidel(n, list(reversed(
+        range(n))))]
     out += [(p.name, p) for p in gs]
     out += [(f"partial{k}", partial(n, pairs)) for k, pairs in enumerate(_PARTIAL[n])]
     out += [("chain", chain(n)), ("chain_rev", chain(n, list(reversed(range(n)))))]
@@ -44,4 +45,5 @@ def all_cases(all_gs_orders: bool = True):
     """``pytest.param``-ready list of ``(n, pattern)`` with readable ids."""
     import pytest
 
-    return [pytest.param(n, p, id=f"N{n}-{name}") for n in BLOCK_COUNTS for name, p in patterns_for(n, all_gs_orders)]
+    return [pytest.param(n, p, id=f"N{n}-{name}") for n in BLOCK_COUNTS for name, p in patterns_for(
+        n, all_gs_orders)]

@@ -15,7 +15,8 @@ from crosscurv.theory.series import ETA, SeriesSpace
 def test_symbol_counts_and_names():
     m = BlockModel(4, 1, taylor_order=4, vectors=("delta",))
     assert m.d == 4
-    assert len(m.g_symbols) == 4 and len(m.H_symbols) == 10 and len(m.T_symbols) == 20 and len(m.Q_symbols) == 35
+    assert len(m.g_symbols) == 4 and len(m.H_symbols) == 10 and len(m.T_symbols) == 20 and len(
+        m.Q_symbols) == 35
     assert len(m.symbols) == 4 + 10 + 20 + 35 + 4
     assert [str(s) for s in m.g_symbols] == ["g1", "g2", "g3", "g4"]
     assert str(m.H_symbols[(0, 1)]) == "H12" and sympy.latex(m.H_symbols[(0, 1)]) == "H_{12}"

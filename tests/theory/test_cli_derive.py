@@ -13,7 +13,8 @@ import pytest
 from crosscurv.experiments.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = {"lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic"}
+KEYS = {"lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2",
+    "theorem3_quadratic"}
 
 
 def _cli(*args, env=None):
@@ -93,11 +94,13 @@ def test_failing_identity_exits_1(tmp_path, monkeypatch, capsys):
 def test_sizes_beyond_the_symbolic_limit_answer_at_once(args, size, tmp_path):
     """Sizes SymPy cannot finish in reasonable time are refused within seconds, naming the limit."""
     env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "derive", *args, "--out", str(tmp_path)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "derive", *args, "--out", str(
+        tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("crosscurv: error: --blocks ") and size in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("crosscurv: error: --blocks ") and size in lines[
+        0], lines
     assert "limit of 8" in lines[0] and proc.stdout == ""
     assert not (tmp_path / "theory.md").exists()
 

@@ -1,4 +1,5 @@
-"""`crosscurv derive` reports the block-separable optimizer results next to the paper's identities."""
+"""`crosscurv derive` reports the block-separable optimizer results next to the paper's identities.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OPT_KEYS = {
-    "one_step_generic", "one_step_sgd", "one_step_preconditioner", "one_step_momentum", "one_step_adam",
+    "one_step_generic", "one_step_sgd", "one_step_preconditioner", "one_step_momentum",
+    "one_step_adam",
     "recursion_sgd", "recursion_preconditioner", "recursion_momentum",
     "cumulative_sgd", "cumulative_preconditioner", "cumulative_momentum",
 }

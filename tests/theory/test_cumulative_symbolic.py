@@ -49,7 +49,8 @@ def test_theorem3_remainders_are_order_eta3(n, p):
             assert s.trajectory_order == 3 and s.loss_order == 3
 
 
-@pytest.mark.parametrize("n, p", [(2, gauss_seidel(2)), (3, gauss_seidel(3)), (3, chain(3)), (3, partial(3, [(2, 1)]))],
+@pytest.mark.parametrize("n, p", [(2, gauss_seidel(2)), (3, gauss_seidel(3)), (3, chain(3)), (3,
+    partial(3, [(2, 1)]))],
                          ids=["N2-gs", "N3-gs", "N3-chain", "N3-partial"])
 def test_theorem3_dims2(n, p):
     chk = check_cumulative(model(n, 2), p, K_max=3, degree=3)

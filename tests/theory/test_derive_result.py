@@ -1,4 +1,5 @@
-"""crosscurv.theory.derivation.derive: one boolean per identity, the eta^3 coefficient, leading remainders, the report."""
+"""crosscurv.theory.derivation.derive: one boolean per identity, the eta^3 coefficient, leading
+remainders, the report."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from crosscurv.theory.derivation import EXTENSION_KEYS, IDENTITY_KEYS, derive, g
 from crosscurv.theory.patterns import PatternError
 from crosscurv.theory.report import render_markdown, render_summary, write_markdown
 
-EXPECTED_KEYS = ["lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2", "theorem3_quadratic"]
+EXPECTED_KEYS = ["lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2",
+    "theorem3_quadratic"]
 
 
 @pytest.mark.parametrize("n, dims, spec", [
@@ -30,10 +32,12 @@ def test_every_identity_holds(n, dims, spec):
     assert r.gs_orders_checked == len(list(gs_orders(n)))
     assert isinstance(r.eta3_coefficient, str)
     # the string parses back to the expression that was derived
-    assert sympy.expand(sympy.sympify(r.eta3_coefficient, locals={s.name: s for s in r.expressions["eta3"].free_symbols})
+    assert sympy.expand(sympy.sympify(r.eta3_coefficient, locals={s.name: s for s in r.expressions[
+        "eta3"].free_symbols})
                         - r.expressions["eta3"]) == 0
     assert "eta eps^2" in r.lemma3_leading
-    assert all(sum(int(x[-1]) if "^" in x else 1 for x in k.split()) == 3 for k in r.theorem2_leading)
+    assert all(sum(int(x[-1]) if "^" in x else 1 for x in k.split()) == 3
+        for k in r.theorem2_leading)
     assert [s["K"] for s in r.theorem3] == [1, 2, 3, 4]
     assert set(r.timings) >= {"one_step", "lemma3_theorem2", "theorem3", "total"}
     d = json.loads(json.dumps(r.to_dict()))
@@ -50,7 +54,8 @@ def test_eta3_coefficient_gs3_by_hand():
     g = sympy.Matrix([g1, g2, g3])
     Hm = sympy.Matrix(3, 3, lambda a, b: H(a + 1, b + 1))
     L = sympy.Matrix(3, 3, lambda a, b: Hm[a, b] if a > b else 0)
-    cubic = T(2, 1, 1) * g2 * g1 * g1 + T(3, 1, 1) * g3 * g1**2 + 2 * T(3, 1, 2) * g3 * g1 * g2 + T(3, 2, 2) * g3 * g2**2
+    cubic = T(2, 1, 1) * g2 * g1 * g1 + T(3, 1, 1) * g3 * g1**2 + 2 * T(3, 1, 2) * g3 * g1 * g2 + T(
+        3, 2, 2) * g3 * g2**2
     want = -(g.T * (L + Hm) * L * g)[0, 0] - cubic / 2
     assert set(s) <= {x.name for x in want.free_symbols}
     assert sympy.expand(r.expressions["eta3"] - want) == 0

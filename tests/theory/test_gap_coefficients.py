@@ -32,7 +32,8 @@ DIMS = [(1, 1), (1, 1, 1), (1, 2, 1), (2, 2), (1, 1, 1, 1)]
 
 
 def _patterns(n):
-    ps = [jacobi(n), gauss_seidel(n), gauss_seidel(n, list(reversed(range(n)))), chain(n), partial(n, [(1, 0)])]
+    ps = [jacobi(n), gauss_seidel(n), gauss_seidel(n, list(reversed(range(n)))), chain(n), partial(
+        n, [(1, 0)])]
     if n == 4:
         ps.append(from_pairs(4, [(2, 0), (3, 1), (0, 1)]))
     return ps
@@ -70,7 +71,8 @@ def test_modes_agree_with_exact_values(dims):
         g, H, T = random_rational_data(d, seed=100 * n + k)
         exact = gap_coefficients(p, dims, g, H, T, mode="sympy")
         exact_l = loss_coefficients(p, dims, g, H, T, mode="sympy")
-        assert all(isinstance(v, sympy.Rational) for v in list(exact.values()) + list(exact_l.values()))
+        assert all(isinstance(v, sympy.Rational) for v in list(exact.values()) + list(
+            exact_l.values()))
         # exact closed form == symbolic brute-force series evaluated at the same rationals
         gap = loss_series(m, p) - loss_series(m, jacobi(n))
         L = loss_series(m, p)
@@ -95,18 +97,22 @@ def test_modes_agree_with_exact_values(dims):
             mp_l = loss_coefficients(p, dims, gm, Hm, Tm, mode="mpmath")
             for key in exact:
                 assert isinstance(mp[key], mpmath.mpf)
-                assert abs(mp[key] - mpmath.mpf(exact[key].p) / exact[key].q) <= mpmath.mpf(10) ** -35 * (1 + abs(mp[key]))
+                assert abs(mp[key] - mpmath.mpf(exact[key].p) / exact[key].q) <= mpmath.mpf(
+                    10) ** -35 * (1 + abs(mp[key]))
             for key in exact_l:
-                assert abs(mp_l[key] - mpmath.mpf(exact_l[key].p) / exact_l[key].q) <= mpmath.mpf(10) ** -35 * (1 + abs(mp_l[key]))
+                assert abs(mp_l[key] - mpmath.mpf(exact_l[key].p) / exact_l[key].q) <= mpmath.mpf(
+                    10) ** -35 * (1 + abs(mp_l[key]))
 
 
-@pytest.mark.parametrize("dims", [(1, 1, 1), (1, 2, 1), (1, 1, 1, 1)], ids=lambda x: "x".join(map(str, x)))
+@pytest.mark.parametrize("dims", [(1, 1, 1), (1, 2, 1), (1, 1, 1, 1)], ids=lambda x: "x".join(map(
+    str, x)))
 def test_lambdified_expressions_equal_exact_values(dims):
     n, d = len(dims), sum(dims)
     m = BlockModel(n, dims, taylor_order=3)
     p = gauss_seidel(n)
     g, H, T = random_rational_data(d, seed=7)
-    exprs = {k: m.to_expr(c) for k, c in (loss_series(m, p) - loss_series(m, jacobi(n))).terms.items()}
+    exprs = {k: m.to_expr(c) for k, c in (loss_series(m, p) - loss_series(m, jacobi(
+        n))).terms.items()}
     series_expr = (loss_series(m, p)).as_expr()
     for e in list(exprs.values()) + [series_expr]:
         exact = exact_value(e, m, g=g, H=H, T=T, eta=sympy.Rational(1, 10))
@@ -131,7 +137,8 @@ def test_symbolic_mode_returns_the_generic_expression():
     out = gap_coefficients("gs", (1, 1), None, None, None, mode="sympy")
     g1, g2, H12, H22, T112 = sympy.symbols("g1 g2 H12 H22 T112", real=True)
     assert sympy.expand(out[2] - H12 * g1 * g2) == 0
-    assert sympy.expand(out[3] - (-H12**2 * g1**2 - H12 * H22 * g1 * g2 - T112 * g1**2 * g2 / 2)) == 0
+    assert sympy.expand(out[3] - (-H12**2 * g1**2 - H12 * H22 * g1 * g2 - T112 * g1**2 * g2
+        / 2)) == 0
     m = BlockModel(3, (1, 2, 1), 3)
     out = gap_coefficients(gauss_seidel(3), (1, 2, 1), None, None, None, mode="sympy")
     assert sympy.expand(out[3] - m.to_expr(eta3_gap_closed_form(m, gauss_seidel(3)))) == 0
@@ -140,7 +147,8 @@ def test_symbolic_mode_returns_the_generic_expression():
 
 
 def _cubic_step_gap(pattern, dims, g, H, T, eta):
-    """L_S^{k+1} - L_JC^{k+1} on the cubic loss g.x + x.Hx/2 + T[x,x,x]/6, computed by running the steps."""
+    """L_S^{k+1} - L_JC^{k+1} on the cubic loss g.x + x.Hx/2 + T[x,x,x]/6, computed by running the
+    steps."""
     d = len(g)
     starts = np.cumsum((0,) + tuple(dims))
     blocks = [list(range(starts[b], starts[b + 1])) for b in range(len(dims))]
@@ -149,7 +157,8 @@ def _cubic_step_gap(pattern, dims, g, H, T, eta):
         return g + H.dot(x) + np.tensordot(T, x, axes=([2], [0])).dot(x) / 2
 
     def loss(x):
-        return g.dot(x) + x.dot(H.dot(x)) / 2 + np.tensordot(T, x, axes=([2], [0])).dot(x).dot(x) / 6
+        return g.dot(x) + x.dot(H.dot(x)) / 2 + np.tensordot(T, x, axes=([2], [0])).dot(x).dot(
+            x) / 6
 
     def step(p):
         disp = np.array([mpmath.mpf(0)] * d, dtype=object)
@@ -174,7 +183,8 @@ def test_taylor_test_on_a_cubic_loss(pattern, dims):
         gm, Hm, Tm = _mpf(g), _mpf(H), _mpf(T)
         c = gap_coefficients(pattern, dims, gm, Hm, Tm, mode="mpmath")
         etas = [mpmath.mpf(2) ** -k / 8 for k in range(10)]
-        rem = [abs(_cubic_step_gap(pattern, dims, gm, Hm, Tm, e) - e**2 * c[2] - e**3 * c[3]) for e in etas]
+        rem = [abs(_cubic_step_gap(pattern, dims, gm, Hm, Tm, e) - e**2 * c[2] - e**3 * c[3])
+            for e in etas]
         rates = [float(mpmath.log(rem[k] / rem[k + 1], 2)) for k in range(len(rem) - 1)]
         # without the eta^3 term the rate would be 3
         rem2 = [abs(_cubic_step_gap(pattern, dims, gm, Hm, Tm, e) - e**2 * c[2]) for e in etas]
@@ -184,12 +194,18 @@ def test_taylor_test_on_a_cubic_loss(pattern, dims):
 
 
 @pytest.mark.parametrize("call, exc, needle", [
-    (lambda: gap_coefficients("gs", (1, 1), np.zeros(3), np.zeros((2, 2)), np.zeros((2, 2, 2))), CoefficientInputError, "shape"),
-    (lambda: gap_coefficients("gs", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2))), CoefficientInputError, "3 dimension"),
-    (lambda: gap_coefficients("gs", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2)), mode="quad"), CoefficientInputError, "mode"),
-    (lambda: gap_coefficients(gauss_seidel(3), (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2))), PatternError, "over 3 blocks"),
-    (lambda: gap_coefficients("1<-1", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2))), PatternError, "self pairs"),
-    (lambda: loss_coefficients("gs", (0, 1), np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1, 1))), CoefficientInputError, "positive"),
+    (lambda: gap_coefficients("gs", (1, 1), np.zeros(3), np.zeros((2, 2)), np.zeros((2, 2, 2))),
+    CoefficientInputError, "shape"),
+    (lambda: gap_coefficients("gs", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2))),
+    CoefficientInputError, "3 dimension"),
+    (lambda: gap_coefficients("gs", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2)),
+    mode="quad"), CoefficientInputError, "mode"),
+    (lambda: gap_coefficients(gauss_seidel(3), (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2,
+    2, 2))), PatternError, "over 3 blocks"),
+    (lambda: gap_coefficients("1<-1", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2))),
+    PatternError, "self pairs"),
+    (lambda: loss_coefficients("gs", (0, 1), np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1, 1))),
+    CoefficientInputError, "positive"),
 ])
 def test_bad_inputs_are_one_line_errors(call, exc, needle):
     with pytest.raises(exc) as info:

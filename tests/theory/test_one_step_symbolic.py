@@ -27,7 +27,8 @@ from crosscurv.theory.patterns import PatternError, gauss_seidel, jacobi, partia
 
 CASES = all_cases(all_gs_orders=True)
 CASES_D2 = [pytest.param(n, p, id=f"D2-N{n}-{p.name}") for n in (2, 3)
-            for p in (gauss_seidel(n), gauss_seidel(n, list(reversed(range(n)))), partial(n, [(1, 0)]), jacobi(n))]
+            for p in (gauss_seidel(n), gauss_seidel(n, list(reversed(range(n)))), partial(n, [(1,
+            0)]), jacobi(n))]
 
 _MODELS: dict = {}
 
@@ -48,14 +49,18 @@ class Reference:
         self.g = sympy.Matrix(m.g_symbols)
         self.H = sympy.Matrix(d, d, lambda a, b: m.H_symbols[tuple(sorted((a, b)))])
         mask = p.mask()
-        self.M = sympy.Matrix(d, d, lambda a, b: self.H[a, b] if mask[m.block_of[a]][m.block_of[b]] else 0)
-        self.D = sympy.Matrix(d, d, lambda a, b: self.H[a, b] if m.block_of[a] == m.block_of[b] else 0)
+        self.M = sympy.Matrix(d, d, lambda a, b: self.H[a, b] if mask[m.block_of[a]][m.block_of[b]]
+            else 0)
+        self.D = sympy.Matrix(d, d, lambda a, b: self.H[a, b] if m.block_of[a] == m.block_of[b]
+            else 0)
         T = lambda a, b, c: m.T_symbols[tuple(sorted((a, b, c)))]  # noqa: E731
         self.T = T
         # P_i g for the block of each coordinate
-        self.Pg = {i: [self.g[b] if mask[i][m.block_of[b]] else 0 for b in range(d)] for i in range(m.n_blocks)}
+        self.Pg = {i: [self.g[b] if mask[i][m.block_of[b]] else 0 for b in range(d)] for i in range(
+            m.n_blocks)}
         self.t = sympy.Matrix([
-            sympy.Rational(1, 2) * sum(T(a, b, c) * self.Pg[m.block_of[a]][b] * self.Pg[m.block_of[a]][c]
+            sympy.Rational(1, 2) * sum(T(a, b, c) * self.Pg[m.block_of[a]][b] * self.Pg[m.block_of[
+            a]][c]
                                        for b in range(d) for c in range(d))
             for a in range(d)])
 
@@ -67,9 +72,11 @@ class Reference:
 
     def c3(self):
         d, m = self.m.d, self.m
-        cubic = sum(self.T(a, b, c) * self.g[a] * self.Pg[m.block_of[a]][b] * self.Pg[m.block_of[a]][c]
+        cubic = sum(self.T(a, b, c) * self.g[a] * self.Pg[m.block_of[a]][b] * self.Pg[m.block_of[
+            a]][c]
                     for a in range(d) for b in range(d) for c in range(d))
-        return self.scalar(-(self.g.T * (self.M + self.H) * self.M * self.g)[0, 0] - sympy.Rational(1, 2) * cubic)
+        return self.scalar(-(self.g.T * (self.M + self.H) * self.M * self.g)[0, 0] - sympy.Rational(
+            1, 2) * cubic)
 
 
 def _eq(x, y) -> bool:
@@ -88,7 +95,8 @@ def _check_lemma1(m, p):
         assert _eq(m.to_expr(g_tilde.coeff(2)), nxt[a])            # next term: M_S^2 g + t
         assert _eq(m.to_expr(step.displacement[a].coeff(1)), -ref.g[a])
     closed = lemma1_coefficients(m, p)
-    assert all(step.fresh_gradient[a].coeff(k) == closed[k][a] for a in range(m.d) for k in range(3))
+    assert all(step.fresh_gradient[a].coeff(k) == closed[k][a] for a in range(m.d) for k in range(
+        3))
 
 
 def _check_theorem1(m, p):
@@ -104,7 +112,8 @@ def _check_theorem1(m, p):
     assert _eq(m.to_expr(L_s.coeff(2)), gHg / 2 + ref.c_s())
     gap = L_s - L_jc
     assert gap.coeff(0) == 0 and gap.coeff(1) == 0
-    assert sympy.expand(m.to_expr(gap.coeff(2)) - ref.c_s()) == 0           # L_S - L_JC = eta^2 C_S + O(eta^3)
+    # L_S - L_JC = eta^2 C_S + O(eta^3)
+    assert sympy.expand(m.to_expr(gap.coeff(2)) - ref.c_s()) == 0
     assert gap.coeff(2) == delay_curvature(m, p)
     # C_S = sum over pairs of g_i^T H_ij g_j
     pair_sum = sum(m.g_symbols[a] * ref.H[a, b] * m.g_symbols[b]
@@ -166,7 +175,8 @@ def test_gs_orders_eta3_difference_n2_by_hand():
     g1, g2 = m.g_symbols
     H11, H12, H22 = m.H_symbols[(0, 0)], m.H_symbols[(0, 1)], m.H_symbols[(1, 1)]
     T112, T122 = m.T_symbols[(0, 0, 1)], m.T_symbols[(0, 1, 1)]
-    diff = (loss_series(m, gauss_seidel(2, [0, 1])) - loss_series(m, gauss_seidel(2, [1, 0]))).coeff(3)
+    diff = (loss_series(m, gauss_seidel(2, [0, 1])) - loss_series(m, gauss_seidel(2, [1,
+        0]))).coeff(3)
     # c3(1,2) = -H12^2 g1^2 - H12 H22 g1 g2 - T112 g1^2 g2 / 2 and symmetrically for (2,1)
     c3_12 = -H12**2 * g1**2 - H12 * H22 * g1 * g2 - T112 * g1**2 * g2 / 2
     c3_21 = -H12**2 * g2**2 - H12 * H11 * g1 * g2 - T122 * g1 * g2**2 / 2
@@ -174,10 +184,12 @@ def test_gs_orders_eta3_difference_n2_by_hand():
 
 
 def _topological_orders(n, p):
-    return [o for o in itertools.permutations(range(n)) if all(o.index(j) < o.index(i) for i, j in p.pairs)]
+    return [o for o in itertools.permutations(range(n)) if all(o.index(j) < o.index(i) for i,
+        j in p.pairs)]
 
 
-@pytest.mark.parametrize("n, p", [c for c in CASES if c.values[0] == 4 and len(_topological_orders(*c.values)) >= 2])
+@pytest.mark.parametrize("n, p", [c for c in CASES if c.values[0] == 4 and len(_topological_orders(
+    *c.values)) >= 2])
 def test_any_topological_order_gives_the_same_step(n, p):
     """The exact step does not depend on which valid update order processes the blocks."""
     m = model(n)

@@ -17,7 +17,8 @@ def test_cumulative_estimate_is_third_order_with_the_stated_growth(kind, n, dims
 
 @pytest.mark.parametrize("kind", ["sgd", "momentum"])
 def test_full_gs_over_three_blocks_has_a_nonzero_eta3_remainder(kind):
-    """M_S^2 != 0 for GS over 3 blocks: the remainder is exactly eta^3 (the check is not vacuous)."""
+    """M_S^2 != 0 for GS over 3 blocks: the remainder is exactly eta^3 (the check is not vacuous).
+    """
     c = check_optimizer_cumulative(kind, 3, 1, "gs", K_max=3)
     assert [s["trajectory_order"] for s in c.steps] == [3, 3, 3]
     assert [s["loss_order"] for s in c.steps] == [3, 3, 3]

@@ -16,6 +16,7 @@ def test_optimizer_theory_never_imports_torch():
         "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
         "print('TORCH' if bad else 'CLEAN')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+        timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "CLEAN"

@@ -1,4 +1,6 @@
-"""Generalized Theorem 1 for block-separable optimizers (crosscurv.theory.optimizers.one_step), checked exactly."""
+"""Generalized Theorem 1 for block-separable optimizers (crosscurv.theory.optimizers.one_step),
+checked
+exactly."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from crosscurv.theory.optimizers.one_step import (
     optimizer_delay_curvature,
     optimizer_gap_series,
 )
-from crosscurv.theory.optimizers import OPTIMIZER_KINDS, adam_direction, adam_jacobian, optimizer_model
+from crosscurv.theory.optimizers import (OPTIMIZER_KINDS, adam_direction, adam_jacobian,
+    optimizer_model)
 from crosscurv.theory.patterns import parse_pattern
 
 
 @pytest.mark.parametrize("kind", OPTIMIZER_KINDS)
-@pytest.mark.parametrize("dims,pattern", [(1, "gs"), (1, "2<-1,3<-1"), (1, "chain:3,1,2"), (2, "gs")])
+@pytest.mark.parametrize("dims,pattern", [(1, "gs"), (1, "2<-1,3<-1"), (1, "chain:3,1,2"), (2,
+    "gs")])
 def test_gap_is_eta2_times_generalized_delay_curvature(kind, dims, pattern):
     c = check_optimizer_one_step(kind, 3, dims, pattern)
     assert c.low_orders_vanish, c.gap
@@ -37,7 +41,8 @@ def _transpose_variant(opt, pattern):
     """``g^T F J^T M_S F phi``: J on the wrong side (should NOT match)."""
     m = opt.model
     w = masked_hessian_apply(m, pattern, opt.scale(opt.phi()))
-    jt = [sum((opt.jacobian(b, a) * w[b] for b in m.blocks[m.block_of[a]]), m.zero) for a in range(m.d)]
+    jt = [sum((opt.jacobian(b, a) * w[b] for b in m.blocks[m.block_of[a]]), m.zero) for a in range(
+        m.d)]
     return dot(m.g, opt.scale(jt)) + m.zero
 
 
@@ -106,8 +111,11 @@ def test_adam_check_rejects_a_wrong_side():
     v1, v2 = sympy.symbols("v1:3", positive=True)
     f1, f2 = sympy.symbols("f1:3", positive=True)
     g1, g2, H12 = sympy.symbols("g1 g2 H12", real=True)
-    wrong = f1 * f2 * adam_jacobian(g1, m1, v1, b1, b2, eps, c1, c2) * g2 * H12 * adam_direction(g1, m1, v1, b1, b2, eps, c1, c2)
-    vals = {b1: sympy.Rational(9, 10), b2: sympy.Rational(99, 100), eps: sympy.Rational(1, 10**3), c1: sympy.Rational(1, 2),
-            c2: sympy.Rational(1, 3), m1: 1, m2: -2, v1: 2, v2: 3, f1: 1, f2: 4, g1: sympy.Rational(1, 2), g2: 3, H12: 5}
+    wrong = f1 * f2 * adam_jacobian(g1, m1, v1, b1, b2, eps, c1, c2) * g2 * H12 * adam_direction(
+        g1, m1, v1, b1, b2, eps, c1, c2)
+    vals = {b1: sympy.Rational(9, 10), b2: sympy.Rational(99, 100), eps: sympy.Rational(1, 10**3),
+        c1: sympy.Rational(1, 2),
+            c2: sympy.Rational(1, 3), m1: 1, m2: -2, v1: 2, v2: 3, f1: 1, f2: 4, g1: sympy.Rational(
+            1, 2), g2: 3, H12: 5}
     assert sympy.N((c.eta2 - c.C_S).subs(vals)) == 0
     assert abs(sympy.N((c.eta2 - wrong).subs(vals))) > 1e-6

@@ -1,4 +1,6 @@
-"""Generalized Lemma 3 / Theorem 2 for per-block step sizes, a preconditioner and heavy ball, checked exactly."""
+"""Generalized Lemma 3 / Theorem 2 for per-block step sizes, a preconditioner and heavy ball,
+checked
+exactly."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ from crosscurv.theory.recursion import lemma3_allowed
 
 
 @pytest.mark.parametrize("kind", ["sgd", "preconditioner", "momentum"])
-@pytest.mark.parametrize("n,dims,pattern", [(2, 1, "gs"), (3, 1, "gs"), (3, 1, "3<-1"), (2, 2, "gs")])
+@pytest.mark.parametrize("n,dims,pattern", [(2, 1, "gs"), (3, 1, "gs"), (3, 1, "3<-1"), (2, 2,
+    "gs")])
 def test_remainders_have_only_allowed_monomials(kind, n, dims, pattern):
     c = check_optimizer_recursions(kind, n, dims, pattern)
     assert c.holds, c.offending
     assert (c.buffer_remainder is not None) == (kind == "momentum")
-    # the leading remainder is genuinely there (eta eps^2 and eta^3 in the trajectory, degree 3 in the loss)
+    # the leading remainder is genuinely there (eta eps^2 and eta^3 in the trajectory, degree 3 in
+    # the loss)
     assert set(c.trajectory_leading) == {(1, 2), (3, 0)}
     assert c.loss_remainder.min_degree() == 3
 

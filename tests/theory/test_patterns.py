@@ -1,4 +1,5 @@
-"""crosscurv.theory.patterns: constructors, update order, mask, and rejection of malformed patterns."""
+"""crosscurv.theory.patterns: constructors, update order, mask, and rejection of malformed patterns.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_gauss_seidel_every_order(n):
         assert p.order() == order
         assert p.is_full_gs()
         # exactly one orientation of each unordered pair
-        assert {frozenset(pair) for pair in p.pairs} == {frozenset(c) for c in itertools.combinations(range(n), 2)}
+        assert {frozenset(pair) for pair in p.pairs} == {frozenset(c)
+            for c in itertools.combinations(range(n), 2)}
         pos = {b: r for r, b in enumerate(order)}
         assert all(pos[j] < pos[i] for i, j in p.pairs)
 
@@ -76,10 +78,12 @@ def test_from_pairs_zero_and_one_based():
     a = from_pairs(3, [(2, 0), (2, 1)])
     b = from_pairs(3, [(3, 1), (3, 2)], one_based=True)
     assert a.pairs == b.pairs == {(2, 0), (2, 1)}
-    assert a.to_dict() == {"name": "pairs", "n_blocks": 3, "pairs": [[3, 1], [3, 2]], "order": [1, 2, 3]}
+    assert a.to_dict() == {"name": "pairs", "n_blocks": 3, "pairs": [[3, 1], [3, 2]], "order": [1,
+        2, 3]}
 
 
-@pytest.mark.parametrize("pairs", [[(2, 0), (3, 1), (0, 1)], [(0, 3), (1, 3), (2, 1)], [(3, 2), (2, 1), (1, 0)]])
+@pytest.mark.parametrize("pairs", [[(2, 0), (3, 1), (0, 1)], [(0, 3), (1, 3), (2, 1)], [(3, 2), (2,
+    1), (1, 0)]])
 def test_order_is_topological(pairs):
     p = from_pairs(4, pairs)
     order = p.order()
@@ -132,7 +136,8 @@ def test_parse_pattern_block_names():
     (lambda: parse_pattern("2<-1,3<-2,1<-3", 3), "cycle through pairs: 1<-3, 2<-1, 3<-2"),
     (lambda: gauss_seidel(3, [0, 0, 1]), "permutation of 1..3, got 1,1,2"),
     (lambda: chain(3, [0, 1]), "permutation of 1..3, got 1,2"),
-    (lambda: DelayPattern(3, frozenset({(1, 0)}), preferred_order=(0, 0, 1)), "permutation of 1..3"),
+    (lambda: DelayPattern(3, frozenset({(1, 0)}), preferred_order=(0, 0, 1)),
+    "permutation of 1..3"),
     (lambda: partial(3, [(0, 1)]), "not in full GS of order 1,2,3: 1<-2"),
     (lambda: DelayPattern(0), "positive integer"),
     (lambda: parse_pattern("gs:1,1,2", 3), "repeats blocks [1]"),

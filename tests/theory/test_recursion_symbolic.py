@@ -1,4 +1,5 @@
-"""Lemma 3 (trajectory recursion) and Theorem 2 (loss recursion), exactly, with Delta theta = eps delta."""
+"""Lemma 3 (trajectory recursion) and Theorem 2 (loss recursion), exactly, with Delta theta = eps
+delta."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sympy
 from tests.theory.cases import all_cases
 from crosscurv.theory.block_model import ModelError
 from crosscurv.theory.patterns import chain, gauss_seidel, jacobi, partial
-from crosscurv.theory.recursion import check_recursions, lemma3_allowed, recursion_model, theorem2_allowed
+from crosscurv.theory.recursion import (check_recursions, lemma3_allowed, recursion_model,
+    theorem2_allowed)
 
 CASES = all_cases(all_gs_orders=True)
 _MODELS: dict = {}
@@ -46,8 +48,10 @@ def _independent_leading(m, p, rec):
         assert sympy.expand(m.to_expr(r.coeff(1, 2)) + tdd / 2) == 0          # -1/2 T[delta, delta]
         assert sympy.expand(m.to_expr(r.coeff(3, 0)) + MMg[a] + t[a]) == 0   # -(M_S^2 g + t)
     R = rec.loss_remainder
-    tddd = sum(T(a, b, c) * delta[a] * delta[b] * delta[c] for a in range(d) for b in range(d) for c in range(d))
-    assert sympy.expand(m.to_expr(R.coeff(0, 3)) - tddd / 6) == 0             # cubic Taylor term of L(eps delta)
+    tddd = sum(T(a, b, c) * delta[a] * delta[b] * delta[c] for a in range(d) for b in range(d)
+        for c in range(d))
+    # cubic Taylor term of L(eps delta)
+    assert sympy.expand(m.to_expr(R.coeff(0, 3)) - tddd / 6) == 0
     gMMg_gt = sum(g[a] * (MMg[a] + t[a]) for a in range(d))
     assert sympy.expand(m.to_expr(R.coeff(3, 0)) + gMMg_gt) == 0              # -g^T (M_S^2 g + t)
 
@@ -64,11 +68,13 @@ def test_lemma3_and_theorem2(n, p):
     assert (1, 2) in rec.trajectory_leading
     assert min(sum(e) for e in rec.loss_remainder.terms) == 3
     assert all(rec.closed_forms.values())
-    if not p.name.startswith("gs:"):  # independent SymPy check on one GS order per N (all orders: ring check above)
+    # independent SymPy check on one GS order per N (all orders: ring check above)
+    if not p.name.startswith("gs:"):
         _independent_leading(m, p, rec)
 
 
-@pytest.mark.parametrize("n, p", [(2, gauss_seidel(2)), (2, jacobi(2)), (3, chain(3)), (3, partial(3, [(2, 0)]))],
+@pytest.mark.parametrize("n, p", [(2, gauss_seidel(2)), (2, jacobi(2)), (3, chain(3)), (3, partial(
+    3, [(2, 0)]))],
                          ids=["N2-gs", "N2-jc", "N3-chain", "N3-partial"])
 def test_lemma3_and_theorem2_dims2(n, p):
     m = model(n, 2)

@@ -17,10 +17,13 @@ from .adam import adam_direction, adam_jacobian
 from .kinds import KINDS, OPTIMIZER_KINDS
 from .model import OptimizerModel, optimizer_model
 from .cumulative import OptimizerCumulativeCheck, check_optimizer_cumulative
-from .one_step import (AdamOneStepCheck, OptimizerOneStepCheck, check_adam_one_step, check_optimizer_one_step,
+from .one_step import (AdamOneStepCheck, OptimizerOneStepCheck, check_adam_one_step,
+    check_optimizer_one_step,
                        instance_delay_curvature, optimizer_delay_curvature, optimizer_gap_series)
-from .recursion import OptimizerRecursionCheck, buffer_allowed, check_optimizer_recursions, optimizer_recursion_model
-from .derivation import (ADAM_BLOCKS, OPTIMIZER_TEXT, OptimizerDerivation, derive_optimizers, render_optimizer_markdown,
+from .recursion import (OptimizerRecursionCheck, buffer_allowed, check_optimizer_recursions,
+    optimizer_recursion_model)
+from .derivation import (ADAM_BLOCKS, OPTIMIZER_TEXT, OptimizerDerivation, derive_optimizers,
+    render_optimizer_markdown,
                          render_optimizer_summary)
 
 __all__ = ["OPTIMIZER_KINDS", "KINDS", "OptimizerModel", "optimizer_model", "adam_direction",

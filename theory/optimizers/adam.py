@@ -1,8 +1,9 @@
 """``adam``: ``torch.optim.Adam`` (bias-corrected) as plain SymPy expressions.
 
 Adam's direction is not polynomial in the gradient, so it is not a ring element of the
-:class:`~crosscurv.theory.block_model.BlockModel`; :func:`adam_direction` and :func:`adam_jacobian` give one
-coordinate's ``phi`` and ``d phi / d gamma`` (:mod:`.one_step` checks the one-step gap with them).
+:class:`~crosscurv.theory.block_model.BlockModel`; :func:`adam_direction` and :func:`adam_jacobian`
+give one coordinate's ``phi`` and ``d phi / d gamma`` (:mod:`.one_step` checks the one-step gap with
+them).
 """
 
 from __future__ import annotations

@@ -75,11 +75,13 @@ def _order(series_list):
     return min(degs) if degs else None
 
 
-def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
+def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
+    | str = "gs",
                                K_max: int = 4, degree: int = 4) -> OptimizerCumulativeCheck:
     """Unroll both runs and the cumulative state exactly (series in ``eta``) and compare."""
     if kind not in ("sgd", "preconditioner", "momentum"):
-        raise ModelError(f"the cumulative estimate is derived for sgd, preconditioner and momentum, not {kind!r}")
+        raise ModelError("the cumulative estimate is derived for sgd, preconditioner and "
+            f"momentum, not {kind!r}")
     opt = optimizer_model(n_blocks, dims, kind, taylor_order=2)
     model = opt.model
     if isinstance(pattern, str):
@@ -107,7 +109,8 @@ def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, patt
         if kind == "momentum":
             phi_s = [m_s[a] * beta + g_s[a] for a in range(d)]
             mphi = masked_hessian_apply(model, pattern, opt.scale(phi_s))
-            w = [w[a] * beta + eta * (hz[a] * f[a]) - (eta * eta) * (mphi[a] * f[a]) for a in range(d)]
+            w = [w[a] * beta + eta * (hz[a] * f[a]) - (eta * eta) * (mphi[a] * f[a]) for a in range(
+                d)]
             z = [z[a] - w[a] for a in range(d)]
             step = one_step_update(model, pattern, space, base=theta_s, factors=opt.factors,
                                    direction=lambda i, fr: opt.direction(i, fr, buffer=m_s))
@@ -119,27 +122,32 @@ def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, patt
             forcing = opt.effective(masked_hessian_apply(model, pattern, opt.effective(g_s)))
             ahz = opt.effective(hz)
             z = [z[a] - eta * ahz[a] + (eta * eta) * forcing[a] for a in range(d)]
-            step = one_step_update(model, pattern, space, base=theta_s, factors=opt.factors, direction=opt.direction)
+            step = one_step_update(model, pattern, space, base=theta_s, factors=opt.factors,
+                direction=opt.direction)
             g_j = model.gradient(theta_j, space=space)
             ag = opt.effective([g_j[a] for a in range(d)])
             theta_j = [theta_j[a] - eta * ag[a] for a in range(d)]
         theta_s = [theta_s[a] + step.displacement[a] for a in range(d)]
         r = [(theta_s[a] - theta_j[a]) - z[a] for a in range(d)]
         g_jn = model.gradient(theta_j, space=space)
-        estimate = _dot([g_jn[a] for a in range(d)], z) + _dot(z, [_dot(H[a], z) for a in range(d)]) * half
+        estimate = _dot([g_jn[a] for a in range(d)], z) + _dot(z, [_dot(H[a], z) for a in range(
+            d)]) * half
         loss_rem = (model.loss(theta_s, space) - model.loss(theta_j, space)) - estimate
         r3 = [s.coeff(3) for s in r]
         # closed forms of the eta^3 coefficients
         if kind == "momentum":
-            m_at = [sum((beta**t for t in range(K - 1)), model.zero) * model.g[a] + beta**(K - 1) * m0[a] for a in range(d)]
+            m_at = [sum((beta**t for t in range(K - 1)), model.zero) * model.g[a] + beta**(K - 1)
+                * m0[a] for a in range(d)]
             phis0.append([beta * m_at[a] + model.g[a] for a in range(d)])
             pred = [model.zero] * d
             for j, ph in enumerate(phis0):
                 s = sum((beta**t for t in range(K - j)), model.zero)
-                x = opt.scale(masked_hessian_apply(model, pattern, opt.scale(masked_hessian_apply(model, pattern, opt.scale(ph)))))
+                x = opt.scale(masked_hessian_apply(model, pattern, opt.scale(masked_hessian_apply(
+                    model, pattern, opt.scale(ph)))))
                 pred = [pred[a] - s * x[a] for a in range(d)]
         else:
-            x = opt.effective(masked_hessian_apply(model, pattern, opt.effective(masked_hessian_apply(model, pattern, opt.effective(model.g)))))
+            x = opt.effective(masked_hessian_apply(model, pattern, opt.effective(
+                masked_hessian_apply(model, pattern, opt.effective(model.g)))))
             pred = [-x[a] * K for a in range(d)]
         loss_pred = _dot(model.g, pred) + model.zero
         out.steps.append({

@@ -26,29 +26,39 @@ from .recursion import check_optimizer_recursions
 __all__ = ["OPTIMIZER_TEXT", "ADAM_BLOCKS", "OptimizerDerivation", "derive_optimizers",
            "render_optimizer_markdown", "render_optimizer_summary"]
 
-#: Adam's one-step check runs on this many one-dimensional blocks (plain SymPy, slower than the ring)
+# : Adam's one-step check runs on this many one-dimensional blocks (plain SymPy, slower than the
+# ring)
 ADAM_BLOCKS = 2
 #: horizons K = 1..CUMULATIVE_K of the cumulative checks (tests/theory goes to 4)
 CUMULATIVE_K = 3
 
 #: what each check states (LaTeX); F = diag(f_i) step-size factors, A = F P
 OPTIMIZER_TEXT = {
-    "one_step_generic": r"generic $\phi$: $L_S - L_{JC} = \eta^2\, g^\top F J_\phi M_S F \phi + O(\eta^3)$ "
+    "one_step_generic": r"generic $\phi$: $L_S - L_{JC} = \eta^2\, g^\top F J_\phi M_S F \phi + "
+    r"O(\eta^3)$ "
                         r"($J_\phi$ block-diagonal, not symmetric)",
-    "one_step_sgd": r"per-block step sizes: $\eta^2 \sum_{(i,j)\in S} f_i f_j\, g_i^\top H_{ij} g_j$",
+    "one_step_sgd": r"per-block step sizes: $\eta^2 \sum_{(i,j)\in S} f_i f_j\, g_i^\top H_{ij} "
+    r"g_j$",
     "one_step_preconditioner": r"preconditioner $P$: $\eta^2\, g^\top F P M_S F P g$",
     "one_step_momentum": r"heavy ball, buffer $m$: $\eta^2\, g^\top F M_S F (g + \beta m)$",
-    "one_step_adam": r"Adam (bias-corrected, moments $m, v$): $\eta^2 \sum_{(i,j)\in S} f_i f_j\, (J_i g_i)^\top H_{ij} \phi_j$, "
+    "one_step_adam": r"Adam (bias-corrected, moments $m, v$): $\eta^2 \sum_{(i,j)\in S} f_i "
+    r"f_j\, (J_i g_i)^\top H_{ij} \phi_j$, "
                      r"$J_i = \partial\phi_i/\partial g_i$ diagonal",
-    "recursion_sgd": r"per-block step sizes: Lemma 3 / Theorem 2 with $\eta A H_{JC}$ and forcing $\eta^2 A M_S A g_S$, $A = F$",
+    "recursion_sgd": r"per-block step sizes: Lemma 3 / Theorem 2 with $\eta A H_{JC}$ and "
+    r"forcing $\eta^2 A M_S A g_S$, $A = F$",
     "recursion_preconditioner": r"preconditioner: the same with $A = F P$",
-    "recursion_momentum": r"heavy ball: $\Delta m^{k+1} = \beta\Delta m^k + H_{JC}\Delta\theta^k - \eta M_S F \phi_S^k$, "
-                          r"$\Delta\theta^{k+1} = \Delta\theta^k - \eta F \Delta m^{k+1}$, $\phi_S^k = \beta m_S^k + g_S^k$",
-    "cumulative_sgd": r"per-block step sizes: $z_{k+1} = (I - \eta A H) z_k + \eta^2 A M_S A g_S^k$, "
+    "recursion_momentum": r"heavy ball: $\Delta m^{k+1} = \beta\Delta m^k + H_{JC}\Delta\theta^k "
+    r"- \eta M_S F \phi_S^k$, "
+                          r"$\Delta\theta^{k+1} = \Delta\theta^k - \eta F \Delta m^{k+1}$, "
+                          r"$\phi_S^k = \beta m_S^k + g_S^k$",
+    "cumulative_sgd": r"per-block step sizes: $z_{k+1} = (I - \eta A H) z_k + \eta^2 A M_S A "
+    r"g_S^k$, "
                       r"$[\eta^3](\Delta\theta^K - z_K) = -K A (M_S A)^2 g$",
     "cumulative_preconditioner": r"preconditioner: the same with $A = F P$",
-    "cumulative_momentum": r"heavy ball: $w_{k+1} = \beta w_k + \eta F H z_k - \eta^2 F M_S F \phi_S^k$, $z_{k+1} = z_k - w_{k+1}$; "
-                           r"$[\eta^3](\Delta\theta^K - z_K) = -\sum_j s_{K-1-j}(\beta) F (M_S F)^2 \phi_j$",
+    "cumulative_momentum": r"heavy ball: $w_{k+1} = \beta w_k + \eta F H z_k - \eta^2 F M_S F "
+    r"\phi_S^k$, $z_{k+1} = z_k - w_{k+1}$; "
+                           r"$[\eta^3](\Delta\theta^K - z_K) = -\sum_j s_{K-1-j}(\beta) F "
+                           r"(M_S F)^2 \phi_j$",
 }
 
 
@@ -81,7 +91,8 @@ class OptimizerDerivation:
         }
 
 
-def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs") -> OptimizerDerivation:
+def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
+        | str = "gs") -> OptimizerDerivation:
     """Run every optimizer check for ``N`` blocks of dimension ``dims`` and ``pattern``."""
     if isinstance(pattern, str):
         pattern = parse_pattern(pattern, n_blocks)
@@ -91,7 +102,8 @@ def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | 
         t0 = time.perf_counter()
         c = check_optimizer_one_step(kind, n_blocks, dims, pattern)
         checks[f"one_step_{kind}"] = c.holds
-        expr[f"C_S_{kind}"] = c.gap.coeff(2).as_expr() if hasattr(c.gap.coeff(2), "as_expr") else c.gap.coeff(2)
+        expr[f"C_S_{kind}"] = c.gap.coeff(2).as_expr() if hasattr(c.gap.coeff(2),
+            "as_expr") else c.gap.coeff(2)
         if not c.holds:
             failures.append(f"one_step_{kind}: [eta^2](L_S - L_JC) does not equal the closed form")
         timings[f"one_step_{kind}"] = time.perf_counter() - t0
@@ -114,7 +126,8 @@ def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | 
         cu = check_optimizer_cumulative(kind, n_blocks, dims, pattern, K_max=CUMULATIVE_K)
         checks[f"cumulative_{kind}"] = cu.holds and cu.growth_holds
         if not (cu.holds and cu.growth_holds):
-            failures.append(f"cumulative_{kind}: remainder below eta^3 or eta^3 coefficient off the closed form")
+            failures.append(f"cumulative_{kind}: remainder below eta^3 or eta^3 coefficient off "
+                "the closed form")
         timings[f"cumulative_{kind}"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
     return OptimizerDerivation(n_blocks, dims, pattern, checks, expr, failures, timings)
@@ -124,12 +137,17 @@ def render_optimizer_markdown(r: OptimizerDerivation) -> str:
     """The optimizer section of ``theory.md`` (Markdown with LaTeX)."""
     out = ["## Beyond the paper: block-separable optimizers", ""]
     w = out.append
-    w("Block $i$ moves by $-\\eta f_i\\, \\phi_i(g_i, s_i)$ (state $s_i$: momentum buffer, Adam moments), "
-      "$F = \\mathrm{diag}(f_i)$; both runs start from the same state; scheme $S$ feeds its fresh gradient to "
-      "$\\phi$ and to the state update. Heavy ball is `torch.optim.SGD(momentum=beta)` (dampening 0, no Nesterov), "
-      "Adam is `torch.optim.Adam` (bias-corrected). Symbols: $f_i$, $P$ entries, $\\beta$, buffer $m$, generic "
+    w("Block $i$ moves by $-\\eta f_i\\, \\phi_i(g_i, s_i)$ (state $s_i$: momentum buffer, "
+        "Adam moments), "
+      "$F = \\mathrm{diag}(f_i)$; both runs start from the same state; scheme $S$ feeds its "
+      "fresh gradient to "
+      "$\\phi$ and to the state update. Heavy ball is `torch.optim.SGD(momentum=beta)` "
+      "(dampening 0, no Nesterov), "
+      "Adam is `torch.optim.Adam` (bias-corrected). Symbols: $f_i$, $P$ entries, $\\beta$, "
+      "buffer $m$, generic "
       "$p = \\phi(g)$, $J$, $K$ (see `theory/optimizers/`). "
-      f"Same block model and pattern as above; Adam on {ADAM_BLOCKS} one-dimensional blocks; cumulative checks "
+      f"Same block model and pattern as above; Adam on {ADAM_BLOCKS} one-dimensional blocks; "
+      "cumulative checks "
       f"for $K = 1..{CUMULATIVE_K}$ on the quadratic model.")
     w("")
     w("| check | statement | result |")
@@ -137,12 +155,15 @@ def render_optimizer_markdown(r: OptimizerDerivation) -> str:
     for k, v in r.checks.items():
         w(f"| `{k}` | {OPTIMIZER_TEXT[k]} | {'holds' if v else '**FAILS**'} |")
     w("")
-    w("Adam's recursion and cumulative estimate are not derived: its state $(m, v)$ enters $\\phi$ through "
-      "$\\sqrt{v}$, so the linearized recursion needs $\\partial\\phi/\\partial m$ and $\\partial\\phi/\\partial v$ "
+    w("Adam's recursion and cumulative estimate are not derived: its state $(m, v)$ enters "
+        "$\\phi$ through "
+      "$\\sqrt{v}$, so the linearized recursion needs $\\partial\\phi/\\partial m$ and "
+      "$\\partial\\phi/\\partial v$ "
       "along both runs and the Taylor model of $\\phi$ in $v$ is not polynomial.")
     w("")
     for kind in ("sgd", "momentum"):
-        w(f"$$[\\eta^2](L_S - L_{{JC}})\\ \\text{{({kind})}} = {sympy.latex(sympy.sympify(r.expressions[f'C_S_{kind}']))}$$")
+        w(f"$$[\\eta^2](L_S - L_{{JC}})\\ \\text{{({kind})}} = "
+            f"{sympy.latex(sympy.sympify(r.expressions[f'C_S_{kind}']))}$$")
         w("")
     for f in r.failures:
         w(f"- FAILED {f}")

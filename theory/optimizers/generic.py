@@ -1,8 +1,10 @@
-"""``generic``: ``phi_a(g + e) = p_a + sum_b J_ab e_b + 1/2 sum_bc K_abc e_b e_c + O(e^3)`` with generic symbols.
+"""``generic``: ``phi_a(g + e) = p_a + sum_b J_ab e_b + 1/2 sum_bc K_abc e_b e_c + O(e^3)`` with
+generic symbols.
 
-``p`` (= ``phi(g)``), ``J`` (the block-diagonal Jacobian of ``phi`` in the gradient, not symmetric) and ``K``;
-the truncation is exact for every loss coefficient through ``eta^3`` because ``e = g~ - g = O(eta)`` enters the
-step multiplied by ``eta``.  The map is known only at the model's gradient ``g`` and near it.
+``p`` (= ``phi(g)``), ``J`` (the block-diagonal Jacobian of ``phi`` in the gradient, not symmetric)
+and ``K``; the truncation is exact for every loss coefficient through ``eta^3`` because ``e = g~ - g
+= O(eta)`` enters the step multiplied by ``eta``.  The map is known only at the model's gradient
+``g`` and near it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from ..block_model import ModelError
 
 def symbols(pairs, triples) -> tuple[list, list]:
     """``J_a_b``, ``K_a_b_c`` (``b <= c``) and the vector ``p``."""
-    return [f"J_{a + 1}_{b + 1}" for a, b in pairs] + [f"K_{a + 1}_{b + 1}_{c + 1}" for a, b, c in triples], ["p"]
+    return [f"J_{a + 1}_{b + 1}" for a, b in pairs] + [f"K_{a + 1}_{b + 1}_{c + 1}" for a, b,
+        c in triples], ["p"]
 
 
 def attach(opt, x: dict, pairs, triples) -> None:

@@ -1,4 +1,6 @@
-"""``sum_k c_k x_k`` of ring elements, in the order given (the symbolic side's one linear combination)."""
+"""``sum_k c_k x_k`` of ring elements, in the order given (the symbolic side's one linear
+combination).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""A block model with a block-separable direction map: :class:`OptimizerModel` and :func:`optimizer_model`.
+"""A block model with a block-separable direction map: :class:`OptimizerModel` and
+:func:`optimizer_model`.
 
-The kind's own symbols and arithmetic live in its module (:data:`~crosscurv.theory.optimizers.KINDS`);
-this module holds what every kind shares: the step-size factors ``F``, ``phi`` over all blocks, ``J_phi v``
-and ``A v = F J_phi v``.
+The kind's own symbols and arithmetic live in its module
+(:data:`~crosscurv.theory.optimizers.KINDS`); this module holds what every kind shares: the
+step-size factors ``F``, ``phi`` over all blocks, ``J_phi v`` and ``A v = F J_phi v``.
 """
 
 from __future__ import annotations
@@ -54,13 +55,16 @@ class OptimizerModel:
         return self.rule.direction(self, i, fresh, buffer)
 
     def phi(self, g: Sequence | None = None, buffer: Sequence | None = None) -> list:
-        """``phi(g)``: the direction at the gradient ``g`` (default the model's), ``d`` ring elements."""
+        """``phi(g)``: the direction at the gradient ``g`` (default the model's), ``d`` ring
+        elements.
+        """
         m = self.model
         g = m.g if g is None else g
         at = getattr(self.rule, "phi", None)
         out = [None] * m.d
         for i in range(m.n_blocks):
-            d = at(self, i, g, buffer) if at else self.direction(i, {a: g[a] for a in m.blocks[i]}, buffer)
+            d = at(self, i, g, buffer) if at else self.direction(i, {a: g[a] for a in m.blocks[i]},
+                buffer)
             for a in m.blocks[i]:
                 out[a] = d[a]
         return out
@@ -75,7 +79,8 @@ class OptimizerModel:
     def jacobian_apply(self, v: Sequence) -> list:
         """``J_phi v`` (block-diagonal Jacobian in the gradient)."""
         m = self.model
-        return [lin(((self.jacobian(a, b), v[b]) for b in m.blocks[m.block_of[a]])) for a in range(m.d)]
+        return [lin(((self.jacobian(a, b), v[b]) for b in m.blocks[m.block_of[a]])) for a in range(
+            m.d)]
 
     def scale(self, v: Sequence) -> list:
         """``F v``: block ``i`` of ``v`` times ``f_i``."""
@@ -87,7 +92,8 @@ class OptimizerModel:
         return self.scale(self.jacobian_apply(v))
 
 
-def optimizer_model(n_blocks: int, dims=1, kind: str = "sgd", *, taylor_order: int = 3, step_factors: bool = True,
+def optimizer_model(n_blocks: int, dims=1, kind: str = "sgd", *, taylor_order: int = 3,
+    step_factors: bool = True,
                     vectors: Sequence[str] = ()) -> OptimizerModel:
     """A :class:`BlockModel` with the optimizer's symbols, as an :class:`OptimizerModel`:
     ``f1..fN`` (symbolic factors when ``step_factors``, else 1), ``P_a_b``, ``beta`` and ``m``, or
@@ -96,7 +102,8 @@ def optimizer_model(n_blocks: int, dims=1, kind: str = "sgd", *, taylor_order: i
     :class:`BlockModel`.
     """
     if kind not in OPTIMIZER_KINDS:
-        raise ModelError(f"optimizer kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")
+        raise ModelError(
+            f"optimizer kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")
     probe = BlockModel(n_blocks, dims, taylor_order=2)
     blocks = probe.blocks
     extra: list[str] = []
@@ -107,7 +114,8 @@ def optimizer_model(n_blocks: int, dims=1, kind: str = "sgd", *, taylor_order: i
     kind_extra, kind_vectors = KINDS[kind].symbols(pairs, triples)
     extra += kind_extra
     vecs = list(vectors) + kind_vectors
-    model = BlockModel(n_blocks, dims, taylor_order=taylor_order, vectors=tuple(vecs), extra=tuple(extra))
+    model = BlockModel(n_blocks, dims, taylor_order=taylor_order, vectors=tuple(vecs), extra=tuple(
+        extra))
     x = model.extra
     factors = [x[f"f{i + 1}"] for i in range(n_blocks)] if step_factors else [model.one] * n_blocks
     opt = OptimizerModel(model, kind, factors)

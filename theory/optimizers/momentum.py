@@ -15,7 +15,8 @@ def attach(opt, x: dict, pairs, triples) -> None:
 
 
 def direction(opt, i: int, fresh: dict, buffer=None) -> dict:
-    """``{a: g~_a + m_a beta}`` (``buffer``: the ``S`` trajectory's own buffer in the recursions)."""
+    """``{a: g~_a + m_a beta}`` (``buffer``: the ``S`` trajectory's own buffer in the recursions).
+    """
     buf = opt.buffer if buffer is None else buffer
     return {a: fresh[a] + buf[a] * opt.beta for a in opt.model.blocks[i]}
 

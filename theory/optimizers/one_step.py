@@ -31,13 +31,15 @@ __all__ = ["OptimizerOneStepCheck", "optimizer_gap_series", "optimizer_delay_cur
            "check_adam_one_step"]
 
 
-def optimizer_gap_series(opt: OptimizerModel, pattern: DelayPattern, degree: int = 3) -> TruncatedSeries:
+def optimizer_gap_series(opt: OptimizerModel, pattern: DelayPattern,
+        degree: int = 3) -> TruncatedSeries:
     """``L_S^{k+1} - L_JC^{k+1}`` with the optimizer ``opt`` (brute-force series in ``eta``)."""
     model = opt.model
     pattern = check_pattern(model, pattern)
     space = eta_space(model, degree)
     step_s = one_step_update(model, pattern, space, direction=opt.direction, factors=opt.factors)
-    step_j = one_step_update(model, jacobi(model.n_blocks), space, direction=opt.direction, factors=opt.factors)
+    step_j = one_step_update(model, jacobi(model.n_blocks), space, direction=opt.direction,
+        factors=opt.factors)
     return model.loss(step_s.displacement, space) - model.loss(step_j.displacement, space)
 
 
@@ -77,7 +79,8 @@ def instance_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
     right = ([sum((mat[(b, c)] * g[c] for c in model.blocks[bo[b]]), model.zero) for b in range(d)]
              if opt.kind == "preconditioner" else list(opt.p))
     right = [f[bo[b]] * right[b] for b in range(d)]
-    left = [f[bo[b]] * sum((mat[(a, b)] * g[a] for a in model.blocks[bo[b]]), model.zero) for b in range(d)]
+    left = [f[bo[b]] * sum((mat[(a, b)] * g[a] for a in model.blocks[bo[b]]), model.zero)
+        for b in range(d)]
     return _dot(left, masked_hessian_apply(model, pattern, right)) + model.zero
 
 
@@ -102,7 +105,8 @@ class OptimizerOneStepCheck:
 
     @property
     def holds(self) -> bool:
-        return self.low_orders_vanish and self.eta2_closed_form and self.eta2_instance and self.reduces_to_paper
+        return (self.low_orders_vanish and self.eta2_closed_form and self.eta2_instance
+            and self.reduces_to_paper)
 
 
 def _paper_substitution(opt: OptimizerModel) -> dict:
@@ -118,9 +122,11 @@ def _paper_substitution(opt: OptimizerModel) -> dict:
     return sub
 
 
-def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
+def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
+    | str = "gs",
                              step_factors: bool = True) -> OptimizerOneStepCheck:
-    """Check the generalized Theorem 1 for ``kind`` exactly (cubic Taylor model, series through ``eta^3``)."""
+    """Check the generalized Theorem 1 for ``kind`` exactly (cubic Taylor model, series through
+    ``eta^3``)."""
     opt = optimizer_model(n_blocks, dims, kind, step_factors=step_factors)
     model = opt.model
     if isinstance(pattern, str):
@@ -129,11 +135,13 @@ def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, patter
     gap = optimizer_gap_series(opt, pattern)
     c_s = optimizer_delay_curvature(opt, pattern)
     inst = instance_delay_curvature(opt, pattern)
-    paper = sum((model.g[a] * y for a, y in enumerate(masked_hessian_apply(model, pattern, model.g))), model.zero)
+    paper = sum((model.g[a] * y for a, y in enumerate(masked_hessian_apply(model, pattern,
+        model.g))), model.zero)
     sub = _paper_substitution(opt)
     c_s_plain = sympy.expand(model.to_expr(c_s).subs(sub))
     if kind == "generic":  # phi(g) = g as well: p -> g
-        c_s_plain = sympy.expand(c_s_plain.subs({p: gg for p, gg in zip(model.vector_symbols["p"], model.g_symbols)}))
+        c_s_plain = sympy.expand(c_s_plain.subs({p: gg for p, gg in zip(model.vector_symbols["p"],
+            model.g_symbols)}))
     return OptimizerOneStepCheck(
         kind=kind,
         pattern=pattern,
@@ -210,7 +218,8 @@ def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -
     gap = sympy.Poly(trunc(loss_at(step(pattern)) - loss_at(step(jacobi(n)))), eta)
     coeff = {k: c for (k,), c in gap.terms()}
     phi = [adam_direction(g[i], ms[i], vs[i], b1, b2, eps, c1, c2) for i in range(n)]
-    dphi = [sympy.diff(adam_direction(gam, ms[i], vs[i], b1, b2, eps, c1, c2), gam) for i in range(n)]
+    dphi = [sympy.diff(adam_direction(gam, ms[i], vs[i], b1, b2, eps, c1, c2), gam) for i in range(
+        n)]
     values = {}
     for i in range(n):
         values[P0[i]] = phi[i]
@@ -224,4 +233,5 @@ def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -
         c_s += fs[i] * fs[j] * J_i * g[i] * H[i][j] * phi[j]
     jac_ok = sympy.simplify(dphi[0] - adam_jacobian(gam, ms[0], vs[0], b1, b2, eps, c1, c2)) == 0
     diff2 = sympy.simplify(d2 - c_s)
-    return AdamOneStepCheck(pattern, d1, d2, c_s, bool(jac_ok), bool(d1 == 0 and diff2 == 0 and jac_ok))
+    return AdamOneStepCheck(pattern, d1, d2, c_s, bool(jac_ok), bool(d1 == 0 and diff2 == 0
+        and jac_ok))

@@ -35,15 +35,19 @@ from .._linalg import dot as _dot
 from ..block_model import ModelError
 from ..one_step import check_pattern, masked_hessian_apply, one_step_update
 from ..patterns import DelayPattern, parse_pattern
-from ..recursion import RECURSION_DEGREE, _leading, lemma3_allowed, recursion_space, theorem2_allowed
+from ..recursion import (RECURSION_DEGREE, _leading, lemma3_allowed, recursion_space,
+    theorem2_allowed)
 from ..series import TruncatedSeries
 from .model import OptimizerModel, optimizer_model
 
-__all__ = ["OptimizerRecursionCheck", "buffer_allowed", "check_optimizer_recursions", "optimizer_recursion_model"]
+__all__ = ["OptimizerRecursionCheck", "buffer_allowed", "check_optimizer_recursions",
+    "optimizer_recursion_model"]
 
 
 def buffer_allowed(a: int, b: int) -> bool:
-    """Momentum-buffer remainder: a monomial ``eta^a eps^b`` is allowed iff ``b >= 2`` or ``a >= 2``."""
+    """Momentum-buffer remainder: a monomial ``eta^a eps^b`` is allowed iff ``b >= 2`` or ``a >=
+    2``.
+    """
     return b >= 2 or a >= 2
 
 
@@ -51,7 +55,8 @@ def optimizer_recursion_model(kind: str, n_blocks: int, dims=1) -> OptimizerMode
     """Quartic Taylor model with ``delta`` (and ``mu`` for momentum) and the optimizer's symbols."""
     vectors = ("delta", "mu") if kind == "momentum" else ("delta",)
     if kind not in ("sgd", "preconditioner", "momentum"):
-        raise ModelError(f"the recursions are derived for sgd, preconditioner and momentum, not {kind!r}")
+        raise ModelError("the recursions are derived for sgd, preconditioner and momentum, not "
+            f"{kind!r}")
     return optimizer_model(n_blocks, dims, kind, taylor_order=4, vectors=vectors)
 
 
@@ -83,7 +88,8 @@ def _consts(space, xs):
     return [x if isinstance(x, TruncatedSeries) else space.constant(x) for x in xs]
 
 
-def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern | str = "gs",
+def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
+    | str = "gs",
                                degree: int = RECURSION_DEGREE) -> OptimizerRecursionCheck:
     """Compute the generalized Lemma 3 / Theorem 2 remainders exactly and check their monomials."""
     opt = optimizer_recursion_model(kind, n_blocks, dims)
@@ -99,7 +105,8 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
     dtheta0 = [eps * delta[a] for a in range(d)]
     g_s = model.gradient(dtheta0, space=space)
     g_s = [g_s[a] for a in range(d)]
-    wanted = [(a, b) for a in range(d) for j in pattern.fresh(model.block_of[a]) for b in model.blocks[j]]
+    wanted = [(a, b) for a in range(d) for j in pattern.fresh(model.block_of[a])
+        for b in model.blocks[j]]
     h_s = model.hessian(dtheta0, entries=wanted, space=space)
     h_dtheta0 = [_dot(model.H[a], dtheta0) for a in range(d)]          # H_JC Delta theta
     half = model.const(sympy.Rational(1, 2))
@@ -119,12 +126,15 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
         dm_pred = [dm0[a] * opt.beta + h_dtheta0[a] - eta * mphi[a] for a in range(d)]
         dm1 = [m_s1[a] - m_j1[a] for a in range(d)]
         buffer_rem = [dm1[a] - dm_pred[a] for a in range(d)]
-        pred_dtheta1 = [dtheta0[a] - eta * (dm_pred[a] * opt.factors[model.block_of[a]]) for a in range(d)]
+        pred_dtheta1 = [dtheta0[a] - eta * (dm_pred[a] * opt.factors[model.block_of[a]])
+            for a in range(d)]
     else:
-        step = one_step_update(model, pattern, space, base=dtheta0, factors=opt.factors, direction=opt.direction)
+        step = one_step_update(model, pattern, space, base=dtheta0, factors=opt.factors,
+            direction=opt.direction)
         theta_j1 = [eta * (-x) for x in opt.effective(model.g)]
         a_h = opt.effective(h_dtheta0)                                  # A H_JC Delta theta
-        forcing = opt.effective(_consts(space, masked_hessian_apply(model, pattern, opt.effective(g_s), H=h_s)))
+        forcing = opt.effective(_consts(space, masked_hessian_apply(model, pattern, opt.effective(
+            g_s), H=h_s)))
         pred_dtheta1 = [dtheta0[a] - eta * a_h[a] + (eta * eta) * forcing[a] for a in range(d)]
 
     theta_s1 = [dtheta0[a] + step.displacement[a] for a in range(d)]
@@ -137,10 +147,12 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
 
     bad = {
         "trajectory": sorted({e for s in traj_rem for e in s.terms if not lemma3_allowed(*e)}),
-        "buffer": sorted({e for s in (buffer_rem or []) for e in s.terms if not buffer_allowed(*e)}),
+        "buffer": sorted({e for s in (buffer_rem or []) for e in s.terms if not buffer_allowed(
+        *e)}),
         "loss": sorted(e for e in loss_rem.terms if not theorem2_allowed(*e)),
     }
-    loss_leading = {e: loss_rem.coeff(*e) for e in loss_rem.monomials() if sum(e) == loss_rem.min_degree()}
+    loss_leading = {e: loss_rem.coeff(*e) for e in loss_rem.monomials() if sum(e)
+        == loss_rem.min_degree()}
     return OptimizerRecursionCheck(
         kind=kind,
         pattern=pattern,

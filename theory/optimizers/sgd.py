@@ -1,8 +1,8 @@
 """``sgd``: ``phi(g) = g`` (per-block step sizes through ``f_i``); ``J_phi = I``.
 
 Every polynomial optimizer kind is a module like this one, listed in
-:data:`crosscurv.theory.optimizers.KINDS`: :func:`symbols` (the generators it adds to the
-block model), :func:`attach` (stores them on the :class:`~crosscurv.theory.optimizers.OptimizerModel`),
+:data:`crosscurv.theory.optimizers.KINDS`: :func:`symbols` (the generators it adds to the block
+model), :func:`attach` (stores them on the :class:`~crosscurv.theory.optimizers.OptimizerModel`),
 :func:`direction` (``phi`` on one block) and :func:`jacobian` (``J_ab`` within a block).
 """
 

@@ -27,8 +27,10 @@ import os
 import sys
 
 HELP = (
-    "Predict which block scheme (jc, gs, other GS orders, chain, partial patterns) gives the lowest loss at each "
-    "budget K <= --iters from one JC trajectory (JC-only estimate of Theorem 3 with an embedded error "
+    "Predict which block scheme (jc, gs, other GS orders, chain, partial patterns) gives the "
+    "lowest loss at each "
+    "budget K <= --iters from one JC trajectory (JC-only estimate of Theorem 3 with an "
+    "embedded error "
     "estimate), and recommend one. TASK is a built-in task (mlp, fl, lora), module:factory or "
     "path/to/file.py:factory."
 )
@@ -39,20 +41,26 @@ def add_arguments(p) -> None:
 
     add_task_arguments(p, iters_help="budget K >= 1 (default: the preset's)")
     p.add_argument("--patterns", "--pattern", dest="patterns", default=None, metavar="P1;P2;...",
-                   help="candidates separated by ';' (jc, gs, gs:ORDER, chain, chain:ORDER, i<-j,...); default: jc, "
-                        "gs, gs reversed, every GS order when N <= 4, chain; jc is always the reference")
+                   help="candidates separated by ';' (jc, gs, gs:ORDER, chain, chain:ORDER, "
+                   "i<-j,...); default: jc, "
+                        "gs, gs reversed, every GS order when N <= 4, chain; jc is always "
+                        "the reference")
     add_optimizer_arguments(p)
     p.add_argument("--out", default=None, help="run directory (default: runs/advise-<task>)")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
+                   help="continue the run in --out from its checkpoint; with a larger --iters, "
+                   "extend it")
     p.add_argument("--json", action="store_true",
-                   help="print {recommendation, per_iteration: [{k, estimates, errors, best, certified}]} on stdout")
+                   help="print {recommendation, per_iteration: [{k, estimates, errors, best, "
+                   "certified}]} on stdout")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
                    help="Hessian-vector products (as crosscurv run)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="iterations between checkpoints (default: one a minute at most, and one before the last)")
+                   help="iterations between checkpoints (default: one a minute at most, and one "
+                   "before the last)")
     p.add_argument("--figure", default=None, metavar="PATH",
-                   help="also draw the predicted gaps with error bands and the recommended scheme over K")
+                   help="also draw the predicted gaps with error bands and the recommended "
+                   "scheme over K")
     p.add_argument("--search", default=None, metavar="SPACE",
                    help="search a whole space of patterns from one JC run: orders (every GS "
                         "order), stages[:D] (every arrangement into at most D sequential stages), "
@@ -65,8 +73,10 @@ def add_arguments(p) -> None:
                    help="with --search: skip the certification run of the front (errors NaN, "
                         "nothing certified)")
     p.add_argument("--validate", action="store_true",
-                   help="also run every candidate's trajectory: the advice's regret, how often it named the "
-                        "measured best, which certified iterations were wrong (writes validation.json; costs "
+                   help="also run every candidate's trajectory: the advice's regret, how often "
+                   "it named the "
+                        "measured best, which certified iterations were wrong (writes "
+                        "validation.json; costs "
                         "the runs the advice saves)")
 
 
@@ -74,7 +84,8 @@ def execute(args):
     """Load the task and advise; returns ``(Advice, run folder, validation or None)``."""
     from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
 
-    task, settings, lr, iters = load(args)  # checks every flag before the task is built (and torch imported)
+    # checks every flag before the task is built (and torch imported)
+    task, settings, lr, iters = load(args)
     import torch
 
     from crosscurv.experiments.cli import threads as thread_choice
@@ -84,7 +95,8 @@ def execute(args):
     from crosscurv.numeric.optimizers import optimizer_setup
 
     setup = optimizer_setup(task, args.optimizer, args.block_lr)
-    out = args.out or f"runs/advise-{_slug(task.name)}" + ("" if setup.plain else "-" + _slug(setup.describe()))
+    out = args.out or f"runs/advise-{_slug(task.name)}" + ("" if setup.plain else "-" + _slug(
+        setup.describe()))
     if args.threads == AUTO:  # measured now, or on --resume the count the run recorded
         n, settings["threads_auto_seconds"] = auto_threads(task, out, args.resume)
         thread_choice.apply(n, source=AUTO_SOURCE)
@@ -99,8 +111,10 @@ def execute(args):
 
     t0 = time.process_time()
     try:
-        adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume, hvp_method=args.hvp,
-                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every, progress=progress,
+        adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume,
+            hvp_method=args.hvp,
+                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every,
+                     progress=progress,
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
@@ -197,15 +211,18 @@ def run(args) -> int:
 
 
 def validation_text(val) -> str:
-    """The validation's lines: regret first, then agreement and the certified iterations that were wrong."""
+    """The validation's lines: regret first, then agreement and the certified iterations that were
+    wrong."""
     from crosscurv.numeric.advice import k_ranges
 
     s = val["summary"]
     a = s["agree"]
-    lines = [f"validation: regret {s['regret_mean']:.3g} of the spread between the best and the worst candidate "
+    lines = [f"validation: regret {s['regret_mean']:.3g} of the spread between the best and the "
+        "worst candidate "
              f"(mean over {s['decided']} decided iterations, largest {s['regret_max']:.3g}; "
              f"{s['regret_certified']:.3g} over the certified)",
-             f"validation: the advised scheme was the measured best (or tied with it) at {a[0]} of {a[1]} decided "
+             "validation: the advised scheme was the measured best (or tied with it) at "
+             f"{a[0]} of {a[1]} decided "
              f"iterations"]
     wrong = s["wrong_k"]
     text = f"validation: {len(wrong)} of {s['certified']} certified iterations were wrong"
@@ -215,11 +232,12 @@ def validation_text(val) -> str:
 
 # -- the validation study (reports/advise) ------------------------------------------------------
 def _one_step_ratio(adv) -> float:
-    """The largest ``|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3|`` of the one-step checks (remainders above the
-    steps' rounding only; 0: none)."""
+    """The largest ``|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3|`` of the one-step checks
+    (remainders above the steps' rounding only; 0: none)."""
     return max((abs(c["measured"] - c["eta3"]) / abs(c["eta3"] - c["eta2"])
                 for chk in adv.one_step_checks for c in chk.values()
-                if abs(c["measured"] - c["eta3"]) > c["floor"] and c["eta3"] != c["eta2"]), default=0.0)
+                if abs(c["measured"] - c["eta3"]) > c["floor"] and c["eta3"] != c["eta2"]),
+                default=0.0)
 
 
 def _config_path(out, name, seed, lr, iters) -> str:
@@ -227,8 +245,8 @@ def _config_path(out, name, seed, lr, iters) -> str:
 
 
 def study_config(name, seed, lr, iters, preset, out) -> dict:
-    """Advise and validate one task x seed x learning rate (cached in ``OUT/validation-runs/``: a finished
-    configuration is read back, so an interrupted study resumes where it stopped)."""
+    """Advise and validate one task x seed x learning rate (cached in ``OUT/validation-runs/``: a
+    finished configuration is read back, so an interrupted study resumes where it stopped)."""
     import time
 
     import torch
@@ -248,13 +266,16 @@ def study_config(name, seed, lr, iters, preset, out) -> dict:
     adv = advise(task, lr, iters, seed=seed)
     val = validate(task, adv, seed=seed)
     row = {"task": name, "preset": preset, "seed": seed, "lr": lr, "iters": iters,
-           "candidates": adv.candidates, "recommendation": adv.recommendation, "advice_status": adv.status,
+           "candidates": adv.candidates, "recommendation": adv.recommendation,
+           "advice_status": adv.status,
            "agree_all": val["agree_all"], "agree_certified": val["agree_certified"],
            "agree_decided": val["agree_decided"], "status": val["status"],
            "eta_sharpness_max": val["eta_sharpness_max"], "one_step_ratio": _one_step_ratio(adv),
-           "covered_embedded": val["covered_embedded"], "covered_certified": val["covered_certified"],
+           "covered_embedded": val["covered_embedded"], "covered_certified": val[
+           "covered_certified"],
            "cpu_s": time.process_time() - t0, "summary": val["summary"],
-           "per_iteration": [{k: t[k] for k in ("k", "advised", "certified", "measured", "decided", "right",
+           "per_iteration": [{k: t[k] for k in ("k", "advised", "certified", "measured", "decided",
+           "right",
                                                 "regret")}
                              for t in val["per_iteration"]]}
     write_summary(path, row)
@@ -271,7 +292,8 @@ def _pairs(r) -> int:
 
 
 def _within(r, key) -> str:
-    """``n/m, finite on m of T``: pairs within the error among the ``m`` where it (and the gap) is finite."""
+    """``n/m, finite on m of T``: pairs within the error among the ``m`` where it (and the gap) is
+    finite."""
     c = r[key]
     return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.0f}%), finite on {c[1]} of {_pairs(r)}" if c[1] else \
         f"0/0, finite on 0 of {_pairs(r)}"
@@ -298,7 +320,8 @@ def _study_findings(rows) -> list:
     sms = [r["summary"] for r in rows if r.get("summary") and r["summary"].get("decided")]
     dec = sum(m["decided"] for m in sms)
     if dec:
-        reg = sum(m["regret_mean"] * m["decided"] for m in sms if m["regret_mean"] == m["regret_mean"])
+        reg = sum(m["regret_mean"] * m["decided"] for m in sms if m["regret_mean"] == m[
+            "regret_mean"])
         reg /= dec
         wrong = sum(len(m["wrong_k"]) for m in sms)
         cert = sum(m["certified"] for m in sms)
@@ -312,48 +335,74 @@ def _regret(x) -> str:
 
 
 def study_report(rows, configs, preset, command) -> str:
-    """The markdown of ``reports/advise/validation.md`` from the finished rows (pending configurations named)."""
+    """The markdown of ``reports/advise/validation.md`` from the finished rows (pending
+    configurations
+    named)."""
     import torch
 
     lines = ["# `crosscurv advise`: advised best scheme vs measured best", "",
              *_study_findings(rows), "",
-             f"Generated by `{command}` (preset {preset}, CPU, {torch.get_num_threads()} thread(s)). Candidates: the "
-             "defaults of `crosscurv.numeric.advice.default_candidates`; each candidate's trajectory measured with "
-             "`crosscurv.numeric.protocol.run_protocol`. 'regret' (the headline): the loss the advised scheme gives "
-             "up against the measured best, relative to the spread between the best and the worst candidate "
-             "(`crosscurv.numeric.regret`; the full GS orders the certificate could not tell apart count as ties), "
-             "mean over the decided iterations and over the certified ones; 'certified wrong': certified "
-             "iterations whose advised scheme did not tie the measured best within the measurement's error, of "
+             f"Generated by `{command}` (preset {preset}, CPU, {torch.get_num_threads()} "
+             "thread(s)). Candidates: the "
+             "defaults of `crosscurv.numeric.advice.default_candidates`; each candidate's "
+             "trajectory measured with "
+             "`crosscurv.numeric.protocol.run_protocol`. 'regret' (the headline): the loss "
+             "the advised scheme gives "
+             "up against the measured best, relative to the spread between the best and the "
+             "worst candidate "
+             "(`crosscurv.numeric.regret`; the full GS orders the certificate could not tell "
+             "apart count as ties), "
+             "mean over the decided iterations and over the certified ones; 'certified "
+             "wrong': certified "
+             "iterations whose advised scheme did not tie the measured best within the "
+             "measurement's error, of "
              "the certified. 'agree': iterations where the advised best scheme (lowest "
-             "JC-only prediction) was the measured best (lowest measured `L_S^k - L_JC^k`, JC 0); 'certified': "
-             "among the iterations where the advice was certified; 'decided': among the iterations where the "
-             "measured margin exceeds the measurements' gap_err. 'max eta*lambda_max': eta times the largest "
-             "`lambda_max(H_JC^k)` along the run (the records' converged value or the power iteration, whichever "
-             "is larger; above 2: past the edge of stability). 'one-step remainder / eta^3 term': the largest "
-             "|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0, counting only "
-             "remainders above the steps' rounding (0: none; above 1 the advice warns that the expansion does not "
+             "JC-only prediction) was the measured best (lowest measured `L_S^k - L_JC^k`, "
+             "JC 0); 'certified': "
+             "among the iterations where the advice was certified; 'decided': among the "
+             "iterations where the "
+             "measured margin exceeds the measurements' gap_err. 'max eta*lambda_max': eta "
+             "times the largest "
+             "`lambda_max(H_JC^k)` along the run (the records' converged value or the power "
+             "iteration, whichever "
+             "is larger; above 2: past the edge of stability). 'one-step remainder / eta^3 "
+             "term': the largest "
+             "|measured - (eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at "
+             "theta^0, counting only "
+             "remainders above the steps' rounding (0: none; above 1 the advice warns that "
+             "the expansion does not "
              "converge). 'actual error within': share of (iteration, candidate) pairs whose actual "
-             "|jc_only - gap| is within the advice's embedded error, and within the protocol's certified `jc_only_err` "
-             "(`crosscurv.numeric.error_estimates`, which needs the candidate's own run), each counted over the "
-             "pairs where that error and the measured gap are finite ('finite on m of T': m of the T pairs; "
-             "`jc_only_err` is a magnitude bound that grows geometrically and overflows float64 after a few "
+             "|jc_only - gap| is within the advice's embedded error, and within the "
+             "protocol's certified `jc_only_err` "
+             "(`crosscurv.numeric.error_estimates`, which needs the candidate's own run), "
+             "each counted over the "
+             "pairs where that error and the measured gap are finite ('finite on m of T': m "
+             "of the T pairs; "
+             "`jc_only_err` is a magnitude bound that grows geometrically and overflows "
+             "float64 after a few "
              "iterations).",
              "",
              "| task | seed | lr | K | regret (decided) | regret (certified) | certified wrong "
              "| max eta*lambda_max | one-step remainder / eta^3 term | agree (all) "
-             "| agree (certified) | agree (decided) | actual error within embedded error | within jc_only_err "
+             "| agree (certified) | agree (decided) | actual error within embedded error | "
+             "within jc_only_err "
              "| advice at K | CPU s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = r["recommendation"].split(".")[0]
         es = r["eta_sharpness_max"]
-        regime = "" if es is None or es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2 else ""))
+        regime = "" if es is None or es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2
+            else ""))
         sm = r["summary"]
-        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {r['iters']} | {_regret(sm['regret_mean'])} "
-                     f"| {_regret(sm['regret_certified'])} | {len(sm['wrong_k'])}/{sm['certified']} "
+        lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {r['iters']} | "
+            f"{_regret(sm['regret_mean'])} "
+                     f"| {_regret(sm['regret_certified'])} | "
+                     f"{len(sm['wrong_k'])}/{sm['certified']} "
                      f"| {regime} | {r['one_step_ratio']:.2g} "
-                     f"| {_pct(r['agree_all'])} | {_pct(r['agree_certified'])} | {_pct(r['agree_decided'])} "
-                     f"| {_within(r, 'covered_embedded')} | {_within(r, 'covered_certified')} | {head} "
+                     f"| {_pct(r['agree_all'])} | {_pct(r['agree_certified'])} | "
+                     f"{_pct(r['agree_decided'])} "
+                     f"| {_within(r, 'covered_embedded')} | "
+                     f"{_within(r, 'covered_certified')} | {head} "
                      f"| {r['cpu_s']:.0f} |")
     lines += ["", "Over the seeds, per task and learning rate:", "",
               "| task | lr | seeds | regret (decided) | regret (certified) | certified wrong "
@@ -365,16 +414,19 @@ def study_report(rows, configs, preset, command) -> str:
         groups.setdefault((r["task"], r["lr"]), []).append(r)
     for (name, lr), rs in groups.items():
         tot = {key: [sum(r[key][0] for r in rs), sum(r[key][1] for r in rs)]
-               for key in ("agree_all", "agree_certified", "agree_decided", "covered_embedded", "covered_certified")}
+               for key in ("agree_all", "agree_certified", "agree_decided", "covered_embedded",
+               "covered_certified")}
         tot["pairs"] = sum(_pairs(r) for r in rs)
         past = sum(1 for r in rs if (r["eta_sharpness_max"] or 0) > 2)
         sms = [r["summary"] for r in rs]
         dec, cer = sum(m["decided"] for m in sms), sum(m["certified"] for m in sms)
-        reg = sum(m["regret_mean"] * m["decided"] for m in sms if m["decided"]) / dec if dec else math.nan
+        reg = sum(m["regret_mean"] * m["decided"] for m in sms if m[
+            "decided"]) / dec if dec else math.nan
         reg_c = sum(m["regret_certified"] * m["certified"] for m in sms if m["certified"]) / cer if cer \
             else math.nan
         wrong = sum(len(m["wrong_k"]) for m in sms)
-        lines.append(f"| {name} | {lr} | {len(rs)} | {_regret(reg)} | {_regret(reg_c)} | {wrong}/{cer} "
+        lines.append(f"| {name} | {lr} | {len(rs)} | {_regret(reg)} | {_regret(reg_c)} | "
+            f"{wrong}/{cer} "
                      f"| {past} | {_pct(tot['agree_all'])} "
                      f"| {_pct(tot['agree_certified'])} | {_pct(tot['agree_decided'])} "
                      f"| {_within(tot, 'covered_embedded')} | {_within(tot, 'covered_certified')} |")
@@ -383,17 +435,20 @@ def study_report(rows, configs, preset, command) -> str:
     done = {(r["task"], r["seed"], r["lr"]) for r in rows}
     pending = [c for c in configs if (c[0], c[1], c[2]) not in done]
     if pending:
-        lines.append("Pending (not run yet): " + ", ".join(f"{t} seed {s} lr {lr} K {k}" for t, s, lr, k in pending)
+        lines.append("Pending (not run yet): " + ", ".join(f"{t} seed {s} lr {lr} K {k}" for t, s,
+            lr, k in pending)
                      + ".")
     return "\n".join(lines) + "\n"
 
 
 def study(tasks, seeds, iters, out, preset="smoke", lrs=None, command=None) -> str:
-    """Advise and validate every task x seed x learning rate and write ``OUT/validation.md`` and ``.json``.
+    """Advise and validate every task x seed x learning rate and write ``OUT/validation.md`` and
+    ``.json``.
 
-    ``iters``: ``K`` (int) or ``{task: K}``; ``lrs``: ``{task: [lr, ...]}`` (default: the preset's learning
-    rate).  Configurations run seed by seed (every task at each seed before the next seed) and are cached
-    (:func:`study_config`), the report rewritten after each.  Returns the markdown text.
+    ``iters``: ``K`` (int) or ``{task: K}``; ``lrs``: ``{task: [lr, ...]}`` (default: the preset's
+    learning rate).  Configurations run seed by seed (every task at each seed before the next seed)
+    and are cached (:func:`study_config`), the report rewritten after each.  Returns the markdown
+    text.
     """
     import torch
 
@@ -414,11 +469,13 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None, command=None) -> s
     for name, seed, lr, k in configs:
         row = study_config(name, seed, lr, k, preset, out)
         rows.append(row)
-        print(f"advise study: {name} seed {seed} lr {lr} K {k}: {row['agree_all']} ({row['cpu_s']:.0f} CPU s)",
+        print(f"advise study: {name} seed {seed} lr {lr} K {k}: {row['agree_all']} "
+            f"({row['cpu_s']:.0f} CPU s)",
               file=sys.stderr, flush=True)
         ordered = sorted(rows, key=lambda r: (tasks.index(r["task"]), r["lr"], r["seed"]))
         write_summary(os.path.join(out, "validation.json"),
-                      {"command": command, "rows": [{k2: v for k2, v in r.items() if k2 != "per_iteration"}
+                      {"command": command, "rows": [{k2: v for k2, v in r.items() if k2
+                      != "per_iteration"}
                                                     for r in ordered]})
         text = study_report(ordered, configs, preset, command)
         atomic_write_text(os.path.join(out, "validation.md"), text)
@@ -437,7 +494,8 @@ def _study_main(argv) -> int:
     p.add_argument("--lrs", default=None, help="TASK=LR1/LR2,... (default: the preset's)")
     p.add_argument("--out", default="reports/advise")
     p.add_argument("--threads", type=int, default=None,
-                   help="intra-op threads (default: crosscurv's default, one; two on two busy cores are slower)")
+                   help="intra-op threads (default: crosscurv's default, one; two on two busy "
+                   "cores are slower)")
     a = p.parse_args(argv)
     import torch
 
@@ -446,16 +504,21 @@ def _study_main(argv) -> int:
     torch.set_num_threads(a.threads or runs.DEFAULT_THREADS)
     lrs = None
     if a.lrs:
-        lrs = {t: [float(x) for x in v.split("/")] for t, v in (item.split("=") for item in a.lrs.split(","))}
-    iters = ({t: int(v) for t, v in (item.split("=") for item in a.iters.split(","))} if "=" in a.iters
+        lrs = {t: [float(x) for x in v.split("/")] for t, v in (item.split("=")
+            for item in a.lrs.split(","))}
+    iters = ({t: int(v) for t, v in (item.split("=") for item in a.iters.split(","))}
+        if "=" in a.iters
              else int(a.iters))
-    command = "python -m crosscurv.experiments.cli.commands.advise study " + " ".join(shlex.quote(x) for x in argv)
-    print(study(a.tasks.split(","), [int(s) for s in a.seeds.split(",")], iters, a.out, a.preset, lrs, command))
+    command = "python -m crosscurv.experiments.cli.commands.advise study " + " ".join(shlex.quote(
+        x) for x in argv)
+    print(study(a.tasks.split(","), [int(s) for s in a.seeds.split(",")], iters, a.out, a.preset,
+        lrs, command))
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
     if sys.argv[1:2] == ["study"]:
         sys.exit(_study_main(sys.argv[2:]))
-    sys.exit("usage: python -m crosscurv.experiments.cli.commands.advise study [--tasks ...] [--seeds ...] "
+    sys.exit("usage: python -m crosscurv.experiments.cli.commands.advise study [--tasks ...] "
+        "[--seeds ...] "
              "[--iters K|TASK=K,...] [--lrs TASK=LR1/LR2,...] [--out DIR]")

@@ -15,19 +15,26 @@ from pathlib import Path
 HELP = (
     "Derive the paper's one-step and multi-step expansions for a generic block model with SymPy "
     "and verify Lemma 1, Theorem 1, Corollary 1, the GS update-order argument, Lemma 3, Theorem 2 "
-    "and Theorem 3 (quadratic) exactly, plus the eta^3 coefficient of L_S - L_JC. Writes DIR/theory.md."
+    "and Theorem 3 (quadratic) exactly, plus the eta^3 coefficient of L_S - L_JC. Writes "
+    "DIR/theory.md."
 )
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--blocks", type=int, default=3, metavar="N", help="number of blocks N >= 2 (default 3; N x D at most 8)")
-    p.add_argument("--dims", type=int, default=1, metavar="D", help="dimension of each block: 1 or 2 (default 1)")
+    p.add_argument("--blocks", type=int, default=3, metavar="N",
+        help="number of blocks N >= 2 (default 3; N x D at most 8)")
+    p.add_argument("--dims", type=int, default=1, metavar="D",
+        help="dimension of each block: 1 or 2 (default 1)")
     p.add_argument("--pattern", default="gs", metavar="P",
-                   help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or pairs i<-j,... (1-based; default gs)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    p.add_argument("--out", default="reports", metavar="DIR", help="folder for theory.md (default reports)")
+                   help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or pairs i<-j,... "
+                   "(1-based; default gs)")
+    p.add_argument("--json", action="store_true",
+        help="print one JSON object instead of the summary")
+    p.add_argument("--out", default="reports", metavar="DIR",
+        help="folder for theory.md (default reports)")
     p.add_argument("--no-optimizers", action="store_true",
-                   help="skip the block-separable optimizer checks (per-block step sizes, preconditioner, "
+                   help="skip the block-separable optimizer checks (per-block step sizes, "
+                   "preconditioner, "
                         "heavy ball, Adam)")
 
 
@@ -43,7 +50,8 @@ def run(args) -> int:
     result = derive(args.blocks, args.dims, args.pattern, progress=progress)
     optimizers = None
     if not getattr(args, "no_optimizers", False):
-        from crosscurv.theory.optimizers.derivation import derive_optimizers, render_optimizer_summary
+        from crosscurv.theory.optimizers.derivation import (derive_optimizers,
+            render_optimizer_summary)
 
         optimizers = derive_optimizers(args.blocks, args.dims, args.pattern)
     command = ("crosscurv derive --blocks {} --dims {} --pattern {}"

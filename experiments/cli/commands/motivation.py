@@ -16,23 +16,31 @@ import sys
 import time
 
 HELP = (
-    "The motivation study (the paper's Figure 1): sequential vs simultaneous practical implementations "
-    "in three settings (mlp: in-place back-propagation vs JC, plus exact GS; fl: FedAlt vs FedSim; lora: "
+    "The motivation study (the paper's Figure 1): sequential vs simultaneous practical "
+    "implementations "
+    "in three settings (mlp: in-place back-propagation vs JC, plus exact GS; fl: FedAlt vs "
+    "FedSim; lora: "
     "alternating vs simultaneous factor updates), per-step records streamed to CSV, the one-step "
-    "cross-curvature criterion along the runs, validate-step verdicts on deterministic versions of each step."
+    "cross-curvature criterion along the runs, validate-step verdicts on deterministic "
+    "versions of each step."
 )
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--panel", choices=("mlp", "fl", "lora"), default=None, help="one panel (default: all three)")
+    p.add_argument("--panel", choices=("mlp", "fl", "lora"), default=None,
+        help="one panel (default: all three)")
     p.add_argument("--preset", choices=("smoke", "default", "paper"), default="default",
-                   help="sizes and steps (default: default, the CPU job; paper: the appendix's settings)")
-    p.add_argument("--seed", type=int, default=None, help="run this seed only (default: the preset's seeds)")
-    p.add_argument("--seeds", default=None, metavar="S,S,...", help="comma-separated seeds (default: 0,1,2 at default)")
+                   help="sizes and steps (default: default, the CPU job; paper: the appendix's "
+                   "settings)")
+    p.add_argument("--seed", type=int, default=None,
+        help="run this seed only (default: the preset's seeds)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+        help="comma-separated seeds (default: 0,1,2 at default)")
     p.add_argument("--out", default=None, help="run folder (default: runs/motivation-<preset>)")
     p.add_argument("--resume", action="store_true", help="continue interrupted runs in --out")
     p.add_argument("--data", default=None, metavar="DIR",
-                   help="local full data for the chosen --panel (MNIST IDX, cifar-10-batches-py, GLUE SST-2)")
+                   help="local full data for the chosen --panel (MNIST IDX, cifar-10-batches-py, "
+                   "GLUE SST-2)")
     p.add_argument("--model", default=None, metavar="DIR", help="local T5 weights (lora panel)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     p.add_argument("--no-verdicts", action="store_true", help="skip the validate-step verdicts")
@@ -53,7 +61,8 @@ def _seeds(args) -> list[int]:
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
-        raise MotivationError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+        raise MotivationError(
+            f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if not seeds or len(set(seeds)) != len(seeds):
         raise MotivationError(f"--seeds must list distinct integers, got {args.seeds!r}")
     return seeds
@@ -115,29 +124,35 @@ def run(args) -> int:
         settings = panel_settings(panel, args.preset)
         for seed in seeds:
             run_dir = os.path.join(out, panel, f"seed{seed}")
-            key = {"panel": panel, "seed": seed, "settings": settings, "dtype": "float32", "device": str(device),
+            key = {"panel": panel, "seed": seed, "settings": settings, "dtype": "float32",
+                "device": str(device),
                    "data_path": None if args.data is None else str(args.data),
                    "model_path": None if args.model is None else str(args.model)}
             done = _complete(run_dir, json.loads(json.dumps(json_safe(key))))
             rec = os.path.join(run_dir, "records.csv")
             if not done and os.path.isfile(rec) and os.path.getsize(rec) > 0 and not args.resume:
-                raise MotivationError(f"{run_dir} already holds records; pass --resume to continue it "
+                raise MotivationError(f"{run_dir} already holds records; pass --resume to "
+                    "continue it "
                                       "or choose another --out")
             plan.append((panel, settings, seed, run_dir, done))
 
     timings: dict = {}
     for panel, settings, seed, run_dir, done in plan:
         if done:
-            print(f"motivation {panel} seed {seed}: complete run found in {run_dir}, reused", flush=True)
+            print(f"motivation {panel} seed {seed}: complete run found in {run_dir}, reused",
+                flush=True)
             continue
         t0 = time.perf_counter()
-        res = run_panel(panel, settings, seed, run_dir, resume=args.resume, device=device, dtype=dtype,
+        res = run_panel(panel, settings, seed, run_dir, resume=args.resume, device=device,
+            dtype=dtype,
                         data_path=args.data, model_path=args.model,
                         progress=_Progress(f"motivation {panel} seed {seed}"))
         dt = time.perf_counter() - t0
         timings.setdefault(panel, {})[seed] = dt
-        print(f"motivation {panel} seed {seed}: {res.summary['steps']} {res.summary['step_unit']}s in {dt:.1f} s "
-              f"(probes {res.summary['timing']['probe_seconds']:.1f} s); records in {run_dir}", flush=True)
+        print(f"motivation {panel} seed {seed}: {res.summary['steps']} "
+            f"{res.summary['step_unit']}s in {dt:.1f} s "
+              f"(probes {res.summary['timing']['probe_seconds']:.1f} s); records in {run_dir}",
+              flush=True)
 
     if not args.no_verdicts:
         from crosscurv.experiments.motivation.verdicts import identify
@@ -160,6 +175,7 @@ def run(args) -> int:
     if args.report is not None:
         from crosscurv.experiments.motivation.report import write_motivation_report
 
-        md = write_motivation_report(args.report, runs_dir=out, preset=args.preset, panels=panels, seeds=seeds)
+        md = write_motivation_report(args.report, runs_dir=out, preset=args.preset, panels=panels,
+            seeds=seeds)
         print(f"motivation report: {md}", flush=True)
     return 0

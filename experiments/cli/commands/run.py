@@ -31,49 +31,68 @@ HELP = (
 
 
 def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the preset's)") -> None:
-    """The flags :func:`load` reads: which task, its preset, ``lr``, ``iters``, dtype, device, seed, local data
-    and weights, and the thread count (shared by every command that builds a task this way)."""
-    p.add_argument("task", metavar="TASK", help="built-in task name, module:factory or path/to/file.py:factory")
+    """The flags :func:`load` reads: which task, its preset, ``lr``, ``iters``, dtype, device, seed,
+    local data and weights, and the thread count (shared by every command that builds a task this
+    way)."""
+    p.add_argument("task", metavar="TASK", help="built-in task name, module:factory or "
+        "path/to/file.py:factory")
     p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task sizes and settings (default: default)")
-    p.add_argument("--lr", type=float, default=None, help="constant learning rate eta > 0 (default: the preset's)")
+    p.add_argument("--lr", type=float, default=None,
+        help="constant learning rate eta > 0 (default: the preset's)")
     p.add_argument("--iters", type=int, default=None, help=iters_help)
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
-                   help="parameter dtype (default: float32 for built-ins, the factory's for user tasks)")
+                   help="parameter dtype (default: float32 for built-ins, the factory's for user "
+                   "tasks)")
     p.add_argument("--device", default=None,
-                   help="auto, cpu, cuda or cuda:N (default: auto for built-ins, the factory's for user tasks)")
-    p.add_argument("--seed", type=int, default=0, help="initialisation and power-iteration seed (default 0)")
-    p.add_argument("--data", default=None, metavar="PATH", help="local data folder for a built-in task")
+                   help="auto, cpu, cuda or cuda:N (default: auto for built-ins, the factory's "
+                   "for user tasks)")
+    p.add_argument("--seed", type=int, default=0,
+        help="initialisation and power-iteration seed (default 0)")
+    p.add_argument("--data", default=None, metavar="PATH",
+        help="local data folder for a built-in task")
     p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
     p.add_argument("--threads", type=_threads, default=None, metavar="N|auto",
-                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: the same float32 records on every "
-                        "machine; two were measured slower than one on a shared 2-core machine); auto: the count that "
-                        "computes the task's gradient fastest here, measured at the start (1, 2, 4, ... CPUs); "
+                   help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: the same "
+                   "float32 records on every "
+                        "machine; two were measured slower than one on a shared 2-core "
+                        "machine); auto: the count that "
+                        "computes the task's gradient fastest here, measured at the start "
+                        "(1, 2, 4, ... CPUs); "
                         "recorded in summary.json as threads and threads_source")
 
 
 def add_arguments(p) -> None:
     add_task_arguments(p)
     p.add_argument("--pattern", default=None,
-                   help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,... (default: the task's)")
+                   help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,... "
+                   "(default: the task's)")
     p.add_argument("--out", default=None, help="run directory (default: runs/<task>-<pattern>)")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its checkpoint; with a larger --iters, extend it")
+                   help="continue the run in --out from its checkpoint; with a larger --iters, "
+                   "extend it")
     p.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
-                   help="Hessian-vector products: reverse = double backward on one retained graph per point, "
-                        "forward = batched forward-over-reverse; auto (default) = term by term, one term's graph "
-                        "at a time, for a task whose loss is a sum of terms (fl: one per client), else reverse "
+                   help="Hessian-vector products: reverse = double backward on one retained "
+                   "graph per point, "
+                        "forward = batched forward-over-reverse; auto (default) = term by "
+                        "term, one term's graph "
+                        "at a time, for a task whose loss is a sum of terms (fl: one per "
+                        "client), else reverse "
                         "when the model has a double backward, else forward")
     p.add_argument("--hvp-chunk", type=int, default=None, metavar="N",
-                   help="at most N forward-over-reverse products per vmap batch (memory cap; default all)")
+                   help="at most N forward-over-reverse products per vmap batch (memory cap; "
+                   "default all)")
     p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
-                   help="park the carried vectors off the compute device between uses (host memory on a GPU, "
-                        "files in the run folder on the CPU); auto (default): once the 7 carried vectors reach 16 MiB "
+                   help="park the carried vectors off the compute device between uses (host "
+                   "memory on a GPU, "
+                        "files in the run folder on the CPU); auto (default): once the 7 "
+                        "carried vectors reach 16 MiB "
                         "(about 600,000 float32 parameters), or under memory pressure")
     add_optimizer_arguments(p)
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="records between checkpoints (default: one a minute at most, and one before the last "
+                   help="records between checkpoints (default: one a minute at most, and one "
+                   "before the last "
                         "iteration)")
     p.add_argument("--no-figure", action="store_true",
                    help=f"do not draw {FIGURE_FILE} (the losses, the measured gap with the "
@@ -82,13 +101,18 @@ def add_arguments(p) -> None:
 
 
 def add_optimizer_arguments(p) -> None:
-    """``--optimizer`` and ``--block-lr``: the update rule of a run (shared by ``run`` and ``advise``)."""
+    """``--optimizer`` and ``--block-lr``: the update rule of a run (shared by ``run`` and
+    ``advise``).
+    """
     p.add_argument("--optimizer", default="sgd", metavar="SPEC",
-                   help="block-separable optimizer of both runs: sgd (default: the paper's plain steps), "
-                        "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] (torch.optim.Adam); the "
+                   help="block-separable optimizer of both runs: sgd (default: the paper's plain "
+                   "steps), "
+                        "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] "
+                        "(torch.optim.Adam); the "
                         "estimates are their generalizations (docs/optimizers.md)")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
-                   help="per-block step sizes: block NAME (or its 1-based index) steps with lr * FACTOR; "
+                   help="per-block step sizes: block NAME (or its 1-based index) steps with lr * "
+                   "FACTOR; "
                         "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
 
 
@@ -129,7 +153,8 @@ def _print_summary(summary: dict, out_dir: str, records=(), figure: str | None =
         line = describe(s["threads"], s.get("threads_source", "not recorded"))
         timed = s.get("threads_auto_seconds")
         if isinstance(timed, dict) and timed:
-            line += "; seconds per gradient: " + ", ".join(f"{k}: {v:.3g}" for k, v in timed.items())
+            line += "; seconds per gradient: " + ", ".join(f"{k}: {v:.3g}" for k,
+                v in timed.items())
         print(line)
     if summary["status"] == "diverged":  # no metrics over the divergence: the last finite state
         from crosscurv.experiments.reports.answer import diverged_lines
@@ -148,7 +173,8 @@ def _print_summary(summary: dict, out_dir: str, records=(), figure: str | None =
         rows.append([name, f"{m['correct']:.1f}%", f"{m['jc_hits'][0]}/{m['jc_hits'][1]}",
                      f"{m['s_hits'][0]}/{m['s_hits'][1]}", _g(m["mae"]), _g(m["max_ae"])])
     if rows:
-        print(tabulate(rows, headers=["estimate", "Correct", "JC hits", "GS hits", "MAE", "Max. AE"],
+        print(tabulate(rows, headers=["estimate", "Correct", "JC hits", "GS hits", "MAE",
+            "Max. AE"],
                        tablefmt="simple", disable_numparse=True))
     c = summary["constants"]
     t = summary["timing"]
@@ -239,8 +265,8 @@ def _threads(text: str):
 
 
 def load(args):
-    """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv advise``):
-    :func:`crosscurv.experiments.runs.load` of their description.
+    """The task, its settings, ``lr`` and ``iters`` for parsed arguments (shared with ``crosscurv
+    advise``): :func:`crosscurv.experiments.runs.load` of their description.
 
     Bad input raises :class:`crosscurv.theory.errors.InputError`."""
     from crosscurv.experiments import runs
@@ -248,7 +274,8 @@ def load(args):
     from crosscurv.experiments.thread_count import AUTO
 
     description = description_from_args(args)
-    # --threads auto is measured by the caller once the task is built (crosscurv.experiments.runs.auto_threads)
+    # --threads auto is measured by the caller once the task is built
+    # (crosscurv.experiments.runs.auto_threads)
     thread_choice.apply(None if description.threads == AUTO else description.threads)
     return runs.load(description)
 
@@ -265,7 +292,8 @@ def execute(args):
     description = description_from_args(args)
     progress = runs.Progress()
     try:
-        return runs.run(description, args.out or runs.DEFAULT_OUT, resume=args.resume, progress=progress,
+        return runs.run(description, args.out or runs.DEFAULT_OUT, resume=args.resume,
+            progress=progress,
                         threads_source=thread_choice.SOURCE)
     finally:
         progress.close()

@@ -1,4 +1,5 @@
-"""``crosscurv scaling``: observed orders of the paper's remainders, written to ``scaling.md`` with figures."""
+"""``crosscurv scaling``: observed orders of the paper's remainders, written to ``scaling.md`` with
+figures."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ from pathlib import Path
 from crosscurv.theory.errors import InputError
 
 HELP = (
-    "Error-scaling study: the one-step remainder (Theorem 1), the recursion remainder (Theorem 2), the "
-    "cumulative error at fixed T = eta K (Theorem 3) and the GS order difference, on a random quartic "
-    "polynomial, the 8-layer MLP on MNIST (float64), its smooth piece at theta0 and a LoRA-like bilinear model. "
-    "Writes DIR/scaling.md and DIR/figures/scaling_*.png, prints the fitted orders. Exit 0: every order within "
-    "its tolerance (|p-3| <= 0.15; |p-2| <= 0.15 for cumulative); 1: one is outside; 3: none outside, but one "
-    "has no point in the asymptotic window (no order can be fitted: a finding). Also the observed orders of the "
+    "Error-scaling study: the one-step remainder (Theorem 1), the recursion remainder "
+    "(Theorem 2), the "
+    "cumulative error at fixed T = eta K (Theorem 3) and the GS order difference, on a "
+    "random quartic "
+    "polynomial, the 8-layer MLP on MNIST (float64), its smooth piece at theta0 and a "
+    "LoRA-like bilinear model. "
+    "Writes DIR/scaling.md and DIR/figures/scaling_*.png, prints the fitted orders. Exit 0: "
+    "every order within "
+    "its tolerance (|p-3| <= 0.15; |p-2| <= 0.15 for cumulative); 1: one is outside; 3: none "
+    "outside, but one "
+    "has no point in the asymptotic window (no order can be fitted: a finding). Also the "
+    "observed orders of the "
     "optimizer generalizations (per-block step sizes, heavy ball, Adam; reported, not judged)."
 )
 
@@ -30,11 +37,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default="reports", metavar="DIR",
                         help="output folder for scaling.md and figures/ (default: reports)")
     parser.add_argument("--problems", default=None, metavar="LIST",
-                        help="comma-separated subset of quartic,mnist_mlp,mnist_mlp_piece,bilinear (default: all)")
+                        help="comma-separated subset of "
+                        "quartic,mnist_mlp,mnist_mlp_piece,bilinear (default: all)")
     parser.add_argument("--optimizers", default=None, metavar="LIST",
                         help="optimizer studies (beyond the paper): none, or SPEC[@K0];... e.g. "
-                             "'sgd;momentum:0.9@32;adam' (block factors 1, 4, 0.5 on a tanh MLP; default: "
-                             "sgd, momentum:0.5@8 and adam with the full suite, none with --problems)")
+                             "'sgd;momentum:0.9@32;adam' (block factors 1, 4, 0.5 on a tanh "
+                             "MLP; default: "
+                             "sgd, momentum:0.5@8 and adam with the full suite, none with "
+                             "--problems)")
 
 
 def _say(msg: str) -> None:
@@ -49,7 +59,8 @@ def _problems(spec):
     names = [p.strip() for p in spec.split(",") if p.strip()]
     unknown = [p for p in names if p not in PROBLEMS]
     if unknown or not names:
-        raise InputError(f"unknown problem(s) {', '.join(unknown) or repr(spec)} (choose from {', '.join(PROBLEMS)})")
+        raise InputError(f"unknown problem(s) {', '.join(unknown) or repr(spec)} (choose from "
+            f"{', '.join(PROBLEMS)})")
     return names
 
 
@@ -64,7 +75,8 @@ def run(args) -> int:
     except OSError as exc:
         raise InputError(f"cannot create output folder {out}: {exc.strerror}") from None
 
-    from crosscurv.experiments.scaling import NO_WINDOW, OFFICIAL, TOLERANCE, render_markdown, scaling_suite
+    from crosscurv.experiments.scaling import (NO_WINDOW, OFFICIAL, TOLERANCE, render_markdown,
+        scaling_suite)
     from crosscurv.experiments.scaling.figures import write_figures
 
     t0 = time.perf_counter()
@@ -79,13 +91,15 @@ def run(args) -> int:
     studies = {r.key: r.studies for r in results}
     figs = write_figures(studies, out / "figures")
     rel = [f"figures/{f.name}" for f in figs]
-    text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel, tolerance=TOLERANCE,
+    text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel,
+        tolerance=TOLERANCE,
                            optimizers=opt_results)
     try:
         (out / "scaling.md").write_text(text)
     except OSError as exc:
         raise InputError(f"cannot write {out / 'scaling.md'}: {exc.strerror}") from None
-    _say(f"wrote {out / 'scaling.md'} and {len(figs)} figures in {out / 'figures'} ({seconds:.0f} s)")
+    _say(f"wrote {out / 'scaling.md'} and {len(figs)} figures in {out / 'figures'} "
+        f"({seconds:.0f} s)")
 
     bad = [(r.key, q, r.studies[q].fitted) for r in results for q in r.failures(TOLERANCE)]
     if args.json:

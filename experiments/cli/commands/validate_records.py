@@ -33,24 +33,33 @@ def add_arguments(p) -> None:
     p.add_argument("--reference", metavar="RUN_DIR", default=None,
                    help="reference run directory with records.csv and summary.json, or "
                         "golden:CASE/LABEL (a golden case folder or golden:CASE for THEIRS.json)")
-    p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task or module:factory")
-    p.add_argument("--pattern", default=None, help="pattern of the on-the-fly reference (default: the task's)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate of the on-the-fly reference")
+    p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task "
+        "or module:factory")
+    p.add_argument("--pattern", default=None,
+        help="pattern of the on-the-fly reference (default: the task's)")
+    p.add_argument("--lr", type=float, default=None,
+        help="learning rate of the on-the-fly reference")
     p.add_argument("--iters", type=int, default=None,
-                   help="iterations of the on-the-fly reference (default: the largest k in THEIRS.csv)")
+                   help="iterations of the on-the-fly reference (default: the largest k in "
+                   "THEIRS.csv)")
     p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task preset of the on-the-fly reference")
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
-                   help="dtype of the on-the-fly reference (default: float32 for built-ins, the factory's otherwise)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the on-the-fly reference (default 0)")
+                   help="dtype of the on-the-fly reference (default: float32 for built-ins, the "
+                   "factory's otherwise)")
+    p.add_argument("--seed", type=int, default=0,
+        help="seed of the on-the-fly reference (default 0)")
     p.add_argument("--optimizer", default=None, metavar="SPEC",
-                   help="optimizer of the on-the-fly reference: sgd (default), momentum:BETA or adam[:B1,B2,EPS]")
+                   help="optimizer of the on-the-fly reference: sgd (default), momentum:BETA or "
+                   "adam[:B1,B2,EPS]")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step-size factors of the on-the-fly reference")
     p.add_argument("--save-reference", metavar="DIR", default=None,
                    help="keep the on-the-fly reference run in DIR")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: by the reference's dtype)")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: by dtype, times the loss scale)")
+    p.add_argument("--rtol", type=float, default=None,
+        help="relative tolerance (default: by the reference's dtype)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: by "
+        "dtype, times the loss scale)")
     p.add_argument("--columns", default=None,
                    help="comma-separated columns to compare (default: all but k)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -80,16 +89,20 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     iters = args.iters if args.iters is not None else max(their_k)
     if iters < 1:
         raise RecordsError(f"--iters must be >= 1, got {iters}")
-    res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference, seed=args.seed,
-                       settings={"task": args.task, "preset": args.preset}, optimizer=args.optimizer,
+    res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference,
+        seed=args.seed,
+                       settings={"task": args.task, "preset": args.preset},
+                       optimizer=args.optimizer,
                        block_lr=args.block_lr)
     if not res.records:
         raise RecordsError(f"the reference run produced no records ({res.message})")
     dt = str(task.dtype).replace("torch.", "")
     opt = res.summary["settings"]["optimizer"]["spec"]
     if res.summary["settings"]["block_lr"]:
-        opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"]["block_lr"].items())
-    where = f"{args.task} pattern {spec} lr {lr:g} K {iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)"
+        opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"][
+            "block_lr"].items())
+    where = (f"{args.task} pattern {spec} lr {lr:g} K "
+        f"{iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)")
     terms = None
     small = task.num_params() <= TERMS_MAX_PARAMS and task.dtype == torch.float64
     if opt == "sgd" and small and len(res.records) == iters:
@@ -116,12 +129,15 @@ def run(args) -> int:
                                                      reference_tolerances)
 
     if (args.reference is None) == (args.task is None):
-        raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, --iters ...)")
+        raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, "
+            "--iters ...)")
     if args.reference is not None:
-        stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference", "optimizer", "block_lr")
+        stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference",
+            "optimizer", "block_lr")
                  if getattr(args, f) is not None]
         if stray:
-            raise RecordsError("--" + stray[0].replace("_", "-") + " only applies to an on-the-fly reference (--task)")
+            raise RecordsError("--" + stray[0].replace("_", "-")
+                + " only applies to an on-the-fly reference (--task)")
     for name in ("rtol", "atol"):
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
@@ -133,7 +149,8 @@ def run(args) -> int:
         columns = [c.strip() for c in args.columns.split(",") if c.strip()]
         bad = [c for c in columns if c not in ALL_COLUMNS]
         if bad:
-            raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: {', '.join(ALL_COLUMNS)})")
+            raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: "
+                f"{', '.join(ALL_COLUMNS)})")
 
     if args.theirs.endswith(".json"):
         return _one_step(args)
@@ -161,9 +178,12 @@ def run(args) -> int:
         if args.rtol is not None and args.atol is not None:
             print(f"tolerance: |theirs - ref| <= {args.atol:.3g} + {args.rtol:g} |ref|")
         else:
-            print("tolerance: |theirs - ref| <= atol + rtol |ref| per column (crosscurv.numeric.record_comparison.TOLERANCES: "
-                  f"measured rounding x safety factor); atol = atol_rel x loss scale {column_scale(ref, 'loss_jc'):.4g}"
-                  + (f" (sharpness: x its scale {column_scale(ref, 'sharpness'):.4g})" if "sharpness" in columns else "")
+            print("tolerance: |theirs - ref| <= atol + rtol |ref| per column "
+                "(crosscurv.numeric.record_comparison.TOLERANCES: "
+                  "measured rounding x safety factor); atol = atol_rel x loss scale "
+                  f"{column_scale(ref, 'loss_jc'):.4g}"
+                  + (f" (sharpness: x its scale {column_scale(ref, 'sharpness'):.4g})"
+                  if "sharpness" in columns else "")
                   + ("" if args.rtol is None else f"; --rtol {args.rtol:g} for every column")
                   + ("" if args.atol is None else f"; --atol {args.atol:g} for every column"))
         print(comp.text())

@@ -16,7 +16,8 @@ import math
 HELP = (
     "Tell which block scheme a user's step function performs: run it from seeded states at step "
     "sizes eta0*2^-k and compare with the exact JC step, full GS in every block order (N <= 4) and "
-    "the declared pattern. A match means agreement to round-off at every eta; otherwise the nearest "
+    "the declared pattern. A match means agreement to round-off at every eta; otherwise the "
+    "nearest "
     "scheme and the observed order of the difference are reported. SPEC is module:factory or "
     "path/to/file.py:factory returning (task, step[, pattern]), an object with .task and .step, or "
     "NumPy callables {params, loss, grad, step}."
@@ -26,25 +27,36 @@ HELP = (
 def add_arguments(p) -> None:
     p.add_argument("spec", metavar="SPEC", help="module:factory or path/to/file.py:factory")
     p.add_argument("--pattern", default=None,
-                   help="declared pattern (overrides the factory's): jc, gs, gs:ORDER, chain, i<-j,...")
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of the test states (default 0,1,2)")
+                   help="declared pattern (overrides the factory's): jc, gs, gs:ORDER, chain, "
+                   "i<-j,...")
+    p.add_argument("--seeds", default="0,1,2",
+        help="comma-separated seeds of the test states (default 0,1,2)")
     p.add_argument("--perturb", type=float, default=0.5,
                    help="state perturbation relative to each tensor's RMS (default 0.5)")
     p.add_argument("--eta0", type=float, default=None,
                    help="largest step size (default 0.1 / |lambda_max(H)| by power iteration)")
-    p.add_argument("--n-etas", type=int, default=5, help="number of step sizes eta0*2^-k (default 5, min 3)")
+    p.add_argument("--n-etas", type=int, default=5,
+        help="number of step sizes eta0*2^-k (default 5, min 3)")
     p.add_argument("--rtol", type=float, default=1e-9,
                    help="match tolerance relative to the step size (default 1e-9)")
-    p.add_argument("--device", default=None, help="device offered to a factory that declares `device`")
+    p.add_argument("--device", default=None,
+        help="device offered to a factory that declares `device`")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
-                   help="per-block step factors as in `crosscurv run`: block NAME of every candidate steps with "
-                        "lr*FACTOR (default: inferred from the step's first-order term when they differ between blocks)")
+                   help="per-block step factors as in `crosscurv run`: block NAME of every "
+                   "candidate steps with "
+                        "lr*FACTOR (default: inferred from the step's first-order term when "
+                        "they differ between blocks)")
     p.add_argument("--optimizer", default=None, metavar="momentum:BETA|adam[:B1,B2,EPS]",
-                   help="the step keeps an optimizer state passed in: it is called as step(params, lr, state) "
-                        "with a seeded state ({'step': k, 'momentum_buffer' or 'exp_avg', 'exp_avg_sq': {param: "
-                        "tensor}}) and compared with the optimizer-aware schemes (as `crosscurv run --optimizer`)")
-    p.add_argument("--no-fit", action="store_true", help="skip the fit of the step's second-order term")
-    p.add_argument("--verbose", action="store_true", help="print the error-vs-eta table of every candidate")
+                   help="the step keeps an optimizer state passed in: it is called as "
+                   "step(params, lr, state) "
+                        "with a seeded state ({'step': k, 'momentum_buffer' or 'exp_avg', "
+                        "'exp_avg_sq': {param: "
+                        "tensor}}) and compared with the optimizer-aware schemes (as "
+                        "`crosscurv run --optimizer`)")
+    p.add_argument("--no-fit", action="store_true",
+        help="skip the fit of the step's second-order term")
+    p.add_argument("--verbose", action="store_true",
+        help="print the error-vs-eta table of every candidate")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -54,14 +66,16 @@ def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise ValidationInputError(f"--seeds must be comma-separated integers, got {text!r}") from None
+        raise ValidationInputError(
+            f"--seeds must be comma-separated integers, got {text!r}") from None
     if not seeds:
         raise ValidationInputError("--seeds names no seed")
     return seeds
 
 
 def load_step_factory(spec: str, device=None):
-    """Resolve ``spec`` and call the factory (one-line errors from :mod:`crosscurv.experiments.tasks.loading`)."""
+    """Resolve ``spec`` and call the factory (one-line errors from
+    :mod:`crosscurv.experiments.tasks.loading`)."""
     import torch
 
     from crosscurv.experiments.tasks import loading
@@ -79,7 +93,8 @@ def run(args) -> int:
 
     if ":" not in args.spec:
         raise ValidationInputError(
-            f"validate-step takes a step factory, module:factory or path/to/file.py:factory returning "
+            "validate-step takes a step factory, module:factory or path/to/file.py:factory "
+            "returning "
             f"(task, step[, pattern]), not a task name ({args.spec!r})"
         )
     seeds = _seeds(args.seeds)
@@ -93,7 +108,8 @@ def run(args) -> int:
         raise ValidationInputError(f"--perturb must be a finite number >= 0, got {args.perturb}")
     obj = load_step_factory(args.spec, args.device)
     user = as_user_step(obj, name=args.spec, pattern=args.pattern)
-    report = identify_step(user, seeds=seeds, perturb=args.perturb, eta0=args.eta0, n_etas=args.n_etas,
+    report = identify_step(user, seeds=seeds, perturb=args.perturb, eta0=args.eta0,
+        n_etas=args.n_etas,
                            rtol=args.rtol, fit=not args.no_fit, block_lr=args.block_lr,
                            optimizer=args.optimizer)
     if args.json:

@@ -1,4 +1,5 @@
-"""Observed orders of the optimizer generalizations on two fixed small problems (docs/optimizers.md).
+"""Observed orders of the optimizer generalizations on two fixed small problems
+(docs/optimizers.md).
 
     python -m crosscurv.experiments.studies.optimizers.orders [--quick] [--only SPEC,...]
 
@@ -19,11 +20,13 @@ from crosscurv.numeric.optimizers import OptimizerState, parse_optimizer
 from crosscurv.theory.patterns import parse_pattern
 
 from crosscurv.experiments.problems import bilinear_problem
-from crosscurv.experiments.scaling.optimizers import FACTORS, FIXED_K, one_step_errors, optimizer_problem, optimizer_studies
+from crosscurv.experiments.scaling.optimizers import (FACTORS, FIXED_K, one_step_errors,
+    optimizer_problem, optimizer_studies)
 from crosscurv.experiments.scaling.study import eta_grid, make_study
 
 #: (optimizer, K0 of the fixed-horizon grid)
-OPTIMIZERS = (("sgd", 4), ("momentum:0.5", 4), ("momentum:0.5", 8), ("momentum:0.9", 4), ("momentum:0.9", 32),
+OPTIMIZERS = (("sgd", 4), ("momentum:0.5", 4), ("momentum:0.5", 8), ("momentum:0.9", 4), (
+    "momentum:0.9", 32),
               ("adam", 4))
 
 
@@ -35,7 +38,8 @@ def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
     """Print the observed orders of every optimizer row of :data:`OPTIMIZERS` (``only``: those
     rows) on ``n`` grid points, then Adam's first step from zero moments and Adam's one step on a
     bilinear problem."""
-    print(f"| optimizer | eta0 | K0 | one_step (3) | recursion, T fixed (3) | recursion, K = {FIXED_K} (3) | "
+    print("| optimizer | eta0 | K0 | one_step (3) | recursion, T fixed (3) | recursion, K = "
+        f"{FIXED_K} (3) | "
           "cumulative (2) | jc_only (2) |")
     print("|---|---|---|---|---|---|---|---|")
     rows = [r for r in OPTIMIZERS if only is None or r[0] in only]
@@ -49,9 +53,12 @@ def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
     task = problem.task
     # Adam's first step from zero moments
     spec = parse_optimizer("adam")
-    c_adam = optimizer_delay_curvature(task, task.params, pattern, spec, OptimizerState(), list(FACTORS))
-    c_sgd = optimizer_delay_curvature(task, task.params, pattern, "sgd", OptimizerState(), list(FACTORS))
-    print(f"Adam's first step from zero moments: C_S^Adam = {c_adam:.3g} against C_S^F = {c_sgd:.3g} for per-block SGD "
+    c_adam = optimizer_delay_curvature(task, task.params, pattern, spec, OptimizerState(), list(
+        FACTORS))
+    c_sgd = optimizer_delay_curvature(task, task.params, pattern, "sgd", OptimizerState(), list(
+        FACTORS))
+    print(f"Adam's first step from zero moments: C_S^Adam = {c_adam:.3g} against C_S^F = "
+        f"{c_sgd:.3g} for per-block SGD "
           "(J_phi = eps/(|g| + eps)^2 there: phi = sign(g) to first order)")
     print()
     # a problem whose smallest gradient coordinate is small against the largest
@@ -61,8 +68,10 @@ def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
     etas = eta_grid(bil.eta0(1.0 / 32), n)
     errs, _ = one_step_errors(bil.task, parse_pattern("2<-1", 2), spec, [1.0, 1.0], etas)
     st = make_study("bilinear", "one_step", etas, [e for e, _ in errs], [f for _, f in errs])
-    print(f"Adam one step on bilinear(0, 3, 3, 1) (min |g_a| / max |g_a| = {float(a.min() / a.max()):.2g}): "
-          f"observed order {st.fitted:.2f}, pairwise rates {', '.join(f'{x:.2f}' for x in st.order.rates)}")
+    print("Adam one step on bilinear(0, 3, 3, 1) (min |g_a| / max |g_a| = "
+        f"{float(a.min() / a.max()):.2g}): "
+          f"observed order {st.fitted:.2f}, pairwise rates "
+          f"{', '.join(f'{x:.2f}' for x in st.order.rates)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

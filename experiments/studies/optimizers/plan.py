@@ -1,7 +1,8 @@
-"""The optimizer studies as data: which runs answer which question (:data:`STUDIES`) and where they live.
+"""The optimizer studies as data: which runs answer which question (:data:`STUDIES`) and where they
+live.
 
-:mod:`crosscurv.experiments.studies.optimizers.runner` performs the runs, :mod:`crosscurv.experiments.studies.optimizers.report`
-reports them; both read this plan.
+:mod:`crosscurv.experiments.studies.optimizers.runner` performs the runs,
+:mod:`crosscurv.experiments.studies.optimizers.report` reports them; both read this plan.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class StudyVariant:
 
 @dataclass(frozen=True)
 class OptimizerStudy:
-    """One optimizer study: a question about ``task`` answered by comparing its variants with the first (the baseline)."""
+    """One optimizer study: a question about ``task`` answered by comparing its variants with the
+    first
+    (the baseline)."""
 
     name: str
     task: str
@@ -60,10 +63,12 @@ STUDIES = (
           (SGD, StudyVariant("block-lr-B4", block_lr="B=4"),
            StudyVariant("block-lr-B16", block_lr="B=16"))),
     OptimizerStudy("fl_momentum", "fl", "Heavy ball on fl",
-          "torch.optim.SGD(momentum=0.9) on both runs, the default preset's lr (--optimizer momentum:0.9)",
+          "torch.optim.SGD(momentum=0.9) on both runs, the default preset's lr (--optimizer "
+          "momentum:0.9)",
           (SGD, StudyVariant("momentum-0.9", optimizer="momentum:0.9"))),
     OptimizerStudy("lora_adam", "lora", "Adam on lora",
-          "torch.optim.Adam (0.9, 0.999, 1e-8) on both runs at lr 1e-3 (--optimizer adam --lr 0.001)",
+          "torch.optim.Adam (0.9, 0.999, 1e-8) on both runs at lr 1e-3 (--optimizer adam "
+          "--lr 0.001)",
           (SGD, StudyVariant("adam-lr1e-3", optimizer="adam", lr=1e-3))),
 )
 

@@ -1,9 +1,11 @@
-"""``optimizers.md``: the optimizer studies of :mod:`crosscurv.experiments.studies.optimizers.runner`, from their records.
+"""``optimizers.md``: the optimizer studies of
+:mod:`crosscurv.experiments.studies.optimizers.runner`,
+from their records.
 
 Per study, variant and seed, from the copied records only: the measured gap (:func:`measured_gap`)
-and winner per iteration (``J``: ``gap > 0``; ``G``: ``gap < 0``; ``.``: ``|gap| <= gap_err``),
-its switch points and agreement with plain ``sgd`` of the same seed; the Table 1 rows of the
-generalized estimates with ``MAE / mean |gap|``; and findings computed from those numbers.
+and winner per iteration (``J``: ``gap > 0``; ``G``: ``gap < 0``; ``.``: ``|gap| <= gap_err``), its
+switch points and agreement with plain ``sgd`` of the same seed; the Table 1 rows of the generalized
+estimates with ``MAE / mean |gap|``; and findings computed from those numbers.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def _pct(x: float) -> str:
 
 
 def error_bars(columns, estimate: str) -> dict:
-    """How the record's error bar and certified winner of ``estimate`` fared: ``calibrated`` (percent of the
-    iterations with a finite ``*_err`` where ``|estimate - gap| <= err``; NaN without one), and the certified
-    winners' ``certified``, ``correct``, ``coverage`` and ``precision``
+    """How the record's error bar and certified winner of ``estimate`` fared: ``calibrated``
+    (percent
+    of the iterations with a finite ``*_err`` where ``|estimate - gap| <= err``; NaN without one),
+    and the certified winners' ``certified``, ``correct``, ``coverage`` and ``precision``
     (:func:`crosscurv.numeric.metrics.certified_metrics`)."""
     from crosscurv.numeric.metrics import calibration, certified_metrics
 
@@ -65,7 +68,8 @@ def error_bars(columns, estimate: str) -> dict:
 
 
 def estimate_winners(est) -> str:
-    """The winner an estimate predicts (``J``/``G``; ``0`` for an exact zero, ``?`` for a non-finite value)."""
+    """The winner an estimate predicts (``J``/``G``; ``0`` for an exact zero, ``?`` for a non-finite
+    value)."""
     out = []
     for x in np.asarray(est, dtype=float):
         out.append("?" if not math.isfinite(x) else ("J" if x > 0 else ("G" if x < 0 else "0")))
@@ -85,13 +89,15 @@ def switch_points(timeline: str) -> list[int]:
 
 
 def _agreement(a: str, b: str) -> tuple[int, int]:
-    """Iterations where both timelines are decided and equal, out of those where both are decided."""
+    """Iterations where both timelines are decided and equal, out of those where both are decided.
+    """
     both = [(x, y) for x, y in zip(a, b) if x in "JG" and y in "JG"]
     return sum(x == y for x, y in both), len(both)
 
 
 def study_runs(root: str, study, seeds) -> dict:
-    """``{(variant label, seed): RunRecords}`` for the runs of ``study`` under ``root`` that have records."""
+    """``{(variant label, seed): RunRecords}`` for the runs of ``study`` under ``root`` that have
+    records."""
     out = {}
     for v in study.variants:
         for s in seeds:
@@ -107,7 +113,8 @@ def _status(run) -> str:
     return f"{st} {run.iters}/{want}" if st != "complete" else f"complete ({run.iters})"
 
 
-#: ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to :data:`LOST`: its error is
+# : ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to
+# :data:`LOST`: its error is
 #: comparable to the gap; above: it does not follow the gap.
 FOLLOWS, LOST = 0.5, 1.0
 
@@ -121,11 +128,12 @@ def _verdict(rel: float) -> str:
 
 
 def measured_gap(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(gap, err, plain)``: the record's ``gap`` and ``gap_err``, and where they are the plain difference.
+    """``(gap, err, plain)``: the record's ``gap`` and ``gap_err``, and where they are the plain
+    difference.
 
-    A run records the segment integral where it is the more precise measurement and the losses do not
-    refute it, else ``loss_s - loss_jc`` with its rounding bound (:func:`crosscurv.numeric.gap.reconcile`);
-    ``plain`` marks the latter iterations.
+    A run records the segment integral where it is the more precise measurement and the losses do
+    not refute it, else ``loss_s - loss_jc`` with its rounding bound
+    (:func:`crosscurv.numeric.gap.reconcile`); ``plain`` marks the latter iterations.
     """
     from crosscurv.numeric.gap import difference_error
 
@@ -146,7 +154,8 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
         return lines, [f"{study.name}: no runs yet."]
     any_run = next(iter(runs.values()))
     s = any_run.summary.get("settings", {})
-    lines += [f"Task `{study.task}`, preset `{s.get('preset')}`, pattern `{s.get('pattern_spec')}`, "
+    lines += [f"Task `{study.task}`, preset `{s.get('preset')}`, pattern "
+        f"`{s.get('pattern_spec')}`, "
               f"{s.get('dtype')}, K = {s.get('iters')}; seeds {', '.join(map(str, seeds))}.", ""]
     win, tl, meas = _winners_section(study, runs, seeds, findings)
     est, stats, certs = _estimates_section(study, runs, seeds, tl, meas)
@@ -178,21 +187,31 @@ def _winners_section(study, runs: dict, seeds, findings: list):
                 a, n = _agreement(t, tl[(base, sd)])
                 agree = f"{a}/{n}"
             ss = run.summary.get("settings", {})
-            rows.append([v.label, sd, _status(run), f"{ss.get('lr')}", f"{c['loss_jc'][-1]:.4g} / {c['loss_s'][-1]:.4g}",
-                         f"{t.count('J')}/{t.count('G')}/{t.count('.')}", ", ".join(map(str, sw)) or "none", agree])
+            rows.append([v.label, sd, _status(run), f"{ss.get('lr')}",
+                f"{c['loss_jc'][-1]:.4g} / {c['loss_s'][-1]:.4g}",
+                         f"{t.count('J')}/{t.count('G')}/{t.count('.')}", ", ".join(map(str, sw))
+                         or "none", agree])
             if plain.any():
                 findings.append(
-                    f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} iterations the gap is "
-                    f"the plain difference L_S - L_JC (the runs too far apart for the segment rule to be the more "
-                    f"precise, or its estimate refuted by the losses; mean abs gap {float(np.mean(np.abs(gap))):.3g}).")
+                    f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} "
+                    "iterations the gap is "
+                    "the plain difference L_S - L_JC (the runs too far apart for the "
+                    "segment rule to be the more "
+                    "precise, or its estimate refuted by the losses; mean abs gap "
+                    f"{float(np.mean(np.abs(gap))):.3g}).")
     lines = ["### Measured winners", "",
-              "The measured gap is the record's `gap`: the segment integral of the gradient where that is the more "
-              "precise measurement and agrees with `L_S - L_JC`, else that difference (`crosscurv.numeric.gap.reconcile`; "
+              "The measured gap is the record's `gap`: the segment integral of the gradient "
+              "where that is the more "
+              "precise measurement and agrees with `L_S - L_JC`, else that difference "
+              "(`crosscurv.numeric.gap.reconcile`; "
               "see the findings).", "",
-              tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S", "J/G/undecided",
-                                      "switch points k", f"same winner as {base}"], tablefmt="github",
+              tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S",
+              "J/G/undecided",
+                                      "switch points k", f"same winner as {base}"],
+                                      tablefmt="github",
                        disable_numparse=True), "",
-              "Winner per iteration (`J`: JC ahead, `G`: the scheme ahead, `.`: undecided):", "", "```"]
+              "Winner per iteration (`J`: JC ahead, `G`: the scheme ahead, `.`: undecided):", "",
+              "```"]
     for (label, sd), t in tl.items():
         lines.append(f"{label:>14s} seed{sd}  {t}")
     lines += ["```", ""]
@@ -220,21 +239,29 @@ def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
                 bars = error_bars(run.columns, e)
                 certs[(v.label, sd, e)] = bars
                 rows.append([v.label, sd, LABEL[e], run.iters, f"{r['correct']:.1f}%",
-                             f"{r['jc_hits'][0]}/{r['jc_hits'][1]}", f"{r['s_hits'][0]}/{r['s_hits'][1]}",
+                             f"{r['jc_hits'][0]}/{r['jc_hits'][1]}",
+                             f"{r['s_hits'][0]}/{r['s_hits'][1]}",
                              _num(r["mae"]), _num(r["max_ae"]), r["undecided"], _num(rel),
                              _pct(bars["calibrated"]), f"{bars['correct']}/{bars['certified']}",
                              _pct(bars["coverage"]), _pct(bars["precision"])])
     lines += ["### Table 1 rows of the generalized estimates", "",
-              "Against the record's `gap` (what `crosscurv table` prints); undecided iterations (|gap| <= gap_err) "
-              "are left out of Correct. Calibrated: share of the iterations with a finite error bar (the record's "
-              "`*_err`) where |estimate - gap| <= err; certified: correct / certified winners (the record's "
-              "`*_cert`); Coverage: certified share of the decided iterations; Precision: correct among the "
+              "Against the record's `gap` (what `crosscurv table` prints); undecided "
+              "iterations (|gap| <= gap_err) "
+              "are left out of Correct. Calibrated: share of the iterations with a finite "
+              "error bar (the record's "
+              "`*_err`) where |estimate - gap| <= err; certified: correct / certified "
+              "winners (the record's "
+              "`*_cert`); Coverage: certified share of the decided iterations; Precision: "
+              "correct among the "
               "certified (docs/error_estimates.md, 'Optimizer runs').", "",
-              tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits", "GS hits", "MAE",
-                                      "Max. AE", "undecided", "MAE / mean abs gap", "Calibrated", "certified",
+              tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits",
+              "GS hits", "MAE",
+                                      "Max. AE", "undecided", "MAE / mean abs gap", "Calibrated",
+                                      "certified",
                                       "Coverage", "Precision"],
                        tablefmt="github", disable_numparse=True), ""]
-    lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: not finite):", "",
+    lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: "
+        "not finite):", "",
               "```"]
     for v in study.variants:
         for sd in seeds:
@@ -259,9 +286,12 @@ def _study_findings(study, runs: dict, seeds, tl: dict, meas: dict, stats: dict)
                 continue
             a, n = _agreement(tl[key], tl[bkey])
             sw, bsw = switch_points(tl[key]), switch_points(tl[bkey])
-            moved = "the same switch points" if sw == bsw else f"switch points {sw or 'none'} against {bsw or 'none'}"
-            findings.append(f"{study.name}, {v.label}, seed {sd}: the measured winner equals plain sgd's at {a}/{n} "
-                            f"decided iterations ({_count(tl[key])} against {_count(tl[bkey])}); {moved}.")
+            moved = ("the same switch points" if sw == bsw
+                else f"switch points {sw or 'none'} against {bsw or 'none'}")
+            findings.append(f"{study.name}, {v.label}, seed {sd}: the measured winner equals "
+                f"plain sgd's at {a}/{n} "
+                            f"decided iterations ({_count(tl[key])} against "
+                            f"{_count(tl[bkey])}); {moved}.")
     for v in study.variants:
         for sd in seeds:
             got = [stats.get((v.label, sd, e)) for e in EST]
@@ -274,16 +304,22 @@ def _study_findings(study, runs: dict, seeds, tl: dict, meas: dict, stats: dict)
             gap = meas[(v.label, sd)][0]
             g1, c1 = float(gap[0]), float(run.columns["cumulative"][0])
             if abs(g1) > 0 and abs(c1) > 100 * abs(g1):
-                findings.append(f"{study.name}, {v.label}, seed {sd}: already at k = 1 (one step from a common "
-                                f"point and zero state) the cumulative estimate is {abs(c1 / g1):.3g} times the "
-                                f"gap ({c1:.3g} against {g1:.3g}): the linearization fails at the first step.")
+                findings.append(f"{study.name}, {v.label}, seed {sd}: already at k = 1 (one step "
+                    "from a common "
+                                "point and zero state) the cumulative estimate is "
+                                f"{abs(c1 / g1):.3g} times the "
+                                f"gap ({c1:.3g} against {g1:.3g}): the linearization fails "
+                                "at the first step.")
                 rest, rec = gap[1:], run.columns["recursive"][1:]
                 if len(rest):
                     rel = float(np.mean(np.abs(rec - rest)) / np.mean(np.abs(rest)))
                     agree = float(np.mean(np.sign(rec) == np.sign(rest))) * 100
-                    findings.append(f"{study.name}, {v.label}, seed {sd}: from k = 2 on (one tangent step from the "
-                                    f"measured differences) the recursive estimate has MAE/mean abs gap {_num(rel)} and "
-                                    f"the gap's sign at {agree:.0f}% of the iterations: {_verdict(rel)}.")
+                    findings.append(f"{study.name}, {v.label}, seed {sd}: from k = 2 on (one "
+                        "tangent step from the "
+                                    "measured differences) the recursive estimate has "
+                                    f"MAE/mean abs gap {_num(rel)} and "
+                                    f"the gap's sign at {agree:.0f}% of the iterations: "
+                                    f"{_verdict(rel)}.")
     return findings
 
 
@@ -307,9 +343,11 @@ def _summary_rows(study, runs: dict, seeds, tl: dict, stats: dict, certs: dict) 
         if v.label == base:
             row += ["(baseline)"]
         else:
-            agree = [_agreement(tl[(v.label, sd)], tl[(base, sd)]) for sd in have if (base, sd) in tl]
+            agree = [_agreement(tl[(v.label, sd)], tl[(base, sd)]) for sd in have if (base,
+                sd) in tl]
             row += [f"{sum(a for a, _ in agree)}/{sum(n for _, n in agree)}" if agree else ""]
-        row += ["; ".join(f"s{sd}: {','.join(map(str, switch_points(tl[(v.label, sd)]))) or '-'}" for sd in have)]
+        row += ["; ".join(f"s{sd}: {','.join(map(str, switch_points(tl[(v.label, sd)]))) or '-'}"
+            for sd in have)]
         summary.append(row)
     return summary
 
@@ -342,13 +380,18 @@ def render(root: str, seeds, iters: int, command: str) -> str:
         "# Optimizers beyond the paper: studies",
         "",
         f"Generated by `{command}` on {time.strftime('%Y-%m-%d %H:%M %Z')} from the records under "
-        f"`{_shown(root)}` (records and summaries only; `crosscurv table DIR` gives the same Table 1 rows "
+        f"`{_shown(root)}` (records and summaries only; `crosscurv table DIR` gives the same "
+        "Table 1 rows "
         "per run).",
         "",
-        "Every run is `crosscurv run TASK --preset default --seed S --iters K` with the variant's flags: JC and "
-        "the task's pattern (`gs`) from the same start, both with the same optimizer from zero state; the "
-        "`recursive`, `cumulative` and `jc_only` columns are the generalized estimates (docs/optimizers.md, 'Optimizers beyond "
-        "the paper'). `K` is shorter than the presets' (300-500) so that all runs fit a shared 2-core CPU; "
+        "Every run is `crosscurv run TASK --preset default --seed S --iters K` with the "
+        "variant's flags: JC and "
+        "the task's pattern (`gs`) from the same start, both with the same optimizer from "
+        "zero state; the "
+        "`recursive`, `cumulative` and `jc_only` columns are the generalized estimates "
+        "(docs/optimizers.md, 'Optimizers beyond "
+        "the paper'). `K` is shorter than the presets' (300-500) so that all runs fit a "
+        "shared 2-core CPU; "
         "'switch points' and winners are over these `K` iterations only.",
         "",
     ]
@@ -365,14 +408,21 @@ def render(root: str, seeds, iters: int, command: str) -> str:
     lines += [
         "## Summary",
         "",
-        "Against the measured gap (the record's `gap`, or `L_S - L_JC` where the runs are far apart; see each study). "
-        "Correct: the paper's `Correct_K` (mean over seeds); MAE/gap: `MAE / mean |gap|` (median over seeds); "
-        f"an estimate *follows* the gap when this is at most {FOLLOWS}, and does not above {LOST:g}. Certified "
-        "correct: correct / certified winners over the seeds (precision), from the records' error bars. Same winner: "
-        "iterations where the measured winner equals plain sgd's, of those both decided (all seeds).",
+        "Against the measured gap (the record's `gap`, or `L_S - L_JC` where the runs are "
+        "far apart; see each study). "
+        "Correct: the paper's `Correct_K` (mean over seeds); MAE/gap: `MAE / mean |gap|` "
+        "(median over seeds); "
+        f"an estimate *follows* the gap when this is at most {FOLLOWS}, and does not above "
+        f"{LOST:g}. Certified "
+        "correct: correct / certified winners over the seeds (precision), from the records' "
+        "error bars. Same winner: "
+        "iterations where the measured winner equals plain sgd's, of those both decided (all "
+        "seeds).",
         "",
-        tabulate(summary, headers=["study", "variant", "seeds", "Recursive correct", "Recursive MAE/gap",
-                                   "Cumulative correct", "Cumulative MAE/gap", "Recursive certified correct",
+        tabulate(summary, headers=["study", "variant", "seeds", "Recursive correct",
+        "Recursive MAE/gap",
+                                   "Cumulative correct", "Cumulative MAE/gap",
+                                   "Recursive certified correct",
                                    "Cumulative certified correct", "same winner as sgd",
                                    "switch points k"], tablefmt="github", disable_numparse=True),
         "",
@@ -388,10 +438,12 @@ def _shown(path: str) -> str:
 
 
 def write_report(runs: str, out: str, seeds, iters: int) -> str:
-    """Copy the runs into ``OUT/optimizers/runs`` and write ``OUT/optimizers.md``; returns its path."""
+    """Copy the runs into ``OUT/optimizers/runs`` and write ``OUT/optimizers.md``; returns its path.
+    """
     dst = os.path.join(out, "optimizers", "runs")
     copy_runs(runs, dst, seeds)
-    cmd = f"python -m crosscurv.experiments.studies.optimizers.runner report --runs {runs} --out {out}"
+    cmd = (f"python -m crosscurv.experiments.studies.optimizers.runner report --runs {runs} "
+        f"--out {out}")
     text = render(dst, seeds, iters, cmd)
     path = os.path.join(out, "optimizers.md")
     with open(path, "w", encoding="utf-8") as fh:

@@ -1,4 +1,5 @@
-"""The optimizer studies: does the JC/GS winner move, and do the generalized estimates follow the gap?
+"""The optimizer studies: does the JC/GS winner move, and do the generalized estimates follow the
+gap?
 
     python -m crosscurv.experiments.studies.optimizers.runner run [--out DIR] [--seeds 0,1]
         [--iters K] [--only NAMES]
@@ -7,10 +8,9 @@
 ``run`` performs every incomplete run of :data:`STUDIES` (:func:`crosscurv.experiments.runs.run`,
 one thread, resumed, interleaved by seed); ``report`` copies each run's records and summary into
 ``OUT/optimizers/runs/<task>/<variant>/seed<s>`` and writes ``OUT/optimizers.md`` from them: per
-study and variant the winner timeline against plain ``sgd`` of the same seed, the switch points
-and the Table 1 rows of the generalized estimates. Studies: ``lora_lrplus`` (LoRA+ ratios
-``eta_B / eta_A`` in {1, 4, 16}), ``fl_momentum`` (heavy ball 0.9), ``lora_adam`` (Adam at
-``lr = 1e-3``).
+study and variant the winner timeline against plain ``sgd`` of the same seed, the switch points and
+the Table 1 rows of the generalized estimates. Studies: ``lora_lrplus`` (LoRA+ ratios ``eta_B /
+eta_A`` in {1, 4, 16}), ``fl_momentum`` (heavy ball 0.9), ``lora_adam`` (Adam at ``lr = 1e-3``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def _status(path: str, iters: int) -> str:
                 s = json.load(fh)
         except (OSError, ValueError):
             s = {}
-        if s.get("status") in ("complete", "diverged") and s.get("settings", {}).get("iters") == iters:
+        if s.get("status") in ("complete", "diverged") and s.get("settings", {}).get(
+                "iters") == iters:
             return "complete"
     if os.path.isfile(os.path.join(path, "checkpoint.pt")):
         return "partial"
@@ -41,7 +42,8 @@ def _status(path: str, iters: int) -> str:
 
 
 def planned(seeds, only=None):
-    """``[(task, variant, seed)]`` in the order ``run`` performs them (seed-major, each pair once)."""
+    """``[(task, variant, seed)]`` in the order ``run`` performs them (seed-major, each pair once).
+    """
     out, seen = [], set()
     for seed in seeds:
         for st in STUDIES:
@@ -56,18 +58,21 @@ def planned(seeds, only=None):
 
 
 def description(task: str, variant: StudyVariant, seed: int, iters: int):
-    """The :class:`crosscurv.experiments.runs.RunDescription` of ``variant`` on ``task`` (default preset) for
-    ``seed`` and ``K = iters``, one intra-op thread."""
+    """The :class:`crosscurv.experiments.runs.RunDescription` of ``variant`` on ``task`` (default
+    preset) for ``seed`` and ``K = iters``, one intra-op thread."""
     from crosscurv.experiments import runs
 
     return runs.RunDescription(task, preset="default", seed=seed, iters=iters, checkpoint_every=5,
-                               optimizer=variant.optimizer, block_lr=variant.block_lr, lr=variant.lr,
+                               optimizer=variant.optimizer, block_lr=variant.block_lr,
+                               lr=variant.lr,
                                threads=runs.DEFAULT_THREADS)
 
 
 def run_all(out: str, seeds, iters: int, only=None) -> int:
-    """Run (or resume) every planned run; returns the number of runs that did not complete (bad input and
-    divergence are reported and the campaign goes on; an interrupt stops it, the run resumable)."""
+    """Run (or resume) every planned run; returns the number of runs that did not complete (bad
+    input
+    and divergence are reported and the campaign goes on; an interrupt stops it, the run resumable).
+    """
     from crosscurv.experiments import runs
     from crosscurv.theory.errors import InputError
 
@@ -79,7 +84,8 @@ def run_all(out: str, seeds, iters: int, only=None) -> int:
             continue
         d = description(task, v, seed, iters)
         resume = state == "partial"
-        print(f"[optimizer_studies] run {' '.join(d.to_args())} --out {path}{' --resume' if resume else ''}",
+        print(f"[optimizer_studies] run {' '.join(d.to_args())} --out "
+            f"{path}{' --resume' if resume else ''}",
               file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         progress = runs.Progress()
@@ -91,7 +97,8 @@ def run_all(out: str, seeds, iters: int, only=None) -> int:
             code = 2
         finally:
             progress.close()
-        print(f"[optimizer_studies] exit {code} after {time.perf_counter() - t0:.0f} s: {path}", file=sys.stderr,
+        print(f"[optimizer_studies] exit {code} after {time.perf_counter() - t0:.0f} s: {path}",
+            file=sys.stderr,
               flush=True)
         failed += code not in (0, 3)
     return failed

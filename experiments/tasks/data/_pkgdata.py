@@ -45,7 +45,8 @@ def user_path(path, what: str) -> Path:
     return p
 
 
-def balanced_indices(labels: Sequence[int], n: int, classes: Sequence[int], seed: int = 0) -> list[int]:
+def balanced_indices(labels: Sequence[int], n: int, classes: Sequence[int], seed: int = 0) -> list[
+        int]:
     """A deterministic, class-balanced selection of ``n`` indices into ``labels`` (file order).
 
     Each class gets ``n // C`` or ``n // C + 1`` examples (the first ``n mod C`` of ``classes`` one
@@ -75,7 +76,8 @@ def balanced_indices(labels: Sequence[int], n: int, classes: Sequence[int], seed
         if rng is None:
             picks.append([pool[(j * len(pool)) // k] for j in range(k)])
         else:
-            picks.append([pool[int(j)] for j in np.sort(rng.choice(len(pool), size=k, replace=False))])
+            picks.append([pool[int(j)] for j in np.sort(rng.choice(len(pool), size=k,
+                replace=False))])
     out: list[int] = []
     for j in range(max(counts)):
         for sel in picks:

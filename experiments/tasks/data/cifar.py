@@ -58,7 +58,8 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
             raise DataError(f"{path}: expected a 32x32 RGB image, got {arr.shape}")
         images.append(arr.transpose(2, 0, 1))
         labels.append(label)
-    source = f"foolbox package data ({len(images)} CIFAR-10 sample PNGs, foolbox/data/cifar10_NN_LABEL.png)"
+    source = (f"foolbox package data ({len(images)} CIFAR-10 sample PNGs, "
+        "foolbox/data/cifar10_NN_LABEL.png)")
     return np.stack(images), np.asarray(labels, dtype=np.int64), source
 
 
@@ -87,18 +88,22 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         data = np.asarray(d[b"data"] if b"data" in d else d["data"], dtype=np.uint8)
         labels = d[b"labels"] if b"labels" in d else d["labels"]
     except Exception as exc:  # malformed user file: one line
-        raise DataError(f"{path} is not a CIFAR-10 python batch ({type(exc).__name__}: {exc})") from None
+        raise DataError(
+            f"{path} is not a CIFAR-10 python batch ({type(exc).__name__}: {exc})") from None
     if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != data.shape[0]:
-        raise DataError(f"{path}: expected data (m, 3072) and m labels, got {data.shape}, {len(labels)}")
+        raise DataError(f"{path}: expected data (m, 3072) and m labels, got {data.shape}, "
+            f"{len(labels)}")
     return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
 
 
 def _load_batches(folder: Path) -> tuple[np.ndarray, np.ndarray, str]:
     if not (folder / "data_batch_1").is_file() and (folder / "cifar-10-batches-py").is_dir():
         folder = folder / "cifar-10-batches-py"
-    batches = [folder / f"data_batch_{i}" for i in range(1, 6) if (folder / f"data_batch_{i}").is_file()]
+    batches = [folder / f"data_batch_{i}" for i in range(1, 6) if (folder
+        / f"data_batch_{i}").is_file()]
     if not batches:
-        raise DataError(f"CIFAR-10 data path {folder}: no data_batch_1..5 (torchvision cifar-10-batches-py layout)")
+        raise DataError(f"CIFAR-10 data path {folder}: no data_batch_1..5 (torchvision "
+            "cifar-10-batches-py layout)")
     parts = [_read_batch(b) for b in batches]
     images = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])
@@ -121,7 +126,8 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
         if not 1 <= n <= len(labels):
             raise DataError(f"the bundled CIFAR-10 source has {len(labels)} images, asked for {n} "
                             "(give a cifar-10-batches-py folder for more)")
-        order = np.random.default_rng(seed).permutation(len(labels)) if seed else np.arange(len(labels))
+        order = np.random.default_rng(seed).permutation(len(labels)) if seed else np.arange(len(
+            labels))
         idx = [int(i) for i in order[:n]]
     else:
         images, labels, source = _load_batches(user_path(path, "CIFAR-10 data path"))
@@ -135,4 +141,5 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
     # contiguous NCHW: the bundled PNGs are HWC arrays, and a channels-last float32 batch
     # reaching a strided 1x1 convolution's backward crashes PyTorch 2.13's CPU kernel
     x = x.to(device=device, dtype=dtype).contiguous()
-    return ImageData(x, y.to(device=device).contiguous(), f"{source}; {n} examples{_subset(seed)}, per-channel normalised")
+    return ImageData(x, y.to(device=device).contiguous(), f"{source}; {n} "
+        f"examples{_subset(seed)}, per-channel " "normalised")

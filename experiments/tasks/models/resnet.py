@@ -77,7 +77,8 @@ class PersonalNet(nn.Module):
 
 
 class SharedNet(nn.Module):
-    """``f_shared``: stage 3, stage 4, global average pool, linear; ``(n, 2w, 16, 16) -> (n, classes)``."""
+    """``f_shared``: stage 3, stage 4, global average pool, linear; ``(n, 2w, 16, 16) -> (n,
+    classes)``."""
 
     def __init__(self, width: int = 64, num_classes: int = 10):
         super().__init__()
@@ -87,7 +88,8 @@ class SharedNet(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         h = self.layer4(self.layer3(h))
-        return self.fc(h.mean(dim=(2, 3)))  # global average pool; vmap has a batching rule for mean (not for adaptive_avg_pool2d)
+        # global average pool; vmap has a batching rule for mean (not for adaptive_avg_pool2d)
+        return self.fc(h.mean(dim=(2, 3)))
 
 
 class FederatedResNet18(nn.Module):

@@ -83,9 +83,11 @@ def _quiet_transformers():
         root = exc
         while root.__cause__ is not None or root.__context__ is not None:
             root = root.__cause__ or root.__context__
-        hint = (" (a torchvision that does not match the installed torch: uninstall it or install the "
+        hint = (" (a torchvision that does not match the installed torch: uninstall it or "
+            "install the "
                 "matching build)" if "torchvision" in str(root) else "")
-        raise DataError(f"transformers cannot import its T5 model: {type(root).__name__}: {root}{hint}") from exc
+        raise DataError(f"transformers cannot import its T5 model: {type(root).__name__}: "
+            f"{root}{hint}") from exc
     return transformers
 
 
@@ -111,14 +113,17 @@ def _full_precision_layer_norms(model) -> None:
 
 
 def _portable_t5_init(model, generator: torch.Generator | None = None) -> None:
-    """Redraw every weight of a ``T5ForConditionalGeneration`` as ``transformers``' T5 initialisation does
-    (``initializer_factor`` 1), but in float64 and rounded (:func:`crosscurv.numeric.portable_random.portable_normal_`),
-    so that every CPU draws the same weights.
+    """Redraw every weight of a ``T5ForConditionalGeneration`` as ``transformers``' T5
+    initialisation
+    does (``initializer_factor`` 1), but in float64 and rounded
+    (:func:`crosscurv.numeric.portable_random.portable_normal_`), so that every CPU draws the same
+    weights.
 
-    Embedding ``N(0, 1)`` (tied with the LM head), attention ``q ~ N(0, 1/(d_model d_kv))``, ``k, v ~
-    N(0, 1/d_model)``, ``o ~ N(0, 1/(heads d_kv))``, relative attention bias ``N(0, 1/d_model)``, feed-forward
-    ``wi ~ N(0, 1/d_model)``, ``wo ~ N(0, 1/d_ff)``, layer norms 1.  Raises ``RuntimeError`` when a
-    parameter is left undrawn (a ``transformers`` version with other modules).
+    Embedding ``N(0, 1)`` (tied with the LM head), attention ``q ~ N(0, 1/(d_model d_kv))``, ``k, v
+    ~ N(0, 1/d_model)``, ``o ~ N(0, 1/(heads d_kv))``, relative attention bias ``N(0, 1/d_model)``,
+    feed-forward ``wi ~ N(0, 1/d_model)``, ``wo ~ N(0, 1/d_ff)``, layer norms 1.  Raises
+    ``RuntimeError`` when a parameter is left undrawn (a ``transformers`` version with other
+    modules).
     """
     from transformers.models.t5.modeling_t5 import T5Attention, T5DenseActDense, T5LayerNorm
 
@@ -150,7 +155,8 @@ def _portable_t5_init(model, generator: torch.Generator | None = None) -> None:
                     draw(module.relative_attention_bias.weight, cfg.d_model ** -0.5)
     left = [n for n, p in model.named_parameters() if id(p) not in done]
     if left:
-        raise RuntimeError(f"the portable T5 initialisation does not know {left[0]} ({len(left)} parameters)")
+        raise RuntimeError(f"the portable T5 initialisation does not know {left[0]} ({len(left)} "
+            "parameters)")
 
 
 def random_t5(size: T5Size):
@@ -208,14 +214,17 @@ def pretrained_t5(model_path):
         )
         tokenizer = transformers.AutoTokenizer.from_pretrained(target, local_files_only=True)
     except Exception as exc:  # one line for the CLI
-        where = "local folder" if p.exists() else "name (not a folder here; looked in the offline Hugging Face cache)"
+        where = ("local folder" if p.exists() else "name (not a folder here; looked in the "
+            "offline Hugging Face cache)")
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataError(f"cannot load a T5 model from {target} ({where}): {msg}") from None
     _full_precision_layer_norms(model)
-    return model.eval(), tokenizer, f"pretrained T5 weights from {target} ({model.config.num_layers} layers, d_model={model.config.d_model})"
+    return (model.eval(), tokenizer, f"pretrained T5 weights from {target} "
+        f"({model.config.num_layers} layers, " f"d_model={model.config.d_model})")
 
 
-def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator | None = None, dropout: float = 0.0):
+def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator | None = None,
+        dropout: float = 0.0):
     """Wrap ``model`` with LoRA on :data:`TARGET_MODULES` and initialise the factors.
 
     ``A`` (``r x d_in``) ~ ``N(0, 2 / d_in)`` from ``generator``, ``B``
@@ -227,7 +236,8 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator |
 
     from crosscurv.numeric.portable_random import portable_normal_
 
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=TARGET_MODULES)
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
+        target_modules=TARGET_MODULES)
     with warnings.catch_warnings():  # transformers deprecation chatter from inside peft
         warnings.simplefilter("ignore", FutureWarning)
         peft_model = get_peft_model(model, cfg)
@@ -261,11 +271,13 @@ def encode_examples(tokenizer, sentences, labels, *, seq_len: int, target_len: i
         ``"target_len"`` (the longest encoded target when not given).
     """
     texts = [PROMPT_PREFIX + s for s in sentences]
-    enc = tokenizer(texts, max_length=seq_len, truncation=True, padding="max_length", return_tensors="pt")
+    enc = tokenizer(texts, max_length=seq_len, truncation=True, padding="max_length",
+        return_tensors="pt")
     targets = [label_words[y] for y in labels]
     if target_len is None:
         target_len = max(len(tokenizer(w).input_ids) for w in label_words)
-    tgt = tokenizer(targets, max_length=target_len, truncation=True, padding="max_length", return_tensors="pt")
+    tgt = tokenizer(targets, max_length=target_len, truncation=True, padding="max_length",
+        return_tensors="pt")
     ids = tgt.input_ids
     start = torch.full((ids.shape[0], 1), int(_decoder_start(tokenizer)), dtype=ids.dtype)
     decoder_input_ids = torch.cat([start, ids[:, :-1]], dim=1)
@@ -285,7 +297,8 @@ def _decoder_start(tokenizer) -> int:
 
 
 def seq2seq_loss(model, params: dict, batch: dict) -> torch.Tensor:
-    """Mean target-token cross-entropy of ``model`` with ``params`` substituted (functional_call)."""
+    """Mean target-token cross-entropy of ``model`` with ``params`` substituted (functional_call).
+    """
     out = torch.func.functional_call(
         model,
         params,
@@ -299,4 +312,5 @@ def seq2seq_loss(model, params: dict, batch: dict) -> torch.Tensor:
         strict=False,
     )
     logits = out.logits
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1), ignore_index=-100)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1),
+        ignore_index=-100)

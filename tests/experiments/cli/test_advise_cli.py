@@ -1,4 +1,5 @@
-"""``crosscurv advise`` as a user runs it: --json schema on the smoke MLP, a user factory, resume, one-line errors."""
+"""``crosscurv advise`` as a user runs it: --json schema on the smoke MLP, a user factory, resume,
+one-line errors."""
 
 from __future__ import annotations
 
@@ -29,13 +30,15 @@ def make(seed=0, dtype=None):
         t = torch.cat([q["x"], q["y"], q["z"]])
         return 0.5 * t @ A @ t - b @ t + (t ** 4).sum() / 10
 
-    return Task(p, loss, {"bx": ["x"], "by": ["y"], "bz": ["z"]}, name="quartic3"), {"lr": 0.05, "iters": 6}
+    return Task(p, loss, {"bx": ["x"], "by": ["y"], "bz": ["z"]}, name="quartic3"), {"lr": 0.05, \
+"iters": 6}
 """
 
 
 def _cli(*args, cwd=None, timeout=300):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "crosscurv", "advise", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crosscurv", "advise", *args],
+        capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
 
 
@@ -47,10 +50,12 @@ def factory(tmp_path):
 
 
 def test_smoke_mlp_json_schema(tmp_path):
-    r = _cli("mlp", "--preset", "smoke", "--iters", "5", "--json", "--out", str(tmp_path / "run"), timeout=600)
+    r = _cli("mlp", "--preset", "smoke", "--iters", "5", "--json", "--out", str(tmp_path / "run"),
+        timeout=600)
     assert r.returncode == 0, r.stderr
     obj = json.loads(r.stdout)
-    assert isinstance(obj["recommendation"], str) and obj["recommendation"].startswith("at K = 5: use ")
+    assert isinstance(obj["recommendation"], str) and obj["recommendation"].startswith(
+        "at K = 5: use ")
     rows = obj["per_iteration"]
     assert [row["k"] for row in rows] == [1, 2, 3, 4, 5]
     # the MLP has 8 blocks: no full list of GS orders; the defaults are spelled with its block names
@@ -61,7 +66,8 @@ def test_smoke_mlp_json_schema(tmp_path):
         assert row["estimates"]["jc"] == 0.0 and row["errors"]["jc"] == 0.0
         assert row["best"] in cands and isinstance(row["certified"], bool)
         assert all(isinstance(v, float) and v >= 0 for v in row["errors"].values())
-    assert (tmp_path / "run" / "advice.csv").exists() and (tmp_path / "run" / "advice.json").exists()
+    assert (tmp_path / "run" / "advice.csv").exists() and (tmp_path / "run"
+        / "advice.json").exists()
 
 
 def test_user_factory_spelling_resume_and_validate(tmp_path, factory):
@@ -70,7 +76,8 @@ def test_user_factory_spelling_resume_and_validate(tmp_path, factory):
     assert r.returncode == 0, r.stderr
     first = json.loads(r.stdout)
     assert list(first["per_iteration"][0]["estimates"]) == ["jc", "gs:bz,by,bx", "chain", "2<-1"]
-    r = _cli(factory, "--patterns", "gs:bz,by,bx;chain;2<-1", "--json", "--out", out, "--resume", "--iters", "9",
+    r = _cli(factory, "--patterns", "gs:bz,by,bx;chain;2<-1", "--json", "--out", out, "--resume",
+        "--iters", "9",
              "--validate")
     assert r.returncode == 0, r.stderr
     ext = json.loads(r.stdout)
@@ -95,7 +102,8 @@ def test_bad_input_one_line_exit_2(tmp_path, factory, args, needle):
     r = _cli(factory, "--out", str(out), *args)
     assert r.returncode == 2, (r.returncode, r.stderr)
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("crosscurv: error: ") and needle in lines[0], r.stderr
+    assert len(lines) == 1 and lines[0].startswith("crosscurv: error: ") and needle in lines[
+        0], r.stderr
     assert not (out / "advice.csv").exists()
 
 
@@ -105,34 +113,42 @@ def test_resume_refusals(tmp_path, factory):
     assert r.returncode == 2 and "nothing to resume" in r.stderr
     assert _cli(factory, "--out", out).returncode == 0
     r = _cli(factory, "--out", out)
-    assert r.returncode == 2 and "already holds" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "already holds" in r.stderr and len(
+        r.stderr.strip().splitlines()) == 1
     r = _cli(factory, "--out", out, "--resume", "--lr", "0.07")
     assert r.returncode == 2 and "setting lr differs" in r.stderr
 
 
 def test_optimizer_and_block_lr_match_crosscurv_run(tmp_path, factory):
-    """``--optimizer`` / ``--block-lr`` mean what they mean for ``crosscurv run``: advise's prediction for a pattern is
-    the run's optimizer-aware jc_only column, and the settings record the optimizer."""
+    """``--optimizer`` / ``--block-lr`` mean what they mean for ``crosscurv run``: advise's
+    prediction
+    for a pattern is the run's optimizer-aware jc_only column, and the settings record the
+    optimizer."""
     flags = ["--optimizer", "momentum:0.9", "--block-lr", "by=2", "--iters", "5"]
     r = _cli(factory, "--patterns", "gs;chain", "--json", "--out", str(tmp_path / "adv"), *flags)
     assert r.returncode == 0, r.stderr
     obj = json.loads(r.stdout)
-    assert obj["settings"]["optimizer"]["spec"] == "momentum:0.9" and obj["settings"]["block_lr"] == {"by": 2.0}
+    assert obj["settings"]["optimizer"]["spec"] == "momentum:0.9" and obj["settings"][
+        "block_lr"] == {"by": 2.0}
     assert "momentum:0.9" in obj["recommendation"]
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([sys.executable, "-m", "crosscurv", "run", factory, "--pattern", "gs", "--out",
-                          str(tmp_path / "run"), *flags], capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run([sys.executable, "-m", "crosscurv", "run", factory, "--pattern", "gs",
+        "--out",
+                          str(tmp_path / "run"), *flags], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert run.returncode == 0, run.stderr
     from crosscurv.numeric.records import read_records
 
     recs = read_records(str(tmp_path / "run" / "records.csv"))
     assert [row["estimates"]["gs"] for row in obj["per_iteration"]] == pytest.approx(
         [rec["jc_only"] for rec in recs], rel=1e-12, abs=1e-16)
-    assert all(row["errors"]["gs"] is None and row["certified"] is False for row in obj["per_iteration"])
+    assert all(row["errors"]["gs"] is None and row["certified"] is False for row in obj[
+        "per_iteration"])
 
 
 def test_validation_study_resumes_from_its_cache(tmp_path):
-    """The study writes the report after each configuration and reads finished ones back instead of rerunning."""
+    """The study writes the report after each configuration and reads finished ones back instead of
+    rerunning."""
     from crosscurv.experiments.cli.commands.advise import study
 
     out = str(tmp_path / "study")

@@ -1,7 +1,8 @@
-"""``crosscurv run``: user factories, flags overriding settings, --json, --resume, and every bad input.
+"""``crosscurv run``: user factories, flags overriding settings, --json, --resume, and every bad
+input.
 
-Bad input must give exactly one stderr line ``crosscurv: error: ...``, exit
-code 2, no traceback and no output written or overwritten.
+Bad input must give exactly one stderr line ``crosscurv: error: ...``, exit code 2, no traceback and
+no output written or overwritten.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def wrong_chain():
     from crosscurv.numeric import Chain
     t, settings = make()
     stages = [lambda q, h: q["x"], lambda q, h: torch.cat([h, q["y"]])]
-    return Task(t.params, t.loss, t.blocks, chain=Chain(stages, torch.zeros(0), lambda t: t.sum())), settings
+    return Task(t.params, t.loss, t.blocks, chain=Chain(stages, torch.zeros(0), lambda t: \
+t.sum())), settings
 
 not_callable = 3
 """
@@ -89,12 +91,14 @@ def _one_error_line(err: str) -> str:
 
 def test_user_factory_runs_and_json_summary_holds_effective_settings(capsys, tmp_path, fac):
     out = str(tmp_path / "run")
-    rc, stdout, err = _run(capsys, f"{fac}:make", "--out", out, "--json", "--iters", "3", "--seed", "1")
+    rc, stdout, err = _run(capsys, f"{fac}:make", "--out", out, "--json", "--iters", "3", "--seed",
+        "1")
     assert rc == 0, err
     s = json.loads(stdout)
     assert s["status"] == "complete" and s["records"] == 3
     st = s["settings"]
-    assert st["lr"] == 0.1 and st["iters"] == 3 and st["seed"] == 1  # --iters overrides the factory's 4
+    # --iters overrides the factory's 4
+    assert st["lr"] == 0.1 and st["iters"] == 3 and st["seed"] == 1
     assert st["pattern"]["name"] == "gs" and st["dtype"] == "float64" and st["device"] == "cpu"
     assert set(s["metrics"]) == {"recursive", "cumulative", "jc_only"}
     assert "not certified" in s["constants"]["note"]
@@ -106,15 +110,19 @@ def test_user_factory_runs_and_json_summary_holds_effective_settings(capsys, tmp
 
 def test_module_factory_flags_and_plain_output(capsys, tmp_path, fac, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rc, stdout, err = _run(capsys, "user_tasks:bare", "--lr", "0.05", "--iters", "2", "--pattern", "jc",
-                           "--hvp", "reverse", "--dtype", "float64", "--device", "cpu", "--offload", "on")
+    rc, stdout, err = _run(capsys, "user_tasks:bare", "--lr", "0.05", "--iters", "2", "--pattern",
+        "jc",
+                           "--hvp", "reverse", "--dtype", "float64", "--device", "cpu",
+                           "--offload", "on")
     assert rc == 0, err
     assert stdout.startswith("complete: 2 iterations of user_tasks:bare (pattern jc")
     s = read_summary(os.path.join("runs", "quad-jc", "summary.json"))
-    assert s["settings"]["lr"] == 0.05 and s["hvp"]["used"] == "reverse" and s["settings"]["offload"] is True
+    assert s["settings"]["lr"] == 0.05 and s["hvp"]["used"] == "reverse" and s["settings"][
+        "offload"] is True
     assert sorted(os.listdir(os.path.join("runs", "quad-jc"))) == [
         "checkpoint.pt", "figure.png", "records.csv", "summary.json"]
-    assert all(r["gap"] == 0.0 for r in read_records(os.path.join("runs", "quad-jc", "records.csv")))
+    assert all(r["gap"] == 0.0 for r in read_records(os.path.join("runs", "quad-jc",
+        "records.csv")))
 
 
 def test_resume_continues_and_refuses_changed_settings(capsys, tmp_path, fac):

@@ -1,8 +1,9 @@
-"""Exit codes: an internal error (a bug in crosscurv) exits 70 with one stderr line in every command.
+"""Exit codes: an internal error (a bug in crosscurv) exits 70 with one stderr line in every
+command.
 
-1 means "the check failed / the verdict is negative" for validate-step, validate-records, report --check,
-derive and scaling, so a crash must never exit 1: a CI script has to tell a bug in the suite from a bug
-in the code it checks.
+1 means "the check failed / the verdict is negative" for validate-step, validate-records, report
+--check, derive and scaling, so a crash must never exit 1: a CI script has to tell a bug in the
+suite from a bug in the code it checks.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _one_internal_error_line(err: str):
     assert "second line" not in lines[0]
 
 
-#: the smallest valid argv of every command (parsing must succeed so that the command's run is reached)
+# : the smallest valid argv of every command (parsing must succeed so that the command's run is
+# reached)
 ARGV = {
     "derive": ["derive"],
     "run": ["run", "mlp"],
@@ -97,15 +99,18 @@ def test_help_documents_the_exit_codes(capsys):
 
 
 def test_a_real_process_exits_70(tmp_path):
-    """The interpreter's exit status, not main's return value: a crash inside validate-step's run."""
+    """The interpreter's exit status, not main's return value: a crash inside validate-step's run.
+    """
     code = ("import sys, crosscurv.experiments.cli.commands.validate_step as m\n"
             "def boom(args):\n    raise KeyError('deliberate')\n"
             "m.run = boom\n"
             "from crosscurv.experiments.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", code, "validate-step", "examples/lora_steps.py:alternating"],
+    proc = subprocess.run([sys.executable, "-c", code, "validate-step",
+        "examples/lora_steps.py:alternating"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 70, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("crosscurv: internal error: KeyError: 'deliberate'"), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        "crosscurv: internal error: KeyError: 'deliberate'"), proc.stderr

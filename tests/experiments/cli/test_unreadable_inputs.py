@@ -1,14 +1,13 @@
-"""Every file the command line reads answers an undecodable, empty or truncated file with one line, exit 2.
+"""Every file the command line reads answers an undecodable, empty or truncated file with one line,
+exit 2.
 
-The files: a user's records CSV (``validate-records THEIRS.csv``), a run's
-``records.csv`` and ``summary.json`` (``table RUN_DIR``, ``validate-records
---reference RUN_DIR``, which is also how golden cases are read back), and a
-task file (``run path.py:factory``).  Each kind is given binary garbage,
-text in another encoding (UTF-16, Latin-1), an empty file and a truncated
-one.  Every kind runs through :func:`crosscurv.experiments.cli.main` (the command's
-entry point, stderr and exit code as a user sees them); the binary case of
-each file also runs the ``crosscurv`` command in a subprocess, so a crash of
-the interpreter would fail too.
+The files: a user's records CSV (``validate-records THEIRS.csv``), a run's ``records.csv`` and
+``summary.json`` (``table RUN_DIR``, ``validate-records --reference RUN_DIR``, which is also how
+golden cases are read back), and a task file (``run path.py:factory``).  Each kind is given binary
+garbage, text in another encoding (UTF-16, Latin-1), an empty file and a truncated one.  Every kind
+runs through :func:`crosscurv.experiments.cli.main` (the command's entry point, stderr and exit code
+as a user sees them); the binary case of each file also runs the ``crosscurv`` command in a
+subprocess, so a crash of the interpreter would fail too.
 """
 
 from __future__ import annotations
@@ -26,13 +25,16 @@ RUN = os.path.join(ROOT, "reports", "runs", "mlp")
 #: name -> bytes of a file no crosscurv reader can make sense of
 BAD = {
     "binary": bytes(range(256)) * 3,
-    "utf16": "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,2,3,4,5,6,7,8\n".encode("utf-16"),
-    "latin1": "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,2,3,4,5,6,7,8\n# d\xe9j\xe0\n".encode("latin-1"),
+    "utf16": "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,2,3,4,5,6,7,8\n".encode(
+    "utf-16"),
+    "latin1": "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,2,3,4,5,6,7,8\n# "
+    "d\xe9j\xe0\n".encode("latin-1"),
     "empty": b"",
     "truncated": b"k,loss_jc,loss_s,gap,recur",
 }
 #: a truncated JSON document (the summary of a killed writer without atomic replace)
-BAD_JSON = {**{k: v for k, v in BAD.items() if k != "truncated"}, "truncated": b'{"settings": {"dtype": "flo', "array": b"[1, 2]"}
+BAD_JSON = {**{k: v for k, v in BAD.items() if k != "truncated"},
+    "truncated": b'{"settings": {"dtype": "flo', "array": b"[1, 2]"}
 
 
 class _Result:
@@ -54,9 +56,11 @@ def _crosscurv(*argv, subprocess_too=False):
     if subprocess_too:
         env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True,
+            text=True,
                               timeout=120, cwd=ROOT, env=env)
-        assert (proc.returncode, proc.stderr) == (res.returncode, res.stderr), (proc.stderr, res.stderr)
+        assert (proc.returncode, proc.stderr) == (res.returncode, res.stderr), (proc.stderr,
+            res.stderr)
     return res
 
 
@@ -111,10 +115,12 @@ def test_golden_case_read_back(tmp_path):
     theirs = str(ref / "records.csv")
     assert _crosscurv("validate-records", theirs, "--reference", str(ref)).returncode == 0
     (ref / "summary.json").write_bytes(BAD["binary"])
-    _assert_one_line_error(_crosscurv("validate-records", theirs, "--reference", str(ref), subprocess_too=True),
+    _assert_one_line_error(_crosscurv("validate-records", theirs, "--reference", str(ref),
+        subprocess_too=True),
                            "summary.json")
     (ref / "records.csv").write_bytes(BAD["utf16"])
-    _assert_one_line_error(_crosscurv("validate-records", theirs, "--reference", str(ref)), "records.csv")
+    _assert_one_line_error(_crosscurv("validate-records", theirs, "--reference", str(ref)),
+        "records.csv")
 
 
 @pytest.mark.parametrize("kind", ["binary", "latin1", "empty", "truncated"])
@@ -124,4 +130,5 @@ def test_task_file(tmp_path, kind):
     f = tmp_path / "mytask.py"
     f.write_bytes(data)
     _assert_one_line_error(_crosscurv("run", f"{f}:factory", "--lr", "0.1", "--iters", "1",
-                                      "--out", str(tmp_path / "out"), subprocess_too=kind == "binary"), "mytask.py")
+                                      "--out", str(tmp_path / "out"), subprocess_too=kind
+                                      == "binary"), "mytask.py")

@@ -33,15 +33,18 @@ def _one_line_error(err: str, *words):
 def test_validate_step_correct_and_mislabelled(capsys):
     code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:alternating", *FAST)
     assert code == 0 and "verdict: matches gs:B,A (the declared pattern)" in out
-    code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating", *FAST)
+    code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating",
+        *FAST)
     assert code == 1 and "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out
     # --pattern overrides the factory's declaration
-    code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating", "--pattern", "jc", *FAST)
+    code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating",
+        "--pattern", "jc", *FAST)
     assert code == 0
 
 
 def test_validate_step_json_gs_like_backprop(capsys):
-    code, out, _ = _run(capsys, "validate-step", f"{EX}/mlp_backprop.py:inplace_backprop", "--json", *FAST)
+    code, out, _ = _run(capsys, "validate-step", f"{EX}/mlp_backprop.py:inplace_backprop",
+        "--json", *FAST)
     assert code == 1
     rep = json.loads(out)
     assert rep["matches"] == [] and rep["diagnosis"] == "not-a-scheme"
@@ -63,7 +66,8 @@ from crosscurv.numeric import Task
 
 def _task(dtype=torch.float64):
     p = {"a": torch.tensor([1.0, -0.5], dtype=dtype), "b": torch.tensor([0.3], dtype=dtype)}
-    return Task(p, lambda q: (q["a"] ** 2).sum() * (1 + q["b"] ** 2).sum(), {"A": ["a"], "B": ["b"]})
+    return Task(p, lambda q: (q["a"] ** 2).sum() * (1 + q["b"] ** 2).sum(), {"A": ["a"], "B": \
+["b"]})
 
 def _gd(params, lr):
     q = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
@@ -176,7 +180,8 @@ def gold(tmp_path_factory):
 
 
 def _estimator():
-    spec = importlib.util.spec_from_file_location("crosscurv_example_numpy_est", os.path.join(EX, "numpy_estimator.py"))
+    spec = importlib.util.spec_from_file_location("crosscurv_example_numpy_est", os.path.join(EX,
+        "numpy_estimator.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -187,24 +192,29 @@ def test_validate_records_numpy_estimator_passes(capsys, gold, tmp_path):
     for label in ("jc", "gs", "partial"):
         mine = tmp_path / f"{label}.csv"
         est.write_csv(est.run(gold, label), str(mine))
-        code, out, _ = _run(capsys, "validate-records", str(mine), "--reference", os.path.join(gold, label))
+        code, out, _ = _run(capsys, "validate-records", str(mine), "--reference", os.path.join(
+            gold, label))
         assert code == 0 and "OK: all 7 columns agree at all 15 common iterations" in out, out
 
 
 @pytest.mark.parametrize(
     "bug, first, diagnosis",
     [
-        ("k_from_zero", "k=1, column loss_jc", "every disagreeing column is shifted by one iteration: their row k holds the reference's k+1"),
-        ("lagged_cumulative", "k=1, column cumulative", "column cumulative is shifted by one iteration: their row k holds the reference's k-1"),
+        ("k_from_zero", "k=1, column loss_jc", "every disagreeing column is shifted by one "
+        "iteration: their row k holds the reference's k+1"),
+        ("lagged_cumulative", "k=1, column cumulative", "column cumulative is shifted by one "
+        "iteration: their row k holds the " "reference's k-1"),
         ("sign_gap", "k=1, column gap", "column gap has the opposite sign"),
-        ("swapped", "k=1, column recursive", "column recursive equals the reference column cumulative"),
+        ("swapped", "k=1, column recursive",
+        "column recursive equals the reference column cumulative"),
     ],
 )
 def test_validate_records_catches_bugs(capsys, gold, tmp_path, bug, first, diagnosis):
     est = _estimator()
     mine = tmp_path / "mine.csv"
     est.write_csv(est.run(gold, "gs", bug), str(mine))
-    code, out, _ = _run(capsys, "validate-records", str(mine), "--reference", os.path.join(gold, "gs"))
+    code, out, _ = _run(capsys, "validate-records", str(mine), "--reference", os.path.join(gold,
+        "gs"))
     assert code == 1
     assert f"DISAGREE: first disagreement at {first}" in out
     assert "diagnosis: " + diagnosis in out
@@ -217,14 +227,18 @@ def test_validate_records_json_and_tolerance_flags(capsys, gold, tmp_path):
     lines[3] = ",".join(cells)
     f = tmp_path / "near.csv"
     f.write_text("\n".join(lines) + "\n")
-    code, out, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"), "--json")
+    code, out, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold,
+        "gs"), "--json")
     rep = json.loads(out)
-    assert code == 1 and rep["first_disagreement"]["k"] == 3 and rep["first_disagreement"]["column"] == "cumulative"
+    assert code == 1 and rep["first_disagreement"]["k"] == 3 and rep["first_disagreement"][
+        "column"] == "cumulative"
     assert rep["dtype"] == "float64"
     assert rep["tolerances"]["cumulative"]["rtol"] == TOLERANCES["float64"]["cumulative"][0]
-    code, _, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"), "--rtol", "1e-6")
+    code, _, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"),
+        "--rtol", "1e-6")
     assert code == 0
-    code, _, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"), "--columns", "gap,loss_s")
+    code, _, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"),
+        "--columns", "gap,loss_s")
     assert code == 0
 
 
@@ -253,11 +267,13 @@ def test_validate_records_on_the_fly_reference(capsys, gold, tmp_path):
                    "def quadratic():\n    return case_task(build_case('quadratic'))\n")
     mine = os.path.join(gold, "gs", "records.csv")
     save = tmp_path / "saved"
-    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic", "--pattern", "gs",
+    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic",
+        "--pattern", "gs",
                         "--lr", "0.1", "--save-reference", str(save))
     assert code == 0 and "computed now" in out and "15 common iterations" in out
     assert os.path.exists(save / "records.csv")
-    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic", "--pattern", "2<-1",
+    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic",
+        "--pattern", "2<-1",
                         "--lr", "0.1", "--iters", "4")
     assert code == 1 and "note: iterations only in theirs (not compared): k=5..15" in out
 
@@ -267,20 +283,27 @@ def test_validate_records_bad_input(capsys, gold, tmp_path):
     missing_col = tmp_path / "m.csv"
     missing_col.write_text("k,loss_jc,loss_s,gap\n1,1,1,0\n")
     text = tmp_path / "t.csv"
-    text.write_text("k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,1,1,zero,0,0,0,0\n")
+    text.write_text(
+        "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,1,1,zero,0,0,0,0\n")
     empty_ref = tmp_path / "emptyref"
     empty_ref.mkdir()
     for argv, words in [
         ([str(tmp_path / "none.csv"), "--reference", os.path.join(gold, "gs")], ["does not exist"]),
-        ([str(missing_col), "--reference", os.path.join(gold, "gs")], ["missing column(s) recursive, cumulative (header"]),
-        ([str(text), "--reference", os.path.join(gold, "gs")], ["line 2, column gap: not a number ('zero')"]),
-        ([good, "--reference", str(tmp_path / "noref")], ["reference run directory", "does not exist"]),
+        ([str(missing_col), "--reference", os.path.join(gold, "gs")], [
+        "missing column(s) recursive, cumulative (header"]),
+        ([str(text), "--reference", os.path.join(gold, "gs")], [
+        "line 2, column gap: not a number ('zero')"]),
+        ([good, "--reference", str(tmp_path / "noref")], ["reference run directory",
+        "does not exist"]),
         ([good, "--reference", str(empty_ref)], ["has no records.csv"]),
         ([good], ["exactly one of --reference RUN_DIR or --task"]),
         ([good, "--reference", os.path.join(gold, "gs"), "--task", "x:y"], ["exactly one of"]),
-        ([good, "--reference", os.path.join(gold, "gs"), "--lr", "0.1"], ["--lr only applies to an on-the-fly reference"]),
-        ([good, "--reference", os.path.join(gold, "gs"), "--columns", "gap,foo"], ["unknown column(s) foo"]),
-        ([good, "--reference", os.path.join(gold, "gs"), "--rtol", "-1"], ["--rtol must be a finite number >= 0"]),
+        ([good, "--reference", os.path.join(gold, "gs"), "--lr", "0.1"], [
+        "--lr only applies to an on-the-fly reference"]),
+        ([good, "--reference", os.path.join(gold, "gs"), "--columns", "gap,foo"], [
+        "unknown column(s) foo"]),
+        ([good, "--reference", os.path.join(gold, "gs"), "--rtol", "-1"], [
+        "--rtol must be a finite number >= 0"]),
         ([good, "--task", f"{tmp_path}/nofile.py:f", "--lr", "0.1"], ["does not exist"]),
     ]:
         code, out, err = _run(capsys, "validate-records", *argv)
@@ -289,7 +312,8 @@ def test_validate_records_bad_input(capsys, gold, tmp_path):
 
 
 def test_validate_records_refuses_records_of_an_older_crosscurv(gold, tmp_path):
-    """A reference run folder whose records.csv has the ten columns of an older crosscurv: one line, exit 2."""
+    """A reference run folder whose records.csv has the ten columns of an older crosscurv: one line,
+    exit 2."""
     import shutil
     import subprocess
     import sys
@@ -298,8 +322,10 @@ def test_validate_records_refuses_records_of_an_older_crosscurv(gold, tmp_path):
     shutil.copytree(os.path.join(gold, "gs"), old)
     rows = (old / "records.csv").read_text().splitlines()
     (old / "records.csv").write_text("\n".join(",".join(r.split(",")[:10]) for r in rows) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-records", os.path.join(gold, "gs", "records.csv"),
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-records", os.path.join(
+        gold, "gs", "records.csv"),
                            "--reference", str(old)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    _one_line_error(proc.stderr, "records of an older crosscurv (10 columns, not the 19 of this version)",
+    _one_line_error(proc.stderr, "records of an older crosscurv (10 columns, not the 19 of this "
+        "version)",
                     "recompute the run with this crosscurv")

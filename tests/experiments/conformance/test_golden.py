@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from crosscurv.experiments.cli import main
-from crosscurv.experiments.conformance.golden import CASES, GoldenError, build_case, load_case, write_golden
+from crosscurv.experiments.conformance.golden import (CASES, GoldenError, build_case, load_case,
+    write_golden)
 from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
 
 from .numpy_protocol import NumpyProblem, pattern as _pattern
@@ -60,7 +61,8 @@ def test_numpy_reproduces_records(golden, name):
         comp = compare_records(mine, ref, tolerances=reference_tolerances(ref, case["dtype"]))
         assert comp.ok, f"{name}/{label}: {comp.summary()}\n{comp.text()}"
         if label == "jc":
-            assert all(v == 0.0 for c in ("gap", "recursive", "cumulative", "jc_only") for v in ref[c])
+            assert all(v == 0.0 for c in ("gap", "recursive", "cumulative", "jc_only") for v in ref[
+                c])
         else:
             assert any(abs(v) > 1e-4 for v in ref["gap"])  # the case is not trivial
 
@@ -103,7 +105,8 @@ def test_numpy_reproduces_one_step(golden, name):
             cubic += prob.third(x, Ei, Pi, Pi)
         c3 = -(g @ prob.masked(H, pairs, Mg) + g @ H @ Mg) - 0.5 * cubic
         assert e["c3"] == pytest.approx(c3, rel=1e-10, abs=1e-12)
-        assert e["eta3_estimate"] == pytest.approx(lr**2 * e["C_S"] + lr**3 * c3, rel=1e-10, abs=1e-13)
+        assert e["eta3_estimate"] == pytest.approx(lr**2 * e["C_S"] + lr**3 * c3, rel=1e-10,
+            abs=1e-13)
         if label != "jc":  # the eta^3 estimate is closer to the measured one-step gap than eta^2
             assert abs(e["eta3_estimate"] - e["gap_1"]) < abs(e["eta2_estimate"] - e["gap_1"])
 
@@ -126,7 +129,8 @@ def test_files_and_self_description(golden):
         assert len(case["patterns"]["gs"]["pairs"]) == nb * (nb - 1) // 2
         assert 0 < len(case["patterns"]["partial"]["pairs"]) < nb * (nb - 1) // 2
         # no torch file in the folder
-        assert not any(f.endswith(".pt") for _, _, fs in os.walk(os.path.join(golden, entry["name"])) for f in fs)
+        assert not any(f.endswith(".pt") for _, _, fs in os.walk(os.path.join(golden, entry[
+            "name"])) for f in fs)
     readme = open(os.path.join(golden, "README.md")).read()
     for word in ("case.json", "one_step.json", "records.csv", "pairs", "bound_bk", "Tolerances"):
         assert word in readme
@@ -150,7 +154,8 @@ def test_regeneration_is_identical(golden, tmp_path):
     for root, _, files in os.walk(tmp_path / "quadratic"):
         for f in files:
             rel = os.path.relpath(os.path.join(root, f), tmp_path)
-            assert open(os.path.join(root, f), "rb").read() == open(os.path.join(golden, rel), "rb").read(), rel
+            assert open(os.path.join(root, f), "rb").read() == open(os.path.join(golden, rel),
+                "rb").read(), rel
 
 
 def test_golden_cli_and_errors(tmp_path, capsys):
@@ -186,12 +191,14 @@ def _assert_same_inputs(shipped, mine, where):
         scale = max(flat, default=0.0)
         for i, (a, b) in enumerate(zip(shipped, mine)):
             if isinstance(a, float) and isinstance(b, float):
-                assert abs(a - b) <= 8 * np.finfo(np.float64).eps * max(scale, abs(a)), (where, i, a, b)
+                assert abs(a - b) <= 8 * np.finfo(np.float64).eps * max(scale, abs(a)), (where, i,
+                    a, b)
             else:
                 _assert_same_inputs(a, b, f"{where}[{i}]")
     elif isinstance(shipped, float):
         assert isinstance(mine, float), where
-        assert abs(shipped - mine) <= 8 * np.finfo(np.float64).eps * abs(shipped), (where, shipped, mine)
+        assert abs(shipped - mine) <= 8 * np.finfo(np.float64).eps * abs(shipped), (where, shipped,
+            mine)
     else:
         assert shipped == mine, where
 

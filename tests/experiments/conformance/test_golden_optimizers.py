@@ -1,4 +1,6 @@
-"""Golden cases with an optimizer: an independent NumPy implementation of the golden README's optimizer section.
+"""Golden cases with an optimizer: an independent NumPy implementation of the golden README's
+optimizer
+section.
 
 Reads only ``case.json`` of ``quartic_momentum`` and ``quadratic_block_lr`` and reproduces
 ``one_step.json`` and every ``records.csv`` (heavy ball and per-block step sizes: the steps, the
@@ -18,7 +20,8 @@ import pytest
 from crosscurv.experiments.cli import main
 from crosscurv.experiments.conformance.golden import write_golden
 from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
-from tests.experiments.conformance.test_golden import LABELS, NumpyProblem, _arr, _pattern, _read_csv
+from tests.experiments.conformance.test_golden import (LABELS, NumpyProblem, _arr, _pattern,
+    _read_csv)
 
 #: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
 pytestmark = pytest.mark.portable
@@ -34,7 +37,8 @@ def golden(tmp_path_factory):
 
 
 class NumpyOptimizer:
-    """Heavy ball (``beta``; ``0`` for plain steps) with per-coordinate factors ``f`` on a :class:`NumpyProblem`."""
+    """Heavy ball (``beta``; ``0`` for plain steps) with per-coordinate factors ``f`` on a
+    :class:`NumpyProblem`."""
 
     def __init__(self, prob: NumpyProblem, case: dict):
         self.p = prob
@@ -47,7 +51,9 @@ class NumpyOptimizer:
         self.f_max = float(self.f.max())
 
     def step(self, x, m, pairs, order, lr):
-        """One scheme step with buffers ``m``: fresh gradient per block, ``m' = beta m + g``, ``x - lr f m'``."""
+        """One scheme step with buffers ``m``: fresh gradient per block, ``m' = beta m + g``, ``x -
+        lr
+        f m'``."""
         new, newm = x.copy(), m.copy()
         for i in order:
             state = x.copy()
@@ -79,9 +85,11 @@ class NumpyOptimizer:
             pv = Hj @ pv / np.linalg.norm(Hj @ pv)
             d, dm = xs - xj, ms - mj
             if k >= 1:
-                rows.append({"k": k, "loss_jc": p.loss(xj), "loss_s": p.loss(xs), "gap": p.loss(xs) - p.loss(xj),
+                rows.append({"k": k, "loss_jc": p.loss(xj), "loss_s": p.loss(xs), "gap": p.loss(xs)
+                    - p.loss(xj),
                              "recursive": gj @ w + q, "cumulative": gj @ z + 0.5 * z @ Hj @ z,
-                             "jc_only": gj @ y + 0.5 * y @ Hj @ y, "bound_bk": self.bound(norms, lr, G, L)})
+                             "jc_only": gj @ y + 0.5 * y @ Hj @ y, "bound_bk": self.bound(norms,
+                             lr, G, L)})
             if k == K:
                 break
             fs = p.masked(p.hess(xs), pairs, f * (self.beta * ms + gs))
@@ -150,7 +158,8 @@ def test_numpy_reproduces_optimizer_one_step(golden, name):
     for label in LABELS:
         pairs, order = _pattern(case, label)
         e = exp["patterns"][label]
-        assert e["C_S"] == pytest.approx(sum(fb[i] * fb[j] * c[i, j] for i, j in pairs), rel=1e-11, abs=1e-13)
+        assert e["C_S"] == pytest.approx(sum(fb[i] * fb[j] * c[i, j] for i, j in pairs), rel=1e-11,
+            abs=1e-13)
         assert e["eta2_estimate"] == pytest.approx(lr**2 * e["C_S"], rel=1e-14)
         xs, _ = opt.step(x, np.zeros_like(x), pairs, order, lr)
         got = np.concatenate([_arr(e["theta_s_1"][k]).ravel() for k in prob.names])
@@ -162,9 +171,11 @@ def test_validate_records_checks_the_optimizer_cases(golden, capsys):
     for name in CASES:
         for label in ("gs", "partial"):
             ref = os.path.join(golden, name, label)
-            assert main(["validate-records", os.path.join(ref, "records.csv"), "--reference", ref]) == 0
+            assert main(["validate-records", os.path.join(ref, "records.csv"), "--reference",
+                ref]) == 0
     capsys.readouterr()
     # the plain protocol's records of the same problem are not those of the optimizer case
     plain = os.path.join(golden, "quartic", "gs", "records.csv")
-    assert main(["validate-records", plain, "--reference", os.path.join(golden, "quartic_momentum", "gs")]) == 1
+    assert main(["validate-records", plain, "--reference", os.path.join(golden, "quartic_momentum",
+        "gs")]) == 1
     assert "disagree" in capsys.readouterr().out.lower()

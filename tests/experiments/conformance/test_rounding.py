@@ -1,4 +1,6 @@
-"""``python -m crosscurv.experiments.conformance.rounding``: the measurement the comparison tolerances rest on."""
+"""``python -m crosscurv.experiments.conformance.rounding``: the measurement the comparison
+tolerances
+rest on."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ def test_spread_of_a_known_perturbation():
     var["gap_err"] = [0.0, 0.0, 0.0]
     s = column_spread(ref, var)["recursive"]
     assert math.isclose(s["rel"], 1e-6)  # the values within a tenth of the largest: 2 and -1
-    assert math.isclose(s["beyond"], (3e-9 - 1e-6 * 1e-6) / 2.0)  # the value near zero, in units of the loss scale
+    # the value near zero, in units of the loss scale
+    assert math.isclose(s["beyond"], (3e-9 - 1e-6 * 1e-6) / 2.0)
     var["gap_err"] = [0.0, 0.0, 3e-9]  # the gap is only known to within gap_err
     assert column_spread(ref, var)["gap"]["beyond"] == 0.0
     var["loss_jc"][1] = math.nan
@@ -28,12 +31,15 @@ def test_spread_of_a_known_perturbation():
 
 @pytest.mark.portable
 def test_a_fresh_measurement_is_within_the_stated_rounding(capsys):
-    """The golden quadratic, remeasured (threads, engine, the NumPy example): within MEASURED_ROUNDING."""
+    """The golden quadratic, remeasured (threads, engine, the NumPy example): within
+    MEASURED_ROUNDING.
+    """
     res = measure(tasks=(), golden=["quadratic"])
     variants = {r["variant"] for r in res}
     assert variants == {"threads", "engine", "numpy", "subtraction"}
     got = measured_rounding(res)["float64"]
-    for c in COLUMNS:  # a part measured as exactly 0 on one CPU is rounding on another: stated at least eps
+    # a part measured as exactly 0 on one CPU is rounding on another: stated at least eps
+    for c in COLUMNS:
         rel, beyond = stated_rounding("float64", c)
         assert got[c][0] <= rel and got[c][1] <= beyond, (c, got[c], (rel, beyond))
     assert got["loss_jc"][0] > 0  # the NumPy implementation does round differently
@@ -68,13 +74,16 @@ def test_the_emulation_table_states_the_largest_over_emulations_and_whether_the_
 
     stated = MEASURED_ROUNDING["float32"]["loss_jc"][0]
     by = {"this CPU": [result("float32", "threads", stated / 4)],
-          "no AVX2": [result("float32", "engine", stated / 2), result("float32", "subtraction", 100 * stated)]}
+          "no AVX2": [result("float32", "engine", stated / 2), result("float32", "subtraction", 100
+          * stated)]}
     text = emulation_table(by)
     row = next(x for x in text.splitlines() if x.startswith("| `loss_jc` |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:3] == [f"{stated / 4:.1e} / 0", f"{stated / 2:.1e} / 0"]  # subtraction is not rounding
+    # subtraction is not rounding
+    assert cells[1:3] == [f"{stated / 4:.1e} / 0", f"{stated / 2:.1e} / 0"]
     assert cells[3] == f"{stated / 2:.1e} / 0" and cells[-1] == "yes"
-    assert cells[4] == f"{stated:.1e} / {EPS['float32']:.1e}"  # stated with the dtype's eps as its floor
+    # stated with the dtype's eps as its floor
+    assert cells[4] == f"{stated:.1e} / {EPS['float32']:.1e}"
     by["no AVX2"].append(result("float32", "float64", 3 * stated))
     row = next(x for x in emulation_table(by).splitlines() if x.startswith("| `loss_jc` |"))
     assert row.rstrip(" |").endswith("**no**")
@@ -84,19 +93,24 @@ def test_a_stated_rounding_covers_by_its_parts_or_by_its_absolute_part():
     from crosscurv.experiments.conformance.rounding import covers
 
     assert covers((1e-6, 1e-9), (1e-6, 1e-9), 1.0)
-    assert not covers((1e-6, 1e-9), (2e-6, 0.0), 2e-6)  # a larger relative part, differences above the absolute one
-    assert covers((0.0, 1e-7), (1e-2, 0.0), 8e-8)  # a large ratio to a value near zero, every difference below 1e-7
+    # a larger relative part, differences above the absolute one
+    assert not covers((1e-6, 1e-9), (2e-6, 0.0), 2e-6)
+    # a large ratio to a value near zero, every difference below 1e-7
+    assert covers((0.0, 1e-7), (1e-2, 0.0), 8e-8)
     assert not covers((0.0, 1e-7), (1e-2, 0.0), 2e-7)
 
 
 def test_gap_err_is_not_measured_against_a_float64_run():
-    """A float64 run's gap_err is another quantity (its rounding part uses float64's eps), not rounding."""
+    """A float64 run's gap_err is another quantity (its rounding part uses float64's eps), not
+    rounding."""
     def result(variant, rel):
         spread = {c: {"rel": 0.0, "beyond": 0.0, "abs": 0.0} for c in COLUMNS}
         spread["gap_err"] = {"rel": rel, "beyond": 0.0, "abs": rel}
         spread["recursive"] = {"rel": rel, "beyond": 0.0, "abs": rel}
-        return {"run": "mlp smoke", "dtype": "float32", "K": 10, "variant": variant, "spread": spread}
+        return {"run": "mlp smoke", "dtype": "float32", "K": 10, "variant": variant,
+            "spread": spread}
 
     got = measured_rounding([result("threads", 1e-3), result("float64", 1.0)])["float32"]
     assert got["gap_err"] == (1e-3, 0.0)
-    assert got["recursive"] == (1.0, 0.0)  # for every other column the float64 run measures the float32 one's error
+    # for every other column the float64 run measures the float32 one's error
+    assert got["recursive"] == (1.0, 0.0)

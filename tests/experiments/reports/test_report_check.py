@@ -1,9 +1,11 @@
-"""``crosscurv report --check``: committed runs recomputed from their summary and compared with their records.
+"""``crosscurv report --check``: committed runs recomputed from their summary and compared with
+their
+records.
 
 Through the command line in a subprocess, as a user runs it: a fresh smoke run agrees with itself
 recomputed (exit 0); one committed value moved beyond its tolerance is named by iteration and column
-(exit 1, checking stops there); a corrupt summary is one line (exit 2); and a prefix of the committed
-MLP study still comes out of the code.
+(exit 1, checking stops there); a corrupt summary is one line (exit 2); and a prefix of the
+committed MLP study still comes out of the code.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 def _cli(*args, timeout=300):
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "crosscurv", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "crosscurv", *args], cwd=REPO, env=env,
+        capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -41,8 +44,10 @@ def test_a_run_agrees_with_itself_recomputed(smoke_run):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{smoke_run}: agree at k=1..2 of 3 (9 columns;"), lines
     threads = json.load(open(os.path.join(smoke_run, "summary.json")))["settings"]["threads"]
-    assert f"{threads} thread{'s' if threads != 1 else ''} (summary)" in lines[0]  # as the run recorded
-    assert lines[0].endswith("): bitwise"), lines[0]  # same machine, build and threads: the same bits
+    # as the run recorded
+    assert f"{threads} thread{'s' if threads != 1 else ''} (summary)" in lines[0]
+    # same machine, build and threads: the same bits
+    assert lines[0].endswith("): bitwise"), lines[0]
     assert lines[-1] == "all 1 runs agree with their committed records"
     assert "k=2/2" in proc.stderr  # progress goes to stderr
 
@@ -82,14 +87,16 @@ def test_a_corrupt_summary_is_one_line(smoke_run, tmp_path):
     assert proc.returncode == 2
     assert proc.stdout == ""
     err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("crosscurv: error: summary ") and "not valid JSON" in err[0], err
+    assert len(err) == 1 and err[0].startswith(
+        "crosscurv: error: summary ") and "not valid JSON" in err[0], err
 
 
 def test_bad_flags_are_one_line(tmp_path):
     proc = _cli("report", "--iters", "2")
     assert proc.returncode == 2 and proc.stderr.strip() == "crosscurv: error: RUN_DIR and --iters only apply with --check"
     proc = _cli("report", "--check", str(tmp_path / "nothing"))
-    assert proc.returncode == 2 and "does not exist" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and len(
+        proc.stderr.strip().splitlines()) == 1
 
 
 def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
@@ -97,7 +104,8 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
     a = _copy(smoke_run, root / "runs" / "mlp")
     b = _copy(smoke_run, root / "sweeps" / "lr" / "runs" / "mlp-smoke-lr0.05-seed0-gs")
     (root / "sweeps" / "lr" / "sweep.json").write_text(json.dumps({"threads": 2, "workers": 1}))
-    other = root / "runs" / "motivation" / "mlp" / "seed0"  # another command's records: not a protocol run
+    # another command's records: not a protocol run
+    other = root / "runs" / "motivation" / "mlp" / "seed0"
     other.mkdir(parents=True)
     (other / "summary.json").write_text("{}")
     (other / "records.csv").write_text("k,epoch,loss_seq\n1,0.1,2.3\n")
@@ -114,8 +122,10 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
 
 @pytest.mark.portable
 def test_a_prefix_of_every_committed_study_reproduces():
-    """The committed Table 1 runs (``reports/runs/<task>``) still come out of ``crosscurv run``: their first
-    two records, recomputed through the command from each ``summary.json``, agree within the tolerances."""
+    """The committed Table 1 runs (``reports/runs/<task>``) still come out of ``crosscurv run``:
+    their
+    first two records, recomputed through the command from each ``summary.json``, agree within the
+    tolerances."""
     runs = [os.path.join("reports", "runs", t) for t in ("fl", "lora", "mlp")]
     proc = _cli("report", "--check", *runs, "--iters", "2", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
@@ -135,7 +145,8 @@ def test_records_of_an_older_crosscurv_are_refused_in_one_line(smoke_run, tmp_pa
     proc = _cli("report", "--check", old, "--iters", "2")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("crosscurv: error:") and "records of an older crosscurv (8 columns" in line, line
+    assert line.startswith(
+        "crosscurv: error:") and "records of an older crosscurv (8 columns" in line, line
 
 
 def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
@@ -150,7 +161,8 @@ def test_a_different_start_is_a_disagreement_at_k0(smoke_run, tmp_path):
 
 
 def test_tolerances_grow_as_a_run_perturbed_at_rounding_parts():
-    """The third promise: beyond the fixed tolerances, within them grown as the trajectory's own sensitivity."""
+    """The third promise: beyond the fixed tolerances, within them grown as the trajectory's own
+    sensitivity."""
     from crosscurv.experiments.reports.check import sensitivity
     from crosscurv.numeric.record_comparison import compare_records
 
@@ -165,11 +177,14 @@ def test_tolerances_grow_as_a_run_perturbed_at_rounding_parts():
     assert compare_records(run, ref, tolerances=tol, columns=cols, growth=sensitivity(twin, run)).ok
     # growth does not excuse a difference larger than the measured sensitivity
     ref["loss_jc"][2] = 1.2 * (1 + 5e-4)
-    assert not compare_records(run, ref, tolerances=tol, columns=cols, growth=sensitivity(twin, run)).ok
+    assert not compare_records(run, ref, tolerances=tol, columns=cols, growth=sensitivity(twin,
+        run)).ok
 
 
 def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
-    """A folder from before the inputs were drawn the same on every CPU: no ``init`` and another start."""
+    """A folder from before the inputs were drawn the same on every CPU: no ``init`` and another
+    start.
+    """
     old = _copy(smoke_run, tmp_path / "old-init")
     path = os.path.join(old, "summary.json")
     summary = json.load(open(path))
@@ -179,17 +194,22 @@ def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
     json.dump(summary, open(path, "w"))
     proc = _cli("report", "--check", old, "--iters", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
-    assert proc.stdout.startswith(f"{old}: DISAGREE at k=0: made with another initializer (recorded: none, "), proc.stdout
+    assert proc.stdout.startswith(f"{old}: DISAGREE at k=0: made with another initializer "
+        "(recorded: none, "), proc.stdout
     assert "this code: float64-normal-v1" in proc.stdout and "recompute the folder with this code" in proc.stdout
-    del summary["settings"]["task_info"]  # the same start without the field (fl folders of before): checked as usual
-    summary["settings"]["theta0_sha256"] = json.load(open(os.path.join(smoke_run, "summary.json")))["settings"][
+    # the same start without the field (fl folders of before): checked as usual
+    del summary["settings"]["task_info"]
+    summary["settings"]["theta0_sha256"] = json.load(open(os.path.join(smoke_run, "summary.json")))[
+        "settings"][
         "theta0_sha256"]
     json.dump(summary, open(path, "w"))
     assert check_run(old, 1).agree
 
 
 def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):
-    """The summary's optimizer and per-block step sizes are part of the run (a plain-step rebuild would part)."""
+    """The summary's optimizer and per-block step sizes are part of the run (a plain-step rebuild
+    would
+    part)."""
     out = str(tmp_path / "mom")
     proc = _cli("run", "mlp", "--preset", "smoke", "--iters", "2", "--device", "cpu", "--out", out,
                 "--optimizer", "momentum:0.9", "--block-lr", "layer1=2")
@@ -198,6 +218,7 @@ def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):
     assert rc.agree, rc.line()
     path = os.path.join(out, "summary.json")
     summary = json.load(open(path))
-    del summary["settings"]["optimizer"], summary["settings"]["block_lr"]  # as a summary of plain steps
+    # as a summary of plain steps
+    del summary["settings"]["optimizer"], summary["settings"]["block_lr"]
     json.dump(summary, open(path, "w"))
     assert not check_run(out, 2).agree

@@ -34,7 +34,8 @@ def test_a_wrong_sharpness_is_not_hidden_by_the_perturbed_runs(smoke_run, tmp_pa
 
 
 def _shifted_losses(run_dir, factors):
-    """The records of ``run_dir`` as columns with ``loss_jc`` and ``loss_s`` moved by ``1e-7 * factors[k-1]`` relative."""
+    """The records of ``run_dir`` as columns with ``loss_jc`` and ``loss_s`` moved by ``1e-7 *
+    factors[k-1]`` relative."""
     cols = records_columns(read_records(os.path.join(run_dir, "records.csv")))
     for c in ("loss_jc", "loss_s"):
         cols[c] = [v * (1 + 1e-7 * f) for v, f in zip(cols[c], factors)]
@@ -42,10 +43,13 @@ def _shifted_losses(run_dir, factors):
 
 
 @pytest.mark.parametrize("parts_like_it", [1, None])
-def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run, tmp_path, monkeypatch,
+def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run, tmp_path,
+    monkeypatch,
                                                                          parts_like_it):
-    """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up to four) runs
-    perturbed at rounding parts as far; the runs are made one at a time, up to the first that explains it."""
+    """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up
+    to
+    four) runs perturbed at rounding parts as far; the runs are made one at a time, up to the first
+    that explains it."""
     import crosscurv.experiments.reports.perturbed_twins as twins
 
     bad = _copy(smoke_run, tmp_path / "losses")
@@ -68,17 +72,21 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
     monkeypatch.setattr(twins, "perturbed_twin", twin)
     rc = check_run(bad, 3)
     if parts_like_it is None:
-        assert not rc.agree and rc.first[:2] == (2, "loss_s") and len(seeds) == twins.PERTURBED_TWINS, rc.line()
+        assert not rc.agree and rc.first[:2] == (2, "loss_s") and len(
+            seeds) == twins.PERTURBED_TWINS, rc.line()
     else:
         assert rc.agree and rc.verdict == "parts as predicted" and rc.parts_at == 2, rc.line()
         assert seeds == [twins.TWIN_SEED, twins.TWIN_SEED + 1]
         assert "growth: the largest of 2 runs perturbed at rounding" in rc.notes
 
 
-def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_run, tmp_path, monkeypatch):
-    """The committed ``sharpness`` 1% off at k = 2: the power vector carries its history, so once a run perturbed
-    at rounding follows another (a ReLU kink crossed) its column parts too; where one such run parts as far in
-    ``sharpness`` the difference is predicted, while the losses stay within the fixed tolerances."""
+def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_run, tmp_path,
+        monkeypatch):
+    """The committed ``sharpness`` 1% off at k = 2: the power vector carries its history, so once a
+    run
+    perturbed at rounding follows another (a ReLU kink crossed) its column parts too; where one such
+    run parts as far in ``sharpness`` the difference is predicted, while the losses stay within the
+    fixed tolerances."""
     import crosscurv.experiments.reports.perturbed_twins as twins
 
     bad = _copy(smoke_run, tmp_path / "parted")
@@ -92,7 +100,8 @@ def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_
 
     def twin(task, rerun, seed=twins.TWIN_SEED):
         cols = records_columns(read_records(os.path.join(smoke_run, "records.csv")))
-        cols["sharpness"] = [v * (1 - 0.006) if k >= 2 else v for k, v in zip(cols["k"], cols["sharpness"])]
+        cols["sharpness"] = [v * (1 - 0.006) if k >= 2 else v for k, v in zip(cols["k"], cols[
+            "sharpness"])]
         return cols
 
     monkeypatch.setattr(twins, "perturbed_twin", twin)
@@ -113,10 +122,11 @@ def test_the_sharpness_slack_is_twice_the_parting_until_the_trajectories_part():
 
 
 def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_path, monkeypatch):
-    """Committed losses beyond the fixed tolerances from k = 2 (explained by a perturbed run that parts as far)
-    and ``sharpness`` 10% off at k = 3: past the parting the power vector follows another history, so the column is
-    compared to k = 1 only; the same 10% at k = 3 with the losses in place (and perturbed runs that do not part) is
-    a disagreement."""
+    """Committed losses beyond the fixed tolerances from k = 2 (explained by a perturbed run that
+    parts
+    as far) and ``sharpness`` 10% off at k = 3: past the parting the power vector follows another
+    history, so the column is compared to k = 1 only; the same 10% at k = 3 with the losses in place
+    (and perturbed runs that do not part) is a disagreement."""
     import crosscurv.experiments.reports.perturbed_twins as twins
 
     def edit(dst, loss_rows, sharp_row):
@@ -137,12 +147,14 @@ def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_p
         return bad
 
     monkeypatch.setattr(twins, "perturbed_twin",
-                        lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1e5, 1e5]))
+                        lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0,
+                        1e5, 1e5]))
     parted = check_run(edit("parted", (2, 3), 3), 3)
     assert parted.agree and parted.verdict == "parts as predicted" and parted.parts_at == 2, parted.line()
     assert any(n.startswith("sharpness compared to k = 1:") for n in parted.notes), parted.notes
     monkeypatch.setattr(twins, "perturbed_twin",
-                        lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0, 1.0, 1.0]))
+                        lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0,
+                        1.0, 1.0]))
     kept = check_run(edit("kept", (), 3), 3)
     assert not kept.agree and kept.first[:2] == (3, "sharpness"), kept.line()
 
@@ -151,8 +163,10 @@ def test_the_trajectory_parts_where_a_loss_first_leaves_the_fixed_tolerances():
     from crosscurv.experiments.reports.check import trajectory_parts_at
     from crosscurv.numeric.record_comparison import compare_records
 
-    ref = {"k": [1, 2, 3], "loss_jc": [1.0, 1.0, 1.0], "loss_s": [1.0, 1.0, 1.0], "sharpness": [1.0, 1.0, 1.0]}
-    theirs = {"k": [1, 2, 3], "loss_jc": [1.0, 1.0, 1.1], "loss_s": [1.0, 1.0, 1.0], "sharpness": [1.5, 1.0, 1.0]}
+    ref = {"k": [1, 2, 3], "loss_jc": [1.0, 1.0, 1.0], "loss_s": [1.0, 1.0, 1.0], "sharpness": [
+        1.0, 1.0, 1.0]}
+    theirs = {"k": [1, 2, 3], "loss_jc": [1.0, 1.0, 1.1], "loss_s": [1.0, 1.0, 1.0], "sharpness": [
+        1.5, 1.0, 1.0]}
     cols = ["loss_jc", "loss_s", "sharpness"]
     assert trajectory_parts_at(compare_records(theirs, ref, rtol=1e-6, atol=0.0, columns=cols)) == 3
     assert trajectory_parts_at(compare_records(ref, ref, rtol=1e-6, atol=0.0, columns=cols)) is None

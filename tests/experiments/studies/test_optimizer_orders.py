@@ -1,4 +1,5 @@
-"""`python -m crosscurv.experiments.studies.optimizers.orders`: the README's optimizer table, run as users run it."""
+"""`python -m crosscurv.experiments.studies.optimizers.orders`: the README's optimizer table, run as
+users run it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_quick_sgd_row_has_the_expected_orders():
-    proc = subprocess.run([sys.executable, "-m", "crosscurv.experiments.studies.optimizers.orders", "--quick", "--only", "sgd"],
+    proc = subprocess.run([sys.executable, "-m", "crosscurv.experiments.studies.optimizers.orders",
+        "--quick", "--only", "sgd"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| `sgd`")]

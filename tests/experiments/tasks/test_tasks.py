@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from crosscurv.experiments.tasks.errors import DataError
-from crosscurv.experiments.tasks import PRESETS, TASKS, UnknownTaskError, build_task, preset_settings
+from crosscurv.experiments.tasks import (PRESETS, TASKS, UnknownTaskError, build_task,
+    preset_settings)
 from crosscurv.numeric import tree
 from crosscurv.numeric.hvp import grad, hvp
 from crosscurv.numeric.point import PointCurvature
@@ -22,7 +23,8 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 def test_registry_names_and_presets():
     from crosscurv.experiments.tasks.names import TASK_NAMES
 
-    assert tuple(TASKS) == TASK_NAMES == ("mlp", "fl", "lora")  # the torch-free names the commands check
+    # the torch-free names the commands check
+    assert tuple(TASKS) == TASK_NAMES == ("mlp", "fl", "lora")
     assert PRESETS == ("smoke", "default", "edge", "paper")
     for name, spec in TASKS.items():
         assert set(spec.presets) == set(PRESETS), name
@@ -39,7 +41,8 @@ def test_paper_preset_sizes():
     fl = preset_settings("fl", "paper")
     assert (fl["width"], fl["clients"], fl["examples_per_client"]) == (64, 3, 8)
     lora = preset_settings("lora", "paper")
-    assert lora["t5"] == {"d_model": 768, "d_kv": 64, "num_heads": 12, "d_ff": 3072, "num_layers": 12}
+    assert lora["t5"] == {"d_model": 768, "d_kv": 64, "num_heads": 12, "d_ff": 3072,
+        "num_layers": 12}
     assert (lora["rank"], lora["alpha"], lora["examples"], lora["seq_len"]) == (8, 16, 8, 128)
     # the paper's 884,736 adapter parameters: 6 q/v families x 12 layers x (A + B)
     t5 = lora["t5"]
@@ -72,11 +75,12 @@ def _check_settings(task, s, name, preset):
 
 
 def _hvp_matches_finite_difference(loss, params, method="forward"):
-    """H v by forward-over-reverse vs double backward and a central difference of gradients (float64).
+    """H v by forward-over-reverse vs double backward and a central difference of gradients
+    (float64).
 
-    ReLU networks are only piecewise smooth; the point must keep every
-    pre-activation away from 0 by more than ``eps * ||v||`` (callers jitter
-    the initial point, where dead units give pre-activations exactly 0).
+    ReLU networks are only piecewise smooth; the point must keep every pre-activation away from 0 by
+    more than ``eps * ||v||`` (callers jitter the initial point, where dead units give
+    pre-activations exactly 0).
     """
     gen = torch.Generator().manual_seed(1)
     v = {k: torch.randn(p.shape, generator=gen, dtype=p.dtype) for k, p in params.items()}
@@ -114,7 +118,8 @@ def test_mlp_smoke(smoke_tasks):
     task, s = smoke_tasks["mlp"]
     _check_settings(task, s, "mlp", "smoke")
     assert task.block_names == [f"layer{l}" for l in range(1, 9)]
-    assert all(task.blocks[f"layer{l}"] == [f"layer{l}.weight", f"layer{l}.bias"] for l in range(1, 9))
+    assert all(task.blocks[f"layer{l}"] == [f"layer{l}.weight", f"layer{l}.bias"] for l in range(1,
+        9))
     assert s["widths"][0] == 784 and s["widths"][-1] == 10 and len(s["widths"]) == 9
     value = task.check_loss()
     assert math.isfinite(value) and abs(value - math.log(10)) < 0.5
@@ -154,7 +159,8 @@ def test_fl_objective_is_the_mean_of_client_objectives(smoke_tasks):
         model = FederatedResNet18(3, 4)
     model = model.double()
     with torch.no_grad():
-        per_client = [F.cross_entropy(model(data.x[2 * i:2 * i + 2], i), data.y[2 * i:2 * i + 2]) for i in range(3)]
+        per_client = [F.cross_entropy(model(data.x[2 * i:2 * i + 2], i), data.y[2 * i:2 * i + 2])
+            for i in range(3)]
         assert torch.allclose(task.loss(task.params), sum(per_client) / 3, atol=1e-12)
 
 
@@ -162,7 +168,8 @@ def test_lora_smoke(smoke_tasks):
     task, s = smoke_tasks["lora"]
     _check_settings(task, s, "lora", "smoke")
     assert task.block_names == ["B", "A"]
-    assert all(".lora_B." in n for n in task.blocks["B"]) and all(".lora_A." in n for n in task.blocks["A"])
+    assert all(".lora_B." in n for n in task.blocks["B"]) and all(".lora_A." in n
+        for n in task.blocks["A"])
     assert len(task.blocks["B"]) == len(task.blocks["A"]) == 12 == s["lora_modules"]
     assert task.info["trainable_params"] == task.num_params() == 12 * 2 * 8 * 32
     assert all(torch.count_nonzero(task.params[n]) == 0 for n in task.blocks["B"])
