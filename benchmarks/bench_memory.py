@@ -200,7 +200,8 @@ def table(rows: list[dict], args) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         later = ("| n/a | n/a |" if r.get("later_mib") is None
-                 else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |") + f" {r['point_ratio']:.2f} |"
+                 else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |")
+        later += f" {r['point_ratio']:.2f} |"
         lines.append(f"| {r['width'] if r['width'] is not None else '-'} | {r['n_params']:,} | "
             f"{'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
                      f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")

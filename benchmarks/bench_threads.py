@@ -84,7 +84,8 @@ def main(argv=None) -> int:
         faster = n if more < one else 1
         print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} | "
             f"{grad_s[1]:.4f} / "
-              f"{grad_s[n]:.4f} | {pick} | {faster} ({'agrees' if pick == faster else 'differs'}) |", flush=True)
+              f"{grad_s[n]:.4f} | {pick} | {faster} "
+              f"({'agrees' if pick == faster else 'differs'}) |", flush=True)
         same[name] = _first_difference(records[1], records[n])
     print()
     for name, k in same.items():

@@ -168,8 +168,10 @@ def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict
 def _flat64(v: Mapping, keys) -> "np.ndarray":
     import numpy as np
 
-    return np.concatenate([v[k].detach().to(torch.float64).reshape(-1).cpu().numpy() for k in keys]) if keys else \
-        np.zeros(0)
+    if not keys:
+        return np.zeros(0)
+    return np.concatenate([v[k].detach().to(torch.float64).reshape(-1).cpu().numpy()
+                           for k in keys])
 
 
 def _unflat(x, like: Mapping) -> dict:

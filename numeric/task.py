@@ -110,8 +110,8 @@ class Task:
                 raise TaskError(f"chain has {len(self.chain.stages)} stages for "
                     f"{len(self.blocks)} blocks")
         if self.loss_terms is not None:
-            if isinstance(self.loss_terms, (str, Mapping)) or not isinstance(self.loss_terms, Sequence) \
-                    or not self.loss_terms:
+            terms = self.loss_terms
+            if isinstance(terms, (str, Mapping)) or not isinstance(terms, Sequence) or not terms:
                 raise TaskError("loss_terms must be a non-empty sequence of functions "
                     "term(params) -> scalar tensor")
             for i, term in enumerate(self.loss_terms):

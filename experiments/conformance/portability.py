@@ -120,7 +120,9 @@ def describe(result: dict) -> dict:
     elif verdict == "within tolerance":
         held, explained = f"within tolerance to k = {n}", "-"
     elif verdict == "parts as predicted":
-        held, explained = f"parts at k = {beyond}, as the trajectory's own sensitivity predicts (to k = {n})", "yes"
+        held = (f"parts at k = {beyond}, as the trajectory's own sensitivity predicts "
+                f"(to k = {n})")
+        explained = "yes"
     else:
         held = "disagree" + (f" at {first}" if first != "-" else "")
         explained = "no" if beyond is not None and beyond >= 2 else "-"

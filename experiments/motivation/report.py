@@ -33,7 +33,8 @@ __all__ = ["write_motivation_report", "load_runs", "COMMAND"]
 COMMAND = "crosscurv motivation --preset default --out reports/runs/motivation --report reports"
 
 _PAPER = {
-    "mlp": "full MNIST (60,000 images), 40 epochs, batch 128, SGD lr 1e-3, per-tensor clipping at 5",
+    "mlp": "full MNIST (60,000 images), 40 epochs, batch 128, SGD lr 1e-3, per-tensor "
+    "clipping at 5",
     "fl": "CIFAR-10 (50,000 images), 20 clients, Dirichlet(0.5), 10 sampled per round, 60 "
     "rounds, batch 64, "
           "SGD lr 1e-3, momentum 0.9, weight decay 1e-4, width-64 ResNet-18",

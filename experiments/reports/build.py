@@ -521,7 +521,8 @@ def _contents_lines(out: Path, motivation_md, studies_result) -> list[str]:
     lines = [
         "## Contents",
         "",
-        "- [theory.md](theory.md): the paper's expansions derived and checked symbolically (SymPy).",
+        "- [theory.md](theory.md): the paper's expansions derived and checked symbolically "
+        "(SymPy).",
         "- [scaling.md](scaling.md): observed orders of the one-step, recursion, cumulative and"
         " order-invariance remainders, with log-log figures.",
         "- [table1.md](table1.md): Table 1 redone, next to the paper's numbers, and over seeds.",
@@ -580,7 +581,8 @@ def _runs_lines(preset: str, runs: list, figures: dict, machine: dict) -> list[s
             f" dtype = {s.get('dtype')}, device = {s.get('device')}, threads = "
             f"{s.get('threads', 'not recorded')},"
             f" seed = {s.get('seed')}, pattern `{pat.get('name')}` = {shown}"
-            f" (update order {', '.join(map(str, pat.get('order', [])))}), blocks {s.get('blocks')}",
+            f" (update order {', '.join(map(str, pat.get('order', [])))}),"
+            f" blocks {s.get('blocks')}",
         ]
         for key in ("data", "data_source", "model", "weights", "sizes", "split"):
             if key in info:

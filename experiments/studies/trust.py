@@ -83,8 +83,8 @@ def binned(columns, lr: float, estimate: str, edges) -> list[dict]:
     for lo, hi in zip(edges, edges[1:]):
         idx = np.flatnonzero((s >= lo) & (s < hi))
         pick = lambda name: [columns[name][i] for i in idx]  # noqa: E731
-        m = certified_metrics(pick("gap"), pick(estimate), pick(f"{estimate}_cert"), pick("gap_err")) if idx.size \
-            else None
+        m = (certified_metrics(pick("gap"), pick(estimate), pick(f"{estimate}_cert"),
+                               pick("gap_err")) if idx.size else None)
         out.append({"lo": lo, "hi": hi, "metrics": m})
     return out
 

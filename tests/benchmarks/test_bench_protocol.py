@@ -50,6 +50,6 @@ def test_the_quick_run_times_every_part_of_an_iteration():
     assert parks >= 1, floor  # offload on: the body parks its carried vectors
     assert reductions >= 10, floor  # the estimates' dot products and the error estimates' norms
     # printed to 2 and 3 digits (the counts to 1)
-    assert abs(remainders + parks * park + reductions * reduction - total) <= 0.01 + (parks + reductions) * 0.0005 \
-        + 0.05 * (park + reduction), floor
+    slack = 0.01 + (parks + reductions) * 0.0005 + 0.05 * (park + reduction)
+    assert abs(remainders + parks * park + reductions * reduction - total) <= slack, floor
     assert abs(total + above - rest) <= 0.011, (floor, rest)

@@ -46,7 +46,8 @@ def test_command_writes_report_figures_and_json_orders(quartic_run):
     for q, p in orders["quartic"].items():
         assert abs(p - S.EXPECTED[q]) <= S.TOLERANCE, (q, p)
     text = (out / "scaling.md").read_text()
-    assert "## quartic" in text and "least-squares order" in text and "All orders are within tolerance." in text
+    assert "## quartic" in text and "least-squares order" in text
+    assert "All orders are within tolerance." in text
     first = text.splitlines()[2:4]  # what was found comes first
     assert first[0].startswith("- quartic: fitted orders 3.0")
     assert first[0].endswith("(expected 3, 3, 2, 3).")
@@ -200,7 +201,8 @@ def test_an_undefined_order_is_its_own_outcome_and_exits_3(tmp_path, monkeypatch
     """
     etas = S.eta_grid(1e-5)
     none = S.make_study("synthetic", "one_step", etas, [1e-18 * e for e in etas], [1e-16] * 6)
-    assert none.n_kept == 0 and not none.determined and none.outcome() == S.NO_WINDOW and not none.within()
+    assert none.n_kept == 0 and not none.determined
+    assert none.outcome() == S.NO_WINDOW and not none.within()
     one = S.make_study("synthetic", "one_step", etas, [1e-15] + [1e-18] * 5, [1e-16] * 6)
     assert one.n_kept == 1 and one.outcome() == S.NO_WINDOW
     fitted = S.make_study("synthetic", "one_step", etas, [e**3 for e in etas], [0.0] * 6)
@@ -221,7 +223,8 @@ def test_an_undefined_order_is_its_own_outcome_and_exits_3(tmp_path, monkeypatch
     captured = capsys.readouterr()
     assert f"{S.NO_WINDOW}: quartic recursion" in captured.err and "recursion n/a" in captured.out
     text = (tmp_path / "scaling.md").read_text()
-    assert f"Finding, {S.NO_WINDOW}: quartic recursion" in text and "All orders are within tolerance" not in text
+    assert f"Finding, {S.NO_WINDOW}: quartic recursion" in text
+    assert "All orders are within tolerance" not in text
     assert f"n/a (0/6 pts) *{S.NO_WINDOW}*" in text and "3 none outside" in text
     # and now the fitted orders are outside: the failure wins
     monkeypatch.setattr(S, "TOLERANCE", 1e-12)

@@ -93,7 +93,8 @@ def test_cli_sweep_equals_runs_one_by_one_and_resume_reuses(tmp_path, capsys):
         / "runs")}
     resumed = _cli(*argv, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "2/2 runs complete (0 run now, 2 reused)" in resumed.stdout and "Ray start-up" not in resumed.stdout
+    assert "2/2 runs complete (0 run now, 2 reused)" in resumed.stdout
+    assert "Ray start-up" not in resumed.stdout
     assert {p: os.stat(out / "runs" / p / "records.csv").st_mtime_ns for p in stamps} == stamps
     assert [r["action"] for r in _read_csv(out / "sweep.csv")] == ["reuse"] * 2
 

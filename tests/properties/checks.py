@@ -25,10 +25,12 @@ def describe(study: Study, **context) -> str:
 def assert_min_rate(study: Study, threshold: float, **context) -> None:
     """Enough points above the floor, and every pairwise rate over them ``>= threshold``."""
     msg = describe(study, **context)
-    assert study.n_kept >= MIN_KEPT, f"only {study.n_kept} grid points above the round-off floor" + msg
+    assert study.n_kept >= MIN_KEPT, (
+        f"only {study.n_kept} grid points above the round-off floor" + msg)
     rates = study.order.rates
     assert all(math.isfinite(r) for r in rates), "non-finite pairwise rate" + msg
-    assert study.min_rate >= threshold, f"min pairwise rate {study.min_rate:.3f} < {threshold}" + msg
+    assert study.min_rate >= threshold, (
+        f"min pairwise rate {study.min_rate:.3f} < {threshold}" + msg)
 
 
 def assert_tends_to_prediction(study: Study, **context) -> None:

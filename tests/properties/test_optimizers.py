@@ -175,7 +175,8 @@ def test_recursion_and_cumulative_remainders(kind, spec, data):
         assume(len(study.etas) >= 3)  # nothing to observe above the floor (see the one-step test)
         assert len(
             study.etas) >= 3, f"{key}: only {len(study.etas)} points above the floor: {ctx}{msg}"
-        assert study.slope >= need, f"{key}: least-squares order {study.slope:.3f} < {need}: {ctx}{msg}"
+        assert study.slope >= need, (
+            f"{key}: least-squares order {study.slope:.3f} < {need}: {ctx}{msg}")
 
 
 def test_heavy_ball_short_horizon_instance_found_by_hypothesis():

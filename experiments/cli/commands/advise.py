@@ -295,8 +295,9 @@ def _within(r, key) -> str:
     """``n/m, finite on m of T``: pairs within the error among the ``m`` where it (and the gap) is
     finite."""
     c = r[key]
-    return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.0f}%), finite on {c[1]} of {_pairs(r)}" if c[1] else \
-        f"0/0, finite on 0 of {_pairs(r)}"
+    if not c[1]:
+        return f"0/0, finite on 0 of {_pairs(r)}"
+    return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.0f}%), finite on {c[1]} of {_pairs(r)}"
 
 
 def _study_findings(rows) -> list:
@@ -422,14 +423,15 @@ def study_report(rows, configs, preset, command) -> str:
         dec, cer = sum(m["decided"] for m in sms), sum(m["certified"] for m in sms)
         reg = sum(m["regret_mean"] * m["decided"] for m in sms if m[
             "decided"]) / dec if dec else math.nan
-        reg_c = sum(m["regret_certified"] * m["certified"] for m in sms if m["certified"]) / cer if cer \
-            else math.nan
+        reg_c = (sum(m["regret_certified"] * m["certified"] for m in sms if m["certified"])
+                 / cer if cer else math.nan)
         wrong = sum(len(m["wrong_k"]) for m in sms)
         lines.append(f"| {name} | {lr} | {len(rs)} | {_regret(reg)} | {_regret(reg_c)} | "
             f"{wrong}/{cer} "
                      f"| {past} | {_pct(tot['agree_all'])} "
                      f"| {_pct(tot['agree_certified'])} | {_pct(tot['agree_decided'])} "
-                     f"| {_within(tot, 'covered_embedded')} | {_within(tot, 'covered_certified')} |")
+                     f"| {_within(tot, 'covered_embedded')} "
+                     f"| {_within(tot, 'covered_certified')} |")
     cpu = sum(r["cpu_s"] for r in rows)
     lines += ["", f"CPU time of the finished configurations: {cpu / 60:.1f} core-minutes."]
     done = {(r["task"], r["seed"], r["lr"]) for r in rows}

@@ -240,5 +240,6 @@ def test_console_entry_point_prints_one_line_without_traceback(tmp_path, fac):
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"crosscurv: error: task factory {fac}:boom raised RuntimeError: factory exploded"
+    assert proc.stderr.strip() == (f"crosscurv: error: task factory {fac}:boom raised "
+                                   "RuntimeError: factory exploded")
     assert proc.stdout == ""

@@ -35,7 +35,8 @@ def test_validate_step_correct_and_mislabelled(capsys):
     assert code == 0 and "verdict: matches gs:B,A (the declared pattern)" in out
     code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating",
         *FAST)
-    assert code == 1 and "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out
+    assert code == 1
+    assert "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out
     # --pattern overrides the factory's declaration
     code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating",
         "--pattern", "jc", *FAST)

@@ -38,7 +38,8 @@ def test_peft_t5_alternating_and_stale_gradient():
         0] and "flash_attention" in route[0]
     code, out, err = _cli(f"{EX}/peft_lora_t5.py:stale_alternating", "--eta0", "0.002", "--no-fit",
         *FAST)
-    assert code == 1 and "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out, err
+    assert code == 1, err
+    assert "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out, err
 
 
 # one CLI run importing transformers and peft, with the fit by differences of gradients
@@ -54,7 +55,8 @@ def test_fedalt_factors_inferred_and_given():
     code, out, err = _cli(f"{EX}/federated.py:fedalt", *FAST)
     assert code == 0, err
     assert "step factors (inferred from the first-order term): personal=2, shared=1" in out
-    assert "verdict: matches gs:personal,shared with step factors personal=2, shared=1 (the declared pattern)" in out
+    assert ("verdict: matches gs:personal,shared with step factors personal=2, shared=1 "
+            "(the declared pattern)") in out
     code, out, _ = _cli(f"{EX}/federated.py:fedalt", "--block-lr", "personal=1", "--no-fit", *FAST)
     assert code == 1 and "step factors (given by --block-lr): personal=1, shared=1" in out
     assert "differs from every candidate at first order" in out

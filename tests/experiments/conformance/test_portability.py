@@ -22,7 +22,7 @@ def _check(verdict, n=30, **kw):
         "seconds": 1.0}
 
 
-def test_each_verdict_is_described_with_where_it_parts_and_whether_the_grown_tolerances_explain_it():
+def test_each_verdict_says_where_it_parts_and_whether_the_grown_tolerances_explain_it():
     assert describe(_check("bitwise"))["held"] == "bitwise to k = 30"
     assert describe(_check("within tolerance"))["held"] == "within tolerance to k = 30"
     parts = describe(_check("parts as predicted", parts_at=8, growth=1.7))

@@ -63,7 +63,7 @@ def test_the_table_is_printed_from_saved_measurements(tmp_path, capsys):
     assert "| `recursive` |" in out and "numpy" in out and "in force" in out
 
 
-def test_the_emulation_table_states_the_largest_over_emulations_and_whether_the_stated_value_covers_it():
+def test_the_emulation_table_states_the_largest_and_whether_the_stated_value_covers_it():
     from crosscurv.experiments.conformance.rounding import emulation_table
 
     def result(dt, variant, loss_jc_rel):

@@ -93,7 +93,8 @@ def test_a_corrupt_summary_is_one_line(smoke_run, tmp_path):
 
 def test_bad_flags_are_one_line(tmp_path):
     proc = _cli("report", "--iters", "2")
-    assert proc.returncode == 2 and proc.stderr.strip() == "crosscurv: error: RUN_DIR and --iters only apply with --check"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "crosscurv: error: RUN_DIR and --iters only apply with --check"
     proc = _cli("report", "--check", str(tmp_path / "nothing"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr and len(
         proc.stderr.strip().splitlines()) == 1
@@ -196,7 +197,8 @@ def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert proc.stdout.startswith(f"{old}: DISAGREE at k=0: made with another initializer "
         "(recorded: none, "), proc.stdout
-    assert "this code: float64-normal-v1" in proc.stdout and "recompute the folder with this code" in proc.stdout
+    assert "this code: float64-normal-v1" in proc.stdout
+    assert "recompute the folder with this code" in proc.stdout
     # the same start without the field (fl folders of before): checked as usual
     del summary["settings"]["task_info"]
     summary["settings"]["theta0_sha256"] = json.load(open(os.path.join(smoke_run, "summary.json")))[

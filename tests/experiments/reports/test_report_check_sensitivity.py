@@ -150,7 +150,8 @@ def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_p
                         lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0,
                         1e5, 1e5]))
     parted = check_run(edit("parted", (2, 3), 3), 3)
-    assert parted.agree and parted.verdict == "parts as predicted" and parted.parts_at == 2, parted.line()
+    assert parted.agree and parted.verdict == "parts as predicted", parted.line()
+    assert parted.parts_at == 2, parted.line()
     assert any(n.startswith("sharpness compared to k = 1:") for n in parted.notes), parted.notes
     monkeypatch.setattr(twins, "perturbed_twin",
                         lambda task, rerun, seed=twins.TWIN_SEED: _shifted_losses(smoke_run, [1.0,

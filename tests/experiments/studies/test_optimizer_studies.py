@@ -58,12 +58,15 @@ def test_report_states_what_the_records_show(tmp_path):
     text = (tmp_path / "rep" / "optimizers.md").read_text()
     copied = tmp_path / "rep" / "optimizers" / "runs" / "lora" / "adam-lr1e-3" / "seed0"
     assert sorted(os.listdir(copied)) == ["records.csv", "summary.json"]
-    assert "adam-lr1e-3, seed 0: the measured winner equals plain sgd's at 2/4 decided iterations" in text
+    assert ("adam-lr1e-3, seed 0: the measured winner equals plain sgd's at 2/4 decided "
+            "iterations") in text
     assert "switch points [4] against [3, 4]" in text
     assert "the cumulative estimate is 1e+06 times the gap" in text
-    assert "from k = 2 on (one tangent step from the measured differences) the recursive estimate has " \
-           "MAE/mean abs gap 0 and the gap's sign at 100% of the iterations: follows the gap" in text
-    assert "lora_lrplus, sgd, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text
+    assert ("from k = 2 on (one tangent step from the measured differences) the recursive "
+            "estimate has MAE/mean abs gap 0 and the gap's sign at 100% of the iterations: "
+            "follows the gap") in text
+    assert ("lora_lrplus, sgd, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows "
+            "the gap") in text
     assert "No runs yet." in text  # fl_momentum
     # what was found comes first, one line per variant beside plain sgd
     assert text.splitlines()[2] == ("- lora_adam, adam-lr1e-3: recursive Correct 75.0%, MAE/gap "
@@ -84,10 +87,13 @@ def test_iterations_measured_by_the_plain_difference_are_reported(tmp_path):
     assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep"), "--seeds", "0",
         "--iters", "3"]) == 0
     text = (tmp_path / "rep" / "optimizers.md").read_text()
-    assert "momentum-0.9, seed 0: at 3/3 iterations the gap is the plain difference L_S - L_JC" in text
+    assert ("momentum-0.9, seed 0: at 3/3 iterations the gap is the plain difference "
+            "L_S - L_JC") in text
     assert "sgd, seed 0: at" not in text
-    assert "fl_momentum, momentum-0.9, seed 0: the measured winner equals plain sgd's at 3/3 decided iterations" in text
-    assert "fl_momentum, momentum-0.9, seed 0: Recursive 100% correct, MAE/mean abs gap 0: follows the gap" in text
+    assert ("fl_momentum, momentum-0.9, seed 0: the measured winner equals plain sgd's at 3/3 "
+            "decided iterations") in text
+    assert ("fl_momentum, momentum-0.9, seed 0: Recursive 100% correct, MAE/mean abs gap 0: "
+            "follows the gap") in text
 
 
 def test_each_study_run_is_a_run_description():

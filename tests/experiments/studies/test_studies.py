@@ -115,9 +115,9 @@ def test_seeds_pooled_from_several_folders_are_cut_to_their_common_K(tmp_path):
     rec = {(r["task"], r["estimate"]): r for r in seed_rows(pooled.runs)}[("mlp", "recursive")]
     assert rec["K"] == 4 and rec["correct"][:3] == pytest.approx((87.5, 75.0, 100.0))
     assert rec["mae"][:3] == pytest.approx((0.1125, 0.0625, 0.1625))
-    assert describe_coverage(pooled) == ("fl: 1 run(s), seeds 0, K = 6, seed 0 diverged after k "
-        "= 2; "
-                                         "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6).")
+    assert describe_coverage(pooled) == (
+        "fl: 1 run(s), seeds 0, K = 6, seed 0 diverged after k = 2; "
+        "mlp: 2 run(s), seeds 0, 1, K = 4 (seed 0 cut from K = 6).")
 
 
 def test_regime_indicators_switches_and_prefix(tmp_path):

@@ -33,7 +33,8 @@ import torch
 from crosscurv.numeric.protocol import theta_digest
 from crosscurv.experiments.tasks import build_task
 from crosscurv.experiments.conformance.golden import CASES, build_case, case_task
-from crosscurv.experiments.problems.networks import tanh_mlp_problem, bilinear_problem, mnist_mlp_problem
+from crosscurv.experiments.problems.networks import (
+    tanh_mlp_problem, bilinear_problem, mnist_mlp_problem)
 from crosscurv.experiments.problems.quartic import quartic_problem
 from crosscurv.experiments.tasks.data import load_mnist, load_cifar10, load_sst2
 from tests.numeric import cases
@@ -45,7 +46,8 @@ out = {}
 for name in ("mlp", "fl", "lora"):
     for preset in ("smoke", "default"):
         task, _ = build_task(name, preset, seed=1 if preset == "smoke" else 0)
-        out[f"task {name} {preset}"] = [theta_digest(task.params), task.info.get("frozen_sha256"), task.info["init"]]
+        out[f"task {name} {preset}"] = [theta_digest(task.params), task.info.get("frozen_sha256"),
+                                        task.info["init"]]
 for name in CASES:
     out[f"golden {name}"] = theta_digest(case_task(build_case(name)).params)
 for name, build in {**cases.CASES, "relu_mlp": cases.relu_mlp}.items():
@@ -56,10 +58,12 @@ for name, build in {**cases.CASES, "relu_mlp": cases.relu_mlp}.items():
 out["problem tanh_mlp"] = theta_digest(tanh_mlp_problem(1).task.params)
 out["problem bilinear"] = theta_digest(bilinear_problem(1).task.params)
 out["problem quartic"] = theta_digest(quartic_problem(1, (2, 3)).task.params)
-out["problem mnist_mlp"] = theta_digest(mnist_mlp_problem(1, examples=8, widths=(784, 16, 10), scale_iters=1).task.params)
+out["problem mnist_mlp"] = theta_digest(
+    mnist_mlp_problem(1, examples=8, widths=(784, 16, 10), scale_iters=1).task.params)
 out["data mnist seed 3"] = h(load_mnist(20, seed=3).x)
 out["data cifar seed 2"] = h(load_cifar10(6, seed=2).x)
-out["data sst2 seed 1"] = hashlib.sha256(json.dumps(load_sst2(8, seed=1).sentences).encode()).hexdigest()
+out["data sst2 seed 1"] = hashlib.sha256(
+    json.dumps(load_sst2(8, seed=1).sentences).encode()).hexdigest()
 print(json.dumps(out))
 '''
 
