@@ -38,26 +38,23 @@ BENCHMARKS = {
                ["benchmarks/bench_memory.py", "--width", "16", "32", "64"],
                ["benchmarks/bench_memory.py", "--width", "4", "--iters", "1"]),
     "memory-mlp": ("Peak memory of the protocol on the MLP",
-                   "The `mlp` task (782,186 parameters, no loss terms: one retained graph) "
-                   "with the default offload "
-                   "policy (target <= 3x).",
+                   "The `mlp` task (782,186 parameters, no loss terms: one retained graph) with "
+                   "the default offload policy (target <= 3x).",
                    ["benchmarks/bench_memory.py", "--task", "mlp"],
                    ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters",
                    "1"]),
     "memory-mlp-resident": ("Peak memory of the protocol on the MLP, nothing parked",
                             "The same run with `--offload off`: the carried vectors stay in "
-                            "memory, which is what "
-                            "the default policy's parking saves on this model (and what its "
-                            "parks and fetches cost "
-                            "in time: What offloading costs).",
+                            "memory, which is what the default policy's parking saves on this "
+                            "model (and what its parks and fetches cost in time: What offloading "
+                            "costs).",
                             ["benchmarks/bench_memory.py", "--task", "mlp", "--offload", "off"],
                             ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke",
                             "--iters", "1",
                              "--offload", "off"]),
     "protocol": ("One protocol iteration against its lower bound",
-                 "Per task: one iteration in gradients, its lower bound from the same "
-                 "primitives timed alone, "
-                 "`iteration / bound` per round and the breakdown (target <= 1.1).",
+                 "Per task: one iteration in gradients, its lower bound from the same primitives "
+                 "timed alone, `iteration / bound` per round and the breakdown (target <= 1.1).",
                  ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds",
                  "2"],
                  ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters",
@@ -71,25 +68,22 @@ BENCHMARKS = {
                    ["benchmarks/bench_reductions.py", "--repeats", "30"],
                    ["benchmarks/bench_reductions.py", "--preset", "smoke", "--repeats", "2"]),
     "trust": ("What the error estimates and the converged extremes cost",
-              "Per task: the protocol with the error columns and the converged extreme "
-              "eigenpairs against the same "
-              "run without them, interleaved, CPU time (target <= 1.3x).",
+              "Per task: the protocol with the error columns and the converged extreme eigenpairs "
+              "against the same run without them, interleaved, CPU time (target <= 1.3x).",
               ["benchmarks/bench_trust_cost.py", "--iters", "41", "--rounds", "2"],
               ["benchmarks/bench_trust_cost.py", "--tasks", "mlp", "--preset", "smoke", "--iters",
               "4",
                "--rounds", "1"]),
     "hvp": ("HVP cost in gradients",
-            "One Hessian-vector product against one gradient of the same loss, the three "
-            "task models; the row "
-            "`grad+hvp (retained graph)` is what the protocol pays per product.",
+            "One Hessian-vector product against one gradient of the same loss, the three task "
+            "models; the row `grad+hvp (retained graph)` is what the protocol pays per product.",
             ["benchmarks/bench_hvp.py", "--repeats", "3", "--threads", "1", "--clock", "cpu"],
             ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu",
             "--models", "mlp",
              "--batch", "0"]),
     "threads": ("One and two intra-op threads",
-                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the "
-                "CLI's default is 1), "
-                "and the count `--threads auto` picks from one gradient at each.",
+                "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's "
+                "default is 1), and the count `--threads auto` picks from one gradient at each.",
                 ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats",
                 "2"],
                 ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats",
@@ -234,9 +228,8 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
              "- threads: 1 intra-op thread per benchmark (`OMP_NUM_THREADS=1`), except the "
              "thread comparison",
              "- the machine may be shared: compare ratios measured inside one benchmark "
-             "(interleaved), not "
-             "absolute times across sections; each section gives the load average before and "
-             "after it", ""]
+             "(interleaved), not absolute times across sections; each section gives the load "
+             "average before and after it", ""]
     if quick:
         lines += ["**Quick run: smallest sizes, a check of the pipeline; no figure here is to be "
             "quoted.**", ""]
@@ -282,11 +275,9 @@ def merge(paths: list[str]) -> str:
             sections[titles[title]] = "## " + part.rstrip() + "\n"
     body = [sections[n] for n in BENCHMARKS if n in sections]
     note = (f"- assembled by `bench_all.py --merge` from {sources} reports of `--only` "
-        "invocations; the date and "
-            "commit above are the first one's; each section names its own command and load "
-            "average, and its own "
-            "date and commit where it has them (a section without them ran at the date and "
-            "commit above)")
+            f"invocations; the date and commit above are the first one's; each section names its "
+            f"own command and load average, and its own date and commit where it has them (a "
+            f"section without them ran at the date and commit above)")
     header_lines = header.rstrip().split("\n")
     quick = any(line.startswith(("Generated by", "Written by")) and " --quick`" in line
                 for line in header_lines)

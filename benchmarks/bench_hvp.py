@@ -244,8 +244,7 @@ def main(argv=None) -> int:
         help="directions per hvp_batch call (0/1: skip)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall: perf_counter; cpu: this process's CPU time (robust on a loaded "
-                    "machine, "
-                         "best with --threads 1)")
+                         "machine, best with --threads 1)")
     ap.add_argument("--linearize", action="store_true",
                     help="also time torch.func.linearize of the gradient map (slow to trace on "
                     "large models)")

@@ -188,15 +188,13 @@ def table(rows: list[dict], args) -> str:
     what = ("fl ResNet-18, client examples" if args.task == "fl"
         else "mlp (8-layer MNIST MLP), examples")
     head = (f"{what} {rows[0]['examples']}, float32, {args.device}, hvp {args.hvp} (engine "
-        f"{rows[0]['engine']}), "
-            f"chunk {args.chunk}, offload {args.offload}, K = {args.iters}, {args.threads} "
-            "thread(s); "
-            f"measured as {rows[0]['how']}, above the baseline after set-up")
-    lines = [head, "", "| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) "
-        "| protocol / gradient "
-             f"step (target <= {TARGET:g}) | after the first record (MiB) | after the first "
-             "record / gradient step "
-             "| one point and one product / gradient step |",
+            f"{rows[0]['engine']}), chunk {args.chunk}, offload {args.offload}, K = {args.iters}, "
+            f"{args.threads} thread(s); measured as {rows[0]['how']}, above the baseline after "
+            f"set-up")
+    lines = [head, "", f"| width | parameters | offloaded | gradient step (MiB) | protocol (MiB) | "
+                       f"protocol / gradient step (target <= {TARGET:g}) | after the first record "
+                       f"(MiB) | after the first record / gradient step | one point and one "
+                       f"product / gradient step |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         later = ("| n/a | n/a |" if r.get("later_mib") is None
@@ -206,26 +204,22 @@ def table(rows: list[dict], args) -> str:
             f"{'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
                      f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")
     lines += ["", "The whole run includes iteration 0's eigensolve from scratch "
-        "(crosscurv.numeric.estimates.solve_extremes); "
-              "after the first record, the iterations without a solve (the iteration body). "
-              "The target applies "
-              "to the whole run: exit code 1 when a width misses it. One point and one "
-              "product: the run's "
-              "engine (crosscurv.numeric.protocol.choose_engine) at the parameters, its "
-              "gradient and one "
-              "Hessian-vector product, the floor under the body's peak before any carried vector."]
+                  "(crosscurv.numeric.estimates.solve_extremes); after the first record, the "
+                  "iterations without a solve (the iteration body). The target applies to the "
+                  "whole run: exit code 1 when a width misses it. One point and one product: the "
+                  "run's engine (crosscurv.numeric.protocol.choose_engine) at the parameters, its "
+                  "gradient and one Hessian-vector product, the floor under the body's peak before "
+                  "any carried vector."]
     return "\n".join(lines)
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="Each width gives two ratios: the whole run (iteration 0 solves for the Hessian's "
-        "extreme eigenpairs "
-               "from scratch, the solver of crosscurv.numeric.estimates.solve_extremes) and "
-               "the iterations after the first "
-               "record. "
-               f"Exit code 1 when a width's whole-run ratio is above {TARGET:g}.")
+        epilog=f"Each width gives two ratios: the whole run (iteration 0 solves for the Hessian's "
+               f"extreme eigenpairs from scratch, the solver of "
+               f"crosscurv.numeric.estimates.solve_extremes) and the iterations after the first "
+               f"record. Exit code 1 when a width's whole-run ratio is above {TARGET:g}.")
     ap.add_argument("--task", default="fl", choices=("fl", "mlp"),
                     help="fl (default: the ResNet-18 at each --width) or mlp (the 8-layer MNIST "
                     "MLP, one row)")
@@ -238,9 +232,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
     ap.add_argument("--offload", default="auto", choices=("auto", "on", "off"),
                     help="park carried vectors between uses (default auto: "
-                    "crosscurv.numeric.offload.should_offload, on once "
-                         "the 7 carried vectors reach 16 MiB, about 600,000 float32 "
-                         "parameters, or under memory "
+                         "crosscurv.numeric.offload.should_offload, on once the 7 carried vectors "
+                         "reach 16 MiB, about 600,000 float32 parameters, or under memory "
                          "pressure)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)

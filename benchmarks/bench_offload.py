@@ -106,8 +106,7 @@ def main(argv=None) -> int:
             assert res.status == "complete", res.message
     off, on = min(times[False]), min(times[True])
     print(f"task {args.task} (preset {args.preset}, {task.num_params():,} parameters), "
-        f"K={args.iters}, "
-          f"{torch.get_num_threads()} thread(s), min of {args.repeats}")
+          f"K={args.iters}, {torch.get_num_threads()} thread(s), min of {args.repeats}")
     print(f"offload off: {off:.2f} s   on: {on:.2f} s   on/off = {on / off:.3f}")
     return 0
 

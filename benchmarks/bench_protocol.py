@@ -322,11 +322,9 @@ def _print_bounds(task, pattern, rounds, med) -> None:
           f"iteration / bound = {statistics.median(ratios):.3f} (rounds {_rounds_list(ratios)})")
     ratios = [rd["ratio_seg"] for rd in rounds]
     alone = med(lambda rd: rd['prim']['segment'])
-    print(f"  lower bound with the segment timed alone ({alone:.2f} "
-          f"gradients: its three gradients and five float64 dot products) "
-          f"{med(lambda rd: rd['bound_seg']):.2f} gradients; "
-          f"iteration / bound = {statistics.median(ratios):.3f} "
-          f"(rounds {_rounds_list(ratios)})")
+    print(f"  lower bound with the segment timed alone ({alone:.2f} gradients: its three gradients "
+          f"and five float64 dot products) {med(lambda rd: rd['bound_seg']):.2f} gradients; "
+          f"iteration / bound = {statistics.median(ratios):.3f} (rounds {_rounds_list(ratios)})")
     chain = ("; through the loss instead of the task's chain "
              f"{med(lambda rd: rd['prim']['step without the chain']):.2f}"
              if "step without the chain" in rounds[0]["prim"] else "")
@@ -402,9 +400,8 @@ def main(argv=None) -> int:
     caller_chooses()  # the API calls below keep this count
 
     print(f"crosscurv at {HERE}; {args.threads} thread(s), CPU time, medians of {args.repeats}; "
-          f"iterations 2..{args.iters - 1} of a {args.iters}-iteration run; "
-          f"{args.rounds} round(s), each a run, its unit and its primitives; "
-          f"offload {args.offload}")
+          f"iterations 2..{args.iters - 1} of a {args.iters}-iteration run; {args.rounds} "
+          f"round(s), each a run, its unit and its primitives; offload {args.offload}")
     for name in args.tasks.split(","):
         _bench_task(name, args)
     return 0

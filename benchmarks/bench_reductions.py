@@ -73,10 +73,9 @@ def main(argv=None) -> int:
         for name, fn in {**dots, **norms}.items():
             _time_cpu(fn, samples.setdefault(name, []))
     n = sum(v.numel() for v in a.values())
-    print(f"{args.task} ({args.preset}): {n:,} float32 parameters in {len(a)} entries; 1 "
-        "thread, CPU time, "
-          f"medians of {args.repeats}; error relative to the exact value (math.fsum of "
-          "float64 products)")
+    print(f"{args.task} ({args.preset}): {n:,} float32 parameters in {len(a)} entries; 1 thread, "
+          f"CPU time, medians of {args.repeats}; error relative to the exact value (math.fsum of "
+          f"float64 products)")
     print()
     print("| quantity | kernel | time (ms) | time / the body's | relative error |")
     print("|---|---|---|---|---|")

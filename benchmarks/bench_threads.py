@@ -49,14 +49,12 @@ def main(argv=None) -> int:
     from crosscurv.numeric.records import FIELDS
     from crosscurv.theory.patterns import parse_pattern
 
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s "
-        "per iteration, "
-          f"min of {args.repeats}, K = {args.iters}")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; wall s per "
+          f"iteration, min of {args.repeats}, K = {args.iters}")
     print()
     n = args.threads
-    print(f"| task | parameters | 1 thread (s/it) | {n} threads (s/it) | {n} / 1 | auto: "
-        f"gradient with 1 / {n} (s) "
-          f"| auto picks | the faster per iteration |")
+    print(f"| task | parameters | 1 thread (s/it) | {n} threads (s/it) | {n} / 1 | auto: gradient "
+          f"with 1 / {n} (s) | auto picks | the faster per iteration |")
     print("|---|---|---|---|---|---|---|---|")
     same: dict = {}
     for name in args.tasks.split(","):
@@ -83,8 +81,7 @@ def main(argv=None) -> int:
         one, more = min(times[1]), min(times[n])
         faster = n if more < one else 1
         print(f"| {name} | {task.num_params():,} | {one:.3f} | {more:.3f} | {more / one:.2f} | "
-            f"{grad_s[1]:.4f} / "
-              f"{grad_s[n]:.4f} | {pick} | {faster} "
+              f"{grad_s[1]:.4f} / {grad_s[n]:.4f} | {pick} | {faster} "
               f"({'agrees' if pick == faster else 'differs'}) |", flush=True)
         same[name] = _first_difference(records[1], records[n])
     print()

@@ -115,14 +115,11 @@ def main(argv=None) -> int:
             w = (f_with + (preset_k - 1) * m_with) / (f_without + (preset_k - 1) * m_without)
             steady.append(s)
             whole.append(w)
-            print(f"  round {r + 1}: first record {f_with:.2f} s with, {f_without:.2f} s "
-                "without; later iterations "
-                  f"{m_with:.3f} s with, {m_without:.3f} s without (mean of "
-                  f"{len(its_with)}): steady {s:.3f}, "
-                  f"run of K = {preset_k}: {w:.3f}", flush=True)
+            print(f"  round {r + 1}: first record {f_with:.2f} s with, {f_without:.2f} s without; "
+                  f"later iterations {m_with:.3f} s with, {m_without:.3f} s without (mean of "
+                  f"{len(its_with)}): steady {s:.3f}, run of K = {preset_k}: {w:.3f}", flush=True)
         print(f"  median: steady {statistics.median(steady):.3f}, run of K = {preset_k}: "
-            f"{statistics.median(whole):.3f} "
-              f"(target <= 1.3)")
+              f"{statistics.median(whole):.3f} (target <= 1.3)")
     return 0
 
 

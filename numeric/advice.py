@@ -111,8 +111,7 @@ from .advice_text import check_note as _check_note
 from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
-from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best,
-                          first_step_orders)
+from .certificate import REMAINDER_WINDOW, advice_next_orders, certify_best, first_step_orders
 from .engine import choose_engine
 from .optimizers import optimizer_setup
 from .protocol_checks import ProtocolError

@@ -88,10 +88,8 @@ def trying_note(
     if task.n_blocks == 2:
         note += (
             " With two blocks the whole space is jc, gs and gs:2,1; what advise adds is why one "
-            "wins (the "
-            "cross-curvature terms eta^2 c_12, eta^2 c_21 of Theorem 1, propagated to K) and an "
-            "error "
-            "estimate per prediction; for more blocks, `--search` ranks every order or stage "
-            "arrangement."
+            "wins (the cross-curvature terms eta^2 c_12, eta^2 c_21 of Theorem 1, propagated to K) "
+            "and an error estimate per prediction; for more blocks, `--search` ranks every order "
+            "or stage arrangement."
         )
     return note

@@ -182,9 +182,8 @@ class OptimizerSteps:
         self.state = OptimizerState()
         self.ys: dict = {}
         self.note = (f" Optimizer {setup.describe()}: the predictions are the optimizer-aware "
-            "JC-only estimate and "
-                     "carry no error estimate (the embedded pair is derived for plain "
-                     "steps), so none is certified.")
+                     f"JC-only estimate and carry no error estimate (the embedded pair is derived "
+                     f"for plain steps), so none is certified.")
 
     def settings(self) -> dict:
         return self.setup.settings()

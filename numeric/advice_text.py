@@ -124,10 +124,9 @@ def check_note(checks: Sequence[dict]) -> str:
         " Warning: the one-step expansion does not converge at theta^0 ("
         + "; ".join(bad[:3])
         + ("; ..." if len(bad) > 3 else "")
-        + "): the first step is outside the expansions' regime (or the "
-        "loss is not smooth there); a certificate rests on the errors measured along the "
-        "run, and the "
-        "predictions before one are not reliable."
+        + "): the first step is outside the expansions' regime (or the loss is not smooth there); "
+          "a certificate rests on the errors measured along the run, and the predictions before "
+          "one are not reliable."
     )
 
 
@@ -157,16 +156,14 @@ def order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
     if apart:
         note = (
             f" GS orders at K = {last['k']}: {' < '.join(ranked)} (predicted, differences above "
-            f"{SAFETY:g} times the errors); one-step eta^3 terms at theta^0 (all orders tie "
-            "at eta^2, "
-            f"Corollary 1): {step}."
+            f"{SAFETY:g} times the errors); one-step eta^3 terms at theta^0 (all orders tie at "
+            f"eta^2, Corollary 1): {step}."
         )
     elif last.get("certified") and last["best"] in names and len(last.get("tied", ())) == 1:
         note = (
-            f" At K = {last['k']} {last['best']} is ahead of the other GS orders by more "
-            f"than {SAFETY:g} "
-            "times the errors; the others cannot be told apart; one-step eta^3 terms at "
-            f"theta^0: {step}."
+            f" At K = {last['k']} {last['best']} is ahead of the other GS orders by more than "
+            f"{SAFETY:g} times the errors; the others cannot be told apart; one-step eta^3 terms "
+            f"at theta^0: {step}."
         )
     else:
         spread = est[ranked[-1]] - est[ranked[0]]

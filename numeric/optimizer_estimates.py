@@ -46,15 +46,8 @@ from . import tree
 from .curvature import masked_product
 from .float64_sums import dot64
 from .hvp import grad, hvp
-from .optimizers import (
-    STATE_BUFFERS,
-    OptimizerSpec,
-    OptimizerState,
-    direction,
-    direction_jacobian_apply,
-    optimizer_scheme_step,
-    parse_optimizer,
-)
+from .optimizers import (STATE_BUFFERS, OptimizerSpec, OptimizerState, direction,
+                         direction_jacobian_apply, optimizer_scheme_step, parse_optimizer)
 from .steps import block_keys
 
 __all__ = ["factor_tree", "optimizer_in_regime", "scaled_direction", "optimizer_delay_curvature",

@@ -349,11 +349,10 @@ def _recommendation(res: SearchResult) -> str:
             else "this search was cheaper than training the three"
         )
         head += (
-            " With two blocks the whole space is three schemes (jc, gs, gs:2,1), about "
-            f"{three:.2f} s to "
-            f"train: {verdict}. What advise adds is the reason (the cross-curvature terms eta^2 "
-            "c_12 and "
-            "eta^2 c_21 of Theorem 1, propagated to K) and an error estimate for each prediction."
+            f" With two blocks the whole space is three schemes (jc, gs, gs:2,1), about "
+            f"{three:.2f} s to train: {verdict}. What advise adds is the reason (the "
+            f"cross-curvature terms eta^2 c_12 and eta^2 c_21 of Theorem 1, propagated to K) and "
+            f"an error estimate for each prediction."
         )
     elif cost["plain_space_s"] < search_s:
         head += f" Training all {len(sp):,} patterns directly would have been cheaper."

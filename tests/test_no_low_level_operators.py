@@ -54,9 +54,7 @@ def _low_level_uses(path: Path) -> list[str]:
 def test_the_detector_sees_the_constructs_it_guards_against(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "import torch\n"
-        "_aten = torch.ops.aten\n"
-        "class F(torch.autograd.Function):\n    pass\n",
+        "import torch\n_aten = torch.ops.aten\nclass F(torch.autograd.Function):\n    pass\n",
         encoding="utf-8")
     uses = _low_level_uses(sample)
     assert any("torch.ops.aten" in u for u in uses)

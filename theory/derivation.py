@@ -42,16 +42,9 @@ import sympy
 
 from .block_model import BlockModel, ModelError
 from .cumulative import check_cumulative, quadratic_model
-from .one_step import (
-    check_pattern,
-    cross_curvature,
-    delay_curvature,
-    eta3_gap_closed_form,
-    lemma1_coefficients,
-    loss_coefficients_closed_form,
-    loss_series,
-    one_step_update,
-)
+from .one_step import (check_pattern, cross_curvature, delay_curvature, eta3_gap_closed_form,
+                       lemma1_coefficients, loss_coefficients_closed_form, loss_series,
+                       one_step_update)
 from .patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 from .recursion import check_recursions, recursion_model
 
@@ -170,11 +163,10 @@ def _validate(n_blocks, dims, max_dim: int | None = MAX_TOTAL_DIM) -> None:
         raise ModelError(f"block dimension (--dims) must be 1 or 2, got {dims!r}")
     if max_dim is not None and n_blocks * dims > max_dim:
         raise ModelError(
-            f"--blocks {n_blocks} x --dims {dims} = {n_blocks * dims} coordinates is above "
-            "the symbolic limit of "
-            f"{max_dim}: the exact derivation's time grows about 3x per coordinate (1-2 "
-            "minutes at 8); "
-            "crosscurv scaling and crosscurv run check the same results numerically at any size"
+            f"--blocks {n_blocks} x --dims {dims} = {n_blocks * dims} coordinates is above the "
+            f"symbolic limit of {max_dim}: the exact derivation's time grows about 3x per "
+            f"coordinate (1-2 minutes at 8); crosscurv scaling and crosscurv run check the same "
+            f"results numerically at any size"
         )
 
 

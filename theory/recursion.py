@@ -28,12 +28,7 @@ import sympy
 
 from .block_model import BlockModel, ModelError
 from ._linalg import dot as _dot
-from .one_step import (
-    check_pattern,
-    fresh_cubic_term,
-    masked_hessian_apply,
-    one_step_update,
-)
+from .one_step import check_pattern, fresh_cubic_term, masked_hessian_apply, one_step_update
 from .patterns import DelayPattern
 from .series import EPS, ETA, SeriesSpace, TruncatedSeries
 

@@ -113,16 +113,13 @@ def _setting(r: DerivationResult) -> list[str]:
       "symmetric Hessian $H$ (blocks $H_{ij}$), symmetric third-derivative tensor $T$ "
       "(and fourth-derivative tensor $Q$ for Lemma 3 / Theorem 2). "
       f"Symbols look like {', '.join('`' + s.strip() + '`' for s in r.symbols.split(','))}.")
-    w(f"- Pattern `{r.pattern_spec}`: $S = {_pattern_latex(p)}$ (block $i$ uses fresh "
-        "block $j$ for $i \\leftarrow j$), "
-      f"update order {', '.join(str(b + 1) for b in p.order())}.")
-    w("- Exact scheme step: block $i$'s gradient is evaluated where exactly the blocks $j "
-        "\\in S(i)$ hold their "
-      "new values; everything is a truncated power series in $\\eta$ (and $\\epsilon$), "
-      "computed exactly.")
-    w("- $M_S$ keeps the Hessian blocks $H_{ij}$ with $(i,j) \\in S$; $P_i g$ keeps blocks "
-        "$j \\in S(i)$ of $g$; "
-      "$E_i g$ keeps block $i$.")
+    w(f"- Pattern `{r.pattern_spec}`: $S = {_pattern_latex(p)}$ (block $i$ uses fresh block $j$ "
+      f"for $i \\leftarrow j$), update order {', '.join(str(b + 1) for b in p.order())}.")
+    w("- Exact scheme step: block $i$'s gradient is evaluated where exactly the blocks $j \\in "
+      "S(i)$ hold their new values; everything is a truncated power series in $\\eta$ (and "
+      "$\\epsilon$), computed exactly.")
+    w("- $M_S$ keeps the Hessian blocks $H_{ij}$ with $(i,j) \\in S$; $P_i g$ keeps blocks $j \\in "
+      "S(i)$ of $g$; $E_i g$ keeps block $i$.")
     w("")
     return out
 
@@ -176,9 +173,8 @@ def _one_step(r: DerivationResult) -> list[str]:
     w("Expanded (brute-force series, equal to the closed form):\n")
     w(f"$$c_3 = {_latex(e['eta3'])}$$\n")
     o1, o2 = r.gs_order_pair
-    w(f"Two GS orders ({','.join(str(b + 1) for b in o1)} vs "
-        f"{','.join(str(b + 1) for b in o2)}) agree through $\\eta^2$ "
-      "and differ at $\\eta^3$ by")
+    w(f"Two GS orders ({','.join(str(b + 1) for b in o1)} vs {','.join(str(b + 1) for b in o2)}) "
+      f"agree through $\\eta^2$ and differ at $\\eta^3$ by")
     w("")
     w(f"$$[\\eta^3]\\,(L_{{GS(o)}} - L_{{GS(o')}}) = {_latex(e['gs_orders_eta3'])}$$\n")
     return out
@@ -189,11 +185,10 @@ def _recursions(r: DerivationResult) -> list[str]:
     out: list[str] = []
     w = out.append
     w("## Multi-step recursions (Lemma 3, Theorem 2)\n")
-    w("Expansion point $\\theta_{JC}^k$, $\\Delta\\theta^k = \\epsilon\\,\\delta$; $M_S$ "
-        "and $g_S$ at $\\theta_S^k$, "
-      "$H_{JC}$ at $\\theta_{JC}^k$; quartic Taylor model, series truncated at total degree "
-      "4 in $(\\eta, \\epsilon)$ "
-      "(every kept coefficient is exact for any smooth loss; see `theory/recursion.py`).")
+    w("Expansion point $\\theta_{JC}^k$, $\\Delta\\theta^k = \\epsilon\\,\\delta$; $M_S$ and $g_S$ "
+      "at $\\theta_S^k$, $H_{JC}$ at $\\theta_{JC}^k$; quartic Taylor model, series truncated at "
+      "total degree 4 in $(\\eta, \\epsilon)$ (every kept coefficient is exact for any smooth "
+      "loss; see `theory/recursion.py`).")
     w("")
     w("Leading terms of the trajectory remainder "
       "$r = \\Delta\\theta^{k+1} - (I - \\eta H_{JC}^k)\\Delta\\theta^k - \\eta^2 M_S g_S^k$:")
@@ -214,9 +209,8 @@ def _theorem3(r: DerivationResult, deg: int) -> list[str]:
     w = out.append
     w("## Theorem 3 on a quadratic objective\n")
     w("$z_{k+1} = (I - \\eta H) z_k + \\eta^2 M_S g_S^k$, $z_0 = 0$, against the exact "
-        "$\\Delta\\theta^K$; "
-      "loss estimate $g_{JC}^{K\\top} z_K + \\tfrac12 z_K^\\top H z_K$ against the exact "
-      "$\\Delta L^K$.")
+      "$\\Delta\\theta^K$; loss estimate $g_{JC}^{K\\top} z_K + \\tfrac12 z_K^\\top H z_K$ against "
+      "the exact $\\Delta L^K$.")
     w("")
     w("| K | lowest order of $\\Delta\\theta^K - z_K$ | lowest order of loss remainder | "
         "$[\\eta^3]$ loss remainder | $\\eta^3$ coefficients $= K\\times$ ($K=1$) |")
@@ -230,9 +224,8 @@ def _theorem3(r: DerivationResult, deg: int) -> list[str]:
         w("$$[\\eta^3]\\,(\\Delta\\theta^1 - z_1) = "
             f"{_vec_latex(r.theorem3[0]['trajectory_eta3'])}$$")
         w("")
-    w("The $\\eta^3$ coefficient of the trajectory remainder is $-K\\,M_S^2 g$ (linear "
-        "growth in $K$, the "
-      "$O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where "
+    w("The $\\eta^3$ coefficient of the trajectory remainder is $-K\\,M_S^2 g$ (linear growth in "
+      "$K$, the $O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where "
       "$z_K$ is exact.")
     w("")
     return out

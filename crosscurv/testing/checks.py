@@ -42,20 +42,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
 
-from .golden import (
-    GOLDEN_CASES,
-    GOLDEN_LABELS,
-    check_golden_one_step,
-    check_golden_records,
-    golden_dir,
-    set_golden_dir,
-)
-from .implementation import (
-    Implementation,
-    as_implementation,
-    records_columns,
-    reference_implementation,
-)
+from .golden import (GOLDEN_CASES, GOLDEN_LABELS, check_golden_one_step, check_golden_records,
+                     golden_dir, set_golden_dir)
+from .implementation import (Implementation, as_implementation, records_columns,
+                             reference_implementation)
 
 __all__ = ["Check", "CHECKS", "check_problems", "golden_dir", "set_golden_dir",
            "check_step_is_scheme", "check_one_step_remainder", "check_recursion_remainder",
@@ -303,9 +293,8 @@ def _trajectory_check(impl: Implementation, column: str, order: float, theorem: 
             )
             ref = observe_order(etas, ref_errors, floor=ref_floor, expected=order)
             failures.append(
-                f"{task.name}, S = {spec} = {_describe(S)}, eta K = {etas[0] * K0:g} fixed, "
-                f"K = {K0} 2^k:\n"
-                f"{bad}\ncrosscurv's gap - {column} on the same grid (observed order "
+                f"{task.name}, S = {spec} = {_describe(S)}, eta K = {etas[0] * K0:g} fixed, K = "
+                f"{K0} 2^k:\n{bad}\ncrosscurv's gap - {column} on the same grid (observed order "
                 f"{ref.slope:.3f}):\n{ref.table()}"
             )
     _fail(f"{impl.name}: {theorem}", failures)

@@ -26,12 +26,8 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from crosscurv.experiments.problems import (
-    Problem,
-    bilinear_problem,
-    quartic_problem,
-    tanh_mlp_problem,
-)
+from crosscurv.experiments.problems import (Problem, bilinear_problem, quartic_problem,
+                                            tanh_mlp_problem)
 from crosscurv.theory.patterns import DelayPattern, gauss_seidel
 
 __all__ = ["ProblemSpec", "seeds", "block_quadratics", "quartic_specs", "tanh_mlp_specs",

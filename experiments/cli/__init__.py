@@ -39,12 +39,10 @@ EXIT_INTERNAL_ERROR = 70
 EXIT_CODES = {
     0: "success: the check passed, the verdict is positive, the run completed",
     1: "the check failed / the verdict is negative (derive, scaling, validate-step, "
-    "validate-records, "
-       "report --check)",
+       "validate-records, report --check)",
     2: "bad input: one line 'crosscurv: error: ...'",
-    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep); an order has "
-    "no point in the "
-       "asymptotic window, none is outside its tolerance (scaling)",
+    3: "a run diverged (run); a sweep has a run that diverged or failed (sweep); an order has no "
+       "point in the asymptotic window, none is outside its tolerance (scaling)",
     EXIT_INTERNAL_ERROR: "internal error, a bug in crosscurv: one line 'crosscurv: internal "
     "error: ...'",
     130: "interrupted",

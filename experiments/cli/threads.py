@@ -27,8 +27,7 @@ SOURCE = "default"
 
 _WHY = {
     "default": "the default: the same float32 records on every machine, no waiting on shared "
-    "cores; "
-               "set --threads or OMP_NUM_THREADS to change it",
+               "cores; set --threads or OMP_NUM_THREADS to change it",
     "--threads": "as asked by --threads",
     "--threads auto": "--threads auto: the fastest on this machine for this task's gradient, "
     "measured at the start",

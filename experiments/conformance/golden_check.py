@@ -58,14 +58,8 @@ def read_reference(ref: str) -> Reference:
     Raises:
         RecordsError: no such folder, no records, an unreadable summary.
     """
-    from crosscurv.numeric.records import (
-        RECORDS_FILE,
-        SUMMARY_FILE,
-        read_columns,
-        read_records,
-        read_summary,
-        records_columns,
-    )
+    from crosscurv.numeric.records import (RECORDS_FILE, SUMMARY_FILE, read_columns, read_records,
+                                           read_summary, records_columns)
 
     path = resolve_reference(ref)
     if not os.path.isdir(path):
@@ -73,9 +67,8 @@ def read_reference(ref: str) -> Reference:
     rec = os.path.join(path, RECORDS_FILE)
     if not os.path.exists(rec):
         hint = (
-            f" (it is a golden case folder: give one of its runs, {ref.rstrip('/')}/gs, or "
-            f"check one-step "
-            f"results against its {ONE_STEP_FILE})"
+            f" (it is a golden case folder: give one of its runs, {ref.rstrip('/')}/gs, or check "
+            f"one-step results against its {ONE_STEP_FILE})"
             if os.path.exists(os.path.join(path, ONE_STEP_FILE))
             else ""
         )
@@ -163,12 +156,8 @@ def check_records(
     Raises:
         RecordsError: bad input (exit 2 on the command line).
     """
-    from crosscurv.numeric.record_comparison import (
-        OPTIONAL_COLUMNS,
-        compare_records,
-        compared_columns,
-        reference_tolerances,
-    )
+    from crosscurv.numeric.record_comparison import (OPTIONAL_COLUMNS, compare_records,
+                                                     compared_columns, reference_tolerances)
 
     t = as_columns(theirs, columns)
     ref = read_reference(reference)

@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import torch
 
-from crosscurv.numeric.formula_variants import (
-    PAIR_SETS as _PAIRS,
-    PROPAGATIONS as _PROPAGATIONS,
-    TERM_COLUMNS,
-)
+from crosscurv.numeric.formula_variants import (PAIR_SETS as _PAIRS, PROPAGATIONS as _PROPAGATIONS,
+                                                TERM_COLUMNS)
 from crosscurv.numeric.steps import scheme_step
 
 __all__ = ["TERM_COLUMNS", "formula_terms"]

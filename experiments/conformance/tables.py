@@ -132,16 +132,13 @@ def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tu
     from crosscurv.experiments.reports.table import load_run
 
     md = ["## Table 1 over the checked iterations, within the spread over seeds", "",
-          "The records `report --check` recomputed under each emulation, taken as a rerun of "
-          "the study to the "
-          "check's horizon `K`: Table 1's quantities over `k = 1..K` (Correct per estimate, "
-          "the hits `h_JC` "
-          "and `h_GS` per estimate, and the number and first of the observed winner's switch "
-          "points) against "
-          "the committed run's over the same iterations. A quantity passes when they differ "
-          "by at most its spread "
-          "(largest minus smallest) over the seed runs of the same settings in "
-          f"`{sweeps}`, each cut to the same `K` (`crosscurv.experiments.conformance.tables`).", ""]
+          f"The records `report --check` recomputed under each emulation, taken as a rerun of the "
+          f"study to the check's horizon `K`: Table 1's quantities over `k = 1..K` (Correct per "
+          f"estimate, the hits `h_JC` and `h_GS` per estimate, and the number and first of the "
+          f"observed winner's switch points) against the committed run's over the same iterations. "
+          f"A quantity passes when they differ by at most its spread (largest minus smallest) over "
+          f"the seed runs of the same settings in `{sweeps}`, each cut to the same `K` "
+          f"(`crosscurv.experiments.conformance.tables`).", ""]
     failed = 0
     for run_dir in runs:
         items = [(n, c) for n, c in recomputed.get(run_dir, []) if c and c.get("gap")]
@@ -161,12 +158,10 @@ def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tu
             for sd, c in seeds)
         note = ""
         if own and not same:
-            note = (f" The seed run with the committed run's seed ({settings['seed']}) is not "
-                "the committed run (its "
-                    "records differ: the seed sweeps and the committed run were made by "
-                    "different versions), so the "
-                    "committed values can lie outside the seed range; the spread is what is "
-                    "compared.")
+            note = (f" The seed run with the committed run's seed ({settings['seed']}) is not the "
+                    f"committed run (its records differ: the seed sweeps and the committed run "
+                    f"were made by different versions), so the committed values can lie outside "
+                    f"the seed range; the spread is what is compared.")
         md += [f"### `{run_dir}`, K = {K}", "",
                f"Seeds: {', '.join(str(sd) for sd, _ in seeds) or 'none'} "
                f"({', '.join(used) or 'no seed sweep found'})."

@@ -150,8 +150,7 @@ class FLPanel(Panel):
         self.s, self.seed = settings, seed
         if data_path is None and settings.get("needs_data"):
             raise DataError("the paper preset of the fl panel needs the CIFAR-10 training set: "
-                "pass --data "
-                            "with a cifar-10-batches-py folder")
+                            "pass --data with a cifar-10-batches-py folder")
         n = settings["examples"] if data_path is None else settings["examples_full"]
         data = load_cifar10(n, path=data_path, dtype=dtype, device=device)
         # contiguous NCHW: the loader's tensor has channels-last strides, and the CPU convolution
@@ -185,8 +184,7 @@ class FLPanel(Panel):
             "run's seed)",
             "sampled_per_round": settings["sampled"],
             "model": f"CIFAR ResNet-18 (width {settings['width']}; personal: stem + stages 1-2, "
-            "shared: stages 3-4 + "
-                     "classifier), BatchNorm with fixed statistics",
+                     f"shared: stages 3-4 + classifier), BatchNorm with fixed statistics",
             "optimizer": self.opt.describe()
             + ", a fresh optimiser per client and phase each round",
             "batch": settings["batch"],

@@ -118,9 +118,8 @@ def lora_model(settings: dict, seed: int, *, dtype=torch.float32, device="cpu", 
         "model_source": model_source,
         "examples": len(data),
         "model": f"T5 + LoRA (r={settings['rank']}, alpha={settings['alpha']}, adapter dropout "
-        f"{settings['dropout']}, "
-                 f"bias none) on q/v of encoder self-, decoder self- and decoder cross-attention "
-                 f"({len(names) // 2} modules); A ~ N(0, 2/d_in), B = 0",
+                 f"{settings['dropout']}, bias none) on q/v of encoder self-, decoder self- and "
+                 f"decoder cross-attention ({len(names) // 2} modules); A ~ N(0, 2/d_in), B = 0",
         "trainable_params": sum(v.numel() for v in params.values()),
         "seq_len": settings["seq_len"],
         "target_len": int(target_len),

@@ -187,9 +187,8 @@ class MLPPanel(Panel):
             "optimizer": self.opt.describe(),
             "batch": self.batch,
             "steps_per_epoch": self.steps_per_epoch,
-            "sequential": "in-place back-propagation (updated W in the backward recursion, "
-            "forward states and "
-                          "residual of theta^t)",
+            "sequential": "in-place back-propagation (updated W in the backward recursion, forward "
+                          "states and residual of theta^t)",
             "simultaneous": "JC back-propagation (all gradients at theta^t)",
             "third_run": "exact GS output to input (forward and adjoints recomputed at each "
             "mixed state)",

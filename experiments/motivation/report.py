@@ -35,12 +35,10 @@ COMMAND = "crosscurv motivation --preset default --out reports/runs/motivation -
 _PAPER = {
     "mlp": "full MNIST (60,000 images), 40 epochs, batch 128, SGD lr 1e-3, per-tensor "
     "clipping at 5",
-    "fl": "CIFAR-10 (50,000 images), 20 clients, Dirichlet(0.5), 10 sampled per round, 60 "
-    "rounds, batch 64, "
-          "SGD lr 1e-3, momentum 0.9, weight decay 1e-4, width-64 ResNet-18",
+    "fl": "CIFAR-10 (50,000 images), 20 clients, Dirichlet(0.5), 10 sampled per round, 60 rounds, "
+          "batch 64, SGD lr 1e-3, momentum 0.9, weight decay 1e-4, width-64 ResNet-18",
     "lora": "T5-base, first 2,000 SST-2 training examples, 128/2 tokens, r = 8, alpha = 16, "
-    "dropout 0.1; "
-            "optimizer and batch not stated",
+            "dropout 0.1; optimizer and batch not stated",
 }
 
 
@@ -74,10 +72,8 @@ def _settings_lines(panel: str, runs: list) -> list:
     lines.append(f"- optimizer: {info['optimizer']}")
     if panel == "fl":
         lines.append(f"- clients: {info['clients']} (sizes of seed {s['seed']}: "
-            f"{info['client_sizes']}), "
-                     f"{info['sampled_per_round']} sampled per round, batch {info['batch']}; "
-                     f"{info['local']}; "
-                     f"{info['aggregation']}")
+                     f"{info['client_sizes']}), {info['sampled_per_round']} sampled per round, "
+                     f"batch {info['batch']}; {info['local']}; {info['aggregation']}")
     else:
         lines.append(f"- {info['examples']} training examples, batch {info['batch']}, "
                      f"{info['steps_per_epoch']} steps per epoch")
@@ -117,12 +113,10 @@ def _findings(runs: dict, runs_dir: str) -> list:
                 blow.append((k, max(x["eval_seq"] for x in ev), gs, len(ev)))
             n_blow = sum(b[0] is not None for b in blow)
             line += (f" In {n_blow} of {len(rs)} seeds the in-place run's loss passes twice its "
-                "initial value "
-                     f"(at steps {', '.join(str(b[0]) for b in blow)}; largest evaluated loss "
-                     f"{max(b[1] for b in blow):.3g}), so its late deficit is a divergence "
-                     "of the in-place "
-                     f"recursion, not a slower descent; exact GS is ahead of JC at "
-                     f"{', '.join(f'{b[2]}/{b[3]}' for b in blow)} evaluations.")
+                     f"initial value (at steps {', '.join(str(b[0]) for b in blow)}; largest "
+                     f"evaluated loss {max(b[1] for b in blow):.3g}), so its late deficit is a "
+                     f"divergence of the in-place recursion, not a slower descent; exact GS is "
+                     f"ahead of JC at {', '.join(f'{b[2]}/{b[3]}' for b in blow)} evaluations.")
         out.append(line)
     for panel in runs:
         vpath = os.path.join(runs_dir, panel, "verdicts.json")
@@ -211,9 +205,8 @@ def write_motivation_report(out_dir="reports", *, runs_dir: str, preset: str = "
          else f" (the committed report: `{COMMAND}`)")
          + ". Every number below is computed from the run folders by "
          "`crosscurv.experiments.motivation.report.write_motivation_report`.", "",
-         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}; "
-         "runs single-threaded "
-         "when started with `OMP_NUM_THREADS=1`.", ""]
+         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}; runs "
+         f"single-threaded when started with `OMP_NUM_THREADS=1`.", ""]
 
     L += ["## Findings in detail", ""] + _findings(runs, runs_dir) + [""]
 
@@ -255,13 +248,10 @@ def _time_section(runs: dict, runs_dir: str) -> list:
           "wall s",
                                   "of which probes CPU s", "verdicts CPU s", "threads"],
                    tablefmt="github", disable_numparse=True), "",
-          f"Training, all panels and seeds: {total:.1f} CPU seconds; verdicts {vtotal:.1f} "
-          "CPU seconds (they do "
-          "not depend on the preset or the seed and are computed once per run folder). CPU "
-          "time of the process "
-          "(single-threaded runs), because the reference machine was shared while measuring; "
-          "wall time for "
-          "reference.", ""]
+          f"Training, all panels and seeds: {total:.1f} CPU seconds; verdicts {vtotal:.1f} CPU "
+          f"seconds (they do not depend on the preset or the seed and are computed once per run "
+          f"folder). CPU time of the process (single-threaded runs), because the reference machine "
+          f"was shared while measuring; wall time for reference.", ""]
     return L
 
 
@@ -271,12 +261,10 @@ def _figure_section(fig1: str) -> list:
     L += ["## Figure 1", "", f"![Figure 1]({fig1})", "",
           "Blue: sequential implementation; orange: simultaneous; green dash-dotted (right axis): "
           "Delta L = L_seq - L_sim of the first seed, dotted: the other seeds (negative: "
-          "sequential ahead). "
-          "mlp: purple dashed is exact GS, purple dotted its difference to JC. Losses are "
-          "the training objective on "
-          "the evaluation set (mlp: a fixed balanced subset; fl: the federated objective "
-          "over all clients; lora: "
-          "all training examples without dropout).", ""]
+          "sequential ahead). mlp: purple dashed is exact GS, purple dotted its difference to JC. "
+          "Losses are the training objective on the evaluation set (mlp: a fixed balanced subset; "
+          "fl: the federated objective over all clients; lora: all training examples without "
+          "dropout).", ""]
     return L
 
 
@@ -295,13 +283,11 @@ def _verdicts_section(runs: dict, runs_dir: str) -> list:
     """What each practical step computes: the validate-step verdicts per panel."""
     L: list = []
     L += ["## What each practical step computes (`validate-step` on a deterministic version)", "",
-          "Deterministic version: one fixed minibatch, no dropout, no clipping, a fresh "
-          "optimizer state per call, "
-          "the panel's own step code, float64 (`experiments/motivation/verdicts.py`; each "
-          "factory also runs as "
-          "`crosscurv validate-step crosscurv.experiments.motivation.verdicts:NAME`). A step "
-          "*matches* a scheme only if it "
-          "agrees to round-off at every state and step size.", ""]
+          "Deterministic version: one fixed minibatch, no dropout, no clipping, a fresh optimizer "
+          "state per call, the panel's own step code, float64 "
+          "(`experiments/motivation/verdicts.py`; each factory also runs as `crosscurv "
+          "validate-step crosscurv.experiments.motivation.verdicts:NAME`). A step *matches* a "
+          "scheme only if it agrees to round-off at every state and step size.", ""]
     for panel in runs:
         vpath = os.path.join(runs_dir, panel, "verdicts.json")
         if not os.path.isfile(vpath):
@@ -330,12 +316,9 @@ def _reversal_section(runs: dict) -> list:
     L: list = []
     L += ["## Does the reversal appear? (sequential ahead early, simultaneous later)", "",
           "Per run, over the evaluated steps: share of the first third where the sequential "
-          "implementation is "
-          "ahead (Delta L < 0), share of the last third where the simultaneous one is ahead "
-          "(Delta L > 0, or the "
-          "sequential run diverged), the first step from which the sign no longer changes, "
-          "and the final losses. "
-          "Reversal = both shares above 1/2.", ""]
+          "implementation is ahead (Delta L < 0), share of the last third where the simultaneous "
+          "one is ahead (Delta L > 0, or the sequential run diverged), the first step from which "
+          "the sign no longer changes, and the final losses. Reversal = both shares above 1/2.", ""]
     rows = []
     for panel, rs in runs.items():
         for r in rs:
@@ -368,20 +351,14 @@ def _criterion_section(runs: dict, figc: str) -> list:
     """The one-step criterion along the practical runs and its figure (``figc``: relative path)."""
     L: list = []
     L += ["## The one-step criterion along the practical runs", "",
-          "At every probed step, at the simultaneous run's parameters and optimizer state, "
-          "on that step's "
-          "minibatch without dropout, in float64 (`experiments/motivation/criterion.py`): "
-          "Theorem 1's "
-          "`eta^2 C_S` with `C_S = g^T M_S g` (masked Hessian-vector products, "
-          "`crosscurv.numeric.masked_product`), and "
-          "the optimizer-aware form `eta^2 g^T J M_S d` (`d`: the optimizer's update "
-          "direction, `J = dd/dg` "
-          "by one `torch.func.jvp`; plain SGD gives back `C_S`, momentum and weight decay "
-          "give `g^T M_S d`, "
-          "clipping and Adam a non-trivial `J`). Measured: the loss after one step of each "
-          "scheme from that "
-          "same state on that minibatch. Agreement = same winner (the paper's `Correct_K`; "
-          "an estimate of "
+          "At every probed step, at the simultaneous run's parameters and optimizer state, on that "
+          "step's minibatch without dropout, in float64 (`experiments/motivation/criterion.py`): "
+          "Theorem 1's `eta^2 C_S` with `C_S = g^T M_S g` (masked Hessian-vector products, "
+          "`crosscurv.numeric.masked_product`), and the optimizer-aware form `eta^2 g^T J M_S d` "
+          "(`d`: the optimizer's update direction, `J = dd/dg` by one `torch.func.jvp`; plain SGD "
+          "gives back `C_S`, momentum and weight decay give `g^T M_S d`, clipping and Adam a "
+          "non-trivial `J`). Measured: the loss after one step of each scheme from that same state "
+          "on that minibatch. Agreement = same winner (the paper's `Correct_K`; an estimate of "
           "exactly 0 agrees only with a measured 0).", ""]
     rows = []
     for panel, rs in runs.items():

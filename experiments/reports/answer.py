@@ -111,10 +111,9 @@ def diverged_lines(records: Sequence[Mapping], out_dir: str) -> list[str]:
     if records:
         r = records[-1]
         first = (
-            f"last finite state: k = {r['k']}, L_JC = {number(r['loss_jc'], LOSS)}, "
-            f"L_S = {number(r['loss_s'], LOSS)}, gap {number(r['gap'])}; "
-            f"records of k = 1..{r['k']} "
-            f"in {out_dir}"
+            f"last finite state: k = {r['k']}, L_JC = {number(r['loss_jc'], LOSS)}, L_S = "
+            f"{number(r['loss_s'], LOSS)}, gap {number(r['gap'])}; records of k = 1..{r['k']} in "
+            f"{out_dir}"
         )
     else:
         first = f"no finite iteration after theta^0: nothing recorded in {out_dir}"

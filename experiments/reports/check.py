@@ -102,8 +102,7 @@ class RunCheck:
         if col == "theta0":
             return f"{self.run_dir}: DISAGREE at k=0: {new} ({how})"
         return (f"{self.run_dir}: DISAGREE at k={k}, column {col}: recomputed {new!r}, committed "
-            f"{old!r}, "
-                f"|diff| {abs(new - old):.3e} > tolerance {allowed:.3e} ({how})")
+                f"{old!r}, |diff| {abs(new - old):.3e} > tolerance {allowed:.3e} ({how})")
 
     def promise(self) -> str:
         """Which promise held, in words: bitwise / within tolerance to k = n / parts at k = ... as
@@ -115,10 +114,8 @@ class RunCheck:
         if self.verdict == "parts as predicted":
             rate = f", {self.growth:.2f}x per iteration" if self.growth else ""
             return (f"within tolerance to k = {self.parts_at - 1}, parts at k = {self.parts_at}, "
-                "as the trajectory's "
-                    "own sensitivity predicts (tolerances grown as a run perturbed at "
-                    f"rounding parts{rate}, "
-                    f"to k = {self.iterations})")
+                    f"as the trajectory's own sensitivity predicts (tolerances grown as a run "
+                    f"perturbed at rounding parts{rate}, to k = {self.iterations})")
         return "disagree"
 
     def to_dict(self) -> dict:
@@ -397,7 +394,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
 
     from crosscurv.experiments import runs
     from crosscurv.numeric.record_comparison import (ALL_COLUMNS, compare_records, compared_columns,
-                                           reference_tolerances)
+                                                     reference_tolerances)
     from crosscurv.numeric.records import FIELDS, records_columns
 
     run_dir, settings, n = plan.run_dir, plan.settings, plan.n
@@ -462,9 +459,8 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         notes.append(f"growth: the largest of {used} runs perturbed at rounding")
     if parted is not None and "sharpness" in columns:
         notes.append(f"sharpness compared to k = {parted - 1}: from k = {parted} the losses are "
-            "beyond the fixed "
-                     "tolerances (the trajectories part) and the power iteration's vector "
-                     "carries that history")
+                     f"beyond the fixed tolerances (the trajectories part) and the power "
+                     f"iteration's vector carries that history")
     base["seconds"] = time.perf_counter() - t0
     growth = curve[-1] ** (1.0 / (len(curve) - 1)) if len(curve) > 1 and curve[-1] > 1 else None
     if wide.ok:
@@ -472,8 +468,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
             verdict="parts as predicted",
                         parts_at=first[0], growth=growth, **base)
     notes.append(f"beyond the fixed tolerances from k = {first[0]}; beyond them grown as a run "
-        "perturbed at "
-                 f"rounding parts at k = {wide.first[0]}")
+                 f"perturbed at rounding parts at k = {wide.first[0]}")
     return RunCheck(agree=False, first=wide.first, comparison=wide, recomputed=recomputed,
         verdict="disagree",
                     growth=growth, **base)

@@ -95,8 +95,7 @@ def replay(run_dir: str | os.PathLike, log=print) -> float:
     os.replace(tmp, Path(run_dir) / SIDECAR)
     log(
         f"{run_dir}: {K} iterations in {time.time() - t0:.0f} s; replayed loss_jc within "
-        f"{worst:.2g} "
-        "(relative) of the records"
+        f"{worst:.2g} (relative) of the records"
     )
     return worst
 

@@ -274,9 +274,8 @@ COLUMN_NOTES = {
     "Undecided": "iterations whose |gap| is within its measurement error gap_err: no measured "
                  "winner, left out of Correct and the hits",
     "Coverage": "share of the decided iterations where the estimate's winner is certified (the "
-                "estimate exceeds its certificate's error bar, docs/error_estimates.md, and "
-                "the run "
-                "is below the edge of stability)",
+                "estimate exceeds its certificate's error bar, docs/error_estimates.md, and the "
+                "run is below the edge of stability)",
     "Precision": "share of the certified winners that are the measured winner",
     "Calibrated": "share of the iterations where |estimate - gap| is within the estimate's "
                   "error bar",

@@ -11,9 +11,9 @@ from .exact_mp import one_step_study_mp, protocol_mp
 from .loss_gap import GAP_NODES, loss_gap, rounding_scale
 from .markdown import render_markdown
 from .studies import (one_step_study, order_invariance_study, predicted_coefficients,
-    trajectory_studies)
+                      trajectory_studies)
 from .study import (EXPECTED, FLOOR_ULPS, N_POINTS, NO_WINDOW, TOLERANCE, Study, eta_grid,
-    make_study, roundoff_floor)
+                    make_study, roundoff_floor)
 from .suite import OFFICIAL, PROBLEMS, ProblemResult, scaling_suite
 
 __all__ = [

@@ -81,61 +81,44 @@ def _method(tolerance: float) -> list:
     return [
         "## What is measured",
         "",
-        "Every error is evaluated on the grid `eta0 * 2^-k`, `k = 0..5`. Points whose error "
-        "is at or below the "
-        f"round-off floor (`{FLOOR_ULPS} eps x scale`, see below) are dropped and listed, "
-        "never used. For the points "
-        "kept the tables give the pairwise rates `log2(e(eta)/e(eta/2))`, the least-squares "
-        "order (the *fitted "
-        "order*) and `error/eta^p`; where theory gives the leading coefficient it is "
-        "compared with the measured "
-        "`error/eta^p` at the smallest `eta` and with its Richardson extrapolation `2 "
-        "q(eta/2) - q(eta)`.",
+        f"Every error is evaluated on the grid `eta0 * 2^-k`, `k = 0..5`. Points whose error is at "
+        f"or below the round-off floor (`{FLOOR_ULPS} eps x scale`, see below) are dropped and "
+        f"listed, never used. For the points kept the tables give the pairwise rates "
+        f"`log2(e(eta)/e(eta/2))`, the least-squares order (the *fitted order*) and `error/eta^p`; "
+        f"where theory gives the leading coefficient it is compared with the measured "
+        f"`error/eta^p` at the smallest `eta` and with its Richardson extrapolation `2 q(eta/2) - "
+        f"q(eta)`.",
         "",
-        "* **one-step**: `r(eta) = (L_S - L_JC) - eta^2 C_S` after one step from a common "
-        "point; theory "
-        "(Theorem 1 and `crosscurv.theory.one_step`): `r = c3 eta^3 + O(eta^4)`, "
-        "`c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]`. Expected order 3.",
-        "* **recursion**: `gap - recursive` at `k = K` with `eta K = T` fixed (`K = K0 "
-        "2^k`): Theorem 2's local "
-        "remainder, expected order 3.",
-        "* **cumulative** / **JC-only**: `gap - cumulative` (Theorem 3) and `gap - jc_only` "
-        "at `k = K`, `eta K = T`: "
-        "`O(K eta^3) = O(T eta^2)`, expected order 2. Also the cumulative error against `K` "
-        "at the smallest `eta` "
-        "(grows about linearly while `K eta` is small).",
+        "* **one-step**: `r(eta) = (L_S - L_JC) - eta^2 C_S` after one step from a common point; "
+        "theory (Theorem 1 and `crosscurv.theory.one_step`): `r = c3 eta^3 + O(eta^4)`, `c3 = -g^T "
+        "(M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]`. Expected order 3.",
+        "* **recursion**: `gap - recursive` at `k = K` with `eta K = T` fixed (`K = K0 2^k`): "
+        "Theorem 2's local remainder, expected order 3.",
+        "* **cumulative** / **JC-only**: `gap - cumulative` (Theorem 3) and `gap - jc_only` at `k "
+        "= K`, `eta K = T`: `O(K eta^3) = O(T eta^2)`, expected order 2. Also the cumulative error "
+        "against `K` at the smallest `eta` (grows about linearly while `K eta` is small).",
         "* **order invariance**: `L_GS(order 1) - L_GS(order 2)` after one step: both orders have "
         "`C_S = C_cross/2`, so the difference is `O(eta^3)` with coefficient `c3(order 1) - "
-        "c3(order 2)`. "
-        "Expected order 3.",
+        "c3(order 2)`. Expected order 3.",
         "",
-        "Gaps are computed without cancellation: `L(a) - L(b) = int_0^1 grad L(b + "
-        "t(a-b)).(a-b) dt` by 4-point "
-        "Gauss-Legendre quadrature (`crosscurv.experiments.scaling.loss_gap`), so their "
-        "round-off is relative to the gap, "
-        "not to `|L|`. Floors: `16 eps (|gap| + ||theta0 (*) g0||)` (the second term: "
-        "rounding every coordinate of "
-        "the stepped parameters), with `sqrt(K) ||theta0 (*) g0||` for the cumulative errors "
-        "whose states ignore the "
-        "measured trajectories; `tests/properties` checks these floors against exact "
-        "`mpmath` computations on "
-        "quartic polynomials. `eta0` is the largest power of two with `eta0 lam <= factor` "
-        "for the problem's "
-        "curvature scale `lam = ||H|| + ||g|| ||D^3L[g^]|| + ||g|| ||D^4L[g^,g^]||^1/2` "
-        "unless a note says otherwise.",
+        "Gaps are computed without cancellation: `L(a) - L(b) = int_0^1 grad L(b + t(a-b)).(a-b) "
+        "dt` by 4-point Gauss-Legendre quadrature (`crosscurv.experiments.scaling.loss_gap`), so "
+        "their round-off is relative to the gap, not to `|L|`. Floors: `16 eps (|gap| + ||theta0 "
+        "(*) g0||)` (the second term: rounding every coordinate of the stepped parameters), with "
+        "`sqrt(K) ||theta0 (*) g0||` for the cumulative errors whose states ignore the measured "
+        "trajectories; `tests/properties` checks these floors against exact `mpmath` computations "
+        "on quartic polynomials. `eta0` is the largest power of two with `eta0 lam <= factor` for "
+        "the problem's curvature scale `lam = ||H|| + ||g|| ||D^3L[g^]|| + ||g|| "
+        "||D^4L[g^,g^]||^1/2` unless a note says otherwise.",
         "",
-        f"Tolerance: `|p - 3| <= {tolerance}` for one-step, recursion and order invariance, "
-        "`|p - 2| <= "
-        f"{tolerance}` for cumulative, `p` the fitted order. Each official order has one of "
-        "three outcomes: *ok* "
-        "(fitted, within the tolerance), **outside** (fitted, outside it: the check failed) or "
-        f"*{NO_WINDOW}* (fewer than two grid points lie above the round-off floor, on a ReLU "
-        "network below "
-        "its kink radius: no order can be fitted; a finding about the instance in float64, "
-        "neither a pass nor a "
-        "failure). Exit code of `crosscurv scaling`: 0 every official order ok; 1 one is "
-        "outside; 3 none "
-        f"outside, but one or more has {NO_WINDOW} (`crosscurv report` goes on and reports it).",
+        f"Tolerance: `|p - 3| <= {tolerance}` for one-step, recursion and order invariance, `|p - "
+        f"2| <= {tolerance}` for cumulative, `p` the fitted order. Each official order has one of "
+        f"three outcomes: *ok* (fitted, within the tolerance), **outside** (fitted, outside it: "
+        f"the check failed) or *{NO_WINDOW}* (fewer than two grid points lie above the round-off "
+        f"floor, on a ReLU network below its kink radius: no order can be fitted; a finding about "
+        f"the instance in float64, neither a pass nor a failure). Exit code of `crosscurv "
+        f"scaling`: 0 every official order ok; 1 one is outside; 3 none outside, but one or more "
+        f"has {NO_WINDOW} (`crosscurv report` goes on and reports it).",
         "",
     ]
 
@@ -199,8 +182,7 @@ def _problem_section(res) -> list:
         if "C_S_order1" in st.info:
             extra.append(
                 f"C_S(order 1) = {st.info['C_S_order1']:.10g}, C_S(order 2) = "
-                f"{st.info['C_S_order2']:.10g}, "
-                f"C_cross/2 = {st.info['C_cross_half']:.10g}"
+                f"{st.info['C_S_order2']:.10g}, C_cross/2 = {st.info['C_cross_half']:.10g}"
             )
         if "C_S" in st.info:
             extra.append(f"C_S = {st.info['C_S']:.10g}")
@@ -231,18 +213,14 @@ def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[s
     lines = [
         "## Optimizers beyond the paper",
         "",
-        "The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` "
-        "(docs/optimizers.md, 'Optimizers beyond the "
-        "paper') on the tanh MLP of the property tests (3-4-4-2, float64, 3 blocks, pattern "
-        "gs), block step-size "
-        f"factors F = {', '.join(f'{f:g}' for f in first.info['factors'])}: the one-step remainder "
-        "`(L_S - L_JC) - eta^2 g^T F J_phi M_S F phi` from a warm common point and state "
-        "(two JC steps), and "
-        "`gap - estimate` of the controlled protocol run with the optimizer, at `k = K` with "
-        "`eta K = T` fixed "
-        f"(`K = K0 2^k`) and at a fixed `K = {FIXED_K}`. Expected orders in parentheses; "
-        "these are findings and "
-        "do not set the exit code.",
+        f"The generalized estimates of `crosscurv run --optimizer ... --block-lr ...` "
+        f"(docs/optimizers.md, 'Optimizers beyond the paper') on the tanh MLP of the property "
+        f"tests (3-4-4-2, float64, 3 blocks, pattern gs), block step-size factors F = "
+        f"{', '.join(f'{f:g}' for f in first.info['factors'])}: the one-step remainder `(L_S - "
+        f"L_JC) - eta^2 g^T F J_phi M_S F phi` from a warm common point and state (two JC steps), "
+        f"and `gap - estimate` of the controlled protocol run with the optimizer, at `k = K` with "
+        f"`eta K = T` fixed (`K = K0 2^k`) and at a fixed `K = {FIXED_K}`. Expected orders in "
+        f"parentheses; these are findings and do not set the exit code.",
         "",
         "| optimizer | eta0 | K0 | " + " | ".join(_OPT_TITLES.values()) + " | time |",
         "|---|---|---|" + "---|" * len(_OPT_TITLES) + "---|",

@@ -172,9 +172,8 @@ class Study:
         text = tabulate(rows, headers=head, tablefmt=fmt, floatfmt=".4g", missingval="")
         lines = [text, ""]
         lines.append(
-            f"least-squares order {self.fitted:.3f} (expected {self.expected:g}), "
-            f"min pairwise rate {self.min_rate:.3f}, {len(kept)}/{len(self.points)} points "
-            "above the floor"
+            f"least-squares order {self.fitted:.3f} (expected {self.expected:g}), min pairwise "
+            f"rate {self.min_rate:.3f}, {len(kept)}/{len(self.points)} points above the floor"
         )
         if self.predicted is not None:
             meas = self.measured

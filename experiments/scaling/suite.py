@@ -24,7 +24,7 @@ from crosscurv.theory.patterns import gauss_seidel
 
 from .loss_gap import rounding_scale
 from .studies import (one_step_study, order_invariance_study, predicted_coefficients,
-    trajectory_studies)
+                      trajectory_studies)
 from .study import NO_WINDOW, roundoff_floor
 
 
@@ -75,12 +75,10 @@ def _note_guard(notes: list, what: str, guard, absolute: float = 1e-3) -> None:
     if guard.sigma:
         notes.append(
             f"{what}: the eta^3 coefficient failed the non-degeneracy guard (|coef| >= "
-            f"{guard.kappa} x the sum of "
-            f"its terms' magnitudes and >= {absolute:g} lam^2 sum_i ||E_i g|| ||P_i g||), so "
-            "the cubic tilt "
-            f"sigma/6 (u.(theta - theta0))^3 with sigma = {guard.sigma:.4g} was added (g and "
-            "H at theta0, hence "
-            f"C_S, unchanged); coefficient now {guard.coefficient:.4g}"
+            f"{guard.kappa} x the sum of its terms' magnitudes and >= {absolute:g} lam^2 sum_i "
+            f"||E_i g|| ||P_i g||), so the cubic tilt sigma/6 (u.(theta - theta0))^3 with sigma = "
+            f"{guard.sigma:.4g} was added (g and H at theta0, hence C_S, unchanged); coefficient "
+            f"now {guard.coefficient:.4g}"
             + ("." if guard.achieved else " (the capped tilt could not fully meet the guard).")
         )
     else:
@@ -130,12 +128,10 @@ def _bilinear_result(quick: bool, say) -> ProblemResult:
     problem = bilinear_problem(3, d_out=8, d_in=12, rank=4, n_examples=32)
     gs = gauss_seidel(2)
     notes = [
-        "LoRA-like bilinear model 1/(2n) ||(W0 + (alpha/r) B A) X - Y||_F^2 with d_out = 8, "
-        "d_in = 12, r = 4, "
-        "alpha = 2, n = 32 seeded Gaussian examples (seed 3); blocks B then A; GS updates B "
-        "first (S = {2<-1}). "
-        "B starts small but non-zero: with LoRA's B = 0, g_A = 0 and every c_ij vanishes at "
-        "the first step.",
+        "LoRA-like bilinear model 1/(2n) ||(W0 + (alpha/r) B A) X - Y||_F^2 with d_out = 8, d_in = "
+        "12, r = 4, alpha = 2, n = 32 seeded Gaussian examples (seed 3); blocks B then A; GS "
+        "updates B first (S = {2<-1}). B starts small but non-zero: with LoRA's B = 0, g_A = 0 and "
+        "every c_ij vanishes at the first step.",
         f"Curvature scale lam = {problem.scale:.4g}. No tilt: the model is used as it is.",
     ]
     studies = {}
@@ -179,9 +175,8 @@ def _mnist_setup(quick: bool) -> dict:
 
 
 def _mlp_result(quick: bool, say) -> ProblemResult:
-    say(f"mnist_mlp: building the 8-layer MLP on {16 if quick else 64} MNIST digits "
-        "(float64), its curvature scale "
-        "and the theory's coefficients (HVPs, nested jvp)")
+    say(f"mnist_mlp: building the 8-layer MLP on {16 if quick else 64} MNIST digits (float64), its "
+        f"curvature scale and the theory's coefficients (HVPs, nested jvp)")
     m = _mnist_setup(quick)
     problem, gs, radius, coef = m["problem"], m["gs"], m["radius"], m["coef"]
     examples, eta_free, eta_prior, eta_floor = m["examples"], m["eta_free"], m["eta_prior"], m[
@@ -189,55 +184,39 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
     task = problem.task
     window = radius / eta_floor
     notes = [
-        "The paper's 8-layer ReLU MLP 784-512-384-256-192-128-64-32-10 (Xavier-normal "
-        "weights, zero biases, seed 0) "
-        f"on {problem.info['examples']} real MNIST digits ({problem.info['data_source']}), "
-        "softmax cross-entropy, "
-        "float64; one block per layer; GS from input to output. The number of examples is "
-        "reduced from the "
-        f"study's 256 to keep the scaling run within its time budget.",
+        f"The paper's 8-layer ReLU MLP 784-512-384-256-192-128-64-32-10 (Xavier-normal weights, "
+        f"zero biases, seed 0) on {problem.info['examples']} real MNIST digits "
+        f"({problem.info['data_source']}), softmax cross-entropy, float64; one block per layer; GS "
+        f"from input to output. The number of examples is reduced from the study's 256 to keep the "
+        f"scaling run within its time budget.",
         f"Curvature scale lam = {problem.scale:.4g}, so the a-priori grid starts at eta0 = "
-        f"{eta_prior:g} "
-        f"(eta0 lam <= 1/16).",
-        "ReLU kinks: the loss is smooth only while no hidden pre-activation on any example "
-        "changes sign. To first "
-        "order the first sign change along the JC and GS steps happens at eta = "
-        f"{radius:.3g} (min |z| / |z_dot| "
-        f"over the {examples} x 1,568 hidden pre-activations; "
-        "`crosscurv.experiments.problems.relu_kink_radius`). Theorems "
-        "1-3 assume a C^3 loss (Assumption 1), which the network is only inside that "
-        "radius, so the official grids "
-        f"start at the largest power of two below it, eta0 = {eta_free:g}; the trajectories "
-        "run to T = eta0 "
-        f"(K = 1, 2, ..., 32), which keeps the whole trajectory inside the radius.",
-        "Asymptotic window of the one-step remainder: the predicted |c3| eta^3 (c3 = "
-        f"{coef[3]:.4g}) exceeds the "
-        f"round-off floor {m['floor0']:.3g} (at gap 0) only for eta > {eta_floor:.3g}, and "
-        "the first kink is at "
-        f"{radius:.3g}: the window between them is a factor {window:.3g} wide"
+        f"{eta_prior:g} (eta0 lam <= 1/16).",
+        f"ReLU kinks: the loss is smooth only while no hidden pre-activation on any example "
+        f"changes sign. To first order the first sign change along the JC and GS steps happens at "
+        f"eta = {radius:.3g} (min |z| / |z_dot| over the {examples} x 1,568 hidden "
+        f"pre-activations; `crosscurv.experiments.problems.relu_kink_radius`). Theorems 1-3 assume "
+        f"a C^3 loss (Assumption 1), which the network is only inside that radius, so the official "
+        f"grids start at the largest power of two below it, eta0 = {eta_free:g}; the trajectories "
+        f"run to T = eta0 (K = 1, 2, ..., 32), which keeps the whole trajectory inside the radius.",
+        f"Asymptotic window of the one-step remainder: the predicted |c3| eta^3 (c3 = "
+        f"{coef[3]:.4g}) exceeds the round-off floor {m['floor0']:.3g} (at gap 0) only for eta > "
+        f"{eta_floor:.3g}, and the first kink is at {radius:.3g}: the window between them is a "
+        f"factor {window:.3g} wide"
         + (", narrower than the factor 2 between two grid points, so no grid step can have two "
-        "points in it. "
-           "Where an order below rests on no points, its outcome is 'no point in the "
-           "asymptotic window': a finding "
-           "about this instance in float64, not a pass and not a failure; the expansion "
-           "itself is checked on the "
-           "network's smooth piece (problem mnist_mlp_piece)." if window < 2 else "."),
-        f"Finding: on the a-priori grid (eta0 = {eta_prior:g}, {eta_prior / radius:.0f}x the "
-        "kink radius) the "
-        "one-step remainder is dominated by kink crossings: its pairwise rates are erratic "
-        "and far from 3 and "
-        "error/eta^3 is off by orders of magnitude (table 'one-step remainder on the "
-        "a-priori grid'); the "
-        "theory's O(eta^3) law with the predicted c3 holds only below the kink radius. The "
-        "same holds for every "
-        "quantity here: the paper's expansions describe a ReLU network only for steps that "
-        "flip no unit.",
-        "No tilt: the model is used as it is. Inside the kink radius the remainders are "
-        "1e-14 and smaller; a "
-        "plain difference of two losses near ln 10 resolves only about 5e-16, so the gaps "
-        "are computed without "
-        "cancellation (`loss_gap`), and the points still below the floor are dropped (listed "
-        "in each table).",
+           "points in it. Where an order below rests on no points, its outcome is 'no point in the "
+           "asymptotic window': a finding about this instance in float64, not a pass and not a "
+           "failure; the expansion itself is checked on the network's smooth piece (problem "
+           "mnist_mlp_piece)." if window < 2 else "."),
+        f"Finding: on the a-priori grid (eta0 = {eta_prior:g}, {eta_prior / radius:.0f}x the kink "
+        f"radius) the one-step remainder is dominated by kink crossings: its pairwise rates are "
+        f"erratic and far from 3 and error/eta^3 is off by orders of magnitude (table 'one-step "
+        f"remainder on the a-priori grid'); the theory's O(eta^3) law with the predicted c3 holds "
+        f"only below the kink radius. The same holds for every quantity here: the paper's "
+        f"expansions describe a ReLU network only for steps that flip no unit.",
+        "No tilt: the model is used as it is. Inside the kink radius the remainders are 1e-14 and "
+        "smaller; a plain difference of two losses near ln 10 resolves only about 5e-16, so the "
+        "gaps are computed without cancellation (`loss_gap`), and the points still below the floor "
+        "are dropped (listed in each table).",
     ]
     studies = {}
     say("mnist_mlp: one-step (kink-free grid and a-priori grid)")
@@ -255,13 +234,11 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
                                                          label="mnist_mlp")
     rec, cum = studies["recursion"], studies["cumulative"]
     notes.append(
-        "Inside the kink radius the trajectories are necessarily short (T = eta0 = "
-        f"{eta_free:g}) and their "
-        f"errors tiny: only {rec.n_kept}/6 (recursion) and {cum.n_kept}/6 (cumulative) grid "
-        "points lie above the "
-        "round-off floor, so those fitted orders rest on that many points (the dropped "
-        "points, listed in the "
-        "tables, are the errors at or below the round-off level; see the figures)."
+        f"Inside the kink radius the trajectories are necessarily short (T = eta0 = {eta_free:g}) "
+        f"and their errors tiny: only {rec.n_kept}/6 (recursion) and {cum.n_kept}/6 (cumulative) "
+        f"grid points lie above the round-off floor, so those fitted orders rest on that many "
+        f"points (the dropped points, listed in the tables, are the errors at or below the "
+        f"round-off level; see the figures)."
     )
     info = dict(problem.info, kink_radius=radius, eta0_kink_free=eta_free, eta0_a_priori=eta_prior,
                 eta_floor_one_step=eta_floor, pattern_name="full GS 1,2,...,8 (input to output)")
@@ -281,25 +258,19 @@ def _mlp_piece_result(quick: bool, say) -> ProblemResult:
     coef = predicted_coefficients(problem, gs)
     rel = {p: abs(coef[p] - m["coef"][p]) / abs(m["coef"][p]) for p in (2, 3)}
     notes = [
-        f"The MLP of problem mnist_mlp ({m['examples']} digits) with every hidden ReLU "
-        "replaced by the constant "
-        "0/1 mask of its sign at theta0 (`crosscurv.experiments.scaling.relu_piece`): the "
-        "network's loss on the "
-        "region around theta0 where no unit changes sign (out to the kink radius "
-        f"{radius:.3g}), and a "
-        "C^infinity function everywhere, whose derivatives at theta0 are the network's. So "
-        "its Taylor expansion "
-        "is the one Theorems 1-3 make for the network, observed here on the a-priori grid "
-        f"(eta0 = {eta_prior:g}, eta0 lam <= 1/16, lam = {problem.scale:.4g} the network's "
-        "curvature scale), "
-        "where float64 resolves it.",
-        "Its one-step coefficients computed on the piece agree with the network's: C_S "
-        f"{coef[2]:.10g} "
-        f"(relative difference {rel[2]:.1e}), c3 {coef[3]:.10g} ({rel[3]:.1e}).",
-        "Trajectories: T = eta0, K = 1, 2, ..., 32; the piece leaves the network's loss "
-        "after the first kink, so "
-        "these orders are those of the network's expansion, not of its ReLU loss at these "
-        "step sizes.",
+        f"The MLP of problem mnist_mlp ({m['examples']} digits) with every hidden ReLU replaced by "
+        f"the constant 0/1 mask of its sign at theta0 "
+        f"(`crosscurv.experiments.scaling.relu_piece`): the network's loss on the region around "
+        f"theta0 where no unit changes sign (out to the kink radius {radius:.3g}), and a "
+        f"C^infinity function everywhere, whose derivatives at theta0 are the network's. So its "
+        f"Taylor expansion is the one Theorems 1-3 make for the network, observed here on the "
+        f"a-priori grid (eta0 = {eta_prior:g}, eta0 lam <= 1/16, lam = {problem.scale:.4g} the "
+        f"network's curvature scale), where float64 resolves it.",
+        f"Its one-step coefficients computed on the piece agree with the network's: C_S "
+        f"{coef[2]:.10g} (relative difference {rel[2]:.1e}), c3 {coef[3]:.10g} ({rel[3]:.1e}).",
+        "Trajectories: T = eta0, K = 1, 2, ..., 32; the piece leaves the network's loss after the "
+        "first kink, so these orders are those of the network's expansion, not of its ReLU loss at "
+        "these step sizes.",
     ]
     studies = {}
     say("mnist_mlp_piece: one-step")

@@ -103,21 +103,20 @@ def first_step_lines(runs, factor) -> list:
         "",
         "## Advise's first step, chosen on the tuning half",
         "",
-        "For `k <= 3` advise's first dropped order includes the first step's measured error, and a "
-        "first step the expansion does not describe withdraws the whole run "
-        "(`crosscurv.numeric.certificate.first_step_orders`). Rules: `prediction` (the code's): "
-        "the certified JC-only estimate's own error at `k = 1`, `|L_S^1 - L_JC^1 - estimate_S^1|`, "
-        "withdrawn where both kept orders of Theorem 1 / Lemma 1 miss that step by more than they "
-        "keep; `theorem1` (the previous term): the remainder of `eta^2 C_S`, a different "
-        "prediction "
-        "from the one certified; `no withdrawal`: `prediction` without the withdrawal. The term "
-        f"chosen on the tuning half (the most coverage at {factor:g} with every tuning problem at "
-        f"the target precision): **{rule}**. The withdrawal has no constant and is not chosen "
-        "here: it was derived from the built-in float32 `mlp` and `fl` tasks at `lr = 0.007` "
-        "(`reports/advise/validation.md`), whose first steps are rounding; every zoo problem is "
-        "float64, so the tuning half can only show what it costs (the `no withdrawal` row), not "
-        "what it prevents. Cells: worst precision over the half's problems / coverage inside the "
-        "regime / wrong certified iterations.",
+        f"For `k <= 3` advise's first dropped order includes the first step's measured error, and "
+        f"a first step the expansion does not describe withdraws the whole run "
+        f"(`crosscurv.numeric.certificate.first_step_orders`). Rules: `prediction` (the code's): "
+        f"the certified JC-only estimate's own error at `k = 1`, `|L_S^1 - L_JC^1 - "
+        f"estimate_S^1|`, withdrawn where both kept orders of Theorem 1 / Lemma 1 miss that step "
+        f"by more than they keep; `theorem1` (the previous term): the remainder of `eta^2 C_S`, a "
+        f"different prediction from the one certified; `no withdrawal`: `prediction` without the "
+        f"withdrawal. The term chosen on the tuning half (the most coverage at {factor:g} with "
+        f"every tuning problem at the target precision): **{rule}**. The withdrawal has no "
+        f"constant and is not chosen here: it was derived from the built-in float32 `mlp` and `fl` "
+        f"tasks at `lr = 0.007` (`reports/advise/validation.md`), whose first steps are rounding; "
+        f"every zoo problem is float64, so the tuning half can only show what it costs (the `no "
+        f"withdrawal` row), not what it prevents. Cells: worst precision over the half's problems "
+        f"/ coverage inside the regime / wrong certified iterations.",
         "",
         "| rule | tune | held-out | beyond |",
         "| --- | --- | --- | --- |",
@@ -153,15 +152,13 @@ def cause_lines(runs, factor) -> list:
         "## Why decided iterations inside the regime go uncertified (advise)",
         "",
         "Each uncertified decided iteration inside the regime is attributed to the first term "
-        "whose "
-        "removal certifies it (module docstring of "
+        "whose removal certifies it (module docstring of "
         "`crosscurv.experiments.studies.certificates_findings`); `embedded error`: none does, the "
         "estimated first dropped order itself exceeds the predicted margins. Shares of the "
-        "uncertified iterations. `actual / embedded`: median and 90% quantile of `|gap - "
-        "estimate| / error` over the candidates at those iterations (about 1: the embedded error "
-        "is "
-        "the real size of the JC-only estimate's error, not an over-estimate). `F = 1`: coverage "
-        "with no safety margin at all, an upper bound of what this error estimate can certify.",
+        "uncertified iterations. `actual / embedded`: median and 90% quantile of `|gap - estimate| "
+        "/ error` over the candidates at those iterations (about 1: the embedded error is the real "
+        "size of the JC-only estimate's error, not an over-estimate). `F = 1`: coverage with no "
+        "safety margin at all, an upper bound of what this error estimate can certify.",
         "",
         "| half | problem | coverage inside the regime | "
         + " | ".join(CAUSES)
@@ -329,8 +326,9 @@ def alternative_lines(runs) -> list:
 def write_report(runs, path: str, command: str) -> str:
     """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines),
     then how it was measured and the details; returns its text."""
-    from crosscurv.experiments.studies.certificates_report import (
-        _factor_lines, _intro_lines, _pool, _problem_lines, _window_lines, _wrong_lines)
+    from crosscurv.experiments.studies.certificates_report import (_factor_lines, _intro_lines,
+                                                                   _pool, _problem_lines,
+                                                                   _window_lines, _wrong_lines)
     from crosscurv.numeric.certificate import SAFETY
     from crosscurv.numeric.records import atomic_write_text
 

@@ -196,13 +196,10 @@ def render(rows: list[dict], command: str) -> str:
         "not edit.",
         "",
         f"A run is *contested* when each scheme has the lower loss in at least {100 * SHARE:.0f}% "
-        "of the "
-        "decided iterations, the winner changes at least once, and `eta * sharpness_k` stays "
-        "below 2. "
-        f"Only there can Table 1 fail. The studies run to K = {TARGET_K}; a shorter run is "
-        "contested "
-        "*so far*. Its shares at that K are bounded below from the records. Shares: of the decided "
-        "iterations (`|gap| > gap_err`).",
+        f"of the decided iterations, the winner changes at least once, and `eta * sharpness_k` "
+        f"stays below 2. Only there can Table 1 fail. The studies run to K = {TARGET_K}; a shorter "
+        f"run is contested *so far*. Its shares at that K are bounded below from the records. "
+        f"Shares: of the decided iterations (`|gap| > gap_err`).",
         "",
         tabulate(body, headers=head, tablefmt="github", disable_numparse=True),
         "",

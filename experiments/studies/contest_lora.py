@@ -149,10 +149,9 @@ def figure1_lines(motivation: str | None, mlp_scan: str | None = None) -> list[s
     return [
         "## Figure 1 on the pretrained T5",
         "",
-        "The lora panel of Figure 1 (practical alternating and simultaneous LoRA with Adam) "
-        "on the "
-        f"pretrained T5, from `{path}` (written by `{MOTIVATION_COMMAND}`, a stage of `make "
-        "contest-study`; its own header omits `--panel` and `--model`):"
+        f"The lora panel of Figure 1 (practical alternating and simultaneous LoRA with Adam) on "
+        f"the pretrained T5, from `{path}` (written by `{MOTIVATION_COMMAND}`, a stage of `make "
+        f"contest-study`; its own header omits `--panel` and `--model`):"
         if quoted
         else f"`{path}`: not written (the panel did not run).",
         "",

@@ -273,8 +273,7 @@ def report(rows: list[dict], command: str) -> str:
         "of predicted and measured gaps over the trained patterns.",
         "",
         "| problem | space (patterns) | trained | rank corr. | D | named | predicted | measured | "
-        "best measured "
-        "| regret | spread | rank | certified | right |",
+        "best measured | regret | spread | rank | certified | right |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

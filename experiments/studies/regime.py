@@ -209,8 +209,7 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
             "correct"] == p.metrics[
             estimate]["correct"] else -1)
         return (f"{estimate}: >= 95% in none of the {len(pts)} runs; best "
-                f"{best.metrics[estimate]['correct']:.1f}% "
-                f"(eta = {best.lr:g}, seed {best.seed}).")
+                f"{best.metrics[estimate]['correct']:.1f}% (eta = {best.lr:g}, seed {best.seed}).")
     every, some, none = [], [], []
     for ps in by_lr.values():
         n_ok = sum(ok(p) for p in ps)
@@ -241,9 +240,8 @@ def small_step_note(points: Sequence[RegimePoint]) -> str:
         if low is None:
             return "no run has a measured sharpness."
         return (f"no run stays below eta*sharpness = {INSIDE:g} for its whole length (the lowest "
-            "largest value is "
-                f"{low.max_eta_sharpness:.3g}, eta = {low.lr:g}): the grid does not reach "
-                "well inside the regime.")
+                f"largest value is {low.max_eta_sharpness:.3g}, eta = {low.lr:g}): the grid does "
+                f"not reach well inside the regime.")
     changed = [p for p in inside if p.switches > 0]
     lrs = _fmt_lrs(p.lr for p in inside)
     if not changed:
@@ -252,8 +250,7 @@ def small_step_note(points: Sequence[RegimePoint]) -> str:
                 f"does the observed winner change within K = {max(p.K for p in inside)}.")
     sw = Counter(p.switches for p in changed)
     return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); the "
-        "observed winner "
-            f"changes in {len(changed)} of them ("
+            f"observed winner changes in {len(changed)} of them ("
             + ", ".join(f"{c} run(s) with {s} switch(es)" for s, c in sorted(sw.items())) + ").")
 
 

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from crosscurv.experiments.reports.table import (ESTIMATE_LABELS, ESTIMATE_ROWS, PAPER_TABLE1,
-    TASK_LABELS, table_rows)
+                                                 TASK_LABELS, table_rows)
 
 __all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage",
     "is_edge_run", "split_edge",

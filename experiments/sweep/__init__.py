@@ -8,7 +8,7 @@
 from crosscurv.experiments.sweep.grid import RunPoint, expand
 from crosscurv.experiments.sweep.runner import SWEEP_FAILED_EXIT_CODE, SweepResult, run_sweep
 from crosscurv.experiments.sweep.spec import (SweepError, SweepSpec, spec_from_mapping,
-    spec_from_toml)
+                                              spec_from_toml)
 
 __all__ = ["SweepSpec", "SweepError", "spec_from_toml", "spec_from_mapping", "RunPoint", "expand",
     "run_sweep",

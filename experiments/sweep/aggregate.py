@@ -271,11 +271,9 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | No
                  "renders this file again from `sweep.csv`. Do not edit.")
     lines.append("")
     n_ok = sum(r["status"] == "complete" for r in rows)
-    lines.append(f"{len(rows)} runs, {n_ok} complete. Correct and MAE per estimate (paper, "
-        "Section 5.1); "
-                 "eta*L = learning rate x the run's largest curvature estimate L (the "
-                 "expansions need it "
-                 "well below 2).")
+    lines.append(f"{len(rows)} runs, {n_ok} complete. Correct and MAE per estimate (paper, Section "
+                 f"5.1); eta*L = learning rate x the run's largest curvature estimate L (the "
+                 f"expansions need it well below 2).")
     lines.append("")
     head = ["run", "status", "K", "eta*L"] + [f"{e} {m}" for e in ESTIMATES for m in ("Correct",
         "MAE")]

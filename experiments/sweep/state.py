@@ -12,7 +12,7 @@ import json
 import os
 
 from crosscurv.numeric.records import (CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, RecordsError,
-    read_summary)
+                                       read_summary)
 
 __all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "RESTART", "read_run_summary",
     "run_action",

@@ -190,9 +190,8 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "data_source": data.source,
         "model_source": model_source,
         "model": f"T5 + LoRA (r={s['rank']}, alpha={s['alpha']}, dropout 0, bias none) on q/v of "
-        "encoder "
-        f"self-, decoder self- and decoder cross-attention ({n_modules} modules); "
-        "A ~ N(0, 2/d_in), B = 0",
+                 f"encoder self-, decoder self- and decoder cross-attention ({n_modules} modules); "
+                 f"A ~ N(0, 2/d_in), B = 0",
         "examples": len(data),
         "seq_len": s["seq_len"],
         "target_len": int(target_len),

@@ -219,8 +219,7 @@ def load_task(
         if not isinstance(result, Task):
             raise TaskError(
                 f"task factory {spec} returned {type(result).__name__}, expected a "
-                "crosscurv.numeric.Task "
-                "(or a (Task, settings dict) pair)"
+                f"crosscurv.numeric.Task (or a (Task, settings dict) pair)"
             )
         task = result
         if (device is not None and task.device != device) or (dtype is not None and task.dtype

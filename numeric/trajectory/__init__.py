@@ -10,16 +10,8 @@ protocol, ``crosscurv advise``).
 
 from .folder import CHECKPOINT_SECONDS, Cadence, RunFolder
 from .runner import Diverged, Outcome, RecordsKind, Run
-from .settings import (
-    RunOptions,
-    SettingsChangedError,
-    check_resume_settings,
-    first_difference,
-    jsonable,
-    run_settings,
-    theta_digest,
-    with_threads,
-)
+from .settings import (RunOptions, SettingsChangedError, check_resume_settings, first_difference,
+                       jsonable, run_settings, theta_digest, with_threads)
 
 __all__ = [
     "CHECKPOINT_SECONDS",

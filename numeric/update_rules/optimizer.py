@@ -23,8 +23,7 @@ from collections.abc import Mapping
 from crosscurv.numeric import tree
 from crosscurv.numeric.error_estimates import defect_error
 from crosscurv.numeric.optimizer_estimates import (TangentStep, factor_tree, forcing_norm,
-    optimizer_bound,
-                                                   optimizer_in_regime,
+                                                   optimizer_bound, optimizer_in_regime,
                                                    scaled_direction, state_difference)
 from crosscurv.numeric.optimizers import OptimizerSetup, OptimizerState, optimizer_scheme_step
 from crosscurv.numeric.records import ESTIMATES

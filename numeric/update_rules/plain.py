@@ -25,7 +25,7 @@ import torch
 from crosscurv.numeric import error_estimates as errs
 from crosscurv.numeric import tree
 from crosscurv.numeric.inplace import (add_scaled_into, norm_of, scaled_difference_into,
-    step_residual)
+                                       step_residual)
 from crosscurv.numeric.records import ESTIMATES
 from crosscurv.numeric.steps import scheme_step
 

@@ -130,9 +130,8 @@ def _state_notes(report: StepReport, spec) -> None:
         )
     if not report.deterministic:
         report.notes.append(
-            "two calls with the same (params, lr) returned different results: the step keeps "
-            "state between calls (for example a gradient cached from an earlier call: a stale "
-            "gradient)"
+            "two calls with the same (params, lr) returned different results: the step keeps state "
+            "between calls (for example a gradient cached from an earlier call: a stale gradient)"
         )
 
 

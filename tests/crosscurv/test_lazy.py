@@ -16,10 +16,8 @@ def package(tmp_path, monkeypatch):
     root = tmp_path / "lazypkg"
     root.mkdir()
     (root / "__init__.py").write_text(
-        "from crosscurv.lazy import lazy_exports\n"
-        "__all__ = ['VALUE']\n"
-        "__getattr__, __dir__ = lazy_exports(__name__, {'VALUE': 'lazypkg.impl'}, "
-        "submodules=True)\n")
+        "from crosscurv.lazy import lazy_exports\n__all__ = ['VALUE']\n__getattr__, __dir__ = "
+        "lazy_exports(__name__, {'VALUE': 'lazypkg.impl'}, submodules=True)\n")
     (root / "impl.py").write_text("IMPORTS = []\nIMPORTS.append(1)\nVALUE = 42\n")
     (root / "other.py").write_text("X = 1\n")
     (root / "broken.py").write_text("import no_such_module_anywhere\n")

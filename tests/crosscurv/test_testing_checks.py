@@ -19,12 +19,8 @@ import re
 
 import pytest
 
-from crosscurv.testing import (
-    CHECKS,
-    Implementation,
-    parametrize_with_checks,
-    reference_implementation,
-)
+from crosscurv.testing import (CHECKS, Implementation, parametrize_with_checks,
+                               reference_implementation)
 from crosscurv.theory.patterns import gauss_seidel, jacobi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -18,7 +18,7 @@ from PIL import Image
 from crosscurv.experiments import scaling as S
 from crosscurv.experiments.cli import main
 from crosscurv.experiments.problems import (mnist_mlp_problem, quartic_problem, relu_kink_radius,
-    tanh_mlp_problem)
+                                            tanh_mlp_problem)
 from crosscurv.experiments.scaling.figures import FIGURES
 from crosscurv.numeric import tree
 from crosscurv.numeric.hvp import grad

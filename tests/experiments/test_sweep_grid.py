@@ -18,7 +18,7 @@ import pytest
 
 from crosscurv.experiments.cli import main
 from crosscurv.experiments.sweep import (SweepError, SweepSpec, expand, spec_from_mapping,
-    spec_from_toml)
+                                         spec_from_toml)
 from crosscurv.experiments.sweep import aggregate, state
 from crosscurv.experiments.sweep.grid import RunPoint
 from crosscurv.numeric.records import read_summary

@@ -25,7 +25,7 @@ import time
 import pytest
 
 from crosscurv.experiments.sweep import (SWEEP_FAILED_EXIT_CODE, SweepError, expand, run_sweep,
-    spec_from_mapping)
+                                         spec_from_mapping)
 from crosscurv.numeric.records import count_rows, read_records, read_summary
 
 pytestmark = pytest.mark.slow  # Ray start-ups: tens of seconds on the shared 2-core machine

@@ -11,7 +11,7 @@ import torch
 from crosscurv.experiments.problems.toys import coupled_quadratic
 from crosscurv.numeric import Task, tree
 from crosscurv.numeric.advice import (AdviceError, advise, decide, default_candidates,
-    parse_candidates, read_advice_records)
+                                      parse_candidates, read_advice_records)
 from crosscurv.numeric.protocol import run_protocol
 from tests.numeric.cases import dense_gradient, dense_hessian, dense_mask, tanh_mlp
 from crosscurv.theory.patterns import PatternError, as_pattern

@@ -53,15 +53,11 @@ def test_a_product_at_a_point_does_not_import_sympy():
     user
     runs it."""
     code = (
-        "import sys, torch\n"
-        "from crosscurv.numeric.point import PointCurvature\n"
-        "w = {'a': torch.randn(3, 2), 'b': torch.randn(2)}\n"
-        "loss = lambda p: torch.tanh(p['a'] @ p['b']).pow(2).sum()\n"
-        "pt = PointCurvature(loss, w)\n"
-        "hv = pt.hvp({'a': torch.ones(3, 2), 'b': torch.ones(2)})\n"
-        "assert hv['a'].shape == (3, 2)\n"
-        "print(sorted(m for m in ('sympy', 'torch.fx.experimental.symbolic_shapes') if m in "
-        "sys.modules))\n"
+        "import sys, torch\nfrom crosscurv.numeric.point import PointCurvature\nw = {'a': "
+        "torch.randn(3, 2), 'b': torch.randn(2)}\nloss = lambda p: torch.tanh(p['a'] @ "
+        "p['b']).pow(2).sum()\npt = PointCurvature(loss, w)\nhv = pt.hvp({'a': torch.ones(3, 2), "
+        "'b': torch.ones(2)})\nassert hv['a'].shape == (3, 2)\nprint(sorted(m for m in ('sympy', "
+        "'torch.fx.experimental.symbolic_shapes') if m in sys.modules))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

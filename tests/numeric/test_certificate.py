@@ -4,16 +4,9 @@ columns."""
 import math
 
 import pytest
-from crosscurv.numeric.certificate import (
-    REMAINDER_WINDOW,
-    SAFETY,
-    CertificateState,
-    advice_next_orders,
-    certify_best,
-    certify_gap,
-    record_certificates,
-    record_next_orders,
-)
+from crosscurv.numeric.certificate import (REMAINDER_WINDOW, SAFETY, CertificateState,
+                                           advice_next_orders, certify_best, certify_gap,
+                                           record_certificates, record_next_orders)
 
 
 def test_certify_best_separates_by_the_safety_factor():

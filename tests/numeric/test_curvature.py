@@ -8,20 +8,11 @@ import torch
 import crosscurv.numeric.curvature as curvature
 from crosscurv.numeric import tree
 from crosscurv.numeric.curvature import (CrossCurvature, cross_curvature_table, masked_directions,
-    masked_product, masked_products)
+                                         masked_product, masked_products)
 from crosscurv.numeric.hvp import grad
 from crosscurv.theory.patterns import PatternError, gauss_seidel
-from tests.numeric.cases import (
-    CASES,
-    all_case_patterns,
-    cached_dense,
-    block_index,
-    dense_hessian,
-    dense_mask,
-    patterns_for,
-    random_direction,
-    relerr,
-)
+from tests.numeric.cases import (CASES, all_case_patterns, cached_dense, block_index, dense_hessian,
+                                 dense_mask, patterns_for, random_direction, relerr)
 
 TOL = 1e-10
 dense = cached_dense

@@ -19,7 +19,7 @@ import torch
 from crosscurv.numeric import tree
 from crosscurv.numeric import error_estimates as errs
 from crosscurv.numeric.estimates import (SHARPNESS_EVERY, SHARPNESS_TOL, hessian_extremes,
-    track_extremes)
+                                         track_extremes)
 from crosscurv.numeric.metrics import certified_metrics
 from crosscurv.numeric.protocol import run_protocol
 from crosscurv.numeric.records import ESTIMATES

@@ -12,13 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from crosscurv.numeric.optimizers import (
-    OptimizerError,
-    OptimizerState,
-    clip_tensor,
-    direction_jacobian_apply,
-    functional_optimizer,
-)
+from crosscurv.numeric.optimizers import (OptimizerError, OptimizerState, clip_tensor,
+                                          direction_jacobian_apply, functional_optimizer)
 
 F64 = torch.float64
 SETTINGS = [

@@ -5,7 +5,7 @@ import torch
 
 from crosscurv.numeric import tree
 from crosscurv.numeric.hvp import (HVPError, block_grad, grad, grad_and_hvp, hvp, hvp_batch,
-    resolve_method, tune_hvp)
+                                   resolve_method, tune_hvp)
 from tests.numeric.cases import CASES, dense_gradient, dense_hessian, random_direction, relerr
 
 TOL = 1e-10

@@ -6,7 +6,7 @@ import torch
 from crosscurv.numeric import tree
 from crosscurv.numeric.estimates import propagate
 from crosscurv.numeric.inplace import (add_scaled_into, norm_of, scaled_difference_into,
-    step_residual)
+                                       step_residual)
 
 
 def _vec(seed, dtype=torch.float32):

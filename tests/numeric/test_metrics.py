@@ -7,7 +7,7 @@ import math
 import pytest
 
 from crosscurv.numeric.metrics import (GS, JC, TIE, UNDEFINED, bound_coverage, evaluate, winner,
-    winner_metrics)
+                                       winner_metrics)
 
 
 def test_winner_function():

@@ -11,12 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from crosscurv.numeric.validation import (
-    ValidationInputError,
-    as_user_step,
-    identify_step,
-    numpy_user_step,
-)
+from crosscurv.numeric.validation import (ValidationInputError, as_user_step, identify_step,
+                                          numpy_user_step)
 
 FACTORY = textwrap.dedent("""
     import numpy as np

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from crosscurv.numeric.offload import (CARRIED_VECTORS, OFFLOAD_MIN_BYTES, PEAK_VECTORS, Offloaded,
-    Resident, make_store,
-                             should_offload)
+                                       Resident, make_store, should_offload)
 
 
 def _vec(dtype):

@@ -10,18 +10,12 @@ import torch
 
 from crosscurv.numeric import tree
 from crosscurv.numeric.hvp import grad, hvp
-from crosscurv.numeric.optimizer_estimates import (
-    factor_tree,
-    forcing,
-    optimizer_delay_curvature,
-    optimizer_one_step_estimate,
-    optimizer_one_step_gap,
-    run_optimizer_estimates,
-    state_difference,
-    tangent_step,
-)
+from crosscurv.numeric.optimizer_estimates import (factor_tree, forcing, optimizer_delay_curvature,
+                                                   optimizer_one_step_estimate,
+                                                   optimizer_one_step_gap, run_optimizer_estimates,
+                                                   state_difference, tangent_step)
 from crosscurv.numeric.optimizers import (OptimizerState, direction, optimizer_scheme_step,
-    parse_optimizer)
+                                          parse_optimizer)
 from tests.numeric.cases import bilinear_lora, dense_hessian, dense_mask, relerr, tanh_mlp
 from crosscurv.theory.patterns import jacobi, parse_pattern
 

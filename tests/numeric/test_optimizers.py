@@ -7,16 +7,9 @@ import pytest
 import torch
 
 from crosscurv.numeric.hvp import block_grad, grad
-from crosscurv.numeric.optimizers import (
-    OptimizerError,
-    OptimizerSpec,
-    OptimizerState,
-    block_factors,
-    direction,
-    optimizer_scheme_step,
-    parse_block_lr,
-    parse_optimizer,
-)
+from crosscurv.numeric.optimizers import (OptimizerError, OptimizerSpec, OptimizerState,
+                                          block_factors, direction, optimizer_scheme_step,
+                                          parse_block_lr, parse_optimizer)
 from crosscurv.numeric.steps import scheme_step_with_grads
 from tests.numeric.cases import bilinear_lora, tanh_mlp
 from crosscurv.theory.patterns import gauss_seidel, jacobi, parse_pattern

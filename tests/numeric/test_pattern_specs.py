@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from crosscurv.numeric import (cross_curvature_table, gauss_seidel_step, one_step_estimate,
-    one_step_gap, scheme_step)
+                               one_step_gap, scheme_step)
 from crosscurv.numeric.steps import scheme_step_with_grads
 from crosscurv.theory.patterns import PatternError, chain, gauss_seidel
 from tests.numeric.cases import CASES

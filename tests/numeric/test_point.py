@@ -9,16 +9,8 @@ from crosscurv.numeric import Task, tree
 from crosscurv.numeric.hvp import HVPError, grad
 from crosscurv.numeric.point import PointCurvature, masked_product_at
 from crosscurv.numeric.steps import block_keys
-from tests.numeric.cases import (
-    check_restricted_products,
-    CASES,
-    all_case_patterns,
-    cached_dense,
-    dense_mask,
-    patterns_for,
-    random_direction,
-    relerr,
-)
+from tests.numeric.cases import (check_restricted_products, CASES, all_case_patterns, cached_dense,
+                                 dense_mask, patterns_for, random_direction, relerr)
 
 TOL = 1e-10
 dense = cached_dense

@@ -13,16 +13,8 @@ from crosscurv.numeric.point import PointCurvature, TermwisePoint, masked_produc
 from crosscurv.numeric.protocol import choose_engine, run_protocol
 from crosscurv.numeric.steps import block_keys
 from crosscurv.numeric.task import TaskError
-from tests.numeric.cases import (
-    check_restricted_products,
-    CASES,
-    dense_gradient,
-    dense_hessian,
-    dense_mask,
-    patterns_for,
-    random_direction,
-    relerr,
-)
+from tests.numeric.cases import (check_restricted_products, CASES, dense_gradient, dense_hessian,
+                                 dense_mask, patterns_for, random_direction, relerr)
 
 TOL = 1e-10
 

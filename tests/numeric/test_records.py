@@ -8,22 +8,10 @@ import os
 
 import pytest
 
-from crosscurv.numeric.records import (
-    FIELDS,
-    RecordsError,
-    RecordWriter,
-    count_rows,
-    format_row,
-    json_safe,
-    make_record,
-    parse_row,
-    read_columns,
-    read_records,
-    read_summary,
-    records_columns,
-    truncate_records,
-    write_summary,
-)
+from crosscurv.numeric.records import (FIELDS, RecordsError, RecordWriter, count_rows, format_row,
+                                       json_safe, make_record, parse_row, read_columns,
+                                       read_records, read_summary, records_columns,
+                                       truncate_records, write_summary)
 
 AWKWARD = [1 / 3, -2.0**-1074, 1e308, -0.0, math.pi * 1e-300, 0.1 + 0.2, float("inf"), -float(
     "inf")]
@@ -157,8 +145,7 @@ READ_COLS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_onl
 
 def test_read_columns(tmp_path):
     good = tmp_path / "good.csv"
-    good.write_text("extra,k,gap,loss_s,loss_jc,recursive,cumulative,jc_only,bound_bk\n"
-                    "x,1,0.5,1,2,nan,inf,3,4\nx,2,0.25,1,2,0,0,3,4\n")
+    good.write_text("extra,k,gap,loss_s,loss_jc,recursive,cumulative,jc_only,bound_bk\nx,1,0.5,1,2,nan,inf,3,4\nx,2,0.25,1,2,0,0,3,4\n")
     got = read_columns(str(good))
     assert got["k"] == [1, 2] and got["gap"] == [0.5, 0.25] and math.isnan(got["recursive"][0])
     bad = [

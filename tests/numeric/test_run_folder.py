@@ -12,8 +12,7 @@ import torch
 
 from crosscurv.numeric.records import FIELDS
 from crosscurv.numeric.run_folder import (ResumeError, check_checkpoint_archive,
-    check_records_header,
-                                          check_resumable)
+                                          check_records_header, check_resumable)
 
 
 def _folder(tmp_path):

@@ -12,14 +12,8 @@ import torch
 
 from crosscurv.numeric import Task
 from crosscurv.numeric.steps import scheme_step
-from crosscurv.numeric.validation import (
-    ValidationInputError,
-    as_user_step,
-    candidate_patterns,
-    check_step_output,
-    identify_step,
-    seeded_states,
-)
+from crosscurv.numeric.validation import (ValidationInputError, as_user_step, candidate_patterns,
+                                          check_step_output, identify_step, seeded_states)
 from crosscurv.theory.patterns import gauss_seidel, parse_pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

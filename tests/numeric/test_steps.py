@@ -6,14 +6,8 @@ import torch
 
 from crosscurv.experiments.problems.toys import coupled_quadratic
 from crosscurv.numeric import Task, tree
-from crosscurv.numeric.steps import (
-    StepError,
-    fresh_groups,
-    gauss_seidel_step,
-    jacobi_step,
-    scheme_step,
-    scheme_step_with_grads,
-)
+from crosscurv.numeric.steps import (StepError, fresh_groups, gauss_seidel_step, jacobi_step,
+                                     scheme_step, scheme_step_with_grads)
 from crosscurv.theory.patterns import PatternError, chain, from_pairs, gauss_seidel, jacobi
 from tests.numeric.cases import CASES, patterns_for, relerr
 

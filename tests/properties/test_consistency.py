@@ -28,13 +28,8 @@ from crosscurv.numeric.hvp import grad
 from crosscurv.numeric.one_step import one_step_gap
 from crosscurv.numeric.protocol import run_protocol
 from crosscurv.numeric.steps import scheme_step
-from tests.properties.strategies import (
-    acyclic_patterns,
-    cyclic_pair_sets,
-    examples,
-    problem_specs,
-    seeds,
-)
+from tests.properties.strategies import (acyclic_patterns, cyclic_pair_sets, examples,
+                                         problem_specs, seeds)
 from crosscurv.theory.one_step import gap_coefficients
 from crosscurv.theory.patterns import DelayPattern, PatternError, from_pairs, jacobi, parse_pattern
 

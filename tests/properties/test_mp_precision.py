@@ -25,15 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crosscurv.experiments.problems import guard_cubic
-from crosscurv.experiments.scaling import (
-    FLOOR_ULPS,
-    one_step_study,
-    one_step_study_mp,
-    protocol_mp,
-    roundoff_floor,
-    rounding_scale,
-    trajectory_studies,
-)
+from crosscurv.experiments.scaling import (FLOOR_ULPS, one_step_study, one_step_study_mp,
+                                           protocol_mp, roundoff_floor, rounding_scale,
+                                           trajectory_studies)
 from crosscurv.numeric.orders import observe_order
 from tests.properties.checks import assert_min_rate, describe
 from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples, quartic_specs
@@ -97,7 +91,6 @@ def test_float64_trajectory_errors_match_the_exact_protocol_within_the_floors(sp
             err_mp = exact["gap"] - exact[name]
             assert abs(pt["error"] - float(err_mp)) <= pt["floor"], (
                 f"{key} at eta={eta:g}, K={K}: float64 {pt['error']:.6g}, exact "
-                f"{float(err_mp):.6g}, "
-                f"floor {pt['floor']:.3g}" + describe(studies[key], spec=spec,
+                f"{float(err_mp):.6g}, floor {pt['floor']:.3g}" + describe(studies[key], spec=spec,
                 pattern=pattern.describe())
             )

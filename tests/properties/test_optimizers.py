@@ -51,7 +51,7 @@ from crosscurv.experiments.scaling import loss_gap, roundoff_floor, rounding_sca
 from crosscurv.numeric.hvp import grad
 from crosscurv.numeric.optimizer_estimates import optimizer_delay_curvature, run_optimizer_estimates
 from crosscurv.numeric.optimizers import (OptimizerState, direction_jacobian_apply,
-    optimizer_scheme_step, parse_optimizer)
+                                          optimizer_scheme_step, parse_optimizer)
 from crosscurv.numeric.orders import observe_order
 from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples, problem_specs
 from crosscurv.theory.patterns import jacobi

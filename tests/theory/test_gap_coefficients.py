@@ -19,13 +19,8 @@ import sympy
 
 from crosscurv.theory.block_model import BlockModel
 from crosscurv.theory.lambdified import exact_value, numeric_function
-from crosscurv.theory.one_step import (
-    CoefficientInputError,
-    eta3_gap_closed_form,
-    gap_coefficients,
-    loss_coefficients,
-    loss_series,
-)
+from crosscurv.theory.one_step import (CoefficientInputError, eta3_gap_closed_form,
+                                       gap_coefficients, loss_coefficients, loss_series)
 from crosscurv.theory.patterns import PatternError, chain, from_pairs, gauss_seidel, jacobi, partial
 
 DIMS = [(1, 1), (1, 1, 1), (1, 2, 1), (2, 2), (1, 1, 1, 1)]

@@ -14,15 +14,9 @@ import sympy
 
 from tests.theory.cases import all_cases
 from crosscurv.theory.block_model import BlockModel
-from crosscurv.theory.one_step import (
-    cross_curvature,
-    delay_curvature,
-    eta3_gap_closed_form,
-    lemma1_coefficients,
-    loss_coefficients_closed_form,
-    loss_series,
-    one_step_update,
-)
+from crosscurv.theory.one_step import (cross_curvature, delay_curvature, eta3_gap_closed_form,
+                                       lemma1_coefficients, loss_coefficients_closed_form,
+                                       loss_series, one_step_update)
 from crosscurv.theory.patterns import PatternError, gauss_seidel, jacobi, partial
 
 CASES = all_cases(all_gs_orders=True)

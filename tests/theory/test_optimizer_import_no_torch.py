@@ -9,12 +9,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_optimizer_theory_never_imports_torch():
     code = (
-        "import sys\n"
-        "import crosscurv.theory.optimizers\n"
-        "r = crosscurv.theory.optimizers.derive_optimizers(2, 1, 'gs')\n"
-        "assert r.ok\n"
-        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
-        "print('TORCH' if bad else 'CLEAN')\n"
+        "import sys\nimport crosscurv.theory.optimizers\nr = "
+        "crosscurv.theory.optimizers.derive_optimizers(2, 1, 'gs')\nassert r.ok\nbad = sorted(m "
+        "for m in sys.modules if m == 'torch' or m.startswith('torch.'))\nprint('TORCH' if bad "
+        "else 'CLEAN')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
         timeout=120)

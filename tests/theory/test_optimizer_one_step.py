@@ -9,14 +9,10 @@ import sympy
 
 from crosscurv.theory._linalg import dot
 from crosscurv.theory.one_step import masked_hessian_apply
-from crosscurv.theory.optimizers.one_step import (
-    check_adam_one_step,
-    check_optimizer_one_step,
-    optimizer_delay_curvature,
-    optimizer_gap_series,
-)
+from crosscurv.theory.optimizers.one_step import (check_adam_one_step, check_optimizer_one_step,
+                                                  optimizer_delay_curvature, optimizer_gap_series)
 from crosscurv.theory.optimizers import (OPTIMIZER_KINDS, adam_direction, adam_jacobian,
-    optimizer_model)
+                                         optimizer_model)
 from crosscurv.theory.patterns import parse_pattern
 
 

@@ -8,23 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from crosscurv.theory.pattern_spaces import (
-    LOCAL,
-    SpaceError,
-    all_acyclic,
-    depth_of,
-    orders,
-    pair_list,
-    parse_space,
-    stages,
-)
-from crosscurv.theory.patterns import (
-    DelayPattern,
-    PatternError,
-    as_pattern,
-    gauss_seidel,
-    parse_pattern,
-)
+from crosscurv.theory.pattern_spaces import (LOCAL, SpaceError, all_acyclic, depth_of, orders,
+                                             pair_list, parse_space, stages)
+from crosscurv.theory.patterns import (DelayPattern, PatternError, as_pattern, gauss_seidel,
+                                       parse_pattern)
 
 
 def _fubini(n, d):

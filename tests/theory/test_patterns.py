@@ -8,17 +8,8 @@ import itertools
 import pytest
 
 from crosscurv.theory.errors import InputError
-from crosscurv.theory.patterns import (
-    as_pattern,
-    DelayPattern,
-    PatternError,
-    chain,
-    from_pairs,
-    gauss_seidel,
-    jacobi,
-    parse_pattern,
-    partial,
-)
+from crosscurv.theory.patterns import (as_pattern, DelayPattern, PatternError, chain, from_pairs,
+                                       gauss_seidel, jacobi, parse_pattern, partial)
 
 
 def _respects(p: DelayPattern, order) -> bool:

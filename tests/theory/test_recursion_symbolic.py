@@ -10,7 +10,7 @@ from tests.theory.cases import all_cases
 from crosscurv.theory.block_model import ModelError
 from crosscurv.theory.patterns import chain, gauss_seidel, jacobi, partial
 from crosscurv.theory.recursion import (check_recursions, lemma3_allowed, recursion_model,
-    theorem2_allowed)
+                                        theorem2_allowed)
 
 CASES = all_cases(all_gs_orders=True)
 _MODELS: dict = {}

@@ -18,13 +18,12 @@ from .kinds import KINDS, OPTIMIZER_KINDS
 from .model import OptimizerModel, optimizer_model
 from .cumulative import OptimizerCumulativeCheck, check_optimizer_cumulative
 from .one_step import (AdamOneStepCheck, OptimizerOneStepCheck, check_adam_one_step,
-    check_optimizer_one_step,
-                       instance_delay_curvature, optimizer_delay_curvature, optimizer_gap_series)
+                       check_optimizer_one_step, instance_delay_curvature,
+                       optimizer_delay_curvature, optimizer_gap_series)
 from .recursion import (OptimizerRecursionCheck, buffer_allowed, check_optimizer_recursions,
-    optimizer_recursion_model)
+                        optimizer_recursion_model)
 from .derivation import (ADAM_BLOCKS, OPTIMIZER_TEXT, OptimizerDerivation, derive_optimizers,
-    render_optimizer_markdown,
-                         render_optimizer_summary)
+                         render_optimizer_markdown, render_optimizer_summary)
 
 __all__ = ["OPTIMIZER_KINDS", "KINDS", "OptimizerModel", "optimizer_model", "adam_direction",
            "adam_jacobian", "OptimizerOneStepCheck", "optimizer_gap_series",

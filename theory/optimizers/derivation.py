@@ -155,11 +155,10 @@ def render_optimizer_markdown(r: OptimizerDerivation) -> str:
     for k, v in r.checks.items():
         w(f"| `{k}` | {OPTIMIZER_TEXT[k]} | {'holds' if v else '**FAILS**'} |")
     w("")
-    w("Adam's recursion and cumulative estimate are not derived: its state $(m, v)$ enters "
-        "$\\phi$ through "
-      "$\\sqrt{v}$, so the linearized recursion needs $\\partial\\phi/\\partial m$ and "
-      "$\\partial\\phi/\\partial v$ "
-      "along both runs and the Taylor model of $\\phi$ in $v$ is not polynomial.")
+    w("Adam's recursion and cumulative estimate are not derived: its state $(m, v)$ enters $\\phi$ "
+      "through $\\sqrt{v}$, so the linearized recursion needs $\\partial\\phi/\\partial m$ and "
+      "$\\partial\\phi/\\partial v$ along both runs and the Taylor model of $\\phi$ in $v$ is not "
+      "polynomial.")
     w("")
     for kind in ("sgd", "momentum"):
         w(f"$$[\\eta^2](L_S - L_{{JC}})\\ \\text{{({kind})}} = "

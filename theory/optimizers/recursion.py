@@ -36,7 +36,7 @@ from ..block_model import ModelError
 from ..one_step import check_pattern, masked_hessian_apply, one_step_update
 from ..patterns import DelayPattern, parse_pattern
 from ..recursion import (RECURSION_DEGREE, _leading, lemma3_allowed, recursion_space,
-    theorem2_allowed)
+                         theorem2_allowed)
 from ..series import TruncatedSeries
 from .model import OptimizerModel, optimizer_model
 

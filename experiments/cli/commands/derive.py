@@ -34,8 +34,7 @@ def add_arguments(p) -> None:
         help="folder for theory.md (default reports)")
     p.add_argument("--no-optimizers", action="store_true",
                    help="skip the block-separable optimizer checks (per-block step sizes, "
-                   "preconditioner, "
-                        "heavy ball, Adam)")
+                        "preconditioner, heavy ball, Adam)")
 
 
 def run(args) -> int:
@@ -51,7 +50,7 @@ def run(args) -> int:
     optimizers = None
     if not getattr(args, "no_optimizers", False):
         from crosscurv.theory.optimizers.derivation import (derive_optimizers,
-            render_optimizer_summary)
+                                                            render_optimizer_summary)
 
         optimizers = derive_optimizers(args.blocks, args.dims, args.pattern)
     command = ("crosscurv derive --blocks {} --dims {} --pattern {}"

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 
 HELP = (
-    "Write small self-describing float64 conformance cases (quadratic, quartic polynomial, "
-    "tiny MLP, "
-    "bilinear LoRA-like model; JC, GS and a partial pattern each) with their inputs, expected "
-    "one-step "
-    "quantities and expected per-iteration records, in plain JSON/CSV with a README, so that an "
-    "implementation in another framework can be checked without torch (the copy shipped with the "
-    "package; --recompute computes them)."
+    "Write small self-describing float64 conformance cases (quadratic, quartic polynomial, tiny "
+    "MLP, bilinear LoRA-like model; JC, GS and a partial pattern each) with their inputs, expected "
+    "one-step quantities and expected per-iteration records, in plain JSON/CSV with a README, so "
+    "that an implementation in another framework can be checked without torch (the copy shipped "
+    "with the package; --recompute computes them)."
 )
 
 

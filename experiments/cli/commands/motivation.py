@@ -17,12 +17,10 @@ import time
 
 HELP = (
     "The motivation study (the paper's Figure 1): sequential vs simultaneous practical "
-    "implementations "
-    "in three settings (mlp: in-place back-propagation vs JC, plus exact GS; fl: FedAlt vs "
-    "FedSim; lora: "
-    "alternating vs simultaneous factor updates), per-step records streamed to CSV, the one-step "
-    "cross-curvature criterion along the runs, validate-step verdicts on deterministic "
-    "versions of each step."
+    "implementations in three settings (mlp: in-place back-propagation vs JC, plus exact GS; fl: "
+    "FedAlt vs FedSim; lora: alternating vs simultaneous factor updates), per-step records "
+    "streamed to CSV, the one-step cross-curvature criterion along the runs, validate-step "
+    "verdicts on deterministic versions of each step."
 )
 
 
@@ -131,9 +129,8 @@ def run(args) -> int:
             done = _complete(run_dir, json.loads(json.dumps(json_safe(key))))
             rec = os.path.join(run_dir, "records.csv")
             if not done and os.path.isfile(rec) and os.path.getsize(rec) > 0 and not args.resume:
-                raise MotivationError(f"{run_dir} already holds records; pass --resume to "
-                    "continue it "
-                                      "or choose another --out")
+                raise MotivationError(f"{run_dir} already holds records; pass --resume to continue "
+                                      f"it or choose another --out")
             plan.append((panel, settings, seed, run_dir, done))
 
     timings: dict = {}

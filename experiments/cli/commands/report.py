@@ -6,12 +6,10 @@ from crosscurv.theory.errors import InputError
 
 HELP = (
     "Regenerate reports/: symbolic derivations, the error-scaling study, the three controlled "
-    "studies (mlp, fl, lora; one thread each), Table 1, figures, the motivation study, the "
-    "studies over "
-    "seeds and the regime map (aggregated from reports/sweeps, which `make studies` "
-    "computes) and an index. "
-    "Complete runs are reused and interrupted ones resumed; --fresh recomputes the studies "
-    "and motivation runs."
+    "studies (mlp, fl, lora; one thread each), Table 1, figures, the motivation study, the studies "
+    "over seeds and the regime map (aggregated from reports/sweeps, which `make studies` computes) "
+    "and an index. Complete runs are reused and interrupted ones resumed; --fresh recomputes the "
+    "studies and motivation runs."
 )
 
 
@@ -30,10 +28,8 @@ def add_arguments(p) -> None:
         help="recompute runs even when complete ones exist")
     p.add_argument("--check", action="store_true",
                    help="instead: recompute committed runs (RUN_DIR..., default every run under "
-                   "--out) from their "
-                        "summary.json and compare with their records (validate-records "
-                        "tolerances); exit 1 at the "
-                        "first disagreement")
+                        "--out) from their summary.json and compare with their records "
+                        "(validate-records tolerances); exit 1 at the first disagreement")
     p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
         help="with --check: the run folders to check")
     p.add_argument("--iters", type=int, default=None, metavar="N",

@@ -54,12 +54,10 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
     p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
     p.add_argument("--threads", type=_threads, default=None, metavar="N|auto",
                    help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: the same "
-                   "float32 records on every "
-                        "machine; two were measured slower than one on a shared 2-core "
-                        "machine); auto: the count that "
-                        "computes the task's gradient fastest here, measured at the start "
-                        "(1, 2, 4, ... CPUs); "
-                        "recorded in summary.json as threads and threads_source")
+                        "float32 records on every machine; two were measured slower than one on a "
+                        "shared 2-core machine); auto: the count that computes the task's gradient "
+                        "fastest here, measured at the start (1, 2, 4, ... CPUs); recorded in "
+                        "summary.json as threads and threads_source")
 
 
 def add_arguments(p) -> None:
@@ -73,27 +71,23 @@ def add_arguments(p) -> None:
                    "extend it")
     p.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
-                   help="Hessian-vector products: reverse = double backward on one retained "
-                   "graph per point, "
-                        "forward = batched forward-over-reverse; auto (default) = term by "
-                        "term, one term's graph "
-                        "at a time, for a task whose loss is a sum of terms (fl: one per "
-                        "client), else reverse "
-                        "when the model has a double backward, else forward")
+                   help="Hessian-vector products: reverse = double backward on one retained graph "
+                        "per point, forward = batched forward-over-reverse; auto (default) = term "
+                        "by term, one term's graph at a time, for a task whose loss is a sum of "
+                        "terms (fl: one per client), else reverse when the model has a double "
+                        "backward, else forward")
     p.add_argument("--hvp-chunk", type=int, default=None, metavar="N",
                    help="at most N forward-over-reverse products per vmap batch (memory cap; "
                    "default all)")
     p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
-                   help="park the carried vectors off the compute device between uses (host "
-                   "memory on a GPU, "
-                        "files in the run folder on the CPU); auto (default): once the 7 "
-                        "carried vectors reach 16 MiB "
-                        "(about 600,000 float32 parameters), or under memory pressure")
+                   help="park the carried vectors off the compute device between uses (host memory "
+                        "on a GPU, files in the run folder on the CPU); auto (default): once the 7 "
+                        "carried vectors reach 16 MiB (about 600,000 float32 parameters), or under "
+                        "memory pressure")
     add_optimizer_arguments(p)
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="records between checkpoints (default: one a minute at most, and one "
-                   "before the last "
-                        "iteration)")
+                        "before the last iteration)")
     p.add_argument("--no-figure", action="store_true",
                    help=f"do not draw {FIGURE_FILE} (the losses, the measured gap with the "
                         "estimates and their error bands, the winner per iteration) into the run "
@@ -106,14 +100,12 @@ def add_optimizer_arguments(p) -> None:
     """
     p.add_argument("--optimizer", default="sgd", metavar="SPEC",
                    help="block-separable optimizer of both runs: sgd (default: the paper's plain "
-                   "steps), "
-                        "momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] "
-                        "(torch.optim.Adam); the "
-                        "estimates are their generalizations (docs/optimizers.md)")
+                        "steps), momentum:BETA (torch.optim.SGD heavy ball) or adam[:B1,B2,EPS] "
+                        "(torch.optim.Adam); the estimates are their generalizations "
+                        "(docs/optimizers.md)")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step sizes: block NAME (or its 1-based index) steps with lr * "
-                   "FACTOR; "
-                        "unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
+                        "FACTOR; unnamed blocks 1 (e.g. B=4 for LoRA+ ratio 4 on lora)")
 
 
 def description_from_args(args):

@@ -12,19 +12,14 @@ from pathlib import Path
 from crosscurv.theory.errors import InputError
 
 HELP = (
-    "Error-scaling study: the one-step remainder (Theorem 1), the recursion remainder "
-    "(Theorem 2), the "
-    "cumulative error at fixed T = eta K (Theorem 3) and the GS order difference, on a "
-    "random quartic "
-    "polynomial, the 8-layer MLP on MNIST (float64), its smooth piece at theta0 and a "
-    "LoRA-like bilinear model. "
-    "Writes DIR/scaling.md and DIR/figures/scaling_*.png, prints the fitted orders. Exit 0: "
-    "every order within "
-    "its tolerance (|p-3| <= 0.15; |p-2| <= 0.15 for cumulative); 1: one is outside; 3: none "
-    "outside, but one "
-    "has no point in the asymptotic window (no order can be fitted: a finding). Also the "
-    "observed orders of the "
-    "optimizer generalizations (per-block step sizes, heavy ball, Adam; reported, not judged)."
+    "Error-scaling study: the one-step remainder (Theorem 1), the recursion remainder (Theorem 2), "
+    "the cumulative error at fixed T = eta K (Theorem 3) and the GS order difference, on a random "
+    "quartic polynomial, the 8-layer MLP on MNIST (float64), its smooth piece at theta0 and a "
+    "LoRA-like bilinear model. Writes DIR/scaling.md and DIR/figures/scaling_*.png, prints the "
+    "fitted orders. Exit 0: every order within its tolerance (|p-3| <= 0.15; |p-2| <= 0.15 for "
+    "cumulative); 1: one is outside; 3: none outside, but one has no point in the asymptotic "
+    "window (no order can be fitted: a finding). Also the observed orders of the optimizer "
+    "generalizations (per-block step sizes, heavy ball, Adam; reported, not judged)."
 )
 
 
@@ -41,9 +36,8 @@ def add_arguments(parser) -> None:
                         "quartic,mnist_mlp,mnist_mlp_piece,bilinear (default: all)")
     parser.add_argument("--optimizers", default=None, metavar="LIST",
                         help="optimizer studies (beyond the paper): none, or SPEC[@K0];... e.g. "
-                             "'sgd;momentum:0.9@32;adam' (block factors 1, 4, 0.5 on a tanh "
-                             "MLP; default: "
-                             "sgd, momentum:0.5@8 and adam with the full suite, none with "
+                             "'sgd;momentum:0.9@32;adam' (block factors 1, 4, 0.5 on a tanh MLP; "
+                             "default: sgd, momentum:0.5@8 and adam with the full suite, none with "
                              "--problems)")
 
 
@@ -76,7 +70,7 @@ def run(args) -> int:
         raise InputError(f"cannot create output folder {out}: {exc.strerror}") from None
 
     from crosscurv.experiments.scaling import (NO_WINDOW, OFFICIAL, TOLERANCE, render_markdown,
-        scaling_suite)
+                                               scaling_suite)
     from crosscurv.experiments.scaling.figures import write_figures
 
     t0 = time.perf_counter()

@@ -5,22 +5,18 @@ from __future__ import annotations
 
 HELP = (
     "Aggregate sweep folders written by `crosscurv sweep` into OUT/studies.md and "
-    "OUT/figures/studies_*.png: "
-    "Table 1 over seeds (mean and [min, max] of every metric, next to the paper's), winner "
-    "timelines over "
-    "seeds, the regime map (agreement and MAE against the largest eta*sharpness and the "
-    "first crossing of 2, "
-    "with a computed sentence per task and estimate) and, with --threads-compare, how far "
-    "runs with another "
-    "thread count agree. Runs still running are left out and counted."
+    "OUT/figures/studies_*.png: Table 1 over seeds (mean and [min, max] of every metric, next to "
+    "the paper's), winner timelines over seeds, the regime map (agreement and MAE against the "
+    "largest eta*sharpness and the first crossing of 2, with a computed sentence per task and "
+    "estimate) and, with --threads-compare, how far runs with another thread count agree. Runs "
+    "still running are left out and counted."
 )
 
 
 def add_arguments(p) -> None:
     p.add_argument("--seeds", metavar="DIR", nargs="+", default=[],
-                   help="sweep folder(s) with one run per seed of each task (several are pooled; "
-                   "a task's seeds "
-                        "are cut to their smallest K)")
+                   help="sweep folder(s) with one run per seed of each task (several are pooled; a "
+                        "task's seeds are cut to their smallest K)")
     p.add_argument("--regime", metavar="DIR", nargs="+", default=[],
                    help="sweep folders of learning-rate grids (the regime map)")
     p.add_argument("--threads-compare", metavar="DIR", nargs="+", default=[],

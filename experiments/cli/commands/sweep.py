@@ -13,9 +13,8 @@ HELP = (
     "`crosscurv run` each, as Ray tasks (a local Ray instance started on demand, or --address to "
     "join a cluster; one GPU per run where the workers have GPUs), into OUT/runs/<name>/, and "
     "aggregate them into OUT/sweep.csv, OUT/sweep.md and OUT/sweep_agreement.png. Axes come from "
-    "the flags or a TOML file (--grid); flags replace the file's axes. Rerun with --resume "
-    "to reuse "
-    "complete runs and resume interrupted ones."
+    "the flags or a TOML file (--grid); flags replace the file's axes. Rerun with --resume to "
+    "reuse complete runs and resume interrupted ones."
 )
 
 
@@ -56,7 +55,7 @@ def add_arguments(p) -> None:
 def build_spec(args):
     """The :class:`SweepSpec` of the flags (and ``--grid`` file)."""
     from crosscurv.experiments.sweep.spec import (AXES, SweepError, axis_values, read_toml,
-        spec_from_mapping)
+                                                  spec_from_mapping)
 
     data = read_toml(args.grid) if args.grid else {}
     for axis in AXES:

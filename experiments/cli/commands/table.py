@@ -45,14 +45,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from crosscurv.experiments.reports.table import (
-        column_notes,
-        differing_settings,
-        load_run,
-        paper_comparison,
-        render_table,
-        run_settings,
-    )
+    from crosscurv.experiments.reports.table import (column_notes, differing_settings, load_run,
+                                                     paper_comparison, render_table, run_settings)
 
     runs = [load_run(r) for r in args.runs]
     if args.one_step and any("one_step" not in r.columns for r in runs):

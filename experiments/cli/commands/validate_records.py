@@ -17,9 +17,8 @@ from crosscurv.numeric.records import RecordsError
 
 HELP = (
     "Compare your per-iteration records (CSV with k, loss_jc, loss_s, gap, recursive, cumulative; "
-    "jc_only, bound_bk, sharpness, gap_err when present) with a reference run directory or "
-    "golden case "
-    "(--reference DIR or golden:CASE/LABEL) or a reference computed on the fly "
+    "jc_only, bound_bk, sharpness, gap_err when present) with a reference run directory or golden "
+    "case (--reference DIR or golden:CASE/LABEL) or a reference computed on the fly "
     "(--task/--pattern/--lr/--iters), per column and iteration with tolerances from the measured "
     "rounding of each column; names the first disagreement and a likely diagnosis (the formula an "
     "estimate departs from, off-by-one in k, sign flip, swapped columns, precision). THEIRS.json: "
@@ -178,10 +177,9 @@ def run(args) -> int:
         if args.rtol is not None and args.atol is not None:
             print(f"tolerance: |theirs - ref| <= {args.atol:.3g} + {args.rtol:g} |ref|")
         else:
-            print("tolerance: |theirs - ref| <= atol + rtol |ref| per column "
-                "(crosscurv.numeric.record_comparison.TOLERANCES: "
-                  "measured rounding x safety factor); atol = atol_rel x loss scale "
-                  f"{column_scale(ref, 'loss_jc'):.4g}"
+            print(f"tolerance: |theirs - ref| <= atol + rtol |ref| per column "
+                  f"(crosscurv.numeric.record_comparison.TOLERANCES: measured rounding x safety "
+                  f"factor); atol = atol_rel x loss scale {column_scale(ref, 'loss_jc'):.4g}"
                   + (f" (sharpness: x its scale {column_scale(ref, 'sharpness'):.4g})"
                   if "sharpness" in columns else "")
                   + ("" if args.rtol is None else f"; --rtol {args.rtol:g} for every column")

@@ -17,10 +17,9 @@ HELP = (
     "Tell which block scheme a user's step function performs: run it from seeded states at step "
     "sizes eta0*2^-k and compare with the exact JC step, full GS in every block order (N <= 4) and "
     "the declared pattern. A match means agreement to round-off at every eta; otherwise the "
-    "nearest "
-    "scheme and the observed order of the difference are reported. SPEC is module:factory or "
-    "path/to/file.py:factory returning (task, step[, pattern]), an object with .task and .step, or "
-    "NumPy callables {params, loss, grad, step}."
+    "nearest scheme and the observed order of the difference are reported. SPEC is module:factory "
+    "or path/to/file.py:factory returning (task, step[, pattern]), an object with .task and .step, "
+    "or NumPy callables {params, loss, grad, step}."
 )
 
 
@@ -43,16 +42,13 @@ def add_arguments(p) -> None:
         help="device offered to a factory that declares `device`")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step factors as in `crosscurv run`: block NAME of every "
-                   "candidate steps with "
-                        "lr*FACTOR (default: inferred from the step's first-order term when "
-                        "they differ between blocks)")
+                        "candidate steps with lr*FACTOR (default: inferred from the step's "
+                        "first-order term when they differ between blocks)")
     p.add_argument("--optimizer", default=None, metavar="momentum:BETA|adam[:B1,B2,EPS]",
-                   help="the step keeps an optimizer state passed in: it is called as "
-                   "step(params, lr, state) "
-                        "with a seeded state ({'step': k, 'momentum_buffer' or 'exp_avg', "
-                        "'exp_avg_sq': {param: "
-                        "tensor}}) and compared with the optimizer-aware schemes (as "
-                        "`crosscurv run --optimizer`)")
+                   help="the step keeps an optimizer state passed in: it is called as step(params, "
+                        "lr, state) with a seeded state ({'step': k, 'momentum_buffer' or "
+                        "'exp_avg', 'exp_avg_sq': {param: tensor}}) and compared with the "
+                        "optimizer-aware schemes (as `crosscurv run --optimizer`)")
     p.add_argument("--no-fit", action="store_true",
         help="skip the fit of the step's second-order term")
     p.add_argument("--verbose", action="store_true",
@@ -93,9 +89,8 @@ def run(args) -> int:
 
     if ":" not in args.spec:
         raise ValidationInputError(
-            "validate-step takes a step factory, module:factory or path/to/file.py:factory "
-            "returning "
-            f"(task, step[, pattern]), not a task name ({args.spec!r})"
+            f"validate-step takes a step factory, module:factory or path/to/file.py:factory "
+            f"returning (task, step[, pattern]), not a task name ({args.spec!r})"
         )
     seeds = _seeds(args.seeds)
     if args.eta0 is not None and not (math.isfinite(args.eta0) and args.eta0 > 0):

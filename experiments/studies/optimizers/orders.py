@@ -21,7 +21,7 @@ from crosscurv.theory.patterns import parse_pattern
 
 from crosscurv.experiments.problems import bilinear_problem
 from crosscurv.experiments.scaling.optimizers import (FACTORS, FIXED_K, one_step_errors,
-    optimizer_problem, optimizer_studies)
+                                                      optimizer_problem, optimizer_studies)
 from crosscurv.experiments.scaling.study import eta_grid, make_study
 
 #: (optimizer, K0 of the fixed-horizon grid)
@@ -38,9 +38,8 @@ def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
     """Print the observed orders of every optimizer row of :data:`OPTIMIZERS` (``only``: those
     rows) on ``n`` grid points, then Adam's first step from zero moments and Adam's one step on a
     bilinear problem."""
-    print("| optimizer | eta0 | K0 | one_step (3) | recursion, T fixed (3) | recursion, K = "
-        f"{FIXED_K} (3) | "
-          "cumulative (2) | jc_only (2) |")
+    print(f"| optimizer | eta0 | K0 | one_step (3) | recursion, T fixed (3) | recursion, K = "
+          f"{FIXED_K} (3) | cumulative (2) | jc_only (2) |")
     print("|---|---|---|---|---|---|---|---|")
     rows = [r for r in OPTIMIZERS if only is None or r[0] in only]
     for text, k0 in rows:
@@ -68,9 +67,8 @@ def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
     etas = eta_grid(bil.eta0(1.0 / 32), n)
     errs, _ = one_step_errors(bil.task, parse_pattern("2<-1", 2), spec, [1.0, 1.0], etas)
     st = make_study("bilinear", "one_step", etas, [e for e, _ in errs], [f for _, f in errs])
-    print("Adam one step on bilinear(0, 3, 3, 1) (min |g_a| / max |g_a| = "
-        f"{float(a.min() / a.max()):.2g}): "
-          f"observed order {st.fitted:.2f}, pairwise rates "
+    print(f"Adam one step on bilinear(0, 3, 3, 1) (min |g_a| / max |g_a| = "
+          f"{float(a.min() / a.max()):.2g}): observed order {st.fitted:.2f}, pairwise rates "
           f"{', '.join(f'{x:.2f}' for x in st.order.rates)}")
 
 

@@ -194,17 +194,13 @@ def _winners_section(study, runs: dict, seeds, findings: list):
             if plain.any():
                 findings.append(
                     f"{study.name}, {v.label}, seed {sd}: at {int(plain.sum())}/{len(plain)} "
-                    "iterations the gap is "
-                    "the plain difference L_S - L_JC (the runs too far apart for the "
-                    "segment rule to be the more "
-                    "precise, or its estimate refuted by the losses; mean abs gap "
-                    f"{float(np.mean(np.abs(gap))):.3g}).")
+                    f"iterations the gap is the plain difference L_S - L_JC (the runs too far "
+                    f"apart for the segment rule to be the more precise, or its estimate refuted "
+                    f"by the losses; mean abs gap {float(np.mean(np.abs(gap))):.3g}).")
     lines = ["### Measured winners", "",
-              "The measured gap is the record's `gap`: the segment integral of the gradient "
-              "where that is the more "
-              "precise measurement and agrees with `L_S - L_JC`, else that difference "
-              "(`crosscurv.numeric.gap.reconcile`; "
-              "see the findings).", "",
+              "The measured gap is the record's `gap`: the segment integral of the gradient where "
+              "that is the more precise measurement and agrees with `L_S - L_JC`, else that "
+              "difference (`crosscurv.numeric.gap.reconcile`; see the findings).", "",
               tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S",
               "J/G/undecided",
                                       "switch points k", f"same winner as {base}"],
@@ -245,15 +241,12 @@ def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
                              _pct(bars["calibrated"]), f"{bars['correct']}/{bars['certified']}",
                              _pct(bars["coverage"]), _pct(bars["precision"])])
     lines += ["### Table 1 rows of the generalized estimates", "",
-              "Against the record's `gap` (what `crosscurv table` prints); undecided "
-              "iterations (|gap| <= gap_err) "
-              "are left out of Correct. Calibrated: share of the iterations with a finite "
-              "error bar (the record's "
-              "`*_err`) where |estimate - gap| <= err; certified: correct / certified "
-              "winners (the record's "
-              "`*_cert`); Coverage: certified share of the decided iterations; Precision: "
-              "correct among the "
-              "certified (docs/error_estimates.md, 'Optimizer runs').", "",
+              "Against the record's `gap` (what `crosscurv table` prints); undecided iterations "
+              "(|gap| <= gap_err) are left out of Correct. Calibrated: share of the iterations "
+              "with a finite error bar (the record's `*_err`) where |estimate - gap| <= err; "
+              "certified: correct / certified winners (the record's `*_cert`); Coverage: certified "
+              "share of the decided iterations; Precision: correct among the certified "
+              "(docs/error_estimates.md, 'Optimizer runs').", "",
               tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits",
               "GS hits", "MAE",
                                       "Max. AE", "undecided", "MAE / mean abs gap", "Calibrated",
@@ -288,9 +281,8 @@ def _study_findings(study, runs: dict, seeds, tl: dict, meas: dict, stats: dict)
             sw, bsw = switch_points(tl[key]), switch_points(tl[bkey])
             moved = ("the same switch points" if sw == bsw
                 else f"switch points {sw or 'none'} against {bsw or 'none'}")
-            findings.append(f"{study.name}, {v.label}, seed {sd}: the measured winner equals "
-                f"plain sgd's at {a}/{n} "
-                            f"decided iterations ({_count(tl[key])} against "
+            findings.append(f"{study.name}, {v.label}, seed {sd}: the measured winner equals plain "
+                            f"sgd's at {a}/{n} decided iterations ({_count(tl[key])} against "
                             f"{_count(tl[bkey])}); {moved}.")
     for v in study.variants:
         for sd in seeds:
@@ -305,21 +297,17 @@ def _study_findings(study, runs: dict, seeds, tl: dict, meas: dict, stats: dict)
             g1, c1 = float(gap[0]), float(run.columns["cumulative"][0])
             if abs(g1) > 0 and abs(c1) > 100 * abs(g1):
                 findings.append(f"{study.name}, {v.label}, seed {sd}: already at k = 1 (one step "
-                    "from a common "
-                                "point and zero state) the cumulative estimate is "
-                                f"{abs(c1 / g1):.3g} times the "
-                                f"gap ({c1:.3g} against {g1:.3g}): the linearization fails "
-                                "at the first step.")
+                                f"from a common point and zero state) the cumulative estimate is "
+                                f"{abs(c1 / g1):.3g} times the gap ({c1:.3g} against {g1:.3g}): "
+                                f"the linearization fails at the first step.")
                 rest, rec = gap[1:], run.columns["recursive"][1:]
                 if len(rest):
                     rel = float(np.mean(np.abs(rec - rest)) / np.mean(np.abs(rest)))
                     agree = float(np.mean(np.sign(rec) == np.sign(rest))) * 100
                     findings.append(f"{study.name}, {v.label}, seed {sd}: from k = 2 on (one "
-                        "tangent step from the "
-                                    "measured differences) the recursive estimate has "
-                                    f"MAE/mean abs gap {_num(rel)} and "
-                                    f"the gap's sign at {agree:.0f}% of the iterations: "
-                                    f"{_verdict(rel)}.")
+                                    f"tangent step from the measured differences) the recursive "
+                                    f"estimate has MAE/mean abs gap {_num(rel)} and the gap's sign "
+                                    f"at {agree:.0f}% of the iterations: {_verdict(rel)}.")
     return findings
 
 
@@ -380,19 +368,15 @@ def render(root: str, seeds, iters: int, command: str) -> str:
         "# Optimizers beyond the paper: studies",
         "",
         f"Generated by `{command}` on {time.strftime('%Y-%m-%d %H:%M %Z')} from the records under "
-        f"`{_shown(root)}` (records and summaries only; `crosscurv table DIR` gives the same "
-        "Table 1 rows "
-        "per run).",
+        f"`{_shown(root)}` (records and summaries only; `crosscurv table DIR` gives the same Table "
+        f"1 rows per run).",
         "",
-        "Every run is `crosscurv run TASK --preset default --seed S --iters K` with the "
-        "variant's flags: JC and "
-        "the task's pattern (`gs`) from the same start, both with the same optimizer from "
-        "zero state; the "
-        "`recursive`, `cumulative` and `jc_only` columns are the generalized estimates "
-        "(docs/optimizers.md, 'Optimizers beyond "
-        "the paper'). `K` is shorter than the presets' (300-500) so that all runs fit a "
-        "shared 2-core CPU; "
-        "'switch points' and winners are over these `K` iterations only.",
+        "Every run is `crosscurv run TASK --preset default --seed S --iters K` with the variant's "
+        "flags: JC and the task's pattern (`gs`) from the same start, both with the same optimizer "
+        "from zero state; the `recursive`, `cumulative` and `jc_only` columns are the generalized "
+        "estimates (docs/optimizers.md, 'Optimizers beyond the paper'). `K` is shorter than the "
+        "presets' (300-500) so that all runs fit a shared 2-core CPU; 'switch points' and winners "
+        "are over these `K` iterations only.",
         "",
     ]
     findings, body, summary = [], [], []
@@ -408,16 +392,13 @@ def render(root: str, seeds, iters: int, command: str) -> str:
     lines += [
         "## Summary",
         "",
-        "Against the measured gap (the record's `gap`, or `L_S - L_JC` where the runs are "
-        "far apart; see each study). "
-        "Correct: the paper's `Correct_K` (mean over seeds); MAE/gap: `MAE / mean |gap|` "
-        "(median over seeds); "
-        f"an estimate *follows* the gap when this is at most {FOLLOWS}, and does not above "
-        f"{LOST:g}. Certified "
-        "correct: correct / certified winners over the seeds (precision), from the records' "
-        "error bars. Same winner: "
-        "iterations where the measured winner equals plain sgd's, of those both decided (all "
-        "seeds).",
+        f"Against the measured gap (the record's `gap`, or `L_S - L_JC` where the runs are far "
+        f"apart; see each study). Correct: the paper's `Correct_K` (mean over seeds); MAE/gap: "
+        f"`MAE / mean |gap|` (median over seeds); an estimate *follows* the gap when this is at "
+        f"most {FOLLOWS}, and does not above {LOST:g}. Certified correct: correct / certified "
+        f"winners over the seeds (precision), from the records' error bars. Same winner: "
+        f"iterations where the measured winner equals plain sgd's, of those both decided (all "
+        f"seeds).",
         "",
         tabulate(summary, headers=["study", "variant", "seeds", "Recursive correct",
         "Recursive MAE/gap",

@@ -83,9 +83,8 @@ def _quiet_transformers():
         root = exc
         while root.__cause__ is not None or root.__context__ is not None:
             root = root.__cause__ or root.__context__
-        hint = (" (a torchvision that does not match the installed torch: uninstall it or "
-            "install the "
-                "matching build)" if "torchvision" in str(root) else "")
+        hint = (" (a torchvision that does not match the installed torch: uninstall it or install "
+                "the matching build)" if "torchvision" in str(root) else "")
         raise DataError(f"transformers cannot import its T5 model: {type(root).__name__}: "
             f"{root}{hint}") from exc
     return transformers

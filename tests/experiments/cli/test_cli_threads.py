@@ -9,10 +9,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 _PROBE = (
-    "import os, sys\n"
-    "from experiments import cli\n"
-    "cli.main([])\n"
-    "print('PROBE', os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n"
+    "import os, sys\nfrom experiments import cli\ncli.main([])\nprint('PROBE', "
+    "os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n"
 )
 
 

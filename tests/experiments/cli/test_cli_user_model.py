@@ -102,9 +102,8 @@ def test_factory_defaults_and_neighbour_import_hold_on_the_command_line(tmp_path
         lower is not None
     )  # this problem decides: S (GS) is lower by far more than the error bound
     assert lines[2] == (
-        f"at K = 6: L_JC = {last['loss_jc']:.6g}, L_S = {last['loss_s']:.6g} (S = gs): "
-        f"{lower} is lower by {abs(last['gap']):.3g} "
-        f"({100 * abs(last['gap']) / last['loss_jc']:.3g}% of L_JC)"
+        f"at K = 6: L_JC = {last['loss_jc']:.6g}, L_S = {last['loss_s']:.6g} (S = gs): {lower} is "
+        f"lower by {abs(last['gap']):.3g} ({100 * abs(last['gap']) / last['loss_jc']:.3g}% of L_JC)"
     )
     assert lines[3].startswith(("no change of winner", "winner changed"))
     assert any(

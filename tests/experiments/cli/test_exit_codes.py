@@ -101,10 +101,9 @@ def test_help_documents_the_exit_codes(capsys):
 def test_a_real_process_exits_70(tmp_path):
     """The interpreter's exit status, not main's return value: a crash inside validate-step's run.
     """
-    code = ("import sys, crosscurv.experiments.cli.commands.validate_step as m\n"
-            "def boom(args):\n    raise KeyError('deliberate')\n"
-            "m.run = boom\n"
-            "from crosscurv.experiments.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    code = ("import sys, crosscurv.experiments.cli.commands.validate_step as m\ndef boom(args):\n  "
+            "  raise KeyError('deliberate')\nm.run = boom\nfrom crosscurv.experiments.cli import "
+            "main\nsys.exit(main(sys.argv[1:]))\n")
     env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", code, "validate-step",

@@ -69,12 +69,10 @@ def test_factory_file_imports_its_neighbours(tmp_path):
     sub = tmp_path / "project"
     sub.mkdir()
     (sub / "mysteps_helpers.py").write_text(
-        "import torch\nfrom crosscurv import Task\n"
-        "def task():\n"
-        "    p = {'a': torch.tensor([1.0, -0.5], dtype=torch.float64), 'b': "
-        "torch.tensor([0.3], dtype=torch.float64)}\n"
-        "    return Task(p, lambda q: (q['a'] ** 2).sum() * (1 + q['b'] ** 2).sum(), {'A': "
-        "['a'], 'B': ['b']})\n"
+        "import torch\nfrom crosscurv import Task\ndef task():\n    p = {'a': torch.tensor([1.0, "
+        "-0.5], dtype=torch.float64), 'b': torch.tensor([0.3], dtype=torch.float64)}\n    return "
+        "Task(p, lambda q: (q['a'] ** 2).sum() * (1 + q['b'] ** 2).sum(), {'A': ['a'], 'B': "
+        "['b']})\n"
     )
     (sub / "mysteps.py").write_text(
         "from mysteps_helpers import task\nfrom crosscurv.numeric.steps import scheme_step\n"

@@ -17,7 +17,7 @@ import pytest
 
 from crosscurv.experiments.cli import main
 from crosscurv.experiments.conformance.golden import (CASES, GoldenError, build_case, load_case,
-    write_golden)
+                                                      write_golden)
 from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
 
 from .numpy_protocol import NumpyProblem, pattern as _pattern

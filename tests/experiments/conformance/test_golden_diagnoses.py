@@ -33,29 +33,22 @@ RUNS = [("quadratic", "gs"), ("quadratic", "partial"), ("quartic", "gs"), ("quar
 #: bug -> the words its diagnosis must hold
 NAMED = {
     "sign_gap": "column gap has the opposite sign",
-    "delta_after_step": "column recursive: reproduced by an implementation in which recursive "
-    "uses the "
-    "difference of the wrong iteration",
-    "no_cross_block": "columns cumulative, jc_only: reproduced by an implementation in which z "
-    "is propagated "
-    "with the block diagonal",
+    "delta_after_step": "column recursive: reproduced by an implementation in which recursive uses "
+                        "the difference of the wrong iteration",
+    "no_cross_block": "columns cumulative, jc_only: reproduced by an implementation in which z is "
+                      "propagated with the block diagonal",
     "no_propagation": "columns cumulative, jc_only: reproduced by an implementation in which z "
     "is not propagated",
     "no_quadratic": "columns cumulative, jc_only: reproduced by an implementation in which the "
-    "estimates leave "
-    "out the quadratic term",
+                    "estimates leave out the quadratic term",
     "transposed_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
-    "implementation in "
-    "which M_S is built over the transposed pairs",
+                        "implementation in which M_S is built over the transposed pairs",
     "all_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
-    "implementation in which "
-    "M_S is built over all pairs",
+                 "implementation in which M_S is built over all pairs",
     "freshness_half": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
-    "implementation in "
-    "which the freshness terms are scaled by 0.5",
+                      "implementation in which the freshness terms are scaled by 0.5",
     "freshness_double": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "
-    "implementation in "
-    "which the freshness terms are scaled by 2",
+                        "implementation in which the freshness terms are scaled by 2",
     "stale_gs": "your S run equals the JC run",
 }
 #: what a formula (or structural) diagnosis says; the precision sentence says none of it
@@ -181,14 +174,10 @@ def test_cli_names_the_mistake_without_torch(tmp_path):
     rows = _records("quadratic", "gs", "no_propagation")
     csv = _write_csv(rows, tmp_path / "mine.csv")
     code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'torch' or name.startswith('torch.'):\n"
-        "            raise ImportError('torch is blocked')\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "from crosscurv.experiments.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
+        "import sys\nclass Block:\n    def find_spec(self, name, path=None, target=None):\n        "
+        "if name == 'torch' or name.startswith('torch.'):\n            raise ImportError('torch is "
+        "blocked')\nsys.meta_path.insert(0, Block())\nfrom crosscurv.experiments.cli import "
+        "main\nsys.exit(main(sys.argv[1:]))\n"
     )
     proc = subprocess.run(
         [

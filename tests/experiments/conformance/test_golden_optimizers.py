@@ -21,7 +21,7 @@ from crosscurv.experiments.cli import main
 from crosscurv.experiments.conformance.golden import write_golden
 from crosscurv.numeric.record_comparison import compare_records, reference_tolerances
 from tests.experiments.conformance.test_golden import (LABELS, NumpyProblem, _arr, _pattern,
-    _read_csv)
+                                                       _read_csv)
 
 #: numerically sensitive: `make test-portable` runs this file under emulated instruction sets
 pytestmark = pytest.mark.portable

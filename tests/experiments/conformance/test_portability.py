@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from crosscurv.experiments.conformance.emulation import (EMULATIONS, NO_AVX2, cached, environment,
-    lookup)
+                                                         lookup)
 from crosscurv.experiments.conformance.portability import describe
 
 
@@ -31,9 +31,8 @@ def test_each_verdict_says_where_it_parts_and_whether_the_grown_tolerances_expla
     assert "parts at k = 8" in parts["held"]
     first = {"k": 19, "column": "loss_jc", "recomputed": 1.003, "committed": 1.0, "tolerance": 1e-5}
     grown = describe(_check("disagree", first_disagreement=first, growth=1.2,
-                            notes=["beyond the fixed tolerances from k = 9; beyond them grown as "
-                            "a run perturbed at "
-                                   "rounding parts at k = 19"]))
+                            notes=["beyond the fixed tolerances from k = 9; beyond them grown as a "
+                                   "run perturbed at rounding parts at k = 19"]))
     assert grown["beyond_fixed"] == "9" and grown[
         "explained"] == "no" and "k = 19, `loss_jc`" in grown["held"]
     start = describe(_check("disagree", first_disagreement={"k": 0, "column": "theta0",

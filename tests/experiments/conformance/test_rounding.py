@@ -10,7 +10,7 @@ import pytest
 
 from crosscurv.experiments.cli.scripts import rounding as main
 from crosscurv.experiments.conformance.rounding import (COLUMNS, column_spread, measure,
-                                                       measured_rounding)
+                                                        measured_rounding)
 from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, TOLERANCES, stated_rounding
 
 

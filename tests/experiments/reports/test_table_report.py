@@ -10,7 +10,7 @@ import pytest
 from crosscurv.experiments.cli import main
 from crosscurv.experiments.reports.build import _findings, _hvp_line, _intervals
 from crosscurv.experiments.reports.table import (PAPER_TABLE1, load_run, paper_comparison,
-    render_table, table_rows)
+                                                 render_table, table_rows)
 from crosscurv.numeric.records import RecordWriter, make_record
 
 

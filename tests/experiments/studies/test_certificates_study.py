@@ -87,10 +87,7 @@ def test_certificates_are_right_on_the_fast_subset(subset_runs):
     """Precision >= 99% for advise and every record estimate on each (problem, rate) of the subset,
     with
     coverage pooled over the subset above a fifth of the decided iterations."""
-    from crosscurv.experiments.studies.certificates_report import (
-        advice_counts,
-        record_counts,
-    )
+    from crosscurv.experiments.studies.certificates_report import advice_counts, record_counts
     from crosscurv.numeric.certificate import SAFETY
 
     pooled = [0, 0, 0]

@@ -69,10 +69,9 @@ def test_report_states_what_the_records_show(tmp_path):
             "the gap") in text
     assert "No runs yet." in text  # fl_momentum
     # what was found comes first, one line per variant beside plain sgd
-    assert text.splitlines()[2] == ("- lora_adam, adam-lr1e-3: recursive Correct 75.0%, MAE/gap "
+    assert text.splitlines()[2] == (f"- lora_adam, adam-lr1e-3: recursive Correct 75.0%, MAE/gap "
                                     f"{text.splitlines()[2].split('MAE/gap ')[1].split(';')[0]}; "
-                                    "the measured "
-                                    "winner is sgd's at 2/4 iterations.")
+                                    f"the measured winner is sgd's at 2/4 iterations.")
 
 
 def test_iterations_measured_by_the_plain_difference_are_reported(tmp_path):

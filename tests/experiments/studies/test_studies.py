@@ -14,9 +14,8 @@ import pytest
 
 from crosscurv.experiments.cli import main
 from crosscurv.experiments.studies.collect import read_sweep, read_sweeps
-from crosscurv.experiments.studies.regime import (RegimePoint, observed_switches,
-    regime_indicators, regime_points,
-                                        regime_sentence, small_step_note)
+from crosscurv.experiments.studies.regime import (RegimePoint, observed_switches, regime_indicators,
+                                                  regime_points, regime_sentence, small_step_note)
 from crosscurv.experiments.studies.seeds import describe_coverage, render_seeds_table, seed_rows
 from crosscurv.experiments.studies.threads import compare_runs, match_runs
 from crosscurv.experiments.tasks.errors import DataError
@@ -167,9 +166,8 @@ def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
            _pt(0.8, 96.0, lr=0.02), _pt(0.9, 90.0, lr=0.02, seed=1),
            _pt(2.5, 90.0, cross=40, lr=0.05), _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
     s = regime_sentence(pts, "recursive")
-    assert s == ("recursive: >= 95% in every seed at eta = 0.01; some seeds at 0.02 (1/2); "
-                 "no seed at 0.05 x2; "
-                 "never above eta*sharpness 0.8 (3 runs go further).")
+    assert s == ("recursive: >= 95% in every seed at eta = 0.01; some seeds at 0.02 (1/2); no seed "
+                 "at 0.05 x2; never above eta*sharpness 0.8 (3 runs go further).")
     none = regime_sentence([_pt(0.3, 50.0), _pt(1.0, 80.0, lr=0.2)], "recursive")
     assert none == "recursive: >= 95% in none of the 2 runs; best 80.0% (eta = 0.2, seed 0)."
     allgood = regime_sentence([_pt(0.3, 99.0), _pt(2.2, 98.0, cross=7, lr=0.2)], "recursive")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from crosscurv.experiments.tasks.data import (CIFAR10_MEAN, CIFAR10_STD, load_cifar10, load_mnist,
-    load_sst2)
+                                              load_sst2)
 from crosscurv.experiments.tasks.data._pkgdata import balanced_indices
 from crosscurv.experiments.tasks.data.mnist import read_idx
 from crosscurv.experiments.tasks.errors import DataError

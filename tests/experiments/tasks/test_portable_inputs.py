@@ -111,7 +111,7 @@ def test_portable_draws_are_the_float64_draws_rounded_and_uniform_matches_torch(
     import torch
 
     from crosscurv.numeric.portable_random import (portable_default_init_, portable_normal_,
-        portable_uniform_)
+                                                   portable_uniform_)
 
     t = torch.empty(50, 40)
     portable_normal_(t, 0.5, 2.0, torch.Generator().manual_seed(7))

@@ -10,7 +10,7 @@ import torch
 
 from crosscurv.experiments.tasks.errors import DataError
 from crosscurv.experiments.tasks import (PRESETS, TASKS, UnknownTaskError, build_task,
-    preset_settings)
+                                         preset_settings)
 from crosscurv.numeric import tree
 from crosscurv.numeric.hvp import grad, hvp
 from crosscurv.numeric.point import PointCurvature
