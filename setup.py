@@ -1,6 +1,5 @@
 """The package layout: the three layers sit at the repository's top level and install under one
-import
-namespace, ``crosscurv``.
+import namespace, ``crosscurv``.
 
     crosscurv/    -> crosscurv              (the user-facing API, re-exported lazily;
     crosscurv.testing) theory/       -> crosscurv.theory       (SymPy; never imports torch) numeric/

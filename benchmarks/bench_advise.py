@@ -73,8 +73,8 @@ def plain(task, cands, lr, iters) -> dict:
 
 def search_rows(a, timed: list) -> list[str]:
     """The pattern-search table: search, certification, plain training of 8 of the patterns; each
-    row's median seconds appended to ``timed`` as ``{"task", "space", "iters", "search",
-    "certify", "plain8"}``, one row per budget of ``--search-iters``."""
+    row's median seconds appended to ``timed`` as ``{"task", "space", "iters", "search", "certify",
+    "plain8"}``, one row per budget of ``--search-iters``."""
     import numpy as np
 
     from crosscurv.experiments.tasks.loading import load_task

@@ -171,9 +171,9 @@ def _table_column(section: str, header_part: str) -> list[tuple[str, float]]:
 
 
 def findings(text: str) -> list[str]:
-    """At most five lines read off the sections of a report: which targets were missed, peak
-    memory, the protocol iteration against its bound, the error estimates' cost, products,
-    threads and offloading."""
+    """At most five lines read off the sections of a report: which targets were missed, peak memory,
+    the protocol iteration against its bound, the error estimates' cost, products, threads and
+    offloading."""
     titles = {spec[0]: name for name, spec in BENCHMARKS.items()}
     sections = {}
     for part in ("\n" + text).split("\n## ")[1:]:

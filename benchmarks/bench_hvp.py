@@ -11,9 +11,9 @@ model, interleaved repeat by repeat, medians and ratios to ``grad``
 :class:`crosscurv.numeric.point.PointCurvature`), ``linearize+jvp`` (``--linearize``) and
 ``batch xM`` (:func:`crosscurv.numeric.hvp.hvp_batch`, per product).
 
-Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,t5lora]
-[--repeats 5] [--threads N] [--batch 4] [--clock wall|cpu] [--linearize] [--json FILE]``;
-``--threads 1 --clock cpu`` measures this process's CPU time on a shared machine.
+Run: ``.venv/bin/python benchmarks/bench_hvp.py [--models mlp,resnet18,t5lora] [--repeats 5]
+[--threads N] [--batch 4] [--clock wall|cpu] [--linearize] [--json FILE]``; ``--threads 1 --clock
+cpu`` measures this process's CPU time on a shared machine.
 """
 
 from __future__ import annotations

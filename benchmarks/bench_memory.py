@@ -1,6 +1,5 @@
 """Peak memory of the protocol vs one gradient step on a CIFAR ResNet-18, at several widths (target
-<=
-3x).
+<= 3x).
 
 Each measurement runs in its own subprocess: build the task (``fl`` at a base width, or ``--task
 mlp``) and evaluate the loss; take ``VmRSS`` as the baseline and reset ``VmHWM``

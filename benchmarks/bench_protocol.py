@@ -16,8 +16,8 @@ Per task (built-in presets), single-threaded CPU time (``time.process_time``), m
   (target <= 1.1); a second bound takes the segment as timed alone;
 * both ``M_S v`` forms (per fresh set, per fresh block) alone.
 
-``in the run`` divides the mean iteration by the mean of its timed parts over the same
-iterations. ``--rounds R`` repeats the whole measurement and reports each round and the medians.
+``in the run`` divides the mean iteration by the mean of its timed parts over the same iterations.
+``--rounds R`` repeats the whole measurement and reports each round and the medians.
 
 Usage::
 
@@ -59,9 +59,8 @@ class _Timers:
     PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap",
         "checkpoints")
     # : the body's own work ("rest") split further: the store's parks and fetches, the float64 sums
-    # outside
-    # : the parts above (the JC and S steps' remainders where the steps are not timed, the extremes'
-    # residuals)
+    # outside : the parts above (the JC and S steps' remainders where the steps are not timed, the
+    # extremes' residuals)
     REST_PARTS = ("store", "float64 sums")
 
     def __init__(self):

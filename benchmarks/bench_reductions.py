@@ -1,8 +1,8 @@
 """The float32 reductions of the protocol's body against fused kernels: time and rounding error.
 
-On a built-in task's parameter vector (and a seeded normal draw), each way of forming ``a . b``
-and ``||a||`` is timed (CPU, one thread, medians, interleaved) and its relative error measured
-against ``math.fsum`` of the float64 products: ``Tensor.sum`` of the products per entry
+On a built-in task's parameter vector (and a seeded normal draw), each way of forming ``a . b`` and
+``||a||`` is timed (CPU, one thread, medians, interleaved) and its relative error measured against
+``math.fsum`` of the float64 products: ``Tensor.sum`` of the products per entry
 (:func:`crosscurv.numeric.tree.dot`, what the body uses), ``torch.dot``,
 ``torch.linalg.vector_norm`` and ``torch._foreach_norm``.
 

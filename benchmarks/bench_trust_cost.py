@@ -1,6 +1,5 @@
 """What the error estimates and the converged extremes cost: the protocol with them against without,
-in
-one run.
+in one run.
 
 Per task, single-threaded CPU time, rounds interleaved: ``with`` is
 :func:`crosscurv.numeric.protocol.run_protocol` as a user runs it (extreme eigenpairs of ``H_JC^k``

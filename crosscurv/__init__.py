@@ -1,5 +1,5 @@
-"""crosscurv: the reference verification suite for the cross-curvature theory of
-block-coordinate updates (Jacobi, Gauss-Seidel and partially sequential schemes).
+"""crosscurv: the reference verification suite for the cross-curvature theory of block-coordinate
+updates (Jacobi, Gauss-Seidel and partially sequential schemes).
 
 One import namespace, three layers (each in the repository folder of its name):
 
@@ -10,8 +10,8 @@ One import namespace, three layers (each in the repository folder of its name):
 * :mod:`crosscurv.experiments` -- the built-in tasks, studies, reports and the
   ``crosscurv`` command line.
 
-The names a user reaches for are re-exported here and imported on first use, so
-``import crosscurv`` is cheap and ``crosscurv derive`` never imports torch::
+The names a user reaches for are re-exported here and imported on first use, so ``import crosscurv``
+is cheap and ``crosscurv derive`` never imports torch::
 
     import crosscurv
     task = crosscurv.build_task("mlp", "smoke")

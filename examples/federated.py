@@ -2,7 +2,7 @@
 clients.
 
 A model with a shared feature layer and one personal head per client; client ``c`` has its own batch
-and loss ``L_c(u_c, v)`` (``u_c`` its head, ``v`` the shared layer).  The steps are the usual
+and loss ``L_c(u_c, v)`` (``u_c`` its head, ``v`` the shared layer). The steps are the usual
 local-update-then-average code, with two optimizers and ``requires_grad`` toggling, no crosscurv
 code inside. The objective the harness compares against is the mean ``L = (1/C) sum_c L_c``; blocks
 ``personal`` (all heads) and ``shared``.

@@ -1,10 +1,9 @@
 """Layer-wise SGD with torch.optim param groups, output layer first: with and without recomputation.
 
-A tanh MLP (``nn.Sequential``), one SGD optimizer with one named param
-group per layer listed output to input, and the blocks taken from those
-groups (``blocks="param_groups"``).  The update touches one group at a time
-by clearing the other groups' gradients before ``opt.step()`` (SGD skips a
-parameter whose ``.grad`` is ``None``):
+A tanh MLP (``nn.Sequential``), one SGD optimizer with one named param group per layer listed output
+to input, and the blocks taken from those groups (``blocks="param_groups"``). The update touches one
+group at a time by clearing the other groups' gradients before ``opt.step()`` (SGD skips a parameter
+whose ``.grad`` is ``None``):
 
 * :func:`recomputed` -- a fresh forward/backward before each layer's step:
   GS in block order (layer3, layer2, layer1);

@@ -6,9 +6,8 @@ batch, loss ``L(A, B) = ||Y - T||_F^2 / (2 m)``.  With the output adjoint
 
     grad_B L = s E (A Z)^T,        grad_A L = s B^T E Z^T.
 
-The steps are written the way training code writes them (explicit
-formulas, no crosscurv machinery), so ``crosscurv validate-step`` can tell
-what they really do:
+The steps are written the way training code writes them (explicit formulas, no crosscurv machinery),
+so ``crosscurv validate-step`` can tell what they really do:
 
 * :func:`alternating` -- B first, then a *new network evaluation* at
   ``(A^t, B^{t+1})`` for A's gradient: exact GS in block order (B, A);
@@ -64,8 +63,7 @@ def _adjoint(data, A, B):
 
 def alternating():
     """Correct alternating update: B, then recompute the network at (A^t, B^{t+1}) for A (GS, order
-    B,
-    A)."""
+    B, A)."""
     task = lora_task()
     d = task.data
 

@@ -1,11 +1,10 @@
 """Layer-wise updates by back-propagation as user step functions (paper, Appendix E.1).
 
-A tanh MLP ``z_l = W_l h_{l-1} + b_l``, ``h_l = tanh(z_l)`` (``l < N``),
-softmax cross-entropy on ``z_N``, one block ``theta_l = (W_l, b_l)`` per
-layer.  Back-propagation computes ``delta_N = softmax(z_N) - y`` and
-``delta_l = (W_{l+1}^T delta_{l+1}) * tanh'(z_l)``, and the gradients
-``g_{W_l} = mean delta_l h_{l-1}^T``, ``g_{b_l} = mean delta_l``
-(eqs. E.1.6-E.1.10).  Three user steps, written by hand:
+A tanh MLP ``z_l = W_l h_{l-1} + b_l``, ``h_l = tanh(z_l)`` (``l < N``), softmax cross-entropy on
+``z_N``, one block ``theta_l = (W_l, b_l)`` per layer. Back-propagation computes ``delta_N =
+softmax(z_N) - y`` and ``delta_l = (W_{l+1}^T delta_{l+1}) * tanh'(z_l)``, and the gradients
+``g_{W_l} = mean delta_l h_{l-1}^T``, ``g_{b_l} = mean delta_l`` (eqs. E.1.6-E.1.10). Three user
+steps, written by hand:
 
 * :func:`jc_backprop` -- one forward, one backward, then update every layer
   (JC: "the reverse order of derivative evaluation does not imply GS");
@@ -17,8 +16,7 @@ layer.  Back-propagation computes ``delta_N = softmax(z_N) - y`` and
   recursion that uses the *updated* weights ``W_{l+1}^{t+1}`` while keeping
   the original forward states and output residual.  Neither JC nor GS.
 
-All three declare ``gs:layer3,layer2,layer1`` except ``jc_backprop``
-(declares ``jc``)::
+All three declare ``gs:layer3,layer2,layer1`` except ``jc_backprop`` (declares ``jc``)::
 
     crosscurv validate-step examples/mlp_backprop.py:inplace_backprop
 """

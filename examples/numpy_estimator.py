@@ -1,17 +1,14 @@
 """A user's own estimator in plain NumPy, checked against crosscurv's golden records.
 
-This is what an implementation of the paper's per-iteration estimates in
-another framework looks like: it reads a golden *quadratic* case written by
-``crosscurv golden --out DIR`` (``L(x) = 1/2 x^T A x - b^T x``, so the
-gradient is ``A x - b`` and the Hessian is ``A`` everywhere), runs the
-controlled protocol (JC and the pattern-``S`` trajectories), and writes the
-records CSV.  Then::
+This is what an implementation of the paper's per-iteration estimates in another framework looks
+like: it reads a golden *quadratic* case written by ``crosscurv golden --out DIR`` (``L(x) = 1/2 x^T
+A x - b^T x``, so the gradient is ``A x - b`` and the Hessian is ``A`` everywhere), runs the
+controlled protocol (JC and the pattern-``S`` trajectories), and writes the records CSV. Then::
 
     python examples/numpy_estimator.py DIR/quadratic gs mine.csv
     crosscurv validate-records mine.csv --reference DIR/quadratic/gs
 
-``bug=`` reproduces classic mistakes, each caught by ``validate-records``
-with its diagnosis:
+``bug=`` reproduces classic mistakes, each caught by ``validate-records`` with its diagnosis:
 
 * ``"k_from_zero"``: rows numbered ``k = 0..K-1`` (``enumerate`` without
   ``start=1``) -- every column looks shifted by one iteration;

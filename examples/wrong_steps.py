@@ -5,7 +5,7 @@ Task: a coupled quartic over three blocks ``x = (x1, x2, x3)``,
 
     L(x) = 1/2 x^T A x - b^T x + 1/4 sum_m (w_m^T x)^4,
 
-whose cross-Hessian blocks and third derivatives are all non-zero.  Every step below *claims* full
+whose cross-Hessian blocks and third derivatives are all non-zero. Every step below *claims* full
 Gauss-Seidel in block order 1, 2, 3 (declared ``gs``) and uses autograd the way training code does:
 
 * :func:`correct_gs` -- the real thing (reference for the others);

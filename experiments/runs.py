@@ -134,8 +134,7 @@ CHECKS = {
 
 def check_setting(name: str, value):
     """``value`` of the setting ``name`` (a :class:`RunDescription` field) checked (the learning
-    rate
-    as a float); the one-line error of :class:`RunDescription` otherwise."""
+    rate as a float); the one-line error of :class:`RunDescription` otherwise."""
     return CHECKS[name](value)
 
 
@@ -209,7 +208,7 @@ class RunDescription:
     @classmethod
     def from_summary(cls, summary: str | os.PathLike | Mapping) -> "RunDescription":
         """The description of a finished (or interrupted) run: its ``summary.json`` (a path, a run
-        folder or the parsed object).  Settings the summary does not record take their defaults
+        folder or the parsed object). Settings the summary does not record take their defaults
         (plain ``sgd``).
 
         Raises:
@@ -361,8 +360,7 @@ def load(description: RunDescription):
 
 def _saved_settings(out: str, names=("summary.json",)) -> dict:
     """The settings recorded in the run folder ``out``: those of the first file of ``names`` there
-    that
-    holds them (``{}`` where none does)."""
+    that holds them (``{}`` where none does)."""
     for name in names:
         try:
             with open(os.path.join(out, name), encoding="utf-8") as fh:

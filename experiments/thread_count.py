@@ -44,8 +44,7 @@ def candidates(cpus: int | None = None) -> list[int]:
 
 def choose(seconds: Mapping[int, float]) -> int:
     """The count to use from ``{threads: seconds per gradient}``: going up from the fewest threads,
-    a
-    count replaces the best so far only if it is at least :data:`MARGIN` faster."""
+    a count replaces the best so far only if it is at least :data:`MARGIN` faster."""
     best = None
     for n in sorted(seconds):
         if best is None or seconds[n] <= (1.0 - MARGIN) * seconds[best]:
@@ -58,9 +57,8 @@ def choose(seconds: Mapping[int, float]) -> int:
 def fastest_threads(loss: Callable, params: Mapping, counts: list[int] | None = None,
                     repeats: int = 3) -> tuple[int, dict[int, float]]:
     """``(threads, {count: seconds})``: each count of ``counts`` (default :func:`candidates`) timed
-    on
-    one gradient of ``loss`` at ``params`` (wall seconds, best of ``repeats`` after a warm-up), and
-    the count :func:`choose` picks.  Leaves torch's thread count as it found it."""
+    on one gradient of ``loss`` at ``params`` (wall seconds, best of ``repeats`` after a warm-up),
+    and the count :func:`choose` picks. Leaves torch's thread count as it found it."""
     import torch
 
     from crosscurv.numeric.hvp import grad

@@ -2,16 +2,15 @@
 1-3).
 
 For every candidate delay pattern ``S`` and every ``k <= K`` the predicted gap ``L_S^k - L_JC^k`` is
-Theorem 3's estimate with ``g_S``, ``M_S`` evaluated on the
-JC trajectory (the *JC-only* estimate of :mod:`crosscurv.numeric.estimates`)::
+Theorem 3's estimate with ``g_S``, ``M_S`` evaluated on the JC trajectory (the *JC-only* estimate of
+:mod:`crosscurv.numeric.estimates`)::
 
     y_0 = 0,   y_{k+1} = (I - eta H_JC^k) y_k + eta^2 M_S(theta_JC^k) g_JC^k, estimate_S^k = g_JC^k
     . y_k + 1/2 y_k . H_JC^k y_k            (JC: 0).
 
 A-posteriori error (an embedded pair): the same kind of prediction from a state ``yhat`` whose
 forcing keeps what the JC-only estimate drops to first order, evaluated at ``theta_hat^k =
-theta_JC^k + yhat_k`` (the approximate
-``theta_S^k``)::
+theta_JC^k + yhat_k`` (the approximate ``theta_S^k``)::
 
     yhat_0 = 0, yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
                  + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
@@ -22,7 +21,7 @@ Against the JC-only state this keeps the full gradient difference ``g_S - g_JC``
 its third-derivative part), ``M_S`` at the ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta
 M_S^2 g`` term; the loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``. Not
 kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
-per step like the kept ones.  On a quadratic loss (no third derivative) ``corrected`` is exact up to
+per step like the kept ones. On a quadratic loss (no third derivative) ``corrected`` is exact up to
 ``O(eta^3)`` per step and ``error`` is the error of the JC-only estimate to leading order
 (``tests/numeric/test_advice.py``); on non-quadratic losses the dropped term can dominate and
 ``error`` then *underestimates* the actual error (docs/advise.md): an estimate of the first
@@ -43,19 +42,19 @@ HVPs and ``n_F`` third derivatives).
 The protocol's ``jc_only_err`` (:mod:`crosscurv.numeric.error_estimates`) bounds the same error, but
 from quantities measured on the ``S`` run (``rho_hat`` from ``g_S - g_JC - H_JC Delta``, the ``S``
 step's remainder ``e_k``) and the converged extremes of ``H_JC``; advise has no ``S`` run, hence its
-own estimate (docs/advise.md).  :func:`validate` counts how often each covers the actual error.
+own estimate (docs/advise.md). :func:`validate` counts how often each covers the actual error.
 
 Optimizers (``optimizer`` / ``block_lr``, :mod:`crosscurv.numeric.optimizers`): the JC run takes the
 optimizer's steps and each candidate's state ``(y, ys)`` (parameters and optimizer-state difference)
-takes the tangent step of :class:`crosscurv.numeric.optimizer_estimates.TangentStep` forced by
-``M_S F phi(g_JC^k, s_JC^k)`` (from the same shared columns, of ``F phi`` instead of ``g``)::
+takes the tangent step of :class:`crosscurv.numeric.optimizer_estimates.TangentStep` forced by ``M_S
+F phi(g_JC^k, s_JC^k)`` (from the same shared columns, of ``F phi`` instead of ``g``)::
 
     (y, ys)_{k+1} = TangentStep_k((y, ys)_k, H_JC^k y_k - eta M_S F phi), estimate_S^k = g_JC^k .
     y_k + 1/2 y_k . H_JC^k y_k,
 
 the protocol's optimizer-aware ``jc_only`` column; the one-step column is ``eta^2 C_S^phi``
-(:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`).  There is no embedded
-pair for optimizers (errors NaN, nothing certified) and no one-step check.
+(:func:`crosscurv.numeric.optimizer_estimates.optimizer_delay_curvature`). There is no embedded pair
+for optimizers (errors NaN, nothing certified) and no one-step check.
 
 Per iteration the best scheme is the lowest estimate (ties: the earlier candidate); whether it is
 *certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule ``crosscurv run``'s
@@ -312,10 +311,9 @@ def read_advice_records(path: str) -> list[dict]:
 def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (),
         next_order=None) -> dict:
     """``r`` with :func:`decide`'s ``runner_up`` and ``margin`` and the certificate's
-    ``next_order``,
-    ``best``, ``tied`` and ``certified`` (:func:`crosscurv.numeric.certificate.certify_best` with
-    ``next_order``, default ``r``'s embedded errors; inside while ``trusted``: the run's regime
-    gate, :func:`_inside`)."""
+    ``next_order``, ``best``, ``tied`` and ``certified``
+    (:func:`crosscurv.numeric.certificate.certify_best` with ``next_order``, default ``r``'s
+    embedded errors; inside while ``trusted``: the run's regime gate, :func:`_inside`)."""
     d = decide(r["estimates"], r["errors"])
     nxt = dict(r["errors"] if next_order is None else next_order)
     v = certify_best(r["estimates"], nxt, trusted, gs_orders)
@@ -354,8 +352,7 @@ def _orders(cands, checks: Sequence[dict]) -> dict | None:
 
 def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str = "auto") -> dict:
     """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3",
-    "c3",
-    "floor"}}``.
+    "c3", "floor"}}``.
 
     For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact
     steps (:func:`crosscurv.numeric.steps.scheme_step`) and :func:`crosscurv.numeric.gap.loss_gap`

@@ -91,8 +91,8 @@ def inside_regime(rows: Sequence[Mapping], lr: float) -> list[bool]:
 class AdviceRun:
     """The body: the JC iterate, the candidates' states and the regime gate (module docstring).
 
-    ``active``: the non-JC :class:`crosscurv.numeric.advice_steps.Candidate`; ``columns``: the
-    fresh blocks' readers (``{j: [param keys]}``); ``rule``: the update rule's steps.
+    ``active``: the non-JC :class:`crosscurv.numeric.advice_steps.Candidate`; ``columns``: the fresh
+    blocks' readers (``{j: [param keys]}``); ``rule``: the update rule's steps.
     """
 
     def __init__(self, task, lr: float, settings: dict, engine, rule, keys, columns, active,
@@ -149,8 +149,8 @@ class AdviceRun:
                    default=math.nan)
 
     def iteration(self, k: int, run: Run) -> None:
-        """The candidates' predictions at ``theta_JC^k`` (the row of ``k >= 1``) and, unless
-        ``k = K``, the JC step."""
+        """The candidates' predictions at ``theta_JC^k`` (the row of ``k >= 1``) and, unless ``k =
+        K``, the JC step."""
         last = k == run.iters
         point = self.engine.point(self.task.loss, self.theta)
         loss_jc = float(point.value)

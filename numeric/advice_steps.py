@@ -41,8 +41,7 @@ __all__ = ["PatternCandidate", "column_products", "masked_from_columns", "masked
 @dataclass
 class PatternCandidate:
     """A non-JC candidate: its name, pattern and ``[(i, [fresh j ascending])]`` for the blocks with
-    a
-    fresh set."""
+    a fresh set."""
 
     name: str
     pattern: DelayPattern
@@ -51,8 +50,7 @@ class PatternCandidate:
 
 def column_products(point, keys: list, g: Mapping, sources: Mapping[int, list]) -> dict:
     """``{j: H (E_j g)}`` restricted to the rows of the blocks that read ``j`` (restricted products
-    on
-    the graph engine, full batched products otherwise)."""
+    on the graph engine, full batched products otherwise)."""
     if isinstance(point, PointCurvature):
         return {j: point.hvp({k: g[k] for k in keys[j]}, rows) for j, rows in sources.items()}
     named = [(j, (lambda j=j: {k: (g[k] if k in set(keys[j]) else torch.zeros_like(g[k]))
@@ -206,8 +204,7 @@ class OptimizerSteps:
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
             last) -> dict:
         """At ``theta_JC^k``: every candidate's ``(estimate, NaN, NaN, eta^2 C_S^phi)`` and its
-        state's
-        tangent step; releases ``point``.
+        state's tangent step; releases ``point``.
 
         The forcing ``M_S F phi(g_JC^k, s_JC^k)`` comes from the shared columns ``H E_j (F phi)``;
         the JC-only state steps ``(y, ys) <- TangentStep(y, ys, H y - eta M_S F phi)`` (what the

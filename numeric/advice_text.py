@@ -1,6 +1,6 @@
-"""The prose of an advice (:mod:`crosscurv.numeric.advice`): the recommendation a person can act
-on, and the notes that qualify it (the full GS orders, the one-step check at ``theta^0``, the edge
-of stability, a diverged JC run).
+"""The prose of an advice (:mod:`crosscurv.numeric.advice`): the recommendation a person can act on,
+and the notes that qualify it (the full GS orders, the one-step check at ``theta^0``, the edge of
+stability, a diverged JC run).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def _segments(rows: Sequence[Mapping]) -> list[dict]:
 
 
 def k_ranges(ks: Sequence[int], max_ranges: int = 5) -> str:
-    """``[3, 4, 5, 9]`` as ``"3..5, 9"``; past ``max_ranges`` ranges the rest is counted
-    (``"..., and 12 more iterations in 4 ranges"``)."""
+    """``[3, 4, 5, 9]`` as ``"3..5, 9"``; past ``max_ranges`` ranges the rest is counted (``"...,
+    and 12 more iterations in 4 ranges"``)."""
     runs: list[list[int]] = []
     for k in ks:
         if runs and k == runs[-1][1] + 1:
@@ -100,8 +100,7 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
 
 def check_failures(checks: Sequence[dict]) -> list[str]:
     """The candidates whose one-step series does not converge: the measured one-step gap differs
-    from
-    ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps'
+    from ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps'
     rounding)."""
     bad = []
     for check in checks:

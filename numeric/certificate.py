@@ -1,7 +1,7 @@
 """The certified winner: one rule for ``crosscurv run``'s records and for ``crosscurv advise``.
 
 Every prediction of a loss gap ``P_S^k ~ L_S^k - L_JC^k`` the suite makes (Theorems 2-3 and the
-JC-only estimate) keeps the terms up to a given order and drops the rest.  The certificate compares
+JC-only estimate) keeps the terms up to a given order and drops the rest. The certificate compares
 the predictions of the candidates (JC's is 0) with an error bar made of the size of the *first
 dropped order*, ``N_S^k``, measured along the run, times a safety factor ``F`` (:data:`SAFETY`) that
 the zoo's tuning half sets::
@@ -44,7 +44,7 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
 
 The regime (what withdraws every certificate from ``k`` on): ``eta * sharpness_j >= 2`` at some ``j
 <= k`` (:func:`crosscurv.numeric.error_estimates.regime_so_far`), or a non-finite prediction or
-``N``.  All values are Python floats.
+``N``. All values are Python floats.
 """
 
 from __future__ import annotations
@@ -83,8 +83,7 @@ RECORD_WINDOW = 5
 
 class Verdict(dict):
     """``{"best", "tied", "certified"}``: ``best`` the lowest prediction (ties: the first), ``tied``
-    the
-    candidates not separated from it (``T^k``, ``best`` first), ``certified`` a bool."""
+    the candidates not separated from it (``T^k``, ``best`` first), ``certified`` a bool."""
 
 
 def certify_best(
@@ -123,8 +122,7 @@ def certify_gap(
     prediction: float, next_order: float, inside: bool, factor: float = SAFETY
 ) -> float:
     """The record's certified winner of ``L_S - L_JC``: ``+1`` JC, ``-1`` the scheme ``S``, ``0``
-    not certified
-    (:func:`certify_best` over ``{JC: 0, S: prediction}``)."""
+    not certified (:func:`certify_best` over ``{JC: 0, S: prediction}``)."""
     v = certify_best(
         {"jc": 0.0, "s": float(prediction)},
         {"jc": 0.0, "s": float(next_order)},
@@ -164,12 +162,11 @@ def first_step_orders(
     checks: Sequence[Mapping], first_predictions: Mapping[str, float]
 ) -> dict:
     """``{candidate: |m_S - P_S^1|}``: the measured error of the prediction advise certifies,
-    ``P_S^1``
-    (its ``estimate`` at ``k = 1``), against the exact first-step gap ``m_S = L_S^1 - L_JC^1`` of
-    the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured", "eta2", "eta3",
-    "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1 describes that step
-    (:func:`crosscurv.numeric.certificate.first_step_remainders`: the whole run's advice is
-    withdrawn); NaN measurements skipped, ``{}`` without a check."""
+    ``P_S^1`` (its ``estimate`` at ``k = 1``), against the exact first-step gap ``m_S = L_S^1 -
+    L_JC^1`` of the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured",
+    "eta2", "eta3", "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1 describes
+    that step (:func:`crosscurv.numeric.certificate.first_step_remainders`: the whole run's advice
+    is withdrawn); NaN measurements skipped, ``{}`` without a check."""
     withdrawn = first_step_remainders(checks)
     out = {}
     for chk in checks:
@@ -191,9 +188,9 @@ def advice_next_orders(
     """``{candidate: N_S^k}`` of advise at iteration ``k``: the largest embedded error of the last
     ``window`` iterations (``recent_errors``, oldest first, ``k``'s last: a signed difference has
     accidental zeros) and, for ``k <= window``, the measured error of the prediction at the first
-    step (``first_step``: :func:`first_step_orders`; Lemma 1's third-derivative term included,
-    which the embedded pair leaves out); an ``inf`` first step (the expansion does not describe it)
-    at every ``k``.  A NaN error gives NaN (not certified)."""
+    step (``first_step``: :func:`first_step_orders`; Lemma 1's third-derivative term included, which
+    the embedded pair leaves out); an ``inf`` first step (the expansion does not describe it) at
+    every ``k``. A NaN error gives NaN (not certified)."""
     last = list(recent_errors)[-window:]
     out = {}
     for n in last[-1]:
@@ -284,8 +281,8 @@ def record_certificates(
 ) -> dict:
     """``{estimate: [certificate per record]}`` of a plain run's columns (``gap``, the three
     estimates, ``sharpness`` and, where present, ``lambda_max``): what its ``*_cert`` columns hold
-    (:class:`CertificateState`
-    record by record, inside the regime while ``eta * max(lambda_max, sharpness) < 2``)."""
+    (:class:`CertificateState` record by record, inside the regime while ``eta * max(lambda_max,
+    sharpness) < 2``)."""
     n = len(columns["gap"])
     lam = columns.get("lambda_max", [math.nan] * n)
     state, out = CertificateState(), {e: [] for e in ESTIMATES}

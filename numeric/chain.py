@@ -4,9 +4,9 @@ A task may declare that its loss is a composition in block order,
 
     L(theta) = head(h_N),    h_l = f_l(theta_l, h_{l-1}),    h_0 = the input,
 
-stage ``f_l`` reading block ``l`` only.  A scheme step's block gradients are taken at points that
-differ from ``theta^k`` only in the blocks already updated, so the forward pass starts at the
-first stage that changed; the numbers are the same bit for bit.  :class:`Chain` is the declaration
+stage ``f_l`` reading block ``l`` only. A scheme step's block gradients are taken at points that
+differ from ``theta^k`` only in the blocks already updated, so the forward pass starts at the first
+stage that changed; the numbers are the same bit for bit. :class:`Chain` is the declaration
 (:attr:`crosscurv.numeric.task.Task.chain`); :class:`PrefixCache` serves the block gradients of one
 scheme step.
 """

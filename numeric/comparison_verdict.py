@@ -24,8 +24,8 @@ class ComparisonVerdict:
         return 0 if self.ok else 1
 
     def verdict_lines(self) -> list:
-        """The notes, the diagnoses and the verdict, one line each: ``note: ...``,
-        ``diagnosis: ...``, then ``OK: <summary>`` or ``DISAGREE: <summary>``."""
+        """The notes, the diagnoses and the verdict, one line each: ``note: ...``, ``diagnosis:
+        ...``, then ``OK: <summary>`` or ``DISAGREE: <summary>``."""
         lines = ["note: " + n for n in self.notes]
         lines += ["diagnosis: " + d for d in self.diagnoses]
         lines.append(("OK: " if self.ok else "DISAGREE: ") + self.summary())

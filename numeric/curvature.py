@@ -1,18 +1,16 @@
 """Block-masked curvature: ``M_S v`` (Lemma 1) and the cross-curvature table (Theorem 1).
 
-``M_S`` keeps the Hessian blocks ``H_ij`` with ``(i, j) in S`` and zeroes the
-rest (paper, Lemma 1).  With ``P_i`` the projection onto the blocks of
-``S(i) = {j : (i, j) in S}``,
+``M_S`` keeps the Hessian blocks ``H_ij`` with ``(i, j) in S`` and zeroes the rest (paper, Lemma 1).
+With ``P_i`` the projection onto the blocks of ``S(i) = {j : (i, j) in S}``,
 
     (M_S v)_i = sum_{j in S(i)} H_ij v_j = [H (P_i v)]_i,
 
-so ``M_S v`` needs one HVP per *distinct* non-empty fresh set (blocks with
-the same ``S(i)`` share the product), batched by :func:`crosscurv.numeric.hvp.hvp_batch`.
+so ``M_S v`` needs one HVP per *distinct* non-empty fresh set (blocks with the same ``S(i)`` share
+the product), batched by :func:`crosscurv.numeric.hvp.hvp_batch`.
 
-The table ``c_ij = g_i^T H_ij g_j`` (Theorem 1) needs ``N`` HVPs, one per block
-direction ``E_j g``; from it ``C_S = sum_{(i,j) in S} c_ij`` (Theorem 1) and
-``C_cross = g^T (H - D) g = 2 sum_{i<j} c_ij`` (Corollary 1).  No ``d x d``
-tensor is ever formed.
+The table ``c_ij = g_i^T H_ij g_j`` (Theorem 1) needs ``N`` HVPs, one per block direction ``E_j g``;
+from it ``C_S = sum_{(i,j) in S} c_ij`` (Theorem 1) and ``C_cross = g^T (H - D) g = 2 sum_{i<j}
+c_ij`` (Corollary 1). No ``d x d`` tensor is ever formed.
 """
 
 from __future__ import annotations
@@ -98,10 +96,10 @@ class MaskedProductPlan:
 def masked_product_plan(task, pattern: DelayPattern, form: str = "auto") -> MaskedProductPlan:
     """The products of ``M_S v`` for ``pattern`` (see :class:`MaskedProductPlan`).
 
-    ``form="auto"`` takes ``"fresh_block"`` unless it needs more products than
-    ``"fresh_set"``: a product seeded by one block reaches only the part of the
-    retained graph below that block's gradient, so at equal counts it is the
-    cheaper one (``benchmarks/bench_protocol.py`` measures both).
+    ``form="auto"`` takes ``"fresh_block"`` unless it needs more products than ``"fresh_set"``: a
+    product seeded by one block reaches only the part of the retained graph below that block's
+    gradient, so at equal counts it is the cheaper one (``benchmarks/bench_protocol.py`` measures
+    both).
     """
     check_pattern(task, pattern)
     return plan_for_blocks(block_keys(task), pattern, form)
@@ -164,8 +162,8 @@ def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, met
 
 @dataclass
 class CrossCurvature:
-    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1): ``c`` an ``(N, N)`` float64
-    CPU tensor (symmetric up to round-off), ``block_names``, ``loss`` and ``grad_norm2 = ||g||^2``.
+    """The table ``c_ij = g_i^T H_ij g_j`` at one point (Theorem 1): ``c`` an ``(N, N)`` float64 CPU
+    tensor (symmetric up to round-off), ``block_names``, ``loss`` and ``grad_norm2 = ||g||^2``.
     """
 
     c: torch.Tensor
@@ -175,8 +173,7 @@ class CrossCurvature:
 
     def C_S(self, pattern: DelayPattern | str) -> float:
         """``C_S = g^T M_S g = sum_{(i,j) in S} c_ij`` (Theorem 1); ``pattern`` may be a spec such
-        as
-        ``"gs"``."""
+        as ``"gs"``."""
         pattern = as_pattern(pattern, self.c.shape[0], self.block_names)
         return float(sum((self.c[i, j] for i, j in pattern.pairs), torch.zeros((),
             dtype=torch.float64)))
@@ -207,9 +204,8 @@ def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None
         method: str = "auto", chunk_size=None) -> CrossCurvature:
     """Compute ``c_ij = g_i^T H_ij g_j`` for all block pairs with ``N`` HVPs.
 
-    Column ``j`` comes from ``u_j = H (E_j g)`` (``E_j g``: block ``j`` of
-    ``g``, zeros elsewhere): ``c_ij = g_i^T (u_j)_i``.  Dots are accumulated
-    in float64.
+    Column ``j`` comes from ``u_j = H (E_j g)`` (``E_j g``: block ``j`` of ``g``, zeros elsewhere):
+    ``c_ij = g_i^T (u_j)_i``. Dots are accumulated in float64.
 
     Args:
         task: the :class:`crosscurv.numeric.Task`.

@@ -18,7 +18,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def resolve_device(spec="auto") -> torch.device:
     """A ``--device`` value as a :class:`torch.device`: ``"auto"``/``None`` (CUDA when available,
-    else CPU), ``"cpu"``, ``"cuda[:N]"`` or a device.  Raises :class:`DeviceError` (one line).
+    else CPU), ``"cpu"``, ``"cuda[:N]"`` or a device. Raises :class:`DeviceError` (one line).
     """
     if spec is None:
         spec = "auto"

@@ -60,9 +60,8 @@ def pair_residual(hvp, *pairs) -> float:
 
 
 def init_power_vector(like: Mapping, seed: int) -> dict:
-    """A seeded random unit vector keyed like ``like`` (same on every device): drawn in
-    float64 on the CPU from ``torch.Generator().manual_seed(seed)`` in key order, normalised, cast
-    to
+    """A seeded random unit vector keyed like ``like`` (same on every device): drawn in float64 on
+    the CPU from ``torch.Generator().manual_seed(seed)`` in key order, normalised, cast to
     ``like``'s dtype and device, one float64 entry in memory at a time.
     """
 

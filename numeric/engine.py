@@ -13,11 +13,11 @@ chosen once per run (recorded in the protocol's summary under ``"hvp"``).
   backward pass, the products at a point in one batched call of
   :func:`crosscurv.numeric.hvp.hvp_batch` (``chunk_size`` caps the batch).
 
-``hvp_method`` ``"reverse"`` asks for the graph engine, ``"forward"`` /
-``"rof"`` for the batched one with that method, and ``"auto"`` (default) takes
-the termwise engine for a task with loss terms, else has the meaning it has
-everywhere (:func:`crosscurv.numeric.hvp.resolve_method`): double backward when one
-product works at ``theta^0`` (the graph engine), else forward-over-reverse (batched).
+``hvp_method`` ``"reverse"`` asks for the graph engine, ``"forward"`` / ``"rof"`` for the batched
+one with that method, and ``"auto"`` (default) takes the termwise engine for a task with loss terms,
+else has the meaning it has everywhere (:func:`crosscurv.numeric.hvp.resolve_method`): double
+backward when one product works at ``theta^0`` (the graph engine), else forward-over-reverse
+(batched).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Every estimate the protocol records (:mod:`crosscurv.numeric.estimates`) drops terms that the
 paper's proofs bound with the constants ``G, L, rho`` of Assumption 1 (Lemma 3, Theorem 2, Theorem
-3, appendix).  Here each dropped term is bounded with quantities *measured along the run* instead of
+3, appendix). Here each dropped term is bounded with quantities *measured along the run* instead of
 the constants, giving one error column per estimate (``recursive_err``, ``cumulative_err``,
-``jc_only_err``).  Derivation and cost: ``docs/error_estimates.md``.
+``jc_only_err``). Derivation and cost: ``docs/error_estimates.md``.
 
 Measured quantities at iteration ``k`` (all Python floats, float64 arithmetic):
 
@@ -24,8 +24,7 @@ Measured quantities at iteration ``k`` (all Python floats, float64 arithmetic):
   step the ``S`` run takes.
 
 The step remainder of Lemma 3 (eq. traj_compact), ``s^k = Delta^{k+1} - (I - eta H_JC^k) Delta^k -
-eta^2 u^k
-= -eta w^k + eta^3 eps^k``, with the measured ``w^k = g_S^k - g_JC^k - H_JC^k Delta^k``::
+eta^2 u^k = -eta w^k + eta^3 eps^k``, with the measured ``w^k = g_S^k - g_JC^k - H_JC^k Delta^k``::
 
     sigma_k = eta ||w^k|| + e_k >= ||s^k||      (measured_step_remainder; the jc_only state, which
     has no
@@ -34,7 +33,7 @@ eta^2 u^k
 
 The bounds are a-posteriori *estimates*: ``rho_hat`` and ``Lambda`` are measured on the
 trajectories, not suprema over a region, so a bound can fail where the loss's third derivative along
-the next step exceeds everything seen before.  Their calibration (share of iterations with
+the next step exceeds everything seen before. Their calibration (share of iterations with
 ``|estimate - gap| <= err``) is measured, not assumed (``experiments/studies``).
 
 Optimizer runs (momentum, Adam, block factors) propagate through a tangent step, not ``I - eta H``,
@@ -42,12 +41,12 @@ so the bounds above are not derived for them; their error columns are the defect
 symmetric bar (:func:`defect_error`), and their certificates ask that bar and the optimizer's own
 edge of stability (:func:`crosscurv.numeric.optimizer_estimates.optimizer_in_regime`).
 
-The bounds are orders of magnitude wider than the errors they bound.  The *defect interval*
+The bounds are orders of magnitude wider than the errors they bound. The *defect interval*
 (:func:`defect_interval`) is the sharp alternative: from the realised signed defects ``gap^j -
 estimate^j`` of the last :data:`DEFECT_WINDOW` iterations (the estimate's neglected terms, measured
 once ``gap^j`` is), their range widened by :data:`DEFECT_FACTOR` times its width; a winner is
 certified when the predicted interval excludes 0 and the run has never left the regime
-(:func:`regime_so_far`).  Derivation and measured calibration: ``docs/error_estimates.md``.
+(:func:`regime_so_far`). Derivation and measured calibration: ``docs/error_estimates.md``.
 """
 
 from __future__ import annotations
@@ -216,8 +215,7 @@ def in_regime(lr: float, lam_max: float) -> bool:
 
 def certify(estimate: float, err: float, regime: bool) -> float:
     """The certified winner: ``+1`` (JC) or ``-1`` (``S``) when ``|estimate| > err`` and the run is
-    in
-    the regime (:func:`in_regime`), else ``0`` (not certified; also for NaN)."""
+    in the regime (:func:`in_regime`), else ``0`` (not certified; also for NaN)."""
     if not regime or not (math.isfinite(estimate) and math.isfinite(err)) or abs(estimate) <= err:
         return 0.0
     return 1.0 if estimate > 0 else -1.0
@@ -258,21 +256,20 @@ class ErrorState:
 def defect_interval(gaps, estimates, factor: float = DEFECT_FACTOR,
         window: int = DEFECT_WINDOW) -> list:
     """The defect interval of an estimate at each iteration: where ``gap^k - estimate^k`` is
-    expected,
-    from the
-    realised signed defects ``d_j = gap^j - estimate^j`` of the ``window`` iterations before ``k``::
+    expected, from the realised signed defects ``d_j = gap^j - estimate^j`` of the ``window``
+    iterations before ``k``::
 
         s_k = max_j d_j - min_j d_j,     [lo_k, hi_k] = [min_j d_j - factor s_k,  max_j d_j + factor
         s_k]
 
-    (``j = k - window .. k - 1``; ``(-inf, inf)`` until ``window`` finite defects exist).  ``d_j``
-    is exactly the sum of the terms the estimate neglects at ``j`` (for the recursive estimate the
+    (``j = k - window .. k - 1``; ``(-inf, inf)`` until ``window`` finite defects exist). ``d_j`` is
+    exactly the sum of the terms the estimate neglects at ``j`` (for the recursive estimate the
     remainder of Theorem 2's proof, ``O(eta^3)`` per step; for the cumulative ones the propagated
-    remainder of Theorem 3's), known once ``gap^j`` is measured.  Those terms are smooth functions
-    of the iterates: below the edge of stability they drift by about their own spread over
-    ``window`` steps, and keep their sign, which a symmetric bar ``|d| <= err`` throws away (the
-    cumulative estimate on ``mlp`` is a third of the gap, with the right sign, at every iteration).
-    An *estimate*, not a bound: its calibration is measured (``docs/error_estimates.md``).
+    remainder of Theorem 3's), known once ``gap^j`` is measured. Those terms are smooth functions of
+    the iterates: below the edge of stability they drift by about their own spread over ``window``
+    steps, and keep their sign, which a symmetric bar ``|d| <= err`` throws away (the cumulative
+    estimate on ``mlp`` is a third of the gap, with the right sign, at every iteration). An
+    *estimate*, not a bound: its calibration is measured (``docs/error_estimates.md``).
 
     Returns:
         ``K`` pairs ``(lo_k, hi_k)`` of Python floats.
@@ -293,7 +290,7 @@ def defect_interval(gaps, estimates, factor: float = DEFECT_FACTOR,
 
 def regime_so_far(eta_sharpness) -> list:
     """``True`` at ``k`` while ``eta * sharpness_j < 2`` for every ``j <= k`` (finite): the run has
-    never left the regime.  Once past the edge, ``Delta`` (and the cumulative states) carry the
+    never left the regime. Once past the edge, ``Delta`` (and the cumulative states) carry the
     amplification of ``prod_j (I - eta H_JC^j)``, so a later return below 2 does not bring the
     expansions back."""
     out, ok = [], True
@@ -307,8 +304,7 @@ def defect_record(past_defects, estimate: float, bound_err: float, inside: bool,
     factor: float = DEFECT_FACTOR,
                   window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
     """``(lo_k, hi_k, certificate)`` of one record from the signed defects of the iterations before
-    it
-    (``past_defects``, oldest first; the last ``window`` are used): :func:`defect_interval`'s
+    it (``past_defects``, oldest first; the last ``window`` are used): :func:`defect_interval`'s
     interval, and the winner certified when ``inside`` (the run has never left the regime) and
     ``estimate + [lo, hi]`` excludes 0, or ``|estimate| > bound_err`` (NaN: no bound)."""
     past = [float(x) for x in list(past_defects)[-window:] if math.isfinite(float(x))]
@@ -331,8 +327,7 @@ def defect_record(past_defects, estimate: float, bound_err: float, inside: bool,
 
 def defect_error(lo: float, hi: float) -> float:
     """The symmetric error bar of a defect interval: ``max(|lo|, |hi|)``, so ``lo <= gap - estimate
-    <=
-    hi`` gives ``|gap - estimate| <= defect_error`` (``inf`` while the interval is unknown)."""
+    <= hi`` gives ``|gap - estimate| <= defect_error`` (``inf`` while the interval is unknown)."""
     return max(abs(float(lo)), abs(float(hi)))
 
 
@@ -368,8 +363,7 @@ class DefectState:
     def record(self, name: str, gap: float, estimate: float, bound_err: float, in_regime_now: bool,
                window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
         """``(lo, hi, certificate)`` of ``name`` at this record; call once per estimate, every
-        estimate
-        with the same ``in_regime_now`` (``eta * sharpness_k < 2``)."""
+        estimate with the same ``in_regime_now`` (``eta * sharpness_k < 2``)."""
         self.inside = self.inside and bool(in_regime_now)
         past = self.defects.get(name, [])
         out = defect_record(past, estimate, bound_err, self.inside, DEFECT_FACTOR, window)

@@ -1,14 +1,12 @@
 """Loss-gap estimates along the JC and pattern-``S`` trajectories (paper, Section 4.2).
 
-Notation (paper, Section 4.2.1): ``theta_JC^k`` and ``theta_S^k`` are the two
-trajectories from the common ``theta^0`` with constant step ``eta``;
-``Delta theta^k = theta_S^k - theta_JC^k``; ``g_JC^k``, ``H_JC^k`` the gradient
-and Hessian at ``theta_JC^k``; ``u^k = M_S(theta_S^k) g_S^k`` the freshness
-forcing (``M_S`` keeps the Hessian blocks ``H_ij`` with ``(i, j) in S``).
+Notation (paper, Section 4.2.1): ``theta_JC^k`` and ``theta_S^k`` are the two trajectories from the
+common ``theta^0`` with constant step ``eta``; ``Delta theta^k = theta_S^k - theta_JC^k``;
+``g_JC^k``, ``H_JC^k`` the gradient and Hessian at ``theta_JC^k``; ``u^k = M_S(theta_S^k) g_S^k``
+the freshness forcing (``M_S`` keeps the Hessian blocks ``H_ij`` with ``(i, j) in S``).
 
-Implemented quantities (all parameter-space vectors are dicts of tensors with
-the parameters' keys, shapes, dtype and device; scalars are 0-dim tensors of
-the same dtype unless said otherwise):
+Implemented quantities (all parameter-space vectors are dicts of tensors with the parameters' keys,
+shapes, dtype and device; scalars are 0-dim tensors of the same dtype unless said otherwise):
 
 * Lemma 3 / Theorem 3 propagation (:func:`propagate`)::
 
@@ -35,8 +33,8 @@ the same dtype unless said otherwise):
 
       b_k = eta^2 sum_{j<k} (1 + eta L)^{k-1-j} ||u^j||,   bound_bk^k = G b_k + L/2 b_k^2.
 
-``G`` and ``L`` (Assumption 1, A1-A2) are not known for a real model.  The
-protocol uses *a-posteriori estimates*, not certified constants:
+``G`` and ``L`` (Assumption 1, A1-A2) are not known for a real model. The protocol uses
+*a-posteriori estimates*, not certified constants:
 
 * ``G`` = running maximum of ``||g||`` over every gradient evaluated so far on
   both trajectories (a lower estimate of the sup over the region Omega);
@@ -45,10 +43,10 @@ protocol uses *a-posteriori estimates*, not certified constants:
   iteration's vector, one HVP per iteration (a lower estimate of
   ``sup ||H||``; the Hessian along the ``S`` trajectory is not probed).
 
-``b_k`` is recomputed from the stored ``||u^j||`` with the current ``L`` at every
-``k`` (Horner's rule, float64), so the bound always uses the latest ``L``.
-Because ``G`` and ``L`` can only underestimate the true constants, ``bound_bk``
-is an estimate of Theorem 3's bound, not a guaranteed one.
+``b_k`` is recomputed from the stored ``||u^j||`` with the current ``L`` at every ``k`` (Horner's
+rule, float64), so the bound always uses the latest ``L``. Because ``G`` and ``L`` can only
+underestimate the true constants, ``bound_bk`` is an estimate of Theorem 3's bound, not a guaranteed
+one.
 """
 
 from __future__ import annotations
@@ -118,8 +116,8 @@ def quadratic_estimate(g: Mapping, z: Mapping, Hz: Mapping) -> torch.Tensor:
 def quadratic_from_linear(gz: torch.Tensor, z: Mapping, Hz: Mapping) -> torch.Tensor:
     """:func:`quadratic_estimate` with ``g^T z`` already computed (``gz``): ``gz + 1/2 z^T H z``.
 
-    For a caller that has to drop ``g`` before ``H z`` is formed (the protocol's
-    lean-memory engine); the result is bit for bit the same.
+    For a caller that has to drop ``g`` before ``H z`` is formed (the protocol's lean-memory
+    engine); the result is bit for bit the same.
     """
     return gz + 0.5 * tree.dot(z, Hz)
 
@@ -277,10 +275,9 @@ def _large(like: Mapping) -> bool:
 
 def _one_blas_thread():
     """SciPy's BLAS (ARPACK's and lobpcg's vector algebra) limited to one thread while the extremes
-    are
-    computed: a BLAS thread pool splits its sums by thread count, so without the limit the extremes
-    of one run on one machine would depend on how many BLAS threads the process happened to start
-    with (a Ray worker imports NumPy before the sweep sets its thread count)."""
+    are computed: a BLAS thread pool splits its sums by thread count, so without the limit the
+    extremes of one run on one machine would depend on how many BLAS threads the process happened to
+    start with (a Ray worker imports NumPy before the sweep sets its thread count)."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
@@ -290,8 +287,8 @@ def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxi
     """One end of the spectrum by ``scipy.sparse.linalg.lobpcg`` (block size 1) warm-started from
     ``v``.
 
-    Returns ``(lambda, unit eigenvector, residual norm, products used)``; the residual is
-    ``||H x - lambda x||`` recomputed from lobpcg's last products (no extra product).
+    Returns ``(lambda, unit eigenvector, residual norm, products used)``; the residual is ``||H x -
+    lambda x||`` recomputed from lobpcg's last products (no extra product).
     """
     import warnings
 

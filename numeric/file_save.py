@@ -57,8 +57,8 @@ def _copy(src_path: str, src_offset: int, dst_fd: int, dst_offset: int, nbytes: 
 
 
 def save_from_files(obj, path: str, sources: Sources) -> None:
-    """``torch.save(obj, path)``, each storage that ``sources(storage) -> (path, offset)`` places
-    in a file copied from there (``None``: written from memory).
+    """``torch.save(obj, path)``, each storage that ``sources(storage) -> (path, offset)`` places in
+    a file copied from there (``None``: written from memory).
     """
     from torch import serialization as ser
 

@@ -1,10 +1,10 @@
 """Float64 sums over parameter vectors, formed chunk by chunk.
 
-Each entry of each operand is read flat in chunks of :data:`CHUNK` elements, widened into one
-reused float64 buffer, and the chunks' sums are summed in float64: no parameter-sized float64
-temporary exists.  Every element is the float64 number whole copies would give; only the order
-of summation differs (relative ``~ 1e-16``).  Operands are mappings ``name -> tensor`` with equal
-keys and shapes, any floating dtype, one device; results are Python floats.
+Each entry of each operand is read flat in chunks of :data:`CHUNK` elements, widened into one reused
+float64 buffer, and the chunks' sums are summed in float64: no parameter-sized float64 temporary
+exists. Every element is the float64 number whole copies would give; only the order of summation
+differs (relative ``~ 1e-16``). Operands are mappings ``name -> tensor`` with equal keys and shapes,
+any floating dtype, one device; results are Python floats.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ CHUNK = 1 << 16
 def _chunks(vectors, scratch: bool):
     """``(x, t, parts)`` per chunk of each entry: float64 buffers ``x``, ``t`` (``None`` without
     ``scratch``) and ``parts[i]``, the chunk of ``vectors[i]``'s entry (``None`` for a ``None``
-    operand).  Called under ``torch.no_grad()``.
+    operand). Called under ``torch.no_grad()``.
     """
     like = vectors[0]
     first = next(iter(like.values()), None)
@@ -50,8 +50,8 @@ def _chunks(vectors, scratch: bool):
 
 
 def _accumulate(vectors, form, *reductions, scratch: bool = True) -> list:
-    """Each reduction ``r(x)`` summed in float64 over all chunks, after ``form(x, t, *parts)``
-    wrote each chunk.
+    """Each reduction ``r(x)`` summed in float64 over all chunks, after ``form(x, t, *parts)`` wrote
+    each chunk.
     """
     parts = [[] for _ in reductions]
     with torch.no_grad():
@@ -63,16 +63,15 @@ def _accumulate(vectors, form, *reductions, scratch: bool = True) -> list:
 
 
 def sum_sq64(form: Callable, *vectors: Mapping | None) -> torch.Tensor:
-    """``sum r^2`` in float64 (0-dim tensor), ``form(x, t, *parts)`` writing the chunk of ``r``
-    into ``x`` from the chunks of ``vectors`` (keys of ``vectors[0]``; an operand may be ``None``).
+    """``sum r^2`` in float64 (0-dim tensor), ``form(x, t, *parts)`` writing the chunk of ``r`` into
+    ``x`` from the chunks of ``vectors`` (keys of ``vectors[0]``; an operand may be ``None``).
     """
     return _accumulate(vectors, form, lambda x: x.mul_(x).sum())[0]
 
 
 def norm64(form: Callable, *vectors: Mapping | None) -> float:
     """``sqrt(`` :func:`sum_sq64` ``)``: the float64 norm of the vector that ``form`` writes chunk
-    by
-    chunk."""
+    by chunk."""
     return float(torch.sqrt(sum_sq64(form, *vectors)))
 
 
@@ -82,8 +81,8 @@ def _product(x, t, bp, ap):
 
 
 def dot_absdot64(a: Mapping, b: Mapping) -> tuple[float, float]:
-    """``(a . b, |a| . |b|)`` accumulated in float64 (keys: those of ``b``); one exact product
-    per element serves both sums.
+    """``(a . b, |a| . |b|)`` accumulated in float64 (keys: those of ``b``); one exact product per
+    element serves both sums.
     """
     dot, absdot = _accumulate((b, a), _product, torch.sum, lambda x: x.abs_().sum(), scratch=False)
     return float(dot), float(absdot)

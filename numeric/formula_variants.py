@@ -1,8 +1,8 @@
 """Formula-level diagnoses: which likely mistake in an estimate reproduces a user's disagreeing
 column?
 
-Each :class:`Variant` recomputes, from the scalar parts of a golden run's ``terms.csv`` alone,
-what an implementation with one known mistake records (no torch).  With ``Delta^k = theta_S^k -
+Each :class:`Variant` recomputes, from the scalar parts of a golden run's ``terms.csv`` alone, what
+an implementation with one known mistake records (no torch). With ``Delta^k = theta_S^k -
 theta_JC^k``, ``g^k``, ``H^k`` at ``theta_JC^k`` and ``z`` the state of Theorem 3, the reference
 estimates of record ``k + 1`` are (Theorems 2, 3)::
 
@@ -11,9 +11,9 @@ estimates of record ``k + 1`` are (Theorems 2, 3)::
     cumulative = g^K . z_K + 1/2 z_K . H^K z_K,  z_{k+1} = (I - eta H^k) z_k + eta^2 M_S g_S^k
     bound_bk   = G b_K + L/2 b_K^2,  b_K = eta^2 sum_j (1 + eta L)^{K-1-j} ||M_S g_S^j||
 
-A variant *matches* a column when at every common iteration ``|theirs - variant| <= allowed +
-1e-6 (|variant| + |reference|) + 1e-3 |variant - reference|``, and is considered only where at
-some iteration ``|variant - reference| > 10 (allowed + 1e-6 (|variant| + |reference|))``.
+A variant *matches* a column when at every common iteration ``|theirs - variant| <= allowed + 1e-6
+(|variant| + |reference|) + 1e-3 |variant - reference|``, and is considered only where at some
+iteration ``|variant - reference| > 10 (allowed + 1e-6 (|variant| + |reference|))``.
 """
 
 from __future__ import annotations
@@ -177,8 +177,7 @@ def match_variants(
 ) -> list:
     """The :data:`VARIANTS` that reproduce ``theirs`` for ``column`` at the common iterations
     (module docstring), given the reference's values, the aligned ``terms`` rows and the
-    comparison's
-    ``allowed`` difference at each.
+    comparison's ``allowed`` difference at each.
     """
     out = []
     for var in VARIANTS:

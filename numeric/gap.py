@@ -41,17 +41,16 @@ _SIMPSON = {0.0: 1.0 / 6.0, 0.5: 4.0 / 6.0, 1.0: 1.0 / 6.0}
 
 
 #: Units in the last place (of the larger loss, in the run's dtype) that bound the rounding of
-# : ``loss_s - loss_jc``.  Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its
-# float64
-# : value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``, column
-# ``loss_jc``/``loss_s``), so
+# : ``loss_s - loss_jc``. Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its
+# float64 : value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``,
+# column ``loss_jc``/``loss_s``), so
 #: the difference within about 3 ulps; 8 leaves a factor 2.7.
 DIFFERENCE_ULPS = 8
 
 
 def ulp(x: float, dtype) -> float:
-    """Spacing of floating-point numbers of ``dtype`` (a torch dtype or its name) at ``|x|``:
-    ``eps * 2^floor(log2 |x|)``, the smallest normal's spacing at or below it.
+    """Spacing of floating-point numbers of ``dtype`` (a torch dtype or its name) at ``|x|``: ``eps
+    * 2^floor(log2 |x|)``, the smallest normal's spacing at or below it.
     """
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
@@ -98,8 +97,8 @@ def reconcile(gap: float, err: float, loss_s: float, loss_jc: float, dtype) -> t
 
 
 def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
-    """``L(theta_a) - L(theta_b)`` by ``nodes``-point Gauss-Legendre quadrature of
-    ``grad L . (a - b)`` along the segment (``nodes`` gradients; exact for a quartic loss).
+    """``L(theta_a) - L(theta_b)`` by ``nodes``-point Gauss-Legendre quadrature of ``grad L . (a -
+    b)`` along the segment (``nodes`` gradients; exact for a quartic loss).
     """
     import numpy as np
 
@@ -115,8 +114,8 @@ def loss_gap(task, theta_a, theta_b, nodes: int = GAP_NODES) -> float:
 
 
 class SegmentGap:
-    """Node-by-node :func:`segment_gap`: :meth:`interior`, then :meth:`add` at ``t = 0`` and
-    ``t = 1`` in any order, then :meth:`result`.
+    """Node-by-node :func:`segment_gap`: :meth:`interior`, then :meth:`add` at ``t = 0`` and ``t =
+    1`` in any order, then :meth:`result`.
     """
 
     def __init__(self, delta: Mapping):
@@ -134,8 +133,8 @@ class SegmentGap:
 
     def interior(self, loss: Callable, theta_b: Mapping, delta: Mapping,
                  gradient: Callable[[dict], Mapping] | None = None) -> None:
-        """The three inner nodes (none when ``Delta = 0``); ``gradient(params)`` gives
-        ``grad L(params)`` (default :func:`crosscurv.numeric.hvp.grad` of ``loss``).
+        """The three inner nodes (none when ``Delta = 0``); ``gradient(params)`` gives ``grad
+        L(params)`` (default :func:`crosscurv.numeric.hvp.grad` of ``loss``).
         """
         if self.zero:
             return
@@ -162,9 +161,9 @@ class SegmentGap:
 
 def segment_gap(loss: Callable, theta_a: Mapping, theta_b: Mapping, g_a: Mapping, g_b: Mapping,
                 delta: Mapping | None = None) -> tuple[float, float]:
-    """``(L(a) - L(b), error estimate)`` as floats by 5-point Gauss-Lobatto quadrature of
-    ``grad L . Delta``, given ``g_a``, ``g_b`` (the end nodes) and optionally ``delta = a - b``;
-    ``(0.0, 0.0)`` without any gradient when ``a == b``.
+    """``(L(a) - L(b), error estimate)`` as floats by 5-point Gauss-Lobatto quadrature of ``grad L .
+    Delta``, given ``g_a``, ``g_b`` (the end nodes) and optionally ``delta = a - b``; ``(0.0, 0.0)``
+    without any gradient when ``a == b``.
     """
     if delta is None:
         delta = {k: theta_a[k].detach() - theta_b[k].detach() for k in theta_b}

@@ -1,7 +1,7 @@
 """Gradients and Hessian-vector products ``H(theta) v`` without forming ``H``.
 
-Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`); ``loss``
-is a pure function ``loss(params) -> 0-dim tensor``.  HVP methods:
+Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`); ``loss`` is
+a pure function ``loss(params) -> 0-dim tensor``. HVP methods:
 
 * ``"forward"``: forward-over-reverse, ``torch.func.jvp`` of ``torch.func.grad``;
 * ``"reverse"``: double backward, ``torch.autograd.grad`` of ``grad L(theta)^T v``;
@@ -41,8 +41,8 @@ def _primal(params: Mapping) -> dict:
 
 # -- gradients -----------------------------------------------------------------
 def block_grad(loss: Loss, params: Mapping, keys: Sequence[str]) -> dict:
-    """Gradient of ``loss`` with respect to the parameters in ``keys`` only, the others held
-    fixed: ``{key: tensor}``, detached (zeros where the loss does not depend on it).
+    """Gradient of ``loss`` with respect to the parameters in ``keys`` only, the others held fixed:
+    ``{key: tensor}``, detached (zeros where the loss does not depend on it).
     """
     keys = list(keys)
     unknown = [k for k in keys if k not in params]
@@ -61,8 +61,8 @@ def block_grad(loss: Loss, params: Mapping, keys: Sequence[str]) -> dict:
 
 
 def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
-    """``(L(theta), grad L(theta))`` by one backward pass: a detached 0-dim tensor and a
-    detached dict keyed like ``params``.
+    """``(L(theta), grad L(theta))`` by one backward pass: a detached 0-dim tensor and a detached
+    dict keyed like ``params``.
     """
     keys = list(params)
     p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
@@ -77,9 +77,9 @@ def grad(loss: Loss, params: Mapping) -> tuple[torch.Tensor, dict]:
 
 def backward_of(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                 grad_outputs: Sequence[torch.Tensor], retain_graph: bool = False) -> tuple:
-    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``, one tensor per input (``None``
-    where no output depends on it): ``torch.autograd.grad(..., allow_unused=True)`` by the same
-    engine call, with the shapes compared directly (no import of torch.fx's symbolic shapes).
+    """``sum_i grad_outputs[i]^T d outputs[i] / d inputs``, one tensor per input (``None`` where no
+    output depends on it): ``torch.autograd.grad(..., allow_unused=True)`` by the same engine call,
+    with the shapes compared directly (no import of torch.fx's symbolic shapes).
 
     ``grad_outputs[i]`` is shaped like ``outputs[i]``, both real or both complex, else
     ``RuntimeError``.
@@ -113,8 +113,8 @@ def _hvp_forward(loss: Loss, params: Mapping, v: Mapping) -> dict:
 
 
 def _reverse_core(loss: Loss, params: Mapping, grad_outputs: list, batched: bool) -> tuple:
-    """Double backward ``d/dtheta <grad L(theta), v>`` (``v`` stacked when ``batched``):
-    ``(value, [grad L entries], [H v entries])``.
+    """Double backward ``d/dtheta <grad L(theta), v>`` (``v`` stacked when ``batched``): ``(value,
+    [grad L entries], [H v entries])``.
     """
     keys = list(params)
     p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
@@ -196,8 +196,8 @@ def hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> dict:
 
 
 def grad_and_hvp(loss: Loss, params: Mapping, v: Mapping, method: str = "auto") -> tuple:
-    """``(L(theta), grad L(theta), H(theta) v)``, the gradient a by-product of the product
-    where the method allows (not ``"rof"``): a detached 0-dim tensor and two dicts.
+    """``(L(theta), grad L(theta), H(theta) v)``, the gradient a by-product of the product where the
+    method allows (not ``"rof"``): a detached 0-dim tensor and two dicts.
     """
     _check_method(method)
     t = tree.conform(v, params, HVPError)
@@ -241,9 +241,9 @@ def hvp_batch(
     method: str = "auto",
     chunk_size: int | None = None,
 ) -> list:
-    """``[H v_1, ..., H v_m]`` at one point: ``vmap`` over the directions (``"forward"``,
-    ``"rof"``) or a batched double backward (``"reverse"``), one by one where batching fails;
-    ``chunk_size`` caps the products per ``vmap`` chunk (``None``: all at once).
+    """``[H v_1, ..., H v_m]`` at one point: ``vmap`` over the directions (``"forward"``, ``"rof"``)
+    or a batched double backward (``"reverse"``), one by one where batching fails; ``chunk_size``
+    caps the products per ``vmap`` chunk (``None``: all at once).
     """
     _check_method(method)
     ts = [tree.conform(v, params, HVPError) for v in vs]
@@ -270,9 +270,9 @@ def _sync(params: Mapping) -> None:
 
 def tune_hvp(loss: Loss, params: Mapping, v: Mapping | None = None,
              methods: Sequence[str] = ("forward", "reverse", "rof"), repeats: int = 1) -> dict:
-    """Time each of ``methods`` on ``v`` (default the parameters) after a warm-up, the
-    minimum of ``repeats`` runs: ``{"best": method, "seconds": {method: seconds or None}}``.
-    Raises :class:`HVPError` when no method works.
+    """Time each of ``methods`` on ``v`` (default the parameters) after a warm-up, the minimum of
+    ``repeats`` runs: ``{"best": method, "seconds": {method: seconds or None}}``. Raises
+    :class:`HVPError` when no method works.
     """
     for m in methods:
         _check_method(m)

@@ -1,10 +1,9 @@
 """Hessian-vector products by central differences of gradients, with autograd checked against them.
 
-The engine for models without a usable double backward (a kernel with no second derivative, a
-custom ``torch.autograd.Function`` whose backward is not differentiable): products ``H(theta) v``
-from first derivatives only, beside the autograd engines of :mod:`crosscurv.numeric.hvp`.
-Parameter-space vectors are dicts of float64 tensors keyed like the parameters
-(:mod:`crosscurv.numeric.tree`).
+The engine for models without a usable double backward (a kernel with no second derivative, a custom
+``torch.autograd.Function`` whose backward is not differentiable): products ``H(theta) v`` from
+first derivatives only, beside the autograd engines of :mod:`crosscurv.numeric.hvp`. Parameter-space
+vectors are dicts of float64 tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`).
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ __all__ = ["CurvatureRoute"]
 class CurvatureRoute:
     """How ``H(theta) v`` is computed for the step size and the freshness fit.
 
-    Route ``"autograd"``: :func:`crosscurv.numeric.hvp.hvp_batch`.  The first product is also taken
-    by
-    central differences; a product that raises, or disagrees by more than ``CHECK_RTOL`` (relative),
-    switches to route ``"central-differences"`` (first derivatives only):
+    Route ``"autograd"``: :func:`crosscurv.numeric.hvp.hvp_batch`. The first product is also taken
+    by central differences; a product that raises, or disagrees by more than ``CHECK_RTOL``
+    (relative), switches to route ``"central-differences"`` (first derivatives only):
 
         D(h) v = (grad L(theta + h v) - grad L(theta - h v)) / (2 h),
 

@@ -2,7 +2,7 @@
 
 Each helper forms the same elementwise expression, tensor by tensor, as the dict comprehension it
 replaces (the same kernels on the same operands: the same bits) into a buffer that is no longer
-needed, so that no second parameter-sized vector is alive while it runs.  An entry whose buffers
+needed, so that no second parameter-sized vector is alive while it runs. An entry whose buffers
 share memory (autograd may hand back its ``grad_outputs`` unchanged) is formed out of place.
 """
 

@@ -5,7 +5,7 @@ through products ``v -> H v`` (dicts of tensors keyed like the parameters), both
 
     ||H v - lambda v|| <= tol ||H||,   ||H|| = max(|lambda_max|, |lambda_min|),
 
-its basis parked in the protocol's store (:mod:`crosscurv.numeric.offload`) as it is built.  One
+its basis parked in the protocol's store (:mod:`crosscurv.numeric.offload`) as it is built. One
 cycle is ``m`` steps of the symmetric Lanczos recurrence with full reorthogonalisation (Golub and
 Van Loan, Algorithm 10.1.1)::
 
@@ -50,8 +50,7 @@ def _axpy_(y: dict, alpha: float, x: Mapping) -> None:
 
 def _owned(h: torch.Tensor, *held: torch.Tensor) -> torch.Tensor:
     """``h`` itself, or a copy where it shares memory with a tensor still in use (an ``hvp`` may
-    hand
-    back its input): the recurrence then updates it in place."""
+    hand back its input): the recurrence then updates it in place."""
     return h.clone() if any(shares(h, t) for t in held) else h
 
 
@@ -159,10 +158,9 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
     """``lambda_max`` and ``lambda_min`` of ``H`` by Lanczos with its basis parked in ``store``.
 
     ``hvp(v) -> H v`` on dicts laid out like ``like``; ``v0``: the start (default the seeded vector
-    of
-    ``seed``); ``store``: ``park``/``fetch`` of :mod:`crosscurv.numeric.offload` (``None``: a list);
-    ``steps``: largest Krylov dimension of a cycle; ``cycles``: restarts before the best pairs are
-    returned.  Returns :class:`Extremes` with ``hvps`` counting every product.
+    of ``seed``); ``store``: ``park``/``fetch`` of :mod:`crosscurv.numeric.offload` (``None``: a
+    list); ``steps``: largest Krylov dimension of a cycle; ``cycles``: restarts before the best
+    pairs are returned. Returns :class:`Extremes` with ``hvps`` counting every product.
     """
     n = sum(t.numel() for t in like.values())
     steps = max(1, min(steps, n))
@@ -178,8 +176,7 @@ def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
             used = max(used, m)
             products += c
             # the Ritz vectors wait in the store while the other one's product runs (and while a
-            # later
-            # cycle runs, as the best pair so far)
+            # later cycle runs, as the best pair so far)
             x_hi = ritz.keep(f"hi{cycle}", _assemble(basis, s_hi, m, like))
             x_lo = ritz.keep(f"lo{cycle}", _assemble(basis, s_lo, m, like))
             res = pair_residual(hvp, (float(hi), x_hi), (float(lo), x_lo))

@@ -1,7 +1,7 @@
 """The paper's evaluation metrics (Section 5.1, "Metrics and baselines").
 
-With measured gaps ``Delta L^k = L(theta_GS^k) - L(theta_JC^k)``, estimates ``hat Delta L^k``
-(``k = 1..K``) and the winner ``w(x) = JC`` for ``x > 0``, ``GS`` for ``x < 0``:
+With measured gaps ``Delta L^k = L(theta_GS^k) - L(theta_JC^k)``, estimates ``hat Delta L^k`` (``k =
+1..K``) and the winner ``w(x) = JC`` for ``x > 0``, ``GS`` for ``x < 0``:
 
 * ``Correct_K = 100% / K * sum_k 1{w(hat Delta L^k) = w(Delta L^k)}``;
 * ``h_m/n_m`` for ``m in {JC, GS}`` ("JC hits", "GS hits"): ``n_m = sum_k 1{w(Delta L^k) = m}``,
@@ -9,10 +9,10 @@ With measured gaps ``Delta L^k = L(theta_GS^k) - L(theta_JC^k)``, estimates ``ha
 * ``MAE_K = (1/K) sum_k e_k``, ``Max. AE_K = max_k e_k``, ``e_k = |hat Delta L^k - Delta L^k|``.
 
 Ties: ``w(0) = "tie"``, in neither ``n_JC`` nor ``n_GS``; a zero estimate agrees only with a zero
-gap.  A NaN estimate never agrees and makes ``MAE``, ``Max. AE`` NaN.  Undecided (beyond the
-paper): ``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k``; in neither ``n_m`` and left out of
-``Correct_K`` (denominator ``K - undecided``), still in ``MAE``.  Certified winners
-(:func:`certified_metrics`): ``Coverage`` and ``Precision`` over the decided iterations.
+gap. A NaN estimate never agrees and makes ``MAE``, ``Max. AE`` NaN. Undecided (beyond the paper):
+``gap_err_k > 0`` and ``|Delta L^k| <= gap_err_k``; in neither ``n_m`` and left out of ``Correct_K``
+(denominator ``K - undecided``), still in ``MAE``. Certified winners (:func:`certified_metrics`):
+``Coverage`` and ``Precision`` over the decided iterations.
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequen
         | None = None) -> Metrics:
     """Metrics of ``estimates`` against the measured ``gaps`` (same length ``K >= 1``).
 
-    ``gap_errs``: per-iteration error bounds of the gaps (module docstring);
-    ``None`` (or NaN entries) means no iteration is undecided.
+    ``gap_errs``: per-iteration error bounds of the gaps (module docstring); ``None`` (or NaN
+    entries) means no iteration is undecided.
 
     Raises:
         ValueError: different lengths or ``K = 0``.
@@ -163,9 +163,9 @@ def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: 
                       gap_errs: Sequence[float] | None = None) -> dict:
     """Coverage and precision of the certified winners over the decided iterations.
 
-    ``certs[k]`` is ``+1`` (JC certified), ``-1`` (``S``) or ``0``/NaN (not certified).
-    ``Coverage = 100% * #certified / #decided``; ``Precision = 100% * #(certified winner = measured)
-    / #certified`` (NaN when nothing is certified).  Returns ``{"decided", "certified", "correct",
+    ``certs[k]`` is ``+1`` (JC certified), ``-1`` (``S``) or ``0``/NaN (not certified). ``Coverage =
+    100% * #certified / #decided``; ``Precision = 100% * #(certified winner = measured) /
+    #certified`` (NaN when nothing is certified). Returns ``{"decided", "certified", "correct",
     "coverage", "precision"}``.
     """
     gap = [float(x) for x in gaps]
@@ -205,8 +205,8 @@ def certified_columns(columns: Mapping[str, Sequence[float]], names: Sequence[st
 
 def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Sequence[
         float]) -> float:
-    """Percent of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN when every
-    ``err_k`` is NaN).
+    """Percent of iterations with ``|estimate_k - gap_k| <= err_k`` (NaN when every ``err_k`` is
+    NaN).
     """
     g, e, r = [float(x) for x in gaps], [float(x) for x in estimates], [float(x) for x in errors]
     if not (len(g) == len(e) == len(r)):
@@ -217,8 +217,8 @@ def calibration(gaps: Sequence[float], estimates: Sequence[float], errors: Seque
 
 
 def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
-    """``{"covered": c, "K": K, "max_ratio": max_k |gap_k| / bound_k}``: how often
-    ``|gap_k| <= bound_k`` (Theorem 3); the ratio skips ``bound_k = 0``, NaN bounds are not covered.
+    """``{"covered": c, "K": K, "max_ratio": max_k |gap_k| / bound_k}``: how often ``|gap_k| <=
+    bound_k`` (Theorem 3); the ratio skips ``bound_k = 0``, NaN bounds are not covered.
     """
     b = [float(x) for x in bounds]
     g = [abs(float(x)) for x in gaps]
@@ -230,8 +230,8 @@ def bound_coverage(gaps: Sequence[float], bounds: Sequence[float]) -> dict:
 
 
 def run_metrics(columns: Mapping[str, Sequence[float]], names: Sequence[str]) -> tuple[dict, dict]:
-    """A run summary's ``(metrics, bound_bk_coverage)``: ``{estimate: evaluate(...)
-    .as_dict()}`` (hit tuples as lists) and :func:`bound_coverage` of ``gap`` by ``bound_bk``.
+    """A run summary's ``(metrics, bound_bk_coverage)``: ``{estimate: evaluate(...) .as_dict()}``
+    (hit tuples as lists) and :func:`bound_coverage` of ``gap`` by ``bound_bk``.
     """
     metrics = {name: m.as_dict() for name, m in evaluate_columns(columns, names).items()}
     for m in metrics.values():

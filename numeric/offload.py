@@ -83,8 +83,8 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os,
 
 def _write_all(fd: int, buffers: list) -> None:
     """Write ``buffers`` (bytes-like objects) one after the other from offset 0 of the file ``fd``:
-    one
-    ``pwritev`` call per :data:`_IOV_MAX` buffers, continued where the system wrote less than asked.
+    one ``pwritev`` call per :data:`_IOV_MAX` buffers, continued where the system wrote less than
+    asked.
     """
     views = [memoryview(b).cast("B") for b in buffers if len(b)]
     pos, i = 0, 0
@@ -108,12 +108,10 @@ class Offloaded:
     """Parked vectors live in host memory (GPU runs) or in files (CPU runs).
 
     On the CPU a fetched vector is a private memory map of its file (an in-place update never
-    reaches
-    the file); a writable or entry fetch reads the file into new tensors.  Parking overwrites the
-    name's file in place unless a live map reads it or another name shares it; then it alternates to
-    another file of the name.  ``directory`` is the parent of the private folder (default: the
-    system's
-    temporary folder), removed by :meth:`close`.
+    reaches the file); a writable or entry fetch reads the file into new tensors. Parking overwrites
+    the name's file in place unless a live map reads it or another name shares it; then it
+    alternates to another file of the name. ``directory`` is the parent of the private folder
+    (default: the system's temporary folder), removed by :meth:`close`.
     """
 
     offloaded = True
@@ -166,13 +164,10 @@ class Offloaded:
             self._host[name] = {k: v.to("cpu") for k, v in vector.items()}
             return
         # CPU: the raw bytes of each tensor, one after the other (each at a multiple of its element
-        # size),
-        # in one file; keys, shapes, dtypes and offsets stay in memory.  Lossless (the bytes
-        # themselves).
-        # The file is overwritten in place: truncating it first, or torch.save, costs 5-10x more
-        # (freeing
-        # and refilling the page cache).
-        # another file of the name, one that no live map or other name reads
+        # size), in one file; keys, shapes, dtypes and offsets stay in memory. Lossless (the bytes
+        # themselves). The file is overwritten in place: truncating it first, or torch.save, costs
+        # 5-10x more (freeing and refilling the page cache). another file of the name, one that no
+        # live map or other name reads
         if self._busy(self._path(name)):
             n = self._files.get(name, 1)
             self._gen[name] = next((g for g in range(n) if not self._busy(self._path(name, g))), n)
@@ -201,8 +196,8 @@ class Offloaded:
         return self._host.get(name) is not None
 
     def share(self, name: str, other: str) -> None:
-        """Park under ``other`` the vector parked under ``name`` without copying it (its file
-        is not overwritten while shared).
+        """Park under ``other`` the vector parked under ``name`` without copying it (its file is not
+        overwritten while shared).
         """
         self._shared.pop(other, None)
         self._host[other] = self._host[name]
@@ -210,8 +205,8 @@ class Offloaded:
             self._shared[other] = self._file(name)
 
     def file_of(self, name: str) -> str | None:
-        """The file holding the vector parked under ``name``; ``None`` when it is not in a
-        file or nothing is parked.
+        """The file holding the vector parked under ``name``; ``None`` when it is not in a file or
+        nothing is parked.
         """
         return None if self._dir is None or not self.holds(name) else self._file(name)
 
@@ -229,8 +224,7 @@ class Offloaded:
         return self._map(name, layout)
 
     def fetch_entry(self, name: str, key: str):
-        """Entry ``key`` of the vector parked under ``name`` (on the CPU read into a new
-        tensor).
+        """Entry ``key`` of the vector parked under ``name`` (on the CPU read into a new tensor).
         """
         layout = self._host[name]
         if self._dir is None:
@@ -243,8 +237,8 @@ class Offloaded:
         return self._read_entries(name, layout, (key,), fd)[key]
 
     def _read_entries(self, name: str, layout: Mapping, keys, fd: int | None = None) -> dict:
-        """The entries ``keys`` of ``name``'s file read into new tensors (through
-        ``fd`` when given).
+        """The entries ``keys`` of ``name``'s file read into new tensors (through ``fd`` when
+        given).
         """
         out = {}
         own = fd is None
@@ -302,26 +296,23 @@ class Offloaded:
 # M_S g_JC).
 CARRIED_VECTORS = 7
 # : Parameter-sized temporaries beside them at the peak (gradient, a product, a step, a difference),
-# and
-# : the retained graph counted as about as many again (benchmarks/bench_memory.py measures the real
-# peak).
+# and : the retained graph counted as about as many again (benchmarks/bench_memory.py measures the
+# real peak).
 PEAK_VECTORS = 8
 # : Offload by default once the carried vectors hold this many bytes (about 600,000 float32
-# parameters).
-# : One gradient step needs the activations and two parameter-sized vectors, so the carried vectors
-# alone
+# parameters). : One gradient step needs the activations and two parameter-sized vectors, so the
+# carried vectors alone
 #: are 3.5 gradient steps for a model whose activations are small against its parameters (the MLP,
 # : ResNet-18 at widths 16-64 on 20 images: benchmarks/bench_memory.py): a fixed ratio to the
-# gradient step
-# : can only be kept by parking them.  Below this size the carried vectors are a few MiB, less than
-# the
+# gradient step : can only be kept by parking them. Below this size the carried vectors are a few
+# MiB, less than the
 #: interpreter's own noise, and parking them would cost time for nothing.
 OFFLOAD_MIN_BYTES = 16 * 2 ** 20
 
 
 def available_memory(device) -> int | None:
-    """Bytes the compute device can still give (free GPU memory or the host's
-    ``MemAvailable``); ``None`` where it cannot be read.
+    """Bytes the compute device can still give (free GPU memory or the host's ``MemAvailable``);
+    ``None`` where it cannot be read.
     """
     device = torch.device(device)
     try:
@@ -337,8 +328,8 @@ def available_memory(device) -> int | None:
 
 
 def large_model(n_params: int, element_size: int) -> bool:
-    """Whether the carried vectors, ``CARRIED_VECTORS * n_params * element_size`` bytes,
-    reach :data:`OFFLOAD_MIN_BYTES`: then vectors and the eigenpair basis are parked by default.
+    """Whether the carried vectors, ``CARRIED_VECTORS * n_params * element_size`` bytes, reach
+    :data:`OFFLOAD_MIN_BYTES`: then vectors and the eigenpair basis are parked by default.
     """
     return CARRIED_VECTORS * n_params * element_size >= OFFLOAD_MIN_BYTES
 

@@ -6,8 +6,8 @@ pattern ``S`` and the JC step satisfy
     L_S^{k+1} - L_JC^{k+1} = eta^2 C_S + eta^3 c3 + O(eta^4),
     C_S = g^T M_S g,   c3 = - g^T (M_S + H) M_S g - 1/2 sum_i D^3 L[E_i g, P_i g, P_i g],
 
-``E_i g`` keeping block ``i`` of ``g`` and ``P_i g`` the blocks ``j in S(i)``; the same
-coefficients as ``crosscurv.theory.one_step.gap_coefficients``.
+``E_i g`` keeping block ``i`` of ``g`` and ``P_i g`` the blocks ``j in S(i)``; the same coefficients
+as ``crosscurv.theory.one_step.gap_coefficients``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
 
 def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping
         | None = None, method: str = "auto") -> dict:
-    """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` as Python floats
-    (dots in float64); ``g``: the gradient at ``params`` if known; ``method``: the HVP method.
+    """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` as Python floats (dots in float64);
+    ``g``: the gradient at ``params`` if known; ``method``: the HVP method.
     """
     pattern = check_pattern(task, pattern)
     groups = masked_directions(task, pattern)

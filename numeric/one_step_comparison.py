@@ -1,12 +1,12 @@
 """One-step comparison: do a user's one-step quantities agree with a golden case's
 ``one_step.json``?
 
-The quantities at ``theta^0`` with step ``eta`` (Theorem 1): ``c_ij = g_i^T H_ij g_j``,
-``C_cross``, ``gHg``, ``||g||^2``, the losses, the gradient and ``theta_JC^1``, and per pattern
-label ``C_S``, ``eta2_estimate = eta^2 C_S``, ``c3``, ``eta3_estimate``, ``L(theta_S^1)``,
-``gap_1`` and ``theta_S^1``; the user's file holds any subset.  A value agrees when
-``|theirs - expected| <= rtol * scale``, ``scale`` the largest ``|value|`` of the expected
-quantities of its family (:data:`FAMILIES`).  Torch-free.
+The quantities at ``theta^0`` with step ``eta`` (Theorem 1): ``c_ij = g_i^T H_ij g_j``, ``C_cross``,
+``gHg``, ``||g||^2``, the losses, the gradient and ``theta_JC^1``, and per pattern label ``C_S``,
+``eta2_estimate = eta^2 C_S``, ``c3``, ``eta3_estimate``, ``L(theta_S^1)``, ``gap_1`` and
+``theta_S^1``; the user's file holds any subset. A value agrees when ``|theirs - expected| <= rtol *
+scale``, ``scale`` the largest ``|value|`` of the expected quantities of its family
+(:data:`FAMILIES`). Torch-free.
 """
 
 from __future__ import annotations
@@ -106,9 +106,9 @@ def _scales(expected: Mapping) -> dict:
 def compare_one_step(
     theirs: Mapping, expected: Mapping, rtol: float | None = None
 ) -> OneStepComparison:
-    """Compare ``theirs`` (laid out like ``one_step.json``, any subset) with ``expected``.
-    Raises ``RecordsError``: nothing comparable, an unknown pattern label, a value that is not a
-    number, an array of another size.
+    """Compare ``theirs`` (laid out like ``one_step.json``, any subset) with ``expected``. Raises
+    ``RecordsError``: nothing comparable, an unknown pattern label, a value that is not a number, an
+    array of another size.
     """
     scales = _scales(expected)
     rows, notes, pairs = [], [], []

@@ -29,8 +29,8 @@ With ``F`` the block step-size factors and ``phi`` the optimizer's direction
   / ``crosscurv.theory.optimizers.cumulative``; for Adam they are the same linearization,
   checked only numerically (``tests/properties``).
 
-Cost per iteration: one HVP for ``H_JC z`` (and one for ``H_JC Delta theta``),
-``n_F`` for ``M_S F phi_S``; never a dense Hessian.
+Cost per iteration: one HVP for ``H_JC z`` (and one for ``H_JC Delta theta``), ``n_F`` for ``M_S F
+phi_S``; never a dense Hessian.
 """
 
 from __future__ import annotations
@@ -167,9 +167,9 @@ class TangentStep:
 def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping,
     force: Mapping,
                  jc_state: OptimizerState, g_jc: Mapping) -> tuple[dict, dict]:
-    """One step of the linearized ``S - JC`` difference (module docstring): ``(z', zs')`` from
-    the parameter difference ``z``, the state difference ``zs`` (:func:`state_difference`),
-    ``Hz = H_JC z`` and ``force = M_S F phi_S`` (:func:`forcing`), ``dg = Hz - lr force``.
+    """One step of the linearized ``S - JC`` difference (module docstring): ``(z', zs')`` from the
+    parameter difference ``z``, the state difference ``zs`` (:func:`state_difference`), ``Hz = H_JC
+    z`` and ``force = M_S F phi_S`` (:func:`forcing`), ``dg = Hz - lr force``.
     """
     dg = {k: Hz[k] - lr * force[k] for k in z}
     return TangentStep(spec, lr, f, jc_state, g_jc).apply(z, zs, dg)
@@ -178,16 +178,14 @@ def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, H
 # -- the magnitude bound -------------------------------------------------------------
 def forcing_norm(spec: OptimizerSpec, f: Mapping, force: Mapping) -> float:
     """The norm :func:`optimizer_bound` accumulates: ``||F M_S F phi_S||`` (sgd), ``||M_S F
-    phi_S||``
-    (momentum, Adam)."""
+    phi_S||`` (momentum, Adam)."""
     v = _scale(force, f) if spec.rule.BOUND_SCALES_FORCING else force
     return float(tree.norm(v))
 
 
 def optimizer_in_regime(spec: OptimizerSpec, lr: float, f_max: float, lam_max: float) -> bool:
     """``lambda_max(H_JC^k) < edge``: the optimizer's step is stable along the top curvature (below
-    its
-    edge of stability; ``edge_curvature`` of the optimizer's module: ``2 / (eta f_max)`` for
+    its edge of stability; ``edge_curvature`` of the optimizer's module: ``2 / (eta f_max)`` for
     ``sgd``, ``2 (1 + beta) / (eta f_max)`` for heavy ball, not derived for Adam, which is never
     inside)."""
     edge = spec.rule.edge_curvature(spec, lr, f_max)
@@ -197,8 +195,7 @@ def optimizer_in_regime(spec: OptimizerSpec, lr: float, f_max: float, lam_max: f
 def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, G: float,
         L: float) -> float:
     """Theorem 3's magnitude bound ``G a_k + L/2 a_k^2`` carried to the optimizer's tangent
-    recursion
-    (float64).
+    recursion (float64).
 
     ``a_k`` majorizes ``||z_k||`` of the tangent recursion from ``z_0 = 0`` when ``||H_JC|| <= L``
     (``n_j`` = :func:`forcing_norm` at ``j``):
@@ -232,10 +229,9 @@ def run_optimizer_estimates(task, pattern: DelayPattern, lr, K: int, spec: Optim
                             method: str = "auto") -> OptimizerRun:
     """JC and ``S`` runs with the optimizer from one start and zero state, and the three estimates.
 
-    A plain in-memory loop (no streaming, no resume): the reference the
-    controlled protocol's optimizer support is checked against, and what the
-    property tests run.  ``gap`` is ``L(theta_S^k) - L(theta_JC^k)`` by plain
-    subtraction (float64 accumulation).
+    A plain in-memory loop (no streaming, no resume): the reference the controlled protocol's
+    optimizer support is checked against, and what the property tests run. ``gap`` is ``L(theta_S^k)
+    - L(theta_JC^k)`` by plain subtraction (float64 accumulation).
     """
     spec = parse_optimizer(spec)
     f = factor_tree(task, factors)

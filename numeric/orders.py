@@ -46,8 +46,7 @@ def fitted_order(etas: Sequence[float], errors: Sequence[float]) -> float:
 class OrderStudy:
     """Errors on a step-size grid: the kept ``etas``, ``errors`` (largest ``eta`` first), their
     pairwise ``rates`` and ``slope``, the ``dropped`` ``(eta, error)`` pairs at or below ``floor``,
-    and
-    ``coefficients = error / eta^p`` for an expected order ``p``.
+    and ``coefficients = error / eta^p`` for an expected order ``p``.
     """
 
     etas: list

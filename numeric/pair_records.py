@@ -7,7 +7,7 @@ Theorem 3 with ``M_S g`` on the JC trajectory)::
     y_0 = 0,   y_{k+1} = (I - eta H_k) y_k + eta^2 M_S g_k,     estimate_S^k = g_k . y_k + 1/2 y_k .
     H_k y_k,
 
-with ``H_k, g_k`` at ``theta_JC^k``.  ``M_S g = sum_{(i,j) in S} P_i H E_j g`` (row block ``i`` of
+with ``H_k, g_k`` at ``theta_JC^k``. ``M_S g = sum_{(i,j) in S} P_i H E_j g`` (row block ``i`` of
 the Hessian column of block ``j``, Lemma 1), and the recursion is linear in its forcing, so ``y_k =
 sum_{(i,j) in S} u_ij^k`` with one state per ordered pair of blocks::
 
@@ -18,16 +18,15 @@ For a pattern's 0/1 vector ``s`` over the ``P = N(N-1)`` pairs the estimate is t
 
     estimate_S^k = s . l^k + 1/2 s^T Q^k s,   l_p^k = g_k . u_p^k,   Q_pq^k = u_p^k . H_k u_q^k,
 
-and the one-step term of Theorem 1, ``eta^2 C_S = eta^2 sum_{(i,j) in S} c_ij`` with
-``c_ij^k = g_i . H_ij g_j`` at ``theta_JC^k``.  :class:`PairRecords` holds ``l^k``, ``Q^k``, ``c^k``
-for ``k = 1..K``: ``O(K P^2)`` numbers that predict every pattern at every ``k``.
+and the one-step term of Theorem 1, ``eta^2 C_S = eta^2 sum_{(i,j) in S} c_ij`` with ``c_ij^k = g_i
+. H_ij g_j`` at ``theta_JC^k``. :class:`PairRecords` holds ``l^k``, ``Q^k``, ``c^k`` for ``k =
+1..K``: ``O(K P^2)`` numbers that predict every pattern at every ``k``.
 
 Cost per JC iteration: one gradient with its graph and one batched backward through it for ``N + P =
 N^2`` directions (the ``N`` columns ``E_j g`` and the ``P`` states), i.e. ``N^2`` Hessian-vector
 products that a batched double backward evaluates together, plus the Gram matrix ``U (H U)^T``
-(``P^2`` dots).  It grows
-with the number of blocks, not with the number of patterns.  Memory: ``2 N^2`` parameter-sized
-vectors.
+(``P^2`` dots). It grows with the number of blocks, not with the number of patterns. Memory: ``2
+N^2`` parameter-sized vectors.
 
 Vectors: the states are stacked per parameter, ``{name: (P, *shape)}`` in the task's dtype; ``l``,
 ``Q``, ``c`` are float64 (the dots accumulate per parameter in the task's dtype and sum in float64).
@@ -124,7 +123,7 @@ def _grad_and_products(
 ):
     """``(value, g, H V)`` at ``theta``, flat: one gradient with its graph, then ``H`` times the
     rows of ``V = directions(g)`` (``(m, D)``) by one batched backward through it (one backward per
-    row if the loss cannot be batched).  ``layout``: ``[(name, start, stop, shape)]``, the flat
+    row if the loss cannot be batched). ``layout``: ``[(name, start, stop, shape)]``, the flat
     coordinates of each parameter."""
     names = [k for k, *_ in layout]
     p = {k: theta[k].detach().requires_grad_(True) for k in names}

@@ -17,9 +17,9 @@ products ``H_JC^k [p_k, z_k, y_k, Delta^k]`` that also advance the states:
 
 It writes the estimates into the record of ``k`` and what their error estimates measure (``G``,
 ``G_s``, ``Z``, ``Y``, ``lam``, ``c``, ``top``) into ``meas``
-(:mod:`crosscurv.numeric.error_estimates`, through the run's update rule).  It only reads the
-vectors and products it is handed, but for ``H p_k``, in whose tensors ``p_{k+1}`` is formed; the
-body advances the other states in their products' tensors afterwards.
+(:mod:`crosscurv.numeric.error_estimates`, through the run's update rule). It only reads the vectors
+and products it is handed, but for ``H p_k``, in whose tensors ``p_{k+1}`` is formed; the body
+advances the other states in their products' tensors afterwards.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ class PaperEstimates:
 
     def product(self, k: int, name: str, v: Mapping, Hv: Mapping, gj: Mapping, record: dict,
                 meas: dict) -> None:
-        """The product ``H_JC^k v`` of the carried vector ``name`` (module docstring); ``p`` of
-        ``k + 1`` is formed in ``Hv``'s tensors and parked."""
+        """The product ``H_JC^k v`` of the carried vector ``name`` (module docstring); ``p`` of ``k
+        + 1`` is formed in ``Hv``'s tensors and parked."""
         est = self.ctx.est
         if name == "p":
             self.ctx.store.park("p", est.observe_power(v, Hv))

@@ -8,7 +8,7 @@ into at most ``D`` sequential stages, every acyclic pattern) the JC-only predict
     estimate_S^k = sum_{p in S} l_p^k + 1/2 sum_{p, q in S} Q_pq^k,
 
 the same number :func:`crosscurv.numeric.advice.advise` computes for ``S`` as a candidate (to
-rounding: ``tests/numeric/test_pattern_search.py``).  One JC run gathers ``l^k, Q^k`` at the cost of
+rounding: ``tests/numeric/test_pattern_search.py``). One JC run gathers ``l^k, Q^k`` at the cost of
 ``N^2`` Hessian-vector products per iteration, whatever the number of patterns; the search then
 evaluates every pattern of the space at ``K`` and names, for each number ``D`` of sequential stages,
 the pattern with the lowest prediction among those with at most ``D`` stages (the Pareto front of
@@ -124,8 +124,8 @@ class SearchResult:
     def save(self, out_dir: str) -> None:
         """Write ``out_dir/search.json`` (:meth:`to_json`) and ``out_dir/pair_records.npz``:
         ``pairs`` (1-based ``(i, j)``), ``loss_jc``, ``linear``, ``gram``, ``pair_curvature`` per
-        ``k`` and ``lr``, from which any pattern's prediction at any ``k`` is
-        ``s . l^k + 1/2 s^T Q^k s``."""
+        ``k`` and ``lr``, from which any pattern's prediction at any ``k`` is ``s . l^k + 1/2 s^T
+        Q^k s``."""
         import os
 
         from .records import write_summary

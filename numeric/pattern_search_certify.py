@@ -24,12 +24,12 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
   one-step check runs only where some budget's margin exceeds its errors: elsewhere it could
   withdraw no certificate).
 
-Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared
-by the named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k``
-and one product per fresh block; plus the one-step checks at ``theta^0``.  Against advising the
-named patterns as candidates it saves each one's JC-only state (one product per pattern and
-iteration) and the pair sums make the estimates; the one-step checks (third derivatives, about a
-third of the certification on the smoke MLP) are skipped where nothing could be certified.
+Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared by the
+named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k`` and one
+product per fresh block; plus the one-step checks at ``theta^0``. Against advising the named
+patterns as candidates it saves each one's JC-only state (one product per pattern and iteration) and
+the pair sums make the estimates; the one-step checks (third derivatives, about a third of the
+certification on the smoke MLP) are skipped where nothing could be certified.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def front_candidates(front: list[dict]) -> list[str]:
 
 
 def first_step_checks(task, cands, lr: float, method: str) -> dict:
-    """advise's one-step check at ``theta^0`` (the rows :func:`check_failures` reads):
-    ``{name: {"k", "measured", "eta2", "eta3", "c3", "floor"}}``, ``measured`` the exact one-step
-    gap :func:`crosscurv.numeric.gap.loss_gap`, ``floor`` the steps' rounding."""
+    """advise's one-step check at ``theta^0`` (the rows :func:`check_failures` reads): ``{name:
+    {"k", "measured", "eta2", "eta3", "c3", "floor"}}``, ``measured`` the exact one-step gap
+    :func:`crosscurv.numeric.gap.loss_gap`, ``floor`` the steps' rounding."""
     from .gap import loss_gap
     from .hvp import grad
     from .one_step import one_step_coefficients
@@ -112,8 +112,8 @@ def _sources(cands, keys) -> dict:
 
 
 def _sharpness(state: dict, point, theta, seed: int) -> float:
-    """advise's regime gate ``lambda_max(H_JC^k)``: converged at ``k = 0``, then the power
-    iteration from its eigenvector; the larger of the two."""
+    """advise's regime gate ``lambda_max(H_JC^k)``: converged at ``k = 0``, then the power iteration
+    from its eigenvector; the larger of the two."""
     if state.get("p") is None:
         try:
             ext = solve_extremes(point.hvp, theta, seed=seed)
@@ -126,8 +126,8 @@ def _sharpness(state: dict, point, theta, seed: int) -> float:
 
 
 def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
-    """The embedded-pair errors of ``cands`` at every ``k`` (module docstring) along the JC run
-    and its sharpness: ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``."""
+    """The embedded-pair errors of ``cands`` at every ``k`` (module docstring) along the JC run and
+    its sharpness: ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``."""
     from .steps import block_keys
 
     keys = block_keys(task)
@@ -179,8 +179,8 @@ def _last(errors: dict, name) -> float:
 
 def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: str = "auto",
                   seed: int = 0) -> str:
-    """Fill each front row's ``error``, ``runner_up_error`` (at ``K``) and ``certified``
-    (module docstring); returns the gates' note for the recommendation (``""`` when they hold).
+    """Fill each front row's ``error``, ``runner_up_error`` (at ``K``) and ``certified`` (module
+    docstring); returns the gates' note for the recommendation (``""`` when they hold).
     """
     from .protocol import choose_engine
 

@@ -65,8 +65,8 @@ SCREEN_RANK = 2
 
 
 def _screen(space: PatternSpace, linear: np.ndarray, gram: np.ndarray, bad: np.ndarray):
-    """Every pattern's prediction to within a bound, from a few pair sums (``orders`` /
-    ``stages``; ``None`` for other spaces or beyond float64).
+    """Every pattern's prediction to within a bound, from a few pair sums (``orders`` / ``stages``;
+    ``None`` for other spaces or beyond float64).
 
     With ``Q = sum_r lambda_r v_r v_r^T`` (eigenvalues by decreasing ``|lambda|``), ``Q_R`` its
     first ``R = SCREEN_RANK`` terms and ``E = Q - Q_R``::
@@ -143,8 +143,8 @@ def _exact_best(space, linear, gram, value, bound) -> dict:
 
 def front_rows(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
     """The front at ``k``: JC (one stage), then per number ``D`` of stages the best and runner-up
-    with at most ``D`` stages (:func:`best_per_depth`), ``on_front`` when lower than every row
-    above it."""
+    with at most ``D`` stages (:func:`best_per_depth`), ``on_front`` when lower than every row above
+    it."""
     got = best_per_depth(space, rec.linear[k - 1], rec.gram[k - 1])
     rows = [
         {

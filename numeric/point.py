@@ -13,8 +13,8 @@ The per-point interface (:class:`Point`) has three implementations, the engines 
 * :class:`BatchedPoint` (engine ``"batched"``): the gradient by one backward pass, the products
   batched by :func:`crosscurv.numeric.hvp.hvp_batch`, for models without a double derivative.
 
-Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`); a vector
-may hold only some of the keys (the others are zero).
+Vectors are dicts of tensors keyed like the parameters (:mod:`crosscurv.numeric.tree`); a vector may
+hold only some of the keys (the others are zero).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) 
 
 
 def _accumulate(into: dict | None, part: dict, inputs: Iterable[torch.Tensor] = ()) -> dict:
-    """``into += part`` entry by entry, in place.  The first time, ``part`` itself becomes the sum,
+    """``into += part`` entry by entry, in place. The first time, ``part`` itself becomes the sum,
     except entries that cannot take an in-place sum: a copy replaces an entry that shares memory
     with one of ``inputs`` (autograd may hand back a ``grad_outputs`` tensor unchanged) or is not
     contiguous (an expanded gradient)."""

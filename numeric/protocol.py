@@ -19,9 +19,9 @@ The paper's estimates observe the iteration
 (:class:`crosscurv.numeric.paper_estimates.PaperEstimates`): they are handed ``g_JC^k`` and each
 product as the body takes it, before the body advances the states in the product's tensors, so that
 ``H_JC^k z_k`` serves both the cumulative estimate at ``k`` and ``z_{k+1}`` and a run costs ``O(K)``
-HVPs.  The record of ``k >= 1`` (:mod:`crosscurv.numeric.records`) adds the measured gap and the
+HVPs. The record of ``k >= 1`` (:mod:`crosscurv.numeric.records`) adds the measured gap and the
 estimates' error estimates (:mod:`crosscurv.numeric.error_estimates`, from ``g_S^k - g_JC^k - H_JC^k
-Delta^k`` and the two steps' remainders, no extra product).  At ``k = K`` the products that only
+Delta^k`` and the two steps' remainders, no extra product). At ``k = K`` the products that only
 serve ``k + 1`` are skipped.
 
 The products are taken by the run's engine (:mod:`crosscurv.numeric.engine`: one retained graph,
@@ -280,10 +280,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     meas: dict = {}
     # -- Delta^k -----------------------------------------------------------------------------
     # the measured gap L(theta_S) - L(theta_JC) without cancellation (crosscurv.numeric.gap): its
-    # end nodes
-    # with g_S^k and g_JC^k, the rest once both losses say whether the segment is needed; Delta^k
-    # also
-    # serves H_JC^k Delta^k
+    # end nodes with g_S^k and g_JC^k, the rest once both losses say whether the segment is needed;
+    # Delta^k also serves H_JC^k Delta^k
     delta = tree.sub(S.fetch("theta_s"), S.fetch("theta_j"))
     segment = SegmentGap(delta) if k >= 1 else None
     S.park("delta", delta)
@@ -325,7 +323,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
 
 def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
     """At ``theta_S^k``: ``(loss_S^k, g_S^k, ||g_S^k||, forcing)`` and, unless ``last``, the rule's
-    ``S`` step.  The graph there serves only the rule's forcing ``M_S (.)``: it is released before
+    ``S`` step. The graph there serves only the rule's forcing ``M_S (.)``: it is released before
     the step; ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
     S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     theta_s = S.fetch("theta_s")
@@ -414,7 +412,7 @@ def _between_uses(ctx: RunContext, name: str, vector: Mapping,
     """``vector`` parked under ``name`` and read back entry by entry at each use, where that saves
     memory: with an offloaded store, unless ``vector`` is the output of a graph still held (a
     retained graph's gradient, ``graph_output``: the graph keeps it alive; the termwise engine holds
-    none); else ``vector`` itself.  Its readers only read it (an entry written in place would not
+    none); else ``vector`` itself. Its readers only read it (an entry written in place would not
     reach the store)."""
     S = ctx.store
     if not getattr(S, "offloaded", False) or (graph_output and ctx.engine.name != "termwise"):
@@ -425,8 +423,7 @@ def _between_uses(ctx: RunContext, name: str, vector: Mapping,
 
 def _whole(S, name: str, vector: Mapping) -> Mapping:
     """``vector`` whole: where :func:`_between_uses` parked it under ``name``, one fetch of it (on
-    the
-    CPU a map of its file, cheaper than reading it entry by entry where no graph is alive beside
+    the CPU a map of its file, cheaper than reading it entry by entry where no graph is alive beside
     it); else itself."""
     return S.fetch(name) if S.holds(name) else vector
 

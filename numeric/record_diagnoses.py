@@ -3,7 +3,7 @@
 Their S run equal to the reference's JC run; with the reference's ``terms.csv``, the formula
 variants of :mod:`crosscurv.numeric.formula_variants`; a column shifted by one iteration, of the
 opposite sign, equal to another reference column or off by a constant factor; a difference at a
-precision level.  Torch-free.
+precision level. Torch-free.
 """
 
 from __future__ import annotations
@@ -184,10 +184,10 @@ def diagnose(theirs, reference, bad: Sequence[str], tol: dict, terms=None) -> li
 
 def _column_diagnosis(theirs, reference, c: str, tol: dict, unexplained: set, ts: list,
                       rs: list) -> str | None:
-    """One sentence for column ``c`` (not shifted): the opposite sign, another reference column,
-    a constant factor, the power-iteration start (``sharpness``/``bound_bk`` alone in
-    ``unexplained``), or the first iteration it disagrees at; ``None`` when none applies.
-    ``ts``, ``rs``: their and the reference's values of ``c`` at the common ``k``."""
+    """One sentence for column ``c`` (not shifted): the opposite sign, another reference column, a
+    constant factor, the power-iteration start (``sharpness``/``bound_bk`` alone in
+    ``unexplained``), or the first iteration it disagrees at; ``None`` when none applies. ``ts``,
+    ``rs``: their and the reference's values of ``c`` at the common ``k``."""
     rtol, atol = tol[c]
     if series_close(ts, [-r for r in rs], (rtol, atol)):
         return (
@@ -236,8 +236,8 @@ def _column_diagnosis(theirs, reference, c: str, tol: dict, unexplained: set, ts
 
 
 def _shift_diagnoses(out: list, shifted: dict, bad: Sequence[str]) -> list:
-    """``out`` with the shifted columns ``{column: +1 or -1}`` named: one sentence first when
-    every disagreeing column (more than one) is shifted the same way, else one per column."""
+    """``out`` with the shifted columns ``{column: +1 or -1}`` named: one sentence first when every
+    disagreeing column (more than one) is shifted the same way, else one per column."""
     if not shifted:
         return out
     if len(shifted) == len(bad) and len(set(shifted.values())) == 1 and len(bad) > 1:
@@ -265,8 +265,7 @@ def _shift_diagnoses(out: list, shifted: dict, bad: Sequence[str]) -> list:
 
 def _other_column(theirs, reference, c: str, tol: dict, own: tuple):
     """``(c2, shift)`` of another reference column that their ``c`` equals, not one that is zero to
-    within
-    its tolerance throughout (any small column would match a zero one)."""
+    within its tolerance throughout (any small column would match a zero one)."""
     for c2 in ALL_COLUMNS:
         if c2 == c or c2 not in reference:
             continue

@@ -1,9 +1,8 @@
 """The tolerances records are compared with: the measured rounding of each column, per dtype.
 
-A value agrees with the reference's when ``|theirs - ref| <= atol + rtol |ref|``
-(:func:`close`), with ``(rtol, atol)`` per column from :data:`TOLERANCES`
-(:func:`reference_tolerances`), and for ``gap`` the recorded error bounds ``gap_err`` added
-(:func:`gap_slack`).  Torch-free.
+A value agrees with the reference's when ``|theirs - ref| <= atol + rtol |ref|`` (:func:`close`),
+with ``(rtol, atol)`` per column from :data:`TOLERANCES` (:func:`reference_tolerances`), and for
+``gap`` the recorded error bounds ``gap_err`` added (:func:`gap_slack`). Torch-free.
 """
 
 from __future__ import annotations
@@ -86,9 +85,9 @@ MEASURED_ROUNDING = {
 
 def stated_rounding(dtype: str, column: str) -> tuple:
     """``(rel, beyond)`` of :data:`MEASURED_ROUNDING`, each at least the dtype's :data:`EPS`: the
-    rounding the tolerances promise.  A part measured as exactly 0 (a difference that is zero in
-    exact arithmetic and came out bit for bit equal on the measuring machine) is rounding on
-    another CPU (e.g. 1.8e-32 with another OpenBLAS kernel), so no stated rounding is 0."""
+    rounding the tolerances promise. A part measured as exactly 0 (a difference that is zero in
+    exact arithmetic and came out bit for bit equal on the measuring machine) is rounding on another
+    CPU (e.g. 1.8e-32 with another OpenBLAS kernel), so no stated rounding is 0."""
     rel, beyond = MEASURED_ROUNDING[dtype][column]
     return (max(rel, EPS[dtype]), max(beyond, EPS[dtype]))
 

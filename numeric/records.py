@@ -37,10 +37,10 @@ are refused in one line: recompute the run.  Records of another implementation a
 :func:`read_columns` (:data:`CORE_FIELDS` and any optional columns).
 
 Floats are written with ``repr(float(x))`` (shortest round-trip form; ``nan`` and ``inf`` included),
-so :func:`read_records` returns exactly the values that were computed.  Rows are flushed as they are
-written, so a killed run leaves every complete row on disk.  Files that are replaced (the
-checkpoint, the summary, a truncated CSV) are written to a temporary file in the same folder and
-moved into place with :func:`os.replace`, so a kill never leaves a torn file behind.
+so :func:`read_records` returns exactly the values that were computed. Rows are flushed as they are
+written, so a killed run leaves every complete row on disk. Files that are replaced (the checkpoint,
+the summary, a truncated CSV) are written to a temporary file in the same folder and moved into
+place with :func:`os.replace`, so a kill never leaves a torn file behind.
 """
 
 from __future__ import annotations
@@ -124,8 +124,7 @@ def make_record(k: int, **values) -> dict:
 
 def format_row(record: Mapping, fields: Sequence[str] = FIELDS) -> str:
     """The CSV line (no newline) of a row dict with the columns ``fields``: ``k`` as an integer,
-    text
-    as it is (CSV-quoted where it holds a comma or quote), every other value as a float in
+    text as it is (CSV-quoted where it holds a comma or quote), every other value as a float in
     round-trip ``repr`` form (``nan``, ``inf`` included)."""
     cells = [str(int(record[f])) if f == "k" else record[f] if isinstance(record[f], str) else repr(
         float(record[f]))
@@ -151,8 +150,7 @@ def parse_row(line: str, where: str = "records.csv") -> dict:
 
 class RecordWriter:
     """Append rows to a streamed CSV table (a run's ``records.csv`` by default), flushing after
-    every
-    row.
+    every row.
 
     The one writer of every per-iteration table crosscurv streams (the protocol's records, the
     motivation runs' records and probes, advise's ``advice.csv``): a header line, one row per
@@ -206,9 +204,9 @@ class RecordWriter:
 def read_text(path: str, what: str = "records file") -> str:
     """The text of ``path`` (UTF-8), or one-line :class:`RecordsError` when it cannot be read.
 
-    Every file the command line reads as text (records, summaries, golden
-    cases) goes through here, so a missing, unreadable, binary or
-    wrongly-encoded file is named in one line instead of a traceback.
+    Every file the command line reads as text (records, summaries, golden cases) goes through here,
+    so a missing, unreadable, binary or wrongly-encoded file is named in one line instead of a
+    traceback.
     """
     if not os.path.exists(path):
         raise RecordsError(f"{what} {path} does not exist")
@@ -255,8 +253,7 @@ def _complete_lines(path: str) -> list[str]:
 
 def read_records(path: str) -> list[dict]:
     """Every complete row of a run's ``records.csv`` as record dicts (a torn last line from a kill
-    is
-    ignored).
+    is ignored).
 
     This is the strict reader of the files crosscurv writes (header exactly :data:`FIELDS`);
     :func:`read_columns` reads records written by others.
@@ -280,10 +277,9 @@ def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequ
         str] = ()) -> dict:
     """Records written by anyone (a user's CSV) as ``{column: [float]}`` (``k`` as ints).
 
-    Columns may come in any order; extra columns are ignored; the last line
-    needs no newline.  ``nan`` and ``inf`` are accepted as numbers.  The
-    ``optional`` columns are read when the header has them and left out of
-    the result otherwise.
+    Columns may come in any order; extra columns are ignored; the last line needs no newline.
+    ``nan`` and ``inf`` are accepted as numbers. The ``optional`` columns are read when the header
+    has them and left out of the result otherwise.
 
     Raises:
         RecordsError: file missing, undecodable or empty, a required column
@@ -375,7 +371,7 @@ def atomic_write_text(path: str, text: str) -> None:
 
 
 def atomic_torch_save(obj, path: str, sources=None) -> None:
-    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`.  ``sources``: the
+    """``torch.save(obj, path)`` through a temporary file and :func:`os.replace`. ``sources``: the
     storages whose bytes are copied from files
     (:func:`crosscurv.numeric.file_save.save_from_files`)."""
     import torch

@@ -27,8 +27,7 @@ __all__ = ["measured_ties", "advice_right", "regret", "summarise"]
 
 def measured_ties(gaps: Mapping[str, float], errs: Mapping[str, float]) -> tuple[str, list]:
     """``(m, tied)``: the measured best (ties: the first) and the candidates the measurement cannot
-    order
-    against it (``m`` first).  NaN gaps are never best nor tied."""
+    order against it (``m`` first). NaN gaps are never best nor tied."""
     names = [n for n in gaps if math.isfinite(gaps[n])]
     if not names:
         return "", []

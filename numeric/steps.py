@@ -4,10 +4,10 @@ With ``theta = theta^k`` and learning rate ``eta``, block ``i`` is updated as
 
     theta_i^{k+1} = theta_i^k - eta * grad_i L(theta^{(i)}),
 
-where ``theta^{(i)}`` holds the new ``theta_j^{k+1}`` exactly for the blocks ``j`` with
-``(i, j) in S`` and the old ``theta_j^k`` for every other block.  Blocks with the same fresh set
-share one gradient with respect to their parameters only
-(:func:`crosscurv.numeric.hvp.block_grad`): JC costs one gradient, full GS ``N`` block gradients.
+where ``theta^{(i)}`` holds the new ``theta_j^{k+1}`` exactly for the blocks ``j`` with ``(i, j) in
+S`` and the old ``theta_j^k`` for every other block. Blocks with the same fresh set share one
+gradient with respect to their parameters only (:func:`crosscurv.numeric.hvp.block_grad`): JC costs
+one gradient, full GS ``N`` block gradients.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def check_pattern(task, pattern: DelayPattern | str) -> DelayPattern:
 
 
 def fresh_groups(pattern: DelayPattern) -> list[tuple[tuple[int, ...], list[int]]]:
-    """``[(F, members), ...]``: the blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based),
-    each group after every group holding a block of its ``F``.
+    """``[(F, members), ...]``: the blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based), each
+    group after every group holding a block of its ``F``.
     """
     return pattern.groups_by_fresh_set()
 
@@ -58,12 +58,12 @@ def _check_lr(lr) -> None:
 
 def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
                            grad_at_params: Mapping | None = None, update=None) -> tuple[dict, dict]:
-    """One exact step of scheme ``S``: ``(theta^{k+1}, g_tilde)``, detached dicts
-    keyed like ``params``, ``theta^{k+1} = theta^k - eta * g_tilde``, ``g_tilde`` the fresh block
-    gradients ``grad_i L(theta^{(i)})``.
+    """One exact step of scheme ``S``: ``(theta^{k+1}, g_tilde)``, detached dicts keyed like
+    ``params``, ``theta^{k+1} = theta^k - eta * g_tilde``, ``g_tilde`` the fresh block gradients
+    ``grad_i L(theta^{(i)})``.
 
     ``grad_at_params``: ``grad L(theta^k)`` if the caller has it (the blocks with an empty fresh set
-    use it).  ``update(keys, old, grads) -> {key: new value}``: a block-separable optimizer
+    use it). ``update(keys, old, grads) -> {key: new value}``: a block-separable optimizer
     (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`); default ``old - lr * grad``.
     """
     pattern = check_pattern(task, pattern)

@@ -54,8 +54,8 @@ class Task:
             graph at a time (:class:`crosscurv.numeric.point.TermwisePoint`), so its
             memory follows one term's activations, not the whole loss's.
 
-    Construction checks the partition; :meth:`check_loss` evaluates the loss
-    once and checks that it is a finite scalar.
+    Construction checks the partition; :meth:`check_loss` evaluates the loss once and checks that it
+    is a finite scalar.
     """
 
     params: Params
@@ -194,9 +194,8 @@ class Task:
     def to(self, device=None, dtype=None) -> "Task":
         """A copy whose parameters live on ``device`` / have ``dtype``.
 
-        The loss closure must itself follow the parameters' device and dtype
-        (built-in tasks move their data on construction instead, through
-        their factory's ``device``/``dtype`` arguments).
+        The loss closure must itself follow the parameters' device and dtype (built-in tasks move
+        their data on construction instead, through their factory's ``device``/``dtype`` arguments).
         """
         params = {k: v.detach().to(device=device, dtype=dtype) for k, v in self.params.items()}
         # the chain is not carried over: its input tensor stays where it was built (steps fall back

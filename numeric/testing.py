@@ -1,7 +1,7 @@
 """pytest helpers for projects that implement block schemes or the paper's estimates.
 
-Plain functions raising :class:`AssertionError` with the evidence in the message; their public
-home is :mod:`crosscurv.testing`::
+Plain functions raising :class:`AssertionError` with the evidence in the message; their public home
+is :mod:`crosscurv.testing`::
 
     from crosscurv.testing import assert_observed_order, assert_step_is
 
@@ -98,14 +98,12 @@ def assert_step_is(
 ):
     """Assert that ``step(params, lr)`` performs exactly the scheme of ``pattern`` on ``task``.
 
-    Runs :func:`crosscurv.numeric.validation.identify_step` with ``pattern`` declared:
-    the step must agree with the exact step of ``pattern`` to round-off
-    (``||U - R|| <= rtol ||R - theta|| + 64 eps ||theta||``) at every seeded
-    state and every ``eta = eta0 * 2^-k``, and must be a function of its
-    input.  The failure message is the full report: each candidate (JC, GS
-    orders, the declared pattern, the inferred one) with its error and the
-    observed order of the difference, and the verdict (e.g. "matches jc; it
-    does NOT perform the declared pattern gs:B,A").
+    Runs :func:`crosscurv.numeric.validation.identify_step` with ``pattern`` declared: the step must
+    agree with the exact step of ``pattern`` to round-off (``||U - R|| <= rtol ||R - theta|| + 64
+    eps ||theta||``) at every seeded state and every ``eta = eta0 * 2^-k``, and must be a function
+    of its input. The failure message is the full report: each candidate (JC, GS orders, the
+    declared pattern, the inferred one) with its error and the observed order of the difference, and
+    the verdict (e.g. "matches jc; it does NOT perform the declared pattern gs:B,A").
 
     Args:
         step: ``step(params, lr) -> new params`` (dict of tensors).

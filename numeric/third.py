@@ -1,10 +1,9 @@
 """Third directional derivatives ``D^3 L(theta)[u, v, w]`` by nested ``jvp``.
 
-``D^3 L[u, v, w] = sum_{abc} T_abc u_a v_b w_c`` with ``T = grad^3 L(theta)``
-(symmetric), needed for the ``eta^3`` coefficient of the one-step gap
-(:mod:`crosscurv.numeric.one_step`).  Three nested forward-mode passes, never the
-``d x d x d`` tensor; triple backward is the fallback when forward mode is
-unavailable for some operation of the loss.
+``D^3 L[u, v, w] = sum_{abc} T_abc u_a v_b w_c`` with ``T = grad^3 L(theta)`` (symmetric), needed
+for the ``eta^3`` coefficient of the one-step gap (:mod:`crosscurv.numeric.one_step`). Three nested
+forward-mode passes, never the ``d x d x d`` tensor; triple backward is the fallback when forward
+mode is unavailable for some operation of the loss.
 """
 
 from __future__ import annotations

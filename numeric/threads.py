@@ -1,10 +1,10 @@
 """Intra-op threads of the Python API: the command line's default, one thread.
 
-The entry points that compute trajectories or curvature take a keyword ``threads`` and compute
-with that many intra-op threads for the call (:func:`computes_with_threads`).  ``threads=None`` is,
-in order: the count already in force (inside another such call, or where :func:`caller_chooses`:
-the ``crosscurv`` command, the benchmarks); ``OMP_NUM_THREADS``; :data:`DEFAULT_THREADS` (1).  So
-a script and ``crosscurv run`` write the same float32 records.
+The entry points that compute trajectories or curvature take a keyword ``threads`` and compute with
+that many intra-op threads for the call (:func:`computes_with_threads`). ``threads=None`` is, in
+order: the count already in force (inside another such call, or where :func:`caller_chooses`: the
+``crosscurv`` command, the benchmarks); ``OMP_NUM_THREADS``; :data:`DEFAULT_THREADS` (1). So a
+script and ``crosscurv run`` write the same float32 records.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ _chosen = False  # the program chooses the count of this process itself
 
 def caller_chooses(chooses: bool = True) -> None:
     """The calling program chooses torch's intra-op thread count itself (``torch.set_num_threads``;
-    the ``crosscurv`` command, a benchmark): API calls with ``threads=None`` keep the count in
-    force (``False``: they apply the default again)."""
+    the ``crosscurv`` command, a benchmark): API calls with ``threads=None`` keep the count in force
+    (``False``: they apply the default again)."""
     global _chosen
     _chosen = bool(chooses)
 

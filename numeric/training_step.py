@@ -37,10 +37,9 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
 def block_names_from_patterns(names: Sequence[str], blocks: Mapping) -> dict:
     """``{block: [parameter names]}`` from ``{block: pattern or [patterns]}``.
 
-    A pattern is an ``fnmatch`` glob on the parameter name (``"*lora_A*"``,
-    ``"encoder.*"``) or a regular expression after ``"re:"`` (searched).  A
-    parameter goes to the first block (in the mapping's order) with a
-    matching pattern; parameters no block matches are held fixed.
+    A pattern is an ``fnmatch`` glob on the parameter name (``"*lora_A*"``, ``"encoder.*"``) or a
+    regular expression after ``"re:"`` (searched). A parameter goes to the first block (in the
+    mapping's order) with a matching pattern; parameters no block matches are held fixed.
 
     Raises:
         ValidationInputError: a block that matches no parameter, or no blocks.

@@ -1,5 +1,5 @@
-"""Parameter-space vectors as dicts of tensors (``dict[str, Tensor]``), keyed and shaped like
-the task's ``params``: no flat ``d``-vector or ``d x d`` matrix is ever formed.
+"""Parameter-space vectors as dicts of tensors (``dict[str, Tensor]``), keyed and shaped like the
+task's ``params``: no flat ``d``-vector or ``d x d`` matrix is ever formed.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def axpy(alpha, x: Mapping, y: Mapping) -> Tree:
 
 
 def dot(a: Mapping, b: Mapping) -> torch.Tensor:
-    """Euclidean inner product ``a^T b`` (0-dim tensor; zero for no entries).  With ``b is a`` each
+    """Euclidean inner product ``a^T b`` (0-dim tensor; zero for no entries). With ``b is a`` each
     entry is read once (a lazily read entry is fetched once, not twice)."""
     total = None
     for k in a:

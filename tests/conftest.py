@@ -13,12 +13,12 @@ Profiles (``tests/properties`` draws problem instances with Hypothesis):
   expect tens of minutes.  What exploration has found is in README "Optimizers" (instances where an
   order cannot be observed on the test's grid).
 
-``HYPOTHESIS_PROFILE`` overrides the choice in every case.  Each property test sets its own
+``HYPOTHESIS_PROFILE`` overrides the choice in every case. Each property test sets its own
 ``max_examples`` relative to the profile through :func:`tests.properties.strategies.examples`.
 
 Threads: a pytest-xdist worker (``make test`` runs one per core) computes its in-process tests on
 one intra-op thread, as the command line does by default; torch's default of one thread per core
-would put two threads of each worker on every core.  ``OMP_NUM_THREADS`` in the environment is kept
+would put two threads of each worker on every core. ``OMP_NUM_THREADS`` in the environment is kept
 (``make test-portable`` runs the tests under two threads that way); commands the tests start in a
 subprocess pick their own count as a user's would.
 """
@@ -64,9 +64,8 @@ if settings is not None:
 # with
 #: ``--junitxml``), longest first.  pytest-xdist (``--dist loadfile``) hands files to the workers in
 # : collection order (:func:`pytest_configure` keeps it from re-sorting them by their number of
-# tests), so
-# : these start first and the short files fill in behind them: the run does not end on one long file
-# while
+# tests), so : these start first and the short files fill in behind them: the run does not end on
+# one long file while
 #: the other worker idles.
 LONGEST_FILES = (
     "tests/experiments/reports/test_report_check.py",
@@ -90,9 +89,8 @@ LONGEST_FILES = (
 
 def pytest_configure(config):
     """pytest-xdist's scheduler keeps the collection order of the files (:data:`LONGEST_FILES`
-    first):
-    its default re-sorts them by their number of tests, which would start the long files with few
-    tests (the property tests) last."""
+    first): its default re-sorts them by their number of tests, which would start the long files
+    with few tests (the property tests) last."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 

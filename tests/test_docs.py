@@ -35,8 +35,8 @@ def blocks(page: Path, lang: str) -> list[str]:
 
 
 def shell_commands(body: str) -> list[list[str]]:
-    """The commands of a shell block: continuation lines joined, prompts, comments,
-    environment assignments and redirections removed; each ``&&`` part separately."""
+    """The commands of a shell block: continuation lines joined, prompts, comments, environment
+    assignments and redirections removed; each ``&&`` part separately."""
     text = re.sub(r"\\\n\s*", " ", body)
     out = []
     for line in text.splitlines():

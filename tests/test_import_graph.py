@@ -1,12 +1,12 @@
 """The package's import graph: acyclic, the library free of the command line and of argparse.
 
-The graph is read from the source with :mod:`ast`: one node per module of ``crosscurv`` (the
-folders ``crosscurv/``, ``theory/``, ``numeric/``, ``experiments/``), an edge for every import of
-another module of the package, at module level or inside a function (a lazy import is an import);
-``from package import name`` is an edge to the module ``package.name`` where there is one, else to
-``package``.  Imports under ``if TYPE_CHECKING:`` (annotations only, never run) and under
-``if __name__ == "__main__":`` (a module's entry point, run as the separate module ``__main__``)
-are not edges.
+The graph is read from the source with :mod:`ast`: one node per module of ``crosscurv`` (the folders
+``crosscurv/``, ``theory/``, ``numeric/``, ``experiments/``), an edge for every import of another
+module of the package, at module level or inside a function (a lazy import is an import); ``from
+package import name`` is an edge to the module ``package.name`` where there is one, else to
+``package``. Imports under ``if TYPE_CHECKING:`` (annotations only, never run) and under ``if
+__name__ == "__main__":`` (a module's entry point, run as the separate module ``__main__``) are not
+edges.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def _skipped(test: ast.expr) -> bool:
 
 
 def _statements(name: str, path: str, is_package: bool):
-    """``(module, names, line)`` of every import statement in ``path`` that runs when the module
-    is used (relative imports resolved; ``names`` empty for ``import module``)."""
+    """``(module, names, line)`` of every import statement in ``path`` that runs when the module is
+    used (relative imports resolved; ``names`` empty for ``import module``)."""
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read())
     package = name if is_package else name.rpartition(".")[0]
@@ -82,8 +82,8 @@ def _statements(name: str, path: str, is_package: bool):
 
 
 def imports(name: str, path: str, is_package: bool):
-    """``(module, line)`` of every import in ``path`` that runs when the module is used;
-    ``from a import b`` yields ``a`` and ``a.b``."""
+    """``(module, line)`` of every import in ``path`` that runs when the module is used; ``from a
+    import b`` yields ``a`` and ``a.b``."""
     for mod, names, line in _statements(name, path, is_package):
         yield mod, line
         for n in names:  # from crosscurv.experiments import cli

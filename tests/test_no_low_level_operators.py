@@ -5,7 +5,7 @@ The suite once had a hand-written convolution double backward on
 that kernel it was the first suspect (the cause was a channels-last batch, README, Performance).
 Public ``torch`` / ``torch.nn.functional`` operators and autograd's own derivative formulas check
 and adapt their operands' layout; direct ``aten`` calls and custom ``autograd.Function`` rules skip
-those checks, and their derivatives need their own proofs.  So the suite uses none: this test fails
+those checks, and their derivatives need their own proofs. So the suite uses none: this test fails
 if one appears, and whoever adds one must also add it here with a test that feeds it non-contiguous,
 expanded and channels-last operands in float32 and float64.
 """

@@ -34,8 +34,7 @@ def _run(code: str) -> tuple[dict, str]:
 
 def test_cross_curvature_and_one_step_part():
     """Everything before the protocol run: C_S("gs") is C_cross/2, the estimates are near the
-    measured
-    gap."""
+    measured gap."""
     code = _snippet()
     assert PROTOCOL_PART in code
     ns, out = _run(code.split(PROTOCOL_PART, 1)[0])
@@ -76,9 +75,8 @@ def test_chain_block_gives_the_same_step_bit_for_bit():
 
 def test_loss_terms_block_runs_the_termwise_engine():
     """docs/python.md's loss-terms block: the shards add up to the loss, and the run takes the
-    termwise
-    engine with the records of the retained-graph engine on the whole loss (float64: equal to
-    1e-10)."""
+    termwise engine with the records of the retained-graph engine on the whole loss (float64: equal
+    to 1e-10)."""
     import crosscurv.numeric
 
     first, _, terms = _page_blocks("python.md")[:3]

@@ -15,8 +15,8 @@ __all__ = ["mul", "dot"]
 def mul(x, y):
     """``x * y`` with a series on the left when there is one.
 
-    (``PolyElement * TruncatedSeries`` would first try, and fail, to coerce the
-    series into the ring -- slowly, since the failure message prints it.)
+    (``PolyElement * TruncatedSeries`` would first try, and fail, to coerce the series into the ring
+    -- slowly, since the failure message prints it.)
     """
     if isinstance(y, TruncatedSeries) and not isinstance(x, TruncatedSeries):
         return y * x

@@ -6,8 +6,8 @@
     L(theta^k + x) = L^k + g^T x + 1/2 x^T H x + 1/6 T[x, x, x] + 1/24 Q[x, x, x, x]
 
 with generic symbols: ``g``, a symmetric ``H`` (blocks ``H_ij``), symmetric ``T`` and, for
-``taylor_order=4``, ``Q``; ``L^k`` is dropped.  Arithmetic runs in a sparse polynomial ring over
-QQ, so a zero test is exact.  A model of order ``p`` is exact for any smooth loss in every loss
+``taylor_order=4``, ``Q``; ``L^k`` is dropped. Arithmetic runs in a sparse polynomial ring over QQ,
+so a zero test is exact. A model of order ``p`` is exact for any smooth loss in every loss
 coefficient of total degree ``<= p`` and every gradient coefficient of degree ``<= p - 1``.
 Importing this module never imports torch.
 """
@@ -208,8 +208,8 @@ class BlockModel:
     def gradient(self, state: Sequence, components: Sequence[int] | None = None, space: SeriesSpace
             | None = None) -> dict[int, TruncatedSeries]:
         """``{a: grad_a}`` (series) of the Taylor model at ``theta^k + state`` for the flat indices
-        ``components`` (default all); ``state``: ``d`` series (``None`` is 0),
-        ``grad_a = g_a + H_ab x_b + 1/2 T_abc x_b x_c + 1/6 Q_abce x_b x_c x_e``."""
+        ``components`` (default all); ``state``: ``d`` series (``None`` is 0), ``grad_a = g_a + H_ab
+        x_b + 1/2 T_abc x_b x_c + 1/6 Q_abce x_b x_c x_e``."""
         space = space or self._space_of(state)
         comps = range(self.d) if components is None else components
         prods = self._products(state, space, self.taylor_order - 1)
@@ -226,8 +226,8 @@ class BlockModel:
 
     def hessian(self, state: Sequence, entries: Sequence[tuple[int, int]] | None = None,
             space: SeriesSpace | None = None) -> dict[tuple[int, int], TruncatedSeries]:
-        """``{(a, b): H(x)_ab}`` for ``entries`` (default all) at ``theta^k + state``:
-        ``H(x)_ab = H_ab + sum_c T_abc x_c + 1/2 sum_ce Q_abce x_c x_e``."""
+        """``{(a, b): H(x)_ab}`` for ``entries`` (default all) at ``theta^k + state``: ``H(x)_ab =
+        H_ab + sum_c T_abc x_c + 1/2 sum_ce Q_abce x_c x_e``."""
         space = space or self._space_of(state)
         want = [(a, b) for a in range(self.d) for b in range(self.d)] if entries is None else list(
             entries)
@@ -247,8 +247,8 @@ class BlockModel:
     def loss(self, state: Sequence, space: SeriesSpace | None = None) -> TruncatedSeries:
         """``L(theta^k + x) - L^k`` of the Taylor model (series).
 
-        ``sum_m 1/m! D^m L[x, ..., x]`` for ``m = 1..taylor_order``, summed over
-        multisets of coordinates with weight ``1/prod(count!)``.
+        ``sum_m 1/m! D^m L[x, ..., x]`` for ``m = 1..taylor_order``, summed over multisets of
+        coordinates with weight ``1/prod(count!)``.
         """
         space = space or self._space_of(state)
         prods = self._products(state, space, self.taylor_order)
@@ -263,8 +263,8 @@ class BlockModel:
     # -- expressions for display and checks --------------------------------
     @cached_property
     def loss_expr(self) -> sympy.Expr:
-        """The Taylor model ``L(theta^k + x) - L^k`` as an expression in ``x_1..x_d``
-        (symbols ``x1..xd``); used by tests to check :meth:`gradient` by ``diff``."""
+        """The Taylor model ``L(theta^k + x) - L^k`` as an expression in ``x_1..x_d`` (symbols
+        ``x1..xd``); used by tests to check :meth:`gradient` by ``diff``."""
         xs = sympy.symbols(f"x0:{self.d}", real=True)
         expr = sympy.S.Zero
         tables = {2: self.H_symbols, 3: self.T_symbols, 4: self.Q_symbols}
@@ -278,9 +278,9 @@ class BlockModel:
 class _Accumulator:
     """In-place sum of ``series * generator * weight`` terms (no intermediate copies).
 
-    Multiplying a polynomial by one generator only shifts one exponent, done by
-    tuple slicing; this avoids SymPy's generic monomial product, whose cost
-    grows with the (large) number of model symbols.
+    Multiplying a polynomial by one generator only shifts one exponent, done by tuple slicing; this
+    avoids SymPy's generic monomial product, whose cost grows with the (large) number of model
+    symbols.
     """
 
     __slots__ = ("space", "ring", "terms", "_conv")

@@ -1,7 +1,7 @@
 """Theorem 3 (signed cumulative terminal comparison) on a quadratic objective.
 
-On ``L(theta) = g^T theta + 1/2 theta^T H theta`` (constant Hessian ``H``, the
-model's origin is the common start ``theta^0``) everything is exact:
+On ``L(theta) = g^T theta + 1/2 theta^T H theta`` (constant Hessian ``H``, the model's origin is the
+common start ``theta^0``) everything is exact:
 
 * the JC trajectory ``theta_JC^{k+1} = theta_JC^k - eta grad L(theta_JC^k)``;
 * the ``S`` trajectory, each step the exact scheme step of
@@ -11,17 +11,16 @@ model's origin is the common start ``theta^0``) everything is exact:
   constant because ``H`` is);
 * the loss estimate ``g_JC^{K T} z_K + 1/2 z_K^T H z_K`` (eq. signed_cumulative_loss).
 
-Checked for ``K = 1..K_max`` (series in ``eta`` up to ``eta^degree``): the
-trajectory remainder ``r_K = Delta theta^K - z_K`` and the loss remainder
-``Delta L^K - estimate`` have no coefficient below ``eta^3``.  On a quadratic the
-local remainder of Lemma 3 is purely Lemma 1's: the fresh gradient is exactly
-``(I + eta M_S)^{-1} g_S`` (a finite sum, ``M_S`` being nilpotent), so
-``s^k = -eta^3 M_S^2 g_S^k + O(eta^4)`` and hence
+Checked for ``K = 1..K_max`` (series in ``eta`` up to ``eta^degree``): the trajectory remainder
+``r_K = Delta theta^K - z_K`` and the loss remainder ``Delta L^K - estimate`` have no coefficient
+below ``eta^3``. On a quadratic the local remainder of Lemma 3 is purely Lemma 1's: the fresh
+gradient is exactly ``(I + eta M_S)^{-1} g_S`` (a finite sum, ``M_S`` being nilpotent), so ``s^k =
+-eta^3 M_S^2 g_S^k + O(eta^4)`` and hence
 
     [eta^3] r_K = -K M_S^2 g,        [eta^3] (loss remainder) = -K g^T M_S^2 g,
 
-the ``O(K eta^3)`` growth of Theorem 3, checked exactly as well.  When
-``M_S^2 = 0`` (e.g. ``N = 2``) every ``s^k`` vanishes and ``z_K`` is exact.
+the ``O(K eta^3)`` growth of Theorem 3, checked exactly as well. When ``M_S^2 = 0`` (e.g. ``N = 2``)
+every ``s^k`` vanishes and ``z_K`` is exact.
 
 Importing this module never imports torch.
 """
@@ -47,10 +46,10 @@ def quadratic_model(n_blocks: int, dims=1) -> BlockModel:
 
 @dataclass
 class CumulativeStep:
-    """Theorem 3 at one horizon ``K``: ``trajectory_order``/``loss_order`` (lowest power of
-    ``eta`` in ``r_K`` and in the loss remainder; ``None``: zero up to the truncation degree), their
-    ``[eta^3]`` coefficients ``trajectory_eta3``/``loss_eta3``, and ``trajectory_growth``
-    (``[eta^3] r_K == -K M_S^2 g``), ``loss_growth`` (``== -K g^T M_S^2 g``).
+    """Theorem 3 at one horizon ``K``: ``trajectory_order``/``loss_order`` (lowest power of ``eta``
+    in ``r_K`` and in the loss remainder; ``None``: zero up to the truncation degree), their
+    ``[eta^3]`` coefficients ``trajectory_eta3``/``loss_eta3``, and ``trajectory_growth`` (``[eta^3]
+    r_K == -K M_S^2 g``), ``loss_growth`` (``== -K g^T M_S^2 g``).
     """
 
     K: int

@@ -23,10 +23,9 @@ What each key checks (``g, H, T`` generic symbols at the common iterate):
 * ``lemma3`` / ``theorem2``: :mod:`crosscurv.theory.recursion`.
 * ``theorem3_quadratic``: :mod:`crosscurv.theory.cumulative`, ``K = 1..4``.
 
-Extensions: ``lemma1_next_term`` (``[eta^2] g~ = M_S^2 g + t``),
-``eta3_closed_form`` (``[eta^3](L_S - L_JC) = c_3``), ``loss_eta3_closed_form``,
-``gs_orders_eta3_closed_form`` (``[eta^3](L_GS(o) - L_GS(o')) = c_3(o) - c_3(o')``),
-``lemma3_leading_closed_forms`` and ``theorem3_eta3_growth``.
+Extensions: ``lemma1_next_term`` (``[eta^2] g~ = M_S^2 g + t``), ``eta3_closed_form`` (``[eta^3](L_S
+- L_JC) = c_3``), ``loss_eta3_closed_form``, ``gs_orders_eta3_closed_form`` (``[eta^3](L_GS(o) -
+L_GS(o')) = c_3(o) - c_3(o')``), ``lemma3_leading_closed_forms`` and ``theorem3_eta3_growth``.
 
 Importing this module never imports torch.
 """
@@ -89,12 +88,11 @@ def _monomial_label(exps: tuple, names=("eta", "eps")) -> str:
 
 @dataclass
 class DerivationResult:
-    """Everything :func:`derive` found: the ``pattern`` (and ``pattern_spec`` as given), the
-    block model (``n_blocks``, ``dims``), ``{key: bool}`` for :data:`IDENTITY_KEYS` (``identities``)
-    and :data:`EXTENSION_KEYS` (``extensions``), named SymPy ``expressions`` (``C_S``, ``C_cross``,
+    """Everything :func:`derive` found: the ``pattern`` (and ``pattern_spec`` as given), the block
+    model (``n_blocks``, ``dims``), ``{key: bool}`` for :data:`IDENTITY_KEYS` (``identities``) and
+    :data:`EXTENSION_KEYS` (``extensions``), named SymPy ``expressions`` (``C_S``, ``C_cross``,
     ``eta3``, ``loss_1..3``, ...), the least-degree remainders of Lemma 3 and Theorem 2, one dict
-    per
-    ``K`` for Theorem 3, the GS orders checked and the pair compared at ``eta^3`` (1-based),
+    per ``K`` for Theorem 3, the GS orders checked and the pair compared at ``eta^3`` (1-based),
     ``failures``, ``timings`` and the ``symbols`` naming convention.
     """
 
@@ -257,9 +255,9 @@ class _Checks:
 
 
 def _one_step_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPattern):
-    """One step from a common iterate: Lemma 1 (and its next term), Theorem 1
-    ``L_S - L_JC = eta^2 C_S + O(eta^3)``, the closed forms of the loss to ``eta^3`` and of ``c_3``.
-    Returns the block model, the pattern checked against it and the JC loss series."""
+    """One step from a common iterate: Lemma 1 (and its next term), Theorem 1 ``L_S - L_JC = eta^2
+    C_S + O(eta^3)``, the closed forms of the loss to ``eta^3`` and of ``c_3``. Returns the block
+    model, the pattern checked against it and the JC loss series."""
     ident, ext, expr = acc.ident, acc.ext, acc.expr
     model = BlockModel(n_blocks, dims, taylor_order=3)
     pattern = check_pattern(model, pattern)
@@ -301,7 +299,7 @@ def _one_step_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPatte
 
 def _gs_order_checks(acc: _Checks, model: BlockModel, n_blocks: int, L_jc):
     """Corollary 1 (``C_S = C_cross / 2`` for every GS order) and GS order invariance below
-    ``eta^3``; the ``eta^3`` difference of two orders against its closed form.  Returns how many
+    ``eta^3``; the ``eta^3`` difference of two orders against its closed form. Returns how many
     orders were checked and the two orders compared at ``eta^3``."""
     half = model.const(sympy.Rational(1, 2))
     c_cross = cross_curvature(model)

@@ -7,10 +7,10 @@
     `-- ResumeError               a run folder that cannot be resumed (nothing there, unreadable)
         `-- SettingsChangedError  ... because it holds a run with other settings or more iterations
 
-The command line prints any of them as one line, ``crosscurv: error: ...``, and exits with code 2.
-A caller that starts a run over catches :class:`SettingsChangedError` (``crosscurv report`` does);
-one that treats an unreadable file as absent catches :class:`RecordsError`.  A diverged run is no
-error: it is a result (``status`` ``"diverged"``, exit code 3).
+The command line prints any of them as one line, ``crosscurv: error: ...``, and exits with code 2. A
+caller that starts a run over catches :class:`SettingsChangedError` (``crosscurv report`` does); one
+that treats an unreadable file as absent catches :class:`RecordsError`. A diverged run is no error:
+it is a result (``status`` ``"diverged"``, exit code 3).
 
 The other names are :class:`InputError` itself, kept where the public API exports them (the first
 group) or where the modules that raise them still spell them (the second); ``except`` any of them

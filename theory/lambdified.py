@@ -1,8 +1,8 @@
 """Derived symbolic quantities as numeric functions (numpy float64 or mpmath).
 
-Any expression in the symbols of a :class:`crosscurv.theory.block_model.BlockModel`
-(``g1, H12, T123, Q1234, delta1, ...``) and the small parameters ``eta`` /
-``epsilon`` becomes a function of *arrays*::
+Any expression in the symbols of a :class:`crosscurv.theory.block_model.BlockModel` (``g1, H12,
+T123, Q1234, delta1, ...``) and the small parameters ``eta`` / ``epsilon`` becomes a function of
+*arrays*::
 
     f = numeric_function(expr, model, module="numpy")
     f(g=g, H=H, T=T, eta=0.01)        # g (d,), H (d, d), T (d, d, d), Q (d,)*4, delta (d,)

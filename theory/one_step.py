@@ -90,13 +90,11 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
                     direction=None, factors: Sequence | None = None) -> OneStepUpdate:
     """Exact step of the acyclic pattern ``S`` through the Taylor model.
 
-    Block ``i`` (in ``order``, default ``pattern.order()``) evaluates its gradient at
-    ``base + x^(i)``, ``x^(i)_j`` block ``j``'s new displacement if ``j in S(i)`` else 0, and moves
-    by
-    ``-eta f_i phi_i(g~_i)``: ``direction(i, {a: g~_a}) -> {a: phi_a}`` (default the identity) and
-    ``factors`` ``f_i`` (default 1).  ``space`` defaults to ``eta`` up to ``eta^3``; ``base`` is the
-    starting displacement (Lemma 3 starts at ``eps * delta``).  The returned displacement is exact
-    up
+    Block ``i`` (in ``order``, default ``pattern.order()``) evaluates its gradient at ``base +
+    x^(i)``, ``x^(i)_j`` block ``j``'s new displacement if ``j in S(i)`` else 0, and moves by ``-eta
+    f_i phi_i(g~_i)``: ``direction(i, {a: g~_a}) -> {a: phi_a}`` (default the identity) and
+    ``factors`` ``f_i`` (default 1). ``space`` defaults to ``eta`` up to ``eta^3``; ``base`` is the
+    starting displacement (Lemma 3 starts at ``eps * delta``). The returned displacement is exact up
     to the space's truncation degree.
     """
     pattern = check_pattern(model, pattern)
@@ -221,8 +219,8 @@ def _T_ggg(model: BlockModel):
 def loss_coefficients_closed_form(model: BlockModel, pattern: DelayPattern) -> dict[int, object]:
     """Closed-form ``eta^1..eta^3`` coefficients of ``L_S^{k+1} - L^k`` (Theorem 1, extended).
 
-    ``1: -|g|^2``, ``2: 1/2 g^T H g + C_S``,
-    ``3: -g^T M_S^2 g - g^T t - g^T H M_S g - 1/6 T[g, g, g]``.
+    ``1: -|g|^2``, ``2: 1/2 g^T H g + C_S``, ``3: -g^T M_S^2 g - g^T t - g^T H M_S g - 1/6 T[g, g,
+    g]``.
     """
     g = model.g
     mg = masked_hessian_apply(model, pattern, g)
@@ -241,8 +239,8 @@ def loss_coefficients_closed_form(model: BlockModel, pattern: DelayPattern) -> d
 def eta3_gap_closed_form(model: BlockModel, pattern: DelayPattern):
     """``c_3 = -g^T (M_S + H) M_S g - sum_i g_i^T t_i`` (beyond the paper).
 
-    The ``eta^3`` coefficient of ``L_S^{k+1} - L_JC^{k+1}``; equivalently
-    ``-g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``.
+    The ``eta^3`` coefficient of ``L_S^{k+1} - L_JC^{k+1}``; equivalently ``-g^T (M_S + H) M_S g -
+    1/2 sum_i T[E_i g, P_i g, P_i g]``.
     """
     g = model.g
     mg = masked_hessian_apply(model, pattern, g)

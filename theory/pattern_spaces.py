@@ -1,8 +1,8 @@
 """Spaces of delay patterns (paper, Definition 2) as arrays over the ordered pairs of blocks.
 
-A pattern ``S`` over ``N`` blocks is a 0/1 vector over the ``P = N(N-1)`` ordered pairs
-``(i, j), i != j`` (:func:`pair_list`, row-major, 0-based): ``s_p = 1`` iff block ``i`` uses the
-fresh ``theta_j``.  Three spaces:
+A pattern ``S`` over ``N`` blocks is a 0/1 vector over the ``P = N(N-1)`` ordered pairs ``(i, j), i
+!= j`` (:func:`pair_list`, row-major, 0-based): ``s_p = 1`` iff block ``i`` uses the fresh
+``theta_j``. Three spaces:
 
 * ``orders``: the ``N!`` full GS orders: ``S = {(i, j) : j before i}``;
 * ``stages:D``: the arrangements of the blocks into ``m <= D`` sequential stages (an ordered set
@@ -17,7 +17,7 @@ fresh ``theta_j``.  Three spaces:
 
 Each space is a :class:`PatternSpace`: the boolean matrix ``S`` (``n_patterns x P``), the number of
 sequential stages of each pattern (``depth``: the longest chain of the dependency graph, in blocks;
-the stages a scheme needs, each a parallel update of its blocks) and a name per pattern.  Stage
+the stages a scheme needs, each a parallel update of its blocks) and a name per pattern. Stage
 arrangements are built from set partitions (restricted growth strings) times the orders of their
 parts, so the 545,835 arrangements of 8 blocks take a fraction of a second.
 
@@ -166,13 +166,13 @@ class PatternSpace:
         ``(P, F)``) without building ``members``: for ``orders`` / ``stages`` (``None`` for other
         spaces).
 
-        A stage arrangement with parts ``A_1..A_m`` (a set partition) whose part ``x`` runs in
-        stage ``pi(x)`` holds the pairs ``(i, j), i in A_x, j in A_y`` with ``pi(y) < pi(x)``, so
-        ``s . w = sum_{x, y : pi(y) < pi(x)} W_xy`` with ``W_xy = sum_{i in A_x, j in A_y} w_ij``:
-        one ``m x m`` reduction of ``w`` per set partition, then one product with the ``m!``
-        orders of the parts. Cost ``O(F (sum_m m! m^2 S(N, m) + N^2 m S(N, m)))`` instead of
-        ``O(F n_patterns P)``; each value is a sum of the same terms as the row product, rounded
-        differently (within ``2 P eps sum_p |w_p|``).
+        A stage arrangement with parts ``A_1..A_m`` (a set partition) whose part ``x`` runs in stage
+        ``pi(x)`` holds the pairs ``(i, j), i in A_x, j in A_y`` with ``pi(y) < pi(x)``, so ``s . w
+        = sum_{x, y : pi(y) < pi(x)} W_xy`` with ``W_xy = sum_{i in A_x, j in A_y} w_ij``: one ``m x
+        m`` reduction of ``w`` per set partition, then one product with the ``m!`` orders of the
+        parts. Cost ``O(F (sum_m m! m^2 S(N, m) + N^2 m S(N, m)))`` instead of ``O(F n_patterns
+        P)``; each value is a sum of the same terms as the row product, rounded differently (within
+        ``2 P eps sum_p |w_p|``).
         """
         if self.blocks is None:
             return None
@@ -221,8 +221,8 @@ class StageBlock:
     rgs: np.ndarray
 
     def cells(self) -> np.ndarray:
-        """``int64 (S, P)``: for set partition ``b`` and pair ``(i, j)``, the flat cell
-        ``b m^2 + rgs[b, i] m + rgs[b, j]`` of the part pair it falls in."""
+        """``int64 (S, P)``: for set partition ``b`` and pair ``(i, j)``, the flat cell ``b m^2 +
+        rgs[b, i] m + rgs[b, j]`` of the part pair it falls in."""
         if getattr(self, "_cells", None) is None:
             pl = pair_list(self.rgs.shape[1])
             ii = np.array([i for i, _ in pl], dtype=np.int64)
@@ -242,8 +242,8 @@ class StageBlock:
 
 
 def _stage_rows(n: int, st: np.ndarray) -> np.ndarray:
-    """Pattern rows of stage assignments ``st`` (``(rows, N)``): pair ``(i, j)`` iff
-    ``st[j] < st[i]``."""
+    """Pattern rows of stage assignments ``st`` (``(rows, N)``): pair ``(i, j)`` iff ``st[j] <
+    st[i]``."""
     pairs = pair_list(n)
     ii = np.array([i for i, _ in pairs], dtype=np.int64)
     jj = np.array([j for _, j in pairs], dtype=np.int64)
@@ -251,8 +251,8 @@ def _stage_rows(n: int, st: np.ndarray) -> np.ndarray:
 
 
 def _from_stages(kind: str, n: int, d: int, st, blocks: list) -> PatternSpace:
-    """A stage space whose rows (``members``, and ``stage_of`` when ``st`` is ``None``) are built
-    on first use; depth ``m`` per block."""
+    """A stage space whose rows (``members``, and ``stage_of`` when ``st`` is ``None``) are built on
+    first use; depth ``m`` per block."""
     depth = np.concatenate(
         [np.full(len(b.part_stage) * len(b.rgs), b.m, dtype=np.int64) for b in blocks]
     )
@@ -273,8 +273,8 @@ def orders(n_blocks: int) -> PatternSpace:
 
 def _permutations(m: int) -> np.ndarray:
     """``int8 (m!, m)``: every permutation of ``0..m-1`` in lexicographic order (as
-    ``itertools.permutations``): the first entry ``v`` ascending, then the permutations of the
-    rest, ``q + (q >= v)`` for ``q`` those of ``0..m-2``."""
+    ``itertools.permutations``): the first entry ``v`` ascending, then the permutations of the rest,
+    ``q + (q >= v)`` for ``q`` those of ``0..m-2``."""
     out = np.zeros((1, 0), dtype=np.int8)
     for size in range(1, m + 1):
         out = np.concatenate(

@@ -1,9 +1,9 @@
 """Delay patterns (paper, Definition 2) shared by ``theory`` and ``numeric``.
 
-A delay pattern ``S`` is a set of pairs ``(i, j)``: block ``i`` evaluates its
-gradient with the *fresh* value ``theta_j^{k+1}`` of block ``j`` instead of the
-old value ``theta_j^k``.  ``S`` is *acyclic* when the blocks can be ordered so
-that every ``j`` is updated before every ``i`` with ``(i, j) in S``.
+A delay pattern ``S`` is a set of pairs ``(i, j)``: block ``i`` evaluates its gradient with the
+*fresh* value ``theta_j^{k+1}`` of block ``j`` instead of the old value ``theta_j^k``. ``S`` is
+*acyclic* when the blocks can be ordered so that every ``j`` is updated before every ``i`` with
+``(i, j) in S``.
 
 Conventions
 -----------
@@ -46,9 +46,8 @@ class DelayPattern:
         preferred_order: an order (0-based) the pattern was built from, used to
             break ties in :meth:`order`; ``None`` means index order.
 
-    Construction validates: ``n_blocks >= 1``, no self pair, every index in
-    range, no cycle.  Each failure raises :class:`PatternError` naming the
-    offending pairs.
+    Construction validates: ``n_blocks >= 1``, no self pair, every index in range, no cycle. Each
+    failure raises :class:`PatternError` naming the offending pairs.
     """
 
     n_blocks: int
@@ -110,11 +109,10 @@ class DelayPattern:
 
     def groups_by_fresh_set(self, *, include_empty: bool = True) -> list[tuple[tuple[int, ...],
             list[int]]]:
-        """``[(F, members), ...]``: blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based),
-        in an order valid for a sweep (groups follow :meth:`order`, placed at their first member);
-        ``include_empty`` keeps the group with ``S(i) = {}``.  A group shares one gradient in the
-        scheme
-        step and one product ``H (P_F v)`` for ``M_S v``.
+        """``[(F, members), ...]``: blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based), in
+        an order valid for a sweep (groups follow :meth:`order`, placed at their first member);
+        ``include_empty`` keeps the group with ``S(i) = {}``. A group shares one gradient in the
+        scheme step and one product ``H (P_F v)`` for ``M_S v``.
         """
         groups: dict[tuple[int, ...], list[int]] = {}
         for i in self.order():
@@ -129,9 +127,8 @@ class DelayPattern:
     def order(self) -> tuple[int, ...]:
         """An update order respecting every pair (topological sort, 0-based).
 
-        Among blocks that are ready, the one earliest in ``preferred_order``
-        (index order if none) is taken, so ``gauss_seidel(n, order)`` returns
-        ``order`` itself.
+        Among blocks that are ready, the one earliest in ``preferred_order`` (index order if none)
+        is taken, so ``gauss_seidel(n, order)`` returns ``order`` itself.
         """
         n = self.n_blocks
         rank = {b: r for r, b in enumerate(self.preferred_order or range(n))}
@@ -233,9 +230,9 @@ def _check_order(n_blocks: int, order: Sequence[int] | None) -> tuple[int, ...]:
 def gauss_seidel(n_blocks: int, order: Sequence[int] | None = None) -> DelayPattern:
     """Full GS in ``order`` (0-based; index order by default).
 
-    ``S = {(order[b], order[a]) : a < b}``: every block uses every block
-    updated before it.  For order ``0..N-1`` this is ``{(i, j) : i > j}`` and
-    ``M_S = L`` (strictly lower block triangle of ``H``).
+    ``S = {(order[b], order[a]) : a < b}``: every block uses every block updated before it. For
+    order ``0..N-1`` this is ``{(i, j) : i > j}`` and ``M_S = L`` (strictly lower block triangle of
+    ``H``).
     """
     o = _check_order(n_blocks, order)
     pairs = frozenset((o[b], o[a]) for b in range(len(o)) for a in range(b))
@@ -246,8 +243,8 @@ def gauss_seidel(n_blocks: int, order: Sequence[int] | None = None) -> DelayPatt
 def chain(n_blocks: int, order: Sequence[int] | None = None) -> DelayPattern:
     """Chain pattern: each block uses only its predecessor in ``order``.
 
-    For order ``0..N-1``: ``S = {(1,0), (2,1), ..., (N-1,N-2)}`` (paper's
-    ``{(2,1), (3,2)}`` for ``N = 3``).
+    For order ``0..N-1``: ``S = {(1,0), (2,1), ..., (N-1,N-2)}`` (paper's ``{(2,1), (3,2)}`` for ``N
+    = 3``).
     """
     o = _check_order(n_blocks, order)
     pairs = frozenset((o[b], o[b - 1]) for b in range(1, len(o)))
@@ -259,7 +256,7 @@ def staged(n_blocks: int, stages: Sequence[Sequence[int]]) -> DelayPattern:
     """Blocks arranged into sequential stages (0-based): blocks of one stage update together from
     the same state, each stage after the previous ones: ``S = {(i, j) : stage(j) < stage(i)}``.
 
-    One stage is JC; ``N`` singleton stages are the GS order they spell.  Spelled
+    One stage is JC; ``N`` singleton stages are the GS order they spell. Spelled
     ``stages:1,2/3/4,5``.
     """
     flat = [int(b) for st in stages for b in st]
@@ -277,8 +274,8 @@ def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int
         | None = None) -> DelayPattern:
     """A partial GS pattern: a subset of the full GS pattern of ``order``.
 
-    Raises :class:`PatternError` naming the pairs that full GS in ``order``
-    does not contain (they would use a block updated *later*).
+    Raises :class:`PatternError` naming the pairs that full GS in ``order`` does not contain (they
+    would use a block updated *later*).
     """
     full = gauss_seidel(n_blocks, order)
     pairs = frozenset((int(i), int(j)) for i, j in pairs)
@@ -392,8 +389,8 @@ def _labels(names: Sequence[str] | None, n_blocks: int) -> list[str] | None:
 def spelling(pattern: DelayPattern, names: Sequence[str] | None = None) -> str:
     """The command-line spelling of ``pattern`` with the task's block ``names`` in place of 1-based
     indices: ``gs:V,U`` for ``gs:2,1``, ``chain:C,B,A``, ``V<-U,W<-V`` for explicit pairs (``jc``,
-    ``gs`` and ``chain`` in index order as they are).  :func:`parse_pattern` with the same names
-    reads it back as ``pattern``.  Without usable names (none, numbers, a name that is not an
+    ``gs`` and ``chain`` in index order as they are). :func:`parse_pattern` with the same names
+    reads it back as ``pattern``. Without usable names (none, numbers, a name that is not an
     identifier), the indices: ``pattern.name``, or the pairs for a pattern named by neither."""
     labels = _labels(names, pattern.n_blocks)
     kind, sep, _ = pattern.name.partition(":")
@@ -411,10 +408,9 @@ def spelling(pattern: DelayPattern, names: Sequence[str] | None = None) -> str:
 def as_pattern(spec, n_blocks: int, names: Sequence[str] | None = None) -> DelayPattern:
     """The one coercion of a pattern argument: a :class:`DelayPattern` or its command-line spelling.
 
-    Every public function that takes a pattern (``theory``, ``numeric``, the
-    command line) goes through here, so each accepts both
-    ``gauss_seidel(3)`` and ``"gs"``, ``"gs:3,1,2"``, ``"2<-1"`` or block
-    names (:func:`parse_pattern`).
+    Every public function that takes a pattern (``theory``, ``numeric``, the command line) goes
+    through here, so each accepts both ``gauss_seidel(3)`` and ``"gs"``, ``"gs:3,1,2"``, ``"2<-1"``
+    or block names (:func:`parse_pattern`).
 
     Args:
         spec: a :class:`DelayPattern` or a pattern spec string.

@@ -2,22 +2,22 @@
 
 Everything is expanded around ``theta_JC^k`` (the model's origin); the other trajectory sits at
 ``theta_S^k = eps * delta`` with a symbolic ``delta``, so ``||Delta theta^k|| = O(eta)`` becomes a
-second small parameter ``eps``.  ``theta_JC^{k+1} = -eta g``, ``theta_S^{k+1}`` is the exact ``S``
+second small parameter ``eps``. ``theta_JC^{k+1} = -eta g``, ``theta_S^{k+1}`` is the exact ``S``
 step started at ``eps delta``; ``M_S``, ``g_S`` at ``theta_S^k``, ``H_JC^k = H``.
 
 Lemma 3 (eq. traj_evolution): every monomial ``eta^a eps^b`` of
 
     r = Delta theta^{k+1} - [(I - eta H) Delta theta^k + eta^2 M_S g_S^k]
 
-has ``a >= 1, b >= 2`` or ``a >= 3``.  Theorem 2 (eq. loss_evolution): every monomial of
+has ``a >= 1, b >= 2`` or ``a >= 3``. Theorem 2 (eq. loss_evolution): every monomial of
 
     R = Delta L^{k+1} - [g_JC^{k+1 T} (I - eta H) Delta theta^k
         + 1/2 Delta theta^{k T} H Delta theta^k + eta^2 g_JC^{k+1 T} M_S g_S^k]
 
-has total degree ``a + b >= 3``.  With the quartic Taylor model and monomials of total degree
-``<= 4`` kept, every kept coefficient is exact for any smooth loss (a derivative of order ``>= 5``
-enters at degree ``>= 5``); at ``a = 0`` both remainders are Taylor remainders of order 3.
-Importing this module never imports torch.
+has total degree ``a + b >= 3``. With the quartic Taylor model and monomials of total degree ``<=
+4`` kept, every kept coefficient is exact for any smooth loss (a derivative of order ``>= 5`` enters
+at degree ``>= 5``); at ``a = 0`` both remainders are Taylor remainders of order 3. Importing this
+module never imports torch.
 """
 
 from __future__ import annotations
@@ -95,16 +95,14 @@ def _leading(series_list: list) -> dict:
 
 def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = RECURSION_DEGREE,
                      freshness_at: str = "S") -> RecursionCheck:
-    """The Lemma 3 / Theorem 2 remainders, exact to total degree ``degree`` in
-    ``(eta, eps)``, and their monomials checked.
+    """The Lemma 3 / Theorem 2 remainders, exact to total degree ``degree`` in ``(eta, eps)``, and
+    their monomials checked.
 
-    ``model`` is a :func:`recursion_model`.  ``freshness_at``: ``"S"`` (the paper: ``M_S`` and
-    ``g_S``
-    at ``theta_S^k``) or ``"JC"`` (both at ``theta_JC^k``: the forcing differs by ``eta^2 eps
-    (...)``,
-    so Lemma 3's structural claim fails while Theorem 2's holds).  ``closed_forms`` of the result:
-    ``trajectory_eta_eps2`` (the ``eta eps^2`` coefficient of ``r`` is ``-1/2 T[delta, delta]``) and
-    ``trajectory_eta3`` (the ``eta^3`` coefficient is ``-(M_S^2 g + t)``).
+    ``model`` is a :func:`recursion_model`. ``freshness_at``: ``"S"`` (the paper: ``M_S`` and
+    ``g_S`` at ``theta_S^k``) or ``"JC"`` (both at ``theta_JC^k``: the forcing differs by ``eta^2
+    eps (...)``, so Lemma 3's structural claim fails while Theorem 2's holds). ``closed_forms`` of
+    the result: ``trajectory_eta_eps2`` (the ``eta eps^2`` coefficient of ``r`` is ``-1/2 T[delta,
+    delta]``) and ``trajectory_eta3`` (the ``eta^3`` coefficient is ``-(M_S^2 g + t)``).
     """
     pattern = check_pattern(model, pattern)
     if model.taylor_order < 4 or "delta" not in model.vectors:

@@ -70,8 +70,8 @@ def _order_text(order, degree) -> str:
 def render_markdown(r: DerivationResult, command: str | None = None, optimizers=None) -> str:
     """The full report as Markdown with LaTeX math.
 
-    ``optimizers``: an optional :class:`crosscurv.theory.optimizers.OptimizerDerivation`
-    whose section is placed before the timings.
+    ``optimizers``: an optional :class:`crosscurv.theory.optimizers.OptimizerDerivation` whose
+    section is placed before the timings.
     """
     cmd = (command or f"crosscurv derive --blocks {r.n_blocks} --dims {r.dims} --pattern "
         f"'{r.pattern_spec}'")

@@ -3,9 +3,9 @@
     s = sum_{(a, b)} c_{ab} eta^a eps^b,      a + b <= max_degree,
 
 stored as ``{(a, b): c_ab}`` with coefficients in a commutative ring (``theory`` uses canonical
-sparse polynomials over QQ, so ``c == 0`` is an exact zero test).  Monomials of total degree
-``> max_degree`` form an ideal, so every kept coefficient of a sum or product is exact.
-Importing this module never imports torch.
+sparse polynomials over QQ, so ``c == 0`` is an exact zero test). Monomials of total degree ``>
+max_degree`` form an ideal, so every kept coefficient of a sum or product is exact. Importing this
+module never imports torch.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def _is_zero(c) -> bool:
 
 
 class TruncatedSeries:
-    """A truncated multivariate power series with ring coefficients: ``+``, ``-`` and ``*``
-    with a series of the same :class:`SeriesSpace` or a coefficient; ``terms``: ``{exponents:
+    """A truncated multivariate power series with ring coefficients: ``+``, ``-`` and ``*`` with a
+    series of the same :class:`SeriesSpace` or a coefficient; ``terms``: ``{exponents:
     coefficient}`` holding exactly the monomials present (no zero coefficient is stored).
     """
 
@@ -153,8 +153,8 @@ class TruncatedSeries:
         return TruncatedSeries(self.space, {e: f(c) for e, c in self.terms.items()})
 
     def as_expr(self, to_expr: Callable | None = None) -> sympy.Expr:
-        """The series as a SymPy expression ``sum c * eta^a * eps^b``, each coefficient
-        through ``to_expr`` (default ``c.as_expr()``, else ``sympify(c)``).
+        """The series as a SymPy expression ``sum c * eta^a * eps^b``, each coefficient through
+        ``to_expr`` (default ``c.as_expr()``, else ``sympify(c)``).
         """
         if to_expr is None:
             to_expr = lambda c: c.as_expr() if hasattr(c, "as_expr") else sympy.sympify(c)  # noqa: E731

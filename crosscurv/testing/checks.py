@@ -3,10 +3,10 @@
 Every check is a :class:`Check`, called with an :class:`~crosscurv.testing.Implementation` (or any
 object with some of ``step``, ``cross_curvature``, ``protocol``, ``records``, ``one_step``); it
 returns nothing or raises :class:`AssertionError` whose message is the evidence: the
-step-identification table, or the remainders on the step-size grid ``eta_k = eta0 2^-k`` with
-their pairwise observed orders ``log2(r_k / r_{k+1})`` and ``r / eta^p`` (as pyadjoint's Taylor
-test prints its convergence rates), with crosscurv's own numbers on the same problem beside them,
-or the verdict of ``validate-records``. A check whose function the implementation lacks is skipped
+step-identification table, or the remainders on the step-size grid ``eta_k = eta0 2^-k`` with their
+pairwise observed orders ``log2(r_k / r_{k+1})`` and ``r / eta^p`` (as pyadjoint's Taylor test
+prints its convergence rates), with crosscurv's own numbers on the same problem beside them, or the
+verdict of ``validate-records``. A check whose function the implementation lacks is skipped
 (``pytest.skip``) with the name of that function.
 
 * ``step_is_scheme``: ``step`` performs the scheme of every pattern it is given (JC, GS in two

@@ -2,10 +2,10 @@
 against the golden cases shipped with crosscurv, with or without torch.
 
 Each check compares through the one comparison of ``crosscurv validate-records``
-(:func:`crosscurv.experiments.conformance.golden_check.check_records` and ``check_one_step``), so
-a failure shows its verdict: the first disagreement, the table of columns and, on a plain case,
-the formula-level diagnosis (e.g. "reproduced by an implementation in which the estimates leave
-out the quadratic term").
+(:func:`crosscurv.experiments.conformance.golden_check.check_records` and ``check_one_step``), so a
+failure shows its verdict: the first disagreement, the table of columns and, on a plain case, the
+formula-level diagnosis (e.g. "reproduced by an implementation in which the estimates leave out the
+quadratic term").
 
 * ``golden_records``: per-iteration records ``k = 1..K`` of every golden case (``quadratic``,
   ``quartic``, ``tiny_mlp``, ``lora_bilinear`` x JC, GS, partial); the paper's columns ``k, loss_jc,
@@ -19,11 +19,11 @@ out the quadratic term").
   ``gap_1``, and with ``cross_curvature`` also ``C_S`` and ``eta2_estimate``).
 
 The torch-free functions take the case as plain data, ``case.json`` read as a dict
-(:func:`golden_case`: ``params``, ``data``, ``blocks``, ``patterns.<label>.pairs`` 1-based,
-``lr``, ``iters``; the golden README defines them). Instead of a function an implementation may
-give a folder: ``<folder>/<case>/<label>/records.csv`` and ``<folder>/<case>/one_step.json``.
-A case for which the function returns ``None`` (or the folder has no file) is not covered: the
-check warns and compares the others; covering none fails.
+(:func:`golden_case`: ``params``, ``data``, ``blocks``, ``patterns.<label>.pairs`` 1-based, ``lr``,
+``iters``; the golden README defines them). Instead of a function an implementation may give a
+folder: ``<folder>/<case>/<label>/records.csv`` and ``<folder>/<case>/one_step.json``. A case for
+which the function returns ``None`` (or the folder has no file) is not covered: the check warns and
+compares the others; covering none fails.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def _fail(head: str, failures: list) -> None:
 
 
 def _provided(impl, what: str, case: dict, *rest):
-    """What ``impl.<what>`` gives for ``case`` (and label): a function's result, or the file of
-    a folder (``records.csv`` / ``one_step.json``); ``None`` when not covered."""
+    """What ``impl.<what>`` gives for ``case`` (and label): a function's result, or the file of a
+    folder (``records.csv`` / ``one_step.json``); ``None`` when not covered."""
     source = getattr(impl, what)
     if callable(source):
         return source(case, *rest)

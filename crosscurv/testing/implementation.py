@@ -30,8 +30,8 @@ Without torch (NumPy, JAX, another language), plain data on the golden cases
 * ``one_step(case) -> dict``: one-step quantities laid out like the case's ``one_step.json`` (any
   subset), or ``None``; or a folder holding ``<case>/one_step.json``.
 
-Every function is optional; an implementation has at least one.
-A check that needs a function the implementation lacks is skipped, and says which.
+Every function is optional; an implementation has at least one. A check that needs a function the
+implementation lacks is skipped, and says which.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The pytest plugin of crosscurv (entry point ``pytest11``: ``crosscurv.testing.plugin``).
 
-Loaded by pytest in every environment where crosscurv is installed; it imports nothing heavy.
-It adds
+Loaded by pytest in every environment where crosscurv is installed; it imports nothing heavy. It
+adds
 
 * the option ``--crosscurv-golden DIR``: the golden folder (``crosscurv golden --out DIR``) the
   checks ``golden_records`` and ``golden_one_step`` compare with, instead of the shipped cases;

@@ -2,7 +2,7 @@
 
 Strategies draw instances, never a step grid: a :class:`ProblemSpec` (family, seed, sizes; printed
 on failure, ``build().task`` a :class:`crosscurv.numeric.Task` in float64) and delay patterns over
-``n`` blocks.  Arrays come from the drawn seed, never from the global RNGs.
+``n`` blocks. Arrays come from the drawn seed, never from the global RNGs.
 
 Problems: :func:`block_quadratics`, :func:`quartic_specs`, :func:`tanh_mlp_specs`,
 :func:`bilinear_specs` and :func:`problem_specs` (any of the last three).  Patterns:
@@ -99,8 +99,8 @@ def block_quadratics(
     """``1/2 x^T A x - b^T x`` over ``N`` blocks of 1-3 coordinates (or of ``block_sizes``).
 
     ``A = Q Q^T / d + I`` from a seeded normal ``Q`` (every block pair coupled), then ``b`` and the
-    start (:func:`crosscurv.experiments.problems.toys.coupled_quadratic`); the blocks
-    are ``x1, x2, ...``.
+    start (:func:`crosscurv.experiments.problems.toys.coupled_quadratic`); the blocks are ``x1, x2,
+    ...``.
     """
     sizes = _block_sizes(draw, min_blocks, max_blocks, block_sizes)  # sizes first, then the seed
     return ProblemSpec("quadratic", draw(seeds), sizes)
@@ -155,9 +155,8 @@ def block_orders(n: int):
 def acyclic_patterns(draw, n: int, nonempty: bool = True) -> DelayPattern:
     """A random DAG over ``n`` blocks: a random order, then any subset of its forward pairs.
 
-    ``(i, j)`` can be drawn only when ``j`` precedes ``i`` in the drawn order,
-    so the pattern is acyclic by construction; with ``nonempty`` at least one
-    pair is present.
+    ``(i, j)`` can be drawn only when ``j`` precedes ``i`` in the drawn order, so the pattern is
+    acyclic by construction; with ``nonempty`` at least one pair is present.
     """
     order = draw(block_orders(n))
     forward = [(order[b], order[a]) for b in range(n) for a in range(b)]
@@ -172,8 +171,8 @@ def acyclic_patterns(draw, n: int, nonempty: bool = True) -> DelayPattern:
 def cyclic_pair_sets(draw, n: int) -> tuple[frozenset, tuple]:
     """Pairs over ``n >= 2`` blocks containing a cycle, and that cycle's blocks.
 
-    A cycle ``c_0 <- c_1 <- ... <- c_{m-1} <- c_0`` (``(c_t, c_{t+1})`` pairs) of
-    length ``m = 2..n`` plus any other non-self pairs.
+    A cycle ``c_0 <- c_1 <- ... <- c_{m-1} <- c_0`` (``(c_t, c_{t+1})`` pairs) of length ``m =
+    2..n`` plus any other non-self pairs.
     """
     m = draw(st.integers(2, n))
     cycle = tuple(draw(st.permutations(list(range(n))))[:m])

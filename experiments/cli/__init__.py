@@ -1,9 +1,9 @@
 """``crosscurv`` command line: one sub-command per module in ``crosscurv.experiments.cli.commands``.
 
-Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``; modules are imported lazily, so ``crosscurv derive`` never imports torch.
-Bad input prints one line ``crosscurv: error: ...``; an internal error one line
-``crosscurv: internal error: ...`` (``CROSSCURV_DEBUG=1`` shows tracebacks).
+Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``;
+modules are imported lazily, so ``crosscurv derive`` never imports torch. Bad input prints one line
+``crosscurv: error: ...``; an internal error one line ``crosscurv: internal error: ...``
+(``CROSSCURV_DEBUG=1`` shows tracebacks).
 
 Exit codes, the same in every command (:data:`EXIT_CODES`):
 

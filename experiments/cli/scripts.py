@@ -18,7 +18,7 @@ module, which takes plain typed parameters::
     python -m crosscurv.experiments.studies.contest_lora SWEEP... --out FILE  contest_lora()
     python -m crosscurv.experiments.motivation.rate_scan --out D --report F  rate_scan()
 
-Each module's ``if __name__ == "__main__":`` block calls its function here.  ``argv`` ``None`` reads
+Each module's ``if __name__ == "__main__":`` block calls its function here. ``argv`` ``None`` reads
 ``sys.argv[1:]``; the return value is the exit status (bad input: one line on standard error and 2
 where the study says so; argparse's own errors exit 2 with its usage).
 """

@@ -36,9 +36,8 @@ EMULATIONS = {
 NO_AVX2 = "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default"
 
 # : Variables of :data:`EMULATIONS` cleared before one is applied, so that the caller's own settings
-# of them
-# : do not leak into another emulation (``OMP_NUM_THREADS`` is set to 1 unless the emulation sets
-# it).
+# of them : do not leak into another emulation (``OMP_NUM_THREADS`` is set to 1 unless the emulation
+# sets it).
 _CLEARED = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")
 
 
@@ -94,7 +93,7 @@ def cached(cache: str | None, key: dict, compute):
     """``compute()`` (a JSON-able value), kept in folder ``cache`` under ``key`` and reused from
     there.
 
-    ``cache`` ``None``: always computed.  A value is written only once ``compute`` returned, so an
+    ``cache`` ``None``: always computed. A value is written only once ``compute`` returned, so an
     interrupted measurement leaves nothing half-written.
     """
     if cache is None:

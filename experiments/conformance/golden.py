@@ -1,11 +1,11 @@
 """Framework-independent conformance cases: ``crosscurv golden --out DIR``.
 
-Small float64 problems (:mod:`.golden_case`), each with the patterns ``jc``, ``gs`` and
-``partial``, written as JSON and CSV so that an implementation in another framework can be checked
-without torch. A case is defined by its JSON; the expected ``one_step.json``, ``records.csv``,
-``summary.json`` and ``terms.csv`` are computed from the task built from it. The layout and
-conventions are in ``golden_readme.md`` (the ``README.md`` written into ``DIR``); each
-``DIR/<case>/<label>`` is a reference for ``crosscurv validate-records``.
+Small float64 problems (:mod:`.golden_case`), each with the patterns ``jc``, ``gs`` and ``partial``,
+written as JSON and CSV so that an implementation in another framework can be checked without torch.
+A case is defined by its JSON; the expected ``one_step.json``, ``records.csv``, ``summary.json`` and
+``terms.csv`` are computed from the task built from it. The layout and conventions are in
+``golden_readme.md`` (the ``README.md`` written into ``DIR``); each ``DIR/<case>/<label>`` is a
+reference for ``crosscurv validate-records``.
 """
 
 from __future__ import annotations
@@ -223,8 +223,7 @@ def write_golden(out_dir: str, cases=None, force: bool = False) -> list[str]:
 
 def readme_text() -> str:
     """The ``README.md`` of a golden folder: ``golden_readme.md`` beside this module, with the
-    tolerance
-    table written from :data:`crosscurv.numeric.record_comparison.TOLERANCES`."""
+    tolerance table written from :data:`crosscurv.numeric.record_comparison.TOLERANCES`."""
     from crosscurv.numeric.record_comparison import EPS, MEASURED_ROUNDING, SAFETY, TOLERANCES
 
     measured = MEASURED_ROUNDING["float64"]

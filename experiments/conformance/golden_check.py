@@ -96,8 +96,8 @@ def read_reference(ref: str) -> Reference:
 
 
 def as_columns(theirs, columns: Sequence[str] | None = None) -> dict:
-    """Their records as ``{column: values}``: from a CSV path, a mapping of columns, or a list
-    of row dicts.
+    """Their records as ``{column: values}``: from a CSV path, a mapping of columns, or a list of
+    row dicts.
 
     Without ``columns`` the paper's columns (``k``,
     :data:`~crosscurv.numeric.record_comparison.VALUE_COLUMNS`)

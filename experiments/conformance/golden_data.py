@@ -38,8 +38,8 @@ def shipped_cases() -> list[str]:
 
 
 def resolve_reference(ref: str) -> str:
-    """The folder ``ref`` names: ``golden:<case>[/<label>]`` (a shipped case, or one of its
-    runs), else ``ref``.
+    """The folder ``ref`` names: ``golden:<case>[/<label>]`` (a shipped case, or one of its runs),
+    else ``ref``.
 
     Raises:
         GoldenError: a ``golden:`` name that is not shipped.

@@ -2,8 +2,8 @@
 
 With ``Delta^k = theta_S^k - theta_JC^k``, ``g^k = grad L(theta_JC^k)``, ``H^k`` the dense float64
 Hessian at ``theta_JC^k``, ``D^k`` its block diagonal, ``u_X^k = M_X(theta_S^k) g_S^k`` for the
-pairs ``X`` of the pattern (``S``), of its transpose (``T``) and of all ordered pairs (``all``),
-and ``m_X^k = M_X(theta_JC^k) g^k``, row ``k = 1..K`` holds
+pairs ``X`` of the pattern (``S``), of its transpose (``T``) and of all ordered pairs (``all``), and
+``m_X^k = M_X(theta_JC^k) g^k``, row ``k = 1..K`` holds
 
 * ``rec_prop = g^k . (I - eta H^{k-1}) Delta^{k-1}``, ``rec_lin = g^k . Delta^{k-1}``,
   ``rec_quad = 1/2 Delta^{k-1} . H^{k-1} Delta^{k-1}``, ``rec_fresh_X = eta^2 g^k . u_X^{k-1}``

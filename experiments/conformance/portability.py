@@ -49,8 +49,7 @@ class PortabilityOptions:
 
 def check_under(name: str, run_dir: str, iters: int, timeout: float = 7200) -> dict:
     """``report --check RUN_DIR --iters N`` under emulation ``name``
-    (:data:`.emulation.EMULATIONS`),
-    in a subprocess.
+    (:data:`.emulation.EMULATIONS`), in a subprocess.
 
     Returns ``{"exit": code, "check": RunCheck.to_dict() or None, "error": last stderr line or None,
     "seconds": wall time}``; exit 0 agree, 1 disagree, anything else an error of the check itself.
@@ -82,8 +81,7 @@ def check_one(run_dir: str, iters: int) -> int:
 
 def _beyond_fixed(check: dict) -> int | None:
     """The first ``k`` beyond the fixed (measured-rounding) tolerances, or ``None`` where every
-    value
-    was within."""
+    value was within."""
     if check["verdict"] == "parts as predicted":
         return check["parts_at"]
     for note in check.get("notes", []):
@@ -96,9 +94,8 @@ def _beyond_fixed(check: dict) -> int | None:
 
 def describe(result: dict) -> dict:
     """One row of the report from :func:`check_under`'s result: ``{"held", "beyond_fixed",
-    "explained",
-    "growth", "first"}`` (strings; ``explained``: whether the grown tolerances explain where it
-    parts)."""
+    "explained", "growth", "first"}`` (strings; ``explained``: whether the grown tolerances explain
+    where it parts)."""
     check = result["check"]
     if check is None:
         return {"held": f"no verdict: exit {result['exit']}: {result['error']}",
@@ -167,8 +164,8 @@ def _section_checks(rows: list, iters: int) -> list:
 
 
 def findings(text: str) -> list[str]:
-    """At most five lines read off a rendered report: how many checks held, what held per task,
-    and the table-level verdicts (each emulation's recomputed Table 1 within the seeds' spread)."""
+    """At most five lines read off a rendered report: how many checks held, what held per task, and
+    the table-level verdicts (each emulation's recomputed Table 1 within the seeds' spread)."""
     import re
 
     out = []

@@ -5,7 +5,7 @@
     --load saved.json ...      # the table of saved --json outputs
 
 A record column of a run (``crosscurv run``) is a floating-point result; two correct
-implementations, or one implementation on two machines, agree only up to its rounding.  This script
+implementations, or one implementation on two machines, agree only up to its rounding. This script
 measures that rounding *per column* by running the same protocol
 (:func:`crosscurv.numeric.protocol.run_protocol`, CPU, seed 0, reference: 1 thread) several ways
 that are all correct and differ only in the order or precision of their floating-point operations,
@@ -93,7 +93,7 @@ def column_spread(ref: dict, var: dict, columns=COLUMNS) -> dict:
     """``{column: {"rel", "beyond", "abs"}}`` of a variant ``var`` against ``ref`` (module
     docstring).
 
-    ``ref``, ``var``: ``{column: [float]}`` over the same ``k = 1..K``.  A value that is finite in
+    ``ref``, ``var``: ``{column: [float]}`` over the same ``k = 1..K``. A value that is finite in
     one and not the other gives ``inf``.
     """
     out = {}
@@ -280,8 +280,7 @@ def _rounding_rows(results: list[dict], dt: str, column: str) -> list[dict]:
 
 def measured_rounding(results: list[dict]) -> dict:
     """``{dtype: {column: (rel, beyond)}}``: the largest over the :data:`ROUNDING_VARIANTS`
-    comparisons
-    (less :data:`NOT_ROUNDING`)."""
+    comparisons (less :data:`NOT_ROUNDING`)."""
     out = {}
     for dt in ("float32", "float64"):
         if any(r["dtype"] == dt and r["variant"] in ROUNDING_VARIANTS for r in results):
@@ -461,8 +460,8 @@ def _rel_part(cell: str) -> float:
 
 def findings(text: str) -> list[str]:
     """At most five lines read off a rendered report: per dtype, how many columns the stated
-    rounding covers under every emulation and the largest measured ``rel``; which variant
-    differs most."""
+    rounding covers under every emulation and the largest measured ``rel``; which variant differs
+    most."""
     out = []
     per_emulation = text.split("## Per emulation", 1)[-1].split("## Per variant", 1)[0]
     for part in per_emulation.split("**")[1::2]:  # the dtype names in bold, each before its table

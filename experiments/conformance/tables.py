@@ -1,9 +1,9 @@
 """Table 1 of a rerun on another CPU compared with the committed one, within the spread over seeds.
 
-Per run, over its first ``K`` iterations (:func:`table_quantities`): ``correct/E`` (``Correct_K``
-of estimate ``E``, percent), ``jc_hits/E``, ``s_hits/E``, ``switches`` (switch points of the
-observed winner, :func:`crosscurv.experiments.studies.optimizers.report.switch_points`) and
-``first_switch`` (``nan`` when none). A rerun agrees (:func:`compare_tables`) when
+Per run, over its first ``K`` iterations (:func:`table_quantities`): ``correct/E`` (``Correct_K`` of
+estimate ``E``, percent), ``jc_hits/E``, ``s_hits/E``, ``switches`` (switch points of the observed
+winner, :func:`crosscurv.experiments.studies.optimizers.report.switch_points`) and ``first_switch``
+(``nan`` when none). A rerun agrees (:func:`compare_tables`) when
 
     pass  <=>  |rerun - committed| <= max_s q_s - min_s q_s
 
@@ -60,8 +60,7 @@ def table_quantities(columns: Mapping[str, Sequence[float]], K: int | None = Non
 
 def seed_spread(seed_quantities: Sequence[dict]) -> dict:
     """``{quantity: (lo, hi, n)}`` over the seeds' :func:`table_quantities` (``nan`` values left
-    out; a
-    quantity ``nan`` in every seed: ``(nan, nan, 0)``)."""
+    out; a quantity ``nan`` in every seed: ``(nan, nan, 0)``)."""
     keys = list(dict.fromkeys(k for q in seed_quantities for k in q))
     out = {}
     for k in keys:

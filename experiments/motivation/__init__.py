@@ -1,8 +1,8 @@
 """The paper's Figure 1 (motivation study) with the practical implementations of its appendix.
 
-Three panels, each training a *sequential* and a *simultaneous* practical
-implementation side by side from the same initialisation on the same
-minibatch schedule (paper, Introduction and appendix "Experiments Details"):
+Three panels, each training a *sequential* and a *simultaneous* practical implementation side by
+side from the same initialisation on the same minibatch schedule (paper, Introduction and appendix
+"Experiments Details"):
 
 * ``mlp`` (:mod:`.mlp`): 8-layer ReLU MLP on MNIST; JC back-propagation
   against the paper's "GS-like" in-place back-propagation (updated weights

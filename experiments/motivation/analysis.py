@@ -27,13 +27,12 @@ def eval_series(records: Sequence[Mapping]) -> tuple[list, list, list, list]:
 def reversal(records: Sequence[Mapping], fraction: float = 1 / 3) -> dict:
     """Does the sequential implementation lead early and the simultaneous one late?
 
-    ``early``/``late``: the first/last ``fraction`` of the evaluated steps.
-    ``seq_ahead_early``: share of early points with ``Delta L < 0``;
-    ``sim_ahead_late``: share of late points with ``Delta L > 0`` (a non-finite
-    sequential loss, i.e. divergence, counts as the simultaneous one ahead).
-    ``reversal`` is true when both shares exceed 1/2.  ``last_change``: the
-    first evaluated ``k`` from which the sign of ``Delta L`` no longer changes
-    (``None`` if it never changed); ``final``: ``Delta L`` at the last point.
+    ``early``/``late``: the first/last ``fraction`` of the evaluated steps. ``seq_ahead_early``:
+    share of early points with ``Delta L < 0``; ``sim_ahead_late``: share of late points with
+    ``Delta L > 0`` (a non-finite sequential loss, i.e. divergence, counts as the simultaneous one
+    ahead). ``reversal`` is true when both shares exceed 1/2. ``last_change``: the first evaluated
+    ``k`` from which the sign of ``Delta L`` no longer changes (``None`` if it never changed);
+    ``final``: ``Delta L`` at the last point.
     """
     ks, seq, sim, diff = eval_series(records)
     n = len(ks)
@@ -79,11 +78,10 @@ AGREEMENTS = (
 
 def agreement(probes: Sequence[Mapping]) -> dict:
     """Per row of :data:`AGREEMENTS`: the share of probes where estimate and measurement name the
-    same
-    winner.
+    same winner.
 
     Uses :func:`crosscurv.numeric.winner_metrics` (the paper's ``Correct_K``; an estimate of exactly
-    0 agrees only with a measured 0).  Rows whose measured column is all NaN (``meas_gs`` outside
+    0 agrees only with a measured 0). Rows whose measured column is all NaN (``meas_gs`` outside
     ``mlp``) are left out.
     """
     out = {}

@@ -1,28 +1,25 @@
 """The one-step cross-curvature criterion evaluated along the practical runs.
 
-At a point ``theta`` of the simultaneous run (with its optimiser state) and
-the minibatch objective ``L_B`` of the next step (no dropout), Theorem 1 says
-that the exact plain-gradient steps satisfy
+At a point ``theta`` of the simultaneous run (with its optimiser state) and the minibatch objective
+``L_B`` of the next step (no dropout), Theorem 1 says that the exact plain-gradient steps satisfy
 
     L_B(theta_S^+) - L_B(theta_JC^+) = eta^2 C_S + O(eta^3),   C_S = g^T M_S g,
 
-with ``g = grad L_B(theta)`` and ``M_S`` the Hessian blocks ``H_ij``,
-``(i, j) in S`` (Lemma 1; :func:`crosscurv.numeric.masked_product`).
+with ``g = grad L_B(theta)`` and ``M_S`` the Hessian blocks ``H_ij``, ``(i, j) in S`` (Lemma 1;
+:func:`crosscurv.numeric.masked_product`).
 
-Optimizer-aware form (the practical steps use momentum, clipping or Adam):
-a step ``theta^+ = theta - eta d(g)`` whose direction ``d`` depends on the
-gradient through the optimiser state.  In the sequential sweep block ``i``
-sees the gradient at the partially updated state, ``g_i - eta (M_S d)_i +
-O(eta^2)``, so its direction changes by ``-eta J (M_S d)`` with ``J = dd/dg``
-(the Jacobian of the direction in the gradient at this state), and
+Optimizer-aware form (the practical steps use momentum, clipping or Adam): a step ``theta^+ = theta
+- eta d(g)`` whose direction ``d`` depends on the gradient through the optimiser state. In the
+sequential sweep block ``i`` sees the gradient at the partially updated state, ``g_i - eta (M_S d)_i
++ O(eta^2)``, so its direction changes by ``-eta J (M_S d)`` with ``J = dd/dg`` (the Jacobian of the
+direction in the gradient at this state), and
 
     L_B(theta_S^+) - L_B(theta_JC^+) = eta^2 C_opt + O(eta^3),   C_opt = g^T J M_S d.
 
-Plain SGD (``d = g``, ``J = I``) gives back ``C_S``; momentum and weight decay
-(``d = mu b + g + wd theta``, ``J = I``) give ``g^T M_S d``; clipping and Adam
-give a non-trivial ``J``, applied here as one ``torch.func.jvp`` of the
-optimiser's direction map.  Cost: one gradient, one or two masked products
-(one HVP per distinct fresh set each), and the two practical steps.
+Plain SGD (``d = g``, ``J = I``) gives back ``C_S``; momentum and weight decay (``d = mu b + g + wd
+theta``, ``J = I``) give ``g^T M_S d``; clipping and Adam give a non-trivial ``J``, applied here as
+one ``torch.func.jvp`` of the optimiser's direction map. Cost: one gradient, one or two masked
+products (one HVP per distinct fresh set each), and the two practical steps.
 """
 
 from __future__ import annotations
@@ -40,8 +37,7 @@ __all__ = ["probe_point", "to_float64"]
 
 def to_float64(obj):
     """``obj`` with every floating tensor (in nested dicts, lists, tuples) cast to float64 (probes
-    run
-    in float64)."""
+    run in float64)."""
     if isinstance(obj, torch.Tensor):
         return obj.to(torch.float64) if obj.is_floating_point() else obj
     if isinstance(obj, dict):

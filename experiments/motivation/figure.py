@@ -2,9 +2,9 @@
 axis.
 
 Blue: the sequential implementation (GS-like, FedAlt, alternating); orange: the simultaneous one
-(JC, FedSim); green dash-dotted on the right axis: their difference (the paper's colours).  ``mlp``
-adds exact GS (purple, dashed) and its difference to JC (purple dotted, right axis).  The curves are
-the first seed's; the other seeds' differences are drawn thin.  When a sequential run diverges, the
+(JC, FedSim); green dash-dotted on the right axis: their difference (the paper's colours). ``mlp``
+adds exact GS (purple, dashed) and its difference to JC (purple dotted, right axis). The curves are
+the first seed's; the other seeds' differences are drawn thin. When a sequential run diverges, the
 left axis stays on the finite curves and the right axis turns symmetric-logarithmic, both flagged on
 the panel.
 """
@@ -32,8 +32,7 @@ TITLES = {"mlp": "(a) 8-layer MLP, MNIST", "fl": "(b) federated ResNet-18, CIFAR
 
 def _symlog_ticks(values) -> tuple[float, list]:
     """``(linthresh, ticks)`` for a symmetric-log axis over ``values``: at most ~4 decades labelled
-    per
-    side."""
+    per side."""
     nz = np.abs(values[np.isfinite(values) & (values != 0)])
     if not nz.size:
         return 1e-12, [0.0]

@@ -39,9 +39,9 @@ def dirichlet_split(labels, n_clients: int, alpha: float, seed: int, min_size: i
         tries: int = 1000) -> list:
     """Class-wise Dirichlet(``alpha``) partition of example indices over ``n_clients`` clients.
 
-    For each class, proportions ``q ~ Dir(alpha 1_M)`` split that class's
-    (shuffled) examples; draws are repeated until every client holds at least
-    ``min_size`` examples.  Returns one sorted ``int64`` index tensor per client.
+    For each class, proportions ``q ~ Dir(alpha 1_M)`` split that class's (shuffled) examples; draws
+    are repeated until every client holds at least ``min_size`` examples. Returns one sorted
+    ``int64`` index tensor per client.
 
     Raises:
         ValueError: no valid split in ``tries`` draws (too few examples for the clients).
@@ -267,8 +267,7 @@ class FLPanel(Panel):
     # -- the criterion at a local step of the FedSim run ---------------------------------
     def probe(self, k: int) -> dict:
         """At round ``k``'s first sampled client, at the last local step of its FedSim epoch
-        (momentum
-        buffer built up)."""
+        (momentum buffer built up)."""
         from .criterion import probe_point, to_float64
 
         if self._model64 is None:

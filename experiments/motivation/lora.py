@@ -5,7 +5,7 @@ Alternating").
 self- and decoder cross-attention (:mod:`crosscurv.experiments.tasks.models.t5lora`, peft), ``r =
 8``, ``alpha = 16``, adapter dropout 0.1 on the adapter branch's input, ``A ~ N(0, 2/d_in)``, ``B =
 0``. Text-to-text sentiment classification (``"sentiment classification: "`` prefix, targets
-``negative`` / ``positive``).  Two blocks: all ``B``, all ``A``.
+``negative`` / ``positive``). Two blocks: all ``B``, all ``A``.
 
 * simultaneous (JC): one forward/backward at ``(A^t, B^t)`` gives both gradients; one optimiser
   update of both;

@@ -2,11 +2,11 @@
 Updates").
 
 ``z_l = W_l h_{l-1} + b_l``, ``h_l = relu(z_l)`` (``l < N``), softmax cross-entropy on ``z_N``; one
-block ``theta_l = (W_l, b_l)`` per layer.  With the preactivation errors ``delta_N = (softmax(z_N) -
+block ``theta_l = (W_l, b_l)`` per layer. With the preactivation errors ``delta_N = (softmax(z_N) -
 y) / m`` and ``delta_l = (delta_{l+1} W_{l+1}) * relu'(z_l)`` the gradients are ``g_{W_l} =
 delta_l^T h_{l-1}``, ``g_{b_l} = sum delta_l`` (eqs. of the appendix, the ``1/m`` folded into
-``delta_N``).  Three practical steps, each applying the optimiser (plain SGD with per-tensor
-clipping ``Pi_tau``) to one layer at a time from the output down:
+``delta_N``). Three practical steps, each applying the optimiser (plain SGD with per-tensor clipping
+``Pi_tau``) to one layer at a time from the output down:
 
 * :func:`step_jc` -- one forward, one backward at ``theta^t``: JC;
 * :func:`step_inplace` -- the paper's "GS-like" implementation: one backward recursion that
@@ -86,8 +86,7 @@ def step_jc(p, x, y, opt, state):
 
 def step_inplace(p, x, y, opt, state):
     """'GS-like' in-place back-propagation: updated weights in the backward recursion, stale states
-    and
-    residual."""
+    and residual."""
     n = _n_layers(p)
     hs, zs = logits(p, x)
     loss = F.cross_entropy(zs[n], y)
@@ -126,8 +125,7 @@ def gs_order(n: int) -> str:
 
 def mlp_params(widths, seed: int, dtype=torch.float32, device="cpu") -> dict:
     """Initial parameters of :class:`crosscurv.experiments.tasks.models.mlp.MLP` (Xavier-normal,
-    zero
-    biases) under ``seed``."""
+    zero biases) under ``seed``."""
     from crosscurv.experiments.tasks.models.mlp import MLP
 
     with seeded(seed):

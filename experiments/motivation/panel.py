@@ -1,12 +1,11 @@
 """What every panel provides to the runner (:mod:`.runner`), and the columns it records.
 
-A panel trains its sequential and simultaneous practical implementations in
-lockstep (same initialisation, same minibatch / client schedule) and is
-advanced one step at a time; ``step`` ``k`` is a minibatch step (``mlp``,
-``lora``) or a communication round (``fl``).  Everything random is drawn from
-generators seeded by ``(seed, k, ...)``, so the state after step ``k`` is a
-function of the state after step ``k - 1`` alone: a resumed run is bit for bit
-an uninterrupted one (on the CPU, same thread count).
+A panel trains its sequential and simultaneous practical implementations in lockstep (same
+initialisation, same minibatch / client schedule) and is advanced one step at a time; ``step`` ``k``
+is a minibatch step (``mlp``, ``lora``) or a communication round (``fl``). Everything random is
+drawn from generators seeded by ``(seed, k, ...)``, so the state after step ``k`` is a function of
+the state after step ``k - 1`` alone: a resumed run is bit for bit an uninterrupted one (on the CPU,
+same thread count).
 """
 
 from __future__ import annotations
@@ -59,10 +58,10 @@ def seeded(seed: int):
 class Panel:
     """Interface (see the module docstring).
 
-    Attributes set by subclasses: ``name``, ``seq_label``, ``sim_label``,
-    ``n_steps``, ``eval_every``, ``probe_every`` (0: no probes), ``step_unit``
-    ("step" or "round"), ``info`` (JSON-able: data, model, optimiser, sizes).
-    The sequential scheme of the criterion is the probe task's ``default_pattern``.
+    Attributes set by subclasses: ``name``, ``seq_label``, ``sim_label``, ``n_steps``,
+    ``eval_every``, ``probe_every`` (0: no probes), ``step_unit`` ("step" or "round"), ``info``
+    (JSON-able: data, model, optimiser, sizes). The sequential scheme of the criterion is the probe
+    task's ``default_pattern``.
     """
 
     name = "panel"

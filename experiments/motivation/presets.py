@@ -1,13 +1,12 @@
 """Settings of the three panels at the ``smoke``, ``default`` and ``paper`` presets.
 
-``paper`` keeps the appendix's sizes and hyper-parameters (full MNIST, 40
-epochs; CIFAR-10 50,000 images, 20 clients, 10 sampled, 60 rounds; T5-base
-LoRA on 2,000 SST-2 examples) and is meant for a GPU with ``--data`` /
-``--model``.  ``default`` is the CPU job of ``make report`` (all three panels,
-three seeds, about four minutes on two cores): the bundled data (5,000-example
-MNIST subset, 20 CIFAR-10 images, a sentiment corpus that is not SST-2),
-fewer steps and, where the paper's step size would not move the loss in that
-many steps, a larger one (stated in the report).  ``smoke`` is for the tests.
+``paper`` keeps the appendix's sizes and hyper-parameters (full MNIST, 40 epochs; CIFAR-10 50,000
+images, 20 clients, 10 sampled, 60 rounds; T5-base LoRA on 2,000 SST-2 examples) and is meant for a
+GPU with ``--data`` / ``--model``. ``default`` is the CPU job of ``make report`` (all three panels,
+three seeds, about four minutes on two cores): the bundled data (5,000-example MNIST subset, 20
+CIFAR-10 images, a sentiment corpus that is not SST-2), fewer steps and, where the paper's step size
+would not move the loss in that many steps, a larger one (stated in the report). ``smoke`` is for
+the tests.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ without diverging at some rate?
 For each rate ``eta`` the mlp panel at ``preset`` (default: 150 steps of batch 128, per-tensor
 clipping at 5) is trained with the SGD rate set to ``eta`` (everything else the preset's), one run
 per seed (:func:`crosscurv.experiments.motivation.runner.run_panel`, resumable) into
-``OUT/lr<eta>/seed<s>``.  Per run, from the evaluated losses (``Delta L = L_seq - L_sim``):
+``OUT/lr<eta>/seed<s>``. Per run, from the evaluated losses (``Delta L = L_seq - L_sim``):
 
 * the reversal of :func:`crosscurv.experiments.motivation.analysis.reversal` (in-place ahead in
   most of the first third of the evaluations, JC ahead in most of the last third);
@@ -46,8 +46,8 @@ def scan_row(records: Sequence[dict], lr: float, seed: int) -> dict:
 
 
 def findings(rows: Sequence[dict]) -> list[str]:
-    """At most three lines: the rates with a clean reversal, those where the in-place run
-    diverges, those where it stays ahead."""
+    """At most three lines: the rates with a clean reversal, those where the in-place run diverges,
+    those where it stays ahead."""
     def rates(rs):
         return ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in rs})) or "none"
 

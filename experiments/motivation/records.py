@@ -2,7 +2,7 @@
 
 They are written by :class:`crosscurv.numeric.records.RecordWriter` with the runs' own columns: a
 header line, one row per step flushed as soon as it is computed, floats in round-trip ``repr`` form
-(``nan`` for a value not measured at that step).  Here they are read back (a torn last line from a
+(``nan`` for a value not measured at that step). Here they are read back (a torn last line from a
 kill ignored) and cut to a checkpoint through :func:`crosscurv.numeric.records.atomic_write_text`.
 """
 

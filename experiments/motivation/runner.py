@@ -9,10 +9,10 @@ Run folder (``OUT/<panel>/seed<S>/``)::
     checkpoint.pt the panel's state after the last checkpointed step (not for sharing)
 
 Iteration ``k = 1..n_steps`` of the runner is the panel's step ``k`` (a probe first where one is
-due); iteration ``0`` computes nothing.  A killed run continues with ``resume=True`` from its
-checkpoint: the CSVs are cut back to the checkpoint's rows and the steps after it are recomputed,
-so the result is bit for bit that of an uninterrupted run (CPU, same threads).  ``resume=True`` on
-a folder without a checkpoint starts the run afresh.
+due); iteration ``0`` computes nothing. A killed run continues with ``resume=True`` from its
+checkpoint: the CSVs are cut back to the checkpoint's rows and the steps after it are recomputed, so
+the result is bit for bit that of an uninterrupted run (CPU, same threads). ``resume=True`` on a
+folder without a checkpoint starts the run afresh.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """``validate-step`` on deterministic versions of each panel's practical steps.
 
-Each factory below returns ``(task, step, declared_pattern)`` in float64, the
-contract of ``crosscurv validate-step`` (so each can also be run as
-``crosscurv validate-step crosscurv.experiments.motivation.verdicts:mlp_inplace``).
-"Deterministic" means: one fixed minibatch (the task's objective), no dropout,
-no clipping, a fresh optimiser at every call (so ``step(params, lr)`` is a
-function of its arguments), and the panel's own step code.
+Each factory below returns ``(task, step, declared_pattern)`` in float64, the contract of
+``crosscurv validate-step`` (so each can also be run as ``crosscurv validate-step
+crosscurv.experiments.motivation.verdicts:mlp_inplace``). "Deterministic" means: one fixed minibatch
+(the task's objective), no dropout, no clipping, a fresh optimiser at every call (so ``step(params,
+lr)`` is a function of its arguments), and the panel's own step code.
 
 * ``mlp_*``: the three back-propagation steps of :mod:`.mlp` (plain SGD,
   no clipping) on 32 MNIST examples, widths of the smoke preset;
@@ -179,8 +178,7 @@ def _identify():
 
 def identify(panel: str) -> list:
     """``[{"label", "factory", "declared", "verdict", "diagnosis", "matches", "table", "report"}]``
-    for
-    ``panel``."""
+    for ``panel``."""
     as_user_step, identify_step = _identify()
     out = []
     for label, factory in FACTORIES[panel]:

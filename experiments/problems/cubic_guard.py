@@ -1,12 +1,10 @@
 """Guarding the ``eta^3`` coefficient against cancellation with a cubic tilt.
 
-An order study of an ``O(eta^3)`` remainder observes order 3 only if the
-``eta^3`` coefficient ``c3`` is not (nearly) zero by cancellation among its
-terms (:func:`c3_terms`).  :func:`guard_cubic` checks
-``|c3| >= kappa * sum |terms|`` and, when it fails, adds the cubic tilt
-``sigma/6 (u.(theta - theta^0))^3`` (:func:`tilt_task`), which leaves ``g`` and
-``H`` at ``theta^0`` (hence ``C_S``) unchanged and moves ``c3`` by
-``sigma`` times :func:`tilt_weights`.
+An order study of an ``O(eta^3)`` remainder observes order 3 only if the ``eta^3`` coefficient
+``c3`` is not (nearly) zero by cancellation among its terms (:func:`c3_terms`). :func:`guard_cubic`
+checks ``|c3| >= kappa * sum |terms|`` and, when it fails, adds the cubic tilt ``sigma/6 (u.(theta -
+theta^0))^3`` (:func:`tilt_task`), which leaves ``g`` and ``H`` at ``theta^0`` (hence ``C_S``)
+unchanged and moves ``c3`` by ``sigma`` times :func:`tilt_weights`.
 """
 
 from __future__ import annotations
@@ -24,11 +22,10 @@ from .problem import Problem
 
 def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:
     """The terms of the one-step ``eta^3`` coefficient ``c3`` (``crosscurv.theory.one_step``), each
-    a
-    float.
+    a float.
 
     ``[-g^T M_S^2 g, -g^T H M_S g, -1/2 T[E_i g, P_i g, P_i g] for each block i]`` (``E_i g`` keeps
-    block ``i`` of ``g``, ``P_i g`` the blocks of ``S(i)``); their sum is ``c3``.  Computed with the
+    block ``i`` of ``g``, ``P_i g`` the blocks of ``S(i)``); their sum is ``c3``. Computed with the
     matrix-free products of :mod:`numeric`.
     """
     from crosscurv.numeric.curvature import masked_product
@@ -133,8 +130,8 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
                 absolute: float = 1e-3) -> CubicGuard:
     """Make the leading ``eta^3`` coefficient non-degenerate by construction.
 
-    The coefficient guarded is ``sum_p sign_p * c3(pattern_p)`` (``[(S, +1)]`` for the one-step
-    gap, ``[(GS_o1, +1), (GS_o2, -1)]`` for two GS orders). The guard requires
+    The coefficient guarded is ``sum_p sign_p * c3(pattern_p)`` (``[(S, +1)]`` for the one-step gap,
+    ``[(GS_o1, +1), (GS_o2, -1)]`` for two GS orders). The guard requires
 
     * ``|coefficient| >= kappa * sum |terms|`` (terms of :func:`c3_terms`), and
     * ``|coefficient| >= absolute * lam^2 * sum_p sum_i ||E_i g|| ||P_i^p g||`` (``lam`` the

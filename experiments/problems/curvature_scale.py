@@ -1,9 +1,8 @@
 """The curvature scale ``lam`` of an instance and the step-size grid it sets.
 
-``eta0`` is the largest power of two with ``eta0 * lam <= factor``
-(:func:`grid_start`), so every study's grid is derived from the instance,
-never drawn; :func:`dense_derivatives` gives the dense float64 ``g, H, T`` of
-small instances (coordinates in block order, :func:`flat_order`).
+``eta0`` is the largest power of two with ``eta0 * lam <= factor`` (:func:`grid_start`), so every
+study's grid is derived from the instance, never drawn; :func:`dense_derivatives` gives the dense
+float64 ``g, H, T`` of small instances (coordinates in block order, :func:`flat_order`).
 """
 
 from __future__ import annotations
@@ -24,11 +23,11 @@ DENSE_SCALE_MAX = 256
 def curvature_scale(task: Task, params=None, iters: int = 12, seed: int = 0) -> float:
     """``lam = ||H|| + ||g|| ||D^3 L[g_hat]|| + ||g|| ||D^4 L[g_hat, g_hat]||^(1/2)`` at ``params``.
 
-    Spectral norms of the symmetric ``d x d`` matrices ``H``, ``D^3 L[g_hat, ., .]`` and
-    ``D^4 L[g_hat, g_hat, ., .]`` (``g_hat = g/||g||``): ``lam`` is the inverse step size on which
-    the one-step expansion varies. Exact (dense) for at most :data:`DENSE_SCALE_MAX` parameters,
-    else ``iters`` power-iteration steps on matrix-free products (never an overestimate); a
-    derivative forward mode cannot take contributes 0.
+    Spectral norms of the symmetric ``d x d`` matrices ``H``, ``D^3 L[g_hat, ., .]`` and ``D^4
+    L[g_hat, g_hat, ., .]`` (``g_hat = g/||g||``): ``lam`` is the inverse step size on which the
+    one-step expansion varies. Exact (dense) for at most :data:`DENSE_SCALE_MAX` parameters, else
+    ``iters`` power-iteration steps on matrix-free products (never an overestimate); a derivative
+    forward mode cannot take contributes 0.
     """
     from crosscurv.numeric.hvp import grad, hvp
 

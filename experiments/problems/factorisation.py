@@ -1,10 +1,10 @@
 """A deep matrix factorisation as a block problem: one block per factor.
 
-``L(W_1, ..., W_N) = 1/(2n) ||W_N ... W_1 X - Y||_F^2`` with ``X (d x n)`` Gaussian and targets
-``Y = T X + 0.1 E`` from a random ``T (d x d)``; each factor ``W_l (d x d)`` starts at
-``I + 0.3 G_l / sqrt(d)`` (``G_l`` Gaussian), so the factors are strongly coupled (each block's
-Hessian column reaches every other block) and the loss is a polynomial of degree ``2N`` in the
-parameters. All draws from ``numpy.random.default_rng(seed)``; float64.
+``L(W_1, ..., W_N) = 1/(2n) ||W_N ... W_1 X - Y||_F^2`` with ``X (d x n)`` Gaussian and targets ``Y
+= T X + 0.1 E`` from a random ``T (d x d)``; each factor ``W_l (d x d)`` starts at ``I + 0.3 G_l /
+sqrt(d)`` (``G_l`` Gaussian), so the factors are strongly coupled (each block's Hessian column
+reaches every other block) and the loss is a polynomial of degree ``2N`` in the parameters. All
+draws from ``numpy.random.default_rng(seed)``; float64.
 """
 
 from __future__ import annotations

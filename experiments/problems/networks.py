@@ -38,10 +38,9 @@ def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: 
         n_examples: int = 8) -> Problem:
     """A small tanh MLP, MSE loss ``1/(2n) sum ||f(x_m) - y_m||^2`` on seeded Gaussian data.
 
-    Weights ``W_l ~ N(0, 1/fan_in)``, biases ``N(0, 0.1^2)``; inputs ``x ~ N(0, I)``,
-    targets ``y ~ N(0, I)``.  The ``2 (len(widths) - 1)`` parameter tensors are
-    grouped into ``n_blocks`` non-empty blocks at random (blocks ordered by
-    their first tensor).
+    Weights ``W_l ~ N(0, 1/fan_in)``, biases ``N(0, 0.1^2)``; inputs ``x ~ N(0, I)``, targets ``y ~
+    N(0, I)``. The ``2 (len(widths) - 1)`` parameter tensors are grouped into ``n_blocks`` non-empty
+    blocks at random (blocks ordered by their first tensor).
     """
     widths = tuple(int(w) for w in widths)
     rng = np.random.default_rng(int(seed))
@@ -75,12 +74,11 @@ def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_
         alpha: float = 2.0) -> Problem:
     """LoRA-like two-block model ``L(B, A) = 1/(2n) ||(W0 + (alpha/r) B A) X - Y||_F^2``.
 
-    ``W0 (d_out x d_in)`` frozen with entries ``N(0, 1/d_in)``; ``A (r x d_in)``
-    ``N(0, 1/d_in)`` (LoRA's A init scale); ``B (d_out x r)`` small but
-    non-zero, ``N(0, 0.3^2 / r)`` (with ``B = 0``, as at LoRA's
-    initialisation, ``grad_A = 0`` and every ``c_ij`` vanishes, so the
-    one-step gap would start at ``O(eta^3)``); ``X ~ N(0, I)``, ``Y = W* X`` for
-    a random target ``W*``.  Blocks ``B`` then ``A`` (LoRA's GS order).
+    ``W0 (d_out x d_in)`` frozen with entries ``N(0, 1/d_in)``; ``A (r x d_in)`` ``N(0, 1/d_in)``
+    (LoRA's A init scale); ``B (d_out x r)`` small but non-zero, ``N(0, 0.3^2 / r)`` (with ``B =
+    0``, as at LoRA's initialisation, ``grad_A = 0`` and every ``c_ij`` vanishes, so the one-step
+    gap would start at ``O(eta^3)``); ``X ~ N(0, I)``, ``Y = W* X`` for a random target ``W*``.
+    Blocks ``B`` then ``A`` (LoRA's GS order).
     """
     rng = np.random.default_rng(int(seed))
     W0 = torch.tensor(rng.standard_normal((d_out, d_in)) / math.sqrt(d_in), dtype=DTYPE)
@@ -109,12 +107,11 @@ def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] |
                       scale_iters: int = 12) -> Problem:
     """The 8-layer ReLU MLP of the layer-wise study on ``examples`` real MNIST digits, float64.
 
-    Same network (:class:`crosscurv.experiments.tasks.models.mlp.MLP`, Xavier-normal weights,
-    zero biases), data (:func:`crosscurv.experiments.tasks.data.load_mnist`, pixels in
-    ``[0, 1]``) and loss (mean softmax cross-entropy) as the ``mlp`` task, one
-    block per affine layer, in float64; ``examples`` may be smaller than the
-    study's 256 to keep the scaling study fast.  ``scale_iters``: power
-    iterations of :func:`curvature_scale`.
+    Same network (:class:`crosscurv.experiments.tasks.models.mlp.MLP`, Xavier-normal weights, zero
+    biases), data (:func:`crosscurv.experiments.tasks.data.load_mnist`, pixels in ``[0, 1]``) and
+    loss (mean softmax cross-entropy) as the ``mlp`` task, one block per affine layer, in float64;
+    ``examples`` may be smaller than the study's 256 to keep the scaling study fast.
+    ``scale_iters``: power iterations of :func:`curvature_scale`.
     """
     from torch.nn import functional as F
 
@@ -146,11 +143,10 @@ def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] |
 def relu_kink_radius(problem: Problem, direction: dict, params=None) -> float:
     """Step length along ``direction`` at which the first ReLU of the MNIST MLP changes state.
 
-    The loss of a ReLU network is smooth (and the theory's Assumption 1 holds)
-    only while no pre-activation ``z`` of any hidden unit on any example
-    changes sign.  Moving the parameters to ``theta + eta * direction`` changes
-    each ``z`` at the rate ``z_dot`` (a ``jvp``); to first order the first sign
-    change happens at ``eta = min |z| / |z_dot|`` over all units and examples.
+    The loss of a ReLU network is smooth (and the theory's Assumption 1 holds) only while no
+    pre-activation ``z`` of any hidden unit on any example changes sign. Moving the parameters to
+    ``theta + eta * direction`` changes each ``z`` at the rate ``z_dot`` (a ``jvp``); to first order
+    the first sign change happens at ``eta = min |z| / |z_dot|`` over all units and examples.
     """
     x = problem.extras["x"]
     n_layers = problem.extras["n_layers"]

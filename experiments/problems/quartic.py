@@ -5,13 +5,11 @@ variables split into ``N`` blocks (:class:`QuarticPolynomial`),
 
     L(x) = a.x + 1/2 x^T A x + 1/6 sum_r s_r (v_r.x)^3 + 1/24 sum_r (w_r.x)^4,
 
-with ``A`` SPD (eigenvalues in ``[0.1, 1]``), ``|s_r| <= 1``, unit ``v_r``,
-``||w_r|| <= 1`` (so the quartic part is convex and ``L`` is bounded below).
-The polynomial can also be evaluated exactly in ``mpmath`` (arbitrary
-precision): loss, gradient, Hessian, third-derivative tensor and the exact
-step of any delay pattern (:meth:`QuarticPolynomial.scheme_step_mp`), which the
-tests use below the float64 round-off floor.  All randomness comes from
-``numpy.random.default_rng(seed)``.
+with ``A`` SPD (eigenvalues in ``[0.1, 1]``), ``|s_r| <= 1``, unit ``v_r``, ``||w_r|| <= 1`` (so the
+quartic part is convex and ``L`` is bounded below). The polynomial can also be evaluated exactly in
+``mpmath`` (arbitrary precision): loss, gradient, Hessian, third-derivative tensor and the exact
+step of any delay pattern (:meth:`QuarticPolynomial.scheme_step_mp`), which the tests use below the
+float64 round-off floor. All randomness comes from ``numpy.random.default_rng(seed)``.
 """
 
 from __future__ import annotations
@@ -42,13 +40,12 @@ class QuarticPolynomial:
         a: ``(d,)``;  A: ``(d, d)`` symmetric;  s: ``(R,)``;  V: ``(R, d)``;  W: ``(R4, d)``.
         x0: ``(d,)`` starting point ``theta^0``.
 
-    Derivatives at ``x``: ``g = a + A x + 1/2 sum s_r (v_r.x)^2 v_r + 1/6 sum (w_r.x)^3 w_r``,
-    ``H = A + sum s_r (v_r.x) v_r v_r^T + 1/2 sum (w_r.x)^2 w_r w_r^T``,
-    ``T = sum s_r v_r^{(x)3} + sum (w_r.x) w_r^{(x)3}``.
+    Derivatives at ``x``: ``g = a + A x + 1/2 sum s_r (v_r.x)^2 v_r + 1/6 sum (w_r.x)^3 w_r``, ``H =
+    A + sum s_r (v_r.x) v_r v_r^T + 1/2 sum (w_r.x)^2 w_r w_r^T``, ``T = sum s_r v_r^{(x)3} + sum
+    (w_r.x) w_r^{(x)3}``.
 
-    An optional cubic *tilt* ``sigma/6 (u.(x - x0))^3`` (:meth:`tilted`) leaves
-    the gradient and Hessian at ``x0`` unchanged and adds ``sigma u^{(x)3}`` to
-    the third-derivative tensor there.
+    An optional cubic *tilt* ``sigma/6 (u.(x - x0))^3`` (:meth:`tilted`) leaves the gradient and
+    Hessian at ``x0`` unchanged and adds ``sigma u^{(x)3}`` to the third-derivative tensor there.
     """
 
     block_dims: tuple
@@ -274,10 +271,9 @@ def _unit_rows(rng, n: int, d: int) -> np.ndarray:
 def quartic_polynomial(seed: int, block_dims: Sequence[int]) -> QuarticPolynomial:
     """A random quartic with bounded coefficients (module docstring).
 
-    ``A = Q diag(lam) Q^T`` with ``lam ~ U[0.1, 1]`` (SPD by construction),
-    ``a`` and ``x0`` Gaussian with norms about 1 and 1/2, ``R = d`` cubic
-    terms with ``s_r ~ U[-1, 1]`` and unit ``v_r``, ``R = d`` quartic terms with
-    ``w_r`` of norm ``U[0.3, 1]``.
+    ``A = Q diag(lam) Q^T`` with ``lam ~ U[0.1, 1]`` (SPD by construction), ``a`` and ``x0``
+    Gaussian with norms about 1 and 1/2, ``R = d`` cubic terms with ``s_r ~ U[-1, 1]`` and unit
+    ``v_r``, ``R = d`` quartic terms with ``w_r`` of norm ``U[0.3, 1]``.
     """
     dims = tuple(int(n) for n in block_dims)
     if len(dims) < 1 or min(dims) < 1:

@@ -18,8 +18,8 @@ __all__ = ["tilt_task"]
 def tilt_task(task: Task, sigma: float, u: dict) -> Task:
     """``L(theta) + sigma/6 (u.(theta - theta^0))^3`` with ``theta^0 = task.params``.
 
-    The tilt vanishes to second order at ``theta^0``: gradient and Hessian
-    there are unchanged, the third-derivative tensor gains ``sigma u^{(x)3}``.
+    The tilt vanishes to second order at ``theta^0``: gradient and Hessian there are unchanged, the
+    third-derivative tensor gains ``sigma u^{(x)3}``.
     """
     base = task.loss
     p0 = {k: v.detach().clone() for k, v in task.params.items()}

@@ -69,9 +69,8 @@ def quartic_ridge_loss(A: torch.Tensor, b: torch.Tensor, W: torch.Tensor, gamma:
 def mlp_forward(p: Mapping, x: torch.Tensor, layers: Sequence[tuple[str, str]],
                 activation: Callable = torch.tanh) -> torch.Tensor:
     """The output of a multilayer perceptron: ``h_0 = x`` (``n x d_0``), ``h_l = h_{l-1} W_l^T +
-    b_l``
-    with ``activation`` applied to every layer but the last; ``layers`` names ``(W_l, b_l)`` in
-    order (``W_l``: ``d_l x d_{l-1}``)."""
+    b_l`` with ``activation`` applied to every layer but the last; ``layers`` names ``(W_l, b_l)``
+    in order (``W_l``: ``d_l x d_{l-1}``)."""
     h = x
     for i, (w, b) in enumerate(layers):
         h = h @ p[w].T + p[b]

@@ -187,8 +187,7 @@ def relu_net(seed: int = 0) -> Task:
 def attention(seed: int = 0) -> Task:
     """One attention head, ``softmax(X Wq (X Wk)^T / sqrt(3)) X Wv`` over ``T = 5`` tokens of width
     4, fitted to a random target by ``1/(2n) sum ||. - Y||_F^2`` over ``n = 6`` sequences; ``Wq, Wk,
-    Wv`` (4x3) start
-    ``N(0, 1/4)``; blocks ``Wq``, ``Wk``, ``Wv``."""
+    Wv`` (4x3) start ``N(0, 1/4)``; blocks ``Wq``, ``Wk``, ``Wv``."""
     rng = np.random.default_rng(int(seed))
     X = _t(rng.standard_normal((6, 5, 4)))
     Y = _t(rng.standard_normal((6, 5, 3)))
@@ -211,8 +210,8 @@ def attention(seed: int = 0) -> Task:
 
 def ill_quadratic(seed: int = 0) -> Task:
     """``1/2 x^T A x - b^T x`` in 12 variables (three blocks of 4), ``A = Q diag(lambda) Q^T`` with
-    ``Q`` a
-    random rotation and ``lambda`` log-spaced from ``1e-3`` to ``1`` (condition number 1000)."""
+    ``Q`` a random rotation and ``lambda`` log-spaced from ``1e-3`` to ``1`` (condition number
+    1000)."""
     rng = np.random.default_rng(int(seed))
     Q, _ = np.linalg.qr(rng.standard_normal((12, 12)))
     A = _t(Q @ np.diag(np.logspace(-3, 0, 12)) @ Q.T)

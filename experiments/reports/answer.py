@@ -1,10 +1,10 @@
 """The answer of one run, as ``crosscurv run`` prints it at the end.
 
 From a run's records (``k, loss_jc, loss_s, gap, gap_err``...): the two final losses ``L_JC^K`` and
-``L_S^K``, which is lower and by how much (``gap = L_S^K - L_JC^K``; within ``gap_err`` neither:
-the measurement does not decide), the iterations where the measured winner changed (undecided
-iterations skipped, :func:`crosscurv.experiments.studies.optimizers.report.switch_points`), and
-for a diverged run the last finite state.
+``L_S^K``, which is lower and by how much (``gap = L_S^K - L_JC^K``; within ``gap_err`` neither: the
+measurement does not decide), the iterations where the measured winner changed (undecided iterations
+skipped, :func:`crosscurv.experiments.studies.optimizers.report.switch_points`), and for a diverged
+run the last finite state.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def final_answer(columns: Mapping[str, Sequence[float]]) -> dict:
 
 
 def _segments(timeline: str, k0: int = 1) -> str:
-    """``JC at k = 1..6, S at 7..40`` from a ``J``/``G``/``.`` timeline (undecided iterations
-    joined to the decided stretch around them)."""
+    """``JC at k = 1..6, S at 7..40`` from a ``J``/``G``/``.`` timeline (undecided iterations joined
+    to the decided stretch around them)."""
     out, start, last = [], None, None
     for k, w in enumerate(timeline, start=k0):
         if w not in "JG":
@@ -67,9 +67,8 @@ def _segments(timeline: str, k0: int = 1) -> str:
 
 
 def answer_lines(columns: Mapping[str, Sequence[float]], s_label: str) -> list[str]:
-    """The lines ``crosscurv run`` prints for a finished run: which scheme is lower at ``K`` and
-    by how much, and where the winner changed (``s_label`` names the scheme ``S``, e.g.
-    ``gs:V,U``)."""
+    """The lines ``crosscurv run`` prints for a finished run: which scheme is lower at ``K`` and by
+    how much, and where the winner changed (``s_label`` names the scheme ``S``, e.g. ``gs:V,U``)."""
     a = final_answer(columns)
     K, jc, s, gap = a["K"], a["loss_jc"], a["loss_s"], a["gap"]
     head = f"at K = {K}: L_JC = {number(jc, LOSS)}, L_S = {number(s, LOSS)} (S = {s_label}): "

@@ -23,12 +23,10 @@ from typing import Callable
 __all__ = ["build_report", "STUDIES", "STUDY_THREADS"]
 
 STUDIES = ("mlp", "fl", "lora")
-# : Intra-op threads of the report's studies.  Float32 reductions are summed in an order that
-# depends on the
-# : thread count; with one thread it is fixed, so the records are the same on every machine of the
-# same kind
-# : whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make studies`` use one
-# too).
+# : Intra-op threads of the report's studies. Float32 reductions are summed in an order that depends
+# on the : thread count; with one thread it is fixed, so the records are the same on every machine
+# of the same kind : whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make
+# studies`` use one too).
 STUDY_THREADS = 1
 
 
@@ -333,8 +331,8 @@ def _studies_report_stage(out: Path, timings: dict, failures: list):
 
 
 def _write_table1(out: Path, runs: list, studies_result, table_md: str, comparison: str) -> None:
-    """``out/table1.md``: the findings on Table 1, the provenance, seed 0 of each study, the
-    paper's numbers beside ours, then every seed."""
+    """``out/table1.md``: the findings on Table 1, the provenance, seed 0 of each study, the paper's
+    numbers beside ours, then every seed."""
     from crosscurv.experiments.reports.headline import findings
     from crosscurv.experiments.reports.one_step_along_jc import replay_drift
 

@@ -14,7 +14,7 @@ reference).
 Only the columns both records have are compared: records written before ``sharpness`` and
 ``gap_err`` existed (eight columns) have neither, and their ``gap`` is the difference of the two
 losses in the run's dtype, compared with the tolerance that difference carries
-(:mod:`crosscurv.numeric.record_comparison`).  The recomputed ``theta^0`` is checked against the
+(:mod:`crosscurv.numeric.record_comparison`). The recomputed ``theta^0`` is checked against the
 summary's ``theta0_sha256`` first (and the frozen weights' ``task_info["frozen_sha256"]`` where a
 task has them): a different start is reported as a disagreement at ``k = 0``, named as "made with
 another initializer" when the folder records another ``task_info["init"]`` (or none: folders from
@@ -134,8 +134,8 @@ class RunCheck:
 class CheckResult:
     """The outcome of :func:`check_runs`: one :class:`RunCheck` per folder checked, in order.
 
-    Checking stops at the first disagreement, so ``runs`` may be shorter than
-    ``run_dirs`` (the folders that were to be checked).
+    Checking stops at the first disagreement, so ``runs`` may be shorter than ``run_dirs`` (the
+    folders that were to be checked).
     """
 
     runs: list
@@ -217,9 +217,9 @@ def _summary(run_dir: str):
 def run_threads(run_dir: str, summary: dict) -> tuple[int, str]:
     """Intra-op threads of the run and where the number comes from.
 
-    The summary's ``settings.threads`` (or top-level ``threads``) when it records
-    one; for a sweep run (``OUT/runs/NAME``) the sweep's ``OUT/sweep.json``
-    ``threads``; otherwise 1 (``"not recorded"``).
+    The summary's ``settings.threads`` (or top-level ``threads``) when it records one; for a sweep
+    run (``OUT/runs/NAME``) the sweep's ``OUT/sweep.json`` ``threads``; otherwise 1 (``"not
+    recorded"``).
     """
     import json
 
@@ -295,8 +295,7 @@ def _jsonish(v):
 
 def _pattern(task, settings: dict, spec: str, run_dir: str):
     """The run's pattern from its spelling ``spec`` (its description's), checked against the
-    recorded
-    pairs."""
+    recorded pairs."""
     from crosscurv.theory.patterns import as_pattern
 
     recorded = settings.get("pattern")
@@ -362,7 +361,7 @@ def _start_differs(task, settings: dict) -> str | None:
     """Why the rebuilt start is not the recorded one (``None`` when it is).
 
     The start is the initial parameters (``theta0_sha256``) and, for tasks with frozen weights,
-    their digest (``task_info["frozen_sha256"]``).  A record folder made with another initializer
+    their digest (``task_info["frozen_sha256"]``). A record folder made with another initializer
     (``task_info["init"]`` absent or different: folders from before the inputs were drawn the same
     on every CPU) is named as such, not as a changed task.
     """

@@ -96,7 +96,7 @@ def sharpness_slack(twin_parting, columns, parted: int | None = None) -> dict | 
     The power iteration's vector carries the whole trajectory: once the trajectories part (a ReLU
     kink crossed on one and not the other) the two vectors, and the column with them, follow
     different histories, whose difference is a draw that a few perturbed runs sample but do not
-    bound.  A wrong power iteration shows before that, from ``k = 1``.  A kink crossed while the
+    bound. A wrong power iteration shows before that, from ``k = 1``. A kink crossed while the
     losses still agree is not covered (docs/reproducibility.md)."""
     if "sharpness" not in columns:
         return None
@@ -117,11 +117,11 @@ def perturbed_twin(task, rerun, seed: int = TWIN_SEED) -> dict | None:
     """The run ``rerun`` (a :class:`crosscurv.experiments.runs.RunDescription`) recomputed from
     ``theta^0 (1 + eps r)``, ``eps`` the dtype's machine epsilon and ``r = +-1`` a sign per entry
     drawn from ``seed`` (:func:`_perturbed` by one ulp, either way): a run that differs from the
-    recomputation only at rounding.  Every entry moves, either way: where a ReLU input sits within
+    recomputation only at rounding. Every entry moves, either way: where a ReLU input sits within
     rounding of zero at some ``k``, such runs land on both sides of it, as runs on other CPUs do
     (half an ulp moves only the entries drawn ``-1``, towards zero, and on the LoRA run under MKL's
     AVX2 path none of four such runs crossed the kink the committed run sits on the other side of,
-    while two of four one-ulp runs did).  Its records ``{column: values}``, or ``None`` when it
+    while two of four one-ulp runs did). Its records ``{column: values}``, or ``None`` when it
     diverged before ``k = rerun.iters``."""
     import dataclasses
 
@@ -141,7 +141,7 @@ def perturbed_twin(task, rerun, seed: int = TWIN_SEED) -> dict | None:
 
 def _perturbed(params, gen, ulps: float = 0.5) -> dict:
     """``theta (1 + u r)``: ``u = ulps * eps`` (``eps`` the dtype's machine epsilon), ``r = +-1`` a
-    sign per entry drawn from ``gen``.  With the default half an ulp (the unit roundoff) ``1 + u``
+    sign per entry drawn from ``gen``. With the default half an ulp (the unit roundoff) ``1 + u``
     rounds to ``1``: only the entries drawn ``-1`` move, towards zero; ``ulps = 1`` moves every
     entry, either way."""
     import torch

@@ -76,8 +76,7 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
     reach = np.abs(stacked[np.isfinite(stacked)])
     if np.isfinite(bound).any():
         # drawn up to 1e3 times the gaps' reach: beyond it the shading is off the axis anyway (and
-        # huge
-        # finite values overflow matplotlib's transforms)
+        # huge finite values overflow matplotlib's transforms)
         cap = 1e3 * float(reach.max()) if reach.size and reach.max() > 0 else np.inf
         shown = np.minimum(bound, cap)
         ax.fill_between(k, -shown, shown, color="#cccccc", alpha=0.35, lw=0,
@@ -183,9 +182,9 @@ def winner_timeline(
 
 
 def run_figure(records: Mapping[str, np.ndarray], path, title: str, s_label: str = "S") -> Path:
-    """One run on one page: ``L_JC^k`` and ``L_S^k`` (top), the measured gap ``L_S^k - L_JC^k``
-    with the recursive, cumulative and JC-only estimates and their error bars ``*_err`` as bands
-    (middle, symlog), and the winner of the measured gap and of each estimate per ``k`` (bottom).
+    """One run on one page: ``L_JC^k`` and ``L_S^k`` (top), the measured gap ``L_S^k - L_JC^k`` with
+    the recursive, cumulative and JC-only estimates and their error bars ``*_err`` as bands (middle,
+    symlog), and the winner of the measured gap and of each estimate per ``k`` (bottom).
 
     Args:
         records: columns ``k, loss_jc, loss_s, gap`` and those of the estimates (``*_err``,

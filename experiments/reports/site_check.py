@@ -4,7 +4,7 @@ Serves ``site/`` on ``127.0.0.1``, screenshots the Results page (``OUT/results.p
 its tables and images through a same-origin probe page (``OUT/results_dom.json``). Passes when the
 article holds Table 1 beside the paper (columns ``Correct`` and ``paper``, a row of the recursive
 estimate) and at least :data:`MIN_IMAGES` images, all loaded. Exit codes: 0 passed, 1 failed (one
-line each), 2 no site or no Chromium.  ::
+line each), 2 no site or no Chromium. ::
 
     python -m crosscurv.experiments.reports.site_check --site site --out build/docs-check
 """
@@ -110,8 +110,8 @@ def check_site(site: str = "site", page: str = "results/", out: str = "build/doc
     """Serve the built ``site``, screenshot ``page`` into ``out`` and record its DOM
     (``out/results_dom.json``) with headless Chromium (each call at most ``timeout`` seconds).
 
-    Returns ``(failures, summary)``: what :func:`check_dom` and the screenshot found wrong (one
-    line each; empty when the page passes) and, when it passes, the line that says what it shows.
+    Returns ``(failures, summary)``: what :func:`check_dom` and the screenshot found wrong (one line
+    each; empty when the page passes) and, when it passes, the line that says what it shows.
 
     Raises:
         crosscurv.theory.errors.InputError: ``page`` is not a built page of ``site``, or no

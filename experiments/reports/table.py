@@ -1,12 +1,12 @@
 """Table 1 of the paper, redone from run directories.
 
-Per run directory and estimate column (cumulative, recursive and, beyond the paper,
-``jc_only``): the Section 5.1 metrics (``Correct_K``, ``JC hits``, ``GS hits``, ``MAE``,
-``Max. AE``) and the undecided iterations (``|gap| <= gap_err``; :mod:`crosscurv.numeric.metrics`),
-then ``Coverage`` and ``Precision`` of the certified winners (:mod:`crosscurv.numeric.certificate`)
-and ``Calibrated`` (``|estimate - gap| <= err``; ``n/a`` for older records). The best value per
-metric within a task is marked (bold in markdown, ``*`` in plain text), ties included. Baseline
-rows (:data:`BASELINE_ROWS`): ``majority`` (the best constant predictor) and ``one_step``
+Per run directory and estimate column (cumulative, recursive and, beyond the paper, ``jc_only``):
+the Section 5.1 metrics (``Correct_K``, ``JC hits``, ``GS hits``, ``MAE``, ``Max. AE``) and the
+undecided iterations (``|gap| <= gap_err``; :mod:`crosscurv.numeric.metrics`), then ``Coverage`` and
+``Precision`` of the certified winners (:mod:`crosscurv.numeric.certificate`) and ``Calibrated``
+(``|estimate - gap| <= err``; ``n/a`` for older records). The best value per metric within a task is
+marked (bold in markdown, ``*`` in plain text), ties included. Baseline rows
+(:data:`BASELINE_ROWS`): ``majority`` (the best constant predictor) and ``one_step``
 (:mod:`crosscurv.experiments.reports.one_step_along_jc`). :data:`PAPER_TABLE1`: the paper's numbers.
 """
 

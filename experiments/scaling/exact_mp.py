@@ -23,9 +23,8 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
     """:func:`one_step_study` for a quartic polynomial, in ``mpmath`` at ``dps`` digits.
 
     Steps, losses, ``C_S`` and ``c3`` are computed at ``dps`` digits from the polynomial's float64
-    coefficients, so ``eta0`` can lie far below the float64 floor; floor
-    ``2^(8 - prec) (|L_S| + |L_JC|)``. Exact values: ``info["errors_mp"]``, ``info["C_S_mp"]``,
-    ``info["c3_mp"]`` (strings).
+    coefficients, so ``eta0`` can lie far below the float64 floor; floor ``2^(8 - prec) (|L_S| +
+    |L_JC|)``. Exact values: ``info["errors_mp"]``, ``info["C_S_mp"]``, ``info["c3_mp"]`` (strings).
     """
     import mpmath
 
@@ -69,8 +68,8 @@ def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int,
     """The controlled protocol for a quartic polynomial, exactly, in ``mpmath`` (a reference).
 
     An independent implementation of the records of :func:`crosscurv.numeric.protocol.run_protocol`
-    (paper, Section 4.2; docs/design.md) with dense ``mpmath`` Hessians: for
-    ``k = 1..iters``, ``gap = L(theta_S^k) - L(theta_JC^k)``,
+    (paper, Section 4.2; docs/design.md) with dense ``mpmath`` Hessians: for ``k = 1..iters``, ``gap
+    = L(theta_S^k) - L(theta_JC^k)``,
 
     * ``recursive^k = g_JC^k . [(I - eta H_JC^{k-1}) Delta^{k-1} + eta^2 M_S^{k-1} g_S^{k-1}]
       + 1/2 Delta^{k-1} . H_JC^{k-1} Delta^{k-1}`` (Theorem 2, measured ``Delta``);

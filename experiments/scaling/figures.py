@@ -1,11 +1,9 @@
 """Log-log figures of the error-scaling study (matplotlib PNG).
 
-One figure per quantity (``one_step``, ``recursion``, ``cumulative`` with
-``jc_only``, ``cumulative_vs_K``, ``order_invariance``): ``|error|`` against
-``eta`` (or ``K``) for every problem, filled markers for the points kept,
-hollow ones for the points dropped below the round-off floor, and a dotted
-reference line of the expected slope through each problem's smallest kept
-point.
+One figure per quantity (``one_step``, ``recursion``, ``cumulative`` with ``jc_only``,
+``cumulative_vs_K``, ``order_invariance``): ``|error|`` against ``eta`` (or ``K``) for every
+problem, filled markers for the points kept, hollow ones for the points dropped below the round-off
+floor, and a dotted reference line of the expected slope through each problem's smallest kept point.
 """
 
 from __future__ import annotations

@@ -203,8 +203,7 @@ _OPT_TITLES = {
 
 def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[str]:
     """The section of the optimizer studies (:mod:`.optimizers`): summary of fitted orders, then
-    every
-    table."""
+    every table."""
     if not results:
         return []
     from .optimizers import FIXED_K

@@ -40,7 +40,7 @@ def relu_piece(problem: Problem) -> Problem:
     ``theta^0``.
 
     Same parameters, blocks, data and curvature scale (its derivatives at ``theta^0`` are the
-    network's: module docstring); ``task.name`` ``"mnist_mlp_piece"``.  The labels are read again
+    network's: module docstring); ``task.name`` ``"mnist_mlp_piece"``. The labels are read again
     with :func:`crosscurv.experiments.tasks.data.load_mnist` (the problem keeps only its inputs),
     and checked to give the network's loss at ``theta^0`` to rounding.
     """

@@ -7,9 +7,8 @@
 * :func:`order_invariance_study`: ``L_GS(order 1) - L_GS(order 2)``, ``O(eta^3)`` with
   coefficient ``c3(order 1) - c3(order 2)`` (Corollary 1); expected 3.
 
-Loss differences: :func:`.loss_gap.loss_gap`; floors
-``FLOOR_ULPS * eps * (|gap| + ||theta (*) g||)`` (``sqrt(K)`` on the second term where the
-trajectories' rounding accumulates).
+Loss differences: :func:`.loss_gap.loss_gap`; floors ``FLOOR_ULPS * eps * (|gap| + ||theta (*)
+g||)`` (``sqrt(K)`` on the second term where the trajectories' rounding accumulates).
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ from .study import N_POINTS, Study, eta_grid, make_study, roundoff_floor
 def predicted_coefficients(problem: Problem, pattern: DelayPattern, params=None) -> dict:
     """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` (default ``theta^0``).
 
-    Small problems (at most :data:`crosscurv.experiments.problems.DENSE_SCALE_MAX`
-    parameters): :func:`crosscurv.theory.one_step.gap_coefficients` on dense float64
-    ``g, H, T``.  Larger ones: the same closed form evaluated matrix-free
+    Small problems (at most :data:`crosscurv.experiments.problems.DENSE_SCALE_MAX` parameters):
+    :func:`crosscurv.theory.one_step.gap_coefficients` on dense float64 ``g, H, T``. Larger ones:
+    the same closed form evaluated matrix-free
     (:func:`crosscurv.numeric.one_step.one_step_coefficients`: HVPs and nested ``jvp``).
     """
     task = problem.task
@@ -160,8 +159,8 @@ def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequ
                            | None = None) -> Study:
     """``L_GS(order1) - L_GS(order2)`` after one step from ``theta^0`` (module docstring).
 
-    ``info`` holds both ``C_S`` values and ``C_cross / 2`` (Corollary 1: all
-    equal); the predicted ``eta^3`` coefficient is ``c3(order1) - c3(order2)``.
+    ``info`` holds both ``C_S`` values and ``C_cross / 2`` (Corollary 1: all equal); the predicted
+    ``eta^3`` coefficient is ``c3(order1) - c3(order2)``.
     """
     from crosscurv.numeric.curvature import cross_curvature_table
 

@@ -1,12 +1,10 @@
 """The result type of an error-scaling study: errors on a step-size grid and their observed order.
 
-Every study evaluates an error on the step-size grid ``eta_k = eta0 * 2^-k``
-(``k = 0..n-1``, ``n = 6`` by default, :func:`eta_grid`), drops the points
-whose error lies at or below the round-off floor (:func:`roundoff_floor`; they
-are listed, never used), and reports the pairwise rates
+Every study evaluates an error on the step-size grid ``eta_k = eta0 * 2^-k`` (``k = 0..n-1``, ``n =
+6`` by default, :func:`eta_grid`), drops the points whose error lies at or below the round-off floor
+(:func:`roundoff_floor`; they are listed, never used), and reports the pairwise rates
 ``log2(e(eta_k) / e(eta_{k+1}))`` and the least-squares order
-(:func:`crosscurv.numeric.orders.observe_order`) in a :class:`Study`
-(:func:`make_study`).
+(:func:`crosscurv.numeric.orders.observe_order`) in a :class:`Study` (:func:`make_study`).
 """
 
 from __future__ import annotations
@@ -32,9 +30,8 @@ TOLERANCE = 0.15
 
 
 # : The outcome of a study whose order is undefined: fewer than two grid points lie above the
-# round-off floor
-# : (and, on a ReLU network, below its kink radius), so no order can be fitted.  A finding, neither
-# a pass
+# round-off floor : (and, on a ReLU network, below its kink radius), so no order can be fitted. A
+# finding, neither a pass
 #: nor a failure (``crosscurv scaling`` exits 3 when it is the only one).
 NO_WINDOW = "no point in the asymptotic window"
 
@@ -120,8 +117,8 @@ class Study:
     def extrapolated(self) -> float | None:
         """Richardson estimate of the leading coefficient from the two smallest kept points.
 
-        ``q(x) = error / x^p = c + c' x + ...``; ``2 q(x/2) - q(x)`` removes the
-        ``c' x`` term (the grid halves ``x``).  ``None`` with fewer than 2 points.
+        ``q(x) = error / x^p = c + c' x + ...``; ``2 q(x/2) - q(x)`` removes the ``c' x`` term (the
+        grid halves ``x``). ``None`` with fewer than 2 points.
         """
         e, r = self.order.etas, self.order.errors
         if len(e) < 2 or abs(e[-2] / e[-1] - 2.0) > 1e-12:
@@ -136,8 +133,7 @@ class Study:
 
     def within(self, tolerance: float | None = None) -> bool:
         """``|fitted - expected| <= tolerance`` (default :data:`TOLERANCE`; ``False`` when the order
-        is
-        undefined)."""
+        is undefined)."""
         tolerance = TOLERANCE if tolerance is None else tolerance
         p = self.fitted
         return math.isfinite(p) and abs(p - self.expected) <= tolerance

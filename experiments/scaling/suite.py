@@ -66,8 +66,7 @@ class ProblemResult:
 
     def undetermined(self) -> list[str]:
         """Official quantities with no fitted order: :data:`NO_WINDOW` (fewer than two points above
-        the
-        floor)."""
+        the floor)."""
         return [q for q in OFFICIAL if self.studies[q].outcome() == NO_WINDOW]
 
 

@@ -6,7 +6,7 @@ each of its learning rates and seeds (:func:`crosscurv.experiments.studies.zoo_r
 resumable), then writes ``reports/certificates.md``: per problem and learning rate, for the
 certificate of :mod:`crosscurv.numeric.certificate` and for the ones it replaces, precision
 (certified iterations whose certified scheme ties the measured best), coverage (certified share of
-the decided iterations) and the advised scheme's regret (:mod:`crosscurv.numeric.regret`).  The
+the decided iterations) and the advised scheme's regret (:mod:`crosscurv.numeric.regret`). The
 safety factor is chosen on the zoo's tuning half and reported on the held-out half.
 """
 

@@ -142,8 +142,8 @@ def _at_factor_one(runs) -> dict:
 
 
 def cause_lines(runs, factor) -> list:
-    """Per problem: advise's coverage inside the regime, why the rest goes uncertified, the
-    embedded error's calibration there and the coverage without any safety margin."""
+    """Per problem: advise's coverage inside the regime, why the rest goes uncertified, the embedded
+    error's calibration there and the coverage without any safety margin."""
     from crosscurv.experiments.studies.certificates_report import CAUSES
 
     cells, one = advice_cells(runs, factor), _at_factor_one(runs)
@@ -268,9 +268,9 @@ def gs_orders_as_one_set(predictions, next_orders, inside, gs_orders=(), factor=
 
 
 def _advise_factor(runs, certify) -> tuple:
-    """The smallest factor of :data:`crosscurv.experiments.studies.certificates_report.FACTORS`
-    with advise's precision at the target on every tuning problem (tuning half only), and the
-    cells at it."""
+    """The smallest factor of :data:`crosscurv.experiments.studies.certificates_report.FACTORS` with
+    advise's precision at the target on every tuning problem (tuning half only), and the cells at
+    it."""
     from crosscurv.experiments.studies.certificates_report import FACTORS, TARGET
 
     tune = [r for r in runs if r["half"] == "tune"]
@@ -324,8 +324,8 @@ def alternative_lines(runs) -> list:
 
 
 def write_report(runs, path: str, command: str) -> str:
-    """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines),
-    then how it was measured and the details; returns its text."""
+    """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines), then
+    how it was measured and the details; returns its text."""
     from crosscurv.experiments.studies.certificates_report import (_factor_lines, _intro_lines,
                                                                    _pool, _problem_lines,
                                                                    _window_lines, _wrong_lines)

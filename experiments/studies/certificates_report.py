@@ -18,7 +18,7 @@ Counts (:mod:`crosscurv.numeric.regret`): an advice iteration is *decided* when 
 orders some candidate below the measured best; it is *right* when the advised scheme ties the
 measured best within the measurement's error (or both are full GS orders the certificate could not
 tell apart); a record is decided when ``|gap| > gap_err``
-(:func:`crosscurv.numeric.metrics.certified_metrics`).  Precision: right among the certified;
+(:func:`crosscurv.numeric.metrics.certified_metrics`). Precision: right among the certified;
 coverage: certified among the decided; regret: :func:`crosscurv.numeric.regret.regret`.
 
 The safety factor is chosen on the tuning half only (:func:`choose_factor`): the smallest of
@@ -277,8 +277,8 @@ def _precisions(runs, factor) -> dict:
 
 def choose_factor(runs) -> tuple[float, list]:
     """The smallest factor of :data:`FACTORS` with precision >= :data:`TARGET` on every tuning
-    problem (advise and each record estimate), from the tuning half only; ``(factor, [(factor,
-    worst precision, coverages)])``."""
+    problem (advise and each record estimate), from the tuning half only; ``(factor, [(factor, worst
+    precision, coverages)])``."""
     tune = [r for r in runs if r["half"] == "tune"]
     table, chosen = [], None
     for f in FACTORS:
@@ -331,8 +331,8 @@ def choose_window(runs) -> tuple[int, list]:
 
 
 def _window_lines(runs) -> list:
-    """The look-back section: its choice on the tuning half, and every problem's records under
-    the previous rule (look-back 3, nothing withdrawn) against the code's."""
+    """The look-back section: its choice on the tuning half, and every problem's records under the
+    previous rule (look-back 3, nothing withdrawn) against the code's."""
     from crosscurv.numeric.certificate import RECORD_WINDOW
 
     window, table = choose_window(runs)

@@ -202,10 +202,9 @@ def _identity(r: StudyRun) -> tuple:
 
 def read_sweeps(paths) -> SweepRuns:
     """Several sweep folders pooled as one (a study split over folders, e.g. seed 0 at K = 500 in
-    one
-    and seeds 1-4 at K = 100 in another).  A run that appears in several folders (same task, preset,
-    learning rate, pattern, dtype and seed) is taken once, the one with the most records.  ``parts``
-    holds each folder's own :class:`SweepRuns`; ``path`` is the first folder's.
+    one and seeds 1-4 at K = 100 in another). A run that appears in several folders (same task,
+    preset, learning rate, pattern, dtype and seed) is taken once, the one with the most records.
+    ``parts`` holds each folder's own :class:`SweepRuns`; ``path`` is the first folder's.
 
     Raises:
         DataError: as :func:`read_sweep`, for any of the folders; or no folder given.

@@ -1,7 +1,7 @@
 """Where Table 1 can fail: settings inside the regime at which both schemes win a real share of
 iterations.
 
-A study tests the estimates only where the winner is in doubt.  For each run of the sweep folders
+A study tests the estimates only where the winner is in doubt. For each run of the sweep folders
 given, from its records (:mod:`crosscurv.experiments.studies.regime`):
 
 * the shares of decided iterations where JC and where the scheme S has the lower loss;
@@ -43,10 +43,10 @@ def _switch_ks(columns) -> list[int]:
 def contest_rows(sweeps) -> list[dict]:
     """One dict per run of the :class:`~crosscurv.experiments.studies.collect.SweepRuns` given
     (module docstring): ``sweep, task, pattern, lr, seed, K, jc, gs`` (shares of the decided
-    iterations; ``pattern`` the delay pattern S of the run, e.g. ``gs``),
-    ``switches`` (their ``k``), ``top`` (largest ``eta * sharpness``), ``cross`` (first ``k`` at 2
-    or ``None``), ``jc_lo``, ``gs_lo`` (the shares at :data:`TARGET_K` bounded below), ``contested``
-    (``"yes"``, ``"so far"`` or ``"no"``), ``seconds`` (the run's wall time)."""
+    iterations; ``pattern`` the delay pattern S of the run, e.g. ``gs``), ``switches`` (their
+    ``k``), ``top`` (largest ``eta * sharpness``), ``cross`` (first ``k`` at 2 or ``None``),
+    ``jc_lo``, ``gs_lo`` (the shares at :data:`TARGET_K` bounded below), ``contested`` (``"yes"``,
+    ``"so far"`` or ``"no"``), ``seconds`` (the run's wall time)."""
     from crosscurv.experiments.studies.regime import _observed, regime_indicators
 
     out = []

@@ -1,4 +1,4 @@
-"""Does the winner change for LoRA on pretrained base weights?  A small grid at short K.
+"""Does the winner change for LoRA on pretrained base weights? A small grid at short K.
 
 The paper's LoRA reversal (GS, then JC at K = 133-207, then GS) happens on a pretrained T5; on our
 random-weight T5 the regime grid finds no change of winner.  This report puts, side by side, the
@@ -29,9 +29,9 @@ TASK = "crosscurv.experiments.tasks.lora_pretrained:lora_pretrained"
 
 
 def short_task(task: str, pattern: str = "gs") -> str:
-    """``lora (pretrained T5)`` for :data:`TASK`, ``lora (random T5)`` for ``lora``; a delay
-    pattern S other than the task's ``gs`` (B, then A) is named in the parentheses, e.g. ``lora
-    (pretrained T5, S = gs:A,B)``."""
+    """``lora (pretrained T5)`` for :data:`TASK`, ``lora (random T5)`` for ``lora``; a delay pattern
+    S other than the task's ``gs`` (B, then A) is named in the parentheses, e.g. ``lora (pretrained
+    T5, S = gs:A,B)``."""
     name = {TASK: "lora (pretrained T5)", "lora": "lora (random T5)"}.get(task, task)
     if pattern == "gs":
         return name
@@ -39,8 +39,8 @@ def short_task(task: str, pattern: str = "gs") -> str:
 
 
 def findings(rows: list[dict]) -> list[str]:
-    """Per base model and delay pattern: the rates explored, the runs with a change of winner
-    inside the regime, and the contested ones."""
+    """Per base model and delay pattern: the rates explored, the runs with a change of winner inside
+    the regime, and the contested ones."""
     from crosscurv.experiments.studies.contest import _pct
 
     def label(r: dict) -> str:

@@ -143,8 +143,8 @@ def unfinished(sweeps) -> list[str]:
 
 
 def _short_name(name: str) -> str:
-    """A run folder's name with the pretrained LoRA factory's module path cut to
-    ``lora-pretrained`` (the findings line stays short)."""
+    """A run folder's name with the pretrained LoRA factory's module path cut to ``lora-pretrained``
+    (the findings line stays short)."""
     from crosscurv.experiments.studies.contest_lora import TASK
 
     prefix = TASK.replace(":", "_")
@@ -159,8 +159,8 @@ def _jc_iterations(r: dict) -> int:
 
 
 def paper_line() -> str:
-    """The paper's three runs by the same rule: JC's share and what the majority winner scores,
-    from :data:`crosscurv.experiments.reports.table.PAPER_TABLE1`."""
+    """The paper's three runs by the same rule: JC's share and what the majority winner scores, from
+    :data:`crosscurv.experiments.reports.table.PAPER_TABLE1`."""
     from crosscurv.experiments.reports.table import PAPER_TABLE1, TASK_LABELS
 
     parts = []

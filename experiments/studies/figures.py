@@ -53,8 +53,7 @@ def agreement_codes(codes: np.ndarray) -> np.ndarray:
 
 def _estimate_hits(runs, est: str, K: int) -> np.ndarray:
     """Fraction of the decided seeds at each ``k`` whose estimate names the observed winner (NaN:
-    none
-    decided)."""
+    none decided)."""
     num = np.zeros(K)
     den = np.zeros(K)
     for r in runs:
@@ -185,8 +184,7 @@ def regime_curvature_figure(points: Sequence, path) -> Path | None:
 
 def regime_crossing_figure(points: Sequence, path) -> Path | None:
     """``Correct_K`` and ``MAE`` against the first ``k`` with ``eta * sharpness >= 2`` ("never" at
-    the
-    right)."""
+    the right)."""
     from matplotlib.ticker import MaxNLocator
 
     tasks = _by_task(points)
@@ -264,11 +262,10 @@ def pooled_certified_bins(runs: Sequence, estimate: str, edges: Sequence[float] 
 
 def certified_regime_figure(studies: dict, path) -> Path | None:
     """Where certified predictions hold: precision (top) and coverage (bottom) of the defect
-    interval's
-    certified winners (:func:`pooled_certified_bins`) against ``eta * sharpness_k``, one column per
-    estimate, one line per task and study (``studies``: ``{label: runs}``), every study's seeds
-    pooled per bin (:func:`pooled_certified_bins`); the edge of stability dashed, the precision goal
-    99% dotted.  ``None`` when no run holds certificates."""
+    interval's certified winners (:func:`pooled_certified_bins`) against ``eta * sharpness_k``, one
+    column per estimate, one line per task and study (``studies``: ``{label: runs}``), every study's
+    seeds pooled per bin (:func:`pooled_certified_bins`); the edge of stability dashed, the
+    precision goal 99% dotted. ``None`` when no run holds certificates."""
     ests = list(ESTIMATES)
     lines = []
     for label, runs in studies.items():

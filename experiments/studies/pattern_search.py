@@ -204,9 +204,9 @@ def _tally(rows: list[dict]) -> dict:
 
 
 def findings(rows: list[dict]) -> list[str]:
-    """The report's opening, at most five lines: per group, how often the named pattern was the
-    best measured, its regret small and its certificate right; the rank correlation of predicted
-    and measured gaps; the problems whose JC run diverged."""
+    """The report's opening, at most five lines: per group, how often the named pattern was the best
+    measured, its regret small and its certificate right; the rank correlation of predicted and
+    measured gaps; the problems whose JC run diverged."""
     tally = _tally(rows)
     out = ["Found:"]
     for g, t in tally.items():
@@ -231,9 +231,9 @@ def findings(rows: list[dict]) -> list[str]:
 
 
 def _scale_note(rows: list[dict]) -> str:
-    """For the sampled group: how many times the predictions the measured gaps of the named
-    patterns are, and at how many budgets the margin to the runner-up is within the errors
-    (``rankable`` false: advise says it cannot rank them); ``""`` when no row tells."""
+    """For the sampled group: how many times the predictions the measured gaps of the named patterns
+    are, and at how many budgets the margin to the runner-up is within the errors (``rankable``
+    false: advise says it cannot rank them); ``""`` when no row tells."""
     cls = [c for r in rows if r["status"] == "complete" and not r["exhaustive"]
            for c in r["classes"]]
     ratio = [c["measured"] / c["predicted"] for c in cls

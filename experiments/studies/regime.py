@@ -141,11 +141,10 @@ def regime_point(srun, source: str, estimates: Sequence[str] = ESTIMATE_ROWS) ->
 def regime_points(regime_sweeps: Sequence, seeds_sweep=None) -> list[RegimePoint]:
     """Every run of the regime sweeps, plus each task's seeds-sweep runs cut to the regime's K.
 
-    The learning rate a regime grid leaves out because the seeds study runs it
-    (the preset's own) enters as the first ``K`` records of the seeds runs of
-    the same task and preset whose seeds the regime grid uses (``K``: the
-    regime runs' planned iterations).  Points are sorted by task, learning
-    rate and seed.
+    The learning rate a regime grid leaves out because the seeds study runs it (the preset's own)
+    enters as the first ``K`` records of the seeds runs of the same task and preset whose seeds the
+    regime grid uses (``K``: the regime runs' planned iterations). Points are sorted by task,
+    learning rate and seed.
     """
     points = []
     plan: dict = {}  # task -> (K, seeds, lrs, preset)
@@ -184,8 +183,7 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
 
     The learning rates where every seed, some seeds (``n_ok/n``) or none reach 95% (``x2``: a run
     there crosses ``eta * sharpness = 2``), then the largest ``eta * sharpness`` of a run at 95% and
-    the runs
-    beyond it (none at 95%, by construction).  The per-run values are in the regime table.
+    the runs beyond it (none at 95%, by construction). The per-run values are in the regime table.
     """
     pts = [p for p in points if estimate in p.metrics and not math.isnan(p.max_eta_sharpness)]
     if not pts:
@@ -230,8 +228,7 @@ def regime_sentence(points: Sequence[RegimePoint], estimate: str) -> str:
 
 def small_step_note(points: Sequence[RegimePoint]) -> str:
     """Whether the winner still changes in the runs well inside the regime (``eta * sharpness <
-    0.5``
-    throughout)."""
+    0.5`` throughout)."""
     inside = [p for p in points if p.max_eta_sharpness == p.max_eta_sharpness
         and p.max_eta_sharpness < INSIDE]
     if not inside:
@@ -265,8 +262,7 @@ def _spread(vals, fmt) -> str:
 def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] = ESTIMATE_ROWS,
                         fmt: str = "github") -> str:
     """One row per task and learning rate: seeds, regime indicators, and per estimate ``Correct``
-    and
-    ``MAE`` as mean [min, max] over the seeds."""
+    and ``MAE`` as mean [min, max] over the seeds."""
     from tabulate import tabulate
 
     groups: dict = {}
@@ -331,9 +327,9 @@ def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: flo
     """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a
     ``K``-iteration run at ``lr`` is predicted to reach from a reference run at ``lr_ref``.
 
-    The reference's ``lambda_max`` is read as a function of the gradient-flow time ``t = eta k``
-    up to ``K lr``, only before its own first ``lr_ref * lambda_max >= 2`` (past the edge
-    sharpness self-stabilises near ``2 / lr_ref``).
+    The reference's ``lambda_max`` is read as a function of the gradient-flow time ``t = eta k`` up
+    to ``K lr``, only before its own first ``lr_ref * lambda_max >= 2`` (past the edge sharpness
+    self-stabilises near ``2 / lr_ref``).
 
     Raises:
         ValueError: the reference does not cover ``K * lr`` below the edge, or has no finite
@@ -358,8 +354,8 @@ def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, gri
                          margin: float = MARGIN, more: Sequence[tuple] = ()) -> tuple[float | None,
                          dict]:
     """The largest ``lr`` of ``grid`` whose :func:`predicted_max_eta_lambda` over ``K`` iterations
-    is at most ``margin * EDGE``, from the reference at ``lr_ref`` or any of ``more``
-    ``(lambda_max, lr_ref)``; a rate no reference covers is not chosen (the presets' rule).
+    is at most ``margin * EDGE``, from the reference at ``lr_ref`` or any of ``more`` ``(lambda_max,
+    lr_ref)``; a rate no reference covers is not chosen (the presets' rule).
 
     Returns:
         ``(lr or None, {lr: prediction})``, each covered rate's smallest prediction.

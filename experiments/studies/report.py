@@ -175,9 +175,9 @@ def _stale_certificate_lines(runs: Sequence) -> list[str]:
 def _seeds_lines(seeds_sw, regime_sw, out: Path, result: StudiesResult, found_rows: dict,
                  found_cert: list) -> list[str]:
     """The sections of the seeds study: where certified predictions hold (figure), Table 1 over
-    seeds
-    inside the regime and at the edge, their certified winners, crossings and winner timelines;
-    fills ``result`` (seeds table, rows, coverage, figures), ``found_rows`` and ``found_cert``."""
+    seeds inside the regime and at the edge, their certified winners, crossings and winner
+    timelines; fills ``result`` (seeds table, rows, coverage, figures), ``found_rows`` and
+    ``found_cert``."""
     from crosscurv.experiments.studies import figures as figs
     from crosscurv.experiments.studies.collect import SweepRuns
     from crosscurv.experiments.studies.regime import regime_point, render_crossing_table
@@ -334,8 +334,7 @@ def _regime_lines(regime_sw, seeds_sw, out: Path, result: StudiesResult) -> tupl
 def _threads_lines(threads_sw, seeds_sw, out: Path, result: StudiesResult) -> tuple[list[str],
         list]:
     """The thread comparison: each thread-count sweep matched with the seeds study; returns the
-    lines
-    and the matched pairs."""
+    lines and the matched pairs."""
     from crosscurv.experiments.studies.threads import match_runs, render_comparison
 
     pairs: list = []
@@ -398,8 +397,7 @@ def _by_task(rows, estimate: str) -> str:
 
 def _findings(rows: dict, cert: list, points: list, pairs: list) -> list[str]:
     """At most five lines: Table 1 over seeds inside the regime and at the edge, the regime map, the
-    certified
-    winners and the thread comparison, each computed from what the sections below show."""
+    certified winners and the thread comparison, each computed from what the sections below show."""
     out = []
     inside = rows.get("default") or []
     if inside:

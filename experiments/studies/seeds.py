@@ -89,10 +89,10 @@ def _per_run(run, estimates) -> dict:
 def seed_rows(runs, estimates: Sequence[str] = ESTIMATE_ROWS) -> list[dict]:
     """One row per setting group and estimate.
 
-    Each row: ``task, preset, lr, pattern, K`` (records per run: the smallest
-    of the group), ``seeds`` (sorted), ``statuses`` (``{status: count}``) and,
-    for each key of :data:`SCALARS`, a :class:`Spread` over the seeds; the
-    per-seed values are under ``per_seed`` (``{seed: {key: value}}``).
+    Each row: ``task, preset, lr, pattern, K`` (records per run: the smallest of the group),
+    ``seeds`` (sorted), ``statuses`` (``{status: count}``) and, for each key of :data:`SCALARS`, a
+    :class:`Spread` over the seeds; the per-seed values are under ``per_seed`` (``{seed: {key:
+    value}}``).
     """
     rows = []
     for (task, preset, lr, pattern, _dtype), members in seed_groups(runs).items():
@@ -210,8 +210,7 @@ def _seed_list(seeds) -> str:
 
 def describe_coverage(sweep) -> str:
     """One sentence: per task, the runs and seeds the table covers, at which K, which runs were cut
-    to
-    it, and what was left out (unfinished)."""
+    to it, and what was left out (unfinished)."""
     parts = []
     for task in sweep.tasks():
         rs = [r for r in sweep.runs if r.task == task]
@@ -233,8 +232,7 @@ def describe_coverage(sweep) -> str:
 
 def is_edge_run(run) -> bool:
     """Whether a seeds-study run belongs to the edge-of-stability study: the ``edge`` preset, or
-    (runs
-    made before that preset had its name) a built-in task's ``default`` sizes at the ``edge``
+    (runs made before that preset had its name) a built-in task's ``default`` sizes at the ``edge``
     learning rate."""
     from crosscurv.experiments.tasks import TASKS, preset_settings
 
@@ -358,8 +356,7 @@ def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
 
 def summarize_certified(rows: Sequence[dict]) -> list[dict]:
     """Per task and estimate, pooled over the runs: counts summed, ``before`` (defect, before the
-    first
-    crossing), ``all`` (defect, every iteration) and ``bound`` (every iteration) as Coverage /
+    first crossing), ``all`` (defect, every iteration) and ``bound`` (every iteration) as Coverage /
     Precision, and the mean defect calibration."""
     groups: dict = {}
     for r in rows:

@@ -1,10 +1,10 @@
 """How far two runs of the same study with different thread counts agree before they part.
 
-Float32 reductions depend on the intra-op thread count, so runs with 1 and 2 threads differ in
-the last digits, and past the edge of stability the differences grow. :func:`compare_runs` gives,
-over the common records, the first ``k`` where any column differs (bit for bit) and where the
-observed winner differs, the winner counts of each, and per estimate ``Correct`` and ``MAE`` with
-``|MAE_b - MAE_a| / MAE_a``.
+Float32 reductions depend on the intra-op thread count, so runs with 1 and 2 threads differ in the
+last digits, and past the edge of stability the differences grow. :func:`compare_runs` gives, over
+the common records, the first ``k`` where any column differs (bit for bit) and where the observed
+winner differs, the winner counts of each, and per estimate ``Correct`` and ``MAE`` with ``|MAE_b -
+MAE_a| / MAE_a``.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _key(r) -> tuple:
 def match_runs(reference: Sequence, others: Sequence) -> list[tuple]:
     """Pairs ``(reference run, other run)`` of equal settings (task, preset, eta, seed, pattern,
     dtype), in the order of ``others``; ``K`` may differ (they are compared over their common
-    records).  A pair with the same thread count is a control: the same computation repeated, which
+    records). A pair with the same thread count is a control: the same computation repeated, which
     must agree bit for bit."""
     by_key = {}
     for r in reference:
@@ -121,8 +121,7 @@ def match_runs(reference: Sequence, others: Sequence) -> list[tuple]:
 def render_comparison(pairs: Sequence[tuple], estimates: Sequence[str] = ESTIMATE_ROWS,
         fmt: str = "github") -> str:
     """One row per pair: threads, common K, first differing record and winner, counts, per-estimate
-    MAE
-    change."""
+    MAE change."""
     from tabulate import tabulate
 
     body = []

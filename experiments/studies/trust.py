@@ -2,9 +2,9 @@
 
 Per built-in task and learning rate, one run (:func:`crosscurv.experiments.runs.run`, seed 0, one
 thread) in ``OUT/runs/TASK_lrLR`` (existing runs are read, not rerun); from its records:
-``Calibrated`` (``|estimate - gap| <= err``), ``Coverage`` / ``Precision`` of the certified
-winners (:func:`crosscurv.numeric.metrics.certified_metrics`) overall, before and after the first
-``eta * max(lambda_max, sharpness) >= 2``, and the regime. Writes ``OUT/trust.md`` and
+``Calibrated`` (``|estimate - gap| <= err``), ``Coverage`` / ``Precision`` of the certified winners
+(:func:`crosscurv.numeric.metrics.certified_metrics`) overall, before and after the first ``eta *
+max(lambda_max, sharpness) >= 2``, and the regime. Writes ``OUT/trust.md`` and
 ``OUT/trust_regime.png`` (:func:`regime_figure`)::
 
     python -m crosscurv.experiments.studies.trust --out reports/trust --tasks mlp,fl --iters 100
@@ -67,8 +67,7 @@ def binned(columns, lr: float, estimate: str, edges) -> list[dict]:
     ``edges`` ascending.
 
     Returns one dict per bin: ``lo, hi`` and :func:`crosscurv.numeric.metrics.certified_metrics` of
-    its iterations
-    (``None`` for an empty bin).
+    its iterations (``None`` for an empty bin).
     """
     import numpy as np
 

@@ -114,8 +114,8 @@ def _pct(x) -> str:
 def group_over_seeds(rows: Sequence[dict]) -> list[dict]:
     """Rows of equal settings except the seed, summarised: ``n`` seeds, mean/min/max of each metric.
 
-    Only runs with status ``complete`` count; a group's ``failed`` says how
-    many of its runs did not complete.
+    Only runs with status ``complete`` count; a group's ``failed`` says how many of its runs did not
+    complete.
     """
     groups: "OrderedDict[tuple, list]" = OrderedDict()
     for r in rows:
@@ -221,8 +221,8 @@ def _stale_lines(rows: Sequence[dict]) -> list[str]:
 
 
 def _preset_lines(rows: Sequence[dict], folder: str | None) -> list[str]:
-    """A line when runs that took their preset's learning rate (``sweep.json``'s grid has no
-    ``lr``) ran at another rate than the preset has now: written before the presets changed."""
+    """A line when runs that took their preset's learning rate (``sweep.json``'s grid has no ``lr``)
+    ran at another rate than the preset has now: written before the presets changed."""
     import json
 
     from crosscurv.experiments.tasks import PRESETS, preset_settings
@@ -258,9 +258,9 @@ def _preset_lines(rows: Sequence[dict], folder: str | None) -> list[str]:
 
 
 def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | None = None) -> str:
-    """``sweep.md``: what the sweep found, a per-run table and, for settings run over several
-    seeds, mean [min, max] tables (``folder``: the sweep folder, for the diverged runs' last
-    finite state and the command that renders the file again)."""
+    """``sweep.md``: what the sweep found, a per-run table and, for settings run over several seeds,
+    mean [min, max] tables (``folder``: the sweep folder, for the diverged runs' last finite state
+    and the command that renders the file again)."""
     from tabulate import tabulate
 
     lines = [f"# {title}", "", *findings(rows, folder), ""]

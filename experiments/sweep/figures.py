@@ -1,11 +1,10 @@
 """Figure of a sweep: agreement (``Correct_K``) against the learning rate, per estimate.
 
-One panel per task/preset/pattern/K; x: learning rate (log axis), y:
-``Correct_K`` in percent; one colour per estimate (recursive, cumulative,
-jc_only), a dot per seed and a line through the seed means.  Only complete
-runs are drawn (a diverged run's summary holds no metrics: its records run
-into the divergence); learning rates where a run did not complete are marked with a
-grey cross on the axis.
+One panel per task/preset/pattern/K; x: learning rate (log axis), y: ``Correct_K`` in percent; one
+colour per estimate (recursive, cumulative, jc_only), a dot per seed and a line through the seed
+means. Only complete runs are drawn (a diverged run's summary holds no metrics: its records run into
+the divergence); learning rates where a run did not complete are marked with a grey cross on the
+axis.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Expansion of a :class:`~crosscurv.experiments.sweep.spec.SweepSpec` into runs.
 
-Each grid point is one ``crosscurv run`` with its own folder
-``OUT/runs/<name>/``.  Names are readable and stable (a rerun of the same
-grid finds the same folders): the task, then every setting that was given,
-e.g. ``mlp-smoke-lr0.05-seed1-gs``; a point whose readable name collides with
+Each grid point is one ``crosscurv run`` with its own folder ``OUT/runs/<name>/``. Names are
+readable and stable (a rerun of the same grid finds the same folders): the task, then every setting
+that was given, e.g. ``mlp-smoke-lr0.05-seed1-gs``; a point whose readable name collides with
 another's (two patterns that slug alike) gets a short hash of its settings.
 """
 
@@ -25,8 +24,7 @@ __all__ = ["RunPoint", "expand", "run_name"]
 class RunPoint:
     """One grid point: the settings of one ``crosscurv run``.
 
-    ``None`` means "the run's own default" (preset, learning rate, pattern,
-    iterations, dtype).
+    ``None`` means "the run's own default" (preset, learning rate, pattern, iterations, dtype).
     """
 
     task: str

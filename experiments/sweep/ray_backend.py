@@ -53,8 +53,7 @@ def check_address(address: str, timeout: float = 5.0) -> None:
 
 def connect(num_cpus: int, address: str | None = None) -> RayStart:
     """Use the Ray instance of this process, join ``address``, or start a local one with
-    ``num_cpus``
-    CPUs."""
+    ``num_cpus`` CPUs."""
     if address:
         check_address(address)
     import ray
@@ -66,15 +65,13 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
               configure_logging=True)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     # a local instance's workers run the sweep's runs at the driver's priority (Ray's default
-    # niceness 15
-    # starves them beside any other busy process on the machine); read by the raylet this call
-    # starts
+    # niceness 15 starves them beside any other busy process on the machine); read by the raylet
+    # this call starts
     os.environ.setdefault("RAY_worker_niceness", "0")
     try:
         if address:
             # workers import crosscurv as this driver does: where the cluster shares this file
-            # system,
-            # from the same folder; elsewhere crosscurv must be installed on every node
+            # system, from the same folder; elsewhere crosscurv must be installed on every node
             code_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             path = os.pathsep.join(p for p in (code_root, os.environ.get("PYTHONPATH", "")) if p)
             ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)

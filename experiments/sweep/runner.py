@@ -1,6 +1,5 @@
 """``run_sweep``: every grid point as a run (:func:`crosscurv.experiments.runs.run`) on Ray, then
-the
-aggregate.
+the aggregate.
 
 Layout of ``OUT``::
 
@@ -188,8 +187,8 @@ def _check_options(spec, out, workers, threads, resume) -> tuple:
 
 
 def _plan(points, runs_dir: str) -> tuple[dict, list]:
-    """``(rows, todo)``: the rows of the runs reused or in conflict, by name, and the
-    ``(point, action)`` of the runs to start or resume (a run to restart cleared first)."""
+    """``(rows, todo)``: the rows of the runs reused or in conflict, by name, and the ``(point,
+    action)`` of the runs to start or resume (a run to restart cleared first)."""
     rows: dict[str, dict] = {}
     todo: list[tuple[RunPoint, str]] = []
     for p in points:
@@ -209,9 +208,9 @@ def _plan(points, runs_dir: str) -> tuple[dict, list]:
 
 
 def _execute(todo, rows, ordered, bar, info, out, runs_dir, workers, threads, address) -> tuple:
-    """The runs of ``todo`` as Ray tasks, each finished run's row into ``rows`` and ``sweep.csv``
-    at once; ``(ray_start_s, runs_s)``.  On an interrupt the unfinished runs get rows and
-    ``sweep.csv`` is written before it propagates; a Ray instance started here is stopped."""
+    """The runs of ``todo`` as Ray tasks, each finished run's row into ``rows`` and ``sweep.csv`` at
+    once; ``(ray_start_s, runs_s)``. On an interrupt the unfinished runs get rows and ``sweep.csv``
+    is written before it propagates; a Ray instance started here is stopped."""
     ray_start_s, runs_s, started = 0.0, 0.0, False
     try:
         from crosscurv.experiments.sweep import ray_backend

@@ -1,9 +1,9 @@
 """The grid of a sweep: which ``crosscurv run`` settings to combine.
 
-A :class:`SweepSpec` holds one list per axis (tasks, presets, learning rates, seeds, patterns;
-an axis left out holds one ``None``, the run's default) and the scalars every run shares
-(``iters``, ``dtype``), from flags (:func:`spec_from_args`) or a TOML file
-(:func:`spec_from_toml`; flags replace the same axis)::
+A :class:`SweepSpec` holds one list per axis (tasks, presets, learning rates, seeds, patterns; an
+axis left out holds one ``None``, the run's default) and the scalars every run shares (``iters``,
+``dtype``), from flags (:func:`spec_from_args`) or a TOML file (:func:`spec_from_toml`; flags
+replace the same axis)::
 
     task = ["mlp", "fl"]          # built-in names, module:factory or file.py:factory
     lr = [0.01, 0.02, 0.05]       # omitted: each preset's learning rate

@@ -1,9 +1,9 @@
 """What a sweep does with a run folder it finds: start, resume, reuse, or refuse.
 
-No folder or nothing final: start; a final summary (``complete`` or ``diverged``) with the
-requested settings: reuse; a checkpoint and no final status: resume (``crosscurv run --resume``);
-records without checkpoint or final status: clear them (:func:`clear_for_restart`) and start; a
-final summary with other settings: refuse (a failed run, the folder left as it is).
+No folder or nothing final: start; a final summary (``complete`` or ``diverged``) with the requested
+settings: reuse; a checkpoint and no final status: resume (``crosscurv run --resume``); records
+without checkpoint or final status: clear them (:func:`clear_for_restart`) and start; a final
+summary with other settings: refuse (a failed run, the folder left as it is).
 """
 
 from __future__ import annotations

@@ -209,35 +209,24 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 # Cost of the protocol per iteration: 2 gradient steps (JC: 1 gradient, GS: N block gradients) + ~(N
 # + 4)
 # HVPs; K = 500 on one thread costs minutes (mlp) to about half an hour (fl) per run on the shared
-# 2-core CPU
-# (reports/studies.md, "What the runs cost").
-# Learning rates. ``default``: the rule of
-# crosscurv.experiments.studies.regime.regime_learning_rate, the
-# largest rate of LR_GRID (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002) whose largest
-# eta * lambda_max over K = 500, predicted from a reference run's converged lambda_max at the same
-# gradient-flow
-# time eta * k, and only from the part of the reference below its own edge, is at most 1 (a factor 2
-# below the
-# edge of stability). References: the edge run (reports/sweeps/edge-seed0), for lora also its run at
-# 0.01
+# 2-core CPU (reports/studies.md, "What the runs cost"). Learning rates. ``default``: the rule of
+# crosscurv.experiments.studies.regime.regime_learning_rate, the largest rate of LR_GRID (0.05,
+# 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002) whose largest eta * lambda_max over K = 500,
+# predicted from a reference run's converged lambda_max at the same gradient-flow time eta * k, and
+# only from the part of the reference below its own edge, is at most 1 (a factor 2 below the edge of
+# stability). References: the edge run (reports/sweeps/edge-seed0), for lora also its run at 0.01
 # (reports/sweeps/reference-lora), whose sharpness passes 160 where the edge run's stays near 78:
-# mlp 0.007 (prediction 0.45; 0.01 -> 1.80)    fl 0.007 (0.10; 0.01 not covered: the edge run
-# crosses at t = 4)
-# lora 0.003 (0.56; 0.005 not covered: the run at 0.01 reaches eta * lambda_max = 2.17 at k = 220, t
-# = 2.2)
-# LoRA's observed winner does not change below the edge: at 0.01 it first changes at k = 225, after
-# the crossing,
-# so a rate below it, which follows the same flow to t = 500 eta < 2.25, is not expected to see a
-# change in K = 500.
-# tests/experiments/tasks/test_presets_regime.py checks the rule and eta * lambda_max(theta^0) <= 1;
-# the K = 500
-# runs over seeds (reports/studies.md) are the confirmation.
-# ``edge``: the rates first probed for a GS-JC winner that changes early (mlp 0.01, fl 0.05, lora
-# 0.03);
-# they drive FL and LoRA past eta * lambda_max = 2 within k = 10-80 and FL seed 0 diverges at k =
-# 431
-# (reports/sweeps/edge-*): the edge-of-stability study.
-# Paper presets reuse the edge learning rates; they were not probed at the paper's sizes.
+# mlp 0.007 (prediction 0.45; 0.01 -> 1.80) fl 0.007 (0.10; 0.01 not covered: the edge run crosses
+# at t = 4) lora 0.003 (0.56; 0.005 not covered: the run at 0.01 reaches eta * lambda_max = 2.17 at
+# k = 220, t = 2.2) LoRA's observed winner does not change below the edge: at 0.01 it first changes
+# at k = 225, after the crossing, so a rate below it, which follows the same flow to t = 500 eta <
+# 2.25, is not expected to see a change in K = 500. tests/experiments/tasks/test_presets_regime.py
+# checks the rule and eta * lambda_max(theta^0) <= 1; the K = 500 runs over seeds
+# (reports/studies.md) are the confirmation. ``edge``: the rates first probed for a GS-JC winner
+# that changes early (mlp 0.01, fl 0.05, lora 0.03); they drive FL and LoRA past eta * lambda_max =
+# 2 within k = 10-80 and FL seed 0 diverges at k = 431 (reports/sweeps/edge-*): the
+# edge-of-stability study. Paper presets reuse the edge learning rates; they were not probed at the
+# paper's sizes.
 _MLP_PRESETS = {
     "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05,
     "iters": 5},

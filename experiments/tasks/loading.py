@@ -1,11 +1,11 @@
 """Resolve the ``TASK`` argument of ``crosscurv run`` to a :class:`crosscurv.numeric.Task`.
 
 ``TASK`` is a built-in task name (:mod:`crosscurv.experiments.tasks`), ``module:factory`` (the
-current directory searched first) or ``path/to/file.py:factory`` (its folder first on
-``sys.path`` while it loads and runs). A factory is called with the keyword arguments it declares
-among ``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path`` (settings left
-``None`` are not passed to a parameter with a default) and returns a Task or
-``(task, settings)``. Every failure is a one-line :class:`crosscurv.numeric.TaskError`.
+current directory searched first) or ``path/to/file.py:factory`` (its folder first on ``sys.path``
+while it loads and runs). A factory is called with the keyword arguments it declares among
+``device``, ``dtype``, ``seed``, ``preset``, ``data_path``, ``model_path`` (settings left ``None``
+are not passed to a parameter with a default) and returns a Task or ``(task, settings)``. Every
+failure is a one-line :class:`crosscurv.numeric.TaskError`.
 """
 
 from __future__ import annotations
@@ -72,8 +72,7 @@ def search_folder(spec: str) -> str | None:
 
 def _import_file(path: str):
     """Import a Python file; its folder is first on ``sys.path`` while it loads, so it can import
-    its
-    neighbours."""
+    its neighbours."""
     if not os.path.isfile(path):
         raise TaskError(f"task file {path!r} does not exist")
     name = "crosscurv_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
@@ -125,7 +124,7 @@ def call_factory(factory, spec: str, offered: dict):
     """Call ``factory`` with the keyword arguments of ``offered`` it declares (one-line errors).
 
     A ``None`` in ``offered`` (a setting the user left open) is passed only to a parameter declared
-    without a default; otherwise the factory's own default stands.  The folder of ``spec``
+    without a default; otherwise the factory's own default stands. The folder of ``spec``
     (:func:`search_folder`) is first on ``sys.path`` while the factory runs."""
     try:
         sig = inspect.signature(factory)

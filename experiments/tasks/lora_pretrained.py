@@ -1,7 +1,7 @@
 """LoRA on non-random T5 weights: a small T5 pretrained on the bundled corpus, then LoRA on
 sentiment.
 
-The paper's LoRA reversal happens on a pretrained T5.  This module gives the ``lora`` task base
+The paper's LoRA reversal happens on a pretrained T5. This module gives the ``lora`` task base
 weights that are not random by a committed recipe (:data:`RECIPE`), run once and cached:
 
 * Model: :class:`~crosscurv.experiments.tasks.models.t5lora.T5Size` ``(64, 16, 4, 256, 2)`` with the
@@ -156,8 +156,8 @@ def pretrain(folder: str | os.PathLike, recipe: dict | None = None) -> dict:
 
 
 def ensure_pretrained(recipe: dict | None = None) -> Path:
-    """The cached folder of ``recipe``'s weights (default :data:`RECIPE`), pretraining them first
-    if absent (minutes)."""
+    """The cached folder of ``recipe``'s weights (default :data:`RECIPE`), pretraining them first if
+    absent (minutes)."""
     recipe = RECIPE if recipe is None else recipe
     folder = cache_folder(recipe)
     if (folder / "recipe.json").is_file():
@@ -180,8 +180,8 @@ def ensure_pretrained(recipe: dict | None = None) -> Path:
 def lora_pretrained(device="cpu", dtype=None, seed: int = 0, preset: str = "default"):
     """``crosscurv run`` factory: the built-in ``lora`` task at ``preset`` on the pretrained T5.
 
-    Returns ``(task, settings)`` as :func:`crosscurv.experiments.tasks.builtin.build_task` does,
-    the settings naming the pretrained folder and its recipe digest.
+    Returns ``(task, settings)`` as :func:`crosscurv.experiments.tasks.builtin.build_task` does, the
+    settings naming the pretrained folder and its recipe digest.
     """
     from crosscurv.experiments.tasks.builtin import build_task
 

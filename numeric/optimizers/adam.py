@@ -142,8 +142,7 @@ BOUND_SCALES_FORCING = False
 
 def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
     """``{"a_m": d phi/d m', "a_v": d phi/d v', "g": g_JC}`` at the JC run's moments (trees keyed
-    like
-    the parameters); ``a_v`` is 0 where ``r = 0``."""
+    like the parameters); ``a_v`` is 0 where ``r = 0``."""
     import torch
 
     b1, b2 = spec.betas

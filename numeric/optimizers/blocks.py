@@ -17,8 +17,8 @@ __all__ = ["parse_block_lr", "block_factors", "param_lrs", "OptimizerSetup", "op
 
 
 def parse_block_lr(text: str | Mapping | None, block_names: Sequence[str]) -> dict:
-    """``NAME=FACTOR,...`` as ``{block name: factor}`` (``NAME`` a block name or 1-based
-    index, ``FACTOR`` finite ``> 0``; empty text: none).  Raises :class:`OptimizerError`.
+    """``NAME=FACTOR,...`` as ``{block name: factor}`` (``NAME`` a block name or 1-based index,
+    ``FACTOR`` finite ``> 0``; empty text: none). Raises :class:`OptimizerError`.
     """
     names = [str(b) for b in block_names]
     if text is None:

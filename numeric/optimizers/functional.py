@@ -79,8 +79,7 @@ class FunctionalOptimizer:
 
     def _gradient(self, params: Mapping, grads: Mapping) -> dict:
         """``g' = Pi_tau(g) + wd theta`` (``torch.optim``'s ``g.add(theta, alpha=wd)``) for the
-        names
-        in ``grads``."""
+        names in ``grads``."""
         out = {}
         for k, g in grads.items():
             g = clip_tensor(g, self.clip)

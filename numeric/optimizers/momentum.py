@@ -1,6 +1,6 @@
 """``momentum:BETA``: heavy ball, ``torch.optim.SGD(momentum=BETA)`` (dampening 0, no Nesterov).
 
-``buf = g`` at the first step, then ``buf = BETA buf + g``; ``theta - eta_i buf``.  ``phi(g, s) =
+``buf = g`` at the first step, then ``buf = BETA buf + g``; ``theta - eta_i buf``. ``phi(g, s) =
 BETA buf + g`` (``g`` without a buffer), so ``J_phi = I``.
 """
 
@@ -99,7 +99,6 @@ def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max
 
 def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
     """The largest curvature ``lambda`` at which heavy ball is stable on ``lambda/2 x^2``: the roots
-    of
-    ``r^2 - (1 + beta - eta f lambda) r + beta`` lie inside the unit circle while ``0 < eta f lambda
-    < 2 (1 + beta)``, so ``lambda < 2 (1 + beta) / (eta f_max)``."""
+    of ``r^2 - (1 + beta - eta f lambda) r + beta`` lie inside the unit circle while ``0 < eta f
+    lambda < 2 (1 + beta)``, so ``lambda < 2 (1 + beta) / (eta f_max)``."""
     return 2.0 * (1.0 + spec.beta) / (lr * f_max)

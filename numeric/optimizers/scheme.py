@@ -26,8 +26,7 @@ def optimizer_update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, 
                      state: OptimizerState, new_state: OptimizerState, lrs: Mapping) -> dict:
     """``{key: new value}`` (new tensors) for the parameters ``keys`` moved from ``params`` with
     ``grads`` by ``torch.optim`` arithmetic; ``state`` is read only, ``new_state`` (whose ``step``
-    is
-    already ``state.step + 1``) receives the updated buffers; ``lrs``: ``{name: lr_i}``.
+    is already ``state.step + 1``) receives the updated buffers; ``lrs``: ``{name: lr_i}``.
     """
     return spec.rule.update(spec, keys, params, grads, state, new_state, lrs)
 
@@ -37,8 +36,8 @@ def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec
                           state: OptimizerState | None = None, factors: Sequence[float]
                           | None = None,
                           grad_at_params: Mapping | None = None):
-    """One exact step of scheme ``S`` with a block-separable optimizer:
-    ``(theta^{k+1}, new_state, g_tilde)``, ``g_tilde`` the fresh gradient each block used.
+    """One exact step of scheme ``S`` with a block-separable optimizer: ``(theta^{k+1}, new_state,
+    g_tilde)``, ``g_tilde`` the fresh gradient each block used.
 
     ``state``: the run's state at ``theta^k`` (default the initial one); ``factors``: per-block
     step-size factors (default 1); ``grad_at_params`` as in

@@ -77,8 +77,7 @@ def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z:
 def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
         L: float) -> float:
     """``a_K`` of ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` from ``a_0 = 0`` (the paper's
-    ``b_k``
-    when ``F = I``)."""
+    ``b_k`` when ``F = I``)."""
     a = 0.0
     c = 1.0 + lr * f_max * L
     for n in norms:
@@ -89,7 +88,6 @@ def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max
 
 def edge_curvature(spec: OptimizerSpec, lr: float, f_max: float) -> float:
     """The largest curvature ``lambda`` at which the step is stable on ``lambda/2 x^2``: ``|1 - eta
-    f
-    lambda| < 1`` for every factor ``f <= f_max`` holds while ``lambda < 2 / (eta f_max)`` (the edge
-    of stability)."""
+    f lambda| < 1`` for every factor ``f <= f_max`` holds while ``lambda < 2 / (eta f_max)`` (the
+    edge of stability)."""
     return 2.0 / (lr * f_max)

@@ -12,9 +12,9 @@ __all__ = ["OptimizerState"]
 
 @dataclass
 class OptimizerState:
-    """One run's optimizer state: ``step`` (steps taken) and ``buffers``
-    (``{"momentum_buffer": {param: Tensor}}`` or ``{"exp_avg": ..., "exp_avg_sq": ...}``; a missing
-    entry is torch's initial state).
+    """One run's optimizer state: ``step`` (steps taken) and ``buffers`` (``{"momentum_buffer":
+    {param: Tensor}}`` or ``{"exp_avg": ..., "exp_avg_sq": ...}``; a missing entry is torch's
+    initial state).
     """
 
     step: int = 0

@@ -1,6 +1,6 @@
 """The trajectory runner: one loop over the iterations of a run, with one checkpoint, resume,
-extension, settings comparison and records file for every kind of run (``crosscurv run``'s
-protocol, ``crosscurv advise``).
+extension, settings comparison and records file for every kind of run (``crosscurv run``'s protocol,
+``crosscurv advise``).
 
 * :mod:`.settings`: the options shared by the runs (:class:`RunOptions`), the settings a run
   records and their comparison on resume (:class:`SettingsChangedError`);

@@ -6,10 +6,10 @@ A checkpoint holds what the next iteration needs and the run's settings::
      "vectors": {name: {param: tensor} | None}, **state}
 
 where ``k`` records are final and ``start`` is the next iteration to compute; ``state`` is what the
-run's body keeps beside its vectors (scalar states, ``elapsed_s``).  It is written atomically
+run's body keeps beside its vectors (scalar states, ``elapsed_s``). It is written atomically
 (:func:`crosscurv.numeric.records.atomic_torch_save`) at ``k = 0``, on a cadence (:class:`Cadence`)
 and always before the last iteration, so that a complete run can be *extended*: its last checkpoint
-is then marked ``done`` (:meth:`RunFolder.mark_done`).  Without ``resume`` a folder that already
+is then marked ``done`` (:meth:`RunFolder.mark_done`). Without ``resume`` a folder that already
 holds a run is refused (partial output is never overwritten).
 """
 

@@ -3,7 +3,7 @@ advance.
 
 The protocol's iteration body (:func:`crosscurv.numeric.protocol.run_protocol`) is the same for
 every rule: at ``theta_JC^k`` the loss, ``g_JC^k``, the recursive estimate and the products ``H_JC^k
-[p, z, y, Delta]``; at ``theta_S^k`` the loss, ``g_S^k``, the measured gap and the record.  What
+[p, z, y, Delta]``; at ``theta_S^k`` the loss, ``g_S^k``, the measured gap and the record. What
 differs between the paper's plain steps (:class:`crosscurv.numeric.update_rules.plain.PlainRule`)
 and a block-separable optimizer (:class:`crosscurv.numeric.update_rules.optimizer.OptimizerRule`) is
 what each hook below does with them.
@@ -48,14 +48,12 @@ class UpdateRule:
 
     def s_forcing(self, ctx, k: int, at_s, gs: Mapping) -> dict:
         """The forcing of the carried states at ``theta_S^k``: ``M_S`` (``at_s.masked``) applied to
-        the
-        ``S`` run's step direction (``g_S^k = gs``); changes no state."""
+        the ``S`` run's step direction (``g_S^k = gs``); changes no state."""
         raise NotImplementedError
 
     def s_step(self, ctx, k: int, theta_s: Mapping, gs: Mapping, force: dict, meas: dict) -> None:
         """Step the ``S`` run from ``theta_s`` (``g_S^k = gs``, ``force`` from :meth:`s_forcing`)
-        and
-        park ``theta_S^{k+1}`` as ``"theta_s"``; what the record of ``k`` or :meth:`carry` needs
+        and park ``theta_S^{k+1}`` as ``"theta_s"``; what the record of ``k`` or :meth:`carry` needs
         goes into ``meas`` (no estimate state changes before the record)."""
         raise NotImplementedError
 
@@ -92,6 +90,5 @@ class UpdateRule:
 
     def carry(self, ctx, k: int, meas: dict) -> None:
         """Advance the scalar states of the estimates (``ctx.est``) from ``k`` to ``k + 1`` with
-        what
-        this iteration measured (``meas``)."""
+        what this iteration measured (``meas``)."""
         raise NotImplementedError

@@ -1,12 +1,11 @@
 """A block-separable optimizer (per-block step factors, heavy ball, Adam): both runs step with it
-from
-zero state.
+from zero state.
 
 The estimates are the generalizations of :mod:`crosscurv.numeric.optimizer_estimates`: the steps
 move by ``-eta F phi`` and update each run's state, ``M_S g`` becomes the forcing ``M_S F phi``
 (``phi`` at the run's own state), and ``z``, ``y``, ``w`` take the *tangent step* with their state
 differences, at ``theta_JC^k`` (the forcing of ``z`` and ``w``, ``M_S F phi_S``, is taken first, at
-``theta_S^k``; Adam's coefficients are formed while ``g_JC^k`` is at hand).  ``bound_bk`` is the
+``theta_S^k``; Adam's coefficients are formed while ``g_JC^k`` is at hand). ``bound_bk`` is the
 majorant of :func:`crosscurv.numeric.optimizer_estimates.optimizer_bound`; the error columns are the
 defect interval's bar (:meth:`OptimizerRule.error_columns`).
 
@@ -33,9 +32,8 @@ from .base import UpdateRule
 __all__ = ["OptimizerRule", "STATE_GROUPS"]
 
 # : Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and
-# JC-only
-# : estimates' state differences; the JC and S states may lack a buffer (``None``: torch's initial
-# state).
+# JC-only : estimates' state differences; the JC and S states may lack a buffer (``None``: torch's
+# initial state).
 STATE_GROUPS = ("sj", "ss", "zs", "ys")
 
 
@@ -145,10 +143,10 @@ class OptimizerRule(UpdateRule):
 
     def error_columns(self, ctx, record, meas):
         """The defect interval's symmetric bar
-        (:func:`crosscurv.numeric.error_estimates.defect_error`)
-        of each estimate, from its realised defects ``gap^j - estimate^j`` of the records before;
-        the certified winners of :mod:`crosscurv.numeric.certificate`, inside the regime while below
-        the optimizer's edge of stability (:func:`optimizer_in_regime`)."""
+        (:func:`crosscurv.numeric.error_estimates.defect_error`) of each estimate, from its realised
+        defects ``gap^j - estimate^j`` of the records before; the certified winners of
+        :mod:`crosscurv.numeric.certificate`, inside the regime while below the optimizer's edge of
+        stability (:func:`optimizer_in_regime`)."""
         regime = optimizer_in_regime(self.spec, ctx.lr, self.setup.f_max, meas["top"])
         for name in ESTIMATES:
             lo, hi, _ = ctx.est.defects.record(name, record["gap"], record[name], math.nan, regime)

@@ -1,6 +1,5 @@
 """The paper's plain steps: ``theta - eta g`` for JC, the scheme step of pattern ``S`` (Definition
-1,
-Lemma 1).
+1, Lemma 1).
 
 The carried states advance by Lemma 3's linearised recursion
 (:func:`crosscurv.numeric.estimates.propagate`), formed in place (:mod:`crosscurv.numeric.inplace`,

@@ -1,9 +1,9 @@
 """The reference schemes a step is compared with, and the observed order of each difference.
 
-A candidate is a delay pattern (JC, full GS in an order, the declared or the inferred pattern);
-its exact step (:mod:`crosscurv.numeric.steps`, Definitions 1 and 2) is compared with the user's
-step on the grid ``eta_k = eta0 2^-k``, and the errors above round-off are fitted as
-``||U - R|| ~ C eta^p`` (:func:`crosscurv.numeric.orders.observe_order`).
+A candidate is a delay pattern (JC, full GS in an order, the declared or the inferred pattern); its
+exact step (:mod:`crosscurv.numeric.steps`, Definitions 1 and 2) is compared with the user's step on
+the grid ``eta_k = eta0 2^-k``, and the errors above round-off are fitted as ``||U - R|| ~ C eta^p``
+(:func:`crosscurv.numeric.orders.observe_order`).
 """
 
 from __future__ import annotations
@@ -58,9 +58,8 @@ def pattern_label(task: Task, pattern: DelayPattern) -> str:
 def candidate_patterns(
     task: Task, declared: DelayPattern | None = None, max_all_orders: int = 4
 ) -> list[Candidate]:
-    """JC, full GS in every block order (``N <= max_all_orders``; else only the declared
-    pattern's order, or index order) and the declared pattern; patterns with the same pairs are one
-    candidate.
+    """JC, full GS in every block order (``N <= max_all_orders``; else only the declared pattern's
+    order, or index order) and the declared pattern; patterns with the same pairs are one candidate.
     """
     n = task.n_blocks
     out: list[Candidate] = []

@@ -21,9 +21,8 @@ class StepFactors:
 
     Per block, ``c_i = (theta_i - U_i(theta, eta)) / eta`` Richardson-extrapolated over ``eta`` and
     ``2 eta`` (``= f_i g_i + O(eta^2)``), ``f_i = sum_s <c_i, g_i> / sum_s ||g_i||^2`` over the
-    states, read as a fraction ``p/q``, ``q <= 12``, within ``1e-3``.  (FedAvg over ``C`` clients is
-    the JC step with factors ``personal = C, shared = 1``.)  Attributes: ``factors``, ``raw``
-    (before
+    states, read as a fraction ``p/q``, ``q <= 12``, within ``1e-3``. (FedAvg over ``C`` clients is
+    the JC step with factors ``personal = C, shared = 1``.) Attributes: ``factors``, ``raw`` (before
     rounding), ``residual`` (``||c_i - f_i g_i|| / ||c_i||``, max over states), ``source``.
     """
 

@@ -22,11 +22,11 @@ class FreshnessFit:
     """The step's second-order term fitted by cross-Hessian products (Lemma 1).
 
     A scheme satisfies ``theta^{k+1} = theta - eta g + eta^2 F + O(eta^3)``, ``F_i = sum_{j in S(i)}
-    H_ij g_j``.  The user's ``F`` (Richardson extrapolation of ``(U(theta, eta) - theta + eta g) /
-    eta^2`` at the two smallest step sizes) is fitted block by block over all states as
-    ``F_i ~ sum_{j != i} a_ij H_ij g_j``: ``coef[i][j] = a_ij`` (``None`` on the diagonal and where
-    ``H_ij g_j`` vanishes), ``residual[i] = ||F_i - sum_j a_ij H_ij g_j|| / scale_i``, ``tol``: how
-    close to an integer a coefficient must be to be read as one.
+    H_ij g_j``. The user's ``F`` (Richardson extrapolation of ``(U(theta, eta) - theta + eta g) /
+    eta^2`` at the two smallest step sizes) is fitted block by block over all states as ``F_i ~
+    sum_{j != i} a_ij H_ij g_j``: ``coef[i][j] = a_ij`` (``None`` on the diagonal and where ``H_ij
+    g_j`` vanishes), ``residual[i] = ||F_i - sum_j a_ij H_ij g_j|| / scale_i``, ``tol``: how close
+    to an integer a coefficient must be to be read as one.
     """
 
     coef: list

@@ -28,7 +28,7 @@ def identify_step(user: UserStep, *, seeds: Sequence[int] = (0, 1, 2), perturb: 
                   atol_eps: float = 64.0, max_all_orders: int = 4, fit: bool = True,
                   block_lr: str | Mapping | None = None, infer_factors: bool = True,
                   optimizer=None) -> StepReport:
-    """Which scheme does ``user.step`` perform?  (See the module docstring.)
+    """Which scheme does ``user.step`` perform? (See the module docstring.)
 
     Args:
         user: the :class:`UserStep` (task in float64).
@@ -111,8 +111,8 @@ def identify_step(user: UserStep, *, seeds: Sequence[int] = (0, 1, 2), perturb: 
 
 
 def _nondeterminism(user: UserStep, state: Mapping, eta: float, first: Mapping, opt_state) -> float:
-    """``||U(theta, eta) - U'(theta, eta)|| / ||theta_JC - theta||``: two calls with the same
-    input (``first`` is the earlier call's result), relative to the JC step's size."""
+    """``||U(theta, eta) - U'(theta, eta)|| / ||theta_JC - theta||``: two calls with the same input
+    (``first`` is the earlier call's result), relative to the JC step's size."""
     task = user.task
     again = call_step(user.step, state, eta, user.name, opt_state)
     jc0 = scheme_step(task, state, jacobi(task.n_blocks), eta)

@@ -103,11 +103,10 @@ def call_step(
     """``step(copy of params, lr)`` (``step(params, lr, state)`` with an optimizer state), checked
     and copied.
 
-    With ``opt_state`` (an :class:`~crosscurv.numeric.optimizers.OptimizerState`) the
-    step receives a fresh copy as a dict ``{"step": k, buffer name: {param:
-    tensor}}`` (``torch.optim``'s buffer names, :data:`crosscurv.numeric.optimizers.STATE_BUFFERS`)
-    and may return ``new_params`` or ``(new_params, new_state)``; the
-    parameters are compared.
+    With ``opt_state`` (an :class:`~crosscurv.numeric.optimizers.OptimizerState`) the step receives
+    a fresh copy as a dict ``{"step": k, buffer name: {param: tensor}}`` (``torch.optim``'s buffer
+    names, :data:`crosscurv.numeric.optimizers.STATE_BUFFERS`) and may return ``new_params`` or
+    ``(new_params, new_state)``; the parameters are compared.
     """
     inp = tree.clone(params)
     try:

@@ -15,8 +15,8 @@ __all__ = ["numpy_user_step"]
 def numpy_user_step(params: Mapping, loss: Callable, grad: Callable, step: Callable,
                     blocks: Mapping | None = None, pattern=None,
                     name: str = "numpy step") -> UserStep:
-    """A step written outside torch, as a :class:`UserStep`: NumPy callables on
-    ``{name: float64 array}``.
+    """A step written outside torch, as a :class:`UserStep`: NumPy callables on ``{name: float64
+    array}``.
 
     ``params``: a point the loss is defined at; ``loss(params) -> float``; ``grad(params) -> {name:
     ndarray}``; ``step(params, lr) -> {name: ndarray}`` (it may modify ``params``); ``blocks``:

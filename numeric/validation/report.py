@@ -45,8 +45,8 @@ class StepReport:
 
     @property
     def factors_label(self) -> str:
-        """``" with step factors personal=2, shared=1"`` when the candidates use factors other
-        than 1, else ``""``."""
+        """``" with step factors personal=2, shared=1"`` when the candidates use factors other than
+        1, else ``""``."""
         if self.factors is None or self.factors.plain:
             return ""
         return " with step factors " + self.factors.text(self.task.block_names)
@@ -135,9 +135,9 @@ class StepReport:
     def diagnosis(self) -> str:
         """A short code for what was found: ``"declared"``, ``"match"`` (nothing declared),
         ``"wrong-order"`` (declared full GS, GS in another order), ``"jc-instead"``,
-        ``"other-pattern"``,
-        ``"sign-flip"`` (freshness term of the wrong sign), ``"not-a-scheme"``, ``"first-order"``
-        (differs from every candidate at first order), ``"nondeterministic"`` or ``"no-match"``.
+        ``"other-pattern"``, ``"sign-flip"`` (freshness term of the wrong sign), ``"not-a-scheme"``,
+        ``"first-order"`` (differs from every candidate at first order), ``"nondeterministic"`` or
+        ``"no-match"``.
         """
         if not self.deterministic:
             return "nondeterministic"

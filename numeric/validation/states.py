@@ -17,9 +17,9 @@ __all__ = ["seeded_states", "seeded_optimizer_states", "spectral_radius", "defau
 
 
 def seeded_states(task: Task, seeds: Sequence[int] = (0, 1, 2), perturb: float = 0.5) -> list[dict]:
-    """One point per seed, ``theta_s = theta^0 + perturb * sigma_t * xi_s`` (dtype and device of
-    the task): ``xi_s`` standard normal from ``torch.Generator().manual_seed(s)`` in float64 on the
-    CPU; ``sigma_t`` the RMS of tensor ``t``, else of all parameters (LoRA's ``B = 0``), else 1.
+    """One point per seed, ``theta_s = theta^0 + perturb * sigma_t * xi_s`` (dtype and device of the
+    task): ``xi_s`` standard normal from ``torch.Generator().manual_seed(s)`` in float64 on the CPU;
+    ``sigma_t`` the RMS of tensor ``t``, else of all parameters (LoRA's ``B = 0``), else 1.
     """
     flat = torch.cat([v.detach().reshape(-1).to(torch.float64).cpu() for v in task.params.values()])
     rms_all = float(flat.pow(2).mean().sqrt()) if flat.numel() else 0.0
@@ -44,9 +44,9 @@ def seeded_optimizer_states(
     """One :class:`~crosscurv.numeric.optimizers.OptimizerState` per state: buffers of the size of
     the gradient there.
 
-    Heavy ball: ``momentum_buffer = rms(g) xi``; Adam: ``exp_avg = rms(g) xi``,
-    ``exp_avg_sq = (rms(g) xi')^2``, ``step = steps`` (``xi, xi'`` standard
-    normal, per tensor, from ``torch.Generator().manual_seed(1000 + seed)``).
+    Heavy ball: ``momentum_buffer = rms(g) xi``; Adam: ``exp_avg = rms(g) xi``, ``exp_avg_sq =
+    (rms(g) xi')^2``, ``step = steps`` (``xi, xi'`` standard normal, per tensor, from
+    ``torch.Generator().manual_seed(1000 + seed)``).
     """
     out = []
     for st, s in zip(states, seeds):
@@ -95,9 +95,9 @@ def default_eta0(
 ) -> float:
     """``eta0 = scale / max_s |lambda_max(H(theta_s))|`` (``scale`` when ``H = 0``).
 
-    With this choice ``eta * ||H|| <= 0.1`` on the whole grid, so the steps are
-    in the asymptotic regime of Lemma 1, while the ``O(eta^2)`` differences
-    between schemes (relative size ``eta ||H_ij||``) stay far above round-off.
+    With this choice ``eta * ||H|| <= 0.1`` on the whole grid, so the steps are in the asymptotic
+    regime of Lemma 1, while the ``O(eta^2)`` differences between schemes (relative size ``eta
+    ||H_ij||``) stay far above round-off.
     """
     route = CurvatureRoute(task.loss) if route is None else route
     lam = max(spectral_radius(task, s, route=route) for s in states)

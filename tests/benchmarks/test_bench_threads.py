@@ -1,6 +1,5 @@
 """bench_threads.py: seconds per iteration with 1 and 2 threads and what ``--threads auto`` picks,
-on
-the smoke MLP (a check that the benchmark runs and reports its pick, not figures to quote)."""
+on the smoke MLP (a check that the benchmark runs and reports its pick, not figures to quote)."""
 
 import subprocess
 import sys

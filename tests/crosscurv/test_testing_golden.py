@@ -1,5 +1,5 @@
-"""The golden checks of crosscurv.testing: one comparison (validate-records'), its formula
-diagnoses in the failure, and a route without torch.
+"""The golden checks of crosscurv.testing: one comparison (validate-records'), its formula diagnoses
+in the failure, and a route without torch.
 
 * a protocol with a planted mistake (the example's ``my_blocks`` without the ``1/2 z.H z`` term of
   Theorem 3) fails ``golden_records`` with the formula named;

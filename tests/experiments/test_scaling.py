@@ -170,8 +170,7 @@ def test_gs_order_invariance_study_reports_equal_C_S():
 
 def test_optimizer_studies_are_reported_with_their_orders(tmp_path, monkeypatch, capsys):
     """``--optimizers``: the generalized estimates' observed orders, in the JSON and in scaling.md
-    (a
-    section of findings that does not set the exit code); the paper's problems are stubbed out to
+    (a section of findings that does not set the exit code); the paper's problems are stubbed out to
     keep this fast."""
     from crosscurv.experiments.scaling import optimizers as O
 
@@ -196,8 +195,8 @@ def test_optimizer_studies_are_reported_with_their_orders(tmp_path, monkeypatch,
 
 def test_an_undefined_order_is_its_own_outcome_and_exits_3(tmp_path, monkeypatch, capsys):
     """Fewer than two points above the floor: no order, reported as 'no point in the asymptotic
-    window'
-    (neither ok nor outside); the command exits 3, or 1 when another order is outside its tolerance.
+    window' (neither ok nor outside); the command exits 3, or 1 when another order is outside its
+    tolerance.
     """
     etas = S.eta_grid(1e-5)
     none = S.make_study("synthetic", "one_step", etas, [1e-18 * e for e in etas], [1e-16] * 6)

@@ -8,8 +8,8 @@
 * runs that diverge or crash their Ray worker are reported while the others
   finish, and the sweep's exit code says so.
 
-The first test runs the command as users do (a subprocess that starts and
-stops its own Ray); the others share one in-process Ray start (module fixture).
+The first test runs the command as users do (a subprocess that starts and stops its own Ray); the
+others share one in-process Ray start (module fixture).
 """
 
 from __future__ import annotations
@@ -205,8 +205,7 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
 
 def test_local_workers_run_at_the_drivers_priority(local_ray):
     """A local instance's workers are not reniced below the driver (Ray's default is niceness 15),
-    so a
-    sweep's runs are not starved by any other busy process on the machine."""
+    so a sweep's runs are not starved by any other busy process on the machine."""
     @local_ray.remote(num_cpus=1)
     def niceness():
         return os.nice(0)

@@ -127,8 +127,7 @@ CASES = {"tanh_mlp": tanh_mlp, "bilinear_lora": bilinear_lora, "tiny_conv": tiny
 
 def patterns_for(n: int) -> dict:
     """Delay patterns exercised on an ``n``-block case (JC, GS both ways, chain, partial, shared
-    fresh
-    sets)."""
+    fresh sets)."""
     pats = {
         "jc": jacobi(n),
         "gs": gauss_seidel(n),
@@ -261,8 +260,7 @@ def param_offsets(task: Task) -> dict:
 
 def check_restricted_products(point, task: Task, H: torch.Tensor, tol: float) -> None:
     """``point.hvp(v_C, rows=R)`` is the dense ``sum_{c in C} H[R, c] v_c`` for several column and
-    row
-    sets."""
+    row sets."""
     sl = param_offsets(task)
     keys = list(task.params)
     v = random_direction(task.params, 5)

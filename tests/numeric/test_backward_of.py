@@ -50,8 +50,7 @@ def test_a_misshapen_grad_output_is_refused():
 
 def test_a_product_at_a_point_does_not_import_sympy():
     """A run's products never import SymPy (torch.fx's symbolic shapes): a fresh interpreter, as a
-    user
-    runs it."""
+    user runs it."""
     code = (
         "import sys, torch\nfrom crosscurv.numeric.point import PointCurvature\nw = {'a': "
         "torch.randn(3, 2), 'b': torch.randn(2)}\nloss = lambda p: torch.tanh(p['a'] @ "

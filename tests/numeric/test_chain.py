@@ -1,6 +1,5 @@
 """crosscurv.numeric.chain: a chained loss gives scheme steps the same numbers bit for bit, with
-fewer
-stage passes."""
+fewer stage passes."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from tests.properties.strategies import acyclic_patterns
 
 def relu_mlp_task(widths, seed: int = 0, examples: int = 12, chained: bool = True) -> Task:
     """The built-in MLP's construction at small widths, float32 (what users run), with or without
-    its
-    chain."""
+    its chain."""
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -90,8 +88,8 @@ def test_prefix_cache_gradients_at_points_in_any_order_are_block_grad():
 
 def test_a_gs_sweep_input_to_output_evaluates_each_stage_once_per_block_from_its_own_on():
     """The point of the chain: block ``i``'s gradient recomputes stages ``i-1..N`` (``i-1`` for the
-    new
-    ``theta_{i-1}``), not the whole chain; the first stage once in all instead of ``N - 1`` times.
+    new ``theta_{i-1}``), not the whole chain; the first stage once in all instead of ``N - 1``
+    times.
     """
     task = relu_mlp_task([6, 5, 4, 4, 3, 2], seed=1)
     n = task.n_blocks

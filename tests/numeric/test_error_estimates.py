@@ -156,10 +156,9 @@ def test_defect_state_gives_the_columns_records_and_survives_a_checkpoint():
 @pytest.mark.parametrize("case, lr, K", [("quadratic", 0.1, 40), ("tanh_mlp", 0.05, 40)])
 def test_defect_certificates_are_right_and_calibrated(case, lr, K):
     """On the small float64 problems (the gap is the dense float64 difference of the two
-    trajectories'
-    losses): every winner the defect interval certifies, alone or with the bound, is the measured
-    one; the interval holds ``gap - estimate`` at >= 90% of the iterations it is defined at; with
-    the bound it certifies at least what the bound does."""
+    trajectories' losses): every winner the defect interval certifies, alone or with the bound, is
+    the measured one; the interval holds ``gap - estimate`` at >= 90% of the iterations it is
+    defined at; with the bound it certifies at least what the bound does."""
     task = quadratic_task()[0] if case == "quadratic" else tanh_mlp()
     res = run_protocol(task, "gs", lr, K)
     cols = {name: [r[name] for r in res.records] for name in res.records[0]}

@@ -1,6 +1,5 @@
 """crosscurv.numeric.file_save: the archive torch.load reads as torch.save's, its parked bytes
-copied
-file to file."""
+copied file to file."""
 
 import os
 

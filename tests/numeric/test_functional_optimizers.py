@@ -2,7 +2,7 @@
 float64.
 
 Momentum and Adam, with and without weight decay, are compared bit for bit (the rule modules repeat
-torch.optim's operations); plain SGD to round-off (the suite's ``theta - lr g``).  Per-tensor
+torch.optim's operations); plain SGD to round-off (the suite's ``theta - lr g``). Per-tensor
 clipping, which torch.optim does not have, is checked against its equation; the direction's
 derivative against the rule's closed-form Jacobian.
 """
@@ -70,9 +70,8 @@ def test_joint_steps_match_torch_optim(name, kw):
 @pytest.mark.parametrize("name,kw", SETTINGS)
 def test_block_by_block_steps_keep_torch_optims_per_parameter_state(name, kw):
     """Updating ``b`` twice as often as ``a`` in separate calls is torch.optim stepping with only
-    the
-    moved parameter's gradient set: each parameter keeps its own step count (Adam's bias correction)
-    and buffers."""
+    the moved parameter's gradient set: each parameter keeps its own step count (Adam's bias
+    correction) and buffers."""
     w0, grads = _problem(seed=1, steps=6)
     leaves = {k: torch.nn.Parameter(v.clone()) for k, v in w0.items()}
     topt = _torch_opt(name, list(leaves.values()), 0.05, kw)

@@ -130,8 +130,8 @@ def test_the_solver_follows_the_model_size(monkeypatch):
 
 def test_a_product_that_hands_back_its_input_leaves_the_basis_intact():
     """``H = diag(I, 3 I)`` by an ``hvp`` that returns its argument's first block itself (as
-    autograd
-    may hand back a ``grad_output``): the recurrence forms ``w`` in a copy of it, never in ``v_j``.
+    autograd may hand back a ``grad_output``): the recurrence forms ``w`` in a copy of it, never in
+    ``v_j``.
     """
     like = {"a": torch.zeros(5, dtype=torch.float64), "b": torch.zeros(3, dtype=torch.float64)}
     ext = lanczos_extremes(lambda v: {"a": v["a"], "b": 3.0 * v["b"]}, like, seed=1)

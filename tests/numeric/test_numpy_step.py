@@ -1,6 +1,5 @@
-"""validate-step on a step written in NumPy: loss, gradient and step as NumPy callables,
-curvature from
-differences of the gradient (no autodiff)."""
+"""validate-step on a step written in NumPy: loss, gradient and step as NumPy callables, curvature
+from differences of the gradient (no autodiff)."""
 
 from __future__ import annotations
 
@@ -127,8 +126,7 @@ def test_the_fit_reads_the_pattern_through_differences_of_the_gradient():
 
 def test_the_numpy_bridge_reads_any_layout():
     """The NumPy loss bridge (a custom autograd rule) gives the user's value and gradient whatever
-    the
-    layout of its operands: non-contiguous, expanded and channels-last float64 tensors; float32
+    the layout of its operands: non-contiguous, expanded and channels-last float64 tensors; float32
     parameters are refused."""
     import torch
 

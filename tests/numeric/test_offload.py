@@ -78,8 +78,8 @@ def test_offloaded_keeps_strided_empty_and_shrinking_vectors(tmp_path):
 
 def test_the_default_policy_follows_the_model_size_not_the_free_memory():
     """Offload once the carried vectors reach OFFLOAD_MIN_BYTES, however much memory is free; a
-    smaller
-    model only under memory pressure (its estimated footprint above half of what is available)."""
+    smaller model only under memory pressure (its estimated footprint above half of what is
+    available)."""
     at = -(-OFFLOAD_MIN_BYTES // (CARRIED_VECTORS * 4))  # the smallest float32 model that offloads
     plenty = 1 << 50
     assert should_offload(at, 4, "cpu", available=plenty) is True
@@ -100,8 +100,7 @@ def test_the_default_policy_follows_the_model_size_not_the_free_memory():
 
 def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tmp_path):
     """A fetched vector updated in place leaves the parked one as it was; parking its name again
-    while
-    it is alive writes another file and leaves the fetched vector as it was; a name alternates
+    while it is alive writes another file and leaves the fetched vector as it was; a name alternates
     between its files (a third only while maps of both are alive)."""
     store = Offloaded("cpu", str(tmp_path))
     v = _vec(torch.float32)
@@ -222,9 +221,8 @@ def test_a_vector_read_entry_by_entry_opens_its_file_once(tmp_path, monkeypatch)
 
 def test_parking_writes_each_vector_in_few_calls_and_survives_short_writes(tmp_path, monkeypatch):
     """A vector's entries (padding included) go to its file in one ``pwritev`` per ``IOV_MAX``
-    buffers,
-    and a call that writes less than asked is continued where it stopped: the bytes read back are
-    the parked ones."""
+    buffers, and a call that writes less than asked is continued where it stopped: the bytes read
+    back are the parked ones."""
     import crosscurv.numeric.offload as offload
 
     g = torch.Generator().manual_seed(1)

@@ -1,6 +1,5 @@
 """One-step gap coefficients: numeric ``eta^2`` and ``eta^3`` vs ``crosscurv.theory.one_step`` and
-vs
-exact steps.
+vs exact steps.
 
 * ``C_S`` and ``c3`` computed with HVPs and nested jvp equal
   ``crosscurv.theory.one_step.gap_coefficients`` evaluated on the dense float64 ``g, H, T`` of the
@@ -33,8 +32,8 @@ def _symmetrise(t: torch.Tensor) -> torch.Tensor:
 def quartic(seed: int = 0) -> tuple[Task, dict]:
     """``L(x) = b.x + 1/2 A[x,x] + 1/6 C[x,x,x] + 1/24 Q[x,x,x,x]`` with random symmetric tensors.
 
-    Returns the task (blocks ``x0..x3`` of sizes ``BLOCK_DIMS``, evaluated at a
-    random point) and the exact ``g, H, T`` at that point.
+    Returns the task (blocks ``x0..x3`` of sizes ``BLOCK_DIMS``, evaluated at a random point) and
+    the exact ``g, H, T`` at that point.
     """
     gen = torch.Generator().manual_seed(seed)
     d = sum(BLOCK_DIMS)

@@ -84,9 +84,9 @@ def test_block_factors_default_one():
 
 # -- against torch.optim -------------------------------------------------------
 def _assert_matches_torch(spec, p, ref):
-    """Bit for bit for momentum and Adam (same operations); plain SGD keeps the suite's
-    ``theta - lr g`` (what every existing record uses), which differs from torch's fused
-    ``add_(g, alpha=-lr)`` by round-off only."""
+    """Bit for bit for momentum and Adam (same operations); plain SGD keeps the suite's ``theta - lr
+    g`` (what every existing record uses), which differs from torch's fused ``add_(g, alpha=-lr)``
+    by round-off only."""
     for k in p:
         if spec.name == "sgd":
             torch.testing.assert_close(p[k], ref[k], rtol=1e-12, atol=1e-14)

@@ -135,9 +135,9 @@ def test_best_per_depth_is_exact_on_a_large_space_with_near_ties(seed):
 
 
 def test_search_certifies_its_front_with_advise_errors_and_decisions():
-    """The certification along the search's JC run gives each named pattern advise's embedded
-    error (to rounding: advise's estimate is its own state, the search's the per-pair sum) and
-    advise's decision between each budget's best and runner-up."""
+    """The certification along the search's JC run gives each named pattern advise's embedded error
+    (to rounding: advise's estimate is its own state, the search's the per-pair sum) and advise's
+    decision between each budget's best and runner-up."""
     task, lr, K = _task(3), 0.05, 4
     res = advise(task, lr, K, search="stages")
     names = ["jc"] + [n for n in front_candidates(res.front)]

@@ -1,6 +1,5 @@
 """One retained graph per point: value, gradient, ``H v``, row/column-restricted products and ``M_S
-v``
-vs dense float64."""
+v`` vs dense float64."""
 
 import pytest
 import torch

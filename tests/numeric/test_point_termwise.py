@@ -1,6 +1,5 @@
 """Term-by-term points (``Task.loss_terms``): value, gradient, ``H v``, restricted products and
-``M_S
-v`` vs dense float64."""
+``M_S v`` vs dense float64."""
 
 import functools
 
@@ -92,8 +91,7 @@ def test_masked_product_matches_dense_and_the_retained_graph(case):
 
 def test_a_term_handing_back_its_direction_is_not_written():
     """``L = |x|^2 / 2`` in two equal halves: each term's ``H_t v`` may be ``v`` itself, and the sum
-    is
-    taken in place; the direction must come back unchanged and the product must be ``v``."""
+    is taken in place; the direction must come back unchanged and the product must be ``v``."""
     x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
     half = [lambda p: 0.25 * (p["x"] ** 2).sum(), lambda p: 0.25 * (p["x"] ** 2).sum()]
     task = Task({"x": x}, lambda p: 0.5 * (p["x"] ** 2).sum(), {"x": ["x"]}, loss_terms=half)
@@ -152,9 +150,8 @@ def test_auto_takes_the_termwise_engine_and_agrees_with_the_graph():
 @pytest.mark.parametrize("optimizer", [None, "momentum:0.9"])
 def test_offloading_a_termwise_run_changes_no_record(optimizer):
     """With the termwise engine and an offloaded store the gradients and the forcing wait in the
-    store
-    between their uses and the checkpoints copy files: the records are bit for bit those of the
-    resident run."""
+    store between their uses and the checkpoints copy files: the records are bit for bit those of
+    the resident run."""
     import math
 
     task = termwise_case("tanh_mlp")

@@ -340,9 +340,8 @@ def test_a_parked_vector_is_fetched_on_first_use_only(tmp_path, offloaded):
 
 def test_a_product_is_freed_before_the_next_product_is_taken():
     """The body's products ``H_JC [p, z, y, Delta]`` come one at a time: once the body drops a
-    product,
-    nothing holds it while the next one is taken (two products beside the graph would raise the peak
-    memory)."""
+    product, nothing holds it while the next one is taken (two products beside the graph would raise
+    the peak memory)."""
     import weakref
 
     from crosscurv.numeric.point import PointCurvature

@@ -1,9 +1,9 @@
 """The controlled protocol with a block-separable optimizer (``optimizer=``, ``block_lr=``).
 
 Checked against the plain in-memory reference loop of :mod:`crosscurv.numeric.optimizer_estimates`
-(same runs, same estimates), for bit-for-bit resume and extension with the optimizer state in
-the checkpoint, for the plain path (``sgd`` without factors: the paper's records exactly), and
-for the generalized magnitude bound.
+(same runs, same estimates), for bit-for-bit resume and extension with the optimizer state in the
+checkpoint, for the plain path (``sgd`` without factors: the paper's records exactly), and for the
+generalized magnitude bound.
 """
 
 from __future__ import annotations
@@ -67,12 +67,9 @@ def test_protocol_records_are_the_reference_loop(spec):
             assert math.isclose(a[c], b[c], rel_tol=1e-10, abs_tol=1e-15), (spec, a["k"], c, a[c],
                 b[c])
         # the protocol's gap is the segment integral (no cancellation), within its error estimate of
-        # the
-        # difference; Adam moves every coordinate by ~lr, the runs drift apart and the 5-point rule
-        # leaves the
-        # regime where |Lobatto - Simpson| bounds its error (found here: 4.4e-8 against gap_err
-        # 1.6e-8 at k = 6
-        # for adam:0.8,0.99,1e-3, 5e-6 of the gap)
+        # the difference; Adam moves every coordinate by ~lr, the runs drift apart and the 5-point
+        # rule leaves the regime where |Lobatto - Simpson| bounds its error (found here: 4.4e-8
+        # against gap_err 1.6e-8 at k = 6 for adam:0.8,0.99,1e-3, 5e-6 of the gap)
         slack = a["gap_err"] if not spec.startswith("adam") else max(a["gap_err"], 1e-5 * abs(b[
             "gap"]))
         assert abs(a["gap"] - b["gap"]) <= slack + 1e-15, (spec, a, b)
@@ -193,8 +190,7 @@ def test_bound_reduces_to_the_papers_and_majorizes_the_cumulative_estimate():
     assert math.isclose(optimizer_bound(parse_optimizer("sgd"), norms, 0.1, 1.0, 2.0, 3.0),
                         bound_bk(norms, 0.1, 2.0, 3.0), rel_tol=1e-14)
     # a convex quadratic: the power iteration finds ||H|| and G bounds every gradient, so the bound
-    # majorizes the
-    # linearized gap the cumulative estimate measures (heavy ball with a block factor)
+    # majorizes the linearized gap the cumulative estimate measures (heavy ball with a block factor)
     gen = torch.Generator().manual_seed(3)
     Q = torch.randn(4, 4, generator=gen, dtype=torch.float64)
     A = Q @ Q.T / 4 + 0.5 * torch.eye(4, dtype=torch.float64)
@@ -239,8 +235,7 @@ def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, nam
 @pytest.mark.parametrize("spec", ["momentum:0.9", "adam"])
 def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, tmp_path):
     """The error columns of an optimizer run: the symmetric bar of the defect interval of the
-    records
-    before (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; the
+    records before (inf for the first DEFECT_WINDOW), equal to what the columns give afterwards; the
     certificates those of crosscurv.numeric.certificate inside the optimizer's regime (never for
     Adam); a run killed after its window filled resumes to the same bytes."""
     from crosscurv.numeric.certificate import CertificateState

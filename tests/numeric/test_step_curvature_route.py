@@ -3,8 +3,8 @@ gradients.
 
 Hugging Face T5 with its default ``sdpa`` attention runs PyTorch's CPU flash attention kernel, which
 has neither forward-mode nor double-backward derivatives; a custom ``torch.autograd.Function`` with
-a once-differentiable backward has no double backward.  The step size and the freshness fit then
-take their curvature products from central differences of gradients
+a once-differentiable backward has no double backward. The step size and the freshness fit then take
+their curvature products from central differences of gradients
 (:class:`crosscurv.numeric.hvp_differences.CurvatureRoute`).
 """
 

@@ -1,8 +1,8 @@
 """Steps with an optimizer state passed in: heavy ball and Adam written with torch.optim.
 
-The step ``step(params, lr, state)`` loads the given buffers into the
-torch optimizer's state and steps; the harness compares it with the
-optimizer-aware scheme steps (:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`).
+The step ``step(params, lr, state)`` loads the given buffers into the torch optimizer's state and
+steps; the harness compares it with the optimizer-aware scheme steps
+(:func:`crosscurv.numeric.optimizers.optimizer_scheme_step`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The harness copies what a step returns: steps that return live parameters or views of them.
 
 Training code on an ``nn.Module`` often ends in ``return model.state_dict()``,
-``dict(model.named_parameters())`` or ``{n: p.detach() ...}``: tensors that
-alias the model's parameters, overwritten by the next call.  A plain JC SGD
-step returning each form must be identified as JC.
+``dict(model.named_parameters())`` or ``{n: p.detach() ...}``: tensors that alias the model's
+parameters, overwritten by the next call. A plain JC SGD step returning each form must be identified
+as JC.
 """
 
 from __future__ import annotations

@@ -102,8 +102,8 @@ def test_partial_sees_stale_blocks_not_the_in_place_state():
 
 
 def _affected(pattern, reference, n):
-    """Blocks whose update can differ between two patterns: a different fresh set, or a fresh
-    block that itself differs (closure in update order)."""
+    """Blocks whose update can differ between two patterns: a different fresh set, or a fresh block
+    that itself differs (closure in update order)."""
     bad = set()
     for i in reference.order():
         if pattern.fresh(i) != reference.fresh(i) or any(j in bad for j in reference.fresh(i)):

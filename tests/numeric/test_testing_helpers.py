@@ -1,6 +1,5 @@
 """crosscurv.numeric.testing: the pytest helpers pass on correct inputs and fail with the evidence
-in
-the message."""
+in the message."""
 
 from __future__ import annotations
 

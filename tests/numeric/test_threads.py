@@ -1,5 +1,5 @@
-"""The Python API computes with the command line's thread default (one) and gives the caller's
-count back.
+"""The Python API computes with the command line's thread default (one) and gives the caller's count
+back.
 
 A script that never chose a count gets one intra-op thread in ``run_protocol``, ``advise`` and the
 curvature functions, as ``crosscurv run`` does (``OMP_NUM_THREADS`` when set); ``threads=N`` asks

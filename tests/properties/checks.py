@@ -36,17 +36,16 @@ def assert_min_rate(study: Study, threshold: float, **context) -> None:
 def assert_tends_to_prediction(study: Study, **context) -> None:
     """``q(eta) = error / eta^p`` tends to the predicted coefficient ``c``: ``q - c = O(eta)``.
 
-    With ``d_k = q(eta_k) - c`` over the kept points, split into the larger-``eta``
-    half and the smaller-``eta`` half, the check is
+    With ``d_k = q(eta_k) - c`` over the kept points, split into the larger-``eta`` half and the
+    smaller-``eta`` half, the check is
 
         max_small (|d_k| - n_k) / eta_k  <=  4 * max_large (|d_k| + n_k) / eta_k,
 
-    where ``n_k = floor_k / eta_k^p`` bounds the round-off in ``q``.  If
-    ``d = c' eta + c'' eta^2 + ...`` the two sides are about ``|c'|`` (the factor 4
-    covers a sign change of ``c' + c'' eta`` inside the larger half); if the
-    prediction is off by ``e != 0``, ``|d_k| / eta_k ~ e / eta_k`` grows like
-    ``1/eta`` and the left side exceeds the right once ``e`` exceeds about
-    ``|c'| eta0 / 4``.
+    where ``n_k = floor_k / eta_k^p`` bounds the round-off in ``q``. If ``d = c' eta + c'' eta^2 +
+    ...`` the two sides are about ``|c'|`` (the factor 4 covers a sign change of ``c' + c'' eta``
+    inside the larger half); if the prediction is off by ``e != 0``, ``|d_k| / eta_k ~ e / eta_k``
+    grows like ``1/eta`` and the left side exceeds the right once ``e`` exceeds about ``|c'| eta0 /
+    4``.
     """
     c = study.predicted
     assert c is not None, "study has no predicted coefficient"

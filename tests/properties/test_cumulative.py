@@ -1,15 +1,14 @@
 """Property: Theorem 3's cumulative estimate is off by O(K eta^3) = O(T eta^2) at a fixed horizon.
 
-With ``eta K = T`` fixed (``K = 4 * 2^k``, ``eta = eta0 * 2^-k``, ``k = 0..5``;
-the runs of :func:`tests.properties.test_recursion.trajectory_case`), the
-errors at ``k = K``
+With ``eta K = T`` fixed (``K = 4 * 2^k``, ``eta = eta0 * 2^-k``, ``k = 0..5``; the runs of
+:func:`tests.properties.test_recursion.trajectory_case`), the errors at ``k = K``
 
 * ``gap - cumulative`` (Theorem 3: ``z`` propagated from the common start
   with ``M_S`` and ``g_S`` along the ``S`` trajectory), and
 * ``gap - jc_only`` (the same recursion fed from the JC trajectory alone),
 
-scale as ``K eta^3 = T eta^2``: their observed order in ``eta`` (least-squares
-slope over the points above the round-off floor) is at least 1.9.
+scale as ``K eta^3 = T eta^2``: their observed order in ``eta`` (least-squares slope over the points
+above the round-off floor) is at least 1.9.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """High-precision (mpmath) checks on quartic polynomials, below the float64 round-off floor.
 
-A quartic polynomial with float64 coefficients is evaluated *exactly* in
-``mpmath`` (50 digits): its steps, losses, gradients, Hessians and the
-whole controlled protocol (:func:`crosscurv.experiments.scaling.protocol_mp`, an
-independent dense implementation of the records).
+A quartic polynomial with float64 coefficients is evaluated *exactly* in ``mpmath`` (50 digits): its
+steps, losses, gradients, Hessians and the whole controlled protocol
+(:func:`crosscurv.experiments.scaling.protocol_mp`, an independent dense implementation of the
+records).
 
 * One step far below the float64 floor (``eta0 * lam = 2^-24``): the remainder
   ``r = (L_S - L_JC) - eta^2 C_S`` lies under the float64 floor at every grid

@@ -5,18 +5,18 @@ From a common point, for any acyclic pattern ``S``,
     r(eta) = (L_S^{k+1} - L_JC^{k+1}) - eta^2 C_S = c3 eta^3 + O(eta^4),
 
 with ``c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``
-(:func:`crosscurv.theory.one_step.gap_coefficients`).  On the grid ``eta0 * 2^-k``,
-``k = 0..5`` (``eta0 * lam <= 1/16`` for the instance's curvature scale
-``lam``), after dropping the points at or below the round-off floor:
+(:func:`crosscurv.theory.one_step.gap_coefficients`). On the grid ``eta0 * 2^-k``, ``k = 0..5``
+(``eta0 * lam <= 1/16`` for the instance's curvature scale ``lam``), after dropping the points at or
+below the round-off floor:
 
 * every pairwise rate ``log2(r(eta)/r(eta/2)) >= 2.9``;
 * ``r(eta)/eta^3`` tends to the symbolic ``c3`` (``r/eta^3 - c3 = O(eta)``,
   :func:`tests.properties.checks.assert_tends_to_prediction`).
 
 Instances whose ``c3`` nearly cancels get a cubic tilt first
-(:func:`crosscurv.experiments.problems.guard_cubic`), so the rate is not spoilt by a
-vanishing leading coefficient.  ``C_S`` is the numeric one
-(:mod:`crosscurv.numeric.curvature`) and must equal theory's.
+(:func:`crosscurv.experiments.problems.guard_cubic`), so the rate is not spoilt by a vanishing
+leading coefficient. ``C_S`` is the numeric one (:mod:`crosscurv.numeric.curvature`) and must equal
+theory's.
 """
 
 from __future__ import annotations

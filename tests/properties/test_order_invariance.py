@@ -4,7 +4,7 @@ argument).
 A full GS sweep in any order contains exactly one orientation of every block pair and ``g_i^T H_ij
 g_j = g_j^T H_ji g_i``, so every order has ``C_S = C_cross / 2``; started at the same point, two
 orders give losses that differ by ``O(eta^3)``, with coefficient ``c3(order 1) - c3(order 2)``
-(:func:`crosscurv.theory.one_step.gap_coefficients`).  Checked on random instances and two random
+(:func:`crosscurv.theory.one_step.gap_coefficients`). Checked on random instances and two random
 distinct orders:
 
 * both ``eta^2`` coefficients equal ``C_cross / 2`` (theory on dense derivatives, and

@@ -1,24 +1,22 @@
 """Property: the local remainder of Theorem 2 along a trajectory is O(eta^3).
 
-JC and a random acyclic pattern ``S`` run from the same point with constant
-step ``eta`` for ``K = 4 * 2^k`` iterations, ``eta = eta0 * 2^-k``, ``k = 0..5``
-(so ``T = eta K`` is fixed; :func:`crosscurv.experiments.scaling.trajectory_studies`,
-which runs :func:`crosscurv.numeric.protocol.run_protocol`).  At ``k = K``,
+JC and a random acyclic pattern ``S`` run from the same point with constant step ``eta`` for ``K = 4
+* 2^k`` iterations, ``eta = eta0 * 2^-k``, ``k = 0..5`` (so ``T = eta K`` is fixed;
+:func:`crosscurv.experiments.scaling.trajectory_studies`, which runs
+:func:`crosscurv.numeric.protocol.run_protocol`). At ``k = K``,
 
     R(eta) = Delta L^K - [g_JC^K . (I - eta H_JC^{K-1}) Delta theta^{K-1}
                           + 1/2 Delta theta^{K-1} . H_JC^{K-1} Delta theta^{K-1}
                           + eta^2 g_JC^K . M_S g_S^{K-1}]
 
-(``gap - recursive`` of the records) must have every pairwise rate ``>= 2.9``
-over the points above the round-off floor.
+(``gap - recursive`` of the records) must have every pairwise rate ``>= 2.9`` over the points above
+the round-off floor.
 
-Grid and guard.  ``eta0 * lam = 1/32`` and ``T * lam = 1/8`` for the
-instance's curvature scale ``lam``.  Over such a short horizon the remainder's
-leading coefficient is close to its value at ``k = 1``,
-``l0 = -g^T M_S^2 g - 1/2 sum_i T[E_i g, P_i g, P_i g]`` (at ``k = 1``,
-``Delta theta^0 = 0`` and ``R = l0 eta^3 + O(eta^4)``); instances whose ``l0``
-nearly cancels or is small get a cubic tilt first
-(:func:`crosscurv.experiments.problems.guard_cubic` with ``local=True``).
+Grid and guard. ``eta0 * lam = 1/32`` and ``T * lam = 1/8`` for the instance's curvature scale
+``lam``. Over such a short horizon the remainder's leading coefficient is close to its value at ``k
+= 1``, ``l0 = -g^T M_S^2 g - 1/2 sum_i T[E_i g, P_i g, P_i g]`` (at ``k = 1``, ``Delta theta^0 = 0``
+and ``R = l0 eta^3 + O(eta^4)``); instances whose ``l0`` nearly cancels or is small get a cubic tilt
+first (:func:`crosscurv.experiments.problems.guard_cubic` with ``local=True``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Delay patterns the theory tests run over (cases as data).
 
-For ``N = 2, 3, 4``: JC, full GS in *every* block order, partial patterns,
-chains (two orders) and an explicit non-GS-prefix pattern.
+For ``N = 2, 3, 4``: JC, full GS in *every* block order, partial patterns, chains (two orders) and
+an explicit non-GS-prefix pattern.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""One error hierarchy (``crosscurv.theory.errors``): a base and the kinds a caller tells apart,
-in one module."""
+"""One error hierarchy (``crosscurv.theory.errors``): a base and the kinds a caller tells apart, in
+one module."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """gap_coefficients / loss_coefficients and lambdified expressions against exact values.
 
-Exact values come from random rationals (SymPy); float64 and mpmath results
-must agree with them.  A Taylor test on an actual cubic loss (the scheme step
-run numerically, no series machinery) confirms ``eta^2 C_S + eta^3 c_3`` is the
-gap up to ``O(eta^4)``.
+Exact values come from random rationals (SymPy); float64 and mpmath results must agree with them. A
+Taylor test on an actual cubic loss (the scheme step run numerically, no series machinery) confirms
+``eta^2 C_S + eta^3 c_3`` is the gap up to ``O(eta^4)``.
 """
 
 from __future__ import annotations

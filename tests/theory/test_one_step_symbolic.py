@@ -1,8 +1,8 @@
 """Lemma 1, Theorem 1, Corollary 1, update-order invariance and the eta^3 gap, exactly.
 
-The brute-force series (exact scheme step through the Taylor model) is compared
-with closed forms written here *independently* with explicit SymPy matrices
-(``M_S`` built from the mask), so the check does not reuse the code under test.
+The brute-force series (exact scheme step through the Taylor model) is compared with closed forms
+written here *independently* with explicit SymPy matrices (``M_S`` built from the mask), so the
+check does not reuse the code under test.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Generalized Theorem 1 for block-separable optimizers (crosscurv.theory.optimizers.one_step),
-checked
-exactly."""
+checked exactly."""
 
 from __future__ import annotations
 

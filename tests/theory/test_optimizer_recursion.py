@@ -1,6 +1,5 @@
 """Generalized Lemma 3 / Theorem 2 for per-block step sizes, a preconditioner and heavy ball,
-checked
-exactly."""
+checked exactly."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ def test_remainders_have_only_allowed_monomials(kind, n, dims, pattern):
 def test_momentum_needs_the_buffer_difference_term():
     """The prediction's -eta beta F Delta m term is what cancels the eta eps monomial.
 
-    Without it, the remainder would be ``r - eta eps beta F mu``: its ``eta eps``
-    coefficient ``-beta f_i mu_a`` is non-zero and forbidden by Lemma 3's class.
+    Without it, the remainder would be ``r - eta eps beta F mu``: its ``eta eps`` coefficient
+    ``-beta f_i mu_a`` is non-zero and forbidden by Lemma 3's class.
     """
     from crosscurv.theory.optimizers.recursion import optimizer_recursion_model
 

@@ -121,8 +121,8 @@ def test_rows_are_built_only_when_asked():
 
 
 def test_permutations_and_set_partitions_are_enumerated_in_lexicographic_order():
-    """The row order of orders/stages (names, ties broken by the lower row) is the
-    lexicographic order of itertools and of the recursive restricted growth strings."""
+    """The row order of orders/stages (names, ties broken by the lower row) is the lexicographic
+    order of itertools and of the recursive restricted growth strings."""
     from crosscurv.theory.pattern_spaces import _permutations, _set_partitions, _stirling2
 
     for m in range(1, 7):

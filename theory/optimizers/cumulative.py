@@ -1,16 +1,15 @@
 """Cumulative estimate for block-separable optimizers on a quadratic (Theorem 3 generalized).
 
-On ``L(theta) = g^T theta + 1/2 theta^T H theta`` (``theta^0`` at the origin),
-both runs start from the same parameters and the same optimizer state.
+On ``L(theta) = g^T theta + 1/2 theta^T H theta`` (``theta^0`` at the origin), both runs start from
+the same parameters and the same optimizer state.
 
 Stateless (``A = F P``; ``A = F`` for per-block step sizes):
 
     z_{k+1} = (I - eta A H) z_k + eta^2 A M_S A g_S^k,   z_0 = 0,
     Delta L^K = g_JC^{K T} z_K + 1/2 z_K^T H z_K + O(K eta^3),
 
-and exactly ``[eta^3](Delta theta^K - z_K) = -K A (M_S A)^2 g`` (the fresh
-gradient is ``(I + eta M_S A)^{-1} g_S``), ``[eta^3]`` of the loss remainder
-``= -K g^T A (M_S A)^2 g``.
+and exactly ``[eta^3](Delta theta^K - z_K) = -K A (M_S A)^2 g`` (the fresh gradient is ``(I + eta
+M_S A)^{-1} g_S``), ``[eta^3]`` of the loss remainder ``= -K g^T A (M_S A)^2 g``.
 
 Heavy ball (common initial buffer ``m^0``; ``phi_S^k = beta m_S^k + g_S^k``):
 
@@ -23,10 +22,9 @@ Heavy ball (common initial buffer ``m^0``; ``phi_S^k = beta m_S^k + g_S^k``):
     s_n(beta) = 1 + beta + ... + beta^n,   phi_j = beta m_j + g,
     m_j = beta^j m^0 + s_{j-1}(beta) g    (the buffer at eta = 0),
 
-with ``[eta^3]`` of the loss remainder ``g^T`` times it: each step's local
-error (in the buffer) keeps acting through the momentum, summed with weights
-``s_n(beta) <= 1/(1 - beta)``: still ``O(K eta^3)``, larger by up to ``1/(1-beta)``.
-For ``beta = 0`` it is the stateless law with ``A = F``.
+with ``[eta^3]`` of the loss remainder ``g^T`` times it: each step's local error (in the buffer)
+keeps acting through the momentum, summed with weights ``s_n(beta) <= 1/(1 - beta)``: still ``O(K
+eta^3)``, larger by up to ``1/(1-beta)``. For ``beta = 0`` it is the stateless law with ``A = F``.
 
 Importing this module never imports torch.
 """
@@ -48,10 +46,10 @@ __all__ = ["OptimizerCumulativeCheck", "check_optimizer_cumulative"]
 
 @dataclass
 class OptimizerCumulativeCheck:
-    """The generalized Theorem 3 on a quadratic: per ``K = 1..K_max``
-    ``{"K", "trajectory_order", "loss_order", "growth"}`` (lowest power of ``eta`` present, ``None``
-    if zero through the truncation degree; ``growth``: the ``eta^3`` coefficients equal the module
-    docstring's closed forms).
+    """The generalized Theorem 3 on a quadratic: per ``K = 1..K_max`` ``{"K", "trajectory_order",
+    "loss_order", "growth"}`` (lowest power of ``eta`` present, ``None`` if zero through the
+    truncation degree; ``growth``: the ``eta^3`` coefficients equal the module docstring's closed
+    forms).
     """
 
     kind: str

@@ -3,7 +3,7 @@ generic symbols.
 
 ``p`` (= ``phi(g)``), ``J`` (the block-diagonal Jacobian of ``phi`` in the gradient, not symmetric)
 and ``K``; the truncation is exact for every loss coefficient through ``eta^3`` because ``e = g~ - g
-= O(eta)`` enters the step multiplied by ``eta``.  The map is known only at the model's gradient
+= O(eta)`` enters the step multiplied by ``eta``. The map is known only at the model's gradient
 ``g`` and near it.
 """
 

@@ -23,8 +23,7 @@ class OptimizerModel:
     """A :class:`BlockModel` (its ring holds the optimizer's symbols) with a block-separable
     direction map of ``kind``: ``factors`` ``f_i`` (1 without per-block factors); ``beta`` and the
     buffer ``m`` (momentum); ``p``, ``J`` (``{(a, b): gen}``), ``K`` (``{(a, b, c): gen}``, ``b <=
-    c``)
-    (generic); ``P`` (preconditioner); all indices within one block.
+    c``) (generic); ``P`` (preconditioner); all indices within one block.
     """
 
     model: BlockModel

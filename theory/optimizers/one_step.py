@@ -6,11 +6,11 @@ From a common iterate and optimizer state, block ``i`` moves by ``-eta f_i phi_i
     L_S^{k+1} - L_JC^{k+1} = eta^2 C_S^phi + O(eta^3),
     C_S^phi = g^T F J_phi M_S F phi = sum_{(i,j) in S} f_i f_j (J_i^T g_i)^T H_ij phi_j,
 
-since ``g~ = g - eta M_S F phi + O(eta^2)``.  Instances, each checked against the brute-force
-series: ``phi = g`` (``C_S^F = g^T F M_S F g``; the paper's ``C_S`` for ``F = I``), a fixed
-preconditioner (``C_S^P = g^T F P M_S F P g``), heavy ball (``C_S^beta = g^T F M_S F (g + beta
-m)``) and Adam (``J`` diagonal, on a separate SymPy path, :func:`check_adam_one_step`).  The
-``eta^3`` coefficient is reported as computed.  Importing this module never imports torch.
+since ``g~ = g - eta M_S F phi + O(eta^2)``. Instances, each checked against the brute-force series:
+``phi = g`` (``C_S^F = g^T F M_S F g``; the paper's ``C_S`` for ``F = I``), a fixed preconditioner
+(``C_S^P = g^T F P M_S F P g``), heavy ball (``C_S^beta = g^T F M_S F (g + beta m)``) and Adam
+(``J`` diagonal, on a separate SymPy path, :func:`check_adam_one_step`). The ``eta^3`` coefficient
+is reported as computed. Importing this module never imports torch.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def optimizer_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
 def instance_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
     """The instance's explicit formula (module docstring), written without ``J_phi``.
 
-    ``sgd``: ``sum_{(i,j) in S} f_i f_j g_i^T H_ij g_j``; ``preconditioner``:
-    ``(F P)^T g`` against ``M_S F P g``; ``momentum``: ``g^T F M_S F (g + beta m)``;
-    ``generic``: ``(F J)^T g`` against ``M_S F p``.
+    ``sgd``: ``sum_{(i,j) in S} f_i f_j g_i^T H_ij g_j``; ``preconditioner``: ``(F P)^T g`` against
+    ``M_S F P g``; ``momentum``: ``g^T F M_S F (g + beta m)``; ``generic``: ``(F J)^T g`` against
+    ``M_S F p``.
     """
     model = opt.model
     pattern = check_pattern(model, pattern)
@@ -86,12 +86,11 @@ def instance_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
 
 @dataclass
 class OptimizerOneStepCheck:
-    """The generalized Theorem 1 for one optimizer and pattern: the ``gap`` ``L_S - L_JC``
-    (series through ``eta^3``), the closed form ``C_S = g^T F J_phi M_S F phi``, and whether
-    ``[eta^0]``, ``[eta^1]`` vanish (``low_orders_vanish``), ``[eta^2] == C_S``
-    (``eta2_closed_form``), ``[eta^2]`` equals the instance's formula (``eta2_instance``) and
-    ``C_S^phi`` is the paper's ``g^T M_S g`` with ``f_i = 1``, ``beta = 0``, ``P = I``
-    (``reduces_to_paper``).
+    """The generalized Theorem 1 for one optimizer and pattern: the ``gap`` ``L_S - L_JC`` (series
+    through ``eta^3``), the closed form ``C_S = g^T F J_phi M_S F phi``, and whether ``[eta^0]``,
+    ``[eta^1]`` vanish (``low_orders_vanish``), ``[eta^2] == C_S`` (``eta2_closed_form``),
+    ``[eta^2]`` equals the instance's formula (``eta2_instance``) and ``C_S^phi`` is the paper's
+    ``g^T M_S g`` with ``f_i = 1``, ``beta = 0``, ``P = I`` (``reduces_to_paper``).
     """
 
     kind: str
@@ -157,8 +156,8 @@ def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, patter
 # -- Adam: plain SymPy, derivatives in eta at eta = 0 ------------------------
 @dataclass
 class AdamOneStepCheck:
-    """The generalized Theorem 1 for Adam (blocks of dimension 1): ``eta1`` (must be 0),
-    ``eta2`` from the exact Adam steps, ``C_S = sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j``,
+    """The generalized Theorem 1 for Adam (blocks of dimension 1): ``eta1`` (must be 0), ``eta2``
+    from the exact Adam steps, ``C_S = sum_{(i,j) in S} f_i f_j J_i g_i H_ij phi_j``,
     ``jacobian_matches`` (``adam_jacobian`` is ``d phi / d gamma`` of ``adam_direction``) and
     ``holds`` (all three, exactly).
     """

@@ -1,6 +1,5 @@
 """``preconditioner``: ``phi_i(g_i) = P_i g_i`` with a fixed block ``P_i`` (generic entries
-``P_a_b``,
-not assumed symmetric); ``J_phi = P``."""
+``P_a_b``, not assumed symmetric); ``J_phi = P``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Trajectory and loss recursions for block-separable optimizers (Lemma 3, Theorem 2 generalized).
 
-Expansion point ``theta_JC^k`` (the model's origin), ``Delta theta^k = eps delta``; ``F`` the
-block step-size factors.  Stateless optimizers (``A = F P``, ``P`` a fixed block-diagonal
-preconditioner; ``A = I`` is the paper's case):
+Expansion point ``theta_JC^k`` (the model's origin), ``Delta theta^k = eps delta``; ``F`` the block
+step-size factors. Stateless optimizers (``A = F P``, ``P`` a fixed block-diagonal preconditioner;
+``A = I`` is the paper's case):
 
     Delta theta^{k+1} = (I - eta A H_JC^k) Delta theta^k + eta^2 A M_S A g_S^k
                         + O(eta ||Delta theta||^2 + eta^3),
@@ -21,8 +21,8 @@ Heavy ball (``m' = beta m + g~``, ``theta' = theta - eta F m'``), with ``Delta m
                     + 1/2 Delta theta^{kT} H_JC^k Delta theta^k
                     + eta^2 g_JC^{k+1 T} F M_S F phi_S^k + O(eta^3).
 
-Checked exactly as in :mod:`crosscurv.theory.recursion` (quartic model, total degree 4).  Adam is
-not covered (its direction is not polynomial in ``v``).  Importing this module never imports torch.
+Checked exactly as in :mod:`crosscurv.theory.recursion` (quartic model, total degree 4). Adam is not
+covered (its direction is not polynomial in ``v``). Importing this module never imports torch.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ def optimizer_recursion_model(kind: str, n_blocks: int, dims=1) -> OptimizerMode
 
 @dataclass
 class OptimizerRecursionCheck:
-    """Exact remainders of the generalized recursions: ``d`` series for ``Delta theta``
-    and (momentum, else ``None``) ``Delta m``, a series for the loss; ``*_ok``: only allowed
-    monomials present, else ``offending[part]`` lists them; ``*_leading``: least-degree monomials.
+    """Exact remainders of the generalized recursions: ``d`` series for ``Delta theta`` and
+    (momentum, else ``None``) ``Delta m``, a series for the loss; ``*_ok``: only allowed monomials
+    present, else ``offending[part]`` lists them; ``*_leading``: least-degree monomials.
     """
 
     kind: str

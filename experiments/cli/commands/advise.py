@@ -1,15 +1,14 @@
 """``crosscurv advise``: which block scheme to use at budget ``K``, predicted from one JC run.
 
-Runs the JC trajectory once and, for every candidate pattern and every
-``k <= K``, predicts ``L_S^k - L_JC^k`` (the JC-only estimate of Theorem 3)
-with an embedded-pair error, the best scheme per ``k`` with a certified flag
-and a recommendation (:mod:`crosscurv.numeric.advice`).  Writes ``advice.csv``
-(streamed), ``checkpoint.pt`` and ``advice.json`` into ``--out``; ``--resume``
-continues (or extends) a run.  ``--validate`` also runs every candidate's
-trajectory (:func:`crosscurv.numeric.protocol.run_protocol`) and prints the advice's regret
+Runs the JC trajectory once and, for every candidate pattern and every ``k <= K``, predicts ``L_S^k
+- L_JC^k`` (the JC-only estimate of Theorem 3) with an embedded-pair error, the best scheme per
+``k`` with a certified flag and a recommendation (:mod:`crosscurv.numeric.advice`). Writes
+``advice.csv`` (streamed), ``checkpoint.pt`` and ``advice.json`` into ``--out``; ``--resume``
+continues (or extends) a run. ``--validate`` also runs every candidate's trajectory
+(:func:`crosscurv.numeric.protocol.run_protocol`) and prints the advice's regret
 (:mod:`crosscurv.numeric.regret`), how often it named the measured best and which certified
-iterations were wrong (``validation.json``).  Exit codes: 0, 2 bad
-input (one line), 3 the JC run diverged, 130 interrupted.
+iterations were wrong (``validation.json``). Exit codes: 0, 2 bad input (one line), 3 the JC run
+diverged, 130 interrupted.
 
 ``--optimizer`` and ``--block-lr`` are ``crosscurv run``'s flags (the same definitions): the JC run
 takes the optimizer's steps and the predictions are the optimizer-aware JC-only estimate.
@@ -129,8 +128,8 @@ def execute(args):
 
 
 def _search(args, task, lr, iters, setup):
-    """``--search``: :func:`crosscurv.numeric.pattern_search.search`; returns
-    ``(SearchResult, folder, None)``."""
+    """``--search``: :func:`crosscurv.numeric.pattern_search.search`; returns ``(SearchResult,
+    folder, None)``."""
     from crosscurv.theory.errors import InputError
     from crosscurv.experiments.cli.commands.run import _Progress, _slug
     from crosscurv.numeric.advice import advise
@@ -329,8 +328,7 @@ def _regret(x) -> str:
 
 def study_report(rows, configs, preset, command) -> str:
     """The markdown of ``reports/advise/validation.md`` from the finished rows (pending
-    configurations
-    named)."""
+    configurations named)."""
     import torch
 
     lines = ["# `crosscurv advise`: advised best scheme vs measured best", "",
@@ -420,8 +418,8 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None, command=None) -> s
     ``.json``.
 
     ``iters``: ``K`` (int) or ``{task: K}``; ``lrs``: ``{task: [lr, ...]}`` (default: the preset's
-    learning rate).  Configurations run seed by seed (every task at each seed before the next seed)
-    and are cached (:func:`study_config`), the report rewritten after each.  Returns the markdown
+    learning rate). Configurations run seed by seed (every task at each seed before the next seed)
+    and are cached (:func:`study_config`), the report rewritten after each. Returns the markdown
     text.
     """
     import torch

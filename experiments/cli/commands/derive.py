@@ -1,8 +1,8 @@
 """``crosscurv derive``: derive and verify the paper's expansions symbolically (SymPy).
 
 Runs :func:`crosscurv.theory.derivation.derive`, prints a summary (``--json``: one object) and
-writes ``DIR/theory.md``. Exit codes: 0 every check holds, 1 an identity fails, 2 bad input.
-Never imports torch.
+writes ``DIR/theory.md``. Exit codes: 0 every check holds, 1 an identity fails, 2 bad input. Never
+imports torch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``crosscurv golden``: write framework-independent conformance cases.
 
-Copies the cases shipped with the package (:mod:`crosscurv.experiments.conformance.golden_data`,
-no torch), or computes them with ``--recompute`` (:mod:`crosscurv.experiments.conformance.golden`).
+Copies the cases shipped with the package (:mod:`crosscurv.experiments.conformance.golden_data`, no
+torch), or computes them with ``--recompute`` (:mod:`crosscurv.experiments.conformance.golden`).
 Exit codes: 0 written, 2 bad input.
 """
 

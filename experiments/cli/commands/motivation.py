@@ -1,11 +1,11 @@
 """``crosscurv motivation``: the paper's Figure 1 with the practical implementations.
 
-Trains, per panel and seed, the sequential and simultaneous practical
-implementations side by side (:mod:`crosscurv.experiments.motivation`) and streams
-``OUT/<panel>/seed<S>/records.csv`` and ``probes.csv``; runs ``validate-step``
-on deterministic versions of each panel's steps (``OUT/<panel>/verdicts.json``);
-with ``--report DIR`` writes ``DIR/motivation.md`` and ``DIR/figures/motivation_*.png``.
-Exit codes: 0 done, 2 bad input (one line), 130 interrupted (continue with ``--resume``).
+Trains, per panel and seed, the sequential and simultaneous practical implementations side by side
+(:mod:`crosscurv.experiments.motivation`) and streams ``OUT/<panel>/seed<S>/records.csv`` and
+``probes.csv``; runs ``validate-step`` on deterministic versions of each panel's steps
+(``OUT/<panel>/verdicts.json``); with ``--report DIR`` writes ``DIR/motivation.md`` and
+``DIR/figures/motivation_*.png``. Exit codes: 0 done, 2 bad input (one line), 130 interrupted
+(continue with ``--resume``).
 """
 
 from __future__ import annotations

@@ -110,9 +110,9 @@ def add_optimizer_arguments(p) -> None:
 
 def description_from_args(args):
     """The :class:`crosscurv.experiments.runs.RunDescription` of parsed ``crosscurv run`` arguments
-    (an ``argparse.Namespace``; flags a command does not have, such as ``--pattern`` for
-    ``crosscurv advise``, take their defaults).  A value out of range is refused by its setting's
-    check, the message led by the flag (``--lr: learning rate must be ...``)."""
+    (an ``argparse.Namespace``; flags a command does not have, such as ``--pattern`` for ``crosscurv
+    advise``, take their defaults). A value out of range is refused by its setting's check, the
+    message led by the flag (``--lr: learning rate must be ...``)."""
     import dataclasses
 
     from crosscurv.experiments.runs import RunDescription, RunDescriptionError, check_setting

@@ -1,8 +1,8 @@
 """``crosscurv sweep``: a grid of ``crosscurv run`` runs on Ray, aggregated.
 
-Exit codes: 0 every run complete; 3 at least one run diverged or failed (the
-others finished; see ``sweep.csv``); 2 bad grid or options (one line,
-nothing run); 70 internal error; 130 interrupted (rerun with ``--resume``).
+Exit codes: 0 every run complete; 3 at least one run diverged or failed (the others finished; see
+``sweep.csv``); 2 bad grid or options (one line, nothing run); 70 internal error; 130 interrupted
+(rerun with ``--resume``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """``crosscurv validate-records THEIRS.csv``: compare a user's records with the reference.
 
-The reference is a run folder (``--reference RUN_DIR``, or ``golden:<case>/<label>``) or is
-computed on the fly (``--task/--pattern/--lr/--iters``); ``THEIRS.json`` holds one-step results
-checked against a golden case. Values agree when ``|theirs - ref| <= atol + rtol |ref|`` with the
-reference dtype's :data:`crosscurv.numeric.record_comparison.TOLERANCES` unless ``--rtol/--atol``.
-Exit codes: 0 agree, 1 a disagreement (first iteration, column and likely diagnosis), 2 bad input.
+The reference is a run folder (``--reference RUN_DIR``, or ``golden:<case>/<label>``) or is computed
+on the fly (``--task/--pattern/--lr/--iters``); ``THEIRS.json`` holds one-step results checked
+against a golden case. Values agree when ``|theirs - ref| <= atol + rtol |ref|`` with the reference
+dtype's :data:`crosscurv.numeric.record_comparison.TOLERANCES` unless ``--rtol/--atol``. Exit codes:
+0 agree, 1 a disagreement (first iteration, column and likely diagnosis), 2 bad input.
 """
 
 from __future__ import annotations

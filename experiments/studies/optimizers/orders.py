@@ -35,9 +35,9 @@ def _p(study) -> str:
 
 
 def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
-    """Print the observed orders of every optimizer row of :data:`OPTIMIZERS` (``only``: those
-    rows) on ``n`` grid points, then Adam's first step from zero moments and Adam's one step on a
-    bilinear problem."""
+    """Print the observed orders of every optimizer row of :data:`OPTIMIZERS` (``only``: those rows)
+    on ``n`` grid points, then Adam's first step from zero moments and Adam's one step on a bilinear
+    problem."""
     print(f"| optimizer | eta0 | K0 | one_step (3) | recursion, T fixed (3) | recursion, K = "
           f"{FIXED_K} (3) | cumulative (2) | jc_only (2) |")
     print("|---|---|---|---|---|---|---|---|")

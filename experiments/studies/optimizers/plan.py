@@ -42,8 +42,7 @@ class StudyVariant:
 @dataclass(frozen=True)
 class OptimizerStudy:
     """One optimizer study: a question about ``task`` answered by comparing its variants with the
-    first
-    (the baseline)."""
+    first (the baseline)."""
 
     name: str
     task: str

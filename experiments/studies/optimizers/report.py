@@ -51,10 +51,9 @@ def _pct(x: float) -> str:
 
 def error_bars(columns, estimate: str) -> dict:
     """How the record's error bar and certified winner of ``estimate`` fared: ``calibrated``
-    (percent
-    of the iterations with a finite ``*_err`` where ``|estimate - gap| <= err``; NaN without one),
-    and the certified winners' ``certified``, ``correct``, ``coverage`` and ``precision``
-    (:func:`crosscurv.numeric.metrics.certified_metrics`)."""
+    (percent of the iterations with a finite ``*_err`` where ``|estimate - gap| <= err``; NaN
+    without one), and the certified winners' ``certified``, ``correct``, ``coverage`` and
+    ``precision`` (:func:`crosscurv.numeric.metrics.certified_metrics`)."""
     from crosscurv.numeric.metrics import calibration, certified_metrics
 
     gap, est = columns["gap"], columns[estimate]
@@ -166,9 +165,9 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
 
 
 def _winners_section(study, runs: dict, seeds, findings: list):
-    """The measured winners per variant and seed: the table, the timelines ``tl[(label, seed)]``
-    and the measured gaps ``meas[(label, seed)]``; appends a finding per run whose gap is in part
-    the plain difference."""
+    """The measured winners per variant and seed: the table, the timelines ``tl[(label, seed)]`` and
+    the measured gaps ``meas[(label, seed)]``; appends a finding per run whose gap is in part the
+    plain difference."""
     base = study.baseline.label
     rows, tl, meas = [], {}, {}
     for v in study.variants:

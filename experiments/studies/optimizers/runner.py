@@ -70,8 +70,8 @@ def description(task: str, variant: StudyVariant, seed: int, iters: int):
 
 def run_all(out: str, seeds, iters: int, only=None) -> int:
     """Run (or resume) every planned run; returns the number of runs that did not complete (bad
-    input
-    and divergence are reported and the campaign goes on; an interrupt stops it, the run resumable).
+    input and divergence are reported and the campaign goes on; an interrupt stops it, the run
+    resumable).
     """
     from crosscurv.experiments import runs
     from crosscurv.theory.errors import InputError

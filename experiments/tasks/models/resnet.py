@@ -4,9 +4,8 @@
 stride-1 stem (``w`` channels), stage 1 (``w``) and stage 2 (``2w``, stride 2); shared ``u`` =
 stages 3 (``4w``) and 4 (``8w``), global average pooling and the 10-class linear layer (``w = 64``:
 ResNet-18). BatchNorm in eval mode with fixed running statistics (mean 0, variance 1), so each is
-the affine map ``gamma * x / sqrt(1 + eps) + beta``. PyTorch's default initialisation, drawn
-through :func:`crosscurv.numeric.portable_random.portable_default_init_` (the same bits on every
-CPU).
+the affine map ``gamma * x / sqrt(1 + eps) + beta``. PyTorch's default initialisation, drawn through
+:func:`crosscurv.numeric.portable_random.portable_default_init_` (the same bits on every CPU).
 """
 
 from __future__ import annotations
@@ -95,12 +94,11 @@ class SharedNet(nn.Module):
 class FederatedResNet18(nn.Module):
     """``M`` clients' personal nets ``client{i}`` plus one ``shared`` net.
 
-    Parameter names: ``client{i}.stem...``, ``client{i}.layer1...``,
-    ``client{i}.layer2...`` and ``shared.layer3...``, ``shared.layer4...``,
-    ``shared.fc...``.  All clients start from the *same* personal weights
-    (copies of ``client0``), as in federated training from one global
-    initialisation.  ``forward(x, client)`` evaluates ``f(x; u, v_client)``.
-    The module is put in eval mode (fixed BatchNorm statistics).
+    Parameter names: ``client{i}.stem...``, ``client{i}.layer1...``, ``client{i}.layer2...`` and
+    ``shared.layer3...``, ``shared.layer4...``, ``shared.fc...``. All clients start from the *same*
+    personal weights (copies of ``client0``), as in federated training from one global
+    initialisation. ``forward(x, client)`` evaluates ``f(x; u, v_client)``. The module is put in
+    eval mode (fixed BatchNorm statistics).
     """
 
     def __init__(self, n_clients: int = 3, width: int = 64, num_classes: int = 10):
@@ -125,10 +123,9 @@ class FederatedResNet18(nn.Module):
     def forward(self, x: torch.Tensor, client: int = 0) -> torch.Tensor:
         """``f(x; u, v_client)`` for a ``(n, 3, 32, 32)`` batch, of any memory layout.
 
-        The batch is made contiguous (NCHW) first: a channels-last float32
-        batch propagates its layout through every activation, and the backward
-        of a strided 1x1 convolution on channels-last float32 tensors corrupts
-        the heap or spins in PyTorch 2.13's CPU (oneDNN) kernel
-        (tests/experiments/test_models.py keeps the reproduction).
+        The batch is made contiguous (NCHW) first: a channels-last float32 batch propagates its
+        layout through every activation, and the backward of a strided 1x1 convolution on
+        channels-last float32 tensors corrupts the heap or spins in PyTorch 2.13's CPU (oneDNN)
+        kernel (tests/experiments/test_models.py keeps the reproduction).
         """
         return self.shared(self.personal(client)(x.contiguous()))

@@ -66,10 +66,9 @@ class T5Size:
 def _quiet_transformers():
     """``transformers``, quiet, with its T5 classes importable (or one :class:`DataError` line).
 
-    ``transformers`` imports its model classes lazily; a broken optional
-    dependency (for example a ``torchvision`` built for another torch, which
-    ``backpack-for-pytorch`` pulls in) surfaces only then, as an error that
-    hides its cause.  The cause is named here instead.
+    ``transformers`` imports its model classes lazily; a broken optional dependency (for example a
+    ``torchvision`` built for another torch, which ``backpack-for-pytorch`` pulls in) surfaces only
+    then, as an error that hides its cause. The cause is named here instead.
     """
     import transformers
 
@@ -113,14 +112,13 @@ def _full_precision_layer_norms(model) -> None:
 
 def _portable_t5_init(model, generator: torch.Generator | None = None) -> None:
     """Redraw every weight of a ``T5ForConditionalGeneration`` as ``transformers``' T5
-    initialisation
-    does (``initializer_factor`` 1), but in float64 and rounded
+    initialisation does (``initializer_factor`` 1), but in float64 and rounded
     (:func:`crosscurv.numeric.portable_random.portable_normal_`), so that every CPU draws the same
     weights.
 
     Embedding ``N(0, 1)`` (tied with the LM head), attention ``q ~ N(0, 1/(d_model d_kv))``, ``k, v
     ~ N(0, 1/d_model)``, ``o ~ N(0, 1/(heads d_kv))``, relative attention bias ``N(0, 1/d_model)``,
-    feed-forward ``wi ~ N(0, 1/d_model)``, ``wo ~ N(0, 1/d_ff)``, layer norms 1.  Raises
+    feed-forward ``wi ~ N(0, 1/d_model)``, ``wo ~ N(0, 1/d_ff)``, layer norms 1. Raises
     ``RuntimeError`` when a parameter is left undrawn (a ``transformers`` version with other
     modules).
     """
@@ -226,10 +224,9 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator |
         dropout: float = 0.0):
     """Wrap ``model`` with LoRA on :data:`TARGET_MODULES` and initialise the factors.
 
-    ``A`` (``r x d_in``) ~ ``N(0, 2 / d_in)`` from ``generator``, ``B``
-    (``d_out x r``) = 0.  ``dropout`` is peft's adapter dropout on the adapter
-    branch's input (active only in train mode).  Returns the peft model (eval
-    mode); its trainable parameters are exactly the factors.
+    ``A`` (``r x d_in``) ~ ``N(0, 2 / d_in)`` from ``generator``, ``B`` (``d_out x r``) = 0.
+    ``dropout`` is peft's adapter dropout on the adapter branch's input (active only in train mode).
+    Returns the peft model (eval mode); its trainable parameters are exactly the factors.
     """
     from peft import LoraConfig, get_peft_model
 

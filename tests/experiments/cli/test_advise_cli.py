@@ -121,9 +121,8 @@ def test_resume_refusals(tmp_path, factory):
 
 def test_optimizer_and_block_lr_match_crosscurv_run(tmp_path, factory):
     """``--optimizer`` / ``--block-lr`` mean what they mean for ``crosscurv run``: advise's
-    prediction
-    for a pattern is the run's optimizer-aware jc_only column, and the settings record the
-    optimizer."""
+    prediction for a pattern is the run's optimizer-aware jc_only column, and the settings record
+    the optimizer."""
     flags = ["--optimizer", "momentum:0.9", "--block-lr", "by=2", "--iters", "5"]
     r = _cli(factory, "--patterns", "gs;chain", "--json", "--out", str(tmp_path / "adv"), *flags)
     assert r.returncode == 0, r.stderr
@@ -194,8 +193,8 @@ def test_a_diverged_jc_run_ends_with_the_divergence_not_advice(tmp_path, factory
 
 
 def test_a_diverged_search_ends_with_the_divergence_not_a_front(tmp_path, factory):
-    """``--search`` with a learning rate far past the stable regime: no front table and no
-    pattern advised, the divergence and the last finite state instead."""
+    """``--search`` with a learning rate far past the stable regime: no front table and no pattern
+    advised, the divergence and the last finite state instead."""
     r = _cli(factory, "--lr", "1e6", "--iters", "20", "--search", "all", "--out",
              str(tmp_path / "s"), timeout=120)
     assert r.returncode == 3, r.stderr

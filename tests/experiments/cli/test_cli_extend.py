@@ -1,10 +1,9 @@
 """``crosscurv run --resume``: extending a finished or killed run, and unreadable run folders.
 
-Everything through the command in a subprocess, as a user types it: an
-extended run's ``records.csv`` is byte for byte that of an uninterrupted run
-to the new ``K``; a shorter ``K`` or another changed setting is refused with
-one line and exit code 2; so is an undecodable, truncated or foreign
-``checkpoint.pt``, ``summary.json`` or ``records.csv``.
+Everything through the command in a subprocess, as a user types it: an extended run's
+``records.csv`` is byte for byte that of an uninterrupted run to the new ``K``; a shorter ``K`` or
+another changed setting is refused with one line and exit code 2; so is an undecodable, truncated or
+foreign ``checkpoint.pt``, ``summary.json`` or ``records.csv``.
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ def test_divergence_exit_code_3_keeps_records(capsys, tmp_path, fac):
 
 
 def test_divergence_json_ends_with_the_last_finite_state_not_metrics(tmp_path, fac):
-    """A diverged run's ``--json`` and summary.json hold no metrics (they would be taken over
-    values running into the divergence), but the divergence and the last finite state."""
+    """A diverged run's ``--json`` and summary.json hold no metrics (they would be taken over values
+    running into the divergence), but the divergence and the last finite state."""
     out = str(tmp_path / "run")
     cmd = [sys.executable, "-m", "crosscurv", "run", f"{fac}:make", "--out", out, "--lr", "1e6",
            "--iters", "20", "--json", "--no-figure"]

@@ -66,8 +66,7 @@ def test_a_run_records_its_thread_count_and_refuses_to_resume_with_another(tmp_p
 
 def _run_cli(tmp_path, name, env_threads=None, extra=()):
     """``crosscurv run mlp --preset smoke`` in a fresh process; returns (settings, stderr lines
-    about
-    threads)."""
+    about threads)."""
     import json
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",

@@ -1,15 +1,13 @@
 """Every built-in task's ``smoke`` preset, run exactly as a user types it.
 
-``crosscurv run TASK --preset smoke --out DIR`` in a subprocess, with the
-task's default dtype (float32) and the machine's default thread count (and the
-MLP again with ``OMP_NUM_THREADS=1``).  Each run is bounded by a timeout, so a hang
-in a compute kernel fails the test instead of stalling CI; a crash of the
-interpreter (a segmentation fault, glibc's "double free or corruption") shows
-up as a negative return code or SIGABRT's 134 and fails it too.
+``crosscurv run TASK --preset smoke --out DIR`` in a subprocess, with the task's default dtype
+(float32) and the machine's default thread count (and the MLP again with ``OMP_NUM_THREADS=1``).
+Each run is bounded by a timeout, so a hang in a compute kernel fails the test instead of stalling
+CI; a crash of the interpreter (a segmentation fault, glibc's "double free or corruption") shows up
+as a negative return code or SIGABRT's 134 and fails it too.
 
-The float32 ``fl`` smoke task once crashed or spun in a oneDNN convolution
-kernel (its bundled CIFAR-10 batch was channels-last; README, Performance);
-only these user-level runs saw it.
+The float32 ``fl`` smoke task once crashed or spun in a oneDNN convolution kernel (its bundled
+CIFAR-10 batch was channels-last; README, Performance); only these user-level runs saw it.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 folders, and ``validate-records`` and ``report --check`` of a folder they cannot read (one line,
 exit 2, in a fraction of the seconds that importing torch takes); so do the packages whose modules
 such a command reads (``crosscurv.numeric``, ``crosscurv.experiments.tasks``: their names are
-imported on first use).  So do ``run``, ``advise`` and ``sweep`` given a setting that is out of
-range whatever the task (the learning rate, ``K``, the optimizer, the preset, an unknown built-in
-task), and ``run --resume`` of a folder that cannot be resumed (missing, no checkpoint, a checkpoint
-that is not a whole archive, an unreadable summary or records)."""
+imported on first use). So do ``run``, ``advise`` and ``sweep`` given a setting that is out of range
+whatever the task (the learning rate, ``K``, the optimizer, the preset, an unknown built-in task),
+and ``run --resume`` of a folder that cannot be resumed (missing, no checkpoint, a checkpoint that
+is not a whole archive, an unreadable summary or records)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ exit 2.
 
 The files: a user's records CSV (``validate-records THEIRS.csv``), a run's ``records.csv`` and
 ``summary.json`` (``table RUN_DIR``, ``validate-records --reference RUN_DIR``, which is also how
-golden cases are read back), and a task file (``run path.py:factory``).  Each kind is given binary
-garbage, text in another encoding (UTF-16, Latin-1), an empty file and a truncated one.  Every kind
+golden cases are read back), and a task file (``run path.py:factory``). Each kind is given binary
+garbage, text in another encoding (UTF-16, Latin-1), an empty file and a truncated one. Every kind
 runs through :func:`crosscurv.experiments.cli.main` (the command's entry point, stderr and exit code
 as a user sees them); the binary case of each file also runs the ``crosscurv`` command in a
 subprocess, so a crash of the interpreter would fail too.

@@ -1,9 +1,8 @@
 """``crosscurv validate-step`` on real training code, as a user runs it: the CLI in a subprocess.
 
-peft LoRA on a random T5 with its default sdpa attention (no second
-derivatives: curvature by differences of gradients, with and without
-``--eta0``), FedAlt with inferred and given per-block step factors, factory
-files importing their neighbours, and the one-line answer for a task name.
+peft LoRA on a random T5 with its default sdpa attention (no second derivatives: curvature by
+differences of gradients, with and without ``--eta0``), FedAlt with inferred and given per-block
+step factors, factory files importing their neighbours, and the one-line answer for a task name.
 """
 
 from __future__ import annotations

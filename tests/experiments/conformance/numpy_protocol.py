@@ -1,11 +1,10 @@
 """An outside implementation of the controlled protocol, in NumPy from the paper alone (no torch).
 
 Reads a golden ``case.json`` (quadratic or quartic loss, float64, three blocks) and writes the
-records
-(paper, Definitions 1-2, Theorems 1-3; the protocol's ``G``/``L`` of the golden README). 
-``bug=`` plants
-one mistake (:data:`BUGS`); ``hessian="fd"`` takes every Hessian from central differences of the
-gradient (an honest implementation without second derivatives, about 1e-9 relative).
+records (paper, Definitions 1-2, Theorems 1-3; the protocol's ``G``/``L`` of the golden README).
+``bug=`` plants one mistake (:data:`BUGS`); ``hessian="fd"`` takes every Hessian from central
+differences of the gradient (an honest implementation without second derivatives, about 1e-9
+relative).
 """
 
 from __future__ import annotations

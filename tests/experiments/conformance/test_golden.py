@@ -1,9 +1,8 @@
 """Golden conformance cases: files, self-description, and an independent NumPy reproduction.
 
-The NumPy implementation of ``numpy_protocol.py`` (no torch) reads only ``case.json`` and
-reproduces ``one_step.json`` and every ``records.csv`` of the quadratic and
-quartic cases from the definitions in the golden README (paper Definitions
-1-2, Theorems 1-3, the protocol's G/L estimates).
+The NumPy implementation of ``numpy_protocol.py`` (no torch) reads only ``case.json`` and reproduces
+``one_step.json`` and every ``records.csv`` of the quadratic and quartic cases from the definitions
+in the golden README (paper Definitions 1-2, Theorems 1-3, the protocol's G/L estimates).
 """
 
 from __future__ import annotations

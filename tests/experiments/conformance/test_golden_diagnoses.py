@@ -114,8 +114,8 @@ def test_a_mistake_is_named_through_a_finite_difference_hessian(bug):
 def test_on_the_mlp_every_mistake_is_named_through_differences_of_the_gradient(label):
     """A problem the diagnoses were not designed on: the golden tiny MLP (tanh, softmax
     cross-entropy), hand-written back-propagation and finite-difference Hessians (5e-10 to 3e-9
-    relative): each mistake is named first, what else parts is named precision, and the honest
-    run gets the precision sentence alone."""
+    relative): each mistake is named first, what else parts is named precision, and the honest run
+    gets the precision sentence alone."""
     case = _case("tiny_mlp")
     pairs, order = pattern(case, label)
     prob = problem(case, "fd", 1e-5)
@@ -213,8 +213,8 @@ def test_cli_names_the_mistake_without_torch(tmp_path):
 
 # -- one-step results ------------------------------------------------------------------------
 def _one_step(name, factor=1.0, cs_pairs=None):
-    """The one-step quantities of an outside NumPy implementation (Theorem 1), ``eta^2`` scaled
-    by ``factor``."""
+    """The one-step quantities of an outside NumPy implementation (Theorem 1), ``eta^2`` scaled by
+    ``factor``."""
     import numpy as np
 
     case = _case(name)

@@ -1,6 +1,5 @@
 """Golden cases with an optimizer: an independent NumPy implementation of the golden README's
-optimizer
-section.
+optimizer section.
 
 Reads only ``case.json`` of ``quartic_momentum`` and ``quadratic_block_lr`` and reproduces
 ``one_step.json`` and every ``records.csv`` (heavy ball and per-block step sizes: the steps, the
@@ -52,8 +51,7 @@ class NumpyOptimizer:
 
     def step(self, x, m, pairs, order, lr):
         """One scheme step with buffers ``m``: fresh gradient per block, ``m' = beta m + g``, ``x -
-        lr
-        f m'``."""
+        lr f m'``."""
         new, newm = x.copy(), m.copy()
         for i in order:
             state = x.copy()

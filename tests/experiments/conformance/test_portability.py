@@ -71,9 +71,8 @@ def test_emulations_are_the_make_test_portable_settings_and_do_not_leak(monkeypa
 def test_the_command_checks_a_run_under_emulations_and_writes_the_report(tmp_path):
     run = str(tmp_path / "run")
     # the run is made where "this CPU" checks it: the caller's MKL_CBWR or ATEN_CPU_CAPABILITY (as
-    # some users
-    # set) would otherwise make the run under other kernels than its check, and "bitwise" would not
-    # hold
+    # some users set) would otherwise make the run under other kernels than its check, and "bitwise"
+    # would not hold
     env = environment("this CPU")
     subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
         "--iters", "3", "--device",

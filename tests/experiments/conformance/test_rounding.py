@@ -1,6 +1,5 @@
 """``python -m crosscurv.experiments.conformance.rounding``: the measurement the comparison
-tolerances
-rest on."""
+tolerances rest on."""
 
 from __future__ import annotations
 

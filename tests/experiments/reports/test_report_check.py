@@ -1,6 +1,5 @@
 """``crosscurv report --check``: committed runs recomputed from their summary and compared with
-their
-records.
+their records.
 
 Through the command line in a subprocess, as a user runs it: a fresh smoke run agrees with itself
 recomputed (exit 0); one committed value moved beyond its tolerance is named by iteration and column
@@ -124,9 +123,8 @@ def test_runs_are_found_under_a_reports_folder_and_sweeps(smoke_run, tmp_path):
 @pytest.mark.portable
 def test_a_prefix_of_every_committed_study_reproduces():
     """The committed Table 1 runs (``reports/runs/<task>``) still come out of ``crosscurv run``:
-    their
-    first two records, recomputed through the command from each ``summary.json``, agree within the
-    tolerances."""
+    their first two records, recomputed through the command from each ``summary.json``, agree within
+    the tolerances."""
     runs = [os.path.join("reports", "runs", t) for t in ("fl", "lora", "mlp")]
     proc = _cli("report", "--check", *runs, "--iters", "2", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
@@ -210,8 +208,7 @@ def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
 
 def test_a_run_with_an_optimizer_is_rebuilt_with_it(tmp_path):
     """The summary's optimizer and per-block step sizes are part of the run (a plain-step rebuild
-    would
-    part)."""
+    would part)."""
     out = str(tmp_path / "mom")
     proc = _cli("run", "mlp", "--preset", "smoke", "--iters", "2", "--device", "cpu", "--out", out,
                 "--optimizer", "momentum:0.9", "--block-lr", "layer1=2")

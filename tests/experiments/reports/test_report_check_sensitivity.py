@@ -47,9 +47,8 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
     monkeypatch,
                                                                          parts_like_it):
     """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up
-    to
-    four) runs perturbed at rounding parts as far; the runs are made one at a time, up to the first
-    that explains it."""
+    to four) runs perturbed at rounding parts as far; the runs are made one at a time, up to the
+    first that explains it."""
     import crosscurv.experiments.reports.perturbed_twins as twins
 
     bad = _copy(smoke_run, tmp_path / "losses")
@@ -83,10 +82,9 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
 def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_run, tmp_path,
         monkeypatch):
     """The committed ``sharpness`` 1% off at k = 2: the power vector carries its history, so once a
-    run
-    perturbed at rounding follows another (a ReLU kink crossed) its column parts too; where one such
-    run parts as far in ``sharpness`` the difference is predicted, while the losses stay within the
-    fixed tolerances."""
+    run perturbed at rounding follows another (a ReLU kink crossed) its column parts too; where one
+    such run parts as far in ``sharpness`` the difference is predicted, while the losses stay within
+    the fixed tolerances."""
     import crosscurv.experiments.reports.perturbed_twins as twins
 
     bad = _copy(smoke_run, tmp_path / "parted")
@@ -123,10 +121,9 @@ def test_the_sharpness_slack_is_twice_the_parting_until_the_trajectories_part():
 
 def test_sharpness_is_compared_only_until_the_trajectories_part(smoke_run, tmp_path, monkeypatch):
     """Committed losses beyond the fixed tolerances from k = 2 (explained by a perturbed run that
-    parts
-    as far) and ``sharpness`` 10% off at k = 3: past the parting the power vector follows another
-    history, so the column is compared to k = 1 only; the same 10% at k = 3 with the losses in place
-    (and perturbed runs that do not part) is a disagreement."""
+    parts as far) and ``sharpness`` 10% off at k = 3: past the parting the power vector follows
+    another history, so the column is compared to k = 1 only; the same 10% at k = 3 with the losses
+    in place (and perturbed runs that do not part) is a disagreement."""
     import crosscurv.experiments.reports.perturbed_twins as twins
 
     def edit(dst, loss_rows, sharp_row):

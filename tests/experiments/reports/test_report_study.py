@@ -39,9 +39,8 @@ def test_a_study_resumes_and_an_unreadable_checkpoint_is_reported_not_deleted(tm
 
 def test_the_report_runs_its_studies_with_one_thread_and_aggregates_the_sweeps(tmp_path):
     """``build_report``: a study runs with one intra-op thread (recorded), a run with other settings
-    is
-    not reused, and the sweeps under ``OUT/sweeps`` give Table 1 over seeds in table1.md, studies.md
-    and the index."""
+    is not reused, and the sweeps under ``OUT/sweeps`` give Table 1 over seeds in table1.md,
+    studies.md and the index."""
     import torch
 
     from crosscurv.experiments.reports.build import STUDY_THREADS, build_report

@@ -1,5 +1,5 @@
-"""``crosscurv table`` over several runs: the settings that tell their rows apart, and every
-column explained."""
+"""``crosscurv table`` over several runs: the settings that tell their rows apart, and every column
+explained."""
 
 from __future__ import annotations
 

@@ -85,8 +85,7 @@ def subset_runs(tmp_path_factory):
 
 def test_certificates_are_right_on_the_fast_subset(subset_runs):
     """Precision >= 99% for advise and every record estimate on each (problem, rate) of the subset,
-    with
-    coverage pooled over the subset above a fifth of the decided iterations."""
+    with coverage pooled over the subset above a fifth of the decided iterations."""
     from crosscurv.experiments.studies.certificates_report import advice_counts, record_counts
     from crosscurv.numeric.certificate import SAFETY
 
@@ -126,8 +125,7 @@ def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
 
 def test_table1_shows_the_certificate_of_records_written_before_it(tmp_path):
     """Table 1 recomputes a plain run's certificates from its columns: records whose *_cert columns
-    hold an
-    older rule (here: zeros) show the certificate crosscurv run records now."""
+    hold an older rule (here: zeros) show the certificate crosscurv run records now."""
     import csv
 
     from crosscurv.experiments.reports.table import load_run, table_rows

@@ -20,8 +20,7 @@ from .test_studies import REPO
 def write_cert_run(folder, name, *, task="mlp", lr, seed=0, preset="default", gaps, est, certs,
         lam):
     """A run whose three estimates are ``est`` with certificates ``certs`` and converged
-    ``lambda_max =
-    lam``."""
+    ``lambda_max = lam``."""
     d = folder / "runs" / name
     d.mkdir(parents=True)
     with RecordWriter(str(d / "records.csv")) as w:
@@ -45,8 +44,7 @@ def _folders(tmp_path):
     d_lr, e_lr = preset_settings("mlp", "default")["lr"], preset_settings("mlp", "edge")["lr"]
     seeds, edge_old, edge_new = tmp_path / "seeds", tmp_path / "edge-old", tmp_path / "edge-new"
     # default: gap > 0 (JC wins) at k = 1, 2, then < 0; certificates: k = 1 right (+1), k = 3 right
-    # (-1), k = 4
-    # wrong (+1); eta * lambda = d_lr * lam: 1e-3 .. well below 2
+    # (-1), k = 4 wrong (+1); eta * lambda = d_lr * lam: 1e-3 .. well below 2
     write_cert_run(seeds, "mlp-default-seed0", lr=d_lr, gaps=[0.5, 0.2, -0.1, -0.2], est=[0.4, 0.1,
         -0.1, 0.1],
                    certs=[1, 0, -1, 1], lam=[0.1 / d_lr, 0.1 / d_lr, 0.1 / d_lr, 0.1 / d_lr])

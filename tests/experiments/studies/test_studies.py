@@ -96,8 +96,7 @@ def test_seeds_table_mean_and_range_of_every_metric(tmp_path):
 
 def test_seeds_pooled_from_several_folders_are_cut_to_their_common_K(tmp_path):
     """Seed 0 at K = 6 in one folder, seed 1 at K = 4 in another (and seed 0 again, shorter): the
-    table
-    covers k = 1..4 of both, the numbers of the K = 4 runs above."""
+    table covers k = 1..4 of both, the numbers of the K = 4 runs above."""
     a = tmp_path / "a"
     write_run(a, "mlp-default-seed0", seed=0, gaps=[0.5, 0.25, -0.1, -0.2, 0.3, 0.3],
               est=[0.4, 0.2, -0.1, -0.3, -1.0, -1.0], errs=[0.01, 0.3, 0.01, 0.01, 0.0, 0.0])

@@ -3,7 +3,7 @@
 PyTorch's float32 samplers dispatch on the instruction set (``normal_`` is vectorised with AVX2,
 ``uniform_`` scales in float64 with AVX2 and in float32 without), so before the inputs were drawn
 through :mod:`crosscurv.numeric.portable_random` a CPU without AVX2 rebuilt other initial parameters
-and ``crosscurv report --check`` failed at k = 0.  Here the kernels of other CPUs are emulated by
+and ``crosscurv report --check`` failed at k = 0. Here the kernels of other CPUs are emulated by
 environment variables (``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``) in subprocesses, and every built-in
 task (smoke and default presets), golden case, test case and test problem must give the same digests
 under each.
@@ -122,8 +122,7 @@ def test_portable_draws_are_the_float64_draws_rounded_and_uniform_matches_torch(
     portable_uniform_(u, -0.19, 0.19, torch.Generator().manual_seed(1))
     assert -0.19 <= u.min().item() and u.max().item() < 0.19 and abs(u.mean().item()) < 0.01
     # the same generator consumption as torch's own layer initialisation: the parameters equal
-    # torch's draws up
-    # to the last float32 bit
+    # torch's draws up to the last float32 bit
     torch.manual_seed(3)
     lin = torch.nn.Linear(30, 20)
     mine = torch.nn.Linear(30, 20)

@@ -1,11 +1,10 @@
 """The default presets sit inside the expansions' regime: chosen by the stated rule, below the edge
-at
-theta^0.
+at theta^0.
 
 The rule (:func:`crosscurv.experiments.studies.regime.regime_learning_rate`): the largest rate of
 ``LR_GRID`` whose ``max_k eta * lambda_max`` over ``K = 500``, predicted from the committed ``edge``
 run (``reports/sweeps/edge-seed0/runs/<task>-default-seed0``) by gradient-flow time, is at most
-``MARGIN * EDGE = 1``.  The K = 500 runs at the chosen rates (``reports/sweeps/seeds*``) are the
+``MARGIN * EDGE = 1``. The K = 500 runs at the chosen rates (``reports/sweeps/seeds*``) are the
 confirmation; ``reports/studies.md`` reports them.
 """
 
@@ -59,8 +58,7 @@ def test_default_rate_is_the_rule_s_choice_from_the_edge_run(task):
 
 def test_the_rule_on_a_known_sharpening_curve():
     # lambda_max(t) = 10 t at eta_ref = 0.1 (k = 1..100, t = 0.1 k): a run at lr, K = 50 reaches t =
-    # 50 lr,
-    # so its prediction is lr * 10 * 50 lr = 500 lr^2; <= 1 for lr <= 0.0447
+    # 50 lr, so its prediction is lr * 10 * 50 lr = 500 lr^2; <= 1 for lr <= 0.0447
     lam = [10 * 0.1 * k for k in range(1, 101)]
     lr, preds = regime_learning_rate(lam, 0.1, 50, grid=(0.1, 0.05, 0.03, 0.02))
     assert lr == 0.03
@@ -79,8 +77,7 @@ def test_the_rule_on_a_known_sharpening_curve():
 
 
 # ARPACK on the full models, one product per backward pass through the graph retained at theta^0; fl
-# and lora
-# take 10-25 s on a 2-core machine
+# and lora take 10-25 s on a 2-core machine
 @pytest.mark.parametrize("task", ["mlp", pytest.param("fl", marks=pytest.mark.slow),
                                   pytest.param("lora", marks=pytest.mark.slow)])
 def test_default_preset_is_below_the_edge_with_margin_at_theta0(task):
