@@ -58,9 +58,9 @@ class _Timers:
 
     PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap",
         "checkpoints")
-    # : the body's own work ("rest") split further: the store's parks and fetches, the float64 sums
-    # outside : the parts above (the JC and S steps' remainders where the steps are not timed, the
-    # extremes' residuals)
+    #: the body's own work ("rest") split further: the store's parks and fetches, the float64 sums
+    #: outside the parts above (the JC and S steps' remainders where the steps are not timed, the
+    #: extremes' residuals)
     REST_PARTS = ("store", "float64 sums")
 
     def __init__(self):

@@ -25,8 +25,8 @@ import torch
 from crosscurv.numeric import step_from_training_code
 
 BLOCKS = {"B": "*lora_B*", "A": "*lora_A*"}
-# : Model sizes: "tiny" for the tests, "t5-small" (T5-small's shape, random weights) for
-# benchmarks/bench_validate_step.py.
+#: Model sizes: "tiny" for the tests, "t5-small" (T5-small's shape, random weights) for
+#: benchmarks/bench_validate_step.py.
 SIZES = {
     "tiny": {},
     "t5-small": dict(d_model=512, d_ff=2048, layers=6, heads=8, rank=8, vocab=32128, seq=16),

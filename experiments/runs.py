@@ -109,8 +109,8 @@ def _block_lr(value):
     return value
 
 
-# : the one check of each setting: ``setting -> check(value) -> value`` (raises a one-line
-# InputError)
+#: the one check of each setting: ``setting -> check(value) -> value`` (raises a one-line
+#: InputError)
 CHECKS = {
     "task": lambda v: _text("task", v),
     "preset": _preset,

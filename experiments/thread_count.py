@@ -17,12 +17,12 @@ __all__ = ["AUTO", "AUTO_SOURCE", "MARGIN", "candidates", "choose", "fastest_thr
 
 #: The ``--threads`` value that asks for the measurement.
 AUTO = "auto"
-# : ``settings["threads_source"]`` of a run that measured its count (its seconds per gradient by
-# count:
+#: ``settings["threads_source"]`` of a run that measured its count (its seconds per gradient by
+#: count:
 #: ``settings["threads_auto_seconds"]``).
 AUTO_SOURCE = "--threads auto"
-# : More threads are chosen only when their gradient takes at most ``1 - MARGIN`` of the time of the
-# best
+#: More threads are chosen only when their gradient takes at most ``1 - MARGIN`` of the time of the
+#: best
 #: smaller count.
 MARGIN = 0.05
 

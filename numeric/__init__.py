@@ -30,9 +30,8 @@ from __future__ import annotations
 from crosscurv.lazy import lazy_exports
 
 #: public name -> the module of this package that defines it, imported on first use
-# : (:mod:`crosscurv.lazy`), so that a module that needs no torch (:mod:`crosscurv.numeric.records`,
-# reading a
-#: run's files) does not import it through this package
+#: (:mod:`crosscurv.lazy`), so that a module that needs no torch (:mod:`crosscurv.numeric.records`,
+#: reading a run's files) does not import it through this package
 _EXPORTS = {
     "Task": "task", "TaskError": "task", "partition_by_rule": "task", "task_from_module": "task",
     "Chain": "chain",

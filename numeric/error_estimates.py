@@ -79,8 +79,8 @@ __all__ = [
     "defect_certificates",
 ]
 
-# : widening of the defect interval, in units of the window's spread of defects
-# (:func:`defect_interval`)
+#: widening of the defect interval, in units of the window's spread of defects
+#: (:func:`defect_interval`)
 DEFECT_FACTOR = 1.0
 #: iterations of realised defects the defect interval looks back over
 DEFECT_WINDOW = 10

@@ -84,8 +84,8 @@ __all__ = [
     "track_extremes",
 ]
 
-# : The extremes are converged (warm-started lobpcg refinement) every this many iterations; in
-# between the last
+#: The extremes are converged (warm-started lobpcg refinement) every this many iterations; in
+#: between the last
 #: converged values are carried (no product), see :func:`track_extremes`.
 SHARPNESS_EVERY = 20
 

@@ -15,8 +15,8 @@ import torch
 
 __all__ = ["CHUNK", "sum_sq64", "norm64", "dot64", "absdot64", "dot_absdot64"]
 
-# : Elements per chunk (512 KiB of float64): large enough that the per-chunk kernel launches cost
-# little,
+#: Elements per chunk (512 KiB of float64): large enough that the per-chunk kernel launches cost
+#: little,
 #: small enough that a chunk stays in cache.
 CHUNK = 1 << 16
 

@@ -27,13 +27,13 @@ __all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES"
            "DIFFERENCE_ULPS", "ulp", "difference_error", "PLAIN_PRECISION", "plain_suffices",
            "reconcile"]
 
-# : Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7
-# along the segment).
+#: Gauss-Legendre nodes of :func:`loss_gap` (exact when ``grad L`` is a polynomial of degree <= 7
+#: along the segment).
 GAP_NODES = 4
 
 _R = math.sqrt(3.0 / 7.0)
-# : 5-point Gauss-Lobatto nodes on [0, 1] and their weights (on [-1, 1]: 0, +-sqrt(3/7), +-1; 32/45,
-# 49/90, 1/10).
+#: 5-point Gauss-Lobatto nodes on [0, 1] and their weights (on [-1, 1]: 0, +-sqrt(3/7), +-1; 32/45,
+#: 49/90, 1/10).
 LOBATTO_NODES = (0.0, 0.5 - 0.5 * _R, 0.5, 0.5 + 0.5 * _R, 1.0)
 LOBATTO_WEIGHTS = (0.05, 49.0 / 180.0, 16.0 / 45.0, 49.0 / 180.0, 0.05)
 #: Simpson's rule on the same end points and midpoint.
@@ -41,10 +41,9 @@ _SIMPSON = {0.0: 1.0 / 6.0, 0.5: 4.0 / 6.0, 1.0: 1.0 / 6.0}
 
 
 #: Units in the last place (of the larger loss, in the run's dtype) that bound the rounding of
-# : ``loss_s - loss_jc``. Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its
-# float64 : value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``,
-# column ``loss_jc``/``loss_s``), so
-#: the difference within about 3 ulps; 8 leaves a factor 2.7.
+#: ``loss_s - loss_jc``. Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its float64
+#: value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``, column
+#: ``loss_jc``/``loss_s``), so the difference within about 3 ulps; 8 leaves a factor 2.7.
 DIFFERENCE_ULPS = 8
 
 

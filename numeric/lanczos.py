@@ -29,8 +29,8 @@ from .inplace import shares
 
 __all__ = ["lanczos_extremes", "LANCZOS_STEPS", "LANCZOS_CYCLES"]
 
-# : Largest Krylov dimension of one cycle (the basis parked: it costs disk or host memory, not
-# device memory).
+#: Largest Krylov dimension of one cycle (the basis parked: it costs disk or host memory, not device
+#: memory).
 LANCZOS_STEPS = 80
 #: Cycles (explicit restarts from the last Ritz vectors) before the best pairs found are returned.
 LANCZOS_CYCLES = 8

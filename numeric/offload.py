@@ -292,21 +292,20 @@ class Offloaded:
             self._dir = None
 
 
-# : Parameter-sized vectors the protocol carries between iterations (theta_JC, theta_S, z, y, w, p,
-# M_S g_JC).
+#: Parameter-sized vectors the protocol carries between iterations (theta_JC, theta_S, z, y, w, p,
+#: M_S g_JC).
 CARRIED_VECTORS = 7
-# : Parameter-sized temporaries beside them at the peak (gradient, a product, a step, a difference),
-# and : the retained graph counted as about as many again (benchmarks/bench_memory.py measures the
-# real peak).
+#: Parameter-sized temporaries beside them at the peak (gradient, a product, a step, a difference),
+#: and the retained graph counted as about as many again (benchmarks/bench_memory.py measures the
+#: real peak).
 PEAK_VECTORS = 8
-# : Offload by default once the carried vectors hold this many bytes (about 600,000 float32
-# parameters). : One gradient step needs the activations and two parameter-sized vectors, so the
-# carried vectors alone
-#: are 3.5 gradient steps for a model whose activations are small against its parameters (the MLP,
-# : ResNet-18 at widths 16-64 on 20 images: benchmarks/bench_memory.py): a fixed ratio to the
-# gradient step : can only be kept by parking them. Below this size the carried vectors are a few
-# MiB, less than the
-#: interpreter's own noise, and parking them would cost time for nothing.
+#: Offload by default once the carried vectors hold this many bytes (about 600,000 float32
+#: parameters). One gradient step needs the activations and two parameter-sized vectors, so the
+#: carried vectors alone are 3.5 gradient steps for a model whose activations are small against its
+#: parameters (the MLP, ResNet-18 at widths 16-64 on 20 images: benchmarks/bench_memory.py): a fixed
+#: ratio to the gradient step can only be kept by parking them. Below this size the carried vectors
+#: are a few MiB, less than the interpreter's own noise, and parking them would cost time for
+#: nothing.
 OFFLOAD_MIN_BYTES = 16 * 2 ** 20
 
 

@@ -89,14 +89,14 @@ FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only",
           "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err",
           "jc_only_err",
           "recursive_cert", "cumulative_cert", "jc_only_cert")
-# : The columns every records file holds, crosscurv's or another implementation's
-# (:func:`read_columns`): the
+#: The columns every records file holds, crosscurv's or another implementation's
+#: (:func:`read_columns`): the
 #: losses, the measured gap, the paper's three estimates and Theorem 3's bound.
 CORE_FIELDS = FIELDS[:8]
 #: Signed estimates of ``gap`` (the columns the paper's metrics apply to).
 ESTIMATES = ("recursive", "cumulative", "jc_only")
-# : ``{estimate: its error column}`` and ``{estimate: its certified-winner column}``
-# (:mod:`crosscurv.numeric.error_estimates`).
+#: ``{estimate: its error column}`` and ``{estimate: its certified-winner column}``
+#: (:mod:`crosscurv.numeric.error_estimates`).
 ERROR_COLUMNS = {e: f"{e}_err" for e in ESTIMATES}
 CERT_COLUMNS = {e: f"{e}_cert" for e in ESTIMATES}
 

@@ -60,13 +60,11 @@ if settings is not None:
     settings.load_profile(_profile)
 
 
-# : The longest test files (about 30 s or more of a ``make test`` run on 2 cores, measured per file
-# with
-#: ``--junitxml``), longest first.  pytest-xdist (``--dist loadfile``) hands files to the workers in
-# : collection order (:func:`pytest_configure` keeps it from re-sorting them by their number of
-# tests), so : these start first and the short files fill in behind them: the run does not end on
-# one long file while
-#: the other worker idles.
+#: The longest test files (about 30 s or more of a ``make test`` run on 2 cores, measured per file
+#: with ``--junitxml``), longest first. pytest-xdist (``--dist loadfile``) hands files to the
+#: workers in collection order (:func:`pytest_configure` keeps it from re-sorting them by their
+#: number of tests), so these start first and the short files fill in behind them: the run does not
+#: end on one long file while the other worker idles.
 LONGEST_FILES = (
     "tests/experiments/reports/test_report_check.py",
     "tests/experiments/cli/test_cli_extend.py",

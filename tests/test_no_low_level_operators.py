@@ -18,10 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("theory", "numeric", "experiments")
 
-#: (file, construct) pairs that are allowed, each with its layout test:
-# : - the NumPy loss bridge of ``numpy_user_step`` (its value and gradient are the user's NumPy
-# callables;
-#:   layout test: tests/numeric/test_numpy_step.py::test_the_numpy_bridge_reads_any_layout)
+#: (file, construct) pairs that are allowed, each with its layout test: - the NumPy loss bridge of
+#: ``numpy_user_step`` (its value and gradient are the user's NumPy callables; layout test:
+#: tests/numeric/test_numpy_step.py::test_the_numpy_bridge_reads_any_layout)
 ALLOWED: set[tuple[str, str]] = {
     ("numeric/validation/numpy_step.py", "class _Loss(autograd.Function)"),
 }

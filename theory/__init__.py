@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import importlib
 
-# : public name -> the module of this package that defines it, imported on first use (PEP 562): a
-# caller
+#: public name -> the module of this package that defines it, imported on first use (PEP 562): a
+#: caller
 #: that needs only the delay patterns (every numeric run) does not import SymPy
 _EXPORTS = {
     "InputError": "errors",

@@ -15,8 +15,8 @@ import sys
 
 __all__ = ["DEFAULT_THREADS", "MARKER", "SOURCE", "choose_default", "apply", "current", "describe"]
 
-# : Intra-op threads when nothing else decides (the runs' default,
-# :data:`crosscurv.experiments.runs.DEFAULT_THREADS`).
+#: Intra-op threads when nothing else decides (the runs' default,
+#: :data:`crosscurv.experiments.runs.DEFAULT_THREADS`).
 from crosscurv.experiments.runs import DEFAULT_THREADS  # noqa: E402
 #: Environment variable holding the ``OMP_NUM_THREADS`` value this module set itself.
 MARKER = "CROSSCURV_DEFAULT_THREADS"

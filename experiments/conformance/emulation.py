@@ -19,9 +19,9 @@ import sys
 __all__ = ["EMULATIONS", "NO_AVX2", "environment", "run_under", "cached", "lookup", "file_digest",
     "tolerance_digest"]
 
-# : name -> environment: this CPU's own kernels, no AVX2 (ATen's scalar kernels, MKL's compatible
-# path), MKL's
-#: AVX2 and AVX paths with ATen's AVX2 kernels, OpenBLAS's Haswell kernels, and two OpenMP threads.
+#: name -> environment: this CPU's own kernels, no AVX2 (ATen's scalar kernels, MKL's compatible
+#: path), MKL's AVX2 and AVX paths with ATen's AVX2 kernels, OpenBLAS's Haswell kernels, and two
+#: OpenMP threads.
 EMULATIONS = {
     "this CPU": {},
     "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default": {"MKL_CBWR": "COMPATIBLE",
@@ -35,9 +35,9 @@ EMULATIONS = {
 #: The emulation whose kernels differ most from an AVX2 CPU's.
 NO_AVX2 = "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default"
 
-# : Variables of :data:`EMULATIONS` cleared before one is applied, so that the caller's own settings
-# of them : do not leak into another emulation (``OMP_NUM_THREADS`` is set to 1 unless the emulation
-# sets it).
+#: Variables of :data:`EMULATIONS` cleared before one is applied, so that the caller's own settings
+#: of them do not leak into another emulation (``OMP_NUM_THREADS`` is set to 1 unless the emulation
+#: sets it).
 _CLEARED = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")
 
 

@@ -258,17 +258,15 @@ def measure(tasks=("mlp", "fl", "lora"), presets=PRESETS, golden=True, log=None,
     return out
 
 
-# : Variants whose differences are rounding and set the tolerances (``subtraction`` is reported, not
-# used:
-#: module docstring and :data:`crosscurv.numeric.record_comparison.MEASURED_ROUNDING`).
+#: Variants whose differences are rounding and set the tolerances (``subtraction`` is reported, not
+#: used: module docstring and :data:`crosscurv.numeric.record_comparison.MEASURED_ROUNDING`).
 ROUNDING_VARIANTS = ("threads", "engine", "float64", "numpy")
 
 
-# : Variants that do not measure a column's rounding: ``gap_err`` is ``|trapezoid - Simpson| + 4 eps
-# |...|`` with
-# : ``eps`` of the run's own dtype (:mod:`crosscurv.numeric.gap`), so a float64 run's bound is
-# another quantity,
-#: about 2^-29 times the float32 one's rounding part, not that bound computed more exactly.
+#: Variants that do not measure a column's rounding: ``gap_err`` is ``|trapezoid - Simpson| + 4 eps
+#: |...|`` with ``eps`` of the run's own dtype (:mod:`crosscurv.numeric.gap`), so a float64 run's
+#: bound is another quantity, about 2^-29 times the float32 one's rounding part, not that bound
+#: computed more exactly.
 NOT_ROUNDING = {"gap_err": ("float64",)}
 
 

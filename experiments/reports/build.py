@@ -23,10 +23,10 @@ from typing import Callable
 __all__ = ["build_report", "STUDIES", "STUDY_THREADS"]
 
 STUDIES = ("mlp", "fl", "lora")
-# : Intra-op threads of the report's studies. Float32 reductions are summed in an order that depends
-# on the : thread count; with one thread it is fixed, so the records are the same on every machine
-# of the same kind : whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make
-# studies`` use one too).
+#: Intra-op threads of the report's studies. Float32 reductions are summed in an order that depends
+#: on the thread count; with one thread it is fixed, so the records are the same on every machine of
+#: the same kind whatever its core count or the user's OMP_NUM_THREADS (the sweeps of ``make
+#: studies`` use one too).
 STUDY_THREADS = 1
 
 
@@ -429,9 +429,8 @@ def _hvp_line(summary: dict) -> str | None:
     return f"- Hessian-vector products: {hv['used']}{engine}{tail}"
 
 
-# : float64 against float32, CPU seconds per iteration, one thread (``crosscurv run TASK --dtype
-# float64
-#: --iters 6`` against the same with float32; docs/reproducibility.md)
+#: float64 against float32, CPU seconds per iteration, one thread (``crosscurv run TASK --dtype
+#: float64 --iters 6`` against the same with float32; docs/reproducibility.md)
 FLOAT64_COST = {"mlp": 1.9, "fl": 3.2, "lora": 2.0}
 
 

@@ -28,9 +28,9 @@ __all__ = ["OPTIMIZER_ROWS", "FACTORS", "FIXED_K", "OptimizerResult", "optimizer
 
 #: Block step-size factors of every row (the problem has 3 blocks).
 FACTORS = (1.0, 4.0, 0.5)
-# : ``(optimizer, K0)`` of ``crosscurv scaling``: heavy ball at ``beta = 0.5`` with ``K0 = 8``,
-# where the grid is : asymptotic (``beta = 0.9`` needs ``K >> 10``: ``python -m
-# crosscurv.experiments.studies.optimizers.orders``).
+#: ``(optimizer, K0)`` of ``crosscurv scaling``: heavy ball at ``beta = 0.5`` with ``K0 = 8``, where
+#: the grid is asymptotic (``beta = 0.9`` needs ``K >> 10``: ``python -m
+#: crosscurv.experiments.studies.optimizers.orders``).
 OPTIMIZER_ROWS = (("sgd", 4), ("momentum:0.5", 8), ("adam", 4))
 #: The fixed ``K`` of ``recursion_fixed_K``.
 FIXED_K = 8

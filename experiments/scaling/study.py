@@ -29,10 +29,9 @@ N_POINTS = 6
 TOLERANCE = 0.15
 
 
-# : The outcome of a study whose order is undefined: fewer than two grid points lie above the
-# round-off floor : (and, on a ReLU network, below its kink radius), so no order can be fitted. A
-# finding, neither a pass
-#: nor a failure (``crosscurv scaling`` exits 3 when it is the only one).
+#: The outcome of a study whose order is undefined: fewer than two grid points lie above the
+#: round-off floor (and, on a ReLU network, below its kink radius), so no order can be fitted. A
+#: finding, neither a pass nor a failure (``crosscurv scaling`` exits 3 when it is the only one).
 NO_WINDOW = "no point in the asymptotic window"
 
 

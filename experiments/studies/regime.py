@@ -317,8 +317,8 @@ def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str
 
 #: the learning-rate grid the default presets are chosen from (a 1-1.5-2-3-5-7 series per decade)
 LR_GRID = (0.05, 0.03, 0.02, 0.015, 0.01, 0.007, 0.005, 0.003, 0.002)
-# : the margin below the edge the rule asks for: predicted ``max_k eta * lambda_max <= MARGIN *
-# EDGE``
+#: the margin below the edge the rule asks for: predicted ``max_k eta * lambda_max <= MARGIN *
+#: EDGE``
 MARGIN = 0.5
 
 

@@ -17,8 +17,8 @@ from typing import Sequence
 from crosscurv.experiments.reports.numbers import number, percent
 from crosscurv.numeric.records import ESTIMATES
 
-# : exit code of ``crosscurv run`` for a diverged run
-# (``crosscurv.numeric.protocol.DIVERGED_EXIT_CODE``)
+#: exit code of ``crosscurv run`` for a diverged run
+#: (``crosscurv.numeric.protocol.DIVERGED_EXIT_CODE``)
 DIVERGED_EXIT_CODE = 3
 
 __all__ = ["COLUMNS", "METRIC_KEYS", "run_row", "write_csv", "render_markdown", "group_over_seeds",

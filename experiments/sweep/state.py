@@ -79,8 +79,8 @@ def run_action(point, run_dir: str) -> tuple[str, str | None]:
     return NEW, None
 
 
-# : What an interrupted run without its checkpoint leaves that a fresh start would refuse to
-# overwrite.
+#: What an interrupted run without its checkpoint leaves that a fresh start would refuse to
+#: overwrite.
 _RESTART_FILES = (RECORDS_FILE, SUMMARY_FILE, "run.log")
 
 

@@ -19,8 +19,8 @@ __all__ = ["LOG_FILE", "execute_run", "last_error"]
 
 LOG_FILE = "run.log"
 
-# : exit codes of ``crosscurv run`` (crosscurv.experiments.cli.EXIT_CODES) for the outcomes a worker
-# reports
+#: exit codes of ``crosscurv run`` (crosscurv.experiments.cli.EXIT_CODES) for the outcomes a worker
+#: reports
 BAD_INPUT, INTERNAL_ERROR, INTERRUPTED = 2, 70, 130
 
 

@@ -11,8 +11,8 @@ scheme step, ``phi``, ``J_phi``), :mod:`.functional` (the rules as maps on dicts
 
 from crosscurv.lazy import lazy_exports
 
-# : public name -> the module of this package that defines it (imported on first use, so that
-# checking an
+#: public name -> the module of this package that defines it (imported on first use, so that
+#: checking an
 #: ``--optimizer`` spelling needs no torch)
 _EXPORTS = {
     **dict.fromkeys(("OptimizerSetup", "block_factors", "optimizer_setup", "param_lrs",

@@ -31,9 +31,9 @@ from .base import UpdateRule
 
 __all__ = ["OptimizerRule", "STATE_GROUPS"]
 
-# : Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and
-# JC-only : estimates' state differences; the JC and S states may lack a buffer (``None``: torch's
-# initial state).
+#: Carried optimizer-state groups (``GROUP.BUFFER``): the JC and S runs' states, the cumulative and
+#: JC-only estimates' state differences; the JC and S states may lack a buffer (``None``: torch's
+#: initial state).
 STATE_GROUPS = ("sj", "ss", "zs", "ys")
 
 

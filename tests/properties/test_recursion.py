@@ -32,11 +32,10 @@ from tests.properties.strategies import GRID_POINTS, acyclic_patterns, examples,
 #: ``eta0 * lam`` of the trajectory grid and the iterations ``K0`` at ``eta0`` (``T = eta0 K0``).
 FACTOR = 1.0 / 32
 K0 = 4
-# : The guard's absolute threshold on ``l0`` (``|l0| >= LOCAL_ABSOLUTE lam^2 sum_i ||E_i g|| ||P_i
-# g||``):
-#: larger than the one-step guard's 1e-3 because along a trajectory the error's next order
-# : also collects the JC-only forcing mismatch ``eta^2 (M_S g_S - M_S g_JC)``, which ``l0`` must
-# dominate.
+#: The guard's absolute threshold on ``l0`` (``|l0| >= LOCAL_ABSOLUTE lam^2 sum_i ||E_i g|| ||P_i
+#: g||``): larger than the one-step guard's 1e-3 because along a trajectory the error's next order
+#: also collects the JC-only forcing mismatch ``eta^2 (M_S g_S - M_S g_JC)``, which ``l0`` must
+#: dominate.
 LOCAL_ABSOLUTE = 1e-2
 
 

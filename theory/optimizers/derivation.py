@@ -26,8 +26,8 @@ from .recursion import check_optimizer_recursions
 __all__ = ["OPTIMIZER_TEXT", "ADAM_BLOCKS", "OptimizerDerivation", "derive_optimizers",
            "render_optimizer_markdown", "render_optimizer_summary"]
 
-# : Adam's one-step check runs on this many one-dimensional blocks (plain SymPy, slower than the
-# ring)
+#: Adam's one-step check runs on this many one-dimensional blocks (plain SymPy, slower than the
+#: ring)
 ADAM_BLOCKS = 2
 #: horizons K = 1..CUMULATIVE_K of the cumulative checks (tests/theory goes to 4)
 CUMULATIVE_K = 3

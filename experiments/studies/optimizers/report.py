@@ -112,8 +112,8 @@ def _status(run) -> str:
     return f"{st} {run.iters}/{want}" if st != "complete" else f"complete ({run.iters})"
 
 
-# : ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to
-# :data:`LOST`: its error is
+#: ``MAE / mean |gap|`` at or below :data:`FOLLOWS`: the estimate follows the gap; up to
+#: :data:`LOST`: its error is
 #: comparable to the gap; above: it does not follow the gap.
 FOLLOWS, LOST = 0.5, 1.0
 

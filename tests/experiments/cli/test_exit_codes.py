@@ -36,8 +36,8 @@ def _one_internal_error_line(err: str):
     assert "second line" not in lines[0]
 
 
-# : the smallest valid argv of every command (parsing must succeed so that the command's run is
-# reached)
+#: the smallest valid argv of every command (parsing must succeed so that the command's run is
+#: reached)
 ARGV = {
     "derive": ["derive"],
     "run": ["run", "mlp"],

@@ -36,8 +36,8 @@ def _env(threads: str | None) -> dict:
     return env
 
 
-# : every task with the machine's default thread count; ``OMP_NUM_THREADS=1`` once (the command's
-# default is
+#: every task with the machine's default thread count; ``OMP_NUM_THREADS=1`` once (the command's
+#: default is
 #: one intra-op thread too, so the other tasks would repeat the same computation)
 CASES = [pytest.param(t, None, id=f"{t}-default-threads") for t in sorted(TASKS)] + [
     pytest.param("mlp", "1", id="mlp-omp1")]

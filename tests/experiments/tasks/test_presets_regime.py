@@ -36,8 +36,8 @@ def _reference(*parts):
     return records_columns(read_records(os.path.join(run, "records.csv")))["lambda_max"], settings
 
 
-# : the references of each task beside its edge run: runs at lower rates whose first K records stay
-# below the edge
+#: the references of each task beside its edge run: runs at lower rates whose first K records stay
+#: below the edge
 MORE = {"lora": [("reference-lora", "runs", "lora-default-lr0.01-seed0")]}
 
 
