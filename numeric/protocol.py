@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from crosscurv.theory.patterns import DelayPattern, jacobi, parse_pattern
+from crosscurv.theory.patterns import DelayPattern, jacobi
 
 from . import tree
 from .curvature import MaskedProductPlan, masked_product_plan
@@ -67,10 +67,9 @@ from .gap import SegmentGap, plain_suffices, reconcile
 from .hvp import HVP_METHODS
 from .offload import make_store, should_offload
 from .optimizers import optimizer_setup
-from .paper_estimates import PaperEstimates, _Parked  # noqa: F401 (_Parked: its old home)
+from .paper_estimates import PaperEstimates
 from .protocol_checks import ProtocolError, check_iters, check_lr
-from .protocol_summary import (CONSTANTS_NOTE, DIVERGED_METRICS_NOTE, METRICS_NOTE,  # noqa: F401
-                               crosscurv_version, protocol_summary)
+from .protocol_summary import crosscurv_version, protocol_summary
 from .records import (FIELDS, RECORDS_FILE, SUMMARY_FILE, RecordWriter, make_record, read_records,
                       truncate_records, write_summary)
 from .run_folder import ResumeError, check_records_header, one_line, unreadable_checkpoint
@@ -84,9 +83,8 @@ from .update_rules import PlainRule, UpdateRule, update_rule
 
 __all__ = [
     "ProtocolError", "ResumeError", "SettingsChangedError", "ProtocolResult", "RunOptions",
-    "Engine",
-    "choose_engine", "DIVERGED_EXIT_CODE", "CHECKPOINT_SECONDS", "run_protocol", "check_lr",
-    "check_iters", "jsonable", "theta_digest", "crosscurv_version",
+    "Engine", "choose_engine", "DIVERGED_EXIT_CODE", "CHECKPOINT_SECONDS", "run_protocol",
+    "check_lr", "check_iters", "jsonable", "theta_digest", "crosscurv_version",
 ]
 
 #: Exit code of ``crosscurv run`` for a diverged run.
@@ -118,15 +116,6 @@ class ProtocolResult:
     @property
     def exit_code(self) -> int:
         return DIVERGED_EXIT_CODE if self.status == "diverged" else 0
-
-
-def _as_pattern(task, pattern) -> DelayPattern:
-    """``pattern`` as a :class:`DelayPattern` over the task's blocks (a string is its command-line
-    spelling)."""
-    if isinstance(pattern, str):
-        pattern = parse_pattern(pattern, task.n_blocks, task.block_names)
-    check_pattern(task, pattern)
-    return pattern
 
 
 # -- settings ----------------------------------------------------------------------------
@@ -456,7 +445,7 @@ def _products(point, k: int, named):
 # -- the protocol ------------------------------------------------------------------------
 def _check_inputs(task, pattern, lr, iters, opts: RunOptions, chunk_size, offload):
     """``(lr, iters, pattern)`` checked (one-line :class:`ProtocolError`, :class:`ResumeError`)."""
-    lr, iters, pattern = check_lr(lr), check_iters(iters), _as_pattern(task, pattern)
+    lr, iters, pattern = check_lr(lr), check_iters(iters), check_pattern(task, pattern)
     if opts.hvp_method not in HVP_METHODS:
         known = ", ".join(HVP_METHODS)
         raise ProtocolError(f"unknown HVP method {opts.hvp_method!r} (use {known})")

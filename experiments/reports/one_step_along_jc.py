@@ -48,7 +48,8 @@ def replay(run_dir: str | os.PathLike, log=print) -> float:
     from crosscurv.experiments.tasks.errors import DataError
     from crosscurv.numeric.curvature import masked_product_plan
     from crosscurv.numeric.float64_sums import dot64
-    from crosscurv.numeric.protocol import _as_pattern, choose_engine
+    from crosscurv.numeric.protocol import choose_engine
+    from crosscurv.numeric.steps import check_pattern
 
     run = load_run(run_dir)
     s = run.summary.get("settings") or {}
@@ -64,7 +65,7 @@ def replay(run_dir: str | os.PathLike, log=print) -> float:
     task, _, _, _ = load(
         RunDescription.from_summary(run.summary)
     )  # the run's task, preset, seed, dtype
-    pattern = _as_pattern(task, s["pattern_spec"])
+    pattern = check_pattern(task, s["pattern_spec"])
     used = (run.summary.get("hvp") or {}).get("used") or s.get("hvp", "auto")
     engine = choose_engine(task, used if used in ("reverse", "forward", "rof") else "auto", None)
     plan = masked_product_plan(task, pattern, "auto")

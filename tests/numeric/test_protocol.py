@@ -13,7 +13,8 @@ import torch
 
 from crosscurv.numeric import Task
 from crosscurv.numeric.offload import Offloaded, Resident
-from crosscurv.numeric.protocol import ProtocolError, ResumeError, _Parked, run_protocol
+from crosscurv.numeric.paper_estimates import _Parked
+from crosscurv.numeric.protocol import ProtocolError, ResumeError, run_protocol
 from crosscurv.numeric.records import read_records, read_summary
 from crosscurv.numeric.task import TaskError
 from crosscurv.theory.patterns import PatternError, from_pairs, gauss_seidel, jacobi

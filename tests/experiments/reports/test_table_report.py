@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from crosscurv.experiments.cli import main
-from crosscurv.experiments.reports.build import _findings, _hvp_line, _intervals
+from crosscurv.experiments.reports.pages import _findings, _hvp_line, _intervals
 from crosscurv.experiments.reports.table import (PAPER_TABLE1, load_run, paper_comparison,
                                                  render_table, table_rows)
 from crosscurv.numeric.records import RecordWriter, make_record
