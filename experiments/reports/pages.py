@@ -1,5 +1,5 @@
-"""The pages of ``crosscurv report``: ``table1.md`` (Table 1 beside the paper, then every seed)
-and the index ``README.md`` (findings, contents, the runs, reproducibility and timings)."""
+"""The pages of ``crosscurv report``: ``table1.md`` (Table 1 beside the paper, then every seed) and
+the index ``README.md`` (findings, contents, the runs, reproducibility and timings)."""
 
 from __future__ import annotations
 
