@@ -231,8 +231,8 @@ def main(argv=None) -> str:
                f"{mp:.2f} | {mq:.2f} | {ma / mp:.2f} | {mn / mp:.2f} | {ma / mq:.2f} |")
         print(row, flush=True)
         lines.append(row)
-        timed.append({"task": name, "advise": ma, "without_check": mn, "check": mc,
-                      "protocol": mp, "plain": mq})
+        timed.append({"task": name, "advise": ma, "without_check": mn, "check": mc, "protocol": mp,
+                      "plain": mq})
     searched: list = []
     lines += search_rows(a, searched)
     lines[2:2] = findings(timed, searched) + [""]

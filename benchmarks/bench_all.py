@@ -42,7 +42,7 @@ BENCHMARKS = {
                    "the default offload policy (target <= 3x).",
                    ["benchmarks/bench_memory.py", "--task", "mlp"],
                    ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke", "--iters",
-                   "1"]),
+                    "1"]),
     "memory-mlp-resident": ("Peak memory of the protocol on the MLP, nothing parked",
                             "The same run with `--offload off`: the carried vectors stay in "
                             "memory, which is what the default policy's parking saves on this "
@@ -50,16 +50,14 @@ BENCHMARKS = {
                             "costs).",
                             ["benchmarks/bench_memory.py", "--task", "mlp", "--offload", "off"],
                             ["benchmarks/bench_memory.py", "--task", "mlp", "--preset", "smoke",
-                            "--iters", "1",
-                             "--offload", "off"]),
+                             "--iters", "1", "--offload", "off"]),
     "protocol": ("One protocol iteration against its lower bound",
                  "Per task: one iteration in gradients, its lower bound from the same primitives "
                  "timed alone, `iteration / bound` per round and the breakdown (target <= 1.1).",
                  ["benchmarks/bench_protocol.py", "--iters", "10", "--repeats", "3", "--rounds",
-                 "2"],
+                  "2"],
                  ["benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke", "--iters",
-                 "4",
-                  "--repeats", "1"]),
+                  "4", "--repeats", "1"]),
     "reductions": ("Float32 reductions: the body's and fused kernels",
                    "A dot product and a norm over the MLP's parameter vector as the body "
                    "forms them (pairwise "
@@ -72,28 +70,26 @@ BENCHMARKS = {
               "against the same run without them, interleaved, CPU time (target <= 1.3x).",
               ["benchmarks/bench_trust_cost.py", "--iters", "41", "--rounds", "2"],
               ["benchmarks/bench_trust_cost.py", "--tasks", "mlp", "--preset", "smoke", "--iters",
-              "4",
-               "--rounds", "1"]),
+               "4", "--rounds", "1"]),
     "hvp": ("HVP cost in gradients",
             "One Hessian-vector product against one gradient of the same loss, the three task "
             "models; the row `grad+hvp (retained graph)` is what the protocol pays per product.",
             ["benchmarks/bench_hvp.py", "--repeats", "3", "--threads", "1", "--clock", "cpu"],
             ["benchmarks/bench_hvp.py", "--repeats", "1", "--threads", "1", "--clock", "cpu",
-            "--models", "mlp",
-             "--batch", "0"]),
+             "--models", "mlp", "--batch", "0"]),
     "threads": ("One and two intra-op threads",
                 "Wall seconds per protocol iteration with 1 and 2 threads, interleaved (the CLI's "
                 "default is 1), and the count `--threads auto` picks from one gradient at each.",
                 ["benchmarks/bench_threads.py", "--tasks", "mlp,fl", "--iters", "3", "--repeats",
-                "2"],
+                 "2"],
                 ["benchmarks/bench_threads.py", "--tasks", "mlp", "--iters", "1", "--repeats",
-                "1"]),
+                 "1"]),
     "offload": ("What offloading costs",
                 "Protocol wall time with the carried vectors resident and parked, "
                 "interleaved, min of repeats.",
                 ["benchmarks/bench_offload.py", "--task", "mlp", "--iters", "6", "--repeats", "3"],
                 ["benchmarks/bench_offload.py", "--task", "mlp", "--preset", "smoke", "--iters",
-                "2", "--repeats", "1"]),
+                 "2", "--repeats", "1"]),
 }
 
 
@@ -113,7 +109,7 @@ def machine() -> dict:
 
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-            capture_output=True, text=True,
+                                capture_output=True, text=True,
                                 timeout=30).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
@@ -243,7 +239,7 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
                                                      if r.get("started") else ""), ""]
         out = r["out"]
         if r["name"] in ("memory", "memory-mlp", "memory-mlp-resident", "reductions",
-                "threads") and r["rc"] in (0, 1):
+                         "threads") and r["rc"] in (0, 1):
             lines += [out, ""]  # already Markdown
         else:
             lines += ["```", out or "(no output)", "```", ""]
@@ -295,7 +291,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of "
         + ",".join(BENCHMARKS))
     ap.add_argument("--quick", action="store_true",
-        help="smallest sizes: a pipeline check, not figures")
+                    help="smallest sizes: a pipeline check, not figures")
     ap.add_argument("--merge", nargs="+", default=None, metavar="MD",
                     help="write --out from the sections of earlier outputs (no benchmark runs)")
     args = ap.parse_args(argv)

@@ -80,7 +80,7 @@ class ResNet18(nn.Module):
         stages, cin = [], 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
             stages.append(nn.Sequential(_Basic(cin, cout, stride, conv), _Basic(cout, cout, 1,
-                conv)))
+                                                                                conv)))
             cin = cout
         self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(512, num_classes)
@@ -130,7 +130,7 @@ def t5lora_problem(gen: torch.Generator):
     def loss(p):
         out = torch.func.functional_call(
             model, p, (), {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": dec,
-            "use_cache": False},
+                           "use_cache": False},
             strict=False,
         )
         return F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), labels.reshape(-1))
@@ -169,11 +169,11 @@ def variants(loss, params, vs, batch, linearize=False):
         out["linearized jvp"] = lambda: state["fn"](v)
     if batch > 1:
         out[f"batch x{batch} forward (per product)"] = lambda: hvp_batch(loss, params, vs[:batch],
-            "forward")
+                                                                         "forward")
         out[f"batch x{batch} reverse (per product)"] = lambda: hvp_batch(loss, params, vs[:batch],
-            "reverse")
+                                                                         "reverse")
         out[f"batch x{batch} rof (per product)"] = lambda: hvp_batch(loss, params, vs[:batch],
-            "rof")
+                                                                     "rof")
     return out
 
 
@@ -193,7 +193,7 @@ def check(loss, params, v) -> float:
 
 
 def bench(name: str, repeats: int, batch: int, seed: int = 0, clock=time.perf_counter,
-        linearize=False) -> dict:
+          linearize=False) -> dict:
     gen = torch.Generator().manual_seed(seed)
     params, loss, desc = PROBLEMS[name](gen)
     vs = [{k: torch.randn(t.shape, generator=gen) for k, t in params.items()} for _ in range(max(
@@ -239,9 +239,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="mlp,resnet18,t5lora")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None,
-        help="torch threads (default: all the machine gives)")
+                    help="torch threads (default: all the machine gives)")
     ap.add_argument("--batch", type=int, default=4,
-        help="directions per hvp_batch call (0/1: skip)")
+                    help="directions per hvp_batch call (0/1: skip)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall: perf_counter; cpu: this process's CPU time (robust on a loaded "
                          "machine, best with --threads 1)")
@@ -267,15 +267,14 @@ def main(argv=None) -> int:
         print(f"\n{name}: {r['description']}, {r['n_params']:,} trainable parameters; "
               f"HVP variants agree to {r['max_rel_disagreement']:.1e} (relative)")
         print(tabulate(r["rows"], headers=["variant", "median ms", "/ grad (median)",
-            "/ grad (best)",
-                                           "(t - grad) / grad"],
+                                           "/ grad (best)", "(t - grad) / grad"],
                        floatfmt=(".0f", ".1f", ".2f", ".2f", ".2f"), tablefmt="github",
                        missingval=""))
         for k, why in r["failed"].items():
             print(f"  {k}: not available ({why})")
     if args.json:
         meta = {"threads": threads, "torch": torch.__version__, "clock": args.clock,
-            "repeats": args.repeats}
+                "repeats": args.repeats}
         Path(args.json).write_text(json.dumps({**meta, "results": results}, indent=1))
     return 0
 

@@ -227,7 +227,7 @@ def parser() -> argparse.ArgumentParser:
                     help="ResNet-18 base widths, one row each (default: 16 32 64)")
     ap.add_argument("--iters", type=int, default=3, help="protocol iterations K (default 3)")
     ap.add_argument("--chunk", type=int, default=None,
-        help="HVPs per vmap chunk (default: all at once)")
+                    help="HVPs per vmap chunk (default: all at once)")
     ap.add_argument("--hvp", default="auto", choices=("auto", "forward", "reverse"))
     ap.add_argument("--offload", default="auto", choices=("auto", "on", "off"),
                     help="park carried vectors between uses (default auto: "
@@ -237,7 +237,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--child", choices=("grad", "point", "protocol"), default=None,
-        help=argparse.SUPPRESS)
+                    help=argparse.SUPPRESS)
     ap.add_argument("--mode", default=None, help=argparse.SUPPRESS)
     return ap
 

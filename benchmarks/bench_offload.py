@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--task", default="fl")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--width", type=int, default=None,
-        help="fl only: ResNet-18 base width (default: the preset's)")
+                    help="fl only: ResNet-18 base width (default: the preset's)")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)

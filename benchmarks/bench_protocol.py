@@ -57,7 +57,7 @@ class _Timers:
     """process_time accumulated per part, by wrapping the protocol's primitives in place."""
 
     PARTS = ("points", "masked M_S products", "full products", "scheme step", "segment gap",
-        "checkpoints")
+             "checkpoints")
     #: the body's own work ("rest") split further: the store's parks and fetches, the float64 sums
     #: outside the parts above (the JC and S steps' remainders where the steps are not timed, the
     #: extremes' residuals)
@@ -156,7 +156,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
         stamps[k] = time.process_time()
         if timers is not None:
             parts[k] = (dict(timers.acc), timers.calls["segment gap"], timers.parks,
-                timers.reductions)
+                        timers.reductions)
 
     with tempfile.TemporaryDirectory() as tmp:
         run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress,
@@ -211,7 +211,7 @@ def _primitives(task, pattern, lr, repeats: int, samples: dict) -> dict:
 
         bare = Task(task.params, task.loss, task.blocks, task.name, task.info, task.default_pattern)
         timed("step without the chain", lambda: scheme_step(bare, p0, pattern, lr,
-            grad_at_params=g))
+                                                            grad_at_params=g))
     # the measured gap's segment as the iteration takes it: three inner gradients, five float64 dots
     theta_s = {k: v + 1e-3 for k, v in p0.items()}
     delta = tree.sub(theta_s, p0)

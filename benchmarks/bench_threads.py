@@ -60,8 +60,7 @@ def main(argv=None) -> int:
     for name in args.tasks.split(","):
         s = dict(TASKS[name].presets[args.preset])
         task = TASKS[name].build(s, device=torch.device("cpu"), dtype=torch.float32, seed=0,
-            data_path=None,
-                                 model_path=None)
+                                 data_path=None, model_path=None)
         pattern = parse_pattern("gs", task.n_blocks, task.block_names)
         pick, grad_s = fastest_threads(task.loss, task.params, counts=[1, n])
         times = {1: [], args.threads: []}

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", default="mlp,fl,lora")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--iters", type=int, default=41,
-        help="K of each timed run (default 41: two refinements)")
+                    help="K of each timed run (default 41: two refinements)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
@@ -97,8 +97,8 @@ def main(argv=None) -> int:
           f"{args.rounds} round(s), each one run with and one without, interleaved")
     for name in args.tasks.split(","):
         task, settings = load_task(name, args.preset)
-        pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern),
-            task.n_blocks, task.block_names)
+        pattern = parse_pattern(str(settings.get("pattern") or task.default_pattern), task.n_blocks,
+                                task.block_names)
         lr, preset_k = settings["lr"], int(settings.get("iters") or args.iters)
         print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern "
             f"{pattern.name}, K = {preset_k})")

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "examples"))
+                                "examples"))
 
 TARGET_S = 300.0
 TITLE = "# validate-step on a T5-small-sized peft LoRA model"
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--rank", type=int, default=8)
     ap.add_argument("--out", default=None,
-        help="also write the result as a Markdown report to this file")
+                    help="also write the result as a Markdown report to this file")
     args = ap.parse_args(argv)
 
     import torch

@@ -23,8 +23,7 @@ from crosscurv.numeric import step_from_training_code
 def _setup(seed: int = 0):
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4),
-        torch.nn.Tanh(),
-                                torch.nn.Linear(4, 3)).double()
+                                torch.nn.Tanh(), torch.nn.Linear(4, 3)).double()
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(6, 4, generator=gen, dtype=torch.float64)
     y = torch.randint(0, 3, (6,), generator=gen)

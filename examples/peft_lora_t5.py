@@ -34,8 +34,7 @@ SIZES = {
 
 
 def build(d_model: int = 8, d_ff: int = 16, layers: int = 1, heads: int = 2, rank: int = 2,
-    vocab: int = 16,
-          batch_size: int = 2, seq: int = 5, seed: int = 0):
+          vocab: int = 16, batch_size: int = 2, seq: int = 5, seed: int = 0):
     """A random T5 (no download) with LoRA adapters on the attention's q and v, and one fixed batch.
     """
     from peft import LoraConfig, get_peft_model
@@ -43,12 +42,11 @@ def build(d_model: int = 8, d_ff: int = 16, layers: int = 1, heads: int = 2, ran
 
     torch.manual_seed(seed)
     config = T5Config(vocab_size=vocab, d_model=d_model, d_kv=d_model // heads, d_ff=d_ff,
-        num_layers=layers,
-                      num_decoder_layers=layers, num_heads=heads, dropout_rate=0.0,
-                      decoder_start_token_id=0, pad_token_id=0)
+                      num_layers=layers, num_decoder_layers=layers, num_heads=heads,
+                      dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)
     base = T5ForConditionalGeneration(config)
     model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q", "v"],
-        lora_dropout=0.0))
+                                            lora_dropout=0.0))
     model = model.double()
     with torch.no_grad():  # peft starts B at 0, where the factors do not interact yet
         for n, p in model.named_parameters():

@@ -47,7 +47,7 @@ def quartic_task(seed: int = 0) -> Task:
     names = ["x1", "x2", "x3"]
     parts = torch.split(x0, SIZES)
     return Task(dict(zip(names, parts)), loss, {n: [n] for n in names}, name="coupled-quartic",
-        default_pattern="gs")
+                default_pattern="gs")
 
 
 def _grad(loss, params, name):

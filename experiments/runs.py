@@ -24,8 +24,7 @@ from typing import Callable, Mapping
 from ..theory.errors import InputError, RunDescriptionError
 
 __all__ = ["RunDescription", "RunDescriptionError", "check_setting", "DEFAULT_OUT",
-    "DEFAULT_THREADS", "Progress",
-           "load", "run", "run_folder_name", "slug", "auto_threads"]
+           "DEFAULT_THREADS", "Progress", "load", "run", "run_folder_name", "slug", "auto_threads"]
 
 #: Intra-op threads of a run when nothing else decides (the command line's default,
 #: :mod:`crosscurv.experiments.cli.threads`; the sweeps' default).
@@ -345,8 +344,7 @@ def load(description: RunDescription):
     device = resolve_device(d.device) if d.device is not None else None
     dtype = resolve_dtype(d.dtype) if d.dtype is not None else None
     task, settings = load_task(d.task, d.preset, device=device, dtype=dtype, seed=d.seed,
-        data_path=d.data,
-                               model_path=d.model)
+                               data_path=d.data, model_path=d.model)
     if d.preset is None and is_builtin(d.task):
         settings["preset"] = settings.get("preset", "default")
     lr = d.lr if d.lr is not None else settings.get("lr")
@@ -391,9 +389,9 @@ def auto_threads(task, out, resume: bool) -> tuple[int, dict]:
 
     # a crosscurv run keeps its settings in summary.json, a crosscurv advise run in advice.json
     saved = _saved_settings(out, ("summary.json",
-        ADVICE_FILE)) if resume and out is not None else {}
+                                  ADVICE_FILE)) if resume and out is not None else {}
     if isinstance(saved.get("threads_auto_seconds"), dict) and isinstance(saved.get("threads"),
-            int):
+                                                                          int):
         return saved["threads"], dict(saved["threads_auto_seconds"])
     n, seconds = fastest_threads(task.loss, task.params)
     return n, {str(k): v for k, v in seconds.items()}

@@ -281,9 +281,8 @@ class Advice:
             "per_iteration": [
                 {"k": r["k"], "estimates": r["estimates"], "errors": r["errors"], "best": r["best"],
                  "certified": r["certified"], "tied": r["tied"], "next_order": r["next_order"],
-                 "runner_up": r["runner_up"], "margin": r["margin"],
-                 "corrected": r["corrected"], "one_step": r["one_step"], "loss_jc": r["loss_jc"],
-                 "sharpness": r["sharpness"]}
+                 "runner_up": r["runner_up"], "margin": r["margin"], "corrected": r["corrected"],
+                 "one_step": r["one_step"], "loss_jc": r["loss_jc"], "sharpness": r["sharpness"]}
                 for r in self.per_iteration
             ],
             "settings": self.settings,
@@ -309,7 +308,7 @@ def read_advice_records(path: str) -> list[dict]:
 
 
 def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (),
-        next_order=None) -> dict:
+                   next_order=None) -> dict:
     """``r`` with :func:`decide`'s ``runner_up`` and ``margin`` and the certificate's
     ``next_order``, ``best``, ``tied`` and ``certified``
     (:func:`crosscurv.numeric.certificate.certify_best` with ``next_order``, default ``r``'s
@@ -593,8 +592,8 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
         table.append({"k": r["k"], "advised": r["best"], "certified": r["certified"], "measured": m[
             "best"],
                       "decided": m["decided"], "gaps": g, "gap_errs": e,
-                      "right": advice_right(r["best"], g, e, theory), "regret": regret(r["best"],
-                      g, e, theory)})
+                      "right": advice_right(r["best"], g, e, theory), "regret": regret(r["best"], g,
+                                                                                       e, theory)})
 
     def count(rows):
         return [sum(1 for t in rows if t["advised"] == t["measured"]), len(rows)]

@@ -34,8 +34,7 @@ from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_sche
 from .point import PointCurvature
 
 __all__ = ["PatternCandidate", "column_products", "masked_from_columns", "masked", "PlainSteps",
-    "OptimizerSteps",
-           "advice_steps"]
+           "OptimizerSteps", "advice_steps"]
 
 
 @dataclass
@@ -109,7 +108,7 @@ class PlainSteps:
         self.yhat = {n: vec[f"yhat:{n}"] for n in names}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
-            last) -> dict:
+                  last) -> dict:
         """Every candidate's ``(estimate, error, corrected, eta^2 C_S)`` at ``theta_JC^k``, and the
         steps of its ``y`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``); releases ``point``
         before the ``theta_hat`` points are built."""
@@ -202,7 +201,7 @@ class OptimizerSteps:
         self.ys = {n: {b: vec[f"ys:{n}:{b}"] for b in self.setup.buffers} for n in names}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
-            last) -> dict:
+                  last) -> dict:
         """At ``theta_JC^k``: every candidate's ``(estimate, NaN, NaN, eta^2 C_S^phi)`` and its
         state's tangent step; releases ``point``.
 
@@ -237,8 +236,8 @@ class OptimizerSteps:
         """The JC run's optimizer step from ``theta`` (``g`` its gradient); advances :attr:`state`.
         """
         new, self.state, _ = optimizer_scheme_step(task, theta, jacobi(task.n_blocks), lr,
-            self.spec, self.state,
-                                                   self.factors, grad_at_params=g)
+                                                   self.spec, self.state, self.factors,
+                                                   grad_at_params=g)
         return new
 
 

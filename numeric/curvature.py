@@ -106,7 +106,7 @@ def masked_product_plan(task, pattern: DelayPattern, form: str = "auto") -> Mask
 
 
 def plan_for_blocks(keys: Sequence[Sequence[str]], pattern: DelayPattern,
-        form: str = "auto") -> MaskedProductPlan:
+                    form: str = "auto") -> MaskedProductPlan:
     """:func:`masked_product_plan` from the parameter names of each block (``keys[i]``: block
     ``i``).
     """
@@ -154,7 +154,7 @@ def masked_products(
 
 
 def masked_product(task, params: Mapping, pattern: DelayPattern, v: Mapping, method: str = "auto",
-        chunk_size=None) -> dict:
+                   chunk_size=None) -> dict:
     """``M_S v`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j`` (see :func:`masked_products`).
     """
     return masked_products(task, params, pattern, [v], method, chunk_size)[0]
@@ -201,7 +201,7 @@ class CrossCurvature:
 
 @computes_with_threads
 def cross_curvature_table(task, params: Mapping | None = None, g: Mapping | None = None,
-        method: str = "auto", chunk_size=None) -> CrossCurvature:
+                          method: str = "auto", chunk_size=None) -> CrossCurvature:
     """Compute ``c_ij = g_i^T H_ij g_j`` for all block pairs with ``N`` HVPs.
 
     Column ``j`` comes from ``u_j = H (E_j g)`` (``E_j g``: block ``j`` of ``g``, zeros elsewhere):

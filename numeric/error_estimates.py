@@ -130,8 +130,7 @@ def rho_sample(w_norm: float, noise: float, D: float) -> float:
 
 @_safe
 def recursive_error(lr: float, rho: float, sigma: float, G_next: float, G: float, lam: float,
-    lam_next: float,
-                    A: float, d: float, P: float) -> float:
+                    lam_next: float, A: float, d: float, P: float) -> float:
     """Error bound of Theorem 2's ``recursive^{k+1}`` (paper, proof of Theorem 2)::
 
         err = G_{k+1} sigma_k                                   (linear remainder g_JC^{k+1} . s^k)
@@ -254,7 +253,7 @@ class ErrorState:
 
 
 def defect_interval(gaps, estimates, factor: float = DEFECT_FACTOR,
-        window: int = DEFECT_WINDOW) -> list:
+                    window: int = DEFECT_WINDOW) -> list:
     """The defect interval of an estimate at each iteration: where ``gap^k - estimate^k`` is
     expected, from the realised signed defects ``d_j = gap^j - estimate^j`` of the ``window``
     iterations before ``k``::
@@ -301,7 +300,7 @@ def regime_so_far(eta_sharpness) -> list:
 
 
 def defect_record(past_defects, estimate: float, bound_err: float, inside: bool,
-    factor: float = DEFECT_FACTOR,
+                  factor: float = DEFECT_FACTOR,
                   window: int = DEFECT_WINDOW) -> tuple[float, float, float]:
     """``(lo_k, hi_k, certificate)`` of one record from the signed defects of the iterations before
     it (``past_defects``, oldest first; the last ``window`` are used): :func:`defect_interval`'s
@@ -332,7 +331,7 @@ def defect_error(lo: float, hi: float) -> float:
 
 
 def defect_certificates(gaps, estimates, eta_sharpness, bound_errs=None,
-    factor: float = DEFECT_FACTOR,
+                        factor: float = DEFECT_FACTOR,
                         window: int = DEFECT_WINDOW) -> tuple[list, list]:
     """``(intervals, certificates)`` per iteration: :func:`defect_record` over a run's columns, with
     :func:`regime_so_far` as ``inside`` and ``bound_errs`` (the records' ``*_err``; ``None``: no

@@ -183,8 +183,7 @@ def _unflat(x, like: Mapping) -> dict:
 
 
 def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL,
-    seed: int = 0,
-                     maxiter: int | None = None) -> Extremes:
+                     seed: int = 0, maxiter: int | None = None) -> Extremes:
     """``lambda_max`` and ``lambda_min`` of ``H`` by implicitly restarted Lanczos on HVPs.
 
     ``scipy.sparse.linalg.eigsh(A, k=2, which="BE")`` (ARPACK) on a
@@ -249,8 +248,7 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
 
 
 def solve_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL,
-    seed: int = 0,
-                   store=None) -> Extremes:
+                   seed: int = 0, store=None) -> Extremes:
     """The extreme eigenpairs of ``H`` to ``tol``, by the solver the model's size calls for.
 
     A model below :func:`crosscurv.numeric.offload.large_model`'s size: :func:`hessian_extremes`
@@ -270,7 +268,7 @@ def _large(like: Mapping) -> bool:
 
     first = next(iter(like.values()), None)
     return first is not None and large_model(sum(t.numel() for t in like.values()),
-        first.element_size())
+                                             first.element_size())
 
 
 def _one_blas_thread():
@@ -312,16 +310,15 @@ def _lobpcg_end(hvp, like: Mapping, v: Mapping, largest: bool, atol: float, maxi
         warnings.simplefilter("ignore")
         with _one_blas_thread():
             lam, X, rnorms = lobpcg(op, x0, tol=atol, maxiter=maxiter, largest=largest,
-                retResidualNormsHistory=True)
+                                    retResidualNormsHistory=True)
     res = float(np.ravel(rnorms[-1])[0]) if len(rnorms) else math.inf
     x = X[:, 0] / np.linalg.norm(X[:, 0])
     return float(lam[0]), _unflat(x, like), res, count[0]
 
 
 def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int,
-    tol: float = SHARPNESS_TOL,
-                   every: int = SHARPNESS_EVERY, seed: int = 0, maxiter: int = 20,
-                   store=None) -> Extremes:
+                   tol: float = SHARPNESS_TOL, every: int = SHARPNESS_EVERY, seed: int = 0,
+                   maxiter: int = 20, store=None) -> Extremes:
     """The extreme eigenpairs of ``H_JC^k`` converged to ``tol`` every ``every`` iterations,
     warm-started.
 
@@ -345,8 +342,7 @@ def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int,
         return solve_extremes(hvp, like, v0, tol, seed, store)
     if every > 1 and k % every:
         return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0,
-            previous.residual,
-                        False)
+                        previous.residual, False)
     # lobpcg's float64 work arrays are several parameter-sized vectors: the parked basis instead
     if _large(like):
         return solve_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m]
@@ -427,10 +423,8 @@ class EstimateState:
     def state_dict(self) -> dict:
         """What :meth:`from_state_dict` needs to continue bit for bit (for ``torch.save``)."""
         return {"q": self.q, "unorms": list(self.unorms), "G": self.G, "L": self.L,
-            "rayleigh": self.rayleigh,
-                "lam_max": self.lam_max, "lam_min": self.lam_min,
-                "errors": self.errors.state_dict(),
-                "defects": self.defects.state_dict(),
+                "rayleigh": self.rayleigh, "lam_max": self.lam_max, "lam_min": self.lam_min,
+                "errors": self.errors.state_dict(), "defects": self.defects.state_dict(),
                 "certificates": self.certificates.state_dict()}
 
     @classmethod

@@ -40,7 +40,7 @@ def _chunks(vectors, scratch: bool):
         if total <= size:  # one chunk: the entries themselves, the buffers viewed in their shape
             shape = first.shape
             yield (x_buf[:total].view(shape), None if t_buf is None else t_buf[:total].view(shape),
-                entries)
+                   entries)
             continue
         flat = [None if e is None else e.reshape(-1) for e in entries]
         for s in range(0, total, size):

@@ -18,7 +18,7 @@ __all__ = ["shares", "scaled_difference_into", "add_scaled_into", "norm_of", "st
 
 
 def step_residual(new: Mapping, old: Mapping, g: Mapping, lr: float, u: Mapping | None,
-        lr2: float) -> float:
+                  lr2: float) -> float:
     """``||new - old + eta g - eta^2 u||`` in float64 (``u = None``: no ``eta^2`` term), formed
     chunk by chunk (:func:`crosscurv.numeric.float64_sums.norm64`): the ``S`` step's remainder of
     Lemma 1, or the JC step's round-off.

@@ -128,7 +128,7 @@ def _cycle(hvp, like: Mapping, basis: _Basis, tol: float, steps: int):
         if not (math.isfinite(alpha) and math.isfinite(beta)):
             raise ArithmeticError("non-finite Hessian-vector product in the Lanczos recurrence")
         theta, S = eigh_tridiagonal(np.array(alphas), np.array(betas)) if j else (np.array(alphas),
-            np.ones((1, 1)))
+                                                                                  np.ones((1, 1)))
         scale = max(abs(theta[0]), abs(theta[-1]))
         est = beta * max(abs(S[-1, 0]), abs(S[-1, -1]))
         if est <= 0.5 * tol * scale or beta <= 1e-30 or j + 1 == steps:
@@ -152,8 +152,7 @@ def _assemble(basis: _Basis, coeffs, m: int, like: Mapping) -> dict:
 
 
 def lanczos_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float = SHARPNESS_TOL,
-    seed: int = 0,
-                     store=None, steps: int = LANCZOS_STEPS,
+                     seed: int = 0, store=None, steps: int = LANCZOS_STEPS,
                      cycles: int = LANCZOS_CYCLES) -> Extremes:
     """``lambda_max`` and ``lambda_min`` of ``H`` by Lanczos with its basis parked in ``store``.
 

@@ -21,8 +21,7 @@ from typing import Mapping
 import torch
 
 __all__ = ["Resident", "Offloaded", "make_store", "remove_stale", "PREFIX", "available_memory",
-    "should_offload",
-           "CARRIED_VECTORS", "PEAK_VECTORS", "OFFLOAD_MIN_BYTES", "large_model"]
+           "should_offload", "CARRIED_VECTORS", "PEAK_VECTORS", "OFFLOAD_MIN_BYTES", "large_model"]
 
 #: Name prefix of the folders of parked vectors (inside a run folder).
 PREFIX = ".offload-"
@@ -265,7 +264,7 @@ class Offloaded:
     def _map(self, name: str, layout: Mapping) -> dict:
         """The vector in ``name``'s file, as tensors of one private map of it."""
         size = max((off + math.prod(shape) * dtype.itemsize for shape, dtype,
-            off in layout.values()), default=0)
+                    off in layout.values()), default=0)
         if size == 0:
             return {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype, _) in layout.items()}
         path = self._file(name)

@@ -53,7 +53,7 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g:
     hg = hvp_batch(task.loss, params, [tree.restrict(g, fk) for fk in fresh_keys], method)
     mg = rows_of(hg)  # M_S g
     prods = hvp_batch(task.loss, params, [tree.restrict(mg, fk) for fk in fresh_keys] + [mg],
-        method)
+                      method)
     mmg = rows_of(prods[:-1])  # M_S^2 g
     hmg = prods[-1]  # H M_S g
 

@@ -112,7 +112,7 @@ def optimizer_one_step_gap(task, params, pattern, lr, spec, state=None, factors=
     """Measured ``L(S step) - L(JC step)`` from ``params`` and a common ``state``."""
     s_new, _, _ = optimizer_scheme_step(task, params, pattern, lr, spec, state, factors)
     j_new, _, _ = optimizer_scheme_step(task, params, jacobi(task.n_blocks), lr, spec, state,
-        factors)
+                                        factors)
     with torch.no_grad():
         return float(task.loss(s_new).to(torch.float64) - task.loss(j_new).to(torch.float64))
 
@@ -122,7 +122,7 @@ _STATE_NAMES = STATE_BUFFERS
 
 
 def state_difference(spec: OptimizerSpec, s_state: OptimizerState, j_state: OptimizerState,
-        like: Mapping) -> dict:
+                     like: Mapping) -> dict:
     """``Delta s = s_S - s_JC`` per buffer (missing buffers are torch's initial zeros)."""
     out = {}
     for name in _STATE_NAMES[spec.name]:
@@ -134,8 +134,8 @@ def state_difference(spec: OptimizerSpec, s_state: OptimizerState, j_state: Opti
 
 
 def forcing(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec,
-    state: OptimizerState,
-            g: Mapping, factors: Sequence[float] | None, method: str = "auto") -> dict:
+            state: OptimizerState, g: Mapping, factors: Sequence[float] | None,
+            method: str = "auto") -> dict:
     """``M_S F phi(g, s)`` at ``params`` (``n_F`` HVPs): the freshness forcing of the tangent step.
     """
     f = factor_tree(task, factors)
@@ -161,12 +161,11 @@ class TangentStep:
         eta M_S F phi_S`` (the optimizer's ``tangent_apply``, e.g.
         :func:`crosscurv.numeric.optimizers.momentum.tangent_apply`)."""
         return self.spec.rule.tangent_apply(self.spec, self.lr, self.f, self.coefficients, z, zs,
-            dg)
+                                            dg)
 
 
 def tangent_step(spec: OptimizerSpec, lr, f: Mapping, z: Mapping, zs: Mapping, Hz: Mapping,
-    force: Mapping,
-                 jc_state: OptimizerState, g_jc: Mapping) -> tuple[dict, dict]:
+                 force: Mapping, jc_state: OptimizerState, g_jc: Mapping) -> tuple[dict, dict]:
     """One step of the linearized ``S - JC`` difference (module docstring): ``(z', zs')`` from the
     parameter difference ``z``, the state difference ``zs`` (:func:`state_difference`), ``Hz = H_JC
     z`` and ``force = M_S F phi_S`` (:func:`forcing`), ``dg = Hz - lr force``.
@@ -193,7 +192,7 @@ def optimizer_in_regime(spec: OptimizerSpec, lr: float, f_max: float, lam_max: f
 
 
 def optimizer_bound(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float, G: float,
-        L: float) -> float:
+                    L: float) -> float:
     """Theorem 3's magnitude bound ``G a_k + L/2 a_k^2`` carried to the optimizer's tangent
     recursion (float64).
 

@@ -107,4 +107,4 @@ def observe_order(
     kr = [r for _, r in kept]
     coeffs = [r / e**expected for e, r in kept] if expected is not None else []
     return OrderStudy(ke, kr, pairwise_rates(ke, kr), fitted_order(ke, kr), dropped, floor,
-        expected, coeffs)
+                      expected, coeffs)

@@ -48,8 +48,7 @@ from .advice_steps import PatternCandidate, column_products, masked, masked_from
 from .advice_text import check_failures, check_note, edge_note
 from .estimates import init_power_vector, power_step, solve_extremes
 
-__all__ = ["rankable", "certify_front", "front_candidates", "first_step_checks",
-           "embedded_errors"]
+__all__ = ["rankable", "certify_front", "front_candidates", "first_step_checks", "embedded_errors"]
 
 
 def rankable(row: dict) -> bool | None:

@@ -103,7 +103,7 @@ class PointCurvature(Point):
             value = loss(self._p)
             if value.requires_grad:
                 gs = torch.autograd.grad(value, [self._p[k] for k in self.keys], create_graph=True,
-                    allow_unused=True)
+                                         allow_unused=True)
             else:
                 gs = [None] * len(self.keys)
         self.value = value.detach()
@@ -147,14 +147,14 @@ def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) 
     ``rows``."""
     leaves = set(v) | set(rows)
     p = {k: (t.detach().requires_grad_(True) if k in leaves else t.detach()) for k,
-        t in params.items()}
+         t in params.items()}
     with torch.enable_grad():
         value = term(p)
         outs, gos = [], []
         if value.requires_grad:
             cols = list(v)
             gs = torch.autograd.grad(value, [p[k] for k in cols], create_graph=True,
-                allow_unused=True)
+                                     allow_unused=True)
             for k, gk in zip(cols, gs):
                 if gk is not None and gk.requires_grad:
                     outs.append(gk)
@@ -215,13 +215,13 @@ class TermwisePoint(Point):
         _check_vector(self._shapes, v)
         rows = _check_rows(self._shapes, rows)
         t = {k: x.detach().to(dtype=self._p[k].dtype, device=self._p[k].device) for k,
-            x in v.items()}
+             x in v.items()}
         if not t or not rows:
             return {k: torch.zeros_like(self._p[k]) for k in rows}
         out = None
         for term in self.terms:
             out = _accumulate(out, _term_product(term, self._p, t, rows), [*t.values(),
-                *self._p.values()])
+                                                                           *self._p.values()])
         return out
 
     def release(self) -> None:
@@ -262,7 +262,7 @@ class BatchedPoint(Point):
 
     def masked(self, plan: MaskedProductPlan, v: Mapping) -> dict:
         dirs = [{k: (v[k] if k in set(cols) else torch.zeros_like(v[k])) for k in v} for cols,
-            _ in plan.products]
+                _ in plan.products]
         if not dirs:
             return tree.zeros_like(v)
         prods = hvp_batch(self._loss, self._params, dirs, self.method, self.chunk)
@@ -270,8 +270,7 @@ class BatchedPoint(Point):
 
 
 def masked_product_at(point: PointCurvature, block_keys: Sequence[Sequence[str]],
-    pattern: DelayPattern,
-                      v: Mapping) -> dict:
+                      pattern: DelayPattern, v: Mapping) -> dict:
     """``M_S v`` at ``point`` (Lemma 1): ``(M_S v)_i = sum_{j in S(i)} H_ij v_j``, one product per
     distinct non-empty fresh set; ``block_keys`` names each block's parameters, in block order.
     Returns a dict with every parameter key."""

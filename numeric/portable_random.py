@@ -13,15 +13,14 @@ from __future__ import annotations
 import torch
 
 __all__ = ["INIT", "portable_default_init_", "portable_normal_", "portable_randn",
-    "portable_uniform_"]
+           "portable_uniform_"]
 
 #: the initializer's name and version, recorded by every built-in task
 INIT = "float64-normal-v1"
 
 
 def portable_randn(*shape, generator: torch.Generator | None = None, dtype=torch.float32,
-    device="cpu",
-                   mean: float = 0.0, std: float = 1.0) -> torch.Tensor:
+                   device="cpu", mean: float = 0.0, std: float = 1.0) -> torch.Tensor:
     """``mean + std * N(0, 1)`` of ``shape``: drawn on the CPU in float64 (``generator``, or the
     global CPU generator when ``None``), scaled in float64, then rounded once to ``dtype`` on
     ``device``.

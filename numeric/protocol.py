@@ -120,7 +120,7 @@ class ProtocolResult:
 
 # -- settings ----------------------------------------------------------------------------
 def _run_settings(task, pattern, lr, iters, seed, hvp_method, chunk_size, every, extra,
-        setup) -> dict:
+                  setup) -> dict:
     extra = {**jsonable(extra or {}), **setup.settings()}
     return run_settings(task, lr, iters, seed, hvp_method, extra, {"pattern": pattern.to_dict()},
                         {"hvp_chunk_size": chunk_size, "checkpoint_every": every})
@@ -340,8 +340,8 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
     return loss_s, gs, gs_norm, force
 
 
-def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, force,
-                 record: dict, meas: dict) -> None:
+def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, force, record: dict,
+                 meas: dict) -> None:
     """The products ``H_JC^k [p, z, y, Delta]`` (``named``), each consumed before the next: first by
     the paper's estimates (``ctx.estimates``: the power step and the extremes, the cumulative and
     JC-only estimates, ``q``), then (unless ``last``) by the rule, which forms ``z``, ``y`` and
@@ -397,7 +397,7 @@ def _diverged(k: int, loss_jc: float, loss_s: float):
 
 
 def _between_uses(ctx: RunContext, name: str, vector: Mapping,
-        graph_output: bool = False) -> Mapping:
+                  graph_output: bool = False) -> Mapping:
     """``vector`` parked under ``name`` and read back entry by entry at each use, where that saves
     memory: with an offloaded store, unless ``vector`` is the output of a graph still held (a
     retained graph's gradient, ``graph_output``: the graph keeps it alive; the termwise engine holds
@@ -508,7 +508,7 @@ def run_protocol(task, pattern: DelayPattern | str, lr: float, iters: int, *,
     setup = optimizer_setup(task, opts.optimizer, opts.block_lr)
     elem = torch.empty((), dtype=task.dtype).element_size()
     use_offload = should_offload(task.num_params(), elem,
-        task.device) if offload is None else offload
+                                 task.device) if offload is None else offload
     settings = _run_settings(task, pattern, lr, iters, opts.seed, opts.hvp_method, chunk_size,
                              opts.checkpoint_every, opts.settings, setup)
     settings["offload"] = use_offload

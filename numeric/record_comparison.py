@@ -84,8 +84,8 @@ class RecordsComparison(ComparisonVerdict):
         from tabulate import tabulate
 
         rows = [
-            [c.column, c.compared, c.bad, "" if c.first_bad_k is None else c.first_bad_k,
-             c.max_abs, c.max_rel, self.tolerances[c.column][0], self.tolerances[c.column][1]]
+            [c.column, c.compared, c.bad, "" if c.first_bad_k is None else c.first_bad_k, c.max_abs,
+             c.max_rel, self.tolerances[c.column][0], self.tolerances[c.column][1]]
             for c in self.columns
         ]
         return tabulate(rows, headers=["column", "compared", "disagree", "first k", "max abs. diff",

@@ -85,10 +85,8 @@ __all__ = [
 
 #: CSV columns, in order.
 FIELDS = ("k", "loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk",
-    "sharpness", "gap_err",
-          "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err", "cumulative_err",
-          "jc_only_err",
-          "recursive_cert", "cumulative_cert", "jc_only_cert")
+          "sharpness", "gap_err", "lambda_max", "lambda_min", "sharpness_hvps", "recursive_err",
+          "cumulative_err", "jc_only_err", "recursive_cert", "cumulative_cert", "jc_only_cert")
 #: The columns every records file holds, crosscurv's or another implementation's
 #: (:func:`read_columns`): the
 #: losses, the measured gap, the paper's three estimates and Theorem 3's bound.

@@ -16,8 +16,7 @@ from crosscurv.theory.errors import ResumeError
 from .records import CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FILE, is_older_header
 
 __all__ = ["ResumeError", "one_line", "unreadable_checkpoint", "check_resumable", "check_summary",
-    "check_records_header",
-           "check_checkpoint_archive"]
+           "check_records_header", "check_checkpoint_archive"]
 
 
 def one_line(exc: BaseException) -> str:

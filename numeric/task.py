@@ -201,8 +201,7 @@ class Task:
         # the chain is not carried over: its input tensor stays where it was built (steps fall back
         # to the loss)
         return Task(params, self.loss, self.blocks, self.name, dict(self.info),
-            self.default_pattern,
-                    loss_terms=self.loss_terms)
+                    self.default_pattern, loss_terms=self.loss_terms)
 
 
 def partition_by_rule(names: Sequence[str], rule) -> dict:

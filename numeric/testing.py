@@ -120,8 +120,7 @@ def assert_step_is(
 
     user = as_user_step((task, step, pattern), name=getattr(step, "__name__", "step"))
     report = identify_step(user, seeds=seeds, eta0=eta0, n_etas=max(3, n_etas), rtol=rtol,
-        perturb=perturb,
-                           max_all_orders=max_all_orders, fit=True)
+                           perturb=perturb, max_all_orders=max_all_orders, fit=True)
     if not report.ok:
         raise AssertionError(f"step does not perform {report.declared_label}: "
             f"{report.verdict()}\n\n{report.text()}")

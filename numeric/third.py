@@ -55,7 +55,7 @@ def _third_reverse(loss, p, u, v, w) -> torch.Tensor:
 
 
 def third_derivative(loss, params: Mapping, u: Mapping, v: Mapping, w: Mapping,
-        method: str = "auto") -> torch.Tensor:
+                     method: str = "auto") -> torch.Tensor:
     """``D^3 L(theta)[u, v, w]`` as a detached 0-dim tensor in the parameters' dtype.
 
     Args:

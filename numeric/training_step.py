@@ -168,10 +168,10 @@ def step_from_training_code(
 
     def loss(p):
         return torch.func.functional_call(wrapper, {"model." + k: v for k, v in p.items()}, (),
-            strict=False)
+                                          strict=False)
 
     task = Task(params, loss, {b: list(ns) for b, ns in groups.items()},
-        name=f"{type(model).__name__} ({name})")
+                name=f"{type(model).__name__} ({name})")
 
     def step(theta, lr):
         with torch.no_grad():

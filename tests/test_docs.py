@@ -48,7 +48,7 @@ def shell_commands(body: str) -> list[list[str]]:
             while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
                 words = words[1:]
             cut = next((i for i, w in enumerate(words) if w[:1] in "<>" or w[:2] in ("2>", "1>")),
-                len(words))
+                       len(words))
             words = words[:cut]
             if words:
                 out.append(words)
@@ -91,8 +91,7 @@ def test_python_blocks_run(page):
     code = "\n".join(blocks(page, "python"))
     env = dict(os.environ, MPLBACKEND="Agg")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
-        text=True,
-                          timeout=300)
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -105,7 +104,7 @@ def test_readme_quick_start_runs(tmp_path):
     for words in shell_commands(body):
         assert os.path.basename(words[0]) == "crosscurv"
         proc = subprocess.run([str(exe), *words[1:]], cwd=tmp_path, capture_output=True, text=True,
-            timeout=300)
+                              timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "runs" / "mlp" / "records.csv").is_file()
     assert "Correct" in proc.stdout
@@ -122,10 +121,10 @@ def test_the_site_builds_strictly(tmp_path):
         (api / layer).symlink_to(REPO / layer)
     config = tmp_path / "mkdocs.yml"
     text = (REPO / "mkdocs.yml").read_text().replace("paths: [build/api]",
-        f"paths: [{tmp_path / 'api'}]")
+                                                     f"paths: [{tmp_path / 'api'}]")
     config.write_text(text.replace("docs_dir: docs", f"docs_dir: {REPO / 'docs'}"))
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config),
-        "-d",
+                           "-d",
                            str(tmp_path / "site")], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
     assert proc.returncode == 0, proc.stderr[-3000:]

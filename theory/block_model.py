@@ -53,8 +53,7 @@ class BlockModel:
     """
 
     def __init__(self, n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3,
-        vectors: Sequence[str] = (),
-                 extra: Sequence[str] = ()):
+                 vectors: Sequence[str] = (), extra: Sequence[str] = ()):
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 2:
             raise ModelError(f"the block model needs at least 2 blocks, got {n_blocks!r}")
         if isinstance(dims, int) and not isinstance(dims, bool):
@@ -182,7 +181,7 @@ class BlockModel:
 
     # -- Taylor model at a displaced state -----------------------------------
     def _products(self, state: Sequence, space: SeriesSpace, max_len: int) -> dict[tuple,
-            TruncatedSeries]:
+                                                                                   TruncatedSeries]:
         """Products ``prod_{a in idx} state[a]`` for sorted index tuples up to ``max_len``."""
         nz = [a for a in range(self.d) if state[a] is not None and not _is_zero_series(state[a])]
         prods: dict[tuple, TruncatedSeries] = {(a,): state[a] for a in nz}
@@ -225,7 +224,7 @@ class BlockModel:
         return out
 
     def hessian(self, state: Sequence, entries: Sequence[tuple[int, int]] | None = None,
-            space: SeriesSpace | None = None) -> dict[tuple[int, int], TruncatedSeries]:
+                space: SeriesSpace | None = None) -> dict[tuple[int, int], TruncatedSeries]:
         """``{(a, b): H(x)_ab}`` for ``entries`` (default all) at ``theta^k + state``: ``H(x)_ab =
         H_ab + sum_c T_abc x_c + 1/2 sum_ce Q_abce x_c x_e``."""
         space = space or self._space_of(state)
@@ -320,7 +319,7 @@ class _Accumulator:
         one = w == 1
         for e, poly in s.terms.items():
             items = ((m[:k] + (m[k] + 1,) + m[k + 1:], c if one else c * w) for m,
-                c in poly.items())
+                     c in poly.items())
             self._merge(self._into(e), items)
 
     def result(self) -> TruncatedSeries:
@@ -333,7 +332,6 @@ def _is_zero_series(s) -> bool:
 
 
 def block_model(n_blocks: int, dims: int | Sequence[int] = 1, taylor_order: int = 3,
-    vectors: Sequence[str] = (),
-                extra: Sequence[str] = ()) -> BlockModel:
+                vectors: Sequence[str] = (), extra: Sequence[str] = ()) -> BlockModel:
     """Build a :class:`BlockModel` (see its docstring)."""
     return BlockModel(n_blocks, dims, taylor_order, vectors, extra)

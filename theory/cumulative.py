@@ -98,7 +98,7 @@ def _order(series_list) -> int | None:
 
 
 def check_cumulative(model: BlockModel, pattern: DelayPattern, K_max: int = 4,
-        degree: int = 4) -> CumulativeCheck:
+                     degree: int = 4) -> CumulativeCheck:
     """Unroll both trajectories and ``z_K`` exactly (series in ``eta`` to ``degree``) on a
     :func:`quadratic_model` and compare: one :class:`CumulativeStep` per ``K = 1..K_max``.
     """

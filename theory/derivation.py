@@ -48,11 +48,11 @@ from .patterns import DelayPattern, as_pattern, gauss_seidel, jacobi
 from .recursion import check_recursions, recursion_model
 
 __all__ = ["IDENTITY_KEYS", "EXTENSION_KEYS", "MAX_TOTAL_DIM", "DerivationResult", "derive",
-    "gs_orders"]
+           "gs_orders"]
 
 #: one boolean per result of the paper, in this order
 IDENTITY_KEYS = ("lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2",
-    "theorem3_quadratic")
+                 "theorem3_quadratic")
 #: checks beyond the paper
 EXTENSION_KEYS = ("lemma1_next_term", "eta3_closed_form", "loss_eta3_closed_form",
                   "gs_orders_eta3_closed_form", "lemma3_leading_closed_forms",

@@ -95,7 +95,7 @@ def numeric_function(expr, model: BlockModel, module: str = "numpy") -> Callable
 
     def f(g=None, H=None, T=None, Q=None, delta=None, eta=None, eps=None):
         vals = value_map(model, args, {"g": g, "H": H, "T": T, "Q": Q, "delta": delta, "eta": eta,
-            "eps": eps})
+                                       "eps": eps})
         return fn(*vals)
 
     f.__doc__ = f"Numeric ({module}) value of {str(expr)[:200]}"

@@ -353,7 +353,7 @@ def _symbolic_model(block_dims) -> BlockModel:
 
 
 def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T,
-        mode: str = "float") -> dict:
+                     mode: str = "float") -> dict:
     """``{2: C_S, 3: c_3}`` of ``L_S^{k+1} - L_JC^{k+1} = eta^2 C_S + eta^3 c_3 + O(eta^4)``.
 
     ``C_S = g^T M_S g``, ``c_3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i g, P_i g, P_i g]``, from
@@ -376,7 +376,7 @@ def gap_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, 
 
 
 def loss_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g, H, T,
-        mode: str = "float") -> dict:
+                      mode: str = "float") -> dict:
     """Coefficients ``{1, 2, 3}`` of ``L_S^{k+1} - L^k`` in powers of ``eta`` (Theorem 1, extended).
 
         1: -|g|^2
@@ -391,7 +391,7 @@ def loss_coefficients(pattern: DelayPattern | str, block_dims: Sequence[int], g,
         model = _symbolic_model(block_dims)
         pattern = check_pattern(model, pattern)
         return {k: model.to_expr(v) for k, v in loss_coefficients_closed_form(model,
-            pattern).items()}
+                                                                              pattern).items()}
     pattern, dims, blocks, g, H, T = _prepare(pattern, block_dims, g, H, T, mode)
     mg, mmg, hmg, t = _numeric_parts(pattern, blocks, g, H, T)
     hg = H.dot(g)

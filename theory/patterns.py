@@ -108,7 +108,7 @@ class DelayPattern:
         return [x for j in self.fresh(i) for x in per_block[j]]
 
     def groups_by_fresh_set(self, *, include_empty: bool = True) -> list[tuple[tuple[int, ...],
-            list[int]]]:
+                                                                               list[int]]]:
         """``[(F, members), ...]``: blocks grouped by fresh set ``F = S(i)`` (sorted, 0-based), in
         an order valid for a sweep (groups follow :meth:`order`, placed at their first member);
         ``include_empty`` keeps the group with ``S(i) = {}``. A group shares one gradient in the
@@ -290,15 +290,15 @@ def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int
 
 
 def from_pairs(n_blocks: int, pairs: Iterable[tuple[int, int]], *, one_based: bool = False,
-        name: str = "pairs") -> DelayPattern:
+               name: str = "pairs") -> DelayPattern:
     """An arbitrary acyclic pattern from explicit pairs (0-based unless ``one_based``)."""
     shift = 1 if one_based else 0
     return DelayPattern(n_blocks, frozenset((int(i) - shift, int(j) - shift) for i, j in pairs),
-        name)
+                        name)
 
 
 def _parse_block(token: str, n_blocks: int, block_names: Sequence[str] | None,
-        check_range: bool = True) -> int:
+                 check_range: bool = True) -> int:
     token = token.strip()
     if not token:
         raise PatternError("empty block reference")

@@ -125,7 +125,7 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
     at = dtheta0 if freshness_at == "S" else [space.zero_series() for _ in range(d)]
     g_s = model.gradient(at, space=space)                              # g_S^k
     wanted = [(a, b) for a in range(d) for b in pattern.fresh_items(model.block_of[a],
-        model.blocks)]
+                                                                    model.blocks)]
     h_s = model.hessian(at, entries=wanted, space=space)               # blocks of M_S at theta_S
     mg_s = masked_hessian_apply(model, pattern, [g_s[a] for a in range(d)], H=h_s)
     mg_s = [x if isinstance(x, TruncatedSeries) else space.constant(x) for x in mg_s]
@@ -150,7 +150,7 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
     # closed forms of Lemma 3's leading terms
     half = model.const(sympy.Rational(1, 2))
     tdd = [sum((model.T(a, b, c) * delta[b] * delta[c] for b in range(d) for c in range(d)),
-        model.zero) * half
+               model.zero) * half
            for a in range(d)]
     mg = masked_hessian_apply(model, pattern, model.g)
     mmg = masked_hessian_apply(model, pattern, mg)

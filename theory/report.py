@@ -261,7 +261,7 @@ def _mono_latex(label: str) -> str:
 
 
 def write_markdown(r: DerivationResult, path: str | Path, command: str | None = None,
-        optimizers=None) -> Path:
+                   optimizers=None) -> Path:
     """Write :func:`render_markdown` to ``path`` (parent folders created).
 
     Raises:

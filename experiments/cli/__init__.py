@@ -91,10 +91,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     epilog = "exit codes (every command):\n" + "\n".join(f"  {code:>3}  {text}" for code,
-        text in EXIT_CODES.items())
+                                                         text in EXIT_CODES.items())
     parser = _Parser(prog="crosscurv", description="Cross-curvature verification suite.",
-        epilog=epilog,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                     epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, modname in COMMANDS.items():
         if name != only:  # summaries only: no import
@@ -144,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         text = str(exc).strip().splitlines()
         msg = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
         print(f"crosscurv: internal error: {msg} (CROSSCURV_DEBUG=1 shows the traceback)",
-            file=sys.stderr)
+              file=sys.stderr)
         return EXIT_INTERNAL_ERROR
 
 

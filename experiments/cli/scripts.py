@@ -33,9 +33,8 @@ import sys
 from crosscurv.theory.errors import InputError
 
 __all__ = ["contest", "trust", "certificates", "pattern_search", "optimizer_runner",
-           "optimizer_orders",
-           "one_step_along_jc", "site_check", "portability", "rounding", "sweep_rerender",
-           "contest_seeds", "contest_lora", "rate_scan"]
+           "optimizer_orders", "one_step_along_jc", "site_check", "portability", "rounding",
+           "sweep_rerender", "contest_seeds", "contest_lora", "rate_scan"]
 
 
 def _argv(argv) -> list[str]:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 __all__ = ["EMULATIONS", "NO_AVX2", "environment", "run_under", "cached", "lookup", "file_digest",
-    "tolerance_digest"]
+           "tolerance_digest"]
 
 #: name -> environment: this CPU's own kernels, no AVX2 (ATen's scalar kernels, MKL's compatible
 #: path), MKL's AVX2 and AVX paths with ATen's AVX2 kernels, OpenBLAS's Haswell kernels, and two
@@ -25,7 +25,7 @@ __all__ = ["EMULATIONS", "NO_AVX2", "environment", "run_under", "cached", "looku
 EMULATIONS = {
     "this CPU": {},
     "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default": {"MKL_CBWR": "COMPATIBLE",
-    "ATEN_CPU_CAPABILITY": "default"},
+                                                        "ATEN_CPU_CAPABILITY": "default"},
     "MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2": {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
     "MKL_CBWR=AVX ATEN_CPU_CAPABILITY=avx2": {"MKL_CBWR": "AVX", "ATEN_CPU_CAPABILITY": "avx2"},
     "OPENBLAS_CORETYPE=Haswell": {"OPENBLAS_CORETYPE": "Haswell"},
@@ -54,8 +54,7 @@ def run_under(name: str, args: list, timeout: float = 7200) -> subprocess.Comple
     """``python ARGS...`` (this interpreter) under emulation ``name``, in the current folder; output
     captured."""
     return subprocess.run([sys.executable, *args], env=environment(name), capture_output=True,
-        text=True,
-                          timeout=timeout)
+                          text=True, timeout=timeout)
 
 
 def file_digest(*paths: str) -> str:

@@ -74,7 +74,7 @@ def check_one(run_dir: str, iters: int) -> int:
     rc = check_run(run_dir, iters)
     out = rc.to_dict()
     out["recomputed"] = None if rc.recomputed is None else {c: [float(x) for x in v] for c,
-        v in rc.recomputed.items()}
+                                                            v in rc.recomputed.items()}
     print(json.dumps(out, default=float))
     return 0 if rc.agree else 1
 
@@ -99,8 +99,7 @@ def describe(result: dict) -> dict:
     check = result["check"]
     if check is None:
         return {"held": f"no verdict: exit {result['exit']}: {result['error']}",
-            "beyond_fixed": "-",
-                "explained": "-", "growth": "-", "first": "-"}
+                "beyond_fixed": "-", "explained": "-", "growth": "-", "first": "-"}
     verdict, n = check["verdict"], check["iterations"]
     beyond = _beyond_fixed(check)
     growth = f"{check['growth']:.2f}x" if check.get("growth") else "-"
@@ -123,8 +122,7 @@ def describe(result: dict) -> dict:
         held = "disagree" + (f" at {first}" if first != "-" else "")
         explained = "no" if beyond is not None and beyond >= 2 else "-"
     return {"held": held, "beyond_fixed": "-" if beyond is None else str(beyond),
-        "explained": explained,
-            "growth": growth, "first": first}
+            "explained": explained, "growth": growth, "first": first}
 
 
 def _task(run_dir: str) -> str:
@@ -216,8 +214,7 @@ def write_portability(args: PortabilityOptions) -> int:
     for name in names:
         for run in args.runs:
             key = {"what": "check", "emulation": name, "run": run, "digest": digests[run],
-                "iters": args.iters,
-                   "tolerances": tolerances}
+                   "iters": args.iters, "tolerances": tolerances}
             if args.cached_only:
                 res = lookup(cache, key)
                 if res is None:

@@ -79,7 +79,7 @@ __all__ = ["COLUMNS", "column_spread", "measure", "measure_emulated", "emulation
 
 #: The value columns measured (``k`` is exact by construction).
 COLUMNS = ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk",
-    "sharpness", "gap_err")
+           "sharpness", "gap_err")
 _LOSSES = ("loss_jc", "loss_s")
 
 
@@ -108,7 +108,7 @@ def column_spread(ref: dict, var: dict, columns=COLUMNS) -> dict:
         # each gap is only known to within its recorded error bound (gap_err, when there is one)
         if c == "gap":
             slack = [sum(e for e in (er, ev) if math.isfinite(e)) for er, ev in zip(ref["gap_err"],
-                var["gap_err"])]
+                                                                                    var["gap_err"])]
             pairs = [(r, r + math.copysign(max(0.0, abs(v - r) - e), v - r)) for (r, v), e in zip(
                 pairs, slack)]
         pairs = [(r, v) for r, v in pairs if math.isfinite(r)]
@@ -166,7 +166,7 @@ def _golden(name: str, label: str):
         if dtype != torch.float64:
             task = task.to(dtype=dtype)
         return task, case.patterns[label], case.lr, case.iters, {"optimizer": case.optimizer,
-            "block_lr": case.block_lr}
+                                                                 "block_lr": case.block_lr}
 
     return build
 
@@ -248,10 +248,10 @@ def measure(tasks=("mlp", "fl", "lora"), presets=PRESETS, golden=True, log=None,
                     spread = column_spread(ref, mine, COLUMNS[:-2])
                     spread.update(sharpness=dict(_ZERO), gap_err=dict(_ZERO))
                     out.append({**row, "variant": "numpy", "engine": "examples/numpy_estimator.py",
-                        "spread": spread})
+                                "spread": spread})
             spread = {c: dict(_ZERO) for c in COLUMNS}
             spread["gap"] = {key: max(x["gap"][key] for x in subs) for key in ("rel", "beyond",
-                "abs")}
+                                                                               "abs")}
             out.append({**row, "variant": "subtraction", "engine": used, "spread": spread})
             if log:
                 log(f"{label} {dt_name}: {time.perf_counter() - t0:.1f} s")
@@ -346,7 +346,7 @@ def table(results: list[dict]) -> str:
             t = tolerance_from_rounding(dt, m)
             cur = TOLERANCES[dt][c]
             cells += [f"{_fmt(m[0])} / {_fmt(m[1])}", f"{_fmt(t[0])} / {_fmt(t[1])}",
-                f"{_fmt(cur[0])} / {_fmt(cur[1])}"]
+                      f"{_fmt(cur[0])} / {_fmt(cur[1])}"]
             lines.append(f"| `{c}` | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -365,7 +365,7 @@ def _source_digest() -> str:
 
 
 def measure_emulated(child_args: list, names, cache: str | None, log=None,
-        cached_only: bool = False) -> dict:
+                     cached_only: bool = False) -> dict:
     """``{emulation: comparisons}``: :func:`measure` with ``child_args`` (this command's measuring
     options) in a subprocess under each emulation ``names`` of :data:`.emulation.EMULATIONS`, each
     kept in ``cache`` (``cached_only``: measure nothing, return the emulations found in ``cache``).
@@ -384,8 +384,8 @@ def measure_emulated(child_args: list, names, cache: str | None, log=None,
 
         def compute(name=name):
             t0 = time.perf_counter()
-            proc = run_under(name, ["-m", "crosscurv.experiments.conformance.rounding",
-                *child_args, "--json"])
+            proc = run_under(name, ["-m", "crosscurv.experiments.conformance.rounding", *child_args,
+                                    "--json"])
             if proc.returncode != 0:
                 tail = proc.stderr.strip().splitlines()
                 raise RuntimeError(f"rounding under {name} exited {proc.returncode}: "

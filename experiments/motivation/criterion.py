@@ -48,9 +48,8 @@ def to_float64(obj):
 
 
 def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step: Callable,
-    sim_step: Callable,
-                gs_step: Callable | None = None, extra_grad: Callable | None = None,
-                method: str = "reverse") -> dict:
+                sim_step: Callable, gs_step: Callable | None = None,
+                extra_grad: Callable | None = None, method: str = "reverse") -> dict:
     """The criterion and the measured next-step differences at ``params``.
 
     Args:

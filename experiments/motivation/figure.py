@@ -27,7 +27,7 @@ __all__ = ["figure1", "criterion_figure", "SEQ", "SIM", "DIFF", "GS"]
 
 SEQ, SIM, DIFF, GS = "#1f77b4", "#ff7f0e", "#2ca02c", "#7b3fb0"
 TITLES = {"mlp": "(a) 8-layer MLP, MNIST", "fl": "(b) federated ResNet-18, CIFAR-10",
-    "lora": "(c) T5 LoRA, sentiment"}
+          "lora": "(c) T5 LoRA, sentiment"}
 
 
 def _symlog_ticks(values) -> tuple[float, list]:
@@ -50,7 +50,7 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     ax.plot(ks, sim, color=SIM, lw=1.6, label=labels["sim"])
     ax.plot(ks, seq, color=SEQ, lw=1.6, label=labels["seq"])
     gs = np.asarray([r["eval_gs"] for r in first["records"] if math.isfinite(r["eval_sim"])],
-        dtype=float)
+                    dtype=float)
     has_gs = np.isfinite(gs).any()
     if has_gs:
         ax.plot(ks, gs, color=GS, lw=1.2, ls="--", label=labels.get("gs") or "exact GS")

@@ -36,7 +36,7 @@ __all__ = ["dirichlet_split", "FLPanel", "client_task", "local_sim_step", "local
 
 
 def dirichlet_split(labels, n_clients: int, alpha: float, seed: int, min_size: int = 1,
-        tries: int = 1000) -> list:
+                    tries: int = 1000) -> list:
     """Class-wise Dirichlet(``alpha``) partition of example indices over ``n_clients`` clients.
 
     For each class, proportions ``q ~ Dir(alpha 1_M)`` split that class's (shuffled) examples; draws
@@ -115,7 +115,7 @@ def client_task(model, u, v, x, y, weight_decay: float) -> Task:
     def loss(p):
         pen = sum((t * t).sum() for t in p.values())
         return client_loss(model, {k: p[k] for k in u}, {k: p[k] for k in v}, x,
-            y) + 0.5 * weight_decay * pen
+                           y) + 0.5 * weight_decay * pen
 
     return Task({**v, **u}, loss, {"personal": list(v), "shared": list(u)}, "fl-client", {}, "gs")
 
@@ -141,8 +141,7 @@ class FLPanel(Panel):
     step_unit = "round"
 
     def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32,
-        data_path=None,
-                 model_path=None):
+                 data_path=None, model_path=None):
         from crosscurv.experiments.tasks.data import load_cifar10
         from crosscurv.experiments.tasks.errors import DataError
         from crosscurv.experiments.tasks.models.resnet import FederatedResNet18
@@ -235,7 +234,7 @@ class FLPanel(Panel):
             for i, idx in enumerate(self.clients):
                 idx = idx[: self.s["eval_per_client"]]
                 total += self.n_i[i] / n * float(client_loss(self.model, u, V[i], self.x[idx],
-                    self.y[idx]))
+                                                             self.y[idx]))
         return total
 
     def step(self, k: int) -> dict:
@@ -287,13 +286,13 @@ class FLPanel(Panel):
         uk, vk = list(u), list(v)
 
         def seq(p):
-            uu, vv, _, _ = local_alt_step(m64, {q: p[q] for q in uk}, {q: p[q] for q in vk}, xb,
-                yb, self.opt, st)
+            uu, vv, _, _ = local_alt_step(m64, {q: p[q] for q in uk}, {q: p[q] for q in vk}, xb, yb,
+                                          self.opt, st)
             return {**vv, **uu}
 
         def sim(p):
-            uu, vv, _, _ = local_sim_step(m64, {q: p[q] for q in uk}, {q: p[q] for q in vk}, xb,
-                yb, self.opt, st)
+            uu, vv, _, _ = local_sim_step(m64, {q: p[q] for q in uk}, {q: p[q] for q in vk}, xb, yb,
+                                          self.opt, st)
             return {**vv, **uu}
 
         params = task.params

@@ -87,13 +87,13 @@ def step_alternating(lm: LoRAModel, p, blocks, idx, opt, state, dropout_seed=Non
 
 
 def lora_model(settings: dict, seed: int, *, dtype=torch.float32, device="cpu", data_path=None,
-        model_path=None):
+               model_path=None):
     """``(LoRAModel, params, blocks, info)`` of the panel's settings."""
     from crosscurv.experiments.tasks.data import LABEL_WORDS, load_sst2
     from crosscurv.experiments.tasks.models import t5lora
 
     data = load_sst2(settings["examples"] if data_path is None else settings["examples_full"],
-        path=data_path)
+                     path=data_path)
     with seeded(seed):
         if model_path is None:
             base, tokenizer, model_source = t5lora.random_t5(t5lora.T5Size(**settings["t5"]))
@@ -136,8 +136,7 @@ class LoRAPanel(Panel):
     step_unit = "step"
 
     def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32,
-        data_path=None,
-                 model_path=None):
+                 data_path=None, model_path=None):
         self.s, self.seed = settings, seed
         self.lm, p0, self.blocks, info = lora_model(settings, seed, dtype=dtype, device=device,
                                                     data_path=data_path, model_path=model_path)
@@ -173,8 +172,7 @@ class LoRAPanel(Panel):
         losses = {}
         for r, fn in (("seq", step_alternating), ("sim", step_simultaneous)):
             self.runs[r], self.states[r], losses[r] = fn(self.lm, self.runs[r], self.blocks, idx,
-                self.opt,
-                                                         self.states[r], ds)
+                                                         self.opt, self.states[r], ds)
         nan = float("nan")
         row = {"k": k, "epoch": epoch + (k - epoch * self.steps_per_epoch) / self.steps_per_epoch,
                "loss_seq": float(losses["seq"]), "loss_sim": float(losses["sim"]), "loss_gs": nan}
@@ -198,7 +196,7 @@ class LoRAPanel(Panel):
         _, idx = self._idx(k)
         p, st = to_float64(self.runs["sim"]), to_float64(self.states["sim"])
         task = Task(dict(p), lambda q: lm.loss(q, idx), dict(self.blocks), "lora-minibatch", {},
-            "gs")
+                    "gs")
         return probe_point(task, p, self.opt.lr, self.opt, st,
                            lambda q: step_alternating(lm, q, self.blocks, idx, self.opt, st)[0],
                            lambda q: step_simultaneous(lm, q, self.blocks, idx, self.opt, st)[0])

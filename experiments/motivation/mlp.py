@@ -31,8 +31,7 @@ from ...numeric.optimizers import functional_optimizer
 from .panel import Panel, derive_seed, seeded
 
 __all__ = ["logits", "minibatch_loss", "step_jc", "step_inplace", "step_exact_gs", "MLPPanel",
-    "mlp_params",
-           "mlp_task", "gs_order"]
+           "mlp_params", "mlp_task", "gs_order"]
 
 def _n_layers(p) -> int:
     return sum(1 for k in p if k.endswith(".weight"))
@@ -131,7 +130,7 @@ def mlp_params(widths, seed: int, dtype=torch.float32, device="cpu") -> dict:
     with seeded(seed):
         model = MLP(widths)
     return {k: v.detach().to(device=device, dtype=dtype).clone() for k,
-        v in model.named_parameters()}
+            v in model.named_parameters()}
 
 def mlp_task(params, x, y, name="mlp-minibatch") -> Task:
     """The deterministic minibatch objective as a :class:`crosscurv.numeric.Task` (blocks input to
@@ -152,8 +151,7 @@ class MLPPanel(Panel):
     step_unit = "step"
 
     def __init__(self, settings: dict, seed: int, *, device="cpu", dtype=torch.float32,
-        data_path=None,
-                 model_path=None):
+                 data_path=None, model_path=None):
         from crosscurv.experiments.tasks.data import load_mnist
 
         self.s, self.seed = settings, seed
@@ -209,7 +207,7 @@ class MLPPanel(Panel):
         with torch.no_grad():
             for r, fn in fns.items():
                 self.runs[r], self.states[r], losses[r] = fn(self.runs[r], x, y, self.opt,
-                    self.states[r])
+                                                             self.states[r])
         row = {"k": k, "epoch": epoch + (k - epoch * self.steps_per_epoch) / self.steps_per_epoch,
                "loss_seq": float(losses["seq"]), "loss_sim": float(losses["sim"]), "loss_gs": float(
                losses["gs"])}
@@ -222,7 +220,7 @@ class MLPPanel(Panel):
                 "seq"] - ev["sim"])
         else:
             row.update(eval_seq=float("nan"), eval_sim=float("nan"), eval_gs=float("nan"),
-                eval_diff=float("nan"))
+                       eval_diff=float("nan"))
         return row
 
     def probe(self, k: int) -> dict:

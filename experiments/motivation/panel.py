@@ -23,8 +23,8 @@ __all__ = ["RECORD_FIELDS", "PROBE_FIELDS", "Panel", "seeded", "derive_seed"]
 #:   = exact GS (``mlp`` only); ``eval_*``: training objective on the panel's
 #:   evaluation set after step ``k`` (every ``eval_every`` steps); ``diff`` and
 #:   ``eval_diff`` are sequential minus simultaneous.
-RECORD_FIELDS = ("k", "epoch", "loss_seq", "loss_sim", "loss_gs", "diff",
-                 "eval_seq", "eval_sim", "eval_gs", "eval_diff")
+RECORD_FIELDS = ("k", "epoch", "loss_seq", "loss_sim", "loss_gs", "diff", "eval_seq", "eval_sim",
+                 "eval_gs", "eval_diff")
 
 #: ``probes.csv``: the one-step criterion at the simultaneous run's state before step ``k``
 #:   (:mod:`.criterion`): ``C_S = g^T M_S g``, ``C_opt = g^T J M_S d``, their
@@ -34,7 +34,7 @@ RECORD_FIELDS = ("k", "epoch", "loss_seq", "loss_sim", "loss_gs", "diff",
 #:   plain-gradient GS and JC steps (``meas_plain``), all on the same minibatch; ``meas_plain_8``:
 #:   the latter at ``lr / 8`` (is the criterion's sign right once the step is small?).
 PROBE_FIELDS = ("k", "lr", "C_S", "C_opt", "est_plain", "est", "meas_seq", "meas_gs", "meas_plain",
-    "meas_plain_8")
+                "meas_plain_8")
 
 
 def derive_seed(*parts: int) -> int:

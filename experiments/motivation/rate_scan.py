@@ -71,8 +71,8 @@ def render(rows: Sequence[dict], command: str, preset: str) -> str:
              "never" if r["diverged"] is None else str(r["diverged"]),
              "yes" if r["clean"] else "no", f"{r['final_seq']:.4g}", f"{r['final_sim']:.4g}",
              str(r["points"])] for r in rows]
-    head = ["eta", "seed", "reversal", "in-place diverged at", "clean reversal",
-            "final L in-place", "final L JC", "evaluations"]
+    head = ["eta", "seed", "reversal", "in-place diverged at", "clean reversal", "final L in-place",
+            "final L JC", "evaluations"]
     return "\n".join([
         "# Figure 1's mlp panel over SGD rates: a reversal without divergence?",
         "",

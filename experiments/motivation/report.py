@@ -240,13 +240,11 @@ def _time_section(runs: dict, runs_dir: str) -> list:
             vtotal += vsec
         total += sum(cpu)
         rows.append([panel, len(rs), f"{sum(cpu):.1f}", f"{sum(cpu) / len(rs):.1f}",
-            f"{sum(wall):.1f}",
-                     f"{sum(probe):.1f}", _num(vsec, ".1f"),
+                     f"{sum(wall):.1f}", f"{sum(probe):.1f}", _num(vsec, ".1f"),
                      ",".join(map(str, sorted(threads))) + (" (resumed)" if resumed else "")])
     L += ["## Time per panel", "",
           tabulate(rows, headers=["panel", "seeds", "training CPU s (all seeds)", "CPU s per seed",
-          "wall s",
-                                  "of which probes CPU s", "verdicts CPU s", "threads"],
+                                  "wall s", "of which probes CPU s", "verdicts CPU s", "threads"],
                    tablefmt="github", disable_numparse=True), "",
           f"Training, all panels and seeds: {total:.1f} CPU seconds; verdicts {vtotal:.1f} CPU "
           f"seconds (they do not depend on the preset or the seed and are computed once per run "
@@ -327,11 +325,11 @@ def _reversal_section(runs: dict) -> list:
                          f"{100 * v['sim_ahead_late']:.0f}%", "none" if v["last_change"] is None
                          else v["last_change"],
                          _num(v["final_seq"], ".4g"), _num(v["final_sim"], ".4g"), _num(v["final"],
-                         ".3g"),
+                                                                                        ".3g"),
                          "yes" if v["reversal"] else "no"])
     L += [tabulate(rows, headers=["panel", "seed", "seq ahead early", "sim ahead late",
-        "sign settles at",
-                                  "final L_seq", "final L_sim", "final Delta L", "reversal"],
+                                  "sign settles at", "final L_seq", "final L_sim", "final Delta L",
+                                  "reversal"],
                    tablefmt="github", disable_numparse=True), ""]
     if "mlp" in runs:
         rows = []
@@ -342,7 +340,7 @@ def _reversal_section(runs: dict) -> list:
                          _num(ev[-1]["eval_gs"], ".4g"), _num(ev[-1]["eval_sim"], ".4g")])
         L += ["mlp, exact GS against JC (the scheme the in-place step is named after):", "",
               tabulate(rows, headers=["seed", "evaluations with exact GS ahead", "final L_GS",
-              "final L_JC"],
+                                      "final L_JC"],
                        tablefmt="github", disable_numparse=True), ""]
     return L
 

@@ -172,8 +172,7 @@ def run_panel(name: str, settings: dict, seed: int, out_dir: str, *, resume: boo
     # CPU seconds: the process's own time, meaningful on a shared machine when single-threaded
     summary = dict(head, status="complete", steps=panel.n_steps, probes=body.n_probe,
                    timing={"seconds": elapsed, "cpu_seconds": cpu, "probe_seconds": body.t_probe,
-                           "probe_cpu_seconds": body.c_probe,
-                           "resumed_from": run.resumed_from or 0,
+                           "probe_cpu_seconds": body.c_probe, "resumed_from": run.resumed_from or 0,
                            "threads": torch.get_num_threads()})
     write_summary(folder.summary, summary)
     return RunResult(out_dir, "complete", summary)

@@ -127,8 +127,7 @@ def _lora(kind: str):
     from . import lora
 
     s = {"t5": {"d_model": 32, "d_kv": 8, "num_heads": 4, "d_ff": 64, "num_layers": 2}, "rank": 8,
-        "alpha": 16,
-         "dropout": 0.1, "examples": 2, "examples_full": 2, "seq_len": 24}
+         "alpha": 16, "dropout": 0.1, "examples": 2, "examples_full": 2, "seq_len": 24}
     lm, params, blocks, _ = lora.lora_model(s, 0, dtype=torch.float64)
     idx = torch.arange(2)
     task = Task(params, lambda q: lm.loss(q, idx), blocks, "lora-deterministic", {}, "gs")
@@ -163,7 +162,7 @@ FACTORIES = {
     "fl": [("FedSim local step", fl_fedsim), ("FedAlt, tau_v = tau_u = 1", fl_fedalt),
            ("FedAlt, tau_v = tau_u = 2 (same minibatch)", fl_fedalt_two_steps)],
     "lora": [("simultaneous, SGD", lora_simultaneous), ("alternating B then A, SGD",
-    lora_alternating),
+                                                        lora_alternating),
              ("alternating B then A, Adam (first step)", lora_alternating_adam)],
 }
 
@@ -185,10 +184,10 @@ def identify(panel: str) -> list:
         user = as_user_step(factory(), name=factory.__name__)
         rep = identify_step(user)
         out.append({"label": label,
-            "factory": f"crosscurv.experiments.motivation.verdicts:{factory.__name__}",
+                    "factory": f"crosscurv.experiments.motivation.verdicts:{factory.__name__}",
                     "declared": rep.declared_label, "verdict": rep.verdict(),
-                    "diagnosis": rep.diagnosis,
-                    "matches": rep.matches, "table": rep.table(), "report": rep.to_dict()})
+                    "diagnosis": rep.diagnosis, "matches": rep.matches, "table": rep.table(),
+                    "report": rep.to_dict()})
     return out
 
 

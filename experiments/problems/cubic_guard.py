@@ -46,7 +46,7 @@ def c3_terms(task: Task, pattern: DelayPattern, params=None) -> list[float]:
             continue
         pg = tree.restrict(g, fresh)
         terms.append(-0.5 * float(third_derivative(task.loss, p, tree.restrict(g, keys[i]), pg,
-            pg)))
+                                                   pg)))
     return terms
 
 

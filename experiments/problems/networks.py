@@ -35,7 +35,7 @@ def _random_groups(rng, n_items: int, n_groups: int) -> list[list[int]]:
 
 
 def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: int = 2,
-        n_examples: int = 8) -> Problem:
+                     n_examples: int = 8) -> Problem:
     """A small tanh MLP, MSE loss ``1/(2n) sum ||f(x_m) - y_m||^2`` on seeded Gaussian data.
 
     Weights ``W_l ~ N(0, 1/fan_in)``, biases ``N(0, 0.1^2)``; inputs ``x ~ N(0, I)``, targets ``y ~
@@ -71,7 +71,7 @@ def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: 
 
 
 def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_examples: int = 12,
-        alpha: float = 2.0) -> Problem:
+                     alpha: float = 2.0) -> Problem:
     """LoRA-like two-block model ``L(B, A) = 1/(2n) ||(W0 + (alpha/r) B A) X - Y||_F^2``.
 
     ``W0 (d_out x d_in)`` frozen with entries ``N(0, 1/d_in)``; ``A (r x d_in)`` ``N(0, 1/d_in)``
@@ -103,8 +103,7 @@ def bilinear_problem(seed: int, d_out: int = 5, d_in: int = 6, rank: int = 2, n_
 
 
 def mnist_mlp_problem(seed: int = 0, examples: int = 64, widths: Sequence[int] | None = None,
-    device="cpu",
-                      scale_iters: int = 12) -> Problem:
+                      device="cpu", scale_iters: int = 12) -> Problem:
     """The 8-layer ReLU MLP of the layer-wise study on ``examples`` real MNIST digits, float64.
 
     Same network (:class:`crosscurv.experiments.tasks.models.mlp.MLP`, Xavier-normal weights, zero

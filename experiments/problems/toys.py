@@ -25,8 +25,7 @@ import torch
 from crosscurv.numeric.task import Task
 
 __all__ = ["concat", "coupled_spd", "quadratic_loss", "quartic_ridge_loss", "mlp_forward",
-    "adapted_weight",
-           "coupled_quadratic"]
+           "adapted_weight", "coupled_quadratic"]
 
 
 def concat(p: Mapping, names: Sequence[str]) -> torch.Tensor:
@@ -55,7 +54,7 @@ def quadratic_loss(A: torch.Tensor, b: torch.Tensor, names: Sequence[str]) -> Ca
 
 
 def quartic_ridge_loss(A: torch.Tensor, b: torch.Tensor, W: torch.Tensor, gamma: float,
-        names: Sequence[str]) -> Callable:
+                       names: Sequence[str]) -> Callable:
     """``L(x) = 0.5 x^T (A x) - b^T x + (gamma / 4) sum_m ((W x)_m)^4`` (``W``: ``m x d``): non-zero
     third and fourth derivatives."""
 
@@ -89,7 +88,7 @@ def adapted_weight(w0: torch.Tensor, B: torch.Tensor, A: torch.Tensor, s: float
 
 def coupled_quadratic(sizes: Sequence[int], seed: int = 0, shift: float = 1.0, quartic: float = 0.0,
                       dtype=torch.float64, name: str = "quadratic") -> tuple[Task, torch.Tensor,
-                      torch.Tensor]:
+                                                                             torch.Tensor]:
     """A seeded quadratic task ``1/2 x^T A x - b^T x (+ quartic * sum x^4)`` over blocks of
     ``sizes``.
 

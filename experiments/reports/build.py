@@ -72,7 +72,7 @@ def _reusable(summary: dict, task: str, preset: str) -> str | None:
 
 
 def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) -> tuple[int,
-        float]:
+                                                                                         float]:
     """Run (or reuse/resume) one study with :data:`STUDY_THREADS` threads; returns (exit code,
     seconds)."""
     t0 = time.perf_counter()

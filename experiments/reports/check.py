@@ -40,7 +40,7 @@ from crosscurv.experiments.reports.perturbed_twins import (  # noqa: F401 (sensi
     column_parting, explain_parting, sensitivity, trajectory_parts_at)
 
 __all__ = ["ReportCheckError", "RunCheck", "CheckResult", "find_runs", "run_threads", "check_run",
-    "check_runs"]
+           "check_runs"]
 
 
 @dataclass
@@ -420,8 +420,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
         why = _start_differs(task, settings)
         if why is not None:
             return RunCheck(agree=False, first=(0, "theta0", why, None, None),
-                seconds=time.perf_counter() - t0,
-                            **base)
+                            seconds=time.perf_counter() - t0, **base)
         res, _ = runs.run(rerun, None, progress=progress, task=task)
     finally:
         torch.set_num_threads(old_threads)
@@ -429,7 +428,7 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     if not res.records:
         notes.append(f"the recomputation diverged at k={res.diverged_at}")
         return RunCheck(agree=False, first=(1, "loss_jc", math.nan, reference["loss_jc"][0], 0.0),
-            **base)
+                        **base)
     recomputed = records_columns(res.records)
     tolerances = reference_tolerances(reference, plan.description.dtype, columns)
     comp = compare_records(recomputed, reference, tolerances=tolerances, columns=columns)
@@ -441,19 +440,18 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     if first is None:
         verdict = "bitwise" if _bitwise(recomputed, reference, columns) else "within tolerance"
         return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed,
-            verdict=verdict, **base)
+                        verdict=verdict, **base)
     # k = 1 starts from the recorded theta^0: no trajectory to part
     if len(res.records) < n or first[0] < 2:
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed,
-            verdict="disagree", **base)
+                        verdict="disagree", **base)
     # beyond the fixed tolerances at k >= 2: is it the trajectory's own sensitivity to rounding?
     curve, used, wide, parted = explain_parting(task, rerun, recomputed, reference, tolerances,
-        columns,
-                                                comp, n_records=len(res.records))
+                                                columns, comp, n_records=len(res.records))
     if used == 0:
         notes.append("every run perturbed at rounding diverged: no sensitivity to compare with")
         return RunCheck(agree=False, first=first, comparison=comp, recomputed=recomputed,
-            verdict="disagree", **base)
+                        verdict="disagree", **base)
     if used > 1:
         notes.append(f"growth: the largest of {used} runs perturbed at rounding")
     if parted is not None and "sharpness" in columns:
@@ -464,13 +462,11 @@ def _check(plan: _Plan, progress=None) -> RunCheck:
     growth = curve[-1] ** (1.0 / (len(curve) - 1)) if len(curve) > 1 and curve[-1] > 1 else None
     if wide.ok:
         return RunCheck(agree=True, first=None, comparison=comp, recomputed=recomputed,
-            verdict="parts as predicted",
-                        parts_at=first[0], growth=growth, **base)
+                        verdict="parts as predicted", parts_at=first[0], growth=growth, **base)
     notes.append(f"beyond the fixed tolerances from k = {first[0]}; beyond them grown as a run "
                  f"perturbed at rounding parts at k = {wide.first[0]}")
     return RunCheck(agree=False, first=wide.first, comparison=wide, recomputed=recomputed,
-        verdict="disagree",
-                    growth=growth, **base)
+                    verdict="disagree", growth=growth, **base)
 
 
 def _bitwise(recomputed: dict, reference: dict, columns) -> bool:

@@ -187,8 +187,8 @@ def write_index(out, preset, runs, figures, table_md, comparison, timings, failu
     ]
     lines += _contents_lines(out, motivation_md, studies_result)
     lines += _runs_lines(preset, runs, figures, machine)
-    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "",
-        comparison, ""]
+    lines += ["## Table 1", "", table_md, "", "## Ours next to the paper's Table 1", "", comparison,
+              ""]
     if studies_result is not None and studies_result.seeds_table:
         lines += ["## Table 1 over seeds", "", f"Runs covered: {studies_result.coverage} Mean "
             "[min, max] over the "

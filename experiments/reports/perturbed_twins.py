@@ -43,8 +43,7 @@ def explain_parting(task, rerun, recomputed: dict, reference: dict, tolerances, 
             parting = column_parting(twin, recomputed, "sharpness")
             twin_sharpness = [max(s, d) for s, d in zip(twin_sharpness, parting)]
         wide = compare_records(recomputed, reference, tolerances=tolerances, columns=columns,
-                               growth=curve,
-                               slack=sharpness_slack(twin_sharpness, columns, parted))
+                               growth=curve, slack=sharpness_slack(twin_sharpness, columns, parted))
         if wide.ok:
             break
     return curve, used, wide, parted

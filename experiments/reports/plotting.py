@@ -80,12 +80,12 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
         cap = 1e3 * float(reach.max()) if reach.size and reach.max() > 0 else np.inf
         shown = np.minimum(bound, cap)
         ax.fill_between(k, -shown, shown, color="#cccccc", alpha=0.35, lw=0,
-            label="Thm 3 bound $G b_K + L b_K^2/2$")
+                        label="Thm 3 bound $G b_K + L b_K^2/2$")
     ax.plot(k, gap, color="#192D46", lw=2.0, label=f"measured $L_{{{s_label}}}-L_{{JC}}$")
     for col, (label, colour) in ESTIMATES.items():
         if col in records:
             ax.plot(k, np.asarray(records[col], dtype=float), color=colour, lw=1.2, ls="--",
-                label=label)
+                    label=label)
     ax.axhline(0.0, color="black", lw=0.6)
     ax.set_yscale("symlog", linthresh=_linthresh(stacked))
     finite = np.abs(stacked[np.isfinite(stacked)])
@@ -97,8 +97,7 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
         if np.isfinite(bound).any() and np.nanmax(bound) > top:
             inf = f"; inf from k={int(k[overflow[0]])}" if overflow.size else ""
             ax.text(0.99, 0.02, "bound exceeds the axis (max %.2g%s)" % (np.nanmax(bound), inf),
-                transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=7, color="#555555")
+                    transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#555555")
     ax.set_ylabel(r"$\Delta L_K$ (symlog)")
     ax.set_title(title + "  (positive: JC lower, negative: %s lower)" % s_label, fontsize=9)
     ax.legend(fontsize=7, loc="best")
@@ -108,9 +107,9 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
     else:
         es, cross = regime
         rx.plot(k, es, color="#192D46", lw=1.2,
-            label=r"$\eta\,$sharpness$_k$ (power iteration on $H_{JC}^k$)")
+                label=r"$\eta\,$sharpness$_k$ (power iteration on $H_{JC}^k$)")
         rx.axhline(EDGE, color="#C0392B", lw=1.0, ls="--",
-            label=r"$\eta\lambda = 2$ (edge of stability)")
+                   label=r"$\eta\lambda = 2$ (edge of stability)")
         if cross is not None:
             for a in (ax, rx):
                 a.axvline(cross, color="#C0392B", lw=0.8, ls=":")
@@ -145,7 +144,7 @@ def _draw_winners(ax, records: Mapping[str, np.ndarray], rows: Sequence[str], s_
         from crosscurv.numeric.metrics import undecided
 
         mask = np.array([undecided(g, e) for g, e in zip(records["gap"], records["gap_err"])],
-            dtype=bool)
+                        dtype=bool)
         codes[rows.index("gap"), mask] = 0
         n_undecided = int(mask.sum())
     k = np.asarray(records["k"])

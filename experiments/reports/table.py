@@ -40,21 +40,21 @@ TASK_LABELS = {"mlp": "DNN", "fl": "FL", "lora": "LoRA"}
 PAPER_TABLE1 = {
     "mlp": {
         "cumulative": {"correct": 98.0, "jc_hits": (45, 45), "s_hits": (445, 455), "mae": 5.58e-4,
-        "max_ae": 2.09e-3},
+                       "max_ae": 2.09e-3},
         "recursive": {"correct": 100.0, "jc_hits": (45, 45), "s_hits": (455, 455), "mae": 1.15e-4,
-        "max_ae": 4.86e-4},
+                      "max_ae": 4.86e-4},
     },
     "fl": {
         "cumulative": {"correct": 83.4, "jc_hits": (25, 28), "s_hits": (392, 472), "mae": 2.95e-1,
-        "max_ae": 2.28e1},
+                       "max_ae": 2.28e1},
         "recursive": {"correct": 93.2, "jc_hits": (25, 28), "s_hits": (441, 472), "mae": 1.79e-2,
-        "max_ae": 3.86e-1},
+                      "max_ae": 3.86e-1},
     },
     "lora": {
         "cumulative": {"correct": 97.6, "jc_hits": (74, 75), "s_hits": (414, 425), "mae": 5.31e-2,
-        "max_ae": 4.54e0},
+                       "max_ae": 4.54e0},
         "recursive": {"correct": 99.6, "jc_hits": (74, 75), "s_hits": (424, 425), "mae": 5.97e-4,
-        "max_ae": 1.01e-1},
+                      "max_ae": 1.01e-1},
     },
 }
 
@@ -132,7 +132,7 @@ def table_rows(run: RunRecords, estimates: Sequence[str] = ESTIMATE_ROWS) -> lis
         m = winner_metrics(run.columns["gap"], run.columns[est], run.columns.get("gap_err"))
         c = cert.get(est)
         extra = {"coverage": math.nan, "precision": math.nan, "certified": None,
-            "calibrated": math.nan}
+                 "calibrated": math.nan}
         if c is not None:
             extra = {"coverage": c["coverage"], "precision": c["precision"], "certified": (c[
                 "correct"], c["certified"]),
@@ -217,7 +217,7 @@ def render_table(runs: Sequence[RunRecords], fmt: str = "github",
                    else [_fmt(k, r[k], f.get(k, False), markdown) for k in ("mae", "max_ae")])
                 + [str(r.get("undecided", 0))]
                 + [percent(r.get(k), missing="n/a") for k in ("coverage", "precision",
-                "calibrated")]
+                                                              "calibrated")]
             )
     head = ["Task", *settings, "Estimate", "K", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓",
             "Max. AE ↓", "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
@@ -253,9 +253,8 @@ def paper_comparison(runs: Sequence[RunRecords], fmt: str = "github") -> str:
                 ]
             )
     head = ["Task", "Estimate", "Correct (ours)", "Correct (paper)", "JC hits (ours)",
-        "JC hits (paper)",
-            "GS hits (ours)", "GS hits (paper)", "MAE (ours)", "MAE (paper)", "Max. AE (ours)",
-            "Max. AE (paper)"]
+            "JC hits (paper)", "GS hits (ours)", "GS hits (paper)", "MAE (ours)", "MAE (paper)",
+            "Max. AE (ours)", "Max. AE (paper)"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 

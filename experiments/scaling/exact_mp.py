@@ -18,8 +18,7 @@ from .study import N_POINTS, Study, eta_grid, make_study
 
 
 def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n: int = N_POINTS,
-    dps: int = 50,
-                      label: str | None = None) -> Study:
+                      dps: int = 50, label: str | None = None) -> Study:
     """:func:`one_step_study` for a quartic polynomial, in ``mpmath`` at ``dps`` digits.
 
     Steps, losses, ``C_S`` and ``c3`` are computed at ``dps`` digits from the polynomial's float64
@@ -55,16 +54,15 @@ def one_step_study_mp(problem: Problem, pattern: DelayPattern, *, eta0: float, n
             "C_S_mp": mpmath.nstr(coef[2], dps),
             "c3_mp": mpmath.nstr(coef[3], dps),
             "remainder_after_c3": [float(r - mpmath.mpf(x) ** 3 * coef[3]) for r, x in zip(exact,
-            etas)],
+                                                                                           etas)],
         }
         c3 = float(coef[3])
     return make_study(label or f"{problem.task.name} (mpmath {dps} digits)", "one_step", etas,
-        errors, floors,
-                       predicted=c3, info=info)
+                      errors, floors, predicted=c3, info=info)
 
 
 def protocol_mp(problem: Problem, pattern: DelayPattern, eta: float, iters: int, *,
-        dps: int = 40) -> list:
+                dps: int = 40) -> list:
     """The controlled protocol for a quartic polynomial, exactly, in ``mpmath`` (a reference).
 
     An independent implementation of the records of :func:`crosscurv.numeric.protocol.run_protocol`

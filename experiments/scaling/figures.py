@@ -21,27 +21,25 @@ __all__ = ["FIGURES", "scaling_figure", "write_figures"]
 #: file stem -> (quantities drawn, title, x label)
 FIGURES = {
     "scaling_one_step": (("one_step", "one_step_apriori"),
-    "One-step remainder (L_S - L_JC) - eta^2 C_S  (Theorem 1)", "eta"),
+                         "One-step remainder (L_S - L_JC) - eta^2 C_S  (Theorem 1)", "eta"),
     "scaling_recursion": (("recursion",), "Recursion remainder gap - recursive at eta K = T  "
     "(Theorem 2)", "eta"),
     "scaling_cumulative": (("cumulative", "jc_only"),
-    "Cumulative error at fixed T = eta K  (Theorem 3)", "eta"),
+                           "Cumulative error at fixed T = eta K  (Theorem 3)", "eta"),
     "scaling_cumulative_vs_K": (("cumulative_vs_K",),
-    "Cumulative error against K at fixed eta  (Theorem 3)", "K"),
+                                "Cumulative error against K at fixed eta  (Theorem 3)", "K"),
     "scaling_order_invariance": (("order_invariance",),
-    "Full GS in two block orders: L_GS(o1) - L_GS(o2)", "eta"),
+                                 "Full GS in two block orders: L_GS(o1) - L_GS(o2)", "eta"),
 }
 
 _COLORS = ["#7954C5", "#008E9B", "#E07A1F", "#C0392B", "#2E86C1"]
 _STYLES = {"one_step": "-", "one_step_apriori": "--", "recursion": "-", "cumulative": "-",
-    "jc_only": "--",
-           "cumulative_vs_K": "-", "order_invariance": "-"}
+           "jc_only": "--", "cumulative_vs_K": "-", "order_invariance": "-"}
 _LABELS = {"one_step_apriori": " (a-priori grid, ReLU kinks)", "jc_only": " (JC-only)"}
 
 
 def scaling_figure(studies: Mapping[str, Mapping], quantities: Sequence[str], path: Path,
-    title: str,
-                   xlabel: str) -> Path:
+                   title: str, xlabel: str) -> Path:
     """Draw ``|error|`` against the grid variable for each problem.
 
     Args:
@@ -81,8 +79,7 @@ def scaling_figure(studies: Mapping[str, Mapping], quantities: Sequence[str], pa
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
     ax.text(0.99, 0.01, "dotted: expected slope; hollow: below the round-off floor",
-        transform=ax.transAxes,
-            ha="right", va="bottom", fontsize=7, color="grey")
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="grey")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ _TITLES = {
 
 
 _SECTIONS = ("one_step", "one_step_apriori", "recursion", "cumulative", "jc_only",
-    "cumulative_vs_K", "order_invariance")
+             "cumulative_vs_K", "order_invariance")
 
 
 def _fmt_order(study: Study, official: bool, tolerance: float) -> str:

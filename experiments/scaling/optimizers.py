@@ -23,8 +23,7 @@ from .loss_gap import loss_gap, rounding_scale
 from .study import N_POINTS, eta_grid, make_study, roundoff_floor
 
 __all__ = ["OPTIMIZER_ROWS", "FACTORS", "FIXED_K", "OptimizerResult", "optimizer_problem",
-    "one_step_errors",
-           "trajectory_errors", "optimizer_studies", "optimizer_suite"]
+           "one_step_errors", "trajectory_errors", "optimizer_studies", "optimizer_suite"]
 
 #: Block step-size factors of every row (the problem has 3 blocks).
 FACTORS = (1.0, 4.0, 0.5)
@@ -134,7 +133,7 @@ def optimizer_studies(spec: str, k0: int, *, n: int = N_POINTS, factors: Sequenc
     say(f"optimizer {spec}: one step")
     one, c = one_step_errors(task, pattern, spec, list(factors), etas)
     studies = {"one_step": make_study(label, "one_step", etas, [e for e, _ in one], [f for _,
-        f in one],
+                                                                                     f in one],
                                       info=dict(info, C_S=c))}
     say(f"optimizer {spec}: trajectories, T = {eta0 * k0:.3g}")
     tr = trajectory_errors(task, pattern, spec, list(factors), etas, k0=k0)
@@ -145,8 +144,7 @@ def optimizer_studies(spec: str, k0: int, *, n: int = N_POINTS, factors: Sequenc
                                ("cumulative", "cumulative", tr, {"T": eta0 * k0}),
                                ("jc_only", "jc_only", tr, {"T": eta0 * k0})):
         studies[q] = make_study(label, q, etas, [e for e, _ in src[key]], [f for _, f in src[key]],
-            fixed=fixed,
-                                info=info)
+                                fixed=fixed, info=info)
     return OptimizerResult(spec, k0, eta0, studies, info, time.perf_counter() - t0)
 
 

@@ -86,7 +86,7 @@ def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS
         floors.append(roundoff_floor(abs(gap) + scale0, task.dtype))
     return make_study(label or task.name, "one_step", etas, errors, floors, predicted=coef[3],
                        info={"pattern": pattern.describe(), "C_S": coef[2], "eta0": eta0,
-                       "factor": factor})
+                             "factor": factor})
 
 
 def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS,

@@ -162,8 +162,8 @@ class Study:
                 rows.append([x, e, pt["floor"], rate, coef, ""])
             else:
                 rows.append([x, e, pt["floor"], None, None, "dropped (below floor)"])
-        head = [self.variable, "error", "floor", "rate",
-            f"error/{self.variable}^{self.expected:g}", ""]
+        head = [self.variable, "error", "floor", "rate", f"error/{self.variable}^{self.expected:g}",
+                ""]
         text = tabulate(rows, headers=head, tablefmt=fmt, floatfmt=".4g", missingval="")
         lines = [text, ""]
         lines.append(
@@ -203,7 +203,7 @@ class Study:
 
 
 def make_study(problem: str, quantity: str, xs, errors, floors, *, variable="eta", predicted=None,
-                fixed=None, info=None) -> Study:
+               fixed=None, info=None) -> Study:
     """A :class:`Study` of ``errors`` at ``xs`` with their round-off ``floors``.
 
     Points with ``|error| <= floor`` (or a non-finite error) are kept in the

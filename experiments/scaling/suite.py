@@ -109,8 +109,8 @@ def _quartic_result(quick: bool, say) -> ProblemResult:
     _note_guard(notes, "Trajectories (local coefficient l0 = c3 + g^T H M_S g)", g2, 1e-2)
     k0 = 4 if quick else 8
     studies.update(trajectory_studies(g2.problem, pattern, factor=1.0 / 16, k0=k0,
-        hvp_method="reverse",
-                                      label="quartic", progress=lambda m: say("quartic: " + m)))
+                                      hvp_method="reverse", label="quartic",
+                                      progress=lambda m: say("quartic: " + m)))
     say("quartic: GS order invariance")
     o1, o2 = (0, 1, 2, 3), (3, 1, 0, 2)
     g3 = guard_cubic(problem, [(gauss_seidel(4, o1), 1), (gauss_seidel(4, o2), -1)])
@@ -138,13 +138,12 @@ def _bilinear_result(quick: bool, say) -> ProblemResult:
     studies["one_step"] = one_step_study(problem, gs, label="bilinear")
     say("bilinear: trajectories")
     studies.update(trajectory_studies(problem, gs, factor=1.0 / 16, k0=4 if quick else 8,
-        hvp_method="reverse",
-                                      label="bilinear", progress=lambda m: say("bilinear: " + m)))
+                                      hvp_method="reverse", label="bilinear",
+                                      progress=lambda m: say("bilinear: " + m)))
     say("bilinear: GS order invariance")
     studies["order_invariance"] = order_invariance_study(problem, (0, 1), (1, 0), label="bilinear")
     return ProblemResult("bilinear", "LoRA-like bilinear model (B, A), 8 x 12, rank 4", studies,
-        notes,
-                         dict(problem.info))
+                         notes, dict(problem.info))
 
 
 @functools.lru_cache(maxsize=2)
@@ -160,7 +159,7 @@ def _mnist_setup(quick: bool) -> dict:
     _, g = grad(task.loss, task.params)
     probe = 2.0**-14
     step_dir = {k: (v - task.params[k]) / probe for k, v in scheme_step(task, task.params, gs,
-        probe).items()}
+                                                                        probe).items()}
     radius = min(relu_kink_radius(problem, {k: -v for k, v in g.items()}), relu_kink_radius(
         problem, step_dir))
     coef = predicted_coefficients(problem, gs)
@@ -220,7 +219,7 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
     studies = {}
     say("mnist_mlp: one-step (kink-free grid and a-priori grid)")
     studies["one_step"] = one_step_study(problem, gs, eta0=eta_free, label="mnist_mlp",
-        coefficients=coef)
+                                         coefficients=coef)
     ap = one_step_study(problem, gs, eta0=eta_prior, label="mnist_mlp", coefficients=coef)
     studies["one_step_apriori"] = ap
     say("mnist_mlp: trajectories (T = eta0, K = 1..32)")
@@ -229,8 +228,7 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
     say("mnist_mlp: GS order invariance (input->output vs output->input)")
     order = tuple(range(task.n_blocks))
     studies["order_invariance"] = order_invariance_study(problem, order, tuple(reversed(order)),
-        eta0=eta_free,
-                                                         label="mnist_mlp")
+                                                         eta0=eta_free, label="mnist_mlp")
     rec, cum = studies["recursion"], studies["cumulative"]
     notes.append(
         f"Inside the kink radius the trajectories are necessarily short (T = eta0 = {eta_free:g}) "
@@ -274,17 +272,16 @@ def _mlp_piece_result(quick: bool, say) -> ProblemResult:
     studies = {}
     say("mnist_mlp_piece: one-step")
     studies["one_step"] = one_step_study(problem, gs, eta0=eta_prior, label="mnist_mlp_piece",
-        coefficients=coef)
+                                         coefficients=coef)
     say("mnist_mlp_piece: trajectories (T = eta0, K = 1..32)")
     studies.update(trajectory_studies(problem, gs, eta0=eta_prior, k0=1, label="mnist_mlp_piece",
                                       progress=lambda msg: say("mnist_mlp_piece: " + msg)))
     say("mnist_mlp_piece: GS order invariance (input->output vs output->input)")
     order = tuple(range(task.n_blocks))
     studies["order_invariance"] = order_invariance_study(problem, order, tuple(reversed(order)),
-        eta0=eta_prior,
-                                                         label="mnist_mlp_piece")
+                                                         eta0=eta_prior, label="mnist_mlp_piece")
     info = dict(problem.info, kink_radius=radius, eta0=eta_prior,
-        pattern_name="full GS 1,2,...,8 (input to output)")
+                pattern_name="full GS 1,2,...,8 (input to output)")
     return ProblemResult("mnist_mlp_piece", "the MLP's smooth piece at theta0 (ReLU pattern of "
         "theta0 frozen), "
                          f"{m['examples']} MNIST digits, float64", studies, notes, info)
@@ -292,8 +289,7 @@ def _mlp_piece_result(quick: bool, say) -> ProblemResult:
 
 #: ``crosscurv scaling`` problems, in report order.
 PROBLEMS = {"quartic": _quartic_result, "mnist_mlp": _mlp_result,
-    "mnist_mlp_piece": _mlp_piece_result,
-            "bilinear": _bilinear_result}
+            "mnist_mlp_piece": _mlp_piece_result, "bilinear": _bilinear_result}
 
 
 def scaling_suite(quick: bool = False, progress: Callable[[str], None] | None = None,

@@ -16,8 +16,7 @@ import numpy as np
 from crosscurv.experiments.reports.plotting import ESTIMATES, _save, plt
 
 __all__ = ["seeds_timeline", "regime_curvature_figure", "regime_crossing_figure", "observed_codes",
-           "pooled_certified_bins", "certified_regime_figure",
-           "agreement_codes"]
+           "pooled_certified_bins", "certified_regime_figure", "agreement_codes"]
 
 JC_C, GS_C, UND_C, SPLIT_C = "#ff7f0e", "#1f77b4", "#bbbbbb", "#d62728"
 
@@ -92,8 +91,7 @@ def seeds_timeline(runs: Sequence, path, title: str, s_label: str = "GS") -> Pat
     cmap = ListedColormap([GS_C, UND_C, JC_C, SPLIT_C]).with_extremes(bad="white")  # -1, 0, 1, 2
     ext = (0.5, K + 0.5, top.shape[0] - 0.5, -0.5)
     ax.imshow(np.ma.masked_invalid(top), aspect="auto", interpolation="nearest", cmap=cmap,
-        vmin=-1.5, vmax=2.5,
-              extent=ext)
+              vmin=-1.5, vmax=2.5, extent=ext)
     ax.set_yticks(range(top.shape[0]))
     ax.set_yticklabels([f"seed {r.seed}" for r in runs] + ["agreement"], fontsize=7)
     ax.axhline(len(runs) - 0.5, color="black", lw=0.8)
@@ -102,13 +100,12 @@ def seeds_timeline(runs: Sequence, path, title: str, s_label: str = "GS") -> Pat
                plt.Rectangle((0, 0), 1, 1, color=UND_C, label="undecided / tie"),
                plt.Rectangle((0, 0), 1, 1, color=SPLIT_C, label="seeds disagree")]
     ax.legend(handles=handles, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=4,
-        frameon=False)
+              frameon=False)
     ax.set_title(f"{title}: observed winner per seed; seeds disagree at {n_split}/{K} iterations",
                  fontsize=9, loc="left", pad=18)
     if ests:
         im = bx.imshow(np.ma.masked_invalid(hits), aspect="auto", interpolation="nearest",
-            cmap="viridis",
-                       vmin=0, vmax=1, extent=(0.5, K + 0.5, len(ests) - 0.5, -0.5))
+                       cmap="viridis", vmin=0, vmax=1, extent=(0.5, K + 0.5, len(ests) - 0.5, -0.5))
         bx.set_yticks(range(len(ests)))
         bx.set_yticklabels([ESTIMATES[e][0] for e in ests], fontsize=7)
         cb = fig.colorbar(im, ax=bx, fraction=0.03, pad=0.01)
@@ -138,7 +135,7 @@ def _scatter_estimates(a, b, ps: Sequence, x_of) -> None:
         have = [p for p in ps if est in p.metrics]
         x = x_of(have, i)
         a.scatter(x, [p.metrics[est]["correct"] for p in have], s=14, color=colour, label=label,
-            alpha=0.8)
+                  alpha=0.8)
         b.scatter(x, [p.metrics[est]["mae"] for p in have], s=14, color=colour, alpha=0.8)
 
 
@@ -179,7 +176,7 @@ def regime_curvature_figure(points: Sequence, path) -> Path | None:
         rates = ", ".join(f"{lr:g}" for lr in sorted({p.lr for p in ps}))
         titled.append(((a, b), f"{task}: {len(ps)} runs ($\\eta$ = {rates})"))
     return _finish(fig, axes, titled,
-        r"largest $\eta\,\mathrm{sharpness}_k$ of the run (dashed: 2)", path)
+                   r"largest $\eta\,\mathrm{sharpness}_k$ of the run (dashed: 2)", path)
 
 
 def regime_crossing_figure(points: Sequence, path) -> Path | None:
@@ -278,8 +275,7 @@ def certified_regime_figure(studies: dict, path) -> Path | None:
     if not lines:
         return None
     fig, axes = plt.subplots(2, len(ests), figsize=(4.3 * len(ests), 6.4), dpi=120, sharex=True,
-        sharey="row",
-                             squeeze=False)
+                             sharey="row", squeeze=False)
     styles = {lab: st for lab, st in zip(studies, ("-", "--", ":", "-."))}
     colours = {}
     for j, e in enumerate(ests):
@@ -292,10 +288,9 @@ def certified_regime_figure(studies: dict, path) -> Path | None:
             task = name.split(" ")[0]
             colour = colours.setdefault(task, f"C{len(colours)}")
             axes[0][j].plot(x, [b["precision"] for b in bins], marker="o", ms=3, ls=styles[label],
-                color=colour,
-                            label=name)
+                            color=colour, label=name)
             axes[1][j].plot(x, [b["coverage"] for b in bins], marker="o", ms=3, ls=styles[label],
-                color=colour)
+                            color=colour)
         axes[0][j].set_title(ESTIMATES[e][0], fontsize=10)
         for i in (0, 1):
             axes[i][j].set_xscale("log")

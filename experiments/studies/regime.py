@@ -21,10 +21,9 @@ import numpy as np
 from crosscurv.experiments.reports.table import ESTIMATE_ROWS, table_rows
 
 __all__ = ["EDGE", "TARGET", "RegimePoint", "regime_series", "regime_indicators",
-    "observed_switches", "regime_point",
-           "regime_points", "regime_sentence", "small_step_note", "render_regime_table",
-           "render_crossing_table",
-           "LR_GRID", "MARGIN", "predicted_max_eta_lambda", "regime_learning_rate"]
+           "observed_switches", "regime_point", "regime_points", "regime_sentence",
+           "small_step_note", "render_regime_table", "render_crossing_table", "LR_GRID", "MARGIN",
+           "predicted_max_eta_lambda", "regime_learning_rate"]
 
 #: the edge of stability of ``eta * lambda``
 EDGE = 2.0
@@ -165,7 +164,7 @@ def regime_points(regime_sweeps: Sequence, seeds_sweep=None) -> list[RegimePoint
                 continue
             if r.K >= K:
                 points.append(regime_point(r.prefix(K),
-                    f"{seeds_sweep.path.name} (first {K} records)"))
+                                           f"{seeds_sweep.path.name} (first {K} records)"))
             elif r.status == "diverged":
                 points.append(regime_point(r, f"{seeds_sweep.path.name} (diverged at {r.K + 1})"))
     points.sort(key=lambda p: (p.task, p.lr, p.seed))
@@ -280,12 +279,12 @@ def render_regime_table(points: Sequence[RegimePoint], estimates: Sequence[str] 
                _spread([p.switches for p in ps], lambda x: f"{x:.3g}")]
         for est in estimates:
             row.append(_spread([p.metrics[est]["correct"] for p in ps if est in p.metrics],
-                lambda x: f"{x:.1f}%"))
+                               lambda x: f"{x:.1f}%"))
             row.append(_spread([p.metrics[est]["mae"] for p in ps if est in p.metrics],
-                lambda x: f"{x:.3g}"))
+                               lambda x: f"{x:.3g}"))
         body.append(row)
     head = ["task", "eta", "seeds", "K", "max eta*sharpness", "first k with eta*sharpness >= 2",
-        "winner switches"]
+            "winner switches"]
     for est in estimates:
         head += [f"{est} Correct", f"{est} MAE"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
@@ -323,7 +322,7 @@ MARGIN = 0.5
 
 
 def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: float,
-        K: int) -> float:
+                             K: int) -> float:
     """``lr * max {lambda_max_ref(k) : k * lr_ref <= K * lr}``: the largest ``eta * lambda_max`` a
     ``K``-iteration run at ``lr`` is predicted to reach from a reference run at ``lr_ref``.
 
@@ -352,7 +351,7 @@ def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: flo
 def regime_learning_rate(lambda_max: Sequence[float], lr_ref: float, K: int, grid: Sequence[
     float] = LR_GRID,
                          margin: float = MARGIN, more: Sequence[tuple] = ()) -> tuple[float | None,
-                         dict]:
+                                                                                      dict]:
     """The largest ``lr`` of ``grid`` whose :func:`predicted_max_eta_lambda` over ``K`` iterations
     is at most ``margin * EDGE``, from the reference at ``lr_ref`` or any of ``more`` ``(lambda_max,
     lr_ref)``; a rate no reference covers is not chosen (the presets' rule).

@@ -332,7 +332,7 @@ def _regime_lines(regime_sw, seeds_sw, out: Path, result: StudiesResult) -> tupl
 
 
 def _threads_lines(threads_sw, seeds_sw, out: Path, result: StudiesResult) -> tuple[list[str],
-        list]:
+                                                                                    list]:
     """The thread comparison: each thread-count sweep matched with the seeds study; returns the
     lines and the matched pairs."""
     from crosscurv.experiments.studies.threads import match_runs, render_comparison
@@ -358,7 +358,7 @@ def _threads_lines(threads_sw, seeds_sw, out: Path, result: StudiesResult) -> tu
         lines += [result.threads_table, ""]
     else:
         lines += ["(no run of these folders matches a seeds-study run with another thread count)",
-            ""]
+                  ""]
     return lines, pairs
 
 

@@ -20,14 +20,12 @@ from crosscurv.experiments.reports.table import (ESTIMATE_LABELS, ESTIMATE_ROWS,
                                                  TASK_LABELS, table_rows)
 
 __all__ = ["Spread", "seed_groups", "seed_rows", "render_seeds_table", "describe_coverage",
-    "is_edge_run", "split_edge",
-           "certified_rows", "render_certified_table", "defect_columns", "summarize_certified",
-           "render_certified_summary"]
+           "is_edge_run", "split_edge", "certified_rows", "render_certified_table",
+           "defect_columns", "summarize_certified", "render_certified_summary"]
 
 #: metrics aggregated over seeds (``jc_hits``/``s_hits`` are split into ``h`` and ``n``)
 SCALARS = ("correct", "mae", "max_ae", "undecided", "h_jc", "n_jc", "h_s", "n_s", "coverage",
-    "precision",
-           "calibrated")
+           "precision", "calibrated")
 
 
 class Spread(tuple):
@@ -190,13 +188,11 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
         body.append(cells)
     if paper:
         head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "paper", "JC hits ↑", "paper",
-            "GS hits ↑", "paper",
-                "MAE ↓", "paper", "Max. AE ↓", "paper", "Undecided", "Coverage ↑", "Precision ↑",
-                "Calibrated ↑"]
+                "GS hits ↑", "paper", "MAE ↓", "paper", "Max. AE ↓", "paper", "Undecided",
+                "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     else:
         head = ["Task", "Estimate", "K", "Seeds", "Correct ↑", "JC hits ↑", "GS hits ↑", "MAE ↓",
-            "Max. AE ↓",
-                "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
+                "Max. AE ↓", "Undecided", "Coverage ↑", "Precision ↑", "Calibrated ↑"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
 
@@ -241,7 +237,7 @@ def is_edge_run(run) -> bool:
     if run.preset != "default" or run.task not in TASKS:
         return False
     return run.lr == preset_settings(run.task, "edge")["lr"] != preset_settings(run.task,
-        "default")["lr"]
+                                                                                "default")["lr"]
 
 
 def split_edge(runs) -> tuple[list, list]:
@@ -347,8 +343,7 @@ def render_certified_table(rows: Sequence[dict], fmt: str = "github") -> str:
                      _cp(r["bound"]) if r["bound"] is not None else "n/a", _cp(r["defect_before"]),
                      _cp(r["defect_all"]), _pct(r["defect_calibrated"])])
     head = ["task", "eta", "seed", "K", "max eta*lambda_max", "first k with eta*sharpness >= 2",
-        "winner switches",
-            "estimate", "recorded certificate (`*_cert`): Cov. / Prec.",
+            "winner switches", "estimate", "recorded certificate (`*_cert`): Cov. / Prec.",
             "defect, before the edge: Cov. / Prec.", "defect, all: Cov. / Prec.",
             "defect Calibrated"]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
@@ -361,7 +356,7 @@ def summarize_certified(rows: Sequence[dict]) -> list[dict]:
     groups: dict = {}
     for r in rows:
         g = groups.setdefault((r["task"], r["estimate"]), {"runs": 0, "cal": [], "before": [0, 0,
-            0],
+                                                                                            0],
                                                            "all": [0, 0, 0], "bound": [0, 0, 0]})
         g["runs"] += 1
         if r["defect_calibrated"] == r["defect_calibrated"]:

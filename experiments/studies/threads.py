@@ -21,7 +21,7 @@ __all__ = ["compare_runs", "match_runs", "render_comparison"]
 
 #: record columns compared bit for bit
 COMPARED = ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "bound_bk",
-    "sharpness", "gap_err")
+            "sharpness", "gap_err")
 
 
 def _first_difference(a: np.ndarray, b: np.ndarray, k: np.ndarray) -> int | None:
@@ -49,7 +49,7 @@ def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
     for col in COMPARED:
         if col in ca and col in cb:
             firsts[col] = _first_difference(np.asarray(ca[col], float), np.asarray(cb[col], float),
-                k)
+                                            k)
     ks = [v for v in firsts.values() if v is not None]
     first = min(ks) if ks else None
     # in record order
@@ -66,8 +66,8 @@ def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
         return (w.count("JC"), w.count("GS"), w.count("undecided"))
 
     out = {"K": K, "first_record_diff": first, "first_column": first_col,
-        "first_winner_diff": wdiff,
-           "counts_a": counts(wa), "counts_b": counts(wb), "estimates": {}}
+           "first_winner_diff": wdiff, "counts_a": counts(wa), "counts_b": counts(wb),
+           "estimates": {}}
     for est in estimates:
         if est not in ca or est not in cb:
             continue
@@ -78,7 +78,7 @@ def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
         out["estimates"][est] = {"correct_a": ma.correct, "correct_b": mb.correct, "mae_a": ma.mae,
                                  "mae_b": mb.mae, "mae_rel_diff": rel,
                                  "hits_a": (ma.jc_hits, ma.s_hits), "hits_b": (mb.jc_hits,
-                                 mb.s_hits)}
+                                                                               mb.s_hits)}
     return out
 
 
@@ -119,7 +119,7 @@ def match_runs(reference: Sequence, others: Sequence) -> list[tuple]:
 
 
 def render_comparison(pairs: Sequence[tuple], estimates: Sequence[str] = ESTIMATE_ROWS,
-        fmt: str = "github") -> str:
+                      fmt: str = "github") -> str:
     """One row per pair: threads, common K, first differing record and winner, counts, per-estimate
     MAE change."""
     from tabulate import tabulate
@@ -143,7 +143,6 @@ def render_comparison(pairs: Sequence[tuple], estimates: Sequence[str] = ESTIMAT
                        f"{e['mae_rel_diff'] * 100:.2g}%")
         body.append(row)
     head = ["task", "run", "threads", "common K", "other settings that differ",
-            "first differing record",
-            "first differing observed winner",
+            "first differing record", "first differing observed winner",
             "n_JC/n_GS/undecided"] + [f"{e}: Correct, MAE change" for e in estimates]
     return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)

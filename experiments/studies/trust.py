@@ -100,16 +100,16 @@ def regime_figure(runs: list, path: str) -> str:
 
     edges = list(np.logspace(-4, 2, 13))
     fig, axes = plt.subplots(2, len(ESTIMATES), figsize=(4 * len(ESTIMATES), 6), sharex=True,
-        sharey=True)
+                             sharey=True)
     for j, e in enumerate(ESTIMATES):
         for task, lr, cols in runs:
             bins = [b for b in binned(cols, lr, e, edges) if b["metrics"] and b["metrics"][
                 "decided"]]
             x = [np.sqrt(b["lo"] * b["hi"]) for b in bins]
             axes[0, j].plot(x, [b["metrics"]["precision"] for b in bins], "o-",
-                label=f"{task} lr {lr:g}")
+                            label=f"{task} lr {lr:g}")
             axes[1, j].plot(x, [b["metrics"]["coverage"] for b in bins], "o-",
-                label=f"{task} lr {lr:g}")
+                            label=f"{task} lr {lr:g}")
         axes[0, j].set_title(e)
         for i in (0, 1):
             axes[i, j].set_xscale("log")

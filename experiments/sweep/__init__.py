@@ -11,5 +11,4 @@ from crosscurv.experiments.sweep.spec import (SweepError, SweepSpec, spec_from_m
                                               spec_from_toml)
 
 __all__ = ["SweepSpec", "SweepError", "spec_from_toml", "spec_from_mapping", "RunPoint", "expand",
-    "run_sweep",
-           "SweepResult", "SWEEP_FAILED_EXIT_CODE"]
+           "run_sweep", "SweepResult", "SWEEP_FAILED_EXIT_CODE"]

@@ -45,7 +45,7 @@ def run_row(point, run_dir: str, action: str, outcome: dict | None, summary: dic
         name=point.name, task=point.task,
         preset=s.get("preset", point.preset), pattern=s.get("pattern_spec", point.pattern),
         lr=_num(s.get("lr", point.lr)), seed=s.get("seed", point.seed), iters=s.get("iters",
-        point.iters),
+                                                                                    point.iters),
         dtype=s.get("dtype", point.dtype), action=action, run_dir=run_dir,
     )
     outcome = outcome or {}
@@ -276,7 +276,7 @@ def render_markdown(rows: Sequence[dict], title: str = "Sweep", folder: str | No
                  f"expansions need it well below 2).")
     lines.append("")
     head = ["run", "status", "K", "eta*L"] + [f"{e} {m}" for e in ESTIMATES for m in ("Correct",
-        "MAE")]
+                                                                                      "MAE")]
     body = []
     for r in rows:
         done = r["status"] == "complete"

@@ -44,13 +44,13 @@ def agreement_figure(rows: Sequence[dict], path) -> Path | None:
             x, y = zip(*pts)
             ax.scatter(x, y, s=12, color=colour, alpha=0.6)
             means = [np.mean([v for lr, v in pts if lr == l]) for l in lrs if any(lr == l for lr,
-                _ in pts)]
+                                                                                  _ in pts)]
             ax.plot([l for l in lrs if any(lr == l for lr, _ in pts)], means, color=colour,
-                label=label, lw=1.4)
+                    label=label, lw=1.4)
         bad = sorted({r["lr"] for r in rs if r["status"] != "complete"})
         if bad:
             ax.scatter(bad, [0] * len(bad), marker="x", color="grey", label="not complete",
-                clip_on=False)
+                       clip_on=False)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         if lrs:
@@ -59,7 +59,7 @@ def agreement_figure(rows: Sequence[dict], path) -> Path | None:
         ax.axhline(95, color="black", lw=0.6, ls=":")
         task, preset, pattern, iters = key
         ax.set_title(f"{task} {preset or ''} {pattern or ''} K={ok[0]['iters'] if ok else iters}",
-            fontsize=9)
+                     fontsize=9)
         ax.set_xlabel("learning rate $\\eta$")
         ax.set_ylabel("Correct$_K$ (%)")
         ax.grid(alpha=0.3, which="both")

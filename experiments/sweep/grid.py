@@ -48,8 +48,7 @@ class RunPoint:
 
         return RunDescription(self.task, preset=self.preset, pattern=self.pattern,
                               lr=None if self.lr is None else float(self.lr), iters=self.iters,
-                              seed=self.seed,
-                              dtype=self.dtype, threads=threads)
+                              seed=self.seed, dtype=self.dtype, threads=threads)
 
     def argv(self, out_dir: str, resume: bool = False) -> list[str]:
         """The ``crosscurv`` command line of this run (``crosscurv run ... --out OUT_DIR

@@ -78,7 +78,7 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
         else:
             # "local": always a new instance, never a cluster that `ray start` left on this machine
             ray.init(address="local", num_cpus=int(num_cpus),
-                object_store_memory=_OBJECT_STORE_BYTES, **kw)
+                     object_store_memory=_OBJECT_STORE_BYTES, **kw)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
         raise SweepError(f"cannot {where}: "

@@ -220,7 +220,7 @@ def _execute(todo, rows, ordered, bar, info, out, runs_dir, workers, threads, ad
             workers = workers or min(local_cpus, len(todo))
             threads = threads or DEFAULT_THREADS
         ray = ray_backend.connect(num_cpus=(workers or local_cpus) * (threads or 1),
-            address=address)
+                                  address=address)
         started, ray_start_s = ray.started, ray.seconds
         cluster_cpus = int(ray.resources.get("CPU", 1))
         threads = threads or DEFAULT_THREADS
@@ -252,7 +252,7 @@ def _execute(todo, rows, ordered, bar, info, out, runs_dir, workers, threads, ad
                     summary = state.read_run_summary(os.path.join(runs_dir, p.name))
                     rows[p.name] = aggregate.run_row(p, os.path.join(RUNS_DIR, p.name), action,
                                                      {"exit_code": 130,
-                                                     "error": "sweep interrupted"},
+                                                      "error": "sweep interrupted"},
                                                      summary)
             aggregate.write_csv(os.path.join(out, "sweep.csv"), ordered())
             raise
@@ -276,4 +276,4 @@ def _write_info(out: str, info: dict) -> None:
     from crosscurv.numeric.records import atomic_write_text, json_safe
 
     atomic_write_text(os.path.join(out, "sweep.json"), json.dumps(json_safe(info), indent=2,
-        default=str) + "\n")
+                                                                  default=str) + "\n")

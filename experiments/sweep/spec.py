@@ -22,8 +22,7 @@ from typing import Any, Iterable, Sequence
 from crosscurv.theory.errors import InputError, SweepError
 
 __all__ = ["SweepError", "SweepSpec", "AXES", "SCALARS", "parse_seeds", "read_toml",
-    "spec_from_toml",
-           "spec_from_mapping", "axis_values"]
+           "spec_from_toml", "spec_from_mapping", "axis_values"]
 
 #: list-valued axes of the grid, in expansion order
 AXES = ("task", "preset", "lr", "seed", "pattern")

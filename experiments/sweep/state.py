@@ -15,8 +15,7 @@ from crosscurv.numeric.records import (CHECKPOINT_FILE, RECORDS_FILE, SUMMARY_FI
                                        read_summary)
 
 __all__ = ["FINAL_STATUSES", "NEW", "RESUME", "REUSE", "CONFLICT", "RESTART", "read_run_summary",
-    "run_action",
-           "settings_difference", "clear_for_restart"]
+           "run_action", "settings_difference", "clear_for_restart"]
 
 #: summary statuses that no rerun would change
 FINAL_STATUSES = ("complete", "diverged")

@@ -22,4 +22,4 @@ __all__ = ["TASKS", "PRESETS", "TaskSpec", "UnknownTaskError", "build_task", "pr
 # through this package
 __getattr__, __dir__ = lazy_exports(__name__, {**dict.fromkeys(__all__, f"{__name__}.builtin"),
                                                **dict.fromkeys(("PRESETS", "UnknownTaskError"),
-                                               f"{__name__}.names")})
+                                                               f"{__name__}.names")})

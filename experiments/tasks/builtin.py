@@ -155,7 +155,7 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
         "width": s["width"],
     }
     return Task(params, loss, {"personal": personal, "shared": shared}, "fl", info, "gs",
-        loss_terms=terms)
+                loss_terms=terms)
 
 
 # -- lora --------------------------------------------------------------------
@@ -229,13 +229,13 @@ def _build_lora(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
 # paper's sizes.
 _MLP_PRESETS = {
     "smoke": {"widths": (784, 32, 24, 16, 16, 16, 16, 16, 10), "examples": 32, "lr": 0.05,
-    "iters": 5},
+              "iters": 5},
     "default": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.007,
-    "iters": 500},
+                "iters": 500},
     "edge": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01,
-    "iters": 500},
+             "iters": 500},
     "paper": {"widths": (784, 512, 384, 256, 192, 128, 64, 32, 10), "examples": 256, "lr": 0.01,
-    "iters": 500},
+              "iters": 500},
 }
 _FL_PRESETS = {
     "smoke": {"clients": 3, "width": 4, "examples_per_client": 2, "lr": 0.05, "iters": 5},
@@ -290,8 +290,7 @@ def preset_settings(name: str, preset: str = "default") -> dict:
 
 
 def build_task(name: str, preset: str = "default", *, device="cpu", dtype=torch.float32,
-    seed: int = 0,
-               data_path=None, model_path=None) -> tuple[Task, dict]:
+               seed: int = 0, data_path=None, model_path=None) -> tuple[Task, dict]:
     """Build a built-in task at a preset.
 
     Args:

@@ -16,18 +16,18 @@ from crosscurv.lazy import lazy_exports
 #: ``--optimizer`` spelling needs no torch)
 _EXPORTS = {
     **dict.fromkeys(("OptimizerSetup", "block_factors", "optimizer_setup", "param_lrs",
-    "parse_block_lr"), "blocks"),
+                     "parse_block_lr"), "blocks"),
     **dict.fromkeys(("FunctionalOptimizer", "clip_tensor", "functional_optimizer"), "functional"),
     **dict.fromkeys(("OPTIMIZERS", "RULES", "STATE_BUFFERS"), "rules"),
     **dict.fromkeys(("direction", "direction_jacobian_apply", "optimizer_scheme_step",
-    "optimizer_update"), "scheme"),
+                     "optimizer_update"), "scheme"),
     **dict.fromkeys(("ADAM_DEFAULTS", "OptimizerError", "OptimizerSpec", "parse_optimizer"),
-    "spec"),
+                    "spec"),
     "OptimizerState": "state",
 }
 
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name,
-    module in _EXPORTS.items()},
+                                               module in _EXPORTS.items()},
                                    submodules=True)

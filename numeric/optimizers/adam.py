@@ -57,8 +57,7 @@ def bias_corrections(spec: OptimizerSpec, step: int) -> tuple[float, float]:
 
 
 def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state,
-    new_state,
-           lrs: Mapping) -> dict:
+           new_state, lrs: Mapping) -> dict:
     """New values of ``keys`` at step ``new_state.step``; their moments go to ``new_state``."""
     import torch
 
@@ -163,8 +162,7 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
 
 
 def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping,
-    zs: Mapping,
-                  dg: Mapping) -> tuple[dict, dict]:
+                  zs: Mapping, dg: Mapping) -> tuple[dict, dict]:
     """``zm' = b1 zm + (1 - b1) dg``, ``zv' = b2 zv + 2 (1 - b2) g dg``, ``z' = z - eta F (a_m zm' +
     a_v zv')``."""
     b1, b2 = spec.betas
@@ -178,7 +176,7 @@ def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z:
 
 
 def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
-        L: float) -> float:
+                   L: float) -> float:
     """Not bounded this way (the coefficients ``1/(c1 D)`` have no a-priori bound): NaN."""
     return math.nan
 

@@ -32,7 +32,7 @@ def clip_tensor(g: torch.Tensor, tau: float | None) -> torch.Tensor:
         return g
     n = torch.linalg.vector_norm(g)
     factor = torch.where(n > tau, tau / torch.clamp(n, min=torch.finfo(g.dtype).tiny),
-        torch.ones_like(n))
+                         torch.ones_like(n))
     return g * factor
 
 

@@ -40,8 +40,7 @@ def settings(spec: OptimizerSpec) -> dict:
 
 
 def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state,
-    new_state,
-           lrs: Mapping) -> dict:
+           new_state, lrs: Mapping) -> dict:
     """New values of ``keys``; their new buffers go to ``new_state`` (``torch.optim.SGD``'s
     arithmetic)."""
     out = {}
@@ -50,7 +49,7 @@ def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Map
     for k in keys:
         g = grads[k]
         buf = g.detach().clone() if k not in old else old[k].clone().mul_(spec.beta).add_(g,
-            alpha=1)
+                                                                                          alpha=1)
         dst[k] = buf
         out[k] = params[k].clone().add_(buf, alpha=-lrs[k])
     return out
@@ -78,15 +77,14 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc) -> dict:
 
 
 def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping,
-    zs: Mapping,
-                  dg: Mapping) -> tuple[dict, dict]:
+                  zs: Mapping, dg: Mapping) -> tuple[dict, dict]:
     """``zm' = beta zm + dg``, ``z' = z - eta F zm'``."""
     zm = {k: spec.beta * zs["momentum_buffer"][k] + dg[k] for k in z}
     return {k: z[k] - lr * f[k] * zm[k] for k in z}, {"momentum_buffer": zm}
 
 
 def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
-        L: float) -> float:
+                   L: float) -> float:
     """``a_K`` with ``c_{k+1} = beta c_k + L a_k + eta n_k``, ``a_{k+1} = a_k + eta f_max c_{k+1}``
     from zero (``c_k >= ||zm_k||``)."""
     a = 0.0

@@ -67,7 +67,7 @@ def direction(spec: OptimizerSpec, state: OptimizerState, grads: Mapping) -> dic
 
 
 def direction_jacobian_apply(spec: OptimizerSpec, state: OptimizerState, grads: Mapping,
-        v: Mapping) -> dict:
+                             v: Mapping) -> dict:
     """``J_phi v``: the Jacobian of :func:`direction` in the gradient, at ``grads``, applied to
     ``v``
     (identity for ``sgd`` and ``momentum``, diagonal for Adam:

@@ -41,8 +41,7 @@ def settings(spec: OptimizerSpec) -> dict:
 
 
 def update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, grads: Mapping, state,
-    new_state,
-           lrs: Mapping) -> dict:
+           new_state, lrs: Mapping) -> dict:
     """``{key: theta_key - lr_key g_key}`` (new tensors)."""
     return {k: params[k] - lrs[k] * grads[k] for k in keys}
 
@@ -68,14 +67,13 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc) -> dict:
 
 
 def tangent_apply(spec: OptimizerSpec, lr, f: Mapping, coefficients: Mapping, z: Mapping,
-    zs: Mapping,
-                  dg: Mapping) -> tuple[dict, dict]:
+                  zs: Mapping, dg: Mapping) -> tuple[dict, dict]:
     """``z' = z - eta F dg`` (no state difference)."""
     return {k: z[k] - lr * f[k] * dg[k] for k in z}, {}
 
 
 def bound_majorant(spec: OptimizerSpec, norms: Sequence[float], lr: float, f_max: float,
-        L: float) -> float:
+                   L: float) -> float:
     """``a_K`` of ``a_{k+1} = (1 + eta f_max L) a_k + eta^2 n_k`` from ``a_0 = 0`` (the paper's
     ``b_k`` when ``F = I``)."""
     a = 0.0

@@ -22,7 +22,7 @@ class OptimizerState:
 
     def clone(self) -> "OptimizerState":
         return OptimizerState(self.step, {n: {k: v.detach().clone() for k, v in d.items()} for n,
-            d in self.buffers.items()})
+                                          d in self.buffers.items()})
 
     def state_dict(self) -> dict:
         return {"step": self.step, "buffers": {n: dict(d) for n, d in self.buffers.items()}}

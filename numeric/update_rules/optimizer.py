@@ -77,7 +77,7 @@ class OptimizerRule(UpdateRule):
         """The tangent step of this iteration (Adam's coefficients parked under ``tan.*`` at
         ``theta_JC``)."""
         coef = {n: store.fetch(f"tan.{n}") for n in ("a_m", "a_v",
-            "g")} if self.spec.name == "adam" else None
+                                                     "g")} if self.spec.name == "adam" else None
         return TangentStep(self.spec, lr, self.f, coefficients=coef)
 
     def park_tangent(self, store, step: TangentStep | None) -> None:
@@ -88,8 +88,8 @@ class OptimizerRule(UpdateRule):
     # -- the hooks ------------------------------------------------------------------------
     def s_forcing(self, ctx, k, at_s, gs):
         """The forcing ``M_S F phi_S`` with the ``S`` run's state."""
-        return at_s.masked(ctx.plan, scaled_direction(self.spec, self.state(ctx.store, "ss", k),
-            gs, self.f))
+        return at_s.masked(ctx.plan, scaled_direction(self.spec, self.state(ctx.store, "ss", k), gs,
+                                                      self.f))
 
     def s_step(self, ctx, k, theta_s, gs, force, meas):
         """The state difference ``Delta s^k`` (for ``w``), then the scheme step with the ``S`` run's
@@ -99,8 +99,7 @@ class OptimizerRule(UpdateRule):
         self.park_group(S, "ds", state_difference(self.spec, ss, self.state(S, "sj", k), theta_s))
         meas["unorm"] = forcing_norm(self.spec, self.f, force)
         new, ss, _ = optimizer_scheme_step(ctx.task, theta_s, ctx.pattern, lr, self.spec, ss,
-            self.factors,
-                                           grad_at_params=gs)
+                                           self.factors, grad_at_params=gs)
         S.park("theta_s", new)
         self.park_state(S, "ss", ss)
 
@@ -110,8 +109,7 @@ class OptimizerRule(UpdateRule):
         S.park("m_jc", at_j.masked(ctx.plan, scaled_direction(self.spec, sj, gj, self.f)))
         self.park_tangent(S, TangentStep(self.spec, lr, self.f, sj, gj))
         new, sj, _ = optimizer_scheme_step(ctx.task, theta_j, ctx.jacobi, lr, self.spec, sj,
-            self.factors,
-                                           grad_at_params=gj)
+                                           self.factors, grad_at_params=gj)
         S.park("theta_j", new)
         self.park_state(S, "sj", sj)
 

@@ -78,7 +78,7 @@ class PlainRule(UpdateRule):
         meas["wnorm"], meas["D"] = wnorm, D
         # w = propagate(Delta, H Delta, u, lr) = (Delta - lr H Delta) + lr^2 u, formed in H Delta
         w = add_scaled_into(scaled_difference_into(delta, Hdelta, lr), force, lr * lr,
-            keep=not _read_anew(force))
+                            keep=not _read_anew(force))
         meas["A"] = float(tree.norm(w))
         meas["d"] = norm_of(w, lambda n: w[n] - delta[n], owned=True)
         meas["P"] = norm_of(w, lambda n: w[n] + delta[n], owned=True)
@@ -123,7 +123,7 @@ def _sub_from(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _carry_errors(ctx, meas: Mapping, D: float, e: float, A: float, d: float, P: float,
-        wnorm: float) -> None:
+                  wnorm: float) -> None:
     """Advance the error estimates' state from ``k`` to ``k + 1``
     (:class:`crosscurv.numeric.error_estimates.ErrorState`); ``sigma_k`` from the measured
     ``||w^k||`` (:func:`crosscurv.numeric.error_estimates.measured_step_remainder`)."""

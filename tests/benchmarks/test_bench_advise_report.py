@@ -12,9 +12,9 @@ import bench_advise  # noqa: E402
 
 TIMED = [
     {"task": "a", "advise": 1.0, "without_check": 0.8, "check": 0.25, "protocol": 4.0,
-    "plain": 0.5},
+     "plain": 0.5},
     {"task": "b", "advise": 3.0, "without_check": 2.0, "check": 0.75, "protocol": 5.0,
-    "plain": 1.0},
+     "plain": 1.0},
 ]
 SEARCHED = [{"task": "a", "space": "orders", "search": 1.0, "certify": 1.0, "plain8": 2.0}]
 
@@ -53,8 +53,8 @@ def make(seed=0, dtype=None):
 def test_the_written_report_opens_with_them(tmp_path):
     (tmp_path / "bench_task.py").write_text(FACTORY)
     out = tmp_path / "bench.md"
-    bench_advise.main(["--tasks", f"{tmp_path / 'bench_task.py'}:make", "--iters", "3",
-                       "--rounds", "1", "--search-tasks", "", "--out", str(out)])
+    bench_advise.main(["--tasks", f"{tmp_path / 'bench_task.py'}:make", "--iters", "3", "--rounds",
+                       "1", "--search-tasks", "", "--out", str(out)])
     lines = out.read_text().splitlines()
     assert lines[0].startswith("# ") and lines[1] == ""
     opening = lines[2:lines.index("", 2)]

@@ -14,8 +14,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_all  # noqa: E402
 import bench_memory  # noqa: E402
 
-INFO = {"cpu": "Test CPU 9000", "cpus": 2, "torch": "2.13.0", "python": "3.11",
-    "commit": "abc1234", "gpu": "none"}
+INFO = {"cpu": "Test CPU 9000", "cpus": 2, "torch": "2.13.0", "python": "3.11", "commit": "abc1234",
+        "gpu": "none"}
 
 
 def _result(name, out, rc=0):
@@ -45,8 +45,7 @@ def test_every_benchmark_command_exists_and_parses_its_flags():
     for name, (_, _, full, quick) in bench_all.BENCHMARKS.items():
         assert full[0] == quick[0] and (ROOT / full[0]).is_file(), name
         proc = subprocess.run([sys.executable, str(ROOT / full[0]), "--help"], capture_output=True,
-            text=True,
-                              timeout=120, cwd=ROOT)
+                              text=True, timeout=120, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr
         flags = {a for a in full[1:] + quick[1:] if a.startswith("--")}
         assert all(f in proc.stdout for f in flags), (name, flags)
@@ -56,7 +55,7 @@ def test_bench_memory_help_states_the_policy_and_the_table_marks_the_target():
     help_text = bench_memory.parser().format_help()
     assert "16 MiB" in help_text and "2M" not in help_text
     args = argparse.Namespace(device="cpu", hvp="auto", chunk=None, offload="auto", iters=3,
-        threads=1, task="fl")
+                              threads=1, task="fl")
     rows = [{"width": 16, "n_params": 787258, "offloaded": True, "how": "VmHWM", "grad_mib": 24.5,
         "protocol_mib": 58.6,
              "ratio": 58.6 / 24.5, "examples": [7, 7, 6], "later_mib": 50.0, "later_ratio": 50.0
@@ -64,8 +63,7 @@ def test_bench_memory_help_states_the_policy_and_the_table_marks_the_target():
              "point_ratio": 1.5, "engine": "termwise"},
             {"width": 32, "n_params": 3137130, "offloaded": True, "how": "VmHWM", "grad_mib": 50.0,
              "protocol_mib": 200.0, "ratio": 4.0, "examples": [7, 7, 6], "later_mib": None,
-             "later_ratio": None,
-             "point_ratio": 1.875, "engine": "termwise"}]
+             "later_ratio": None, "point_ratio": 1.875, "engine": "termwise"}]
     table = bench_memory.table(rows, args)
     assert "| 16 | 787,258 | yes | 24.5 | 58.6 | 2.39 | 50.0 | 2.04 | 1.50 |" in table
     assert "target <= 3" in table
@@ -78,7 +76,7 @@ def test_merge_keeps_the_first_header_and_orders_the_sections(tmp_path):
     a = tmp_path / "a.md"
     b = tmp_path / "b.md"
     a.write_text(bench_all.render(INFO, [_result("memory", "| mem |")], "2026-01-02 03:04",
-        quick=False))
+                                  quick=False))
     later = dict(INFO, commit="def5678")
     b.write_text(bench_all.render(later, [_result("threads", "| thr |"), _result("protocol",
         "iteration / bound")],
@@ -108,7 +106,7 @@ TRUST = "mlp\n  median: steady 1.136, run of K = 500: 1.145 (target <= 1.3)\nfl\
 def test_the_report_opens_with_findings_read_off_its_sections(tmp_path):
     text = bench_all.render(INFO, [_result("memory", MEMORY, rc=1), _result("trust", TRUST),
                                    _result("offload",
-                                   "offload off: 5 s   on: 6 s   on/off = 1.160")],
+                                           "offload off: 5 s   on: 6 s   on/off = 1.160")],
                             "2026-01-02 03:04", quick=False)
     lines = text.splitlines()
     assert lines[2:6] == [

@@ -16,10 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_quick_run_times_every_part_of_an_iteration():
     proc = subprocess.run(
         [sys.executable, "benchmarks/bench_protocol.py", "--tasks", "mlp", "--preset", "smoke",
-        "--iters", "4",
-         "--repeats", "1", "--offload", "on"],
+         "--iters", "4", "--repeats", "1", "--offload", "on"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ,
-        OMP_NUM_THREADS="1"))
+                                                                        OMP_NUM_THREADS="1"))
     assert proc.returncode in (0, 1), proc.stderr[-2000:]  # 1: the 1.1 target missed, a measurement
     line = next(x for x in proc.stdout.splitlines() if "breakdown of one iteration" in x)
     parts = dict(re.findall(r"([a-zA-Z_ ]+?) ([0-9.]+) \(", line.split(":", 1)[1]))
@@ -29,7 +28,7 @@ def test_the_quick_run_times_every_part_of_an_iteration():
     rest = float(re.search(r"; rest (-?[0-9.]+) \(", line).group(1))
     split = next(x for x in proc.stdout.splitlines() if "rest, the body's own work" in x)
     store, sums, other = map(float, re.findall(r"(?:store|float64 sums|records) (-?[0-9.]+)",
-        split))
+                                               split))
     # the smoke MLP is offloaded by the default policy: both are called
     assert store > 0 and sums > 0, split
     assert abs(store + sums + other - rest) <= 0.011, (split, rest)  # the split adds up to the rest

@@ -11,7 +11,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_every_kernel_is_timed_and_its_error_measured():
     proc = subprocess.run([sys.executable, "benchmarks/bench_reductions.py", "--preset", "smoke",
-        "--repeats", "2"],
+                           "--repeats", "2"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith(

@@ -34,8 +34,7 @@ def test_the_run_without_differs_only_in_the_columns_it_leaves_out():
 
 def test_the_benchmark_prints_its_ratios():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_trust_cost.py"),
-        "--tasks", "mlp",
-                          "--preset", "smoke", "--iters", "3", "--rounds", "1"],
+                          "--tasks", "mlp", "--preset", "smoke", "--iters", "3", "--rounds", "1"],
                           capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -20,8 +20,7 @@ CROSSCURV = str(Path(sys.executable).parent / "crosscurv")
 
 def _python(code: str, cwd, **env):
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
-        timeout=120,
-                          env={**os.environ, **env})
+                          timeout=120, env={**os.environ, **env})
 
 
 def test_generic_names_are_free(tmp_path):

@@ -47,7 +47,7 @@ def _tiny_mlp():
     gen = torch.Generator().manual_seed(3)
     params = mlp.mlp_params((6, 5, 5, 4, 3), 1, F64)
     params = {k: v + 0.1 * torch.randn(v.shape, generator=gen, dtype=F64) for k,
-        v in params.items()}
+              v in params.items()}
     x = torch.randn(7, 6, generator=gen, dtype=F64)
     y = torch.arange(7) % 3
     return mlp.mlp_task(params, x, y), x, y
@@ -60,7 +60,7 @@ def test_mlp_jc_and_exact_gs_are_the_exact_schemes_and_inplace_is_neither():
     p = task.params
     outs = {name: fn(p, x, y, opt, opt.init_state(p))[0]
             for name, fn in (("jc", mlp.step_jc), ("gs", mlp.step_exact_gs), ("inplace",
-            mlp.step_inplace))}
+                                                                              mlp.step_inplace))}
     jc = scheme_step(task, p, parse_pattern("jc", 4), lr)
     gs = scheme_step(task, p, parse_pattern(task.default_pattern, 4, task.block_names), lr)
     assert task.default_pattern == "gs:layer4,layer3,layer2,layer1"
@@ -119,13 +119,12 @@ def test_dirichlet_split_partitions_every_example_once():
 @pytest.fixture(scope="module")
 def lora_small():
     s = {"t5": {"d_model": 16, "d_kv": 4, "num_heads": 2, "d_ff": 16, "num_layers": 1}, "rank": 2,
-        "alpha": 4,
-         "dropout": 0.1, "examples": 2, "examples_full": 2, "seq_len": 12}
+         "alpha": 4, "dropout": 0.1, "examples": 2, "examples_full": 2, "seq_len": 12}
     lm, params, blocks, _ = lora.lora_model(s, 0, dtype=F64)
     gen = torch.Generator().manual_seed(1)
     # B != 0
     params = {k: v + 0.3 * torch.randn(v.shape, generator=gen, dtype=F64) for k,
-        v in params.items()}
+              v in params.items()}
     idx = torch.arange(2)
     task = Task(params, lambda q: lm.loss(q, idx), blocks, "lora", {}, "gs")
     return lm, task, blocks, idx
@@ -138,7 +137,7 @@ def test_alternating_lora_is_gs_b_then_a_and_simultaneous_is_jc(lora_small):
     alt = lora.step_alternating(lm, task.params, blocks, idx, opt, opt.init_state(None))[0]
     sim = lora.step_simultaneous(lm, task.params, blocks, idx, opt, opt.init_state(None))[0]
     assert _close(alt, scheme_step(task, task.params, parse_pattern("gs:B,A", 2, task.block_names),
-        lr))
+                                   lr))
     assert _close(sim, scheme_step(task, task.params, parse_pattern("jc", 2), lr))
 
 
@@ -155,7 +154,7 @@ def _smooth_task():
     A = torch.randn(5, 5, generator=gen, dtype=F64)
     A = A @ A.T / 5 + torch.eye(5, dtype=F64)
     p = {"x": torch.randn(2, generator=gen, dtype=F64), "y": torch.randn(3, generator=gen,
-        dtype=F64)}
+                                                                         dtype=F64)}
 
     def loss(q):
         t = torch.cat([q["x"], q["y"]])
@@ -238,7 +237,7 @@ def test_plain_sgd_criterion_equals_c_s_and_exact_gap_is_measured():
 def _rows(diffs):
     nan = float("nan")
     return [{"k": i + 1, "eval_seq": 1 + d, "eval_sim": 1.0, "eval_diff": d, "eval_gs": nan} for i,
-        d in enumerate(diffs)]
+            d in enumerate(diffs)]
 
 
 def test_reversal_and_agreement_counts():
@@ -293,10 +292,9 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path):
 # -- the command line ------------------------------------------------------------------------
 def _cli(*args, timeout=300):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "crosscurv", "motivation", *args], cwd=REPO,
-        env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
@@ -313,7 +311,7 @@ def test_cli_runs_a_panel_writes_the_report_and_resumes(tmp_path, capsys):
     from crosscurv.experiments.cli import main
 
     assert main(["motivation", "--panel", "fl", "--preset", "smoke", "--out", out,
-        "--no-verdicts"]) == 0
+                 "--no-verdicts"]) == 0
     assert "complete run found" in capsys.readouterr().out
 
 
@@ -343,7 +341,7 @@ def test_cli_refuses_existing_records_without_resume(tmp_path, capsys):
     d.mkdir(parents=True)
     (d / "records.csv").write_text("k,epoch\n1,0.1\n")
     assert main(["motivation", "--panel", "mlp", "--preset", "smoke", "--out", str(out),
-        "--no-verdicts"]) == 2
+                 "--no-verdicts"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--resume" in err[0]
     assert (d / "records.csv").read_text() == "k,epoch\n1,0.1\n"  # nothing overwritten

@@ -38,7 +38,7 @@ descriptions = st.builds(
     hvp_chunk=_maybe(st.integers(1, 10**6)),
     offload=st.sampled_from(["auto", "on", "off"]),
     optimizer=st.sampled_from(["sgd", "momentum:0.9", "momentum:0", "adam",
-    "adam:0.9,0.999,1e-08"]),
+                               "adam:0.9,0.999,1e-08"]),
     block_lr=_maybe(st.sampled_from(["B=4", "1=2.5,2=0.5", "layer1=2"])),
     checkpoint_every=_maybe(st.integers(1, 10**6)),
 )
@@ -113,14 +113,12 @@ def test_a_run_folder_gives_back_its_description_with_the_tasks_defaults_resolve
 
     (tmp_path / "tasks.py").write_text(textwrap.dedent(FACTORY))
     asked = RunDescription(f"{tmp_path}/tasks.py:quad", seed=2, optimizer="momentum:0.5",
-        block_lr="by=2",
-                           threads=1)
+                           block_lr="by=2", threads=1)
     result, out = runs.run(asked, str(tmp_path / "run"))
     assert result.status == "complete" and out == str(tmp_path / "run")
     back = RunDescription.from_summary(out)
     assert back == asked.replace(lr=0.1, iters=3, pattern="gs", dtype="float64", device="cpu",
-        offload="off",
-                                 block_lr="by=2.0")
+                                 offload="off", block_lr="by=2.0")
     # rerun in memory from the description read back: the same records, bit for bit
     again, _ = runs.run(back, None)
     written = read_records(os.path.join(out, "records.csv"))
@@ -135,10 +133,9 @@ def test_a_summary_without_settings_is_one_line(tmp_path):
     with pytest.raises(RunDescriptionError, match="settings lack lr, pattern"):
         RunDescription.from_summary({"settings": {"task": "mlp", "dtype": "float32", "seed": 0}})
     with pytest.raises(RunDescriptionError,
-            match="^summary: learning rate must be a finite number > 0"):
+                       match="^summary: learning rate must be a finite number > 0"):
         RunDescription.from_summary({"settings": {"task": "mlp", "dtype": "float32", "seed": 0,
-            "lr": -1,
-                                                  "pattern_spec": "gs"}})
+                                                  "lr": -1, "pattern_spec": "gs"}})
 
 
 # -- the library does not import the command line

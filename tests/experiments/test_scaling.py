@@ -60,7 +60,7 @@ def test_command_writes_report_figures_and_json_orders(quartic_run):
 
 
 def test_exit_code_1_and_report_when_an_order_is_outside_tolerance(quartic_run, tmp_path,
-        monkeypatch, capsys):
+                                                                   monkeypatch, capsys):
     # the same real results, judged with a tolerance no fitted order can meet
     results = S.scaling_suite(quick=True, problems=["quartic"])
     monkeypatch.setattr(S, "scaling_suite", lambda **kw: results)
@@ -90,7 +90,7 @@ def test_study_drops_points_below_the_floor_and_fits_the_rest():
     st = S.make_study("synthetic", "one_step", etas, errors, floors, predicted=3.0)
     assert st.n_kept == 5 and not st.points[-1]["kept"]
     assert st.fitted == pytest.approx(3.0, abs=1e-12) and st.min_rate == pytest.approx(3.0,
-        abs=1e-12)
+                                                                                       abs=1e-12)
     assert st.measured == pytest.approx(3.0) and st.extrapolated == pytest.approx(3.0)
     assert "dropped (below floor)" in st.table() and st.within()
     bad = S.make_study("synthetic", "one_step", etas, [e**2 for e in etas], [0.0] * 6)
@@ -102,7 +102,7 @@ def test_loss_gap_is_exact_for_a_quartic_and_matches_a_plain_difference():
     task, poly = problem.task, problem.poly
     gen = torch.Generator().manual_seed(0)
     a = {k: v + 0.1 * torch.randn(v.shape, generator=gen, dtype=v.dtype) for k,
-        v in task.params.items()}
+         v in task.params.items()}
     b = task.params
     with mpmath.workdps(40):
         flat = lambda p: [mpmath.mpf(float(x)) for x in tree.flatten(p)]  # noqa: E731
@@ -176,7 +176,7 @@ def test_optimizer_studies_are_reported_with_their_orders(tmp_path, monkeypatch,
 
     monkeypatch.setattr(S, "scaling_suite", lambda **kw: [])
     rc = main(["scaling", "--quick", "--problems", "quartic", "--optimizers", "sgd", "--json",
-        "--out", str(tmp_path)])
+               "--out", str(tmp_path)])
     assert rc == 0
     orders = json.loads(capsys.readouterr().out)["optimizers"]["sgd@4"]
     assert set(orders) == set(O.QUANTITIES)
@@ -270,7 +270,6 @@ def test_the_report_goes_on_past_an_order_with_no_window_but_not_past_a_failed_o
 
     for rc, expect_ok in ((3, True), (1, False), (0, True)):
         got = build.build_report(tmp_path / f"r{rc}", "smoke", (), scaling=True, derive=False,
-            motivation=False,
-                                 studies=False, device="cpu",
-                                 command=lambda argv, rc=rc: rc if argv[0] == "scaling" else 0)
+                                 motivation=False, studies=False, device="cpu", command=lambda argv,
+                                 rc=rc: rc if argv[0] == "scaling" else 0)
         assert (got == 0) == expect_ok, rc

@@ -79,30 +79,29 @@ def test_defaults_are_each_runs_own():
     spec = SweepSpec(task=("mlp",))
     (p,) = expand(spec)
     assert (p.preset, p.lr, p.seed, p.pattern, p.iters, p.dtype) == (None, None, 0, None, None,
-        None)
+                                                                     None)
     assert p.name == "mlp-seed0"
     assert p.argv("/o") == ["run", "mlp", "--out", "/o"]
 
 
 def test_expansion_order_names_and_argv():
     spec = spec_from_mapping({"task": ["mlp", "pkg.mod:factory"], "preset": "smoke", "lr": [0.05,
-        1e-3],
+                                                                                            1e-3],
                               "seed": [0, 1], "pattern": ["gs", "2<-1,3<-2"], "iters": 3})
     pts = expand(spec)
     assert len(pts) == spec.size == 16
     assert [p.name for p in pts[:4]] == ["mlp-smoke-lr0.05-seed0-gs-K3",
-        "mlp-smoke-lr0.05-seed0-2from1_3from2-K3",
+                                         "mlp-smoke-lr0.05-seed0-2from1_3from2-K3",
                                          "mlp-smoke-lr0.05-seed1-gs-K3",
                                          "mlp-smoke-lr0.05-seed1-2from1_3from2-K3"]
     assert pts[-1].name == "pkg.mod_factory-smoke-lr0.001-seed1-2from1_3from2-K3"
     assert len({p.name for p in pts}) == 16 and expand(spec) == pts  # unique and stable
     assert pts[1].argv("/o/x", resume=True) == ["run", "mlp", "--preset", "smoke", "--pattern",
-        "2<-1,3<-2",
-                                                "--lr", "0.05", "--iters", "3", "--out", "/o/x",
-                                                "--resume"]
+                                                "2<-1,3<-2", "--lr", "0.05", "--iters", "3",
+                                                "--out", "/o/x", "--resume"]
     assert pts[-1].argv("/o/y") == ["run", "pkg.mod:factory", "--preset", "smoke", "--pattern",
-        "2<-1,3<-2",
-                                    "--lr", "0.001", "--iters", "3", "--seed", "1", "--out", "/o/y"]
+                                    "2<-1,3<-2", "--lr", "0.001", "--iters", "3", "--seed", "1",
+                                    "--out", "/o/y"]
 
 
 def test_colliding_names_get_a_hash():
@@ -150,7 +149,7 @@ def test_bad_toml_grids(tmp_path, toml, message):
         (["--grid", "missing.toml"], "grid file missing.toml does not exist"),
         (["--task", "mlp", "--bogus"], "unrecognized arguments: --bogus"),
         (["--task", "mlp", "--address", "127.0.0.1:1"],
-        "cannot reach the Ray cluster at 127.0.0.1:1"),
+         "cannot reach the Ray cluster at 127.0.0.1:1"),
         (["--task", "mlp", "--address", "nohost"], "--address must be auto or HOST:PORT"),
     ],
 )
@@ -167,8 +166,8 @@ def test_bad_grids_one_line_exit_2_nothing_written(tmp_path, capsys, argv, messa
 def test_bad_grid_in_a_subprocess(tmp_path):
     """As users run it: one line, exit 2, no traceback, no Ray started."""
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "crosscurv", "sweep", "--task", "mlp", "--lr",
-        "0", "--out",
+    proc = subprocess.run([sys.executable, "-m", "crosscurv", "sweep", "--task", "mlp", "--lr", "0",
+                           "--out",
                            str(tmp_path / "s")], capture_output=True, text=True, timeout=120,
                            env=env, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
@@ -185,7 +184,7 @@ def test_existing_sweep_needs_resume(tmp_path, capsys):
 # ------------------
 def _point(task, lr, seed, iters=None):
     return RunPoint(task=task, preset=None, lr=lr, seed=seed, pattern=None, iters=iters,
-        name=f"r{lr}-{seed}")
+                    name=f"r{lr}-{seed}")
 
 
 def test_run_actions(tmp_path, quad, capsys):
@@ -267,7 +266,7 @@ def test_aggregation_rows_csv_markdown_and_figure(tmp_path, quad, capsys):
 
     groups = aggregate.group_over_seeds(rows)
     assert [(g["lr"], g["n"], g["failed"]) for g in groups] == [(0.05, 3, 0), (0.1, 3, 0), (1000.0,
-        0, 1)]
+                                                                                            0, 1)]
     vals = [r["cumulative_mae"] for r in rows[:3]]
     mean, lo, hi = groups[0]["cumulative_mae"]
     assert math.isclose(mean, sum(vals) / 3) and (lo, hi) == (min(vals), max(vals))

@@ -36,8 +36,7 @@ ENV = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH
 
 def _cli(*argv, timeout=300, **env):
     return subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True,
-        text=True,
-                          timeout=timeout, env=dict(ENV, **env))
+                          text=True, timeout=timeout, env=dict(ENV, **env))
 
 
 def _run_one_thread(*argv) -> int:
@@ -153,7 +152,7 @@ def test_failed_runs_are_reported_and_the_others_finish(tmp_path, local_ray, cap
         assert "Worker" in crash["error"] or "died" in crash["error"], crash["error"]
     rows = _read_csv(res.csv)
     assert len(rows) == 4 and sorted(r["status"] for r in rows) == ["complete", "diverged",
-        "failed", "failed"]
+                                                                    "failed", "failed"]
     err = capsys.readouterr().err
     assert err.count("crosscurv: sweep [") == 4 and "diverged at k=" in err
     assert "failed" in (tmp_path / "sw" / "sweep.md").read_text()
@@ -163,8 +162,7 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
     spec = spec_from_mapping({"task": "mlp", "preset": "smoke", "seed": [0, 1], "iters": 40})
     out = tmp_path / "sw"
     done = run_sweep(spec_from_mapping({"task": "mlp", "preset": "smoke", "seed": 1, "iters": 40}),
-        str(out),
-                     workers=2, threads=1)
+                     str(out), workers=2, threads=1)
     assert done.exit_code == 0 and [r["action"] for r in done.rows] == ["new"]
     killed_point = expand(spec)[0]
     killed = out / "runs" / killed_point.name
@@ -173,8 +171,8 @@ def test_resume_reuses_complete_runs_and_resumes_a_killed_one(tmp_path, local_ra
     # one thread, as the sweep gives each run below: a run records its thread count and a resume
     # with another count is refused (float32 reductions depend on it)
     proc = subprocess.Popen([sys.executable, "-m", "crosscurv", *killed_point.argv(str(killed))],
-                            env=dict(ENV, OMP_NUM_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=dict(ENV, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while count_rows(str(killed

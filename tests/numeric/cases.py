@@ -110,7 +110,7 @@ def relu_mlp(seed: int = 0, dtype=torch.float32) -> Task:
     """8-32-32-3 ReLU MLP, cross-entropy on 128 random points, one block per layer (3 blocks)."""
     gen = _gen(seed)
     x, y = portable_randn(128, 8, generator=gen, dtype=dtype), torch.randint(0, 3, (128,),
-        generator=gen)
+                                                                             generator=gen)
     params = {"w1": portable_randn(8, 32, generator=gen, dtype=dtype) / 2,
               "w2": portable_randn(32, 32, generator=gen, dtype=dtype) / 4,
               "w3": portable_randn(32, 3, generator=gen, dtype=dtype) / 4}

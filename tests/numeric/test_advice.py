@@ -121,16 +121,16 @@ def test_resume_equals_uninterrupted(tmp_path):
 
     with pytest.raises(Stop):
         advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), checkpoint_every=2,
-            on_record=stop_at_6)
+               on_record=stop_at_6)
     again = advise(task, 0.2, 9, "jc;gs;chain", out_dir=str(tmp_path / "b"), resume=True,
-        checkpoint_every=2)
+                   checkpoint_every=2)
     assert again.per_iteration == full.per_iteration
     assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b"
         / "advice.csv").read_bytes()
     # extending a finished run: the rows of an uninterrupted run to the new K
     longer = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "c"), checkpoint_every=2)
     ext = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True,
-        checkpoint_every=2)
+                 checkpoint_every=2)
     assert ext.per_iteration == longer.per_iteration
     assert read_advice_records(str(tmp_path / "a" / "advice.csv"))[-1]["k"] == 12
     with pytest.raises(AdviceError, match="setting lr differs"):
@@ -183,7 +183,7 @@ def test_batched_engine_gives_the_same_advice():
         for key in ("estimates", "errors", "corrected", "one_step"):
             assert list(ra[key]) == list(rb[key])
             assert list(ra[key].values()) == pytest.approx(list(rb[key].values()), rel=1e-9,
-                abs=1e-15)
+                                                           abs=1e-15)
         assert ra["best"] == rb["best"]
 
 
@@ -221,15 +221,15 @@ def test_optimizer_one_step_column_is_eta2_c_s_phi():
         if k >= 1:
             for p in ("gs", "2<-1"):
                 want = lr ** 2 * optimizer_delay_curvature(task, theta, as_pattern(p, 4), spec,
-                    state, factors)
+                                                           state, factors)
                 assert adv.per_iteration[k - 1]["one_step"][p] == pytest.approx(want, rel=1e-10,
-                    abs=1e-18)
+                                                                                abs=1e-18)
         theta, state, _ = optimizer_scheme_step(task, theta, as_pattern("jc", 4), lr, spec, state,
-            factors)
+                                                factors)
 
 
 @pytest.mark.parametrize("optimizer, block_lr", [("momentum:0.5", None), ("sgd",
-    "layer2=2.0,layer4=0.5"),
+                                                                          "layer2=2.0,layer4=0.5"),
                                                  ("momentum:0.5", "1=3")])
 def test_optimizer_prediction_error_is_third_order(optimizer, block_lr):
     """At fixed K the measured gap of the optimizer's trajectories is O(eta^2) and the JC-only
@@ -272,8 +272,7 @@ def test_optimizer_resume_equals_uninterrupted(tmp_path):
         for r in full.per_iteration]
     with pytest.raises(AdviceError, match="setting optimizer differs"):
         advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True,
-            optimizer="momentum:0.9",
-               block_lr="layer1=2.0")
+               optimizer="momentum:0.9", block_lr="layer1=2.0")
 
 
 def test_nothing_is_certified_past_the_edge_of_stability():

@@ -36,7 +36,7 @@ def relu_mlp_task(widths, seed: int = 0, examples: int = 12, chained: bool = Tru
         return F.cross_entropy(torch.func.functional_call(model, p, (x,)), y)
 
     chain = Chain(mlp_stages(model.n_layers), x, lambda z: F.cross_entropy(z,
-        y)) if chained else None
+                                                                           y)) if chained else None
     return Task(params, loss, mlp_blocks(model.n_layers), "relu_mlp", {}, "gs", chain)
 
 
@@ -50,16 +50,16 @@ def _equal(a: dict, b: dict) -> bool:
 
 @settings(max_examples=25, deadline=None)
 @given(widths=st.lists(st.integers(1, 9), min_size=3, max_size=6), seed=st.integers(0, 10**6),
-    data=st.data())
+       data=st.data())
 def test_scheme_step_with_a_chain_is_the_step_without_it_bit_for_bit(widths, seed, data):
     task = relu_mlp_task(widths, seed)
     pattern = data.draw(acyclic_patterns(task.n_blocks, nonempty=False))
     g = grad(task.loss, task.params)[1]
     for given_g in (None, g):
         new_c, used_c = scheme_step_with_grads(task, task.params, pattern, 0.3,
-            grad_at_params=given_g)
+                                               grad_at_params=given_g)
         new_p, used_p = scheme_step_with_grads(_unchained(task), task.params, pattern, 0.3,
-            grad_at_params=given_g)
+                                               grad_at_params=given_g)
         assert _equal(new_c, new_p) and _equal(used_c, used_p)
 
 
@@ -102,11 +102,11 @@ def test_a_gs_sweep_input_to_output_evaluates_each_stage_once_per_block_from_its
         return g
 
     chain = Chain([counted(l, f) for l, f in enumerate(task.chain.stages)], task.chain.input,
-        task.chain.head)
+                  task.chain.head)
     counted_task = Task(task.params, task.loss, task.blocks, task.name, {}, "gs", chain)
     g = grad(task.loss, task.params)[1]
     scheme_step_with_grads(counted_task, task.params, check_pattern(task, "gs"), 0.1,
-        grad_at_params=g)
+                           grad_at_params=g)
     # block i >= 1 (0-based) runs stages i-1..n-1 (block 0 takes g itself): stage l runs min(l + 1,
     # n - 1) times
     assert calls == [min(l + 1, n - 1) for l in range(n)]

@@ -58,7 +58,7 @@ def test_one_hvp_per_distinct_fresh_set(monkeypatch):
     monkeypatch.setattr(curvature, "hvp_batch", spy)
     pats = patterns_for(4)
     expected = {"jc": None, "gs": 3, "gs_reversed": 3, "chain": 3, "partial_2<-1": 1,
-        "shared_fresh": 1, "skip": 3}
+                "shared_fresh": 1, "skip": 3}
     for name, n in expected.items():
         seen.clear()
         v = random_direction(task.params, 0)
@@ -98,7 +98,7 @@ def test_cross_curvature_table_matches_dense(case, method):
     # Corollary 1: every full GS order gives C_cross / 2
     assert table.C_S(gauss_seidel(n)) == pytest.approx(table.C_cross / 2, rel=1e-9)
     assert table.C_S(gauss_seidel(n, list(reversed(range(n))))) == pytest.approx(table.C_cross / 2,
-        rel=1e-9)
+                                                                                 rel=1e-9)
 
 
 def test_table_with_given_gradient_and_at_other_points():

@@ -135,7 +135,7 @@ def quadratic_task(seed: int = 0) -> tuple[Task, torch.Tensor]:
         return 0.5 * t @ (A @ t) - b @ t
 
     return Task(params, loss, {"first": ["W"], "second": ["v"], "third": ["c"]},
-        name="quadratic"), A
+                name="quadratic"), A
 
 
 def sqrt_coupling_task() -> Task:
@@ -156,7 +156,7 @@ def sqrt_coupling_task() -> Task:
 
 # -- tests ----------------------------------------------------------------------------
 @pytest.mark.parametrize("pairs", [None, [(1, 0), (2, 0)], [(2, 1)]], ids=["gs", "shared_fresh",
-    "3<-2"])
+                                                                           "3<-2"])
 def test_quadratic_estimates_equal_closed_forms(pairs):
     task, A = quadratic_task()
     pattern = gauss_seidel(3) if pairs is None else from_pairs(3, pairs)

@@ -14,7 +14,7 @@ from crosscurv.numeric.records import atomic_torch_save
 def _vec(seed, n=1000):
     g = torch.Generator().manual_seed(seed)
     return {"w": torch.randn(n, 7, generator=g), "b": torch.randn(13, generator=g),
-        "e": torch.zeros(0, 3)}
+            "e": torch.zeros(0, 3)}
 
 
 def _same(a, b):
@@ -23,7 +23,7 @@ def _same(a, b):
 
 def _sources(store, vectors):
     files = {next(iter(v.values())).untyped_storage().data_ptr(): store.file_of(n) for n,
-        v in vectors.items()}
+             v in vectors.items()}
     return lambda st: (files[st.data_ptr()], 0) if st.data_ptr() in files else None
 
 
@@ -71,7 +71,7 @@ def _peak_kib(fn) -> int:
 
 
 @pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK),
-    reason="needs Linux /proc/self/clear_refs")
+                    reason="needs Linux /proc/self/clear_refs")
 def test_a_parked_vector_is_saved_without_entering_memory(tmp_path):
     """64 MiB parked: torch.save reads all of it through its map, the file-to-file save none of it.
     """

@@ -22,7 +22,7 @@ def _pair(dtype, seed=3):
          "b": torch.randn(7, generator=gen, dtype=torch.float64).to(dtype),
          "t": torch.randn(40, 6, generator=gen, dtype=torch.float64).to(dtype).t()}
     b = {k: (torch.randn(v.shape, generator=gen, dtype=torch.float64) * 1e-5).to(dtype) for k,
-        v in a.items()}
+         v in a.items()}
     b["b"][2] = -0.0
     return a, b
 

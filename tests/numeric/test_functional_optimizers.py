@@ -44,7 +44,7 @@ def _assert_same(name, kw, ours, ref):
 def _problem(seed=0, steps=5):
     gen = torch.Generator().manual_seed(seed)
     w0 = {"a": torch.randn(4, 3, generator=gen, dtype=F64), "b": torch.randn(5, generator=gen,
-        dtype=F64)}
+                                                                             dtype=F64)}
     grads = [{k: torch.randn(v.shape, generator=gen, dtype=F64) for k, v in w0.items()}
         for _ in range(steps)]
     return w0, grads
@@ -150,7 +150,7 @@ def test_adam_direction_derivative_is_the_rules_jacobian_also_at_zero_gradients(
     first["a"][0] = 0.0
     _, st = opt.update(w0, first, opt.init_state())
     v = {k: torch.randn(t.shape, generator=torch.Generator().manual_seed(4), dtype=F64) for k,
-        t in g.items()}
+         t in g.items()}
     _, jv = torch.func.jvp(lambda gg: opt.direction(w0, gg, st), (g,), (v,))
     state = OptimizerState(1, st["buffers"])
     ref = direction_jacobian_apply(opt.spec, state, g, v)

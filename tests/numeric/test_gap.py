@@ -58,7 +58,7 @@ def test_float32_gap_far_below_the_loss_spacing_is_resolved():
     b32 = {k: v.float() for k, v in b64.items()}
     a32 = {k: (b64[k] + step[k]).float() for k in b64}
     exact = _exact_gap(task64, {k: v.double() for k, v in a32.items()}, {k: v.double() for k,
-        v in b32.items()})
+                                                                         v in b32.items()})
     task32 = Task(b32, task64.loss, task64.blocks)
     gap, err = segment_gap(task32.loss, a32, b32, grad(task32.loss, a32)[1], grad(task32.loss, b32)[
         1])
@@ -86,7 +86,7 @@ def test_gauss_legendre_loss_gap_matches_the_segment_gap(nodes):
 # -- reconcile: the recorded (gap, gap_err)
 # ------------------------------------------------------------------
 @pytest.mark.parametrize("dtype, np_dtype", [(torch.float32, np.float32), (torch.float64,
-    np.float64)])
+                                                                           np.float64)])
 def test_ulp_is_numpy_spacing(dtype, np_dtype):
     rng = np.random.default_rng(0)
     for x in np.concatenate([rng.lognormal(0, 5, 200), [1.0, 2.0, 0.5, 2.3, 1e-30]]):
@@ -132,7 +132,7 @@ def _relu_mlp(seed: int) -> Task:
     gen = torch.Generator().manual_seed(seed)
     x, y = torch.randn(256, 10, generator=gen), torch.randint(0, 3, (256,), generator=gen)
     params = {"w1": torch.randn(10, 64, generator=gen) / 3, "w2": torch.randn(64, 64,
-        generator=gen) / 8,
+                                                                              generator=gen) / 8,
               "w3": torch.randn(64, 3, generator=gen) / 8}
 
     def loss(p):
@@ -152,13 +152,13 @@ def test_reconciled_bound_holds_on_a_relu_network_near_and_far(scale):
         b = task.params
         gen = torch.Generator().manual_seed(100 + seed)
         a = {k: (v + scale * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k,
-            v in b.items()}
+             v in b.items()}
         exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k,
-            v in b.items()})
+                                                                         v in b.items()})
         with torch.no_grad():
             ls, lj = float(task.loss(a)), float(task.loss(b))
         gap, err = reconcile(*segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss,
-            b)[1]),
+                                                                                       b)[1]),
                              ls, lj, torch.float32)
         assert abs(gap - exact) <= err, (seed, gap, err, exact)
 
@@ -173,9 +173,9 @@ def test_the_segment_estimate_alone_does_not_bound_a_relu_gap():
         b = task.params
         gen = torch.Generator().manual_seed(100 + seed)
         a = {k: (v + 1e-2 * torch.randn(v.shape, generator=gen) * v.abs().mean()).float() for k,
-            v in b.items()}
+             v in b.items()}
         exact = _exact_gap(task, {k: v.double() for k, v in a.items()}, {k: v.double() for k,
-            v in b.items()})
+                                                                         v in b.items()})
         gap, err = segment_gap(task.loss, a, b, grad(task.loss, a)[1], grad(task.loss, b)[1])
         missed += abs(gap - exact) > err
         with torch.no_grad():

@@ -48,7 +48,7 @@ def _check_against_dense(A, ext: Extremes, tol: float):
 SPECTRA = {
     "separated": lambda rng: np.concatenate([rng.uniform(-3, 5, 298), [9.0, -6.0]]),
     "clustered ends": lambda rng: np.concatenate([rng.uniform(-1, 1, 296), [2.0, 1.999, -1.5,
-    -1.4995]]),
+                                                                            -1.4995]]),
     "one-sided": lambda rng: np.concatenate([rng.uniform(0.1, 1.0, 299), [3.0]]),
 }
 
@@ -106,7 +106,7 @@ def test_non_finite_products_raise():
     _, like, _ = _problem([1.0, 2.0, 3.0, 4.0], torch.float64)
     with pytest.raises(ArithmeticError):
         lanczos_extremes(lambda v: {k: torch.full_like(t, float("nan")) for k, t in v.items()},
-            like)
+                         like)
 
 
 def test_the_solver_follows_the_model_size(monkeypatch):
@@ -119,7 +119,7 @@ def test_the_solver_follows_the_model_size(monkeypatch):
     calls = []
     real = estimates.hessian_extremes
     monkeypatch.setattr(estimates, "hessian_extremes", lambda *a, **k: calls.append(1) or real(*a,
-        **k))
+                                                                                               **k))
     large = solve_extremes(hvp, like)
     # the warm-started refinement of a large model: Lanczos too
     tracked = track_extremes(hvp, like, large, 20)
@@ -136,5 +136,5 @@ def test_a_product_that_hands_back_its_input_leaves_the_basis_intact():
     like = {"a": torch.zeros(5, dtype=torch.float64), "b": torch.zeros(3, dtype=torch.float64)}
     ext = lanczos_extremes(lambda v: {"a": v["a"], "b": 3.0 * v["b"]}, like, seed=1)
     assert ext.lam_max == pytest.approx(3.0, rel=1e-9) and ext.lam_min == pytest.approx(1.0,
-        rel=1e-9)
+                                                                                        rel=1e-9)
     assert ext.residual <= SHARPNESS_TOL

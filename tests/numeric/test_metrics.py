@@ -56,8 +56,7 @@ def test_nan_estimate_never_agrees_and_poisons_errors():
 def test_dict_form_and_table_row():
     d = winner_metrics([1.0, -1.0, -1.0, -1.0], [2.0, -1.0, 1.0, -3.0])
     assert d == {"K": 4, "correct": 75.0, "jc_hits": (1, 1), "s_hits": (2, 3), "mae": 1.25,
-        "max_ae": 2.0, "ties": 0,
-                 "undecided": 0}
+                 "max_ae": 2.0, "ties": 0, "undecided": 0}
     row = evaluate([1.0, -1.0], [1.0, -1.0]).row()
     assert row[:3] == ["100.0%", "1/1", "1/1"]
 

@@ -29,7 +29,7 @@ def test_offloaded_round_trip_is_bit_exact_and_keeps_keys_and_shapes(tmp_path, d
     assert torch.equal(store.fetch("z")["w"], v["w"])  # fetching does not consume
     for k in v:  # one entry alone, the same bits
         assert torch.equal(store.fetch_entry("z", k), v[k]) and store.fetch_entry("z",
-            k).dtype == dtype
+                                                                                  k).dtype == dtype
     store.park("z", {k: t * 2 for k, t in v.items()})  # parking again replaces
     assert torch.equal(store.fetch("z")["b"], v["b"] * 2)
     store.park("w", None)
@@ -94,8 +94,8 @@ def test_the_default_policy_follows_the_model_size_not_the_free_memory():
     assert should_offload(10, 8, "cpu") is False  # a tiny model on this machine
     # the models of the built-in presets: the 0.8M-parameter MLP and ResNet-18 at widths 16-64
     # offload
-    assert should_offload(782_186, 4, "cpu", available=plenty) and should_offload(787_258, 4,
-        "cpu", available=plenty)
+    assert should_offload(782_186, 4, "cpu", available=plenty) and should_offload(787_258, 4, "cpu",
+                                                                                  available=plenty)
 
 
 def test_a_fetched_vector_is_a_private_map_that_parking_again_does_not_change(tmp_path):
@@ -145,7 +145,7 @@ def test_a_shared_vector_is_read_from_the_same_file_until_either_name_is_parked_
     store.park("theta", {k: t + 1 for k, t in v.items()})
     assert sorted(os.listdir(tmp_path / folder)) == ["theta.1.bin", "theta.bin"]
     assert torch.equal(store.fetch("kept")["w"], v["w"]) and torch.equal(store.fetch("theta")["w"],
-        v["w"] + 1)
+                                                                         v["w"] + 1)
     assert torch.equal(store.fetch("kept", writable=True)["b"], v["b"])
     store.share("theta", "kept")  # now theta.1.bin; theta.bin is free again
     store.park("theta", {k: t + 2 for k, t in v.items()})

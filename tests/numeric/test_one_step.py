@@ -40,8 +40,8 @@ def quartic(seed: int = 0) -> tuple[Task, dict]:
     def rnd(*s):
         return torch.randn(*s, generator=gen, dtype=torch.float64)
 
-    b, A, C, Q = rnd(d), _symmetrise(rnd(d, d)), _symmetrise(rnd(d, d, d)), _symmetrise(rnd(d, d,
-        d, d))
+    b, A, C, Q = rnd(d), _symmetrise(rnd(d, d)), _symmetrise(rnd(d, d, d)), _symmetrise(rnd(d, d, d,
+                                                                                            d))
     x0 = 0.5 * rnd(d)
     keys = [f"x{i}" for i in range(len(BLOCK_DIMS))]
     cuts = [0] + list(itertools.accumulate(BLOCK_DIMS))
@@ -57,7 +57,7 @@ def quartic(seed: int = 0) -> tuple[Task, dict]:
 
     params = {k: x0[cuts[i] : cuts[i + 1]].clone() for i, k in enumerate(keys)}
     g = b + A @ x0 + torch.einsum("abc,b,c->a", C, x0, x0) / 2 + torch.einsum("abcd,b,c,d->a", Q,
-        x0, x0, x0) / 6
+                                                                              x0, x0, x0) / 6
     H = A + torch.einsum("abc,c->ab", C, x0) + torch.einsum("abcd,c,d->ab", Q, x0, x0) / 2
     T = C + torch.einsum("abcd,d->abc", Q, x0)
     return Task(params, loss, {k: [k] for k in keys}, name="quartic"), {"g": g, "H": H, "T": T}
@@ -112,7 +112,7 @@ def _taylor(task, pattern, eta0, n=7):
     r3 = [gp - e**2 * coef[2] - e**3 * coef[3] for gp, e in zip(gaps, etas)]
     floor = 1e3 * torch.finfo(torch.float64).eps * abs(float(task.loss(task.params)))
     return observe_order(etas, r2, floor=floor, expected=3), observe_order(etas, r3, floor=floor,
-        expected=4)
+                                                                           expected=4)
 
 
 @pytest.mark.parametrize("name", ["gs", "skip", "shared"])

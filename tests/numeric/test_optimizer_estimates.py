@@ -96,7 +96,7 @@ def test_tangent_step_is_the_linearized_step(spec_text):
     lr = 0.05
     p, st = _warm(task, spec, FACTORS, steps=3)
     z = tree.unflatten(torch.randn(sum(v.numel() for v in p.values()),
-        generator=torch.Generator().manual_seed(0),
+                                   generator=torch.Generator().manual_seed(0),
                                    dtype=torch.float64), p)
     zs = {name: {k: torch.randn_like(v) * 0.1 for k, v in p.items()} for name in state_difference(
         spec, st, st, p)}
@@ -116,7 +116,7 @@ def test_tangent_step_is_the_linearized_step(spec_text):
     _, g = grad(task.loss, p)
     zero = tree.zeros_like(p)
     lin, lin_s = tangent_step(spec, lr, factor_tree(task, FACTORS), z, zs, hvp(task.loss, p, z),
-        zero, st, g)
+                              zero, st, g)
     assert relerr(tree.flatten(lin), tree.flatten(fd)) < 1e-7
     for name in lin_s:
         fds = {k: (sa.buffers[name][k] - sb.buffers[name][k]) / (2 * h) for k in p}
@@ -147,7 +147,7 @@ def test_sgd_without_factors_is_the_paper_recursion():
     out, _ = tangent_step(spec, 0.1, factor_tree(task, None), z, {}, hz, fm, OptimizerState(), g)
     for k in z:
         torch.testing.assert_close(out[k], z[k] - 0.1 * hz[k] + 0.01 * fm[k], rtol=1e-14,
-            atol=1e-15)
+                                   atol=1e-15)
 
 
 @pytest.mark.parametrize("spec_text", ["sgd", "momentum:0.5", "adam"])

@@ -110,7 +110,7 @@ def _torch_run(task, spec, lr, factors, steps, order=None):
     groups = [[leaves[k] for k in task.blocks[b]] for b in task.block_names]
     if order is None:
         opt = _torch_optimizer(spec, [{"params": g, "lr": lr * f} for g, f in zip(groups,
-            factors)], lr)
+                                                                                  factors)], lr)
         for _ in range(steps):
             opt.zero_grad()
             task.loss(leaves).backward()
@@ -151,7 +151,7 @@ def test_gauss_seidel_steps_match_an_in_place_torch_sweep(spec_text):
     p, state = dict(task.params), OptimizerState()
     for _ in range(3):
         p, state, _ = optimizer_scheme_step(task, p, gauss_seidel(task.n_blocks, order), lr, spec,
-            state, f)
+                                            state, f)
     ref = _torch_run(task, spec, lr, f, 3, order=order)
     _assert_matches_torch(spec, p, ref)
 
@@ -228,9 +228,8 @@ def test_every_optimizer_is_one_module_with_the_rule_interface():
     for name, rule in RULES.items():
         assert rule.__name__ == f"crosscurv.numeric.optimizers.{name}"
         for attr in ("USAGE", "BUFFERS", "parse", "describe", "settings", "update", "direction",
-            "jacobian_apply",
-                     "tangent_coefficients", "tangent_apply", "BOUND_SCALES_FORCING",
-                     "bound_majorant"):
+                     "jacobian_apply", "tangent_coefficients", "tangent_apply",
+                     "BOUND_SCALES_FORCING", "bound_majorant"):
             assert hasattr(rule, attr), (name, attr)
         spec = parse_optimizer(rule.USAGE.split("[")[0].replace("BETA", "0.5"))
         assert spec.name == name and parse_optimizer(spec.describe()) == spec

@@ -73,5 +73,5 @@ def test_linear_and_constant_losses_have_zero_curvature():
     assert torch.equal(point.grad["a"], a) and torch.equal(point.grad["b"], torch.zeros(2,
         dtype=torch.float64))
     out = point.hvp({"a": torch.ones(3, dtype=torch.float64), "b": torch.ones(2,
-        dtype=torch.float64)})
+                                                                              dtype=torch.float64)})
     assert all(torch.count_nonzero(t) == 0 for t in out.values())

@@ -81,11 +81,11 @@ def test_masked_product_matches_dense_and_the_retained_graph(case):
         if pattern.is_jacobi:
             continue
         out = masked_product_at(TermwisePoint(task.loss_terms, task.params), block_keys(task),
-            pattern, v)
+                                pattern, v)
         flat = tree.flatten(out)
         assert relerr(flat, (H * dense_mask(task, pattern)) @ tree.flatten(v)) < TOL, name
-        graph = masked_product_at(PointCurvature(task.loss, task.params), block_keys(task),
-            pattern, v)
+        graph = masked_product_at(PointCurvature(task.loss, task.params), block_keys(task), pattern,
+                                  v)
         assert relerr(flat, tree.flatten(graph)) < TOL, name
 
 

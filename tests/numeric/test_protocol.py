@@ -80,7 +80,7 @@ def test_resume_equals_uninterrupted_bit_for_bit(tmp_path, reference, every, kil
         run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, checkpoint_every=every,
                      on_record=_kill_after(kill_at))
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True,
-        checkpoint_every=every)
+                       checkpoint_every=every)
     assert res.status == "complete"
     # the kill came after row `kill_at` was written but before its checkpoint; rows after the
     # last checkpoint were truncated and recomputed
@@ -121,7 +121,7 @@ offload={offload},
     stale = [d for d in os.listdir(out) if d.startswith(".offload-")]
     assert len(stale) == (1 if offload else 0)  # the killed run could not clean up
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True,
-        offload=offload)
+                       offload=offload)
     assert res.summary["timing"]["resumed_from"] == 3
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
     # stale folder removed
@@ -163,7 +163,7 @@ def test_existing_run_is_never_overwritten_and_missing_checkpoint_is_refused(tmp
     assert _bytes(os.path.join(ref_out, "records.csv")) == before
     with pytest.raises(ResumeError, match="nothing to resume"):
         run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=str(tmp_path / "empty"),
-            resume=True)
+                     resume=True)
 
 
 def _quartic_task():
@@ -225,7 +225,7 @@ def test_batched_engines_match_the_one_graph_default(reference, method, chunk):
 
 
 def test_auto_falls_back_to_batched_forward_products_without_double_backward(reference,
-        monkeypatch):
+                                                                             monkeypatch):
     import crosscurv.numeric.engine as engine
 
     class NoDoubleBackward:
@@ -262,7 +262,7 @@ def test_resume_may_switch_offloading(reference, tmp_path):
     out = str(tmp_path / "run")
     with pytest.raises(Kill):
         run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, offload=True,
-            on_record=_kill_after(3))
+                     on_record=_kill_after(3))
     res = run_protocol(tanh_mlp(), gauss_seidel(4), LR, K, out_dir=out, resume=True, offload=False)
     assert res.status == "complete"
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))

@@ -15,8 +15,8 @@ from tests.numeric.cases import relu_mlp
 def test_the_segment_is_computed_exactly_where_the_plain_difference_does_not_suffice(monkeypatch):
     calls = []
     interior = crosscurv.numeric.gap.SegmentGap.interior
-    monkeypatch.setattr(crosscurv.numeric.gap.SegmentGap, "interior",
-                        lambda self, *a: (calls.append(1), interior(self, *a))[1])
+    monkeypatch.setattr(crosscurv.numeric.gap.SegmentGap, "interior", lambda self,
+                        *a: (calls.append(1), interior(self, *a))[1])
     res = run_protocol(relu_mlp(), "gs", 0.2, 25)
     needed = [not plain_suffices(r["loss_s"], r["loss_jc"], "float32") for r in res.records]
     assert len(calls) == sum(needed)

@@ -50,8 +50,7 @@ def _bytes(path):
 def _run(spec, **kw):
     task = tanh_mlp()
     return run_protocol(task, parse_pattern(PATTERN, task.n_blocks), LR, kw.pop("iters", K),
-        optimizer=spec,
-                        block_lr=kw.pop("block_lr", FACTORS), **kw)
+                        optimizer=spec, block_lr=kw.pop("block_lr", FACTORS), **kw)
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -60,12 +59,11 @@ def test_protocol_records_are_the_reference_loop(spec):
     assert res.status == "complete"
     task = tanh_mlp()
     ref = run_optimizer_estimates(task, parse_pattern(PATTERN, task.n_blocks), LR, K, spec,
-        FACTOR_LIST,
-                                  method="reverse")
+                                  FACTOR_LIST, method="reverse")
     for a, b in zip(res.records, ref, strict=True):
         for c in ("loss_jc", "loss_s", "recursive", "cumulative", "jc_only"):
             assert math.isclose(a[c], b[c], rel_tol=1e-10, abs_tol=1e-15), (spec, a["k"], c, a[c],
-                b[c])
+                                                                            b[c])
         # the protocol's gap is the segment integral (no cancellation), within its error estimate of
         # the difference; Adam moves every coordinate by ~lr, the runs drift apart and the 5-point
         # rule leaves the regime where |Lobatto - Simpson| bounds its error (found here: 4.4e-8
@@ -147,7 +145,7 @@ def test_a_run_from_before_the_optimizer_settings_resumes(tmp_path):
     out = str(tmp_path / "run")
     with pytest.raises(Kill):
         run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, checkpoint_every=1,
-            on_record=_kill_after(3))
+                     on_record=_kill_after(3))
     path = os.path.join(out, "checkpoint.pt")
     ck = torch.load(path, weights_only=True)
     for key in ("optimizer", "block_lr"):
@@ -155,7 +153,7 @@ def test_a_run_from_before_the_optimizer_settings_resumes(tmp_path):
     torch.save(ck, path)
     res = run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, resume=True)
     assert res.status == "complete" and res.records == run_protocol(tanh_mlp(), PATTERN, LR,
-        K).records
+                                                                    K).records
     with pytest.raises(SettingsChangedError, match="optimizer"):
         run_protocol(tanh_mlp(), PATTERN, LR, K, out_dir=out, resume=True, optimizer="adam")
 
@@ -224,7 +222,7 @@ def test_plain_records_are_those_of_the_protocol_before_optimizers(tmp_path, nam
     case = build_case(name)
     res = run_protocol(case_task(case), case.patterns[label], case.lr, case.iters, seed=0, **kw)
     expected = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
-        f"plain_{name}_{label}.csv")
+                            f"plain_{name}_{label}.csv")
     ref = records_columns(read_records(expected))
     mine = records_columns(res.records)
     assert mine["k"] == ref["k"]

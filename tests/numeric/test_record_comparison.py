@@ -52,7 +52,7 @@ def test_diagnoses():
     flip = {c: list(v) for c, v in ref.items()}
     flip["gap"] = [-x for x in ref["gap"]]
     assert any("opposite sign" in x for x in compare_records(flip, ref, rtol=1e-9,
-        atol=1e-12).diagnoses)
+                                                             atol=1e-12).diagnoses)
     swap = {c: list(v) for c, v in ref.items()}
     swap["recursive"], swap["cumulative"] = ref["cumulative"], ref["recursive"]
     d = compare_records(swap, ref, rtol=1e-9, atol=1e-12).diagnoses
@@ -82,8 +82,7 @@ def test_tolerances_are_the_measured_rounding_times_the_safety_factor():
     assert set(TOLERANCES) == {"float32", "float64"}
     for dt, cols in TOLERANCES.items():
         assert set(cols) == {"loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only",
-            "bound_bk",
-                             "sharpness", "gap_err"}
+                             "bound_bk", "sharpness", "gap_err"}
         for c, (rtol, atol) in cols.items():
             rel, beyond = MEASURED_ROUNDING[dt][c]
             assert rtol == SAFETY * max(rel, EPS[dt]) and atol == SAFETY * max(beyond, EPS[dt]), (

@@ -154,7 +154,7 @@ def test_read_columns(tmp_path):
         "bound_bk"),
         (",".join(READ_COLS) + "\n", "no rows"),
         (",".join(READ_COLS) + "\n1,2,3,oops,5,6,7,8\n",
-        "line 2, column gap: not a number \\('oops'\\)"),
+         "line 2, column gap: not a number \\('oops'\\)"),
         (",".join(READ_COLS) + "\n1.5,2,3,4,5,6,7,8\n", "k must be an integer"),
         (",".join(READ_COLS) + "\n1,2,3,4,5,6,7,8\n1,2,3,4,5,6,7,8\n", "k=1 appears twice"),
         (",".join(READ_COLS) + "\n1,2,3,4,5,6,7\n", "column bound_bk: not a number \\(''\\)"),

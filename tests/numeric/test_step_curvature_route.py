@@ -89,8 +89,7 @@ def tiny_t5():
 
     torch.manual_seed(0)
     cfg = T5Config(vocab_size=16, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_decoder_layers=1,
-        num_heads=2,
-                   dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)
+                   num_heads=2, dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)
     model = T5ForConditionalGeneration(cfg).double()
     gen = torch.Generator().manual_seed(0)
     batch = dict(input_ids=torch.randint(1, 16, (2, 5), generator=gen), labels=torch.randint(1, 16,
@@ -127,7 +126,7 @@ def test_compiled_module_gets_a_verdict():
 
     torch.manual_seed(0)
     model = torch.compile(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double(),
-        backend="aot_eager")
+                          backend="aot_eager")
     x, y = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, 2, dtype=torch.float64)
     task = task_from_module(model, lambda forward, p: torch.nn.functional.mse_loss(forward(x), y),
                             [("A", r"0\."), ("B", r"2\.")], name="compiled")

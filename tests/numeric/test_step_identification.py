@@ -178,10 +178,10 @@ def test_candidate_patterns():
     decl = parse_pattern("gs:5,4,3,2,1", 5)
     c5 = candidate_patterns(t5, decl)
     assert [c.label for c in c5] == ["jc", "gs:x4,x3,x2,x1,x0"] and c5[1].roles == ["gs order",
-        "declared"]
+                                                                                    "declared"]
     partial = parse_pattern("2<-1", 5)
     assert [c.label for c in candidate_patterns(t5, partial)] == ["jc", "gs:x0,x1,x2,x3,x4",
-        "{x1<-x0}"]
+                                                                  "{x1<-x0}"]
 
 
 def test_seeded_states_are_reproducible_and_perturb_zero_tensors():
@@ -218,7 +218,7 @@ def test_as_user_step_forms_and_errors():
     with pytest.raises(ValidationInputError, match="not callable"):
         as_user_step((task, 3))
     with pytest.raises(ValidationInputError,
-            match="float32 parameters; step validation runs in float64"):
+                       match="float32 parameters; step validation runs in float64"):
         as_user_step((_quad_task(2, torch.float32), step))
     with pytest.raises(ValidationInputError, match="without 'task' and 'step'"):
         as_user_step({"task": task})
@@ -238,7 +238,7 @@ def test_step_output_errors():
         ({**ok, "a": ok["a"].float()}, "'a' as float32, the parameter is float64"),
         ({**ok, "a": [1.0, 2.0]}, "'a' as list, not a tensor"),
         ({**ok, "a": torch.tensor([1.0, math.nan], dtype=torch.float64)},
-        "non-finite values in 'a'"),
+         "non-finite values in 'a'"),
     ]
     for out, msg in cases:
         with pytest.raises(ValidationInputError, match=msg):

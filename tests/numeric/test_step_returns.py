@@ -20,7 +20,7 @@ FAST = dict(seeds=(0, 1), n_etas=4)
 def _model_and_task():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4,
-        2)).double()
+                                                                                        2)).double()
     x = torch.randn(6, 3, dtype=torch.float64)
     y = torch.randn(6, 2, dtype=torch.float64)
     task = task_from_module(model, lambda forward, p: ((forward(x) - y) ** 2).mean(),

@@ -63,7 +63,7 @@ def _task():
     W = randn(2, 4)
     params = {"u": randn(2), "v": randn(2)}
     return Task(params, quartic_ridge_loss(A, torch.zeros(4, dtype=torch.float64), W, 1.0, ["u",
-        "v"]),
+                                                                                            "v"]),
                 {"u": ["u"], "v": ["v"]})
 
 

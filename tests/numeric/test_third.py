@@ -31,11 +31,11 @@ def test_third_derivative_of_a_cubic_is_exact_and_symmetric():
         return p["a"][0] ** 2 * p["b"][0] + p["a"][1] ** 3
 
     u = {"a": torch.tensor([1.0, 2.0], dtype=torch.float64), "b": torch.tensor([0.5],
-        dtype=torch.float64)}
+                                                                               dtype=torch.float64)}
     v = {"a": torch.tensor([-1.0, 1.0], dtype=torch.float64), "b": torch.tensor([2.0],
         dtype=torch.float64)}
     w = {"a": torch.tensor([3.0, 0.5], dtype=torch.float64), "b": torch.tensor([-1.0],
-        dtype=torch.float64)}
+                                                                               dtype=torch.float64)}
 
     def exact(u, v, w):
         def a0(z):
@@ -74,4 +74,4 @@ def test_bad_directions_and_methods_are_one_line_hvp_errors():
     # float32 directions are cast to the parameters' dtype
     f32 = {k: v.float() for k, v in ones.items()}
     assert third_derivative(task.loss, p, f32, ones, ones) == third_derivative(task.loss, p, ones,
-        ones, ones)
+                                                                               ones, ones)

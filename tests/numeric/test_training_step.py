@@ -143,10 +143,10 @@ def test_lr_factors_scale_the_groups():
     assert r.ok and r.matches == ["jc"] and r.factors.factors == [4.0, 1.0]
     one_group = step_from_training_code(model, train_step, loss, {"out": "2.*", "hidden": "0.*"},
                                         optimizers=lambda m: torch.optim.SGD(m.parameters(),
-                                        lr=1.0),
+                                                                             lr=1.0),
                                         lr_factors={"out": 4})
     with pytest.raises(ValidationInputError,
-            match="spans blocks hidden, out with different lr_factors"):
+                       match="spans blocks hidden, out with different lr_factors"):
         _identify(one_group)
 
 
@@ -161,7 +161,7 @@ def test_bad_blocks_are_one_line():
 
     with pytest.raises(ValidationInputError, match="match no parameter: x \\(nothing\\*\\)"):
         step_from_training_code(model, noop, lambda m: m.weight.sum(), {"w": "weight",
-            "x": "nothing*"}, **kw())
+                                                                        "x": "nothing*"}, **kw())
     with pytest.raises(ValidationInputError, match="unknown block 'z'"):
         step_from_training_code(model, noop, lambda m: m.weight.sum(), {"w": "weight"}, **kw(
             lr_factors={"z": 2}))
@@ -169,4 +169,4 @@ def test_bad_blocks_are_one_line():
         step_from_training_code(model, noop, lambda m: m.weight.sum(), "groups", **kw())
     with pytest.raises(ValidationInputError, match="must return a torch.optim.Optimizer"):
         step_from_training_code(model, noop, lambda m: m.weight.sum(), "param_groups",
-            optimizers=lambda m: 3)
+                                optimizers=lambda m: 3)

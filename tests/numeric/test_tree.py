@@ -45,7 +45,7 @@ def test_a_parked_lazy_vector_is_the_vector_bit_for_bit(tmp_path, store):
 def test_norm_reads_each_entry_once_and_equals_the_root_of_dot_bit_for_bit():
     g = torch.Generator().manual_seed(3)
     a = {"w": torch.randn(300, 70, generator=g), "b": torch.randn(70, generator=g),
-        "c": torch.randn(1, generator=g)}
+         "c": torch.randn(1, generator=g)}
     reads = []
     lazy = tree.lazy(a, lambda n: reads.append(n) or a[n].clone())
     n = tree.norm(lazy)

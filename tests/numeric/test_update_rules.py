@@ -12,8 +12,7 @@ from crosscurv.theory.patterns import gauss_seidel
 from tests.numeric.cases import tanh_mlp
 
 HOOKS = ("s_forcing", "s_step", "jc_step", "advance_z", "advance_y", "advance_delta",
-    "error_columns", "bound",
-         "carry")
+         "error_columns", "bound", "carry")
 
 
 @pytest.mark.parametrize("optimizer, block_lr, kind", [

@@ -86,7 +86,7 @@ def test_float64_trajectory_errors_match_the_exact_protocol_within_the_floors(sp
         K = 4 * 2**j
         exact = protocol_mp(problem, pattern, eta, K, dps=30)[-1]
         for key, name in (("recursion", "recursive"), ("cumulative", "cumulative"), ("jc_only",
-                "jc_only")):
+                                                                                     "jc_only")):
             pt = studies[key].points[j]
             err_mp = exact["gap"] - exact[name]
             assert abs(pt["error"] - float(err_mp)) <= pt["floor"], (

@@ -81,7 +81,7 @@ def _eta0(problem, spec, factors, factor: float = FACTOR) -> float:
     if spec.name == "adam":
         task = problem.task
         _, state, _ = optimizer_scheme_step(task, task.params, jacobi(task.n_blocks), eta0, spec,
-            None, factors)
+                                            None, factors)
         _, g = grad(task.loss, task.params)
         J = direction_jacobian_apply(spec, state, g, {k: torch.ones_like(v) for k, v in g.items()})
         eta0 /= max(1.0, max(float(v.max()) for v in J.values()))
@@ -92,7 +92,7 @@ def _study(etas, errors, floors, expected):
     kept = [(e, r) for e, r, f in zip(etas, errors, floors) if math.isfinite(r) and abs(r) > f]
     study = observe_order([e for e, _ in kept], [r for _, r in kept], expected=expected)
     table = "\n".join(f"  eta={e:.4g} error={r:.4g} floor={f:.3g}" for e, r, f in zip(etas, errors,
-        floors))
+                                                                                      floors))
     return study, f"\n{study.table()}\n{table}"
 
 
@@ -101,7 +101,7 @@ def _case(spec_obj, data):
     n = problem.task.n_blocks
     pattern = data.draw(acyclic_patterns(n), label="pattern")
     factors = data.draw(st.lists(st.sampled_from(FACTOR_CHOICES), min_size=n, max_size=n),
-        label="factors")
+                        label="factors")
     return problem, pattern, factors
 
 
@@ -116,7 +116,7 @@ def test_one_step_remainder_is_third_order(kind, spec, data):
     p, state = dict(task.params), OptimizerState()
     for _ in range(2):  # a warm, common state
         p, state, _ = optimizer_scheme_step(task, p, jacobi(task.n_blocks), eta0, opt, state,
-            factors)
+                                            factors)
     c = optimizer_delay_curvature(task, p, pattern, opt, state, factors, method="reverse")
     scale = rounding_scale(task, p)
     etas = [eta0 * 2.0**-k for k in range(GRID_POINTS)]
@@ -124,7 +124,7 @@ def test_one_step_remainder_is_third_order(kind, spec, data):
     for eta in etas:
         s_new, _, _ = optimizer_scheme_step(task, p, pattern, eta, opt, state, factors)
         j_new, _, _ = optimizer_scheme_step(task, p, jacobi(task.n_blocks), eta, opt, state,
-            factors)
+                                            factors)
         gap = loss_gap(task, s_new, j_new)
         errors.append(gap - eta * eta * c)
         floors.append(roundoff_floor(abs(gap) + scale, task.dtype))
@@ -196,7 +196,7 @@ def test_heavy_ball_short_horizon_instance_found_by_hypothesis():
         errs, floors = [], []
         for j, eta in enumerate(etas):
             run = run_optimizer_estimates(task, pattern, eta, k0 * 2**j, opt, factors,
-                method="reverse")
+                                          method="reverse")
             gap = loss_gap(task, run.theta_s, run.theta_jc)
             errs.append(gap - run[-1]["jc_only"])
             floors.append(roundoff_floor(abs(gap) + math.sqrt(k0 * 2**j) * scale, task.dtype))

@@ -52,7 +52,7 @@ def test_two_gs_orders_agree_to_third_order(spec, data):
     info = study.info
     scale = abs(info["C_cross_half"]) + abs(info["C_S_order1"]) + 1e-300
     context = dict(spec=spec, order1=info["order1"], order2=info["order2"], tilt=guard.sigma,
-        guarded=guard.achieved)
+                   guarded=guard.achieved)
     for key in ("C_S_order1", "C_S_order2", "C_S_order1_numeric", "C_S_order2_numeric"):
         assert _close(info[key], info["C_cross_half"], scale), (key, info)
     assert_min_rate(study, 2.9, **context)

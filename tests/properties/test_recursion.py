@@ -46,7 +46,7 @@ def trajectory_case(spec, data):
     pattern = data.draw(acyclic_patterns(problem.task.n_blocks), label="pattern")
     guard = guard_cubic(problem, [(pattern, 1)], local=True, absolute=LOCAL_ABSOLUTE)
     studies = trajectory_studies(guard.problem, pattern, n=GRID_POINTS, factor=FACTOR, k0=K0,
-        hvp_method="reverse")
+                                 hvp_method="reverse")
     context = dict(spec=spec, pattern=pattern.describe(), tilt=guard.sigma, guarded=guard.achieved)
     return studies, context
 

@@ -14,7 +14,7 @@ from crosscurv.experiments.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2",
-    "theorem3_quadratic"}
+        "theorem3_quadratic"}
 
 
 def _cli(*args, env=None):

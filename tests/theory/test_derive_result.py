@@ -15,7 +15,7 @@ from crosscurv.theory.patterns import PatternError
 from crosscurv.theory.report import render_markdown, render_summary, write_markdown
 
 EXPECTED_KEYS = ["lemma1", "theorem1", "corollary1", "order_invariance", "lemma3", "theorem2",
-    "theorem3_quadratic"]
+                 "theorem3_quadratic"]
 
 
 @pytest.mark.parametrize("n, dims, spec", [

@@ -189,17 +189,17 @@ def test_taylor_test_on_a_cubic_loss(pattern, dims):
 
 @pytest.mark.parametrize("call, exc, needle", [
     (lambda: gap_coefficients("gs", (1, 1), np.zeros(3), np.zeros((2, 2)), np.zeros((2, 2, 2))),
-    CoefficientInputError, "shape"),
+     CoefficientInputError, "shape"),
     (lambda: gap_coefficients("gs", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2))),
-    CoefficientInputError, "3 dimension"),
+     CoefficientInputError, "3 dimension"),
     (lambda: gap_coefficients("gs", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2)),
-    mode="quad"), CoefficientInputError, "mode"),
+                              mode="quad"), CoefficientInputError, "mode"),
     (lambda: gap_coefficients(gauss_seidel(3), (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2,
     2, 2))), PatternError, "over 3 blocks"),
     (lambda: gap_coefficients("1<-1", (1, 1), np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2))),
-    PatternError, "self pairs"),
+     PatternError, "self pairs"),
     (lambda: loss_coefficients("gs", (0, 1), np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1, 1))),
-    CoefficientInputError, "positive"),
+     CoefficientInputError, "positive"),
 ])
 def test_bad_inputs_are_one_line_errors(call, exc, needle):
     with pytest.raises(exc) as info:

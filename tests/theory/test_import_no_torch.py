@@ -18,6 +18,6 @@ def test_theory_never_imports_torch():
         "print('TORCH' if bad else 'CLEAN')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-        timeout=120)
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "CLEAN"

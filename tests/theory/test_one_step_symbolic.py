@@ -170,7 +170,7 @@ def test_gs_orders_eta3_difference_n2_by_hand():
     H11, H12, H22 = m.H_symbols[(0, 0)], m.H_symbols[(0, 1)], m.H_symbols[(1, 1)]
     T112, T122 = m.T_symbols[(0, 0, 1)], m.T_symbols[(0, 1, 1)]
     diff = (loss_series(m, gauss_seidel(2, [0, 1])) - loss_series(m, gauss_seidel(2, [1,
-        0]))).coeff(3)
+                                                                                      0]))).coeff(3)
     # c3(1,2) = -H12^2 g1^2 - H12 H22 g1 g2 - T112 g1^2 g2 / 2 and symmetrically for (2,1)
     c3_12 = -H12**2 * g1**2 - H12 * H22 * g1 * g2 - T112 * g1**2 * g2 / 2
     c3_21 = -H12**2 * g2**2 - H12 * H11 * g1 * g2 - T122 * g1 * g2**2 / 2
@@ -179,7 +179,7 @@ def test_gs_orders_eta3_difference_n2_by_hand():
 
 def _topological_orders(n, p):
     return [o for o in itertools.permutations(range(n)) if all(o.index(j) < o.index(i) for i,
-        j in p.pairs)]
+                                                               j in p.pairs)]
 
 
 @pytest.mark.parametrize("n, p", [c for c in CASES if c.values[0] == 4 and len(_topological_orders(

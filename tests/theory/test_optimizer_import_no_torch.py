@@ -15,6 +15,6 @@ def test_optimizer_theory_never_imports_torch():
         "else 'CLEAN')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-        timeout=120)
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "CLEAN"

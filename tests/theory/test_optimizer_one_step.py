@@ -17,7 +17,7 @@ from crosscurv.theory.patterns import parse_pattern
 
 @pytest.mark.parametrize("kind", OPTIMIZER_KINDS)
 @pytest.mark.parametrize("dims,pattern", [(1, "gs"), (1, "2<-1,3<-1"), (1, "chain:3,1,2"), (2,
-    "gs")])
+                                                                                            "gs")])
 def test_gap_is_eta2_times_generalized_delay_curvature(kind, dims, pattern):
     c = check_optimizer_one_step(kind, 3, dims, pattern)
     assert c.low_orders_vanish, c.gap

@@ -11,7 +11,7 @@ from crosscurv.theory.recursion import lemma3_allowed
 
 @pytest.mark.parametrize("kind", ["sgd", "preconditioner", "momentum"])
 @pytest.mark.parametrize("n,dims,pattern", [(2, 1, "gs"), (3, 1, "gs"), (3, 1, "3<-1"), (2, 2,
-    "gs")])
+                                                                                         "gs")])
 def test_remainders_have_only_allowed_monomials(kind, n, dims, pattern):
     c = check_optimizer_recursions(kind, n, dims, pattern)
     assert c.holds, c.offending

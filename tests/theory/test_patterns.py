@@ -128,7 +128,7 @@ def test_parse_pattern_block_names():
     (lambda: gauss_seidel(3, [0, 0, 1]), "permutation of 1..3, got 1,1,2"),
     (lambda: chain(3, [0, 1]), "permutation of 1..3, got 1,2"),
     (lambda: DelayPattern(3, frozenset({(1, 0)}), preferred_order=(0, 0, 1)),
-    "permutation of 1..3"),
+     "permutation of 1..3"),
     (lambda: partial(3, [(0, 1)]), "not in full GS of order 1,2,3: 1<-2"),
     (lambda: DelayPattern(0), "positive integer"),
     (lambda: parse_pattern("gs:1,1,2", 3), "repeats blocks [1]"),

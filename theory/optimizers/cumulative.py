@@ -121,7 +121,7 @@ def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, patt
             ahz = opt.effective(hz)
             z = [z[a] - eta * ahz[a] + (eta * eta) * forcing[a] for a in range(d)]
             step = one_step_update(model, pattern, space, base=theta_s, factors=opt.factors,
-                direction=opt.direction)
+                                   direction=opt.direction)
             g_j = model.gradient(theta_j, space=space)
             ag = opt.effective([g_j[a] for a in range(d)])
             theta_j = [theta_j[a] - eta * ag[a] for a in range(d)]

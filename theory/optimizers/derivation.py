@@ -103,7 +103,7 @@ def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
         c = check_optimizer_one_step(kind, n_blocks, dims, pattern)
         checks[f"one_step_{kind}"] = c.holds
         expr[f"C_S_{kind}"] = c.gap.coeff(2).as_expr() if hasattr(c.gap.coeff(2),
-            "as_expr") else c.gap.coeff(2)
+                                                                  "as_expr") else c.gap.coeff(2)
         if not c.holds:
             failures.append(f"one_step_{kind}: [eta^2](L_S - L_JC) does not equal the closed form")
         timings[f"one_step_{kind}"] = time.perf_counter() - t0

@@ -17,7 +17,7 @@ from ..block_model import ModelError
 def symbols(pairs, triples) -> tuple[list, list]:
     """``J_a_b``, ``K_a_b_c`` (``b <= c``) and the vector ``p``."""
     return [f"J_{a + 1}_{b + 1}" for a, b in pairs] + [f"K_{a + 1}_{b + 1}_{c + 1}" for a, b,
-        c in triples], ["p"]
+                                                       c in triples], ["p"]
 
 
 def attach(opt, x: dict, pairs, triples) -> None:

@@ -63,7 +63,7 @@ class OptimizerModel:
         out = [None] * m.d
         for i in range(m.n_blocks):
             d = at(self, i, g, buffer) if at else self.direction(i, {a: g[a] for a in m.blocks[i]},
-                buffer)
+                                                                 buffer)
             for a in m.blocks[i]:
                 out[a] = d[a]
         return out
@@ -92,8 +92,7 @@ class OptimizerModel:
 
 
 def optimizer_model(n_blocks: int, dims=1, kind: str = "sgd", *, taylor_order: int = 3,
-    step_factors: bool = True,
-                    vectors: Sequence[str] = ()) -> OptimizerModel:
+                    step_factors: bool = True, vectors: Sequence[str] = ()) -> OptimizerModel:
     """A :class:`BlockModel` with the optimizer's symbols, as an :class:`OptimizerModel`:
     ``f1..fN`` (symbolic factors when ``step_factors``, else 1), ``P_a_b``, ``beta`` and ``m``, or
     ``p``, ``J_a_b``, ``K_a_b_c`` (1-based flat coordinates of one block); the other arguments as

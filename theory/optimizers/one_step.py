@@ -32,14 +32,14 @@ __all__ = ["OptimizerOneStepCheck", "optimizer_gap_series", "optimizer_delay_cur
 
 
 def optimizer_gap_series(opt: OptimizerModel, pattern: DelayPattern,
-        degree: int = 3) -> TruncatedSeries:
+                         degree: int = 3) -> TruncatedSeries:
     """``L_S^{k+1} - L_JC^{k+1}`` with the optimizer ``opt`` (brute-force series in ``eta``)."""
     model = opt.model
     pattern = check_pattern(model, pattern)
     space = eta_space(model, degree)
     step_s = one_step_update(model, pattern, space, direction=opt.direction, factors=opt.factors)
     step_j = one_step_update(model, jacobi(model.n_blocks), space, direction=opt.direction,
-        factors=opt.factors)
+                             factors=opt.factors)
     return model.loss(step_s.displacement, space) - model.loss(step_j.displacement, space)
 
 
@@ -135,12 +135,12 @@ def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, patter
     c_s = optimizer_delay_curvature(opt, pattern)
     inst = instance_delay_curvature(opt, pattern)
     paper = sum((model.g[a] * y for a, y in enumerate(masked_hessian_apply(model, pattern,
-        model.g))), model.zero)
+                                                                           model.g))), model.zero)
     sub = _paper_substitution(opt)
     c_s_plain = sympy.expand(model.to_expr(c_s).subs(sub))
     if kind == "generic":  # phi(g) = g as well: p -> g
         c_s_plain = sympy.expand(c_s_plain.subs({p: gg for p, gg in zip(model.vector_symbols["p"],
-            model.g_symbols)}))
+                                                                        model.g_symbols)}))
     return OptimizerOneStepCheck(
         kind=kind,
         pattern=pattern,

@@ -41,7 +41,7 @@ from ..series import TruncatedSeries
 from .model import OptimizerModel, optimizer_model
 
 __all__ = ["OptimizerRecursionCheck", "buffer_allowed", "check_optimizer_recursions",
-    "optimizer_recursion_model"]
+           "optimizer_recursion_model"]
 
 
 def buffer_allowed(a: int, b: int) -> bool:
@@ -130,7 +130,7 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
             for a in range(d)]
     else:
         step = one_step_update(model, pattern, space, base=dtheta0, factors=opt.factors,
-            direction=opt.direction)
+                               direction=opt.direction)
         theta_j1 = [eta * (-x) for x in opt.effective(model.g)]
         a_h = opt.effective(h_dtheta0)                                  # A H_JC Delta theta
         forcing = opt.effective(_consts(space, masked_hessian_apply(model, pattern, opt.effective(

@@ -105,9 +105,8 @@ def execute(args):
     t0 = time.process_time()
     try:
         adv = advise(task, lr, iters, args.patterns, out_dir=out, resume=args.resume,
-            hvp_method=args.hvp,
-                     seed=args.seed, settings=settings, checkpoint_every=args.checkpoint_every,
-                     progress=progress,
+                     hvp_method=args.hvp, seed=args.seed, settings=settings,
+                     checkpoint_every=args.checkpoint_every, progress=progress,
                      optimizer=setup.spec, block_lr=setup.named)
     finally:
         progress.close()
@@ -134,8 +133,8 @@ def _search(args, task, lr, iters, setup):
     from crosscurv.experiments.cli.commands.run import _Progress, _slug
     from crosscurv.numeric.advice import advise
 
-    bad = [flag for flag, on in (("--patterns", args.patterns),
-                                 ("--validate", args.validate), ("--figure", args.figure),
+    bad = [flag for flag, on in (("--patterns", args.patterns), ("--validate", args.validate),
+                                 ("--figure", args.figure),
                                  ("--optimizer/--block-lr", not setup.plain)) if on]
     if bad:
         raise InputError(f"--search cannot be combined with {', '.join(bad)}")
@@ -266,8 +265,7 @@ def study_config(name, seed, lr, iters, preset, out) -> dict:
            "covered_certified"],
            "cpu_s": time.process_time() - t0, "summary": val["summary"],
            "per_iteration": [{k: t[k] for k in ("k", "advised", "certified", "measured", "decided",
-           "right",
-                                                "regret")}
+                                                "right", "regret")}
                              for t in val["per_iteration"]]}
     write_summary(path, row)
     return row
@@ -388,7 +386,7 @@ def study_report(rows, configs, preset, command) -> str:
     for (name, lr), rs in groups.items():
         tot = {key: [sum(r[key][0] for r in rs), sum(r[key][1] for r in rs)]
                for key in ("agree_all", "agree_certified", "agree_decided", "covered_embedded",
-               "covered_certified")}
+                           "covered_certified")}
         tot["pairs"] = sum(_pairs(r) for r in rs)
         past = sum(1 for r in rs if (r["eta_sharpness_max"] or 0) > 2)
         sms = [r["summary"] for r in rs]
@@ -408,7 +406,7 @@ def study_report(rows, configs, preset, command) -> str:
     pending = [c for c in configs if (c[0], c[1], c[2]) not in done]
     if pending:
         lines.append("Pending (not run yet): " + ", ".join(f"{t} seed {s} lr {lr} K {k}" for t, s,
-            lr, k in pending)
+                                                           lr, k in pending)
                      + ".")
     return "\n".join(lines) + "\n"
 
@@ -484,7 +482,7 @@ def _study_main(argv) -> int:
     command = "python -m crosscurv.experiments.cli.commands.advise study " + " ".join(shlex.quote(
         x) for x in argv)
     print(study(a.tasks.split(","), [int(s) for s in a.seeds.split(",")], iters, a.out, a.preset,
-        lrs, command))
+                lrs, command))
     return 0
 
 

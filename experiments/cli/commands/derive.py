@@ -22,16 +22,16 @@ HELP = (
 
 def add_arguments(p) -> None:
     p.add_argument("--blocks", type=int, default=3, metavar="N",
-        help="number of blocks N >= 2 (default 3; N x D at most 8)")
+                   help="number of blocks N >= 2 (default 3; N x D at most 8)")
     p.add_argument("--dims", type=int, default=1, metavar="D",
-        help="dimension of each block: 1 or 2 (default 1)")
+                   help="dimension of each block: 1 or 2 (default 1)")
     p.add_argument("--pattern", default="gs", metavar="P",
                    help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or pairs i<-j,... "
                    "(1-based; default gs)")
     p.add_argument("--json", action="store_true",
-        help="print one JSON object instead of the summary")
+                   help="print one JSON object instead of the summary")
     p.add_argument("--out", default="reports", metavar="DIR",
-        help="folder for theory.md (default reports)")
+                   help="folder for theory.md (default reports)")
     p.add_argument("--no-optimizers", action="store_true",
                    help="skip the block-separable optimizer checks (per-block step sizes, "
                         "preconditioner, heavy ball, Adam)")

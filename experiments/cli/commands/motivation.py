@@ -26,14 +26,14 @@ HELP = (
 
 def add_arguments(p) -> None:
     p.add_argument("--panel", choices=("mlp", "fl", "lora"), default=None,
-        help="one panel (default: all three)")
+                   help="one panel (default: all three)")
     p.add_argument("--preset", choices=("smoke", "default", "paper"), default="default",
                    help="sizes and steps (default: default, the CPU job; paper: the appendix's "
                    "settings)")
     p.add_argument("--seed", type=int, default=None,
-        help="run this seed only (default: the preset's seeds)")
+                   help="run this seed only (default: the preset's seeds)")
     p.add_argument("--seeds", default=None, metavar="S,S,...",
-        help="comma-separated seeds (default: 0,1,2 at default)")
+                   help="comma-separated seeds (default: 0,1,2 at default)")
     p.add_argument("--out", default=None, help="run folder (default: runs/motivation-<preset>)")
     p.add_argument("--resume", action="store_true", help="continue interrupted runs in --out")
     p.add_argument("--data", default=None, metavar="DIR",
@@ -123,7 +123,7 @@ def run(args) -> int:
         for seed in seeds:
             run_dir = os.path.join(out, panel, f"seed{seed}")
             key = {"panel": panel, "seed": seed, "settings": settings, "dtype": "float32",
-                "device": str(device),
+                   "device": str(device),
                    "data_path": None if args.data is None else str(args.data),
                    "model_path": None if args.model is None else str(args.model)}
             done = _complete(run_dir, json.loads(json.dumps(json_safe(key))))
@@ -137,12 +137,11 @@ def run(args) -> int:
     for panel, settings, seed, run_dir, done in plan:
         if done:
             print(f"motivation {panel} seed {seed}: complete run found in {run_dir}, reused",
-                flush=True)
+                  flush=True)
             continue
         t0 = time.perf_counter()
         res = run_panel(panel, settings, seed, run_dir, resume=args.resume, device=device,
-            dtype=dtype,
-                        data_path=args.data, model_path=args.model,
+                        dtype=dtype, data_path=args.data, model_path=args.model,
                         progress=_Progress(f"motivation {panel} seed {seed}"))
         dt = time.perf_counter() - t0
         timings.setdefault(panel, {})[seed] = dt
@@ -173,6 +172,6 @@ def run(args) -> int:
         from crosscurv.experiments.motivation.report import write_motivation_report
 
         md = write_motivation_report(args.report, runs_dir=out, preset=args.preset, panels=panels,
-            seeds=seeds)
+                                     seeds=seeds)
         print(f"motivation report: {md}", flush=True)
     return 0

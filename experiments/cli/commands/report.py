@@ -15,23 +15,23 @@ HELP = (
 
 def add_arguments(p) -> None:
     p.add_argument("--preset", default="default",
-        help="smoke, default (CPU main job) or paper (GPU)")
+                   help="smoke, default (CPU main job) or paper (GPU)")
     p.add_argument("--out", default="reports", help="output folder (default: reports)")
     p.add_argument("--tasks", default="mlp,fl,lora", help="comma-separated studies to run")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--skip-derive", action="store_true",
-        help="do not rerun the symbolic derivations")
+                   help="do not rerun the symbolic derivations")
     p.add_argument("--skip-scaling", action="store_true", help="do not rerun the scaling study")
     p.add_argument("--quick-scaling", action="store_true",
-        help="run the scaling study with --quick")
+                   help="run the scaling study with --quick")
     p.add_argument("--fresh", action="store_true",
-        help="recompute runs even when complete ones exist")
+                   help="recompute runs even when complete ones exist")
     p.add_argument("--check", action="store_true",
                    help="instead: recompute committed runs (RUN_DIR..., default every run under "
                         "--out) from their summary.json and compare with their records "
                         "(validate-records tolerances); exit 1 at the first disagreement")
     p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
-        help="with --check: the run folders to check")
+                   help="with --check: the run folders to check")
     p.add_argument("--iters", type=int, default=None, metavar="N",
                    help="with --check: compare the first N records of each run (default: all)")
 

@@ -39,7 +39,7 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
     p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task sizes and settings (default: default)")
     p.add_argument("--lr", type=float, default=None,
-        help="constant learning rate eta > 0 (default: the preset's)")
+                   help="constant learning rate eta > 0 (default: the preset's)")
     p.add_argument("--iters", type=int, default=None, help=iters_help)
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="parameter dtype (default: float32 for built-ins, the factory's for user "
@@ -48,9 +48,9 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
                    help="auto, cpu, cuda or cuda:N (default: auto for built-ins, the factory's "
                    "for user tasks)")
     p.add_argument("--seed", type=int, default=0,
-        help="initialisation and power-iteration seed (default 0)")
+                   help="initialisation and power-iteration seed (default 0)")
     p.add_argument("--data", default=None, metavar="PATH",
-        help="local data folder for a built-in task")
+                   help="local data folder for a built-in task")
     p.add_argument("--model", default=None, metavar="PATH", help="local model weights (lora)")
     p.add_argument("--threads", type=_threads, default=None, metavar="N|auto",
                    help="intra-op threads (default: OMP_NUM_THREADS if set, else 1: the same "
@@ -146,7 +146,7 @@ def _print_summary(summary: dict, out_dir: str, records=(), figure: str | None =
         timed = s.get("threads_auto_seconds")
         if isinstance(timed, dict) and timed:
             line += "; seconds per gradient: " + ", ".join(f"{k}: {v:.3g}" for k,
-                v in timed.items())
+                                                           v in timed.items())
         print(line)
     if summary["status"] == "diverged":  # no metrics over the divergence: the last finite state
         from crosscurv.experiments.reports.answer import diverged_lines
@@ -166,7 +166,7 @@ def _print_summary(summary: dict, out_dir: str, records=(), figure: str | None =
                      f"{m['s_hits'][0]}/{m['s_hits'][1]}", _g(m["mae"]), _g(m["max_ae"])])
     if rows:
         print(tabulate(rows, headers=["estimate", "Correct", "JC hits", "GS hits", "MAE",
-            "Max. AE"],
+                                      "Max. AE"],
                        tablefmt="simple", disable_numparse=True))
     c = summary["constants"]
     t = summary["timing"]
@@ -285,7 +285,6 @@ def execute(args):
     progress = runs.Progress()
     try:
         return runs.run(description, args.out or runs.DEFAULT_OUT, resume=args.resume,
-            progress=progress,
-                        threads_source=thread_choice.SOURCE)
+                        progress=progress, threads_source=thread_choice.SOURCE)
     finally:
         progress.close()

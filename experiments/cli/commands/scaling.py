@@ -86,8 +86,7 @@ def run(args) -> int:
     figs = write_figures(studies, out / "figures")
     rel = [f"figures/{f.name}" for f in figs]
     text = render_markdown(results, quick=args.quick, seconds=seconds, figures=rel,
-        tolerance=TOLERANCE,
-                           optimizers=opt_results)
+                           tolerance=TOLERANCE, optimizers=opt_results)
     try:
         (out / "scaling.md").write_text(text)
     except OSError as exc:

@@ -38,7 +38,7 @@ def run(args) -> int:
         argv += ["--threads-compare", *args.threads_compare]
     argv += ["--out", args.out]
     res = write_studies_report(args.out, seeds=args.seeds, regime=args.regime,
-        threads=args.threads_compare,
+                               threads=args.threads_compare,
                                command=" ".join(shlex.quote(a) for a in argv))
     print(f"wrote {res.path} and {len(res.figures)} figure(s)")
     if res.coverage:

@@ -34,9 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--pattern", nargs="+", metavar="PATTERN", default=None,
                    help="delay patterns in `crosscurv run --pattern` syntax (default: each task's)")
     p.add_argument("--iters", type=int, default=None,
-        help="iterations K of every run (default: each preset's)")
+                   help="iterations K of every run (default: each preset's)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
-        help="dtype of every run")
+                   help="dtype of every run")
     p.add_argument("--out", default="sweep", help="sweep folder (default: sweep)")
     p.add_argument("--workers", type=int, default=None,
                    help="runs at a time (default: the number of CPUs, or of the cluster's CPUs "
@@ -76,8 +76,7 @@ def run(args) -> int:
 
     spec = build_spec(args)
     result = run_sweep(spec, args.out, workers=args.workers, threads=args.threads,
-        address=args.address,
-                       resume=args.resume, progress=not args.quiet)
+                       address=args.address, resume=args.resume, progress=not args.quiet)
     n_ok = len(result.rows) - len(result.incomplete)
     t = result.timing
     print(f"{n_ok}/{len(result.rows)} runs complete ({t['executed']} run now, "

@@ -35,9 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task "
         "or module:factory")
     p.add_argument("--pattern", default=None,
-        help="pattern of the on-the-fly reference (default: the task's)")
+                   help="pattern of the on-the-fly reference (default: the task's)")
     p.add_argument("--lr", type=float, default=None,
-        help="learning rate of the on-the-fly reference")
+                   help="learning rate of the on-the-fly reference")
     p.add_argument("--iters", type=int, default=None,
                    help="iterations of the on-the-fly reference (default: the largest k in "
                    "THEIRS.csv)")
@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
                    help="dtype of the on-the-fly reference (default: float32 for built-ins, the "
                    "factory's otherwise)")
     p.add_argument("--seed", type=int, default=0,
-        help="seed of the on-the-fly reference (default 0)")
+                   help="seed of the on-the-fly reference (default 0)")
     p.add_argument("--optimizer", default=None, metavar="SPEC",
                    help="optimizer of the on-the-fly reference: sgd (default), momentum:BETA or "
                    "adam[:B1,B2,EPS]")
@@ -56,7 +56,7 @@ def add_arguments(p) -> None:
     p.add_argument("--save-reference", metavar="DIR", default=None,
                    help="keep the on-the-fly reference run in DIR")
     p.add_argument("--rtol", type=float, default=None,
-        help="relative tolerance (default: by the reference's dtype)")
+                   help="relative tolerance (default: by the reference's dtype)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: by "
         "dtype, times the loss scale)")
     p.add_argument("--columns", default=None,
@@ -89,10 +89,8 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
     if iters < 1:
         raise RecordsError(f"--iters must be >= 1, got {iters}")
     res = run_protocol(task, pattern, float(lr), int(iters), out_dir=args.save_reference,
-        seed=args.seed,
-                       settings={"task": args.task, "preset": args.preset},
-                       optimizer=args.optimizer,
-                       block_lr=args.block_lr)
+                       seed=args.seed, settings={"task": args.task, "preset": args.preset},
+                       optimizer=args.optimizer, block_lr=args.block_lr)
     if not res.records:
         raise RecordsError(f"the reference run produced no records ({res.message})")
     dt = str(task.dtype).replace("torch.", "")
@@ -132,7 +130,7 @@ def run(args) -> int:
             "--iters ...)")
     if args.reference is not None:
         stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference",
-            "optimizer", "block_lr")
+                             "optimizer", "block_lr")
                  if getattr(args, f) is not None]
         if stray:
             raise RecordsError("--" + stray[0].replace("_", "-")

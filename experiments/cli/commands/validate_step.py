@@ -29,17 +29,17 @@ def add_arguments(p) -> None:
                    help="declared pattern (overrides the factory's): jc, gs, gs:ORDER, chain, "
                    "i<-j,...")
     p.add_argument("--seeds", default="0,1,2",
-        help="comma-separated seeds of the test states (default 0,1,2)")
+                   help="comma-separated seeds of the test states (default 0,1,2)")
     p.add_argument("--perturb", type=float, default=0.5,
                    help="state perturbation relative to each tensor's RMS (default 0.5)")
     p.add_argument("--eta0", type=float, default=None,
                    help="largest step size (default 0.1 / |lambda_max(H)| by power iteration)")
     p.add_argument("--n-etas", type=int, default=5,
-        help="number of step sizes eta0*2^-k (default 5, min 3)")
+                   help="number of step sizes eta0*2^-k (default 5, min 3)")
     p.add_argument("--rtol", type=float, default=1e-9,
                    help="match tolerance relative to the step size (default 1e-9)")
     p.add_argument("--device", default=None,
-        help="device offered to a factory that declares `device`")
+                   help="device offered to a factory that declares `device`")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step factors as in `crosscurv run`: block NAME of every "
                         "candidate steps with lr*FACTOR (default: inferred from the step's "
@@ -50,9 +50,9 @@ def add_arguments(p) -> None:
                         "'exp_avg', 'exp_avg_sq': {param: tensor}}) and compared with the "
                         "optimizer-aware schemes (as `crosscurv run --optimizer`)")
     p.add_argument("--no-fit", action="store_true",
-        help="skip the fit of the step's second-order term")
+                   help="skip the fit of the step's second-order term")
     p.add_argument("--verbose", action="store_true",
-        help="print the error-vs-eta table of every candidate")
+                   help="print the error-vs-eta table of every candidate")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -104,9 +104,8 @@ def run(args) -> int:
     obj = load_step_factory(args.spec, args.device)
     user = as_user_step(obj, name=args.spec, pattern=args.pattern)
     report = identify_step(user, seeds=seeds, perturb=args.perturb, eta0=args.eta0,
-        n_etas=args.n_etas,
-                           rtol=args.rtol, fit=not args.no_fit, block_lr=args.block_lr,
-                           optimizer=args.optimizer)
+                           n_etas=args.n_etas, rtol=args.rtol, fit=not args.no_fit,
+                           block_lr=args.block_lr, optimizer=args.optimizer)
     if args.json:
         from crosscurv.numeric.records import json_safe
 

@@ -201,8 +201,7 @@ def _winners_section(study, runs: dict, seeds, findings: list):
               "that is the more precise measurement and agrees with `L_S - L_JC`, else that "
               "difference (`crosscurv.numeric.gap.reconcile`; see the findings).", "",
               tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S",
-              "J/G/undecided",
-                                      "switch points k", f"same winner as {base}"],
+                                      "J/G/undecided", "switch points k", f"same winner as {base}"],
                                       tablefmt="github",
                        disable_numparse=True), "",
               "Winner per iteration (`J`: JC ahead, `G`: the scheme ahead, `.`: undecided):", "",
@@ -235,10 +234,10 @@ def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
                 certs[(v.label, sd, e)] = bars
                 rows.append([v.label, sd, LABEL[e], run.iters, f"{r['correct']:.1f}%",
                              f"{r['jc_hits'][0]}/{r['jc_hits'][1]}",
-                             f"{r['s_hits'][0]}/{r['s_hits'][1]}",
-                             _num(r["mae"]), _num(r["max_ae"]), r["undecided"], _num(rel),
-                             _pct(bars["calibrated"]), f"{bars['correct']}/{bars['certified']}",
-                             _pct(bars["coverage"]), _pct(bars["precision"])])
+                             f"{r['s_hits'][0]}/{r['s_hits'][1]}", _num(r["mae"]),
+                             _num(r["max_ae"]), r["undecided"], _num(rel), _pct(bars["calibrated"]),
+                             f"{bars['correct']}/{bars['certified']}", _pct(bars["coverage"]),
+                             _pct(bars["precision"])])
     lines += ["### Table 1 rows of the generalized estimates", "",
               "Against the record's `gap` (what `crosscurv table` prints); undecided iterations "
               "(|gap| <= gap_err) are left out of Correct. Calibrated: share of the iterations "
@@ -247,10 +246,9 @@ def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
               "share of the decided iterations; Precision: correct among the certified "
               "(docs/error_estimates.md, 'Optimizer runs').", "",
               tabulate(rows, headers=["variant", "seed", "estimate", "K", "Correct", "JC hits",
-              "GS hits", "MAE",
-                                      "Max. AE", "undecided", "MAE / mean abs gap", "Calibrated",
-                                      "certified",
-                                      "Coverage", "Precision"],
+                                      "GS hits", "MAE", "Max. AE", "undecided",
+                                      "MAE / mean abs gap", "Calibrated", "certified", "Coverage",
+                                      "Precision"],
                        tablefmt="github", disable_numparse=True), ""]
     lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: "
         "not finite):", "",
@@ -331,7 +329,7 @@ def _summary_rows(study, runs: dict, seeds, tl: dict, stats: dict, certs: dict) 
             row += ["(baseline)"]
         else:
             agree = [_agreement(tl[(v.label, sd)], tl[(base, sd)]) for sd in have if (base,
-                sd) in tl]
+                                                                                      sd) in tl]
             row += [f"{sum(a for a, _ in agree)}/{sum(n for _, n in agree)}" if agree else ""]
         row += ["; ".join(f"s{sd}: {','.join(map(str, switch_points(tl[(v.label, sd)]))) or '-'}"
             for sd in have)]
@@ -400,10 +398,9 @@ def render(root: str, seeds, iters: int, command: str) -> str:
         f"seeds).",
         "",
         tabulate(summary, headers=["study", "variant", "seeds", "Recursive correct",
-        "Recursive MAE/gap",
-                                   "Cumulative correct", "Cumulative MAE/gap",
-                                   "Recursive certified correct",
-                                   "Cumulative certified correct", "same winner as sgd",
+                                   "Recursive MAE/gap", "Cumulative correct", "Cumulative MAE/gap",
+                                   "Recursive certified correct", "Cumulative certified correct",
+                                   "same winner as sgd",
                                    "switch points k"], tablefmt="github", disable_numparse=True),
         "",
         "## Findings (computed from the records)",

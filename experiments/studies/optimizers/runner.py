@@ -64,8 +64,7 @@ def description(task: str, variant: StudyVariant, seed: int, iters: int):
 
     return runs.RunDescription(task, preset="default", seed=seed, iters=iters, checkpoint_every=5,
                                optimizer=variant.optimizer, block_lr=variant.block_lr,
-                               lr=variant.lr,
-                               threads=runs.DEFAULT_THREADS)
+                               lr=variant.lr, threads=runs.DEFAULT_THREADS)
 
 
 def run_all(out: str, seeds, iters: int, only=None) -> int:
@@ -98,8 +97,7 @@ def run_all(out: str, seeds, iters: int, only=None) -> int:
         finally:
             progress.close()
         print(f"[optimizer_studies] exit {code} after {time.perf_counter() - t0:.0f} s: {path}",
-            file=sys.stderr,
-              flush=True)
+              file=sys.stderr, flush=True)
         failed += code not in (0, 3)
     return failed
 

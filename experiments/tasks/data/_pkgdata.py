@@ -77,7 +77,7 @@ def balanced_indices(labels: Sequence[int], n: int, classes: Sequence[int], seed
             picks.append([pool[(j * len(pool)) // k] for j in range(k)])
         else:
             picks.append([pool[int(j)] for j in np.sort(rng.choice(len(pool), size=k,
-                replace=False))])
+                                                                   replace=False))])
     out: list[int] = []
     for j in range(max(counts)):
         for sel in picks:

@@ -95,7 +95,7 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def load_mnist(n: int = 256, *, path=None, dtype=torch.float32, device="cpu",
-        seed: int = 0) -> ImageData:
+               seed: int = 0) -> ImageData:
     """``n`` fixed, class-balanced MNIST training examples (:func:`balanced_indices` over digits).
 
     ``path``: a folder with the full MNIST IDX training files; ``None``: the bundled 5,000-example

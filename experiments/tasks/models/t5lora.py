@@ -221,7 +221,7 @@ def pretrained_t5(model_path):
 
 
 def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator | None = None,
-        dropout: float = 0.0):
+             dropout: float = 0.0):
     """Wrap ``model`` with LoRA on :data:`TARGET_MODULES` and initialise the factors.
 
     ``A`` (``r x d_in``) ~ ``N(0, 2 / d_in)`` from ``generator``, ``B`` (``d_out x r``) = 0.
@@ -233,7 +233,7 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, generator: torch.Generator |
     from crosscurv.numeric.portable_random import portable_normal_
 
     cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
-        target_modules=TARGET_MODULES)
+                     target_modules=TARGET_MODULES)
     with warnings.catch_warnings():  # transformers deprecation chatter from inside peft
         warnings.simplefilter("ignore", FutureWarning)
         peft_model = get_peft_model(model, cfg)
@@ -268,12 +268,12 @@ def encode_examples(tokenizer, sentences, labels, *, seq_len: int, target_len: i
     """
     texts = [PROMPT_PREFIX + s for s in sentences]
     enc = tokenizer(texts, max_length=seq_len, truncation=True, padding="max_length",
-        return_tensors="pt")
+                    return_tensors="pt")
     targets = [label_words[y] for y in labels]
     if target_len is None:
         target_len = max(len(tokenizer(w).input_ids) for w in label_words)
     tgt = tokenizer(targets, max_length=target_len, truncation=True, padding="max_length",
-        return_tensors="pt")
+                    return_tensors="pt")
     ids = tgt.input_ids
     start = torch.full((ids.shape[0], 1), int(_decoder_start(tokenizer)), dtype=ids.dtype)
     decoder_input_ids = torch.cat([start, ids[:, :-1]], dim=1)
@@ -309,4 +309,4 @@ def seq2seq_loss(model, params: dict, batch: dict) -> torch.Tensor:
     )
     logits = out.logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1),
-        ignore_index=-100)
+                           ignore_index=-100)

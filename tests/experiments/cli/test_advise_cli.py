@@ -37,9 +37,8 @@ def make(seed=0, dtype=None):
 
 def _cli(*args, cwd=None, timeout=300):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "crosscurv", "advise", *args],
-        capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "crosscurv", "advise", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
 
 
 @pytest.fixture
@@ -51,7 +50,7 @@ def factory(tmp_path):
 
 def test_smoke_mlp_json_schema(tmp_path):
     r = _cli("mlp", "--preset", "smoke", "--iters", "5", "--json", "--out", str(tmp_path / "run"),
-        timeout=600)
+             timeout=600)
     assert r.returncode == 0, r.stderr
     obj = json.loads(r.stdout)
     assert isinstance(obj["recommendation"], str) and obj["recommendation"].startswith(
@@ -77,8 +76,7 @@ def test_user_factory_spelling_resume_and_validate(tmp_path, factory):
     first = json.loads(r.stdout)
     assert list(first["per_iteration"][0]["estimates"]) == ["jc", "gs:bz,by,bx", "chain", "2<-1"]
     r = _cli(factory, "--patterns", "gs:bz,by,bx;chain;2<-1", "--json", "--out", out, "--resume",
-        "--iters", "9",
-             "--validate")
+             "--iters", "9", "--validate")
     assert r.returncode == 0, r.stderr
     ext = json.loads(r.stdout)
     assert ext["per_iteration"][:6] == first["per_iteration"]
@@ -132,8 +130,8 @@ def test_optimizer_and_block_lr_match_crosscurv_run(tmp_path, factory):
     assert "momentum:0.9" in obj["recommendation"]
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     run = subprocess.run([sys.executable, "-m", "crosscurv", "run", factory, "--pattern", "gs",
-        "--out",
-                          str(tmp_path / "run"), *flags], capture_output=True, text=True, env=env,
+                          "--out", str(tmp_path / "run"),
+                          *flags], capture_output=True, text=True, env=env,
                           timeout=300)
     assert run.returncode == 0, run.stderr
     from crosscurv.numeric.records import read_records

@@ -126,8 +126,8 @@ def test_search_resumes_from_its_folder(factory, tmp_path):
     """``--resume`` continues the saved JC run to the larger ``--iters``: the same answer as one
     uninterrupted run."""
     run = str(tmp_path / "r")
-    first = _cli(f"{factory}:make", "--search", "orders", "--iters", "3", "--no-certify",
-                 "--out", run)
+    first = _cli(f"{factory}:make", "--search", "orders", "--iters", "3", "--no-certify", "--out",
+                 run)
     assert first.returncode == 0, first.stderr
     args = (f"{factory}:make", "--search", "orders", "--iters", "6", "--no-certify", "--json")
     resumed = _cli(*args, "--resume", "--out", run)

@@ -58,8 +58,7 @@ def fac(tmp_path):
 
 def _crosscurv(*argv, env=None, check_rc=None):
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", *argv], cwd=REPO,
-        capture_output=True,
-                          text=True, timeout=TIMEOUT, env=env)
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env)
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stderr[-3000:]
     return proc
@@ -83,7 +82,7 @@ def test_extending_a_finished_builtin_run_equals_an_uninterrupted_one(tmp_path):
     _crosscurv("mlp", "--preset", "smoke", "--iters", "5", "--out", ref, check_rc=0)
     _crosscurv("mlp", "--preset", "smoke", "--iters", "3", "--out", run, check_rc=0)
     proc = _crosscurv("mlp", "--preset", "smoke", "--iters", "5", "--out", run, "--resume",
-        "--json", check_rc=0)
+                      "--json", check_rc=0)
     summary = json.loads(proc.stdout)
     assert summary["records"] == 5 and summary["settings"]["iters"] == 5
     # the last iteration of the short run is recomputed
@@ -104,9 +103,8 @@ def test_a_killed_run_extended_equals_an_uninterrupted_one(tmp_path, fac):
     ref, run = str(tmp_path / "ref"), str(tmp_path / "run")
     _crosscurv(fac, "--iters", "12", "--out", ref, check_rc=0)
     env = dict(os.environ, SLOW_LOSS="0.05")
-    proc = subprocess.Popen([sys.executable, "-m", "crosscurv", "run", fac, "--iters", "9",
-        "--out", run,
-                             "--checkpoint-every", "2"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "crosscurv", "run", fac, "--iters", "9", "--out",
+                             run, "--checkpoint-every", "2"], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     records = os.path.join(run, "records.csv")
     deadline = time.monotonic() + TIMEOUT
@@ -133,7 +131,7 @@ def test_a_shorter_run_or_another_changed_setting_is_refused(tmp_path, fac):
     line = _one_error_line(_crosscurv(fac, "--iters", "8", "--lr", "0.1", "--out", run, "--resume"))
     assert "setting lr " in line
     line = _one_error_line(_crosscurv(fac, "--iters", "8", "--pattern", "jc", "--out", run,
-        "--resume"))
+                                      "--resume"))
     assert "setting pattern" in line
     assert _bytes(os.path.join(run, "records.csv")) == before
 

@@ -21,9 +21,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def _cli(*argv, timeout=600):
-    return subprocess.run([sys.executable, "-m", "crosscurv", *argv], cwd=REPO,
-        capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "crosscurv", *argv], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def _one_line_error(err: str, *words):
@@ -36,8 +35,7 @@ def _one_line_error(err: str, *words):
 def test_run_with_momentum_and_block_factors_records_them_and_resumes(tmp_path):
     out = str(tmp_path / "run")
     args = ["run", "mlp", "--preset", "smoke", "--optimizer", "momentum:0.9", "--block-lr",
-        "layer1=2,8=0.5",
-            "--out", out]
+            "layer1=2,8=0.5", "--out", out]
     proc = _cli(*args, "--iters", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "optimizer momentum:0.9, block-lr layer1=2.0,layer8=0.5" in proc.stdout
@@ -60,7 +58,7 @@ def test_run_with_momentum_and_block_factors_records_them_and_resumes(tmp_path):
 def test_a_bad_optimizer_spec_fails_before_the_task_is_built(tmp_path):
     out = tmp_path / "run"
     proc = _cli("run", "lora", "--iters", "1", "--out", str(out), "--optimizer", "momentum",
-        timeout=300)
+                timeout=300)
     assert proc.returncode == 2, proc.stderr
     _one_line_error(proc.stderr, "momentum:BETA")
     assert not out.exists()
@@ -86,14 +84,13 @@ def test_validate_records_with_an_optimizer_reference(tmp_path, capsys):
     ref = str(tmp_path / "ref")
     common = ["--task", "mlp", "--preset", "smoke", "--lr", "0.05", "--iters", "2"]
     code = main(["run", "mlp", "--preset", "smoke", "--iters", "2", "--optimizer", "adam",
-        "--block-lr", "layer2=3",
-                 "--out", ref])
+                 "--block-lr", "layer2=3", "--out", ref])
     assert code == 0
     theirs = os.path.join(ref, "records.csv")
     capsys.readouterr()
     assert main(["validate-records", theirs, "--reference", ref]) == 0
     assert main(["validate-records", theirs, *common, "--optimizer", "adam", "--block-lr",
-        "layer2=3"]) == 0
+                 "layer2=3"]) == 0
     out = capsys.readouterr().out
     assert "optimizer adam:0.9,0.999,1e-08 block-lr layer2=3.0" in out
     # the plain reference disagrees with records of another optimizer

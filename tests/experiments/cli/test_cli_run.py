@@ -92,7 +92,7 @@ def _one_error_line(err: str) -> str:
 def test_user_factory_runs_and_json_summary_holds_effective_settings(capsys, tmp_path, fac):
     out = str(tmp_path / "run")
     rc, stdout, err = _run(capsys, f"{fac}:make", "--out", out, "--json", "--iters", "3", "--seed",
-        "1")
+                           "1")
     assert rc == 0, err
     s = json.loads(stdout)
     assert s["status"] == "complete" and s["records"] == 3
@@ -111,8 +111,7 @@ def test_user_factory_runs_and_json_summary_holds_effective_settings(capsys, tmp
 def test_module_factory_flags_and_plain_output(capsys, tmp_path, fac, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc, stdout, err = _run(capsys, "user_tasks:bare", "--lr", "0.05", "--iters", "2", "--pattern",
-        "jc",
-                           "--hvp", "reverse", "--dtype", "float64", "--device", "cpu",
+                           "jc", "--hvp", "reverse", "--dtype", "float64", "--device", "cpu",
                            "--offload", "on")
     assert rc == 0, err
     assert stdout.startswith("complete: 2 iterations of user_tasks:bare (pattern jc")
@@ -122,7 +121,7 @@ def test_module_factory_flags_and_plain_output(capsys, tmp_path, fac, monkeypatc
     assert sorted(os.listdir(os.path.join("runs", "quad-jc"))) == [
         "checkpoint.pt", "figure.png", "records.csv", "summary.json"]
     assert all(r["gap"] == 0.0 for r in read_records(os.path.join("runs", "quad-jc",
-        "records.csv")))
+                                                                  "records.csv")))
 
 
 def test_resume_continues_and_refuses_changed_settings(capsys, tmp_path, fac):

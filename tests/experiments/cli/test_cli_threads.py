@@ -20,7 +20,7 @@ def _probe(policy):
     if policy is not None:
         env["OMP_WAIT_POLICY"] = policy
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
-        timeout=120)
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()[-1].split()[1:]
 
@@ -50,14 +50,13 @@ def test_a_run_records_its_thread_count_and_refuses_to_resume_with_another(tmp_p
     try:
         torch.set_num_threads(1)
         assert main(["run", "mlp", "--preset", "smoke", "--iters", "2", "--device", "cpu", "--out",
-            out]) == 0
+                     out]) == 0
         with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
             assert json.load(fh)["settings"]["threads"] == 1
         torch.set_num_threads(2)
         capsys.readouterr()
         assert main(["run", "mlp", "--preset", "smoke", "--iters", "3", "--device", "cpu", "--out",
-            out,
-                     "--resume"]) == 2
+                     out, "--resume"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "threads" in err[0] and "differs" in err[0]
     finally:
@@ -70,14 +69,14 @@ def _run_cli(tmp_path, name, env_threads=None, extra=()):
     import json
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",
-        "CROSSCURV_DEFAULT_THREADS")}
+                                                            "CROSSCURV_DEFAULT_THREADS")}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     if env_threads is not None:
         env["OMP_NUM_THREADS"] = env_threads
     out = str(tmp_path / name)
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
-        "--iters", "2",
-                           "--device", "cpu", "--out", out, *extra], env=env, capture_output=True,
+                           "--iters", "2", "--device", "cpu", "--out", out,
+                           *extra], env=env, capture_output=True,
                            text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -102,7 +101,7 @@ def test_the_users_thread_count_wins_and_is_recorded(tmp_path):
     # resuming with the same count keeps the reason the run started with, so the settings compare
     # equal
     settings, lines = _run_cli(tmp_path, "flag", extra=("--threads", "2", "--resume", "--iters",
-        "3"))
+                                                        "3"))
     assert settings["threads"] == 2 and settings["threads_source"] == "--threads" and settings[
         "iters"] == 3
 
@@ -125,11 +124,11 @@ def test_threads_auto_measures_records_and_resumes_with_its_count(tmp_path):
 
 def test_a_bad_thread_count_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",
-        "CROSSCURV_DEFAULT_THREADS")}
+                                                            "CROSSCURV_DEFAULT_THREADS")}
     for value, needle in (("x", "an integer >= 1 or auto, got 'x'"), ("0",
             "an integer >= 1 or auto, got 0")):
         proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--threads", value,
-            "--out",
+                               "--out",
                                str(tmp_path / "bad")], env=env, cwd=REPO, capture_output=True,
                                text=True, timeout=120)
         lines = proc.stderr.strip().splitlines()
@@ -141,13 +140,13 @@ def test_advise_with_threads_auto_resumes_with_its_measured_count(tmp_path):
     import json
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",
-        "CROSSCURV_DEFAULT_THREADS")}
+                                                            "CROSSCURV_DEFAULT_THREADS")}
     out = str(tmp_path / "runs" / "advise-mlp")
     saved = []
     for iters, extra in (("2", ()), ("3", ("--resume",))):
         proc = subprocess.run([sys.executable, "-m", "crosscurv", "advise", "mlp", "--preset",
-            "smoke", "--iters", iters,
-                               "--threads", "auto", *extra], env=env, cwd=tmp_path,
+                               "smoke", "--iters", iters, "--threads", "auto",
+                               *extra], env=env, cwd=tmp_path,
                                capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]

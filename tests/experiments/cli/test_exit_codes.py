@@ -107,7 +107,7 @@ def test_a_real_process_exits_70(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", code, "validate-step",
-        "examples/lora_steps.py:alternating"],
+                           "examples/lora_steps.py:alternating"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 70, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()

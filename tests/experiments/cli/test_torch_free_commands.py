@@ -39,10 +39,10 @@ def test_reading_commands_never_import_torch(tmp_path):
         print("TORCH" if "torch" in sys.modules else "CLEAN")
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-        timeout=120)
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-2:] == ["CODES [0, 2, 2, 2] True",
-        "CLEAN"], proc.stdout + proc.stderr
+                                             "CLEAN"], proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
     assert len(errors) == 3, proc.stderr
 
@@ -59,10 +59,10 @@ def _bad_input_without_torch(argvs) -> list[str]:
         print("TORCH" if "torch" in sys.modules else "CLEAN")
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-        timeout=120)
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-2:] == [f"CODES {[2] * len(argvs)}",
-        "CLEAN"], proc.stdout + proc.stderr
+                                             "CLEAN"], proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("crosscurv: error: ")]
     assert len(errors) == len(argvs), proc.stderr
     return errors
@@ -81,7 +81,7 @@ def test_settings_out_of_range_are_answered_before_torch(tmp_path):
 
 def test_a_folder_that_cannot_be_resumed_is_answered_before_torch(tmp_path):
     folders = {name: tmp_path / name for name in ("empty", "garbage", "truncated", "summary",
-        "records")}
+                                                  "records")}
     for name, folder in folders.items():
         folder.mkdir()
         if name == "empty":
@@ -94,7 +94,7 @@ def test_a_folder_that_cannot_be_resumed_is_answered_before_torch(tmp_path):
         ["run", "mlp", "--resume", "--out", str(folder)] for folder in folders.values()]
     errors = _bad_input_without_torch(argvs)
     expected = ["nothing to resume", "has no checkpoint.pt",
-        "not a readable crosscurv checkpoint (BadZipFile",
+                "not a readable crosscurv checkpoint (BadZipFile",
                 "not a readable crosscurv checkpoint (BadZipFile",
                 "summary.json is not a readable crosscurv summary",
                 "records.csv is not a readable crosscurv records file"]
@@ -125,7 +125,7 @@ def test_the_lazy_packages_resolve_every_name():
             assert getattr(package, name) is not None, (package.__name__, name)
     assert numeric.tree.dot is not None  # a submodule by attribute, as before
     for package, name in ((numeric, "no_such_name"), (tasks, "no_such_name"), (optimizers,
-            "no_such_name")):
+                                                                               "no_such_name")):
         try:
             getattr(package, name)
         except AttributeError as exc:

@@ -34,7 +34,7 @@ BAD = {
 }
 #: a truncated JSON document (the summary of a killed writer without atomic replace)
 BAD_JSON = {**{k: v for k, v in BAD.items() if k != "truncated"},
-    "truncated": b'{"settings": {"dtype": "flo', "array": b"[1, 2]"}
+            "truncated": b'{"settings": {"dtype": "flo', "array": b"[1, 2]"}
 
 
 class _Result:
@@ -57,10 +57,9 @@ def _crosscurv(*argv, subprocess_too=False):
         env = {k: v for k, v in os.environ.items() if k != "CROSSCURV_DEBUG"}
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         proc = subprocess.run([sys.executable, "-m", "crosscurv", *argv], capture_output=True,
-            text=True,
-                              timeout=120, cwd=ROOT, env=env)
+                              text=True, timeout=120, cwd=ROOT, env=env)
         assert (proc.returncode, proc.stderr) == (res.returncode, res.stderr), (proc.stderr,
-            res.stderr)
+                                                                                res.stderr)
     return res
 
 
@@ -116,11 +115,11 @@ def test_golden_case_read_back(tmp_path):
     assert _crosscurv("validate-records", theirs, "--reference", str(ref)).returncode == 0
     (ref / "summary.json").write_bytes(BAD["binary"])
     _assert_one_line_error(_crosscurv("validate-records", theirs, "--reference", str(ref),
-        subprocess_too=True),
+                                      subprocess_too=True),
                            "summary.json")
     (ref / "records.csv").write_bytes(BAD["utf16"])
     _assert_one_line_error(_crosscurv("validate-records", theirs, "--reference", str(ref)),
-        "records.csv")
+                           "records.csv")
 
 
 @pytest.mark.parametrize("kind", ["binary", "latin1", "empty", "truncated"])

@@ -34,18 +34,18 @@ def test_validate_step_correct_and_mislabelled(capsys):
     code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:alternating", *FAST)
     assert code == 0 and "verdict: matches gs:B,A (the declared pattern)" in out
     code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating",
-        *FAST)
+                        *FAST)
     assert code == 1
     assert "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out
     # --pattern overrides the factory's declaration
     code, out, _ = _run(capsys, "validate-step", f"{EX}/lora_steps.py:mislabelled_alternating",
-        "--pattern", "jc", *FAST)
+                        "--pattern", "jc", *FAST)
     assert code == 0
 
 
 def test_validate_step_json_gs_like_backprop(capsys):
-    code, out, _ = _run(capsys, "validate-step", f"{EX}/mlp_backprop.py:inplace_backprop",
-        "--json", *FAST)
+    code, out, _ = _run(capsys, "validate-step", f"{EX}/mlp_backprop.py:inplace_backprop", "--json",
+                        *FAST)
     assert code == 1
     rep = json.loads(out)
     assert rep["matches"] == [] and rep["diagnosis"] == "not-a-scheme"
@@ -207,7 +207,7 @@ def test_validate_records_numpy_estimator_passes(capsys, gold, tmp_path):
         "iteration: their row k holds the " "reference's k-1"),
         ("sign_gap", "k=1, column gap", "column gap has the opposite sign"),
         ("swapped", "k=1, column recursive",
-        "column recursive equals the reference column cumulative"),
+         "column recursive equals the reference column cumulative"),
     ],
 )
 def test_validate_records_catches_bugs(capsys, gold, tmp_path, bug, first, diagnosis):
@@ -215,7 +215,7 @@ def test_validate_records_catches_bugs(capsys, gold, tmp_path, bug, first, diagn
     mine = tmp_path / "mine.csv"
     est.write_csv(est.run(gold, "gs", bug), str(mine))
     code, out, _ = _run(capsys, "validate-records", str(mine), "--reference", os.path.join(gold,
-        "gs"))
+                                                                                           "gs"))
     assert code == 1
     assert f"DISAGREE: first disagreement at {first}" in out
     assert "diagnosis: " + diagnosis in out
@@ -236,10 +236,10 @@ def test_validate_records_json_and_tolerance_flags(capsys, gold, tmp_path):
     assert rep["dtype"] == "float64"
     assert rep["tolerances"]["cumulative"]["rtol"] == TOLERANCES["float64"]["cumulative"][0]
     code, _, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"),
-        "--rtol", "1e-6")
+                      "--rtol", "1e-6")
     assert code == 0
     code, _, _ = _run(capsys, "validate-records", str(f), "--reference", os.path.join(gold, "gs"),
-        "--columns", "gap,loss_s")
+                      "--columns", "gap,loss_s")
     assert code == 0
 
 
@@ -268,14 +268,12 @@ def test_validate_records_on_the_fly_reference(capsys, gold, tmp_path):
                    "def quadratic():\n    return case_task(build_case('quadratic'))\n")
     mine = os.path.join(gold, "gs", "records.csv")
     save = tmp_path / "saved"
-    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic",
-        "--pattern", "gs",
-                        "--lr", "0.1", "--save-reference", str(save))
+    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic", "--pattern",
+                        "gs", "--lr", "0.1", "--save-reference", str(save))
     assert code == 0 and "computed now" in out and "15 common iterations" in out
     assert os.path.exists(save / "records.csv")
-    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic",
-        "--pattern", "2<-1",
-                        "--lr", "0.1", "--iters", "4")
+    code, out, _ = _run(capsys, "validate-records", mine, "--task", f"{fac}:quadratic", "--pattern",
+                        "2<-1", "--lr", "0.1", "--iters", "4")
     assert code == 1 and "note: iterations only in theirs (not compared): k=5..15" in out
 
 
@@ -295,7 +293,7 @@ def test_validate_records_bad_input(capsys, gold, tmp_path):
         ([str(text), "--reference", os.path.join(gold, "gs")], [
         "line 2, column gap: not a number ('zero')"]),
         ([good, "--reference", str(tmp_path / "noref")], ["reference run directory",
-        "does not exist"]),
+                                                          "does not exist"]),
         ([good, "--reference", str(empty_ref)], ["has no records.csv"]),
         ([good], ["exactly one of --reference RUN_DIR or --task"]),
         ([good, "--reference", os.path.join(gold, "gs"), "--task", "x:y"], ["exactly one of"]),

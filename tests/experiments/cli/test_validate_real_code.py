@@ -21,8 +21,7 @@ FAST = ["--seeds", "0", "--n-etas", "3"]
 def _cli(*argv, cwd=REPO, timeout=300):
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "validate-step", *argv], cwd=cwd,
-        env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          env=env, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -36,7 +35,7 @@ def test_peft_t5_alternating_and_stale_gradient():
     assert len(route) == 1 and "central differences of gradients" in route[
         0] and "flash_attention" in route[0]
     code, out, err = _cli(f"{EX}/peft_lora_t5.py:stale_alternating", "--eta0", "0.002", "--no-fit",
-        *FAST)
+                          *FAST)
     assert code == 1, err
     assert "verdict: matches jc; it does NOT perform the declared pattern gs:B,A" in out, err
 

@@ -105,7 +105,7 @@ def test_numpy_reproduces_one_step(golden, name):
         c3 = -(g @ prob.masked(H, pairs, Mg) + g @ H @ Mg) - 0.5 * cubic
         assert e["c3"] == pytest.approx(c3, rel=1e-10, abs=1e-12)
         assert e["eta3_estimate"] == pytest.approx(lr**2 * e["C_S"] + lr**3 * c3, rel=1e-10,
-            abs=1e-13)
+                                                   abs=1e-13)
         if label != "jc":  # the eta^3 estimate is closer to the measured one-step gap than eta^2
             assert abs(e["eta3_estimate"] - e["gap_1"]) < abs(e["eta2_estimate"] - e["gap_1"])
 
@@ -154,7 +154,7 @@ def test_regeneration_is_identical(golden, tmp_path):
         for f in files:
             rel = os.path.relpath(os.path.join(root, f), tmp_path)
             assert open(os.path.join(root, f), "rb").read() == open(os.path.join(golden, rel),
-                "rb").read(), rel
+                                                                    "rb").read(), rel
 
 
 def test_golden_cli_and_errors(tmp_path, capsys):
@@ -191,13 +191,13 @@ def _assert_same_inputs(shipped, mine, where):
         for i, (a, b) in enumerate(zip(shipped, mine)):
             if isinstance(a, float) and isinstance(b, float):
                 assert abs(a - b) <= 8 * np.finfo(np.float64).eps * max(scale, abs(a)), (where, i,
-                    a, b)
+                                                                                         a, b)
             else:
                 _assert_same_inputs(a, b, f"{where}[{i}]")
     elif isinstance(shipped, float):
         assert isinstance(mine, float), where
         assert abs(shipped - mine) <= 8 * np.finfo(np.float64).eps * abs(shipped), (where, shipped,
-            mine)
+                                                                                    mine)
     else:
         assert shipped == mine, where
 

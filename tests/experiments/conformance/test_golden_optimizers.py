@@ -86,8 +86,8 @@ class NumpyOptimizer:
                 rows.append({"k": k, "loss_jc": p.loss(xj), "loss_s": p.loss(xs), "gap": p.loss(xs)
                     - p.loss(xj),
                              "recursive": gj @ w + q, "cumulative": gj @ z + 0.5 * z @ Hj @ z,
-                             "jc_only": gj @ y + 0.5 * y @ Hj @ y, "bound_bk": self.bound(norms,
-                             lr, G, L)})
+                             "jc_only": gj @ y + 0.5 * y @ Hj @ y, "bound_bk": self.bound(norms, lr,
+                                                                                          G, L)})
             if k == K:
                 break
             fs = p.masked(p.hess(xs), pairs, f * (self.beta * ms + gs))
@@ -157,7 +157,7 @@ def test_numpy_reproduces_optimizer_one_step(golden, name):
         pairs, order = _pattern(case, label)
         e = exp["patterns"][label]
         assert e["C_S"] == pytest.approx(sum(fb[i] * fb[j] * c[i, j] for i, j in pairs), rel=1e-11,
-            abs=1e-13)
+                                         abs=1e-13)
         assert e["eta2_estimate"] == pytest.approx(lr**2 * e["C_S"], rel=1e-14)
         xs, _ = opt.step(x, np.zeros_like(x), pairs, order, lr)
         got = np.concatenate([_arr(e["theta_s_1"][k]).ravel() for k in prob.names])
@@ -170,10 +170,10 @@ def test_validate_records_checks_the_optimizer_cases(golden, capsys):
         for label in ("gs", "partial"):
             ref = os.path.join(golden, name, label)
             assert main(["validate-records", os.path.join(ref, "records.csv"), "--reference",
-                ref]) == 0
+                         ref]) == 0
     capsys.readouterr()
     # the plain protocol's records of the same problem are not those of the optimizer case
     plain = os.path.join(golden, "quartic", "gs", "records.csv")
     assert main(["validate-records", plain, "--reference", os.path.join(golden, "quartic_momentum",
-        "gs")]) == 1
+                                                                        "gs")]) == 1
     assert "disagree" in capsys.readouterr().out.lower()

@@ -19,7 +19,7 @@ def _check(verdict, n=30, **kw):
     base = {"verdict": verdict, "iterations": n, "parts_at": None, "growth": None, "notes": [],
             "first_disagreement": None}
     return {"exit": 0 if verdict != "disagree" else 1, "check": dict(base, **kw), "error": None,
-        "seconds": 1.0}
+            "seconds": 1.0}
 
 
 def test_each_verdict_says_where_it_parts_and_whether_the_grown_tolerances_explain_it():
@@ -36,17 +36,17 @@ def test_each_verdict_says_where_it_parts_and_whether_the_grown_tolerances_expla
     assert grown["beyond_fixed"] == "9" and grown[
         "explained"] == "no" and "k = 19, `loss_jc`" in grown["held"]
     start = describe(_check("disagree", first_disagreement={"k": 0, "column": "theta0",
-        "recomputed": "differs",
+                                                            "recomputed": "differs",
                                                             "committed": None, "tolerance": None}))
     assert start["explained"] == "-" and "k = 0" in start["held"]
     crash = describe({"exit": 70, "check": None, "error": "crosscurv: internal error: boom",
-        "seconds": 0.1})
+                      "seconds": 0.1})
     assert crash["held"].startswith("no verdict: exit 70") and "boom" in crash["held"]
 
 
 def test_emulations_are_the_make_test_portable_settings_and_do_not_leak(monkeypatch, tmp_path):
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "Makefile"),
-            encoding="utf-8") as fh:
+              encoding="utf-8") as fh:
         make = fh.read()
     for name, env in EMULATIONS.items():
         if env:
@@ -63,7 +63,7 @@ def test_emulations_are_the_make_test_portable_settings_and_do_not_leak(monkeypa
     assert cached(str(tmp_path), key, lambda: calls.append(1) or {"v": 3}) == {
         "v": 2} and calls == [1]
     assert lookup(str(tmp_path), key) == {"v": 2} and lookup(str(tmp_path), {"what": "x",
-        "n": 2}) is None
+                                                                             "n": 2}) is None
 
 
 # a smoke run and two report --check subprocesses: 138 s on the shared 2-core machine under load
@@ -74,14 +74,13 @@ def test_the_command_checks_a_run_under_emulations_and_writes_the_report(tmp_pat
     # some users set) would otherwise make the run under other kernels than its check, and "bitwise"
     # would not hold
     env = environment("this CPU")
-    subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
-        "--iters", "3", "--device",
-                    "cpu", "--out", run], check=True, capture_output=True, timeout=600, env=env)
+    subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke", "--iters",
+                    "3", "--device", "cpu", "--out",
+                    run], check=True, capture_output=True, timeout=600, env=env)
     out, cache = tmp_path / "p.md", str(tmp_path / "cache")
     args = [sys.executable, "-m", "crosscurv.experiments.conformance.portability", "--iters", "3",
-        "--runs", run,
-            "--emulations", f"this CPU,{NO_AVX2}", "--tables", "--sweeps", str(tmp_path / "none"),
-            "--cache", cache, "--out", str(out)]
+            "--runs", run, "--emulations", f"this CPU,{NO_AVX2}", "--tables", "--sweeps",
+            str(tmp_path / "none"), "--cache", cache, "--out", str(out)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     text = out.read_text()
     rows = [x for x in text.splitlines() if x.startswith(f"| `{run}` |")]
@@ -91,5 +90,5 @@ def test_the_command_checks_a_run_under_emulations_and_writes_the_report(tmp_pat
     assert proc.returncode in (0, 1) and (proc.returncode == 0) == ("2 of 2 checks held" in text)
     # the report again from the cache alone: the same rows, nothing recomputed
     again = subprocess.run(args + ["--cached-only"], capture_output=True, text=True, timeout=300,
-        env=env)
+                           env=env)
     assert again.returncode == proc.returncode and out.read_text() == text

@@ -107,7 +107,7 @@ def test_gap_err_is_not_measured_against_a_float64_run():
         spread["gap_err"] = {"rel": rel, "beyond": 0.0, "abs": rel}
         spread["recursive"] = {"rel": rel, "beyond": 0.0, "abs": rel}
         return {"run": "mlp smoke", "dtype": "float32", "K": 10, "variant": variant,
-            "spread": spread}
+                "spread": spread}
 
     got = measured_rounding([result("threads", 1e-3), result("float64", 1.0)])["float32"]
     assert got["gap_err"] == (1e-3, 0.0)

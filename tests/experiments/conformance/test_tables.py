@@ -43,13 +43,13 @@ def test_a_rerun_passes_within_the_seed_spread_and_fails_beyond_it():
              {"correct/recursive": 93.0, "switches": 3.0, "first_switch": math.nan}]
     spread = seed_spread(seeds)
     assert spread["correct/recursive"] == (90.0, 96.0, 3) and spread["first_switch"] == (3.0, 5.0,
-        2)
+                                                                                         2)
     committed = {"correct/recursive": 94.0, "switches": 3.0, "first_switch": 4.0}
     ok = compare_tables({"correct/recursive": 99.0, "switches": 1.0, "first_switch": 6.0},
-        committed, spread)
+                        committed, spread)
     assert all(r["passed"] for r in ok)  # differences 5, 2, 2 within the spreads 6, 2, 2
     bad = compare_tables({"correct/recursive": 100.5, "switches": 6.0, "first_switch": math.nan},
-        committed, spread)
+                         committed, spread)
     by = {r["quantity"]: r for r in bad}
     assert not by["correct/recursive"]["passed"] and by["correct/recursive"][
         "difference"] == pytest.approx(6.5)
@@ -59,10 +59,10 @@ def test_a_rerun_passes_within_the_seed_spread_and_fails_beyond_it():
 
 def test_no_switch_point_in_either_run_passes_and_zero_spread_needs_equality():
     spread = seed_spread([{"first_switch": math.nan, "switches": 0.0}, {"first_switch": math.nan,
-        "switches": 0.0}])
+                                                                        "switches": 0.0}])
     assert spread["first_switch"][2] == 0 and spread["switches"] == (0.0, 0.0, 2)
     rows = compare_tables({"first_switch": math.nan, "switches": 0.0}, {"first_switch": math.nan,
-        "switches": 0.0},
+                                                                        "switches": 0.0},
                           spread)
     assert all(r["passed"] for r in rows)
     rows = compare_tables({"switches": 1.0}, {"switches": 0.0}, spread)

@@ -37,15 +37,15 @@ def test_scan_row_tells_a_clean_reversal_from_a_divergence():
 
 def test_rate_scan_command_runs_the_smoke_panel_and_refuses_bad_rates(tmp_path):
     report = tmp_path / "scan.md"
-    cmd = [sys.executable, "-m", "crosscurv.experiments.motivation.rate_scan", "--preset",
-           "smoke", "--rates", "0.05", "--out", str(tmp_path / "runs"), "--report", str(report)]
+    cmd = [sys.executable, "-m", "crosscurv.experiments.motivation.rate_scan", "--preset", "smoke",
+           "--rates", "0.05", "--out", str(tmp_path / "runs"), "--report", str(report)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = report.read_text().splitlines()
     assert lines[0].startswith("# ") and lines[2].startswith("- mlp panel, 1 runs:")
     row = next(ln for ln in lines if ln.startswith("| 0.05 "))
     assert row.split("|")[8].strip() == "3"  # smoke: 6 steps, evaluated every 2
-    bad = subprocess.run(cmd[:-4] + ["--rates", "-1", "--out", str(tmp_path / "r2"),
-                                     "--report", str(report)],
+    bad = subprocess.run(cmd[:-4] + ["--rates", "-1", "--out", str(tmp_path / "r2"), "--report",
+                                     str(report)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

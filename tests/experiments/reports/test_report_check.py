@@ -28,8 +28,7 @@ def _cli(*args, timeout=300):
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "crosscurv", *args], cwd=REPO, env=env,
-        capture_output=True,
-                          text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def _copy(run, dst):
@@ -177,7 +176,7 @@ def test_tolerances_grow_as_a_run_perturbed_at_rounding_parts():
     # growth does not excuse a difference larger than the measured sensitivity
     ref["loss_jc"][2] = 1.2 * (1 + 5e-4)
     assert not compare_records(run, ref, tolerances=tol, columns=cols, growth=sensitivity(twin,
-        run)).ok
+                                                                                          run)).ok
 
 
 def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):

@@ -44,8 +44,7 @@ def _shifted_losses(run_dir, factors):
 
 @pytest.mark.parametrize("parts_like_it", [1, None])
 def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run, tmp_path,
-    monkeypatch,
-                                                                         parts_like_it):
+                                                                       monkeypatch, parts_like_it):
     """Committed losses beyond the fixed tolerances from k = 2: explained only when one of the (up
     to four) runs perturbed at rounding parts as far; the runs are made one at a time, up to the
     first that explains it."""
@@ -80,7 +79,7 @@ def test_the_growth_is_the_largest_over_the_runs_perturbed_at_rounding(smoke_run
 
 
 def test_a_sharpness_the_perturbed_runs_part_in_as_far_parts_as_predicted(smoke_run, tmp_path,
-        monkeypatch):
+                                                                          monkeypatch):
     """The committed ``sharpness`` 1% off at k = 2: the power vector carries its history, so once a
     run perturbed at rounding follows another (a ReLU kink crossed) its column parts too; where one
     such run parts as far in ``sharpness`` the difference is predicted, while the losses stay within

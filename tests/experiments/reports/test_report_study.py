@@ -52,12 +52,12 @@ def test_the_report_runs_its_studies_with_one_thread_and_aggregates_the_sweeps(t
     stale.mkdir(parents=True)
     (stale / "summary.json").write_text(json.dumps({"status": "complete",
                                                     "settings": {"preset": "smoke", "iters": 3,
-                                                    "seed": 0}}))
+                                                                 "seed": 0}}))
     # written by another command: linked, kept
     (out / "optimizers.md").write_text("# optimizer studies\n")
     before = torch.get_num_threads()
     rc = build_report(out, "smoke", ("mlp",), scaling=False, derive=False, motivation=False,
-        device="cpu")
+                      device="cpu")
     assert rc == 0 and torch.get_num_threads() == before  # restored
     with open(out / "runs" / "mlp" / "summary.json", encoding="utf-8") as fh:
         s = json.load(fh)

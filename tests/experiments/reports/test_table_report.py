@@ -19,7 +19,7 @@ def _write_run(path, task, gaps, estimates, lr=0.1, L=2.0):
     with RecordWriter(str(path / "records.csv")) as w:
         for k, (g, e) in enumerate(zip(gaps, estimates), start=1):
             w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=-e,
-                jc_only=e, bound_bk=10.0))
+                                jc_only=e, bound_bk=10.0))
     summary = {
         "status": "complete",
         "settings": {"task": task, "lr": lr, "pattern": {"name": "gs", "pairs": [[2, 1]], "order": [
@@ -125,7 +125,7 @@ def test_index_says_how_the_products_were_computed():
         "double-backward graph per point)"
                                   "; carried vectors offloaded between uses: yes")
     assert _hvp_line({"hvp": {"used": "forward"},
-        "settings": {}}) == "- Hessian-vector products: forward"
+                      "settings": {}}) == "- Hessian-vector products: forward"
     assert _hvp_line({}) is None
 
 
@@ -140,10 +140,10 @@ def test_table_gains_coverage_precision_and_calibration_from_the_certificates(tm
     with RecordWriter(str(d / "records.csv")) as w:
         for k, (g, e, r, c) in enumerate(zip(gaps, est, errs, cert), start=1):
             w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=e,
-                jc_only=e,
-                                bound_bk=1.0, gap_err=1e-9, recursive_err=r, recursive_cert=c))
+                                jc_only=e, bound_bk=1.0, gap_err=1e-9, recursive_err=r,
+                                recursive_cert=c))
     (d / "summary.json").write_text(json.dumps({"status": "complete", "settings": {"task": "mlp",
-        "lr": 0.1}}))
+                                                                                   "lr": 0.1}}))
     run = load_run(d)
     rows = {r["estimate"]: r for r in table_rows(run)}
     rec = rows["recursive"]
@@ -166,8 +166,8 @@ def test_crosscurv_run_records_errors_and_the_table_shows_them(tmp_path):
         __file__)))))
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
-        "--iters", "4",
-                           "--out", str(out)], cwd=repo, capture_output=True, text=True,
+                           "--iters", "4", "--out",
+                           str(out)], cwd=repo, capture_output=True, text=True,
                            timeout=300)
     assert proc.returncode == 0, proc.stderr
     from crosscurv.numeric.records import FIELDS, read_records
@@ -177,7 +177,6 @@ def test_crosscurv_run_records_errors_and_the_table_shows_them(tmp_path):
     recs = read_records(str(out / "records.csv"))
     assert all(r["recursive_err"] >= 0 and r["lambda_max"] >= r["lambda_min"] for r in recs)
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "table", str(out)], cwd=repo,
-        capture_output=True,
-                          text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Coverage" in proc.stdout and "Precision" in proc.stdout and "Calibrated" in proc.stdout

@@ -18,7 +18,7 @@ from .test_studies import REPO
 
 
 def write_cert_run(folder, name, *, task="mlp", lr, seed=0, preset="default", gaps, est, certs,
-        lam):
+                   lam):
     """A run whose three estimates are ``est`` with certificates ``certs`` and converged
     ``lambda_max = lam``."""
     d = folder / "runs" / name
@@ -26,15 +26,12 @@ def write_cert_run(folder, name, *, task="mlp", lr, seed=0, preset="default", ga
     with RecordWriter(str(d / "records.csv")) as w:
         for k, (g, e, c, lm) in enumerate(zip(gaps, est, certs, lam), start=1):
             w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=e,
-                jc_only=e,
-                                bound_bk=10.0, sharpness=lm, gap_err=0.0, lambda_max=lm,
-                                lambda_min=-lm,
-                                recursive_err=0.0, cumulative_err=0.0, jc_only_err=0.0,
-                                recursive_cert=c,
-                                cumulative_cert=c, jc_only_cert=c))
+                                jc_only=e, bound_bk=10.0, sharpness=lm, gap_err=0.0, lambda_max=lm,
+                                lambda_min=-lm, recursive_err=0.0, cumulative_err=0.0,
+                                jc_only_err=0.0, recursive_cert=c, cumulative_cert=c,
+                                jc_only_cert=c))
     settings = {"task": task, "preset": preset, "lr": lr, "seed": seed, "pattern_spec": "gs",
-        "dtype": "float32",
-                "iters": len(gaps)}
+                "dtype": "float32", "iters": len(gaps)}
     (d / "summary.json").write_text(json.dumps({"status": "complete", "settings": settings,
                                                 "constants": {"G": 1.0, "L": 1.0}}))
     return d
@@ -51,8 +48,7 @@ def _folders(tmp_path):
     # edge under its old name (preset default at the edge rate) and under its name: the same seed 0,
     # the longer kept
     write_cert_run(edge_old, "mlp-default-seed0", lr=e_lr, gaps=[0.5, -0.5], est=[0.5, -0.5],
-        certs=[1, -1],
-                   lam=[1.0 / e_lr, 3.0 / e_lr])
+                   certs=[1, -1], lam=[1.0 / e_lr, 3.0 / e_lr])
     write_cert_run(edge_new, "mlp-edge-seed0", lr=e_lr, preset="edge", gaps=[0.5, -0.5, -0.5],
                    est=[0.5, -0.5, 0.5], certs=[1, 0, 1], lam=[1.0 / e_lr, 3.0 / e_lr, 3.0 / e_lr])
     return seeds, edge_old, edge_new

@@ -149,8 +149,8 @@ def test_contest_seeds_puts_lora_on_the_pretrained_t5_beside_the_papers_lora(tmp
     # JC lower at k = 101-200 only: 20%, two switches, contested; the estimate says S all along
     gaps = [-1.0] * 100 + [1.0] * 100 + [-1.0] * 300
     write_run(sw, "pre-s0", task=TASK, lr=0.03, seed=0, gaps=gaps, est=[-1.0] * K)
-    write_run(sw, TASK.replace(":", "_") + "-default-lr0.03-seed1-K500", task=TASK, lr=0.03,
-              seed=1, gaps=[-1.0] * 3, est=[-1.0] * 3, status="running", iters=K)
+    write_run(sw, TASK.replace(":", "_") + "-default-lr0.03-seed1-K500", task=TASK, lr=0.03, seed=1,
+              gaps=[-1.0] * 3, est=[-1.0] * 3, status="running", iters=K)
     out = tmp_path / "k500.md"
     proc = _run("crosscurv.experiments.studies.contest_seeds", sw, "--out", out)
     assert proc.returncode == 0, proc.stderr

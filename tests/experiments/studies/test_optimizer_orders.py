@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_quick_sgd_row_has_the_expected_orders():
     proc = subprocess.run([sys.executable, "-m", "crosscurv.experiments.studies.optimizers.orders",
-        "--quick", "--only", "sgd"],
+                           "--quick", "--only", "sgd"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| `sgd`")]

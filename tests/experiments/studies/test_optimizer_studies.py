@@ -39,8 +39,7 @@ def _fake_run(path, gaps, est, iters, lr=0.03, gap_err=0.0, recorded=None):
         for k, (g, e) in enumerate(zip(gaps, est), start=1):
             r = g if recorded is None else recorded[k - 1]
             w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=r, recursive=e, cumulative=e,
-                jc_only=e,
-                                bound_bk=1.0, sharpness=1.0, gap_err=gap_err))
+                                jc_only=e, bound_bk=1.0, sharpness=1.0, gap_err=gap_err))
     with open(os.path.join(path, "summary.json"), "w") as fh:
         json.dump({"status": "complete", "settings": {"iters": iters, "lr": lr, "preset": "default",
                                                       "pattern_spec": "gs", "dtype": "float32"}},
@@ -52,9 +51,9 @@ def test_report_states_what_the_records_show(tmp_path):
     _fake_run(runs / "lora" / "sgd" / "seed0", [-1, -1, 1, -1], [-1, -1, 1, -1], 4)
     # a variant whose winner switches later and whose estimate blows up at k = 1
     _fake_run(runs / "lora" / "adam-lr1e-3" / "seed0", [-1, -1, -1, 1], [1e6, -1, -1, 1], 4,
-        lr=1e-3)
+              lr=1e-3)
     assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep"), "--seeds", "0",
-        "--iters", "4"]) == 0
+                 "--iters", "4"]) == 0
     text = (tmp_path / "rep" / "optimizers.md").read_text()
     copied = tmp_path / "rep" / "optimizers" / "runs" / "lora" / "adam-lr1e-3" / "seed0"
     assert sorted(os.listdir(copied)) == ["records.csv", "summary.json"]
@@ -84,7 +83,7 @@ def test_iterations_measured_by_the_plain_difference_are_reported(tmp_path):
     _fake_run(runs / "fl" / "momentum-0.9" / "seed0", [-1, -1, -1], [-1, -1, -1], 3,
               gap_err=difference_error(0.0, 1.0, "float32"))
     assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep"), "--seeds", "0",
-        "--iters", "3"]) == 0
+                 "--iters", "3"]) == 0
     text = (tmp_path / "rep" / "optimizers.md").read_text()
     assert ("momentum-0.9, seed 0: at 3/3 iterations the gap is the plain difference "
             "L_S - L_JC") in text
@@ -103,8 +102,8 @@ def test_each_study_run_is_a_run_description():
     adam = next(v for st in STUDIES for v in st.variants if v.label == "adam-lr1e-3")
     d = description("lora", adam, 1, 40)
     assert d.to_args() == ["lora", "--preset", "default", "--lr", "0.001", "--iters", "40",
-        "--seed", "1",
-                           "--threads", "1", "--optimizer", "adam", "--checkpoint-every", "5"]
+                           "--seed", "1", "--threads", "1", "--optimizer", "adam",
+                           "--checkpoint-every", "5"]
     assert set(adam.flags()) <= set(d.to_args())
 
 

@@ -25,8 +25,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def write_run(folder, name, *, task="mlp", lr=0.1, seed=0, gaps, est, errs=None, sharp=None,
-    status="complete",
-              preset="default", iters=None, threads=None, seconds=10.0, pattern="gs"):
+              status="complete", preset="default", iters=None, threads=None, seconds=10.0,
+              pattern="gs"):
     """A run folder as ``crosscurv run`` writes it: recursive = est, cumulative = -est, jc_only =
     est.
     """
@@ -37,11 +37,9 @@ def write_run(folder, name, *, task="mlp", lr=0.1, seed=0, gaps, est, errs=None,
     with RecordWriter(str(d / "records.csv")) as w:
         for k, (g, e, ge, s) in enumerate(zip(gaps, est, errs, sharp), start=1):
             w.write(make_record(k, loss_jc=1.0, loss_s=1.0 + g, gap=g, recursive=e, cumulative=-e,
-                jc_only=e,
-                                bound_bk=10.0, sharpness=s, gap_err=ge))
+                                jc_only=e, bound_bk=10.0, sharpness=s, gap_err=ge))
     settings = {"task": task, "preset": preset, "lr": lr, "seed": seed, "pattern_spec": pattern,
-        "dtype": "float32",
-                "iters": iters or len(gaps)}
+                "dtype": "float32", "iters": iters or len(gaps)}
     if threads is not None:
         settings["threads"] = threads
     summary = {"status": status, "settings": settings, "constants": {"G": 1.0, "L": 1.0},
@@ -102,14 +100,14 @@ def test_seeds_pooled_from_several_folders_are_cut_to_their_common_K(tmp_path):
               est=[0.4, 0.2, -0.1, -0.3, -1.0, -1.0], errs=[0.01, 0.3, 0.01, 0.01, 0.0, 0.0])
     b = tmp_path / "b"
     write_run(b, "mlp-default-seed1", seed=1, gaps=[0.5, -0.25, -0.1, -0.2], est=[0.4, 0.2, -0.1,
-        -0.3],
+                                                                                  -0.3],
               errs=[0.01] * 4)
     write_run(b, "mlp-default-seed0", seed=0, gaps=[0.5], est=[0.5], iters=1)
     write_run(b, "fl-default-seed0", task="fl", seed=0, gaps=[0.5, 0.4], est=[0.5, 0.4], iters=6,
-        status="diverged")
+              status="diverged")
     pooled = read_sweeps([a, b])
     assert [(r.task, r.seed, r.K) for r in pooled.runs] == [("fl", 0, 2), ("mlp", 0, 6), ("mlp", 1,
-        4)]
+                                                                                          4)]
     rec = {(r["task"], r["estimate"]): r for r in seed_rows(pooled.runs)}[("mlp", "recursive")]
     assert rec["K"] == 4 and rec["correct"][:3] == pytest.approx((87.5, 75.0, 100.0))
     assert rec["mae"][:3] == pytest.approx((0.1125, 0.0625, 0.1625))
@@ -137,7 +135,7 @@ def test_regime_points_take_the_default_rate_from_the_seeds_runs(tmp_path):
     reg = tmp_path / "regime"
     for seed in (0, 1):
         write_run(reg, f"mlp-default-lr0.01-seed{seed}-K4", lr=0.01, seed=seed, gaps=[0.1, 0.1,
-            -0.1, -0.1],
+                                                                                      -0.1, -0.1],
                   est=[0.1, 0.1, -0.1, -0.1], sharp=[1, 2, 3, 4])
     write_run(reg, "mlp-default-lr1.0-seed0-K4", lr=1.0, seed=0, gaps=[0.1, -0.1], est=[0.1, 0.1],
               sharp=[1.0, 3.0], status="diverged", iters=4)
@@ -161,9 +159,9 @@ def _pt(x, correct, cross=None, lr=0.1, seed=0, switches=1):
 
 
 def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
-    pts = [_pt(0.3, 99.0, lr=0.01), _pt(0.35, 97.0, lr=0.01, seed=1),
-           _pt(0.8, 96.0, lr=0.02), _pt(0.9, 90.0, lr=0.02, seed=1),
-           _pt(2.5, 90.0, cross=40, lr=0.05), _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
+    pts = [_pt(0.3, 99.0, lr=0.01), _pt(0.35, 97.0, lr=0.01, seed=1), _pt(0.8, 96.0, lr=0.02),
+           _pt(0.9, 90.0, lr=0.02, seed=1), _pt(2.5, 90.0, cross=40, lr=0.05),
+           _pt(3.0, 80.0, cross=20, lr=0.05, seed=1)]
     s = regime_sentence(pts, "recursive")
     assert s == ("recursive: >= 95% in every seed at eta = 0.01; some seeds at 0.02 (1/2); no seed "
                  "at 0.05 x2; never above eta*sharpness 0.8 (3 runs go further).")
@@ -177,7 +175,7 @@ def test_regime_sentence_names_where_95_percent_holds_and_where_it_stops():
 def test_small_step_note_says_whether_the_winner_changes_inside_the_regime():
     assert "in none of them" in small_step_note([_pt(0.3, 99.0, switches=0), _pt(1.0, 99.0)])
     assert "changes in 1 of them (1 run(s) with 2 switch(es))" in small_step_note([_pt(0.3, 99.0,
-        switches=2)])
+                                                                                       switches=2)])
     assert "does not reach well inside" in small_step_note([_pt(0.7, 99.0)])
 
 
@@ -185,7 +183,7 @@ def test_thread_comparison_finds_the_first_difference(tmp_path):
     seeds = read_sweep(seeds_sweep(tmp_path))
     other = tmp_path / "t2"
     write_run(other, "mlp-default-seed0", seed=0, gaps=[0.5, 0.25, 0.1, -0.2], est=[0.4, 0.2, -0.1,
-        -0.3],
+                                                                                    -0.3],
               errs=[0.01, 0.3, 0.01, 0.01], sharp=[5, 10, 25, 15], threads=2)
     pairs = match_runs(seeds.runs, read_sweep(other).runs)
     assert len(pairs) == 1 and pairs[0][0].seed == 0 and (pairs[0][0].threads, pairs[0][
@@ -208,12 +206,12 @@ def test_studies_command_writes_the_report(tmp_path):
     reg = tmp_path / "regime-mlp"
     for seed in (0, 1):
         write_run(reg, f"mlp-default-lr0.01-seed{seed}-K4", lr=0.01, seed=seed, gaps=[0.1, 0.1,
-            -0.1, -0.1],
+                                                                                      -0.1, -0.1],
                   est=[0.1, 0.1, -0.1, -0.1], sharp=[1, 2, 3, 4])
     out = tmp_path / "reports"
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "studies", "--seeds", str(seeds),
-        "--regime",
-                           str(reg), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                           "--regime", str(reg), "--out",
+                           str(out)], cwd=REPO, capture_output=True, text=True,
                            timeout=300)
     assert proc.returncode == 0, proc.stderr
     md = (out / "studies.md").read_text()
@@ -224,7 +222,7 @@ def test_studies_command_writes_the_report(tmp_path):
     assert "not finished (left out): mlp-default-seed2" in md
     assert "## Regime map" in md and "### mlp" in md and "recursive: >= 95%" in md
     for name in ("studies_seeds_mlp.png", "studies_regime_sharpness.png",
-            "studies_regime_crossing.png"):
+                 "studies_regime_crossing.png"):
         assert (out / "figures" / name).stat().st_size > 1000
 
 

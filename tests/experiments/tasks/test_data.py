@@ -59,7 +59,7 @@ def test_mnist_deterministic_and_dtype():
 
 
 def test_mnist_bundled_table_is_read_as_integers_with_the_values_of_a_float_parse(monkeypatch,
-        tmp_path):
+                                                                                  tmp_path):
     """The bundled CSV is parsed as integers (several times faster): the same pixels and labels as a
     float parse of the same file; a table that is not all integers is one DataError line."""
     from crosscurv.experiments.tasks.data import mnist
@@ -99,7 +99,7 @@ def test_mnist_local_idx_files(tmp_path, gz, sub):
     # labels cycle 0..9, so class c's examples are c, c+10, ...; 2 of 5 evenly spaced: c and c+20
     assert torch.allclose(d.x[0], torch.tensor(images[0].reshape(-1) / 255.0, dtype=torch.float32))
     assert torch.allclose(d.x[10], torch.tensor(images[20].reshape(-1) / 255.0,
-        dtype=torch.float32))
+                                                dtype=torch.float32))
     assert "local MNIST IDX" in d.source
 
 
@@ -168,9 +168,9 @@ def test_cifar_local_batches_folder(tmp_path):
     raw = _unnormalise(d.x.double())
     # example 0 is row 0: R plane = first 1024 bytes, row-major
     assert torch.allclose(raw[0, 0].reshape(-1) * 255, torch.tensor(data[0, :1024],
-        dtype=torch.float64), atol=1e-3)
+                                                                    dtype=torch.float64), atol=1e-3)
     assert torch.allclose(raw[0, 2].reshape(-1) * 255, torch.tensor(data[0, 2048:],
-        dtype=torch.float64), atol=1e-3)
+                                                                    dtype=torch.float64), atol=1e-3)
     assert "cifar-10-batches-py" in d.source
     assert d.x.is_contiguous()
     assert load_cifar10(path=folder).x.shape[0] == 24  # default: 3 clients x 8

@@ -73,7 +73,7 @@ def test_federated_resnet_names_copies_and_eval_batchnorm():
     prefixes = {n.split(".")[0] for n in names}
     assert prefixes == {"client0", "client1", "client2", "shared"}
     assert {n.split(".")[1] for n in names if n.startswith("client")} == {"stem", "layer1",
-        "layer2"}
+                                                                          "layer2"}
     assert {n.split(".")[1] for n in names if n.startswith("shared")} == {"layer3", "layer4", "fc"}
     # clients start from the same personal weights, but as separate tensors
     for (n0, a), (n1, b) in zip(m.client0.named_parameters(), m.client1.named_parameters()):
@@ -257,8 +257,7 @@ def test_federated_resnet_survives_a_channels_last_float32_batch(threads):
         "PYTHONPATH", ""))
     try:
         proc = subprocess.run([sys.executable, "-c", _CHANNELS_LAST_SCRIPT], env=env,
-            capture_output=True,
-                              text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         pytest.fail("gradient and product on a channels-last batch did not finish in 120 s "
             "(kernel spin)")

@@ -70,11 +70,10 @@ print(json.dumps(out))
 
 def _digests(env_extra: dict) -> dict:
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1")
     env.update(env_extra)
     proc = subprocess.run([sys.executable, "-c", DIGESTS], cwd=REPO, env=env, capture_output=True,
-        text=True,
-                          timeout=600)
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -95,11 +94,11 @@ def test_the_summarys_theta0_is_the_same_under_every_emulated_cpu(tmp_path):
     seen = {}
     for name, extra in EMULATIONS.items():
         env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            **extra)
+                   **extra)
         out = str(tmp_path / name)
-        proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset",
-            "smoke", "--iters", "1",
-                               "--out", out], cwd=REPO, env=env, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
+                               "--iters", "1", "--out",
+                               out], cwd=REPO, env=env, capture_output=True, text=True,
                                timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         settings = json.load(open(os.path.join(out, "summary.json")))["settings"]

@@ -72,7 +72,7 @@ def test_the_rule_on_a_known_sharpening_curve():
     assert set(preds) == {0.03} and lr == 0.03
     # a second reference at a lower rate covers what the first does not
     lr, preds = regime_learning_rate(lam[:5], 0.1, 50, grid=(0.05, 0.03, 0.02), more=[([1.0] * 100,
-        0.02)])
+                                                                                       0.02)])
     assert lr == 0.03 and preds[0.03] == pytest.approx(0.03)
 
 

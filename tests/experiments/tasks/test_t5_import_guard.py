@@ -12,7 +12,7 @@ from crosscurv.experiments.tasks.models import t5lora
 def _broken_transformers():
     mod = types.ModuleType("transformers")
     mod.logging = types.SimpleNamespace(set_verbosity_error=lambda: None,
-        disable_progress_bar=lambda: None)
+                                        disable_progress_bar=lambda: None)
 
     def __getattr__(name):
         try:

@@ -42,7 +42,7 @@ def test_paper_preset_sizes():
     assert (fl["width"], fl["clients"], fl["examples_per_client"]) == (64, 3, 8)
     lora = preset_settings("lora", "paper")
     assert lora["t5"] == {"d_model": 768, "d_kv": 64, "num_heads": 12, "d_ff": 3072,
-        "num_layers": 12}
+                          "num_layers": 12}
     assert (lora["rank"], lora["alpha"], lora["examples"], lora["seq_len"]) == (8, 16, 8, 128)
     # the paper's 884,736 adapter parameters: 6 q/v families x 12 layers x (A + B)
     t5 = lora["t5"]
@@ -119,7 +119,7 @@ def test_mlp_smoke(smoke_tasks):
     _check_settings(task, s, "mlp", "smoke")
     assert task.block_names == [f"layer{l}" for l in range(1, 9)]
     assert all(task.blocks[f"layer{l}"] == [f"layer{l}.weight", f"layer{l}.bias"] for l in range(1,
-        9))
+                                                                                                 9))
     assert s["widths"][0] == 784 and s["widths"][-1] == 10 and len(s["widths"]) == 9
     value = task.check_loss()
     assert math.isfinite(value) and abs(value - math.log(10)) < 0.5
