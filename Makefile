@@ -145,7 +145,7 @@ contest-study: $(STAMP)
 # LoRA on the T5 pretrained by crosscurv.experiments.tasks.lora_pretrained (about 2 CPU minutes,
 # cached) at K = 500 over seeds 0-4 at 0.03 (about 9 CPU minutes a seed) and over a grid of rates
 # (K = 100, and K = 500 at seed 0) into reports/contest_lora.md, with the lora Figure 1 panel on it
-# and the mlp panel scanned over SGD rates (about 20 CPU seconds a run)
+# and the mlp and fl panels scanned over learning rates (about 20-60 CPU seconds a run)
 	$(SWEEP) --task mlp --lr 0.001 0.002 --seed 0-4 --iters 500 --out $(SWEEPS)/contest-mlp-k500 $(DONE)
 	$(SWEEP) --task fl --lr 0.005 --seed 0-4 --iters 500 --out $(SWEEPS)/contest-fl-k500 $(DONE)
 	$(SWEEP) --task crosscurv.experiments.tasks.lora_pretrained:lora_pretrained --lr 0.03 --seed 0-4 \
@@ -163,9 +163,11 @@ contest-study: $(STAMP)
 	  --out runs/motivation-lora-pretrained --report reports/motivation-lora-pretrained
 	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.motivation.rate_scan --rates 0.01,0.02,0.03,0.04,0.05 \
 	  --seeds 0,1,2 --preset default --out runs/motivation-mlp-rates --report reports/motivation-mlp-rates.md
+	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.motivation.rate_scan --panel fl --rates 0.0025,0.005,0.01,0.02,0.04 \
+	  --seeds 0,1,2 --preset default --out runs/motivation-fl-rates --report reports/motivation-fl-rates.md
 	$(PY) -m crosscurv.experiments.studies.contest_lora $(SWEEPS)/regime-lora $(SWEEPS)/explore-lora-pretrained \
 	  $(SWEEPS)/explore-lora-pretrained-k500 $(SWEEPS)/contest-lora-k500 --motivation reports/motivation-lora-pretrained \
-	  --mlp-scan reports/motivation-mlp-rates.md --out reports/contest_lora.md
+	  --scan reports/motivation-mlp-rates.md --scan reports/motivation-fl-rates.md --out reports/contest_lora.md
 # the measured rounding of the record columns under this CPU's kernels and each emulation (the source of
 # MEASURED_ROUNDING) into reports/rounding.md; the float32 rows by default, the float64 rows (golden cases
 # included) with ROUNDING_ARGS="--dtypes float64"; each emulation's measurement is kept in build/rounding

@@ -318,11 +318,11 @@ def contest_lora(argv=None) -> int:
     ap.add_argument("--out", required=True, help="the markdown file to write")
     ap.add_argument("--motivation", help="the --report folder of the lora Figure 1 panel on the "
                     "pretrained T5 (quoted)")
-    ap.add_argument("--mlp-scan", help="the report of crosscurv.experiments.motivation.rate_scan "
-                    "(quoted)")
+    ap.add_argument("--scan", action="append", default=[], help="the report of a "
+                    "crosscurv.experiments.motivation.rate_scan (quoted; repeatable)")
     args = ap.parse_args(argv)
     try:
-        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation, args.mlp_scan)
+        out = mod.write_contest_lora(args.sweeps, args.out, args.motivation, args.scan)
     except InputError as exc:
         return _one_line("contest_lora", exc)
     print(f"wrote {out}")
@@ -333,13 +333,16 @@ def rate_scan(argv=None) -> int:
     from crosscurv.experiments.motivation import rate_scan as mod
 
     ap = argparse.ArgumentParser(description=_summary(mod))
-    ap.add_argument("--rates", default=",".join(f"{x:g}" for x in mod.RATES),
-                    help="comma-separated SGD rates (default: %(default)s)")
+    ap.add_argument("--rates", help="comma-separated learning rates (default: the panel's "
+                    "DEFAULT_RATES, for mlp " + ",".join(f"{x:g}" for x in mod.RATES) + ")")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
+    ap.add_argument("--panel", choices=tuple(mod.IMPLEMENTATIONS), default="mlp")
     ap.add_argument("--preset", choices=("smoke", "default"), default="default")
     ap.add_argument("--out", required=True, help="the run folder")
     ap.add_argument("--report", required=True, help="the markdown file to write")
     args = ap.parse_args(argv)
+    if args.rates is None:
+        args.rates = ",".join(f"{x:g}" for x in mod.DEFAULT_RATES[args.panel])
     try:
         try:
             rates = [float(x) for x in args.rates.split(",") if x.strip()]
@@ -347,10 +350,11 @@ def rate_scan(argv=None) -> int:
         except ValueError:
             raise InputError(f"--rates and --seeds take comma-separated numbers, got "
                              f"{args.rates!r}, {args.seeds!r}") from None
-        command = ("python -m crosscurv.experiments.motivation.rate_scan --rates "
+        panel = "" if args.panel == "mlp" else f"--panel {args.panel} "
+        command = (f"python -m crosscurv.experiments.motivation.rate_scan {panel}--rates "
                    f"{args.rates} --seeds {args.seeds} --preset {args.preset} --out {args.out} "
                    f"--report {args.report}")
-        mod.run_scan(rates, seeds, args.out, args.report, args.preset, command)
+        mod.run_scan(rates, seeds, args.out, args.report, args.preset, command, args.panel)
     except InputError as exc:
         return _one_line("rate_scan", exc)
     print(f"wrote {args.report}")

@@ -1,21 +1,23 @@
-"""The mlp panel of Figure 1 over SGD rates: does the practical in-place run show the reversal
-without diverging at some rate?
+"""A Figure 1 panel over learning rates: does the practical sequential implementation show the
+reversal without diverging at some rate?
 
-For each rate ``eta`` the mlp panel at ``preset`` (default: 150 steps of batch 128, per-tensor
-clipping at 5) is trained with the SGD rate set to ``eta`` (everything else the preset's), one run
-per seed (:func:`crosscurv.experiments.motivation.runner.run_panel`, resumable) into
-``OUT/lr<eta>/seed<s>``. Per run, from the evaluated losses (``Delta L = L_seq - L_sim``):
+For each rate ``eta`` the panel (``mlp``, ``fl`` or ``lora``) at ``preset`` is trained with its
+optimizer's learning rate set to ``eta`` (everything else the preset's), one run per seed
+(:func:`crosscurv.experiments.motivation.runner.run_panel`, resumable) into ``OUT/lr<eta>/seed<s>``.
+Per run, from the evaluated losses (``Delta L = L_seq - L_sim``, the sequential implementation of
+:data:`IMPLEMENTATIONS` against the simultaneous one):
 
-* the reversal of :func:`crosscurv.experiments.motivation.analysis.reversal` (in-place ahead in
-  most of the first third of the evaluations, JC ahead in most of the last third);
-* ``diverged at``: the first evaluated step where the in-place loss passes twice the initial JC
-  loss (or is not finite), as in ``reports/motivation.md``;
+* the reversal of :func:`crosscurv.experiments.motivation.analysis.reversal` (the sequential run
+  ahead in most of the first third of the evaluations, the simultaneous one in most of the last
+  third);
+* ``diverged at``: the first evaluated step where the sequential loss passes twice the initial
+  simultaneous loss (or is not finite), as in ``reports/motivation.md``;
 * a *clean* reversal: a reversal with no divergence, the paper's phenomenon.
 
 Writes ``REPORT`` (markdown, the findings first), e.g.::
 
-    python -m crosscurv.experiments.motivation.rate_scan --rates 0.01,0.02,0.03,0.04,0.05 \\
-        --out runs/motivation-mlp-rates --report reports/motivation-mlp-rates.md
+    python -m crosscurv.experiments.motivation.rate_scan --panel fl --rates 0.005,0.01,0.02 \\
+        --out runs/motivation-fl-rates --report reports/motivation-fl-rates.md
 """
 
 from __future__ import annotations
@@ -25,10 +27,21 @@ import os
 import sys
 from typing import Sequence
 
-__all__ = ["RATES", "scan_row", "findings", "render", "run_scan"]
+__all__ = ["RATES", "DEFAULT_RATES", "IMPLEMENTATIONS", "scan_row", "findings", "render",
+           "run_scan"]
 
-#: the default rates: the default preset's 0.05 and four below it
+#: the default rates of the mlp panel: the default preset's 0.05 and four below it
 RATES = (0.01, 0.02, 0.03, 0.04, 0.05)
+#: the default rates per panel: the default preset's rate with rates below and above it
+DEFAULT_RATES = {"mlp": RATES, "fl": (0.0025, 0.005, 0.01, 0.02, 0.04),
+                 "lora": (0.001, 0.003, 0.01)}
+
+#: per panel: (the sequential implementation, the simultaneous one, the optimizer)
+IMPLEMENTATIONS = {
+    "mlp": ("in-place", "JC", "SGD"),
+    "fl": ("FedAlt", "FedSim", "SGD with momentum"),
+    "lora": ("alternating", "simultaneous", "Adam"),
+}
 
 
 def scan_row(records: Sequence[dict], lr: float, seed: int) -> dict:
@@ -45,9 +58,11 @@ def scan_row(records: Sequence[dict], lr: float, seed: int) -> dict:
             "final_seq": seq[-1] if seq else math.nan, "final_sim": sim[-1] if sim else math.nan}
 
 
-def findings(rows: Sequence[dict]) -> list[str]:
-    """At most three lines: the rates with a clean reversal, those where the in-place run diverges,
-    those where it stays ahead."""
+def findings(rows: Sequence[dict], panel: str = "mlp") -> list[str]:
+    """Three lines: the rates with a clean reversal, those where the sequential run diverges, those
+    where it stays ahead."""
+    seq = IMPLEMENTATIONS[panel][0]
+
     def rates(rs):
         return ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in rs})) or "none"
 
@@ -55,33 +70,34 @@ def findings(rows: Sequence[dict]) -> list[str]:
     div = [r for r in rows if r["diverged"] is not None]
     ahead = [r for r in rows if r["diverged"] is None and r["final_seq"] < r["final_sim"]]
     return [
-        f"- mlp panel, {len(rows)} runs: a reversal without divergence (the paper's phenomenon) "
-        f"at eta = {rates(clean)}.",
-        f"- The in-place run diverges (loss past twice its start) at eta = {rates(div)}"
+        f"- {panel} panel, {len(rows)} runs: a reversal without divergence (the paper's "
+        f"phenomenon) at eta = {rates(clean)}.",
+        f"- The {seq} run diverges (loss past twice its start) at eta = {rates(div)}"
         + (f", from step {min(r['diverged'] for r in div)}" if div else "") + ".",
-        f"- Without divergence the in-place run stays ahead at the end at eta = {rates(ahead)}.",
+        f"- Without divergence the {seq} run stays ahead at the end at eta = {rates(ahead)}.",
     ]
 
 
-def render(rows: Sequence[dict], command: str, preset: str) -> str:
+def render(rows: Sequence[dict], command: str, preset: str, panel: str = "mlp") -> str:
     """The report: findings, provenance, one row per run."""
     from tabulate import tabulate
 
+    seq, sim, opt = IMPLEMENTATIONS[panel]
     body = [[f"{r['lr']:g}", str(r["seed"]), "yes" if r["reversal"] else "no",
              "never" if r["diverged"] is None else str(r["diverged"]),
              "yes" if r["clean"] else "no", f"{r['final_seq']:.4g}", f"{r['final_sim']:.4g}",
              str(r["points"])] for r in rows]
-    head = ["eta", "seed", "reversal", "in-place diverged at", "clean reversal", "final L in-place",
-            "final L JC", "evaluations"]
+    head = ["eta", "seed", "reversal", f"{seq} diverged at", "clean reversal", f"final L {seq}",
+            f"final L {sim}", "evaluations"]
     return "\n".join([
-        "# Figure 1's mlp panel over SGD rates: a reversal without divergence?",
+        f"# Figure 1's {panel} panel over learning rates: a reversal without divergence?",
         "",
-        *findings(rows),
+        *findings(rows, panel),
         "",
-        f"Generated by `{command}`; do not edit. The mlp panel of `crosscurv motivation` at the "
-        f"`{preset}` preset with only the SGD rate changed; a reversal: the in-place "
-        "(GS-like) run ahead in most of the first third of the evaluations and JC ahead in most "
-        "of the last third; diverged: the in-place loss past twice the initial loss.",
+        f"Generated by `{command}`; do not edit. The {panel} panel of `crosscurv motivation` at "
+        f"the `{preset}` preset with only the {opt} learning rate changed; a reversal: the {seq} "
+        f"(sequential) run ahead in most of the first third of the evaluations and {sim} ahead "
+        f"in most of the last third; diverged: the {seq} loss past twice the initial loss.",
         "",
         tabulate(body, headers=head, tablefmt="github", disable_numparse=True),
         "",
@@ -89,7 +105,7 @@ def render(rows: Sequence[dict], command: str, preset: str) -> str:
 
 
 def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str,
-             preset: str = "default", command: str = "") -> list[dict]:
+             preset: str = "default", command: str = "", panel: str = "mlp") -> list[dict]:
     """Train (or resume) every run, write ``report`` and return the rows (module docstring)."""
     import torch
 
@@ -98,6 +114,8 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
     from crosscurv.numeric.records import atomic_write_text
     from crosscurv.theory.errors import InputError
 
+    if panel not in IMPLEMENTATIONS:
+        raise InputError(f"unknown panel {panel!r} (panels: {', '.join(IMPLEMENTATIONS)})")
     if not rates or not seeds or any(not (x > 0 and math.isfinite(x)) for x in rates):
         raise InputError(f"rates must be positive finite numbers and seeds non-empty, got "
                          f"{list(rates)!r}, {list(seeds)!r}")
@@ -105,16 +123,16 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
     rows = []
     for lr in rates:
         for seed in seeds:
-            settings = panel_settings("mlp", preset)
+            settings = panel_settings(panel, preset)
             settings["optimizer"]["lr"] = float(lr)
             run_dir = os.path.join(out, f"lr{lr:g}", f"seed{seed}")
             done = os.path.isfile(os.path.join(run_dir, "summary.json")) and \
                 load_run(run_dir)["summary"].get("status") == "complete"
             if not done:
-                run_panel("mlp", settings, seed, run_dir, resume=True)
+                run_panel(panel, settings, seed, run_dir, resume=True)
             rows.append(scan_row(load_run(run_dir)["records"], float(lr), seed))
     os.makedirs(os.path.dirname(report) or ".", exist_ok=True)
-    atomic_write_text(report, render(rows, command, preset))
+    atomic_write_text(report, render(rows, command, preset, panel))
     return rows
 
 

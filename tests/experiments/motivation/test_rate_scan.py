@@ -49,3 +49,20 @@ def test_rate_scan_command_runs_the_smoke_panel_and_refuses_bad_rates(tmp_path):
                                      str(report)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_fl_panel_names_its_own_implementations_and_an_unknown_panel_is_refused(tmp_path):
+    import pytest
+
+    from crosscurv.experiments.motivation.rate_scan import render, run_scan
+    from crosscurv.theory.errors import InputError
+
+    sim = [2.0, 1.8, 1.6, 1.4, 1.2, 1.0]
+    row = scan_row(_records([1.9, 1.7, 1.6, 5.0, math.inf, 1e9], sim), 0.04, 0)
+    text = render([row], "cmd", "default", "fl")
+    assert text.startswith("# Figure 1's fl panel over learning rates")
+    assert ("- The FedAlt run diverges (loss past twice its start) at eta = 0.04, from step "
+            "40.") in text
+    assert "| final L FedAlt " in text and "| final L FedSim " in text
+    with pytest.raises(InputError, match="unknown panel 'resnet'"):
+        run_scan([0.01], [0], str(tmp_path), str(tmp_path / "r.md"), panel="resnet")
