@@ -63,8 +63,12 @@ def findings(rows: Sequence[dict], panel: str = "mlp") -> list[str]:
     where it stays ahead."""
     seq = IMPLEMENTATIONS[panel][0]
 
+    runs = {lr: sum(r["lr"] == lr for r in rows) for lr in {r["lr"] for r in rows}}
+
     def rates(rs):
-        return ", ".join(f"{x:g}" for x in sorted({r["lr"] for r in rs})) or "none"
+        """``eta (m/n)`` per rate: ``m`` of the ``n`` runs at that rate in ``rs``."""
+        hits = {lr: sum(r["lr"] == lr for r in rs) for lr in {r["lr"] for r in rs}}
+        return ", ".join(f"{lr:g} ({hits[lr]}/{runs[lr]})" for lr in sorted(hits)) or "none"
 
     clean = [r for r in rows if r["clean"]]
     div = [r for r in rows if r["diverged"] is not None]

@@ -28,10 +28,12 @@ def test_scan_row_tells_a_clean_reversal_from_a_divergence():
     ahead = scan_row(_records([1.9, 1.7, 1.5, 1.3, 1.1, 0.9], sim), 0.02, 1)
     assert not ahead["reversal"] and ahead["diverged"] is None
     lines = findings([clean, blow, ahead])
-    assert lines[0].endswith("at eta = 0.01.")
-    assert lines[1] == ("- The in-place run diverges (loss past twice its start) at eta = 0.05, "
-                        "from step 40.")
-    assert lines[2].endswith("stays ahead at the end at eta = 0.02.")
+    assert lines[0].endswith("at eta = 0.01 (1/1).")
+    assert lines[1] == ("- The in-place run diverges (loss past twice its start) at eta = 0.05 "
+                        "(1/1), from step 40.")
+    assert lines[2].endswith("stays ahead at the end at eta = 0.02 (1/1).")
+    two = findings([clean, {**ahead, "lr": 0.01}])
+    assert two[0].endswith("at eta = 0.01 (1/2).") and two[2].endswith("at eta = 0.01 (1/2).")
     assert findings([ahead])[0].endswith("at eta = none.")
 
 
@@ -61,8 +63,8 @@ def test_the_fl_panel_names_its_own_implementations_and_an_unknown_panel_is_refu
     row = scan_row(_records([1.9, 1.7, 1.6, 5.0, math.inf, 1e9], sim), 0.04, 0)
     text = render([row], "cmd", "default", "fl")
     assert text.startswith("# Figure 1's fl panel over learning rates")
-    assert ("- The FedAlt run diverges (loss past twice its start) at eta = 0.04, from step "
-            "40.") in text
+    assert ("- The FedAlt run diverges (loss past twice its start) at eta = 0.04 (1/1), from "
+            "step 40.") in text
     assert "| final L FedAlt " in text and "| final L FedSim " in text
     with pytest.raises(InputError, match="unknown panel 'resnet'"):
         run_scan([0.01], [0], str(tmp_path), str(tmp_path / "r.md"), panel="resnet")
