@@ -331,6 +331,7 @@ def write_report(runs, path: str, command: str) -> str:
     then how it was measured and the details; returns its text."""
     from crosscurv.experiments.studies.certificates_report import (
         _factor_lines, _intro_lines, _pool, _problem_lines, _window_lines, _wrong_lines)
+    from crosscurv.experiments.studies.certificates_levers import lever_lines
     from crosscurv.numeric.certificate import SAFETY
     from crosscurv.numeric.records import atomic_write_text
 
@@ -342,6 +343,7 @@ def write_report(runs, path: str, command: str) -> str:
     lines += _factor_lines(runs)
     lines += first_step_lines(runs, SAFETY)
     lines += alternative_lines(runs)
+    lines += lever_lines(runs, GOAL)
     lines += _window_lines(runs)
     lines += _problem_lines(runs, new, old)
     lines += _wrong_lines(runs, new)

@@ -125,7 +125,11 @@ def _cause(est, window, first, k, gs, factor) -> str:
 
 
 def advice_counts(
-    run: dict, factor: float | None, first_rule: str = "prediction", certify=None
+    run: dict,
+    factor: float | None,
+    first_rule: str = "prediction",
+    certify=None,
+    pairwise: bool = False,
 ) -> dict:
     """``{"right", "certified", "decided", "decided_inside", "regret_sum", "regret_n",
     "regret_cert_sum", "wrong_k", "causes", "error_ratios"}`` of one run's advice under the new
@@ -134,7 +138,10 @@ def advice_counts(
     ``causes``: ``{cause: n}`` of the decided iterations inside the regime left uncertified
     (:data:`CAUSES`); ``error_ratios``: ``|gap - estimate| / error`` of every candidate at those
     iterations (the embedded error's calibration); ``certify``: the rule, default
-    :func:`crosscurv.numeric.certificate.certify_best`."""
+    :func:`crosscurv.numeric.certificate.certify_best`; ``pairwise``: the rule is
+    :func:`crosscurv.experiments.studies.certificates_levers.certify_pairwise`, with the embedded
+    error of each difference (:func:`crosscurv.experiments.studies.certificates_levers.
+    pairwise_orders`)."""
     from crosscurv.numeric.advice import decide
     from crosscurv.numeric.certificate import (
         REMAINDER_WINDOW,
@@ -155,6 +162,14 @@ def advice_counts(
     first = first_step(run, first_rule)
     certify = certify or certify_best
     errors = [{n: _f(x) for n, x in r["errors"].items()} for r in rows]
+    if pairwise:
+        from crosscurv.experiments.studies.certificates_levers import (
+            certify_pairwise,
+            pairwise_orders,
+            signed_errors,
+        )
+
+        signed, first_signed = signed_errors(run)
     out = {
         "right": 0,
         "certified": 0,
@@ -185,7 +200,13 @@ def advice_counts(
         est = {n: _f(r["estimates"][n]) for n in cands}
         nxt = {n: _f(r["errors"][n]) for n in cands}
         window = errors[max(0, i + 1 - REMAINDER_WINDOW) : i + 1]
-        if factor is None:
+        if pairwise:
+            pairs = pairwise_orders(
+                signed[max(0, i + 1 - REMAINDER_WINDOW) : i + 1], first_signed, r["k"]
+            )
+            v = certify_pairwise(est, pairs, inside[i], gs, factor)
+            best, tied, cert = v["best"], v["tied"], v["certified"]
+        elif factor is None:
             d = decide(est, {n: nxt[n] if math.isfinite(nxt[n]) else math.inf for n in cands})
             best, tied, cert = d["best"], [d["best"]], d["certified"] and converges and inside[i]
         else:
@@ -206,7 +227,7 @@ def advice_counts(
             out["regret_cert_sum"] += reg
             if not right:
                 out["wrong_k"].append(r["k"])
-        elif factor is not None and inside[i]:
+        elif factor is not None and inside[i] and not pairwise:
             out["causes"][_cause(est, window, first, r["k"], gs, factor)] += 1
             out["error_ratios"] += [
                 abs(gaps[n] - est[n]) / nxt[n] for n in cands[1:] if nxt[n] > 0
