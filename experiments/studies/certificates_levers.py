@@ -35,6 +35,8 @@ __all__ = [
     "with_prediction",
     "lever_cells",
     "choose_lever_factor",
+    "lever_results",
+    "lever_summary",
     "lever_lines",
 ]
 
@@ -182,7 +184,38 @@ def choose_lever_factor(runs, lever: str) -> tuple[float, list]:
     return (chosen if chosen is not None else LEVER_FACTORS[-1]), table
 
 
-def lever_lines(runs, goal: float = 50.0) -> list:
+def lever_results(runs) -> dict:
+    """``{lever: (factor, [(factor, worst, coverage)], cells)}``: every lever of :data:`LEVERS`
+    with its factor chosen on the tuning half (:func:`choose_lever_factor`) and its cells at that
+    factor over every half (:func:`lever_cells`)."""
+    out = {}
+    for lever in LEVERS:
+        f, table = choose_lever_factor(runs, lever)
+        out[lever] = (f, table, lever_cells(runs, lever, f))
+    return out
+
+
+def _below(cells, goal) -> list:
+    return [
+        f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
+        for (_, p), v in cells.items()
+        if _pct(v["certified"], v["decided_inside"]) < goal
+    ]
+
+
+def lever_summary(results, goal: float = 50.0) -> str:
+    """One clause for the report's opening: per lever other than the code's, its factor and the
+    problems it leaves below ``goal``."""
+    parts = []
+    for lever, (f, _, cells) in results.items():
+        if lever == LEVERS[0]:
+            continue
+        low = _below(cells, goal)
+        parts.append(f"{lever} (F = {f:g} on the tuning half) leaves {', '.join(low) or 'none'}")
+    return "; ".join(parts)
+
+
+def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
     """The report's section: per lever, the factor chosen on the tuning half, the worst tuning
     precision one step below it, and precision / coverage inside the regime per half and problem."""
     halves = ("tune", "held-out", "beyond")
@@ -203,22 +236,17 @@ def lever_lines(runs, goal: float = 50.0) -> list:
         "| lever | factor | below it | " + " | ".join(halves) + " | problems below the goal |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for lever in LEVERS:
-        f, table = choose_lever_factor(runs, lever)
+    results = lever_results(runs) if results is None else results
+    for lever, (f, table, cells) in results.items():
         prev = [w for ff, w, _ in table if ff < f]
         below = f"{prev[-1]:.2f}%" if prev else "n/a"
-        cells = lever_cells(runs, lever, f)
         row = []
         for h in halves:
             sel = [v for (hh, _), v in cells.items() if hh == h]
             right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
             dec = sum(v["decided_inside"] for v in sel)
             row.append(f"{_pct(right, cert):.2f}% / {_pct(cert, dec):.1f}%")
-        low = [
-            f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
-            for (_, p), v in cells.items()
-            if _pct(v["certified"], v["decided_inside"]) < goal
-        ]
+        low = _below(cells, goal)
         lines.append(
             f"| {lever} | {f:g} | {below} | " + " | ".join(row) + f" | {', '.join(low) or 'none'} |"
         )
