@@ -207,12 +207,22 @@ def lever_summary(results, goal: float = 50.0) -> str:
     """One clause for the report's opening: per lever other than the code's, its factor and the
     problems it leaves below ``goal``."""
     parts = []
-    for lever, (f, _, cells) in results.items():
+    for lever, (f, table, cells) in results.items():
         if lever == LEVERS[0]:
             continue
+        if not _reached(table):
+            parts.append(f"{lever} reaches the target precision at no factor up to {f:g}")
+            continue
         low = _below(cells, goal)
-        parts.append(f"{lever} (F = {f:g} on the tuning half) leaves {', '.join(low) or 'none'}")
+        parts.append(f"{lever} (F = {f:g}) leaves {', '.join(low) or 'none'} below {goal:g}%")
     return "; ".join(parts)
+
+
+def _reached(table) -> bool:
+    """Whether the last factor tried reached the target on every tuning problem."""
+    from crosscurv.experiments.studies.certificates_report import TARGET
+
+    return bool(table) and table[-1][1] >= TARGET
 
 
 def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
@@ -247,7 +257,8 @@ def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
             dec = sum(v["decided_inside"] for v in sel)
             row.append(f"{_pct(right, cert):.2f}% / {_pct(cert, dec):.1f}%")
         low = _below(cells, goal)
+        fc = f"{f:g}" if _reached(table) else f"none up to {f:g} (worst {table[-1][1]:.2f}%)"
         lines.append(
-            f"| {lever} | {f:g} | {below} | " + " | ".join(row) + f" | {', '.join(low) or 'none'} |"
+            f"| {lever} | {fc} | {below} | " + " | ".join(row) + f" | {', '.join(low) or 'none'} |"
         )
     return lines
