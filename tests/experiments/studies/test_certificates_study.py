@@ -185,3 +185,48 @@ def test_gs_orders_as_one_set_names_every_full_gs_order_where_one_is_certified()
     # JC certified: nothing to widen; not certified: unchanged
     assert gs_orders_as_one_set({**est, "jc": -2.0}, nxt, True, gs)["tied"] == ["jc"]
     assert not gs_orders_as_one_set(est, nxt, False, gs)["certified"]
+
+
+def test_pairwise_orders_bound_each_difference_by_its_own_embedded_error():
+    from crosscurv.experiments.studies.certificates_levers import (certify_pairwise,
+                                                                   pairwise_orders)
+
+    window = [{"jc": 0.0, "a": 0.10, "b": 0.12}, {"jc": 0.0, "a": 0.20, "b": 0.19}]
+    pairs = pairwise_orders(window, {"jc": 0.0, "a": 0.0, "b": 0.0}, k=10)
+    assert pairs[("a", "b")] == pytest.approx(0.02) and pairs[("b", "a")] == pytest.approx(0.02)
+    assert pairs[("a", "jc")] == pytest.approx(0.20)  # against JC: the candidate's own error
+    # the first step counts while k <= the look-back; a withdrawn one withdraws every pair with it
+    first = {"jc": 0.0, "a": 0.5, "b": 0.0}
+    assert pairwise_orders(window, first, k=2)[("a", "b")] == pytest.approx(0.5)
+    assert pairwise_orders(window, first, k=10)[("a", "b")] == pytest.approx(0.02)
+    withdrawn = pairwise_orders(window, {"jc": 0.0, "a": float("inf"), "b": 0.0}, k=10)
+    assert withdrawn[("a", "jc")] == float("inf") and withdrawn[("b", "jc")] == pytest.approx(0.19)
+    # a and b differ by 0.05 > 0.02 but each by less than |d_a| + |d_b|: only the pairwise error
+    # separates them
+    est = {"jc": 0.0, "a": -1.0, "b": -0.95}
+    v = certify_pairwise(est, pairs, True, (), factor=1.0)
+    assert v["certified"] and v["tied"] == ["a"]
+    assert not certify_pairwise(est, pairs, True, (), factor=3.0)["certified"]
+    assert not certify_pairwise(est, pairs, False, (), factor=1.0)["certified"]
+
+
+def test_levers_choose_their_factor_on_the_tuning_half_only(subset_runs):
+    from crosscurv.experiments.studies.certificates_levers import (LEVER_FACTORS,
+                                                                   choose_lever_factor, lever_cells,
+                                                                   with_prediction)
+
+    run = subset_runs[0]
+    moved = with_prediction(run, "corrected")
+    rows, moved_rows = run["advice"]["per_iteration"], moved["advice"]["per_iteration"]
+    assert [r["estimates"] for r in moved_rows] == [r["corrected"] for r in rows]
+    assert run["advice"]["per_iteration"] is rows  # the run itself is left alone
+    # the subset's tuning runs decide the factor; the held-out runs do not change it
+    tune = [r for r in subset_runs if r["half"] == "tune"]
+    for lever in ("corrected prediction", "pairwise error"):
+        f, table = choose_lever_factor(subset_runs, lever)
+        assert f in LEVER_FACTORS and choose_lever_factor(tune, lever)[0] == f
+        assert [row[0] for row in table] == list(LEVER_FACTORS[: len(table)])
+        cells = lever_cells(subset_runs, lever, f)
+        assert {h for h, _ in cells} == {"tune", "held-out"}
+        for v in cells.values():
+            assert 0 <= v["right"] <= v["certified"] <= v["decided_inside"]
