@@ -97,7 +97,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-import torch
 
 from crosscurv.theory.errors import AdviceError
 from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
@@ -105,13 +104,14 @@ from crosscurv.theory.patterns import DelayPattern, as_pattern, spelling
 from . import tree
 from .advice_run import COLUMNS, AdviceRun, advice_records, inside_regime
 from .advice_run import read_advice_records as _read_records
-from .advice_steps import PatternCandidate, advice_steps
+from .advice_steps import PatternCandidate, advice_steps, column_sources
 from .advice_text import check_note as _check_note
 from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
 from .certificate import REMAINDER_WINDOW, advice_next_orders, certify_best, first_step_orders
 from .engine import choose_engine
+from .one_step_check import one_step_check
 from .optimizers import optimizer_setup
 from .protocol_checks import ProtocolError
 from .records import CHECKPOINT_FILE, json_safe, write_summary
@@ -248,8 +248,9 @@ class Advice:
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note). orders: for
         two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
             "note"}`` (else ``None``).
-        one_step_checks: ``[at theta^0]`` (:func:`_one_step_check`): the measured one-step
-            gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the
+        one_step_checks: ``[at theta^0]``
+            (:func:`crosscurv.numeric.one_step_check.one_step_check`): the measured one-step gap
+            of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the
             recommendation warns where the remainder exceeds the ``eta^3`` term.
         status: ``"complete"`` or ``"diverged"``. settings: what the run used (JSON-able). timing:
         ``{"one_step_check_s"}``: seconds of this call's one-step check (0 when none ran). out_dir:
@@ -349,40 +350,6 @@ def _orders(cands, checks: Sequence[dict]) -> dict | None:
     return {"eta3": {n: {"k0": checks[0][n]["c3"]} for n in gs}}
 
 
-def _one_step_check(task, cands, theta: Mapping, lr: float, k: int, method: str = "auto") -> dict:
-    """Theorem 1 and the next order at ``theta``: ``{spelling: {"k", "measured", "eta2", "eta3",
-    "c3", "floor"}}``.
-
-    For every non-JC candidate: ``measured`` is ``L(S step) - L(JC step)`` from ``theta`` by exact
-    steps (:func:`crosscurv.numeric.steps.scheme_step`) and :func:`crosscurv.numeric.gap.loss_gap`
-    (no cancellation); ``eta2 = eta^2 C_S`` (Theorem 1) and ``eta3 = eta2 + eta^3 c3``
-    (:func:`crosscurv.numeric.one_step.one_step_coefficients`); ``floor`` the rounding of the two
-    steps' coordinates seen by the loss, ``2 eps sum_i |g_i| |theta_i|``.
-    """
-    from .gap import loss_gap
-    from .hvp import grad
-    from .one_step import one_step_coefficients
-    from .steps import scheme_step
-
-    _, g = grad(task.loss, theta)
-    jc = {n: theta[n] - lr * g[n] for n in theta}
-    eps = torch.finfo(next(iter(theta.values())).dtype).eps
-    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
-        for n in theta))
-    out = {}
-    for name, p in cands:
-        if p.is_jacobi:
-            continue
-        with torch.no_grad():
-            s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
-        coef = one_step_coefficients(task, theta, p, g=g, method=method)
-        eta2 = lr * lr * coef[2]
-        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": eta2, "eta3": eta2
-            + lr ** 3 * coef[3],
-                     "c3": coef[3], "floor": floor}
-    return out
-
-
 @computes_with_threads
 def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
            search: str | None = None, options: RunOptions | None = None, **keywords) -> Advice:
@@ -456,7 +423,7 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
     except ProtocolError as exc:  # the runner's one-line refusals, as advise's own
         raise AdviceError(str(exc)) from None
     engine = choose_engine(task, opts.hvp_method)
-    body = AdviceRun(task, lr, settings, engine, rule, keys, _column_sources(active, keys), active,
+    body = AdviceRun(task, lr, settings, engine, rule, keys, column_sources(active, keys), active,
                      names[0], opts.seed)
     check_s, done, start = 0.0, False, 0
     if ck is not None:
@@ -465,24 +432,13 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
     else:
         body.start()
         t_check = time.perf_counter()
-        body.check0 = (_one_step_check(task, cands, tree.clone(task.params), lr, 0, engine.method)
+        body.check0 = (one_step_check(task, cands, tree.clone(task.params), lr, 0, engine.method)
                        if active and checks and rule.checks else {})
         check_s = time.perf_counter() - t_check
     out = run.execute(body, start, done, task.device)
     first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records
         else {})
     return _advice(run, body, cands, out, checks, first, {"one_step_check_s": check_s})
-
-
-def _column_sources(active, keys) -> dict:
-    """``{j: [param keys]}``: the rows of the blocks that read block ``j`` in some candidate."""
-    sources: dict = {}
-    for c in active:
-        for i, fresh in c.plan_rows:
-            for j in fresh:
-                rows = sources.setdefault(j, [])
-                rows.extend(k for k in keys[i] if k not in rows)
-    return dict(sorted(sources.items()))
 
 
 def _open(folder, task, settings: dict, resume: bool) -> dict | None:

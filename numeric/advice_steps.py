@@ -33,8 +33,8 @@ from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
 from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step
 from .point import PointCurvature
 
-__all__ = ["PatternCandidate", "column_products", "masked_from_columns", "masked", "PlainSteps",
-           "OptimizerSteps", "advice_steps"]
+__all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
+           "PlainSteps", "OptimizerSteps", "advice_steps"]
 
 
 @dataclass
@@ -244,3 +244,16 @@ class OptimizerSteps:
 def advice_steps(task, setup):
     """:class:`PlainSteps` for plain steps (``setup.plain``), else :class:`OptimizerSteps`."""
     return PlainSteps() if setup.plain else OptimizerSteps(task, setup)
+
+
+def column_sources(cands, keys) -> dict:
+    """``{j: [param keys]}``: the rows of the blocks that read block ``j`` in some candidate
+    (:class:`PatternCandidate` ``plan_rows``; ``keys[i]``: block ``i``'s parameter names), ``j``
+    ascending."""
+    sources: dict = {}
+    for c in cands:
+        for i, fresh in c.plan_rows:
+            for j in fresh:
+                rows = sources.setdefault(j, [])
+                rows.extend(k for k in keys[i] if k not in rows)
+    return dict(sorted(sources.items()))

@@ -37,15 +37,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
 from crosscurv.theory.pattern_spaces import pair_list
 from crosscurv.theory.patterns import as_pattern
 
 from . import tree
 from .advice_run import inside_regime
-from .advice_steps import PatternCandidate, column_products, masked, masked_from_columns
+from .advice_steps import (PatternCandidate, column_products, column_sources, masked,
+                           masked_from_columns)
 from .advice_text import check_failures, check_note, edge_note
+from .one_step_check import one_step_check
 from .estimates import init_power_vector, power_step, solve_extremes
 
 __all__ = ["rankable", "certify_front", "front_candidates", "first_step_checks", "embedded_errors"]
@@ -74,40 +75,11 @@ def front_candidates(front: list[dict]) -> list[str]:
 
 
 def first_step_checks(task, cands, lr: float, method: str) -> dict:
-    """advise's one-step check at ``theta^0`` (the rows :func:`check_failures` reads): ``{name:
-    {"k", "measured", "eta2", "eta3", "c3", "floor"}}``, ``measured`` the exact one-step gap
-    :func:`crosscurv.numeric.gap.loss_gap`, ``floor`` the steps' rounding."""
-    from .gap import loss_gap
-    from .hvp import grad
-    from .one_step import one_step_coefficients
-    from .steps import scheme_step
-
-    theta = tree.clone(task.params)
-    _, g = grad(task.loss, theta)
-    jc = {n: theta[n] - lr * g[n] for n in theta}
-    eps = torch.finfo(next(iter(theta.values())).dtype).eps
-    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
-                                for n in theta))
-    out = {}
-    for c in cands:
-        with torch.no_grad():
-            s_step = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-        coef = one_step_coefficients(task, theta, c.pattern, g=g, method=method)
-        eta2 = lr * lr * coef[2]
-        out[c.name] = {"k": 0, "measured": loss_gap(task, s_step, jc), "eta2": eta2,
-                       "eta3": eta2 + lr**3 * coef[3], "c3": coef[3], "floor": floor}
-    return out
-
-
-def _sources(cands, keys) -> dict:
-    """``{j: [param keys]}``: the rows of the blocks that read block ``j`` in some pattern."""
-    sources: dict = {}
-    for c in cands:
-        for i, fresh in c.plan_rows:
-            for j in fresh:
-                rows = sources.setdefault(j, [])
-                rows.extend(k for k in keys[i] if k not in rows)
-    return dict(sorted(sources.items()))
+    """advise's one-step check at ``theta^0`` over the candidates ``cands``
+    (:func:`crosscurv.numeric.one_step_check.one_step_check`, the rows :func:`check_failures`
+    reads)."""
+    named = [(c.name, c.pattern) for c in cands]
+    return one_step_check(task, named, tree.clone(task.params), lr, 0, method)
 
 
 def _sharpness(state: dict, point, theta, seed: int) -> float:
@@ -130,7 +102,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     from .steps import block_keys
 
     keys = block_keys(task)
-    sources, K, lr2 = _sources(cands, keys), records.iters, lr * lr
+    sources, K, lr2 = column_sources(cands, keys), records.iters, lr * lr
     pl = pair_list(task.n_blocks)
     rows_of = {c.name: np.array([[p in c.pattern.pairs for p in pl]]) for c in cands}
     theta = tree.clone(task.params)

@@ -312,7 +312,7 @@ def test_a_first_step_remainder_withholds_the_first_certificates(monkeypatch):
         return {name: {"k": 0, "measured": 1.0, "eta2": 0.1, "eta3": 0.11, "c3": 0.0, "floor": 0.0}
                 for name, p in cands if not p.is_jacobi}
 
-    monkeypatch.setattr(advice, "_one_step_check", bad_check)
+    monkeypatch.setattr(advice, "one_step_check", bad_check)
     bad = advise(task, 0.1, 20, "jc;gs;chain")
     assert not any(r["certified"] for r in bad.per_iteration[:REMAINDER_WINDOW])
     assert all(r["next_order"]["gs"] >= 0.9 for r in bad.per_iteration[:REMAINDER_WINDOW])
