@@ -286,7 +286,7 @@ def merge(paths: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--out", default=os.path.join("reports", "performance.md"))
     ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of "
         + ",".join(BENCHMARKS))

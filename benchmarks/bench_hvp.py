@@ -235,7 +235,7 @@ def bench(name: str, repeats: int, batch: int, seed: int = 0, clock=time.perf_co
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--models", default="mlp,resnet18,t5lora")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None,

@@ -214,7 +214,7 @@ def table(rows: list[dict], args) -> str:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
+        description=" ".join(__doc__.split("\n\n")[0].split()),
         epilog=f"Each width gives two ratios: the whole run (iteration 0 solves for the Hessian's "
                f"extreme eigenpairs from scratch, the solver of "
                f"crosscurv.numeric.estimates.solve_extremes) and the iterations after the first "

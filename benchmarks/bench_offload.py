@@ -59,7 +59,7 @@ def park_costs(vector: dict, n: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--task", default="fl")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--width", type=int, default=None,

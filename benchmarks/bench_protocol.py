@@ -254,7 +254,7 @@ OFFLOAD = None
 
 def _parse(argv):
     """The command line's options (module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--tasks", default="mlp,fl,lora")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--iters", type=int, default=8)

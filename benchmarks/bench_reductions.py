@@ -31,7 +31,7 @@ def _time_cpu(fn, samples: list) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--task", default="mlp")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--repeats", type=int, default=30)

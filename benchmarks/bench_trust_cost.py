@@ -74,7 +74,7 @@ def timed_run(task, pattern, lr, iters) -> tuple[float, list]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--tasks", default="mlp,fl,lora")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--iters", type=int, default=41,

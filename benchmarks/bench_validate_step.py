@@ -56,7 +56,7 @@ def write_report(path: str, lines: list[str], argv) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--batch", type=int, default=2)

@@ -42,8 +42,8 @@ def _argv(argv) -> list[str]:
 
 
 def _summary(module) -> str:
-    """The first line of a module's docstring (its parser's description)."""
-    return module.__doc__.splitlines()[0]
+    """The first paragraph of a module's docstring, on one line (its parser's description)."""
+    return " ".join(module.__doc__.split("\n\n")[0].split())
 
 
 def _one_line(name: str, exc: Exception) -> int:
@@ -100,7 +100,7 @@ def certificates(argv=None) -> int:
     from crosscurv.experiments.studies import certificates as mod
 
     ap = argparse.ArgumentParser(prog="python -m crosscurv.experiments.studies.certificates",
-                                 description=mod.__doc__.split("\n\n")[0])
+                                 description=_summary(mod))
     ap.add_argument("--out", default="runs/certificates", help="folder of the cached runs")
     ap.add_argument("--report", default="reports/certificates.md", help="the report written")
     ap.add_argument("--collect-only", action="store_true",

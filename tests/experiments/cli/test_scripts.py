@@ -84,3 +84,17 @@ def test_every_entry_point_is_a_module_main():
             n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)
         ]
         assert guards and f"scripts import {func}" in ast.unparse(guards[-1]), module
+
+
+def test_a_study_command_describes_itself_with_the_whole_first_sentence():
+    """``--help`` carries the module docstring's whole first paragraph, however it is wrapped."""
+    import subprocess
+    import sys
+
+    from crosscurv.experiments.motivation import rate_scan
+
+    out = subprocess.run([sys.executable, "-m", "crosscurv.experiments.motivation.rate_scan",
+                          "--help"], capture_output=True, text=True, timeout=120).stdout
+    first = " ".join(rate_scan.__doc__.split("\n\n")[0].split())
+    assert len(rate_scan.__doc__.split("\n\n")[0].splitlines()) > 1  # wrapped in the source
+    assert first.endswith("?") and first in " ".join(out.split())
