@@ -88,13 +88,13 @@ def search_rows(a, timed: list) -> list[str]:
     ks = [int(k) for k in (a.search_iters or str(a.iters)).split(",")]
     budgets = ", ".join(map(str, ks))
     lines = ["", f"Pattern search, K = {budgets}: `search` is what `advise --search SPACE "
-             "--no-certify` computes: the space built from its spelling, the JC run with one "
-             "state per ordered pair of blocks (N^2 Hessian-vector products per iteration, "
+                 "--no-certify` computes: the space built from its spelling, the JC run with one "
+                 "state per ordered pair of blocks (N^2 Hessian-vector products per iteration, "
              "batched), the evaluation of every pattern of the space at K and the pricing of plain "
-             "steps; `certify` is the certification of the front's patterns and runners-up "
-             "along the same JC trajectory (their embedded-pair errors, the regime gate, and "
-             "the one-step check where some margin exceeds the errors); `plain 8` trains 8 "
-             "patterns of the space drawn at random (seed 0) for K steps each.", "",
+                 "steps; `certify` is the certification of the front's patterns and runners-up "
+                 "along the same JC trajectory (their embedded-pair errors, the regime gate, and "
+                 "the one-step check where some margin exceeds the errors); `plain 8` trains 8 "
+                 "patterns of the space drawn at random (seed 0) for K steps each.", "",
              "| task | blocks | space | patterns | K | search s | certify s | plain 8 s "
              "| search/plain 8 | search+certify/plain 8 |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -149,7 +149,7 @@ def findings(timed: list, searched: list) -> list[str]:
         out.append(f"- advise / plain training of the candidates: "
                    f"{_span([t['advise'] / t['plain'] for t in timed])}.")
         out.append("- the one-step check: "
-            f"{_span([100 * t['check'] / t['advise'] for t in timed], '.0f')}"
+                   f"{_span([100 * t['check'] / t['advise'] for t in timed], '.0f')}"
                    "% of advise's time.")
     if searched:  # one line: per budget K of the search rows
         ks = sorted({r.get("iters") for r in searched}, key=lambda k: k or 0)

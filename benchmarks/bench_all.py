@@ -228,7 +228,7 @@ def render(info: dict, results: list[dict], started: str, quick: bool) -> str:
              "average before and after it", ""]
     if quick:
         lines += ["**Quick run: smallest sizes, a check of the pipeline; no figure here is to be "
-            "quoted.**", ""]
+                  "quoted.**", ""]
     for r in results:
         status = "" if r[
             "rc"] == 0 else f" (exit code {r['rc']}{': target missed' if r['rc'] == 1 else ''})"
@@ -289,7 +289,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--out", default=os.path.join("reports", "performance.md"))
     ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of "
-        + ",".join(BENCHMARKS))
+                    + ",".join(BENCHMARKS))
     ap.add_argument("--quick", action="store_true",
                     help="smallest sizes: a pipeline check, not figures")
     ap.add_argument("--merge", nargs="+", default=None, metavar="MD",

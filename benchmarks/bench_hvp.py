@@ -247,7 +247,7 @@ def main(argv=None) -> int:
                          "machine, best with --threads 1)")
     ap.add_argument("--linearize", action="store_true",
                     help="also time torch.func.linearize of the gradient map (slow to trace on "
-                    "large models)")
+                         "large models)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
     from tabulate import tabulate

@@ -151,7 +151,7 @@ def _child(args) -> dict:
 
 def _measure(mode: str, args, width: int | None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--task", args.task,
-        "--preset", args.preset,
+           "--preset", args.preset,
            "--iters", str(args.iters), "--hvp", args.hvp, "--device", args.device, "--threads", str(
            args.threads),
            "--offload", args.offload]
@@ -185,7 +185,7 @@ def measure(args, width: int | None) -> dict:
 def table(rows: list[dict], args) -> str:
     """The rows as a Markdown table, with a line saying what was measured and how."""
     what = ("fl ResNet-18, client examples" if args.task == "fl"
-        else "mlp (8-layer MNIST MLP), examples")
+            else "mlp (8-layer MNIST MLP), examples")
     head = (f"{what} {rows[0]['examples']}, float32, {args.device}, hvp {args.hvp} (engine "
             f"{rows[0]['engine']}), chunk {args.chunk}, offload {args.offload}, K = {args.iters}, "
             f"{args.threads} thread(s); measured as {rows[0]['how']}, above the baseline after "
@@ -200,7 +200,7 @@ def table(rows: list[dict], args) -> str:
                  else f"| {r['later_mib']:.1f} | {r['later_ratio']:.2f} |")
         later += f" {r['point_ratio']:.2f} |"
         lines.append(f"| {r['width'] if r['width'] is not None else '-'} | {r['n_params']:,} | "
-            f"{'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
+                     f"{'yes' if r['offloaded'] else 'no'} | {r['grad_mib']:.1f} "
                      f"| {r['protocol_mib']:.1f} | {r['ratio']:.2f} {later}")
     lines += ["", "The whole run includes iteration 0's eigensolve from scratch "
                   "(crosscurv.numeric.estimates.solve_extremes); after the first record, the "
@@ -221,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
                f"record. Exit code 1 when a width's whole-run ratio is above {TARGET:g}.")
     ap.add_argument("--task", default="fl", choices=("fl", "mlp"),
                     help="fl (default: the ResNet-18 at each --width) or mlp (the 8-layer MNIST "
-                    "MLP, one row)")
+                         "MLP, one row)")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--width", type=int, nargs="+", default=[16, 32, 64],
                     help="ResNet-18 base widths, one row each (default: 16 32 64)")
@@ -257,7 +257,7 @@ def main(argv=None) -> int:
         later = "" if r[
             "later_ratio"] is None else f", after the first record {r['later_ratio']:.2f}x"
         print(f"bench_memory: {args.task} width {r['width']}: protocol {r['ratio']:.2f}x one "
-            f"gradient step{later}",
+              f"gradient step{later}",
               file=sys.stderr, flush=True)
     print(table(rows, args))
     return 0 if all(r["ratio"] <= TARGET for r in rows) else 1

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--park", type=int, default=0, metavar="N",
                     help="time N parks and fetches by the store and by torch.save/torch.load "
-                    "instead")
+                         "instead")
     args = ap.parse_args(argv)
 
     import torch

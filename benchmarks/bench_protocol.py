@@ -167,7 +167,7 @@ def _iteration_times(task, pattern, lr, iters, timers=None):
     if timers is not None and ks:
         n = len(ks)
         per = {p: (parts[ks[-1]][0][p] - parts[ks[0] - 1][0][p]) / n for p in timers.PARTS
-            + timers.REST_PARTS}
+               + timers.REST_PARTS}
         # parks of a vector per iteration
         per["parks"] = (parts[ks[-1]][2] - parts[ks[0] - 1][2]) / n
         # float32 reductions per iteration

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     dots = {
         "Tensor.sum of the products (tree.dot)": lambda: float(tree.dot(a, b)),
         "torch.dot per entry": lambda: sum(float(torch.dot(a[k].reshape(-1), b[k].reshape(-1)))
-        for k in a),
+                                           for k in a),
     }
     norms = {
         "Tensor.sum of the squares (tree.norm)": lambda: float(tree.norm(a)),

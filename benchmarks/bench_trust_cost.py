@@ -70,7 +70,7 @@ def timed_run(task, pattern, lr, iters) -> tuple[float, list]:
         run_protocol(task, pattern, lr, iters, out_dir=os.path.join(tmp, "run"), progress=progress)
     first = stamps[1] - t0
     return first, [stamps[k] - stamps[k - 1] for k in range(2, iters + 1) if k in stamps and k
-        - 1 in stamps]
+                   - 1 in stamps]
 
 
 def main(argv=None) -> int:
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     from crosscurv.numeric.threads import caller_chooses
     caller_chooses()  # the API calls below keep this count
     print(f"{args.threads} thread(s), CPU time; K = {args.iters} per timed run (refinements "
-        f"every {SHARPNESS_EVERY}); "
+          f"every {SHARPNESS_EVERY}); "
           f"{args.rounds} round(s), each one run with and one without, interleaved")
     for name in args.tasks.split(","):
         task, settings = load_task(name, args.preset)
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
                                 task.block_names)
         lr, preset_k = settings["lr"], int(settings.get("iters") or args.iters)
         print(f"\n{name} ({args.preset}, {task.num_params()} parameters, pattern "
-            f"{pattern.name}, K = {preset_k})")
+              f"{pattern.name}, K = {preset_k})")
         steady, whole = [], []
         for r in range(args.rounds):
             f_with, its_with = timed_run(task, pattern, lr, args.iters)

@@ -110,10 +110,10 @@ def main(argv=None) -> int:
         lines.append(line)
 
     say(f"model: T5-small shape (about 60 M parameters), LoRA rank {args.rank} on q,v: "
-          f"{user.task.num_params()} trainable; batch {args.batch} x {args.seq} tokens; float64; "
-          f"{args.threads} thread(s)")
+        f"{user.task.num_params()} trainable; batch {args.batch} x {args.seq} tokens; float64; "
+        f"{args.threads} thread(s)")
     say(f"build: {build_s:.1f} s; load average during the run: {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores (others' processes slow a shared machine down)")
+        f"on {os.cpu_count()} cores (others' processes slow a shared machine down)")
     say(f"validate-step (identify_step, defaults): {run_s:.1f} s  (target < {TARGET_S:.0f} s)")
     say("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     say(report.route.describe() if report.route else "no curvature products")

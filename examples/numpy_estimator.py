@@ -43,7 +43,7 @@ def load_quadratic(case_dir: str):
         case = json.load(fh)
     if case["model"] != "quadratic":
         raise ValueError(f"{case_dir} is a {case['model']} case; this example handles the "
-            "quadratic one")
+                         "quadratic one")
     names = list(case["params"])
     sizes = [int(np.prod(case["params"][n]["shape"])) for n in names]
     x0 = np.concatenate([_arr(case["params"][n]).ravel() for n in names])

@@ -198,7 +198,7 @@ def parse_candidates(task, patterns=None) -> list[tuple[str, DelayPattern]]:
             name = spelling(pat, task.block_names)
         if pat.pairs in seen:
             raise AdviceError(f"patterns {seen[pat.pairs]!r} and {name!r} are the same scheme "
-                f"{pat.describe()}")
+                              f"{pat.describe()}")
         seen[pat.pairs] = name
         out.append((name, pat))
     if not any(p.is_jacobi for _, p in out):
@@ -327,7 +327,7 @@ def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Seq
     :func:`crosscurv.numeric.certificate.advice_next_orders` over the rows up to it."""
     errs = [r["errors"] for r in rows]
     return [_with_decision(r, ok, gs_orders, advice_next_orders(errs[max(0, i + 1
-        - REMAINDER_WINDOW):i + 1],
+                                                                         - REMAINDER_WINDOW):i + 1],
                                                                 first_step, r["k"]))
             for i, (r, ok) in enumerate(zip(rows, gate))]
 
@@ -437,7 +437,7 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
         check_s = time.perf_counter() - t_check
     out = run.execute(body, start, done, task.device)
     first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records
-        else {})
+                              else {})
     return _advice(run, body, cands, out, checks, first, {"one_step_check_s": check_s})
 
 
@@ -527,7 +527,7 @@ def validate(task, advice: Advice, *, hvp_method: str = "auto", seed: int = 0) -
             status = f"{n}: {res.status}"
         if math.isnan(sharp):  # lambda_max(H_JC^k) along the JC run (the same in every run)
             sharp = max((x for r in res.records for x in (r["lambda_max"], r["sharpness"])
-                if math.isfinite(x)),
+                         if math.isfinite(x)),
                         default=math.nan)
         for r in res.records:
             gaps[n][r["k"] - 1], errs[n][r["k"] - 1] = r["gap"], r["gap_err"]

@@ -53,7 +53,7 @@ def column_products(point, keys: list, g: Mapping, sources: Mapping[int, list]) 
     if isinstance(point, PointCurvature):
         return {j: point.hvp({k: g[k] for k in keys[j]}, rows) for j, rows in sources.items()}
     named = [(j, (lambda j=j: {k: (g[k] if k in set(keys[j]) else torch.zeros_like(g[k]))
-        for k in g}))
+                               for k in g}))
              for j in sources]
     return dict(point.products(named))
 
@@ -197,7 +197,7 @@ class OptimizerSteps:
 
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
         self.state = OptimizerState(step, {b: vec[f"sj:{b}"] for b in self.setup.buffers
-            if f"sj:{b}" in vec})
+                                           if f"sj:{b}" in vec})
         self.ys = {n: {b: vec[f"ys:{n}:{b}"] for b in self.setup.buffers} for n in names}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,

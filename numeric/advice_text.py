@@ -89,10 +89,10 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
         parts.append(f"{s['best']} {where}{cert}")
     parts[-1] += "."
     head = (f"at K = {last['k']}: use {last['best']} "
-        f"({'certified' if last['certified'] else 'not certified'})")
+            f"({'certified' if last['certified'] else 'not certified'})")
     if last["certified"] and len(last.get("tied", ())) > 1:
         head += (f", as one of the GS orders {', '.join(last['tied'])}, which the errors cannot "
-            "tell apart")
+                 "tell apart")
     if len(segs) > max_segments:
         head += f"; the best scheme changes {len(segs) - 1} times, the last {max_segments} runs"
     return head + ". " + "; ".join(parts)

@@ -35,7 +35,7 @@ def resolve_device(spec="auto") -> torch.device:
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise DeviceError(f"device {spec!r} requested but CUDA is not available here (use "
-                "auto or cpu)")
+                              "auto or cpu)")
         if not sep:
             return torch.device("cuda")
         if not index.isdigit():

@@ -234,7 +234,7 @@ def hessian_extremes(hvp, like: Mapping, v0: Mapping | None = None, tol: float =
         try:
             with _one_blas_thread():
                 w, V = eigsh(op, k=2, which="BE", v0=start, tol=tol, ncv=ncv, maxiter=maxiter
-                    or max(100, 10 * n))
+                             or max(100, 10 * n))
         except ArpackNoConvergence as exc:
             w, V = exc.eigenvalues, exc.eigenvectors
             if len(w) < 2:
@@ -338,7 +338,7 @@ def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int,
     """
     if previous is None or not math.isfinite(previous.norm):
         v0 = None if previous is None else {n: previous.v_max[n] + previous.v_min[n]
-            for n in previous.v_max}
+                                            for n in previous.v_max}
         return solve_extremes(hvp, like, v0, tol, seed, store)
     if every > 1 and k % every:
         return Extremes(previous.lam_max, previous.lam_min, previous.v_max, previous.v_min, 0,
@@ -346,14 +346,14 @@ def track_extremes(hvp, like: Mapping, previous: "Extremes | None", k: int,
     # lobpcg's float64 work arrays are several parameter-sized vectors: the parked basis instead
     if _large(like):
         return solve_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m]
-            for m in previous.v_max}, tol,
+                                          for m in previous.v_max}, tol,
                               seed, store)
     n = sum(t.numel() for t in like.values())
     # half the tolerance: lobpcg's last reported residual may lag its result
     atol = 0.5 * tol * previous.norm
     if n < 10 or atol <= 0:  # lobpcg needs n >= 5 x block size with room to spare
         return hessian_extremes(hvp, like, {m: previous.v_max[m] + previous.v_min[m]
-            for m in previous.v_max}, tol,
+                                            for m in previous.v_max}, tol,
                                 seed)
     lmax, vmax, rmax, cmax = _lobpcg_end(hvp, like, previous.v_max, True, atol, maxiter)
     lmin, vmin, rmin, cmin = _lobpcg_end(hvp, like, previous.v_min, False, atol, maxiter)

@@ -49,7 +49,7 @@ def _copy(src_path: str, src_offset: int, dst_fd: int, dst_offset: int, nbytes: 
         done = 0
         while done < nbytes:
             n = os.copy_file_range(src.fileno(), dst_fd, min(_CHUNK, nbytes - done), src_offset
-                + done,
+                                   + done,
                                    dst_offset + done)
             if n <= 0:
                 raise OSError(f"copying {src_path} stopped after {done} of {nbytes} bytes")

@@ -98,7 +98,7 @@ def undecided(gap: float, err: float) -> bool:
 
 
 def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float]
-        | None = None) -> Metrics:
+             | None = None) -> Metrics:
     """Metrics of ``estimates`` against the measured ``gaps`` (same length ``K >= 1``).
 
     ``gap_errs``: per-iteration error bounds of the gaps (module docstring); ``None`` (or NaN
@@ -143,7 +143,7 @@ def evaluate(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequen
 
 
 def winner_metrics(gaps: Sequence[float], estimates: Sequence[float], gap_errs: Sequence[float]
-        | None = None) -> dict:
+                   | None = None) -> dict:
     """:func:`evaluate` as a dict: ``K, correct, jc_hits, s_hits, mae, max_ae, ties, undecided``.
 
     ``jc_hits`` and ``s_hits`` are ``(h, n)`` tuples; ``correct`` is in percent.
@@ -172,7 +172,7 @@ def certified_metrics(gaps: Sequence[float], estimates: Sequence[float], certs: 
     c = [float(x) for x in certs]
     if not (len(gap) == len(c) == len(estimates)):
         raise ValueError(f"{len(c)} certificates and {len(estimates)} estimates against "
-            f"{len(gap)} gaps")
+                         f"{len(gap)} gaps")
     errs = [0.0] * len(gap) if gap_errs is None else [float(x) for x in gap_errs]
     decided = certified = correct = 0
     for g, e, ck in zip(gap, errs, c):

@@ -30,7 +30,7 @@ __all__ = ["one_step_coefficients", "one_step_estimate", "one_step_gap"]
 
 
 def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g: Mapping
-        | None = None, method: str = "auto") -> dict:
+                          | None = None, method: str = "auto") -> dict:
     """``{2: C_S, 3: c3}`` of the one-step gap at ``params`` as Python floats (dots in float64);
     ``g``: the gradient at ``params`` if known; ``method``: the HVP method.
     """
@@ -69,7 +69,7 @@ def one_step_coefficients(task, params: Mapping, pattern: DelayPattern | str, g:
 
 @computes_with_threads
 def one_step_estimate(task, params: Mapping, pattern: DelayPattern | str, lr, g: Mapping
-        | None = None, method: str = "auto") -> dict:
+                      | None = None, method: str = "auto") -> dict:
     """One-step estimates of ``L_S^{k+1} - L_JC^{k+1}`` from ``params``.
 
     Returns:

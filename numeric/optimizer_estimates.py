@@ -78,7 +78,7 @@ def scaled_direction(spec: OptimizerSpec, state: OptimizerState, g: Mapping, f: 
 
 # -- one step ---------------------------------------------------------------------
 def optimizer_delay_curvature(task, params: Mapping, pattern: DelayPattern, spec: OptimizerSpec
-    | str,
+                              | str,
                               state: OptimizerState | None = None, factors: Sequence[float]
                               | None = None,
                               g: Mapping | None = None, method: str = "auto") -> float:
@@ -128,7 +128,7 @@ def state_difference(spec: OptimizerSpec, s_state: OptimizerState, j_state: Opti
     for name in _STATE_NAMES[spec.name]:
         a, b = s_state.buffers.get(name, {}), j_state.buffers.get(name, {})
         out[name] = {k: (a[k] if k in a else torch.zeros_like(v)) - (b[k] if k in b
-            else torch.zeros_like(v))
+                                                                     else torch.zeros_like(v))
                      for k, v in like.items()}
     return out
 
@@ -223,7 +223,7 @@ class OptimizerRun(list):
 
 
 def run_optimizer_estimates(task, pattern: DelayPattern, lr, K: int, spec: OptimizerSpec
-    | str = "sgd",
+                            | str = "sgd",
                             factors: Sequence[float] | None = None,
                             method: str = "auto") -> OptimizerRun:
     """JC and ``S`` runs with the optimizer from one start and zero state, and the three estimates.

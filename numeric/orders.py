@@ -32,7 +32,7 @@ def pairwise_rates(etas: Sequence[float], errors: Sequence[float]) -> list[float
 def fitted_order(etas: Sequence[float], errors: Sequence[float]) -> float:
     """Least-squares slope of ``log|r|`` on ``log eta`` (nan with fewer than 2 usable points)."""
     pts = [(math.log(float(e)), math.log(abs(float(r)))) for e, r in zip(etas, errors) if float(r)
-        != 0.0]
+           != 0.0]
     if len(pts) < 2:
         return float("nan")
     mx = sum(x for x, _ in pts) / len(pts)
@@ -77,7 +77,7 @@ class OrderStudy:
         from tabulate import tabulate
 
         head = ["eta", "error", "rate", f"error/eta^{self.expected:g}" if self.expected
-            else "error/eta^p"]
+                else "error/eta^p"]
         text = tabulate(self.rows(), headers=head, tablefmt=fmt, floatfmt=".4g", missingval="")
         text += f"\nleast-squares order {self.slope:.4f}, min pairwise rate {self.min_rate:.4f}"
         if self.dropped:

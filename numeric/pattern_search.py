@@ -326,8 +326,8 @@ def _recommendation(res: SearchResult) -> str:
         f"{len(sp):,} patterns ({sp.spec})"
         if sp.kind != LOCAL
         else f"the {DAG_COUNTS[sp.n_blocks]:.2g} acyclic patterns (all: the {len(sp):,} stage "
-        "arrangements exhaustively, then single-pair descent from each budget's best, a local "
-        "minimum)"
+             "arrangements exhaustively, then single-pair descent from each budget's best, a local "
+             "minimum)"
     )
     head = (
         f"at K = {K}, over {over}: "

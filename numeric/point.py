@@ -68,7 +68,7 @@ def _check_vector(shapes: Mapping, v: Mapping) -> None:
             raise HVPError(f"vector entry {k!r} is not a parameter")
         if tuple(t.shape) != shapes[k]:
             raise HVPError(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
-                f"{shapes[k]}")
+                           f"{shapes[k]}")
 
 
 def _check_rows(shapes: Mapping, rows: Iterable[str] | None) -> list:
@@ -242,7 +242,7 @@ class BatchedPoint(Point):
     """
 
     def __init__(self, loss, params: Mapping, method: str = "forward", chunk_size: int
-            | None = None):
+                 | None = None):
         self._loss, self._params, self.method, self.chunk = loss, params, method, chunk_size
         self.value, self.grad = grad(loss, params)
 

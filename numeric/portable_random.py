@@ -62,7 +62,7 @@ def portable_uniform_(tensor: torch.Tensor, a: float, b: float,
 
 @torch.no_grad()
 def portable_default_init_(module: torch.nn.Module, generator: torch.Generator
-        | None = None) -> torch.nn.Module:
+                           | None = None) -> torch.nn.Module:
     """Redraw the ``nn.Linear`` and ``nn.Conv*`` layers of ``module`` as their ``reset_parameters``
     does (weights and biases ``U(+-1/sqrt(fan_in))``), in module order, weight then bias, with
     :func:`portable_uniform_`; other parameters are left as they are.

@@ -392,7 +392,7 @@ def _diverged(k: int, loss_jc: float, loss_s: float):
     """Raise :class:`crosscurv.numeric.trajectory.Diverged` for iteration ``k``, naming each
     non-finite loss."""
     bad = ", ".join(f"{n} = {v}" for n, v in (("loss_jc", loss_jc), ("loss_s", loss_s))
-        if not math.isfinite(v))
+                    if not math.isfinite(v))
     raise Diverged(k, f"diverged at k={k}: {bad}")
 
 

@@ -117,7 +117,7 @@ def make_record(k: int, **values) -> dict:
     if extra:
         raise ValueError(f"unknown record fields: {sorted(extra)}")
     return {"k": int(k), **{f: float(values[f] if f in CORE_FIELDS else values.get(f, math.nan))
-        for f in FIELDS[1:]}}
+                            for f in FIELDS[1:]}}
 
 
 def format_row(record: Mapping, fields: Sequence[str] = FIELDS) -> str:
@@ -139,7 +139,7 @@ def parse_row(line: str, where: str = "records.csv") -> dict:
     parts = line.strip().split(",")
     if len(parts) != len(FIELDS):
         raise RecordsError(f"{where}: expected {len(FIELDS)} columns, got {len(parts)}: "
-            f"{line.strip()!r}")
+                           f"{line.strip()!r}")
     try:
         return make_record(int(parts[0]), **{f: float(p) for f, p in zip(FIELDS[1:], parts[1:])})
     except ValueError:
@@ -170,7 +170,7 @@ class RecordWriter:
                 first = fh.readline().strip()
             if first != header:
                 what = ("a crosscurv records file" if self.fields == FIELDS
-                    else f"a table with the columns {header!r}")
+                        else f"a table with the columns {header!r}")
                 raise RecordsError(f"{path}: not {what} (header {first!r})")
             self._fh = open(path, "a", encoding="utf-8", newline="")
         else:
@@ -242,7 +242,7 @@ def _complete_lines(path: str) -> list[str]:
     header = complete[0].strip() if complete else ""
     if is_older_header(header):
         raise RecordsError(f"{path}: records of an older crosscurv ({header.count(',') + 1} "
-            "columns, not the "
+                           "columns, not the "
                            f"{len(FIELDS)} of this version); recompute the run with this crosscurv")
     if header != _HEADER:
         raise RecordsError(f"{path}: not a crosscurv records file")
@@ -297,7 +297,7 @@ def read_columns(path: str, columns: Sequence[str] = CORE_FIELDS, optional: Sequ
     columns = list(columns) + [c for c in optional if c in header and c not in columns]
     if missing:
         raise RecordsError(f"{path}: missing column(s) {', '.join(missing)} (header: "
-            f"{','.join(header)})")
+                           f"{','.join(header)})")
     idx = {c: header.index(c) for c in columns}
     out = {c: [] for c in columns}
     if len(rows) < 2:

@@ -100,7 +100,7 @@ def scheme_step_with_grads(task, params: Mapping, pattern: DelayPattern, lr,
 
 
 def scheme_step(task, params: Mapping, pattern: DelayPattern, lr, grad_at_params: Mapping
-        | None = None) -> dict:
+                | None = None) -> dict:
     """``theta^{k+1}`` of scheme ``S`` from ``theta^k`` (see :func:`scheme_step_with_grads`)."""
     return scheme_step_with_grads(task, params, pattern, lr, grad_at_params)[0]
 

@@ -105,15 +105,15 @@ class Task:
         if self.chain is not None:
             if not isinstance(self.chain, Chain):
                 raise TaskError("chain must be a crosscurv.numeric.chain.Chain, got "
-                    f"{type(self.chain).__name__}")
+                                f"{type(self.chain).__name__}")
             if len(self.chain.stages) != len(self.blocks):
                 raise TaskError(f"chain has {len(self.chain.stages)} stages for "
-                    f"{len(self.blocks)} blocks")
+                                f"{len(self.blocks)} blocks")
         if self.loss_terms is not None:
             terms = self.loss_terms
             if isinstance(terms, (str, Mapping)) or not isinstance(terms, Sequence) or not terms:
                 raise TaskError("loss_terms must be a non-empty sequence of functions "
-                    "term(params) -> scalar tensor")
+                                "term(params) -> scalar tensor")
             for i, term in enumerate(self.loss_terms):
                 if not callable(term):
                     raise TaskError(f"loss_terms[{i}] is not callable ({type(term).__name__})")

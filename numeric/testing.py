@@ -78,7 +78,7 @@ def assert_observed_order(
     low = [r for r in study.rates if not (math.isfinite(r) and r >= order - tol)]
     if low:
         problems.append(f"pairwise rates below {order - tol:g}: " + ", ".join(f"{r:.3f}"
-            for r in low))
+                                                                              for r in low))
     if problems:
         raise AssertionError(f"{head}; observed " + "; ".join(problems) + "\n" + study.table())
     return study
@@ -123,5 +123,5 @@ def assert_step_is(
                            perturb=perturb, max_all_orders=max_all_orders, fit=True)
     if not report.ok:
         raise AssertionError(f"step does not perform {report.declared_label}: "
-            f"{report.verdict()}\n\n{report.text()}")
+                             f"{report.verdict()}\n\n{report.text()}")
     return report

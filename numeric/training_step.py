@@ -46,7 +46,7 @@ def block_names_from_patterns(names: Sequence[str], blocks: Mapping) -> dict:
     """
     if not isinstance(blocks, Mapping) or not blocks:
         raise ValidationInputError("blocks must be a non-empty mapping {block name: pattern(s)} "
-            "or 'param_groups'")
+                                   "or 'param_groups'")
     rules = []
     for b, pats in blocks.items():
         pats = [pats] if isinstance(pats, str) else list(pats)
@@ -71,7 +71,7 @@ def _as_list(opts) -> list:
     if isinstance(opts, Mapping):
         opts = list(opts.values())
     if isinstance(opts, (list, tuple)) and opts and all(isinstance(o, torch.optim.Optimizer)
-            for o in opts):
+                                                        for o in opts):
         return list(opts)
     raise ValidationInputError(
         "optimizers(model) must return a torch.optim.Optimizer, or a list, tuple or dict of "
@@ -137,13 +137,13 @@ def step_from_training_code(
     if not callable(train_step) or not callable(objective) or not callable(optimizers):
         raise ValidationInputError("train_step, objective and optimizers must be callables")
     if any(t.is_floating_point() and t.dtype != torch.float64 for t in list(model.parameters())
-            + list(model.buffers())):
+           + list(model.buffers())):
         model.to(torch.float64)
     named = dict(model.named_parameters())
     if isinstance(blocks, str):
         if blocks != "param_groups":
             raise ValidationInputError("blocks must be a mapping of name patterns or "
-                f"'param_groups', got {blocks!r}")
+                                       f"'param_groups', got {blocks!r}")
         groups = _group_blocks(model, optimizers)
     else:
         groups = block_names_from_patterns(list(named), blocks)
@@ -152,7 +152,7 @@ def step_from_training_code(
     for b, f in (lr_factors or {}).items():
         if b not in groups:
             raise ValidationInputError(f"lr_factors names unknown block {b!r}; blocks are "
-                f"{', '.join(groups)}")
+                                       f"{', '.join(groups)}")
         f = float(f)
         if not f > 0:
             raise ValidationInputError(f"lr_factors[{b!r}] must be > 0, got {f}")

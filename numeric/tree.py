@@ -102,7 +102,7 @@ def conform(v: Mapping, like: Mapping, error: type = ValueError) -> Tree:
         t = v[k]
         if tuple(t.shape) != tuple(p.shape):
             raise error(f"vector entry {k!r} has shape {tuple(t.shape)}, parameter has "
-                f"{tuple(p.shape)}")
+                        f"{tuple(p.shape)}")
         out[k] = t.detach().to(dtype=p.dtype, device=p.device)
     return out
 

@@ -99,7 +99,7 @@ def pytest_collection_modifyitems(session, config, items):
     missing = [f for f in LONGEST_FILES if not os.path.isfile(os.path.join(_ROOT, f))]
     if missing:
         raise pytest.UsageError("tests/conftest.py LONGEST_FILES names files that do not exist: "
-            f"{missing}")
+                                f"{missing}")
     rank = {f: i for i, f in enumerate(LONGEST_FILES)}
     # stable: the rest keep order
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

@@ -61,7 +61,7 @@ class BlockModel:
         else:
             block_dims = tuple(dims)
         if len(block_dims) != n_blocks or not all(isinstance(x, int) and not isinstance(x, bool)
-                and x >= 1 for x in block_dims):
+                                                  and x >= 1 for x in block_dims):
             raise ModelError(f"block dimensions must be {n_blocks} positive integers, got {dims!r}")
         if taylor_order not in (2, 3, 4):
             raise ModelError(f"taylor_order must be 2, 3 or 4, got {taylor_order!r}")
@@ -91,7 +91,7 @@ class BlockModel:
             return [str(b + 1) for b in self.block_of], ""
         if uniform and D <= len(_LETTERS) and self.n_blocks <= 9:
             return [f"{self.block_of[a] + 1}{_LETTERS[a - self.blocks[self.block_of[a]][0]]}"
-                for a in range(self.d)], ""
+                    for a in range(self.d)], ""
         return [f"{self.block_of[a] + 1}.{a - self.blocks[self.block_of[a]][0] + 1}" for a in range(
             self.d)], ","
 
@@ -127,7 +127,7 @@ class BlockModel:
             for idx in combinations_with_replacement(range(d), 4):
                 self.Q_symbols[idx] = add("Q", idx)
         self.vector_symbols = {name: [add(name, (a,)) for a in range(d)]
-            for name in self.vector_names}
+                               for name in self.vector_names}
         self.extra_symbols = {}
         taken = {str(x) for x in syms}
         for name in self.extra_names:
@@ -205,7 +205,7 @@ class BlockModel:
         raise ValueError("state holds no TruncatedSeries; pass the space explicitly")
 
     def gradient(self, state: Sequence, components: Sequence[int] | None = None, space: SeriesSpace
-            | None = None) -> dict[int, TruncatedSeries]:
+                 | None = None) -> dict[int, TruncatedSeries]:
         """``{a: grad_a}`` (series) of the Taylor model at ``theta^k + state`` for the flat indices
         ``components`` (default all); ``state``: ``d`` series (``None`` is 0), ``grad_a = g_a + H_ab
         x_b + 1/2 T_abc x_b x_c + 1/6 Q_abce x_b x_c x_e``."""
@@ -231,7 +231,7 @@ class BlockModel:
         want = [(a, b) for a in range(self.d) for b in range(self.d)] if entries is None else list(
             entries)
         prods = self._products(state, space, self.taylor_order
-            - 2) if self.taylor_order >= 3 else {}
+                               - 2) if self.taylor_order >= 3 else {}
         tables = {1: self.T_symbols, 2: self.Q_symbols}
         out = {}
         for a, b in want:

@@ -375,5 +375,5 @@ def _theorem3_checks(acc: _Checks, n_blocks: int, dims: int, pattern: DelayPatte
 
 def _symbol_note(model: BlockModel) -> str:
     ex = [model.g_symbols[0], model.H_symbols[(0, model.d - 1)], model.T_symbols.get((0, 0, model.d
-        - 1))]
+                                                                                      - 1))]
     return ", ".join(str(s) for s in ex if s is not None)

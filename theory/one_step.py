@@ -56,7 +56,7 @@ def _check_order(pattern: DelayPattern, order: Sequence[int] | None) -> tuple[in
     order = tuple(int(b) for b in order)
     if sorted(order) != list(range(pattern.n_blocks)):
         raise PatternError(f"update order must be a permutation of 1..{pattern.n_blocks}, got "
-            f"{[b + 1 for b in order]}")
+                           f"{[b + 1 for b in order]}")
     pos = {b: r for r, b in enumerate(order)}
     bad = sorted((i, j) for i, j in pattern.pairs if pos[j] > pos[i])
     if bad:
@@ -125,7 +125,7 @@ def one_step_update(model: BlockModel, pattern: DelayPattern, space: SeriesSpace
 
 
 def loss_series(model: BlockModel, pattern: DelayPattern, degree: int = 3, order: Sequence[int]
-        | None = None) -> TruncatedSeries:
+                | None = None) -> TruncatedSeries:
     """``L_S^{k+1} - L^k`` as a series in ``eta`` up to ``eta^degree`` (brute force)."""
     space = eta_space(model, degree)
     step = one_step_update(model, pattern, space, order=order)
@@ -142,7 +142,7 @@ def masked_hessian_apply(model: BlockModel, pattern: DelayPattern, v: Sequence, 
     """
     pattern = check_pattern(model, pattern)
     get = (lambda a, b: H[(a, b)]) if isinstance(H, dict) else (lambda a, b: (model.H if H is None
-        else H)[a][b])
+                                                                              else H)[a][b])
     out = []
     for a in range(model.d):
         i = model.block_of[a]
@@ -305,7 +305,7 @@ def _prepare(pattern, block_dims, g, H, T, mode, need_T=True):
     H = _as_array(H, mode, 2, "H")
     if g.shape != (d,) or H.shape != (d, d):
         raise CoefficientInputError(f"expected g of shape ({d},) and H of shape ({d}, {d}), got "
-            f"{g.shape} and {H.shape}")
+                                    f"{g.shape} and {H.shape}")
     if need_T:
         T = _as_array(T, mode, 3, "T")
         if T.shape != (d, d, d):

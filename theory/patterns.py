@@ -271,7 +271,7 @@ def staged(n_blocks: int, stages: Sequence[Sequence[int]]) -> DelayPattern:
 
 
 def partial(n_blocks: int, pairs: Iterable[tuple[int, int]], order: Sequence[int]
-        | None = None) -> DelayPattern:
+            | None = None) -> DelayPattern:
     """A partial GS pattern: a subset of the full GS pattern of ``order``.
 
     Raises :class:`PatternError` naming the pairs that full GS in ``order`` does not contain (they
@@ -315,7 +315,7 @@ def _parse_block(token: str, n_blocks: int, block_names: Sequence[str] | None,
 
 
 def parse_pattern(spec: str, n_blocks: int, block_names: Sequence[str]
-        | None = None) -> DelayPattern:
+                  | None = None) -> DelayPattern:
     """Parse the command-line pattern syntax (1-based, like the paper).
 
     Accepted forms:
@@ -381,7 +381,7 @@ def _labels(names: Sequence[str] | None, n_blocks: int) -> list[str] | None:
         return None
     names = [str(x) for x in names]
     if (len(names) != n_blocks or len(set(names)) != n_blocks
-            or any(not _NAME.fullmatch(x) or x.lower() in _KEYWORDS for x in names)):
+        or any(not _NAME.fullmatch(x) or x.lower() in _KEYWORDS for x in names)):
         return None
     return names
 
@@ -424,7 +424,7 @@ def as_pattern(spec, n_blocks: int, names: Sequence[str] | None = None) -> Delay
     if isinstance(spec, DelayPattern):
         if spec.n_blocks != n_blocks:
             raise PatternError(f"pattern {spec.describe()} is over {spec.n_blocks} blocks, the "
-                f"model has {n_blocks}")
+                               f"model has {n_blocks}")
         return spec
     if isinstance(spec, str):
         return parse_pattern(spec, n_blocks, names)

@@ -107,7 +107,7 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
     pattern = check_pattern(model, pattern)
     if model.taylor_order < 4 or "delta" not in model.vectors:
         raise ModelError("the recursion checks need recursion_model(): Taylor order 4 and a "
-            "'delta' vector")
+                         "'delta' vector")
     space = recursion_space(model, degree)
     d = model.d
     eta = space.variable(0)
@@ -160,7 +160,7 @@ def check_recursions(model: BlockModel, pattern: DelayPattern, degree: int = REC
         "trajectory_eta3": all(traj_rem[a].coeff(3, 0) == -(mmg[a] + t[a]) for a in range(d)),
     }
     loss_leading = {e: loss_rem.coeff(*e) for e in loss_rem.monomials() if sum(e)
-        == loss_rem.min_degree()}
+                    == loss_rem.min_degree()}
     return RecursionCheck(
         pattern=pattern,
         trajectory_remainder=traj_rem,

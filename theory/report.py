@@ -24,30 +24,30 @@ __all__ = ["render_markdown", "render_summary", "write_markdown", "IDENTITY_TEXT
 IDENTITY_TEXT = {
     "lemma1": r"Lemma 1: $\tilde g_i = g_i - \eta\,(M_S g)_i + O(\eta^2)$",
     "theorem1": r"Theorem 1: $L^{k+1}_{S,JC} - L^k = -\eta\lVert g\rVert^2 + \tfrac{\eta^2}{2} "
-    r"g^\top H g\,(+\,\eta^2 C_S) + O(\eta^3)$, "
+                r"g^\top H g\,(+\,\eta^2 C_S) + O(\eta^3)$, "
                 r"$L_S - L_{JC} = \eta^2 C_S + O(\eta^3)$ exactly",
     "corollary1": r"Corollary 1: $C_{S_{GS}} = C_{\mathrm{cross}}/2$ for full GS in every "
-    r"checked block order",
+                  r"checked block order",
     "order_invariance": r"Update order: all checked GS orders give the same $L^{k+1}$ through "
-    r"$\eta^2$",
+                        r"$\eta^2$",
     "lemma3": r"Lemma 3: trajectory-recursion remainder has only $\eta^a\epsilon^b$ with "
-    r"$a\ge1,b\ge2$ or $a\ge3$",
+              r"$a\ge1,b\ge2$ or $a\ge3$",
     "theorem2": r"Theorem 2: loss-recursion remainder has only $\eta^a\epsilon^b$ with $a+b\ge3$",
     "theorem3_quadratic": r"Theorem 3 (quadratic): $\Delta\theta^K - z_K$ and the loss remainder "
-    r"are $O(\eta^3)$, $K=1..4$",
+                          r"are $O(\eta^3)$, $K=1..4$",
 }
 
 EXTENSION_TEXT = {
     "lemma1_next_term": r"$[\eta^2]\,\tilde g = M_S^2 g + t$, $t_i = \tfrac12 T_i[P_i g, P_i g]$",
     "eta3_closed_form": r"$[\eta^3](L_S - L_{JC}) = c_3 = -g^\top(M_S + H)M_S g - \tfrac12\sum_i "
-    r"T[E_i g, P_i g, P_i g]$",
+                        r"T[E_i g, P_i g, P_i g]$",
     "loss_eta3_closed_form": r"$[\eta^3](L_S - L^k) = -g^\top M_S^2 g - g^\top t - g^\top H M_S "
-    r"g - \tfrac16 T[g,g,g]$",
+                             r"g - \tfrac16 T[g,g,g]$",
     "gs_orders_eta3_closed_form": r"$[\eta^3](L_{GS(o)} - L_{GS(o')}) = c_3(o) - c_3(o')$",
     "lemma3_leading_closed_forms": r"Lemma 3 leading terms: $[\eta\epsilon^2]\,r = -\tfrac12 "
-    r"T[\delta,\delta]$, $[\eta^3]\,r = -(M_S^2 g + t)$",
+                                   r"T[\delta,\delta]$, $[\eta^3]\,r = -(M_S^2 g + t)$",
     "theorem3_eta3_growth": r"Theorem 3 growth: $[\eta^3](\Delta\theta^K - z_K) = -K M_S^2 g$, "
-    r"$[\eta^3](\text{loss rem.}) = -K g^\top M_S^2 g$",
+                            r"$[\eta^3](\text{loss rem.}) = -K g^\top M_S^2 g$",
 }
 
 
@@ -74,7 +74,7 @@ def render_markdown(r: DerivationResult, command: str | None = None, optimizers=
     section is placed before the timings.
     """
     cmd = (command or f"crosscurv derive --blocks {r.n_blocks} --dims {r.dims} --pattern "
-        f"'{r.pattern_spec}'")
+                      f"'{r.pattern_spec}'")
     deg = r.expressions.get("theorem3_degree", 4)
     out = _summary(r, cmd) + _setting(r) + _check_tables(r) + _one_step(r) + _recursions(r)
     out += _theorem3(r, deg) + _timings(r, optimizers)
@@ -107,7 +107,7 @@ def _setting(r: DerivationResult) -> list[str]:
     p = r.pattern
     w("## Setting\n")
     w(f"- Block model: $N = {r.n_blocks}$ blocks of dimension {r.dims} ($d = "
-        f"{r.n_blocks * r.dims}$), "
+      f"{r.n_blocks * r.dims}$), "
       "loss = its Taylor model around the common iterate $\\theta^k$ with generic symbolic "
       "gradient $g$, "
       "symmetric Hessian $H$ (blocks $H_{ij}$), symmetric third-derivative tensor $T$ "
@@ -157,14 +157,14 @@ def _one_step(r: DerivationResult) -> list[str]:
     w("## One step from a common iterate\n")
     w("Fresh gradient (Lemma 1 and the next term), coordinate by coordinate:\n")
     w(f"$$[\\eta^1]\\,\\tilde g = {_vec_latex(e['lemma1_1'])}, \\qquad [\\eta^2]\\,\\tilde "
-        f"g = {_vec_latex(e['lemma1_2'])}$$")
+      f"g = {_vec_latex(e['lemma1_2'])}$$")
     w("")
     w("Loss after one step of $S$, $L_S^{k+1} - L^k = \\sum_m \\eta^m \\ell_m + O(\\eta^4)$:\n")
     for k in (1, 2, 3):
         w(f"$$\\ell_{k} = {_latex(e[f'loss_{k}'])}$$\n")
     w("Theorem 1 and Corollary 1:\n")
     w(f"$$C_S = g^\\top M_S g = {_latex(e['C_S'])}, \\qquad C_{{\\mathrm{{cross}}}} = "
-        f"g^\\top(H - D)g = {_latex(e['C_cross'])}$$")
+      f"g^\\top(H - D)g = {_latex(e['C_cross'])}$$")
     w("")
     w("### The $\\eta^3$ coefficient of $L_S - L_{JC}$\n")
     w("$$L_S^{k+1} - L_{JC}^{k+1} = \\eta^2 C_S + \\eta^3 c_3 + O(\\eta^4), \\qquad "
@@ -196,7 +196,7 @@ def _recursions(r: DerivationResult) -> list[str]:
     for label, vec in r.lemma3_leading.items():
         w(f"$$[{_mono_latex(label)}]\\,r = {_vec_latex(vec)}$$\n")
     w("Leading terms of the loss remainder $R = \\Delta L^{k+1} - (\\text{propagation} + "
-        "\\text{quadratic} + \\text{freshness})$:")
+      "\\text{quadratic} + \\text{freshness})$:")
     w("")
     for label, ex in r.theorem2_leading.items():
         w(f"$$[{_mono_latex(label)}]\\,R = {_latex(ex)}$$\n")
@@ -213,16 +213,16 @@ def _theorem3(r: DerivationResult, deg: int) -> list[str]:
       "the exact $\\Delta L^K$.")
     w("")
     w("| K | lowest order of $\\Delta\\theta^K - z_K$ | lowest order of loss remainder | "
-        "$[\\eta^3]$ loss remainder | $\\eta^3$ coefficients $= K\\times$ ($K=1$) |")
+      "$[\\eta^3]$ loss remainder | $\\eta^3$ coefficients $= K\\times$ ($K=1$) |")
     w("|---|---|---|---|---|")
     for s in r.theorem3:
         w(f"| {s['K']} | {_order_text(s['trajectory_order'], deg)} | "
-            f"{_order_text(s['loss_order'], deg)} | "
+          f"{_order_text(s['loss_order'], deg)} | "
           f"${_latex(s['loss_eta3'])}$ | {'yes' if s['growth'] else 'no'} |")
     w("")
     if r.theorem3:
         w("$$[\\eta^3]\\,(\\Delta\\theta^1 - z_1) = "
-            f"{_vec_latex(r.theorem3[0]['trajectory_eta3'])}$$")
+          f"{_vec_latex(r.theorem3[0]['trajectory_eta3'])}$$")
         w("")
     w("The $\\eta^3$ coefficient of the trajectory remainder is $-K\\,M_S^2 g$ (linear growth in "
       "$K$, the $O(K\\eta^3)$ of Theorem 3); it vanishes when $M_S^2 = 0$, e.g. for $N = 2$, where "
@@ -291,7 +291,7 @@ def render_summary(r: DerivationResult) -> str:
         lines.append(f"  [{'ok' if r.extensions[k] else 'FAIL'}] {k}")
     lines.append(f"C_S = {r.expressions['C_S']}")
     lines.append("eta^3 coefficient of L_S - L_JC:  c3 = -g^T (M_S + H) M_S g - 1/2 sum_i T[E_i "
-        "g, P_i g, P_i g]")
+                 "g, P_i g, P_i g]")
     lines.append(f"  = {r.eta3_coefficient}")
     for s in r.theorem3:
         z = f"0 through eta^{r.expressions.get('theorem3_degree', 4)}"

@@ -146,7 +146,7 @@ class TruncatedSeries:
     def truncate(self, degree: int) -> "TruncatedSeries":
         """Drop monomials of total degree ``> degree`` (same space)."""
         return TruncatedSeries(self.space, {e: c for e, c in self.terms.items() if sum(e)
-            <= degree})
+                                            <= degree})
 
     def map(self, f: Callable) -> "TruncatedSeries":
         """Apply ``f`` to every coefficient."""

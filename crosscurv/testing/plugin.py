@@ -23,7 +23,7 @@ def pytest_addoption(parser):
         metavar="DIR",
         default=None,
         help="golden folder written by `crosscurv golden --out DIR` for the golden checks "
-        "(default: the cases shipped with crosscurv)",
+             "(default: the cases shipped with crosscurv)",
     )
 
 

@@ -44,7 +44,7 @@ EXIT_CODES = {
     3: "a run diverged (run); a sweep has a run that diverged or failed (sweep); an order has no "
        "point in the asymptotic window, none is outside its tolerance (scaling)",
     EXIT_INTERNAL_ERROR: "internal error, a bug in crosscurv: one line 'crosscurv: internal "
-    "error: ...'",
+                         "error: ...'",
     130: "interrupted",
 }
 
@@ -76,7 +76,7 @@ SUMMARIES = {
     "golden": "write framework-independent conformance cases",
     "sweep": "a grid of runs (tasks x presets x lrs x seeds x patterns) on Ray, aggregated",
     "motivation": "Figure 1: sequential vs simultaneous practical implementations, what they "
-    "compute",
+                  "compute",
     "studies": "Table 1 over seeds, the regime map and the thread comparison, from sweep folders",
     "advise": "which block scheme to use at budget K, predicted from one JC run",
 }

@@ -317,7 +317,7 @@ def contest_lora(argv=None) -> int:
     ap.add_argument("sweeps", nargs="+", help="sweep folders (crosscurv sweep --out)")
     ap.add_argument("--out", required=True, help="the markdown file to write")
     ap.add_argument("--motivation", help="the --report folder of the lora Figure 1 panel on the "
-                    "pretrained T5 (quoted)")
+                                         "pretrained T5 (quoted)")
     ap.add_argument("--scan", action="append", default=[], help="the report of a "
                     "crosscurv.experiments.motivation.rate_scan (quoted; repeatable)")
     args = ap.parse_args(argv)

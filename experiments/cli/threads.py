@@ -30,7 +30,7 @@ _WHY = {
                "cores; set --threads or OMP_NUM_THREADS to change it",
     "--threads": "as asked by --threads",
     "--threads auto": "--threads auto: the fastest on this machine for this task's gradient, "
-    "measured at the start",
+                      "measured at the start",
     "OMP_NUM_THREADS": "from OMP_NUM_THREADS",
     "caller": "the calling process's torch.set_num_threads",
 }

@@ -101,7 +101,7 @@ def column_spread(ref: dict, var: dict, columns=COLUMNS) -> dict:
         s = _scale(ref, c)
         pairs = list(zip(ref[c], var[c]))
         if any(math.isfinite(r) != math.isfinite(v) or (not math.isfinite(r) and not math.isnan(r)
-            and r != v)
+                                                        and r != v)
                for r, v in pairs):
             out[c] = {"rel": math.inf, "beyond": math.inf, "abs": math.inf}
             continue
@@ -239,7 +239,7 @@ def measure(tasks=("mlp", "fl", "lora"), presets=PRESETS, golden=True, log=None,
             for vname, (vdt, th, hvp) in variants.items():
                 var, _ = _run(build, vdt, th, hvp)
                 out.append({**row, "variant": vname, "engine": f"{used} vs {other}" if vname
-                    == "engine" else used,
+                            == "engine" else used,
                             "spread": column_spread(ref, var)})
                 subs.append(column_spread(ref, _subtracted(var, vdt), ("gap",)))
             if gold is not None:
@@ -286,7 +286,7 @@ def measured_rounding(results: list[dict]) -> dict:
             for c in COLUMNS:
                 rows = _rounding_rows(results, dt, c)
                 out[dt][c] = (max([x["rel"] for x in rows] + [0.0]), max([x["beyond"]
-                    for x in rows] + [0.0]))
+                                                                          for x in rows] + [0.0]))
     return out
 
 
@@ -341,7 +341,7 @@ def table(results: list[dict]) -> str:
             for v in variants:
                 sub = [r["spread"][c] for r in rs if r["variant"] == v]
                 cells.append(f"{_fmt(max(x['rel'] for x in sub))} / "
-                    f"{_fmt(max(x['beyond'] for x in sub))}")
+                             f"{_fmt(max(x['beyond'] for x in sub))}")
             m = meas[dt][c]
             t = tolerance_from_rounding(dt, m)
             cur = TOLERANCES[dt][c]
@@ -389,7 +389,7 @@ def measure_emulated(child_args: list, names, cache: str | None, log=None,
             if proc.returncode != 0:
                 tail = proc.stderr.strip().splitlines()
                 raise RuntimeError(f"rounding under {name} exited {proc.returncode}: "
-                    f"{tail[-1] if tail else ''}")
+                                   f"{tail[-1] if tail else ''}")
             if log:
                 log(f"{name}: {time.perf_counter() - t0:.0f} s")
             return json.loads(proc.stdout)
@@ -551,10 +551,10 @@ def write_rounding(a: RoundingOptions) -> int:
             f"(`crosscurv.numeric.record_comparison`) states the largest, rounded up.", "",
             "## Per emulation", "", emulation_table(by)]
             + (["Not measured (the measurement was stopped before them; `make rounding` "
-            "measures them): "
+                "measures them): "
                 f"{', '.join(missing)}. The stated values cover the measured emulations only.", ""]
-                if missing else [])
-            + ["## Per variant, over every emulation measured", "", table(res)])
+               if missing else [])
+                         + ["## Per variant, over every emulation measured", "", table(res)])
         if a.out:
             os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
             with open(a.out, "w", encoding="utf-8") as fh:

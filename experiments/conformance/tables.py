@@ -42,7 +42,7 @@ def table_quantities(columns: Mapping[str, Sequence[float]], K: int | None = Non
     n = len(columns["gap"]) if K is None else int(K)
     if n > len(columns["gap"]):
         raise ValueError(f"the records hold {len(columns['gap'])} iterations, fewer than the K = "
-            f"{n} asked for")
+                         f"{n} asked for")
     cols = {c: [float(x) for x in v[:n]] for c, v in columns.items()}
     out = {}
     for est in estimates:
@@ -154,7 +154,7 @@ def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tu
         compared = [(n, compare_tables(table_quantities(c, K), q_c, spread)) for n, c in items]
         own = [sd for sd, c in seeds if sd == settings["seed"]]
         same = any(sd == settings["seed"] and list(c["gap"][:K]) == list(committed["gap"][:K])
-            for sd, c in seeds)
+                   for sd, c in seeds)
         note = ""
         if own and not same:
             note = (f" The seed run with the committed run's seed ({settings['seed']}) is not the "
@@ -178,7 +178,7 @@ def recomputed_section(runs: Sequence[str], recomputed: dict, sweeps: str) -> tu
                 cells.append(f"{_num(r['rerun'])} {'pass' if r['passed'] else '**fail**'}")
             width = hi - lo if not math.isnan(lo) else 0.0
             md.append(f"| {q} | {_num(q_c[q])} | [{_num(lo)}, {_num(hi)}] | {_num(width)} | "
-                + " | ".join(cells) + " |")
+                      + " | ".join(cells) + " |")
         verdicts = []
         for n, rows in compared:
             bad = [r["quantity"] for r in rows if not r["passed"]]

@@ -54,7 +54,7 @@ def reversal(records: Sequence[Mapping], fraction: float = 1 / 3) -> dict:
         if signs[i] != signs[i - 1]:
             last_change = ks[i]
     return {"points": n, "seq_ahead_early": early, "sim_ahead_late": late, "reversal": early > 0.5
-        and late > 0.5,
+            and late > 0.5,
             "last_change": last_change, "final": diff[-1], "final_seq": seq[-1], "final_sim": sim[
             -1],
             "min_diff": min((d for d in diff if math.isfinite(d)), default=float("nan")),

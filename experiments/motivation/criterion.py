@@ -94,6 +94,6 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
     meas_plain = one_step_gap(task, params, pattern, lr)
     meas_plain_8 = one_step_gap(task, params, pattern, lr / 8)
     return {"lr": float(lr), "C_S": c_s, "C_opt": c_opt, "est_plain": lr * lr * c_s, "est": lr * lr
-        * c_opt,
+            * c_opt,
             "meas_seq": meas_seq, "meas_gs": meas_gs, "meas_plain": meas_plain,
             "meas_plain_8": meas_plain_8}

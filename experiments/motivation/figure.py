@@ -55,12 +55,12 @@ def _panel(ax, panel: str, runs: Sequence[Mapping]) -> None:
     if has_gs:
         ax.plot(ks, gs, color=GS, lw=1.2, ls="--", label=labels.get("gs") or "exact GS")
     top = max(float(np.nanmax(sim[np.isfinite(sim)])), float(np.nanmax(gs[np.isfinite(gs)]))
-        if has_gs else 0.0)
+              if has_gs else 0.0)
     notes = []
     if not np.isfinite(seq).all() or np.nanmax(np.abs(seq)) > 3 * top:
         ax.set_ylim(0, 1.15 * top)
         notes.append(f"{labels['seq'].split(' (')[0]} leaves the axis: max loss "
-            f"{np.nanmax(seq):.2g}")
+                     f"{np.nanmax(seq):.2g}")
     ax.set_xlabel(first["summary"]["step_unit"])
     ax.set_ylabel("training loss")
     ax.set_title(TITLES.get(panel, panel), fontsize=10)

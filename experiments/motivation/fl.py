@@ -62,7 +62,7 @@ def dirichlet_split(labels, n_clients: int, alpha: float, seed: int, min_size: i
         if min(len(p) for p in parts) >= min_size:
             return [torch.as_tensor(sorted(p), dtype=torch.int64) for p in parts]
     raise DataError(f"no Dirichlet({alpha}) split of {len(labels)} examples gives each of "
-        f"{n_clients} clients "
+                    f"{n_clients} clients "
                     f"{min_size} example(s): use more data (--data) or fewer clients")
 
 
@@ -180,7 +180,7 @@ class FLPanel(Panel):
             "clients": M,
             "client_sizes": self.n_i,
             "split": f"class-wise Dirichlet({settings['alpha']}) over {M} clients (seeded by the "
-            "run's seed)",
+                     "run's seed)",
             "sampled_per_round": settings["sampled"],
             "model": f"CIFAR ResNet-18 (width {settings['width']}; personal: stem + stages 1-2, "
                      f"shared: stages 3-4 + classifier), BatchNorm with fixed statistics",
@@ -189,9 +189,9 @@ class FLPanel(Panel):
             "batch": settings["batch"],
             "local": "one epoch (FedSim: joint; FedAlt: one personal epoch, then one shared epoch)",
             "aggregation": "shared part weighted by sample count over the sampled clients; "
-            "personal parts kept locally",
+                           "personal parts kept locally",
             "evaluation": "federated objective sum_i p_i F_i(u, v_i) over all clients' examples "
-            "(p_i = n_i / n)",
+                          "(p_i = n_i / n)",
         }
 
     # -- one round ---------------------------------------------------------------

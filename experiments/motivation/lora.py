@@ -152,12 +152,12 @@ class LoRAPanel(Panel):
         self._perm = (None, None)
         self._lm64 = None
         self.info = {**info, "optimizer": self.opt.describe()
-            + " (the paper states none; chosen here)",
+                     + " (the paper states none; chosen here)",
                      "batch": self.batch, "steps_per_epoch": self.steps_per_epoch,
                      "dropout_masks": "seeded by (seed, step); the alternating step's fresh pass "
-                     "reuses them",
+                                      "reuses them",
                      "evaluation": "mean target-token cross-entropy on all training examples, no "
-                     "dropout"}
+                                   "dropout"}
 
     def _idx(self, k: int):
         epoch, pos = divmod(k - 1, self.steps_per_epoch)
@@ -182,7 +182,7 @@ class LoRAPanel(Panel):
             with torch.no_grad():
                 ev = {r: float(self.lm.loss(self.runs[r], everything)) for r in self.runs}
             row.update(eval_seq=ev["seq"], eval_sim=ev["sim"], eval_gs=nan, eval_diff=ev["seq"]
-                - ev["sim"])
+                       - ev["sim"])
         else:
             row.update(eval_seq=nan, eval_sim=nan, eval_gs=nan, eval_diff=nan)
         return row

@@ -187,9 +187,9 @@ class MLPPanel(Panel):
                           "states and residual of theta^t)",
             "simultaneous": "JC back-propagation (all gradients at theta^t)",
             "third_run": "exact GS output to input (forward and adjoints recomputed at each "
-            "mixed state)",
+                         "mixed state)",
             "shuffle": "a new permutation per epoch from a generator seeded by (seed, epoch); "
-            "same for every run",
+                       "same for every run",
         }
 
     def _batch(self, k: int):

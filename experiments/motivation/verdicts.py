@@ -194,4 +194,4 @@ def identify(panel: str) -> list:
 def verdict_rows(results: list) -> list:
     """Short rows ``[label, declared, matches, diagnosis]`` for a summary table."""
     return [[r["label"], r["declared"] or "", ", ".join(r["matches"]) or "none", r["diagnosis"]]
-        for r in results]
+            for r in results]

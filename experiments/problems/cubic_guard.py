@@ -189,4 +189,4 @@ def guard_cubic(problem: Problem, signed_patterns, kappa: float = 0.25, local: b
     terms2, _ = _term_layout(tilted.task, signed_patterns, local)
     coef2, mag2, score2 = judge(terms2)
     return CubicGuard(tilted, sigma, coef2, mag2, kappa, least, bool(achieved and score2 >= 1.0
-        - 1e-6))
+                                                                     - 1e-6))

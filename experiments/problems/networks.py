@@ -49,7 +49,7 @@ def tanh_mlp_problem(seed: int, widths: Sequence[int] = (3, 4, 4, 2), n_blocks: 
     for l in range(n_layers):
         fan_in, fan_out = widths[l], widths[l + 1]
         params[f"l{l + 1}.weight"] = torch.tensor(rng.standard_normal((fan_out, fan_in))
-            / math.sqrt(fan_in), dtype=DTYPE)
+                                                  / math.sqrt(fan_in), dtype=DTYPE)
         params[f"l{l + 1}.bias"] = torch.tensor(0.1 * rng.standard_normal(fan_out), dtype=DTYPE)
         names += [f"l{l + 1}.weight", f"l{l + 1}.bias"]
     if not 1 <= n_blocks <= len(names):

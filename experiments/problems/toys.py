@@ -79,7 +79,7 @@ def mlp_forward(p: Mapping, x: torch.Tensor, layers: Sequence[tuple[str, str]],
 
 
 def adapted_weight(w0: torch.Tensor, B: torch.Tensor, A: torch.Tensor, s: float
-        | None = None) -> torch.Tensor:
+                   | None = None) -> torch.Tensor:
     """``W0 + s B A`` (LoRA; ``B``: ``m x r``, ``A``: ``r x n``), computed as ``W0 + (s B) A``; ``W0
     +
     B A`` when ``s`` is ``None``."""

@@ -87,7 +87,7 @@ def _run_study(task: str, preset: str, run_dir: Path, fresh: bool, device: str) 
         why = _reusable(s, task, preset) if isinstance(s, dict) else "unreadable summary"
         if why is None:
             _say(f"{task}: {s.get('status')} run found in {run_dir}, reused (use --fresh to "
-                "recompute)")
+                 "recompute)")
             return 0, 0.0
         _say(f"{task}: the run in {run_dir} is not this study ({why})")
     from crosscurv.experiments import runs
@@ -184,7 +184,7 @@ def build_report(
     """
     if command is None and (derive or scaling or motivation):
         raise ValueError("build_report needs command= to run the derive, scaling and motivation "
-            "stages")
+                         "stages")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
@@ -208,7 +208,7 @@ def build_report(
     write_index(out, preset, runs, figures, table_md, comparison, timings, failures,
                 motivation_md=motivation_md, studies_result=studies_result, threads=STUDY_THREADS)
     _say(f"wrote {out / 'README.md'}, {out / 'table1.md'} and {len(figures) * 2} figures in "
-        f"{timings['total']:.0f} s")
+         f"{timings['total']:.0f} s")
     for f in failures:
         _say(f"FAILED: {f}")
     return 1 if failures else 0
@@ -239,7 +239,7 @@ def _scaling_stage(out: Path, command, quick: bool, timings: dict, failures: lis
         _say("scaling: an order has no point in the asymptotic window (a finding: see scaling.md)")
     elif rc != 0:
         failures.append(f"scaling exited {rc} (an observed order outside its tolerance: see "
-            "scaling.md)")
+                        "scaling.md)")
 
 
 def _runs_stage(out: Path, tasks, preset: str, fresh: bool, device: str, timings: dict,
@@ -248,7 +248,7 @@ def _runs_stage(out: Path, tasks, preset: str, fresh: bool, device: str, timings
     from crosscurv.experiments.reports.table import load_run
 
     _say(f"stage 3/{STAGES}: controlled studies {', '.join(tasks)} (preset {preset}, "
-        f"{STUDY_THREADS} thread)")
+         f"{STUDY_THREADS} thread)")
     runs = []
     for task in tasks:
         run_dir = out / "runs" / task
@@ -286,7 +286,7 @@ def _motivation_report_stage(out: Path, preset: str, fresh: bool, command, timin
                              failures: list) -> str | None:
     """Stage 5: the motivation study; returns ``"motivation.md"`` when it wrote the report."""
     _say(f"stage 5/{STAGES}: motivation study (Figure 1; complete runs in "
-        f"{out / 'runs' / 'motivation'} reused)")
+         f"{out / 'runs' / 'motivation'} reused)")
     t0 = time.perf_counter()
     rc = _motivation_stage(out, preset, fresh, command)
     timings["motivation"] = time.perf_counter() - t0
@@ -301,7 +301,7 @@ def _studies_report_stage(out: Path, timings: dict, failures: list):
     """Stage 6: studies.md from ``out/sweeps``; a sweep folder that cannot be read is a failure
     reported with the rest of the report standing."""
     _say(f"stage 6/{STAGES}: studies over seeds and the regime map (from {out / SWEEPS_DIR}, "
-        "if present)")
+         "if present)")
     t0 = time.perf_counter()
     studies_result = None
     try:

@@ -92,10 +92,10 @@ class RunCheck:
         """One line: agreement with what was compared, or the first disagreement and its tolerance.
         """
         how = (f"{self.threads} thread{'s' if self.threads != 1 else ''} "
-            f"({self.threads_source}), {self.seconds:.1f} s")
+               f"({self.threads_source}), {self.seconds:.1f} s")
         if self.agree:
             skipped = (f"; not in the committed records: {', '.join(self.skipped)}" if self.skipped
-                else "")
+                       else "")
             return (f"{self.run_dir}: agree at k=1..{self.iterations} of {self.recorded} "
                     f"({len(self.columns)} columns{skipped}; {how}): {self.promise()}")
         k, col, new, old, allowed = self.first
@@ -184,7 +184,7 @@ def find_runs(root: str = "reports") -> list[str]:
     """
     if not os.path.isdir(root):
         raise ReportCheckError(f"{root} is not a folder (give run folders, or --out with the "
-            "reports folder)")
+                               "reports folder)")
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         dirnames.sort()
@@ -276,7 +276,7 @@ def _build_task(run_dir: str, settings: dict, dtype, notes: list):
         if key in settings and settings[key] != sizes[key]:
             if _jsonish(sizes[key]) != _jsonish(settings[key]):
                 notes.append(f"{key} {settings[key]!r} as recorded (preset {preset} now has "
-                    f"{sizes[key]!r})")
+                             f"{sizes[key]!r})")
             sizes[key] = settings[key]
     task = TASKS[spec].build(sizes, device=cpu, dtype=dtype, seed=settings["seed"],
                              data_path=settings.get("data_path"), model_path=settings.get(
@@ -304,7 +304,7 @@ def _pattern(task, settings: dict, spec: str, run_dir: str):
         pairs = sorted(tuple(p) for p in recorded["pairs"])
         if pairs != sorted(tuple(p) for p in pattern.to_dict()["pairs"]):
             raise ReportCheckError(f"{run_dir}: pattern {spec!r} no longer gives the recorded "
-                f"pairs {pairs}")
+                                   f"pairs {pairs}")
     return pattern
 
 
@@ -337,7 +337,7 @@ def _plan(run_dir: str, iters: int | None) -> _Plan:
 
 
 def check_run(run_dir: str, iters: int | None = None, *, progress: Callable[[int, int], None]
-        | None = None) -> RunCheck:
+              | None = None) -> RunCheck:
     """Recompute the first ``iters`` records of ``run_dir`` and compare them with the committed
     ones.
 
@@ -379,13 +379,13 @@ def _start_differs(task, settings: dict) -> str | None:
     if then.get("init") != now.get("init"):
         recorded = then.get("init") or "none, from before initializers were named"
         return (f"made with another initializer (recorded: {recorded}; this code: "
-            f"{now.get('init')}): the rebuilt "
+                f"{now.get('init')}): the rebuilt "
                 f"{what} differ; recompute the folder with this code to check it")
     if theta:
         return ("the rebuilt initial parameters differ from the recorded theta0_sha256 (task, "
-            "sizes, data or seed changed)")
+                "sizes, data or seed changed)")
     return ("the rebuilt frozen weights differ from the recorded frozen_sha256 (model, sizes or "
-        "seed changed)")
+            "seed changed)")
 
 
 def _check(plan: _Plan, progress=None) -> RunCheck:
@@ -480,7 +480,7 @@ def _bitwise(recomputed: dict, reference: dict, columns) -> bool:
 
 
 def check_runs(run_dirs: Sequence[str] | None = None, iters: int | None = None, *,
-    root: str = "reports",
+               root: str = "reports",
                log: Callable[[str], None] | None = None, on_run: Callable[[RunCheck], None]
                | None = None) -> CheckResult:
     """:func:`check_run` on each folder (default: :func:`find_runs` of ``root``), stopping at the

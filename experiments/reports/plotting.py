@@ -72,7 +72,7 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
     overflow = np.flatnonzero(np.isinf(bound))
     bound = np.where(np.isfinite(bound), bound, np.nan)  # an overflowed bound (inf) is not drawn
     stacked = np.concatenate([gap] + [np.asarray(records[c], dtype=float) for c in ESTIMATES
-        if c in records])
+                                      if c in records])
     reach = np.abs(stacked[np.isfinite(stacked)])
     if np.isfinite(bound).any():
         # drawn up to 1e3 times the gaps' reach: beyond it the shading is off the axis anyway (and

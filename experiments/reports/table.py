@@ -155,8 +155,8 @@ def _with_certificates(run: RunRecords) -> dict:
         "block_lr"))
     need = ("gap", "recursive", "cumulative", "jc_only", "sharpness", "recursive_cert")
     if (not plain or not isinstance(s.get("lr"), (int, float)) or not all(c in run.columns
-        for c in need)
-            or not np.isfinite(run.columns["sharpness"]).all()):
+                                                                          for c in need)
+        or not np.isfinite(run.columns["sharpness"]).all()):
         return run.columns
     certs = record_certificates(run.columns, float(s["lr"]))
     return {**run.columns, **{f"{e}_cert": np.array(v) for e, v in certs.items()}}

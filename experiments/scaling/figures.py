@@ -23,7 +23,7 @@ FIGURES = {
     "scaling_one_step": (("one_step", "one_step_apriori"),
                          "One-step remainder (L_S - L_JC) - eta^2 C_S  (Theorem 1)", "eta"),
     "scaling_recursion": (("recursion",), "Recursion remainder gap - recursive at eta K = T  "
-    "(Theorem 2)", "eta"),
+                                          "(Theorem 2)", "eta"),
     "scaling_cumulative": (("cumulative", "jc_only"),
                            "Cumulative error at fixed T = eta K  (Theorem 3)", "eta"),
     "scaling_cumulative_vs_K": (("cumulative_vs_K",),

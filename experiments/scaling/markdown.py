@@ -146,7 +146,7 @@ def _summary(results: Sequence, bad, none, tolerance: float, figures: Sequence[s
         lines.append("All orders are within tolerance.")
     if bad:
         lines.append("Outside tolerance: " + ", ".join(f"{k} {q}" for k, q in bad)
-            + " (see the notes of that problem).")
+                     + " (see the notes of that problem).")
     if none:
         lines.append(f"Finding, {NO_WINDOW}: " + ", ".join(f"{k} {q}" for k, q in none)
                      + " (see the notes of that problem)." + ("" if bad
@@ -227,7 +227,7 @@ def render_optimizers(results: Sequence, tolerance: float = TOLERANCE) -> list[s
     for r in results:
         cells = [_fmt_order(r.studies[q], True, tolerance) for q in _OPT_TITLES]
         lines.append(f"| `{r.spec}` | {r.eta0:.3g} | {r.k0} | " + " | ".join(cells)
-            + f" | {r.seconds:.0f} s |")
+                     + f" | {r.seconds:.0f} s |")
     lines.append("")
     for r in results:
         for q, title in _OPT_TITLES.items():

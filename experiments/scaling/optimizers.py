@@ -76,7 +76,7 @@ def _final_states(task, pattern, spec, factors, eta, K):
 
 
 def trajectory_errors(task, pattern: DelayPattern, spec, factors, etas, k0: int = 4, fixed_K: int
-        | None = None):
+                      | None = None):
     """``{estimate: [(error, floor)]}`` of the protocol with the optimizer at ``k = K`` for every
     ``eta``.
 

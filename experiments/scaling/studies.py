@@ -63,7 +63,7 @@ def _states(task, pattern: DelayPattern, eta: float, iters: int, keep: Sequence[
 
 
 def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS,
-    factor: float = 1.0 / 16,
+                   factor: float = 1.0 / 16,
                    eta0: float | None = None, label: str | None = None, coefficients: dict
                    | None = None) -> Study:
     """Theorem 1's remainder ``r(eta) = (L_S - L_JC) - eta^2 C_S`` on the grid (module docstring).
@@ -85,12 +85,12 @@ def one_step_study(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS
         errors.append(gap - eta * eta * coef[2])
         floors.append(roundoff_floor(abs(gap) + scale0, task.dtype))
     return make_study(label or task.name, "one_step", etas, errors, floors, predicted=coef[3],
-                       info={"pattern": pattern.describe(), "C_S": coef[2], "eta0": eta0,
+                      info={"pattern": pattern.describe(), "C_S": coef[2], "eta0": eta0,
                              "factor": factor})
 
 
 def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_POINTS,
-    factor: float = 1.0 / 8,
+                       factor: float = 1.0 / 8,
                        k0: int = 4, eta0: float | None = None, hvp_method: str = "auto", label: str
                        | None = None,
                        progress: Callable[[str], None] | None = None) -> dict:
@@ -138,8 +138,8 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
     info = {"pattern": pattern.describe(), "eta0": eta0, "k0": k0, "T": horizon, "factor": factor}
     out = {
         q: make_study(name, q, etas, errs[q], floors["recursion" if q == "recursion"
-        else "cumulative"],
-                       fixed={"T": horizon}, info=info)
+                                                     else "cumulative"],
+                      fixed={"T": horizon}, info=info)
         for q in ("recursion", "cumulative", "jc_only")
     }
     records, gaps = last
@@ -154,7 +154,7 @@ def trajectory_studies(problem: Problem, pattern: DelayPattern, *, n: int = N_PO
 
 
 def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequence[int], *,
-    n: int = N_POINTS,
+                           n: int = N_POINTS,
                            factor: float = 1.0 / 16, eta0: float | None = None, label: str
                            | None = None) -> Study:
     """``L_GS(order1) - L_GS(order2)`` after one step from ``theta^0`` (module docstring).
@@ -189,4 +189,4 @@ def order_invariance_study(problem: Problem, order1: Sequence[int], order2: Sequ
         "factor": factor,
     }
     return make_study(label or task.name, "order_invariance", etas, errors, floors, predicted=c1[3]
-        - c2[3], info=info)
+                      - c2[3], info=info)

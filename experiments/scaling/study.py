@@ -180,7 +180,7 @@ class Study:
                 parts.append(f"Richardson-extrapolated {ext:.6g}")
             if ext is not None and self.predicted != 0:
                 parts.append("relative difference "
-                    f"{abs(ext - self.predicted) / abs(self.predicted):.2g}")
+                             f"{abs(ext - self.predicted) / abs(self.predicted):.2g}")
             lines.append(", ".join(parts))
         return "\n".join(lines)
 

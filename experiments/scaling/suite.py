@@ -82,7 +82,7 @@ def _note_guard(notes: list, what: str, guard, absolute: float = 1e-3) -> None:
         )
     else:
         notes.append(f"{what}: eta^3 coefficient {guard.coefficient:.4g} passes the "
-            "non-degeneracy guard; no tilt.")
+                     "non-degeneracy guard; no tilt.")
 
 
 def _quartic_result(quick: bool, say) -> ProblemResult:
@@ -117,7 +117,7 @@ def _quartic_result(quick: bool, say) -> ProblemResult:
     _note_guard(notes, "Order invariance", g3)
     studies["order_invariance"] = order_invariance_study(g3.problem, o1, o2, label="quartic")
     return ProblemResult("quartic", "random quartic polynomial, 4 blocks x 2 coordinates, chain "
-        "pattern", studies,
+                                    "pattern", studies,
                          notes, dict(problem.info))
 
 
@@ -240,7 +240,7 @@ def _mlp_result(quick: bool, say) -> ProblemResult:
     info = dict(problem.info, kink_radius=radius, eta0_kink_free=eta_free, eta0_a_priori=eta_prior,
                 eta_floor_one_step=eta_floor, pattern_name="full GS 1,2,...,8 (input to output)")
     return ProblemResult("mnist_mlp", f"8-layer ReLU MLP on {examples} MNIST digits, float64, GS "
-        "over 8 layers",
+                                      "over 8 layers",
                          studies, notes, info)
 
 
@@ -283,7 +283,7 @@ def _mlp_piece_result(quick: bool, say) -> ProblemResult:
     info = dict(problem.info, kink_radius=radius, eta0=eta_prior,
                 pattern_name="full GS 1,2,...,8 (input to output)")
     return ProblemResult("mnist_mlp_piece", "the MLP's smooth piece at theta0 (ReLU pattern of "
-        "theta0 frozen), "
+                                            "theta0 frozen), "
                          f"{m['examples']} MNIST digits, float64", studies, notes, info)
 
 

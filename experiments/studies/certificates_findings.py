@@ -121,11 +121,11 @@ def first_step_lines(runs, factor) -> list:
             else "They differ: on the tuning half the withdrawal prevents no wrong certificate "
             "and costs the coverage in the table; the code keeps it because the built-in float32 "
             "`mlp` and `fl` tasks at `lr = 0.007` (`reports/advise/validation.md`), whose first "
-            "steps are rounding, are where it was derived, and no zoo problem (all float64) "
-            "shows that failure, so the zoo can neither confirm nor refute it. "
+                 "steps are rounding, are where it was derived, and no zoo problem (all float64) "
+                 "shows that failure, so the zoo can neither confirm nor refute it. "
         )
         + "Cells: worst precision over the half's problems / coverage inside the "
-        "regime / wrong certified iterations.",
+          "regime / wrong certified iterations.",
         "",
         "| rule | tune | held-out | beyond |",
         "| --- | --- | --- | --- |",
@@ -180,7 +180,7 @@ def cause_lines(runs, factor) -> list:
             f"| {half} | {prob} | {_pct(v['certified'], v['decided_inside']):.1f}% | "
             + " | ".join(f"{_pct(v['causes'][c], unc):.0f}%" for c in CAUSES)
             + f" | {_quantile(v['ratios'], 0.5):.2g}, {_quantile(v['ratios'], 0.9):.2g}"
-            f" | {one[prob]:.1f}% |"
+              f" | {one[prob]:.1f}% |"
         )
     return lines
 

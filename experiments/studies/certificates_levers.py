@@ -259,8 +259,8 @@ def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
         "corrected - estimate`, signed) instead of `|d_S| + |d_b|`. Factor: the smallest of "
         + ", ".join(f"{f:g}" for f in LEVER_FACTORS)
         + " with every tuning problem at the target precision (tuning half only); `below it`: the "
-        "worst tuning precision at the next smaller factor. Cells: precision / coverage inside "
-        "the regime.",
+          "worst tuning precision at the next smaller factor. Cells: precision / coverage inside "
+          "the regime.",
         "",
         "| lever | factor | below it | " + " | ".join(halves) + " | problems below the goal |",
         "| --- | --- | --- | --- | --- | --- | --- |",

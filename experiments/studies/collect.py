@@ -167,7 +167,7 @@ def read_sweep(path: str | os.PathLike) -> SweepRuns:
     runs_dir = path / "runs"
     if not runs_dir.is_dir():
         raise DataError(f"{path} is not a sweep folder (no runs/ folder; `crosscurv sweep --out "
-            f"{path}` writes one)")
+                        f"{path}` writes one)")
     info = _read_info(path)
     threads = info.get("threads") if isinstance(info.get("threads"), int) else None
     finished, unfinished = [], []
@@ -222,6 +222,6 @@ def read_sweeps(paths) -> SweepRuns:
                 best[key] = r
     runs = sorted(best.values(), key=lambda r: (r.task, r.lr, r.seed, r.name))
     unfinished = [f"{sw.path.name}/{n}" if len(parts) > 1 else n for sw in parts
-        for n in sw.unfinished]
+                  for n in sw.unfinished]
     return SweepRuns(parts[0].path, runs, unfinished, parts[0].info, parts)
 

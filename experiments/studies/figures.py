@@ -85,7 +85,7 @@ def seeds_timeline(runs: Sequence, path, title: str, s_label: str = "GS") -> Pat
     n_split = int(np.sum(agree == 2))
 
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(8.0, 0.32 * (len(runs) + 1 + len(ests)) + 2.0),
-        dpi=120,
+                                 dpi=120,
                                  sharex=True, gridspec_kw={"height_ratios": [len(runs) + 1, max(len(
                                  ests), 1)]})
     cmap = ListedColormap([GS_C, UND_C, JC_C, SPLIT_C]).with_extremes(bad="white")  # -1, 0, 1, 2
@@ -168,7 +168,7 @@ def regime_curvature_figure(points: Sequence, path) -> Path | None:
     for j, (task, ps) in enumerate(tasks.items()):
         a, b = axes[0][j], axes[1][j]
         _scatter_estimates(a, b, ps, lambda have, i: np.array([p.max_eta_sharpness for p in have])
-            * offsets[i])
+                           * offsets[i])
         for ax in (a, b):
             ax.axvline(2.0, color="black", lw=0.8, ls="--")
             ax.set_xscale("log")
@@ -284,7 +284,7 @@ def certified_regime_figure(studies: dict, path) -> Path | None:
             if not bins:
                 continue
             x = [min(np.sqrt(b["lo"] * b["hi"]), 2 * b["lo"]) if b["lo"] > 0 else b["hi"] / 2
-                for b in bins]
+                 for b in bins]
             task = name.split(" ")[0]
             colour = colours.setdefault(task, f"C{len(colours)}")
             axes[0][j].plot(x, [b["precision"] for b in bins], marker="o", ms=3, ls=styles[label],

@@ -284,9 +284,9 @@ def report(rows: list[dict], command: str) -> str:
                     f"| {_fmt(r['rank_correlation'])} " if i == 0 else "| | | | ")
             cert = {True: "yes", False: "no", None: "-"}[c["certified"]]
             lines.append(head + f"| {c['stages']} | {c['named']} | {_fmt(c['predicted'])} "
-                         f"| {_fmt(c['measured'])} | {_fmt(c['best_measured'])} "
+                                f"| {_fmt(c['measured'])} | {_fmt(c['best_measured'])} "
                          f"| {_fmt(c['regret'])} | {_fmt(c['spread'])} | {c['rank']}/{c['of']} "
-                         f"| {cert} | {'yes' if c['right'] else 'no'} |")
+                                f"| {cert} | {'yes' if c['right'] else 'no'} |")
     tally = _tally(rows)
     cpu = sum(r["cpu_s"] for r in rows)
     lines += ["", "Over the budgets of the problems whose JC run completed:", "",
@@ -296,9 +296,9 @@ def report(rows: list[dict], command: str) -> str:
         lines.append(f"| {g} | {t['right'][0]}/{t['right'][1]} | {t['regret'][0]}/{t['regret'][1]} "
                      f"| {t['certified'][0]}/{t['certified'][1]} |")
     lines += ["", "Cost per problem (CPU s): the search (JC run with the per-pair states and the "
-              "evaluation of the space), its certification (the embedded pair of the front's "
+                  "evaluation of the space), its certification (the embedded pair of the front's "
               "patterns and runners-up along the JC run, and the gates) and the plain training of "
-              "the trained patterns.", "",
+                  "the trained patterns.", "",
               "| problem | search s | certify s | plain training s (patterns) |",
               "|---|---|---|---|"]
     for r in rows:

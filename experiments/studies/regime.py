@@ -229,7 +229,7 @@ def small_step_note(points: Sequence[RegimePoint]) -> str:
     """Whether the winner still changes in the runs well inside the regime (``eta * sharpness <
     0.5`` throughout)."""
     inside = [p for p in points if p.max_eta_sharpness == p.max_eta_sharpness
-        and p.max_eta_sharpness < INSIDE]
+              and p.max_eta_sharpness < INSIDE]
     if not inside:
         low = min((p for p in points if p.max_eta_sharpness == p.max_eta_sharpness),
                   key=lambda p: p.max_eta_sharpness, default=None)
@@ -242,7 +242,7 @@ def small_step_note(points: Sequence[RegimePoint]) -> str:
     lrs = _fmt_lrs(p.lr for p in inside)
     if not changed:
         return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); "
-            "in none of them "
+                "in none of them "
                 f"does the observed winner change within K = {max(p.K for p in inside)}.")
     sw = Counter(p.switches for p in changed)
     return (f"{len(inside)} run(s) stay below eta*sharpness = {INSIDE:g} throughout ({lrs}); the "
@@ -307,7 +307,7 @@ def render_crossing_table(points: Sequence[RegimePoint], estimates: Sequence[str
         for est in estimates:
             m = p.metrics.get(est)
             row.append("-" if m is None
-                else f"{pct(m['correct_before'])} / {pct(m['correct_after'])}")
+                       else f"{pct(m['correct_before'])} / {pct(m['correct_after'])}")
         body.append(row)
     head = ["task", "eta", "seed", "K", "max eta*sharpness", "first k with eta*sharpness >= 2"] + [
         f"{e} Correct before / from it" for e in estimates]
@@ -340,7 +340,7 @@ def predicted_max_eta_lambda(lambda_max: Sequence[float], lr_ref: float, lr: flo
     valid = int(crossed[0]) if crossed.size else lam.size  # records k = 1..valid are below the edge
     if n > valid:
         raise ValueError(f"the reference covers t <= {valid * lr_ref:g} below the edge, the run "
-            f"needs t <= {K * lr:g}")
+                         f"needs t <= {K * lr:g}")
     window = lam[:max(n, 1)]
     window = window[np.isfinite(window)]
     if window.size == 0:

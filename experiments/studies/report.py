@@ -99,7 +99,7 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
 
     if not seeds and not regime:
         raise DataError("nothing to aggregate: give a seeds sweep folder and/or regime sweep "
-            "folders")
+                        "folders")
     t0 = time.perf_counter()
     out = Path(out)
     if isinstance(seeds, (str, os.PathLike)):
@@ -109,7 +109,7 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
     threads_sw = [read_sweep(d) for d in threads]
     if threads_sw and seeds_sw is None:
         raise DataError("a thread comparison needs the seeds sweep folder (--seeds) to compare "
-            "against")
+                        "against")
     result = StudiesResult(out / "studies_placeholder")
     found_rows: dict = {}  # label -> Table 1 over seeds rows, for the findings at the top
     found_cert: list = []
@@ -288,7 +288,7 @@ def _regime_lines(regime_sw, seeds_sw, out: Path, result: StudiesResult) -> tupl
               "Learning-rate grids, several seeds each: "
               + ", ".join(f"[{sw.path.name}]({_rel(sw.path, out)}) ({len(sw.runs)} finished runs"
                           + (f", {len(sw.unfinished)} not finished and left out" if sw.unfinished
-                          else "")
+                             else "")
                           + ")" for sw in regime_sw)
               + (". The preset's own learning rate enters as the first K records of the seeds "
                  "study's runs (a run's first K records are the records of a K-iteration run with "
@@ -318,7 +318,7 @@ def _regime_lines(regime_sw, seeds_sw, out: Path, result: StudiesResult) -> tupl
                              f"before, {_mean([p.metrics[est]['correct_after'] for p in crossed])} "
                              f"from it"
                              for est in ESTIMATE_ROWS if all(est in p.metrics for p in crossed))
-                             + ".")
+                         + ".")
         lines.append("")
     for fn, name, what in ((figs.regime_curvature_figure, "studies_regime_sharpness.png",
                             "against the largest eta*sharpness"),
@@ -345,7 +345,7 @@ def _threads_lines(threads_sw, seeds_sw, out: Path, result: StudiesResult) -> tu
               "Runs of the seeds study repeated with another number of intra-op threads: "
               + ", ".join(f"[{sw.path.name}]({_rel(sw.path, out)})" for sw in threads_sw)
               + ". Float32 sums run in an order set by the thread count. So this measures "
-              "what another machine with another thread setting would see.", "",
+                "what another machine with another thread setting would see.", "",
               "Compared over the records both runs hold: the first iteration where any "
               "column differs, the first where the observed winner differs, the winner "
               "counts, and per estimate Correct and the change of MAE.", "",
@@ -365,7 +365,7 @@ def _threads_lines(threads_sw, seeds_sw, out: Path, result: StudiesResult) -> tu
 def _cost_lines(every: list, out: Path, result: StudiesResult) -> list[str]:
     """What the runs cost, per sweep folder and task; fills ``result`` (sweeps, timing table)."""
     result.sweeps = [(s.path.name, _rel(s.path, out), len(s.runs), len(s.unfinished))
-        for s in every]
+                     for s in every]
     timing = _timing_lines(every, out)
     result.timing_table = timing[0] if timing else ""
     if not timing:

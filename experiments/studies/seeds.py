@@ -164,7 +164,7 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
             str(r["K"]) if r["K"] == r["K_max"] else f"{r['K']}-{r['K_max']}",
             f"{len(seeds)} ({_seed_list(seeds)})",
             _spread(r["correct"], _pct) + ("" if r["correct"].n == len(seeds)
-            else f" ({r['correct'].n} seeds)"),
+                                           else f" ({r['correct'].n} seeds)"),
         ]
         if paper:
             cells.append(_pct(p["correct"]) if p else "-")
@@ -183,7 +183,7 @@ def render_seeds_table(rows: Sequence[dict], fmt: str = "github", paper: bool = 
             cells.append(_g(p["max_ae"]) if p else "-")
         cells.append(_spread(r["undecided"], lambda x: f"{x:.3g}"))
         cells += [_spread(r[key], _pct) if key in r and r[key].n else "n/a" for key in ("coverage",
-            "precision",
+                                                                                        "precision",
                                                                                            "calibrated")]
         body.append(cells)
     if paper:
@@ -395,7 +395,7 @@ def render_certified_summary(summary: Sequence[dict], fmt: str = "github") -> st
     body = [[TASK_LABELS.get(s["task"], s["task"]), ESTIMATE_LABELS.get(s["estimate"], s[
         "estimate"]), str(s["runs"]),
              cell(s["before"]), cell(s["all"]), cell(s["bound"]), _pct(s["calibrated"])]
-             for s in summary]
+            for s in summary]
     head = ["Task", "Estimate", "runs", "defect, before the edge: Coverage / Precision",
             "defect, all iterations: Coverage / Precision",
             "recorded certificate (`*_cert`), all iterations: Coverage / Precision",

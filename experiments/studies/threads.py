@@ -74,7 +74,7 @@ def compare_runs(a, b, estimates: Sequence[str] = ESTIMATE_ROWS) -> dict:
         ma = evaluate(ca["gap"], ca[est], ca.get("gap_err"))
         mb = evaluate(cb["gap"], cb[est], cb.get("gap_err"))
         rel = abs(mb.mae - ma.mae) / abs(ma.mae) if ma.mae else (0.0 if mb.mae == ma.mae
-            else math.inf)
+                                                                 else math.inf)
         out["estimates"][est] = {"correct_a": ma.correct, "correct_b": mb.correct, "mae_a": ma.mae,
                                  "mae_b": mb.mae, "mae_rel_diff": rel,
                                  "hits_a": (ma.jc_hits, ma.s_hits), "hits_b": (mb.jc_hits,
@@ -133,7 +133,7 @@ def render_comparison(pairs: Sequence[tuple], estimates: Sequence[str] = ESTIMAT
         same = "identical" if c["counts_a"] == c["counts_b"] else (
             "%d/%d/%d vs %d/%d/%d" % (c["counts_a"] + c["counts_b"]))
         row = [a.task, f"seed {a.seed}", f"{a.threads if a.threads else '?'} vs "
-            f"{b.threads if b.threads else '?'}",
+                                         f"{b.threads if b.threads else '?'}",
                str(c["K"]), ", ".join(setting_differences(a, b)) or "none recorded", first, wfirst,
                same]
         for est in estimates:

@@ -133,7 +133,7 @@ def _cp(m) -> str:
     if m is None:
         return "-"
     return (f"{_pct(m['coverage'])} / {_pct(m['precision'])} ({m['correct']}/{m['certified']} of "
-        f"{m['decided']})")
+            f"{m['decided']})")
 
 
 def render(results: list) -> str:
@@ -186,7 +186,7 @@ def trust_study(out: str, tasks: Sequence[str] = ("mlp", "fl", "lora"), preset: 
     regime_figure(columns, os.path.join(out, "trust_regime.png"))
     with open(os.path.join(out, "trust.md"), "w", encoding="utf-8") as fh:
         fh.write(render(results) + "\n![precision and coverage against eta * "
-            "sharpness](trust_regime.png)\n")
+                                   "sharpness](trust_regime.png)\n")
     return os.path.join(out, "trust.md")
 
 

@@ -217,7 +217,7 @@ def _stale_lines(rows: Sequence[dict]) -> list[str]:
     if not old:
         return []
     return ["", f"Stale: the summary of {', '.join(old)} holds metrics over its diverged records "
-            "(written before a diverged run got none); they are left out here."]
+                "(written before a diverged run got none); they are left out here."]
 
 
 def _preset_lines(rows: Sequence[dict], folder: str | None) -> list[str]:
@@ -251,7 +251,7 @@ def _preset_lines(rows: Sequence[dict], folder: str | None) -> list[str]:
     match = [p for p in PRESETS if p not in (preset, "smoke") and all(
         preset_settings(t, p).get("lr") == had for t, (had, _, _) in old.items())]
     return ["", f"Stale: {sum(n for *_, n in old.values())} runs say preset `{preset}` but ran "
-            "at " + ", ".join(f"{t} {_g(had)}" for t, (had, _, _) in old.items())
+                "at " + ", ".join(f"{t} {_g(had)}" for t, (had, _, _) in old.items())
             + f"; `{preset}` now has " + ", ".join(f"{_g(now)}" for _, now, _ in old.values())
             + ". They were written before the presets changed"
             + (f"; the `{match[0]}` preset has their rates." if match else ".")]

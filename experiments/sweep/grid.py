@@ -55,7 +55,7 @@ class RunPoint:
         [--resume]``).
         """
         return ["run", *self.description().to_args(), "--out", str(out_dir)] + (["--resume"]
-            if resume else [])
+                                                                                if resume else [])
 
 
 def _slug(text: str) -> str:

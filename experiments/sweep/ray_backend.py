@@ -82,7 +82,7 @@ def connect(num_cpus: int, address: str | None = None) -> RayStart:
     except (ConnectionError, ValueError, RuntimeError) as exc:
         where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
         raise SweepError(f"cannot {where}: "
-            f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
+                         f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
     return RayStart(True, time.perf_counter() - t0, dict(ray.cluster_resources()))
 
 

@@ -182,7 +182,7 @@ def _check_options(spec, out, workers, threads, resume) -> tuple:
         raise SweepError(f"sweep folder {out} exists and is not a directory")
     if not resume and os.path.isdir(runs_dir) and os.listdir(runs_dir):
         raise SweepError(f"{out} already holds a sweep; use --resume to continue it or choose "
-            "another --out")
+                         "another --out")
     return workers, threads, out, runs_dir
 
 

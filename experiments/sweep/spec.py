@@ -118,7 +118,7 @@ def validate(spec: SweepSpec) -> None:
         vals = getattr(spec, a)
         if not isinstance(vals, tuple) or not vals:
             raise SweepError(f"the grid needs at least one {a}" if a == "task"
-                else f"axis {a} is empty")
+                             else f"axis {a} is empty")
         dup = _dups(vals)
         if dup:
             raise SweepError(f"axis {a} repeats {dup[0]!r}")
@@ -130,7 +130,7 @@ def validate(spec: SweepSpec) -> None:
 
             if t not in names:
                 raise SweepError(f"unknown task {t!r} (built-in: {', '.join(names)}; or "
-                    "module:factory)")
+                                 "module:factory)")
     for axis in ("preset", "lr", "seed", "pattern"):
         for value in getattr(spec, axis):
             if value is not None or axis == "seed":

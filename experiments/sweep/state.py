@@ -68,13 +68,13 @@ def run_action(point, run_dir: str) -> tuple[str, str | None]:
         diff = settings_difference(point, summary.get("settings", {}))
         if diff is not None:
             return (CONFLICT, f"{run_dir} holds a {summary['status']} run with other settings "
-                f"({diff})")
+                              f"({diff})")
         return REUSE, None
     if os.path.exists(os.path.join(run_dir, CHECKPOINT_FILE)):
         return RESUME, None
     if os.path.exists(os.path.join(run_dir, RECORDS_FILE)):
         return (RESTART, f"{run_dir} holds records of an interrupted run without its checkpoint: "
-            "started afresh")
+                         "started afresh")
     return NEW, None
 
 

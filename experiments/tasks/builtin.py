@@ -76,7 +76,7 @@ def _build_mlp(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
     info = {
         "data_source": data.source,
         "model": f"MLP {'-'.join(map(str, s['widths']))}, ReLU, softmax cross-entropy, "
-        "Xavier-normal weights, zero biases",
+                 "Xavier-normal weights, zero biases",
         "init": INIT,
         "examples": len(data),
         "widths": list(s["widths"]),
@@ -143,7 +143,7 @@ def _build_fl(s: dict, *, device, dtype, seed, data_path, model_path) -> Task:
     info = {
         "data_source": data.source,
         "model": f"CIFAR ResNet-18 (width {s['width']}, 3x3 stride-1 stem, no max-pool), "
-        "BatchNorm eval mode with default running statistics (mean 0, var 1), no dropout",
+                 "BatchNorm eval mode with default running statistics (mean 0, var 1), no dropout",
         "clients": m,
         "examples_per_client": sizes,
         "client_split": f"{len(data)} examples split in order into {m} contiguous shards of sizes "

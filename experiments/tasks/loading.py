@@ -36,7 +36,7 @@ def _split(spec: str) -> tuple[str, str]:
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
         raise TaskError(f"bad task {spec!r}: use a built-in name, module:factory or "
-            "path/to/file.py:factory")
+                        "path/to/file.py:factory")
     return where, attr
 
 
@@ -222,7 +222,7 @@ def load_task(
             )
         task = result
         if (device is not None and task.device != device) or (dtype is not None and task.dtype
-                != dtype):
+                                                              != dtype):
             task = task.to(device=device, dtype=dtype)
         settings = {**extra, "task": spec, "factory": spec, "preset": preset}
     with _first_on_path(search_folder(spec)):

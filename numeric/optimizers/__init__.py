@@ -30,4 +30,4 @@ __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name,
                                                module in _EXPORTS.items()},
-                                   submodules=True)
+                                    submodules=True)

@@ -156,7 +156,7 @@ def tangent_coefficients(spec: OptimizerSpec, jc_state, g_jc: Mapping) -> dict:
         D = r + spec.eps
         a_m[k] = 1.0 / (c1 * D)
         a_v[k] = torch.where(r > 0, -(m / c1) / (2 * c2 * torch.where(r > 0, r, torch.ones_like(r))
-            * D * D),
+                                                 * D * D),
                              torch.zeros_like(r))
     return {"a_m": a_m, "a_v": a_v, "g": dict(g_jc)}
 

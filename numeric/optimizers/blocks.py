@@ -27,7 +27,7 @@ def parse_block_lr(text: str | Mapping | None, block_names: Sequence[str]) -> di
     if items is None:
         if not isinstance(text, str):
             raise OptimizerError("--block-lr must be text NAME=FACTOR,..., got "
-                f"{type(text).__name__}")
+                                 f"{type(text).__name__}")
         if not text.strip():
             return {}
         items = []
@@ -45,15 +45,15 @@ def parse_block_lr(text: str | Mapping | None, block_names: Sequence[str]) -> di
                 key = names[int(key) - 1]
             else:
                 raise OptimizerError(f"--block-lr names unknown block {key!r}; blocks are "
-                    f"{', '.join(names)}")
+                                     f"{', '.join(names)}")
         try:
             f = float(val)
         except (TypeError, ValueError):
             raise OptimizerError(f"--block-lr factor for block {key!r} must be a number, got "
-                f"{val!r}") from None
+                                 f"{val!r}") from None
         if not math.isfinite(f) or f <= 0.0:
             raise OptimizerError(f"--block-lr factor for block {key!r} must be finite and > 0, "
-                f"got {val!r}")
+                                 f"got {val!r}")
         if key in out:
             raise OptimizerError(f"--block-lr names block {key!r} twice")
         out[key] = f
@@ -127,4 +127,4 @@ def optimizer_setup(task, optimizer: str | OptimizerSpec | None = None,
     named = parse_block_lr(block_lr, task.block_names)
     factors = tuple(named.get(b, 1.0) for b in task.block_names)
     return OptimizerSetup(spec, factors, {b: f for b, f in zip(task.block_names, factors) if f
-        != 1.0})
+                                          != 1.0})

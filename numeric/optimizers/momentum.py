@@ -24,7 +24,7 @@ def parse(spec: str, sep: str, args: str) -> dict:
     :class:`~crosscurv.numeric.optimizers.spec.OptimizerSpec`."""
     if not args.strip():
         raise OptimizerError("optimizer momentum needs its coefficient: momentum:BETA, got "
-            f"{spec!r}")
+                             f"{spec!r}")
     beta = spec_number(args, "BETA", spec)
     if not 0.0 <= beta < 1.0:
         raise OptimizerError(f"momentum coefficient must satisfy 0 <= BETA < 1, got {beta!r}")

@@ -32,7 +32,7 @@ def optimizer_update(spec: OptimizerSpec, keys: Sequence[str], params: Mapping, 
 
 
 def optimizer_scheme_step(task, params: Mapping, pattern: DelayPattern, lr, spec: OptimizerSpec
-    | str,
+                          | str,
                           state: OptimizerState | None = None, factors: Sequence[float]
                           | None = None,
                           grad_at_params: Mapping | None = None):

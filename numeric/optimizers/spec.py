@@ -63,5 +63,5 @@ def parse_optimizer(text: str | OptimizerSpec | None) -> OptimizerSpec:
     if name not in RULES:
         usages = [r.USAGE for r in RULES.values()]
         raise OptimizerError(f"unknown optimizer {spec!r}: use {', '.join(usages[:-1])} or "
-            f"{usages[-1]}")
+                             f"{usages[-1]}")
     return OptimizerSpec(name, **RULES[name].parse(spec, sep, args))

@@ -117,7 +117,7 @@ class OptimizerRule(UpdateRule):
         """The tangent step of ``z`` with ``H_JC^k z`` and the forcing."""
         S, lr = ctx.store, ctx.lr
         z, zs = self.tangent(S, lr).apply(z, self.group(S, "zs"), {n: Hz[n] - lr * force[n]
-            for n in Hz})
+                                                                   for n in Hz})
         S.park("z", z)
         self.park_group(S, "zs", zs)
 
@@ -125,7 +125,7 @@ class OptimizerRule(UpdateRule):
         S, lr = ctx.store, ctx.lr
         m_jc = S.fetch("m_jc")
         y, ys = self.tangent(S, lr).apply(y, self.group(S, "ys"), {n: Hy[n] - lr * m_jc[n]
-            for n in Hy})
+                                                                   for n in Hy})
         S.park("y", y)
         self.park_group(S, "ys", ys)
         S.park("m_jc", None)
@@ -135,7 +135,7 @@ class OptimizerRule(UpdateRule):
         Delta^k`` and the forcing."""
         S, lr = ctx.store, ctx.lr
         w, _ = self.tangent(S, lr).apply(delta, self.group(S, "ds"), {n: Hdelta[n] - lr * force[n]
-            for n in Hdelta})
+                                                                      for n in Hdelta})
         S.park("w", w)
         self.park_group(S, "ds", None)
 

@@ -187,7 +187,7 @@ def _use_fit(report: StepReport, user: UserStep, states, etas, user_outs, cands)
             + pairs_text(ft.inferred_pairs(-1))
             + ": the step's second-order term is -sum H_ij g_j where a sequential scheme has +sum "
               "H_ij g_j "
-            "(e.g. the fresh state built as theta_j + eta g_j instead of theta_j - eta g_j)"
+              "(e.g. the fresh state built as theta_j + eta g_j instead of theta_j - eta g_j)"
         )
     else:
         worst = max(ft.residual)

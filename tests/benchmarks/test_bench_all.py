@@ -57,7 +57,7 @@ def test_bench_memory_help_states_the_policy_and_the_table_marks_the_target():
     args = argparse.Namespace(device="cpu", hvp="auto", chunk=None, offload="auto", iters=3,
                               threads=1, task="fl")
     rows = [{"width": 16, "n_params": 787258, "offloaded": True, "how": "VmHWM", "grad_mib": 24.5,
-        "protocol_mib": 58.6,
+             "protocol_mib": 58.6,
              "ratio": 58.6 / 24.5, "examples": [7, 7, 6], "later_mib": 50.0, "later_ratio": 50.0
              / 24.5,
              "point_ratio": 1.5, "engine": "termwise"},
@@ -122,4 +122,4 @@ def test_the_report_opens_with_findings_read_off_its_sections(tmp_path):
     merged = bench_all.merge([str(path)]).splitlines()  # rendered again from the saved report
     assert merged[:8] == lines[:8]
     assert any(ln.startswith("- assembled by `bench_all.py --merge` from 1 reports")
-        for ln in merged)
+               for ln in merged)

@@ -33,7 +33,7 @@ def test_the_quick_run_times_every_part_of_an_iteration():
     assert store > 0 and sums > 0, split
     assert abs(store + sums + other - rest) <= 0.011, (split, rest)  # the split adds up to the rest
     in_run = next(x for x in proc.stdout.splitlines()
-        if "in the run: one iteration / its timed parts" in x)
+                  if "in the run: one iteration / its timed parts" in x)
     # the body's own work is > 0
     assert float(re.search(r"= ([0-9.]+) \(rounds", in_run).group(1)) > 1.0, in_run
     # the floor of the rest: the two float64 step remainders, the run's parks and reductions, each

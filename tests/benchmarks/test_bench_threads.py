@@ -12,7 +12,7 @@ def test_the_table_has_the_pick_of_threads_auto_and_whether_it_agrees():
     proc = subprocess.run([sys.executable, "benchmarks/bench_threads.py", "--tasks", "mlp",
                            "--preset", "smoke", "--iters", "1", "--repeats",
                            "1"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=300)
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| mlp |")]
     assert len(rows) == 1, proc.stdout

@@ -26,7 +26,7 @@ def test_the_run_without_differs_only_in_the_columns_it_leaves_out():
     left_out = {"lambda_max", "lambda_min", "recursive_err", "cumulative_err", "jc_only_err"}
     for a, b in zip(with_, without, strict=True):
         assert all(math.isfinite(a[c]) for c in left_out) and all(math.isnan(b[c])
-            for c in left_out)
+                                                                  for c in left_out)
         assert b["sharpness_hvps"] == 0
         for c in ("loss_jc", "loss_s", "gap", "recursive", "cumulative", "jc_only", "sharpness"):
             assert a[c] == b[c], c
@@ -35,7 +35,7 @@ def test_the_run_without_differs_only_in_the_columns_it_leaves_out():
 def test_the_benchmark_prints_its_ratios():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_trust_cost.py"),
                           "--tasks", "mlp", "--preset", "smoke", "--iters", "3", "--rounds", "1"],
-                          capture_output=True, text=True,
+                         capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "median: steady" in out.stdout and "(target <= 1.3)" in out.stdout

@@ -143,10 +143,10 @@ def test_a_summary_without_settings_is_one_line(tmp_path):
 def test_a_bad_flag_is_named_in_its_error():
     """From the command line the setting's own check speaks, led by the flag it came from."""
     with pytest.raises(RunDescriptionError, match=r"^--lr: learning rate must be a finite number "
-            r"> 0, got -1.0$"):
+                                                  r"> 0, got -1.0$"):
         description_from_args(parse(["mlp", "--lr", "-1"]))
     with pytest.raises(RunDescriptionError, match=r"^--checkpoint-every: checkpoint interval "
-            r"must be an integer >= 1"):
+                                                  r"must be an integer >= 1"):
         description_from_args(parse(["mlp", "--checkpoint-every", "0"]))
     with pytest.raises(RunDescriptionError, match=r"^--optimizer: unknown optimizer 'lion'"):
         description_from_args(parse(["mlp", "--optimizer", "lion"]))

@@ -206,7 +206,7 @@ def test_an_undefined_order_is_its_own_outcome_and_exits_3(tmp_path, monkeypatch
     assert one.n_kept == 1 and one.outcome() == S.NO_WINDOW
     fitted = S.make_study("synthetic", "one_step", etas, [e**3 for e in etas], [0.0] * 6)
     assert fitted.outcome() == "ok" and S.make_study("s", "one_step", etas, etas, [0.0]
-        * 6).outcome() == "outside"
+                                                     * 6).outcome() == "outside"
 
     def good(q):  # a synthetic study of quantity q whose order is 0.05 above the expected one
         return S.make_study("synthetic", q, etas, [e ** (S.EXPECTED[q] + 0.05) for e in etas], [

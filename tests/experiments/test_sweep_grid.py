@@ -67,7 +67,7 @@ def test_toml_grid_and_flags_replace_its_axes(tmp_path, capsys):
 
     class Args:  # what argparse gives `crosscurv sweep --grid grid.toml --seed 5 7-8 --lr 0.2`
         grid, task, preset, pattern, iters, dtype = str(tmp_path
-            / "grid.toml"), None, None, None, None, None
+                                                        / "grid.toml"), None, None, None, None, None
         seed, lr = ["5", "7-8"], ["0.2"]
 
     spec2 = build_spec(Args)
@@ -143,7 +143,7 @@ def test_bad_toml_grids(tmp_path, toml, message):
         (["--task", "mlp", "--seed", "x"], "seed must be an integer or a range"),
         (["--task", "mlp", "mlp"], "axis task repeats 'mlp'"),
         (["--task", "mlp", "--preset", "huge"], "preset must be one of smoke, default, edge, "
-        "paper, got 'huge'"),
+                                                "paper, got 'huge'"),
         (["--task", "mlp", "--workers", "0"], "workers must be an integer >= 1"),
         (["--task", "mlp", "--threads", "-2"], "threads must be an integer >= 1"),
         (["--grid", "missing.toml"], "grid file missing.toml does not exist"),
@@ -169,7 +169,7 @@ def test_bad_grid_in_a_subprocess(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "sweep", "--task", "mlp", "--lr", "0",
                            "--out",
                            str(tmp_path / "s")], capture_output=True, text=True, timeout=120,
-                           env=env, cwd=tmp_path)
+                          env=env, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert proc.stderr.startswith("crosscurv: error: learning rate must be a finite number > 0")
 

@@ -56,7 +56,7 @@ def test_jc_only_equals_protocol_column():
     for p in ("gs", "chain"):
         recs = run_protocol(task, p, 0.3, 8).records
         assert [r["jc_only"] for r in recs] == pytest.approx([r["estimates"][p]
-            for r in adv.per_iteration],
+                                                              for r in adv.per_iteration],
                                                              rel=1e-12, abs=1e-16)
 
 
@@ -126,7 +126,7 @@ def test_resume_equals_uninterrupted(tmp_path):
                    checkpoint_every=2)
     assert again.per_iteration == full.per_iteration
     assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b"
-        / "advice.csv").read_bytes()
+                                                            / "advice.csv").read_bytes()
     # extending a finished run: the rows of an uninterrupted run to the new K
     longer = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "c"), checkpoint_every=2)
     ext = advise(task, 0.2, 12, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True,
@@ -200,7 +200,7 @@ def test_optimizer_predictions_are_the_protocol_jc_only(optimizer, block_lr):
     for p in ("gs", "chain"):
         recs = run_protocol(task, p, 0.05, 6, optimizer=optimizer, block_lr=block_lr).records
         assert [r["estimates"][p] for r in adv.per_iteration] == pytest.approx([r["jc_only"]
-            for r in recs],
+                                                                                for r in recs],
                                                                                rel=1e-12, abs=1e-16)
         assert [r["loss_jc"] for r in adv.per_iteration] == [r["loss_jc"] for r in recs]
     assert all(math.isnan(r["errors"]["gs"]) and not r["certified"] for r in adv.per_iteration)
@@ -267,9 +267,9 @@ def test_optimizer_resume_equals_uninterrupted(tmp_path):
         advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "b"), on_record=stop_at_5, **kw)
     again = advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "b"), resume=True, **kw)
     assert (tmp_path / "a" / "advice.csv").read_bytes() == (tmp_path / "b"
-        / "advice.csv").read_bytes()
+                                                            / "advice.csv").read_bytes()
     assert [r["estimates"] for r in again.per_iteration] == [r["estimates"]
-        for r in full.per_iteration]
+                                                             for r in full.per_iteration]
     with pytest.raises(AdviceError, match="setting optimizer differs"):
         advise(task, 0.02, 8, "jc;gs;chain", out_dir=str(tmp_path / "a"), resume=True,
                optimizer="momentum:0.9", block_lr="layer1=2.0")
@@ -285,7 +285,7 @@ def test_nothing_is_certified_past_the_edge_of_stability():
     inside = advise(task, 0.1, 30, "jc;gs;chain", checks=False)
     assert all(r["sharpness"] == pytest.approx(lam, rel=1e-3) for r in inside.per_iteration[20:])
     assert any(r["certified"]
-        for r in inside.per_iteration) and "edge of stability" not in inside.recommendation
+               for r in inside.per_iteration) and "edge of stability" not in inside.recommendation
     lr = 2.05 / lam
     past = advise(task, lr, 30, "jc;gs;chain", checks=False)
     first = next(r["k"] for r in past.per_iteration if lr * r["sharpness"] >= 2)

@@ -79,7 +79,7 @@ def test_prefix_cache_gradients_at_points_in_any_order_are_block_grad():
     base = dict(task.params)
     moved = {k: v + 0.1 for k, v in base.items()}
     points = [base, {**base, **{k: moved[k] for k in keys[0]}}, {**base, **{k: moved[k]
-        for k in keys[2]}},
+                                                                            for k in keys[2]}},
               base, moved, base]
     for point in points:
         for wrt in (keys[1], keys[3], keys[0] + keys[2]):

@@ -90,7 +90,7 @@ def test_error_columns_cover_the_estimates_error_and_certified_winners_are_right
                 assert rec[f"{e}_cert"] == math.copysign(1.0, rec["gap"])
     cert = certified_metrics([r["gap"] for r in res.records], [r["recursive"] for r in res.records],
                              [r["recursive_cert"] for r in res.records], [r["gap_err"]
-                             for r in res.records])
+                                                                          for r in res.records])
     assert cert["precision"] == 100.0 and cert["coverage"] > 50.0
 
 
@@ -100,7 +100,7 @@ def test_error_formulas():
     assert errs.rho_sample(1.0, 2.0, 0.5) == 0.0 and errs.rho_sample(1.0, 0.0, 0.0) == 0.0
     assert errs.propagate_remainder(2.0, 1.5, 0.25) == pytest.approx(3.25)
     assert errs.cumulative_error(2.0, 3.0, 0.5, 0.1, 0.0) == pytest.approx(2 * 0.1 + 3 * (0.05
-        + 0.005))
+                                                                                          + 0.005))
     assert errs.cumulative_error(1e200, 1e200, 1e200, 1e200, 1e200) == math.inf
     assert errs.certify(0.3, 0.1, True) == 1.0 and errs.certify(-0.3, 0.1, True) == -1.0
     assert errs.certify(0.3, 0.1, False) == 0.0 and errs.certify(0.05, 0.1, True) == 0.0
@@ -122,7 +122,7 @@ def test_defect_formulas():
     assert errs.regime_so_far([0.5, math.nan, 0.1]) == [True, False, False]
     # defects 0, 0.5, 0.5, ...: a systematic defect of one sign keeps a small estimate certified
     iv, c = errs.defect_certificates([1.0, 1.0, 1.0, 1.0, 1.0], [1.0, 0.5, 0.5, 0.5, 0.5], [0.1]
-        * 4 + [3.0],
+                                     * 4 + [3.0],
                                      factor=1.0, window=2)
     # k=3: d in (0, 0.5): [-0.5, 1.0] -> 0.5 + [-0.5, 1.0] touches 0: not certified; k=4: (0.5, 0.5)
     # -> certified

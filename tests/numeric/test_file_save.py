@@ -82,7 +82,7 @@ def test_a_parked_vector_is_saved_without_entering_memory(tmp_path):
     def save(streamed):
         vectors = {"x": store.fetch("x")}
         atomic_torch_save({"vectors": vectors}, path, sources=_sources(store, vectors) if streamed
-            else None)
+                          else None)
 
     plain, streamed = _peak_kib(lambda: save(False)), _peak_kib(lambda: save(True))
     assert plain > 48 * 1024 and streamed < 16 * 1024, (plain, streamed)

@@ -46,7 +46,7 @@ def _problem(seed=0, steps=5):
     w0 = {"a": torch.randn(4, 3, generator=gen, dtype=F64), "b": torch.randn(5, generator=gen,
                                                                              dtype=F64)}
     grads = [{k: torch.randn(v.shape, generator=gen, dtype=F64) for k, v in w0.items()}
-        for _ in range(steps)]
+             for _ in range(steps)]
     return w0, grads
 
 

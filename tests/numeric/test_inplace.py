@@ -37,7 +37,7 @@ def test_in_place_updates_give_the_bits_of_the_expressions_they_replace(dtype):
     assert out is Hc and _same(out, propagate(s, Hs, None, lr))
     kept = _clone(f)
     assert _same(add_scaled_into(_clone(s), kept, lr2, keep=True), {n: s[n] + lr2 * f[n]
-        for n in s})
+                                                                    for n in s})
     assert _same(kept, f)  # keep=True leaves the forcing as it was
 
 
@@ -72,7 +72,7 @@ def test_step_residual_is_the_float64_expression_and_reads_its_inputs_only(dtype
 
     def expression(with_u):
         x = {n: new[n].to(torch.float64) - old[n].to(torch.float64) + lr * g[n].to(torch.float64)
-            for n in new}
+             for n in new}
         if with_u:
             x = {n: x[n] - lr2 * u[n].to(torch.float64) for n in x}
         return float(tree.norm(x))

@@ -132,7 +132,7 @@ def test_the_numpy_bridge_reads_any_layout():
 
     def loss(p):
         return float(sum((v ** 2 * np.arange(1, v.size + 1).reshape(v.shape)).sum()
-            for v in p.values()))
+                         for v in p.values()))
 
     def grad(p):
         return {n: 2 * v * np.arange(1, v.size + 1).reshape(v.shape) for n, v in p.items()}

@@ -182,7 +182,7 @@ def test_writable_fetches_and_entries_are_read_into_memory_of_their_own(tmp_path
     store.park("z", v)
     out = store.fetch("z", writable=True)
     assert list(out) == list(v) and all(torch.equal(out[k], v[k]) and out[k].dtype == dtype
-        for k in v)
+                                        for k in v)
     assert all(torch.equal(store.fetch_entry("z", k), v[k]) for k in v)
     out["w"].mul_(3.0)
     assert torch.equal(store.fetch("z")["w"], v["w"])
@@ -247,7 +247,7 @@ def test_parking_writes_each_vector_in_few_calls_and_survives_short_writes(tmp_p
     monkeypatch.setattr(offload, "_IOV_MAX", 2)
     store.park("v", v)
     assert max(calls) <= 2 and len(calls) >= sum(t.numel() * t.element_size()
-        for t in v.values()) // 13
+                                                 for t in v.values()) // 13
     monkeypatch.setattr(os, "pwritev", real)
     monkeypatch.setattr(offload, "_IOV_MAX", 1024)
     calls.clear()

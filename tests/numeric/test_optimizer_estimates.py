@@ -106,7 +106,7 @@ def test_tangent_step_is_the_linearized_step(spec_text):
     def stepped(eps):
         q = {k: p[k] + eps * z[k] for k in p}
         s = OptimizerState(st.step, {n: {k: st.buffers[n][k] + eps * zs[n][k] for k in p}
-            for n in zs})
+                                     for n in zs})
         new, s_new, _ = optimizer_scheme_step(task, q, jacobi(task.n_blocks), lr, spec, s, FACTORS)
         return new, s_new
 

@@ -261,11 +261,11 @@ def test_optimizer_error_columns_are_the_defect_bar_and_survive_a_resume(spec, t
     out = str(tmp_path / "run")
     with pytest.raises(Kill):
         _run(spec, out_dir=out, iters=n, checkpoint_every=2, on_record=_kill_after(DEFECT_WINDOW
-            + 2))
+                                                                                   + 2))
     _run(spec, out_dir=out, iters=n, resume=True, checkpoint_every=2)
     assert _bytes(os.path.join(out, "records.csv")) == _bytes(os.path.join(ref_out, "records.csv"))
     assert records_columns(read_records(os.path.join(out, "records.csv")))["k"] == list(range(1, n
-        + 1))
+                                                                                              + 1))
 
 
 @pytest.mark.parametrize("spec,beta", [("sgd", 0.0), ("momentum:0.5", 0.5), ("momentum:0.9", 0.9)])

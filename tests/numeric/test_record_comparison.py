@@ -48,7 +48,7 @@ def test_diagnoses():
     comp = compare_records(lag, ref, rtol=1e-9, atol=1e-12)
     assert comp.first[:2] == (1, "cumulative")
     assert any("column cumulative is shifted by one iteration" in x and "k-1" in x
-        for x in comp.diagnoses)
+               for x in comp.diagnoses)
     flip = {c: list(v) for c, v in ref.items()}
     flip["gap"] = [-x for x in ref["gap"]]
     assert any("opposite sign" in x for x in compare_records(flip, ref, rtol=1e-9,

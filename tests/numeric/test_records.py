@@ -151,7 +151,7 @@ def test_read_columns(tmp_path):
     bad = [
         ("", "is empty"),
         ("k,loss_jc\n1,2\n", "missing column\\(s\\) loss_s, gap, recursive, cumulative, jc_only, "
-        "bound_bk"),
+                             "bound_bk"),
         (",".join(READ_COLS) + "\n", "no rows"),
         (",".join(READ_COLS) + "\n1,2,3,oops,5,6,7,8\n",
          "line 2, column gap: not a number \\('oops'\\)"),
@@ -177,7 +177,7 @@ def test_records_of_an_older_crosscurv_are_refused_in_one_line(tmp_path, n):
     path = tmp_path / "records.csv"
     path.write_text(",".join(FIELDS[:n]) + "\n" + ",".join(["1"] + ["0.5"] * (n - 1)) + "\n")
     with pytest.raises(RecordsError, match=rf"records of an older crosscurv \({n} columns, not "
-        rf"the {len(FIELDS)} "
+                                           rf"the {len(FIELDS)} "
                                            r"of this version\); recompute the run with this "
                                            r"crosscurv$"):
         read_records(str(path))

@@ -19,7 +19,7 @@ def _folder(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     torch.save({"format": 2, "vectors": {"theta_j": {"w": torch.ones(300)}}}, folder
-        / "checkpoint.pt")
+               / "checkpoint.pt")
     (folder / "summary.json").write_text(json.dumps({"settings": {"lr": 0.1}}))
     (folder / "records.csv").write_text(",".join(FIELDS) + "\n")
     return folder
@@ -33,7 +33,7 @@ def test_a_whole_folder_passes_and_each_damage_is_named(tmp_path):
     data = (folder / "checkpoint.pt").read_bytes()
     (folder / "checkpoint.pt").write_bytes(data[: len(data) // 2])  # a torch.save archive cut short
     with pytest.raises(ResumeError, match=r"checkpoint.pt is not a readable crosscurv checkpoint "
-            r"\(BadZipFile"):
+                                          r"\(BadZipFile"):
         check_resumable(folder)
     (folder / "checkpoint.pt").unlink()
     with pytest.raises(ResumeError, match="has no checkpoint.pt"):
@@ -47,7 +47,7 @@ def test_summary_and_records_are_read_as_the_protocol_reads_them(tmp_path):
         check_resumable(folder)
     (folder / "summary.json").write_bytes(b"\xff\x00")
     with pytest.raises(ResumeError, match=r"summary.json is not a readable crosscurv summary "
-            r"\(UnicodeDecodeError\)"):
+                                          r"\(UnicodeDecodeError\)"):
         check_resumable(folder)
     (folder / "summary.json").unlink()  # a run killed before its first summary: still resumable
     check_resumable(folder)

@@ -91,7 +91,7 @@ def test_assert_step_is_rejects_mislabelled_lora():
     task, step, _ = mod.mislabelled_alternating()
     assert_step_is(step, task, "jc")
     with pytest.raises(AssertionError, match="matches jc; it does NOT perform the declared "
-            "pattern gs:B,A"):
+                                             "pattern gs:B,A"):
         assert_step_is(step, task, "gs:B,A")
 
 

@@ -12,16 +12,16 @@ import math
 from hypothesis import settings
 
 from crosscurv.testing.strategies import (  # noqa: F401 - re-exported for the property tests
-    ProblemSpec,
-    acyclic_patterns,
-    bilinear_specs,
-    block_orders,
-    cyclic_pair_sets,
-    problem_specs,
-    quartic_specs,
-    seeds,
-    tanh_mlp_specs,
-)
+                                          ProblemSpec,
+                                          acyclic_patterns,
+                                          bilinear_specs,
+                                          block_orders,
+                                          cyclic_pair_sets,
+                                          problem_specs,
+                                          quartic_specs,
+                                          seeds,
+                                          tanh_mlp_specs,
+                                          )
 
 #: Points of every step-size grid ``eta0 * 2^-k``, ``k = 0..GRID_POINTS-1``.
 GRID_POINTS = 6

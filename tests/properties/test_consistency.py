@@ -77,7 +77,7 @@ def _topological_orders(pattern: DelayPattern, rnd: random.Random) -> list[int]:
     done, order = set(), []
     while len(order) < pattern.n_blocks:
         ready = [b for b in range(pattern.n_blocks) if b not in done and set(pattern.fresh(b))
-            <= done]
+                 <= done]
         b = rnd.choice(ready)
         done.add(b)
         order.append(b)

@@ -37,7 +37,7 @@ def test_every_identity_holds(n, dims, spec):
                         - r.expressions["eta3"]) == 0
     assert "eta eps^2" in r.lemma3_leading
     assert all(sum(int(x[-1]) if "^" in x else 1 for x in k.split()) == 3
-        for k in r.theorem2_leading)
+               for k in r.theorem2_leading)
     assert [s["K"] for s in r.theorem3] == [1, 2, 3, 4]
     assert set(r.timings) >= {"one_step", "lemma3_theorem2", "theorem3", "total"}
     d = json.loads(json.dumps(r.to_dict()))

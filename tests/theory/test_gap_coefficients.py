@@ -132,7 +132,7 @@ def test_symbolic_mode_returns_the_generic_expression():
     g1, g2, H12, H22, T112 = sympy.symbols("g1 g2 H12 H22 T112", real=True)
     assert sympy.expand(out[2] - H12 * g1 * g2) == 0
     assert sympy.expand(out[3] - (-H12**2 * g1**2 - H12 * H22 * g1 * g2 - T112 * g1**2 * g2
-        / 2)) == 0
+                                  / 2)) == 0
     m = BlockModel(3, (1, 2, 1), 3)
     out = gap_coefficients(gauss_seidel(3), (1, 2, 1), None, None, None, mode="sympy")
     assert sympy.expand(out[3] - m.to_expr(eta3_gap_closed_form(m, gauss_seidel(3)))) == 0
@@ -178,7 +178,7 @@ def test_taylor_test_on_a_cubic_loss(pattern, dims):
         c = gap_coefficients(pattern, dims, gm, Hm, Tm, mode="mpmath")
         etas = [mpmath.mpf(2) ** -k / 8 for k in range(10)]
         rem = [abs(_cubic_step_gap(pattern, dims, gm, Hm, Tm, e) - e**2 * c[2] - e**3 * c[3])
-            for e in etas]
+               for e in etas]
         rates = [float(mpmath.log(rem[k] / rem[k + 1], 2)) for k in range(len(rem) - 1)]
         # without the eta^3 term the rate would be 3
         rem2 = [abs(_cubic_step_gap(pattern, dims, gm, Hm, Tm, e) - e**2 * c[2]) for e in etas]

@@ -44,9 +44,9 @@ class Reference:
         self.H = sympy.Matrix(d, d, lambda a, b: m.H_symbols[tuple(sorted((a, b)))])
         mask = p.mask()
         self.M = sympy.Matrix(d, d, lambda a, b: self.H[a, b] if mask[m.block_of[a]][m.block_of[b]]
-            else 0)
+                              else 0)
         self.D = sympy.Matrix(d, d, lambda a, b: self.H[a, b] if m.block_of[a] == m.block_of[b]
-            else 0)
+                              else 0)
         T = lambda a, b, c: m.T_symbols[tuple(sorted((a, b, c)))]  # noqa: E731
         self.T = T
         # P_i g for the block of each coordinate

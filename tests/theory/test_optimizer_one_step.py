@@ -109,7 +109,7 @@ def test_adam_check_rejects_a_wrong_side():
     wrong = f1 * f2 * adam_jacobian(g1, m1, v1, b1, b2, eps, c1, c2) * g2 * H12 * adam_direction(
         g1, m1, v1, b1, b2, eps, c1, c2)
     vals = {b1: sympy.Rational(9, 10), b2: sympy.Rational(99, 100), eps: sympy.Rational(1, 10**3),
-        c1: sympy.Rational(1, 2),
+            c1: sympy.Rational(1, 2),
             c2: sympy.Rational(1, 3), m1: 1, m2: -2, v1: 2, v2: 3, f1: 1, f2: 4, g1: sympy.Rational(
             1, 2), g2: 3, H12: 5}
     assert sympy.N((c.eta2 - c.C_S).subs(vals)) == 0

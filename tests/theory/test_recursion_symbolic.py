@@ -49,7 +49,7 @@ def _independent_leading(m, p, rec):
         assert sympy.expand(m.to_expr(r.coeff(3, 0)) + MMg[a] + t[a]) == 0   # -(M_S^2 g + t)
     R = rec.loss_remainder
     tddd = sum(T(a, b, c) * delta[a] * delta[b] * delta[c] for a in range(d) for b in range(d)
-        for c in range(d))
+               for c in range(d))
     # cubic Taylor term of L(eps delta)
     assert sympy.expand(m.to_expr(R.coeff(0, 3)) - tddd / 6) == 0
     gMMg_gt = sum(g[a] * (MMg[a] + t[a]) for a in range(d))

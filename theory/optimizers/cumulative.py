@@ -74,12 +74,12 @@ def _order(series_list):
 
 
 def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
-    | str = "gs",
+                               | str = "gs",
                                K_max: int = 4, degree: int = 4) -> OptimizerCumulativeCheck:
     """Unroll both runs and the cumulative state exactly (series in ``eta``) and compare."""
     if kind not in ("sgd", "preconditioner", "momentum"):
         raise ModelError("the cumulative estimate is derived for sgd, preconditioner and "
-            f"momentum, not {kind!r}")
+                         f"momentum, not {kind!r}")
     opt = optimizer_model(n_blocks, dims, kind, taylor_order=2)
     model = opt.model
     if isinstance(pattern, str):
@@ -135,7 +135,7 @@ def check_optimizer_cumulative(kind: str, n_blocks: int = 3, dims: int = 1, patt
         # closed forms of the eta^3 coefficients
         if kind == "momentum":
             m_at = [sum((beta**t for t in range(K - 1)), model.zero) * model.g[a] + beta**(K - 1)
-                * m0[a] for a in range(d)]
+                    * m0[a] for a in range(d)]
             phis0.append([beta * m_at[a] + model.g[a] for a in range(d)])
             pred = [model.zero] * d
             for j, ph in enumerate(phis0):

@@ -35,28 +35,28 @@ CUMULATIVE_K = 3
 #: what each check states (LaTeX); F = diag(f_i) step-size factors, A = F P
 OPTIMIZER_TEXT = {
     "one_step_generic": r"generic $\phi$: $L_S - L_{JC} = \eta^2\, g^\top F J_\phi M_S F \phi + "
-    r"O(\eta^3)$ "
+                        r"O(\eta^3)$ "
                         r"($J_\phi$ block-diagonal, not symmetric)",
     "one_step_sgd": r"per-block step sizes: $\eta^2 \sum_{(i,j)\in S} f_i f_j\, g_i^\top H_{ij} "
-    r"g_j$",
+                    r"g_j$",
     "one_step_preconditioner": r"preconditioner $P$: $\eta^2\, g^\top F P M_S F P g$",
     "one_step_momentum": r"heavy ball, buffer $m$: $\eta^2\, g^\top F M_S F (g + \beta m)$",
     "one_step_adam": r"Adam (bias-corrected, moments $m, v$): $\eta^2 \sum_{(i,j)\in S} f_i "
-    r"f_j\, (J_i g_i)^\top H_{ij} \phi_j$, "
+                     r"f_j\, (J_i g_i)^\top H_{ij} \phi_j$, "
                      r"$J_i = \partial\phi_i/\partial g_i$ diagonal",
     "recursion_sgd": r"per-block step sizes: Lemma 3 / Theorem 2 with $\eta A H_{JC}$ and "
-    r"forcing $\eta^2 A M_S A g_S$, $A = F$",
+                     r"forcing $\eta^2 A M_S A g_S$, $A = F$",
     "recursion_preconditioner": r"preconditioner: the same with $A = F P$",
     "recursion_momentum": r"heavy ball: $\Delta m^{k+1} = \beta\Delta m^k + H_{JC}\Delta\theta^k "
-    r"- \eta M_S F \phi_S^k$, "
+                          r"- \eta M_S F \phi_S^k$, "
                           r"$\Delta\theta^{k+1} = \Delta\theta^k - \eta F \Delta m^{k+1}$, "
                           r"$\phi_S^k = \beta m_S^k + g_S^k$",
     "cumulative_sgd": r"per-block step sizes: $z_{k+1} = (I - \eta A H) z_k + \eta^2 A M_S A "
-    r"g_S^k$, "
+                      r"g_S^k$, "
                       r"$[\eta^3](\Delta\theta^K - z_K) = -K A (M_S A)^2 g$",
     "cumulative_preconditioner": r"preconditioner: the same with $A = F P$",
     "cumulative_momentum": r"heavy ball: $w_{k+1} = \beta w_k + \eta F H z_k - \eta^2 F M_S F "
-    r"\phi_S^k$, $z_{k+1} = z_k - w_{k+1}$; "
+                           r"\phi_S^k$, $z_{k+1} = z_k - w_{k+1}$; "
                            r"$[\eta^3](\Delta\theta^K - z_K) = -\sum_j s_{K-1-j}(\beta) F "
                            r"(M_S F)^2 \phi_j$",
 }
@@ -92,7 +92,7 @@ class OptimizerDerivation:
 
 
 def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
-        | str = "gs") -> OptimizerDerivation:
+                      | str = "gs") -> OptimizerDerivation:
     """Run every optimizer check for ``N`` blocks of dimension ``dims`` and ``pattern``."""
     if isinstance(pattern, str):
         pattern = parse_pattern(pattern, n_blocks)
@@ -127,7 +127,7 @@ def derive_optimizers(n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
         checks[f"cumulative_{kind}"] = cu.holds and cu.growth_holds
         if not (cu.holds and cu.growth_holds):
             failures.append(f"cumulative_{kind}: remainder below eta^3 or eta^3 coefficient off "
-                "the closed form")
+                            "the closed form")
         timings[f"cumulative_{kind}"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
     return OptimizerDerivation(n_blocks, dims, pattern, checks, expr, failures, timings)
@@ -138,7 +138,7 @@ def render_optimizer_markdown(r: OptimizerDerivation) -> str:
     out = ["## Beyond the paper: block-separable optimizers", ""]
     w = out.append
     w("Block $i$ moves by $-\\eta f_i\\, \\phi_i(g_i, s_i)$ (state $s_i$: momentum buffer, "
-        "Adam moments), "
+      "Adam moments), "
       "$F = \\mathrm{diag}(f_i)$; both runs start from the same state; scheme $S$ feeds its "
       "fresh gradient to "
       "$\\phi$ and to the state update. Heavy ball is `torch.optim.SGD(momentum=beta)` "
@@ -162,7 +162,7 @@ def render_optimizer_markdown(r: OptimizerDerivation) -> str:
     w("")
     for kind in ("sgd", "momentum"):
         w(f"$$[\\eta^2](L_S - L_{{JC}})\\ \\text{{({kind})}} = "
-            f"{sympy.latex(sympy.sympify(r.expressions[f'C_S_{kind}']))}$$")
+          f"{sympy.latex(sympy.sympify(r.expressions[f'C_S_{kind}']))}$$")
         w("")
     for f in r.failures:
         w(f"- FAILED {f}")

@@ -80,7 +80,7 @@ def instance_delay_curvature(opt: OptimizerModel, pattern: DelayPattern):
              if opt.kind == "preconditioner" else list(opt.p))
     right = [f[bo[b]] * right[b] for b in range(d)]
     left = [f[bo[b]] * sum((mat[(a, b)] * g[a] for a in model.blocks[bo[b]]), model.zero)
-        for b in range(d)]
+            for b in range(d)]
     return _dot(left, masked_hessian_apply(model, pattern, right)) + model.zero
 
 
@@ -105,7 +105,7 @@ class OptimizerOneStepCheck:
     @property
     def holds(self) -> bool:
         return (self.low_orders_vanish and self.eta2_closed_form and self.eta2_instance
-            and self.reduces_to_paper)
+                and self.reduces_to_paper)
 
 
 def _paper_substitution(opt: OptimizerModel) -> dict:
@@ -122,7 +122,7 @@ def _paper_substitution(opt: OptimizerModel) -> dict:
 
 
 def check_optimizer_one_step(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
-    | str = "gs",
+                             | str = "gs",
                              step_factors: bool = True) -> OptimizerOneStepCheck:
     """Check the generalized Theorem 1 for ``kind`` exactly (cubic Taylor model, series through
     ``eta^3``)."""
@@ -233,4 +233,4 @@ def check_adam_one_step(n_blocks: int = 2, pattern: DelayPattern | str = "gs") -
     jac_ok = sympy.simplify(dphi[0] - adam_jacobian(gam, ms[0], vs[0], b1, b2, eps, c1, c2)) == 0
     diff2 = sympy.simplify(d2 - c_s)
     return AdamOneStepCheck(pattern, d1, d2, c_s, bool(jac_ok), bool(d1 == 0 and diff2 == 0
-        and jac_ok))
+                                                                     and jac_ok))

@@ -56,7 +56,7 @@ def optimizer_recursion_model(kind: str, n_blocks: int, dims=1) -> OptimizerMode
     vectors = ("delta", "mu") if kind == "momentum" else ("delta",)
     if kind not in ("sgd", "preconditioner", "momentum"):
         raise ModelError("the recursions are derived for sgd, preconditioner and momentum, not "
-            f"{kind!r}")
+                         f"{kind!r}")
     return optimizer_model(n_blocks, dims, kind, taylor_order=4, vectors=vectors)
 
 
@@ -89,7 +89,7 @@ def _consts(space, xs):
 
 
 def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, pattern: DelayPattern
-    | str = "gs",
+                               | str = "gs",
                                degree: int = RECURSION_DEGREE) -> OptimizerRecursionCheck:
     """Compute the generalized Lemma 3 / Theorem 2 remainders exactly and check their monomials."""
     opt = optimizer_recursion_model(kind, n_blocks, dims)
@@ -106,7 +106,7 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
     g_s = model.gradient(dtheta0, space=space)
     g_s = [g_s[a] for a in range(d)]
     wanted = [(a, b) for a in range(d) for j in pattern.fresh(model.block_of[a])
-        for b in model.blocks[j]]
+              for b in model.blocks[j]]
     h_s = model.hessian(dtheta0, entries=wanted, space=space)
     h_dtheta0 = [_dot(model.H[a], dtheta0) for a in range(d)]          # H_JC Delta theta
     half = model.const(sympy.Rational(1, 2))
@@ -127,7 +127,7 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
         dm1 = [m_s1[a] - m_j1[a] for a in range(d)]
         buffer_rem = [dm1[a] - dm_pred[a] for a in range(d)]
         pred_dtheta1 = [dtheta0[a] - eta * (dm_pred[a] * opt.factors[model.block_of[a]])
-            for a in range(d)]
+                        for a in range(d)]
     else:
         step = one_step_update(model, pattern, space, base=dtheta0, factors=opt.factors,
                                direction=opt.direction)
@@ -152,7 +152,7 @@ def check_optimizer_recursions(kind: str, n_blocks: int = 3, dims: int = 1, patt
         "loss": sorted(e for e in loss_rem.terms if not theorem2_allowed(*e)),
     }
     loss_leading = {e: loss_rem.coeff(*e) for e in loss_rem.monomials() if sum(e)
-        == loss_rem.min_degree()}
+                    == loss_rem.min_degree()}
     return OptimizerRecursionCheck(
         kind=kind,
         pattern=pattern,

@@ -45,18 +45,18 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=None, help="run directory (default: runs/advise-<task>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, "
-                   "extend it")
+                        "extend it")
     p.add_argument("--json", action="store_true",
                    help="print {recommendation, per_iteration: [{k, estimates, errors, best, "
-                   "certified}]} on stdout")
+                        "certified}]} on stdout")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
                    help="Hessian-vector products (as crosscurv run)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="iterations between checkpoints (default: one a minute at most, and one "
-                   "before the last)")
+                        "before the last)")
     p.add_argument("--figure", default=None, metavar="PATH",
                    help="also draw the predicted gaps with error bands and the recommended "
-                   "scheme over K")
+                        "scheme over K")
     p.add_argument("--search", default=None, metavar="SPACE",
                    help="search a whole space of patterns from one JC run: orders (every GS "
                         "order), stages[:D] (every arrangement into at most D sequential stages), "
@@ -227,7 +227,7 @@ def _one_step_ratio(adv) -> float:
     return max((abs(c["measured"] - c["eta3"]) / abs(c["eta3"] - c["eta2"])
                 for chk in adv.one_step_checks for c in chk.values()
                 if abs(c["measured"] - c["eta3"]) > c["floor"] and c["eta3"] != c["eta2"]),
-                default=0.0)
+               default=0.0)
 
 
 def _config_path(out, name, seed, lr, iters) -> str:
@@ -366,7 +366,7 @@ def study_report(rows, configs, preset, command) -> str:
         head = r["recommendation"].split(".")[0]
         es = r["eta_sharpness_max"]
         regime = "" if es is None or es != es else (f"{es:.2f}" + (" (past the edge)" if es > 2
-            else ""))
+                                                                   else ""))
         sm = r["summary"]
         lines.append(f"| {r['task']} | {r['seed']} | {r['lr']} | {r['iters']} | "
                      f"{_regret(sm['regret_mean'])} | {_regret(sm['regret_certified'])} | "
@@ -440,12 +440,12 @@ def study(tasks, seeds, iters, out, preset="smoke", lrs=None, command=None) -> s
         row = study_config(name, seed, lr, k, preset, out)
         rows.append(row)
         print(f"advise study: {name} seed {seed} lr {lr} K {k}: {row['agree_all']} "
-            f"({row['cpu_s']:.0f} CPU s)",
+              f"({row['cpu_s']:.0f} CPU s)",
               file=sys.stderr, flush=True)
         ordered = sorted(rows, key=lambda r: (tasks.index(r["task"]), r["lr"], r["seed"]))
         write_summary(os.path.join(out, "validation.json"),
                       {"command": command, "rows": [{k2: v for k2, v in r.items() if k2
-                      != "per_iteration"}
+                                                     != "per_iteration"}
                                                     for r in ordered]})
         text = study_report(ordered, configs, preset, command)
         atomic_write_text(os.path.join(out, "validation.md"), text)
@@ -465,7 +465,7 @@ def _study_main(argv) -> int:
     p.add_argument("--out", default="reports/advise")
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads (default: crosscurv's default, one; two on two busy "
-                   "cores are slower)")
+                        "cores are slower)")
     a = p.parse_args(argv)
     import torch
 
@@ -475,9 +475,9 @@ def _study_main(argv) -> int:
     lrs = None
     if a.lrs:
         lrs = {t: [float(x) for x in v.split("/")] for t, v in (item.split("=")
-            for item in a.lrs.split(","))}
+                                                                for item in a.lrs.split(","))}
     iters = ({t: int(v) for t, v in (item.split("=") for item in a.iters.split(","))}
-        if "=" in a.iters
+             if "=" in a.iters
              else int(a.iters))
     command = "python -m crosscurv.experiments.cli.commands.advise study " + " ".join(shlex.quote(
         x) for x in argv)

@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
                    help="dimension of each block: 1 or 2 (default 1)")
     p.add_argument("--pattern", default="gs", metavar="P",
                    help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or pairs i<-j,... "
-                   "(1-based; default gs)")
+                        "(1-based; default gs)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object instead of the summary")
     p.add_argument("--out", default="reports", metavar="DIR",

@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
         default=None,
         metavar="NAMES",
         help="comma-separated subset of quadratic,quartic,tiny_mlp,lora_bilinear,quartic_momentum,"
-        "quadratic_block_lr (default: all)",
+             "quadratic_block_lr (default: all)",
     )
     p.add_argument(
         "--force", action="store_true", help="overwrite the files of an existing golden folder"

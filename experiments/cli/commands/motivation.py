@@ -29,7 +29,7 @@ def add_arguments(p) -> None:
                    help="one panel (default: all three)")
     p.add_argument("--preset", choices=("smoke", "default", "paper"), default="default",
                    help="sizes and steps (default: default, the CPU job; paper: the appendix's "
-                   "settings)")
+                        "settings)")
     p.add_argument("--seed", type=int, default=None,
                    help="run this seed only (default: the preset's seeds)")
     p.add_argument("--seeds", default=None, metavar="S,S,...",
@@ -38,7 +38,7 @@ def add_arguments(p) -> None:
     p.add_argument("--resume", action="store_true", help="continue interrupted runs in --out")
     p.add_argument("--data", default=None, metavar="DIR",
                    help="local full data for the chosen --panel (MNIST IDX, cifar-10-batches-py, "
-                   "GLUE SST-2)")
+                        "GLUE SST-2)")
     p.add_argument("--model", default=None, metavar="DIR", help="local T5 weights (lora panel)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     p.add_argument("--no-verdicts", action="store_true", help="skip the validate-step verdicts")
@@ -146,7 +146,7 @@ def run(args) -> int:
         dt = time.perf_counter() - t0
         timings.setdefault(panel, {})[seed] = dt
         print(f"motivation {panel} seed {seed}: {res.summary['steps']} "
-            f"{res.summary['step_unit']}s in {dt:.1f} s "
+              f"{res.summary['step_unit']}s in {dt:.1f} s "
               f"(probes {res.summary['timing']['probe_seconds']:.1f} s); records in {run_dir}",
               flush=True)
 

@@ -51,7 +51,7 @@ def check(args) -> int:
     result = check_runs(args.run_dirs, args.iters, root=args.out,
                         log=lambda m: print(f"crosscurv: check {m}", file=sys.stderr, flush=True),
                         on_run=lambda rc: print("\n".join([rc.line()] + [f"  note: {n}"
-                                                                          for n in rc.notes]),
+                                                                         for n in rc.notes]),
                                                 flush=True))
     if result.ok:
         print(f"all {len(result.runs)} runs agree with their committed records")

@@ -35,7 +35,7 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
     local data and weights, and the thread count (shared by every command that builds a task this
     way)."""
     p.add_argument("task", metavar="TASK", help="built-in task name, module:factory or "
-        "path/to/file.py:factory")
+                                                "path/to/file.py:factory")
     p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task sizes and settings (default: default)")
     p.add_argument("--lr", type=float, default=None,
@@ -43,10 +43,10 @@ def add_task_arguments(p, iters_help: str = "iterations K >= 1 (default: the pre
     p.add_argument("--iters", type=int, default=None, help=iters_help)
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="parameter dtype (default: float32 for built-ins, the factory's for user "
-                   "tasks)")
+                        "tasks)")
     p.add_argument("--device", default=None,
                    help="auto, cpu, cuda or cuda:N (default: auto for built-ins, the factory's "
-                   "for user tasks)")
+                        "for user tasks)")
     p.add_argument("--seed", type=int, default=0,
                    help="initialisation and power-iteration seed (default 0)")
     p.add_argument("--data", default=None, metavar="PATH",
@@ -64,11 +64,11 @@ def add_arguments(p) -> None:
     add_task_arguments(p)
     p.add_argument("--pattern", default=None,
                    help="delay pattern: jc, gs, gs:ORDER, chain, chain:ORDER or i<-j,... "
-                   "(default: the task's)")
+                        "(default: the task's)")
     p.add_argument("--out", default=None, help="run directory (default: runs/<task>-<pattern>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint; with a larger --iters, "
-                   "extend it")
+                        "extend it")
     p.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
     p.add_argument("--hvp", choices=("auto", "forward", "reverse"), default="auto",
                    help="Hessian-vector products: reverse = double backward on one retained graph "
@@ -78,7 +78,7 @@ def add_arguments(p) -> None:
                         "backward, else forward")
     p.add_argument("--hvp-chunk", type=int, default=None, metavar="N",
                    help="at most N forward-over-reverse products per vmap batch (memory cap; "
-                   "default all)")
+                        "default all)")
     p.add_argument("--offload", choices=("auto", "on", "off"), default="auto",
                    help="park the carried vectors off the compute device between uses (host memory "
                         "on a GPU, files in the run folder on the CPU); auto (default): once the 7 "

@@ -33,7 +33,7 @@ def add_arguments(parser) -> None:
                         help="output folder for scaling.md and figures/ (default: reports)")
     parser.add_argument("--problems", default=None, metavar="LIST",
                         help="comma-separated subset of "
-                        "quartic,mnist_mlp,mnist_mlp_piece,bilinear (default: all)")
+                             "quartic,mnist_mlp,mnist_mlp_piece,bilinear (default: all)")
     parser.add_argument("--optimizers", default=None, metavar="LIST",
                         help="optimizer studies (beyond the paper): none, or SPEC[@K0];... e.g. "
                              "'sgd;momentum:0.9@32;adam' (block factors 1, 4, 0.5 on a tanh MLP; "
@@ -54,7 +54,7 @@ def _problems(spec):
     unknown = [p for p in names if p not in PROBLEMS]
     if unknown or not names:
         raise InputError(f"unknown problem(s) {', '.join(unknown) or repr(spec)} (choose from "
-            f"{', '.join(PROBLEMS)})")
+                         f"{', '.join(PROBLEMS)})")
     return names
 
 
@@ -92,7 +92,7 @@ def run(args) -> int:
     except OSError as exc:
         raise InputError(f"cannot write {out / 'scaling.md'}: {exc.strerror}") from None
     _say(f"wrote {out / 'scaling.md'} and {len(figs)} figures in {out / 'figures'} "
-        f"({seconds:.0f} s)")
+         f"({seconds:.0f} s)")
 
     bad = [(r.key, q, r.studies[q].fitted) for r in results for q in r.failures(TOLERANCE)]
     if args.json:

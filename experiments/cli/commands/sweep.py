@@ -21,10 +21,10 @@ HELP = (
 def add_arguments(p) -> None:
     p.add_argument("--grid", metavar="FILE.toml", default=None,
                    help="TOML file with keys task, preset, lr, seed, pattern (a value or a "
-                   "list), iters, dtype")
+                        "list), iters, dtype")
     p.add_argument("--task", nargs="+", metavar="TASK", default=None,
                    help="built-in task names (mlp, fl, lora), module:factory or "
-                   "path/to/file.py:factory")
+                        "path/to/file.py:factory")
     p.add_argument("--preset", nargs="+", metavar="PRESET", default=None,
                    help="smoke, default, edge, paper (default: each run's default)")
     p.add_argument("--lr", nargs="+", metavar="ETA", default=None,
@@ -40,13 +40,13 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default="sweep", help="sweep folder (default: sweep)")
     p.add_argument("--workers", type=int, default=None,
                    help="runs at a time (default: the number of CPUs, or of the cluster's CPUs "
-                   "with --address)")
+                        "with --address)")
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads per run (default 1: two were measured slower than one "
-                   "on a shared 2-core machine)")
+                        "on a shared 2-core machine)")
     p.add_argument("--address", default=None,
                    help="join a running Ray cluster (e.g. auto or HOST:6379) instead of starting "
-                   "a local one")
+                        "a local one")
     p.add_argument("--resume", action="store_true",
                    help="continue the sweep in --out: reuse complete runs, resume interrupted ones")
     p.add_argument("--quiet", action="store_true", help="no line per finished run")
@@ -85,5 +85,5 @@ def run(args) -> int:
     for r in result.incomplete:
         print(f"  {r['name']}: {r['status']}: {r['error']}")
     print(f"results: {result.csv}, {result.markdown}" + (f", {result.figure}" if result.figure
-        else ""))
+                                                         else ""))
     return result.exit_code

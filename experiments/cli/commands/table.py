@@ -39,8 +39,8 @@ def add_arguments(p) -> None:
         "--one-step",
         action="store_true",
         help="add the one-step baseline row (the sign of eta^2 C_S at each JC iterate) to runs "
-        "that lack it: replays each such run's JC trajectory (one gradient and one M_S g per "
-        "iteration) and writes RUN_DIR/one_step.csv beside the records",
+             "that lack it: replays each such run's JC trajectory (one gradient and one M_S g per "
+             "iteration) and writes RUN_DIR/one_step.csv beside the records",
     )
 
 

@@ -33,24 +33,24 @@ def add_arguments(p) -> None:
                    help="reference run directory with records.csv and summary.json, or "
                         "golden:CASE/LABEL (a golden case folder or golden:CASE for THEIRS.json)")
     p.add_argument("--task", default=None, help="compute the reference on the fly: built-in task "
-        "or module:factory")
+                                                "or module:factory")
     p.add_argument("--pattern", default=None,
                    help="pattern of the on-the-fly reference (default: the task's)")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate of the on-the-fly reference")
     p.add_argument("--iters", type=int, default=None,
                    help="iterations of the on-the-fly reference (default: the largest k in "
-                   "THEIRS.csv)")
+                        "THEIRS.csv)")
     p.add_argument("--preset", choices=("smoke", "default", "edge", "paper"), default=None,
                    help="built-in task preset of the on-the-fly reference")
     p.add_argument("--dtype", choices=("float32", "float64"), default=None,
                    help="dtype of the on-the-fly reference (default: float32 for built-ins, the "
-                   "factory's otherwise)")
+                        "factory's otherwise)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the on-the-fly reference (default 0)")
     p.add_argument("--optimizer", default=None, metavar="SPEC",
                    help="optimizer of the on-the-fly reference: sgd (default), momentum:BETA or "
-                   "adam[:B1,B2,EPS]")
+                        "adam[:B1,B2,EPS]")
     p.add_argument("--block-lr", default=None, metavar="NAME=FACTOR,...",
                    help="per-block step-size factors of the on-the-fly reference")
     p.add_argument("--save-reference", metavar="DIR", default=None,
@@ -58,7 +58,7 @@ def add_arguments(p) -> None:
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance (default: by the reference's dtype)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: by "
-        "dtype, times the loss scale)")
+                                                            "dtype, times the loss scale)")
     p.add_argument("--columns", default=None,
                    help="comma-separated columns to compare (default: all but k)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -99,7 +99,7 @@ def _reference_on_the_fly(args, their_k: list[int]) -> tuple[dict, str | None, s
         opt += " block-lr " + ",".join(f"{b}={f!r}" for b, f in res.summary["settings"][
             "block_lr"].items())
     where = (f"{args.task} pattern {spec} lr {lr:g} K "
-        f"{iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)")
+             f"{iters}{'' if opt == 'sgd' else ' optimizer ' + opt} ({dt}, computed now)")
     terms = None
     small = task.num_params() <= TERMS_MAX_PARAMS and task.dtype == torch.float64
     if opt == "sgd" and small and len(res.records) == iters:
@@ -127,14 +127,14 @@ def run(args) -> int:
 
     if (args.reference is None) == (args.task is None):
         raise RecordsError("give exactly one of --reference RUN_DIR or --task TASK (with --lr, "
-            "--iters ...)")
+                           "--iters ...)")
     if args.reference is not None:
         stray = [f for f in ("pattern", "lr", "iters", "preset", "dtype", "save_reference",
                              "optimizer", "block_lr")
                  if getattr(args, f) is not None]
         if stray:
             raise RecordsError("--" + stray[0].replace("_", "-")
-                + " only applies to an on-the-fly reference (--task)")
+                               + " only applies to an on-the-fly reference (--task)")
     for name in ("rtol", "atol"):
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
@@ -147,7 +147,7 @@ def run(args) -> int:
         bad = [c for c in columns if c not in ALL_COLUMNS]
         if bad:
             raise RecordsError(f"unknown column(s) {', '.join(bad)} (columns: "
-                f"{', '.join(ALL_COLUMNS)})")
+                               f"{', '.join(ALL_COLUMNS)})")
 
     if args.theirs.endswith(".json"):
         return _one_step(args)
@@ -179,7 +179,7 @@ def run(args) -> int:
                   f"(crosscurv.numeric.record_comparison.TOLERANCES: measured rounding x safety "
                   f"factor); atol = atol_rel x loss scale {column_scale(ref, 'loss_jc'):.4g}"
                   + (f" (sharpness: x its scale {column_scale(ref, 'sharpness'):.4g})"
-                  if "sharpness" in columns else "")
+                     if "sharpness" in columns else "")
                   + ("" if args.rtol is None else f"; --rtol {args.rtol:g} for every column")
                   + ("" if args.atol is None else f"; --atol {args.atol:g} for every column"))
         print(comp.text())

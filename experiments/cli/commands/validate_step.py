@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
     p.add_argument("spec", metavar="SPEC", help="module:factory or path/to/file.py:factory")
     p.add_argument("--pattern", default=None,
                    help="declared pattern (overrides the factory's): jc, gs, gs:ORDER, chain, "
-                   "i<-j,...")
+                        "i<-j,...")
     p.add_argument("--seeds", default="0,1,2",
                    help="comma-separated seeds of the test states (default 0,1,2)")
     p.add_argument("--perturb", type=float, default=0.5,

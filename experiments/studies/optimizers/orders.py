@@ -57,7 +57,7 @@ def print_orders(n: int = 6, only: Sequence[str] | None = None) -> None:
     c_sgd = optimizer_delay_curvature(task, task.params, pattern, "sgd", OptimizerState(), list(
         FACTORS))
     print(f"Adam's first step from zero moments: C_S^Adam = {c_adam:.3g} against C_S^F = "
-        f"{c_sgd:.3g} for per-block SGD "
+          f"{c_sgd:.3g} for per-block SGD "
           "(J_phi = eps/(|g| + eps)^2 there: phi = sign(g) to first order)")
     print()
     # a problem whose smallest gradient coordinate is small against the largest

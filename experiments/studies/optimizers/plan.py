@@ -59,16 +59,16 @@ SGD = StudyVariant("sgd")
 STUDIES = (
     OptimizerStudy("lora_lrplus", "lora", "LoRA+ step-size ratios on lora",
           "eta_B / eta_A in {1, 4, 16} (eta_A = the default preset's lr, --block-lr B=4 / B=16)",
-          (SGD, StudyVariant("block-lr-B4", block_lr="B=4"),
+                   (SGD, StudyVariant("block-lr-B4", block_lr="B=4"),
            StudyVariant("block-lr-B16", block_lr="B=16"))),
     OptimizerStudy("fl_momentum", "fl", "Heavy ball on fl",
           "torch.optim.SGD(momentum=0.9) on both runs, the default preset's lr (--optimizer "
           "momentum:0.9)",
-          (SGD, StudyVariant("momentum-0.9", optimizer="momentum:0.9"))),
+                   (SGD, StudyVariant("momentum-0.9", optimizer="momentum:0.9"))),
     OptimizerStudy("lora_adam", "lora", "Adam on lora",
-          "torch.optim.Adam (0.9, 0.999, 1e-8) on both runs at lr 1e-3 (--optimizer adam "
+                   "torch.optim.Adam (0.9, 0.999, 1e-8) on both runs at lr 1e-3 (--optimizer adam "
           "--lr 0.001)",
-          (SGD, StudyVariant("adam-lr1e-3", optimizer="adam", lr=1e-3))),
+                   (SGD, StudyVariant("adam-lr1e-3", optimizer="adam", lr=1e-3))),
 )
 
 

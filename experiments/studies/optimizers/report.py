@@ -154,7 +154,7 @@ def _study_section(study, runs: dict, seeds, summary: list) -> tuple[list[str], 
     any_run = next(iter(runs.values()))
     s = any_run.summary.get("settings", {})
     lines += [f"Task `{study.task}`, preset `{s.get('preset')}`, pattern "
-        f"`{s.get('pattern_spec')}`, "
+              f"`{s.get('pattern_spec')}`, "
               f"{s.get('dtype')}, K = {s.get('iters')}; seeds {', '.join(map(str, seeds))}.", ""]
     win, tl, meas = _winners_section(study, runs, seeds, findings)
     est, stats, certs = _estimates_section(study, runs, seeds, tl, meas)
@@ -187,7 +187,7 @@ def _winners_section(study, runs: dict, seeds, findings: list):
                 agree = f"{a}/{n}"
             ss = run.summary.get("settings", {})
             rows.append([v.label, sd, _status(run), f"{ss.get('lr')}",
-                f"{c['loss_jc'][-1]:.4g} / {c['loss_s'][-1]:.4g}",
+                         f"{c['loss_jc'][-1]:.4g} / {c['loss_s'][-1]:.4g}",
                          f"{t.count('J')}/{t.count('G')}/{t.count('.')}", ", ".join(map(str, sw))
                          or "none", agree])
             if plain.any():
@@ -197,15 +197,15 @@ def _winners_section(study, runs: dict, seeds, findings: list):
                     f"apart for the segment rule to be the more precise, or its estimate refuted "
                     f"by the losses; mean abs gap {float(np.mean(np.abs(gap))):.3g}).")
     lines = ["### Measured winners", "",
-              "The measured gap is the record's `gap`: the segment integral of the gradient where "
+             "The measured gap is the record's `gap`: the segment integral of the gradient where "
               "that is the more precise measurement and agrees with `L_S - L_JC`, else that "
               "difference (`crosscurv.numeric.gap.reconcile`; see the findings).", "",
-              tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S",
+             tabulate(rows, headers=["variant", "seed", "status", "lr", "final L_JC / L_S",
                                       "J/G/undecided", "switch points k", f"same winner as {base}"],
-                                      tablefmt="github",
+                       tablefmt="github",
                        disable_numparse=True), "",
-              "Winner per iteration (`J`: JC ahead, `G`: the scheme ahead, `.`: undecided):", "",
-              "```"]
+             "Winner per iteration (`J`: JC ahead, `G`: the scheme ahead, `.`: undecided):", "",
+             "```"]
     for (label, sd), t in tl.items():
         lines.append(f"{label:>14s} seed{sd}  {t}")
     lines += ["```", ""]
@@ -251,7 +251,7 @@ def _estimates_section(study, runs: dict, seeds, tl: dict, meas: dict):
                                       "Precision"],
                        tablefmt="github", disable_numparse=True), ""]
     lines += ["Predicted winners of the recursive and cumulative estimates (same alphabet; `?`: "
-        "not finite):", "",
+              "not finite):", "",
               "```"]
     for v in study.variants:
         for sd in seeds:
@@ -277,7 +277,7 @@ def _study_findings(study, runs: dict, seeds, tl: dict, meas: dict, stats: dict)
             a, n = _agreement(tl[key], tl[bkey])
             sw, bsw = switch_points(tl[key]), switch_points(tl[bkey])
             moved = ("the same switch points" if sw == bsw
-                else f"switch points {sw or 'none'} against {bsw or 'none'}")
+                     else f"switch points {sw or 'none'} against {bsw or 'none'}")
             findings.append(f"{study.name}, {v.label}, seed {sd}: the measured winner equals plain "
                             f"sgd's at {a}/{n} decided iterations ({_count(tl[key])} against "
                             f"{_count(tl[bkey])}); {moved}.")
@@ -332,7 +332,7 @@ def _summary_rows(study, runs: dict, seeds, tl: dict, stats: dict, certs: dict) 
                                                                                       sd) in tl]
             row += [f"{sum(a for a, _ in agree)}/{sum(n for _, n in agree)}" if agree else ""]
         row += ["; ".join(f"s{sd}: {','.join(map(str, switch_points(tl[(v.label, sd)]))) or '-'}"
-            for sd in have)]
+                          for sd in have)]
         summary.append(row)
     return summary
 
@@ -420,7 +420,7 @@ def write_report(runs: str, out: str, seeds, iters: int) -> str:
     dst = os.path.join(out, "optimizers", "runs")
     copy_runs(runs, dst, seeds)
     cmd = (f"python -m crosscurv.experiments.studies.optimizers.runner report --runs {runs} "
-        f"--out {out}")
+           f"--out {out}")
     text = render(dst, seeds, iters, cmd)
     path = os.path.join(out, "optimizers.md")
     with open(path, "w", encoding="utf-8") as fh:

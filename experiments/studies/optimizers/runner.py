@@ -84,7 +84,7 @@ def run_all(out: str, seeds, iters: int, only=None) -> int:
         d = description(task, v, seed, iters)
         resume = state == "partial"
         print(f"[optimizer_studies] run {' '.join(d.to_args())} --out "
-            f"{path}{' --resume' if resume else ''}",
+              f"{path}{' --resume' if resume else ''}",
               file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         progress = runs.Progress()

@@ -59,7 +59,7 @@ def _load_package() -> tuple[np.ndarray, np.ndarray, str]:
         images.append(arr.transpose(2, 0, 1))
         labels.append(label)
     source = (f"foolbox package data ({len(images)} CIFAR-10 sample PNGs, "
-        "foolbox/data/cifar10_NN_LABEL.png)")
+              "foolbox/data/cifar10_NN_LABEL.png)")
     return np.stack(images), np.asarray(labels, dtype=np.int64), source
 
 
@@ -92,7 +92,7 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{path} is not a CIFAR-10 python batch ({type(exc).__name__}: {exc})") from None
     if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != data.shape[0]:
         raise DataError(f"{path}: expected data (m, 3072) and m labels, got {data.shape}, "
-            f"{len(labels)}")
+                        f"{len(labels)}")
     return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
 
 
@@ -100,10 +100,10 @@ def _load_batches(folder: Path) -> tuple[np.ndarray, np.ndarray, str]:
     if not (folder / "data_batch_1").is_file() and (folder / "cifar-10-batches-py").is_dir():
         folder = folder / "cifar-10-batches-py"
     batches = [folder / f"data_batch_{i}" for i in range(1, 6) if (folder
-        / f"data_batch_{i}").is_file()]
+                                                                   / f"data_batch_{i}").is_file()]
     if not batches:
         raise DataError(f"CIFAR-10 data path {folder}: no data_batch_1..5 (torchvision "
-            "cifar-10-batches-py layout)")
+                        "cifar-10-batches-py layout)")
     parts = [_read_batch(b) for b in batches]
     images = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])

@@ -85,7 +85,7 @@ def _quiet_transformers():
         hint = (" (a torchvision that does not match the installed torch: uninstall it or install "
                 "the matching build)" if "torchvision" in str(root) else "")
         raise DataError(f"transformers cannot import its T5 model: {type(root).__name__}: "
-            f"{root}{hint}") from exc
+                        f"{root}{hint}") from exc
     return transformers
 
 
@@ -153,7 +153,7 @@ def _portable_t5_init(model, generator: torch.Generator | None = None) -> None:
     left = [n for n, p in model.named_parameters() if id(p) not in done]
     if left:
         raise RuntimeError(f"the portable T5 initialisation does not know {left[0]} ({len(left)} "
-            "parameters)")
+                           "parameters)")
 
 
 def random_t5(size: T5Size):
@@ -212,7 +212,7 @@ def pretrained_t5(model_path):
         tokenizer = transformers.AutoTokenizer.from_pretrained(target, local_files_only=True)
     except Exception as exc:  # one line for the CLI
         where = ("local folder" if p.exists() else "name (not a folder here; looked in the "
-            "offline Hugging Face cache)")
+                                                   "offline Hugging Face cache)")
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataError(f"cannot load a T5 model from {target} ({where}): {msg}") from None
     _full_precision_layer_norms(model)

@@ -66,7 +66,7 @@ def test_smoke_mlp_json_schema(tmp_path):
         assert row["best"] in cands and isinstance(row["certified"], bool)
         assert all(isinstance(v, float) and v >= 0 for v in row["errors"].values())
     assert (tmp_path / "run" / "advice.csv").exists() and (tmp_path / "run"
-        / "advice.json").exists()
+                                                           / "advice.json").exists()
 
 
 def test_user_factory_spelling_resume_and_validate(tmp_path, factory):
@@ -132,7 +132,7 @@ def test_optimizer_and_block_lr_match_crosscurv_run(tmp_path, factory):
     run = subprocess.run([sys.executable, "-m", "crosscurv", "run", factory, "--pattern", "gs",
                           "--out", str(tmp_path / "run"),
                           *flags], capture_output=True, text=True, env=env,
-                          timeout=300)
+                         timeout=300)
     assert run.returncode == 0, run.stderr
     from crosscurv.numeric.records import read_records
 

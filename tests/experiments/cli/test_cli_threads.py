@@ -77,7 +77,7 @@ def _run_cli(tmp_path, name, env_threads=None, extra=()):
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
                            "--iters", "2", "--device", "cpu", "--out", out,
                            *extra], env=env, capture_output=True,
-                           text=True,
+                          text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
@@ -130,7 +130,7 @@ def test_a_bad_thread_count_is_one_line(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--threads", value,
                                "--out",
                                str(tmp_path / "bad")], env=env, cwd=REPO, capture_output=True,
-                               text=True, timeout=120)
+                              text=True, timeout=120)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
 
@@ -147,7 +147,7 @@ def test_advise_with_threads_auto_resumes_with_its_measured_count(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "crosscurv", "advise", "mlp", "--preset",
                                "smoke", "--iters", iters, "--threads", "auto",
                                *extra], env=env, cwd=tmp_path,
-                               capture_output=True,
+                              capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         with open(os.path.join(out, "advice.json"), encoding="utf-8") as fh:

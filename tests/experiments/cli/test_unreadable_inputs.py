@@ -28,7 +28,7 @@ BAD = {
     "utf16": "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,2,3,4,5,6,7,8\n".encode(
     "utf-16"),
     "latin1": "k,loss_jc,loss_s,gap,recursive,cumulative,jc_only,bound_bk\n1,2,3,4,5,6,7,8\n# "
-    "d\xe9j\xe0\n".encode("latin-1"),
+              "d\xe9j\xe0\n".encode("latin-1"),
     "empty": b"",
     "truncated": b"k,loss_jc,loss_s,gap,recur",
 }

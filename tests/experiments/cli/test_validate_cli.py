@@ -202,7 +202,7 @@ def test_validate_records_numpy_estimator_passes(capsys, gold, tmp_path):
     "bug, first, diagnosis",
     [
         ("k_from_zero", "k=1, column loss_jc", "every disagreeing column is shifted by one "
-        "iteration: their row k holds the reference's k+1"),
+                                               "iteration: their row k holds the reference's k+1"),
         ("lagged_cumulative", "k=1, column cumulative", "column cumulative is shifted by one "
         "iteration: their row k holds the " "reference's k-1"),
         ("sign_gap", "k=1, column gap", "column gap has the opposite sign"),
@@ -326,5 +326,5 @@ def test_validate_records_refuses_records_of_an_older_crosscurv(gold, tmp_path):
                            "--reference", str(old)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     _one_line_error(proc.stderr, "records of an older crosscurv (10 columns, not the 19 of this "
-        "version)",
+                                 "version)",
                     "recompute the run with this crosscurv")

@@ -15,7 +15,7 @@ import numpy as np
 BUGS = {
     "sign_gap": "gap = loss_jc - loss_s",
     "delta_after_step": "recursive formed with the difference after the step (Delta^{k+1} for "
-    "Delta^k)",
+                        "Delta^k)",
     "no_cross_block": "z and y propagated with the block diagonal of H",
     "no_propagation": "z and y not propagated (z_{k+1} = z_k + eta^2 u_k)",
     "no_quadratic": "cumulative and jc_only without 1/2 z.H z",

@@ -38,7 +38,7 @@ NAMED = {
     "no_cross_block": "columns cumulative, jc_only: reproduced by an implementation in which z is "
                       "propagated with the block diagonal",
     "no_propagation": "columns cumulative, jc_only: reproduced by an implementation in which z "
-    "is not propagated",
+                      "is not propagated",
     "no_quadratic": "columns cumulative, jc_only: reproduced by an implementation in which the "
                     "estimates leave out the quadratic term",
     "transposed_pairs": "columns recursive, cumulative, jc_only, bound_bk: reproduced by an "

@@ -84,7 +84,7 @@ class NumpyOptimizer:
             d, dm = xs - xj, ms - mj
             if k >= 1:
                 rows.append({"k": k, "loss_jc": p.loss(xj), "loss_s": p.loss(xs), "gap": p.loss(xs)
-                    - p.loss(xj),
+                             - p.loss(xj),
                              "recursive": gj @ w + q, "cumulative": gj @ z + 0.5 * z @ Hj @ z,
                              "jc_only": gj @ y + 0.5 * y @ Hj @ y, "bound_bk": self.bound(norms, lr,
                                                                                           G, L)})

@@ -74,7 +74,7 @@ def test_the_emulation_table_states_the_largest_and_whether_the_stated_value_cov
     stated = MEASURED_ROUNDING["float32"]["loss_jc"][0]
     by = {"this CPU": [result("float32", "threads", stated / 4)],
           "no AVX2": [result("float32", "engine", stated / 2), result("float32", "subtraction", 100
-          * stated)]}
+                                                                      * stated)]}
     text = emulation_table(by)
     row = next(x for x in text.splitlines() if x.startswith("| `loss_jc` |"))
     cells = [c.strip() for c in row.strip("|").split("|")]

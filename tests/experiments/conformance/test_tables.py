@@ -71,7 +71,7 @@ def test_no_switch_point_in_either_run_passes_and_zero_spread_needs_equality():
 
 def test_identical_tables_pass_on_real_shaped_records():
     cols = _columns([(-1.0) ** (k // 3) * (k + 1) for k in range(12)], [(-1.0) ** (k // 4)
-        for k in range(12)])
+                                                                        for k in range(12)])
     q = table_quantities(cols)
     # one seed: zero spread; the committed table itself passes
     rows = compare_tables(q, q, seed_spread([q]))

@@ -19,7 +19,7 @@ def smoke_run(tmp_path_factory):
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
                            "--iters", "3", "--device", "cpu", "--out", out], cwd=REPO, env=env,
-                           capture_output=True, text=True,
+                          capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out

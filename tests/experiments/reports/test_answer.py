@@ -46,7 +46,7 @@ def test_diverged_run_reports_its_last_finite_state_only():
     assert (
         lines[0]
         == "last finite state: k = 2, L_JC = 5e+09, L_S = 7e+30, gap 7e+30; "
-        "records of k = 1..2 in runs/x"
+           "records of k = 1..2 in runs/x"
     )
     assert diverged_lines([], "runs/x")[0].startswith("no finite iteration after theta^0")
 

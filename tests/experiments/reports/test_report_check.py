@@ -193,7 +193,7 @@ def test_a_folder_made_with_another_initializer_says_so(smoke_run, tmp_path):
     proc = _cli("report", "--check", old, "--iters", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert proc.stdout.startswith(f"{old}: DISAGREE at k=0: made with another initializer "
-        "(recorded: none, "), proc.stdout
+                                  "(recorded: none, "), proc.stdout
     assert "this code: float64-normal-v1" in proc.stdout
     assert "recompute the folder with this code" in proc.stdout
     # the same start without the field (fl folders of before): checked as usual

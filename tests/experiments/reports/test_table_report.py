@@ -122,7 +122,7 @@ def test_index_says_how_the_products_were_computed():
     summary = {"hvp": {"used": "reverse", "engine": "one retained double-backward graph per point"},
                "settings": {"offload": True}}
     assert _hvp_line(summary) == ("- Hessian-vector products: reverse (one retained "
-        "double-backward graph per point)"
+                                  "double-backward graph per point)"
                                   "; carried vectors offloaded between uses: yes")
     assert _hvp_line({"hvp": {"used": "forward"},
                       "settings": {}}) == "- Hessian-vector products: forward"
@@ -168,7 +168,7 @@ def test_crosscurv_run_records_errors_and_the_table_shows_them(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
                            "--iters", "4", "--out",
                            str(out)], cwd=repo, capture_output=True, text=True,
-                           timeout=300)
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     from crosscurv.numeric.records import FIELDS, read_records
 

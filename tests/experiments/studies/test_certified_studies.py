@@ -60,7 +60,7 @@ def test_default_and_edge_runs_are_two_studies_and_one_seed_each(tmp_path):
     inside, edge = split_edge(sw.runs)
     assert [r.name for r in inside] == ["mlp-default-seed0"] and inside[0].preset == "default"
     assert sorted(r.preset for r in edge) == ["default", "edge"] and all(is_edge_run(r)
-        for r in edge)
+                                                                         for r in edge)
     groups = seed_groups(edge)
     assert len(groups) == 1
     (key, members), = groups.items()
@@ -97,7 +97,7 @@ def test_pooled_bins_sum_the_counts_and_the_figure_is_drawn(tmp_path):
     assert (three["decided"], three["certified"], three["correct"]) == (3, 2, 1)
     assert three["coverage"] == 100.0 * 2 / 3
     p = certified_regime_figure({"default": read_sweep(seeds).runs, "edge": runs}, tmp_path
-        / "f.png")
+                                / "f.png")
     assert p.stat().st_size > 1000
 
 
@@ -107,7 +107,7 @@ def test_studies_command_writes_both_studies_and_the_figure(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "studies", "--seeds", str(seeds), str(
         edge_new),
                            str(edge_old), "--out", str(out)], cwd=REPO, capture_output=True,
-                           text=True, timeout=300)
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     md = (out / "studies.md").read_text()
     assert "## Table 1 over seeds (default presets, inside the regime)" in md

@@ -43,7 +43,7 @@ def _fake_run(path, gaps, est, iters, lr=0.03, gap_err=0.0, recorded=None):
     with open(os.path.join(path, "summary.json"), "w") as fh:
         json.dump({"status": "complete", "settings": {"iters": iters, "lr": lr, "preset": "default",
                                                       "pattern_spec": "gs", "dtype": "float32"}},
-                                                      fh)
+                  fh)
 
 
 def test_report_states_what_the_records_show(tmp_path):

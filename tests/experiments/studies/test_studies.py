@@ -142,7 +142,7 @@ def test_regime_points_take_the_default_rate_from_the_seeds_runs(tmp_path):
     points = regime_points([read_sweep(reg)], seeds)
     assert [(p.lr, p.seed, p.K) for p in points] == [(0.01, 0, 4), (0.01, 1, 4), (0.1, 0, 4), (0.1,
         1, 4),
-                                                      (1.0, 0, 2)]
+                                                     (1.0, 0, 2)]
     p01 = points[2]
     assert "first 4 records" in p01.source and p01.first_cross == 3
     assert p01.metrics["recursive"]["correct"] == pytest.approx(100.0)
@@ -212,7 +212,7 @@ def test_studies_command_writes_the_report(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "crosscurv", "studies", "--seeds", str(seeds),
                            "--regime", str(reg), "--out",
                            str(out)], cwd=REPO, capture_output=True, text=True,
-                           timeout=300)
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     md = (out / "studies.md").read_text()
     # seeds table over K = 6: seed 0 5/5, seed 1 5/6; the regime map cuts the same runs to the

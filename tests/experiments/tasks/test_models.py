@@ -81,7 +81,7 @@ def test_federated_resnet_names_copies_and_eval_batchnorm():
     assert not m.training and all(not mod.training for mod in m.modules())
     bns = [mod for mod in m.modules() if isinstance(mod, torch.nn.BatchNorm2d)]
     assert bns and all(torch.count_nonzero(bn.running_mean) == 0 and torch.all(bn.running_var == 1)
-        for bn in bns)
+                       for bn in bns)
     # eval-mode BN is the fixed affine map: outputs do not depend on the batch
     x = torch.randn(4, 3, 32, 32)
     with torch.no_grad():
@@ -127,7 +127,7 @@ def test_lora_targets_exactly_q_and_v_of_the_three_attentions(lora_t5):
 
     model, _, _ = lora_t5
     wrapped = sorted(n.replace("base_model.model.", "") for n, m in model.named_modules()
-        if isinstance(m, LoraLayer))
+                     if isinstance(m, LoraLayer))
     families = set()
     for n in wrapped:
         fam = re.sub(r"block\.\d+", "block.*", n)
@@ -260,6 +260,6 @@ def test_federated_resnet_survives_a_channels_last_float32_batch(threads):
                               capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         pytest.fail("gradient and product on a channels-last batch did not finish in 120 s "
-            "(kernel spin)")
+                    "(kernel spin)")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[
         -1500:])

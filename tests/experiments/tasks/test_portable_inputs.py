@@ -99,7 +99,7 @@ def test_the_summarys_theta0_is_the_same_under_every_emulated_cpu(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "crosscurv", "run", "mlp", "--preset", "smoke",
                                "--iters", "1", "--out",
                                out], cwd=REPO, env=env, capture_output=True, text=True,
-                               timeout=300)
+                              timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         settings = json.load(open(os.path.join(out, "summary.json")))["settings"]
         seen[name] = (settings["theta0_sha256"], settings["task_info"]["init"])
@@ -115,7 +115,7 @@ def test_portable_draws_are_the_float64_draws_rounded_and_uniform_matches_torch(
     t = torch.empty(50, 40)
     portable_normal_(t, 0.5, 2.0, torch.Generator().manual_seed(7))
     ref = (torch.randn(50, 40, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
-        * 2.0 + 0.5).float()
+           * 2.0 + 0.5).float()
     assert torch.equal(t, ref)
     u = torch.empty(3000)
     portable_uniform_(u, -0.19, 0.19, torch.Generator().manual_seed(1))

@@ -160,7 +160,7 @@ def test_fl_objective_is_the_mean_of_client_objectives(smoke_tasks):
     model = model.double()
     with torch.no_grad():
         per_client = [F.cross_entropy(model(data.x[2 * i:2 * i + 2], i), data.y[2 * i:2 * i + 2])
-            for i in range(3)]
+                      for i in range(3)]
         assert torch.allclose(task.loss(task.params), sum(per_client) / 3, atol=1e-12)
 
 
@@ -169,7 +169,7 @@ def test_lora_smoke(smoke_tasks):
     _check_settings(task, s, "lora", "smoke")
     assert task.block_names == ["B", "A"]
     assert all(".lora_B." in n for n in task.blocks["B"]) and all(".lora_A." in n
-        for n in task.blocks["A"])
+                                                                  for n in task.blocks["A"])
     assert len(task.blocks["B"]) == len(task.blocks["A"]) == 12 == s["lora_modules"]
     assert task.info["trainable_params"] == task.num_params() == 12 * 2 * 8 * 32
     assert all(torch.count_nonzero(task.params[n]) == 0 for n in task.blocks["B"])
