@@ -50,7 +50,7 @@ def long_functions(path: str, limit: int) -> list[tuple[str, int]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(
         __file__))))
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
