@@ -145,7 +145,8 @@ contest-study: $(STAMP)
 # LoRA on the T5 pretrained by crosscurv.experiments.tasks.lora_pretrained (about 2 CPU minutes,
 # cached) at K = 500 over seeds 0-4 at 0.03 (about 9 CPU minutes a seed) and over a grid of rates
 # (K = 100, and K = 500 at seed 0) into reports/contest_lora.md, with the lora Figure 1 panel on it
-# and the mlp and fl panels scanned over learning rates (about 20-60 CPU seconds a run)
+# and the three panels scanned over learning rates (about 10-60 CPU seconds a run; lora on the
+# pretrained T5)
 	$(SWEEP) --task mlp --lr 0.001 0.002 --seed 0-4 --iters 500 --out $(SWEEPS)/contest-mlp-k500 $(DONE)
 	$(SWEEP) --task fl --lr 0.005 --seed 0-4 --iters 500 --out $(SWEEPS)/contest-fl-k500 $(DONE)
 	$(SWEEP) --task crosscurv.experiments.tasks.lora_pretrained:lora_pretrained --lr 0.03 --seed 0-4 \
@@ -165,9 +166,13 @@ contest-study: $(STAMP)
 	  --seeds 0,1,2 --preset default --out runs/motivation-mlp-rates --report reports/motivation-mlp-rates.md
 	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.motivation.rate_scan --panel fl --rates 0.0025,0.005,0.01,0.02,0.04 \
 	  --seeds 0,1,2 --preset default --out runs/motivation-fl-rates --report reports/motivation-fl-rates.md
+	OMP_NUM_THREADS=1 $(PY) -m crosscurv.experiments.motivation.rate_scan --panel lora --rates 0.001,0.003,0.01 \
+	  --seeds 0,1,2 --preset default --out runs/motivation-lora-rates --report reports/motivation-lora-rates.md \
+	  --model $$($(PY) -c 'from crosscurv.experiments.tasks.lora_pretrained import ensure_pretrained as e; print(e())')
 	$(PY) -m crosscurv.experiments.studies.contest_lora $(SWEEPS)/regime-lora $(SWEEPS)/explore-lora-pretrained \
 	  $(SWEEPS)/explore-lora-pretrained-k500 $(SWEEPS)/contest-lora-k500 --motivation reports/motivation-lora-pretrained \
-	  --scan reports/motivation-mlp-rates.md --scan reports/motivation-fl-rates.md --out reports/contest_lora.md
+	  --scan reports/motivation-mlp-rates.md --scan reports/motivation-fl-rates.md \
+	  --scan reports/motivation-lora-rates.md --out reports/contest_lora.md
 # the measured rounding of the record columns under this CPU's kernels and each emulation (the source of
 # MEASURED_ROUNDING) into reports/rounding.md; the float32 rows by default, the float64 rows (golden cases
 # included) with ROUNDING_ARGS="--dtypes float64"; each emulation's measurement is kept in build/rounding

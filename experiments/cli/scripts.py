@@ -337,6 +337,7 @@ def rate_scan(argv=None) -> int:
                     "DEFAULT_RATES, for mlp " + ",".join(f"{x:g}" for x in mod.RATES) + ")")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
     ap.add_argument("--panel", choices=tuple(mod.IMPLEMENTATIONS), default="mlp")
+    ap.add_argument("--model", metavar="DIR", help="local T5 weights (lora panel)")
     ap.add_argument("--preset", choices=("smoke", "default"), default="default")
     ap.add_argument("--out", required=True, help="the run folder")
     ap.add_argument("--report", required=True, help="the markdown file to write")
@@ -354,7 +355,10 @@ def rate_scan(argv=None) -> int:
         command = (f"python -m crosscurv.experiments.motivation.rate_scan {panel}--rates "
                    f"{args.rates} --seeds {args.seeds} --preset {args.preset} --out {args.out} "
                    f"--report {args.report}")
-        mod.run_scan(rates, seeds, args.out, args.report, args.preset, command, args.panel)
+        if args.model is not None:
+            command += f" --model {args.model}"
+        mod.run_scan(rates, seeds, args.out, args.report, args.preset, command, args.panel,
+                     args.model)
     except InputError as exc:
         return _one_line("rate_scan", exc)
     print(f"wrote {args.report}")

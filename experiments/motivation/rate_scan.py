@@ -109,8 +109,10 @@ def render(rows: Sequence[dict], command: str, preset: str, panel: str = "mlp") 
 
 
 def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str,
-             preset: str = "default", command: str = "", panel: str = "mlp") -> list[dict]:
-    """Train (or resume) every run, write ``report`` and return the rows (module docstring)."""
+             preset: str = "default", command: str = "", panel: str = "mlp",
+             model: str | None = None) -> list[dict]:
+    """Train (or resume) every run, write ``report`` and return the rows (module docstring);
+    ``model``: local T5 weights for the lora panel (as ``crosscurv motivation --model``)."""
     import torch
 
     from crosscurv.experiments.motivation.presets import panel_settings
@@ -120,6 +122,8 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
 
     if panel not in IMPLEMENTATIONS:
         raise InputError(f"unknown panel {panel!r} (panels: {', '.join(IMPLEMENTATIONS)})")
+    if model is not None and panel != "lora":
+        raise InputError("a model (T5 weights) needs the lora panel")
     if not rates or not seeds or any(not (x > 0 and math.isfinite(x)) for x in rates):
         raise InputError(f"rates must be positive finite numbers and seeds non-empty, got "
                          f"{list(rates)!r}, {list(seeds)!r}")
@@ -133,7 +137,7 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
             done = os.path.isfile(os.path.join(run_dir, "summary.json")) and \
                 load_run(run_dir)["summary"].get("status") == "complete"
             if not done:
-                run_panel(panel, settings, seed, run_dir, resume=True)
+                run_panel(panel, settings, seed, run_dir, resume=True, model_path=model)
             rows.append(scan_row(load_run(run_dir)["records"], float(lr), seed))
     os.makedirs(os.path.dirname(report) or ".", exist_ok=True)
     atomic_write_text(report, render(rows, command, preset, panel))

@@ -68,3 +68,5 @@ def test_the_fl_panel_names_its_own_implementations_and_an_unknown_panel_is_refu
     assert "| final L FedAlt " in text and "| final L FedSim " in text
     with pytest.raises(InputError, match="unknown panel 'resnet'"):
         run_scan([0.01], [0], str(tmp_path), str(tmp_path / "r.md"), panel="resnet")
+    with pytest.raises(InputError, match="needs the lora panel"):
+        run_scan([0.01], [0], str(tmp_path), str(tmp_path / "r.md"), panel="fl", model="t5")
