@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from crosscurv.experiments.studies.certificates_report import HALVES, half_cells, problems_below
+
 __all__ = [
     "GOAL",
     "write_report",
@@ -35,7 +37,6 @@ GOAL = 50.0
 #: the first-step rule of :func:`crosscurv.numeric.certificate.first_step_orders` (with the
 #: withdrawal)
 CODE_FIRST_STEP = "prediction"
-_HALVES = ("tune", "held-out", "beyond")
 
 
 def _pct(a, b) -> float:
@@ -89,7 +90,7 @@ def choose_first_step(runs, factor) -> tuple[str, list]:
     table, best = [], None
     for rule in FIRST_STEP_RULES:
         cells = advice_cells(runs, factor, rule)
-        row = {h: _worst_and_coverage(cells, h) for h in _HALVES}
+        row = {h: _worst_and_coverage(cells, h) for h in HALVES}
         table.append((rule, row))
         worst, cov, _ = row["tune"]
         ok = math.isnan(worst) or worst >= TARGET
@@ -133,7 +134,7 @@ def first_step_lines(runs, factor) -> list:
     for name, row in table:
         cells = [
             f"{'n/a' if math.isnan(w) else f'{w:.2f}%'} / {c:.1f}% / {n}"
-            for w, c, n in (row[h] for h in _HALVES)
+            for w, c, n in (row[h] for h in HALVES)
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
@@ -198,7 +199,7 @@ def summary_lines(runs, factor, levers: str = "") -> list:
             t = rec[run["half"]]
             t[0], t[1], t[2] = t[0] + right, t[1] + cert, t[2] + dec
     adv = []
-    for h in _HALVES:
+    for h in HALVES:
         sel = [v for (hh, _), v in cells.items() if hh == h]
         right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
         adv.append(
@@ -207,7 +208,7 @@ def summary_lines(runs, factor, levers: str = "") -> list:
         )
     recs = [
         f"{h} {_pct(rec[h][0], rec[h][1]):.2f}% / {_pct(rec[h][1], rec[h][2]):.1f}%"
-        for h in _HALVES
+        for h in HALVES
     ]
     low = []
     for (h, prob), v in cells.items():
@@ -238,13 +239,13 @@ def _safety_line(runs, factor) -> str:
     _, table = choose_factor(runs)
     below = [(f, worst) for f, worst, _ in table if f < factor]
     f_gs, cells = _advise_factor(runs, gs_orders_as_one_set)
-    prec = {h: _worst_and_coverage(cells, h) for h in _HALVES}
+    prec = {h: _worst_and_coverage(cells, h) for h in HALVES}
     pooled = {
         h: _pct(
             sum(v["right"] for (hh, _), v in cells.items() if hh == h),
             sum(v["certified"] for (hh, _), v in cells.items() if hh == h),
         )
-        for h in _HALVES
+        for h in HALVES
     }
     parts = []
     if below:
@@ -306,7 +307,7 @@ def alternative_lines(runs) -> list:
         "GS "
         'order then means "a sequential order"). Cells: precision / coverage inside the regime.',
         "",
-        "| rule | factor | " + " | ".join(_HALVES) + " | problems below the goal |",
+        "| rule | factor | " + " | ".join(HALVES) + " | problems below the goal |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, rule in (
@@ -314,17 +315,7 @@ def alternative_lines(runs) -> list:
         ("GS orders as one set", gs_orders_as_one_set),
     ):
         f, cells = _advise_factor(runs, rule)
-        halves = []
-        for h in _HALVES:
-            sel = [v for (hh, _), v in cells.items() if hh == h]
-            right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
-            dec = sum(v["decided_inside"] for v in sel)
-            halves.append(f"{_pct(right, cert):.2f}% / {_pct(cert, dec):.1f}%")
-        low = [
-            f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
-            for (_, p), v in cells.items()
-            if _pct(v["certified"], v["decided_inside"]) < GOAL
-        ]
+        halves, low = half_cells(cells), problems_below(cells, GOAL)
         lines.append(
             f"| {name} | {f:g} | " + " | ".join(halves) + f" | {', '.join(low) or 'none'} |"
         )
@@ -334,6 +325,8 @@ def alternative_lines(runs) -> list:
 def write_report(runs, path: str, command: str) -> str:
     """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines), then
     how it was measured and the details; returns its text."""
+    from crosscurv.experiments.studies.certificates_ceiling import (ceiling_clause, ceiling_lines,
+                                                                    ceiling_results)
     from crosscurv.experiments.studies.certificates_levers import (lever_lines, lever_results,
                                                                    lever_summary)
     from crosscurv.experiments.studies.certificates_report import (_factor_lines, _intro_lines,
@@ -343,15 +336,17 @@ def write_report(runs, path: str, command: str) -> str:
     from crosscurv.numeric.records import atomic_write_text
 
     new, old = _pool(runs, SAFETY), _pool(runs, None)
-    levers = lever_results(runs)
+    levers, ceilings = lever_results(runs), ceiling_results(runs)
+    clauses = f"{lever_summary(levers, GOAL)}; {ceiling_clause(ceilings, GOAL)}"
     lines = ["# Certificates on the problem zoo", ""]
-    lines += summary_lines(runs, SAFETY, lever_summary(levers, GOAL))
+    lines += summary_lines(runs, SAFETY, clauses)
     lines += [""] + _intro_lines(runs, command)
     lines += cause_lines(runs, SAFETY)
     lines += _factor_lines(runs)
     lines += first_step_lines(runs, SAFETY)
     lines += alternative_lines(runs)
     lines += lever_lines(runs, GOAL, levers)
+    lines += ceiling_lines(ceilings, advice_cells(runs, SAFETY), GOAL)
     lines += _window_lines(runs)
     lines += _problem_lines(runs, new, old)
     lines += _wrong_lines(runs, new)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 
+from crosscurv.experiments.studies.certificates_report import HALVES, half_cells, problems_below
+
 __all__ = [
     "LEVER_FACTORS",
     "LEVERS",
@@ -214,14 +216,6 @@ def lever_results(runs) -> dict:
     return out
 
 
-def _below(cells, goal) -> list:
-    return [
-        f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
-        for (_, p), v in cells.items()
-        if _pct(v["certified"], v["decided_inside"]) < goal
-    ]
-
-
 def lever_summary(results, goal: float = 50.0) -> str:
     """One clause for the report's opening: per lever other than the code's, its factor and the
     problems it leaves below ``goal``."""
@@ -230,9 +224,9 @@ def lever_summary(results, goal: float = 50.0) -> str:
         if lever == LEVERS[0]:
             continue
         if not _reached(table):
-            parts.append(f"{lever} reaches the target precision at no factor up to {f:g}")
+            parts.append(f"{lever}: no safe factor up to {f:g}")
             continue
-        low = _below(cells, goal)
+        low = problems_below(cells, goal)
         parts.append(f"{lever} (F = {f:g}) leaves {', '.join(low) or 'none'} below {goal:g}%")
     return "; ".join(parts)
 
@@ -247,7 +241,6 @@ def _reached(table) -> bool:
 def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
     """The report's section: per lever, the factor chosen on the tuning half, the worst tuning
     precision one step below it, and precision / coverage inside the regime per half and problem."""
-    halves = ("tune", "held-out", "beyond")
     lines = [
         "",
         "## Levers on advise's coverage, each with its factor chosen on the tuning half",
@@ -262,20 +255,15 @@ def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
           "worst tuning precision at the next smaller factor. Cells: precision / coverage inside "
           "the regime.",
         "",
-        "| lever | factor | below it | " + " | ".join(halves) + " | problems below the goal |",
+        "| lever | factor | below it | " + " | ".join(HALVES) + " | problems below the goal |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     results = lever_results(runs) if results is None else results
     for lever, (f, table, cells) in results.items():
         prev = [w for ff, w, _ in table if ff < f]
         below = f"{prev[-1]:.2f}%" if prev else "n/a"
-        row = []
-        for h in halves:
-            sel = [v for (hh, _), v in cells.items() if hh == h]
-            right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
-            dec = sum(v["decided_inside"] for v in sel)
-            row.append(f"{_pct(right, cert):.2f}% / {_pct(cert, dec):.1f}%")
-        low = _below(cells, goal)
+        row = half_cells(cells)
+        low = problems_below(cells, goal)
         fc = f"{f:g}" if _reached(table) else f"none up to {f:g} (worst {table[-1][1]:.2f}%)"
         lines.append(
             f"| {lever} | {fc} | {below} | " + " | ".join(row) + f" | {', '.join(low) or 'none'} |"

@@ -260,6 +260,31 @@ def _pct(a, b) -> float:
     return 100.0 * a / b if b else math.nan
 
 
+#: the zoo's halves in report order (the problems beyond the zoo last)
+HALVES = ("tune", "held-out", "beyond")
+
+
+def half_cells(cells: dict) -> list[str]:
+    """Per half of :data:`HALVES`, ``"precision / coverage"`` inside the regime pooled over its
+    problems, from ``{(half, problem): {"right", "certified", "decided_inside"}}``."""
+    out = []
+    for h in HALVES:
+        sel = [v for (hh, _), v in cells.items() if hh == h]
+        right, cert = sum(v["right"] for v in sel), sum(v["certified"] for v in sel)
+        dec = sum(v["decided_inside"] for v in sel)
+        out.append(f"{_pct(right, cert):.2f}% / {_pct(cert, dec):.1f}%")
+    return out
+
+
+def problems_below(cells: dict, goal: float) -> list[str]:
+    """``"problem coverage%"`` of every cell whose coverage inside the regime is below ``goal``."""
+    return [
+        f"{p} {_pct(v['certified'], v['decided_inside']):.1f}%"
+        for (_, p), v in cells.items()
+        if _pct(v["certified"], v["decided_inside"]) < goal
+    ]
+
+
 def _cell(right, cert, dec) -> str:
     p, c = _pct(right, cert), _pct(cert, dec)
     ps = "n/a" if math.isnan(p) else f"{p:.1f}%"

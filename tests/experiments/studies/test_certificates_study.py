@@ -230,3 +230,35 @@ def test_levers_choose_their_factor_on_the_tuning_half_only(subset_runs):
         assert {h for h, _ in cells} == {"tune", "held-out"}
         for v in cells.values():
             assert 0 <= v["right"] <= v["certified"] <= v["decided_inside"]
+
+
+def test_the_ceiling_is_right_and_covers_at_least_the_code(subset_runs):
+    """With each prediction's actual error as its bar every certified iteration is right, and the
+    ceiling covers at least what the code's certificate covers (its bars are wider where safe)."""
+    from crosscurv.experiments.studies.certificates_ceiling import ceiling_results
+    from crosscurv.experiments.studies.certificates_findings import advice_cells
+    from crosscurv.numeric.certificate import SAFETY
+
+    code = advice_cells(subset_runs, SAFETY)
+    ceilings = ceiling_results(subset_runs)
+    for cells in ceilings.values():
+        assert set(cells) == set(code)
+        for cell, v in cells.items():
+            assert v["right"] == v["certified"], cell
+            assert v["decided_inside"] == code[cell]["decided_inside"], cell
+    for cell, v in ceilings["estimates"].items():
+        assert v["certified"] >= code[cell]["right"], cell
+
+
+def test_the_ceiling_rule_uses_the_measured_gaps():
+    """A run whose predictions are exact certifies every separated iteration; one whose
+    predictions are off by more than the margin certifies none of them."""
+    from crosscurv.experiments.studies.certificates_ceiling import exact_error_rule
+
+    run = {"advice": {"candidates": ["jc", "gs"]},
+           "records": {"gs": {"gap": [-1.0, 0.5], "gap_err": [0.0, 0.0]}}}
+    at = exact_error_rule(run)
+    assert at(0, {}, {"jc": 0.0, "gs": -1.0}, True, [], 3.0)["certified"]
+    assert at(0, {}, {"jc": 0.0, "gs": -1.0}, True, [], 3.0)["best"] == "gs"
+    assert not at(1, {}, {"jc": 0.0, "gs": -0.2}, True, [], 3.0)["certified"]
+    assert not at(0, {}, {"jc": 0.0, "gs": -1.0}, False, [], 3.0)["certified"]
