@@ -21,8 +21,8 @@ def lazy_exports(package: str, exports: Mapping[str, str], submodules: bool = Fa
 
     Args:
         package: the package's ``__name__``. exports: public name -> the module (full dotted name)
-        that defines it; the first look-up imports the
-            module and stores the value in the package, so later look-ups skip ``__getattr__``.
+            that defines it; the first look-up imports the module and stores the value in the
+            package, so later look-ups skip ``__getattr__``.
         submodules: an unknown name that is a submodule of the package resolves to it
             (``crosscurv.numeric.tree``), as it would after an eager import of the package's
             modules.

@@ -404,15 +404,13 @@ def run(description: RunDescription, out=DEFAULT_OUT, *, resume: bool = False,
 
     Args:
         description: the run. out: run folder (records, summary, checkpoint); :data:`DEFAULT_OUT`:
-        ``runs/<task>-<pattern>``
-            (:func:`run_folder_name`); ``None``: records kept in memory only.
+            ``runs/<task>-<pattern>`` (:func:`run_folder_name`); ``None``: records kept in memory
+            only.
         resume: continue (or, with a larger ``iters``, extend) the run in ``out`` from its
-        checkpoint. progress: ``progress(k, K)`` after each record; its ``start(K, label)``, where
-        it has one (a
-            :class:`Progress`), is called once the task is loaded.
+            checkpoint. progress: ``progress(k, K)`` after each record; its ``start(K, label)``,
+            where it has one (a :class:`Progress`), is called once the task is loaded.
         task: the task already built (``report --check`` rebuilds it from the recorded sizes);
-        ``None``:
-            built from the description (:func:`load`).
+            ``None``: built from the description (:func:`load`).
         threads_source: why the run computes with the current thread count, recorded as
             ``settings["threads_source"]`` (:mod:`crosscurv.experiments.cli.threads`); a description
             that sets ``threads`` records ``"--threads"``.  A resumed run keeps the reason it was

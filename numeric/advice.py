@@ -248,10 +248,9 @@ class Advice:
         recommendation: the sentence of :func:`recommendation` (plus the GS-order note). orders: for
         two or more full GS candidates: ``{"eta3": {spelling: {"k0"}}, "told_apart",
             "note"}`` (else ``None``).
-        one_step_checks: ``[at theta^0]``
-            (:func:`crosscurv.numeric.one_step_check.one_step_check`): the measured one-step gap
-            of each candidate against ``eta^2 C_S`` and ``eta^2 C_S + eta^3 c3``; the
-            recommendation warns where the remainder exceeds the ``eta^3`` term.
+        one_step_checks: ``[at theta^0]`` (:func:`crosscurv.numeric.one_step_check.one_step_check`):
+            the measured one-step gap of each candidate against ``eta^2 C_S`` and ``eta^2 C_S +
+            eta^3 c3``; the recommendation warns where the remainder exceeds the ``eta^3`` term.
         status: ``"complete"`` or ``"diverged"``. settings: what the run used (JSON-able). timing:
         ``{"one_step_check_s"}``: seconds of this call's one-step check (0 when none ran). out_dir:
         the run folder or ``None``.

@@ -26,10 +26,9 @@ Measured quantities at iteration ``k`` (all Python floats, float64 arithmetic):
 The step remainder of Lemma 3 (eq. traj_compact), ``s^k = Delta^{k+1} - (I - eta H_JC^k) Delta^k -
 eta^2 u^k = -eta w^k + eta^3 eps^k``, with the measured ``w^k = g_S^k - g_JC^k - H_JC^k Delta^k``::
 
-    sigma_k = eta ||w^k|| + e_k >= ||s^k||      (measured_step_remainder; the jc_only state, which
-    has no
-                                                 measured w, uses eta rho_hat X^2 / 2 + e_k:
-                                                 step_remainder)
+    sigma_k = eta ||w^k|| + e_k >= ||s^k||      (measured_step_remainder; the jc_only state,
+                                                 which has no measured w, uses
+                                                 eta rho_hat X^2 / 2 + e_k: step_remainder)
 
 The bounds are a-posteriori *estimates*: ``rho_hat`` and ``Lambda`` are measured on the
 trajectories, not suprema over a region, so a bound can fail where the loss's third derivative along
@@ -226,8 +225,7 @@ class ErrorState:
 
     Attributes:
         rho: ``rho_hat`` over the samples so far (:func:`rho_sample`; the record of ``k`` is formed
-        before
-            iteration ``k``'s sample is folded in).
+            before iteration ``k``'s sample is folded in).
         R: bound of ``||Delta^k - z_k||``; ``E``: bound of ``||Delta^k - y_k||``. sigma:
         ``sigma_{k-1}`` (the last step's remainder bound). G, lam, A, d, P: ``G_{k-1}``,
         ``Lambda_{k-1}`` and the norms of ``recursive^k``'s vector ``a``

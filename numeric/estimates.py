@@ -147,8 +147,8 @@ def power_step(p: Mapping, Hp: Mapping, into: bool = False) -> tuple[float, dict
 
     Args:
         p: current unit vector. Hp: ``H p``. into: form ``p_next`` in ``Hp``'s tensors (the caller's
-        ``Hp`` is consumed; an entry sharing memory
-            with ``p`` is formed out of place); the same values either way.
+            ``Hp`` is consumed; an entry sharing memory with ``p`` is formed out of place); the same
+            values either way.
 
     Returns:
         ``(rayleigh, p_next)``: ``rayleigh = p^T H p`` as a Python float and ``p_next = H p / ||H

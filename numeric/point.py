@@ -236,9 +236,8 @@ class BatchedPoint(Point):
 
     Args:
         loss, params: as :class:`PointCurvature`. method: a concrete HVP method (``"forward"``,
-        ``"reverse"``, ``"rof"``). chunk_size: at most this many products per batch; ``1`` takes
-        them one
-            at a time (nothing stacked: the lean-memory setting).
+            ``"reverse"``, ``"rof"``). chunk_size: at most this many products per batch; ``1`` takes
+            them one at a time (nothing stacked: the lean-memory setting).
     """
 
     def __init__(self, loss, params: Mapping, method: str = "forward", chunk_size: int

@@ -141,10 +141,8 @@ def check_records(
 
     Args:
         theirs: a CSV path, ``{column: values}`` or a list of row dicts; the columns ``k,
-        loss_jc, loss_s,
-            gap, recursive, cumulative`` are required, ``jc_only, bound_bk, sharpness,
-            gap_err`` compared
-            when both have them.
+            loss_jc, loss_s, gap, recursive, cumulative`` are required, ``jc_only, bound_bk,
+            sharpness, gap_err`` compared when both have them.
         reference: a run folder or ``golden:<case>/<label>``.
         rtol, atol: replace the per-column tolerances of the reference's dtype for every column.
         columns: compare only these.

@@ -56,16 +56,15 @@ def probe_point(task, params: Mapping, lr: float, optimizer, opt_state, seq_step
         task: :class:`crosscurv.numeric.Task` whose ``loss`` is the deterministic minibatch
             objective ``L_B`` (including any weight-decay penalty) and whose blocks and
             ``default_pattern`` give the sequential scheme ``S``.
-        params: the point (the simultaneous run's parameters). lr: the step size ``eta``. optimizer,
-        opt_state: the practical optimiser
-        (:class:`crosscurv.numeric.optimizers.FunctionalOptimizer`) and its state
-            at ``params``; its ``direction(params, grads, state)`` is ``d``.
-        seq_step, sim_step: ``params -> new params``: the practical steps from
-            this state on this minibatch (sequential, simultaneous).
+        params: the point (the simultaneous run's parameters). lr: the step size ``eta``.
+        optimizer, opt_state: the practical optimiser
+            (:class:`crosscurv.numeric.optimizers.FunctionalOptimizer`) and its state at ``params``;
+            its ``direction(params, grads, state)`` is ``d``.
+        seq_step, sim_step: ``params -> new params``: the practical steps from this state on this
+            minibatch (sequential, simultaneous).
         gs_step: optional exact-GS practical step (``mlp``). extra_grad: ``g -> g_opt``, the part of
-        ``g`` the optimiser receives
-            (default identity; the ``fl`` task's penalty is added by the optimiser itself, so there
-            ``g_opt = g - wd theta``).
+            ``g`` the optimiser receives (default identity; the ``fl`` task's penalty is added by
+            the optimiser itself, so there ``g_opt = g - wd theta``).
         method: HVP method (``"reverse"``: double backward works for every panel).
 
     Returns:

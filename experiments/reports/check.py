@@ -51,8 +51,7 @@ class RunCheck:
         run_dir: the folder. agree: every compared value within tolerance (and the same
         ``theta^0``). iterations: the iterations recomputed and compared (``1..iterations``).
         recorded: the number of committed records. columns: the columns compared; skipped: value
-        columns the committed
-            records do not have (not compared).
+            columns the committed records do not have (not compared).
         threads: intra-op threads of the recomputation, and where that number
             came from (``threads_source``).
         first: ``(k, column, recomputed, committed, allowed)`` of the first
@@ -60,12 +59,11 @@ class RunCheck:
         comparison: the :class:`crosscurv.numeric.record_comparison.RecordsComparison`. recomputed:
         the recomputed records ``{column: [values]}`` (``None`` when nothing was recomputed).
         seconds: time of the recomputation. notes: facts worth a reader's attention (settings not
-        reproduced...). verdict: which promise held: ``"bitwise"`` (every compared value the same
-        bits), ``"within
-            tolerance"`` (every value within the measured-rounding tolerances), ``"parts as
-            predicted"`` (beyond them from ``k = parts_at`` on, but within them grown by
-            :func:`sensitivity`: as far as a run that differs from the recomputation only at
-            rounding parts), or ``"disagree"``.
+            reproduced...). verdict: which promise held: ``"bitwise"`` (every compared value the
+            same bits), ``"within tolerance"`` (every value within the measured-rounding
+            tolerances), ``"parts as predicted"`` (beyond them from ``k = parts_at`` on, but within
+            them grown by :func:`sensitivity`: as far as a run that differs from the recomputation
+            only at rounding parts), or ``"disagree"``.
         parts_at: the first ``k`` beyond the fixed tolerances (verdict ``"parts as predicted"``).
         growth: the measured growth per iteration of how far a run perturbed at rounding parts
             (:func:`sensitivity`, geometric mean over ``k = 1..n``), when it was run and grew.
@@ -343,8 +341,7 @@ def check_run(run_dir: str, iters: int | None = None, *, progress: Callable[[int
 
     Args:
         run_dir: a ``crosscurv run`` folder (``summary.json`` + ``records.csv``). iters: ``N``; the
-        first ``min(N, recorded)`` iterations are recomputed
-            (``None``: all recorded ones).
+            first ``min(N, recorded)`` iterations are recomputed (``None``: all recorded ones).
         progress: ``progress(k, n)`` after each recomputed record.
 
     Returns:

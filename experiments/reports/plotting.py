@@ -52,11 +52,10 @@ def gap_figure(records: Mapping[str, np.ndarray], path: Path, title: str, s_labe
         records: columns ``k, gap, recursive, cumulative, jc_only, bound_bk``
             (and ``sharpness``) as 1-D float arrays of equal length ``K``.
         path: PNG file to write (parent folders are created). title: panel title. s_label: name of
-        the sequential scheme in the legend. lr: the run's learning rate ``eta``: adds a panel with
-        ``eta *
-            sharpness_k`` (the power-iteration estimate of the largest eigenvalue of ``H_JC^k``),
-            the line ``eta * lambda = 2`` and the first iteration that reaches it (dotted in both
-            panels).
+            the sequential scheme in the legend. lr: the run's learning rate ``eta``: adds a panel
+            with ``eta * sharpness_k`` (the power-iteration estimate of the largest eigenvalue of
+            ``H_JC^k``), the line ``eta * lambda = 2`` and the first iteration that reaches it
+            (dotted in both panels).
     """
     k = np.asarray(records["k"])
     gap = np.asarray(records["gap"], dtype=float)

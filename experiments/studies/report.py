@@ -83,8 +83,8 @@ def write_studies_report(out, seeds=None, regime: Sequence = (), threads: Sequen
 
     Args:
         out: report folder (created); figures go to ``out/figures``. seeds: a sweep folder, or
-        several pooled (:func:`collect.read_sweeps`), with one run per seed of
-            each task (Table 1 over seeds).
+            several pooled (:func:`collect.read_sweeps`), with one run per seed of each task (Table
+            1 over seeds).
         regime: sweep folders of learning-rate grids (the regime map); the
             seeds sweep's runs enter it cut to the grid's K (:func:`regime.regime_points`).
         threads: sweep folders of runs repeated with another thread count than

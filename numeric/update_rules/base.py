@@ -37,8 +37,7 @@ class UpdateRule:
 
     Attributes:
         carried: names of the vectors this rule carries in the store between iterations besides the
-        protocol's
-            own (checkpointed with them).
+            protocol's own (checkpointed with them).
     """
 
     carried: tuple = ()
