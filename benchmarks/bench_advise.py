@@ -18,15 +18,16 @@ and, for ``--search-tasks`` (default ``mlp``), the pattern search over each of `
 JC run with the per-pair states and the evaluation of every pattern of the space), its certification
 run alone, and the plain training of 8 patterns of the space drawn at random (seeded), alternating
 in the same way; the ratio ``search / plain 8`` is what a user pays for the whole space against
-trying 8 of its patterns.
+trying 8 of its patterns. ``--search-at PRESET=K,K`` adds the search rows of another preset (a model
+whose gradient is compute-bound, where batching the products helps least).
 
 Prints per task the median CPU seconds of each (``time.process_time``: the machine may be shared;
 after one warm-up of each, so that first-call costs land in neither), the one-step check's own
 seconds, ``advise / protocol`` (the target is <= 0.5) and ``advise / plain``; ``--out`` also writes
 the table.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_advise.py --iters 30 --out
-    reports/advise/bench.md
+    OMP_NUM_THREADS=1 python benchmarks/bench_advise.py --iters 20 --rounds 2 --search-iters 20,100
+    --search-at default=5 --out reports/advise/bench.md
 """
 
 from __future__ import annotations
@@ -71,10 +72,20 @@ def plain(task, cands, lr, iters) -> dict:
     return out
 
 
+def search_budgets(a) -> list[tuple[str, list[int]]]:
+    """``[(preset, [K, ...])]``: ``--preset`` at ``--search-iters`` (default ``--iters``), then each
+    ``--search-at PRESET=K,K``."""
+    out = [(a.preset, [int(k) for k in (a.search_iters or str(a.iters)).split(",")])]
+    for spec in getattr(a, "search_at", None) or []:
+        preset, _, ks = spec.partition("=")
+        out.append((preset, [int(k) for k in ks.split(",")]))
+    return out
+
+
 def search_rows(a, timed: list) -> list[str]:
     """The pattern-search table: search, certification, plain training of 8 of the patterns; each
-    row's median seconds appended to ``timed`` as ``{"task", "space", "iters", "search", "certify",
-    "plain8"}``, one row per budget of ``--search-iters``."""
+    row's median seconds appended to ``timed`` as ``{"task", "preset", "space", "iters", "search",
+    "certify", "plain8"}``, one row per preset and budget (:func:`search_budgets`)."""
     import numpy as np
 
     from crosscurv.experiments.tasks.loading import load_task
@@ -85,9 +96,8 @@ def search_rows(a, timed: list) -> list[str]:
     tasks = [t for t in a.search_tasks.split(",") if t]
     if not tasks:
         return []
-    ks = [int(k) for k in (a.search_iters or str(a.iters)).split(",")]
-    budgets = ", ".join(map(str, ks))
-    lines = ["", f"Pattern search, K = {budgets}: `search` is what `advise --search SPACE "
+    budgets = "; ".join(f"{p} at K = {', '.join(map(str, ks))}" for p, ks in search_budgets(a))
+    lines = ["", f"Pattern search, {budgets}: `search` is what `advise --search SPACE "
                  "--no-certify` computes: the space built from its spelling, the JC run with one "
                  "state per ordered pair of blocks (N^2 Hessian-vector products per iteration, "
              "batched), the evaluation of every pattern of the space at K and the pricing of plain "
@@ -95,12 +105,12 @@ def search_rows(a, timed: list) -> list[str]:
                  "along the same JC trajectory (their embedded-pair errors, the regime gate, and "
                  "the one-step check where some margin exceeds the errors); `plain 8` trains 8 "
                  "patterns of the space drawn at random (seed 0) for K steps each.", "",
-             "| task | blocks | space | patterns | K | search s | certify s | plain 8 s "
-             "| search/plain 8 | search+certify/plain 8 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| task | preset | parameters | blocks | space | patterns | K | search s | certify s "
+             "| plain 8 s | search/plain 8 | search+certify/plain 8 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
-    for name in tasks:
-        task, settings = load_task(name, a.preset, device=torch.device("cpu"))
+    for name, preset, ks in [(n, p, ks) for n in tasks for p, ks in search_budgets(a)]:
+        task, settings = load_task(name, preset, device=torch.device("cpu"))
         lr = settings["lr"]
         for spec in a.spaces.split(","):
             sp = parse_space(spec, task.n_blocks)
@@ -122,12 +132,13 @@ def search_rows(a, timed: list) -> list[str]:
                     certify_front(task, lr, res.records, res.front)
                     tc.append(time.process_time() - t)
                 ms, mc, mq = (statistics.median(x) for x in (ts, tc, tq))
-                row = (f"| {name} | {task.n_blocks} | {sp.spec} | {len(sp):,} | {K} | {ms:.2f} "
+                row = (f"| {name} | {preset} | {task.num_params():,} | {task.n_blocks} | {sp.spec} "
+                       f"| {len(sp):,} | {K} | {ms:.2f} "
                        f"| {mc:.2f} | {mq:.2f} | {ms / mq:.2f} | {(ms + mc) / mq:.2f} |")
                 print(row, flush=True)
                 lines.append(row)
-                timed.append({"task": name, "space": sp.spec, "iters": K, "search": ms,
-                              "certify": mc, "plain8": mq})
+                timed.append({"task": name, "preset": preset, "space": sp.spec, "iters": K,
+                              "search": ms, "certify": mc, "plain8": mq})
     return lines
 
 
@@ -151,15 +162,17 @@ def findings(timed: list, searched: list) -> list[str]:
         out.append("- the one-step check: "
                    f"{_span([100 * t['check'] / t['advise'] for t in timed], '.0f')}"
                    "% of advise's time.")
-    if searched:  # one line: per budget K of the search rows
-        ks = sorted({r.get("iters") for r in searched}, key=lambda k: k or 0)
+    if searched:  # one line: per preset and budget K of the search rows
+        keys = list(dict.fromkeys((r.get("preset"), r.get("iters")) for r in searched))
+        name = {key: " ".join(x for x in (key[0] and f"({key[0]})", key[1] and f"at K = {key[1]}")
+                              if x) for key in keys}
 
         def per_k(ratio) -> str:
             return ", ".join(
-                _span([ratio(r) for r in searched if r.get("iters") == K])
-                + (f" at K = {K}" if K and len(ks) > 1 else "") for K in ks)
+                _span([ratio(r) for r in searched if (r.get("preset"), r.get("iters")) == key])
+                + (f" {name[key]}" if len(keys) > 1 and name[key] else "") for key in keys)
 
-        at = f" at K = {ks[0]}" if len(ks) == 1 and ks[0] else ""
+        at = f" {name[keys[0]]}" if len(keys) == 1 and name[keys[0]] else ""
         out.append(f"- search / plain 8{at}: {per_k(lambda r: r['search'] / r['plain8'])}; with "
                    f"certification {per_k(lambda r: (r['search'] + r['certify']) / r['plain8'])}.")
     return out
@@ -184,6 +197,8 @@ def main(argv=None) -> str:
     ap.add_argument("--spaces", default="orders,stages")
     ap.add_argument("--search-iters", default=None, metavar="K,K",
                     help="budgets of the search rows (default: --iters)")
+    ap.add_argument("--search-at", action="append", default=[], metavar="PRESET=K,K",
+                    help="also time the search on PRESET at these budgets (repeatable)")
     ap.add_argument("--out", default=None, metavar="PATH", help="also write the markdown to PATH")
     a = ap.parse_args(argv)
     args = " ".join(argv if argv is not None else sys.argv[1:])

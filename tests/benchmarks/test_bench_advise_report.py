@@ -71,3 +71,21 @@ def test_search_findings_give_each_budget_on_one_line():
                          "1.00 at K = 20, 0.75 at K = 100.")
     one = bench_advise.findings(TIMED, rows[:1])[-1]
     assert one == "- search / plain 8 at K = 20: 0.50; with certification 1.00."
+
+
+def test_search_findings_name_each_preset():
+    rows = [dict(SEARCHED[0], preset="smoke", iters=20),
+            dict(SEARCHED[0], preset="default", iters=5, search=8.0)]
+    assert bench_advise.findings(TIMED, rows)[-1] == (
+        "- search / plain 8: 0.50 (smoke) at K = 20, 4.00 (default) at K = 5; with certification "
+        "1.00 (smoke) at K = 20, 4.50 (default) at K = 5.")
+
+
+def test_search_budgets_add_each_preset_after_the_main_one():
+    import types
+
+    a = types.SimpleNamespace(preset="smoke", iters=30, search_iters="20,100",
+                              search_at=["default=5"])
+    assert bench_advise.search_budgets(a) == [("smoke", [20, 100]), ("default", [5])]
+    a.search_iters, a.search_at = None, []
+    assert bench_advise.search_budgets(a) == [("smoke", [30])]
