@@ -163,6 +163,29 @@ def _term_product(term: Loss, params: Mapping, v: Mapping, rows: Sequence[str]) 
     return {k: (h.detach() if h is not None else torch.zeros_like(p[k])) for k, h in zip(rows, hs)}
 
 
+def _term_products(term: Loss, params: Mapping, vs: Sequence[Mapping], rows: Sequence[str]) -> list:
+    """``[[H_t v]_R for v in vs]`` for one term ``t`` through one graph (vectors with the same
+    keys), each detached and keyed by ``rows``: what :func:`_term_product` gives per vector."""
+    cols = list(vs[0])
+    leaves = set(cols) | set(rows)
+    p = {k: (t.detach().requires_grad_(True) if k in leaves else t.detach()) for k,
+         t in params.items()}
+    out = []
+    with torch.enable_grad():
+        value = term(p)
+        live = []
+        if value.requires_grad:
+            gs = torch.autograd.grad(value, [p[k] for k in cols], create_graph=True,
+                                     allow_unused=True)
+            live = [(k, gk) for k, gk in zip(cols, gs) if gk is not None and gk.requires_grad]
+        for i, v in enumerate(vs):
+            hs = (backward_of([gk for _, gk in live], [p[k] for k in rows], [v[k] for k, _ in live],
+                              retain_graph=i < len(vs) - 1) if live else [None] * len(rows))
+            out.append({k: (h.detach() if h is not None else torch.zeros_like(p[k]))
+                        for k, h in zip(rows, hs)})
+    return out
+
+
 def _accumulate(into: dict | None, part: dict, inputs: Iterable[torch.Tensor] = ()) -> dict:
     """``into += part`` entry by entry, in place. The first time, ``part`` itself becomes the sum,
     except entries that cannot take an in-place sum: a copy replaces an entry that shares memory
@@ -223,6 +246,27 @@ class TermwisePoint(Point):
             out = _accumulate(out, _term_product(term, self._p, t, rows), [*t.values(),
                                                                            *self._p.values()])
         return out
+
+    def products(self, named: Named) -> Iterator[tuple[str, dict]]:
+        """``(name, H v)`` for each ``(name, get)``, every term's graph built once for all the
+        vectors (full vectors with the same keys; otherwise one product at a time): the same
+        values as :meth:`hvp` per vector."""
+        names, vs = [n for n, _ in named], [get() for _, get in named]
+        if len(vs) < 2 or any(set(v) != set(self.keys) for v in vs):
+            for n, v in zip(names, vs):
+                yield n, self.hvp(v)
+            return
+        if self._p is None:
+            raise RuntimeError("TermwisePoint used after release()")
+        for v in vs:
+            _check_vector(self._shapes, v)
+        ts = [{k: x.detach().to(dtype=self._p[k].dtype, device=self._p[k].device) for k,
+               x in v.items()} for v in vs]
+        outs: list = [None] * len(ts)
+        for term in self.terms:
+            for i, part in enumerate(_term_products(term, self._p, ts, self.keys)):
+                outs[i] = _accumulate(outs[i], part, [*ts[i].values(), *self._p.values()])
+        yield from zip(names, outs)
 
     def release(self) -> None:
         """Drop the point's parameters (the gradient and value stay); no graph outlives a product.

@@ -54,6 +54,21 @@ def _dense(name):
 
 
 @pytest.mark.parametrize("case", list(CASES))
+def test_several_products_share_each_terms_graph_and_equal_one_at_a_time(case):
+    """``products`` builds each term's graph once for all the vectors; every result is the dense
+    ``H v`` and bit for bit what :meth:`TermwisePoint.hvp` gives for that vector alone."""
+    task, H, _ = _dense(case)
+    point = TermwisePoint(task.loss_terms, task.params)
+    vs = [random_direction(task.params, seed) for seed in (3, 4, 5)]
+    got = dict(point.products([(i, (lambda v=v: v)) for i, v in enumerate(vs)]))
+    assert sorted(got) == [0, 1, 2]
+    for i, v in enumerate(vs):
+        assert relerr(tree.flatten(got[i]), H @ tree.flatten(v)) < TOL
+        one = point.hvp(v)
+        assert all(torch.equal(got[i][k], one[k]) for k in one)
+
+
+@pytest.mark.parametrize("case", list(CASES))
 def test_value_gradient_and_products_sum_the_terms(case):
     task, H, g = _dense(case)
     point = TermwisePoint(task.loss_terms, task.params)
