@@ -17,9 +17,10 @@ names ``b``).
 
 The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.md):
 
-* advise, the JC-only prediction: the largest of its embedded pair ``|corrected_S^j -
-  estimate_S^j|`` over the last :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the same prediction
-  forced at the approximate ``S`` point ``theta_JC + yhat``: :mod:`crosscurv.numeric.advice`) and,
+* advise, the JC-only prediction: the largest of its error ``error_S^j`` over the last
+  :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the larger of the embedded pair ``|corrected_S^j -
+  estimate_S^j|``, the same prediction forced at the approximate ``S`` point ``theta_JC + yhat``,
+  and the exact first step's error carried along the run: :mod:`crosscurv.numeric.advice`) and,
   while ``k <= REMAINDER_WINDOW``, of the measured error of the certified prediction itself at the
   first step, ``|L_S^1 - L_JC^1 - estimate_S^1|`` (the one-step check at ``theta^0`` measures
   ``L_S^1 - L_JC^1`` exactly: :func:`first_step_orders`, :func:`advice_next_orders`); ``inf`` at
@@ -33,8 +34,9 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
   step; a non-monotone sequence (a ReLU kink crossed, the curvature changing fast near the edge)
   is bounded by its recent maximum, not by its last values, hence a look-back longer than the
   growth's.  ``N = inf`` (withdrawn) while a remainder of the look-back exceeds the gap it
-  corrects, ``r_j > max(|gap^j|, |gap^{j-1}|)``: the dropped order is then larger than what the
-  expansion keeps, which has no asymptotic meaning (a candidate's run diverging);
+  corrects, ``r_j > max(|gap^j|, |gap^{j-1}|)``, or while the record's own predicted change does,
+  ``|recursive^k - gap^{k-1}| > max(|gap^{k-1}|, |gap^{k-2}|)``: the dropped order is then larger
+  than what the expansion keeps, which has no asymptotic meaning (a candidate's run diverging);
 * records, ``cumulative``: ``|recursive^k - cumulative^k| + N_recursive^k`` (the linearised state
   ``z_k`` against the measured ``Delta^{k-1}`` one step back, the propagated remainder of Theorem
   3's proof, plus the error of the estimate it is measured against: triangle inequality);
@@ -78,7 +80,7 @@ REMAINDER_WINDOW = 3
 #: measured one-step remainders the records' ``N`` looks back over (chosen on the zoo's tuning half:
 #: the smallest of 3, 5, 8, 12, 20 with every tuning problem and rate at 99.9% precision or more;
 #: reports/certificates.md)
-RECORD_WINDOW = 5
+RECORD_WINDOW = 3
 
 
 class Verdict(dict):
@@ -220,6 +222,9 @@ def record_next_orders(
     for j in range(1, min(len(past), len(gaps) - 1) + 1):  # the dropped order beyond the kept
         if past[-j] > max(gaps[-j], gaps[-j - 1]):
             rec_n = math.inf
+    # this record's predicted change beyond the gap it changes (a candidate's run blowing up)
+    if len(gaps) >= 2 and abs(float(record["recursive"]) - float(past_gaps[-1])) > max(gaps[-2:]):
+        rec_n = math.inf
     cum_n = abs(float(record["recursive"]) - float(record["cumulative"])) + rec_n
     return {
         "recursive": rec_n,

@@ -126,7 +126,7 @@ def test_a_noisy_remainder_sequence_is_bounded_by_its_recent_maximum():
     rec = {"recursive": 0.0, "cumulative": 0.0, "jc_only": 0.0}
     rems = [0.04] + [1e-3] * (RECORD_WINDOW - 1)
     assert record_next_orders(rec, rems)["recursive"] == 0.04
-    assert RECORD_WINDOW > REMAINDER_WINDOW
+    assert RECORD_WINDOW >= REMAINDER_WINDOW
     assert record_next_orders(rec, [0.04] + [1e-3] * RECORD_WINDOW)["recursive"] == 1e-3
 
 
@@ -139,7 +139,8 @@ def test_a_remainder_beyond_its_gap_withdraws_the_certificate():
     rems = [0.02, 0.05, 4.0, 1.6e3]  # the last one exceeds |gap| on both sides
     rec = {"recursive": -6e6, "cumulative": -6e6, "jc_only": -6e6}
     assert math.isinf(record_next_orders(rec, rems, past_gaps=gaps)["recursive"])
-    assert math.isfinite(record_next_orders(rec, rems[:-1], past_gaps=gaps[:-1])["recursive"])
+    calm = {"recursive": -8.5, "cumulative": -8.5, "jc_only": -8.5}  # a change within its gap
+    assert math.isfinite(record_next_orders(calm, rems[:-1], past_gaps=gaps[:-1])["recursive"])
     cols = {
         "gap": gaps + [-1e3] * RECORD_WINDOW + [-1e3],
         "recursive": [g - r for g, r in zip(gaps, rems)] + [-1e3] * (RECORD_WINDOW + 1),
@@ -153,6 +154,22 @@ def test_a_remainder_beyond_its_gap_withdraws_the_certificate():
     # without the withdrawal the last growth (x400) does not cover the prediction: it would certify
     n = record_next_orders(rec, rems)["recursive"]
     assert certify_gap(rec["recursive"], n, True) == -1.0
+
+
+def test_a_predicted_change_beyond_its_gap_withdraws_the_certificate():
+    """A record whose recursive estimate moves by more than the gap it starts from (a candidate's
+    run blowing up within one step, as a CP decomposition at lambda_max * eta = 1 does): N = inf
+    at that record, though every past remainder is small."""
+    gaps = [-1.3e-3, -2.7e-2, -9.7e-2]
+    rems = [2.6e-4, 2.0e-2, 2.8e-2]
+    blow = {"recursive": -3.96, "cumulative": -3.96, "jc_only": -3.96}
+    n = record_next_orders(blow, rems, past_gaps=gaps)
+    assert all(math.isinf(v) for v in n.values())
+    assert certify_gap(blow["recursive"], n["recursive"], True) == 0.0
+    steady = {"recursive": -0.15, "cumulative": -0.15, "jc_only": -0.15}
+    assert math.isfinite(record_next_orders(steady, rems, past_gaps=gaps)["recursive"])
+    # without the gaps (the withdrawal off) the jump is not seen
+    assert math.isfinite(record_next_orders(blow, rems)["recursive"])
 
 
 def test_a_first_step_the_expansion_does_not_describe_withdraws_the_advice_at_every_k():
