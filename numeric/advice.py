@@ -14,18 +14,29 @@ theta_JC^k + yhat_k`` (the approximate ``theta_S^k``)::
 
     yhat_0 = 0, yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
                  + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
-    corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k, error_S^k = |corrected_S^k -
+    corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k, embedded_S^k = |corrected_S^k -
     estimate_S^k|.
 
 Against the JC-only state this keeps the full gradient difference ``g_S - g_JC`` (``H Delta`` and
 its third-derivative part), ``M_S`` at the ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta
 M_S^2 g`` term; the loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``. Not
 kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
-per step like the kept ones. On a quadratic loss (no third derivative) ``corrected`` is exact up to
-``O(eta^3)`` per step and ``error`` is the error of the JC-only estimate to leading order
-(``tests/numeric/test_advice.py``); on non-quadratic losses the dropped term can dominate and
-``error`` then *underestimates* the actual error (docs/advise.md): an estimate of the first
-neglected terms, not a bound.
+per step like the kept ones. Where the gradient is largest, at the first step, that term can exceed
+everything the pair measures and persist along the run; so the first step is taken exactly (one
+scheme step from ``theta^0``) and its error carried by the JC-only recursion::
+
+    e_1 = Delta^1 - y_1   (Delta^1 = theta_S^1 - theta_JC^1),   e_{k+1} = (I - eta H_JC^k) e_k,
+    first_S^k = P(y_k + e_k) - P(y_k) = g_JC^k . e_k + y_k . H_JC^k e_k + 1/2 e_k . H_JC^k e_k,
+
+and the error is ``error_S^k = max(embedded_S^k, |first_S^k|)`` (one more product per candidate and
+iteration while ``e`` is carried). ``e`` is not carried where the one-step check finds the first
+step outside the expansion (nothing is certified then), where ``|g . e_1|`` is within the rounding
+of the two steps' coordinates (a float32 first step), nor past the certificate's look-back once
+``|first_S^k|`` falls within the embedded error. On a quadratic loss (no third derivative)
+``corrected`` is exact up to ``O(eta^3)`` per step and ``embedded`` is the error of the JC-only
+estimate to leading order (``tests/numeric/test_advice.py``); on non-quadratic losses the dropped
+term can dominate later steps too, and ``error`` then *underestimates* the actual error
+(docs/advise.md): an estimate of the first neglected terms, not a bound.
 
 One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap
 from the JC point (:func:`crosscurv.numeric.steps.scheme_step`,
@@ -59,8 +70,8 @@ for optimizers (errors NaN, nothing certified) and no one-step check.
 Per iteration the best scheme is the lowest estimate (ties: the earlier candidate); whether it is
 *certified* is :func:`crosscurv.numeric.certificate.certify_best`, the rule ``crosscurv run``'s
 records use too: every other candidate separated from it by ``SAFETY`` times the first dropped
-orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest embedded error of the
-last three iterations and, for the first three, the prediction's measured error at the first step
+orders (:func:`crosscurv.numeric.certificate.advice_next_orders`: the largest error of the last
+three iterations and, for the first three, the prediction's measured error at the first step
 ``|L_S^1 - L_JC^1 - estimate_S^1|``), full GS orders it cannot separate certified as a set, while
 the JC run has stayed below the edge of stability so far (``eta * sharpness_j < 2`` for every ``j <=
 k``; ``sharpness`` is the larger of ``lambda_max(H_JC^0)``, converged by
@@ -73,14 +84,15 @@ coverage of the certificate are measured on the problem zoo (``reports/certifica
 Cost per JC iteration (``P'`` non-JC candidates, ``B`` the blocks that are fresh for some block in
 some candidate, ``n_S`` the fresh blocks of candidate ``S``): at ``theta_JC^k`` one gradient (with
 its graph), ``B`` products ``H (E_j g)`` shared by every candidate (each gives the rows ``(M_S
-g)_i`` of every ``S`` with ``j in S(i)``), one product ``H y`` per candidate; at each
+g)_i`` of every ``S`` with ``j in S(i)``), the products ``H y`` and ``H e`` per candidate; at each
 ``theta_hat^k`` one gradient and ``n_S`` restricted products. In all ``1 + P'`` gradients and ``B +
-sum_S (1 + n_S)`` products, one more product for the power iteration (and about 30 at ``k = 0`` for
-the extremes); the one-step estimate ``eta^2 C_S = eta^2 g . M_S g`` (Theorem 1) comes for free.
+sum_S (2 + n_S)`` products, one more product for the power iteration (and about 30 at ``k = 0`` for
+the extremes, one exact scheme step per candidate); the one-step estimate ``eta^2 C_S = eta^2 g .
+M_S g`` (Theorem 1) comes for free.
 
 Run folder (``out_dir``): ``advice.csv`` (one row per ``(k, candidate)``, streamed and flushed,
-:data:`COLUMNS`), ``checkpoint.pt`` (the JC iterate and every ``y``, ``yhat``) and ``advice.json``
-(settings, status, the table and the recommendation), kept by the trajectory runner
+:data:`COLUMNS`), ``checkpoint.pt`` (the JC iterate and every ``y``, ``yhat``, ``e``) and
+``advice.json`` (settings, status, the table and the recommendation), kept by the trajectory runner
 (:mod:`crosscurv.numeric.trajectory`; the run's body: :mod:`crosscurv.numeric.advice_run`).
 ``resume=True`` continues a run from its checkpoint, or extends it to a larger ``iters``; the
 records are those of an uninterrupted run bit for bit (on the CPU).
@@ -109,7 +121,8 @@ from .advice_text import check_note as _check_note
 from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
-from .certificate import REMAINDER_WINDOW, advice_next_orders, certify_best, first_step_orders
+from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best, first_step_orders,
+                          first_step_remainders)
 from .engine import choose_engine
 from .one_step_check import one_step_check
 from .optimizers import optimizer_setup
@@ -434,6 +447,8 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
         body.check0 = (one_step_check(task, cands, tree.clone(task.params), lr, 0, engine.method)
                        if active and checks and rule.checks else {})
         check_s = time.perf_counter() - t_check
+        rule.withdrawn = frozenset(n for n, v in first_step_remainders([body.check0]).items()
+                                   if math.isinf(v))
     out = run.execute(body, start, done, task.device)
     first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records
                               else {})

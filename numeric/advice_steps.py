@@ -82,10 +82,15 @@ def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
 
 
 class PlainSteps:
-    """The paper's steps ``theta - eta g``: the JC-only estimate and its embedded pair (``yhat`` per
-    candidate).
+    """The paper's steps ``theta - eta g``: the JC-only estimate, its embedded pair (``yhat`` per
+    candidate) and its first step's error carried along the run (``first`` per candidate).
 
-    ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``).
+    ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``). ``first``:
+    ``{candidate: tree}``, ``e_k = Phi_{k,1} (Delta^1 - y_1)``: the JC-only state's error after the
+    exact first step (``Delta^1 = theta_S^1 - theta_JC^1`` by one exact scheme step from
+    ``theta^0``), propagated by the same linear recursion as ``y`` (zeros until ``k = 1``, and
+    from the first ``k`` past the certificate's look-back where its effect is within the embedded
+    pair's error: dropped, no more products).
     """
 
     checks = True
@@ -93,37 +98,76 @@ class PlainSteps:
 
     def __init__(self):
         self.yhat: dict = {}
+        self.first: dict = {}
 
     def settings(self) -> dict:
         return {}
 
     def start(self, like: Mapping, names: Sequence[str]) -> None:
         self.yhat = {n: tree.zeros_like(like) for n in names}
+        self.first = {n: tree.zeros_like(like) for n in names}
+
+    #: candidates whose first step the one-step check finds outside the expansion (nothing of
+    #: theirs is certified at any ``k``): no ``e`` carried
+    withdrawn: frozenset = frozenset()
+
+    @staticmethod
+    def _first_error(task, theta: Mapping, c: PatternCandidate, g: Mapping, y1: Mapping,
+                     lr: float) -> dict:
+        """``e_1 = Delta^1 - y_1`` by one exact ``S`` step from ``theta^0``; zeros where its effect
+        ``g . e_1`` is within the rounding of the two steps' coordinates, ``2 eps sum |g_i|
+        |theta_i|`` (a float32 first step: rounding, not a dropped order)."""
+        from .steps import scheme_step
+
+        with torch.no_grad():
+            s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+        e = {n: (s1[n] - (theta[n] - lr * g[n])) - y1[n] for n in g}
+        eps = torch.finfo(next(iter(theta.values())).dtype).eps
+        floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
+                                    for n in theta))
+        return e if abs(float(tree.dot(g, e))) > floor else tree.zeros_like(g)
 
     def vectors(self) -> dict:
-        """The checkpoint's vectors: ``yhat:CANDIDATE``."""
-        return {f"yhat:{n}": v for n, v in self.yhat.items()}
+        """The checkpoint's vectors: ``yhat:CANDIDATE`` and ``first:CANDIDATE``."""
+        out = {f"yhat:{n}": v for n, v in self.yhat.items()}
+        out.update({f"first:{n}": v for n, v in self.first.items()})
+        return out
 
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
         self.yhat = {n: vec[f"yhat:{n}"] for n in names}
+        self.first = {n: vec[f"first:{n}"] for n in names}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
                   last) -> dict:
         """Every candidate's ``(estimate, error, corrected, eta^2 C_S)`` at ``theta_JC^k``, and the
         steps of its ``y`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``); releases ``point``
         before the ``theta_hat`` points are built."""
+        from .certificate import REMAINDER_WINDOW
+
         lr2 = lr * lr
         yh = self.yhat
         cols = column_products(point, keys, g, sources) if active else {}
         vals: dict = {jc_name: (0.0, 0.0, 0.0, 0.0)}
         mgs: dict = {}
-        # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step
+        firsts: dict = {}
+        # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step; the first
+        # step's error e and its effect on the estimate, P(y + e) - P(y)
         for c in active:
             mg = mgs[c.name] = masked_from_columns(c, keys, cols, g)
             one = lr2 * float(tree.dot(g, mg))
             if k >= 1:
-                hy = point.hvp(ys[c.name])
-                est = float(quadratic_from_linear(tree.dot(g, ys[c.name]), ys[c.name], hy))
+                y, e = ys[c.name], self.first[c.name]
+                if any(bool(t.any()) for t in e.values()):  # e still carried
+                    hs = dict(point.products([("y", lambda: y), ("e", lambda: e)]))
+                    hy, he = hs.pop("y"), hs.pop("e")
+                    firsts[c.name] = float(tree.dot(g, e) + tree.dot(y, he)
+                                           + 0.5 * tree.dot(e, he))
+                    if not last:
+                        self.first[c.name] = propagate(e, he, None, lr)
+                    del he
+                else:
+                    hy, firsts[c.name] = point.hvp(y), 0.0
+                est = float(quadratic_from_linear(tree.dot(g, y), y, hy))
             else:
                 hy, est = tree.zeros_like(g), 0.0
             vals[c.name] = (est, one)
@@ -134,6 +178,8 @@ class PlainSteps:
                 if k == 0:
                     u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
                     yh[c.name] = {n: lr2 * u[n] for n in g}
+                    if c.name not in self.withdrawn:
+                        self.first[c.name] = self._first_error(task, theta, c, g, ys[c.name], lr)
             del hy
         point.release()
         del point
@@ -146,7 +192,9 @@ class PlainSteps:
             at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            vals[c.name] = (est, abs(cor - est), cor, one)
+            vals[c.name] = (est, max(abs(cor - est), abs(firsts[c.name])), cor, one)
+            if k > REMAINDER_WINDOW and abs(firsts[c.name]) <= abs(cor - est):
+                self.first[c.name] = tree.zeros_like(g)  # within the pair's error: dropped
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

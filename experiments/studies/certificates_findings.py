@@ -217,8 +217,8 @@ def summary_lines(runs, factor, levers: str = "") -> list:
             top = max(CAUSES, key=lambda c: v["causes"][c])
             unc = sum(v["causes"].values())
             low.append(
-                f"{prob} ({h}) {cov:.1f}%: {top} {_pct(v['causes'][top], unc):.0f}% of the "
-                f"uncertified, {one[prob]:.1f}% at F = 1"
+                f"{prob} ({h}) {cov:.1f}% ({_pct(v['causes'][top], unc):.0f}% {top}; F = 1: "
+                f"{one[prob]:.1f}%)"
             )
     return [
         f"- Advise, precision / coverage of the decided iterations inside the regime (F = "

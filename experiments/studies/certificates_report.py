@@ -426,14 +426,17 @@ def _intro_lines(runs, command: str) -> list:
         f"`runs/certificates/zoo-runs/`). Causes of an uncertified iteration: `embedded error`, "
         "the JC-only estimate's estimated error exceeds the predicted margins (and measures its "
         "real error: table below); `safety factor`, certified at F = 1 only. Where coverage at "
-        "F = 1 stays below the goal, safety forbids it with this prediction.",
+        "F = 1 stays below the goal, safety forbids it with this prediction. The opening's "
+        "problems below the goal give the main cause's share of the uncertified iterations and "
+        "the coverage at F = 1.",
         "",
         "Every zoo problem (`crosscurv.experiments.problems.zoo`) at learning rates "
         "`c / lambda_max(H^0)`, seeds "
         + ", ".join(sorted({str(r["seed"]) for r in runs}))
         + ": `crosscurv advise` with its default candidates, and every candidate's trajectory run "
-          "beside JC by the protocol. Half `beyond`: two problems outside the zoo (`BEYOND`: the "
-          "scaling study's tanh MLP in four blocks and LoRA-like bilinear model, seed 0), in "
+          "beside JC by the protocol. Half `beyond`: the problems outside the zoo (`BEYOND`: "
+        + ", ".join(dict.fromkeys(r["problem"] for r in runs if r["half"] == "beyond"))
+        + "; seed 0; `crosscurv.experiments.problems.beyond` for all but the first two), in "
           "neither half. Cells: precision / coverage. Advise: an iteration is decided when the "
           "measurement orders some candidate below the measured best; the advice is right when it "
           "ties the measured best within the measurement's error (or both are full GS orders the "

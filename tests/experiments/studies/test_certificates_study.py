@@ -35,6 +35,18 @@ def test_the_zoo_has_eight_kinds_of_small_float64_problems_in_two_halves():
         zoo_problem("nope")
 
 
+def test_the_problems_beyond_the_zoo_are_other_kinds_of_small_float64_problems():
+    from crosscurv.experiments.problems.zoo import BEYOND
+
+    names = [p.name for p in BEYOND]
+    assert len(names) == len(set(names)) >= 8 and not set(names) & {p.name for p in ZOO}
+    for p in BEYOND:
+        task = p.task(0)
+        assert p.half == "beyond" and 2 <= task.n_blocks <= 4 and task.dtype == torch.float64
+        assert float(task.loss(task.params)) == float(p.task(0).loss(p.task(0).params))
+        assert zoo_problem(p.name) is p
+
+
 def test_crosscurv_run_takes_a_zoo_factory(tmp_path):
     p = zoo_problem("matrix_factorisation")
     lr = 0.5 / lambda_max0(p.task(0))
@@ -262,3 +274,24 @@ def test_the_ceiling_rule_uses_the_measured_gaps():
     assert at(0, {}, {"jc": 0.0, "gs": -1.0}, True, [], 3.0)["best"] == "gs"
     assert not at(1, {}, {"jc": 0.0, "gs": -0.2}, True, [], 3.0)["certified"]
     assert not at(0, {}, {"jc": 0.0, "gs": -1.0}, False, [], 3.0)["certified"]
+
+
+def test_a_first_step_error_that_persists_keeps_advise_from_a_wrong_certificate():
+    """softmax_regression at 0.3 / lambda_max: the JC-only estimate of ``gs`` misses the measured
+    gap by about 1e-5 from the first step on, while the embedded pair sees about 1e-7. The first
+    step's error, taken from an exact step and carried along the run, is the error at ``k = 1`` and
+    keeps every certified iteration right (without it, ``k = 7`` was certified for the wrong
+    scheme)."""
+    from crosscurv.experiments.studies.certificates_report import advice_counts
+    from crosscurv.experiments.studies.zoo_runs import zoo_run
+    from crosscurv.numeric.certificate import SAFETY
+
+    run = zoo_run(zoo_problem("softmax_regression"), 0.3, 0, 10)
+    a = advice_counts(run, SAFETY)
+    assert a["certified"] >= 5 and a["right"] == a["certified"], a["wrong_k"]
+    rows, gap = run["advice"]["per_iteration"], run["records"]["gs"]["gap"]
+    actual = [g - r["estimates"]["gs"] for g, r in zip(gap, rows)]
+    embedded = [abs(r["corrected"]["gs"] - r["estimates"]["gs"]) for r in rows]
+    assert abs(actual[0]) > 1e3 * embedded[0]  # the pair misses the first step's error ...
+    assert rows[0]["errors"]["gs"] == pytest.approx(abs(actual[0]), rel=1e-3)  # ... e_1 has it
+    assert all(rows[k]["errors"]["gs"] > 3 * embedded[k] for k in range(1, 10))  # and carries it
