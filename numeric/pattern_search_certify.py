@@ -20,9 +20,13 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
   ``eta^2 C_S + eta^3 c3``, :func:`crosscurv.numeric.advice_text.check_failures`) and the regime
   gate (``eta * sharpness_k < 2`` for every ``k``, ``sharpness`` as advise's:
   ``lambda_max(H_JC^0)`` converged, then one power step per iteration);
-* certified: ``estimate_R - estimate_S > error_S + error_R`` at ``K`` and both gates hold (the
-  one-step check runs only where some budget's margin exceeds its errors: elsewhere it could
-  withdraw no certificate).
+* certified: ``estimate_R - estimate_S > F (N_S + N_R)`` at ``K``, ``F``
+  :data:`crosscurv.numeric.certificate.SAFETY` and ``N`` a pattern's largest error over the last
+  :data:`crosscurv.numeric.certificate.REMAINDER_WINDOW` iterations (advise's certificate between
+  two candidates, :func:`crosscurv.numeric.certificate.certify_best`), and both gates hold (the
+  one-step check runs only where some budget's margin exceeds that: elsewhere it could withdraw no
+  certificate). Unlike advise, the search does not carry the first step's error along the run
+  (its JC-only states are the per-pair sums).
 
 Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared by the
 named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k`` and one
@@ -46,6 +50,7 @@ from .advice_run import inside_regime
 from .advice_steps import (PatternCandidate, column_products, column_sources, masked,
                            masked_from_columns)
 from .advice_text import check_failures, check_note, edge_note
+from .certificate import SAFETY
 from .one_step_check import one_step_check
 from .estimates import init_power_vector, power_step, solve_extremes
 
@@ -140,6 +145,18 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     return errors, gate_rows
 
 
+def _order(errors: dict, name) -> float:
+    """A named pattern's first dropped order at ``K``: its largest error over the last
+    :data:`crosscurv.numeric.certificate.REMAINDER_WINDOW` iterations (JC's is 0; NaN without
+    errors)."""
+    from .certificate import REMAINDER_WINDOW
+
+    if name == "jc":
+        return 0.0
+    e = errors.get(name) if name is not None else None
+    return float(max(e[-REMAINDER_WINDOW:])) if e else math.nan
+
+
 def _last(errors: dict, name) -> float:
     """A named pattern's error at ``K`` (JC's is 0; NaN for a pattern not certified)."""
     if name == "jc":
@@ -170,9 +187,9 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
         r["error"], r["runner_up_error"] = e, f
         if r["runner_up"] is None or not (math.isfinite(e) and math.isfinite(f)):
             r["certified"] = None
-        else:  # advise's decision between the two: the margin beyond both errors
-            m = r["margin"]
-            r["certified"] = bool(math.isfinite(m) and m > e + f)
+        else:  # advise's certificate between the two: the margin beyond F times both orders
+            m, n = r["margin"], _order(errors, r["best"]) + _order(errors, r["runner_up"])
+            r["certified"] = bool(math.isfinite(m) and m > SAFETY * n)
             apart.append(r)
     # the one-step check can only withdraw certificates: run when there is one to withdraw
     checks = [first_step_checks(task, cands, lr, engine.method)] if any(

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from crosscurv.numeric import Task
-from crosscurv.numeric.advice import advise, decide
+from crosscurv.numeric.advice import advise
 from crosscurv.numeric.pair_records import pair_run, predict
 from crosscurv.numeric.pattern_search import best_per_depth, local_descent, search
 from crosscurv.numeric.pattern_search_certify import front_candidates
@@ -137,7 +137,9 @@ def test_best_per_depth_is_exact_on_a_large_space_with_near_ties(seed):
 def test_search_certifies_its_front_with_advise_errors_and_decisions():
     """The certification along the search's JC run gives each named pattern advise's embedded error
     (to rounding: advise's estimate is its own state, the search's the per-pair sum) and advise's
-    decision between each budget's best and runner-up."""
+    certificate between each budget's best and runner-up (its factor and look-back)."""
+    from crosscurv.numeric.certificate import REMAINDER_WINDOW, advice_next_orders, certify_best
+
     task, lr, K = _task(3), 0.05, 4
     res = advise(task, lr, K, search="stages")
     names = ["jc"] + [n for n in front_candidates(res.front)]
@@ -149,9 +151,11 @@ def test_search_certifies_its_front_with_advise_errors_and_decisions():
             continue
         for n, err in ((row["best"], row["error"]), (row["runner_up"], row["runner_up_error"])):
             assert err == pytest.approx(last["errors"][n], rel=1e-9, abs=1e-15)
-        d = decide({n: last["estimates"][n] for n in (row["best"], row["runner_up"])},
-                   {n: last["errors"][n] for n in (row["best"], row["runner_up"])})
-        assert row["certified"] == (d["certified"] and d["best"] == row["best"])
+        two = (row["best"], row["runner_up"])
+        window = [{n: r["errors"][n] for n in two} for r in adv.per_iteration[-REMAINDER_WINDOW:]]
+        v = certify_best({n: last["estimates"][n] for n in two},
+                         advice_next_orders(window, {}, K), True)
+        assert row["certified"] == (v["certified"] and v["best"] == row["best"])
         checked += 1
     assert checked >= 2 and any(r["certified"] for r in res.front)
     assert "over 13 patterns (stages:3)" in res.recommendation
