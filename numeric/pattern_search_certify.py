@@ -25,8 +25,9 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
   :data:`crosscurv.numeric.certificate.REMAINDER_WINDOW` iterations (advise's certificate between
   two candidates, :func:`crosscurv.numeric.certificate.certify_best`), and both gates hold (the
   one-step check runs only where some budget's margin exceeds that: elsewhere it could withdraw no
-  certificate). Unlike advise, the search does not carry the first step's error along the run
-  (its JC-only states are the per-pair sums).
+  certificate). Each pattern's error includes the exact first step's error carried along the run,
+  as advise's (the pattern's own JC-only state then carried beside it, one product each per
+  iteration, only while that error is).
 
 Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared by the
 named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k`` and one
@@ -102,11 +103,18 @@ def _sharpness(state: dict, point, theta, seed: int) -> float:
 
 
 def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
-    """The embedded-pair errors of ``cands`` at every ``k`` (module docstring) along the JC run and
-    its sharpness: ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``."""
+    """The errors of ``cands`` at every ``k`` (module docstring) along the JC run and its sharpness:
+    ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``; ``error^k`` is the larger
+    of the embedded pair's and the exact first step's error carried along the run, as advise's
+    (:class:`crosscurv.numeric.advice_steps.PlainSteps`: the JC-only state ``y`` and ``e`` carried
+    for a pattern while ``e`` is)."""
+    from .advice_steps import PlainSteps
+    from .certificate import REMAINDER_WINDOW
+    from .estimates import propagate
     from .steps import block_keys
 
     keys = block_keys(task)
+    carried: dict = {}  # name: (y, e) while the first step's error is carried
     sources, K, lr2 = column_sources(cands, keys), records.iters, lr * lr
     pl = pair_list(task.n_blocks)
     rows_of = {c.name: np.array([[p in c.pattern.pairs for p in pl]]) for c in cands}
@@ -121,17 +129,33 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
         sharp = _sharpness(state, point, theta, seed)
         cols = column_products(point, keys, g, sources)
         mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
-        if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0
+        first: dict = {}
+        for name, (y, e) in list(carried.items()):  # P(y + e) - P(y) and both states' steps
+            hs = dict(point.products([("y", lambda: y), ("e", lambda: e)]))
+            first[name] = float(tree.dot(g, e) + tree.dot(y, hs["e"]) + 0.5 * tree.dot(e, hs["e"]))
+            if not last:
+                yn = propagate(y, hs["y"], None, lr)
+                carried[name] = ({n: yn[n] + lr2 * mgs[name][n] for n in yn},
+                                 propagate(e, hs["e"], None, lr))
+            del hs
+        if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0; y_1, e_1 (advise's)
             for c in cands:
                 u = masked(point, c, keys, {n: g[n] - lr * mgs[c.name][n] for n in g})
                 yh[c.name] = {n: lr2 * u[n] for n in g}
+                y1 = {n: lr2 * mgs[c.name][n] for n in g}
+                e1 = PlainSteps._first_error(task, theta, c, g, y1, lr)
+                if any(bool(t.any()) for t in e1.values()):
+                    carried[c.name] = (y1, e1)
         point.release()
         del point
         for c in cands if k else ():
             at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            errors[c.name].append(abs(cor - float(records.predict(rows_of[c.name], k)[0])))
+            pair = abs(cor - float(records.predict(rows_of[c.name], k)[0]))
+            errors[c.name].append(max(pair, abs(first.get(c.name, 0.0))))
+            if c.name in first and k > REMAINDER_WINDOW and abs(first[c.name]) <= pair:
+                del carried[c.name]  # within the pair's error: no longer carried
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

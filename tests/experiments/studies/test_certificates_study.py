@@ -295,3 +295,22 @@ def test_a_first_step_error_that_persists_keeps_advise_from_a_wrong_certificate(
     assert abs(actual[0]) > 1e3 * embedded[0]  # the pair misses the first step's error ...
     assert rows[0]["errors"]["gs"] == pytest.approx(abs(actual[0]), rel=1e-3)  # ... e_1 has it
     assert all(rows[k]["errors"]["gs"] > 3 * embedded[k] for k in range(1, 10))  # and carries it
+
+
+def test_the_pattern_search_carries_the_first_steps_error_as_advise_does():
+    """softmax_regression at 0.3 / lambda_max, K = 10: the search's error for each named pattern is
+    advise's (the first step's error carried included, which exceeds the embedded pair's here)."""
+    from crosscurv.numeric.advice import advise
+
+    task = zoo_problem("softmax_regression").task(0)
+    lr, K = 0.3 / lambda_max0(task), 10
+    res = advise(task, lr, K, search="orders")
+    got = {}
+    for r in res.front:
+        if r["stages"] > 1:
+            got.update({r["best"]: r["error"], r["runner_up"]: r["runner_up_error"]})
+    assert set(got) == {"gs:1,2", "gs:2,1"}  # gs:1,2 is gs: W, then b
+    last = advise(task, lr, K, ["jc", *got]).per_iteration[-1]
+    for name, err in got.items():
+        assert err == pytest.approx(last["errors"][name], rel=1e-9), name
+    assert got["gs:1,2"] > 3 * abs(last["corrected"]["gs:1,2"] - last["estimates"]["gs:1,2"])
