@@ -34,7 +34,8 @@ from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_sche
 from .point import PointCurvature
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
-           "PlainSteps", "OptimizerSteps", "advice_steps"]
+           "first_step_error", "first_step_effect", "keeps_first", "PlainSteps", "OptimizerSteps",
+           "advice_steps"]
 
 
 @dataclass
@@ -81,6 +82,39 @@ def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
     return masked_from_columns(cand, keys, cols, v)
 
 
+def first_step_error(task, theta: Mapping, c: PatternCandidate, g: Mapping, y1: Mapping,
+                     lr: float) -> dict | None:
+    """``e_1 = Delta^1 - y_1`` by one exact ``S`` step from ``theta^0`` (``y1`` the JC-only state
+    after the first step); ``None`` where its effect ``g . e_1`` is within the rounding of the two
+    steps' coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 first step: rounding, not a dropped
+    order)."""
+    from .steps import scheme_step
+
+    with torch.no_grad():
+        s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+    e = {n: (s1[n] - (theta[n] - lr * g[n])) - y1[n] for n in g}
+    eps = torch.finfo(next(iter(theta.values())).dtype).eps
+    floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
+                                for n in theta))
+    return e if abs(float(tree.dot(g, e))) > floor else None
+
+
+def first_step_effect(point, g: Mapping, y: Mapping, e: Mapping) -> tuple:
+    """``(P(y + e) - P(y), H y, H e)`` at ``point``: ``g . e + y . H e + 1/2 e . H e``, the two
+    products built together."""
+    hs = dict(point.products([("y", lambda: y), ("e", lambda: e)]))
+    hy, he = hs["y"], hs["e"]
+    return float(tree.dot(g, e) + tree.dot(y, he) + 0.5 * tree.dot(e, he)), hy, he
+
+
+def keeps_first(k: int, effect: float, embedded: float) -> bool:
+    """Whether the first step's error is still carried after iteration ``k``: dropped from the first
+    ``k`` past the certificate's look-back where its effect is within the embedded pair's error."""
+    from .certificate import REMAINDER_WINDOW
+
+    return not (k > REMAINDER_WINDOW and abs(effect) <= embedded)
+
+
 class PlainSteps:
     """The paper's steps ``theta - eta g``: the JC-only estimate, its embedded pair (``yhat`` per
     candidate) and its first step's error carried along the run (``first`` per candidate).
@@ -111,22 +145,6 @@ class PlainSteps:
     #: theirs is certified at any ``k``): no ``e`` carried
     withdrawn: frozenset = frozenset()
 
-    @staticmethod
-    def _first_error(task, theta: Mapping, c: PatternCandidate, g: Mapping, y1: Mapping,
-                     lr: float) -> dict:
-        """``e_1 = Delta^1 - y_1`` by one exact ``S`` step from ``theta^0``; zeros where its effect
-        ``g . e_1`` is within the rounding of the two steps' coordinates, ``2 eps sum |g_i|
-        |theta_i|`` (a float32 first step: rounding, not a dropped order)."""
-        from .steps import scheme_step
-
-        with torch.no_grad():
-            s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-        e = {n: (s1[n] - (theta[n] - lr * g[n])) - y1[n] for n in g}
-        eps = torch.finfo(next(iter(theta.values())).dtype).eps
-        floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
-                                    for n in theta))
-        return e if abs(float(tree.dot(g, e))) > floor else tree.zeros_like(g)
-
     def vectors(self) -> dict:
         """The checkpoint's vectors: ``yhat:CANDIDATE`` and ``first:CANDIDATE``."""
         out = {f"yhat:{n}": v for n, v in self.yhat.items()}
@@ -142,8 +160,6 @@ class PlainSteps:
         """Every candidate's ``(estimate, error, corrected, eta^2 C_S)`` at ``theta_JC^k``, and the
         steps of its ``y`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``); releases ``point``
         before the ``theta_hat`` points are built."""
-        from .certificate import REMAINDER_WINDOW
-
         lr2 = lr * lr
         yh = self.yhat
         cols = column_products(point, keys, g, sources) if active else {}
@@ -158,10 +174,7 @@ class PlainSteps:
             if k >= 1:
                 y, e = ys[c.name], self.first[c.name]
                 if any(bool(t.any()) for t in e.values()):  # e still carried
-                    hs = dict(point.products([("y", lambda: y), ("e", lambda: e)]))
-                    hy, he = hs.pop("y"), hs.pop("e")
-                    firsts[c.name] = float(tree.dot(g, e) + tree.dot(y, he)
-                                           + 0.5 * tree.dot(e, he))
+                    firsts[c.name], hy, he = first_step_effect(point, g, y, e)
                     if not last:
                         self.first[c.name] = propagate(e, he, None, lr)
                     del he
@@ -178,8 +191,10 @@ class PlainSteps:
                 if k == 0:
                     u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
                     yh[c.name] = {n: lr2 * u[n] for n in g}
-                    if c.name not in self.withdrawn:
-                        self.first[c.name] = self._first_error(task, theta, c, g, ys[c.name], lr)
+                    e1 = (None if c.name in self.withdrawn
+                          else first_step_error(task, theta, c, g, ys[c.name], lr))
+                    if e1 is not None:
+                        self.first[c.name] = e1
             del hy
         point.release()
         del point
@@ -193,8 +208,8 @@ class PlainSteps:
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
             vals[c.name] = (est, max(abs(cor - est), abs(firsts[c.name])), cor, one)
-            if k > REMAINDER_WINDOW and abs(firsts[c.name]) <= abs(cor - est):
-                self.first[c.name] = tree.zeros_like(g)  # within the pair's error: dropped
+            if not keeps_first(k, firsts[c.name], abs(cor - est)):
+                self.first[c.name] = tree.zeros_like(g)
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

@@ -106,10 +106,9 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     """The errors of ``cands`` at every ``k`` (module docstring) along the JC run and its sharpness:
     ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``; ``error^k`` is the larger
     of the embedded pair's and the exact first step's error carried along the run, as advise's
-    (:class:`crosscurv.numeric.advice_steps.PlainSteps`: the JC-only state ``y`` and ``e`` carried
-    for a pattern while ``e`` is)."""
-    from .advice_steps import PlainSteps
-    from .certificate import REMAINDER_WINDOW
+    (:func:`crosscurv.numeric.advice_steps.first_step_effect`: the JC-only state ``y`` and ``e``
+    carried for a pattern while ``e`` is)."""
+    from .advice_steps import first_step_effect, first_step_error, keeps_first
     from .estimates import propagate
     from .steps import block_keys
 
@@ -131,20 +130,19 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
         mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
         first: dict = {}
         for name, (y, e) in list(carried.items()):  # P(y + e) - P(y) and both states' steps
-            hs = dict(point.products([("y", lambda: y), ("e", lambda: e)]))
-            first[name] = float(tree.dot(g, e) + tree.dot(y, hs["e"]) + 0.5 * tree.dot(e, hs["e"]))
+            first[name], hy, he = first_step_effect(point, g, y, e)
             if not last:
-                yn = propagate(y, hs["y"], None, lr)
+                yn = propagate(y, hy, None, lr)
                 carried[name] = ({n: yn[n] + lr2 * mgs[name][n] for n in yn},
-                                 propagate(e, hs["e"], None, lr))
-            del hs
+                                 propagate(e, he, None, lr))
+            del hy, he
         if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0; y_1, e_1 (advise's)
             for c in cands:
                 u = masked(point, c, keys, {n: g[n] - lr * mgs[c.name][n] for n in g})
                 yh[c.name] = {n: lr2 * u[n] for n in g}
                 y1 = {n: lr2 * mgs[c.name][n] for n in g}
-                e1 = PlainSteps._first_error(task, theta, c, g, y1, lr)
-                if any(bool(t.any()) for t in e1.values()):
+                e1 = first_step_error(task, theta, c, g, y1, lr)
+                if e1 is not None:
                     carried[c.name] = (y1, e1)
         point.release()
         del point
@@ -154,8 +152,8 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
             pair = abs(cor - float(records.predict(rows_of[c.name], k)[0]))
             errors[c.name].append(max(pair, abs(first.get(c.name, 0.0))))
-            if c.name in first and k > REMAINDER_WINDOW and abs(first[c.name]) <= pair:
-                del carried[c.name]  # within the pair's error: no longer carried
+            if c.name in first and not keeps_first(k, first[c.name], pair):
+                del carried[c.name]
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]
