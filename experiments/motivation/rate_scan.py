@@ -108,11 +108,13 @@ def render(rows: Sequence[dict], command: str, preset: str, panel: str = "mlp") 
     ])
 
 
-def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str,
-             preset: str = "default", command: str = "", panel: str = "mlp",
+def run_scan(rates: Sequence[float] | None = None, seeds: Sequence[int] = (0,), out: str = "",
+             report: str = "", preset: str = "default", command: str = "", panel: str = "mlp",
              model: str | None = None) -> list[dict]:
-    """Train (or resume) every run, write ``report`` and return the rows (module docstring);
-    ``model``: local T5 weights for the lora panel (as ``crosscurv motivation --model``)."""
+    """Train (or resume) every run, write ``report`` and return the rows (module docstring), with
+    the command's defaults: ``rates`` ``None`` the panel's :data:`DEFAULT_RATES`, seed 0;
+    ``out`` the run folder and ``report`` the Markdown file (both required); ``model``: local T5
+    weights for the lora panel (as ``crosscurv motivation --model``)."""
     import torch
 
     from crosscurv.experiments.motivation.presets import panel_settings
@@ -122,6 +124,10 @@ def run_scan(rates: Sequence[float], seeds: Sequence[int], out: str, report: str
 
     if panel not in IMPLEMENTATIONS:
         raise InputError(f"unknown panel {panel!r} (panels: {', '.join(IMPLEMENTATIONS)})")
+    if not out or not report:
+        raise InputError("a rate scan needs a run folder (out) and a report file (report)")
+    if rates is None:
+        rates = DEFAULT_RATES[panel]
     if model is not None and panel != "lora":
         raise InputError("a model (T5 weights) needs the lora panel")
     if not rates or not seeds or any(not (x > 0 and math.isfinite(x)) for x in rates):

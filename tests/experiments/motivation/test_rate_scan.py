@@ -70,3 +70,25 @@ def test_the_fl_panel_names_its_own_implementations_and_an_unknown_panel_is_refu
         run_scan([0.01], [0], str(tmp_path), str(tmp_path / "r.md"), panel="resnet")
     with pytest.raises(InputError, match="needs the lora panel"):
         run_scan([0.01], [0], str(tmp_path), str(tmp_path / "r.md"), panel="fl", model="t5")
+
+
+def test_the_python_api_takes_the_commands_defaults(tmp_path, monkeypatch):
+    """``run_scan`` without rates or seeds scans the panel's default rates at seed 0, as the
+    command does; without a folder or report it refuses in one line."""
+    import pytest
+
+    from crosscurv.experiments.motivation import rate_scan as mod
+    from crosscurv.experiments.motivation import runner
+    from crosscurv.theory.errors import InputError
+
+    ran = []
+    sim = [2.0, 1.8, 1.6]
+    monkeypatch.setattr(runner, "run_panel", lambda panel, settings, seed, run_dir, **kw:
+                        ran.append((panel, settings["optimizer"]["lr"], seed)))
+    monkeypatch.setattr(runner, "load_run", lambda run_dir: {
+        "records": _records([1.9, 1.7, 1.5], sim), "summary": {}})
+    rows = mod.run_scan(out=str(tmp_path / "runs"), report=str(tmp_path / "r.md"), panel="fl")
+    assert [lr for _, lr, _ in ran] == list(mod.DEFAULT_RATES["fl"])
+    assert {seed for *_, seed in ran} == {0} and len(rows) == len(mod.DEFAULT_RATES["fl"])
+    with pytest.raises(InputError, match="needs a run folder"):
+        mod.run_scan([0.01])
