@@ -21,22 +21,25 @@ Against the JC-only state this keeps the full gradient difference ``g_S - g_JC``
 its third-derivative part), ``M_S`` at the ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta
 M_S^2 g`` term; the loss difference is the trapezoid rule along ``theta_JC^k -> theta_hat^k``. Not
 kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
-per step like the kept ones. Where the gradient is largest, at the first step, that term can exceed
-everything the pair measures and persist along the run; so the first step is taken exactly (one
-scheme step from ``theta^0``) and its error carried by the JC-only recursion::
+per step like the kept ones, which on a loss with large third derivatives (an exponential link, a
+softplus) exceeds everything the pair measures at every step, and adds up along the run. So the
+local error of the JC-only forcing is measured: every ``M`` iterations
+(:data:`crosscurv.numeric.advice_steps.STEP_ERROR_EVERY`, from ``k = 0``) one exact scheme step
+of each candidate from ``theta_JC^k`` gives ``r_k = (theta_S^+ - theta_JC^+) - eta^2 M_S g_JC^k``
+(all of Lemma 1's dropped terms), held in proportion to ``||M_S g||`` until the next measurement,
+and carried by the JC-only recursion::
 
-    e_1 = Delta^1 - y_1   (Delta^1 = theta_S^1 - theta_JC^1),   e_{k+1} = (I - eta H_JC^k) e_k,
-    first_S^k = P(y_k + e_k) - P(y_k) = g_JC^k . e_k + y_k . H_JC^k e_k + 1/2 e_k . H_JC^k e_k,
+    e_0 = 0,   e_{k+1} = (I - eta H_JC^k) e_k + ||M_S g_JC^k|| r_m / ||M_S g_JC^m||   (m: the last
+    measurement, m <= k),
+    effect_S^k = P(y_k + e_k) - P(y_k) = g_JC^k . e_k + y_k . H_JC^k e_k + 1/2 e_k . H_JC^k e_k,
 
-and the error is ``error_S^k = max(embedded_S^k, |first_S^k|)`` (one more product per candidate and
-iteration while ``e`` is carried). ``e`` is not carried where the one-step check finds the first
-step outside the expansion (nothing is certified then), where ``|g . e_1|`` is within the rounding
-of the two steps' coordinates (a float32 first step), nor past the certificate's look-back once
-``|first_S^k|`` falls within the embedded error. On a quadratic loss (no third derivative)
-``corrected`` is exact up to ``O(eta^3)`` per step and ``embedded`` is the error of the JC-only
-estimate to leading order (``tests/numeric/test_advice.py``); on non-quadratic losses the dropped
-term can dominate later steps too, and ``error`` then *underestimates* the actual error
-(docs/advise.md): an estimate of the first neglected terms, not a bound.
+and the error is ``error_S^k = max(embedded_S^k, |effect_S^k|)`` (one more product per candidate
+and iteration, one scheme step per candidate every ``M``). ``e`` is not carried where the one-step
+check finds the first step outside the expansion (nothing is certified then), nor where ``|g . r|``
+is within the rounding of the two steps' coordinates (float32 steps). On a quadratic loss (no third
+derivative) ``corrected`` is exact up to ``O(eta^3)`` per step and ``embedded`` is the error of the
+JC-only estimate to leading order (``tests/numeric/test_advice.py``); elsewhere ``error`` is an
+estimate of the first neglected terms, not a bound (docs/advise.md).
 
 One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap
 from the JC point (:func:`crosscurv.numeric.steps.scheme_step`,
@@ -447,8 +450,8 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
         body.check0 = (one_step_check(task, cands, tree.clone(task.params), lr, 0, engine.method)
                        if active and checks and rule.checks else {})
         check_s = time.perf_counter() - t_check
-        rule.withdrawn = frozenset(n for n, v in first_step_remainders([body.check0]).items()
-                                   if math.isinf(v))
+    rule.withdrawn = frozenset(n for n, v in first_step_remainders([body.check0 or {}]).items()
+                               if math.isinf(v))
     out = run.execute(body, start, done, task.device)
     first = first_step_orders([body.check0 or {}], run.records[0]["estimates"] if run.records
                               else {})

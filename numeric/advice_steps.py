@@ -34,8 +34,8 @@ from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_sche
 from .point import PointCurvature
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
-           "first_step_error", "first_step_effect", "keeps_first", "PlainSteps", "OptimizerSteps",
-           "advice_steps"]
+           "STEP_ERROR_EVERY", "step_error", "error_effect", "carried", "PlainSteps",
+           "OptimizerSteps", "advice_steps"]
 
 
 @dataclass
@@ -82,24 +82,35 @@ def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
     return masked_from_columns(cand, keys, cols, v)
 
 
-def first_step_error(task, theta: Mapping, c: PatternCandidate, g: Mapping, y1: Mapping,
-                     lr: float) -> dict | None:
-    """``e_1 = Delta^1 - y_1`` by one exact ``S`` step from ``theta^0`` (``y1`` the JC-only state
-    after the first step); ``None`` where its effect ``g . e_1`` is within the rounding of the two
-    steps' coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 first step: rounding, not a dropped
-    order)."""
+#: iterations between two measurements of a candidate's local error (:func:`step_error`); the
+#: error measured at ``k`` is held until the next one (reports/certificates.md measures the choice)
+STEP_ERROR_EVERY = 5
+
+
+def step_error(task, theta: Mapping, c: PatternCandidate, g: Mapping, mg: Mapping,
+               lr: float) -> dict | None:
+    """The local error of the JC-only forcing at ``theta`` per unit of forcing: ``r / ||M_S g||``
+    with ``r = (theta_S^+ - theta_JC^+) - eta^2 M_S g`` by one exact ``S`` step from ``theta``
+    (``theta^+`` a scheme's step from ``theta``, ``mg`` ``M_S g`` there): Lemma 1's dropped terms
+    of order ``eta^3`` and above. ``None`` where ``g . r`` is within the rounding of the two steps'
+    coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 step: rounding, not a dropped order), or
+    ``M_S g = 0``."""
     from .steps import scheme_step
 
     with torch.no_grad():
         s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-    e = {n: (s1[n] - (theta[n] - lr * g[n])) - y1[n] for n in g}
+    lr2 = lr * lr
+    e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] for n in g}
     eps = torch.finfo(next(iter(theta.values())).dtype).eps
     floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
                                 for n in theta))
-    return e if abs(float(tree.dot(g, e))) > floor else None
+    size = float(tree.norm(mg))
+    if not abs(float(tree.dot(g, e))) > floor or not size > 0:
+        return None
+    return {n: v / size for n, v in e.items()}
 
 
-def first_step_effect(point, g: Mapping, y: Mapping, e: Mapping) -> tuple:
+def error_effect(point, g: Mapping, y: Mapping, e: Mapping) -> tuple:
     """``(P(y + e) - P(y), H y, H e)`` at ``point``: ``g . e + y . H e + 1/2 e . H e``, the two
     products built together."""
     hs = dict(point.products([("y", lambda: y), ("e", lambda: e)]))
@@ -107,24 +118,27 @@ def first_step_effect(point, g: Mapping, y: Mapping, e: Mapping) -> tuple:
     return float(tree.dot(g, e) + tree.dot(y, he) + 0.5 * tree.dot(e, he)), hy, he
 
 
-def keeps_first(k: int, effect: float, embedded: float) -> bool:
-    """Whether the first step's error is still carried after iteration ``k``: dropped from the first
-    ``k`` past the certificate's look-back where its effect is within the embedded pair's error."""
-    from .certificate import REMAINDER_WINDOW
-
-    return not (k > REMAINDER_WINDOW and abs(effect) <= embedded)
+def carried(e: Mapping | None, he: Mapping | None, unit: Mapping | None, mg: Mapping,
+            lr: float) -> dict | None:
+    """``e_{k+1} = (I - eta H_k) e_k + ||M_S g_k|| unit``: the local error held from its last
+    measurement in proportion to the forcing it corrects (``None``: nothing carried; ``e``
+    ``None`` is 0, ``unit`` ``None`` adds nothing)."""
+    r = None if unit is None else tree.scale(unit, float(tree.norm(mg)))
+    if e is None:
+        return r
+    out = propagate(e, he, None, lr)
+    return out if r is None else {n: out[n] + r[n] for n in out}
 
 
 class PlainSteps:
     """The paper's steps ``theta - eta g``: the JC-only estimate, its embedded pair (``yhat`` per
-    candidate) and its first step's error carried along the run (``first`` per candidate).
+    candidate) and the local errors of its forcing carried along the run (``error`` per candidate).
 
-    ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``). ``first``:
-    ``{candidate: tree}``, ``e_k = Phi_{k,1} (Delta^1 - y_1)``: the JC-only state's error after the
-    exact first step (``Delta^1 = theta_S^1 - theta_JC^1`` by one exact scheme step from
-    ``theta^0``), propagated by the same linear recursion as ``y`` (zeros until ``k = 1``, and
-    from the first ``k`` past the certificate's look-back where its effect is within the embedded
-    pair's error: dropped, no more products).
+    ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``). ``error``:
+    ``{candidate: tree or None}``, ``e_k``: the JC-only state's error from the local errors ``r``
+    (:func:`step_error`) measured at ``k = 0, M, 2M, ...`` (``M`` :data:`STEP_ERROR_EVERY`), each
+    held until the next, ``e_{k+1} = (I - eta H_k) e_k + r`` (``None`` while nothing is carried);
+    ``local``: ``{candidate: tree or None}`` the ``r`` held.
     """
 
     checks = True
@@ -132,70 +146,69 @@ class PlainSteps:
 
     def __init__(self):
         self.yhat: dict = {}
-        self.first: dict = {}
+        self.error: dict = {}
+        self.local: dict = {}
 
     def settings(self) -> dict:
-        return {}
+        return {"step_error_every": STEP_ERROR_EVERY}
 
     def start(self, like: Mapping, names: Sequence[str]) -> None:
         self.yhat = {n: tree.zeros_like(like) for n in names}
-        self.first = {n: tree.zeros_like(like) for n in names}
+        self.error = {n: None for n in names}
+        self.local = {n: None for n in names}
 
     #: candidates whose first step the one-step check finds outside the expansion (nothing of
     #: theirs is certified at any ``k``): no ``e`` carried
     withdrawn: frozenset = frozenset()
 
     def vectors(self) -> dict:
-        """The checkpoint's vectors: ``yhat:CANDIDATE`` and ``first:CANDIDATE``."""
+        """The checkpoint's vectors: ``yhat:CANDIDATE``, and ``error:CANDIDATE`` and
+        ``local:CANDIDATE`` where they are carried."""
         out = {f"yhat:{n}": v for n, v in self.yhat.items()}
-        out.update({f"first:{n}": v for n, v in self.first.items()})
+        for kind, d in (("error", self.error), ("local", self.local)):
+            out.update({f"{kind}:{n}": v for n, v in d.items() if v is not None})
         return out
 
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
         self.yhat = {n: vec[f"yhat:{n}"] for n in names}
-        self.first = {n: vec[f"first:{n}"] for n in names}
+        self.error = {n: vec.get(f"error:{n}") for n in names}
+        self.local = {n: vec.get(f"local:{n}") for n in names}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
                   last) -> dict:
         """Every candidate's ``(estimate, error, corrected, eta^2 C_S)`` at ``theta_JC^k``, and the
-        steps of its ``y`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``); releases ``point``
-        before the ``theta_hat`` points are built."""
+        steps of its ``y`` and ``e`` (at ``theta_JC^k``) and ``yhat`` (at ``theta_hat^k``);
+        releases ``point`` before the ``theta_hat`` points are built."""
         lr2 = lr * lr
         yh = self.yhat
         cols = column_products(point, keys, g, sources) if active else {}
         vals: dict = {jc_name: (0.0, 0.0, 0.0, 0.0)}
         mgs: dict = {}
-        firsts: dict = {}
-        # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step; the first
-        # step's error e and its effect on the estimate, P(y + e) - P(y)
+        effects: dict = {}
+        # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step; the carried
+        # error e, its effect on the estimate P(y + e) - P(y) and its step
         for c in active:
             mg = mgs[c.name] = masked_from_columns(c, keys, cols, g)
             one = lr2 * float(tree.dot(g, mg))
-            if k >= 1:
-                y, e = ys[c.name], self.first[c.name]
-                if any(bool(t.any()) for t in e.values()):  # e still carried
-                    firsts[c.name], hy, he = first_step_effect(point, g, y, e)
-                    if not last:
-                        self.first[c.name] = propagate(e, he, None, lr)
-                    del he
-                else:
-                    hy, firsts[c.name] = point.hvp(y), 0.0
-                est = float(quadratic_from_linear(tree.dot(g, y), y, hy))
+            y, e, he = ys[c.name], self.error.get(c.name), None
+            if k >= 1 and e is not None:
+                effects[c.name], hy, he = error_effect(point, g, y, e)
             else:
-                hy, est = tree.zeros_like(g), 0.0
+                hy, effects[c.name] = (point.hvp(y) if k else tree.zeros_like(g)), 0.0
+            est = float(quadratic_from_linear(tree.dot(g, y), y, hy)) if k else 0.0
             vals[c.name] = (est, one)
             if not last:
-                y = propagate(ys[c.name], hy, None, lr)
+                y = propagate(y, hy, None, lr)
                 ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
+                if c.name not in self.withdrawn:
+                    if k % STEP_ERROR_EVERY == 0:
+                        self.local[c.name] = step_error(task, theta, c, g, mg, lr)
+                    self.error[c.name] = carried(e, he, self.local[c.name], mg, lr)
                 # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
                 if k == 0:
                     u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
                     yh[c.name] = {n: lr2 * u[n] for n in g}
-                    e1 = (None if c.name in self.withdrawn
-                          else first_step_error(task, theta, c, g, ys[c.name], lr))
-                    if e1 is not None:
-                        self.first[c.name] = e1
-            del hy
+            del hy, he
         point.release()
         del point
         # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
@@ -207,9 +220,7 @@ class PlainSteps:
             at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            vals[c.name] = (est, max(abs(cor - est), abs(firsts[c.name])), cor, one)
-            if not keeps_first(k, firsts[c.name], abs(cor - est)):
-                self.first[c.name] = tree.zeros_like(g)
+            vals[c.name] = (est, max(abs(cor - est), abs(effects[c.name])), cor, one)
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

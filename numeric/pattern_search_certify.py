@@ -25,16 +25,15 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
   :data:`crosscurv.numeric.certificate.REMAINDER_WINDOW` iterations (advise's certificate between
   two candidates, :func:`crosscurv.numeric.certificate.certify_best`), and both gates hold (the
   one-step check runs only where some budget's margin exceeds that: elsewhere it could withdraw no
-  certificate). Each pattern's error includes the exact first step's error carried along the run,
-  as advise's (the pattern's own JC-only state then carried beside it, one product each per
-  iteration, only while that error is).
+  certificate). Each pattern's error includes the local errors of its forcing measured by exact
+  scheme steps and carried along the run, as advise's (the pattern's own JC-only state carried
+  beside it, one product each per iteration).
 
 Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared by the
-named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k`` and one
-product per fresh block; plus the one-step checks at ``theta^0``. Against advising the named
-patterns as candidates it saves each one's JC-only state (one product per pattern and iteration) and
-the pair sums make the estimates; the one-step checks (third derivatives, about a third of the
-certification on the smoke MLP) are skipped where nothing could be certified.
+named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k``, one
+product per fresh block, the products of its JC-only state and carried error, and every
+:data:`crosscurv.numeric.advice_steps.STEP_ERROR_EVERY` iterations one exact scheme step; plus the
+one-step checks at ``theta^0`` (third derivatives), skipped where nothing could be certified.
 """
 
 from __future__ import annotations
@@ -105,20 +104,22 @@ def _sharpness(state: dict, point, theta, seed: int) -> float:
 def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     """The errors of ``cands`` at every ``k`` (module docstring) along the JC run and its sharpness:
     ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``; ``error^k`` is the larger
-    of the embedded pair's and the exact first step's error carried along the run, as advise's
-    (:func:`crosscurv.numeric.advice_steps.first_step_effect`: the JC-only state ``y`` and ``e``
-    carried for a pattern while ``e`` is)."""
-    from .advice_steps import first_step_effect, first_step_error, keeps_first
+    of the embedded pair's and the effect of the local errors carried along the run, as advise's
+    (:class:`crosscurv.numeric.advice_steps.PlainSteps`: each pattern's JC-only state ``y`` and
+    error ``e`` carried beside it)."""
+    from .advice_steps import STEP_ERROR_EVERY, carried, error_effect, step_error
     from .estimates import propagate
     from .steps import block_keys
 
     keys = block_keys(task)
-    carried: dict = {}  # name: (y, e) while the first step's error is carried
     sources, K, lr2 = column_sources(cands, keys), records.iters, lr * lr
     pl = pair_list(task.n_blocks)
     rows_of = {c.name: np.array([[p in c.pattern.pairs for p in pl]]) for c in cands}
     theta = tree.clone(task.params)
     yh = {c.name: tree.zeros_like(theta) for c in cands}
+    ys = {c.name: tree.zeros_like(theta) for c in cands}  # the JC-only states
+    es: dict = {c.name: None for c in cands}  # their errors e, None while nothing is carried
+    local: dict = {}  # the local error r held
     errors: dict = {c.name: [] for c in cands}
     gate_rows, state = [], {}
     for k in range(K + 1):
@@ -128,22 +129,24 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
         sharp = _sharpness(state, point, theta, seed)
         cols = column_products(point, keys, g, sources)
         mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
-        first: dict = {}
-        for name, (y, e) in list(carried.items()):  # P(y + e) - P(y) and both states' steps
-            first[name], hy, he = first_step_effect(point, g, y, e)
+        effect: dict = {}
+        for c in cands:  # P(y + e) - P(y) and both states' steps
+            y, e, he = ys[c.name], es[c.name], None
+            if e is not None:
+                effect[c.name], hy, he = error_effect(point, g, y, e)
+            else:
+                hy = point.hvp(y) if k else tree.zeros_like(g)
             if not last:
                 yn = propagate(y, hy, None, lr)
-                carried[name] = ({n: yn[n] + lr2 * mgs[name][n] for n in yn},
-                                 propagate(e, he, None, lr))
+                ys[c.name] = {n: yn[n] + lr2 * mgs[c.name][n] for n in yn}
+                if k % STEP_ERROR_EVERY == 0:
+                    local[c.name] = step_error(task, theta, c, g, mgs[c.name], lr)
+                es[c.name] = carried(e, he, local[c.name], mgs[c.name], lr)
             del hy, he
-        if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0; y_1, e_1 (advise's)
+        if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0
             for c in cands:
                 u = masked(point, c, keys, {n: g[n] - lr * mgs[c.name][n] for n in g})
                 yh[c.name] = {n: lr2 * u[n] for n in g}
-                y1 = {n: lr2 * mgs[c.name][n] for n in g}
-                e1 = first_step_error(task, theta, c, g, y1, lr)
-                if e1 is not None:
-                    carried[c.name] = (y1, e1)
         point.release()
         del point
         for c in cands if k else ():
@@ -151,9 +154,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
             pair = abs(cor - float(records.predict(rows_of[c.name], k)[0]))
-            errors[c.name].append(max(pair, abs(first.get(c.name, 0.0))))
-            if c.name in first and not keeps_first(k, first[c.name], pair):
-                del carried[c.name]
+            errors[c.name].append(max(pair, abs(effect.get(c.name, 0.0))))
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

@@ -9,7 +9,20 @@ it (:data:`crosscurv.experiments.problems.zoo.BEYOND`).
 * ``rosenbrock``: the Rosenbrock function in 6 variables, three blocks of 2 (a curved valley);
 * ``huber_regression``: Huber-loss linear regression with heavy-tailed noise, two blocks of 4
   (piecewise, with a continuous second derivative almost everywhere);
-* ``gelu_net``: a 3-5-5-2 GELU network without biases, one block per layer.
+* ``gelu_net``: a 3-5-5-2 GELU network without biases, one block per layer;
+* ``poisson_regression``: Poisson regression (log link) on 40 examples of 6 features, blocks
+  ``w1``, ``w2`` (3 weights each) and the bias ``b`` (curvature growing exponentially);
+* ``layernorm_net``: a 4-6-6-1 tanh network with layer normalisation before each activation,
+  one block per layer (scale invariance: flat directions);
+* ``residual_net``: three residual tanh blocks of width 4, ``h <- h + tanh(h R_i^T)``, one block
+  each;
+* ``conv_net``: a 1-D convolution (3 filters of 5 taps, softplus) and a linear head, blocks ``K``
+  and ``V`` (shared weights);
+* ``phase_retrieval``: ``1/4 mean(((a_i . x)^2 - y_i)^2)`` in 9 unknowns, three blocks of 3 (a
+  quartic with a sign symmetry);
+* ``heteroscedastic``: the Gaussian likelihood of a linear model with a learned log-variance,
+  blocks ``w`` (4) and ``s`` (1), coupled through ``exp(-s)``;
+* ``deep_tanh6``: a 3-4-4-4-4-2 tanh network without biases, five blocks (one per layer).
 
 Every factory takes ``seed`` and draws from ``numpy.random.default_rng(seed)`` only.
 """
@@ -22,7 +35,8 @@ from crosscurv.experiments.problems.problem import DTYPE
 from crosscurv.numeric.task import Task
 
 __all__ = ["cp_tensor", "softmax_regression", "sigmoid_autoencoder", "rosenbrock",
-           "huber_regression", "gelu_net"]
+           "huber_regression", "gelu_net", "poisson_regression", "layernorm_net", "residual_net",
+           "conv_net", "phase_retrieval", "heteroscedastic", "deep_tanh6"]
 
 
 def _t(a) -> torch.Tensor:
@@ -127,3 +141,136 @@ def gelu_net(seed: int = 0) -> Task:
         return 0.5 * ((gelu(gelu(X @ p["W1"].T) @ p["W2"].T) @ p["W3"].T - Y) ** 2).mean()
 
     return _task(params, loss, "gelu_net", seed)
+
+
+def poisson_regression(seed: int = 0) -> Task:
+    """Mean Poisson negative log-likelihood ``exp(z) - y z`` (``z = X w + b``) on 40 examples of 6
+    features ``N(0, 1/4)``, counts drawn at a random ``w*``; ``w`` and ``b`` start at 0; blocks
+    ``w1``, ``w2`` (3 weights each) and ``b``."""
+    rng = np.random.default_rng(int(seed))
+    X = rng.standard_normal((40, 6)) / 2
+    y = _t(rng.poisson(np.exp(X @ (rng.standard_normal(6) / 2))))
+    X = _t(X)
+    params = {"w1": _t(np.zeros(3)), "w2": _t(np.zeros(3)), "b": _t(np.zeros(1))}
+
+    def loss(p):
+        """Poisson regression's loss (constant terms dropped)."""
+        z = X @ torch.cat([p["w1"], p["w2"]]) + p["b"]
+        return (torch.exp(z) - y * z).mean()
+
+    return _task(params, loss, "poisson_regression", seed)
+
+
+def layernorm_net(seed: int = 0) -> Task:
+    """``1/2 mean((tanh(ln(tanh(ln(X W1^T)) W2^T)) W3^T - Y)^2)``, ``ln`` layer normalisation
+    without parameters, widths 4-6-6-1, 16 examples ``N(0, I)`` with targets ``tanh(N(0, 1))``;
+    blocks ``W1``, ``W2``, ``W3``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((16, 4)))
+    Y = _t(np.tanh(rng.standard_normal((16, 1))))
+    params = {"W1": _t(rng.standard_normal((6, 4)) / 2),
+              "W2": _t(rng.standard_normal((6, 6)) / np.sqrt(6)),
+              "W3": _t(rng.standard_normal((1, 6)) / np.sqrt(6))}
+
+    def ln(h):
+        return torch.nn.functional.layer_norm(h, h.shape[-1:])
+
+    def loss(p):
+        """Squared error of the normalised network (halved)."""
+        h = torch.tanh(ln(torch.tanh(ln(X @ p["W1"].T)) @ p["W2"].T))
+        return 0.5 * ((h @ p["W3"].T - Y) ** 2).mean()
+
+    return _task(params, loss, "layernorm_net", seed)
+
+
+def residual_net(seed: int = 0) -> Task:
+    """``1/2 mean((h_3 - Y)^2)``, ``h_0 = X``, ``h_i = h_{i-1} + tanh(h_{i-1} R_i^T)`` (width 4, 12
+    examples ``N(0, I)``, targets ``sin(N(0, I))``); ``R_i`` start ``N(0, 1/4)``; blocks ``R1``,
+    ``R2``, ``R3``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((12, 4)))
+    Y = _t(np.sin(rng.standard_normal((12, 4))))
+    params = {f"R{i}": _t(rng.standard_normal((4, 4)) / 2) for i in (1, 2, 3)}
+
+    def loss(p):
+        """Squared error of the residual stack (halved)."""
+        h = X
+        for i in (1, 2, 3):
+            h = h + torch.tanh(h @ p[f"R{i}"].T)
+        return 0.5 * ((h - Y) ** 2).mean()
+
+    return _task(params, loss, "residual_net", seed)
+
+
+def conv_net(seed: int = 0) -> Task:
+    """``1/2 mean((flat(softplus(conv1d(X, K))) V^T - Y)^2)`` on 10 signals of length 12 ``N(0,
+    I)`` with targets ``N(0, 1)``: 3 filters of 5 taps (``K`` ``(3, 1, 5)``, ``N(0, 1/5)``) and a
+    linear head (``V`` ``(1, 24)``, ``N(0, 1/24)``); blocks ``K`` and ``V``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((10, 1, 12)))
+    Y = _t(rng.standard_normal((10, 1)))
+    params = {"K": _t(rng.standard_normal((3, 1, 5)) / np.sqrt(5)),
+              "V": _t(rng.standard_normal((1, 24)) / np.sqrt(24))}
+
+    def loss(p):
+        """Squared error of the convolutional network (halved)."""
+        h = torch.nn.functional.softplus(torch.nn.functional.conv1d(X, p["K"]))
+        return 0.5 * ((h.reshape(X.shape[0], -1) @ p["V"].T - Y) ** 2).mean()
+
+    return _task(params, loss, "conv_net", seed)
+
+
+def phase_retrieval(seed: int = 0) -> Task:
+    """``1/4 mean(((a_i . x)^2 - (a_i . x*)^2)^2)`` for 30 measurements ``a_i ~ N(0, I)`` of ``x*
+    ~ N(0, I/9)`` in 9 unknowns, started at ``x* + N(0, 0.3^2 I)``; blocks ``x1``, ``x2``, ``x3``
+    (3 unknowns each)."""
+    rng = np.random.default_rng(int(seed))
+    A = _t(rng.standard_normal((30, 9)))
+    x_star = rng.standard_normal(9) / 3
+    y = (A @ _t(x_star)) ** 2
+    x0 = x_star + 0.3 * rng.standard_normal(9)
+    params = {"x1": _t(x0[:3]), "x2": _t(x0[3:6]), "x3": _t(x0[6:])}
+
+    def loss(p):
+        """Squared intensity error (quartered)."""
+        x = torch.cat([p["x1"], p["x2"], p["x3"]])
+        return 0.25 * (((A @ x) ** 2 - y) ** 2).mean()
+
+    return _task(params, loss, "phase_retrieval", seed)
+
+
+def heteroscedastic(seed: int = 0) -> Task:
+    """Mean Gaussian negative log-likelihood ``1/2 exp(-s) (y - X w)^2 + s / 2`` on 30 examples of 4
+    features ``N(0, I)``, noise of standard deviation 2; ``w`` and the log-variance ``s`` start at
+    0; blocks ``w`` and ``s``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((30, 4)))
+    y = X @ _t(rng.standard_normal(4)) + _t(2 * rng.standard_normal(30))
+    params = {"w": _t(np.zeros(4)), "s": _t(np.zeros(1))}
+
+    def loss(p):
+        """Likelihood with a learned variance (constant terms dropped)."""
+        return (0.5 * torch.exp(-p["s"]) * (y - X @ p["w"]) ** 2 + 0.5 * p["s"]).mean()
+
+    return _task(params, loss, "heteroscedastic", seed)
+
+
+def deep_tanh6(seed: int = 0) -> Task:
+    """``1/2 mean((tanh(...tanh(X W1^T)... W4^T) W5^T - Y)^2)``, widths 3-4-4-4-4-2 without
+    biases, 12 examples ``N(0, I)`` with targets ``sin(N(0, I))``; ``W_i`` start ``N(0,
+    1/fan_in)``; blocks ``W1`` .. ``W5``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((12, 3)))
+    Y = _t(np.sin(rng.standard_normal((12, 2))))
+    dims = (3, 4, 4, 4, 4, 2)
+    params = {f"W{i + 1}": _t(rng.standard_normal((dims[i + 1], dims[i])) / np.sqrt(dims[i]))
+              for i in range(5)}
+
+    def loss(p):
+        """Squared error of the deep network (halved)."""
+        h = X
+        for i in range(1, 5):
+            h = torch.tanh(h @ p[f"W{i}"].T)
+        return 0.5 * ((h @ p["W5"].T - Y) ** 2).mean()
+
+    return _task(params, loss, "deep_tanh6", seed)

@@ -1,0 +1,71 @@
+"""The local error of the JC-only forcing and its carried state (advise's and the search's)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from crosscurv.experiments.problems.zoo import lambda_max0, zoo_problem
+from crosscurv.numeric import tree
+from crosscurv.numeric.advice_steps import (PatternCandidate, carried, masked, step_error)
+from crosscurv.numeric.estimates import propagate
+from crosscurv.numeric.hvp import grad, hvp
+from crosscurv.numeric.steps import block_keys, scheme_step
+from crosscurv.theory.patterns import as_pattern
+
+
+def _candidate(task, spec):
+    pat = as_pattern(spec, task.n_blocks, task.block_names)
+    rows = [(i, sorted(pat.fresh(i))) for i in range(task.n_blocks) if pat.fresh(i)]
+    return PatternCandidate(spec, pat, rows)
+
+
+def test_step_error_is_the_exact_steps_difference_less_the_forcing_per_unit_of_forcing():
+    task = zoo_problem("poisson_regression").task(0)
+    lr = 0.3 / lambda_max0(task)
+    theta = tree.clone(task.params)
+    _, g = grad(task.loss, theta)
+    c = _candidate(task, "gs:3,1,2")
+
+    class Point:  # M_S g by full Hessian-vector products
+        def products(self, named):
+            return [(j, hvp(task.loss, theta, v())) for j, v in named]
+
+    mg = masked(Point(), c, block_keys(task), g)
+    unit = step_error(task, theta, c, g, mg, lr)
+    s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+    r = {n: s1[n] - (theta[n] - lr * g[n]) - lr * lr * mg[n] for n in g}
+    size = float(tree.norm(mg))
+    for n in r:
+        torch.testing.assert_close(unit[n] * size, r[n], rtol=1e-12, atol=1e-15)
+    assert float(tree.norm(r)) > 1e-3 * lr * lr * size  # a dropped order, not rounding
+    # held in proportion to the forcing: twice the forcing, twice the local error
+    e = carried(None, None, unit, {n: 2 * v for n, v in mg.items()}, lr)
+    for n in r:
+        torch.testing.assert_close(e[n], 2 * r[n], rtol=1e-12, atol=1e-15)
+    he = hvp(task.loss, theta, e)
+    nxt = carried(e, he, unit, mg, lr)
+    want = propagate(e, he, None, lr)
+    for n in r:
+        torch.testing.assert_close(nxt[n], want[n] + r[n], rtol=1e-12, atol=1e-15)
+    assert carried(None, None, None, mg, lr) is None
+
+
+def test_step_error_is_none_at_rounding_level():
+    """JC itself (no fresh block) has no dropped order: the exact step is the JC step."""
+    task = zoo_problem("poisson_regression").task(0)
+    theta = tree.clone(task.params)
+    _, g = grad(task.loss, theta)
+    c = _candidate(task, "jc")
+    zero = tree.zeros_like(g)
+    assert step_error(task, theta, c, g, zero, 0.1) is None
+
+
+@pytest.mark.parametrize("name", ["poisson_regression", "heteroscedastic"])
+def test_the_problems_beyond_the_zoo_have_cross_curvature(name):
+    task = zoo_problem(name).task(0)
+    _, g = grad(task.loss, task.params)
+    keys = block_keys(task)
+    v = {k: (g[k] if k in keys[0] else torch.zeros_like(g[k])) for k in g}
+    hv = hvp(task.loss, task.params, v)
+    assert any(float(hv[k].abs().max()) > 0 for k in keys[1])
