@@ -23,23 +23,26 @@ M_S^2 g`` term; the loss difference is the trapezoid rule along ``theta_JC^k -> 
 kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
 per step like the kept ones, which on a loss with large third derivatives (an exponential link, a
 softplus) exceeds everything the pair measures at every step, and adds up along the run. So the
-local error of the JC-only forcing is measured: every ``M`` iterations
+local error of the pair's forcing is measured: every ``M`` iterations
 (:data:`crosscurv.numeric.advice_steps.STEP_ERROR_EVERY`, from ``k = 0``) one exact scheme step
-of each candidate from ``theta_JC^k`` gives ``r_k = (theta_S^+ - theta_JC^+) - eta^2 M_S g_JC^k``
-(all of Lemma 1's dropped terms), held in proportion to ``||M_S g||`` until the next measurement,
-and carried by the JC-only recursion::
+of each candidate from ``theta_JC^k`` gives what the pair's forcing leaves out, ``r_k =
+(theta_S^+ - theta_JC^+) - eta^2 M_S g + eta^3 M_S^2 g`` (the third-derivative term and the
+orders above), held in proportion to ``||M_S g||`` until the next measurement and carried by the
+JC-only recursion; its effect completes the pair's other member::
 
     e_0 = 0,   e_{k+1} = (I - eta H_JC^k) e_k + ||M_S g_JC^k|| r_m / ||M_S g_JC^m||   (m: the last
     measurement, m <= k),
-    effect_S^k = P(y_k + e_k) - P(y_k) = g_JC^k . e_k + y_k . H_JC^k e_k + 1/2 e_k . H_JC^k e_k,
+    corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k + P(y_k + e_k) - P(y_k),
+    error_S^k = |corrected_S^k - estimate_S^k|,
 
-and the error is ``error_S^k = max(embedded_S^k, |effect_S^k|)`` (one more product per candidate
-and iteration, one scheme step per candidate every ``M``). ``e`` is not carried where the one-step
-check finds the first step outside the expansion (nothing is certified then), nor where ``|g . r|``
-is within the rounding of the two steps' coordinates (float32 steps). On a quadratic loss (no third
-derivative) ``corrected`` is exact up to ``O(eta^3)`` per step and ``embedded`` is the error of the
-JC-only estimate to leading order (``tests/numeric/test_advice.py``); elsewhere ``error`` is an
-estimate of the first neglected terms, not a bound (docs/advise.md).
+with ``P(y + e) - P(y) = g_JC^k . e + y . H_JC^k e + 1/2 e . H_JC^k e`` (one more product per
+candidate and iteration, one scheme step and one ``M_S`` product per fresh block every ``M``).
+``e`` is not carried where the one-step check finds the first step outside the expansion (nothing
+is certified then), nor where ``|g . r|`` is within the rounding of the two steps' coordinates
+(float32 steps; on a quadratic ``r`` is of order ``eta^4``). On a quadratic loss ``corrected`` is
+exact up to ``O(eta^3)`` per step and ``error`` is the error of the JC-only estimate to leading
+order (``tests/numeric/test_advice.py``); elsewhere it is an estimate of the first neglected terms,
+not a bound (docs/advise.md).
 
 One-step check (Theorem 1 and the next order): at ``theta^0`` each candidate's exact one-step gap
 from the JC point (:func:`crosscurv.numeric.steps.scheme_step`,

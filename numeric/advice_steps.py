@@ -87,25 +87,29 @@ def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
 STEP_ERROR_EVERY = 5
 
 
-def step_error(task, theta: Mapping, c: PatternCandidate, g: Mapping, mg: Mapping,
-               lr: float) -> dict | None:
-    """The local error of the JC-only forcing at ``theta`` per unit of forcing: ``r / ||M_S g||``
-    with ``r = (theta_S^+ - theta_JC^+) - eta^2 M_S g`` by one exact ``S`` step from ``theta``
-    (``theta^+`` a scheme's step from ``theta``, ``mg`` ``M_S g`` there): Lemma 1's dropped terms
-    of order ``eta^3`` and above. ``None`` where ``g . r`` is within the rounding of the two steps'
-    coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 step: rounding, not a dropped order), or
-    ``M_S g = 0``."""
+def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: Mapping,
+               mg: Mapping, lr: float) -> dict | None:
+    """What the embedded pair's forcing leaves out at ``theta``, per unit of forcing: ``r /
+    ||M_S g||`` with ``r = (theta_S^+ - theta_JC^+) - eta^2 M_S g + eta^3 M_S^2 g`` by one exact
+    ``S`` step from ``theta`` (``theta^+`` a scheme's step from ``theta``; ``mg`` ``M_S g`` and
+    ``M_S^2 g`` by :func:`masked` at ``point``, the JC point at ``theta``): Lemma 1's
+    third-derivative term and the orders above ``eta^3``. ``None`` where ``g . r`` is within the
+    rounding of the two steps' coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 step:
+    rounding, not a dropped order), or ``M_S g = 0``."""
     from .steps import scheme_step
 
+    size = float(tree.norm(mg))
+    if not size > 0:
+        return None
     with torch.no_grad():
         s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-    lr2 = lr * lr
-    e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] for n in g}
+    mmg = masked(point, c, keys, mg)
+    lr2, lr3 = lr * lr, lr ** 3
+    e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] + lr3 * mmg[n] for n in g}
     eps = torch.finfo(next(iter(theta.values())).dtype).eps
     floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
                                 for n in theta))
-    size = float(tree.norm(mg))
-    if not abs(float(tree.dot(g, e))) > floor or not size > 0:
+    if not abs(float(tree.dot(g, e))) > floor:
         return None
     return {n: v / size for n, v in e.items()}
 
@@ -132,7 +136,8 @@ def carried(e: Mapping | None, he: Mapping | None, unit: Mapping | None, mg: Map
 
 class PlainSteps:
     """The paper's steps ``theta - eta g``: the JC-only estimate, its embedded pair (``yhat`` per
-    candidate) and the local errors of its forcing carried along the run (``error`` per candidate).
+    candidate) completed by the local errors of its forcing carried along the run (``error`` per
+    candidate).
 
     ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``). ``error``:
     ``{candidate: tree or None}``, ``e_k``: the JC-only state's error from the local errors ``r``
@@ -202,7 +207,7 @@ class PlainSteps:
                 ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
                 if c.name not in self.withdrawn:
                     if k % STEP_ERROR_EVERY == 0:
-                        self.local[c.name] = step_error(task, theta, c, g, mg, lr)
+                        self.local[c.name] = step_error(task, theta, point, keys, c, g, mg, lr)
                     self.error[c.name] = carried(e, he, self.local[c.name], mg, lr)
                 # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
                 if k == 0:
@@ -220,7 +225,8 @@ class PlainSteps:
             at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            vals[c.name] = (est, max(abs(cor - est), abs(effects[c.name])), cor, one)
+            cor += effects[c.name]  # the carried error's effect completes the pair's other member
+            vals[c.name] = (est, abs(cor - est), cor, one)
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

@@ -20,8 +20,8 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
 * advise, the JC-only prediction: the largest of its error ``error_S^j`` over the last
   :data:`REMAINDER_WINDOW` iterations ``j <= k`` (the larger of the embedded pair ``|corrected_S^j -
   estimate_S^j|``, the same prediction forced at the approximate ``S`` point ``theta_JC + yhat``,
-  and the effect of the local errors of its forcing, measured by exact scheme steps along the run
-  and carried: :mod:`crosscurv.numeric.advice`) and,
+  completed by the local errors of its forcing, measured by exact scheme steps along the run and
+  carried: :mod:`crosscurv.numeric.advice`) and,
   while ``k <= REMAINDER_WINDOW``, of the measured error of the certified prediction itself at the
   first step, ``|L_S^1 - L_JC^1 - estimate_S^1|`` (the one-step check at ``theta^0`` measures
   ``L_S^1 - L_JC^1`` exactly: :func:`first_step_orders`, :func:`advice_next_orders`); ``inf`` at

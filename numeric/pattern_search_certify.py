@@ -140,7 +140,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
                 yn = propagate(y, hy, None, lr)
                 ys[c.name] = {n: yn[n] + lr2 * mgs[c.name][n] for n in yn}
                 if k % STEP_ERROR_EVERY == 0:
-                    local[c.name] = step_error(task, theta, c, g, mgs[c.name], lr)
+                    local[c.name] = step_error(task, theta, point, keys, c, g, mgs[c.name], lr)
                 es[c.name] = carried(e, he, local[c.name], mgs[c.name], lr)
             del hy, he
         if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0
@@ -153,8 +153,8 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
             at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
             gh = at.grad
             cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            pair = abs(cor - float(records.predict(rows_of[c.name], k)[0]))
-            errors[c.name].append(max(pair, abs(effect.get(c.name, 0.0))))
+            cor += effect.get(c.name, 0.0)  # the carried error's effect, as advise's
+            errors[c.name].append(abs(cor - float(records.predict(rows_of[c.name], k)[0])))
             if not last:
                 u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
                 yv = yh[c.name]

@@ -24,7 +24,8 @@ def collect(
     out: str, seeds=SEEDS, problems=None, factors=None, iters=None, log=sys.stderr
 ) -> list[dict]:
     """Every zoo run (cached in ``OUT/zoo-runs/``), in the zoo's order, seeds inner; then the
-    problems beyond the zoo (:data:`crosscurv.experiments.problems.zoo.BEYOND`, first seed only)."""
+    problems beyond the zoo (:data:`crosscurv.experiments.problems.zoo.BEYOND`), at the same
+    seeds."""
     from crosscurv.experiments.problems.zoo import BEYOND, ZOO
     from crosscurv.experiments.studies.zoo_runs import cached_zoo_run
 
@@ -33,7 +34,7 @@ def collect(
         if problems and p.name not in problems:
             continue
         for c in factors or p.lr_factors:
-            for seed in seeds if p.half != "beyond" else seeds[:1]:
+            for seed in seeds:
                 t = time.perf_counter()
                 row = cached_zoo_run(p, c, seed, out, iters)
                 rows.append(row)

@@ -436,7 +436,9 @@ def _intro_lines(runs, command: str) -> list:
         + ": `crosscurv advise` with its default candidates, and every candidate's trajectory run "
           "beside JC by the protocol. Half `beyond`: the problems outside the zoo (`BEYOND`: "
         + ", ".join(dict.fromkeys(r["problem"] for r in runs if r["half"] == "beyond"))
-        + "; seed 0; `crosscurv.experiments.problems.beyond` for all but the first two), in "
+        + "; seeds "
+        + ", ".join(sorted({str(r["seed"]) for r in runs if r["half"] == "beyond"}))
+        + "; `crosscurv.experiments.problems.beyond` for all but the first two), in "
           "neither half. Cells: precision / coverage. Advise: an iteration is decided when the "
           "measurement orders some candidate below the measured best; the advice is right when it "
           "ties the measured best within the measurement's error (or both are full GS orders the "

@@ -20,7 +20,7 @@ def _candidate(task, spec):
     return PatternCandidate(spec, pat, rows)
 
 
-def test_step_error_is_the_exact_steps_difference_less_the_forcing_per_unit_of_forcing():
+def test_step_error_is_the_exact_steps_difference_less_the_pairs_forcing_per_unit_of_forcing():
     task = zoo_problem("poisson_regression").task(0)
     lr = 0.3 / lambda_max0(task)
     theta = tree.clone(task.params)
@@ -31,14 +31,16 @@ def test_step_error_is_the_exact_steps_difference_less_the_forcing_per_unit_of_f
         def products(self, named):
             return [(j, hvp(task.loss, theta, v())) for j, v in named]
 
-    mg = masked(Point(), c, block_keys(task), g)
-    unit = step_error(task, theta, c, g, mg, lr)
+    keys = block_keys(task)
+    mg = masked(Point(), c, keys, g)
+    mmg = masked(Point(), c, keys, mg)
+    unit = step_error(task, theta, Point(), keys, c, g, mg, lr)
     s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-    r = {n: s1[n] - (theta[n] - lr * g[n]) - lr * lr * mg[n] for n in g}
+    r = {n: s1[n] - (theta[n] - lr * g[n]) - lr**2 * mg[n] + lr**3 * mmg[n] for n in g}
     size = float(tree.norm(mg))
     for n in r:
         torch.testing.assert_close(unit[n] * size, r[n], rtol=1e-12, atol=1e-15)
-    assert float(tree.norm(r)) > 1e-3 * lr * lr * size  # a dropped order, not rounding
+    assert float(tree.norm(r)) > 1e-3 * lr**3 * size  # a dropped order, not rounding
     # held in proportion to the forcing: twice the forcing, twice the local error
     e = carried(None, None, unit, {n: 2 * v for n, v in mg.items()}, lr)
     for n in r:
@@ -58,7 +60,31 @@ def test_step_error_is_none_at_rounding_level():
     _, g = grad(task.loss, theta)
     c = _candidate(task, "jc")
     zero = tree.zeros_like(g)
-    assert step_error(task, theta, c, g, zero, 0.1) is None
+    assert step_error(task, theta, None, block_keys(task), c, g, zero, 0.1) is None
+
+
+def test_on_a_quadratic_the_pairs_forcing_is_one_exact_step():
+    """No third derivative: a GS step's increment over JC is ``eta^2 M_S g - eta^3 M_S^2 g``
+    exactly (each block's gradient is linear in the fresh blocks' updates), so nothing is left to
+    carry, while the JC-only forcing alone misses the ``eta^3`` term."""
+    task = zoo_problem("ill_quadratic").task(0)
+    lam = lambda_max0(task)
+    theta = tree.clone(task.params)
+    _, g = grad(task.loss, theta)
+    c = _candidate(task, "gs")
+    keys = block_keys(task)
+
+    class Point:
+        def products(self, named):
+            return [(j, hvp(task.loss, theta, v())) for j, v in named]
+
+    mg = masked(Point(), c, keys, g)
+    for f in (1.6, 0.4):
+        lr = f / lam
+        assert step_error(task, theta, Point(), keys, c, g, mg, lr) is None
+        s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+        jc_only = {n: s1[n] - (theta[n] - lr * g[n]) - lr**2 * mg[n] for n in g}
+        assert float(tree.norm(jc_only)) > 1e-4
 
 
 @pytest.mark.parametrize("name", ["poisson_regression", "heteroscedastic"])
