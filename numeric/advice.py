@@ -23,20 +23,18 @@ M_S^2 g`` term; the loss difference is the trapezoid rule along ``theta_JC^k -> 
 kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
 per step like the kept ones, which on a loss with large third derivatives (an exponential link, a
 softplus) exceeds everything the pair measures at every step, and adds up along the run. So the
-local error of the pair's forcing is measured: every ``M`` iterations
-(:data:`crosscurv.numeric.advice_steps.STEP_ERROR_EVERY`, from ``k = 0``) one exact scheme step
-of each candidate from ``theta_JC^k`` gives what the pair's forcing leaves out, ``r_k =
-(theta_S^+ - theta_JC^+) - eta^2 M_S g + eta^3 M_S^2 g`` (the third-derivative term and the
-orders above), held in proportion to ``||M_S g||`` until the next measurement and carried by the
-JC-only recursion; its effect completes the pair's other member::
+local error of the pair's forcing is measured: at every iteration one exact scheme step of each
+candidate from ``theta_JC^k`` gives what the pair's forcing leaves out, ``r_k = (theta_S^+ -
+theta_JC^+) - eta^2 M_S g + eta^3 M_S^2 g`` (the third-derivative term, the orders above and a
+kink the step crosses), carried by the JC-only recursion; its effect completes the pair's other
+member::
 
-    e_0 = 0,   e_{k+1} = (I - eta H_JC^k) e_k + ||M_S g_JC^k|| r_m / ||M_S g_JC^m||   (m: the last
-    measurement, m <= k),
+    e_0 = 0,   e_{k+1} = (I - eta H_JC^k) e_k + r_k,
     corrected_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k + P(y_k + e_k) - P(y_k),
     error_S^k = |corrected_S^k - estimate_S^k|,
 
-with ``P(y + e) - P(y) = g_JC^k . e + y . H_JC^k e + 1/2 e . H_JC^k e`` (one more product per
-candidate and iteration, one scheme step and one ``M_S`` product per fresh block every ``M``).
+with ``P(y + e) - P(y) = g_JC^k . e + y . H_JC^k e + 1/2 e . H_JC^k e`` (per candidate and
+iteration one scheme step, one ``M_S`` product per fresh block and one more product).
 ``e`` is not carried where the one-step check finds the first step outside the expansion (nothing
 is certified then), nor where ``|g . r|`` is within the rounding of the two steps' coordinates
 (float32 steps; on a quadratic ``r`` is of order ``eta^4``). On a quadratic loss ``corrected`` is

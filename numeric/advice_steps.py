@@ -34,8 +34,8 @@ from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_sche
 from .point import PointCurvature
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
-           "STEP_ERROR_EVERY", "step_error", "error_effect", "carried", "PlainSteps",
-           "OptimizerSteps", "advice_steps"]
+           "step_error", "error_effect", "carried", "PlainSteps", "OptimizerSteps",
+           "advice_steps"]
 
 
 @dataclass
@@ -82,25 +82,17 @@ def masked(point, cand: PatternCandidate, keys: list, v: Mapping) -> dict:
     return masked_from_columns(cand, keys, cols, v)
 
 
-#: iterations between two measurements of a candidate's local error (:func:`step_error`); the
-#: error measured at ``k`` is held until the next one (reports/certificates.md measures the choice)
-STEP_ERROR_EVERY = 5
-
-
 def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: Mapping,
                mg: Mapping, lr: float) -> dict | None:
-    """What the embedded pair's forcing leaves out at ``theta``, per unit of forcing: ``r /
-    ||M_S g||`` with ``r = (theta_S^+ - theta_JC^+) - eta^2 M_S g + eta^3 M_S^2 g`` by one exact
-    ``S`` step from ``theta`` (``theta^+`` a scheme's step from ``theta``; ``mg`` ``M_S g`` and
-    ``M_S^2 g`` by :func:`masked` at ``point``, the JC point at ``theta``): Lemma 1's
-    third-derivative term and the orders above ``eta^3``. ``None`` where ``g . r`` is within the
-    rounding of the two steps' coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 step:
-    rounding, not a dropped order), or ``M_S g = 0``."""
+    """What the embedded pair's forcing leaves out at ``theta``: ``r = (theta_S^+ - theta_JC^+) -
+    eta^2 M_S g + eta^3 M_S^2 g`` by one exact ``S`` step from ``theta`` (``theta^+`` a scheme's
+    step from ``theta``; ``mg`` ``M_S g`` and ``M_S^2 g`` by :func:`masked` at ``point``, the JC
+    point at ``theta``): Lemma 1's third-derivative term, the orders above ``eta^3`` and a kink
+    crossed by the step. ``None`` where ``g . r`` is within the rounding of the two steps'
+    coordinates, ``2 eps sum |g_i| |theta_i|`` (a float32 step: rounding, not a dropped order; on
+    a quadratic ``r`` is zero)."""
     from .steps import scheme_step
 
-    size = float(tree.norm(mg))
-    if not size > 0:
-        return None
     with torch.no_grad():
         s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
     mmg = masked(point, c, keys, mg)
@@ -109,9 +101,7 @@ def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: 
     eps = torch.finfo(next(iter(theta.values())).dtype).eps
     floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
                                 for n in theta))
-    if not abs(float(tree.dot(g, e))) > floor:
-        return None
-    return {n: v / size for n, v in e.items()}
+    return e if abs(float(tree.dot(g, e))) > floor else None
 
 
 def error_effect(point, g: Mapping, y: Mapping, e: Mapping) -> tuple:
@@ -122,14 +112,11 @@ def error_effect(point, g: Mapping, y: Mapping, e: Mapping) -> tuple:
     return float(tree.dot(g, e) + tree.dot(y, he) + 0.5 * tree.dot(e, he)), hy, he
 
 
-def carried(e: Mapping | None, he: Mapping | None, unit: Mapping | None, mg: Mapping,
-            lr: float) -> dict | None:
-    """``e_{k+1} = (I - eta H_k) e_k + ||M_S g_k|| unit``: the local error held from its last
-    measurement in proportion to the forcing it corrects (``None``: nothing carried; ``e``
-    ``None`` is 0, ``unit`` ``None`` adds nothing)."""
-    r = None if unit is None else tree.scale(unit, float(tree.norm(mg)))
+def carried(e: Mapping | None, he: Mapping | None, r: Mapping | None, lr: float) -> dict | None:
+    """``e_{k+1} = (I - eta H_k) e_k + r_k`` (``None``: nothing carried; ``e`` ``None`` is 0,
+    ``r`` ``None`` adds nothing)."""
     if e is None:
-        return r
+        return None if r is None else dict(r)
     out = propagate(e, he, None, lr)
     return out if r is None else {n: out[n] + r[n] for n in out}
 
@@ -140,10 +127,9 @@ class PlainSteps:
     candidate).
 
     ``yhat``: ``{candidate: tree}``, the corrected states (zeros at ``k = 0``). ``error``:
-    ``{candidate: tree or None}``, ``e_k``: the JC-only state's error from the local errors ``r``
-    (:func:`step_error`) measured at ``k = 0, M, 2M, ...`` (``M`` :data:`STEP_ERROR_EVERY`), each
-    held until the next, ``e_{k+1} = (I - eta H_k) e_k + r`` (``None`` while nothing is carried);
-    ``local``: ``{candidate: tree or None}`` the ``r`` held.
+    ``{candidate: tree or None}``, ``e_k``: what the pair's forcing leaves out, measured at every
+    step (:func:`step_error`) and carried, ``e_{k+1} = (I - eta H_k) e_k + r_k`` (``None`` while
+    nothing is carried).
     """
 
     checks = True
@@ -152,32 +138,28 @@ class PlainSteps:
     def __init__(self):
         self.yhat: dict = {}
         self.error: dict = {}
-        self.local: dict = {}
 
     def settings(self) -> dict:
-        return {"step_error_every": STEP_ERROR_EVERY}
+        return {}
 
     def start(self, like: Mapping, names: Sequence[str]) -> None:
         self.yhat = {n: tree.zeros_like(like) for n in names}
         self.error = {n: None for n in names}
-        self.local = {n: None for n in names}
 
     #: candidates whose first step the one-step check finds outside the expansion (nothing of
     #: theirs is certified at any ``k``): no ``e`` carried
     withdrawn: frozenset = frozenset()
 
     def vectors(self) -> dict:
-        """The checkpoint's vectors: ``yhat:CANDIDATE``, and ``error:CANDIDATE`` and
-        ``local:CANDIDATE`` where they are carried."""
+        """The checkpoint's vectors: ``yhat:CANDIDATE``, and ``error:CANDIDATE`` where one is
+        carried."""
         out = {f"yhat:{n}": v for n, v in self.yhat.items()}
-        for kind, d in (("error", self.error), ("local", self.local)):
-            out.update({f"{kind}:{n}": v for n, v in d.items() if v is not None})
+        out.update({f"error:{n}": v for n, v in self.error.items() if v is not None})
         return out
 
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
         self.yhat = {n: vec[f"yhat:{n}"] for n in names}
         self.error = {n: vec.get(f"error:{n}") for n in names}
-        self.local = {n: vec.get(f"local:{n}") for n in names}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
                   last) -> dict:
@@ -206,9 +188,8 @@ class PlainSteps:
                 y = propagate(y, hy, None, lr)
                 ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
                 if c.name not in self.withdrawn:
-                    if k % STEP_ERROR_EVERY == 0:
-                        self.local[c.name] = step_error(task, theta, point, keys, c, g, mg, lr)
-                    self.error[c.name] = carried(e, he, self.local[c.name], mg, lr)
+                    r = step_error(task, theta, point, keys, c, g, mg, lr)
+                    self.error[c.name] = carried(e, he, r, lr)
                 # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
                 if k == 0:
                     u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})

@@ -31,9 +31,9 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
 
 Cost: one JC point per iteration (gradient with its graph, one product per fresh block shared by the
 named patterns, one power step) and, per named pattern, one gradient at ``theta_hat^k``, one
-product per fresh block, the products of its JC-only state and carried error, and every
-:data:`crosscurv.numeric.advice_steps.STEP_ERROR_EVERY` iterations one exact scheme step; plus the
-one-step checks at ``theta^0`` (third derivatives), skipped where nothing could be certified.
+product per fresh block, the products of its JC-only state and carried error, and one exact scheme
+step with one more product per fresh block (what the pair's forcing leaves out); plus the one-step
+checks at ``theta^0`` (third derivatives), skipped where nothing could be certified.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     of the embedded pair's and the effect of the local errors carried along the run, as advise's
     (:class:`crosscurv.numeric.advice_steps.PlainSteps`: each pattern's JC-only state ``y`` and
     error ``e`` carried beside it)."""
-    from .advice_steps import STEP_ERROR_EVERY, carried, error_effect, step_error
+    from .advice_steps import carried, error_effect, step_error
     from .estimates import propagate
     from .steps import block_keys
 
@@ -119,7 +119,6 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     yh = {c.name: tree.zeros_like(theta) for c in cands}
     ys = {c.name: tree.zeros_like(theta) for c in cands}  # the JC-only states
     es: dict = {c.name: None for c in cands}  # their errors e, None while nothing is carried
-    local: dict = {}  # the local error r held
     errors: dict = {c.name: [] for c in cands}
     gate_rows, state = [], {}
     for k in range(K + 1):
@@ -139,9 +138,8 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
             if not last:
                 yn = propagate(y, hy, None, lr)
                 ys[c.name] = {n: yn[n] + lr2 * mgs[c.name][n] for n in yn}
-                if k % STEP_ERROR_EVERY == 0:
-                    local[c.name] = step_error(task, theta, point, keys, c, g, mgs[c.name], lr)
-                es[c.name] = carried(e, he, local[c.name], mgs[c.name], lr)
+                r = step_error(task, theta, point, keys, c, g, mgs[c.name], lr)
+                es[c.name] = carried(e, he, r, lr)
             del hy, he
         if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0
             for c in cands:

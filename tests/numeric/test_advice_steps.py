@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -14,43 +16,49 @@ from crosscurv.numeric.steps import block_keys, scheme_step
 from crosscurv.theory.patterns import as_pattern
 
 
+class _Point:
+    """``M_S v`` by full Hessian-vector products at ``theta``."""
+
+    def __init__(self, task, theta):
+        self.task, self.theta = task, theta
+
+    def products(self, named):
+        return [(j, hvp(self.task.loss, self.theta, v())) for j, v in named]
+
+
 def _candidate(task, spec):
     pat = as_pattern(spec, task.n_blocks, task.block_names)
     rows = [(i, sorted(pat.fresh(i))) for i in range(task.n_blocks) if pat.fresh(i)]
     return PatternCandidate(spec, pat, rows)
 
 
-def test_step_error_is_the_exact_steps_difference_less_the_pairs_forcing_per_unit_of_forcing():
+def test_step_error_is_the_exact_steps_difference_less_the_pairs_forcing():
     task = zoo_problem("poisson_regression").task(0)
     lr = 0.3 / lambda_max0(task)
     theta = tree.clone(task.params)
     _, g = grad(task.loss, theta)
     c = _candidate(task, "gs:3,1,2")
 
-    class Point:  # M_S g by full Hessian-vector products
-        def products(self, named):
-            return [(j, hvp(task.loss, theta, v())) for j, v in named]
-
+    Point = partial(_Point, task, theta)
     keys = block_keys(task)
     mg = masked(Point(), c, keys, g)
     mmg = masked(Point(), c, keys, mg)
-    unit = step_error(task, theta, Point(), keys, c, g, mg, lr)
+    got = step_error(task, theta, Point(), keys, c, g, mg, lr)
     s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
     r = {n: s1[n] - (theta[n] - lr * g[n]) - lr**2 * mg[n] + lr**3 * mmg[n] for n in g}
-    size = float(tree.norm(mg))
     for n in r:
-        torch.testing.assert_close(unit[n] * size, r[n], rtol=1e-12, atol=1e-15)
-    assert float(tree.norm(r)) > 1e-3 * lr**3 * size  # a dropped order, not rounding
-    # held in proportion to the forcing: twice the forcing, twice the local error
-    e = carried(None, None, unit, {n: 2 * v for n, v in mg.items()}, lr)
-    for n in r:
-        torch.testing.assert_close(e[n], 2 * r[n], rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(got[n], r[n], rtol=1e-12, atol=1e-15)
+    assert float(tree.norm(r)) > 1e-3 * lr**3 * float(tree.norm(mmg))  # a dropped order
+    # carried: e_1 = r_0, then e_2 = (I - eta H) e_1 + r_1
+    e = carried(None, None, got, lr)
     he = hvp(task.loss, theta, e)
-    nxt = carried(e, he, unit, mg, lr)
+    nxt = carried(e, he, got, lr)
     want = propagate(e, he, None, lr)
     for n in r:
+        torch.testing.assert_close(e[n], r[n], rtol=0, atol=0)
         torch.testing.assert_close(nxt[n], want[n] + r[n], rtol=1e-12, atol=1e-15)
-    assert carried(None, None, None, mg, lr) is None
+    assert carried(None, None, None, lr) is None
+    torch.testing.assert_close(carried(e, he, None, lr)["w1"], want["w1"], rtol=0, atol=0)
 
 
 def test_step_error_is_none_at_rounding_level():
@@ -60,7 +68,7 @@ def test_step_error_is_none_at_rounding_level():
     _, g = grad(task.loss, theta)
     c = _candidate(task, "jc")
     zero = tree.zeros_like(g)
-    assert step_error(task, theta, None, block_keys(task), c, g, zero, 0.1) is None
+    assert step_error(task, theta, _Point(task, theta), block_keys(task), c, g, zero, 0.1) is None
 
 
 def test_on_a_quadratic_the_pairs_forcing_is_one_exact_step():
@@ -74,10 +82,7 @@ def test_on_a_quadratic_the_pairs_forcing_is_one_exact_step():
     c = _candidate(task, "gs")
     keys = block_keys(task)
 
-    class Point:
-        def products(self, named):
-            return [(j, hvp(task.loss, theta, v())) for j, v in named]
-
+    Point = partial(_Point, task, theta)
     mg = masked(Point(), c, keys, g)
     for f in (1.6, 0.4):
         lr = f / lam
