@@ -192,7 +192,7 @@ def summary_lines(runs, factor, levers: str = "") -> list:
     :mod:`crosscurv.experiments.studies.certificates_levers` leave below it)."""
     from crosscurv.experiments.studies.certificates_report import CAUSES, record_counts
 
-    cells, one = advice_cells(runs, factor), _at_factor_one(runs)
+    cells = advice_cells(runs, factor)
     rec: dict = defaultdict(lambda: [0, 0, 0])
     for run in runs:
         for right, cert, dec in record_counts(run, factor).values():
@@ -216,10 +216,7 @@ def summary_lines(runs, factor, levers: str = "") -> list:
         if cov < GOAL:
             top = max(CAUSES, key=lambda c: v["causes"][c])
             unc = sum(v["causes"].values())
-            low.append(
-                f"{prob} ({h}) {cov:.1f}% ({_pct(v['causes'][top], unc):.0f}% {top}; F = 1: "
-                f"{one[prob]:.1f}%)"
-            )
+            low.append(f"{prob} {cov:.1f}% ({_pct(v['causes'][top], unc):.0f}% {top})")
     return [
         f"- Advise, precision / coverage of the decided iterations inside the regime (F = "
         f"{factor:g}): " + "; ".join(adv) + ".",

@@ -475,7 +475,29 @@ def _factor_lines(runs) -> list:
             + " | ".join(f"{cov[k]:.1f}%" for k in ("advise",) + _EST)
             + " |"
         )
+    if factor < SAFETY:
+        lines += ["", _below_code_line(runs, factor, SAFETY)]
     return lines
+
+
+def _below_code_line(runs, factor: float, code: float) -> str:
+    """Why the code keeps a larger factor than the tuning half chose: the other halves' precision
+    at both (advise, and the records pooled)."""
+    half_of = {r["problem"]: r["half"] for r in runs}
+
+    def halves(f):
+        prec, parts = _precisions(runs, f), []
+        for h in HALVES[1:]:
+            cells = [(k, v) for (p, k), v in prec.items() if half_of[p] == h]
+            adv = [sum(v[j] for k, v in cells if k == "advise") for j in range(2)]
+            rec = [sum(v[j] for k, v in cells if k != "advise") for j in range(2)]
+            parts.append(f"{h} advise {_pct(adv[0], adv[1]):.2f}% ({adv[1] - adv[0]} wrong), "
+                         f"records {_pct(rec[0], rec[1]):.3f}% ({rec[1] - rec[0]} wrong)")
+        return "; ".join(parts)
+
+    return (f"At the factor chosen here, {factor:g}, the halves it was not chosen on are "
+            f"{halves(factor)}: the tuning half does not carry that factor's precision to them, "
+            f"so the code keeps {code:g}, where they are {halves(code)}.")
 
 
 _HEAD = (
