@@ -95,9 +95,15 @@ def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: 
 
     with torch.no_grad():
         s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-    mmg = masked(point, c, keys, mg)
     lr2, lr3 = lr * lr, lr ** 3
-    e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] + lr3 * mmg[n] for n in g}
+    e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] for n in g}
+    # M_S (M_S g): M_S g lives on the blocks that read a fresh block, so only chains i <- j <- l
+    # contribute (none on two blocks)
+    readers = {i for i, _ in c.plan_rows}
+    chains = [(i, js) for i, fresh in c.plan_rows if (js := [j for j in fresh if j in readers])]
+    if chains:
+        mmg = masked(point, PatternCandidate(c.name, c.pattern, chains), keys, mg)
+        e = {n: e[n] + lr3 * mmg[n] for n in e}
     eps = torch.finfo(next(iter(theta.values())).dtype).eps
     floor = 2 * eps * float(sum((g[n].double().abs() * theta[n].double().abs()).sum()
                                 for n in theta))
