@@ -22,7 +22,14 @@ it (:data:`crosscurv.experiments.problems.zoo.BEYOND`).
   quartic with a sign symmetry);
 * ``heteroscedastic``: the Gaussian likelihood of a linear model with a learned log-variance,
   blocks ``w`` (4) and ``s`` (1), coupled through ``exp(-s)``;
-* ``deep_tanh6``: a 3-4-4-4-4-2 tanh network without biases, five blocks (one per layer).
+* ``deep_tanh6``: a 3-4-4-4-4-2 tanh network without biases, five blocks (one per layer);
+* ``sine_net``: a 2-6-6-1 network with ``sin(3 z)`` activations, one block per layer (large
+  derivatives of every order);
+* ``probit_regression``: probit regression on 40 examples of 6 features, blocks ``w1``, ``w2``;
+* ``squared_hinge``: a squared-hinge linear classifier with a ridge, three blocks of 2 weights
+  (a Hessian that jumps where a margin crosses 1);
+* ``gaussian_mixture``: the likelihood of a two-component 1-D Gaussian mixture, blocks ``mu``
+  (means) and ``s`` (log-scales).
 
 Every factory takes ``seed`` and draws from ``numpy.random.default_rng(seed)`` only.
 """
@@ -36,7 +43,8 @@ from crosscurv.numeric.task import Task
 
 __all__ = ["cp_tensor", "softmax_regression", "sigmoid_autoencoder", "rosenbrock",
            "huber_regression", "gelu_net", "poisson_regression", "layernorm_net", "residual_net",
-           "conv_net", "phase_retrieval", "heteroscedastic", "deep_tanh6"]
+           "conv_net", "phase_retrieval", "heteroscedastic", "deep_tanh6", "sine_net",
+           "probit_regression", "squared_hinge", "gaussian_mixture"]
 
 
 def _t(a) -> torch.Tensor:
@@ -274,3 +282,75 @@ def deep_tanh6(seed: int = 0) -> Task:
         return 0.5 * ((h @ p["W5"].T - Y) ** 2).mean()
 
     return _task(params, loss, "deep_tanh6", seed)
+
+
+def sine_net(seed: int = 0) -> Task:
+    """``1/2 mean((sin(3 sin(3 X W1^T) W2^T) W3^T - Y)^2)``, widths 2-6-6-1 without biases, 20
+    examples ``N(0, I)`` with targets ``tanh(N(0, 1))``; ``W_i`` start ``N(0, 1/(9 fan_in))``;
+    blocks ``W1``, ``W2``, ``W3``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((20, 2)))
+    Y = _t(np.tanh(rng.standard_normal((20, 1))))
+    dims = (2, 6, 6, 1)
+    params = {f"W{i + 1}": _t(rng.standard_normal((dims[i + 1], dims[i])) / (3 * np.sqrt(dims[i])))
+              for i in range(3)}
+
+    def loss(p):
+        """Squared error of the sine network (halved)."""
+        h = torch.sin(3 * torch.sin(3 * X @ p["W1"].T) @ p["W2"].T)
+        return 0.5 * ((h @ p["W3"].T - Y) ** 2).mean()
+
+    return _task(params, loss, "sine_net", seed)
+
+
+def probit_regression(seed: int = 0) -> Task:
+    """Mean negative log-likelihood of ``y ~ Bernoulli(Phi(X w))`` on 40 examples of 6 features
+    ``N(0, I)``, labels drawn at a random ``w*``; ``w`` starts at 0; blocks ``w1``, ``w2`` (3
+    weights each)."""
+    rng = np.random.default_rng(int(seed))
+    X = rng.standard_normal((40, 6))
+    y = _t((X @ rng.standard_normal(6) + rng.standard_normal(40) > 0).astype(float))
+    X = _t(X)
+    params = {"w1": _t(np.zeros(3)), "w2": _t(np.zeros(3))}
+
+    def loss(p):
+        """Probit likelihood (``log Phi`` by ``log_ndtr``, accurate in the tails)."""
+        z = X @ torch.cat([p["w1"], p["w2"]])
+        return -(y * torch.special.log_ndtr(z) + (1 - y) * torch.special.log_ndtr(-z)).mean()
+
+    return _task(params, loss, "probit_regression", seed)
+
+
+def squared_hinge(seed: int = 0) -> Task:
+    """``mean(max(0, 1 - y_i x_i . w)^2) + 1e-2 ||w||^2`` on 30 examples of 6 features ``N(0, I)``
+    with labels ``sign`` of a random direction plus noise; ``w`` starts ``N(0, 0.1^2)``; blocks
+    ``w1``, ``w2``, ``w3`` (2 weights each)."""
+    rng = np.random.default_rng(int(seed))
+    X = rng.standard_normal((30, 6))
+    y = _t(np.sign(X @ rng.standard_normal(6) + 0.5 * rng.standard_normal(30)))
+    X = _t(X)
+    params = {f"w{i}": _t(0.1 * rng.standard_normal(2)) for i in (1, 2, 3)}
+
+    def loss(p):
+        """Squared hinge with a ridge."""
+        w = torch.cat([p["w1"], p["w2"], p["w3"]])
+        return (torch.clamp(1 - y * (X @ w), min=0) ** 2).mean() + 1e-2 * (w ** 2).sum()
+
+    return _task(params, loss, "squared_hinge", seed)
+
+
+def gaussian_mixture(seed: int = 0) -> Task:
+    """Mean negative log-likelihood of 60 points from two 1-D Gaussians (means -1 and 1.5, scales
+    0.5 and 0.8) under an equal-weight mixture with means ``mu`` (start ``N(0, 0.5^2)``) and
+    log-scales ``s`` (start 0); blocks ``mu`` and ``s``."""
+    rng = np.random.default_rng(int(seed))
+    x = _t(np.concatenate([-1 + 0.5 * rng.standard_normal(30),
+                           1.5 + 0.8 * rng.standard_normal(30)]))
+    params = {"mu": _t(0.5 * rng.standard_normal(2)), "s": _t(np.zeros(2))}
+
+    def loss(p):
+        """Mixture likelihood (constant terms dropped)."""
+        z = (x[:, None] - p["mu"]) * torch.exp(-p["s"])
+        return -torch.logsumexp(-0.5 * z ** 2 - p["s"], dim=1).mean()
+
+    return _task(params, loss, "gaussian_mixture", seed)

@@ -34,11 +34,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
-from crosscurv.experiments.problems.beyond import (conv_net, cp_tensor, deep_tanh6, gelu_net,
-                                                   heteroscedastic, huber_regression,
-                                                   layernorm_net, phase_retrieval,
-                                                   poisson_regression, residual_net, rosenbrock,
-                                                   sigmoid_autoencoder, softmax_regression)
+from crosscurv.experiments.problems.beyond import (conv_net, cp_tensor, deep_tanh6,
+                                                   gaussian_mixture, gelu_net, heteroscedastic,
+                                                   huber_regression, layernorm_net,
+                                                   phase_retrieval, poisson_regression,
+                                                   probit_regression, residual_net, rosenbrock,
+                                                   sigmoid_autoencoder, sine_net,
+                                                   softmax_regression, squared_hinge)
 from crosscurv.experiments.problems.problem import DTYPE
 from crosscurv.experiments.problems.toys import concat, mlp_forward
 from crosscurv.numeric.task import Task
@@ -314,7 +316,8 @@ BEYOND = tuple(
     ZooProblem(f.__name__, f, 100, "beyond", (0.3, 1.0, 1.7))
     for f in (tanh_mlp4, lora_bilinear, cp_tensor, softmax_regression, sigmoid_autoencoder,
               rosenbrock, huber_regression, gelu_net, poisson_regression, layernorm_net,
-              residual_net, conv_net, phase_retrieval, heteroscedastic, deep_tanh6)
+              residual_net, conv_net, phase_retrieval, heteroscedastic, deep_tanh6, sine_net,
+              probit_regression, squared_hinge, gaussian_mixture)
 )
 
 
