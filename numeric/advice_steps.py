@@ -34,8 +34,8 @@ from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_sche
 from .point import PointCurvature
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
-           "step_error", "error_effect", "carried", "PlainSteps", "OptimizerSteps",
-           "advice_steps"]
+           "step_error", "error_effect", "carried", "jc_point_step", "first_yhat",
+           "corrected_step", "PlainSteps", "OptimizerSteps", "advice_steps"]
 
 
 @dataclass
@@ -127,6 +127,51 @@ def carried(e: Mapping | None, he: Mapping | None, r: Mapping | None, lr: float)
     return out if r is None else {n: out[n] + r[n] for n in out}
 
 
+def jc_point_step(task, point, keys: list, c: PatternCandidate, theta: Mapping, g: Mapping,
+                  mg: Mapping, y: Mapping, e: Mapping | None, lr: float, k: int, last: bool,
+                  measure: bool = True) -> tuple:
+    """One candidate's states at ``theta_JC^k``: ``(P(y + e) - P(y), H y, y_{k+1}, e_{k+1})`` with
+    ``y_{k+1} = (I - eta H) y + eta^2 M_S g`` and ``e_{k+1}`` :func:`carried` with the measured
+    :func:`step_error` (``e`` unchanged where ``measure`` is false; ``y``, ``e`` unchanged at the
+    ``last`` iteration). ``mg``: ``M_S g`` at ``point``."""
+    he = None
+    if k >= 1 and e is not None:
+        effect, hy, he = error_effect(point, g, y, e)
+    else:
+        effect, hy = 0.0, (point.hvp(y) if k else tree.zeros_like(g))
+    if last:
+        return effect, hy, y, e
+    yn = propagate(y, hy, None, lr)
+    yn = {n: yn[n] + lr * lr * mg[n] for n in yn}
+    if measure:
+        e = carried(e, he, step_error(task, theta, point, keys, c, g, mg, lr), lr)
+    return effect, hy, yn, e
+
+
+def first_yhat(point, c: PatternCandidate, keys: list, g: Mapping, mg: Mapping, lr: float) -> dict:
+    """The corrected state after the first step, ``yhat_1 = eta^2 M_S (g - eta M_S g)`` at
+    ``theta^0``."""
+    u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
+    return {n: lr * lr * u[n] for n in g}
+
+
+def corrected_step(engine, task, theta: Mapping, g: Mapping, yhat: Mapping, c: PatternCandidate,
+                   keys: list, mg: Mapping, effect: float, lr: float, last: bool) -> tuple:
+    """``(corrected^k, yhat_{k+1})`` at ``theta_hat = theta_JC^k + yhat_k``: the pair's other
+    member ``1/2 (g + g(theta_hat)) . yhat`` completed by the carried error's ``effect``, and
+    ``yhat``'s step (``yhat`` itself at the ``last`` iteration). ``mg``: ``M_S g`` at
+    ``theta_JC^k``."""
+    at = engine.point(task.loss, {n: theta[n] + yhat[n] for n in theta})
+    gh = at.grad
+    cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yhat)) + effect
+    if not last:
+        u = masked(at, c, keys, {n: gh[n] - lr * mg[n] for n in g})
+        yhat = {n: yhat[n] - lr * (gh[n] - g[n]) + lr * lr * u[n] for n in yhat}
+        del u
+    at.release()
+    return cor, yhat
+
+
 class PlainSteps:
     """The paper's steps ``theta - eta g``: the JC-only estimate, its embedded pair (``yhat`` per
     candidate) completed by the local errors of its forcing carried along the run (``error`` per
@@ -183,24 +228,15 @@ class PlainSteps:
         for c in active:
             mg = mgs[c.name] = masked_from_columns(c, keys, cols, g)
             one = lr2 * float(tree.dot(g, mg))
-            y, e, he = ys[c.name], self.error.get(c.name), None
-            if k >= 1 and e is not None:
-                effects[c.name], hy, he = error_effect(point, g, y, e)
-            else:
-                hy, effects[c.name] = (point.hvp(y) if k else tree.zeros_like(g)), 0.0
+            y = ys[c.name]
+            effects[c.name], hy, ys[c.name], self.error[c.name] = jc_point_step(
+                task, point, keys, c, theta, g, mg, y, self.error.get(c.name), lr, k, last,
+                measure=c.name not in self.withdrawn)
             est = float(quadratic_from_linear(tree.dot(g, y), y, hy)) if k else 0.0
             vals[c.name] = (est, one)
-            if not last:
-                y = propagate(y, hy, None, lr)
-                ys[c.name] = {n: y[n] + lr2 * mg[n] for n in y}
-                if c.name not in self.withdrawn:
-                    r = step_error(task, theta, point, keys, c, g, mg, lr)
-                    self.error[c.name] = carried(e, he, r, lr)
-                # yhat_0 = 0: theta_hat is theta_JC^0, yhat_1 = eta^2 M_S (g - eta M_S g)
-                if k == 0:
-                    u = masked(point, c, keys, {n: g[n] - lr * mg[n] for n in g})
-                    yh[c.name] = {n: lr2 * u[n] for n in g}
-            del hy, he
+            if k == 0 and not last:  # yhat_0 = 0: theta_hat is theta_JC^0
+                yh[c.name] = first_yhat(point, c, keys, g, mg, lr)
+            del hy, y
         point.release()
         del point
         # at theta_hat = theta_JC^k + yhat_k: the corrected estimate and yhat's step
@@ -209,18 +245,9 @@ class PlainSteps:
             if k == 0:
                 vals[c.name] = (0.0, 0.0, 0.0, one)
                 continue
-            at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
-            gh = at.grad
-            cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            cor += effects[c.name]  # the carried error's effect completes the pair's other member
+            cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
+                                             mgs[c.name], effects[c.name], lr, last)
             vals[c.name] = (est, abs(cor - est), cor, one)
-            if not last:
-                u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
-                yv = yh[c.name]
-                yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
-                del u, yv
-            at.release()
-            del at, gh
         return vals
 
     def step(self, task, theta: Mapping, g: Mapping, lr: float) -> dict:

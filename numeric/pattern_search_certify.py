@@ -12,10 +12,12 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
       yhat_0 = 0,  yhat_1 = eta^2 M_S (g_JC^0 - eta M_S g_JC^0),
       yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
                    + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
-      error_S^k = |1/2 (g_JC^k + g(theta_hat^k)) . yhat_k - estimate_S^k|,
+      error_S^k = |1/2 (g_JC^k + g(theta_hat^k)) . yhat_k + P(y_k + e_k) - P(y_k)
+                   - estimate_S^k|,
 
-  with ``estimate_S^k`` the search's per-pair sum (the JC-only state itself is not carried
-  again: its prediction is the sum);
+  with ``estimate_S^k`` the search's per-pair sum and ``P(y + e) - P(y)`` the effect of the
+  local errors carried along the run, as advise's (the pattern's JC-only state ``y`` is carried
+  beside its error ``e`` for that effect);
 * the gates: the one-step check at ``theta^0`` (measured one-step gap against
   ``eta^2 C_S + eta^3 c3``, :func:`crosscurv.numeric.advice_text.check_failures`) and the regime
   gate (``eta * sharpness_k < 2`` for every ``k``, ``sharpness`` as advise's:
@@ -47,7 +49,7 @@ from crosscurv.theory.patterns import as_pattern
 
 from . import tree
 from .advice_run import inside_regime
-from .advice_steps import (PatternCandidate, column_products, column_sources, masked,
+from .advice_steps import (PatternCandidate, column_products, column_sources,
                            masked_from_columns)
 from .advice_text import check_failures, check_note, edge_note
 from .certificate import SAFETY
@@ -103,16 +105,15 @@ def _sharpness(state: dict, point, theta, seed: int) -> float:
 
 def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     """The errors of ``cands`` at every ``k`` (module docstring) along the JC run and its sharpness:
-    ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``; ``error^k`` is the larger
-    of the embedded pair's and the effect of the local errors carried along the run, as advise's
-    (:class:`crosscurv.numeric.advice_steps.PlainSteps`: each pattern's JC-only state ``y`` and
-    error ``e`` carried beside it)."""
-    from .advice_steps import carried, error_effect, step_error
-    from .estimates import propagate
+    ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``; ``error^k`` is the
+    embedded pair's, its other member completed by the local errors carried along the run, as
+    advise's (:func:`crosscurv.numeric.advice_steps.jc_point_step`,
+    :func:`crosscurv.numeric.advice_steps.corrected_step`)."""
+    from .advice_steps import corrected_step, first_yhat, jc_point_step
     from .steps import block_keys
 
     keys = block_keys(task)
-    sources, K, lr2 = column_sources(cands, keys), records.iters, lr * lr
+    sources, K = column_sources(cands, keys), records.iters
     pl = pair_list(task.n_blocks)
     rows_of = {c.name: np.array([[p in c.pattern.pairs for p in pl]]) for c in cands}
     theta = tree.clone(task.params)
@@ -129,36 +130,17 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
         cols = column_products(point, keys, g, sources)
         mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
         effect: dict = {}
-        for c in cands:  # P(y + e) - P(y) and both states' steps
-            y, e, he = ys[c.name], es[c.name], None
-            if e is not None:
-                effect[c.name], hy, he = error_effect(point, g, y, e)
-            else:
-                hy = point.hvp(y) if k else tree.zeros_like(g)
-            if not last:
-                yn = propagate(y, hy, None, lr)
-                ys[c.name] = {n: yn[n] + lr2 * mgs[c.name][n] for n in yn}
-                r = step_error(task, theta, point, keys, c, g, mgs[c.name], lr)
-                es[c.name] = carried(e, he, r, lr)
-            del hy, he
-        if k == 0:  # yhat_1 = eta^2 M_S (g - eta M_S g) at theta^0
-            for c in cands:
-                u = masked(point, c, keys, {n: g[n] - lr * mgs[c.name][n] for n in g})
-                yh[c.name] = {n: lr2 * u[n] for n in g}
+        for c in cands:  # P(y + e) - P(y) and both states' steps, as advise's
+            effect[c.name], _, ys[c.name], es[c.name] = jc_point_step(
+                task, point, keys, c, theta, g, mgs[c.name], ys[c.name], es[c.name], lr, k, last)
+            if k == 0 and not last:
+                yh[c.name] = first_yhat(point, c, keys, g, mgs[c.name], lr)
         point.release()
         del point
         for c in cands if k else ():
-            at = engine.point(task.loss, {n: theta[n] + yh[c.name][n] for n in theta})
-            gh = at.grad
-            cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yh[c.name]))
-            cor += effect.get(c.name, 0.0)  # the carried error's effect, as advise's
+            cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
+                                             mgs[c.name], effect[c.name], lr, last)
             errors[c.name].append(abs(cor - float(records.predict(rows_of[c.name], k)[0])))
-            if not last:
-                u = masked(at, c, keys, {n: gh[n] - lr * mgs[c.name][n] for n in g})
-                yv = yh[c.name]
-                yh[c.name] = {n: yv[n] - lr * (gh[n] - g[n]) + lr2 * u[n] for n in yv}
-            at.release()
-            del at, gh
         if k:
             gate_rows.append({"k": k, "sharpness": sharp})
         if not last:
