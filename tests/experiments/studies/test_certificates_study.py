@@ -2,6 +2,7 @@
 against it."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -44,6 +45,21 @@ def test_the_problems_beyond_the_zoo_are_other_kinds_of_small_float64_problems()
         task = p.task(0)
         assert p.half == "beyond" and 2 <= task.n_blocks <= 5 and task.dtype == torch.float64
         assert float(task.loss(task.params)) == float(p.task(0).loss(p.task(0).params))
+        assert zoo_problem(p.name) is p
+
+
+def test_the_fresh_problems_are_kinds_in_no_other_half():
+    from crosscurv.experiments.problems.zoo import BEYOND, FRESH
+
+    names = [p.name for p in FRESH]
+    assert len(names) == len(set(names)) >= 8
+    assert not set(names) & {p.name for p in ZOO + BEYOND}
+    for p in FRESH:
+        task = p.task(0)
+        assert p.half == "fresh" and 2 <= task.n_blocks <= 5 and task.dtype == torch.float64
+        value = float(task.loss(task.params))
+        assert math.isfinite(value) and value == float(p.task(0).loss(p.task(0).params))
+        assert p.task(1).loss(p.task(1).params) != value  # the seed draws the problem
         assert zoo_problem(p.name) is p
 
 
