@@ -24,13 +24,13 @@ def collect(
     out: str, seeds=SEEDS, problems=None, factors=None, iters=None, log=sys.stderr
 ) -> list[dict]:
     """Every zoo run (cached in ``OUT/zoo-runs/``), in the zoo's order, seeds inner; then the
-    problems beyond the zoo (:data:`crosscurv.experiments.problems.zoo.BEYOND`), at the same
-    seeds."""
-    from crosscurv.experiments.problems.zoo import BEYOND, ZOO
+    problems beyond the zoo (:data:`crosscurv.experiments.problems.zoo.BEYOND`) and the fresh
+    ones (:data:`crosscurv.experiments.problems.zoo.FRESH`), at the same seeds."""
+    from crosscurv.experiments.problems.zoo import BEYOND, FRESH, ZOO
     from crosscurv.experiments.studies.zoo_runs import cached_zoo_run
 
     rows = []
-    for p in ZOO + BEYOND:
+    for p in ZOO + BEYOND + FRESH:
         if problems and p.name not in problems:
             continue
         for c in factors or p.lr_factors:

@@ -257,7 +257,7 @@ def lever_lines(runs, goal: float = 50.0, results: dict | None = None) -> list:
           "the regime.",
         "",
         "| lever | factor | below it | " + " | ".join(HALVES) + " | problems below the goal |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| " + " | ".join(["---"] * (4 + len(HALVES))) + " |",
     ]
     results = lever_results(runs) if results is None else results
     for lever, (f, table, cells) in results.items():

@@ -21,9 +21,11 @@ tell apart); a record is decided when ``|gap| > gap_err``
 (:func:`crosscurv.numeric.metrics.certified_metrics`). Precision: right among the certified;
 coverage: certified among the decided; regret: :func:`crosscurv.numeric.regret.regret`.
 
-The safety factor is chosen on the tuning half only (:func:`choose_factor`): the smallest of
-:data:`FACTORS` whose precision is at least :data:`TARGET` on every tuning problem, for advise and
-for every record estimate; the held-out half is measured with it and never consulted in the choice.
+The safety factor (:func:`choose_factor`) is the smallest of :data:`FACTORS` whose precision is at
+least :data:`TARGET` on every problem of the halves it is chosen on, for advise and for every record
+estimate. The report gives the tuning half's choice, whose precision the other halves measure, and
+the code's: the choice over every half but ``fresh`` (:data:`SEEN`); the fresh problems were added
+after it, only to test it.
 """
 
 from __future__ import annotations
@@ -260,8 +262,10 @@ def _pct(a, b) -> float:
     return 100.0 * a / b if b else math.nan
 
 
-#: the zoo's halves in report order (the problems beyond the zoo last)
-HALVES = ("tune", "held-out", "beyond")
+#: the zoo's halves in report order (the problems beyond the zoo, then the fresh ones, last)
+HALVES = ("tune", "held-out", "beyond", "fresh")
+#: the halves the code's safety factor is chosen on (``fresh`` only tests it)
+SEEN = HALVES[:3]
 
 
 def half_cells(cells: dict) -> list[str]:
@@ -311,14 +315,14 @@ def _precisions(runs, factor) -> dict:
     return out
 
 
-def choose_factor(runs) -> tuple[float, list]:
-    """The smallest factor of :data:`FACTORS` with precision >= :data:`TARGET` on every tuning
-    problem (advise and each record estimate), from the tuning half only; ``(factor, [(factor, worst
-    precision, coverages)])``."""
-    tune = [r for r in runs if r["half"] == "tune"]
+def choose_factor(runs, halves=("tune",)) -> tuple[float, list]:
+    """The smallest factor of :data:`FACTORS` with precision >= :data:`TARGET` on every problem of
+    ``halves`` (advise and each record estimate), from those halves only; ``(factor, [(factor,
+    worst precision, coverages)])``, coverages pooled over ``halves``."""
+    sel = [r for r in runs if r["half"] in halves]
     table, chosen = [], None
     for f in FACTORS:
-        prec = _precisions(tune, f)
+        prec = _precisions(sel, f)
         worst = min((_pct(v[0], v[1]) for v in prec.values() if v[1]), default=math.nan)
         cov = {}
         for kind in ("advise",) + _EST:
@@ -357,7 +361,7 @@ def choose_window(runs) -> tuple[int, list]:
             default=math.nan,
         )
         cov = {}
-        for half in ("tune", "held-out", "beyond"):
+        for half in HALVES:
             tot = [sum(v[j] for k, v in cells.items() if k[0] == half) for j in range(3)]
             cov[half] = _pct(tot[1], tot[2])
         table.append((w, worst, cov))
@@ -384,14 +388,14 @@ def _window_lines(runs) -> list:
         f"**{window}**; the code's `crosscurv.numeric.certificate.RECORD_WINDOW` is "
         f"**{RECORD_WINDOW}**. Coverage pooled over the three estimates.",
         "",
-        "| W | worst precision over the tuning problems and rates | coverage: tune | held-out "
-        "| beyond |",
-        "| --- | --- | --- | --- | --- |",
+        "| W | worst precision over the tuning problems and rates | coverage: "
+        + " | ".join(HALVES) + " |",
+        "| " + " | ".join(["---"] * (2 + len(HALVES))) + " |",
     ]
     for w, worst, cov in table:
         lines.append(
             f"| {w} | {worst:.2f}% | "
-            + " | ".join(f"{cov[h]:.1f}%" for h in ("tune", "held-out", "beyond"))
+            + " | ".join(f"{cov[h]:.1f}%" for h in HALVES)
             + " |"
         )
     before, after = _record_cells(runs, 3, withdraw=False), _record_cells(runs, RECORD_WINDOW)
@@ -439,9 +443,13 @@ def _intro_lines(runs, command: str) -> list:
         + "; seeds "
         + ", ".join(sorted({str(r["seed"]) for r in runs if r["half"] == "beyond"}))
         + "; `crosscurv.experiments.problems.beyond` for all but the first two), in "
-          "neither half. Cells: precision / coverage. Advise: an iteration is decided when the "
-          "measurement orders some candidate below the measured best; the advice is right when it "
-          "ties the measured best within the measurement's error (or both are full GS orders the "
+          "neither half. Half `fresh`: kinds added after the code's safety factor was chosen, "
+          "only to test it (`FRESH`: "
+        + ", ".join(dict.fromkeys(r["problem"] for r in runs if r["half"] == "fresh"))
+        + "; `crosscurv.experiments.problems.fresh`). Cells: precision / coverage. Advise: an "
+          "iteration is decided when the measurement orders some candidate below the measured "
+          "best; the advice is right when it ties the measured best within the measurement's "
+          "error (or both are full GS orders the "
           "certificate names as a set). Records: summed over every candidate's run, decided where "
           "`|gap| > gap_err`. Regret: what the advised scheme gives up against the measured best, "
           "relative to the spread between the best and the worst candidate, mean over the decided "
@@ -453,41 +461,44 @@ def _intro_lines(runs, command: str) -> list:
 
 
 def _factor_lines(runs) -> list:
-    """The safety factor's section: its choice on the tuning half, against the code's."""
+    """The safety factor's section: the tuning half's choice and the choice over every half but
+    the fresh one, against the code's, and every half's precision at each."""
     from crosscurv.numeric.certificate import SAFETY
 
-    factor, table = choose_factor(runs)
+    tuned, table = choose_factor(runs)
+    seen, seen_table = choose_factor(runs, SEEN)
     lines = [
         "",
-        "## The safety factor, chosen on the tuning half",
+        "## The safety factor",
         "",
-        f"The smallest factor whose precision is at least {TARGET:g}% on every tuning problem "
-        f"(advise and each record estimate). Chosen here: **{factor:g}**; the code's "
-        f"`crosscurv.numeric.certificate.SAFETY` is **{SAFETY:g}**.",
+        f"The smallest factor whose precision is at least {TARGET:g}% on every problem of the "
+        f"halves it is chosen on (advise and each record estimate). On the tuning half alone: "
+        f"**{tuned:g}**; on every half but the fresh one ({', '.join(SEEN)}): **{seen:g}**; the "
+        f"code's `crosscurv.numeric.certificate.SAFETY`: **{SAFETY:g}**. The fresh problems "
+        f"(`crosscurv.experiments.problems.fresh`) were added after the code's factor was "
+        f"chosen, only to test it. Coverage pooled over the tuning half.",
         "",
-        "| factor | worst precision over the tuning problems | coverage: advise | jc_only | "
-        "cumulative | recursive |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| factor | worst precision over the tuning problems | over every problem but the fresh "
+        "| coverage: advise | jc_only | cumulative | recursive |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for f, worst, cov in table:
+    for (f, worst, cov), (_, worst_seen, _) in zip(table, seen_table):
         lines.append(
-            f"| {f:g} | {worst:.2f}% | "
+            f"| {f:g} | {worst:.2f}% | {worst_seen:.2f}% | "
             + " | ".join(f"{cov[k]:.1f}%" for k in ("advise",) + _EST)
             + " |"
         )
-    if factor < SAFETY:
-        lines += ["", _below_code_line(runs, factor, SAFETY)]
-    return lines
+    return lines + ["", _halves_line(runs, tuned, SAFETY)]
 
 
-def _below_code_line(runs, factor: float, code: float) -> str:
-    """Why the code keeps a larger factor than the tuning half chose: the other halves' precision
-    at both (advise, and the records pooled)."""
+def _halves_line(runs, tuned: float, code: float) -> str:
+    """Every half's precision (advise, and the records pooled) at the tuning half's factor and at
+    the code's."""
     half_of = {r["problem"]: r["half"] for r in runs}
 
-    def halves(f):
+    def halves(f, which):
         prec, parts = _precisions(runs, f), []
-        for h in HALVES[1:]:
+        for h in which:
             cells = [(k, v) for (p, k), v in prec.items() if half_of[p] == h]
             adv = [sum(v[j] for k, v in cells if k == "advise") for j in range(2)]
             rec = [sum(v[j] for k, v in cells if k != "advise") for j in range(2)]
@@ -495,9 +506,12 @@ def _below_code_line(runs, factor: float, code: float) -> str:
                          f"records {_pct(rec[0], rec[1]):.3f}% ({rec[1] - rec[0]} wrong)")
         return "; ".join(parts)
 
-    return (f"At the factor chosen here, {factor:g}, the halves it was not chosen on are "
-            f"{halves(factor)}: the tuning half does not carry that factor's precision to them, "
-            f"so the code keeps {code:g}, where they are {halves(code)}.")
+    at_code = f"At the code's factor, {code:g}: {halves(code, HALVES)}."
+    if tuned >= code:
+        return at_code
+    return (f"At the tuning half's factor, {tuned:g}, the halves it was not chosen on are "
+            f"{halves(tuned, HALVES[1:])}: the tuning half does not carry that factor's "
+            f"precision to them. " + at_code)
 
 
 _HEAD = (
@@ -566,7 +580,7 @@ def _problem_lines(runs, new, old) -> list:
     by_problem: dict = defaultdict(list)
     for (half, prob, c), idx in groups.items():
         by_problem[(half, prob)] += idx
-    for half in ("tune", "held-out", "beyond"):
+    for half in HALVES:
         for (h, prob), idx in by_problem.items():
             if h == half:
                 lines.append(_table_row((half, prob, "all"), new, old, idx))

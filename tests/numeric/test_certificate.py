@@ -14,8 +14,12 @@ def test_certify_best_separates_by_the_safety_factor():
     v = certify_best(est, nxt, True)
     assert v["best"] == "gs" and v["tied"] == ["gs"] and v["certified"]
     # -1 + 3 * 0.3 = -0.1 overlaps chain's -0.2 - 0.15: tied, not certified
-    v = certify_best(est, {**nxt, "gs": 0.3}, True)
+    v = certify_best(est, {**nxt, "gs": 0.3}, True, factor=3.0)
     assert v["tied"] == ["gs", "chain"] and not v["certified"]
+    # at 2: -1 + 0.6 = -0.4 is below chain's -0.2 - 0.1 = -0.3: separated
+    assert certify_best(est, {**nxt, "gs": 0.3}, True, factor=2.0)["certified"]
+    assert certify_best(est, {**nxt, "gs": 0.3}, True) == certify_best(
+        est, {**nxt, "gs": 0.3}, True, factor=SAFETY)  # the default is the code's factor
     assert not certify_best(est, nxt, False)["certified"]  # outside the regime
     assert not certify_best(est, {**nxt, "chain": math.nan}, True)["certified"]
     assert not certify_best(est, nxt, True, factor=20.0)["certified"]
@@ -34,8 +38,12 @@ def test_full_gs_orders_are_certified_as_a_set():
 
 
 def test_certify_gap_is_the_two_candidate_case():
-    assert certify_gap(1.0, 0.3, True) == 1.0 and certify_gap(-1.0, 0.3, True) == -1.0
-    assert certify_gap(1.0, 0.34, True) == 0.0 and certify_gap(1.0, 0.1, False) == 0.0
+    # separated when the prediction's distance from 0 exceeds F times its first dropped order
+    assert certify_gap(1.0, 0.99 / SAFETY, True) == 1.0
+    assert certify_gap(-1.0, 0.99 / SAFETY, True) == -1.0
+    assert certify_gap(1.0, 1.01 / SAFETY, True) == 0.0 and certify_gap(1.0, 0.1, False) == 0.0
+    assert certify_gap(1.0, 0.3, True, factor=3.0) == 1.0
+    assert certify_gap(1.0, 0.34, True, factor=3.0) == 0.0
     assert certify_gap(1.0, math.inf, True) == 0.0
 
 
@@ -207,6 +215,6 @@ def test_the_first_step_term_is_the_certified_predictions_own_measured_error():
     assert early["gs"] == pytest.approx(1.8e-5) and math.isinf(early["chain"])
     assert advice_next_orders(errs, first, 4)["gs"] == 1e-6
     # certified with the prediction's own error; the remainder of eta^2 C_S (2.5e-4) would not
-    est = {"jc": 0.0, "gs": -6e-4}
+    est = {"jc": 0.0, "gs": -4e-4}
     assert certify_best(est, {"jc": 0.0, "gs": early["gs"]}, True)["certified"]
     assert not certify_best(est, {"jc": 0.0, "gs": 2.5e-4}, True)["certified"]

@@ -350,8 +350,9 @@ def study_report(rows, configs, preset, command) -> str:
              f"(eta^2 C_S + eta^3 c3)| / |eta^3 c3| of the one-step checks at theta^0, counting "
              f"only remainders above the steps' rounding (0: none; above 1 the advice warns that "
              f"the expansion does not converge). 'actual error within': share of (iteration, "
-             f"candidate) pairs whose actual |jc_only - gap| is within the advice's embedded "
-             f"error, and within the protocol's certified `jc_only_err` "
+             f"candidate) pairs whose actual |jc_only - gap| is within the advice's error (the "
+             f"embedded pair completed by the carried local errors), and within the protocol's "
+             f"certified `jc_only_err` "
              f"(`crosscurv.numeric.error_estimates`, which needs the candidate's own run), each "
              f"counted over the pairs where that error and the measured gap are finite ('finite on "
              f"m of T': m of the T pairs; `jc_only_err` is a magnitude bound that grows "
@@ -359,8 +360,8 @@ def study_report(rows, configs, preset, command) -> str:
              "",
              "| task | seed | lr | K | regret (decided) | regret (certified) | certified wrong | "
              "max eta*lambda_max | one-step remainder / eta^3 term | agree (all) | agree "
-             "(certified) | agree (decided) | actual error within embedded error | within "
-             "jc_only_err | advice at K | CPU s |",
+             "(certified) | agree (decided) | actual error within the error (completed pair) "
+             "| within jc_only_err | advice at K | CPU s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = r["recommendation"].split(".")[0]
@@ -378,7 +379,7 @@ def study_report(rows, configs, preset, command) -> str:
     lines += ["", "Over the seeds, per task and learning rate:", "",
               "| task | lr | seeds | regret (decided) | regret (certified) | certified wrong "
               "| past the edge (seeds) | agree (all) | agree (certified) | agree (decided) "
-              "| within embedded error | within jc_only_err |",
+              "| within the error (completed pair) | within jc_only_err |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict = {}
     for r in rows:

@@ -11,12 +11,14 @@ import pytest
 import torch
 from crosscurv.experiments.problems.zoo import ZOO, lambda_max0, zoo_problem
 
-#: the fast subset: two zoo problems (one of each half), a rate well inside and one near the edge
+#: the fast subset: two zoo problems (one of each half), a rate well inside and one near the edge,
+#: and a fresh problem near the edge
 SUBSET = [
     ("logistic", 0.5),
     ("logistic", 1.5),
     ("matrix_factorisation", 0.5),
     ("matrix_factorisation", 1.5),
+    ("bilinear_logistic", 1.7),
 ]
 K = 40
 
@@ -255,9 +257,28 @@ def test_levers_choose_their_factor_on_the_tuning_half_only(subset_runs):
         assert f in LEVER_FACTORS and choose_lever_factor(tune, lever)[0] == f
         assert [row[0] for row in table] == list(LEVER_FACTORS[: len(table)])
         cells = lever_cells(subset_runs, lever, f)
-        assert {h for h, _ in cells} == {"tune", "held-out"}
+        assert {h for h, _ in cells} == {"tune", "held-out", "fresh"}
         for v in cells.values():
             assert 0 <= v["right"] <= v["certified"] <= v["decided_inside"]
+
+
+def test_the_codes_factor_is_chosen_without_the_fresh_half(subset_runs):
+    from crosscurv.experiments.studies.certificates_report import (FACTORS, HALVES, SEEN,
+                                                                   choose_factor)
+
+    assert "fresh" in HALVES and "fresh" not in SEEN
+    seen = [r for r in subset_runs if r["half"] in SEEN]
+    assert len(seen) < len(subset_runs)
+    f, table = choose_factor(subset_runs, SEEN)
+    assert f in FACTORS and (f, table) == choose_factor(seen, SEEN)
+    # the tuning half's choice reads the tuning runs only
+    tune = [r for r in subset_runs if r["half"] == "tune"]
+    assert choose_factor(subset_runs) == choose_factor(tune)
+    # the chosen factor is the first whose worst precision reaches the target
+    from crosscurv.experiments.studies.certificates_report import TARGET
+
+    worst = [w for _, w, _ in table]
+    assert worst[FACTORS.index(f)] >= TARGET and all(w < TARGET for w in worst[:FACTORS.index(f)])
 
 
 def test_the_ceiling_is_right_and_covers_at_least_the_code(subset_runs):
