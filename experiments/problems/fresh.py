@@ -24,20 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from crosscurv.experiments.problems.problem import DTYPE
+from crosscurv.experiments.problems.beyond import _t, _task
 from crosscurv.numeric.task import Task
 
 __all__ = ["swish_net", "gamma_regression", "student_t_regression", "bilinear_logistic",
            "gated_unit", "square_activation_net", "rbf_net", "cosine_classifier"]
-
-
-def _t(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=DTYPE)
-
-
-def _task(params: dict, loss, name: str, seed: int) -> Task:
-    return Task(params, loss, {n: [n] for n in params}, name, {"family": name, "seed": int(seed)},
-                "gs")
 
 
 def swish_net(seed: int = 0) -> Task:
