@@ -9,9 +9,12 @@ patterns with at most ``D`` stages:
 * the zoo (3-4 blocks, float64; none of them used while building the search): random coupled block
   quadratics, random quartic polynomials, a tanh MLP, deep matrix factorisations; the space ``all``
   is trained exhaustively (25 or 543 patterns), so the best measured is the true best;
-* the built-in ``mlp`` task (8 blocks, smoke preset): the stage arrangements (545,835) and the GS
-  orders (40,320); trained: the named front, the 5 best predicted patterns of the largest budget and
-  a seeded random sample of the space, so "best measured" is the best of those.
+* an 8-block tanh MLP (float64, a smooth loss: :func:`eight_blocks`) and the built-in ``mlp`` task
+  (8 blocks, smoke preset, float32, ReLU: its steps cross kinks, which the expansions do not
+  describe): the stage arrangements (545,835) and the GS orders (40,320); trained: the named front,
+  the 5 best predicted patterns of the largest budget and a seeded random sample of the space, so
+  "best measured" is the best of those. Their cost is also given against plain training of 8
+  patterns (the trained patterns' mean cost per pattern, times 8).
 
 Per budget ``D`` (every number of stages the space reaches; the named pattern is JC where nothing
 with at most ``D`` stages is predicted below it): ``regret`` = measured gap of the named pattern
@@ -34,13 +37,16 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["zoo", "validate_problem", "findings", "report", "rewrite_report", "search_study"]
+__all__ = ["zoo", "eight_blocks", "validate_problem", "findings", "report", "rewrite_report",
+           "search_study"]
 
 #: lr = factor / lam (lam: the curvature scale of crosscurv.experiments.problems)
 ZOO_FACTORS = (0.25, 1.0)
 #: (lr, K) of the mlp rows: the smoke preset's rate, and the default preset's (below the edge)
 MLP_RUNS = ((0.05, 50), (0.007, 100))
 ZOO_ITERS = 30
+#: K of the 8-block tanh MLP's rows (at each of :data:`ZOO_FACTORS`)
+EIGHT_ITERS = 50
 
 
 def zoo() -> list[tuple[str, object]]:
@@ -64,6 +70,18 @@ def zoo() -> list[tuple[str, object]]:
         for nf in (3, 4):
             p = factorisation_problem(seed, n_factors=nf)
             out.append((f"factorisation N={nf} seed {seed}", p.task, p.scale))
+    return out
+
+
+def eight_blocks() -> list[tuple[str, object, float]]:
+    """``[(label, task, lam)]``: 8-block tanh MLPs (widths 4-6-...-6-2, eight layers of weights and
+    biases in 8 random blocks, 16 examples, float64), seeds 0 and 1."""
+    from crosscurv.experiments.problems import tanh_mlp_problem
+
+    out = []
+    for seed in (0, 1):
+        p = tanh_mlp_problem(seed, widths=(4, 6, 6, 6, 6, 6, 6, 6, 2), n_blocks=8, n_examples=16)
+        out.append((f"tanh MLP N=8 seed {seed}", p.task, p.scale))
     return out
 
 
@@ -104,10 +122,11 @@ def _class_rows(front, measured: dict, depth_of: dict) -> list[dict]:
 
 
 def validate_problem(
-    label: str, task, lr: float, iters: int, space: str, sample: int = 0, seed: int = 0
+    label: str, task, lr: float, iters: int, space: str, sample: int = 0, seed: int = 0,
+    group: str | None = None
 ) -> dict:
     """Search ``space``, train the named patterns (and every pattern, or ``sample`` others) and
-    compare."""
+    compare; ``group``: the row's group of :data:`GROUPS` (default: by ``sample``)."""
     from crosscurv.numeric.advice_cost import plain_losses
     from crosscurv.numeric.pattern_search import search
 
@@ -158,6 +177,7 @@ def validate_problem(
     )
     return {
         "problem": label,
+        "group": group or (GROUPS[0] if not sample else GROUPS[-1]),
         "blocks": sp.n_blocks,
         "space": sp.spec,
         "patterns": len(sp),
@@ -179,8 +199,21 @@ def _fmt(x) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3g}"
 
 
-#: the two groups of rows of the report: the zoo's exhaustive spaces and the mlp's sampled ones
-GROUPS = ("zoo (exhaustive)", "mlp (sampled)")
+#: the groups of rows of the report: the zoo's exhaustive spaces, the 8-block tanh MLP's and the
+#: mlp's sampled ones
+GROUPS = ("zoo (exhaustive)", "tanh N=8 (sampled)", "mlp (sampled)")
+
+
+def _group(r: dict) -> str:
+    """The row's group (rows saved without one: by whether the space was trained exhaustively)."""
+    return r.get("group") or (GROUPS[0] if r["exhaustive"] else GROUPS[-1])
+
+
+def plain8_ratio(r: dict) -> float:
+    """A sampled row's search seconds over plain training of 8 of its patterns (the trained
+    patterns' mean seconds, times 8); NaN without a trained pattern."""
+    n = r["trained"] - 1  # JC's run is not a pattern's
+    return r["search_s"] / (8 * r["plain_s"] / n) if n > 0 and r["plain_s"] > 0 else math.nan
 
 
 def _tally(rows: list[dict]) -> dict:
@@ -191,7 +224,7 @@ def _tally(rows: list[dict]) -> dict:
     for r in rows:
         if r["status"] != "complete":
             continue  # a diverged JC run: listed, not counted
-        t = tally[GROUPS[0] if r["exhaustive"] else GROUPS[1]]
+        t = tally[_group(r)]
         for c in r["classes"]:
             t["right"][0] += int(c["right"])
             t["right"][1] += 1
@@ -213,11 +246,16 @@ def findings(rows: list[dict]) -> list[str]:
         if not t["right"][1]:
             continue
         n, of = t["certified"]
+        ratio = [plain8_ratio(r) for r in rows if _group(r) == g and not r["exhaustive"]
+                 and r["status"] == "complete"]
+        ratio = [x for x in ratio if math.isfinite(x)]
+        ends = sorted({f"{min(ratio):.2g}", f"{max(ratio):.2g}"}, key=float) if ratio else []
+        cost = f"; search {'-'.join(ends)} x plain training of 8 patterns" if ratio else ""
         out.append(f"- {g}: named = best measured at {t['right'][0]}/{t['right'][1]} budgets; "
                    f"regret < 5% of the spread at {t['regret'][0]}/{t['regret'][1]}; "
-                   + (f"certified right {n}/{of}." if of else "none certified."))
+                   + (f"certified right {n}/{of}" if of else "none certified") + cost + ".")
     corr = {g: [r["rank_correlation"] for r in rows if r["status"] == "complete"
-                and (r["exhaustive"] == (g == GROUPS[0])) and r["rank_correlation"] is not None
+                and _group(r) == g and r["rank_correlation"] is not None
                 and math.isfinite(r["rank_correlation"])] for g in GROUPS}
     shown = [f"{g.split()[0]} {np.median(c):.3g}" for g, c in corr.items() if c]
     if shown:
@@ -234,7 +272,7 @@ def _scale_note(rows: list[dict]) -> str:
     """For the sampled group: how many times the predictions the measured gaps of the named patterns
     are, and at how many budgets the margin to the runner-up is within the errors (``rankable``
     false: advise says it cannot rank them); ``""`` when no row tells."""
-    cls = [c for r in rows if r["status"] == "complete" and not r["exhaustive"]
+    cls = [c for r in rows if r["status"] == "complete" and _group(r) == GROUPS[-1]
            for c in r["classes"]]
     ratio = [c["measured"] / c["predicted"] for c in cls
              if c["predicted"] and math.isfinite(c["predicted"]) and math.isfinite(c["measured"])]
@@ -265,7 +303,9 @@ def report(rows: list[dict], command: str) -> str:
         "trained patterns with at most D stages. Zoo rows: the space `all`, trained exhaustively "
         "(the best measured is the true best); lr = f / lam with lam the curvature scale of "
         f"`crosscurv.experiments.problems` and f in {ZOO_FACTORS} (the label's 'eta lam'), "
-        f"K = {ZOO_ITERS}. mlp rows: the named front, the 5 best predicted and a seeded random "
+        f"K = {ZOO_ITERS}. Sampled rows (the 8-block tanh MLP of `eight_blocks`, float64, at the "
+        f"same lr = f / lam, K = {EIGHT_ITERS}; the built-in mlp, float32 with ReLU "
+        "activations): the named front, the 5 best predicted and a seeded random "
         "sample trained, so 'best' is the best of those. 'regret': measured gap of the named "
         "pattern minus the best one (0: the named one is the best); 'spread': worst minus best "
         "measured gap of the class (what an arbitrary choice risks); 'rank': of the named pattern "
@@ -299,11 +339,14 @@ def report(rows: list[dict], command: str) -> str:
                   "evaluation of the space), its certification (the embedded pair of the front's "
               "patterns and runners-up along the JC run, and the gates) and the plain training of "
                   "the trained patterns.", "",
-              "| problem | search s | certify s | plain training s (patterns) |",
-              "|---|---|---|---|"]
+              "| problem | search s | certify s | plain training s (patterns) "
+              "| search / plain 8 |",
+              "|---|---|---|---|---|"]
     for r in rows:
+        ratio = "-" if r["exhaustive"] else _fmt(plain8_ratio(r))
         lines.append(f"| {r['problem']} ({r['space']}) | {r['search_s']:.2f} "
-                     f"| {r['certify_s']:.2f} | {r['plain_s']:.2f} ({r['trained'] - 1}) |")
+                     f"| {r['certify_s']:.2f} | {r['plain_s']:.2f} ({r['trained'] - 1}) "
+                     f"| {ratio} |")
     lines += ["", f"CPU time in all: {cpu / 60:.1f} core-minutes."]
     return "\n".join(lines) + "\n"
 
@@ -322,9 +365,10 @@ def rewrite_report(out: str) -> None:
 
 
 def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command: str = "") -> str:
-    """The study: every zoo problem at each of :data:`ZOO_FACTORS` (``zoo_problems``) and the smoke
-    MLP at each of :data:`MLP_RUNS` in both spaces (``sample`` random patterns trained per space),
-    one intra-op thread; writes ``OUT/search.json`` and ``OUT/search.md`` (``command``: the command
+    """The study: every zoo problem at each of :data:`ZOO_FACTORS` (``zoo_problems``), the 8-block
+    tanh MLPs (:func:`eight_blocks`) at each of :data:`ZOO_FACTORS` and the smoke MLP at each of
+    :data:`MLP_RUNS`, both in both spaces (``sample`` random patterns trained per space), one
+    intra-op thread; writes ``OUT/search.json`` and ``OUT/search.md`` (``command``: the command
     line named in it) and returns the report's text."""
     from crosscurv.experiments.tasks.loading import load_task
     from crosscurv.numeric.records import atomic_write_text, write_summary
@@ -342,11 +386,19 @@ def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command:
                 name = f"{label}, eta lam {factor}"
                 rows.append(validate_problem(name, task, factor / lam, ZOO_ITERS, "all"))
                 done(name)
+    for factor in ZOO_FACTORS:
+        for label, task, lam in eight_blocks():
+            name = f"{label}, eta lam {factor}"
+            for space in ("stages", "orders"):
+                rows.append(validate_problem(name, task, factor / lam, EIGHT_ITERS, space,
+                                             sample=sample, group=GROUPS[1]))
+                done(f"{name} {space}")
     task, _ = load_task("mlp", "smoke", device=torch.device("cpu"))
     for lr, iters in MLP_RUNS:
         for space in ("stages", "orders"):
             name = f"mlp smoke lr {lr} K {iters}"
-            rows.append(validate_problem(name, task, lr, iters, space, sample=sample))
+            rows.append(validate_problem(name, task, lr, iters, space, sample=sample,
+                                         group=GROUPS[-1]))
             done(f"{name} {space}")
     os.makedirs(out, exist_ok=True)
     write_summary(os.path.join(out, "search.json"), {"command": command, "rows": rows})

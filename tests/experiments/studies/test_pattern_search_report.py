@@ -7,7 +7,8 @@ import json
 import pytest
 
 from crosscurv.experiments.cli.scripts import pattern_search as main
-from crosscurv.experiments.studies.pattern_search import findings, report
+from crosscurv.experiments.studies.pattern_search import (GROUPS, findings, plain8_ratio,
+                                                          report)
 from crosscurv.numeric.records import RecordsError
 
 
@@ -37,8 +38,10 @@ def test_findings_are_counted_from_the_rows():
     assert 2 <= len(found) <= 5 and found[0] == "Found:"
     assert found[1] == ("- zoo (exhaustive): named = best measured at 2/3 budgets; regret < 5% of "
                         "the spread at 2/3; certified right 2/2.")
+    # search 0.1 s against 24 trained patterns in 0.1 s: 0.1 / (8 * 0.1 / 24) = 3
     assert found[2] == ("- mlp (sampled): named = best measured at 1/2 budgets; regret < 5% of "
-                        "the spread at 1/2; none certified.")
+                        "the spread at 1/2; none certified; search 3 x plain training of 8 "
+                        "patterns.")
     assert found[3] == ("- Median rank correlation, predicted vs measured gap: zoo 0.8, mlp -0.2 "
                         "(mlp: the named patterns' measured gaps are 1-1 x their predictions).")
     assert found[4] == "- 1 of 4 JC runs diverged: listed, not counted."
@@ -70,3 +73,18 @@ def test_findings_say_where_the_search_cannot_rank():
         "- Median rank correlation, predicted vs measured gap: zoo 0.8, mlp 0 (mlp: the named "
         "patterns' measured gaps are 10-40 x their predictions; the margin to the runner-up "
         "within the errors at 1/2 budgets, where advise says it cannot rank them).")
+
+
+def test_the_eight_block_group_is_counted_apart_from_the_mlp():
+    tanh = dict(_row("tanh8", False, [_class(2, True, 0.0, 1.0, True)], 0.99), search_s=0.05,
+                group=GROUPS[1])
+    rows = ROWS[:2] + [tanh, ROWS[3]]
+    found = findings(rows)
+    assert found[1].startswith("- zoo (exhaustive): named = best measured at 2/3")
+    assert found[2] == ("- tanh N=8 (sampled): named = best measured at 1/1 budgets; regret < 5% "
+                        "of the spread at 1/1; certified right 1/1; search 1.5 x plain training "
+                        "of 8 patterns.")
+    assert found[3].startswith("- mlp (sampled): named = best measured at 1/2")
+    assert "zoo 0.8, tanh 0.99, mlp -0.2" in found[4]
+    assert plain8_ratio(tanh) == pytest.approx(0.05 / (8 * 0.1 / 24))
+    assert "| 1.5 |" in report(rows, "python -m x")  # the cost table's ratio column
