@@ -322,13 +322,17 @@ def alternative_lines(runs) -> list:
 def write_report(runs, path: str, command: str) -> str:
     """Write ``path`` (markdown) from the zoo's runs: what it found first (at most five lines), then
     how it was measured and the details; returns its text."""
+    from pathlib import Path
+
     from crosscurv.experiments.studies.certificates_ceiling import (ceiling_clause, ceiling_lines,
                                                                     ceiling_results)
+    from crosscurv.experiments.studies.certificates_figure import certificates_figure
     from crosscurv.experiments.studies.certificates_levers import (lever_lines, lever_results,
                                                                    lever_summary)
-    from crosscurv.experiments.studies.certificates_report import (_factor_lines, _intro_lines,
-                                                                   _pool, _problem_lines,
-                                                                   _window_lines, _wrong_lines)
+    from crosscurv.experiments.studies.certificates_report import (FACTORS, _factor_lines,
+                                                                   _intro_lines, _pool,
+                                                                   _problem_lines, _window_lines,
+                                                                   _wrong_lines)
     from crosscurv.numeric.certificate import SAFETY
     from crosscurv.numeric.records import atomic_write_text
 
@@ -338,6 +342,10 @@ def write_report(runs, path: str, command: str) -> str:
     lines = ["# Certificates on the problem zoo", ""]
     lines += summary_lines(runs, SAFETY, clauses)
     lines += [""] + _intro_lines(runs, command)
+    figure = Path(path).parent / "figures" / "certificates.png"
+    certificates_figure({f: advice_cells(runs, f) for f in FACTORS}, SAFETY, figure, GOAL)
+    lines += ["", f"![advise's coverage against the safety factor per half, and per problem at "
+                  f"F = {SAFETY:g}](figures/{figure.name})"]
     lines += cause_lines(runs, SAFETY)
     lines += _factor_lines(runs)
     lines += first_step_lines(runs, SAFETY)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 __all__ = ["zoo", "eight_blocks", "validate_problem", "findings", "report", "rewrite_report",
-           "search_study"]
+           "write_outputs", "search_study"]
 
 #: lr = factor / lam (lam: the curvature scale of crosscurv.experiments.problems)
 ZOO_FACTORS = (0.25, 1.0)
@@ -288,8 +288,14 @@ def _scale_note(rows: list[dict]) -> str:
     return note + ")"
 
 
+#: the study's figure, relative to its report (:mod:`crosscurv.experiments.studies.
+#: pattern_search_figure`)
+FIGURE = "../figures/advise_search.png"
+
+
 def report(rows: list[dict], command: str) -> str:
-    """The markdown of ``reports/advise/search.md``."""
+    """The markdown of ``reports/advise/search.md`` (it links :data:`FIGURE`, which
+    :func:`write_outputs` draws)."""
     lines = [
         "# `crosscurv advise --search`: the named patterns against plain training",
         "",
@@ -311,6 +317,8 @@ def report(rows: list[dict], command: str) -> str:
         "measured gap of the class (what an arbitrary choice risks); 'rank': of the named pattern "
         "among the trained ones of its class; 'rank corr.': Spearman correlation "
         "of predicted and measured gaps over the trained patterns.",
+        "",
+        f"![predicted against measured gaps of the named patterns, per group]({FIGURE})",
         "",
         "| problem | space (patterns) | trained | rank corr. | D | named | predicted | measured | "
         "best measured | regret | spread | rank | certified | right |",
@@ -358,10 +366,23 @@ def rewrite_report(out: str) -> None:
     Raises:
         crosscurv.numeric.records.RecordsError: no readable ``OUT/search.json``.
     """
-    from crosscurv.numeric.records import atomic_write_text, read_summary
+    from crosscurv.numeric.records import read_summary
 
     saved = read_summary(os.path.join(out, "search.json"))
-    atomic_write_text(os.path.join(out, "search.md"), report(saved["rows"], saved["command"]))
+    write_outputs(out, saved["rows"], saved["command"])
+
+
+def write_outputs(out: str, rows: list[dict], command: str) -> str:
+    """Write ``OUT/search.md`` and its figure (:data:`FIGURE`, relative to ``OUT``); return the
+    report's text."""
+    from crosscurv.experiments.studies.pattern_search_figure import search_figure
+    from crosscurv.numeric.records import atomic_write_text
+
+    text = report(rows, command)
+    grouped = {g: [r for r in rows if _group(r) == g] for g in GROUPS}
+    search_figure(grouped, os.path.normpath(os.path.join(out, FIGURE)))
+    atomic_write_text(os.path.join(out, "search.md"), text)
+    return text
 
 
 def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command: str = "") -> str:
@@ -371,7 +392,7 @@ def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command:
     intra-op thread; writes ``OUT/search.json`` and ``OUT/search.md`` (``command``: the command
     line named in it) and returns the report's text."""
     from crosscurv.experiments.tasks.loading import load_task
-    from crosscurv.numeric.records import atomic_write_text, write_summary
+    from crosscurv.numeric.records import write_summary
 
     torch.set_num_threads(1)
     rows = []
@@ -402,9 +423,7 @@ def search_study(out: str, sample: int = 40, zoo_problems: bool = True, command:
             done(f"{name} {space}")
     os.makedirs(out, exist_ok=True)
     write_summary(os.path.join(out, "search.json"), {"command": command, "rows": rows})
-    text = report(rows, command)
-    atomic_write_text(os.path.join(out, "search.md"), text)
-    return text
+    return write_outputs(out, rows, command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -135,6 +135,8 @@ def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
     from crosscurv.experiments.studies.certificates_findings import write_report
 
     text = write_report(subset_runs, str(tmp_path / "certificates.md"), "make certificates-study")
+    figure = tmp_path / "figures" / "certificates.png"
+    assert figure.stat().st_size > 10_000 and "](figures/certificates.png)" in text
     assert (
         text.startswith("# Certificates on the problem zoo") and "`make certificates-study`" in text
     )
@@ -279,6 +281,22 @@ def test_the_codes_factor_is_chosen_without_the_fresh_half(subset_runs):
 
     worst = [w for _, w, _ in table]
     assert worst[FACTORS.index(f)] >= TARGET and all(w < TARGET for w in worst[:FACTORS.index(f)])
+
+
+def test_coverage_falls_as_the_safety_factor_grows(subset_runs):
+    from crosscurv.experiments.studies.certificates_figure import factor_curves
+    from crosscurv.experiments.studies.certificates_findings import advice_cells
+
+    curves = factor_curves({f: advice_cells(subset_runs, f) for f in (4.0, 1.0, 2.0)})
+    assert set(curves) == {"tune", "held-out", "fresh"}
+    for half, pts in curves.items():
+        cov = [c for _, c, _ in pts]
+        assert all(a >= b for a, b in zip(cov, cov[1:])), (half, cov)  # a wider bar certifies less
+        assert all(w >= 0 for *_, w in pts)
+    cells = advice_cells([r for r in subset_runs if r["half"] == "tune"], 2.0)
+    cert = sum(v["certified"] for v in cells.values())
+    dec = sum(v["decided_inside"] for v in cells.values())
+    assert curves["tune"][1][1] == pytest.approx(100.0 * cert / dec)
 
 
 def test_the_ceiling_is_right_and_covers_at_least_the_code(subset_runs):

@@ -59,6 +59,7 @@ def test_report_only_rewrites_search_md_from_search_json(tmp_path, capsys):
     (tmp_path / "search.json").write_text(json.dumps({"command": "python -m y", "rows": ROWS}))
     assert main(["--out", str(tmp_path), "--report-only"]) == 0
     assert (tmp_path / "search.md").read_text() == report(ROWS, "python -m y")
+    assert (tmp_path.parent / "figures" / "advise_search.png").stat().st_size > 5_000
     with pytest.raises(RecordsError):
         main(["--out", str(tmp_path / "none"), "--report-only"])
 
@@ -88,3 +89,17 @@ def test_the_eight_block_group_is_counted_apart_from_the_mlp():
     assert "zoo 0.8, tanh 0.99, mlp -0.2" in found[4]
     assert plain8_ratio(tanh) == pytest.approx(0.05 / (8 * 0.1 / 24))
     assert "| 1.5 |" in report(rows, "python -m x")  # the cost table's ratio column
+
+
+def test_the_figure_plots_the_named_patterns_per_group():
+    from crosscurv.experiments.studies.pattern_search_figure import named_points
+
+    tanh = dict(_row("tanh8", False, [_class(2, True, 0.0, 1.0, True)], 0.99), group=GROUPS[1])
+    from crosscurv.experiments.studies.pattern_search import _group
+
+    pts = named_points({g: [r for r in ROWS + [tanh] if _group(r) == g] for g in GROUPS})
+    # the diverged row is left out; the zoo's three named patterns, the tanh row's, the mlp's two
+    assert list(pts) == list(GROUPS)
+    assert len(pts[GROUPS[0]]) == 3 and len(pts[GROUPS[1]]) == 1 and len(pts[GROUPS[2]]) == 2
+    assert pts[GROUPS[0]][0] == (-1.0, -1.0, True, True)
+    assert (-1.0, -1.0, False, False) in pts[GROUPS[2]]
