@@ -329,8 +329,8 @@ def write_report(runs, path: str, command: str) -> str:
     from crosscurv.experiments.studies.certificates_figure import certificates_figure
     from crosscurv.experiments.studies.certificates_levers import (lever_lines, lever_results,
                                                                    lever_summary)
-    from crosscurv.experiments.studies.certificates_report import (FACTORS, _factor_lines,
-                                                                   _intro_lines, _pool,
+    from crosscurv.experiments.studies.certificates_factor import factor_lines
+    from crosscurv.experiments.studies.certificates_report import (FACTORS, _intro_lines, _pool,
                                                                    _problem_lines, _window_lines,
                                                                    _wrong_lines)
     from crosscurv.numeric.certificate import SAFETY
@@ -347,7 +347,7 @@ def write_report(runs, path: str, command: str) -> str:
     lines += ["", f"![advise's coverage against the safety factor per half, and per problem at "
                   f"F = {SAFETY:g}](figures/{figure.name})"]
     lines += cause_lines(runs, SAFETY)
-    lines += _factor_lines(runs)
+    lines += factor_lines(runs)
     lines += first_step_lines(runs, SAFETY)
     lines += alternative_lines(runs)
     lines += lever_lines(runs, GOAL, levers)
