@@ -5,8 +5,10 @@ Each entry of :data:`ZOO` is a :class:`ZooProblem`: a task factory (usable as ``
 crosscurv.experiments.problems.zoo:NAME``), the learning rates as multiples ``c`` of ``1 /
 lambda_max(H^0)`` (the Hessian at ``theta^0``, converged by
 :func:`crosscurv.numeric.estimates.solve_extremes`) from ``0.1`` to the edge of stability ``1.9``, a
-budget ``K`` and the half of the zoo it belongs to (``"tune"``: the certificate's safety factor is
-chosen on it; ``"held-out"``: it is only measured).
+budget ``K`` and the half of the zoo it belongs to (``"tune"``: the study's other rules, such as
+the records' look-back, are chosen on it alone; ``"held-out"``: measured only, except that the
+certificate's safety factor is chosen on both halves and on :data:`BEYOND`, then tested on
+:data:`FRESH`).
 
 Kinds (``d`` parameters, ``N`` blocks):
 
@@ -264,7 +266,8 @@ def quartic(seed: int = 0) -> Task:
 
 class ZooProblem(NamedTuple):
     """One problem of the zoo: ``factory(seed)`` builds its task; ``iters`` the budget ``K``;
-    ``half``: ``"tune"`` or ``"held-out"``; ``lr_factors``: rates ``c / lambda_max(H^0)``."""
+    ``half``: ``"tune"``, ``"held-out"``, ``"beyond"`` or ``"fresh"``; ``lr_factors``: rates ``c /
+    lambda_max(H^0)``."""
 
     name: str
     factory: Callable

@@ -43,10 +43,10 @@ __all__ = [
     "choose_window",
 ]
 
-#: safety factors tried on the tuning half
+#: safety factors tried (:func:`choose_factor`)
 FACTORS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-#: the precision (percent) every tuning problem must reach: ten times fewer wrong certificates than
-#: the promised 99%, so that the held-out half has room
+#: the precision (percent) every problem a choice is made on must reach: ten times fewer wrong
+#: certificates than the promised 99%, so that the halves it is not made on have room
 TARGET = 99.9
 _EST = ("jc_only", "cumulative", "recursive")
 #: the records' look-backs tried on the tuning half
