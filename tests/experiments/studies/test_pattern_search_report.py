@@ -38,9 +38,9 @@ def test_findings_are_counted_from_the_rows():
     assert 2 <= len(found) <= 5 and found[0] == "Found:"
     assert found[1] == ("- zoo (exhaustive): named = best measured at 2/3 budgets; regret < 5% of "
                         "the spread at 2/3; certified right 2/2.")
-    # search 0.1 s against 24 trained patterns in 0.1 s: 0.1 / (8 * 0.1 / 24) = 3
+    # search 0.1 s; 25 patterns of the orders and JC trained in 0.1 s: 0.1 / (8 * 0.1 / 26)
     assert found[2] == ("- mlp (sampled): named = best measured at 1/2 budgets; regret < 5% of "
-                        "the spread at 1/2; none certified; search 3 x plain training of 8 "
+                        "the spread at 1/2; none certified; search 3.2 x plain training of 8 "
                         "patterns.")
     assert found[3] == ("- Median rank correlation, predicted vs measured gap: zoo 0.8, mlp -0.2 "
                         "(mlp: the named patterns' measured gaps are 1-1 x their predictions).")
@@ -83,12 +83,15 @@ def test_the_eight_block_group_is_counted_apart_from_the_mlp():
     found = findings(rows)
     assert found[1].startswith("- zoo (exhaustive): named = best measured at 2/3")
     assert found[2] == ("- tanh N=8 (sampled): named = best measured at 1/1 budgets; regret < 5% "
-                        "of the spread at 1/1; certified right 1/1; search 1.5 x plain training "
+                        "of the spread at 1/1; certified right 1/1; search 1.6 x plain training "
                         "of 8 patterns.")
     assert found[3].startswith("- mlp (sampled): named = best measured at 1/2")
     assert "zoo 0.8, tanh 0.99, mlp -0.2" in found[4]
-    assert plain8_ratio(tanh) == pytest.approx(0.05 / (8 * 0.1 / 24))
-    assert "| 1.5 |" in report(rows, "python -m x")  # the cost table's ratio column
+    assert plain8_ratio(tanh) == pytest.approx(0.05 / (8 * 0.1 / 26))
+    # a stages space counts JC among the trained: 24 patterns and JC
+    assert plain8_ratio(dict(tanh, space="stages:8")) == pytest.approx(0.05 / (8 * 0.1 / 25))
+    text = report(rows, "python -m x")
+    assert "| tanh8 (orders) | 0.05 | 0.10 | 0.10 (25) | 1.62 |" in text
 
 
 def test_the_figure_plots_the_named_patterns_per_group():
