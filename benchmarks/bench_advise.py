@@ -17,7 +17,8 @@ alternating, ``rounds`` times:
 and, for ``--search-tasks`` (default ``mlp``), the pattern search over each of ``--spaces`` (default
 ``orders,stages``): :func:`crosscurv.numeric.pattern_search.search` without its certification (the
 JC run with the per-pair states and the evaluation of every pattern of the space), its certification
-run alone, and the plain training of 8 patterns of the space drawn at random (seeded), alternating
+run alone, the search with ``final_only`` (the adjoint sweep, predictions at ``K`` only), and the
+plain training of 8 patterns of the space drawn at random (seeded), alternating
 in the same way; the ratio ``search / plain 8`` is what a user pays for the whole space against
 trying 8 of its patterns. ``--search-at PRESET=K,K`` adds the search rows of another preset (a model
 whose gradient is compute-bound, where batching the products helps least).
@@ -28,7 +29,7 @@ seconds, ``advise / protocol`` (the target is <= 0.5) and ``advise / plain``; ``
 the table.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_advise.py --iters 20 --rounds 2 --search-iters 20,100
-    --search-at default=5 --out reports/advise/bench.md
+    --search-at default=5,20 --out reports/advise/bench.md
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def search_budgets(a) -> list[tuple[str, list[int]]]:
 def search_rows(a, timed: list) -> list[str]:
     """The pattern-search table: search, certification, plain training of 8 of the patterns; each
     row's median seconds appended to ``timed`` as ``{"task", "preset", "space", "iters", "search",
-    "certify", "plain8"}``, one row per preset and budget (:func:`search_budgets`)."""
+    "final_only", "certify", "plain8"}``, one row per preset and budget (:func:`search_budgets`)."""
     import numpy as np
 
     from crosscurv.experiments.tasks.loading import load_task
@@ -102,13 +103,16 @@ def search_rows(a, timed: list) -> list[str]:
                  "--no-certify` computes: the space built from its spelling, the JC run with one "
                  "state per ordered pair of blocks (N^2 Hessian-vector products per iteration, "
              "batched), the evaluation of every pattern of the space at K and the pricing of plain "
-                 "steps; `certify` is the certification of the front's patterns and runners-up "
+                 "steps; `final-only` is the same with `--final-only` (the per-pair terms at K "
+                 "by an adjoint sweep: N + 1 products per iteration); `certify` is the "
+                 "certification of the front's patterns and runners-up "
                  "along the same JC trajectory (their embedded-pair errors, the regime gate, and "
                  "the one-step check where some margin exceeds the errors); `plain 8` trains 8 "
                  "patterns of the space drawn at random (seed 0) for K steps each.", "",
-             "| task | preset | parameters | blocks | space | patterns | K | search s | certify s "
-             "| plain 8 s | search/plain 8 | search+certify/plain 8 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| task | preset | parameters | blocks | space | patterns | K | search s "
+             "| final-only s | certify s | plain 8 s | search/plain 8 | final-only/plain 8 "
+             "| search+certify/plain 8 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     for name, preset, ks in [(n, p, ks) for n in tasks for p, ks in search_budgets(a)]:
         task, settings = load_task(name, preset, device=torch.device("cpu"))
@@ -118,28 +122,33 @@ def search_rows(a, timed: list) -> list[str]:
             rng = np.random.default_rng(0)
             eight = [sp.name(int(r)) for r in rng.choice(len(sp), min(8, len(sp)), replace=False)]
             warm = search(task, lr, 2, spec, certify=False)  # warm-up, certification included
+            search(task, lr, 2, spec, certify=False, final_only=True)
             certify_front(task, lr, warm.records, warm.front)
             plain(task, eight, lr, 2)
             for K in ks:
-                ts, tc, tq = [], [], []
+                ts, tf, tc, tq = [], [], [], []
                 for _ in range(a.rounds):
                     t = time.process_time()  # from the spelling, as the command: the space too
                     res = search(task, lr, K, spec, certify=False)
                     ts.append(time.process_time() - t)
+                    t = time.process_time()
+                    search(task, lr, K, spec, certify=False, final_only=True)
+                    tf.append(time.process_time() - t)
                     t = time.process_time()
                     plain(task, eight, lr, K)
                     tq.append(time.process_time() - t)
                     t = time.process_time()
                     certify_front(task, lr, res.records, res.front)
                     tc.append(time.process_time() - t)
-                ms, mc, mq = (statistics.median(x) for x in (ts, tc, tq))
+                ms, mf, mc, mq = (statistics.median(x) for x in (ts, tf, tc, tq))
                 row = (f"| {name} | {preset} | {task.num_params():,} | {task.n_blocks} | {sp.spec} "
-                       f"| {len(sp):,} | {K} | {ms:.2f} "
-                       f"| {mc:.2f} | {mq:.2f} | {ms / mq:.2f} | {(ms + mc) / mq:.2f} |")
+                       f"| {len(sp):,} | {K} | {ms:.2f} | {mf:.2f} "
+                       f"| {mc:.2f} | {mq:.2f} | {ms / mq:.2f} | {mf / mq:.2f} "
+                       f"| {(ms + mc) / mq:.2f} |")
                 print(row, flush=True)
                 lines.append(row)
                 timed.append({"task": name, "preset": preset, "space": sp.spec, "iters": K,
-                              "search": ms, "certify": mc, "plain8": mq})
+                              "search": ms, "final_only": mf, "certify": mc, "plain8": mq})
     return lines
 
 
@@ -174,7 +183,8 @@ def findings(timed: list, searched: list) -> list[str]:
                 + (f" {name[key]}" if len(keys) > 1 and name[key] else "") for key in keys)
 
         at = f" {name[keys[0]]}" if len(keys) == 1 and name[keys[0]] else ""
-        out.append(f"- search / plain 8{at}: {per_k(lambda r: r['search'] / r['plain8'])}; with "
+        out.append(f"- search / plain 8{at}: {per_k(lambda r: r['search'] / r['plain8'])}; "
+                   f"final-only {per_k(lambda r: r['final_only'] / r['plain8'])}; with "
                    f"certification {per_k(lambda r: (r['search'] + r['certify']) / r['plain8'])}.")
     return out
 
@@ -210,7 +220,7 @@ def main(argv=None) -> str:
              f"Generated by `OMP_NUM_THREADS={torch.get_num_threads()} python "
              f"benchmarks/bench_advise.py {args}` on {platform.machine()} "
              f"({platform.processor() or 'cpu'}), a shared machine: median CPU seconds (process "
-             f"time, one thread) over {a.rounds} rounds, the four measurements alternating in one "
+             f"time, one thread) over {a.rounds} rounds, the measurements alternating in one "
              f"process after one warm-up of each (first-call costs of imports and kernels "
              f"excluded).", "",
              f"threads {torch.get_num_threads()}, preset {a.preset}, K = {a.iters}, P = {a.p} "

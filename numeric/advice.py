@@ -368,7 +368,8 @@ def _orders(cands, checks: Sequence[dict]) -> dict | None:
 
 @computes_with_threads
 def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
-           search: str | None = None, options: RunOptions | None = None, **keywords) -> Advice:
+           search: str | None = None, final_only: bool = False, options: RunOptions | None = None,
+           **keywords) -> Advice:
     """Predict the best scheme among ``patterns`` for every budget ``k <= iters`` from one JC run
     (module docstring).
 
@@ -394,6 +395,8 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
             :class:`crosscurv.numeric.pattern_search.SearchResult`
             (:func:`crosscurv.numeric.pattern_search.search`; ``checks`` certifies its front,
             ``out_dir`` receives ``search.json`` and ``pair_records.npz``); plain steps only.
+        final_only: with ``search``, predict at ``K`` only by an adjoint sweep (``N + 1``
+            products per iteration instead of ``N^2``; ``search``'s ``final_only``).
 
     Returns:
         :class:`Advice`.  A non-finite JC loss stops the run with status ``"diverged"``.
@@ -409,7 +412,10 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
 
         return search_space(task, lr, iters, search, certify=checks, hvp_method=opts.hvp_method,
                             seed=opts.seed, progress=opts.progress, out_dir=opts.out_dir,
-                            resume=opts.resume, checkpoint_every=opts.checkpoint_every)
+                            resume=opts.resume, checkpoint_every=opts.checkpoint_every,
+                            final_only=final_only)
+    if final_only:
+        raise AdviceError("final_only is an option of a search: pass search too")
 
     lr, iters = check_lr(lr), check_iters(iters)
     rule = advice_steps(task, optimizer_setup(task, opts.optimizer, opts.block_lr))

@@ -63,6 +63,9 @@ class PairRecords:
         gram: ``(K, P, P)`` ``Q^k`` (symmetrised).
         pair_curvature: ``(K, P)`` ``c_ij^k = g_i . H_ij g_j`` (Theorem 1's terms).
         status: ``"complete"`` or ``"diverged"``; ``message``.
+        final_only: the rows before ``K`` are NaN and ``gram`` is zero at ``K`` (gathered by
+            :func:`crosscurv.numeric.pair_adjoint.pair_adjoint`: predictions at ``K`` only,
+            without the quadratic term).
     """
 
     n_blocks: int
@@ -74,6 +77,7 @@ class PairRecords:
     status: str = "complete"
     message: str = ""
     pairs: list = field(default_factory=list)
+    final_only: bool = False
 
     @property
     def iters(self) -> int:
@@ -82,11 +86,20 @@ class PairRecords:
 
     def predict(self, members, k: int) -> np.ndarray:
         """JC-only predictions at ``k`` (``1 <= k <= iters``) of pattern rows ``members`` (``bool
-        (n, P)``)."""
+        (n, P)``); final-only records: ``k = K`` only."""
+        self._check_k(k)
         return predict(members, self.linear[k - 1], self.gram[k - 1])
+
+    def _check_k(self, k: int) -> None:
+        if self.final_only and k != self.iters:
+            from crosscurv.theory.errors import AdviceError
+
+            raise AdviceError(f"these records hold K = {self.iters} only (a final-only search), "
+                              f"not k = {k}")
 
     def one_step(self, members, k: int) -> np.ndarray:
         """``eta^2 C_S`` at ``theta_JC^k`` of pattern rows ``members`` (Theorem 1)."""
+        self._check_k(k)
         return self.lr**2 * (np.asarray(members, dtype=np.float64) @ self.pair_curvature[k - 1])
 
 

@@ -107,6 +107,7 @@ class SearchResult:
         """The space's best pattern with at most ``max_stages`` stages at ``k`` and its prediction.
         """
         rec = self.records
+        rec._check_k(k)
         d = max_stages or self.space.max_stages
         got = best_per_depth(self.space, rec.linear[k - 1], rec.gram[k - 1])
         ds = [x for x in got if x <= d]
@@ -171,6 +172,7 @@ def search(
     out_dir: str | None = None,
     resume: bool = False,
     checkpoint_every: int | None = None,
+    final_only: bool = False,
 ) -> SearchResult:
     """Search ``space`` (``orders``, ``stages[:D]``, ``all`` or a :class:`PatternSpace`) for the
     best pattern per number of sequential stages at ``K = iters`` from one JC run (module
@@ -190,6 +192,11 @@ def search(
         resume: continue the JC run saved in ``out_dir`` (killed, or run to a smaller ``K``) up
             to ``iters`` instead of starting over; the result is that of an uninterrupted run.
         checkpoint_every: iterations between saved states (default: at most one a minute).
+        final_only: gather the per-pair terms at ``K`` only, by an adjoint sweep
+            (:func:`crosscurv.numeric.pair_adjoint.pair_adjoint`: ``N + 1`` products per iteration
+            instead of ``N^2``, the quadratic term left out of the search and restored for the
+            certified front); ``per_iteration`` then holds ``K`` only, and nothing is saved to
+            resume.
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
@@ -202,8 +209,18 @@ def search(
     sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
     space_s = time.process_time() - t  # building the space from its spelling
     t = time.process_time()
-    rec = pair_run(task, lr, iters, progress=progress, state_path=_state_path(out_dir, resume),
-                   resume=resume, checkpoint_every=checkpoint_every)
+    if final_only:
+        from .pair_adjoint import pair_adjoint
+
+        if resume:
+            from crosscurv.theory.errors import AdviceError
+
+            raise AdviceError("a final-only search saves no state to resume: run it again")
+        rec = pair_adjoint(task, lr, iters, progress=progress)
+    else:
+        rec = pair_run(task, lr, iters, progress=progress,
+                       state_path=_state_path(out_dir, resume), resume=resume,
+                       checkpoint_every=checkpoint_every)
     pair_s = time.process_time() - t
     K = rec.iters
     t = time.process_time()
@@ -247,7 +264,7 @@ def _state_path(out_dir: str | None, resume: bool) -> str | None:
 
 def _per_iteration(rec: PairRecords, front: list[dict], sp: PatternSpace) -> list[dict]:
     """``[{"k", "loss_jc", "estimates": {pattern: prediction}}]`` of the front's patterns and
-    runners-up at every ``k``."""
+    runners-up at every ``k`` (at ``K`` only for final-only records)."""
     from crosscurv.theory.pattern_spaces import pair_list
     from crosscurv.theory.patterns import as_pattern
 
@@ -260,6 +277,11 @@ def _per_iteration(rec: PairRecords, front: list[dict], sp: PatternSpace) -> lis
                 members[n] = np.array([p in pat.pairs for p in pl])
     if not members:
         return []
+    if rec.final_only:  # the front's own values at K (full predictions once certified)
+        est = {r[n]: r[v] for r in front for n, v in (("best", "estimate"),
+                                                       ("runner_up", "runner_up_estimate"))
+               if r[n] in members}
+        return [{"k": rec.iters, "loss_jc": float(rec.loss_jc[-1]), "estimates": est}]
     names, rows = list(members), np.array(list(members.values()))
     return [{"k": k, "loss_jc": float(rec.loss_jc[k - 1]),
              "estimates": dict(zip(names, rec.predict(rows, k).tolist()))}

@@ -104,8 +104,11 @@ def _sharpness(state: dict, point, theta, seed: int) -> float:
 
 
 def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
-    """The errors of ``cands`` at every ``k`` (module docstring) along the JC run and its sharpness:
-    ``(errors {name: [error^k, k = 1..K]}, rows [{"k", "sharpness"}])``; ``error^k`` is the
+    """The errors of ``cands`` at every ``k`` (module docstring) along the JC run, its sharpness and
+    each pattern's own JC-only prediction: ``(errors {name: [error^k, k = 1..K]}, rows [{"k",
+    "sharpness"}], predictions {name: [g_k . y_k + 1/2 y_k . H_k y_k, k = 1..K]})``; ``error^k``
+    is measured against the search's per-pair sum, or against the pattern's own prediction when
+    the records hold ``K`` only (``records.final_only``); it is the
     embedded pair's, its other member completed by the local errors carried along the run, as
     advise's (:func:`crosscurv.numeric.advice_steps.jc_point_step`,
     :func:`crosscurv.numeric.advice_steps.corrected_step`)."""
@@ -121,6 +124,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
     ys = {c.name: tree.zeros_like(theta) for c in cands}  # the JC-only states
     es: dict = {c.name: None for c in cands}  # their errors e, None while nothing is carried
     errors: dict = {c.name: [] for c in cands}
+    own: dict = {c.name: [] for c in cands}
     gate_rows, state = [], {}
     for k in range(K + 1):
         last = k == K
@@ -131,8 +135,11 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
         mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
         effect: dict = {}
         for c in cands:  # P(y + e) - P(y) and both states' steps, as advise's
-            effect[c.name], _, ys[c.name], es[c.name] = jc_point_step(
-                task, point, keys, c, theta, g, mgs[c.name], ys[c.name], es[c.name], lr, k, last)
+            y = ys[c.name]
+            effect[c.name], hy, ys[c.name], es[c.name] = jc_point_step(
+                task, point, keys, c, theta, g, mgs[c.name], y, es[c.name], lr, k, last)
+            if k:  # the pattern's own JC-only prediction g . y + 1/2 y . H y
+                own[c.name].append(float(tree.dot(g, y)) + 0.5 * float(tree.dot(y, hy)))
             if k == 0 and not last:
                 yh[c.name] = first_yhat(point, c, keys, g, mgs[c.name], lr)
         point.release()
@@ -140,12 +147,14 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
         for c in cands if k else ():
             cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
                                              mgs[c.name], effect[c.name], lr, last)
-            errors[c.name].append(abs(cor - float(records.predict(rows_of[c.name], k)[0])))
+            est = (own[c.name][-1] if records.final_only
+                   else float(records.predict(rows_of[c.name], k)[0]))
+            errors[c.name].append(abs(cor - est))
         if k:
             gate_rows.append({"k": k, "sharpness": sharp})
         if not last:
             theta = {n: theta[n] - lr * g[n] for n in theta}
-    return errors, gate_rows
+    return errors, gate_rows, own
 
 
 def _order(errors: dict, name) -> float:
@@ -168,6 +177,18 @@ def _last(errors: dict, name) -> float:
     return float(e[-1]) if e else math.nan
 
 
+def _full_estimates(front: list[dict], own: dict) -> None:
+    """Replace each front row's estimates at ``K`` (without the quadratic term, from
+    :func:`crosscurv.numeric.pair_adjoint.pair_adjoint`) by its patterns' full JC-only predictions
+    carried by the certification, and the margin with them."""
+    for r in front:
+        for key, name in (("estimate", r["best"]), ("runner_up_estimate", r["runner_up"])):
+            if name is not None and own.get(name):
+                r[key] = own[name][-1]
+        if r["runner_up"] is not None:
+            r["margin"] = r["runner_up_estimate"] - r["estimate"]
+
+
 def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: str = "auto",
                   seed: int = 0) -> str:
     """Fill each front row's ``error``, ``runner_up_error`` (at ``K``) and ``certified`` (module
@@ -182,7 +203,9 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
         cands.append(PatternCandidate(name, pat, [(i, sorted(pat.fresh(i)))
                                                   for i in range(n) if pat.fresh(i)]))
     engine = choose_engine(task, hvp_method)
-    errors, rows = embedded_errors(task, lr, records, cands, engine, seed)
+    errors, rows, own = embedded_errors(task, lr, records, cands, engine, seed)
+    if records.final_only:  # the full predictions at K, quadratic term included
+        _full_estimates(front, own)
     inside = inside_regime(rows, lr)
     apart = []
     for r in front:

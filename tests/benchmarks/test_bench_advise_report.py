@@ -16,7 +16,8 @@ TIMED = [
     {"task": "b", "advise": 3.0, "without_check": 2.0, "check": 0.75, "protocol": 5.0,
      "plain": 1.0},
 ]
-SEARCHED = [{"task": "a", "space": "orders", "search": 1.0, "certify": 1.0, "plain8": 2.0}]
+SEARCHED = [{"task": "a", "space": "orders", "search": 1.0, "final_only": 0.5, "certify": 1.0,
+             "plain8": 2.0}]
 
 
 def test_findings_are_computed_from_the_seconds():
@@ -26,7 +27,7 @@ def test_findings_are_computed_from_the_seconds():
         "- advise / protocol: 0.25-0.60 (1/2 tasks within the target 0.5).",
         "- advise / plain training of the candidates: 2.00-3.00.",
         "- the one-step check: 25% of advise's time.",
-        "- search / plain 8: 0.50; with certification 1.00.",
+        "- search / plain 8: 0.50; final-only 0.25; with certification 1.00.",
     ]
     assert bench_advise.findings(TIMED, []) == found[:4]
 
@@ -67,18 +68,20 @@ def test_search_findings_give_each_budget_on_one_line():
     rows = [dict(SEARCHED[0], iters=20), dict(SEARCHED[0], iters=100, search=0.5)]
     found = bench_advise.findings(TIMED, rows)
     assert len(found) == 5
-    assert found[-1] == ("- search / plain 8: 0.50 at K = 20, 0.25 at K = 100; with certification "
-                         "1.00 at K = 20, 0.75 at K = 100.")
+    assert found[-1] == ("- search / plain 8: 0.50 at K = 20, 0.25 at K = 100; final-only 0.25 at "
+                         "K = 20, 0.25 at K = 100; with certification 1.00 at K = 20, 0.75 at "
+                         "K = 100.")
     one = bench_advise.findings(TIMED, rows[:1])[-1]
-    assert one == "- search / plain 8 at K = 20: 0.50; with certification 1.00."
+    assert one == "- search / plain 8 at K = 20: 0.50; final-only 0.25; with certification 1.00."
 
 
 def test_search_findings_name_each_preset():
     rows = [dict(SEARCHED[0], preset="smoke", iters=20),
             dict(SEARCHED[0], preset="default", iters=5, search=8.0)]
     assert bench_advise.findings(TIMED, rows)[-1] == (
-        "- search / plain 8: 0.50 (smoke) at K = 20, 4.00 (default) at K = 5; with certification "
-        "1.00 (smoke) at K = 20, 4.50 (default) at K = 5.")
+        "- search / plain 8: 0.50 (smoke) at K = 20, 4.00 (default) at K = 5; final-only 0.25 "
+        "(smoke) at K = 20, 0.25 (default) at K = 5; with certification 1.00 (smoke) at K = 20, "
+        "4.50 (default) at K = 5.")
 
 
 def test_search_budgets_add_each_preset_after_the_main_one():

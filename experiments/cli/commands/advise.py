@@ -67,6 +67,10 @@ def add_arguments(p) -> None:
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="with --search: skip the certification run of the front (errors NaN, "
                         "nothing certified)")
+    p.add_argument("--final-only", action="store_true",
+                   help="with --search: predict at K only, by an adjoint sweep (N + 1 "
+                        "Hessian-vector products per iteration instead of N^2; no per-iteration "
+                        "predictions, no --resume)")
     p.add_argument("--validate", action="store_true",
                    help="also run every candidate's trajectory: the advice's regret, how often it "
                         "named the measured best, which certified iterations were wrong (writes "
@@ -78,6 +82,11 @@ def execute(args):
     from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
 
     # checks every flag before the task is built (and torch imported)
+    if args.final_only and (args.search is None or args.resume):
+        from crosscurv.theory.errors import InputError
+
+        raise InputError("--final-only needs --search and cannot --resume (a final-only search "
+                         "saves no state)")
     task, settings, lr, iters = load(args)
     import torch
 
@@ -143,7 +152,7 @@ def _search(args, task, lr, iters, setup):
     try:
         res = advise(task, lr, iters, search=args.search, hvp_method=args.hvp, seed=args.seed,
                      progress=progress, checks=args.certify, out_dir=out, resume=args.resume,
-                     checkpoint_every=args.checkpoint_every)
+                     checkpoint_every=args.checkpoint_every, final_only=args.final_only)
     finally:
         progress.close()
     return res, out, None

@@ -88,6 +88,8 @@ def test_two_blocks_says_trying_is_what_to_compare_with(factory, tmp_path):
     [
         (["--search", "stages:0"], "D >= 1"),
         (["--search", "orders", "--patterns", "jc;gs"], "--patterns"),
+        (["--final-only"], "--final-only needs --search"),
+        (["--search", "orders", "--final-only", "--resume"], "cannot --resume"),
     ],
 )
 def test_bad_search_input_is_one_line_exit_2(factory, tmp_path, extra, msg):
@@ -119,6 +121,21 @@ def test_python_api_with_the_cli_defaults_gives_the_cli_answer(factory, tmp_path
     assert api["recommendation"].split(" The search took")[0] == (
         cli["recommendation"].split(" The search took")[0]
     )
+
+
+def test_final_only_search_names_the_same_front_at_K(factory, tmp_path):
+    """``--final-only`` (the adjoint sweep) names the full search's front, with its numbers once
+    certified, and reports ``K`` only."""
+    full = _cli(f"{factory}:make", "--search", "stages", "--json", "--out", str(tmp_path / "a"))
+    fast = _cli(f"{factory}:make", "--search", "stages", "--json", "--final-only", "--out",
+                str(tmp_path / "b"))
+    assert full.returncode == 0 and fast.returncode == 0, fast.stderr
+    a, b = json.loads(full.stdout), json.loads(fast.stdout)
+    assert [f["best"] for f in b["front"]] == [f["best"] for f in a["front"]]
+    assert [f["certified"] for f in b["front"]] == [f["certified"] for f in a["front"]]
+    for x, y in zip(b["front"], a["front"]):
+        assert x["estimate"] == pytest.approx(y["estimate"], rel=1e-9, abs=1e-15)
+    assert [p["k"] for p in b["per_iteration"]] == [5]
 
 
 @pytest.mark.slow

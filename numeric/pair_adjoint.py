@@ -1,0 +1,134 @@
+"""Every delay pattern's JC-only prediction at the last iteration ``K`` only, by an adjoint sweep:
+``N + 1`` Hessian-vector products per iteration instead of the ``N^2`` of
+:func:`crosscurv.numeric.pair_records.pair_run`.
+
+The per-pair state of :mod:`crosscurv.numeric.pair_records` at ``K`` is ``u_ij^K = eta^2 sum_m
+Phi_{K,m+1} P_i H_m E_j g_m`` with ``Phi_{K,m+1} = (I - eta H_{K-1}) ... (I - eta H_{m+1})``, so its
+linear term is a sum of bilinear forms against one adjoint vector::
+
+    l_ij^K = g_K . u_ij^K = eta^2 sum_{m < K} (P_i lambda_{m+1}) . H_m (E_j g_m),
+    lambda_K = g_K,   lambda_m = (I - eta H_m) lambda_{m+1},
+
+(``H_m, g_m`` at ``theta_JC^m``; ``H`` symmetric). A sweep from ``K`` down to 0 gathers every
+``l_ij^K`` with one batched backward per iteration for the ``N`` columns ``E_j g_m`` and ``lambda``:
+``N + 1`` products, and the JC iterates are recomputed from ``ceil(sqrt(K + 1))`` stored ones
+and each segment between two stored iterates recomputed once (memory: ``2 sqrt(K)`` parameter
+vectors; one more gradient per iteration).
+
+What it leaves out: the quadratic term ``1/2 s^T Q^K s`` (``Q_pq = u_p . H_K u_q``) of the
+prediction, second order in the states ``u = O(eta^2)``, the order the prediction's own error (the
+embedded pair, :mod:`crosscurv.numeric.pattern_search_certify`) measures; the certification of a
+search carries each named pattern's state and uses its full prediction. And every ``k < K``: the
+records' rows before ``K`` are NaN. Measured against the full prediction on the search study's
+problems: ``reports/advise/search.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import torch
+
+from crosscurv.theory.pattern_spaces import pair_list
+
+from .pair_records import PairRecords, _grad_and_products, _layout
+
+__all__ = ["pair_adjoint"]
+
+
+def _gradient(loss, theta: dict, layout: list) -> tuple[float, torch.Tensor]:
+    """``(L(theta), flat gradient)`` without a graph."""
+    names = [k for k, *_ in layout]
+    p = {k: theta[k].detach().requires_grad_(True) for k in names}
+    with torch.enable_grad():
+        value = loss(p)
+        gs = torch.autograd.grad(value, [p[k] for k in names], allow_unused=True)
+    flat = [(gk if gk is not None else torch.zeros_like(p[k])).reshape(-1)
+            for k, gk in zip(names, gs)]
+    return float(value.detach()), torch.cat(flat)
+
+
+def _step(theta: dict, g: torch.Tensor, layout: list, lr: float) -> dict:
+    """``theta - eta g`` (``g`` flat)."""
+    return {k: theta[k] - lr * g[a:b].view(shape) for k, a, b, shape in layout}
+
+
+def _columns(g: torch.Tensor, span: list, extra: torch.Tensor | None = None) -> torch.Tensor:
+    """The rows ``E_j g`` (``j = 0..N-1``), then ``extra`` when given: ``(N [+ 1], D)``."""
+    V = torch.zeros((len(span) + (extra is not None), g.numel()), dtype=g.dtype, device=g.device)
+    for j, (a, b) in enumerate(span):
+        V[j, a:b] = g[a:b]
+    if extra is not None:
+        V[-1] = extra
+    return V
+
+
+def _bilinear(left: torch.Tensor, hcol: torch.Tensor, span: list) -> np.ndarray:
+    """``B_ij = left_i . (H E_j g)_i`` (``(N, N)``, float64; per-block dots in the task's dtype)."""
+    return torch.stack([hcol[:, a:b] @ left[a:b] for a, b in span]).double().numpy()
+
+
+def pair_adjoint(task, lr: float, iters: int, *,
+                 progress: Callable[[int, int], None] | None = None) -> PairRecords:
+    """Run JC from ``task.params`` for ``iters`` steps and gather the per-pair linear terms ``l^K``
+    and curvatures ``c^K`` at the last ``K`` by the adjoint sweep (module docstring).
+
+    Returns:
+        :class:`PairRecords` with ``final_only=True``: ``loss_jc`` at every ``k``; ``linear`` and
+        ``pair_curvature`` NaN before row ``K - 1``; ``gram`` zero at ``K`` (not gathered), NaN
+        before. A non-finite JC loss stops the run (status ``"diverged"``) and ``K`` is the last
+        finite ``k``. ``progress(j, 2 K)`` after each forward iteration and each of the sweep's.
+    """
+    layout, span, _ = _layout(task)
+    n, pairs = task.n_blocks, pair_list(task.n_blocks)
+    theta = {k: task.params[k].detach().clone() for k, *_ in layout}
+    seg = max(1, math.ceil(math.sqrt(iters + 1)))
+    stored, losses, status, message = {0: theta}, [], "complete", ""
+    K, theta_K = 0, theta
+    for k in range(iters + 1):  # forward: theta^k, L(theta^k); store every seg-th iterate
+        value, g = _gradient(task.loss, theta, layout)
+        if not math.isfinite(value):
+            status, message = "diverged", f"diverged at k={k}: loss_jc = {value}"
+            break
+        if k:
+            losses.append(value)
+            if progress is not None:
+                progress(k, 2 * iters)
+        K, theta_K = k, theta
+        if k < iters:
+            theta = _step(theta, g, layout, lr)
+            if (k + 1) % seg == 0:
+                stored[k + 1] = theta
+    P = len(pairs)
+    linear, curv = np.full((max(K, 1), P), np.nan), np.full((max(K, 1), P), np.nan)
+    gram = np.full((max(K, 1), P, P), np.nan)
+    if K:
+        pi = [i for i, _ in pairs]
+        pj = [j for _, j in pairs]
+        # lambda_K = g_K and Theorem 1's c_ij = g_i . H_ij g_j at theta^K
+        _, gK, hv = _grad_and_products(task.loss, theta_K, layout, lambda g: _columns(g, span))
+        lam = gK.clone()
+        curv[K - 1] = _bilinear(gK, hv, span)[pi, pj]
+        acc = np.zeros((n, n))
+        done = 0
+        for base in range(((K - 1) // seg) * seg, -1, -seg):  # segments, last first
+            seg_thetas = [stored[base]]
+            for _ in range(base + 1, min(base + seg, K)):  # theta^m of the segment, recomputed
+                th = seg_thetas[-1]
+                seg_thetas.append(_step(th, _gradient(task.loss, th, layout)[1], layout, lr))
+            for m in range(len(seg_thetas) - 1 + base, base - 1, -1):
+                _, g, hv = _grad_and_products(task.loss, seg_thetas[m - base], layout,
+                                              lambda g, lam=lam: _columns(g, span, lam))
+                acc += _bilinear(lam, hv[:n], span)
+                lam = lam - lr * hv[n]
+                del hv
+                done += 1
+                if progress is not None:
+                    progress(iters + done, 2 * iters)
+        linear[K - 1] = lr * lr * acc[pi, pj]
+        gram[K - 1] = 0.0
+    losses_arr = np.array(losses, dtype=np.float64)
+    return PairRecords(n, lr, losses_arr, linear[:K], gram[:K], curv[:K], status, message,
+                       pairs, final_only=True)

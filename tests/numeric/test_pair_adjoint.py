@@ -1,0 +1,111 @@
+"""The adjoint sweep's per-pair terms at ``K`` against the forward per-pair states, on problems of
+several kinds, and the final-only search against the full one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crosscurv.numeric.pair_adjoint import pair_adjoint
+from crosscurv.numeric.pair_records import pair_run
+from crosscurv.numeric.pattern_search import search
+from crosscurv.theory.errors import AdviceError
+
+
+def _problems():
+    from crosscurv.experiments.problems import quartic_problem, tanh_mlp_problem
+    from crosscurv.experiments.problems.factorisation import factorisation_problem
+
+    q = quartic_problem(0, (2, 1, 2, 2))
+    t = tanh_mlp_problem(1, widths=(3, 5, 4, 2), n_blocks=4)
+    f = factorisation_problem(0, n_factors=3)
+    return [("quartic", q.task, q.scale), ("tanh", t.task, t.scale), ("factorisation", f.task,
+                                                                      f.scale)]
+
+
+@pytest.mark.parametrize("kind", range(3))
+@pytest.mark.parametrize("iters", [1, 2, 9, 16])
+def test_adjoint_terms_equal_the_forward_states_at_K(kind, iters):
+    """``l^K`` and ``c^K`` by the sweep equal the forward states' to rounding (float64), for ``K``
+    on and off the stored-iterate grid; the losses are the same run's, bit for bit."""
+    _, task, lam = _problems()[kind]
+    lr = 0.7 / lam
+    a, b = pair_run(task, lr, iters), pair_adjoint(task, lr, iters)
+    assert b.final_only and b.iters == a.iters == iters
+    assert np.array_equal(a.loss_jc, b.loss_jc)
+    scale = np.abs(a.linear[-1]).max()
+    assert scale > 0
+    np.testing.assert_allclose(b.linear[-1], a.linear[-1], rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(b.pair_curvature[-1], a.pair_curvature[-1], rtol=1e-12)
+    assert np.isnan(b.linear[:-1]).all() and (b.gram[-1] == 0).all()
+
+
+def test_diverged_run_stops_at_the_last_finite_iterate():
+    """A run whose loss overflows ends at the last finite ``k`` with that ``k``'s terms."""
+    from crosscurv.experiments.problems import quartic_problem
+
+    p = quartic_problem(0, (2, 2, 2))
+    task, lr = p.task, 0.5 / p.scale
+    a, b = pair_run(task, lr, 60), pair_adjoint(task, lr, 60)
+    assert a.status == b.status == "diverged" and a.iters == b.iters < 60
+    assert b.message == a.message
+    fin = np.isfinite(a.linear[-1])
+    assert fin.any()
+    np.testing.assert_allclose(b.linear[-1][fin], a.linear[-1][fin], rtol=1e-9)
+
+
+def test_final_only_records_refuse_other_k():
+    _, task, lam = _problems()[1]
+    rec = pair_adjoint(task, 0.5 / lam, 4)
+    rows = np.ones((1, len(rec.pairs)), dtype=bool)
+    assert np.isfinite(rec.predict(rows, 4)).all()
+    with pytest.raises(AdviceError, match="K = 4 only"):
+        rec.predict(rows, 3)
+
+
+@pytest.mark.parametrize("kind", [1, 2])
+def test_final_only_search_names_the_full_searchs_front(kind):
+    """On problems where the quadratic term is small against the margins, the final-only search
+    names the full search's patterns; once certified, its estimates are the full ones (the
+    certification's own states) and its certificates the full search's."""
+    _, task, lam = _problems()[kind]
+    lr, K = 0.25 / lam, 12
+    full = search(task, lr, K, "stages")
+    fast = search(task, lr, K, "stages", final_only=True)
+    assert [r["best"] for r in fast.front] == [r["best"] for r in full.front]
+    for a, b in zip(fast.front, full.front):
+        assert a["estimate"] == pytest.approx(b["estimate"], rel=1e-9, abs=1e-15)
+        assert a["certified"] == b["certified"]
+        assert a["error"] == pytest.approx(b["error"], rel=1e-6, abs=1e-15)
+    assert [p["k"] for p in fast.per_iteration] == [K]
+    with pytest.raises(AdviceError):
+        fast.best(K - 1)
+
+
+def test_final_only_cannot_resume(tmp_path):
+    _, task, lam = _problems()[1]
+    with pytest.raises(AdviceError, match="no state to resume"):
+        search(task, 0.5 / lam, 3, "orders", final_only=True, out_dir=str(tmp_path), resume=True)
+
+
+def test_the_sweep_is_cheaper_than_the_forward_states_in_products():
+    """The point of the sweep: ``N + 1`` directions per batched backward, not ``N^2``; counted on
+    an 8-block task by wrapping the batched backward."""
+    from crosscurv.experiments.studies.pattern_search import eight_blocks
+    from crosscurv.numeric import pair_adjoint as mod
+
+    _, task, lam = eight_blocks()[0]
+    seen = []
+    real = mod._grad_and_products
+
+    def counting(loss, theta, layout, directions):
+        out = real(loss, theta, layout, directions)
+        seen.append(out[2].shape[0])
+        return out
+
+    mod._grad_and_products = counting
+    try:
+        pair_adjoint(task, 0.5 / lam, 5)
+    finally:
+        mod._grad_and_products = real
+    assert seen == [8] + [9] * 5
