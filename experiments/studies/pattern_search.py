@@ -121,6 +121,17 @@ def _class_rows(front, measured: dict, depth_of: dict) -> list[dict]:
     return rows
 
 
+def _final_only(fast, front: list[dict], measured: dict, depth: dict) -> dict:
+    """The final-only search's front (predictions at ``K`` without the quadratic term) against the
+    full search's and the measured gaps: ``{"classes", "same", "of", "search_s"}`` (``same``: the
+    budgets where it names the full search's pattern)."""
+    full = {f["stages"]: f["best"] for f in front}
+    named = [f for f in fast.front if f["stages"] > 1 and f["stages"] in full]
+    return {"classes": _class_rows(fast.front, measured, depth),
+            "same": sum(f["best"] == full[f["stages"]] for f in named), "of": len(named),
+            "search_s": fast.cost["pair_run_s"] + fast.cost["evaluate_s"]}
+
+
 def validate_problem(
     label: str, task, lr: float, iters: int, space: str, sample: int = 0, seed: int = 0,
     group: str | None = None
@@ -142,8 +153,9 @@ def validate_problem(
         rows |= set(np.argsort(vals, kind="stable")[:5].tolist())
     else:
         rows = set(range(len(sp)))
+    fast = search(task, lr, iters, space, seed=seed, certify=False, final_only=True)
     names = {sp.name(int(r)): int(r) for r in rows}
-    for f in res.front:
+    for f in res.front + fast.front:
         for n in (f["best"], f["runner_up"]):
             if n is not None and n != "jc" and n not in names:
                 from crosscurv.theory.pattern_spaces import pair_list
@@ -187,6 +199,7 @@ def validate_problem(
         "exhaustive": not sample,
         "rank_correlation": corr,
         "classes": _class_rows(res.front, measured, depth),
+        "final_only": _final_only(fast, res.front, measured, depth),
         "search_s": search_s,
         "certify_s": res.cost["certify_s"],
         "plain_s": plain_s,
@@ -215,25 +228,37 @@ def patterns_trained(r: dict) -> int:
     return r["trained"] - (r["space"] != "orders")
 
 
-def plain8_ratio(r: dict) -> float:
-    """A sampled row's search seconds over plain training of 8 of its patterns: ``plain_s`` times
-    the JC run and every trained pattern's, so 8 times its mean over those runs (JC's steps are the
-    cheapest: the ratio errs high); NaN without a trained pattern."""
+def plain8_ratio(r: dict, final_only: bool = False) -> float:
+    """A sampled row's search seconds (``final_only``: the final-only search's) over plain training
+    of 8 of its patterns: ``plain_s`` times the JC run and every trained pattern's, so 8 times its
+    mean over those runs (JC's steps are the cheapest: the ratio errs high); NaN without a trained
+    pattern or final-only search."""
     runs = patterns_trained(r) + 1
-    return (r["search_s"] / (8 * r["plain_s"] / runs) if runs > 1 and r["plain_s"] > 0
-            else math.nan)
+    sec = r.get("final_only", {}).get("search_s", math.nan) if final_only else r["search_s"]
+    return sec / (8 * r["plain_s"] / runs) if runs > 1 and r["plain_s"] > 0 else math.nan
 
 
-def _tally(rows: list[dict]) -> dict:
+def _classes(r: dict, final_only: bool) -> list[dict]:
+    """A row's budgets: the full search's, or the final-only search's (``[]`` for rows saved
+    without one)."""
+    return r.get("final_only", {}).get("classes", []) if final_only else r["classes"]
+
+
+def _tally(rows: list[dict], final_only: bool = False) -> dict:
     """Per group of :data:`GROUPS`, over the budgets of the problems whose JC run completed:
-    ``{"right", "regret", "certified"}``, each ``[hits, of]`` (named = best measured; regret within
-    5% of the class's spread; certified choices right)."""
-    tally = {g: {"right": [0, 0], "regret": [0, 0], "certified": [0, 0]} for g in GROUPS}
+    ``{"right", "regret", "certified", "same"}``, each ``[hits, of]`` (named = best measured; regret
+    within 5% of the class's spread; certified choices right; the final-only search naming the full
+    search's pattern), of the full search or of the final-only one."""
+    tally = {g: {"right": [0, 0], "regret": [0, 0], "certified": [0, 0], "same": [0, 0]}
+             for g in GROUPS}
     for r in rows:
         if r["status"] != "complete":
             continue  # a diverged JC run: listed, not counted
         t = tally[_group(r)]
-        for c in r["classes"]:
+        if "final_only" in r:
+            t["same"][0] += r["final_only"]["same"]
+            t["same"][1] += r["final_only"]["of"]
+        for c in _classes(r, final_only):
             t["right"][0] += int(c["right"])
             t["right"][1] += 1
             t["regret"][0] += int(c["regret"] <= 0.05 * c["spread"])
@@ -254,11 +279,12 @@ def findings(rows: list[dict]) -> list[str]:
         if not t["right"][1]:
             continue
         n, of = t["certified"]
-        ratio = [plain8_ratio(r) for r in rows if _group(r) == g and not r["exhaustive"]
-                 and r["status"] == "complete"]
-        ratio = [x for x in ratio if math.isfinite(x)]
-        ends = sorted({f"{min(ratio):.2g}", f"{max(ratio):.2g}"}, key=float) if ratio else []
-        cost = f"; search {'-'.join(ends)} x plain training of 8 patterns" if ratio else ""
+        ends = _ratio_span(rows, g, False)
+        cost = f"; search {ends} x plain training of 8 patterns" if ends else ""
+        if t["same"][1]:
+            fast = _ratio_span(rows, g, True)
+            cost += (f"; final-only: same pattern at {t['same'][0]}/{t['same'][1]}"
+                     + (f", {fast} x" if fast else ""))
         out.append(f"- {g}: named = best measured at {t['right'][0]}/{t['right'][1]} budgets; "
                    f"regret < 5% of the spread at {t['regret'][0]}/{t['regret'][1]}; "
                    + (f"certified right {n}/{of}" if of else "none certified") + cost + ".")
@@ -274,6 +300,14 @@ def findings(rows: list[dict]) -> list[str]:
         how = "/".join(sorted({r["status"] for r in bad}))
         out.append(f"- {len(bad)} of {len(rows)} JC runs {how}: listed, not counted.")
     return out
+
+
+def _ratio_span(rows: list[dict], group: str, final_only: bool) -> str:
+    """The span of :func:`plain8_ratio` over a group's completed sampled rows (``""``: none)."""
+    ratio = [plain8_ratio(r, final_only) for r in rows if _group(r) == group
+             and not r["exhaustive"] and r["status"] == "complete"]
+    ratio = [x for x in ratio if math.isfinite(x)]
+    return "-".join(sorted({f"{min(ratio):.2g}", f"{max(ratio):.2g}"}, key=float)) if ratio else ""
 
 
 def _scale_note(rows: list[dict]) -> str:
@@ -351,20 +385,46 @@ def report(rows: list[dict], command: str) -> str:
     for g, t in tally.items():
         lines.append(f"| {g} | {t['right'][0]}/{t['right'][1]} | {t['regret'][0]}/{t['regret'][1]} "
                      f"| {t['certified'][0]}/{t['certified'][1]} |")
+    lines += _final_only_section(rows)
     lines += ["", "Cost per problem (CPU s): the search (JC run with the per-pair states and the "
-                  "evaluation of the space), its certification (the embedded pair of the front's "
+                  "evaluation of the space), the final-only search (the adjoint sweep and the "
+              "evaluation), the certification (the embedded pair of the front's "
               "patterns and runners-up along the JC run, and the gates) and the plain training of "
                   "the trained patterns.", "",
-              "| problem | search s | certify s | plain training s (patterns, and JC) "
-              "| search / plain 8 |",
-              "|---|---|---|---|---|"]
+              "| problem | search s | final-only s | certify s | plain training s (patterns, and "
+              "JC) | search / plain 8 | final-only / plain 8 |",
+              "|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = "-" if r["exhaustive"] else _fmt(plain8_ratio(r))
+        fast = "-" if r["exhaustive"] else _fmt(plain8_ratio(r, True))
         lines.append(f"| {r['problem']} ({r['space']}) | {r['search_s']:.2f} "
+                     f"| {_fmt(r.get('final_only', {}).get('search_s'))} "
                      f"| {r['certify_s']:.2f} | {r['plain_s']:.2f} ({patterns_trained(r)}) "
-                     f"| {ratio} |")
+                     f"| {ratio} | {fast} |")
     lines += ["", f"CPU time in all: {cpu / 60:.1f} core-minutes."]
     return "\n".join(lines) + "\n"
+
+
+def _final_only_section(rows: list[dict]) -> list[str]:
+    """The final-only search (``--final-only``: the per-pair terms at ``K`` by the adjoint sweep,
+    the quadratic term left out) against the full search and the measured gaps, per group."""
+    full, fast = _tally(rows), _tally(rows, final_only=True)
+    if not any(t["same"][1] for t in full.values()):
+        return []
+    out = ["", "The final-only search (`advise --search SPACE --final-only`: the per-pair terms at "
+           "K by an adjoint sweep, N + 1 Hessian-vector products per iteration instead of N^2, "
+           "without the quadratic term of the prediction), on the same runs, uncertified: the "
+           "budgets where it names the full search's pattern, and its named patterns against the "
+           "measured gaps.", "",
+           "| rows | same pattern as the full search | named = best measured | regret within 5% "
+           "of the spread | search / plain 8 |", "|---|---|---|---|---|"]
+    for g, t in fast.items():
+        if not full[g]["same"][1]:
+            continue
+        same = full[g]["same"]
+        out.append(f"| {g} | {same[0]}/{same[1]} | {t['right'][0]}/{t['right'][1]} "
+                   f"| {t['regret'][0]}/{t['regret'][1]} | {_ratio_span(rows, g, True) or '-'} |")
+    return out
 
 
 def rewrite_report(out: str) -> None:

@@ -91,7 +91,25 @@ def test_the_eight_block_group_is_counted_apart_from_the_mlp():
     # a stages space counts JC among the trained: 24 patterns and JC
     assert plain8_ratio(dict(tanh, space="stages:8")) == pytest.approx(0.05 / (8 * 0.1 / 25))
     text = report(rows, "python -m x")
-    assert "| tanh8 (orders) | 0.05 | 0.10 | 0.10 (25) | 1.62 |" in text
+    assert "| tanh8 (orders) | 0.05 | - | 0.10 | 0.10 (25) | 1.62 | - |" in text
+
+
+def test_final_only_rows_are_counted_against_the_full_search_and_the_measurements():
+    """A row's final-only search: the budgets where it names the full search's pattern, and its own
+    named patterns against the measured gaps, in the findings and a section of their own."""
+    fast = {"classes": [_class(2, False, 0.5, 1.0, None)], "same": 0, "of": 1, "search_s": 0.02}
+    tanh = dict(_row("tanh8", False, [_class(2, True, 0.0, 1.0, True)], 0.99), search_s=0.05,
+                group=GROUPS[1], final_only=fast)
+    rows = ROWS[:2] + [tanh, ROWS[3]]
+    found = findings(rows)
+    assert found[2] == ("- tanh N=8 (sampled): named = best measured at 1/1 budgets; regret < 5% "
+                        "of the spread at 1/1; certified right 1/1; search 1.6 x plain training "
+                        "of 8 patterns; final-only: same pattern at 0/1, 0.65 x.")
+    assert found[3].startswith("- mlp (sampled)") and "final-only" not in found[3]
+    text = report(rows, "python -m x")
+    assert "| tanh N=8 (sampled) | 0/1 | 0/1 | 0/1 | 0.65 |" in text
+    assert "| tanh8 (orders) | 0.05 | 0.02 | 0.10 | 0.10 (25) | 1.62 | 0.65 |" in text
+    assert "The final-only search (" not in report(ROWS, "python -m x")
 
 
 def test_the_figure_plots_the_named_patterns_per_group():
