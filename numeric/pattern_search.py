@@ -195,8 +195,9 @@ def search(
         final_only: gather the per-pair terms at ``K`` only, by an adjoint sweep
             (:func:`crosscurv.numeric.pair_adjoint.pair_adjoint`: ``N + 1`` products per iteration
             instead of ``N^2``, the quadratic term left out of the search and restored for the
-            certified front); ``per_iteration`` then holds ``K`` only, and nothing is saved to
-            resume.
+            certified front); ``per_iteration`` then holds the certification's predictions of the
+            named patterns at every ``k`` (``K`` only without certification), and nothing is
+            saved to resume.
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
@@ -229,16 +230,18 @@ def search(
         local_front(front, sp, rec, K)
     eval_s = time.process_time() - t
     cost = _cost(task, lr, sp, front, K, space_s, pair_s, eval_s)
-    note = ""
+    note, own = "", None
     for r in front:
         r.update(error=math.nan, runner_up_error=math.nan, certified=None)
     if certify and K and rec.status == "complete":
         t = time.process_time()
-        note = certify_front(task, lr, rec, front, hvp_method=hvp_method, seed=seed)
+        note, own = certify_front(task, lr, rec, front, hvp_method=hvp_method, seed=seed)
         cost["certify_s"] = time.process_time() - t
     for r in front:
         r["rankable"] = rankable(r)
-    res = SearchResult(sp, rec, list(task.block_names), front, _per_iteration(rec, front, sp),
+    per_k = (_own_per_iteration(rec, own) if rec.final_only and own
+             else _per_iteration(rec, front, sp))
+    res = SearchResult(sp, rec, list(task.block_names), front, per_k,
                        cost=cost, status=rec.status, message=rec.message)
     res.recommendation = _recommendation(res) + note
     if out_dir is not None:
@@ -285,6 +288,14 @@ def _per_iteration(rec: PairRecords, front: list[dict], sp: PatternSpace) -> lis
     names, rows = list(members), np.array(list(members.values()))
     return [{"k": k, "loss_jc": float(rec.loss_jc[k - 1]),
              "estimates": dict(zip(names, rec.predict(rows, k).tolist()))}
+            for k in range(1, rec.iters + 1)]
+
+
+def _own_per_iteration(rec: PairRecords, own: dict) -> list[dict]:
+    """``per_iteration`` of a certified final-only search: the named patterns' own JC-only
+    predictions at every ``k``, carried by the certification."""
+    return [{"k": k, "loss_jc": float(rec.loss_jc[k - 1]),
+             "estimates": {n: v[k - 1] for n, v in own.items()}}
             for k in range(1, rec.iters + 1)]
 
 

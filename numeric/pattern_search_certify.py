@@ -192,7 +192,9 @@ def _full_estimates(front: list[dict], own: dict) -> None:
 def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: str = "auto",
                   seed: int = 0) -> str:
     """Fill each front row's ``error``, ``runner_up_error`` (at ``K``) and ``certified`` (module
-    docstring); returns the gates' note for the recommendation (``""`` when they hold).
+    docstring); returns ``(note, predictions)``: the gates' note for the recommendation (``""``
+    when they hold) and each named pattern's own JC-only prediction at ``k = 1..K``, ``{name:
+    [float]}``.
     """
     from .protocol import choose_engine
 
@@ -223,4 +225,4 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
     gate = bool(rows) and not check_failures(checks) and bool(inside[-1])
     for r in apart:
         r["certified"] = bool(r["certified"] and gate)
-    return check_note(checks) + (edge_note(rows, inside, lr) if rows else "")
+    return check_note(checks) + (edge_note(rows, inside, lr) if rows else ""), own

@@ -9,6 +9,7 @@ import pytest
 from crosscurv.numeric.pair_adjoint import pair_adjoint
 from crosscurv.numeric.pair_records import pair_run
 from crosscurv.numeric.pattern_search import search
+from crosscurv.numeric.pattern_search_certify import front_candidates
 from crosscurv.theory.errors import AdviceError
 
 
@@ -63,13 +64,13 @@ def test_final_only_records_refuse_other_k():
         rec.predict(rows, 3)
 
 
-@pytest.mark.parametrize("kind", [1, 2])
-def test_final_only_search_names_the_full_searchs_front(kind):
+@pytest.mark.parametrize("kind,lr_lam", [(1, 0.25), (2, 0.25), (0, 1.0)])
+def test_final_only_search_names_the_full_searchs_front(kind, lr_lam):
     """On problems where the quadratic term is small against the margins, the final-only search
     names the full search's patterns; once certified, its estimates are the full ones (the
     certification's own states) and its certificates the full search's."""
     _, task, lam = _problems()[kind]
-    lr, K = 0.25 / lam, 12
+    lr, K = lr_lam / lam, 12
     full = search(task, lr, K, "stages")
     fast = search(task, lr, K, "stages", final_only=True)
     assert [r["best"] for r in fast.front] == [r["best"] for r in full.front]
@@ -77,9 +78,16 @@ def test_final_only_search_names_the_full_searchs_front(kind):
         assert a["estimate"] == pytest.approx(b["estimate"], rel=1e-9, abs=1e-15)
         assert a["certified"] == b["certified"]
         assert a["error"] == pytest.approx(b["error"], rel=1e-6, abs=1e-15)
-    assert [p["k"] for p in fast.per_iteration] == [K]
+    named = front_candidates(fast.front)  # what the certification carries
+    assert [p["k"] for p in fast.per_iteration] == (list(range(1, K + 1)) if named else [K])
+    for a, b in zip(fast.per_iteration if named else [],
+                    full.per_iteration):  # the certification's own states
+        for name, v in a["estimates"].items():
+            assert v == pytest.approx(b["estimates"][name], rel=1e-9, abs=1e-15)
     with pytest.raises(AdviceError):
         fast.best(K - 1)
+    bare = search(task, lr, K, "stages", final_only=True, certify=False)
+    assert [p["k"] for p in bare.per_iteration] == [K]
 
 
 def test_final_only_cannot_resume(tmp_path):
