@@ -168,8 +168,7 @@ def findings(timed: list, searched: list) -> list[str]:
         out.append(f"- advise / protocol: {_span(ratio)} ({within}/{len(timed)} tasks within the "
                    "target 0.5).")
         out.append(f"- advise / plain training of the candidates: "
-                   f"{_span([t['advise'] / t['plain'] for t in timed])}.")
-        out.append("- the one-step check: "
+                   f"{_span([t['advise'] / t['plain'] for t in timed])}; the one-step check: "
                    f"{_span([100 * t['check'] / t['advise'] for t in timed], '.0f')}"
                    "% of advise's time.")
     if searched:  # one line: per preset and budget K of the search rows
@@ -183,9 +182,10 @@ def findings(timed: list, searched: list) -> list[str]:
                 + (f" {name[key]}" if len(keys) > 1 and name[key] else "") for key in keys)
 
         at = f" {name[keys[0]]}" if len(keys) == 1 and name[keys[0]] else ""
-        out.append(f"- search / plain 8{at}: {per_k(lambda r: r['search'] / r['plain8'])}; "
-                   f"final-only {per_k(lambda r: r['final_only'] / r['plain8'])}; with "
+        out.append(f"- search / plain 8{at}: {per_k(lambda r: r['search'] / r['plain8'])}; with "
                    f"certification {per_k(lambda r: (r['search'] + r['certify']) / r['plain8'])}.")
+        out.append(f"- final-only search / plain 8{at}: "
+                   f"{per_k(lambda r: r['final_only'] / r['plain8'])}.")
     return out
 
 

@@ -67,7 +67,7 @@ def _columns(g: torch.Tensor, span: list, extra: torch.Tensor | None = None) -> 
 
 def _bilinear(left: torch.Tensor, hcol: torch.Tensor, span: list) -> np.ndarray:
     """``B_ij = left_i . (H E_j g)_i`` (``(N, N)``, float64; per-block dots in the task's dtype)."""
-    return torch.stack([hcol[:, a:b] @ left[a:b] for a, b in span]).double().numpy()
+    return torch.stack([hcol[:, a:b] @ left[a:b] for a, b in span]).double().cpu().numpy()
 
 
 def pair_adjoint(task, lr: float, iters: int, *,

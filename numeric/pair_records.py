@@ -266,11 +266,11 @@ class _PairState:
     def record(self, value, g: torch.Tensor, hcol: torch.Tensor, hu: torch.Tensor) -> None:
         """``L``, ``l = U g``, ``Q = sym(U H U^T)`` and ``c_ij = g_i . (H E_j g)_i`` at ``k``."""
         self.losses.append(float(value))
-        self.lin.append((self.U @ g).double().numpy())
+        self.lin.append((self.U @ g).double().cpu().numpy())
         q = (self.U @ hu.T).double()
-        self.gram.append((0.5 * (q + q.T)).numpy())
+        self.gram.append((0.5 * (q + q.T)).cpu().numpy())
         cmat = torch.stack([hcol[:, a:b] @ g[a:b] for a, b in self.span]).double()
-        self.curv.append(cmat[self.pi, self.pj].numpy())
+        self.curv.append(cmat[self.pi.to(cmat.device), self.pj.to(cmat.device)].cpu().numpy())
 
     def advance(self, k: int, g: torch.Tensor, hcol: torch.Tensor, hu: torch.Tensor) -> None:
         """``u_p <- u_p - eta H u_p + eta^2 P_i H E_j g``, ``theta <- theta - eta g``."""

@@ -389,6 +389,10 @@ def _recommendation(res: SearchResult) -> str:
         )
     elif cost["plain_space_s"] < search_s:
         head += f" Training all {len(sp):,} patterns directly would have been cheaper."
+    if sp.n_blocks > 2 and cost["ratio_8"] > 1 and not res.records.final_only:
+        n = sp.n_blocks
+        head += (f" For the best patterns at K only, --final-only (final_only=True) needs {n + 1} "
+                 f"Hessian-vector products per iteration instead of {n * n}.")
     if res.status == "diverged":  # the divergence and the last finite state first
         from .advice_text import diverged_recommendation
 

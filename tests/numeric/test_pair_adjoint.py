@@ -117,3 +117,32 @@ def test_the_sweep_is_cheaper_than_the_forward_states_in_products():
     finally:
         mod._grad_and_products = real
     assert seen == [8] + [9] * 5
+
+
+def test_a_costly_full_search_points_to_the_final_only_one():
+    """Where the full search cost more than training 8 patterns, its recommendation names the
+    cheaper final-only search and its product count; the final-only search does not."""
+    from crosscurv.numeric.pattern_search import _recommendation
+
+    _, task, lam = _problems()[1]
+    full = search(task, 0.25 / lam, 4, "orders", certify=False)
+    fast = search(task, 0.25 / lam, 4, "orders", certify=False, final_only=True)
+    for res in (full, fast):
+        res.cost["ratio_8"] = 2.0
+    assert "--final-only (final_only=True) needs 5 Hessian-vector products per iteration " \
+           "instead of 16." in _recommendation(full)
+    assert "--final-only" not in _recommendation(fast)
+    full.cost["ratio_8"] = 0.5
+    assert "--final-only" not in _recommendation(full)
+
+
+def test_advise_takes_final_only_with_a_search_only():
+    """``crosscurv.advise(..., search=SPACE, final_only=True)`` is the final-only search; without a
+    search the option is refused."""
+    import crosscurv
+
+    _, task, lam = _problems()[1]
+    res = crosscurv.advise(task, 0.25 / lam, 4, search="orders", checks=False, final_only=True)
+    assert res.records.final_only
+    with pytest.raises(AdviceError, match="final_only is an option of a search"):
+        crosscurv.advise(task, 0.25 / lam, 4, final_only=True)
