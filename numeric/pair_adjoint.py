@@ -70,65 +70,117 @@ def _bilinear(left: torch.Tensor, hcol: torch.Tensor, span: list) -> np.ndarray:
     return torch.stack([hcol[:, a:b] @ left[a:b] for a, b in span]).double().cpu().numpy()
 
 
+#: the state file of a final-only search's run, in the search's folder
+STATE_FILE = "pair_adjoint_state.pt"
+
+
+def _forward(task, lr: float, iters: int, layout: list, seg: int, progress) -> dict:
+    """The JC run: ``{"stored": {m: theta^m} (every seg-th), "theta_K", "K", "losses", "status",
+    "message"}`` (``K`` the last finite ``k``)."""
+    theta = {k: task.params[k].detach().clone() for k, *_ in layout}
+    st = {"stored": {0: theta}, "losses": [], "status": "complete", "message": "", "K": 0,
+          "theta_K": theta}
+    for k in range(iters + 1):
+        value, g = _gradient(task.loss, theta, layout)
+        if not math.isfinite(value):
+            st["status"], st["message"] = "diverged", f"diverged at k={k}: loss_jc = {value}"
+            break
+        if k:
+            st["losses"].append(value)
+            if progress is not None:
+                progress(k, 2 * iters)
+        st["K"], st["theta_K"] = k, theta
+        if k < iters:
+            theta = _step(theta, g, layout, lr)
+            if (k + 1) % seg == 0:
+                st["stored"][k + 1] = theta
+    return st
+
+
 def pair_adjoint(task, lr: float, iters: int, *,
-                 progress: Callable[[int, int], None] | None = None) -> PairRecords:
+                 progress: Callable[[int, int], None] | None = None,
+                 state_path: str | None = None, resume: bool = False,
+                 checkpoint_every: int | None = None) -> PairRecords:
     """Run JC from ``task.params`` for ``iters`` steps and gather the per-pair linear terms ``l^K``
     and curvatures ``c^K`` at the last ``K`` by the adjoint sweep (module docstring).
+
+    Args:
+        state_path: a file (``DIR/pair_adjoint_state.pt``) that receives the run's state (the
+            stored iterates, the losses, ``lambda`` and the sums so far) between segments of the
+            sweep, every ``checkpoint_every`` sweep iterations (default: at most once a minute),
+            so that a killed run continues from there; ``None``: nothing saved.
+        resume: continue the run saved in ``state_path`` (same task, ``theta^0``, ``lr`` and
+            ``iters``: the adjoint starts at ``K``, so a run is not extended): the records are
+            those of an uninterrupted run.
 
     Returns:
         :class:`PairRecords` with ``final_only=True``: ``loss_jc`` at every ``k``; ``linear`` and
         ``pair_curvature`` NaN before row ``K - 1``; ``gram`` zero at ``K`` (not gathered), NaN
         before. A non-finite JC loss stops the run (status ``"diverged"``) and ``K`` is the last
         finite ``k``. ``progress(j, 2 K)`` after each forward iteration and each of the sweep's.
+
+    Raises:
+        AdviceError: ``resume`` without a saved state, or one of another run.
     """
+    import json
+    import time
+
+    from .pair_records import _load_state, _run_settings
+    from .protocol import CHECKPOINT_SECONDS
+    from .records import atomic_torch_save
+
     layout, span, _ = _layout(task)
     n, pairs = task.n_blocks, pair_list(task.n_blocks)
-    theta = {k: task.params[k].detach().clone() for k, *_ in layout}
     seg = max(1, math.ceil(math.sqrt(iters + 1)))
-    stored, losses, status, message = {0: theta}, [], "complete", ""
-    K, theta_K = 0, theta
-    for k in range(iters + 1):  # forward: theta^k, L(theta^k); store every seg-th iterate
-        value, g = _gradient(task.loss, theta, layout)
-        if not math.isfinite(value):
-            status, message = "diverged", f"diverged at k={k}: loss_jc = {value}"
-            break
-        if k:
-            losses.append(value)
-            if progress is not None:
-                progress(k, 2 * iters)
-        K, theta_K = k, theta
-        if k < iters:
-            theta = _step(theta, g, layout, lr)
-            if (k + 1) % seg == 0:
-                stored[k + 1] = theta
-    P = len(pairs)
+    now = _run_settings(task, lr, iters)
+    if resume:
+        st = _load_state(state_path, now, STATE_FILE, extendable=False)
+        dev = task.params[layout[0][0]].device
+        st["stored"] = {m: {k: v.to(dev) for k, v in th.items()} for m, th in st["stored"].items()}
+        st.update(lam=st["lam"].to(dev), acc=st["acc"].numpy(), curv=st["curv"].numpy())
+    else:
+        st = _forward(task, lr, iters, layout, seg, progress)
+        st["settings"] = json.dumps(now)
+    K, P = st["K"], len(pairs)
     linear, curv = np.full((max(K, 1), P), np.nan), np.full((max(K, 1), P), np.nan)
     gram = np.full((max(K, 1), P, P), np.nan)
+    pi, pj = [i for i, _ in pairs], [j for _, j in pairs]
+    if K and not resume:  # lambda_K = g_K and Theorem 1's c_ij = g_i . H_ij g_j at theta^K
+        _, gK, hv = _grad_and_products(task.loss, st["theta_K"], layout,
+                                       lambda g: _columns(g, span))
+        st.update(lam=gK.clone(), acc=np.zeros((n, n)), curv=_bilinear(gK, hv, span)[pi, pj],
+                  base=((K - 1) // seg) * seg, done=0)
+        del hv
+    st.pop("theta_K", None)
+    last_save, since = time.perf_counter(), 0
+    while K and st["base"] >= 0:  # segments, last first
+        base = st["base"]
+        seg_thetas = [st["stored"][base]]
+        for _ in range(base + 1, min(base + seg, K)):  # theta^m of the segment, recomputed
+            th = seg_thetas[-1]
+            seg_thetas.append(_step(th, _gradient(task.loss, th, layout)[1], layout, lr))
+        for m in range(len(seg_thetas) - 1 + base, base - 1, -1):
+            lam = st["lam"]
+            _, g, hv = _grad_and_products(task.loss, seg_thetas[m - base], layout,
+                                          lambda g, lam=lam: _columns(g, span, lam))
+            st["acc"] += _bilinear(lam, hv[:n], span)
+            st["lam"] = lam - lr * hv[n]
+            del hv
+            st["done"] += 1
+            since += 1
+            if progress is not None:
+                progress(iters + st["done"], 2 * iters)
+        st["base"] = base - seg
+        if state_path is not None and st["base"] >= 0 and (
+                since >= checkpoint_every if checkpoint_every else
+                time.perf_counter() - last_save >= CHECKPOINT_SECONDS):
+            atomic_torch_save({**st, "acc": torch.from_numpy(st["acc"]),
+                               "curv": torch.from_numpy(np.asarray(st["curv"]))}, state_path)
+            last_save, since = time.perf_counter(), 0
     if K:
-        pi = [i for i, _ in pairs]
-        pj = [j for _, j in pairs]
-        # lambda_K = g_K and Theorem 1's c_ij = g_i . H_ij g_j at theta^K
-        _, gK, hv = _grad_and_products(task.loss, theta_K, layout, lambda g: _columns(g, span))
-        lam = gK.clone()
-        curv[K - 1] = _bilinear(gK, hv, span)[pi, pj]
-        acc = np.zeros((n, n))
-        done = 0
-        for base in range(((K - 1) // seg) * seg, -1, -seg):  # segments, last first
-            seg_thetas = [stored[base]]
-            for _ in range(base + 1, min(base + seg, K)):  # theta^m of the segment, recomputed
-                th = seg_thetas[-1]
-                seg_thetas.append(_step(th, _gradient(task.loss, th, layout)[1], layout, lr))
-            for m in range(len(seg_thetas) - 1 + base, base - 1, -1):
-                _, g, hv = _grad_and_products(task.loss, seg_thetas[m - base], layout,
-                                              lambda g, lam=lam: _columns(g, span, lam))
-                acc += _bilinear(lam, hv[:n], span)
-                lam = lam - lr * hv[n]
-                del hv
-                done += 1
-                if progress is not None:
-                    progress(iters + done, 2 * iters)
-        linear[K - 1] = lr * lr * acc[pi, pj]
+        linear[K - 1] = lr * lr * np.asarray(st["acc"])[pi, pj]
+        curv[K - 1] = np.asarray(st["curv"])
         gram[K - 1] = 0.0
-    losses_arr = np.array(losses, dtype=np.float64)
-    return PairRecords(n, lr, losses_arr, linear[:K], gram[:K], curv[:K], status, message,
+    losses = np.array(st["losses"], dtype=np.float64)
+    return PairRecords(n, lr, losses, linear[:K], gram[:K], curv[:K], st["status"], st["message"],
                        pairs, final_only=True)

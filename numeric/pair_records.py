@@ -203,21 +203,25 @@ def _run_settings(task, lr: float, iters: int) -> dict:
             "theta0_sha256": theta_digest(task.params)}
 
 
-def _load_state(path: str, now: dict) -> dict:
-    """The saved state of ``path`` after checking it continues the run ``now`` describes (same
-    settings but ``iters``, which may grow, not shrink)."""
+def _load_state(path: str, now: dict, name: str = STATE_FILE, extendable: bool = True) -> dict:
+    """The saved state of ``path`` (a ``name`` file) after checking it continues the run ``now``
+    describes (same settings but ``iters``, which may grow, not shrink; the same ``iters`` where
+    the run is not ``extendable``)."""
     import json
 
     from crosscurv.theory.errors import AdviceError
 
     if not os.path.exists(path):
-        raise AdviceError(f"nothing to resume: {os.path.dirname(path) or '.'} has no {STATE_FILE}")
+        raise AdviceError(f"nothing to resume: {os.path.dirname(path) or '.'} has no {name}")
     st = torch.load(path, map_location="cpu", weights_only=True)
     saved = json.loads(st["settings"])
     for key in sorted(set(saved) | set(now)):
         if key != "iters" and saved.get(key) != now.get(key):
             a, b = json.dumps(saved.get(key))[:60], json.dumps(now.get(key))[:60]
             raise AdviceError(f"cannot resume {path}: setting {key} differs (saved {a}, now {b})")
+    if not extendable and now["iters"] != saved["iters"]:
+        raise AdviceError(f"cannot resume {path} with {now['iters']} iterations: the run was set "
+                          f"to {saved['iters']} (a final-only run predicts at its own K)")
     if now["iters"] < saved["iters"]:
         raise AdviceError(f"cannot resume {path} with {now['iters']} iterations: the run was set "
                           f"to {saved['iters']} (a run can be extended, not shortened)")

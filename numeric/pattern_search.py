@@ -196,8 +196,8 @@ def search(
             (:func:`crosscurv.numeric.pair_adjoint.pair_adjoint`: ``N + 1`` products per iteration
             instead of ``N^2``, the quadratic term left out of the search and restored for the
             certified front); ``per_iteration`` then holds the certification's predictions of the
-            named patterns at every ``k`` (``K`` only without certification), and nothing is
-            saved to resume.
+            named patterns at every ``k`` (``K`` only without certification); ``resume``
+            continues a killed run of the same ``iters`` (``pair_adjoint_state.pt``).
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /
@@ -211,13 +211,11 @@ def search(
     space_s = time.process_time() - t  # building the space from its spelling
     t = time.process_time()
     if final_only:
-        from .pair_adjoint import pair_adjoint
+        from .pair_adjoint import STATE_FILE, pair_adjoint
 
-        if resume:
-            from crosscurv.theory.errors import AdviceError
-
-            raise AdviceError("a final-only search saves no state to resume: run it again")
-        rec = pair_adjoint(task, lr, iters, progress=progress)
+        rec = pair_adjoint(task, lr, iters, progress=progress,
+                           state_path=_state_path(out_dir, resume, STATE_FILE), resume=resume,
+                           checkpoint_every=checkpoint_every)
     else:
         rec = pair_run(task, lr, iters, progress=progress,
                        state_path=_state_path(out_dir, resume), resume=resume,
@@ -249,8 +247,9 @@ def search(
     return res
 
 
-def _state_path(out_dir: str | None, resume: bool) -> str | None:
-    """``out_dir/pair_state.pt`` (the folder created), ``None`` without a folder."""
+def _state_path(out_dir: str | None, resume: bool, name: str | None = None) -> str | None:
+    """``out_dir/NAME`` (default ``pair_state.pt``; the folder created), ``None`` without a
+    folder."""
     if out_dir is None:
         if resume:
             from crosscurv.theory.errors import AdviceError
@@ -262,7 +261,7 @@ def _state_path(out_dir: str | None, resume: bool) -> str | None:
     from .pair_records import STATE_FILE
 
     os.makedirs(out_dir, exist_ok=True)
-    return os.path.join(out_dir, STATE_FILE)
+    return os.path.join(out_dir, name or STATE_FILE)
 
 
 def _per_iteration(rec: PairRecords, front: list[dict], sp: PatternSpace) -> list[dict]:

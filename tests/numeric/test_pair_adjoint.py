@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from crosscurv.numeric.pair_adjoint import pair_adjoint
 from crosscurv.numeric.pair_records import pair_run
@@ -90,10 +91,36 @@ def test_final_only_search_names_the_full_searchs_front(kind, lr_lam):
     assert [p["k"] for p in bare.per_iteration] == [K]
 
 
-def test_final_only_cannot_resume(tmp_path):
+def test_a_killed_sweep_resumes_to_the_uninterrupted_records(tmp_path, monkeypatch):
+    """A run killed in the sweep, after a saved state, continues from it on ``resume`` to the
+    records of an uninterrupted run, bit for bit; another ``iters`` or nothing saved is refused."""
+    from crosscurv.numeric import pair_adjoint as mod
+
     _, task, lam = _problems()[1]
-    with pytest.raises(AdviceError, match="no state to resume"):
-        search(task, 0.5 / lam, 3, "orders", final_only=True, out_dir=str(tmp_path), resume=True)
+    lr, K, path = 0.5 / lam, 20, str(tmp_path / mod.STATE_FILE)
+    whole = pair_adjoint(task, lr, K)
+    real, calls = mod._grad_and_products, []
+
+    def dies(*a):
+        calls.append(1)
+        if len(calls) > 12:  # the products at K, then 11 of the sweep's 20 iterations
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(mod, "_grad_and_products", dies)
+    with pytest.raises(KeyboardInterrupt):
+        pair_adjoint(task, lr, K, state_path=path, checkpoint_every=1)
+    monkeypatch.setattr(mod, "_grad_and_products", real)
+    saved = torch.load(path, weights_only=True)
+    assert 0 < saved["done"] < K
+    again = pair_adjoint(task, lr, K, state_path=path, resume=True)
+    assert np.array_equal(again.linear, whole.linear, equal_nan=True)
+    assert np.array_equal(again.pair_curvature, whole.pair_curvature, equal_nan=True)
+    assert np.array_equal(again.loss_jc, whole.loss_jc)
+    with pytest.raises(AdviceError, match="predicts at its own K"):
+        pair_adjoint(task, lr, K + 1, state_path=path, resume=True)
+    with pytest.raises(AdviceError, match="nothing to resume"):
+        search(task, lr, 3, "orders", final_only=True, out_dir=str(tmp_path / "x"), resume=True)
 
 
 def test_the_sweep_is_cheaper_than_the_forward_states_in_products():

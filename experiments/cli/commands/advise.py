@@ -69,8 +69,9 @@ def add_arguments(p) -> None:
                         "nothing certified)")
     p.add_argument("--final-only", action="store_true",
                    help="with --search: predict at K only, by an adjoint sweep (N + 1 "
-                        "Hessian-vector products per iteration instead of N^2; no per-iteration "
-                        "predictions, no --resume)")
+                        "Hessian-vector products per iteration instead of N^2; per-iteration "
+                        "predictions of the certified patterns only; --resume continues a killed "
+                        "run of the same --iters)")
     p.add_argument("--validate", action="store_true",
                    help="also run every candidate's trajectory: the advice's regret, how often it "
                         "named the measured best, which certified iterations were wrong (writes "
@@ -82,11 +83,10 @@ def execute(args):
     from crosscurv.experiments.cli.commands.run import _Progress, _slug, load
 
     # checks every flag before the task is built (and torch imported)
-    if args.final_only and (args.search is None or args.resume):
+    if args.final_only and args.search is None:
         from crosscurv.theory.errors import InputError
 
-        raise InputError("--final-only needs --search and cannot --resume (a final-only search "
-                         "saves no state)")
+        raise InputError("--final-only needs --search")
     task, settings, lr, iters = load(args)
     import torch
 

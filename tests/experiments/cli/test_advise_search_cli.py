@@ -89,7 +89,7 @@ def test_two_blocks_says_trying_is_what_to_compare_with(factory, tmp_path):
         (["--search", "stages:0"], "D >= 1"),
         (["--search", "orders", "--patterns", "jc;gs"], "--patterns"),
         (["--final-only"], "--final-only needs --search"),
-        (["--search", "orders", "--final-only", "--resume"], "cannot --resume"),
+        (["--search", "orders", "--final-only", "--resume"], "nothing to resume"),
     ],
 )
 def test_bad_search_input_is_one_line_exit_2(factory, tmp_path, extra, msg):
