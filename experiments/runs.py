@@ -314,6 +314,8 @@ class Progress:
         if self.start_k is None:
             self.start_k = k - 1
         if self.bar is not None:
+            if total != self.bar.total:  # a run whose count of steps the caller extends
+                self.bar.total = total
             self.bar.update(k - self.bar.n)
             return
         if k % self.step == 0 or k == total:

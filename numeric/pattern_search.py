@@ -185,7 +185,8 @@ def search(
         certify: errors and certificates for the front's patterns and runners-up
             (:func:`crosscurv.numeric.pattern_search_certify.certify_front`).
         hvp_method, seed: as :func:`crosscurv.numeric.advice.advise` (used by the certification).
-        progress: ``progress(k, K)`` after each JC iteration.
+        progress: ``progress(j, total)`` after each iteration of the JC run (``K`` of them; ``2
+            K`` with ``final_only``, the sweep's included) and of the certification (``K`` more).
         out_dir: a folder for :meth:`SearchResult.save` and the JC run's state
             (``pair_state.pt``, :func:`crosscurv.numeric.pair_records.pair_run`; ``None``: in
             memory only).
@@ -210,14 +211,23 @@ def search(
     sp = space if isinstance(space, PatternSpace) else parse_space(space, task.n_blocks)
     space_s = time.process_time() - t  # building the space from its spelling
     t = time.process_time()
+    run_steps = 2 * iters if final_only else iters
+    total = run_steps + (iters if certify else 0)
+    run_progress = cert_progress = None
+    if progress is not None:
+        def run_progress(j, _):
+            progress(j, total)
+
+        def cert_progress(k, _):
+            progress(run_steps + k, total)
     if final_only:
         from .pair_adjoint import STATE_FILE, pair_adjoint
 
-        rec = pair_adjoint(task, lr, iters, progress=progress,
+        rec = pair_adjoint(task, lr, iters, progress=run_progress,
                            state_path=_state_path(out_dir, resume, STATE_FILE), resume=resume,
                            checkpoint_every=checkpoint_every)
     else:
-        rec = pair_run(task, lr, iters, progress=progress,
+        rec = pair_run(task, lr, iters, progress=run_progress,
                        state_path=_state_path(out_dir, resume), resume=resume,
                        checkpoint_every=checkpoint_every)
     pair_s = time.process_time() - t
@@ -233,7 +243,8 @@ def search(
         r.update(error=math.nan, runner_up_error=math.nan, certified=None)
     if certify and K and rec.status == "complete":
         t = time.process_time()
-        note, own = certify_front(task, lr, rec, front, hvp_method=hvp_method, seed=seed)
+        note, own = certify_front(task, lr, rec, front, hvp_method=hvp_method, seed=seed,
+                                  progress=cert_progress)
         cost["certify_s"] = time.process_time() - t
     for r in front:
         r["rankable"] = rankable(r)

@@ -103,7 +103,7 @@ def _sharpness(state: dict, point, theta, seed: int) -> float:
                default=math.nan)
 
 
-def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
+def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, progress=None):
     """The errors of ``cands`` at every ``k`` (module docstring) along the JC run, its sharpness and
     each pattern's own JC-only prediction: ``(errors {name: [error^k, k = 1..K]}, rows [{"k",
     "sharpness"}], predictions {name: [g_k . y_k + 1/2 y_k . H_k y_k, k = 1..K]})``; ``error^k``
@@ -152,6 +152,8 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0):
             errors[c.name].append(abs(cor - est))
         if k:
             gate_rows.append({"k": k, "sharpness": sharp})
+            if progress is not None:
+                progress(k, K)
         if not last:
             theta = {n: theta[n] - lr * g[n] for n in theta}
     return errors, gate_rows, own
@@ -190,11 +192,11 @@ def _full_estimates(front: list[dict], own: dict) -> None:
 
 
 def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: str = "auto",
-                  seed: int = 0) -> str:
+                  seed: int = 0, progress=None) -> tuple:
     """Fill each front row's ``error``, ``runner_up_error`` (at ``K``) and ``certified`` (module
     docstring); returns ``(note, predictions)``: the gates' note for the recommendation (``""``
     when they hold) and each named pattern's own JC-only prediction at ``k = 1..K``, ``{name:
-    [float]}``.
+    [float]}``. ``progress(k, K)`` after each iteration of the run along the JC trajectory.
     """
     from .protocol import choose_engine
 
@@ -205,7 +207,7 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
         cands.append(PatternCandidate(name, pat, [(i, sorted(pat.fresh(i)))
                                                   for i in range(n) if pat.fresh(i)]))
     engine = choose_engine(task, hvp_method)
-    errors, rows, own = embedded_errors(task, lr, records, cands, engine, seed)
+    errors, rows, own = embedded_errors(task, lr, records, cands, engine, seed, progress)
     if records.final_only:  # the full predictions at K, quadratic term included
         _full_estimates(front, own)
     inside = inside_regime(rows, lr)

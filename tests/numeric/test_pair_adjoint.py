@@ -173,3 +173,17 @@ def test_advise_takes_final_only_with_a_search_only():
     assert res.records.final_only
     with pytest.raises(AdviceError, match="final_only is an option of a search"):
         crosscurv.advise(task, 0.25 / lam, 4, final_only=True)
+
+
+@pytest.mark.parametrize("final_only", [False, True])
+def test_search_progress_counts_the_run_and_the_certification(final_only):
+    """``progress(j, total)`` climbs to one total over the JC run (the sweep's iterations
+    included) and the certification, so a user sees the certification too."""
+    _, task, lam = _problems()[1]
+    seen = []
+    res = search(task, 0.25 / lam, 6, "stages", final_only=final_only,
+                 progress=lambda j, t: seen.append((j, t)))
+    total = (12 if final_only else 6) + 6
+    assert {t for _, t in seen} == {total}
+    assert [j for j, _ in seen] == list(range(1, total + 1))
+    assert any(r["certified"] is not None for r in res.front)
