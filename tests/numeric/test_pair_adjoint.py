@@ -29,12 +29,13 @@ def _problems():
 @pytest.mark.parametrize("iters", [1, 2, 9, 16])
 def test_adjoint_terms_equal_the_forward_states_at_K(kind, iters):
     """``l^K`` and ``c^K`` by the sweep equal the forward states' to rounding (float64), for ``K``
-    on and off the stored-iterate grid; the losses are the same run's, bit for bit."""
+    on and off the stored-iterate grid; the losses are the same run's, to rounding (a double
+    backward's graph may take other kernels than a plain gradient)."""
     _, task, lam = _problems()[kind]
     lr = 0.7 / lam
     a, b = pair_run(task, lr, iters), pair_adjoint(task, lr, iters)
     assert b.final_only and b.iters == a.iters == iters
-    assert np.array_equal(a.loss_jc, b.loss_jc)
+    np.testing.assert_allclose(b.loss_jc, a.loss_jc, rtol=1e-12)  # routes differ in kernels
     scale = np.abs(a.linear[-1]).max()
     assert scale > 0
     np.testing.assert_allclose(b.linear[-1], a.linear[-1], rtol=0, atol=1e-12 * scale)
@@ -93,7 +94,8 @@ def test_final_only_search_names_the_full_searchs_front(kind, lr_lam):
 
 def test_a_killed_sweep_resumes_to_the_uninterrupted_records(tmp_path, monkeypatch):
     """A run killed in the sweep, after a saved state, continues from it on ``resume`` to the
-    records of an uninterrupted run, bit for bit; another ``iters`` or nothing saved is refused."""
+    records of an uninterrupted run, bit for bit (one route, one machine); another ``iters`` or
+    nothing saved is refused."""
     from crosscurv.numeric import pair_adjoint as mod
 
     _, task, lam = _problems()[1]
@@ -187,3 +189,48 @@ def test_search_progress_counts_the_run_and_the_certification(final_only):
     assert {t for _, t in seen} == {total}
     assert [j for j, _ in seen] == list(range(1, total + 1))
     assert any(r["certified"] is not None for r in res.front)
+
+
+def _zoo():
+    from crosscurv.experiments.problems.zoo import BEYOND, FRESH, ZOO
+
+    return [p for p in ZOO + BEYOND + FRESH]
+
+
+@pytest.mark.portable
+@pytest.mark.parametrize("problem", _zoo(), ids=lambda p: p.name)
+def test_the_sweep_equals_the_forward_states_on_every_zoo_problem(problem):
+    """The promise held to every problem of the zoo, beyond it and the fresh ones (float64, at
+    ``eta lambda_max = 1``, ``K = 7``): the sweep's ``l^K`` and ``c^K`` are the forward states'
+    to rounding."""
+    from crosscurv.experiments.problems.zoo import lambda_max0
+
+    task = problem.task(0)
+    if task.n_blocks < 2:
+        pytest.skip("one block: no pairs")
+    lr = 1.0 / lambda_max0(task)
+    a, b = pair_run(task, lr, 7), pair_adjoint(task, lr, 7)
+    assert a.status == b.status and a.iters == b.iters
+    np.testing.assert_allclose(b.loss_jc, a.loss_jc, rtol=1e-12)  # routes differ in kernels
+    fin = np.isfinite(a.linear[-1])
+    scale = np.abs(a.linear[-1][fin]).max()
+    np.testing.assert_allclose(b.linear[-1][fin], a.linear[-1][fin], rtol=0, atol=1e-10 * scale)
+    cs = np.abs(a.pair_curvature[-1]).max()
+    np.testing.assert_allclose(b.pair_curvature[-1], a.pair_curvature[-1], rtol=0,
+                               atol=1e-12 * cs)
+
+
+@pytest.mark.portable
+def test_the_sweep_in_float32_agrees_to_float32_rounding():
+    """On the built-in smoke MLP in float32 (the default dtype) the two routes sum the same products
+    in different orders: they agree to a bound of ``8 K`` float32 roundings of the largest term
+    (measured: 4e-7 relative at ``K = 5``, 2e-7 at ``K = 20``), and rank the orders alike."""
+    from crosscurv.experiments.tasks.loading import load_task
+
+    task, settings = load_task("mlp", "smoke", device=torch.device("cpu"))
+    K = 5
+    a, b = pair_run(task, settings["lr"], K), pair_adjoint(task, settings["lr"], K)
+    scale = np.abs(a.linear[-1]).max()
+    eps = float(torch.finfo(torch.float32).eps)
+    np.testing.assert_allclose(b.linear[-1], a.linear[-1], rtol=0, atol=8 * K * eps * scale)
+    assert np.argmin(a.linear[-1]) == np.argmin(b.linear[-1])
