@@ -140,7 +140,8 @@ class SearchResult:
 
     def to_json(self) -> dict:
         """The ``--json`` object: ``space``, ``n_patterns`` (``enumerated``: how many were
-        evaluated), ``front``, ``recommendation``, ``cost``, ``per_iteration``, ``status``."""
+        evaluated), ``final_only`` (the front ranked at ``K`` by the adjoint sweep's linear
+        terms), ``front``, ``recommendation``, ``cost``, ``per_iteration``, ``status``."""
         n = DAG_COUNTS[self.space.n_blocks] if self.space.kind == LOCAL else len(self.space)
         return json_safe(
             {
@@ -150,6 +151,7 @@ class SearchResult:
                 "status": self.status,
                 "message": self.message,
                 "iters": self.records.iters,
+                "final_only": self.records.final_only,
                 "lr": self.records.lr,
                 "recommendation": self.recommendation,
                 "front": self.front,

@@ -136,6 +136,7 @@ def test_final_only_search_names_the_same_front_at_K(factory, tmp_path):
     for x, y in zip(b["front"], a["front"]):
         assert x["estimate"] == pytest.approx(y["estimate"], rel=1e-9, abs=1e-15)
     assert [p["k"] for p in b["per_iteration"]] == [1, 2, 3, 4, 5]
+    assert b["final_only"] is True and a["final_only"] is False
 
 
 @pytest.mark.slow
