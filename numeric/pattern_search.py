@@ -126,7 +126,8 @@ class SearchResult:
         """Write ``out_dir/search.json`` (:meth:`to_json`) and ``out_dir/pair_records.npz``:
         ``pairs`` (1-based ``(i, j)``), ``loss_jc``, ``linear``, ``gram``, ``pair_curvature`` per
         ``k`` and ``lr``, from which any pattern's prediction at any ``k`` is ``s . l^k + 1/2 s^T
-        Q^k s``."""
+        Q^k s`` (final-only records: the rows before ``K`` are NaN and ``gram`` is zero at ``K``,
+        so ``s . l^K`` is the prediction without its quadratic term)."""
         import os
 
         from .records import write_summary
