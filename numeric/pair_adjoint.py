@@ -33,21 +33,16 @@ import torch
 
 from crosscurv.theory.pattern_spaces import pair_list
 
-from .pair_records import PairRecords, _grad_and_products, _layout
+from .hvp import grad
+from .pair_records import PairRecords, _block_dots, _grad_and_products, _layout
 
 __all__ = ["pair_adjoint"]
 
 
 def _gradient(loss, theta: dict, layout: list) -> tuple[float, torch.Tensor]:
-    """``(L(theta), flat gradient)`` without a graph."""
-    names = [k for k, *_ in layout]
-    p = {k: theta[k].detach().requires_grad_(True) for k in names}
-    with torch.enable_grad():
-        value = loss(p)
-        gs = torch.autograd.grad(value, [p[k] for k in names], allow_unused=True)
-    flat = [(gk if gk is not None else torch.zeros_like(p[k])).reshape(-1)
-            for k, gk in zip(names, gs)]
-    return float(value.detach()), torch.cat(flat)
+    """``(L(theta), flat gradient)`` without a graph (:func:`crosscurv.numeric.hvp.grad`)."""
+    value, g = grad(loss, theta)
+    return float(value), torch.cat([g[k].reshape(-1) for k, *_ in layout])
 
 
 def _step(theta: dict, g: torch.Tensor, layout: list, lr: float) -> dict:
@@ -63,11 +58,6 @@ def _columns(g: torch.Tensor, span: list, extra: torch.Tensor | None = None) -> 
     if extra is not None:
         V[-1] = extra
     return V
-
-
-def _bilinear(left: torch.Tensor, hcol: torch.Tensor, span: list) -> np.ndarray:
-    """``B_ij = left_i . (H E_j g)_i`` (``(N, N)``, float64; per-block dots in the task's dtype)."""
-    return torch.stack([hcol[:, a:b] @ left[a:b] for a, b in span]).double().cpu().numpy()
 
 
 #: the state file of a final-only search's run, in the search's folder
@@ -148,7 +138,7 @@ def pair_adjoint(task, lr: float, iters: int, *,
     if K and not resume:  # lambda_K = g_K and Theorem 1's c_ij = g_i . H_ij g_j at theta^K
         _, gK, hv = _grad_and_products(task.loss, st["theta_K"], layout,
                                        lambda g: _columns(g, span))
-        st.update(lam=gK.clone(), acc=np.zeros((n, n)), curv=_bilinear(gK, hv, span)[pi, pj],
+        st.update(lam=gK.clone(), acc=np.zeros((n, n)), curv=_block_dots(gK, hv, span)[pi, pj],
                   base=((K - 1) // seg) * seg, done=0)
         del hv
     st.pop("theta_K", None)
@@ -163,7 +153,7 @@ def pair_adjoint(task, lr: float, iters: int, *,
             lam = st["lam"]
             _, g, hv = _grad_and_products(task.loss, seg_thetas[m - base], layout,
                                           lambda g, lam=lam: _columns(g, span, lam))
-            st["acc"] += _bilinear(lam, hv[:n], span)
+            st["acc"] += _block_dots(lam, hv[:n], span)
             st["lam"] = lam - lr * hv[n]
             del hv
             st["done"] += 1

@@ -131,6 +131,12 @@ def predict(members, linear: np.ndarray, gram: np.ndarray, chunk: int = 65536) -
     return out
 
 
+def _block_dots(left: torch.Tensor, hcol: torch.Tensor, span: list) -> np.ndarray:
+    """``B_ij = left_i . (H E_j g)_i`` from the columns ``hcol`` (rows ``H E_j g``): ``(N, N)``
+    float64, per-block dots in the task's dtype."""
+    return torch.stack([hcol[:, a:b] @ left[a:b] for a, b in span]).double().cpu().numpy()
+
+
 def _grad_and_products(
     loss, theta: dict, layout: list, directions: Callable[[torch.Tensor], torch.Tensor]
 ):
@@ -273,8 +279,7 @@ class _PairState:
         self.lin.append((self.U @ g).double().cpu().numpy())
         q = (self.U @ hu.T).double()
         self.gram.append((0.5 * (q + q.T)).cpu().numpy())
-        cmat = torch.stack([hcol[:, a:b] @ g[a:b] for a, b in self.span]).double()
-        self.curv.append(cmat[self.pi.to(cmat.device), self.pj.to(cmat.device)].cpu().numpy())
+        self.curv.append(_block_dots(g, hcol, self.span)[self.pi.numpy(), self.pj.numpy()])
 
     def advance(self, k: int, g: torch.Tensor, hcol: torch.Tensor, hu: torch.Tensor) -> None:
         """``u_p <- u_p - eta H u_p + eta^2 P_i H E_j g``, ``theta <- theta - eta g``."""
