@@ -15,7 +15,21 @@
 * ``rbf_net``: a Gaussian radial-basis network with learned centres, blocks ``centres`` and
   ``weights``;
 * ``cosine_classifier``: softmax over scaled cosine similarities ``s cos(x, w_c)``, blocks ``W``
-  (scale-invariant) and the log-temperature ``s``.
+  (scale-invariant) and the log-temperature ``s``;
+* ``elman_rnn``: a tanh recurrence over 5 steps with a linear read-out, blocks ``U`` (input),
+  ``W`` (recurrent) and ``v`` (read-out): the same weights at every step;
+* ``linear_ica``: maximum-likelihood ICA, ``-log|det W| + mean(sum log cosh(W x))``, ``W`` in two
+  row blocks (a log-determinant couples them);
+* ``mixture_of_experts``: two linear experts mixed by a softmax gate, blocks ``G`` (gate) and
+  ``E`` (experts);
+* ``exponential_loss``: the exponential (boosting) loss of a linear classifier, two blocks of 3
+  (curvature growing exponentially along the margins);
+* ``elu_net``: a 3-5-5-2 ELU network without biases, one block per layer (a second derivative
+  that jumps at 0);
+* ``matrix_sensing``: symmetric rank-2 matrix sensing ``1/2 mean((<A_i, u u^T + v v^T> - b_i)^2)``,
+  blocks ``u`` and ``v`` (quartic, coupled through the sensed sum);
+* ``tied_autoencoder``: ``W^T tanh(W x + c)`` with the same ``W`` in both layers, blocks ``W`` and
+  ``c``.
 
 Every factory takes ``seed`` and draws from ``numpy.random.default_rng(seed)`` only; float64.
 """
@@ -28,7 +42,9 @@ from crosscurv.experiments.problems.beyond import _t, _task
 from crosscurv.numeric.task import Task
 
 __all__ = ["swish_net", "gamma_regression", "student_t_regression", "bilinear_logistic",
-           "gated_unit", "square_activation_net", "rbf_net", "cosine_classifier"]
+           "gated_unit", "square_activation_net", "rbf_net", "cosine_classifier", "elman_rnn",
+           "linear_ica", "mixture_of_experts", "exponential_loss", "elu_net", "matrix_sensing",
+           "tied_autoencoder"]
 
 
 def swish_net(seed: int = 0) -> Task:
@@ -178,3 +194,135 @@ def cosine_classifier(seed: int = 0) -> Task:
         return torch.nn.functional.cross_entropy(torch.exp(p["s"]) * (X @ w.T), y)
 
     return _task(params, loss, "cosine_classifier", seed)
+
+
+def elman_rnn(seed: int = 0) -> Task:
+    """``1/2 mean((v . h_5 - y)^2)``, ``h_{t+1} = tanh(W h_t + U x_t)``, ``h_0 = 0``, on 12
+    sequences of 5 inputs of 2 features ``N(0, I)``, targets ``tanh`` of their sum's first
+    feature; ``U`` (4x2) starts ``N(0, 1/2)``, ``W`` (4x4) ``N(0, 1/16)``, ``v`` (4) ``N(0,
+    1/4)``; blocks ``U``, ``W`` and ``v``."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((12, 5, 2))
+    y = _t(np.tanh(Xn.sum(axis=1)[:, 0] / 2))
+    X = _t(Xn)
+    params = {"U": _t(rng.standard_normal((4, 2)) / np.sqrt(2)),
+              "W": _t(rng.standard_normal((4, 4)) / 4), "v": _t(rng.standard_normal(4) / 2)}
+
+    def loss(p):
+        """Squared error of the recurrence's read-out (halved)."""
+        h = torch.zeros(12, 4, dtype=X.dtype)
+        for t in range(5):
+            h = torch.tanh(h @ p["W"].T + X[:, t] @ p["U"].T)
+        return 0.5 * ((h @ p["v"] - y) ** 2).mean()
+
+    return _task(params, loss, "elman_rnn", seed)
+
+
+def linear_ica(seed: int = 0) -> Task:
+    """``-log|det W| + mean(sum_j log cosh((W x_i)_j))`` on 40 mixtures ``x_i = A s_i / 2`` of 3
+    Laplace sources (``A`` with ``N(0, 1)`` entries plus ``2 I``); ``W`` starts ``I / 2 + N(0,
+    1/100)``; blocks ``Wa`` (its first row) and ``Wb`` (the other two)."""
+    rng = np.random.default_rng(int(seed))
+    A = rng.standard_normal((3, 3)) + 2 * np.eye(3)
+    X = _t(rng.laplace(size=(40, 3)) @ A.T / 2)
+    W0 = np.eye(3) / 2 + rng.standard_normal((3, 3)) / 10
+    params = {"Wa": _t(W0[:1]), "Wb": _t(W0[1:])}
+
+    def loss(p):
+        """The ICA negative log-likelihood (``log cosh z = softplus(2 z) - z - log 2``, constants
+        dropped)."""
+        W = torch.cat([p["Wa"], p["Wb"]])
+        z = X @ W.T
+        lc = torch.nn.functional.softplus(2 * z) - z
+        return -torch.linalg.slogdet(W)[1] + lc.sum(dim=1).mean()
+
+    return _task(params, loss, "linear_ica", seed)
+
+
+def mixture_of_experts(seed: int = 0) -> Task:
+    """``1/2 mean((sum_e softmax(G x)_e (E x)_e - y)^2)`` with 2 experts on 30 examples of 4
+    features ``N(0, I)``, targets ``|x . a| / 2`` for a random ``a``; ``G``, ``E`` (2x4) start
+    ``N(0, 1/4)``; blocks ``G`` and ``E``."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((30, 4))
+    y = _t(np.abs(Xn @ rng.standard_normal(4)) / 2)
+    X = _t(Xn)
+    params = {"G": _t(rng.standard_normal((2, 4)) / 2), "E": _t(rng.standard_normal((2, 4)) / 2)}
+
+    def loss(p):
+        """Squared error of the gated mixture (halved)."""
+        gate = torch.softmax(X @ p["G"].T, dim=1)
+        return 0.5 * (((gate * (X @ p["E"].T)).sum(dim=1) - y) ** 2).mean()
+
+    return _task(params, loss, "mixture_of_experts", seed)
+
+
+def exponential_loss(seed: int = 0) -> Task:
+    """``mean(exp(-y_i x_i . w))`` on 30 examples of 6 features ``N(0, 1/4)``, labels of a random
+    ``w*`` with a fifth flipped (not separable); ``w`` starts at 0; blocks ``w1``, ``w2`` (3
+    weights each)."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((30, 6)) / 2
+    y = np.sign(Xn @ rng.standard_normal(6))
+    y[rng.permutation(30)[:6]] *= -1
+    X, Y = _t(Xn), _t(y)
+    params = {"w1": _t(np.zeros(3)), "w2": _t(np.zeros(3))}
+
+    def loss(p):
+        """The exponential loss of the margins."""
+        return torch.exp(-Y * (X @ torch.cat([p["w1"], p["w2"]]))).mean()
+
+    return _task(params, loss, "exponential_loss", seed)
+
+
+def elu_net(seed: int = 0) -> Task:
+    """``1/2 mean((elu(elu(X W1^T) W2^T) W3^T - Y)^2)``, widths 3-5-5-2, 16 examples ``N(0, I)``
+    with targets ``tanh(N(0, I))``; weights start ``N(0, 1/fan_in)``; blocks ``W1``, ``W2``,
+    ``W3``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((16, 3)))
+    Y = _t(np.tanh(rng.standard_normal((16, 2))))
+    params = {"W1": _t(rng.standard_normal((5, 3)) / np.sqrt(3)),
+              "W2": _t(rng.standard_normal((5, 5)) / np.sqrt(5)),
+              "W3": _t(rng.standard_normal((2, 5)) / np.sqrt(5))}
+    elu = torch.nn.functional.elu
+
+    def loss(p):
+        """Squared error of the network (halved)."""
+        return 0.5 * ((elu(elu(X @ p["W1"].T) @ p["W2"].T) @ p["W3"].T - Y) ** 2).mean()
+
+    return _task(params, loss, "elu_net", seed)
+
+
+def matrix_sensing(seed: int = 0) -> Task:
+    """``1/2 mean((<A_i, u u^T + v v^T> - b_i)^2)`` for 30 symmetric sensing matrices ``A_i``
+    (5x5, ``N(0, 1/2)`` entries symmetrised) and ``b_i`` those of a random rank-2 ``M*``; ``u``,
+    ``v`` (5) start ``N(0, 1/4)``; blocks ``u`` and ``v``."""
+    rng = np.random.default_rng(int(seed))
+    G = rng.standard_normal((30, 5, 5)) / np.sqrt(2)
+    A = (G + G.transpose(0, 2, 1)) / 2
+    F = rng.standard_normal((5, 2)) / np.sqrt(2)
+    b = _t(np.einsum("nij,ij->n", A, F @ F.T))
+    A = _t(A)
+    params = {"u": _t(rng.standard_normal(5) / 2), "v": _t(rng.standard_normal(5) / 2)}
+
+    def loss(p):
+        """Squared error of the sensed measurements (halved)."""
+        M = torch.outer(p["u"], p["u"]) + torch.outer(p["v"], p["v"])
+        return 0.5 * ((torch.einsum("nij,ij->n", A, M) - b) ** 2).mean()
+
+    return _task(params, loss, "matrix_sensing", seed)
+
+
+def tied_autoencoder(seed: int = 0) -> Task:
+    """``1/2 mean((tanh(X W^T + c) W - X)^2)`` on 20 examples of 5 features ``N(0, I)``; ``W``
+    (3x5) starts ``N(0, 1/5)``, ``c`` (3) at 0; blocks ``W`` (both layers) and ``c``."""
+    rng = np.random.default_rng(int(seed))
+    X = _t(rng.standard_normal((20, 5)))
+    params = {"W": _t(rng.standard_normal((3, 5)) / np.sqrt(5)), "c": _t(np.zeros(3))}
+
+    def loss(p):
+        """Reconstruction error of the tied autoencoder (halved)."""
+        return 0.5 * ((torch.tanh(X @ p["W"].T + p["c"]) @ p["W"] - X) ** 2).mean()
+
+    return _task(params, loss, "tied_autoencoder", seed)
