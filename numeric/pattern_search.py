@@ -68,10 +68,11 @@ class SearchResult:
         front: one row per number of sequential stages ``D`` reached by the space, at ``K``:
             ``{"stages", "best", "stages_text", "estimate", "one_step", "runner_up",
             "runner_up_estimate", "margin", "on_front", "error", "runner_up_error", "certified"}``
-            (``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than every budget with
-            fewer stages; errors and ``certified`` from the certification, NaN / ``None``
-            without one; ``rankable``: :func:`rankable`).  JC (``D = 1``, prediction 0) is always
-            the first row.
+            (``stages_text``: the stages in sequence, ``-`` for a pattern that is no stage
+            arrangement; ``estimate``: predicted ``L_S^K - L_JC^K``; ``on_front``: lower than
+            every budget with fewer stages; errors and ``certified`` from the certification, NaN
+            / ``None`` without one; ``rankable``: :func:`rankable`).  JC (``D = 1``, prediction 0)
+            is always the first row.
         per_iteration: ``[{"k", "loss_jc", "estimates": {pattern: float}}]``, the front's patterns
         at every ``k``.
         recommendation: one paragraph naming the front.
@@ -339,6 +340,12 @@ def _cost(task, lr, sp, front, K, space_s, pair_s, eval_s) -> dict:
 search_patterns = search
 
 
+def _arrangement(row: dict) -> str:
+    """`` (stages)`` of a row whose pattern is a stage arrangement, else ``""``."""
+    text = row.get("stages_text", "-")
+    return "" if text in ("-", "", row["best"]) else f" ({text})"
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -364,7 +371,7 @@ def _recommendation(res: SearchResult) -> str:
             )
             continue
         parts.append(
-            f"{r['stages']} stages: {r['best']} ({r['stages_text']}) predicted "
+            f"{r['stages']} stages: {r['best']}{_arrangement(r)} predicted "
             f"{_fmt(r['estimate'])}"
             f" vs JC ({cert}; runner-up {r['runner_up']} {_fmt(r['runner_up_estimate'])})"
         )

@@ -141,6 +141,16 @@ def _exact_best(space, linear, gram, value, bound) -> dict:
     return out
 
 
+def _stage_text(space: PatternSpace, pattern) -> str:
+    """``{1,2} > {3}``: the stages of ``pattern`` (an index of ``space`` or a name) in sequence
+    (1-based), ``-`` when it is no stage arrangement (:meth:`DelayPattern.stages`)."""
+    name = space.name(pattern) if isinstance(pattern, (int, np.integer)) else pattern
+    st = as_pattern(name, space.n_blocks).stages()
+    if st is None:
+        return "-"
+    return " > ".join("{" + ",".join(str(b + 1) for b in stage) + "}" for stage in st)
+
+
 def front_rows(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
     """The front at ``k``: JC (one stage), then per number ``D`` of stages the best and runner-up
     with at most ``D`` stages (:func:`best_per_depth`), ``on_front`` when lower than every row above
@@ -166,7 +176,7 @@ def front_rows(space: PatternSpace, rec: PairRecords, k: int) -> list[dict]:
         row = {
             "stages": d,
             "best": space.name(b),
-            "stages_text": space.stages_text(b) or space.name(b),
+            "stages_text": space.stages_text(b) or _stage_text(space, b),
             "estimate": v,
             "one_step": float(rec.one_step(space.rows([b]), k)[0]),
             "runner_up": space.name(r) if r >= 0 else None,
@@ -253,5 +263,5 @@ def local_front(front: list[dict], space: PatternSpace, rec: PairRecords, k: int
             on_front=bool(v < lowest),
         )
         if moves:
-            r["stages_text"] = r["best"]
+            r["stages_text"] = _stage_text(space, r["best"])
         lowest = min(lowest, v)

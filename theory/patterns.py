@@ -142,6 +142,17 @@ class DelayPattern:
             remaining.remove(b)
         return tuple(done)
 
+    def stages(self) -> tuple[tuple[int, ...], ...] | None:
+        """The blocks of each sequential stage, in sequence (0-based), when the pattern is a stage
+        arrangement, ``S = {(i, j) : s(j) < s(i)}`` for a stage map ``s`` (every block uses the
+        fresh values of exactly the blocks of earlier stages); ``None`` otherwise."""
+        s: dict[int, int] = {}
+        for i in self.order():
+            s[i] = 1 + max((s[j] for j in self.fresh(i)), default=-1)
+        if {(i, j) for i in s for j in s if s[j] < s[i]} != set(self.pairs):
+            return None
+        return tuple(tuple(b for b in sorted(s) if s[b] == t) for t in range(max(s.values()) + 1))
+
     def is_full_gs(self) -> bool:
         """Every unordered pair of blocks appears in exactly one orientation."""
         n = self.n_blocks

@@ -15,6 +15,7 @@ from crosscurv.numeric.pair_records import pair_run, predict
 from crosscurv.numeric.pattern_search import best_per_depth, local_descent, search
 from crosscurv.numeric.pattern_search_certify import front_candidates
 from crosscurv.theory.pattern_spaces import all_acyclic, pair_list, stages
+from crosscurv.theory.patterns import as_pattern
 
 SIZES = (2, 1, 2)
 
@@ -107,6 +108,10 @@ def test_search_returns_the_exhaustive_argmin_per_number_of_stages():
         assert row["best"] == space.name(int(best))
         assert row["estimate"] == pytest.approx(vals[best], abs=1e-15)
         assert row["estimate"] == pytest.approx(res.predict(row["best"]), abs=1e-15)
+        st = as_pattern(row["best"], 3).stages()
+        assert row["stages_text"] == ("-" if st is None else " > ".join(
+            "{" + ",".join(str(b + 1) for b in x) + "}" for x in st))
+    assert "(-)" not in res.recommendation
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -9,7 +9,7 @@ import pytest
 
 from crosscurv.theory.errors import InputError
 from crosscurv.theory.patterns import (as_pattern, DelayPattern, PatternError, chain, from_pairs,
-                                       gauss_seidel, jacobi, parse_pattern, partial)
+                                       gauss_seidel, jacobi, parse_pattern, partial, staged)
 
 
 def _respects(p: DelayPattern, order) -> bool:
@@ -183,3 +183,29 @@ def test_fresh_items_and_groups_by_fresh_set():
         assert set(fresh) <= done
         done |= set(members)
     assert jacobi(3).groups_by_fresh_set() == [((), [0, 1, 2])]
+
+
+def test_stages_are_the_sequential_stages_of_a_stage_arrangement_only():
+    assert jacobi(3).stages() == ((0, 1, 2),)
+    assert gauss_seidel(3, [2, 0, 1]).stages() == ((2,), (0,), (1,))
+    assert staged(4, [[1, 3], [0], [2]]).stages() == ((1, 3), (0,), (2,))
+    assert from_pairs(3, [(2, 0), (2, 1)]).stages() == ((0, 1), (2,))
+    # a block that skips an earlier stage's block, or a chain: no stage arrangement
+    assert from_pairs(3, [(2, 0)]).stages() is None
+    assert chain(3).stages() is None
+    # exhaustively: a pattern has stages exactly when the stage map rebuilds its pairs
+    n = 4
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
+    seen = 0
+    for mask in range(1 << len(pairs)):
+        chosen = [p for b, p in enumerate(pairs) if mask >> b & 1]
+        try:
+            pat = from_pairs(n, chosen)
+        except PatternError:
+            continue
+        st = pat.stages()
+        if st is not None:
+            seen += 1
+            assert sorted(b for s in st for b in s) == list(range(n))
+            assert staged(n, [list(s) for s in st]).pairs == pat.pairs
+    assert seen == 75  # ordered set partitions of 4 blocks (Fubini number)

@@ -37,6 +37,9 @@ def make(n=3, seed=0):
 
 def make2():
     return make(2)
+
+def make6():
+    return make(6)
 """
 
 
@@ -156,3 +159,17 @@ def test_search_resumes_from_its_folder(factory, tmp_path):
     bad = _cli(*args, "--resume", "--out", str(tmp_path / "none"))
     assert bad.returncode == 2 and "nothing to resume" in bad.stderr
     assert len([ln for ln in bad.stderr.splitlines() if ln.strip()]) == 1, bad.stderr
+
+
+def test_the_front_table_names_each_arrangement_once(factory, tmp_path):
+    """Six blocks: ``all`` searches the stage arrangements, then single-pair descent; the table's
+    arrangement column holds the stages of a stage arrangement and ``-`` for any other pattern,
+    never the pattern's name again."""
+    r = _cli(f"{factory}:make6", "--search", "all", "--out", str(tmp_path / "s6"))
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split(" | ") for ln in r.stdout.splitlines() if ln.startswith("| ")][1:]
+    assert rows and rows[0][1] == "jc" and rows[0][2] == "{1,2,3,4,5,6}"
+    for row in rows[1:]:
+        best, arrangement = row[1], row[2]
+        assert arrangement != best
+        assert arrangement == "-" or arrangement.startswith("{") and "} > {" in arrangement
