@@ -29,7 +29,19 @@
 * ``matrix_sensing``: symmetric rank-2 matrix sensing ``1/2 mean((<A_i, u u^T + v v^T> - b_i)^2)``,
   blocks ``u`` and ``v`` (quartic, coupled through the sensed sum);
 * ``tied_autoencoder``: ``W^T tanh(W x + c)`` with the same ``W`` in both layers, blocks ``W`` and
-  ``c``.
+  ``c``;
+* ``lstm_cell``: an LSTM cell over 4 steps, blocks the gates, the candidate and the read-out;
+* ``ordinal_regression``: cumulative-logit regression with ordered thresholds, blocks ``w`` and
+  the thresholds;
+* ``batchnorm_net``: a tanh network with batch normalisation (statistics over the examples),
+  one block per layer;
+* ``contrastive_pairs``: InfoNCE between two linear encoders of paired views, blocks ``A`` and
+  ``B``;
+* ``negative_binomial``: negative-binomial regression with a learned dispersion, blocks ``w``
+  and ``s``;
+* ``sparse_coding``: a dictionary and its codes under a smoothed L1 penalty, blocks ``D`` and
+  ``Z``;
+* ``nonneg_factorisation``: a factorisation through ``softplus`` factors, blocks ``U`` and ``V``.
 
 Every factory takes ``seed`` and draws from ``numpy.random.default_rng(seed)`` only; float64.
 """
@@ -44,7 +56,8 @@ from crosscurv.numeric.task import Task
 __all__ = ["swish_net", "gamma_regression", "student_t_regression", "bilinear_logistic",
            "gated_unit", "square_activation_net", "rbf_net", "cosine_classifier", "elman_rnn",
            "linear_ica", "mixture_of_experts", "exponential_loss", "elu_net", "matrix_sensing",
-           "tied_autoencoder"]
+           "tied_autoencoder", "lstm_cell", "ordinal_regression", "batchnorm_net",
+           "contrastive_pairs", "negative_binomial", "sparse_coding", "nonneg_factorisation"]
 
 
 def swish_net(seed: int = 0) -> Task:
@@ -326,3 +339,148 @@ def tied_autoencoder(seed: int = 0) -> Task:
         return 0.5 * ((torch.tanh(X @ p["W"].T + p["c"]) @ p["W"] - X) ** 2).mean()
 
     return _task(params, loss, "tied_autoencoder", seed)
+
+
+def lstm_cell(seed: int = 0) -> Task:
+    """``1/2 mean((v . h_4 - y)^2)`` of an LSTM cell over 4 steps of 2 inputs ``N(0, I)``
+    (``c <- sigmoid(F u) * c + sigmoid(I u) * tanh(G u)``, ``h = tanh(c)``, ``u = [x_t, h]``),
+    12 sequences, targets ``tanh`` of their last input's first feature plus the first's second;
+    ``F``, ``I``, ``G`` (3x5) start ``N(0, 1/5)``, ``v`` (3) ``N(0, 1/4)``; blocks ``F`` and ``I``
+    (the gates), ``G`` and ``v``."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((12, 4, 2))
+    y = _t(np.tanh(Xn[:, -1, 0] + Xn[:, 0, 1]))
+    X = _t(Xn)
+    params = {n: _t(rng.standard_normal((3, 5)) / np.sqrt(5)) for n in ("F", "I", "G")}
+    params["v"] = _t(rng.standard_normal(3) / 2)
+
+    def loss(p):
+        """Squared error of the cell's read-out (halved)."""
+        h = c = torch.zeros(12, 3, dtype=X.dtype)
+        for t in range(4):
+            u = torch.cat([X[:, t], h], dim=1)
+            c = torch.sigmoid(u @ p["F"].T) * c + torch.sigmoid(u @ p["I"].T) * torch.tanh(
+                u @ p["G"].T)
+            h = torch.tanh(c)
+        return 0.5 * ((h @ p["v"] - y) ** 2).mean()
+
+    return _task(params, loss, "lstm_cell", seed, {"gates": ["F", "I"], "G": ["G"], "v": ["v"]})
+
+
+def ordinal_regression(seed: int = 0) -> Task:
+    """Cumulative-logit ordinal regression over 4 ordered classes on 40 examples of 5 features
+    ``N(0, I)``: ``P(y <= j) = sigmoid(t_j - x . w)`` with thresholds ``t = (a, a + exp(b_1), a +
+    exp(b_1) + exp(b_2))``; labels from a random ``w*``; ``w`` starts at 0, ``a`` at -1, ``b`` at
+    0; blocks ``w`` and the thresholds ``(a, b)``."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((40, 5))
+    z = Xn @ rng.standard_normal(5) + rng.logistic(size=40)
+    y = torch.tensor(np.digitize(z, [-1.0, 0.0, 1.0]))
+    X = _t(Xn)
+    params = {"w": _t(np.zeros(5)), "a": _t([-1.0]), "b": _t(np.zeros(2))}
+
+    def loss(p):
+        """Mean negative log-likelihood of the observed classes."""
+        t = torch.cat([p["a"], p["a"] + torch.cumsum(torch.exp(p["b"]), 0)])
+        cdf = torch.sigmoid(t[None, :] - (X @ p["w"])[:, None])
+        one = torch.ones(40, 1, dtype=X.dtype)
+        probs = torch.cat([cdf, one], dim=1) - torch.cat([0 * one, cdf], dim=1)
+        return -torch.log(probs.gather(1, y[:, None]).clamp_min(1e-300)).mean()
+
+    return _task(params, loss, "ordinal_regression", seed,
+                 {"w": ["w"], "thresholds": ["a", "b"]})
+
+
+def batchnorm_net(seed: int = 0) -> Task:
+    """``1/2 mean((tanh(BN(X W1^T)) W2^T - y)^2)`` with batch normalisation over the 24 examples
+    (mean 0, variance 1 per unit, ``eps = 1e-5``, no affine part), widths 4-6-1, inputs ``N(0,
+    I)``, targets ``sin`` of a random projection; weights ``N(0, 1/fan_in)``; blocks ``W1`` and
+    ``W2`` (the statistics couple the examples)."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((24, 4))
+    y = _t(np.sin(Xn @ rng.standard_normal(4)))
+    X = _t(Xn)
+    params = {"W1": _t(rng.standard_normal((6, 4)) / 2),
+              "W2": _t(rng.standard_normal(6) / np.sqrt(6))}
+
+    def loss(p):
+        """Squared error of the batch-normalised network (halved)."""
+        z = X @ p["W1"].T
+        z = (z - z.mean(dim=0)) / torch.sqrt(z.var(dim=0, unbiased=False) + 1e-5)
+        return 0.5 * ((torch.tanh(z) @ p["W2"] - y) ** 2).mean()
+
+    return _task(params, loss, "batchnorm_net", seed)
+
+
+def contrastive_pairs(seed: int = 0) -> Task:
+    """InfoNCE between two linear encoders: cross-entropy of ``(X A^T)(Z B^T)^T / 0.5`` against
+    the diagonal, on 16 pairs of views ``x_i``, ``z_i`` (4 and 5 features) of a shared 3-d latent
+    plus noise; ``A`` (3x4), ``B`` (3x5) start ``N(0, 1/4)``; blocks ``A`` and ``B``."""
+    rng = np.random.default_rng(int(seed))
+    s = rng.standard_normal((16, 3))
+    X = _t(s @ rng.standard_normal((3, 4)) + 0.3 * rng.standard_normal((16, 4)))
+    Z = _t(s @ rng.standard_normal((3, 5)) + 0.3 * rng.standard_normal((16, 5)))
+    params = {"A": _t(rng.standard_normal((3, 4)) / 2), "B": _t(rng.standard_normal((3, 5)) / 2)}
+    target = torch.arange(16)
+
+    def loss(p):
+        """The InfoNCE loss of the paired views."""
+        logits = (X @ p["A"].T) @ (Z @ p["B"].T).T / 0.5
+        return torch.nn.functional.cross_entropy(logits, target)
+
+    return _task(params, loss, "contrastive_pairs", seed)
+
+
+def negative_binomial(seed: int = 0) -> Task:
+    """Negative-binomial regression (log link ``mu = exp(x . w)``, log-dispersion ``r = exp(s)``)
+    on 40 examples of 4 features ``N(0, 1/4)``, counts drawn at a random ``w*`` with ``r = 2``;
+    ``w`` starts at 0, ``s`` at 0; blocks ``w`` and ``s``."""
+    rng = np.random.default_rng(int(seed))
+    Xn = rng.standard_normal((40, 4)) / 2
+    mu = np.exp(Xn @ rng.standard_normal(4) + 1.0)
+    y = _t(rng.negative_binomial(2.0, 2.0 / (2.0 + mu)))
+    X = _t(Xn)
+    params = {"w": _t(np.zeros(4)), "s": _t([0.0])}
+
+    def loss(p):
+        """Mean negative log-likelihood (``log y!`` dropped; ``lgamma(y + r) - lgamma(r)`` kept:
+        ``r`` is learned)."""
+        r, eta = torch.exp(p["s"]), X @ p["w"]
+        ll = (torch.lgamma(y + r) - torch.lgamma(r) + r * (p["s"] - torch.logaddexp(p["s"], eta))
+              + y * (eta - torch.logaddexp(p["s"], eta)))
+        return -ll.mean()
+
+    return _task(params, loss, "negative_binomial", seed)
+
+
+def sparse_coding(seed: int = 0) -> Task:
+    """``1/2 mean((Z D^T - X)^2) + 0.1 mean(sqrt(Z^2 + 0.01))`` (a smoothed L1 penalty) for 15
+    signals of 6 features built from 4 sparse atoms; dictionary ``D`` (6x4) starts ``N(0, 1/4)``,
+    codes ``Z`` (15x4) ``N(0, 1/16)``; blocks ``D`` and ``Z``."""
+    rng = np.random.default_rng(int(seed))
+    codes = rng.standard_normal((15, 4)) * (rng.random((15, 4)) < 0.4)
+    X = _t(codes @ rng.standard_normal((4, 6)))
+    params = {"D": _t(rng.standard_normal((6, 4)) / 2), "Z": _t(rng.standard_normal((15, 4)) / 4)}
+
+    def loss(p):
+        """Reconstruction error plus the smoothed sparsity penalty."""
+        fit = 0.5 * ((p["Z"] @ p["D"].T - X) ** 2).mean()
+        return fit + 0.1 * torch.sqrt(p["Z"] ** 2 + 0.01).mean()
+
+    return _task(params, loss, "sparse_coding", seed)
+
+
+def nonneg_factorisation(seed: int = 0) -> Task:
+    """``1/2 mean((softplus(U) softplus(V)^T - M)^2)`` for a nonnegative rank-2 ``M`` (8x6);
+    ``U`` (8x2), ``V`` (6x2) start ``N(0, 1/4)``; blocks ``U`` and ``V`` (a factorisation through
+    a positive reparametrisation)."""
+    rng = np.random.default_rng(int(seed))
+    M = _t(rng.random((8, 2)) @ rng.random((2, 6)))
+    params = {"U": _t(rng.standard_normal((8, 2)) / 2), "V": _t(rng.standard_normal((6, 2)) / 2)}
+    sp = torch.nn.functional.softplus
+
+    def loss(p):
+        """Reconstruction error of the nonnegative factors (halved)."""
+        return 0.5 * ((sp(p["U"]) @ sp(p["V"]).T - M) ** 2).mean()
+
+    return _task(params, loss, "nonneg_factorisation", seed)
