@@ -326,14 +326,15 @@ BEYOND = tuple(
 
 
 def _fresh() -> tuple:
-    from crosscurv.experiments.problems import fresh
+    from crosscurv.experiments.problems import fresh, fresh_fits
 
-    return tuple(ZooProblem(n, getattr(fresh, n), 100, "fresh", (0.3, 1.0, 1.7))
-                 for n in fresh.__all__)
+    return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
+                 for m in (fresh, fresh_fits) for n in m.__all__)
 
 
 #: Fresh problems (``half = "fresh"``): kinds added after the code's safety factor was chosen, only
-#: to test it (:mod:`crosscurv.experiments.problems.fresh`).
+#: to test it (:mod:`crosscurv.experiments.problems.fresh`,
+#: :mod:`crosscurv.experiments.problems.fresh_fits`).
 FRESH = _fresh()
 
 
