@@ -125,8 +125,8 @@ from .advice_text import check_note as _check_note
 from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
-from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best, first_step_orders,
-                          first_step_remainders)
+from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best, edge_amplification,
+                          first_step_orders, first_step_remainders, rounding_floor)
 from .engine import choose_engine
 from .one_step_check import one_step_check
 from .optimizers import optimizer_setup
@@ -338,14 +338,18 @@ def _with_decision(r: dict, trusted: bool = True, gs_orders: Sequence[str] = (),
 
 
 def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Sequence[str],
-                   first_step: Mapping[str, float]) -> list[dict]:
+                   first_step: Mapping[str, float], lr: float, dtype, exact: Sequence[str]
+                   ) -> list[dict]:
     """Every row with its decision (:func:`_with_decision`), the first dropped order of
-    :func:`crosscurv.numeric.certificate.advice_next_orders` over the rows up to it."""
+    :func:`crosscurv.numeric.certificate.advice_next_orders` over the rows up to it, floored at the
+    rounding of ``L_JC^k`` in ``dtype`` and amplified near the edge (``eta * sharpness_k``);
+    ``exact``: the candidates predicted exactly (JC)."""
     errs = [r["errors"] for r in rows]
-    return [_with_decision(r, ok, gs_orders, advice_next_orders(errs[max(0, i + 1
-                                                                         - REMAINDER_WINDOW):i + 1],
-                                                                first_step, r["k"]))
-            for i, (r, ok) in enumerate(zip(rows, gate))]
+    return [_with_decision(r, ok, gs_orders, advice_next_orders(
+        errs[max(0, i + 1 - REMAINDER_WINDOW):i + 1], first_step, r["k"],
+        floor=rounding_floor(r["loss_jc"], dtype),
+        amplification=edge_amplification(lr * float(r["sharpness"])), exact=exact))
+        for i, (r, ok) in enumerate(zip(rows, gate))]
 
 
 def full_gs_orders(cands) -> list[str]:
@@ -429,11 +433,13 @@ def advise(task, lr: float, iters: int, patterns=None, *, checks: bool = True,
         i)])
               for n, p in cands if not p.is_jacobi]
     gs = full_gs_orders(cands)
+    exact = [n for n, p in cands if p.is_jacobi]
 
     def on_record(row):  # the row with its decision, over the rows its certificate looks back on
         last = run.records[-REMAINDER_WINDOW:]
         first = first_step_orders([body.check0 or {}], run.records[0]["estimates"])
-        opts.on_record(_decided_table(last, [body.inside] * len(last), gs, first)[-1])
+        opts.on_record(_decided_table(last, [body.inside] * len(last), gs, first, lr,
+                                      task.dtype, exact)[-1])
 
     folder = None
     if opts.out_dir is not None:
@@ -485,7 +491,8 @@ def _advice(run, body, cands, out, checks: bool, first: Mapping, timing: dict) -
     """The :class:`Advice` of a finished run (also written to ``advice.json`` in its folder)."""
     rows, lr, names = run.records, body.lr, [n for n, _ in cands]
     gate = _inside(rows, lr)
-    table = _decided_table(rows, gate, full_gs_orders(cands), first)
+    table = _decided_table(rows, gate, full_gs_orders(cands), first, lr, body.task.dtype,
+                           [n for n, p in cands if p.is_jacobi])
     done_checks = [body.check0 or {}]
     orders = _orders(cands, done_checks) if checks and body.check0 else None
     text = (recommendation(table) + _order_note(orders, table[-1] if table else None, lr)

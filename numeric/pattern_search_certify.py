@@ -24,7 +24,8 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
   ``lambda_max(H_JC^0)`` converged, then one power step per iteration);
 * certified: ``estimate_R - estimate_S > F (N_S + N_R)`` at ``K``, ``F``
   :data:`crosscurv.numeric.certificate.SAFETY` and ``N`` a pattern's largest error over the last
-  :data:`crosscurv.numeric.certificate.REMAINDER_WINDOW` iterations (advise's certificate between
+  :data:`crosscurv.numeric.certificate.REMAINDER_WINDOW` iterations, at least the loss's rounding
+  and times the edge amplification at ``K`` (advise's certificate between
   two candidates, :func:`crosscurv.numeric.certificate.certify_best`), and both gates hold (the
   one-step check runs only where some budget's margin exceeds that: elsewhere it could withdraw no
   certificate). Each pattern's error includes the local errors of its forcing measured by exact
@@ -52,7 +53,7 @@ from .advice_run import inside_regime
 from .advice_steps import (PatternCandidate, column_products, column_sources,
                            masked_from_columns)
 from .advice_text import check_failures, check_note, edge_note
-from .certificate import SAFETY
+from .certificate import SAFETY, edge_amplification, rounding_floor
 from .one_step_check import one_step_check
 from .estimates import init_power_vector, power_step, solve_extremes
 
@@ -211,6 +212,13 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
     if records.final_only:  # the full predictions at K, quadratic term included
         _full_estimates(front, own)
     inside = inside_regime(rows, lr)
+    floor = rounding_floor(float(records.loss_jc[-1]), task.dtype) if rows else 0.0
+    amp = edge_amplification(lr * float(rows[-1]["sharpness"])) if rows else 1.0
+
+    def order(name):  # advise's first dropped order: floored at the loss's rounding, amplified
+        o = _order(errors, name)
+        return o if name == "jc" else max(o, floor) * amp
+
     apart = []
     for r in front:
         e, f = _last(errors, r["best"]), _last(errors, r["runner_up"])
@@ -218,7 +226,7 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
         if r["runner_up"] is None or not (math.isfinite(e) and math.isfinite(f)):
             r["certified"] = None
         else:  # advise's certificate between the two: the margin beyond F times both orders
-            m, n = r["margin"], _order(errors, r["best"]) + _order(errors, r["runner_up"])
+            m, n = r["margin"], order(r["best"]) + order(r["runner_up"])
             r["certified"] = bool(math.isfinite(m) and m > SAFETY * n)
             apart.append(r)
     # the one-step check can only withdraw certificates: run when there is one to withdraw

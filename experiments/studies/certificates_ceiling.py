@@ -115,4 +115,4 @@ def ceiling_clause(ceilings: dict, goal: float) -> str:
         for p in [cell[1]]
         if _coverage(v) < goal
     ]
-    return f"ceiling with actual errors as bars below {goal:g}%: " + (", ".join(low) or "none")
+    return f"below {goal:g}% even with actual errors as bars: " + (", ".join(low) or "none")

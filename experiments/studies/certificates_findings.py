@@ -6,7 +6,8 @@ while the JC run stayed below the edge of stability): the goal is at least :data
 on every problem at precision 100%.  Each uncertified one is attributed to the first of
 :data:`crosscurv.experiments.studies.certificates_report.CAUSES` whose removal certifies it
 (``first-step withdrawal``, the ``first-step term`` for ``k <= 3``, the ``look-back`` max over the
-embedded errors, the ``safety factor`` ``F`` against 1); ``embedded error``: none does, the
+embedded errors, the ``edge amplification`` near the edge of stability, the ``safety factor``
+``F`` against 1); ``embedded error``: none does, the
 estimated first dropped order itself is larger than the predicted margins.  The embedded error's
 calibration there, ``|gap - estimate| / error`` (median), tells whether that order is an
 over-estimate (ratio well below 1) or the real size of the JC-only estimate's error (about 1 and
@@ -210,22 +211,38 @@ def summary_lines(runs, factor, levers: str = "") -> list:
         f"{h} {_pct(rec[h][0], rec[h][1]):.2f}% / {_pct(rec[h][1], rec[h][2]):.1f}%"
         for h in HALVES
     ]
-    low = []
+    low, tops = [], []
     for (h, prob), v in cells.items():
         cov = _pct(v["certified"], v["decided_inside"])
         if cov < GOAL:
             top = max(CAUSES, key=lambda c: v["causes"][c])
-            unc = sum(v["causes"].values())
-            low.append(f"{prob} {cov:.1f}% ({_pct(v['causes'][top], unc):.0f}% {top})")
+            low.append((cov, prob))
+            tops.append((top, _pct(v["causes"][top], sum(v["causes"].values()))))
     return [
         f"- Advise, precision / coverage of the decided iterations inside the regime (F = "
         f"{factor:g}): " + "; ".join(adv) + ".",
         "- Records (`*_cert`, three estimates pooled), precision / coverage of the decided "
         "records: " + "; ".join(recs) + ".",
-        "- Below " + f"{GOAL:g}% inside the regime: " + ("; ".join(low) if low else "none") + ".",
+        "- Below " + f"{GOAL:g}% inside the regime: " + _below_clause(low, tops) + ".",
         *([f"- Levers, each factor chosen on the tuning half: {levers}."] if levers else []),
         _safety_line(runs, factor),
     ]
+
+
+def _below_clause(low: list, tops: list, most: int = 8) -> str:
+    """``problem coverage%`` of the problems below the goal (the ``most`` lowest, then how many
+    more), and the main cause of their uncertified iterations with its range of shares."""
+    if not low:
+        return "none"
+    ranked = sorted(low)
+    text = ", ".join(f"{p} {c:.1f}%" for c, p in ranked[:most])
+    if len(ranked) > most:
+        text += f" and {len(ranked) - most} more (table below)"
+    causes = sorted({t for t, _ in tops})
+    shares = [x for _, x in tops]
+    if len(causes) == 1:
+        return text + f"; main cause of each: {causes[0]} ({min(shares):.0f}-{max(shares):.0f}%)"
+    return text + "; main causes: " + ", ".join(causes) + " (table below)"
 
 
 def _safety_line(runs, factor) -> str:

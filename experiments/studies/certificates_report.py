@@ -75,6 +75,7 @@ CAUSES = (
     "first-step withdrawal",
     "first-step term",
     "look-back",
+    "edge amplification",
     "safety factor",
     "embedded error",
 )
@@ -108,22 +109,25 @@ def first_step(run: dict, rule: str = "prediction") -> dict:
     return out
 
 
-def _cause(est, window, first, k, gs, factor) -> str:
+def _cause(est, window, first, k, gs, factor, kw) -> str:
     """The first of :data:`CAUSES` that, removed, certifies the iteration (``embedded error``: none
-    does; the estimated first dropped order itself exceeds the predicted margins)."""
+    does; the estimated first dropped order itself exceeds the predicted margins); ``kw``: the
+    row's ``floor``, ``amplification`` and ``exact`` of
+    :func:`crosscurv.numeric.certificate.advice_next_orders`."""
     from crosscurv.numeric.certificate import advice_next_orders, certify_best
 
     if any(math.isinf(v) for v in first.values()):
         return CAUSES[0]
-    if certify_best(est, advice_next_orders(window, {}, k), True, gs, factor)["certified"]:
-        return CAUSES[1]
-    if certify_best(est, {n: abs(x) for n, x in window[-1].items()}, True, gs, factor)[
-        "certified"
-    ]:
-        return CAUSES[2]
-    if certify_best(est, advice_next_orders(window, first, k), True, gs, 1.0)["certified"]:
-        return CAUSES[3]
-    return CAUSES[4]
+    flat = {**kw, "amplification": 1.0}
+    for cause, nxt, f in (
+        (CAUSES[1], advice_next_orders(window, {}, k, **kw), factor),
+        (CAUSES[2], advice_next_orders(window[-1:], {}, k, window=1, **kw), factor),
+        (CAUSES[3], advice_next_orders(window, first, k, **flat), factor),
+        (CAUSES[4], advice_next_orders(window, first, k, **kw), 1.0),
+    ):
+        if certify_best(est, nxt, True, gs, f)["certified"]:
+            return cause
+    return CAUSES[5]
 
 
 def _measured(recs: dict, cands, i: int) -> tuple[dict, dict]:
@@ -156,12 +160,14 @@ def advice_counts(
     embedded error of each difference (:func:`crosscurv.experiments.studies.certificates_levers.
     pairwise_rule`)."""
     from crosscurv.numeric.advice import decide
-    from crosscurv.numeric.certificate import REMAINDER_WINDOW, advice_next_orders, certify_best
+    from crosscurv.numeric.certificate import (REMAINDER_WINDOW, advice_next_orders,
+                                               certify_best, edge_amplification, rounding_floor)
     from crosscurv.numeric.error_estimates import regime_so_far
     from crosscurv.numeric.regret import advice_right, regret
     from crosscurv.theory.patterns import as_pattern
 
     adv, recs, lr = run["advice"], run["records"], run["lr"]
+    dtype = adv["settings"].get("dtype", "float64")
     rows, cands = adv["per_iteration"], adv["candidates"]
     names = list(run["advice"]["settings"]["blocks"])
     n_blocks = len(names)
@@ -189,6 +195,8 @@ def advice_counts(
         if any(not math.isfinite(g) for g in gaps.values()):
             continue
         est = {n: _f(r["estimates"][n]) for n in cands}
+        kw = {"floor": rounding_floor(_f(r["loss_jc"]), dtype), "exact": cands[:1],
+              "amplification": edge_amplification(lr * _f(r["sharpness"]))}
         nxt = {n: _f(r["errors"][n]) for n in cands}
         window = errors[max(0, i + 1 - REMAINDER_WINDOW) : i + 1]
         if at:
@@ -198,7 +206,8 @@ def advice_counts(
             d = decide(est, {n: nxt[n] if math.isfinite(nxt[n]) else math.inf for n in cands})
             best, tied, cert = d["best"], [d["best"]], d["certified"] and converges and inside[i]
         else:
-            v = certify(est, advice_next_orders(window, first, r["k"]), inside[i], gs, factor)
+            v = certify(est, advice_next_orders(window, first, r["k"], **kw), inside[i], gs,
+                        factor)
             best, tied, cert = v["best"], v["tied"], v["certified"]
         theory = [n for n in tied if n in gs] if best in gs else []
         reg = regret(best, gaps, errs, theory)
@@ -216,7 +225,7 @@ def advice_counts(
             if not right:
                 out["wrong_k"].append(r["k"])
         elif factor is not None and inside[i] and not at:
-            out["causes"][_cause(est, window, first, r["k"], gs, factor)] += 1
+            out["causes"][_cause(est, window, first, r["k"], gs, factor, kw)] += 1
             out["error_ratios"] += [
                 abs(gaps[n] - est[n]) / nxt[n] for n in cands[1:] if nxt[n] > 0
             ]

@@ -215,6 +215,49 @@ def test_the_first_step_term_is_the_certified_predictions_own_measured_error():
     assert early["gs"] == pytest.approx(1.8e-5) and math.isinf(early["chain"])
     assert advice_next_orders(errs, first, 4)["gs"] == 1e-6
     # certified with the prediction's own error; the remainder of eta^2 C_S (2.5e-4) would not
-    est = {"jc": 0.0, "gs": -4e-4}
+    est = {"jc": 0.0, "gs": -2e-4}
     assert certify_best(est, {"jc": 0.0, "gs": early["gs"]}, True)["certified"]
     assert not certify_best(est, {"jc": 0.0, "gs": 2.5e-4}, True)["certified"]
+
+
+def test_no_certificate_separates_differences_below_the_rounding_of_the_loss():
+    """A converged run (negative-binomial regression, fourth fresh round): predicted gaps of 1e-17
+    to 1e-25 against a loss of -0.23 in float64, where measured gaps are rounding noise. The loss's
+    rounding floors every advised candidate's first dropped order (JC's exact 0 excepted) and a
+    record's is floored at its own ``gap_err``, so neither certifies there."""
+    from crosscurv.numeric.certificate import record_next_orders, rounding_floor
+    from crosscurv.numeric.gap import difference_error
+
+    floor = rounding_floor(-0.23005, "float64")
+    assert floor == difference_error(-0.23005, -0.23005, "float64") and 1e-16 < floor < 1e-15
+    errs = [{"jc": 0.0, "gs": 1.6e-18, "gs:s,w": 6.9e-19}] * 3
+    est = {"jc": 0.0, "gs": -2.6e-17, "gs:s,w": 1.8e-18}
+    assert certify_best(est, advice_next_orders(errs, {}, 64), True)["certified"]  # unfloored
+    nxt = advice_next_orders(errs, {}, 64, floor=floor, exact=["jc"])
+    assert nxt == {"jc": 0.0, "gs": floor, "gs:s,w": floor}
+    assert not certify_best(est, nxt, True)["certified"]
+    rec = {"gap": 2.5e-16, "gap_err": 2.2e-16, "recursive": -1.3e-19, "cumulative": -1.5e-19,
+           "jc_only": -1.5e-19}
+    n = record_next_orders(rec, [1e-20] * 3, past_gaps=[1e-16] * 4)
+    assert n["recursive"] >= 2.2e-16
+    assert certify_gap(rec["recursive"], n["recursive"], True) == 0.0
+
+
+def test_edge_amplification_is_the_top_modes_accumulated_propagation():
+    """``1 / (2 - x)`` for ``1 < x < 2``: the sum of ``|1 - x|^j`` over the steps; 1 at or below 1,
+    ``inf`` at the edge. A sparse-coding run of the fourth fresh round (``x = 1.55``) certified
+    ``gs:Z,D`` with margin 6.4e-4 against errors 1.0e-4 and 1.6e-4 while ``gs`` had the lower
+    loss; amplified, the same numbers are not separated."""
+    from crosscurv.numeric.certificate import SAFETY, edge_amplification
+
+    assert edge_amplification(0.3) == 1.0 and edge_amplification(1.0) == 1.0
+    assert edge_amplification(math.nan) == 1.0 and math.isinf(edge_amplification(2.0))
+    for x in (1.2, 1.5, 1.9):
+        assert edge_amplification(x) == pytest.approx(sum(abs(1 - x) ** j for j in range(5000)))
+    est = {"jc": 0.0, "gs": -1.38e-3, "gs:Z,D": -2.02e-3}
+    errs = [{"jc": 0.0, "gs": 1.0e-4, "gs:Z,D": 1.6e-4}] * 3
+    plain = advice_next_orders(errs, {}, 22, exact=["jc"])
+    assert certify_best(est, plain, True, factor=SAFETY)["certified"]
+    amp = advice_next_orders(errs, {}, 22, amplification=edge_amplification(1.55), exact=["jc"])
+    assert amp["gs"] == pytest.approx(1.0e-4 / 0.45)
+    assert not certify_best(est, amp, True, factor=SAFETY)["certified"]
