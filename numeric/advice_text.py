@@ -129,6 +129,20 @@ def check_note(checks: Sequence[dict]) -> str:
     )
 
 
+def rounding_note(last: Mapping | None, floor: float) -> str:
+    """A sentence when the run ends with its best two predictions within ``floor``, the rounding of
+    a measured loss difference (:func:`crosscurv.numeric.certificate.rounding_floor`): no
+    measurement can tell those schemes apart (``""`` otherwise, or where ``K`` is certified)."""
+    if not last or last.get("certified"):
+        return ""
+    m = last.get("margin")
+    if m is None or not math.isfinite(m) or m > floor:
+        return ""
+    return (f" At K = {last['k']} the best two predictions differ by {m:.2g}, within the rounding "
+            f"of the loss ({floor:.2g}): no measurement can tell those schemes apart, and either "
+            "will do.")
+
+
 def edge_note(rows: Sequence[Mapping], inside: Sequence[bool], lr: float) -> str:
     """Where the JC run crossed the edge of stability, after which nothing is certified."""
     out = next((r for r, ok in zip(rows, inside) if not ok), None)

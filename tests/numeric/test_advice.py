@@ -317,3 +317,20 @@ def test_a_first_step_remainder_withholds_the_first_certificates(monkeypatch):
     assert not any(r["certified"] for r in bad.per_iteration[:REMAINDER_WINDOW])
     assert all(r["next_order"]["gs"] >= 0.9 for r in bad.per_iteration[:REMAINDER_WINDOW])
     assert "does not converge at theta^0" in bad.recommendation
+
+
+def test_a_converged_run_says_its_schemes_differ_below_the_loss_rounding():
+    """On a quadratic run to convergence every predicted gap falls below the rounding of a loss
+    difference (``crosscurv.numeric.certificate.rounding_floor``): nothing is certified there, and
+    the recommendation says no measurement can tell the schemes apart. Early on it is silent."""
+    from crosscurv.numeric.certificate import rounding_floor
+
+    task = _quadratic()
+    adv = advise(task, 0.5, 400, checks=False)
+    last = adv.per_iteration[-1]
+    assert not last["certified"] and last["margin"] <= rounding_floor(last["loss_jc"], "float64")
+    assert all(v >= rounding_floor(last["loss_jc"], "float64")
+               for n, v in last["next_order"].items() if n != "jc")
+    assert "within the rounding of the loss" in adv.recommendation
+    early = advise(task, 0.5, 5, checks=False)
+    assert "within the rounding" not in early.recommendation
