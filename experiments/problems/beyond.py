@@ -133,22 +133,28 @@ def huber_regression(seed: int = 0) -> Task:
     return _task(params, loss, "huber_regression", seed)
 
 
-def gelu_net(seed: int = 0) -> Task:
-    """``1/2 mean((gelu(gelu(X W1^T) W2^T) W3^T - Y)^2)``, widths 3-5-5-2 without biases, 16
-    examples ``N(0, I)`` with targets ``sin(N(0, I))``; blocks ``W1``, ``W2``, ``W3``."""
+def two_hidden_net(seed: int, activation, targets, name: str) -> Task:
+    """``1/2 mean((a(a(X W1^T) W2^T) W3^T - Y)^2)`` for an elementwise activation ``a``, widths
+    3-5-5-2 without biases, 16 examples ``N(0, I)`` with targets ``targets(N(0, I))`` (a numpy
+    function); weights start ``N(0, 1/fan_in)``; blocks ``W1``, ``W2``, ``W3``."""
     rng = np.random.default_rng(int(seed))
     X = _t(rng.standard_normal((16, 3)))
-    Y = _t(np.sin(rng.standard_normal((16, 2))))
+    Y = _t(targets(rng.standard_normal((16, 2))))
     params = {"W1": _t(rng.standard_normal((5, 3)) / np.sqrt(3)),
               "W2": _t(rng.standard_normal((5, 5)) / np.sqrt(5)),
               "W3": _t(rng.standard_normal((2, 5)) / np.sqrt(5))}
-    gelu = torch.nn.functional.gelu
 
     def loss(p):
         """Squared error of the network (halved)."""
-        return 0.5 * ((gelu(gelu(X @ p["W1"].T) @ p["W2"].T) @ p["W3"].T - Y) ** 2).mean()
+        h = activation(activation(X @ p["W1"].T) @ p["W2"].T)
+        return 0.5 * ((h @ p["W3"].T - Y) ** 2).mean()
 
-    return _task(params, loss, "gelu_net", seed)
+    return _task(params, loss, name, seed)
+
+
+def gelu_net(seed: int = 0) -> Task:
+    """:func:`two_hidden_net` with GELU activations and targets ``sin(N(0, I))``."""
+    return two_hidden_net(seed, torch.nn.functional.gelu, np.sin, "gelu_net")
 
 
 def poisson_regression(seed: int = 0) -> Task:

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from crosscurv.experiments.problems.beyond import _t, _task
+from crosscurv.experiments.problems.beyond import _t, _task, two_hidden_net
 from crosscurv.numeric.task import Task
 
 __all__ = ["swish_net", "gamma_regression", "student_t_regression", "bilinear_logistic",
@@ -61,21 +61,9 @@ __all__ = ["swish_net", "gamma_regression", "student_t_regression", "bilinear_lo
 
 
 def swish_net(seed: int = 0) -> Task:
-    """``1/2 mean((silu(silu(X W1^T) W2^T) W3^T - Y)^2)``, widths 3-5-5-2, 16 examples ``N(0, I)``
-    with targets ``tanh(N(0, I))``; blocks ``W1``, ``W2``, ``W3``."""
-    rng = np.random.default_rng(int(seed))
-    X = _t(rng.standard_normal((16, 3)))
-    Y = _t(np.tanh(rng.standard_normal((16, 2))))
-    params = {"W1": _t(rng.standard_normal((5, 3)) / np.sqrt(3)),
-              "W2": _t(rng.standard_normal((5, 5)) / np.sqrt(5)),
-              "W3": _t(rng.standard_normal((2, 5)) / np.sqrt(5))}
-    silu = torch.nn.functional.silu
-
-    def loss(p):
-        """Squared error of the network (halved)."""
-        return 0.5 * ((silu(silu(X @ p["W1"].T) @ p["W2"].T) @ p["W3"].T - Y) ** 2).mean()
-
-    return _task(params, loss, "swish_net", seed)
+    """:func:`crosscurv.experiments.problems.beyond.two_hidden_net` with SiLU activations and
+    targets ``tanh(N(0, I))``."""
+    return two_hidden_net(seed, torch.nn.functional.silu, np.tanh, "swish_net")
 
 
 def gamma_regression(seed: int = 0) -> Task:
@@ -289,22 +277,9 @@ def exponential_loss(seed: int = 0) -> Task:
 
 
 def elu_net(seed: int = 0) -> Task:
-    """``1/2 mean((elu(elu(X W1^T) W2^T) W3^T - Y)^2)``, widths 3-5-5-2, 16 examples ``N(0, I)``
-    with targets ``tanh(N(0, I))``; weights start ``N(0, 1/fan_in)``; blocks ``W1``, ``W2``,
-    ``W3``."""
-    rng = np.random.default_rng(int(seed))
-    X = _t(rng.standard_normal((16, 3)))
-    Y = _t(np.tanh(rng.standard_normal((16, 2))))
-    params = {"W1": _t(rng.standard_normal((5, 3)) / np.sqrt(3)),
-              "W2": _t(rng.standard_normal((5, 5)) / np.sqrt(5)),
-              "W3": _t(rng.standard_normal((2, 5)) / np.sqrt(5))}
-    elu = torch.nn.functional.elu
-
-    def loss(p):
-        """Squared error of the network (halved)."""
-        return 0.5 * ((elu(elu(X @ p["W1"].T) @ p["W2"].T) @ p["W3"].T - Y) ** 2).mean()
-
-    return _task(params, loss, "elu_net", seed)
+    """:func:`crosscurv.experiments.problems.beyond.two_hidden_net` with ELU activations (a second
+    derivative that jumps at 0) and targets ``tanh(N(0, I))``."""
+    return two_hidden_net(seed, torch.nn.functional.elu, np.tanh, "elu_net")
 
 
 def matrix_sensing(seed: int = 0) -> Task:
