@@ -326,15 +326,16 @@ BEYOND = tuple(
 
 
 def _fresh() -> tuple:
-    from crosscurv.experiments.problems import fresh, fresh_fits
+    from crosscurv.experiments.problems import fresh, fresh_fits, fresh_models
 
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
-                 for m in (fresh, fresh_fits) for n in m.__all__)
+                 for m in (fresh, fresh_fits, fresh_models) for n in m.__all__)
 
 
 #: Fresh problems (``half = "fresh"``): kinds added after the code's safety factor was chosen, only
 #: to test it (:mod:`crosscurv.experiments.problems.fresh`,
-#: :mod:`crosscurv.experiments.problems.fresh_fits`).
+#: :mod:`crosscurv.experiments.problems.fresh_fits`,
+#: :mod:`crosscurv.experiments.problems.fresh_models`).
 FRESH = _fresh()
 
 
