@@ -347,6 +347,7 @@ def write_report(runs, path: str, command: str) -> str:
     from crosscurv.experiments.studies.certificates_levers import (lever_lines, lever_results,
                                                                    lever_summary)
     from crosscurv.experiments.studies.certificates_factor import factor_lines
+    from crosscurv.experiments.studies.certificates_rounds import round_lines
     from crosscurv.experiments.studies.certificates_report import (FACTORS, _intro_lines, _pool,
                                                                    _problem_lines, _window_lines,
                                                                    _wrong_lines)
@@ -369,6 +370,7 @@ def write_report(runs, path: str, command: str) -> str:
     lines += alternative_lines(runs)
     lines += lever_lines(runs, GOAL, levers)
     lines += ceiling_lines(ceilings, advice_cells(runs, SAFETY), GOAL)
+    lines += round_lines(runs, SAFETY)
     lines += _window_lines(runs)
     lines += _problem_lines(runs, new, old)
     lines += _wrong_lines(runs, new)

@@ -140,6 +140,25 @@ def test_certificates_are_right_on_the_fast_subset(subset_runs):
     assert pooled[1] > 0.2 * pooled[2], pooled
 
 
+def test_the_fresh_rounds_each_count_their_own_runs(subset_runs):
+    """Every fresh problem belongs to a listed round, and a round's counts are its runs' own."""
+    from crosscurv.experiments.problems.zoo import FRESH
+    from crosscurv.experiments.studies.certificates_report import advice_counts, record_counts
+    from crosscurv.experiments.studies.certificates_rounds import ROUNDS, round_counts, round_of
+    from crosscurv.numeric.certificate import SAFETY
+
+    modules = [m for m, _ in ROUNDS]
+    assert {round_of(p.name) for p in FRESH} == set(modules)
+    counts = round_counts(subset_runs, SAFETY)
+    fresh_run = subset_runs[-1]
+    assert set(counts) == {round_of(fresh_run["problem"])} == {modules[0]}
+    a = advice_counts(fresh_run, SAFETY)
+    t = counts[modules[0]]
+    assert t["advise"] == [a["right"], a["certified"], a["decided_inside"]]
+    assert t["records"] == [sum(x) for x in zip(*record_counts(fresh_run, SAFETY).values())]
+    assert t["problems"] == {"bilinear_logistic"}
+
+
 def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
     from crosscurv.experiments.studies.certificates_findings import write_report
 
@@ -161,6 +180,7 @@ def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
     # every uncertified decided iteration inside the regime has one cause, shown per problem
     assert "## Why decided iterations inside the regime go uncertified" in text
     assert "## Advise's first step, chosen on the tuning half" in text
+    assert "## The fresh rounds, one at a time" in text and "| `fresh` | rounds 1-4" in text
     json.dumps(subset_runs, allow_nan=True)  # the cached form
 
 
