@@ -126,6 +126,7 @@ from .advice_text import diverged_recommendation, k_ranges, recommendation
 from .advice_text import edge_note as _edge_note
 from .advice_text import order_note as _order_note
 from .advice_text import rounding_note as _rounding_note
+from .advice_text import uncoupled_note as _uncoupled_note
 from .certificate import (REMAINDER_WINDOW, advice_next_orders, certify_best, edge_amplification,
                           first_step_orders, first_step_remainders, rounding_floor)
 from .engine import choose_engine
@@ -498,8 +499,8 @@ def _advice(run, body, cands, out, checks: bool, first: Mapping, timing: dict) -
     orders = _orders(cands, done_checks) if checks and body.check0 else None
     text = (recommendation(table) + _order_note(orders, table[-1] if table else None, lr)
             + _check_note(done_checks) + _edge_note(rows, gate, lr)
-            + (_rounding_note(table[-1], rounding_floor(rows[-1]["loss_jc"], body.task.dtype))
-               if table else ""))
+            + (_uncoupled_note(table) or (_rounding_note(
+                table[-1], rounding_floor(rows[-1]["loss_jc"], body.task.dtype)) if table else "")))
     text += body.rule.note
     if out.status == "diverged":
         text = diverged_recommendation(out.message, rows, table, text)

@@ -16,6 +16,7 @@ __all__ = [
     "check_failures",
     "check_note",
     "edge_note",
+    "uncoupled_note",
     "order_note",
     "diverged_recommendation",
 ]
@@ -143,6 +144,17 @@ def rounding_note(last: Mapping | None, floor: float) -> str:
             "will do.")
 
 
+def uncoupled_note(rows: Sequence[Mapping]) -> str:
+    """A sentence when every candidate's prediction is exactly 0 at every ``k``: the products ``M_S
+    g`` that force the JC-only estimate (Theorem 3) vanish along the whole run, so to every order
+    the estimate keeps the blocks do not interact (``""`` otherwise)."""
+    if not rows or any(v != 0.0 for r in rows for v in r["estimates"].values()):
+        return ""
+    return (f" Every prediction is exactly 0 at every K <= {rows[-1]['k']}: the cross-curvature "
+            "products M_S g vanish along the run, so to the orders kept the blocks do not "
+            "interact, the schemes take the same steps and any of them will do.")
+
+
 def edge_note(rows: Sequence[Mapping], inside: Sequence[bool], lr: float) -> str:
     """Where the JC run crossed the edge of stability, after which nothing is certified."""
     out = next((r for r, ok in zip(rows, inside) if not ok), None)
@@ -184,7 +196,9 @@ def order_note(orders: dict | None, last: Mapping | None, lr: float) -> str:
             f" The {len(names)} GS orders cannot be told apart at K = {last['k']}: their "
             "predictions differ "
             f"by {spread:.3g}, within {SAFETY:g} times their errors; at one step they tie at eta^2 "
-            f"(Corollary 1) and the eta^3 terms at theta^0 rank them {' < '.join(by3)} ({step})."
+            f"(Corollary 1) and the eta^3 terms at theta^0 "
+            + (f"tie them too ({step})." if len({orders["eta3"][n]["k0"] for n in names}) == 1
+               else f"rank them {' < '.join(by3)} ({step}).")
         )
     orders["note"] = note.strip()
     return note

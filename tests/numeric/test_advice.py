@@ -334,3 +334,23 @@ def test_a_converged_run_says_its_schemes_differ_below_the_loss_rounding():
     assert "within the rounding of the loss" in adv.recommendation
     early = advise(task, 0.5, 5, checks=False)
     assert "within the rounding" not in early.recommendation
+
+
+def test_blocks_that_never_interact_get_one_sentence_saying_so():
+    """Two blocks of a separable loss (no cross-curvature anywhere): every prediction is exactly 0,
+    nothing is certified, and the recommendation says the schemes take the same steps; the GS
+    orders' eta^3 terms tie instead of being ranked. A coupled problem gets no such sentence."""
+    params = {"a": torch.tensor([1.0, -0.5], dtype=torch.float64),
+              "b": torch.tensor([0.3, 0.8], dtype=torch.float64)}
+
+    def loss(p):
+        return (p["a"] ** 2).sum() + 0.5 * (p["a"] ** 4).sum() + torch.cosh(p["b"]).sum()
+
+    task = Task(params, loss, {"a": ["a"], "b": ["b"]}, "separable")
+    adv = advise(task, 0.1, 12)
+    assert all(v == 0.0 for r in adv.per_iteration for v in r["estimates"].values())
+    assert not any(r["certified"] for r in adv.per_iteration)
+    assert "Every prediction is exactly 0 at every K <= 12" in adv.recommendation
+    assert "tie them too" in adv.recommendation and "rank them" not in adv.recommendation
+    coupled = advise(_quadratic(), 0.5, 12)
+    assert "Every prediction is exactly 0" not in coupled.recommendation
