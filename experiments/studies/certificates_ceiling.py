@@ -92,6 +92,8 @@ def ceiling_lines(ceilings: dict, code_cells: dict, goal: float) -> list:
     order = {h: i for i, h in enumerate(HALVES)}
     for cell in sorted(code_cells, key=lambda c: (order[c[0]], c[1])):
         code = _coverage(code_cells[cell])
+        if code != code:  # NaN: no decided iteration inside the regime (said above the table)
+            continue
         tops = [ceilings[key][cell] for key, _ in PREDICTIONS]
         right = sum(t["right"] for t in tops)
         cert = sum(t["certified"] for t in tops)

@@ -176,7 +176,10 @@ def cause_lines(runs, factor) -> list:
         + " | actual / embedded (median, 90%) | coverage at F = 1 |",
         "| " + " | ".join(["---"] * (5 + len(CAUSES))) + " |",
     ]
+    none = [prob for (_, prob), v in cells.items() if not v["decided_inside"]]
     for (half, prob), v in cells.items():
+        if not v["decided_inside"]:
+            continue
         unc = sum(v["causes"].values())
         lines.append(
             f"| {half} | {prob} | {_pct(v['certified'], v['decided_inside']):.1f}% | "
@@ -184,6 +187,9 @@ def cause_lines(runs, factor) -> list:
             + f" | {_quantile(v['ratios'], 0.5):.2g}, {_quantile(v['ratios'], 0.9):.2g}"
               f" | {one[prob]:.1f}% |"
         )
+    if none:
+        lines += ["", "No decided iteration inside the regime (every measured gap within its "
+                      "error, nothing to certify): " + ", ".join(none) + "."]
     return lines
 
 

@@ -300,8 +300,8 @@ def problems_below(cells: dict, goal: float) -> list[str]:
 
 def _cell(right, cert, dec) -> str:
     p, c = _pct(right, cert), _pct(cert, dec)
-    ps = "n/a" if math.isnan(p) else f"{p:.1f}%"
-    return f"{ps} / {c:.1f}%"
+    ps, cs = ("n/a" if math.isnan(x) else f"{x:.1f}%" for x in (p, c))
+    return f"{ps} / {cs}"
 
 
 def _pool(runs, factor):
@@ -455,7 +455,8 @@ def _intro_lines(runs, command: str) -> list:
           "neither half. Half `fresh`: kinds added after the code's safety factor was chosen, "
           "only to test it (`FRESH`: "
         + ", ".join(dict.fromkeys(r["problem"] for r in runs if r["half"] == "fresh"))
-        + "; `crosscurv.experiments.problems.fresh`). Cells: precision / coverage. Advise: an "
+        + "; `crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`). Cells: "
+          "precision / coverage. Advise: an "
           "iteration is decided when the measurement orders some candidate below the measured "
           "best; the advice is right when it ties the measured best within the measurement's "
           "error (or both are full GS orders the "
@@ -506,8 +507,7 @@ def _table_row(label, new, old, idx) -> str:
         _cell(*a_new[:3]),
         "n/a" if not a_new[3] else f"{100.0 * a_new[1] / a_new[3]:.1f}%",
         str(wrong),
-        f"{reg:.3g}",
-        f"{reg_c:.3g}",
+        *("n/a" if math.isnan(x) else f"{x:.3g}" for x in (reg, reg_c)),
     ]
     for e in _EST:
         cells += [_cell(*rec[e][0]), _cell(*rec[e][1])]
