@@ -345,13 +345,14 @@ def _decided_table(rows: Sequence[Mapping], gate: Sequence[bool], gs_orders: Seq
     """Every row with its decision (:func:`_with_decision`), the first dropped order of
     :func:`crosscurv.numeric.certificate.advice_next_orders` over the rows up to it, floored at the
     rounding of ``L_JC^k`` in ``dtype`` and amplified near the edge (``eta * sharpness_k``);
-    ``exact``: the candidates predicted exactly (JC)."""
+    ``exact``: the candidates predicted exactly (JC); ``rounding``: that floor."""
     errs = [r["errors"] for r in rows]
-    return [_with_decision(r, ok, gs_orders, advice_next_orders(
-        errs[max(0, i + 1 - REMAINDER_WINDOW):i + 1], first_step, r["k"],
-        floor=rounding_floor(r["loss_jc"], dtype),
-        amplification=edge_amplification(lr * float(r["sharpness"])), exact=exact))
-        for i, (r, ok) in enumerate(zip(rows, gate))]
+    return [{**_with_decision(r, ok, gs_orders, advice_next_orders(
+        errs[max(0, i + 1 - REMAINDER_WINDOW):i + 1], first_step, r["k"], floor=floor,
+        amplification=edge_amplification(lr * float(r["sharpness"])), exact=exact)),
+        "rounding": floor}
+        for i, (r, ok) in enumerate(zip(rows, gate))
+        for floor in [rounding_floor(r["loss_jc"], dtype)]]
 
 
 def full_gs_orders(cands) -> list[str]:

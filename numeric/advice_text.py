@@ -22,13 +22,27 @@ __all__ = [
 ]
 
 
+#: a segment's ``best`` where the best two predictions differ below the loss's rounding
+ANY = "any scheme"
+
+
+def _best(r: Mapping) -> str:
+    """``r``'s best candidate, or :data:`ANY` where its margin to the runner-up is within its
+    ``rounding`` (:func:`crosscurv.numeric.certificate.rounding_floor`; never certified there)."""
+    m, floor = r.get("margin"), r.get("rounding")
+    tie = (not r["certified"] and m is not None and floor is not None and math.isfinite(m)
+           and m <= floor)
+    return ANY if tie else r["best"]
+
+
 def _segments(rows: Sequence[Mapping]) -> list[dict]:
-    """Maximal runs of iterations with the same best candidate: ``[{"best", "first", "last",
-    "certified_ks"}]``."""
+    """Maximal runs of iterations with the same best candidate (:func:`_best`): ``[{"best",
+    "first", "last", "certified_ks"}]``."""
     segs: list[dict] = []
     for r in rows:
-        if not segs or segs[-1]["best"] != r["best"]:
-            segs.append({"best": r["best"], "first": r["k"], "last": r["k"], "certified_ks": []})
+        best = _best(r)
+        if not segs or segs[-1]["best"] != best:
+            segs.append({"best": best, "first": r["k"], "last": r["k"], "certified_ks": []})
         s = segs[-1]
         s["last"] = r["k"]
         if r["certified"]:
@@ -87,10 +101,14 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
         if set_ks:
             at = "" if set_ks == s["certified_ks"] else f" at K = {k_ranges(set_ks)}"
             cert += f" (as one of the GS orders the errors cannot tell apart{at})"
+        if s["best"] == ANY:
+            cert = " (the best two predictions within the loss's rounding)"
         parts.append(f"{s['best']} {where}{cert}")
     parts[-1] += "."
     head = (f"at K = {last['k']}: use {last['best']} "
             f"({'certified' if last['certified'] else 'not certified'})")
+    if _best(last) == ANY:
+        head = f"at K = {last['k']}: use any scheme (predicted {last['best']}, not certified)"
     if last["certified"] and len(last.get("tied", ())) > 1:
         head += (f", as one of the GS orders {', '.join(last['tied'])}, which the errors cannot "
                  "tell apart")

@@ -126,6 +126,27 @@ def test_the_recommendation_names_exactly_the_certified_budgets():
     assert one == "at K = 1: use gs (certified). gs for every K <= 1, certified throughout."
 
 
+def test_best_schemes_within_the_loss_rounding_make_one_range_of_any_scheme():
+    """Where the best two predictions differ by less than the loss's rounding the best alternates
+    by chance: those budgets form one range of "any scheme" (never certified there), the head
+    says so at the last budget, and a margin above the rounding keeps its scheme."""
+    from crosscurv.numeric.advice import recommendation
+
+    def row(k, best, margin, cert=False):
+        return {"k": k, "best": best, "certified": cert, "tied": [best], "margin": margin,
+                "rounding": 1e-15}
+
+    rows = ([row(k, "gs", 1e-6, k > 2) for k in range(1, 6)]
+            + [row(k, "gs" if k % 2 else "gs:2,1", 1e-20) for k in range(6, 30)])
+    text = recommendation(rows)
+    assert text.startswith("at K = 29: use any scheme (predicted gs, not certified). ")
+    assert "gs for K <= 5, certified at K = 3..5; any scheme for K = 6..29 (the best two " \
+           "predictions within the loss's rounding)." in text
+    assert "changes" not in text
+    kept = recommendation([row(1, "gs", 1e-6), row(2, "gs:2,1", 2e-15)])
+    assert kept.startswith("at K = 2: use gs:2,1 (not certified)") and "any scheme" not in kept
+
+
 def test_a_noisy_remainder_sequence_is_bounded_by_its_recent_maximum():
     """A large remainder RECORD_WINDOW records back still bounds N: a non-monotone sequence's last
     values say nothing about the next one (a kink crossed, the curvature changing fast)."""
