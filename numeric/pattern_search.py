@@ -200,9 +200,11 @@ def search(
         final_only: gather the per-pair terms at ``K`` only, by an adjoint sweep
             (:func:`crosscurv.numeric.pair_adjoint.pair_adjoint`: ``N + 1`` products per iteration
             instead of ``N^2``, the quadratic term left out of the search and restored for the
-            certified front); ``per_iteration`` then holds the certification's predictions of the
-            named patterns at every ``k`` (``K`` only without certification); ``resume``
-            continues a killed run of the same ``iters`` (``pair_adjoint_state.pt``).
+            certified front, where a budget whose restored predictions reverse its best and
+            runner-up names the better of the two); ``per_iteration`` then holds the
+            certification's predictions of the named patterns at every ``k`` (``K`` only without
+            certification); ``resume`` continues a killed run of the same ``iters``
+            (``pair_adjoint_state.pt``).
 
     Raises:
         SpaceError: a malformed space or one too large to enumerate; InputError: bad ``lr`` /

@@ -54,6 +54,7 @@ from .advice_steps import (PatternCandidate, column_products, column_sources,
                            masked_from_columns)
 from .advice_text import check_failures, check_note, edge_note
 from .certificate import SAFETY, edge_amplification, rounding_floor
+from .pattern_search_eval import stages_text
 from .one_step_check import one_step_check
 from .estimates import init_power_vector, power_step, solve_extremes
 
@@ -180,16 +181,29 @@ def _last(errors: dict, name) -> float:
     return float(e[-1]) if e else math.nan
 
 
-def _full_estimates(front: list[dict], own: dict) -> None:
+def _full_estimates(front: list[dict], own: dict, n_blocks: int, one_step=None) -> None:
     """Replace each front row's estimates at ``K`` (without the quadratic term, from
     :func:`crosscurv.numeric.pair_adjoint.pair_adjoint`) by its patterns' full JC-only predictions
-    carried by the certification, and the margin with them."""
+    carried by the certification, and the margin with them; where the full predictions reverse
+    the two, the runner-up becomes the row's best (its stages and ``one_step(name)``, ``eta^2
+    C_S``, with it), and ``on_front`` follows the full predictions."""
+    lowest = 0.0
     for r in front:
         for key, name in (("estimate", r["best"]), ("runner_up_estimate", r["runner_up"])):
             if name is not None and own.get(name):
                 r[key] = own[name][-1]
         if r["runner_up"] is not None:
             r["margin"] = r["runner_up_estimate"] - r["estimate"]
+            if r["margin"] < 0:  # the restored quadratic term reverses them
+                r["best"], r["runner_up"] = r["runner_up"], r["best"]
+                r["estimate"], r["runner_up_estimate"] = r["runner_up_estimate"], r["estimate"]
+                r["margin"] = -r["margin"]
+                r["stages_text"] = stages_text(r["best"], n_blocks)
+                if one_step is not None:
+                    r["one_step"] = one_step(r["best"])
+        if r["stages"] > 1:
+            r["on_front"] = bool(r["estimate"] < lowest)
+            lowest = min(lowest, r["estimate"])
 
 
 def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: str = "auto",
@@ -210,7 +224,8 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
     engine = choose_engine(task, hvp_method)
     errors, rows, own = embedded_errors(task, lr, records, cands, engine, seed, progress)
     if records.final_only:  # the full predictions at K, quadratic term included
-        _full_estimates(front, own)
+        _full_estimates(front, own, n, lambda name: float(records.one_step(
+            [[p in as_pattern(name, n).pairs for p in pair_list(n)]], records.iters)[0]))
     inside = inside_regime(rows, lr)
     floor = rounding_floor(float(records.loss_jc[-1]), task.dtype) if rows else 0.0
     amp = edge_amplification(lr * float(rows[-1]["sharpness"])) if rows else 1.0

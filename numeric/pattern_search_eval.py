@@ -142,10 +142,15 @@ def _exact_best(space, linear, gram, value, bound) -> dict:
 
 
 def _stage_text(space: PatternSpace, pattern) -> str:
-    """``{1,2} > {3}``: the stages of ``pattern`` (an index of ``space`` or a name) in sequence
-    (1-based), ``-`` when it is no stage arrangement (:meth:`DelayPattern.stages`)."""
+    """:func:`stages_text` of ``pattern``, an index of ``space`` or a name."""
     name = space.name(pattern) if isinstance(pattern, (int, np.integer)) else pattern
-    st = as_pattern(name, space.n_blocks).stages()
+    return stages_text(name, space.n_blocks)
+
+
+def stages_text(name: str, n_blocks: int) -> str:
+    """``{1,2} > {3}``: the stages of the pattern ``name`` in sequence (1-based), ``-`` when it is
+    no stage arrangement (:meth:`DelayPattern.stages`)."""
+    st = as_pattern(name, n_blocks).stages()
     if st is None:
         return "-"
     return " > ".join("{" + ",".join(str(b + 1) for b in stage) + "}" for stage in st)

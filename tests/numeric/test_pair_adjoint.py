@@ -234,3 +234,29 @@ def test_the_sweep_in_float32_agrees_to_float32_rounding():
     eps = float(torch.finfo(torch.float32).eps)
     np.testing.assert_allclose(b.linear[-1], a.linear[-1], rtol=0, atol=8 * K * eps * scale)
     assert np.argmin(a.linear[-1]) == np.argmin(b.linear[-1])
+
+
+def test_full_predictions_that_reverse_best_and_runner_up_swap_them():
+    """A final-only front ranks by predictions without the quadratic term; where the full ones
+    (the certification's) reverse a row's best and runner-up, the row names the better of the two
+    with its stages and one-step term, the margin stays positive and ``on_front`` follows."""
+    from crosscurv.numeric.pattern_search_certify import _full_estimates
+
+    def row(d, best, est, ru, ru_est):
+        return {"stages": d, "best": best, "stages_text": "?", "estimate": est, "one_step": 0.5,
+                "runner_up": ru, "runner_up_estimate": ru_est, "margin": ru_est - est,
+                "on_front": True}
+
+    front = [row(1, "jc", 0.0, None, float("nan")), row(2, "gs:1,2,3", -3.0, "1<-2,1<-3", -2.0),
+             row(3, "gs:3,2,1", -4.0, "gs:2,1,3", -3.5)]
+    own = {"gs:1,2,3": [-1.0], "1<-2,1<-3": [-1.5], "gs:3,2,1": [-1.2], "gs:2,1,3": [-1.1]}
+    _full_estimates(front, own, 3, lambda name: {"1<-2,1<-3": 0.25}[name])
+    swapped, kept = front[1], front[2]
+    assert (swapped["best"], swapped["runner_up"]) == ("1<-2,1<-3", "gs:1,2,3")
+    assert (swapped["estimate"], swapped["runner_up_estimate"], swapped["margin"]) == (
+        -1.5, -1.0, 0.5)
+    assert swapped["stages_text"] == "{2,3} > {1}" and swapped["one_step"] == 0.25
+    assert (kept["best"], kept["estimate"]) == ("gs:3,2,1", -1.2)
+    assert kept["margin"] == pytest.approx(0.1)
+    assert kept["stages_text"] == "?" and kept["one_step"] == 0.5  # not reversed: untouched
+    assert swapped["on_front"] and not kept["on_front"]  # -1.2 is above -1.5
