@@ -1,5 +1,5 @@
-"""The problem zoo: small float64 problems of different kinds, shared by the tests and the
-certificates study.
+"""The problem zoo: small problems of different kinds (float64; one fresh round in float32), shared
+by the tests and the certificates study.
 
 Each entry of :data:`ZOO` is a :class:`ZooProblem`: a task factory (usable as ``crosscurv run
 crosscurv.experiments.problems.zoo:NAME``), the learning rates as multiples ``c`` of ``1 /
@@ -326,16 +326,18 @@ BEYOND = tuple(
 
 
 def _fresh() -> tuple:
-    from crosscurv.experiments.problems import fresh, fresh_fits, fresh_models
+    from crosscurv.experiments.problems import fresh, fresh_float32, fresh_fits, fresh_models
 
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
-                 for m in (fresh, fresh_fits, fresh_models) for n in m.__all__)
+                 for m in (fresh, fresh_fits, fresh_models, fresh_float32)
+                 for n in m.__all__)
 
 
 #: Fresh problems (``half = "fresh"``): kinds added after the code's safety factor was chosen, only
 #: to test it (:mod:`crosscurv.experiments.problems.fresh`,
 #: :mod:`crosscurv.experiments.problems.fresh_fits`,
-#: :mod:`crosscurv.experiments.problems.fresh_models`).
+#: :mod:`crosscurv.experiments.problems.fresh_models`,
+#: :mod:`crosscurv.experiments.problems.fresh_float32`: in float32, the others in float64).
 FRESH = _fresh()
 
 

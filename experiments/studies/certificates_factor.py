@@ -26,11 +26,12 @@ def factor_lines(runs) -> list:
         f"halves it is chosen on (advise and each record estimate). On the tuning half alone: "
         f"**{tuned:g}**; on every half but the fresh one ({', '.join(SEEN)}): **{seen:g}**; the "
         f"code's `crosscurv.numeric.certificate.SAFETY`: **{SAFETY:g}**. The fresh problems "
-        f"(`crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`) never choose it: "
+        f"(`crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`, `fresh_float32`) "
+        f"never choose it: "
         f"each round was committed before its runs, to test the code as it then stood (the "
         f"fourth found the failures the floors of `crosscurv.numeric.certificate` answer; the "
-        f"fifth, defined before the floors, tests them; the sixth, defined after them, tests the "
-        f"code's rule unchanged). Coverage pooled over the tuning half.",
+        f"fifth, defined before the floors, tests them; the sixth and the seventh, in float32, "
+        f"test the code's rule unchanged). Coverage pooled over the tuning half.",
         "",
         "| factor | worst precision over the tuning problems | over every problem but the fresh "
         "| coverage: advise | jc_only | cumulative | recursive |",

@@ -17,6 +17,8 @@ ROUNDS = (
     ("crosscurv.experiments.problems.fresh_fits", "round 5, defined before the floors"),
     ("crosscurv.experiments.problems.fresh_models", "round 6, defined after the floors and the "
      "factor, the rule unchanged since"),
+    ("crosscurv.experiments.problems.fresh_float32", "round 7, in float32 (every other problem "
+     "is float64), defined after round 6, the rule unchanged"),
 )
 
 

@@ -200,24 +200,28 @@ def _zoo():
 @pytest.mark.portable
 @pytest.mark.parametrize("problem", _zoo(), ids=lambda p: p.name)
 def test_the_sweep_equals_the_forward_states_on_every_zoo_problem(problem):
-    """The promise held to every problem of the zoo, beyond it and the fresh ones (float64, at
-    ``eta lambda_max = 1``, ``K = 7``): the sweep's ``l^K`` and ``c^K`` are the forward states'
-    to rounding."""
+    """The promise held to every problem of the zoo, beyond it and the fresh ones (at ``eta
+    lambda_max = 1``, ``K = 7``): the sweep's ``l^K`` and ``c^K`` are the forward states' to
+    rounding (float64; the float32 round to ``8 K`` float32 roundings of the largest term, the
+    bound of the float32 test below)."""
     from crosscurv.experiments.problems.zoo import lambda_max0
 
     task = problem.task(0)
     if task.n_blocks < 2:
         pytest.skip("one block: no pairs")
+    K = 7
     lr = 1.0 / lambda_max0(task)
-    a, b = pair_run(task, lr, 7), pair_adjoint(task, lr, 7)
+    a, b = pair_run(task, lr, K), pair_adjoint(task, lr, K)
     assert a.status == b.status and a.iters == b.iters
-    np.testing.assert_allclose(b.loss_jc, a.loss_jc, rtol=1e-12)  # routes differ in kernels
+    tol = ((1e-12, 1e-10, 1e-12) if task.dtype == torch.float64
+           else (8 * K * float(torch.finfo(task.dtype).eps),) * 3)
+    np.testing.assert_allclose(b.loss_jc, a.loss_jc, rtol=tol[0])  # routes differ in kernels
     fin = np.isfinite(a.linear[-1])
     scale = np.abs(a.linear[-1][fin]).max()
-    np.testing.assert_allclose(b.linear[-1][fin], a.linear[-1][fin], rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(b.linear[-1][fin], a.linear[-1][fin], rtol=0, atol=tol[1] * scale)
     cs = np.abs(a.pair_curvature[-1]).max()
     np.testing.assert_allclose(b.pair_curvature[-1], a.pair_curvature[-1], rtol=0,
-                               atol=1e-12 * cs)
+                               atol=tol[2] * cs)
 
 
 @pytest.mark.portable
