@@ -35,7 +35,7 @@ from .point import PointCurvature
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
            "step_error", "error_effect", "carried", "jc_point_step", "first_yhat",
-           "corrected_step", "PlainSteps", "OptimizerSteps", "advice_steps"]
+           "corrected_step", "LossUndefined", "PlainSteps", "OptimizerSteps", "advice_steps"]
 
 
 @dataclass
@@ -93,8 +93,13 @@ def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: 
     a quadratic ``r`` is zero)."""
     from .steps import scheme_step
 
-    with torch.no_grad():
-        s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+    try:
+        with torch.no_grad():
+            s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
+    except UNDEFINED as exc:  # the loss is undefined at the S step's inner points
+        if isinstance(exc, torch.OutOfMemoryError):
+            raise
+        raise LossUndefined(exc) from exc
     lr2, lr3 = lr * lr, lr ** 3
     e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] for n in g}
     # M_S (M_S g): M_S g lives on the blocks that read a fresh block, so only chains i <- j <- l
@@ -155,14 +160,35 @@ def first_yhat(point, c: PatternCandidate, keys: list, g: Mapping, mg: Mapping, 
     return {n: lr * lr * u[n] for n in g}
 
 
+class LossUndefined(Exception):
+    """The loss raised at a point the embedded pair evaluates and no scheme's run visits
+    (``theta_hat``, an exact ``S`` step from a JC point): a Cholesky factor of a matrix not
+    positive definite, a distribution's parameter outside its support. The candidate's error is
+    unknown from there."""
+
+
+#: what a loss raises outside its domain (a shape or type error would also raise at the JC points)
+UNDEFINED = (RuntimeError, ValueError, ArithmeticError)
+
+
+def nan_like(v: Mapping) -> dict:
+    """``v``'s tree filled with NaN: a state lost where the loss is undefined."""
+    return {n: torch.full_like(x, math.nan) for n, x in v.items()}
+
+
 def corrected_step(engine, task, theta: Mapping, g: Mapping, yhat: Mapping, c: PatternCandidate,
                    keys: list, mg: Mapping, effect: float, lr: float, last: bool) -> tuple:
     """``(corrected^k, yhat_{k+1})`` at ``theta_hat = theta_JC^k + yhat_k``: the pair's other
     member ``1/2 (g + g(theta_hat)) . yhat`` completed by the carried error's ``effect``, and
     ``yhat``'s step (``yhat`` itself at the ``last`` iteration). ``mg``: ``M_S g`` at
-    ``theta_JC^k``."""
-    at = engine.point(task.loss, {n: theta[n] + yhat[n] for n in theta})
-    gh = at.grad
+    ``theta_JC^k``. :class:`LossUndefined` where the loss raises at ``theta_hat``."""
+    try:
+        at = engine.point(task.loss, {n: theta[n] + yhat[n] for n in theta})
+        gh = at.grad
+    except UNDEFINED as exc:
+        if isinstance(exc, torch.OutOfMemoryError):
+            raise
+        raise LossUndefined(exc) from exc
     cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yhat)) + effect
     if not last:
         u = masked(at, c, keys, {n: gh[n] - lr * mg[n] for n in g})
@@ -184,11 +210,31 @@ class PlainSteps:
     """
 
     checks = True
-    note = ""
 
     def __init__(self):
         self.yhat: dict = {}
         self.error: dict = {}
+        #: ``{candidate: (k, what the loss raised)}`` where the pair's points left its domain
+        self.undefined: dict = {}
+
+    @property
+    def note(self) -> str:
+        """What the recommendation adds: where the loss was undefined at the pair's points."""
+        if not self.undefined:
+            return ""
+        parts = [f"{n} from K = {k} ({why})" for n, (k, why) in self.undefined.items()]
+        return (" The loss raised at points only the error estimate visits (theta_JC + yhat, or "
+                "an exact step's inner points), for " + "; ".join(parts) + ": those candidates' "
+                "errors are unknown from there and nothing is certified.")
+
+    def _lose(self, name: str, k: int, exc: Exception) -> None:
+        """The candidate's error is unknown from ``k`` on: its states NaN."""
+        cause = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
+        first = str(cause).strip().splitlines()[0].split(" (")[0] if str(cause).strip() else ""
+        self.undefined.setdefault(name, (k, f"{type(cause).__name__.lstrip('_')}: {first[:100]}"))
+        self.yhat[name] = nan_like(self.yhat[name])
+        if self.error.get(name) is not None:
+            self.error[name] = nan_like(self.error[name])
 
     def settings(self) -> dict:
         return {}
@@ -211,6 +257,8 @@ class PlainSteps:
     def load(self, vec: Mapping, step: int, names: Sequence[str]) -> None:
         self.yhat = {n: vec[f"yhat:{n}"] for n in names}
         self.error = {n: vec.get(f"error:{n}") for n in names}
+        self.undefined = {n: (step, "before the run was resumed") for n in names
+                          if not all(bool(torch.isfinite(v).all()) for v in self.yhat[n].values())}
 
     def iteration(self, engine, task, point, keys, sources, active, jc_name, g, ys, theta, lr, k,
                   last) -> dict:
@@ -229,9 +277,15 @@ class PlainSteps:
             mg = mgs[c.name] = masked_from_columns(c, keys, cols, g)
             one = lr2 * float(tree.dot(g, mg))
             y = ys[c.name]
-            effects[c.name], hy, ys[c.name], self.error[c.name] = jc_point_step(
-                task, point, keys, c, theta, g, mg, y, self.error.get(c.name), lr, k, last,
-                measure=c.name not in self.withdrawn)
+            try:
+                effects[c.name], hy, ys[c.name], self.error[c.name] = jc_point_step(
+                    task, point, keys, c, theta, g, mg, y, self.error.get(c.name), lr, k, last,
+                    measure=c.name not in self.withdrawn and c.name not in self.undefined)
+            except LossUndefined as exc:  # y's step is on the JC point: redone without e
+                self._lose(c.name, k, exc)
+                effects[c.name], hy, ys[c.name], _ = jc_point_step(
+                    task, point, keys, c, theta, g, mg, y, None, lr, k, last, measure=False)
+                effects[c.name] = math.nan
             est = float(quadratic_from_linear(tree.dot(g, y), y, hy)) if k else 0.0
             vals[c.name] = (est, one)
             if k == 0 and not last:  # yhat_0 = 0: theta_hat is theta_JC^0
@@ -245,8 +299,15 @@ class PlainSteps:
             if k == 0:
                 vals[c.name] = (0.0, 0.0, 0.0, one)
                 continue
-            cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
-                                             mgs[c.name], effects[c.name], lr, last)
+            if c.name in self.undefined:
+                vals[c.name] = (est, math.nan, math.nan, one)
+                continue
+            try:
+                cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
+                                                 mgs[c.name], effects[c.name], lr, last)
+            except LossUndefined as exc:
+                self._lose(c.name, k, exc)
+                cor = math.nan
             vals[c.name] = (est, abs(cor - est), cor, one)
         return vals
 

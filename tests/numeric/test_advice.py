@@ -354,3 +354,57 @@ def test_blocks_that_never_interact_get_one_sentence_saying_so():
     assert "tie them too" in adv.recommendation and "rank them" not in adv.recommendation
     coupled = advise(_quadratic(), 0.5, 12)
     assert "Every prediction is exactly 0" not in coupled.recommendation
+
+
+def test_a_loss_undefined_at_the_pairs_point_raises_loss_undefined():
+    """The embedded pair's point ``theta_JC + yhat`` is visited by no scheme: a loss that raises
+    there (a Cholesky factor of a matrix not positive definite) is told apart as
+    ``LossUndefined``."""
+    from crosscurv.numeric.advice_steps import LossUndefined, PatternCandidate, corrected_step
+    from crosscurv.numeric.engine import choose_engine
+
+    task = _quadratic()
+    inner = task.loss
+
+    def loss(p):
+        if float(sum(v.detach().sum() for v in p.values())) > 1e3:
+            raise RuntimeError("linalg.cholesky: the input is not positive-definite")
+        return inner(p)
+
+    task.loss = loss
+    theta = tree.clone(task.params)
+    g = {n: torch.zeros_like(v) for n, v in theta.items()}
+    pat = as_pattern("gs", task.n_blocks, list(task.block_names))
+    c = PatternCandidate("gs", pat, [(i, sorted(pat.fresh(i))) for i in range(3) if pat.fresh(i)])
+    keys = [task.blocks[b] for b in task.block_names]
+    engine = choose_engine(task, "auto")
+    cor, _ = corrected_step(engine, task, theta, g, g, c, keys, g, 0.0, 0.1, True)
+    assert cor == 0.0
+    far = {n: torch.full_like(v, 1e3) for n, v in theta.items()}
+    with pytest.raises(LossUndefined):
+        corrected_step(engine, task, theta, g, far, c, keys, g, 0.0, 0.1, True)
+
+
+def test_advise_goes_on_where_the_loss_is_undefined_at_a_pairs_point(monkeypatch):
+    """Where the loss raises at a candidate's pair point from some k on, advise finishes: that
+    candidate's errors are NaN and nothing is certified from there, the others keep theirs, and
+    the recommendation says where and what the loss raised."""
+    from crosscurv.numeric import advice_steps
+
+    real, calls = advice_steps.corrected_step, []
+
+    def fails_for_gs(engine, task, theta, g, yhat, c, *rest):
+        if c.name == "gs":
+            calls.append(1)
+            if len(calls) >= 6:
+                raise advice_steps.LossUndefined(RuntimeError("not positive-definite"))
+        return real(engine, task, theta, g, yhat, c, *rest)
+
+    monkeypatch.setattr(advice_steps, "corrected_step", fails_for_gs)
+    adv = advise(_quadratic(), 0.5, 12)
+    rows = adv.per_iteration
+    lost = [r["k"] for r in rows if math.isnan(r["errors"]["gs"])]
+    assert lost == list(range(6, 13))
+    assert not any(r["certified"] for r in rows if r["k"] >= 6)
+    assert all(math.isfinite(r["errors"][n]) for r in rows for n in r["errors"] if n != "gs")
+    assert "for gs from K = 6 (RuntimeError: not positive-definite)" in adv.recommendation
