@@ -114,7 +114,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
     embedded pair's, its other member completed by the local errors carried along the run, as
     advise's (:func:`crosscurv.numeric.advice_steps.jc_point_step`,
     :func:`crosscurv.numeric.advice_steps.corrected_step`)."""
-    from .advice_steps import corrected_step, first_yhat, jc_point_step
+    from .advice_steps import LossUndefined, corrected_step, first_yhat, jc_point_step
     from .steps import block_keys
 
     keys = block_keys(task)
@@ -128,6 +128,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
     errors: dict = {c.name: [] for c in cands}
     own: dict = {c.name: [] for c in cands}
     gate_rows, state = [], {}
+    lost: dict = {}  # {name: (k, what the loss raised)} where the pair's points left its domain
     for k in range(K + 1):
         last = k == K
         point = engine.point(task.loss, theta)
@@ -138,8 +139,14 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
         effect: dict = {}
         for c in cands:  # P(y + e) - P(y) and both states' steps, as advise's
             y = ys[c.name]
-            effect[c.name], hy, ys[c.name], es[c.name] = jc_point_step(
-                task, point, keys, c, theta, g, mgs[c.name], y, es[c.name], lr, k, last)
+            try:
+                effect[c.name], hy, ys[c.name], es[c.name] = jc_point_step(
+                    task, point, keys, c, theta, g, mgs[c.name], y, es[c.name], lr, k, last,
+                    measure=c.name not in lost)
+            except LossUndefined as exc:  # its error unknown from here; y is on the JC point
+                lost.setdefault(c.name, (k, exc))
+                effect[c.name], hy, ys[c.name], _ = jc_point_step(
+                    task, point, keys, c, theta, g, mgs[c.name], y, None, lr, k, last, False)
             if k:  # the pattern's own JC-only prediction g . y + 1/2 y . H y
                 own[c.name].append(float(tree.dot(g, y)) + 0.5 * float(tree.dot(y, hy)))
             if k == 0 and not last:
@@ -147,8 +154,14 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
         point.release()
         del point
         for c in cands if k else ():
-            cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
-                                             mgs[c.name], effect[c.name], lr, last)
+            try:
+                if c.name in lost:
+                    raise LossUndefined(lost[c.name][1])
+                cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
+                                                 mgs[c.name], effect[c.name], lr, last)
+            except LossUndefined as exc:
+                lost.setdefault(c.name, (k, exc))
+                cor = math.nan
             est = (own[c.name][-1] if records.final_only
                    else float(records.predict(rows_of[c.name], k)[0]))
             errors[c.name].append(abs(cor - est))
@@ -158,7 +171,18 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
                 progress(k, K)
         if not last:
             theta = {n: theta[n] - lr * g[n] for n in theta}
-    return errors, gate_rows, own
+    return errors, gate_rows, own, lost
+
+
+def undefined_note(lost: dict) -> str:
+    """The recommendation's sentence for the patterns whose error estimate's points left the
+    loss's domain (``""`` for none)."""
+    if not lost:
+        return ""
+    parts = [f"{n} from K = {k} ({type(e.args[0] if e.args else e).__name__})"
+             for n, (k, e) in lost.items()]
+    return (" The loss raised at points only the error estimate visits, for " + "; ".join(parts)
+            + ": their errors are unknown from there and they are not certified.")
 
 
 def _order(errors: dict, name) -> float:
@@ -222,7 +246,7 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
         cands.append(PatternCandidate(name, pat, [(i, sorted(pat.fresh(i)))
                                                   for i in range(n) if pat.fresh(i)]))
     engine = choose_engine(task, hvp_method)
-    errors, rows, own = embedded_errors(task, lr, records, cands, engine, seed, progress)
+    errors, rows, own, lost = embedded_errors(task, lr, records, cands, engine, seed, progress)
     if records.final_only:  # the full predictions at K, quadratic term included
         _full_estimates(front, own, n, lambda name: float(records.one_step(
             [[p in as_pattern(name, n).pairs for p in pair_list(n)]], records.iters)[0]))
@@ -250,4 +274,5 @@ def certify_front(task, lr: float, records, front: list[dict], *, hvp_method: st
     gate = bool(rows) and not check_failures(checks) and bool(inside[-1])
     for r in apart:
         r["certified"] = bool(r["certified"] and gate)
-    return check_note(checks) + (edge_note(rows, inside, lr) if rows else ""), own
+    return (check_note(checks) + (edge_note(rows, inside, lr) if rows else "")
+            + undefined_note(lost)), own

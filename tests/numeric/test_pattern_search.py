@@ -167,6 +167,30 @@ def test_search_certifies_its_front_with_advise_errors_and_decisions():
     assert res.cost["pair_run_s"] > 0 and res.cost["plain_pattern_s"] > 0
 
 
+def test_a_front_pattern_whose_pair_point_leaves_the_loss_domain_is_not_certified(monkeypatch):
+    """Where the loss raises at a front pattern's pair point, the certification goes on: that
+    pattern's rows carry NaN errors and no certificate, and the recommendation says so."""
+    from crosscurv.numeric import advice_steps
+
+    task, lr, K = _task(3), 0.05, 4
+    whole = advise(task, lr, K, search="stages")
+    victim = next(r["best"] for r in whole.front[1:] if r["certified"])
+    real = advice_steps.corrected_step
+
+    def fails(engine, task, theta, g, yhat, c, *rest):
+        if c.name == victim:
+            raise advice_steps.LossUndefined(RuntimeError("not positive-definite"))
+        return real(engine, task, theta, g, yhat, c, *rest)
+
+    monkeypatch.setattr(advice_steps, "corrected_step", fails)
+    res = advise(task, lr, K, search="stages")
+    rows = [r for r in res.front if victim in (r["best"], r["runner_up"])]
+    assert rows and not any(r["certified"] for r in rows)
+    assert all(math.isnan(r["error"] if r["best"] == victim else r["runner_up_error"])
+               for r in rows)
+    assert f"for {victim} from K = 1 (RuntimeError)" in res.recommendation
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_local_descent_improves_the_stage_start_to_a_single_pair_local_minimum(seed):
     n = 5
