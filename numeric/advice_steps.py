@@ -32,6 +32,7 @@ from .estimates import propagate, quadratic_from_linear
 from .optimizer_estimates import TangentStep, factor_tree, scaled_direction
 from .optimizers import OptimizerState, direction_jacobian_apply, optimizer_scheme_step
 from .point import PointCurvature
+from .trajectory.runner import outside_domain, raised_text
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
            "step_error", "error_effect", "carried", "jc_point_step", "first_yhat",
@@ -96,8 +97,8 @@ def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: 
     try:
         with torch.no_grad():
             s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-    except UNDEFINED as exc:  # the loss is undefined at the S step's inner points
-        if isinstance(exc, torch.OutOfMemoryError):
+    except Exception as exc:  # the loss is undefined at the S step's inner points
+        if not outside_domain(exc):
             raise
         raise LossUndefined(exc) from exc
     lr2, lr3 = lr * lr, lr ** 3
@@ -167,10 +168,6 @@ class LossUndefined(Exception):
     unknown from there."""
 
 
-#: what a loss raises outside its domain (a shape or type error would also raise at the JC points)
-UNDEFINED = (RuntimeError, ValueError, ArithmeticError)
-
-
 def nan_like(v: Mapping) -> dict:
     """``v``'s tree filled with NaN: a state lost where the loss is undefined."""
     return {n: torch.full_like(x, math.nan) for n, x in v.items()}
@@ -185,8 +182,8 @@ def corrected_step(engine, task, theta: Mapping, g: Mapping, yhat: Mapping, c: P
     try:
         at = engine.point(task.loss, {n: theta[n] + yhat[n] for n in theta})
         gh = at.grad
-    except UNDEFINED as exc:
-        if isinstance(exc, torch.OutOfMemoryError):
+    except Exception as exc:
+        if not outside_domain(exc):
             raise
         raise LossUndefined(exc) from exc
     cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yhat)) + effect
@@ -230,8 +227,7 @@ class PlainSteps:
     def _lose(self, name: str, k: int, exc: Exception) -> None:
         """The candidate's error is unknown from ``k`` on: its states NaN."""
         cause = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
-        first = str(cause).strip().splitlines()[0].split(" (")[0] if str(cause).strip() else ""
-        self.undefined.setdefault(name, (k, f"{type(cause).__name__.lstrip('_')}: {first[:100]}"))
+        self.undefined.setdefault(name, (k, raised_text(cause)))
         self.yhat[name] = nan_like(self.yhat[name])
         if self.error.get(name) is not None:
             self.error[name] = nan_like(self.error[name])

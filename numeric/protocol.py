@@ -44,8 +44,9 @@ needs (the carried vectors, with an optimizer both runs' states and the estimate
 differences, ``q``, the ``||u^j||`` history, ``G``, ``L``).  On the CPU the resumed records are bit
 for bit those of an uninterrupted run.
 
-Divergence: a non-finite loss at iteration ``k`` stops the run with status ``"diverged"`` (every
-record ``1..k-1`` stays on disk); the CLI exits with code 3.
+Divergence: a non-finite loss at iteration ``k``, or a loss that raises there outside its domain
+(a Cholesky factor of a matrix not positive definite), stops the run with status ``"diverged"``
+(every record ``1..k-1`` stays on disk); the CLI exits with code 3.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ from .steps import check_pattern
 from .task import TaskError
 from .threads import computes_with_threads
 from .trajectory import (CHECKPOINT_SECONDS, Diverged, RecordsKind, Run, RunFolder, RunOptions,
-                         SettingsChangedError, check_resume_settings, jsonable, run_settings,
-                         theta_digest, with_threads)
+                         SettingsChangedError, check_resume_settings, jsonable, outside_domain,
+                         raised_text, run_settings, theta_digest, with_threads)
 from .update_rules import PlainRule, UpdateRule, update_rule
 
 __all__ = [
@@ -263,7 +264,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     block-separable optimizer); the estimates of ``k`` (``ctx.estimates``,
     :mod:`crosscurv.numeric.paper_estimates`) read the same quantities under every rule.
     """
-    S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
+    S, rule = ctx.store, ctx.rule
     last = k == ctx.iters
     record: dict = {}
     meas: dict = {}
@@ -281,7 +282,7 @@ def _iteration(ctx: RunContext, k: int) -> None:
     loss_s, gs, gs_norm, force = _s_point(ctx, k, last, meas)
     # -- theta_JC^k --------------------------------------------------------------------------
     theta_j = S.fetch("theta_j")
-    at_j = ctx.engine.point(loss, theta_j)
+    at_j = _point_or_diverged(ctx, k, theta_j, "theta_JC")
     loss_jc = float(at_j.value)
     if not math.isfinite(loss_jc):
         _diverged(k, loss_jc, loss_s)
@@ -316,7 +317,7 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
     the step; ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
     S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     theta_s = S.fetch("theta_s")
-    at_s = ctx.engine.point(loss, theta_s)
+    at_s = _point_or_diverged(ctx, k, theta_s, "theta_S")
     loss_s = float(at_s.value)
     if not math.isfinite(loss_s):
         at_s.release()
@@ -332,7 +333,13 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
     at_s.release()
     del at_s
     if not last:
-        rule.s_step(ctx, k, theta_s, gs, force, meas)
+        try:
+            rule.s_step(ctx, k, theta_s, gs, force, meas)
+        except Exception as exc:  # the S step's inner points left the loss's domain
+            if not outside_domain(exc):
+                raise
+            raise Diverged(k, f"diverged at k={k}: the loss raised inside the S step from "
+                              f"theta_S^k ({raised_text(exc)})") from exc
     del theta_s
     gs = _between_uses(ctx, "gs", gs)
     if force is not None:
@@ -386,6 +393,19 @@ def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: fl
     record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
     ctx.rule.error_columns(ctx, record, meas)
     ctx.emit(k, loss_jc, loss_s, record)
+
+
+def _point_or_diverged(ctx: RunContext, k: int, theta: Mapping, where: str):
+    """The engine's point at ``theta``; a loss that raises there outside its domain at ``k >= 1``
+    (:func:`crosscurv.numeric.trajectory.outside_domain`: the run left it) stops the run as
+    :class:`crosscurv.numeric.trajectory.Diverged`, naming what it raised."""
+    try:
+        return ctx.engine.point(ctx.task.loss, theta)
+    except Exception as exc:
+        if k == 0 or not outside_domain(exc):
+            raise
+        raise Diverged(k, f"diverged at k={k}: the loss raised at {where} "
+                          f"({raised_text(exc)})") from exc
 
 
 def _diverged(k: int, loss_jc: float, loss_s: float):

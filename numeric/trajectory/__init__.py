@@ -9,7 +9,8 @@ extension, settings comparison and records file for every kind of run (``crosscu
 """
 
 from .folder import CHECKPOINT_SECONDS, Cadence, RunFolder
-from .runner import Diverged, Outcome, RecordsKind, Run
+from .runner import (UNDEFINED, Diverged, Outcome, RecordsKind, Run, outside_domain,
+                     raised_text)
 from .settings import (RunOptions, SettingsChangedError, check_resume_settings, first_difference,
                        jsonable, run_settings, theta_digest, with_threads)
 
@@ -18,6 +19,9 @@ __all__ = [
     "Cadence",
     "RunFolder",
     "Diverged",
+    "UNDEFINED",
+    "outside_domain",
+    "raised_text",
     "Outcome",
     "RecordsKind",
     "Run",

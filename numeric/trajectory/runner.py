@@ -45,6 +45,27 @@ class Diverged(Exception):
         self.k = k
 
 
+#: what a loss raises outside its domain (a Cholesky factor of a matrix not positive definite, a
+#: parameter outside a distribution's support); a shape or type error raises at ``theta^0`` already
+UNDEFINED = (RuntimeError, ValueError, ArithmeticError)
+
+
+def outside_domain(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a loss at a point, says the point is outside the loss's domain
+    (:data:`UNDEFINED`, out-of-memory errors excepted)."""
+    import torch
+
+    return isinstance(exc, UNDEFINED) and not isinstance(exc, torch.OutOfMemoryError)
+
+
+def raised_text(exc: BaseException) -> str:
+    """``"LinAlgError: linalg.cholesky: The factorization could not be completed ..."``: the
+    exception's type and the first line of its message, at most 100 characters."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].split(" (")[0] if text else ""
+    return f"{type(exc).__name__.lstrip('_')}: {first[:100]}"
+
+
 @dataclass(frozen=True)
 class RecordsKind:
     """How one kind of record goes to its file: the columns, the rows of one record, and

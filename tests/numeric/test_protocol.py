@@ -191,6 +191,32 @@ def test_divergence_stops_with_a_message_and_keeps_records(tmp_path):
     assert s["status"] == "diverged" and s["diverged_at"] == k and s["records"] == k - 1
 
 
+def test_a_run_that_leaves_the_loss_domain_stops_as_diverged(tmp_path):
+    """A loss that raises outside its domain (as a Cholesky factor of a matrix not positive
+    definite does) where a run leaves it stops that run as a divergence, naming what it raised,
+    with the records before it kept; advise's JC run likewise."""
+    from crosscurv.numeric.advice import advise
+
+    task = _quartic_task()
+    inner = task.loss
+
+    def loss(p):
+        if max(float(v.detach().abs().max()) for v in p.values()) > 50:
+            raise torch.linalg.LinAlgError("linalg.cholesky: the input is not positive-definite")
+        return inner(p)
+
+    task.loss = loss
+    out = str(tmp_path / "run")
+    res = run_protocol(task, gauss_seidel(2), 1.0, 50, out_dir=out)
+    assert res.status == "diverged" and res.exit_code == 3
+    k = res.diverged_at
+    assert res.message.startswith(f"diverged at k={k}: the loss raised ")
+    assert "LinAlgError: linalg.cholesky: the input is not positive-definite" in res.message
+    assert [r["k"] for r in read_records(os.path.join(out, "records.csv"))] == list(range(1, k))
+    adv = advise(task, 1.0, 50, checks=False)
+    assert adv.status == "diverged" and "the loss raised at theta_JC" in adv.message
+
+
 def test_bad_inputs():
     task = tanh_mlp()
     for lr in (0.0, -1.0, float("nan"), float("inf"), "x"):

@@ -56,6 +56,16 @@ def nan_loss():
     t, _ = make()
     return Task(t.params, lambda p: p["x"].sum() * float("nan"), t.blocks)
 
+def leaves_domain():
+    t, _ = make()
+
+    def loss(p):
+        if max(float(v.detach().abs().max()) for v in p.values()) > 20:
+            raise torch.linalg.LinAlgError("linalg.cholesky: the input is not positive-definite")
+        return t.loss(p)
+
+    return Task(t.params, loss, t.blocks)
+
 def wrong_chain():
     from crosscurv.numeric import Chain
     t, settings = make()
@@ -152,6 +162,19 @@ def test_divergence_exit_code_3_keeps_records(capsys, tmp_path, fac):
     s = read_summary(os.path.join(out, "summary.json"))
     assert s["status"] == "diverged"
     assert len(read_records(os.path.join(out, "records.csv"))) == s["diverged_at"] - 1
+
+
+def test_a_run_leaving_the_loss_domain_exits_3_naming_what_the_loss_raised(tmp_path, fac):
+    """Run as users run it (a subprocess): a loss that raises where the run leaves its domain ends
+    the run as a divergence (exit 3, one line naming what it raised), not an internal error."""
+    out = str(tmp_path / "run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "crosscurv", "run", f"{fac}:leaves_domain", "--out", out, "--lr",
+         "3", "--iters", "60"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 3, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("crosscurv: diverged at k=") and "the loss raised" in last
+    assert "LinAlgError" in last and "internal error" not in proc.stderr
 
 
 def test_divergence_json_ends_with_the_last_finite_state_not_metrics(tmp_path, fac):
