@@ -227,7 +227,7 @@ def lever_summary(results, goal: float = 50.0) -> str:
             parts.append(f"{lever}: no safe factor up to {f:g}")
             continue
         low = problems_below(cells, goal)
-        named = ", ".join(low) if len(low) <= 2 else f"{len(low)} problems"
+        named = ", ".join(low) if len(low) <= 2 else f"{len(low)}"
         parts.append(f"{lever} (F = {f:g}) leaves {named or 'none'} below {goal:g}%")
     return "; ".join(parts)
 
