@@ -376,7 +376,9 @@ def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, 
 def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: float, gs,
                     record: dict, meas: dict) -> None:
     """The measured gap of ``k >= 1`` (the segment's interior where the plain difference does not
-    suffice), the error columns, and the record to the runner."""
+    suffice; the plain difference with its rounding where the loss raises inside the segment, a
+    stretch between the two runs that neither visits), the error columns, and the record to the
+    runner."""
     S, loss = ctx.store, ctx.task.loss
     if plain_suffices(loss_s, loss_jc, segment.dtype):
         # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
@@ -385,10 +387,14 @@ def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: fl
         delta = S.fetch("delta")
         segment.add(1.0, _whole(S, "gs", gs), delta)
         theta_jk = S.fetch("theta_jk")
-        segment.interior(loss, theta_jk, delta, lambda q: ctx.engine.gradient(loss, q))
-        del theta_jk
-        measured = segment.result()
-        del delta
+        try:
+            segment.interior(loss, theta_jk, delta, lambda q: ctx.engine.gradient(loss, q))
+            measured = segment.result()
+        except Exception as exc:  # the segment left the loss's domain: the plain difference
+            if not outside_domain(exc):
+                raise
+            measured = (math.nan, math.nan)
+        del theta_jk, delta
     S.park("theta_jk", None)
     record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
     ctx.rule.error_columns(ctx, record, meas)
