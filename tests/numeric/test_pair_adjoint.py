@@ -202,8 +202,10 @@ def _zoo():
 def test_the_sweep_equals_the_forward_states_on_every_zoo_problem(problem):
     """The promise held to every problem of the zoo, beyond it and the fresh ones (at ``eta
     lambda_max = 1``, ``K = 7``): the sweep's ``l^K`` and ``c^K`` are the forward states' to
-    rounding (float64; the float32 round to ``8 K`` float32 roundings of the largest term, the
-    bound of the float32 test below)."""
+    rounding. Float64: fixed bounds. The float32 round: ``8 K`` float32 roundings of the largest
+    term (the bound of the float32 test below), or where the problem amplifies rounding more (a
+    Cholesky factor of an ill-conditioned matrix) 8 times the change of the forward states when
+    ``theta^0`` moves by one float32 rounding, whichever is larger: measured, on the machine."""
     from crosscurv.experiments.problems.zoo import lambda_max0
 
     task = problem.task(0)
@@ -213,8 +215,16 @@ def test_the_sweep_equals_the_forward_states_on_every_zoo_problem(problem):
     lr = 1.0 / lambda_max0(task)
     a, b = pair_run(task, lr, K), pair_adjoint(task, lr, K)
     assert a.status == b.status and a.iters == b.iters
-    tol = ((1e-12, 1e-10, 1e-12) if task.dtype == torch.float64
-           else (8 * K * float(torch.finfo(task.dtype).eps),) * 3)
+    tol = (1e-12, 1e-10, 1e-12)
+    if task.dtype != torch.float64:
+        eps = float(torch.finfo(task.dtype).eps)
+        moved = problem.task(0)
+        moved.params = {n: v * (1 + eps) for n, v in moved.params.items()}
+        c = pair_run(moved, lr, K)
+        sens = [float(np.nanmax(np.abs(x - y)) / max(np.nanmax(np.abs(x)), 1e-300))
+                for x, y in ((a.loss_jc, c.loss_jc), (a.linear[-1], c.linear[-1]),
+                             (a.pair_curvature[-1], c.pair_curvature[-1]))]
+        tol = tuple(max(8 * K * eps, 8 * s) for s in sens)
     np.testing.assert_allclose(b.loss_jc, a.loss_jc, rtol=tol[0])  # routes differ in kernels
     fin = np.isfinite(a.linear[-1])
     scale = np.abs(a.linear[-1][fin]).max()
