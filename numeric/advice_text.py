@@ -120,12 +120,14 @@ def recommendation(rows: Sequence[Mapping], max_segments: int = 6) -> str:
 def check_failures(checks: Sequence[dict]) -> list[str]:
     """The candidates whose one-step series does not converge: the measured one-step gap differs
     from ``eta^2 C_S + eta^3 c3`` by more than the ``eta^3`` term itself (and more than the steps'
-    rounding)."""
+    rounding), or could not be measured (the loss raised outside its domain)."""
     bad = []
     for check in checks:
         for name, c in (check or {}).items():
             m, p2, p3 = c["measured"], c["eta2"], c["eta3"]
-            if math.isfinite(m) and abs(m - p3) > max(abs(p3 - p2), c["floor"]):
+            if not math.isfinite(m):
+                bad.append(f"{name} at k = {c['k']}: the exact step could not be measured ({m})")
+            elif abs(m - p3) > max(abs(p3 - p2), c["floor"]):
                 bad.append(
                     f"{name} at k = {c['k']}: measured {m:.3g}, eta^2 term {p2:.3g}, with "
                     f"eta^3 {p3:.3g}"

@@ -171,8 +171,9 @@ def certify_gap(
 
 
 def first_step_remainders(checks: Sequence[Mapping]) -> dict:
-    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (NaN
-    measurements skipped; ``{}`` without a check); ``inf`` where the expansion does not describe the
+    """``{candidate: |L_S^1 - L_JC^1 - eta^2 C_S|}`` from the one-step check at ``theta^0`` (``{}``
+    without a check); ``inf`` where the step could not be measured (a non-finite measurement: the
+    loss raised outside its domain, or overflowed) and where the expansion does not describe the
     measured step,
 
         min(|m - p_2|, |m - p_3|) > max(|p_2|, |p_3|, floor)
@@ -186,11 +187,13 @@ def first_step_remainders(checks: Sequence[Mapping]) -> dict:
     for chk in checks:
         for n, c in (chk or {}).items():
             m, p2 = c["measured"], c["eta2"]
-            if math.isfinite(m):
-                p3, floor = c.get("eta3", p2), c.get("floor", 0.0)
-                dropped = min(abs(m - p2), abs(m - p3))
-                r = math.inf if dropped > max(abs(p2), abs(p3), floor) else abs(m - p2)
-                out[n] = max(out.get(n, 0.0), r)
+            if not math.isfinite(m):  # the step could not be measured (outside the loss's domain)
+                out[n] = math.inf
+                continue
+            p3, floor = c.get("eta3", p2), c.get("floor", 0.0)
+            dropped = min(abs(m - p2), abs(m - p3))
+            r = math.inf if dropped > max(abs(p2), abs(p3), floor) else abs(m - p2)
+            out[n] = max(out.get(n, 0.0), r)
     return out
 
 
@@ -202,14 +205,12 @@ def first_step_orders(
     L_JC^1`` of the one-step check at ``theta^0`` (``checks``: its ``{candidate: {"measured",
     "eta2", "eta3", "floor"}}``); ``inf`` where neither kept order of Theorem 1 / Lemma 1 describes
     that step (:func:`crosscurv.numeric.certificate.first_step_remainders`: the whole run's advice
-    is withdrawn); NaN measurements skipped, ``{}`` without a check."""
+    is withdrawn, as where the step could not be measured); ``{}`` without a check."""
     withdrawn = first_step_remainders(checks)
     out = {}
     for chk in checks:
         for n, c in (chk or {}).items():
             m, p = float(c["measured"]), float(first_predictions.get(n, math.nan))
-            if not math.isfinite(m):
-                continue
             r = math.inf if math.isinf(withdrawn.get(n, 0.0)) else abs(m - p)
             out[n] = max(out.get(n, 0.0), r)
     return out

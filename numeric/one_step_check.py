@@ -11,17 +11,23 @@ For each named pattern ``S`` (JC skipped):
 * ``floor = 2 eps sum_i |g_i| |theta_i|``, the rounding of the two steps' coordinates as the loss
   sees them.
 
+``measured`` is NaN where the loss raises outside its domain at the ``S`` step or between the two
+steps (:func:`crosscurv.numeric.trajectory.outside_domain`): the check then says nothing of it.
+
 advise runs it at ``theta^0`` before its trajectory, the pattern search when it certifies; the
 rows are read by :func:`crosscurv.numeric.advice_text.check_failures`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping
 
 import torch
 
 from crosscurv.theory.patterns import DelayPattern
+
+from .trajectory.runner import outside_domain
 
 __all__ = ["one_step_check"]
 
@@ -45,10 +51,16 @@ def one_step_check(task, named: Iterable[tuple[str, DelayPattern]], theta: Mappi
     for name, p in named:
         if p.is_jacobi:
             continue
-        with torch.no_grad():
-            s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
+        try:
+            with torch.no_grad():
+                s_step = scheme_step(task, theta, p, lr, grad_at_params=g)
+            measured = loss_gap(task, s_step, jc)
+        except Exception as exc:  # a step (or the segment between them) outside the loss's domain
+            if not outside_domain(exc):
+                raise
+            measured = math.nan
         coef = one_step_coefficients(task, theta, p, g=g, method=method)
         eta2 = lr * lr * coef[2]
-        out[name] = {"k": k, "measured": loss_gap(task, s_step, jc), "eta2": eta2,
+        out[name] = {"k": k, "measured": measured, "eta2": eta2,
                      "eta3": eta2 + lr**3 * coef[3], "c3": coef[3], "floor": floor}
     return out

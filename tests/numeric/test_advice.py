@@ -408,3 +408,34 @@ def test_advise_goes_on_where_the_loss_is_undefined_at_a_pairs_point(monkeypatch
     assert not any(r["certified"] for r in rows if r["k"] >= 6)
     assert all(math.isfinite(r["errors"][n]) for r in rows for n in r["errors"] if n != "gs")
     assert "for gs from K = 6 (RuntimeError: not positive-definite)" in adv.recommendation
+
+
+def test_a_first_step_outside_the_loss_domain_leaves_the_check_silent(monkeypatch):
+    """Where the loss raises at a candidate's exact first step (outside its domain), the one-step
+    check measures nothing for it (NaN) instead of stopping advise, which certifies nothing of it
+    and says why; a bug still propagates."""
+    from crosscurv.numeric import steps
+
+    real = steps.scheme_step
+
+    def raises(task, theta, pattern, lr, **kw):
+        if not pattern.is_jacobi:
+            raise torch.linalg.LinAlgError("linalg.cholesky: the input is not positive-definite")
+        return real(task, theta, pattern, lr, **kw)
+
+    monkeypatch.setattr(steps, "scheme_step", raises)
+    from crosscurv.numeric.one_step_check import one_step_check
+
+    task = _quadratic()
+    rows = one_step_check(task, [("gs", as_pattern("gs", 3))], tree.clone(task.params), 0.5)
+    assert math.isnan(rows["gs"]["measured"]) and math.isfinite(rows["gs"]["eta2"])
+    adv = advise(task, 0.5, 5)  # every exact S step raises: nothing measured, nothing certified
+    assert adv.status == "complete" and not any(r["certified"] for r in adv.per_iteration)
+    assert "gs at k = 0: the exact step could not be measured (nan)" in adv.recommendation
+
+    def bug(*a, **kw):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(steps, "scheme_step", bug)
+    with pytest.raises(KeyError):
+        one_step_check(task, [("gs", as_pattern("gs", 3))], tree.clone(task.params), 0.5)

@@ -222,7 +222,8 @@ def test_a_first_step_the_expansion_does_not_describe_withdraws_the_advice_at_ev
 def test_the_first_step_term_is_the_certified_predictions_own_measured_error():
     """For k <= 3 advise's first dropped order is |L_S^1 - L_JC^1 - estimate_S^1| (the JC-only
     estimate it certifies, measured at the first step), not the remainder of eta^2 C_S (another
-    prediction); a first step neither kept order describes still withdraws every k."""
+    prediction); a first step neither kept order describes, or none could measure, withdraws every
+    k."""
     from crosscurv.numeric.certificate import first_step_orders
 
     # deep_linear-like numbers: eta^2 C_S misses the step by 2.5e-4, the estimate by 1.8e-5
@@ -230,7 +231,9 @@ def test_the_first_step_term_is_the_certified_predictions_own_measured_error():
     bad = {"measured": 3.2e-7, "eta2": 4.39e-8, "eta3": 4.33e-8, "floor": 1.0e-7}
     first = first_step_orders([{"gs": good, "chain": bad}], {"gs": -1.018e-3, "chain": 4.4e-8})
     assert first["gs"] == pytest.approx(1.8e-5) and math.isinf(first["chain"])
-    assert first_step_orders([{"gs": {**good, "measured": math.nan}}], {"gs": 0.0}) == {}
+    # a step that could not be measured (the loss raised outside its domain) withdraws every k
+    unmeasured = first_step_orders([{"gs": {**good, "measured": math.nan}}], {"gs": 0.0})
+    assert math.isinf(unmeasured["gs"])
     errs = [{"jc": 0.0, "gs": 1e-6, "chain": 1e-6}] * 3
     early = advice_next_orders(errs, first, 2)
     assert early["gs"] == pytest.approx(1.8e-5) and math.isinf(early["chain"])
