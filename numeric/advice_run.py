@@ -19,7 +19,7 @@ from . import tree
 from .error_estimates import in_regime, regime_so_far
 from .estimates import init_power_vector, power_step, solve_extremes
 from .records import atomic_write_text, format_row, read_text
-from .trajectory import Diverged, RecordsKind, Run, outside_domain, raised_text
+from .trajectory import Diverged, RecordsKind, Run, diverged_outside_domain
 
 __all__ = ["COLUMNS", "AdviceRun", "advice_records", "read_advice_records", "inside_regime"]
 
@@ -152,13 +152,8 @@ class AdviceRun:
         """The candidates' predictions at ``theta_JC^k`` (the row of ``k >= 1``) and, unless ``k =
         K``, the JC step."""
         last = k == run.iters
-        try:
+        with diverged_outside_domain(k, "at theta_JC", initial=k == 0):
             point = self.engine.point(self.task.loss, self.theta)
-        except Exception as exc:  # the JC run left the loss's domain
-            if k == 0 or not outside_domain(exc):
-                raise
-            raise Diverged(k, f"diverged at k={k}: the loss raised at theta_JC "
-                              f"({raised_text(exc)})") from exc
         loss_jc = float(point.value)
         if not math.isfinite(loss_jc):
             raise Diverged(k, f"diverged at k={k}: loss_jc = {loss_jc}")

@@ -20,6 +20,7 @@ The interface :func:`crosscurv.numeric.advice.advise` calls, in this order each 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -94,13 +95,8 @@ def step_error(task, theta: Mapping, point, keys: list, c: PatternCandidate, g: 
     a quadratic ``r`` is zero)."""
     from .steps import scheme_step
 
-    try:
-        with torch.no_grad():
-            s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
-    except Exception as exc:  # the loss is undefined at the S step's inner points
-        if not outside_domain(exc):
-            raise
-        raise LossUndefined(exc) from exc
+    with loss_defined(), torch.no_grad():  # the S step's inner points may leave the domain
+        s1 = scheme_step(task, theta, c.pattern, lr, grad_at_params=g)
     lr2, lr3 = lr * lr, lr ** 3
     e = {n: (s1[n] - (theta[n] - lr * g[n])) - lr2 * mg[n] for n in g}
     # M_S (M_S g): M_S g lives on the blocks that read a fresh block, so only chains i <- j <- l
@@ -135,11 +131,13 @@ def carried(e: Mapping | None, he: Mapping | None, r: Mapping | None, lr: float)
 
 def jc_point_step(task, point, keys: list, c: PatternCandidate, theta: Mapping, g: Mapping,
                   mg: Mapping, y: Mapping, e: Mapping | None, lr: float, k: int, last: bool,
-                  measure: bool = True) -> tuple:
+                  measure: bool = True, lost=None) -> tuple:
     """One candidate's states at ``theta_JC^k``: ``(P(y + e) - P(y), H y, y_{k+1}, e_{k+1})`` with
     ``y_{k+1} = (I - eta H) y + eta^2 M_S g`` and ``e_{k+1}`` :func:`carried` with the measured
     :func:`step_error` (``e`` unchanged where ``measure`` is false; ``y``, ``e`` unchanged at the
-    ``last`` iteration). ``mg``: ``M_S g`` at ``point``."""
+    ``last`` iteration). ``mg``: ``M_S g`` at ``point``. ``lost(exc)``: called where the exact
+    step leaves the loss's domain (:class:`LossUndefined`), ``e_{k+1}`` then NaN (or ``None``);
+    without it the exception propagates."""
     he = None
     if k >= 1 and e is not None:
         effect, hy, he = error_effect(point, g, y, e)
@@ -150,7 +148,14 @@ def jc_point_step(task, point, keys: list, c: PatternCandidate, theta: Mapping, 
     yn = propagate(y, hy, None, lr)
     yn = {n: yn[n] + lr * lr * mg[n] for n in yn}
     if measure:
-        e = carried(e, he, step_error(task, theta, point, keys, c, g, mg, lr), lr)
+        try:
+            r = step_error(task, theta, point, keys, c, g, mg, lr)
+        except LossUndefined as exc:
+            if lost is None:
+                raise
+            lost(exc)
+            return effect, hy, yn, None if e is None else nan_like(e)
+        e = carried(e, he, r, lr)
     return effect, hy, yn, e
 
 
@@ -168,6 +173,19 @@ class LossUndefined(Exception):
     unknown from there."""
 
 
+@contextmanager
+def loss_defined():
+    """Inside it, a loss that raises outside its domain
+    (:func:`crosscurv.numeric.trajectory.outside_domain`) raises :class:`LossUndefined` instead;
+    other errors propagate."""
+    try:
+        yield
+    except Exception as exc:
+        if not outside_domain(exc):
+            raise
+        raise LossUndefined(exc) from exc
+
+
 def nan_like(v: Mapping) -> dict:
     """``v``'s tree filled with NaN: a state lost where the loss is undefined."""
     return {n: torch.full_like(x, math.nan) for n, x in v.items()}
@@ -179,13 +197,9 @@ def corrected_step(engine, task, theta: Mapping, g: Mapping, yhat: Mapping, c: P
     member ``1/2 (g + g(theta_hat)) . yhat`` completed by the carried error's ``effect``, and
     ``yhat``'s step (``yhat`` itself at the ``last`` iteration). ``mg``: ``M_S g`` at
     ``theta_JC^k``. :class:`LossUndefined` where the loss raises at ``theta_hat``."""
-    try:
+    with loss_defined():
         at = engine.point(task.loss, {n: theta[n] + yhat[n] for n in theta})
         gh = at.grad
-    except Exception as exc:
-        if not outside_domain(exc):
-            raise
-        raise LossUndefined(exc) from exc
     cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yhat)) + effect
     if not last:
         u = masked(at, c, keys, {n: gh[n] - lr * mg[n] for n in g})
@@ -273,15 +287,10 @@ class PlainSteps:
             mg = mgs[c.name] = masked_from_columns(c, keys, cols, g)
             one = lr2 * float(tree.dot(g, mg))
             y = ys[c.name]
-            try:
-                effects[c.name], hy, ys[c.name], self.error[c.name] = jc_point_step(
-                    task, point, keys, c, theta, g, mg, y, self.error.get(c.name), lr, k, last,
-                    measure=c.name not in self.withdrawn and c.name not in self.undefined)
-            except LossUndefined as exc:  # y's step is on the JC point: redone without e
-                self._lose(c.name, k, exc)
-                effects[c.name], hy, ys[c.name], _ = jc_point_step(
-                    task, point, keys, c, theta, g, mg, y, None, lr, k, last, measure=False)
-                effects[c.name] = math.nan
+            effects[c.name], hy, ys[c.name], self.error[c.name] = jc_point_step(
+                task, point, keys, c, theta, g, mg, y, self.error.get(c.name), lr, k, last,
+                measure=c.name not in self.withdrawn and c.name not in self.undefined,
+                lost=lambda exc, n=c.name: self._lose(n, k, exc))
             est = float(quadratic_from_linear(tree.dot(g, y), y, hy)) if k else 0.0
             vals[c.name] = (est, one)
             if k == 0 and not last:  # yhat_0 = 0: theta_hat is theta_JC^0

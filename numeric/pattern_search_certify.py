@@ -139,14 +139,9 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
         effect: dict = {}
         for c in cands:  # P(y + e) - P(y) and both states' steps, as advise's
             y = ys[c.name]
-            try:
-                effect[c.name], hy, ys[c.name], es[c.name] = jc_point_step(
-                    task, point, keys, c, theta, g, mgs[c.name], y, es[c.name], lr, k, last,
-                    measure=c.name not in lost)
-            except LossUndefined as exc:  # its error unknown from here; y is on the JC point
-                lost.setdefault(c.name, (k, exc))
-                effect[c.name], hy, ys[c.name], _ = jc_point_step(
-                    task, point, keys, c, theta, g, mgs[c.name], y, None, lr, k, last, False)
+            effect[c.name], hy, ys[c.name], es[c.name] = jc_point_step(
+                task, point, keys, c, theta, g, mgs[c.name], y, es[c.name], lr, k, last,
+                measure=c.name not in lost, lost=lambda exc, n=c.name: lost.setdefault(n, (k, exc)))
             if k:  # the pattern's own JC-only prediction g . y + 1/2 y . H y
                 own[c.name].append(float(tree.dot(g, y)) + 0.5 * float(tree.dot(y, hy)))
             if k == 0 and not last:

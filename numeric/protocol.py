@@ -44,9 +44,8 @@ needs (the carried vectors, with an optimizer both runs' states and the estimate
 differences, ``q``, the ``||u^j||`` history, ``G``, ``L``).  On the CPU the resumed records are bit
 for bit those of an uninterrupted run.
 
-Divergence: a non-finite loss at iteration ``k``, or a loss that raises there outside its domain
-(a Cholesky factor of a matrix not positive definite), stops the run with status ``"diverged"``
-(every record ``1..k-1`` stays on disk); the CLI exits with code 3.
+Divergence: a non-finite loss at iteration ``k``, or one raising outside its domain there, stops the
+run with status ``"diverged"`` (records ``1..k-1`` stay on disk); the CLI exits with code 3.
 """
 
 from __future__ import annotations
@@ -78,8 +77,8 @@ from .steps import check_pattern
 from .task import TaskError
 from .threads import computes_with_threads
 from .trajectory import (CHECKPOINT_SECONDS, Diverged, RecordsKind, Run, RunFolder, RunOptions,
-                         SettingsChangedError, check_resume_settings, jsonable, outside_domain,
-                         raised_text, run_settings, theta_digest, with_threads)
+                         SettingsChangedError, check_resume_settings, diverged_outside_domain,
+                         jsonable, outside_domain, run_settings, theta_digest, with_threads)
 from .update_rules import PlainRule, UpdateRule, update_rule
 
 __all__ = [
@@ -282,7 +281,8 @@ def _iteration(ctx: RunContext, k: int) -> None:
     loss_s, gs, gs_norm, force = _s_point(ctx, k, last, meas)
     # -- theta_JC^k --------------------------------------------------------------------------
     theta_j = S.fetch("theta_j")
-    at_j = _point_or_diverged(ctx, k, theta_j, "theta_JC")
+    with diverged_outside_domain(k, "at theta_JC", initial=k == 0):
+        at_j = ctx.engine.point(ctx.task.loss, theta_j)
     loss_jc = float(at_j.value)
     if not math.isfinite(loss_jc):
         _diverged(k, loss_jc, loss_s)
@@ -317,7 +317,8 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
     the step; ``g_S^k`` and the forcing are returned as :func:`_between_uses` keeps them."""
     S, loss, rule = ctx.store, ctx.task.loss, ctx.rule
     theta_s = S.fetch("theta_s")
-    at_s = _point_or_diverged(ctx, k, theta_s, "theta_S")
+    with diverged_outside_domain(k, "at theta_S", initial=k == 0):
+        at_s = ctx.engine.point(loss, theta_s)
     loss_s = float(at_s.value)
     if not math.isfinite(loss_s):
         at_s.release()
@@ -333,13 +334,8 @@ def _s_point(ctx: RunContext, k: int, last: bool, meas: dict):
     at_s.release()
     del at_s
     if not last:
-        try:
+        with diverged_outside_domain(k, "inside the S step from theta_S^k"):
             rule.s_step(ctx, k, theta_s, gs, force, meas)
-        except Exception as exc:  # the S step's inner points left the loss's domain
-            if not outside_domain(exc):
-                raise
-            raise Diverged(k, f"diverged at k={k}: the loss raised inside the S step from "
-                              f"theta_S^k ({raised_text(exc)})") from exc
     del theta_s
     gs = _between_uses(ctx, "gs", gs)
     if force is not None:
@@ -376,9 +372,7 @@ def _jc_products(ctx: RunContext, k: int, last: bool, at_j, theta_j, named, gs, 
 def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: float, gs,
                     record: dict, meas: dict) -> None:
     """The measured gap of ``k >= 1`` (the segment's interior where the plain difference does not
-    suffice; the plain difference with its rounding where the loss raises inside the segment, a
-    stretch between the two runs that neither visits), the error columns, and the record to the
-    runner."""
+    suffice, and the loss is defined along it), the error columns, and the record to the runner."""
     S, loss = ctx.store, ctx.task.loss
     if plain_suffices(loss_s, loss_jc, segment.dtype):
         # far apart: the plain difference alone (crosscurv.numeric.gap.reconcile)
@@ -399,19 +393,6 @@ def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: fl
     record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
     ctx.rule.error_columns(ctx, record, meas)
     ctx.emit(k, loss_jc, loss_s, record)
-
-
-def _point_or_diverged(ctx: RunContext, k: int, theta: Mapping, where: str):
-    """The engine's point at ``theta``; a loss that raises there outside its domain at ``k >= 1``
-    (:func:`crosscurv.numeric.trajectory.outside_domain`: the run left it) stops the run as
-    :class:`crosscurv.numeric.trajectory.Diverged`, naming what it raised."""
-    try:
-        return ctx.engine.point(ctx.task.loss, theta)
-    except Exception as exc:
-        if k == 0 or not outside_domain(exc):
-            raise
-        raise Diverged(k, f"diverged at k={k}: the loss raised at {where} "
-                          f"({raised_text(exc)})") from exc
 
 
 def _diverged(k: int, loss_jc: float, loss_s: float):

@@ -9,8 +9,8 @@ extension, settings comparison and records file for every kind of run (``crosscu
 """
 
 from .folder import CHECKPOINT_SECONDS, Cadence, RunFolder
-from .runner import (UNDEFINED, Diverged, Outcome, RecordsKind, Run, outside_domain,
-                     raised_text)
+from .runner import (UNDEFINED, Diverged, Outcome, RecordsKind, Run, diverged_outside_domain,
+                     outside_domain, raised_text)
 from .settings import (RunOptions, SettingsChangedError, check_resume_settings, first_difference,
                        jsonable, run_settings, theta_digest, with_threads)
 
@@ -19,6 +19,7 @@ __all__ = [
     "Cadence",
     "RunFolder",
     "Diverged",
+    "diverged_outside_domain",
     "UNDEFINED",
     "outside_domain",
     "raised_text",

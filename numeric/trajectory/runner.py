@@ -28,6 +28,7 @@ none at that stage).
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -64,6 +65,21 @@ def raised_text(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0].split(" (")[0] if text else ""
     return f"{type(exc).__name__.lstrip('_')}: {first[:100]}"
+
+
+@contextmanager
+def diverged_outside_domain(k: int, where: str, initial: bool = False):
+    """Inside it, a loss that raises outside its domain (:func:`outside_domain`) stops the run at
+    ``k`` as :class:`Diverged`, ``"diverged at k=K: the loss raised WHERE (what it raised)"``;
+    ``initial``: the point is ``theta^0``, where the error propagates (the task is at fault, not the
+    run); other errors propagate."""
+    try:
+        yield
+    except Exception as exc:
+        if initial or not outside_domain(exc):
+            raise
+        raise Diverged(k, f"diverged at k={k}: the loss raised {where} "
+                          f"({raised_text(exc)})") from exc
 
 
 @dataclass(frozen=True)
