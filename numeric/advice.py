@@ -36,8 +36,8 @@ member::
 with ``P(y + e) - P(y) = g_JC^k . e + y . H_JC^k e + 1/2 e . H_JC^k e`` (per candidate and
 iteration one scheme step, one ``M_S`` product per fresh block and one more product).
 ``e`` is not carried where the one-step check finds the first step outside the expansion (nothing
-is certified then), nor where ``|g . r|`` is within the rounding of the two steps' coordinates
-(float32 steps; on a quadratic ``r`` is of order ``eta^4``). On a quadratic loss ``corrected`` is
+is certified then), nor where every coordinate of ``r`` is within the rounding of the two steps'
+coordinates (on a quadratic ``r`` is of order ``eta^4``). On a quadratic loss ``corrected`` is
 exact up to ``O(eta^3)`` per step and ``error`` is the error of the JC-only estimate to leading
 order (``tests/numeric/test_advice.py``); elsewhere it is an estimate of the first neglected terms,
 not a bound (docs/advise.md).

@@ -100,3 +100,21 @@ def test_the_problems_beyond_the_zoo_have_cross_curvature(name):
     v = {k: (g[k] if k in keys[0] else torch.zeros_like(g[k])) for k in g}
     hv = hvp(task.loss, task.params, v)
     assert any(float(hv[k].abs().max()) > 0 for k in keys[1])
+
+
+def test_a_step_error_orthogonal_to_the_gradient_is_carried():
+    """A LoRA adapter at ``B = 0``: ``A``'s gradient vanishes, so the first ``gs:B,A`` step's
+    local error lies in ``A`` alone and ``g . r`` is exactly 0; it is still far above the steps'
+    rounding and moves every later iterate, so it is kept."""
+    task = zoo_problem("lora_adapter32").task(0)
+    lr = 1.0 / lambda_max0(task)
+    theta = tree.clone(task.params)
+    _, g = grad(task.loss, theta)
+    assert float(g["A"].abs().max()) == 0.0
+    c = _candidate(task, "gs:B,A")
+    keys = block_keys(task)
+    mg = masked(_Point(task, theta), c, keys, g)
+    r = step_error(task, theta, _Point(task, theta), keys, c, g, mg, lr)
+    assert r is not None
+    assert float(tree.dot(g, r)) == 0.0
+    assert float(r["A"].norm()) > 0.05 * float(tree.norm(theta))  # 9%: far above rounding

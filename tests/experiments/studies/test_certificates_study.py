@@ -381,14 +381,13 @@ def test_a_first_step_error_that_persists_keeps_advise_from_a_wrong_certificate(
     assert all(abs(a) / 1.6 < r["errors"]["gs"] < 1.6 * abs(a) for a, r in zip(actual, rows))
 
 
-@pytest.mark.xfail(strict=True, reason="a known failure (docs/error_estimates.md)")
 def test_a_lora_adapter_started_at_b_zero_near_the_edge_is_certified_right():
     """The seventh fresh round's LoRA adapter (float32, ``B = 0`` at ``theta^0``), seed 0 at
-    ``1 / lambda_max``: Theorem 1's term of ``gs:B,A`` is exactly 0 at the first step while the
-    measured gap is 14% of the loss, the run reaches ``eta * sharpness = 1.57``, and from ``k =
-    6`` the JC-only estimate and the pair's other member stay within ``1e-3`` of each other while
-    both miss the measured gap by up to 46% of it; advise certifies ``gs`` at ``k = 37..42`` where
-    ``gs:B,A`` is lower. Strict: the day the certificate is right here, this test says so."""
+    ``1 / lambda_max``: ``A``'s gradient vanishes at the first step, so the first ``gs:B,A`` step's
+    local error (36% of the first step's difference, all in ``A``) is orthogonal to ``g``. Judged
+    by ``g . r`` it was dropped as rounding; the JC-only estimate and the pair's other member then
+    stayed within ``1e-3`` of each other while both missed the measured gap by up to 46% of it,
+    and advise certified ``gs`` at ``k = 37..42``, where ``gs:B,A`` is lower."""
     from crosscurv.experiments.studies.certificates_report import advice_counts
     from crosscurv.experiments.studies.zoo_runs import zoo_run
     from crosscurv.numeric.certificate import SAFETY
@@ -396,6 +395,7 @@ def test_a_lora_adapter_started_at_b_zero_near_the_edge_is_certified_right():
     run = zoo_run(zoo_problem("lora_adapter32"), 1.0, 0, 45)
     a = advice_counts(run, SAFETY)
     assert a["right"] == a["certified"], a["wrong_k"]
+    assert a["certified"] >= 20  # of 45 decided: the error carried costs some, not all (25)
 
 
 def test_local_errors_measured_along_the_run_keep_advise_from_a_wrong_certificate():
