@@ -326,10 +326,11 @@ BEYOND = tuple(
 
 
 def _fresh() -> tuple:
-    from crosscurv.experiments.problems import fresh, fresh_float32, fresh_fits, fresh_models
+    from crosscurv.experiments.problems import (fresh, fresh_float32, fresh_fits, fresh_models,
+                                                fresh_starts)
 
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
-                 for m in (fresh, fresh_fits, fresh_models, fresh_float32)
+                 for m in (fresh, fresh_fits, fresh_models, fresh_float32, fresh_starts)
                  for n in m.__all__)
 
 
@@ -337,7 +338,9 @@ def _fresh() -> tuple:
 #: to test it (:mod:`crosscurv.experiments.problems.fresh`,
 #: :mod:`crosscurv.experiments.problems.fresh_fits`,
 #: :mod:`crosscurv.experiments.problems.fresh_models`,
-#: :mod:`crosscurv.experiments.problems.fresh_float32`: in float32, the others in float64).
+#: :mod:`crosscurv.experiments.problems.fresh_float32`: in float32, the others in float64;
+#: :mod:`crosscurv.experiments.problems.fresh_starts`: starts where a block's gradient vanishes,
+#: half in float32).
 FRESH = _fresh()
 
 

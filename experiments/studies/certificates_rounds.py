@@ -19,6 +19,8 @@ ROUNDS = (
      "factor, the rule unchanged since"),
     ("crosscurv.experiments.problems.fresh_float32", "round 7, in float32 (every other problem "
      "is float64), defined after round 6, the rule unchanged"),
+    ("crosscurv.experiments.problems.fresh_starts", "round 8, starts where a block's gradient "
+     "vanishes (half in float32), defined after round 7's failure was fixed"),
 )
 
 
