@@ -438,3 +438,19 @@ def test_the_pattern_search_carries_the_local_errors_as_advise_does():
     assert got["gs:1,2"] == pytest.approx(
         abs(last["corrected"]["gs:1,2"] - last["estimates"]["gs:1,2"]), rel=1e-12)
     assert got["gs:1,2"] > 5e-6  # the uncompleted pair: about 1e-7
+
+
+def test_a_residual_adapter_started_at_u_zero_is_certified_right():
+    """The eighth fresh round's residual adapter ``x + U tanh(D x)`` (float32, ``U = 0``), seed 0
+    at ``1 / lambda_max``: ``D``'s gradient vanishes at ``theta^0``, as ``A``'s does in a LoRA
+    adapter. With local errors judged by ``g . r`` (the rule before this round) advise certified
+    the wrong scheme from ``k = 39`` on; kept unless every coordinate is rounding, every certified
+    iteration is right."""
+    from crosscurv.experiments.studies.certificates_report import advice_counts
+    from crosscurv.experiments.studies.zoo_runs import zoo_run
+    from crosscurv.numeric.certificate import SAFETY
+
+    run = zoo_run(zoo_problem("adapter_residual32"), 1.0, 0, 60)
+    a = advice_counts(run, SAFETY)
+    assert a["right"] == a["certified"], a["wrong_k"]
+    assert a["certified"] >= 0.5 * a["decided_inside"] > 0, a
