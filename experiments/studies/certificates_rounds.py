@@ -21,6 +21,8 @@ ROUNDS = (
      "is float64), defined after round 6, the rule unchanged"),
     ("crosscurv.experiments.problems.fresh_starts", "round 8, starts where a block's gradient "
      "vanishes (half in float32), defined after round 7's failure was fixed"),
+    ("crosscurv.experiments.problems.fresh_structures", "round 9, kinds no earlier round has "
+     "(three in float32), defined after round 8's results, the rule unchanged"),
 )
 
 
