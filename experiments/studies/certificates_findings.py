@@ -243,11 +243,12 @@ def _below_clause(low: list, tops: list, most: int = 8) -> str:
     ranked = sorted(low)
     text = ", ".join(f"{p} {c:.1f}%" for c, p in ranked[:most])
     if len(ranked) > most:
-        text += f" and {len(ranked) - most} more (table below)"
+        text += f" and {len(ranked) - most} more"
     causes = sorted({t for t, _ in tops})
     shares = [x for _, x in tops]
     if len(causes) == 1:
-        return text + f"; main cause of each: {causes[0]} ({min(shares):.0f}-{max(shares):.0f}%)"
+        text += f"; main cause of each: {causes[0]} ({min(shares):.0f}-{max(shares):.0f}%)"
+        return text + (" (table below)" if len(ranked) > most else "")
     return text + "; main causes: " + ", ".join(causes) + " (table below)"
 
 
