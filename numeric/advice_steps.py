@@ -37,7 +37,8 @@ from .trajectory.runner import outside_domain, raised_text
 
 __all__ = ["PatternCandidate", "column_products", "column_sources", "masked_from_columns", "masked",
            "step_error", "error_effect", "carried", "jc_point_step", "first_yhat",
-           "corrected_step", "LossUndefined", "PlainSteps", "OptimizerSteps", "advice_steps"]
+           "corrected_step", "pair_error", "LossUndefined", "PlainSteps", "OptimizerSteps",
+           "advice_steps"]
 
 
 @dataclass
@@ -193,22 +194,44 @@ def nan_like(v: Mapping) -> dict:
     return {n: torch.full_like(x, math.nan) for n, x in v.items()}
 
 
-def corrected_step(engine, task, theta: Mapping, g: Mapping, yhat: Mapping, c: PatternCandidate,
-                   keys: list, mg: Mapping, effect: float, lr: float, last: bool) -> tuple:
-    """``(corrected^k, yhat_{k+1})`` at ``theta_hat = theta_JC^k + yhat_k``: the pair's other
-    member ``1/2 (g + g(theta_hat)) . yhat`` completed by the carried error's ``effect``, and
-    ``yhat``'s step (``yhat`` itself at the ``last`` iteration). ``mg``: ``M_S g`` at
-    ``theta_JC^k``. :class:`LossUndefined` where the loss raises at ``theta_hat``."""
+def corrected_step(engine, task, theta: Mapping, loss_jc: float, g: Mapping, yhat: Mapping,
+                   e: Mapping | None, effect: float, c: PatternCandidate, keys: list, mg: Mapping,
+                   lr: float, last: bool) -> tuple:
+    """``(exact^k, trapezoid^k, yhat_{k+1})``: two read-outs of the pair's other member, the loss
+    difference at its estimate ``theta_JC^k + yhat_k + e_k`` of ``theta_S^k`` (``e`` ``None``:
+    0), and ``yhat``'s step at ``theta_hat = theta_JC^k + yhat_k`` (``yhat`` itself at the
+    ``last`` iteration):
+
+    * ``exact^k = L(theta_JC^k + yhat_k + e_k) - L(theta_JC^k)`` (``loss_jc``: ``L(theta_JC^k)``);
+    * ``trapezoid^k = 1/2 (g + g(theta_hat)) . yhat_k + effect``, the trapezoid rule along
+      ``theta_JC^k -> theta_hat`` and the carried error's ``effect`` ``P(y + e) - P(y)`` on the
+      quadratic model at ``theta_JC^k``.
+
+    ``mg``: ``M_S g`` at ``theta_JC^k``. :class:`LossUndefined` where the loss raises at either
+    point."""
     with loss_defined():
         at = engine.point(task.loss, {n: theta[n] + yhat[n] for n in theta})
+        if e is None:
+            far = at.value
+        else:
+            with torch.no_grad():
+                far = task.loss({n: theta[n] + yhat[n] + e[n] for n in theta})
         gh = at.grad
-    cor = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yhat)) + effect
+    exact = float(far) - loss_jc
+    trapezoid = float(0.5 * tree.dot({n: g[n] + gh[n] for n in g}, yhat)) + effect
     if not last:
         u = masked(at, c, keys, {n: gh[n] - lr * mg[n] for n in g})
         yhat = {n: yhat[n] - lr * (gh[n] - g[n]) + lr * lr * u[n] for n in yhat}
         del u
     at.release()
-    return cor, yhat
+    return exact, trapezoid, yhat
+
+
+def pair_error(estimate: float, exact: float, trapezoid: float) -> float:
+    """The embedded error of ``estimate``: its larger distance to the pair's two read-outs (the two
+    agree to second order along the segment; where the ``S`` run is far from the JC run either
+    can miss the gap, and a certificate needs the pair's error to cover it)."""
+    return max(abs(exact - estimate), abs(trapezoid - estimate))
 
 
 class PlainSteps:
@@ -283,6 +306,8 @@ class PlainSteps:
         vals: dict = {jc_name: (0.0, 0.0, 0.0, 0.0)}
         mgs: dict = {}
         effects: dict = {}
+        es = dict(self.error)  # e_k, read out at theta_hat below
+        loss_jc = float(point.value)
         # at theta_JC^k: M_S g (shared columns), H y, the JC-only estimate and y's step; the carried
         # error e, its effect on the estimate P(y + e) - P(y) and its step
         for c in active:
@@ -310,12 +335,13 @@ class PlainSteps:
                 vals[c.name] = (est, math.nan, math.nan, one)
                 continue
             try:
-                cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
-                                                 mgs[c.name], effects[c.name], lr, last)
+                cor, trap, yh[c.name] = corrected_step(
+                    engine, task, theta, loss_jc, g, yh[c.name], es.get(c.name), effects[c.name],
+                    c, keys, mgs[c.name], lr, last)
             except LossUndefined as exc:
                 self._lose(c.name, k, exc)
-                cor = math.nan
-            vals[c.name] = (est, abs(cor - est), cor, one)
+                cor = trap = math.nan
+            vals[c.name] = (est, pair_error(est, cor, trap), cor, one)
         return vals
 
     def step(self, task, theta: Mapping, g: Mapping, lr: float) -> dict:

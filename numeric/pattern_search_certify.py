@@ -12,12 +12,14 @@ runner-up ``R`` by their JC-only predictions ``estimate^K`` (per-pair sums,
       yhat_0 = 0,  yhat_1 = eta^2 M_S (g_JC^0 - eta M_S g_JC^0),
       yhat_{k+1} = yhat_k - eta (g(theta_hat^k) - g_JC^k)
                    + eta^2 M_S(theta_hat^k) (g(theta_hat^k) - eta M_S(theta_JC^k) g_JC^k),
-      error_S^k = |1/2 (g_JC^k + g(theta_hat^k)) . yhat_k + P(y_k + e_k) - P(y_k)
-                   - estimate_S^k|,
+      error_S^k = max(|L(theta_hat^k + e_k) - L(theta_JC^k) - estimate_S^k|,
+                      |1/2 (g_JC^k + g(theta_hat^k)) . yhat_k + P(y_k + e_k) - P(y_k)
+                       - estimate_S^k|),
 
-  with ``estimate_S^k`` the search's per-pair sum and ``P(y + e) - P(y)`` the effect of the
-  local errors carried along the run, as advise's (the pattern's JC-only state ``y`` is carried
-  beside its error ``e`` for that effect);
+  with ``estimate_S^k`` the search's per-pair sum, ``e`` the local errors carried along the run
+  and ``P(y + e) - P(y)`` their effect on the quadratic model, as advise's
+  (:func:`crosscurv.numeric.advice_steps.pair_error`; the pattern's JC-only state ``y`` is
+  carried beside ``e``);
 * the gates: the one-step check at ``theta^0`` (measured one-step gap against
   ``eta^2 C_S + eta^3 c3``, :func:`crosscurv.numeric.advice_text.check_failures`) and the regime
   gate (``eta * sharpness_k < 2`` for every ``k``, ``sharpness`` as advise's:
@@ -114,7 +116,8 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
     embedded pair's, its other member completed by the local errors carried along the run, as
     advise's (:func:`crosscurv.numeric.advice_steps.jc_point_step`,
     :func:`crosscurv.numeric.advice_steps.corrected_step`)."""
-    from .advice_steps import LossUndefined, corrected_step, first_yhat, jc_point_step
+    from .advice_steps import (LossUndefined, corrected_step, first_yhat, jc_point_step,
+                               pair_error)
     from .steps import block_keys
 
     keys = block_keys(task)
@@ -137,6 +140,7 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
         cols = column_products(point, keys, g, sources)
         mgs = {c.name: masked_from_columns(c, keys, cols, g) for c in cands}
         effect: dict = {}
+        e_now, loss_jc = dict(es), float(point.value)  # e_k, read out at theta_hat below
         for c in cands:  # P(y + e) - P(y) and both states' steps, as advise's
             y = ys[c.name]
             effect[c.name], hy, ys[c.name], es[c.name] = jc_point_step(
@@ -152,14 +156,15 @@ def embedded_errors(task, lr: float, records, cands, engine, seed: int = 0, prog
             try:
                 if c.name in lost:
                     raise LossUndefined(lost[c.name][1])
-                cor, yh[c.name] = corrected_step(engine, task, theta, g, yh[c.name], c, keys,
-                                                 mgs[c.name], effect[c.name], lr, last)
+                cor, trap, yh[c.name] = corrected_step(
+                    engine, task, theta, loss_jc, g, yh[c.name], e_now[c.name], effect[c.name], c,
+                    keys, mgs[c.name], lr, last)
             except LossUndefined as exc:
                 lost.setdefault(c.name, (k, exc))
-                cor = math.nan
+                cor = trap = math.nan
             est = (own[c.name][-1] if records.final_only
                    else float(records.predict(rows_of[c.name], k)[0]))
-            errors[c.name].append(abs(cor - est))
+            errors[c.name].append(pair_error(est, cor, trap))
         if k:
             gate_rows.append({"k": k, "sharpness": sharp})
             if progress is not None:

@@ -378,11 +378,15 @@ def test_a_loss_undefined_at_the_pairs_point_raises_loss_undefined():
     c = PatternCandidate("gs", pat, [(i, sorted(pat.fresh(i))) for i in range(3) if pat.fresh(i)])
     keys = [task.blocks[b] for b in task.block_names]
     engine = choose_engine(task, "auto")
-    cor, _ = corrected_step(engine, task, theta, g, g, c, keys, g, 0.0, 0.1, True)
-    assert cor == 0.0
+    loss_jc = float(task.loss(theta))
+    cor, trap, _ = corrected_step(engine, task, theta, loss_jc, g, g, None, 0.0, c, keys, g, 0.1,
+                                  True)
+    assert cor == 0.0 and trap == 0.0
     far = {n: torch.full_like(v, 1e3) for n, v in theta.items()}
     with pytest.raises(LossUndefined):
-        corrected_step(engine, task, theta, g, far, c, keys, g, 0.0, 0.1, True)
+        corrected_step(engine, task, theta, loss_jc, g, far, None, 0.0, c, keys, g, 0.1, True)
+    with pytest.raises(LossUndefined):  # the pair's point theta_hat + e
+        corrected_step(engine, task, theta, loss_jc, g, g, far, 0.0, c, keys, g, 0.1, True)
 
 
 def test_advise_goes_on_where_the_loss_is_undefined_at_a_pairs_point(monkeypatch):
@@ -393,12 +397,12 @@ def test_advise_goes_on_where_the_loss_is_undefined_at_a_pairs_point(monkeypatch
 
     real, calls = advice_steps.corrected_step, []
 
-    def fails_for_gs(engine, task, theta, g, yhat, c, *rest):
+    def fails_for_gs(engine, task, theta, loss_jc, g, yhat, e, effect, c, *rest):
         if c.name == "gs":
             calls.append(1)
             if len(calls) >= 6:
                 raise advice_steps.LossUndefined(RuntimeError("not positive-definite"))
-        return real(engine, task, theta, g, yhat, c, *rest)
+        return real(engine, task, theta, loss_jc, g, yhat, e, effect, c, *rest)
 
     monkeypatch.setattr(advice_steps, "corrected_step", fails_for_gs)
     adv = advise(_quadratic(), 0.5, 12)

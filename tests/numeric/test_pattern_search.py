@@ -177,10 +177,10 @@ def test_a_front_pattern_whose_pair_point_leaves_the_loss_domain_is_not_certifie
     victim = next(r["best"] for r in whole.front[1:] if r["certified"])
     real = advice_steps.corrected_step
 
-    def fails(engine, task, theta, g, yhat, c, *rest):
+    def fails(engine, task, theta, loss_jc, g, yhat, e, effect, c, *rest):
         if c.name == victim:
             raise advice_steps.LossUndefined(RuntimeError("not positive-definite"))
-        return real(engine, task, theta, g, yhat, c, *rest)
+        return real(engine, task, theta, loss_jc, g, yhat, e, effect, c, *rest)
 
     monkeypatch.setattr(advice_steps, "corrected_step", fails)
     res = advise(task, lr, K, search="stages")

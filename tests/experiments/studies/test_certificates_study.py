@@ -434,9 +434,10 @@ def test_the_pattern_search_carries_the_local_errors_as_advise_does():
     last = advise(task, lr, K, ["jc", *got]).per_iteration[-1]
     for name, err in got.items():
         assert err == pytest.approx(last["errors"][name], rel=1e-9), name
-    # the completed pair: its other member holds the carried error's effect
-    assert got["gs:1,2"] == pytest.approx(
-        abs(last["corrected"]["gs:1,2"] - last["estimates"]["gs:1,2"]), rel=1e-12)
+    # the completed pair: the larger distance to its two read-outs, the exact one (``corrected``,
+    # at the point the carried error moves) among them
+    exact = abs(last["corrected"]["gs:1,2"] - last["estimates"]["gs:1,2"])
+    assert got["gs:1,2"] >= exact * (1 - 1e-12) and exact > 5e-6
     assert got["gs:1,2"] > 5e-6  # the uncompleted pair: about 1e-7
 
 
@@ -454,3 +455,24 @@ def test_a_residual_adapter_started_at_u_zero_is_certified_right():
     a = advice_counts(run, SAFETY)
     assert a["right"] == a["certified"], a["wrong_k"]
     assert a["certified"] >= 0.5 * a["decided_inside"] > 0, a
+
+
+@pytest.mark.parametrize("name, c, seed, certified", [("sinkhorn_points", 0.3, 2, 20),
+                                                    ("sparse_coding", 1.0, 2, 20)])
+def test_each_read_out_of_the_pair_alone_was_wrong_once_and_both_are_right(name, c, seed,
+                                                                           certified):
+    """Two runs, K = 30. The ninth fresh round's points moved by an unrolled Sinkhorn cost (seed 2
+    at ``0.3 / lambda_max``): the ``gs`` run moves far from the JC run (``|Delta| = 1.5``); the
+    pair's state follows it, but its trapezoid read-out missed the gap by 27 times its size and,
+    alone, let advise certify ``gs:y,x`` at ``k = 9, 10, 24..27`` where ``gs`` is lower. The fourth
+    round's sparse coding near the edge (seed 2 at ``1.0 / lambda_max``): the exact read-out alone
+    certified the wrong scheme at ``k = 22, 23``. With the larger of the two distances as the error
+    every certified iteration is right."""
+    from crosscurv.experiments.studies.certificates_report import advice_counts
+    from crosscurv.experiments.studies.zoo_runs import zoo_run
+    from crosscurv.numeric.certificate import SAFETY
+
+    run = zoo_run(zoo_problem(name), c, seed, 30)
+    a = advice_counts(run, SAFETY)
+    assert a["right"] == a["certified"], a["wrong_k"]
+    assert a["certified"] >= certified, a
