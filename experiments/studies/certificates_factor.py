@@ -27,7 +27,7 @@ def factor_lines(runs) -> list:
         f"**{tuned:g}**; on every half but the fresh one ({', '.join(SEEN)}): **{seen:g}**; the "
         f"code's `crosscurv.numeric.certificate.SAFETY`: **{SAFETY:g}**. The fresh problems "
         f"(`crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`, `fresh_float32`, "
-        f"`fresh_starts`, `fresh_structures`) "
+        f"`fresh_starts`, `fresh_structures`, `fresh_likelihoods`) "
         f"never choose it: "
         f"each round was committed before its runs, to test the code as it then stood (the "
         f"fourth found the failures the floors of `crosscurv.numeric.certificate` answer; the "

@@ -456,7 +456,8 @@ def _intro_lines(runs, command: str) -> list:
           "only to test it (`FRESH`: "
         + ", ".join(dict.fromkeys(r["problem"] for r in runs if r["half"] == "fresh"))
         + "; `crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`, "
-          "`fresh_float32`, in float32, `fresh_starts` and `fresh_structures`, partly float32). "
+          "`fresh_float32`, in float32, and `fresh_starts`, `fresh_structures`, "
+          "`fresh_likelihoods`, partly float32). "
           "Cells: precision / coverage. Advise: an "
           "iteration is decided when the measurement orders some candidate below the measured "
           "best; the advice is right when it ties the measured best within the measurement's "

@@ -23,6 +23,8 @@ ROUNDS = (
      "vanishes (half in float32), defined after round 7's failure was fixed"),
     ("crosscurv.experiments.problems.fresh_structures", "round 9, kinds no earlier round has "
      "(three in float32), defined after round 8's results, the rule unchanged"),
+    ("crosscurv.experiments.problems.fresh_likelihoods", "round 10, kinds no earlier round has "
+     "(three in float32), defined after the pair's second read-out"),
 )
 
 
