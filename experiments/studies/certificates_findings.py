@@ -235,21 +235,27 @@ def summary_lines(runs, factor, levers: str = "") -> list:
     ]
 
 
-def _below_clause(low: list, tops: list, most: int = 8) -> str:
-    """``problem coverage%`` of the problems below the goal (the ``most`` lowest, then how many
-    more), and the main cause of their uncertified iterations with its range of shares."""
+def _below_clause(low: list, tops: list, most: int = 8, width: int = 260) -> str:
+    """``problem coverage%`` of the problems below the goal (the lowest ones, at most ``most`` and
+    as many as keep the clause within ``width`` characters, then how many more), and the main
+    cause of their uncertified iterations with its range of shares."""
     if not low:
         return "none"
     ranked = sorted(low)
-    text = ", ".join(f"{p} {c:.1f}%" for c, p in ranked[:most])
-    if len(ranked) > most:
-        text += f" and {len(ranked) - most} more"
     causes = sorted({t for t, _ in tops})
     shares = [x for _, x in tops]
-    if len(causes) == 1:
-        text += f"; main cause of each: {causes[0]} ({min(shares):.0f}-{max(shares):.0f}%)"
-        return text + (" (table below)" if len(ranked) > most else "")
-    return text + "; main causes: " + ", ".join(causes) + " (table below)"
+    for shown in range(min(most, len(ranked)), 0, -1):
+        text = ", ".join(f"{p} {c:.1f}%" for c, p in ranked[:shown])
+        if len(ranked) > shown:
+            text += f" and {len(ranked) - shown} more"
+        if len(causes) == 1:
+            text += f"; main cause of each: {causes[0]} ({min(shares):.0f}-{max(shares):.0f}%)"
+            text += " (table below)" if len(ranked) > shown else ""
+        else:
+            text += "; main causes: " + ", ".join(causes) + " (table below)"
+        if len(text) <= width:
+            break
+    return text
 
 
 def _safety_line(runs, factor) -> str:

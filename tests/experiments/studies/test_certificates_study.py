@@ -476,3 +476,19 @@ def test_each_read_out_of_the_pair_alone_was_wrong_once_and_both_are_right(name,
     a = advice_counts(run, SAFETY)
     assert a["right"] == a["certified"], a["wrong_k"]
     assert a["certified"] >= certified, a
+
+
+def test_the_below_goal_finding_names_as_many_problems_as_fit():
+    """The opening's below-goal clause keeps within its width however many problems fall short,
+    and counts the ones it does not name."""
+    from crosscurv.experiments.studies.certificates_findings import _below_clause
+
+    low = [(10.0 + i, f"a_rather_long_problem_name_{i}") for i in range(20)]
+    tops = [("embedded error", 60.0), ("first-step withdrawal", 90.0)]
+    text = _below_clause(low, tops)
+    named = text.count("a_rather_long_problem_name_")
+    assert len(text) <= 260 and 1 <= named < 8
+    assert f"and {20 - named} more" in text and text.endswith("(table below)")
+    assert _below_clause(low[:2], tops[:1]) == ("a_rather_long_problem_name_0 10.0%, "
+                                               "a_rather_long_problem_name_1 11.0%; main cause "
+                                               "of each: embedded error (60-60%)")
