@@ -21,20 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from crosscurv.experiments.problems.beyond import _t as _t64
 from crosscurv.experiments.problems.beyond import _task
+from crosscurv.experiments.problems.fresh_float32 import _t as _t32
 from crosscurv.numeric.task import Task
 
 __all__ = ["tucker_decomposition", "zero_inflated_poisson", "attention_pool32",
            "von_mises_regression", "additive_model32", "sparse_autoencoder", "triplet_embedding",
            "beta_regression32"]
-
-
-def _t64(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=torch.float64)
-
-
-def _t32(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=torch.float32)
 
 
 def tucker_decomposition(seed: int = 0) -> Task:

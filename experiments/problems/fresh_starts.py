@@ -22,19 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from crosscurv.experiments.problems.beyond import _t as _t64
 from crosscurv.experiments.problems.beyond import _task
+from crosscurv.experiments.problems.fresh_float32 import _t as _t32
 from crosscurv.numeric.task import Task
 
 __all__ = ["zero_head_mlp", "deep_linear_zero32", "adapter_residual32", "small_init_sensing",
            "nmf_poisson32", "softmax_policy", "weibull_survival32", "zero_gate_glu"]
-
-
-def _t64(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=torch.float64)
-
-
-def _t32(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=torch.float32)
 
 
 def zero_head_mlp(seed: int = 0) -> Task:

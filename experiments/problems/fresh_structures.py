@@ -25,19 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from crosscurv.experiments.problems.beyond import _t as _t64
 from crosscurv.experiments.problems.beyond import _task
+from crosscurv.experiments.problems.fresh_float32 import _t as _t32
 from crosscurv.numeric.task import Task
 
 __all__ = ["tensor_train", "kernel_ridge32", "maxout_net", "planar_flow32", "glove_embeddings",
            "dirichlet_multinomial", "mixer32", "sinkhorn_points"]
-
-
-def _t64(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=torch.float64)
-
-
-def _t32(a) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), dtype=torch.float32)
 
 
 def tensor_train(seed: int = 0) -> Task:
