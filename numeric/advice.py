@@ -21,13 +21,8 @@ theta_JC^k + yhat_k`` (the approximate ``theta_S^k``)::
 Against the JC-only state this keeps the full gradient difference ``g_S - g_JC`` (``H Delta`` and
 its third-derivative part), ``M_S`` at the ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta
 M_S^2 g`` term. It reads the loss difference out twice, exactly and by the trapezoid rule along
-``theta_JC^k -> theta_hat^k``, and the error is the larger distance of the estimate to the two: they
-agree to second order along the segment, and where the ``S`` run moves far from the JC run either
-can miss the gap (points moved by an unrolled Sinkhorn transport cost, ``|Delta| = 1.5``: the
-trapezoid rule missed it by 27 times its size while ``yhat`` followed ``Delta`` to ``7e-4``; sparse
-coding near the edge, ``k = 22``: the exact read-out's error ``8.9e-6``, the trapezoid's ``1.0e-4``,
-the actual one ``4.1e-4``). Not
-kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
+``theta_JC^k -> theta_hat^k``: they agree to second order along the segment, and where the ``S`` run
+moves far from the JC run either can miss the gap (docs/advise.md). Not kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
 per step like the kept ones, which on a loss with large third derivatives (an exponential link, a
 softplus) exceeds everything the pair measures at every step, and adds up along the run. So the
 local error of the pair's forcing is measured: at every iteration one exact scheme step of each
