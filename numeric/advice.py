@@ -22,22 +22,22 @@ Against the JC-only state this keeps the full gradient difference ``g_S - g_JC``
 its third-derivative part), ``M_S`` at the ``S`` point (Lemma 3's ``M_S g_S``) and Lemma 1's ``-eta
 M_S^2 g`` term. It reads the loss difference out twice, exactly and by the trapezoid rule along
 ``theta_JC^k -> theta_hat^k``: they agree to second order along the segment, and where the ``S`` run
-moves far from the JC run either can miss the gap (docs/advise.md). Not kept: Lemma 1's third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3``
-per step like the kept ones, which on a loss with large third derivatives (an exponential link, a
-softplus) exceeds everything the pair measures at every step, and adds up along the run. So the
-local error of the pair's forcing is measured: at every iteration one exact scheme step of each
-candidate from ``theta_JC^k`` gives what the pair's forcing leaves out, ``r_k = (theta_S^+ -
-theta_JC^+) - eta^2 M_S g + eta^3 M_S^2 g`` (the third-derivative term, the orders above and a
-kink the step crosses), carried by the JC-only recursion; it moves the pair's point::
+moves far from the JC run either can miss the gap (docs/advise.md). Not kept: Lemma 1's
+third-derivative term ``t/2`` (``crosscurv.numeric.one_step``), of order ``eta^3`` per step like the
+kept ones, which on a loss with large third derivatives (an exponential link, a softplus) exceeds
+everything the pair measures at every step, and adds up along the run. So the local error of the
+pair's forcing is measured: at every iteration one exact scheme step of each candidate from
+``theta_JC^k`` gives what the pair's forcing leaves out, ``r_k = (theta_S^+ - theta_JC^+) - eta^2
+M_S g + eta^3 M_S^2 g`` (the third-derivative term, the orders above and a kink the step crosses),
+carried by the JC-only recursion; it moves the pair's point::
 
     e_0 = 0,   e_{k+1} = (I - eta H_JC^k) e_k + r_k,
     corrected_S^k = L(theta_hat^k + e_k) - L(theta_JC^k),
     trapezoid_S^k = 1/2 (g_JC^k + g(theta_hat^k)) . yhat_k + P(y_k + e_k) - P(y_k),
     error_S^k = max(|corrected_S^k - estimate_S^k|, |trapezoid_S^k - estimate_S^k|)
 
-with ``P(y + e) - P(y) = g_JC^k . e + y . H_JC^k e + 1/2 e . H_JC^k e``
-(:func:`crosscurv.numeric.advice_steps.pair_error`; per candidate and iteration one scheme step,
-one ``M_S`` product per fresh block, one more product and one loss evaluation).
+with ``P(y + e) - P(y) = g_JC^k . e + y . H_JC^k e + 1/2 e . H_JC^k e`` (``pair_error``; per
+candidate and iteration a scheme step, an ``M_S`` product per fresh block, a product, a loss).
 ``e`` is not carried where the one-step check finds the first step outside the expansion (nothing
 is certified then), nor where every coordinate of ``r`` is within the rounding of the two steps'
 coordinates (on a quadratic ``r`` is of order ``eta^4``). On a quadratic loss ``corrected`` is
