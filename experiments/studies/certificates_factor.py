@@ -6,7 +6,8 @@ choose_factor`), against the code's, with every half's precision at each.
 from __future__ import annotations
 
 from crosscurv.experiments.studies.certificates_report import (_EST, HALVES, SEEN, TARGET, _pct,
-                                                               _precisions, choose_factor)
+                                                               _precisions, choose_factor,
+                                                               fresh_modules)
 
 __all__ = ["factor_lines"]
 
@@ -26,13 +27,9 @@ def factor_lines(runs) -> list:
         f"halves it is chosen on (advise and each record estimate). On the tuning half alone: "
         f"**{tuned:g}**; on every half but the fresh one ({', '.join(SEEN)}): **{seen:g}**; the "
         f"code's `crosscurv.numeric.certificate.SAFETY`: **{SAFETY:g}**. The fresh problems "
-        f"(`crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`, `fresh_float32`, "
-        f"`fresh_starts`, `fresh_structures`, `fresh_likelihoods`) "
-        f"never choose it: "
-        f"each round was committed before its runs, to test the code as it then stood (the "
-        f"fourth found the failures the floors of `crosscurv.numeric.certificate` answer; the "
-        f"fifth, defined before the floors, tests them; the sixth and the seventh, in float32, "
-        f"test the code's rule unchanged). Coverage pooled over the tuning half.",
+        f"({fresh_modules(runs)}) never choose it: each round was committed before its runs, to "
+        f"test the code as it then stood (what each tested: \"The fresh rounds, one at a "
+        f"time\"). Coverage pooled over the tuning half.",
         "",
         "| factor | worst precision over the tuning problems | over every problem but the fresh "
         "| coverage: advise | jc_only | cumulative | recursive |",

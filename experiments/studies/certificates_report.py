@@ -432,6 +432,19 @@ def _window_lines(runs) -> list:
     return lines
 
 
+def fresh_modules(runs) -> str:
+    """The modules that define the fresh runs' problems, in the runs' order: the first in full,
+    then the last parts."""
+    from crosscurv.experiments.problems.zoo import zoo_problem
+
+    modules = dict.fromkeys(zoo_problem(r["problem"]).factory.__module__
+                            for r in runs if r["half"] == "fresh")
+    if not modules:
+        return "none"
+    first, *rest = modules
+    return ", ".join([f"`{first}`"] + [f"`{m.rsplit('.', 1)[-1]}`" for m in rest])
+
+
 def _intro_lines(runs, command: str) -> list:
     """The title, the generating command, what is measured and how it is counted."""
     return [
@@ -455,9 +468,7 @@ def _intro_lines(runs, command: str) -> list:
           "neither half. Half `fresh`: kinds added after the code's safety factor was chosen, "
           "only to test it (`FRESH`: "
         + ", ".join(dict.fromkeys(r["problem"] for r in runs if r["half"] == "fresh"))
-        + "; `crosscurv.experiments.problems.fresh`, `fresh_fits`, `fresh_models`, "
-          "`fresh_float32`, in float32, and `fresh_starts`, `fresh_structures`, "
-          "`fresh_likelihoods`, partly float32). "
+        + "; " + fresh_modules(runs) + "; float32 where the name ends in 32). "
           "Cells: precision / coverage. Advise: an "
           "iteration is decided when the measurement orders some candidate below the measured "
           "best; the advice is right when it ties the measured best within the measurement's "
