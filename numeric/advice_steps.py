@@ -230,8 +230,10 @@ def corrected_step(engine, task, theta: Mapping, loss_jc: float, g: Mapping, yha
 def pair_error(estimate: float, exact: float, trapezoid: float) -> float:
     """The embedded error of ``estimate``: its larger distance to the pair's two read-outs (the two
     agree to second order along the segment; where the ``S`` run is far from the JC run either
-    can miss the gap, and a certificate needs the pair's error to cover it)."""
-    return max(abs(exact - estimate), abs(trapezoid - estimate))
+    can miss the gap, and a certificate needs the pair's error to cover it). NaN where either is
+    (a read-out lost is no error bar)."""
+    d = (abs(exact - estimate), abs(trapezoid - estimate))
+    return math.nan if math.isnan(d[0]) or math.isnan(d[1]) else max(d)
 
 
 class PlainSteps:

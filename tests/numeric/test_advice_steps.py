@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import pytest
@@ -118,3 +119,10 @@ def test_a_step_error_orthogonal_to_the_gradient_is_carried():
     assert r is not None
     assert float(tree.dot(g, r)) == 0.0
     assert float(r["A"].norm()) > 0.05 * float(tree.norm(theta))  # 9%: far above rounding
+
+
+def test_the_pairs_error_is_the_larger_read_out_distance_and_nan_where_one_is_lost():
+    from crosscurv.numeric.advice_steps import pair_error
+
+    assert pair_error(1.0, 1.5, 0.2) == 0.8 and pair_error(1.0, 3.0, 0.5) == 2.0
+    assert math.isnan(pair_error(1.0, 1.5, math.nan)) and math.isnan(pair_error(1.0, math.nan, 2.0))
