@@ -327,12 +327,12 @@ BEYOND = tuple(
 
 def _fresh() -> tuple:
     from crosscurv.experiments.problems import (fresh, fresh_float32, fresh_fits,
-                                                fresh_likelihoods, fresh_models, fresh_starts,
-                                                fresh_structures)
+                                                fresh_likelihoods, fresh_models,
+                                                fresh_recurrences, fresh_starts, fresh_structures)
 
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
                  for m in (fresh, fresh_fits, fresh_models, fresh_float32, fresh_starts,
-                           fresh_structures, fresh_likelihoods)
+                           fresh_structures, fresh_likelihoods, fresh_recurrences)
                  for n in m.__all__)
 
 
@@ -342,8 +342,9 @@ def _fresh() -> tuple:
 #: :mod:`crosscurv.experiments.problems.fresh_models`,
 #: :mod:`crosscurv.experiments.problems.fresh_float32`: in float32, the others in float64;
 #: :mod:`crosscurv.experiments.problems.fresh_starts`: starts where a block's gradient vanishes,
-#: half in float32; :mod:`crosscurv.experiments.problems.fresh_structures` and
-#: :mod:`crosscurv.experiments.problems.fresh_likelihoods`: kinds no earlier round has).
+#: half in float32; :mod:`crosscurv.experiments.problems.fresh_structures`,
+#: :mod:`crosscurv.experiments.problems.fresh_likelihoods` and
+#: :mod:`crosscurv.experiments.problems.fresh_recurrences`: kinds no earlier round has).
 FRESH = _fresh()
 
 

@@ -25,6 +25,9 @@ ROUNDS = (
      "(three in float32), defined after round 8's results, the rule unchanged"),
     ("crosscurv.experiments.problems.fresh_likelihoods", "round 10, kinds no earlier round has "
      "(three in float32), defined after the pair's second read-out"),
+    ("crosscurv.experiments.problems.fresh_recurrences", "round 11, kinds no earlier round has, "
+     "most a recurrence unrolled in the loss (three in float32), the rule unchanged since round "
+     "10"),
 )
 
 
