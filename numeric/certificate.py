@@ -38,6 +38,8 @@ The first dropped order ``N_S^k`` (what the error bounds; docs/error_estimates.m
   corrects, ``r_j > max(|gap^j|, |gap^{j-1}|)``, or while the record's own predicted change does,
   ``|recursive^k - gap^{k-1}| > max(|gap^{k-1}|, |gap^{k-2}|)``: the dropped order is then larger
   than what the expansion keeps, which has no asymptotic meaning (a candidate's run diverging);
+  for a plain gradient scheme also at the record after a step that raised either run's loss
+  (:func:`rose`: that run has left the regime the JC run's sharpness measures);
 * records, ``cumulative``: ``|recursive^k - cumulative^k| + N_recursive^k`` (the linearised state
   ``z_k`` against the measured ``Delta^{k-1}`` one step back, the propagated remainder of Theorem
   3's proof, plus the error of the estimate it is measured against: triangle inequality);
@@ -69,6 +71,7 @@ from typing import Mapping, Sequence
 
 from .error_estimates import in_regime
 from .records import ESTIMATES
+from .rounding import difference_error
 
 __all__ = [
     "SAFETY",
@@ -83,6 +86,7 @@ __all__ = [
     "first_step_orders",
     "record_next_orders",
     "CertificateState",
+    "rose",
     "record_certificates",
 ]
 
@@ -100,10 +104,8 @@ RECORD_WINDOW = 3
 
 def rounding_floor(loss: float, dtype) -> float:
     """The rounding of a measured loss difference at ``L = loss``: ``DIFFERENCE_ULPS`` ulps of
-    ``|L|`` in ``dtype`` (:func:`crosscurv.numeric.gap.difference_error`), the records' own
+    ``|L|`` in ``dtype`` (:func:`crosscurv.numeric.rounding.difference_error`), the records' own
     ``gap_err`` where the plain difference is kept; ``inf`` for a non-finite loss."""
-    from .gap import difference_error
-
     return difference_error(loss, loss, dtype)
 
 
@@ -287,6 +289,8 @@ class CertificateState:
     remainders: list = field(default_factory=list)
     inside: bool = True
     gaps: list = field(default_factory=list)
+    losses: list = field(default_factory=list)
+    rose: bool = False
 
     def record(
         self,
@@ -295,22 +299,32 @@ class CertificateState:
         factor: float = SAFETY,
         window: int = RECORD_WINDOW,
         withdraw: bool = True,
+        losses: Sequence[float] | None = None,
+        dtype=None,
     ) -> dict:
         """``{estimate: certificate}`` of this record (``gap``, ``recursive``, ``cumulative``,
         ``jc_only``), then its remainder folded in; ``in_regime_now``: below the edge of stability
-        at this record; ``withdraw``: a remainder beyond its gap withdraws (the module's rule)."""
+        at this record; ``withdraw``: a remainder beyond its gap withdraws (the module's rule);
+        ``losses``: this record's ``(L_JC, L_S)`` in ``dtype`` for a plain gradient scheme (a loss
+        that rose at the step before this record's withdraws its certificates: :func:`rose`;
+        ``None``: not checked, as for an optimizer's runs)."""
         self.inside = self.inside and bool(in_regime_now)
         nxt = record_next_orders(record, self.remainders, window, self.gaps if withdraw else ())
-        out = {e: certify_gap(record[e], nxt[e], self.inside, factor) for e in ESTIMATES}
+        inside = self.inside and not self.rose
+        out = {e: certify_gap(record[e], nxt[e], inside, factor) for e in ESTIMATES}
         rem = abs(float(record["gap"]) - float(record["recursive"]))
         # at least REMAINDER_WINDOW remainders must be known: keep that many even if window < it
         keep = max(window, REMAINDER_WINDOW)
         self.remainders = (self.remainders + [rem])[-keep:]
         self.gaps = (self.gaps + [float(record["gap"])])[-(keep + 1):]
+        now = [float(x) for x in losses] if losses is not None else []
+        self.rose = bool(now and self.losses and rose(self.losses, now, dtype))
+        self.losses = now
         return out
 
     def state_dict(self) -> dict:
-        return {"remainders": list(self.remainders), "inside": self.inside, "gaps": list(self.gaps)}
+        return {"remainders": list(self.remainders), "inside": self.inside, "gaps": list(self.gaps),
+                "losses": list(self.losses), "rose": self.rose}
 
     @classmethod
     def from_state_dict(cls, state) -> "CertificateState":
@@ -319,7 +333,26 @@ class CertificateState:
             [float(x) for x in state.get("remainders", [])],
             bool(state.get("inside", True)),
             [float(x) for x in state.get("gaps", [])],
+            [float(x) for x in state.get("losses", [])],
+            bool(state.get("rose", False)),
         )
+
+
+def rose(before: Sequence[float], after: Sequence[float], dtype) -> bool:
+    """Whether JC's or the scheme's loss rose over one step beyond the rounding of the difference:
+    ``before``, ``after``: ``(L_JC, L_S)`` of two consecutive records in ``dtype``; ``L^k >
+    L^{k-1} + difference_error(L^k, L^{k-1})`` (:func:`crosscurv.numeric.rounding.
+    difference_error`).
+
+    Inside the expansions' regime a step of JC or of a GS order lowers its loss: each group of
+    blocks it updates together takes a gradient step from the current point on its own
+    sub-problem, ``L(theta - eta g_B) - L(theta) = -eta |g_B|^2 + eta^2/2 g_B . H_BB g_B +
+    O(eta^3) < 0`` while ``eta * lambda_max < 2`` (``H_BB``'s eigenvalues lie within ``H``'s). A
+    rise means the run the step belongs to has left that regime (its own sharpness beyond ``2 /
+    eta``, which the JC run's does not measure, or terms beyond the expansion dominate): the next
+    record is not certified. Withdrawing costs coverage only, so other delay patterns use it too;
+    a run with momentum or adaptive steps rises inside its regime, so optimizer runs do not."""
+    return any(b > a + difference_error(b, a, dtype) for a, b in zip(before, after))
 
 
 def record_certificates(
@@ -328,11 +361,13 @@ def record_certificates(
     factor: float = SAFETY,
     window: int = RECORD_WINDOW,
     withdraw: bool = True,
+    dtype=None,
 ) -> dict:
     """``{estimate: [certificate per record]}`` of a plain run's columns (``gap``, the three
-    estimates, ``sharpness`` and, where present, ``lambda_max`` and ``gap_err``): what its
-    ``*_cert`` columns hold (:class:`CertificateState` record by record, inside the regime while
-    ``eta * max(lambda_max, sharpness) < 2``)."""
+    estimates, ``sharpness`` and, where present, ``lambda_max``, ``gap_err``, ``loss_jc`` and
+    ``loss_s``): what its ``*_cert`` columns hold (:class:`CertificateState` record by record,
+    inside the regime while ``eta * max(lambda_max, sharpness) < 2``); ``dtype``: the losses'
+    (``None``: a rising loss is not checked)."""
     n = len(columns["gap"])
     lam = columns.get("lambda_max", [math.nan] * n)
     state, out = CertificateState(), {e: [] for e in ESTIMATES}
@@ -341,12 +376,17 @@ def record_certificates(
             (x for x in (float(columns["sharpness"][i]), float(lam[i])) if math.isfinite(x)),
             default=math.nan,
         )
+        losses = None
+        if dtype is not None and "loss_jc" in columns and "loss_s" in columns:
+            losses = (columns["loss_jc"][i], columns["loss_s"][i])
         certs = state.record(
             {c: columns[c][i] for c in ("gap",) + ESTIMATES + ("gap_err",) if c in columns},
             in_regime(lr, top),
             factor,
             window,
             withdraw,
+            losses,
+            dtype,
         )
         for e in ESTIMATES:
             out[e].append(certs[e])

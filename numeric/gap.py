@@ -22,6 +22,7 @@ import torch
 
 from .float64_sums import dot64, dot_absdot64
 from .hvp import grad
+from .rounding import DIFFERENCE_ULPS, difference_error, ulp
 
 __all__ = ["GAP_NODES", "loss_gap", "segment_gap", "SegmentGap", "LOBATTO_NODES", "LOBATTO_WEIGHTS",
            "DIFFERENCE_ULPS", "ulp", "difference_error", "PLAIN_PRECISION", "plain_suffices",
@@ -38,33 +39,6 @@ LOBATTO_NODES = (0.0, 0.5 - 0.5 * _R, 0.5, 0.5 + 0.5 * _R, 1.0)
 LOBATTO_WEIGHTS = (0.05, 49.0 / 180.0, 16.0 / 45.0, 49.0 / 180.0, 0.05)
 #: Simpson's rule on the same end points and midpoint.
 _SIMPSON = {0.0: 1.0 / 6.0, 0.5: 4.0 / 6.0, 1.0: 1.0 / 6.0}
-
-
-#: Units in the last place (of the larger loss, in the run's dtype) that bound the rounding of
-#: ``loss_s - loss_jc``. Each float32 loss is within 1.8e-7 relative (about 1.5 ulps) of its float64
-#: value on the built-in tasks (``python -m crosscurv.experiments.conformance.rounding``, column
-#: ``loss_jc``/``loss_s``), so the difference within about 3 ulps; 8 leaves a factor 2.7.
-DIFFERENCE_ULPS = 8
-
-
-def ulp(x: float, dtype) -> float:
-    """Spacing of floating-point numbers of ``dtype`` (a torch dtype or its name) at ``|x|``: ``eps
-    * 2^floor(log2 |x|)``, the smallest normal's spacing at or below it.
-    """
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    info = torch.finfo(dtype)
-    x = abs(float(x))
-    if not math.isfinite(x):
-        return math.inf
-    _, e = math.frexp(max(x, info.smallest_normal))  # x = m 2^e, 0.5 <= m < 1
-    return info.eps * 2.0 ** (e - 1)
-
-
-def difference_error(loss_s: float, loss_jc: float, dtype) -> float:
-    """Bound on the rounding of ``loss_s - loss_jc``: :data:`DIFFERENCE_ULPS` ulps of the larger
-    ``|loss|``."""
-    return DIFFERENCE_ULPS * ulp(max(abs(loss_s), abs(loss_jc)), dtype)
 
 
 #: The plain difference is recorded without computing the segment integral where it is already

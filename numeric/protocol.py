@@ -391,7 +391,7 @@ def _segment_record(ctx: RunContext, k: int, segment, loss_s: float, loss_jc: fl
         del theta_jk, delta
     S.park("theta_jk", None)
     record["gap"], record["gap_err"] = reconcile(*measured, loss_s, loss_jc, segment.dtype)
-    ctx.rule.error_columns(ctx, record, meas)
+    ctx.rule.error_columns(ctx, record, {**meas, "losses": (loss_jc, loss_s)})
     ctx.emit(k, loss_jc, loss_s, record)
 
 

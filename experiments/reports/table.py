@@ -158,7 +158,7 @@ def _with_certificates(run: RunRecords) -> dict:
                                                                           for c in need)
         or not np.isfinite(run.columns["sharpness"]).all()):
         return run.columns
-    certs = record_certificates(run.columns, float(s["lr"]))
+    certs = record_certificates(run.columns, float(s["lr"]), dtype=s.get("dtype"))
     return {**run.columns, **{f"{e}_cert": np.array(v) for e, v in certs.items()}}
 
 

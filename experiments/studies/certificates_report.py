@@ -258,7 +258,9 @@ def record_counts(run: dict, factor: float | None, window=None, withdraw: bool =
             }
         else:
             kw = {} if window is None else {"window": window}
-            certs = record_certificates(cols, run["lr"], factor, withdraw=withdraw, **kw)
+            dtype = run["advice"]["settings"].get("dtype", "float64")
+            certs = record_certificates(cols, run["lr"], factor, withdraw=withdraw, dtype=dtype,
+                                        **kw)
         for e in _EST:
             m = certified_metrics(cols["gap"], cols[e], certs[e], cols["gap_err"])
             out[e][0] += m["correct"]

@@ -93,7 +93,8 @@ class PlainRule(UpdateRule):
             "cumulative": errs.cumulative_error(meas["G"], meas["lam"], meas["Z"], E.R, E.rho),
             "jc_only": errs.jc_only_error(meas["G"], meas["lam"], meas["Y"], E.E, E.rho),
         }
-        certs = ctx.est.certificates.record(record, errs.in_regime(lr, meas["top"]))
+        certs = ctx.est.certificates.record(record, errs.in_regime(lr, meas["top"]),
+                                            losses=meas["losses"], dtype=ctx.task.dtype)
         for name in ESTIMATES:
             record[f"{name}_err"] = err[name]
             record[f"{name}_cert"] = certs[name]

@@ -97,7 +97,7 @@ def test_run_records_hold_the_certificate_of_their_columns():
 
     res = run_protocol(logistic(), "gs", 1.0, 25)
     cols = records_columns(res.records)
-    want = record_certificates(cols, 1.0)
+    want = record_certificates(cols, 1.0, dtype="float64")
     for e, c in want.items():
         assert cols[f"{e}_cert"] == c, e
         m = certified_metrics(cols["gap"], cols[e], c, cols["gap_err"])
@@ -183,6 +183,44 @@ def test_a_remainder_beyond_its_gap_withdraws_the_certificate():
     # without the withdrawal the last growth (x400) does not cover the prediction: it would certify
     n = record_next_orders(rec, rems)["recursive"]
     assert certify_gap(rec["recursive"], n, True) == -1.0
+
+
+def test_a_loss_that_rose_withdraws_the_next_record():
+    """A step that raised the scheme's (or JC's) loss beyond the rounding of the difference: that
+    run has left the regime the JC run's sharpness measures, and the next record is not certified;
+    a rise within the rounding (a few ulps of a float32 loss) changes nothing; without a dtype
+    (an optimizer's run) the losses are not checked. The state carries it across a checkpoint."""
+    from crosscurv.numeric.certificate import rose
+
+    n = 10
+    cols = {
+        "gap": [-0.1] * n,
+        "recursive": [-0.1 + 1e-4] * n,
+        "cumulative": [-0.1 + 1e-4] * n,
+        "jc_only": [-0.1 + 1e-4] * n,
+        "sharpness": [1.0] * n,
+        "loss_jc": [1.0 - 0.01 * k for k in range(n)],
+        "loss_s": [0.9 - 0.01 * k for k in range(n)],
+    }
+    calm = record_certificates(cols, 0.1, dtype="float64")["recursive"]
+    assert calm[REMAINDER_WINDOW:] == [-1.0] * (n - REMAINDER_WINDOW)
+    cols["loss_s"][6] = cols["loss_s"][5] + 1e-3  # the step to record 6 raised L_S
+    got = record_certificates(cols, 0.1, dtype="float64")["recursive"]
+    assert got[7] == 0.0 and got[:7] == calm[:7] and got[8:] == calm[8:]
+    assert record_certificates(cols, 0.1)["recursive"] == calm  # not checked without a dtype
+    jc = dict(cols, loss_s=[0.9 - 0.01 * k for k in range(n)], loss_jc=list(cols["loss_jc"]))
+    jc["loss_jc"][4] = jc["loss_jc"][3] + 1e-3
+    assert record_certificates(jc, 0.1, dtype="float64")["recursive"][5] == 0.0
+    ulp32 = 2.0 ** -23 * 0.5  # float32 spacing at 0.8
+    assert not rose((1.0, 0.8), (0.99, 0.8 + 3 * ulp32), "float32")
+    assert rose((1.0, 0.8), (0.99, 0.8 + 3 * ulp32), "float64")
+    state = CertificateState()
+    for i in range(n):
+        if i == 7:  # a checkpoint between the rise and the record it withdraws
+            state = CertificateState.from_state_dict(state.state_dict())
+        c = state.record({e: cols[e][i] for e in ("gap", "recursive", "cumulative", "jc_only")},
+                         True, losses=(cols["loss_jc"][i], cols["loss_s"][i]), dtype="float64")
+        assert c["recursive"] == got[i], i
 
 
 def test_a_predicted_change_beyond_its_gap_withdraws_the_certificate():

@@ -478,6 +478,27 @@ def test_each_read_out_of_the_pair_alone_was_wrong_once_and_both_are_right(name,
     assert a["certified"] >= certified, a
 
 
+def test_a_scheme_past_its_own_edge_is_not_certified_by_its_records():
+    """The eleventh fresh round's softmax regression with a learned temperature (float32), seed 1
+    at ``1.7 / lambda_max``: the temperature sharpens the loss; the ``gs`` run's own sharpness
+    crosses ``2 / eta`` before the JC run's, its loss rises at ``k = 12`` and jumps at ``k = 13``,
+    where every estimate's remainder is 13 times the look-back's and the records certified ``gs``
+    against a measured gap of +0.15. The rise withdraws that record; every certificate is right."""
+    from crosscurv.experiments.studies.certificates_report import record_counts
+    from crosscurv.experiments.studies.zoo_runs import zoo_run
+    from crosscurv.numeric.certificate import SAFETY, record_certificates
+    from crosscurv.numeric.metrics import certified_metrics
+
+    run = zoo_run(zoo_problem("temperature_softmax32"), 1.7, 1, 16)
+    counts = record_counts(run, SAFETY)
+    for e, (right, cert, _) in counts.items():
+        assert right == cert > 0, (e, counts)
+    cols = {c: [float(x) for x in v] for c, v in run["records"]["gs"].items()}
+    unchecked = record_certificates(cols, run["lr"])  # the losses not checked: wrong at k = 13
+    m = certified_metrics(cols["gap"], cols["recursive"], unchecked["recursive"], cols["gap_err"])
+    assert m["certified"] > m["correct"], m
+
+
 def test_the_below_goal_finding_names_as_many_problems_as_fit():
     """The opening's below-goal clause keeps within its width however many problems fall short,
     and counts the ones it does not name."""
