@@ -328,11 +328,13 @@ BEYOND = tuple(
 def _fresh() -> tuple:
     from crosscurv.experiments.problems import (fresh, fresh_float32, fresh_fits,
                                                 fresh_likelihoods, fresh_models,
-                                                fresh_recurrences, fresh_starts, fresh_structures)
+                                                fresh_recurrences, fresh_sharpening, fresh_starts,
+                                                fresh_structures)
 
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
                  for m in (fresh, fresh_fits, fresh_models, fresh_float32, fresh_starts,
-                           fresh_structures, fresh_likelihoods, fresh_recurrences)
+                           fresh_structures, fresh_likelihoods, fresh_recurrences,
+                           fresh_sharpening)
                  for n in m.__all__)
 
 
@@ -344,7 +346,8 @@ def _fresh() -> tuple:
 #: :mod:`crosscurv.experiments.problems.fresh_starts`: starts where a block's gradient vanishes,
 #: half in float32; :mod:`crosscurv.experiments.problems.fresh_structures`,
 #: :mod:`crosscurv.experiments.problems.fresh_likelihoods` and
-#: :mod:`crosscurv.experiments.problems.fresh_recurrences`: kinds no earlier round has).
+#: :mod:`crosscurv.experiments.problems.fresh_recurrences`: kinds no earlier round has;
+#: :mod:`crosscurv.experiments.problems.fresh_sharpening`: losses whose curvature grows).
 FRESH = _fresh()
 
 
