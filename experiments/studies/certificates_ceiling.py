@@ -107,9 +107,13 @@ def ceiling_lines(ceilings: dict, code_cells: dict, goal: float) -> list:
     return lines
 
 
-def ceiling_clause(ceilings: dict, goal: float) -> str:
-    """One clause for the report's opening: the problems whose JC-only ceiling is below ``goal``
-    (the corrected prediction's ceiling there is in the table)."""
+def ceiling_clause(ceilings: dict, goal: float, most: int = 4) -> str:
+    """One clause for the report's opening: the problems whose JC-only ceiling is below ``goal``,
+    the lowest ``most`` named, then how many more (the table has them all, and the corrected
+    prediction's ceiling there)."""
     est = ceilings[PREDICTIONS[0][0]]
-    low = [f"{cell[1]} {_coverage(v):.1f}%" for cell, v in est.items() if _coverage(v) < goal]
-    return f"below {goal:g}% even with actual errors as bars: " + (", ".join(low) or "none")
+    low = sorted((_coverage(v), cell[1]) for cell, v in est.items() if _coverage(v) < goal)
+    text = ", ".join(f"{p} {c:.1f}%" for c, p in low[:most]) or "none"
+    if len(low) > most:
+        text += f" and {len(low) - most} more (table below)"
+    return f"below {goal:g}% even with actual errors as bars: " + text

@@ -27,7 +27,7 @@ ROUNDS = (
      "(three in float32), defined after the pair's second read-out"),
     ("crosscurv.experiments.problems.fresh_recurrences", "round 11, kinds no earlier round has, "
      "most a recurrence unrolled in the loss (three in float32), the rule unchanged since round "
-     "10"),
+     "10; it found the records' 3 wrong certificates the rising-loss withdrawal answers"),
     ("crosscurv.experiments.problems.fresh_sharpening", "round 12, losses whose curvature grows "
      "along the run (three in float32), defined after the records' rising-loss withdrawal"),
 )

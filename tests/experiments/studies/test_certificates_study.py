@@ -499,6 +499,16 @@ def test_a_scheme_past_its_own_edge_is_not_certified_by_its_records():
     assert m["certified"] > m["correct"], m
 
 
+def test_the_ceiling_clause_names_the_lowest_problems_and_counts_the_rest():
+    from crosscurv.experiments.studies.certificates_ceiling import ceiling_clause
+
+    est = {("fresh", f"p{i}"): {"certified": i, "decided_inside": 10} for i in range(1, 8)}
+    text = ceiling_clause({"estimates": est}, 50.0, most=2)
+    assert text == ("below 50% even with actual errors as bars: p1 10.0%, p2 20.0% and 2 more "
+                    "(table below)")
+    assert ceiling_clause({"estimates": {}}, 50.0).endswith("bars: none")
+
+
 def test_the_below_goal_finding_names_as_many_problems_as_fit():
     """The opening's below-goal clause keeps within its width however many problems fall short,
     and counts the ones it does not name."""
