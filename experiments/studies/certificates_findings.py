@@ -197,14 +197,16 @@ def summary_lines(runs, factor, levers: str = "") -> list:
     """At most five lines: precision and coverage inside the regime per half (advise and the
     records), the problems below :data:`GOAL` and why (``levers``: what the levers of
     :mod:`crosscurv.experiments.studies.certificates_levers` leave below it)."""
-    from crosscurv.experiments.studies.certificates_report import CAUSES, record_counts
+    from crosscurv.experiments.studies.certificates_report import (CAUSES, record_counts,
+                                                                   records_decided_inside)
 
     cells = advice_cells(runs, factor)
-    rec: dict = defaultdict(lambda: [0, 0, 0])
+    rec: dict = defaultdict(lambda: [0, 0, 0, 0])
     for run in runs:
+        t = rec[run["half"]]
         for right, cert, dec in record_counts(run, factor).values():
-            t = rec[run["half"]]
             t[0], t[1], t[2] = t[0] + right, t[1] + cert, t[2] + dec
+        t[3] += 3 * records_decided_inside(run)  # each of the three estimates
     adv = []
     for h in HALVES:
         sel = [v for (hh, _), v in cells.items() if hh == h]
@@ -214,7 +216,8 @@ def summary_lines(runs, factor, levers: str = "") -> list:
             f"{_pct(cert, sum(v['decided_inside'] for v in sel)):.1f}%"
         )
     recs = [
-        f"{h} {_pct(rec[h][0], rec[h][1]):.2f}% / {_pct(rec[h][1], rec[h][2]):.1f}%"
+        f"{h} {_pct(rec[h][0], rec[h][1]):.2f}% / {_pct(rec[h][1], rec[h][2]):.1f}% "
+        f"({_pct(rec[h][1], rec[h][3]):.1f}% inside)"
         for h in HALVES
     ]
     low, tops = [], []
@@ -228,7 +231,7 @@ def summary_lines(runs, factor, levers: str = "") -> list:
         f"- Advise, precision / coverage of the decided iterations inside the regime (F = "
         f"{factor:g}): " + "; ".join(adv) + ".",
         "- Records (`*_cert`, three estimates pooled), precision / coverage of the decided "
-        "records: " + "; ".join(recs) + ".",
+        "records (inside the regime): " + "; ".join(recs) + ".",
         "- Below " + f"{GOAL:g}% inside the regime: " + _below_clause(low, tops) + ".",
         *([f"- Levers, each factor chosen on the tuning half: {levers}."] if levers else []),
         _safety_line(runs, factor),

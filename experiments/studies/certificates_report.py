@@ -39,6 +39,7 @@ __all__ = [
     "WINDOWS",
     "advice_counts",
     "record_counts",
+    "records_decided_inside",
     "choose_factor",
     "choose_window",
 ]
@@ -266,6 +267,25 @@ def record_counts(run: dict, factor: float | None, window=None, withdraw: bool =
             out[e][0] += m["correct"]
             out[e][1] += m["certified"]
             out[e][2] += m["decided"]
+    return out
+
+
+def records_decided_inside(run: dict) -> int:
+    """The decided records (``|gap| > gap_err``) of one run's candidates while its JC run has stayed
+    inside the regime, ``eta * max(lambda_max, sharpness_j) < 2`` for every ``j <= k`` (the
+    records' certificates are withdrawn outside it), summed over the candidates."""
+    from crosscurv.numeric.error_estimates import in_regime
+    from crosscurv.numeric.metrics import GS, JC, undecided, winner
+
+    out = 0
+    for cols in run["records"].values():
+        inside = True
+        lam = cols.get("lambda_max") or [None] * len(cols["gap"])
+        for g, e, sh, lm in zip(cols["gap"], cols["gap_err"], cols["sharpness"], lam):
+            tops = [x for x in (_f(sh), _f(lm)) if math.isfinite(x)]
+            inside = inside and in_regime(run["lr"], max(tops, default=math.nan))
+            g, e = _f(g), _f(e)
+            out += bool(inside and not undecided(g, e) and winner(g) in (JC, GS))
     return out
 
 

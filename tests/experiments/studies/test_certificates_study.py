@@ -494,9 +494,26 @@ def test_a_scheme_past_its_own_edge_is_not_certified_by_its_records():
     for e, (right, cert, _) in counts.items():
         assert right == cert > 0, (e, counts)
     cols = {c: [float(x) for x in v] for c, v in run["records"]["gs"].items()}
+    checked = record_certificates(cols, run["lr"], dtype="float32")
+    assert all(cols[f"{e}_cert"] == checked[e] for e in checked)  # what the run recorded
     unchecked = record_certificates(cols, run["lr"])  # the losses not checked: wrong at k = 13
     m = certified_metrics(cols["gap"], cols["recursive"], unchecked["recursive"], cols["gap_err"])
     assert m["certified"] > m["correct"], m
+
+
+def test_records_decided_inside_the_regime_stop_at_the_edge_for_good():
+    """Decided records count while the JC run has stayed below the edge (``eta * max(lambda_max,
+    sharpness) < 2`` so far); undecided records (``|gap| <= gap_err``), ties and lost gaps do
+    not."""
+    from crosscurv.experiments.studies.certificates_report import records_decided_inside
+
+    cols = {"gap": [-0.1, 1e-9, 0.2, 0.0, None, 0.3, -0.4, 0.5],
+            "gap_err": [1e-8] * 8,
+            "sharpness": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 25.0, 1.0],
+            "lambda_max": [1.0] * 6 + [None, 1.0]}
+    run = {"lr": 0.1, "records": {"gs": cols, "gs:2,1": dict(cols, gap_err=[0.25] * 8)}}
+    # gs: -0.1, 0.2 and 0.3 (1e-9 within its error, 0 a tie, None lost, eta * 25 past the edge)
+    assert records_decided_inside(run) == 3 + 1  # gs:2,1: only 0.3 beyond its error 0.25
 
 
 def test_the_ceiling_clause_names_the_lowest_problems_and_counts_the_rest():
