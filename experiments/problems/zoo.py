@@ -327,14 +327,14 @@ BEYOND = tuple(
 
 def _fresh() -> tuple:
     from crosscurv.experiments.problems import (fresh, fresh_float32, fresh_fits,
-                                                fresh_likelihoods, fresh_models,
+                                                fresh_likelihoods, fresh_models, fresh_pairings,
                                                 fresh_recurrences, fresh_sharpening, fresh_starts,
                                                 fresh_structures)
 
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
                  for m in (fresh, fresh_fits, fresh_models, fresh_float32, fresh_starts,
                            fresh_structures, fresh_likelihoods, fresh_recurrences,
-                           fresh_sharpening)
+                           fresh_sharpening, fresh_pairings)
                  for n in m.__all__)
 
 
@@ -347,7 +347,8 @@ def _fresh() -> tuple:
 #: half in float32; :mod:`crosscurv.experiments.problems.fresh_structures`,
 #: :mod:`crosscurv.experiments.problems.fresh_likelihoods` and
 #: :mod:`crosscurv.experiments.problems.fresh_recurrences`: kinds no earlier round has;
-#: :mod:`crosscurv.experiments.problems.fresh_sharpening`: losses whose curvature grows).
+#: :mod:`crosscurv.experiments.problems.fresh_sharpening`: losses whose curvature grows;
+#: :mod:`crosscurv.experiments.problems.fresh_pairings`: models of pairs).
 FRESH = _fresh()
 
 

@@ -30,6 +30,8 @@ ROUNDS = (
      "10; it found the records' 3 wrong certificates the rising-loss withdrawal answers"),
     ("crosscurv.experiments.problems.fresh_sharpening", "round 12, losses whose curvature grows "
      "along the run (three in float32), defined after the records' rising-loss withdrawal"),
+    ("crosscurv.experiments.problems.fresh_pairings", "round 13, kinds no earlier round has, most "
+     "a model of pairs (three in float32), defined after round 12's results, the rule unchanged"),
 )
 
 
