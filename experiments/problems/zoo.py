@@ -326,7 +326,7 @@ BEYOND = tuple(
 
 
 def _fresh() -> tuple:
-    from crosscurv.experiments.problems import (fresh, fresh_float32, fresh_fits,
+    from crosscurv.experiments.problems import (fresh, fresh_blocks, fresh_float32, fresh_fits,
                                                 fresh_likelihoods, fresh_models, fresh_pairings,
                                                 fresh_recurrences, fresh_sharpening, fresh_starts,
                                                 fresh_structures)
@@ -334,7 +334,7 @@ def _fresh() -> tuple:
     return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
                  for m in (fresh, fresh_fits, fresh_models, fresh_float32, fresh_starts,
                            fresh_structures, fresh_likelihoods, fresh_recurrences,
-                           fresh_sharpening, fresh_pairings)
+                           fresh_sharpening, fresh_pairings, fresh_blocks)
                  for n in m.__all__)
 
 
@@ -348,7 +348,8 @@ def _fresh() -> tuple:
 #: :mod:`crosscurv.experiments.problems.fresh_likelihoods` and
 #: :mod:`crosscurv.experiments.problems.fresh_recurrences`: kinds no earlier round has;
 #: :mod:`crosscurv.experiments.problems.fresh_sharpening`: losses whose curvature grows;
-#: :mod:`crosscurv.experiments.problems.fresh_pairings`: models of pairs).
+#: :mod:`crosscurv.experiments.problems.fresh_pairings`: models of pairs;
+#: :mod:`crosscurv.experiments.problems.fresh_blocks`: three or four blocks each).
 FRESH = _fresh()
 
 

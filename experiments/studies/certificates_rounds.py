@@ -32,6 +32,9 @@ ROUNDS = (
      "along the run (three in float32), defined after the records' rising-loss withdrawal"),
     ("crosscurv.experiments.problems.fresh_pairings", "round 13, kinds no earlier round has, most "
      "a model of pairs (three in float32), defined after round 12's results, the rule unchanged"),
+    ("crosscurv.experiments.problems.fresh_blocks", "round 14, kinds no earlier round has, every "
+     "one of three or four blocks (three in float32), defined after round 13's results, the rule "
+     "unchanged"),
 )
 
 
