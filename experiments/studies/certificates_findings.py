@@ -5,9 +5,11 @@ Advise's coverage *inside the regime* is ``certified / decided_inside`` (the dec
 while the JC run stayed below the edge of stability): the goal is at least :data:`GOAL` percent
 on every problem at precision 100%.  Each uncertified one is attributed to the first of
 :data:`crosscurv.experiments.studies.certificates_report.CAUSES` whose removal certifies it
-(``first-step withdrawal``, the ``first-step term`` for ``k <= 3``, the ``look-back`` max over the
-embedded errors, the ``edge amplification`` near the edge of stability, the ``safety factor``
-``F`` against 1); ``embedded error``: none does, the
+(``below rounding``: every candidate's measured loss within the rounding of a loss difference of
+the others', measured finer by the segment rule than a loss evaluation can tell, where no
+certificate separates them by design; ``first-step withdrawal``, the ``first-step term`` for
+``k <= 3``, the ``look-back`` max over the embedded errors, the ``edge amplification`` near the
+edge of stability, the ``safety factor`` ``F`` against 1); ``embedded error``: none does, the
 estimated first dropped order itself is larger than the predicted margins.  The embedded error's
 calibration there, ``|gap - estimate| / error`` (median), tells whether that order is an
 over-estimate (ratio well below 1) or the real size of the JC-only estimate's error (about 1 and
@@ -164,7 +166,10 @@ def cause_lines(runs, factor) -> list:
         "",
         "Each uncertified decided iteration inside the regime is attributed to the first term "
         "whose removal certifies it (module docstring of "
-        "`crosscurv.experiments.studies.certificates_findings`); `embedded error`: none does, the "
+        "`crosscurv.experiments.studies.certificates_findings`); `below rounding`: every "
+        "candidate's measured loss within 8 ulps of the JC loss of the others' (measured finer by "
+        "the segment rule than a loss evaluation tells), which no certificate separates; "
+        "`embedded error`: none does, the "
         "estimated first dropped order itself exceeds the predicted margins. Shares of the "
         "uncertified iterations. `actual / embedded`: median and 90% quantile of `|gap - estimate| "
         "/ error` over the candidates at those iterations (about 1: the embedded error is the real "
@@ -232,7 +237,7 @@ def summary_lines(runs, factor, levers: str = "") -> list:
         f"{factor:g}): " + "; ".join(adv) + ".",
         "- Records (`*_cert`, three estimates pooled), precision / coverage of the decided "
         "records (inside the regime): " + "; ".join(recs) + ".",
-        "- Below " + f"{GOAL:g}% inside the regime: " + _below_clause(low, tops) + ".",
+        "- Advise below " + f"{GOAL:g}% inside the regime: " + _below_clause(low, tops) + ".",
         *([f"- Levers, each factor chosen on the tuning half: {levers}."] if levers else []),
         _safety_line(runs, factor),
     ]

@@ -73,6 +73,7 @@ FIRST_STEP_RULES = ("prediction", "theorem1", "no withdrawal")
 #: why a decided iteration inside the regime goes uncertified (:func:`advice_counts`), in the order
 #: they are tested
 CAUSES = (
+    "below rounding",
     "first-step withdrawal",
     "first-step term",
     "look-back",
@@ -110,25 +111,30 @@ def first_step(run: dict, rule: str = "prediction") -> dict:
     return out
 
 
-def _cause(est, window, first, k, gs, factor, kw) -> str:
-    """The first of :data:`CAUSES` that, removed, certifies the iteration (``embedded error``: none
-    does; the estimated first dropped order itself exceeds the predicted margins); ``kw``: the
-    row's ``floor``, ``amplification`` and ``exact`` of
+def _cause(est, window, first, k, gs, factor, kw, spread) -> str:
+    """The first of :data:`CAUSES` that, removed, certifies the iteration: ``below rounding``, the
+    measured losses of all candidates within ``kw["floor"]`` of one another (``spread``: the
+    largest measured gap less the smallest), which no certificate separates (the rounding of a loss
+    difference, :func:`crosscurv.numeric.certificate.rounding_floor`); ``embedded error``: none
+    does, the estimated first dropped order itself exceeds the predicted margins. ``kw``: the row's
+    ``floor``, ``amplification`` and ``exact`` of
     :func:`crosscurv.numeric.certificate.advice_next_orders`."""
     from crosscurv.numeric.certificate import advice_next_orders, certify_best
 
-    if any(math.isinf(v) for v in first.values()):
+    if spread <= kw["floor"]:
         return CAUSES[0]
+    if any(math.isinf(v) for v in first.values()):
+        return CAUSES[1]
     flat = {**kw, "amplification": 1.0}
     for cause, nxt, f in (
-        (CAUSES[1], advice_next_orders(window, {}, k, **kw), factor),
-        (CAUSES[2], advice_next_orders(window[-1:], {}, k, window=1, **kw), factor),
-        (CAUSES[3], advice_next_orders(window, first, k, **flat), factor),
-        (CAUSES[4], advice_next_orders(window, first, k, **kw), 1.0),
+        (CAUSES[2], advice_next_orders(window, {}, k, **kw), factor),
+        (CAUSES[3], advice_next_orders(window[-1:], {}, k, window=1, **kw), factor),
+        (CAUSES[4], advice_next_orders(window, first, k, **flat), factor),
+        (CAUSES[5], advice_next_orders(window, first, k, **kw), 1.0),
     ):
         if certify_best(est, nxt, True, gs, f)["certified"]:
             return cause
-    return CAUSES[5]
+    return CAUSES[6]
 
 
 def _measured(recs: dict, cands, i: int) -> tuple[dict, dict]:
@@ -226,7 +232,8 @@ def advice_counts(
             if not right:
                 out["wrong_k"].append(r["k"])
         elif factor is not None and inside[i] and not at:
-            out["causes"][_cause(est, window, first, r["k"], gs, factor, kw)] += 1
+            spread = max(gaps.values()) - min(gaps.values())
+            out["causes"][_cause(est, window, first, r["k"], gs, factor, kw, spread)] += 1
             out["error_ratios"] += [
                 abs(gaps[n] - est[n]) / nxt[n] for n in cands[1:] if nxt[n] > 0
             ]
