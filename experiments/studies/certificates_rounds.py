@@ -35,6 +35,9 @@ ROUNDS = (
     ("crosscurv.experiments.problems.fresh_blocks", "round 14, kinds no earlier round has, every "
      "one of three or four blocks (three in float32), defined after round 13's results, the rule "
      "unchanged"),
+    ("crosscurv.experiments.problems.fresh_scale", "round 15, models ten to a hundred times the "
+     "size of the earlier rounds' (three in float32), defined after round 14's results, the rule "
+     "unchanged"),
 )
 
 
