@@ -368,6 +368,7 @@ def write_report(runs, path: str, command: str) -> str:
     from crosscurv.experiments.studies.certificates_levers import (lever_lines, lever_results,
                                                                    lever_summary)
     from crosscurv.experiments.studies.certificates_factor import factor_lines
+    from crosscurv.experiments.studies.certificates_rates import rate_lines
     from crosscurv.experiments.studies.certificates_rounds import round_lines
     from crosscurv.experiments.studies.certificates_report import (FACTORS, _intro_lines, _pool,
                                                                    _problem_lines, _window_lines,
@@ -386,6 +387,7 @@ def write_report(runs, path: str, command: str) -> str:
     lines += ["", f"![advise's coverage against the safety factor per half, and per problem at "
                   f"F = {SAFETY:g}](figures/{figure.name})"]
     lines += cause_lines(runs, SAFETY)
+    lines += rate_lines(runs, SAFETY)
     lines += factor_lines(runs)
     lines += first_step_lines(runs, SAFETY)
     lines += alternative_lines(runs)

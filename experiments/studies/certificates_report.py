@@ -113,12 +113,9 @@ def first_step(run: dict, rule: str = "prediction") -> dict:
 
 def _cause(est, window, first, k, gs, factor, kw, spread) -> str:
     """The first of :data:`CAUSES` that, removed, certifies the iteration: ``below rounding``, the
-    measured losses of all candidates within ``kw["floor"]`` of one another (``spread``: the
-    largest measured gap less the smallest), which no certificate separates (the rounding of a loss
-    difference, :func:`crosscurv.numeric.certificate.rounding_floor`); ``embedded error``: none
-    does, the estimated first dropped order itself exceeds the predicted margins. ``kw``: the row's
-    ``floor``, ``amplification`` and ``exact`` of
-    :func:`crosscurv.numeric.certificate.advice_next_orders`."""
+    measured gaps' ``spread`` within ``kw["floor"]`` (a loss difference's rounding), which no
+    certificate separates; ``embedded error``: none does. ``kw``: the row's ``floor``,
+    ``amplification`` and ``exact`` of :func:`crosscurv.numeric.certificate.advice_next_orders`."""
     from crosscurv.numeric.certificate import advice_next_orders, certify_best
 
     if spread <= kw["floor"]:

@@ -160,6 +160,25 @@ def test_the_fresh_rounds_each_count_their_own_runs(subset_runs):
     assert t["problems"] == {"bilinear_logistic"}
 
 
+def test_coverage_by_rate_splits_each_half_by_its_runs_rates(subset_runs):
+    """Each (half, rate) cell holds exactly the counts of that half's runs at that rate."""
+    from crosscurv.experiments.studies.certificates_rates import rate_cells
+    from crosscurv.experiments.studies.certificates_report import advice_counts
+    from crosscurv.numeric.certificate import SAFETY
+
+    cells = rate_cells(subset_runs, SAFETY)
+    assert list(cells) == [("tune", 0.5), ("tune", 1.5), ("held-out", 0.5), ("held-out", 1.5),
+                           ("fresh", 1.7)]
+    for (half, c), got in cells.items():
+        want = [0, 0, 0]
+        for run in subset_runs:
+            if run["half"] == half and run["c"] == c:
+                a = advice_counts(run, SAFETY)
+                want = [want[0] + a["certified"], want[1] + a["certified"] - a["right"],
+                        want[2] + a["decided_inside"]]
+        assert got == want and got[2] > 0
+
+
 def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
     from crosscurv.experiments.studies.certificates_findings import write_report
 
@@ -180,6 +199,7 @@ def test_the_report_states_the_factor_and_every_problem(subset_runs, tmp_path):
     assert "Advise below 50% inside the regime:" in text
     # every uncertified decided iteration inside the regime has one cause, shown per problem
     assert "## Why decided iterations inside the regime go uncertified" in text
+    assert "## Advise's coverage by learning rate" in text
     assert "## Advise's first step, chosen on the tuning half" in text
     assert "## The fresh rounds, one at a time" in text and "| `fresh` | rounds 1-4" in text
     json.dumps(subset_runs, allow_nan=True)  # the cached form
