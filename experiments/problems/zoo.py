@@ -328,13 +328,15 @@ BEYOND = tuple(
 def _fresh() -> tuple:
     from crosscurv.experiments.problems import (fresh, fresh_blocks, fresh_float32, fresh_fits,
                                                 fresh_likelihoods, fresh_models, fresh_pairings,
-                                                fresh_recurrences, fresh_scale, fresh_sharpening,
-                                                fresh_starts, fresh_structures)
+                                                fresh_rates, fresh_recurrences, fresh_scale,
+                                                fresh_sharpening, fresh_starts, fresh_structures)
 
-    return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", (0.3, 1.0, 1.7))
+    return tuple(ZooProblem(n, getattr(m, n), 100, "fresh", getattr(m, "LR_FACTORS",
+                                                                    (0.3, 1.0, 1.7)))
                  for m in (fresh, fresh_fits, fresh_models, fresh_float32, fresh_starts,
                            fresh_structures, fresh_likelihoods, fresh_recurrences,
-                           fresh_sharpening, fresh_pairings, fresh_blocks, fresh_scale)
+                           fresh_sharpening, fresh_pairings, fresh_blocks, fresh_scale,
+                           fresh_rates)
                  for n in m.__all__)
 
 
@@ -350,7 +352,9 @@ def _fresh() -> tuple:
 #: :mod:`crosscurv.experiments.problems.fresh_sharpening`: losses whose curvature grows;
 #: :mod:`crosscurv.experiments.problems.fresh_pairings`: models of pairs;
 #: :mod:`crosscurv.experiments.problems.fresh_blocks`: three or four blocks each;
-#: :mod:`crosscurv.experiments.problems.fresh_scale`: 800 to 3,600 parameters each).
+#: :mod:`crosscurv.experiments.problems.fresh_scale`: 800 to 3,600 parameters each;
+#: :mod:`crosscurv.experiments.problems.fresh_rates`: at rates no other round used, its own
+#: ``LR_FACTORS``; the others at 0.3, 1.0 and 1.7 over ``lambda_max(H^0)``).
 FRESH = _fresh()
 
 

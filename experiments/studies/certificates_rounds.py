@@ -38,6 +38,9 @@ ROUNDS = (
     ("crosscurv.experiments.problems.fresh_scale", "round 15, models ten to a hundred times the "
      "size of the earlier rounds' (three in float32), defined after round 14's results, the rule "
      "unchanged"),
+    ("crosscurv.experiments.problems.fresh_rates", "round 16, kinds no earlier round has, at rates "
+     "no fresh round used (0.1, 0.6, 1.3, 1.95 over lambda_max; three in float32), defined after "
+     "round 15's results, the rule unchanged"),
 )
 
 
